@@ -1,0 +1,5 @@
+// Package formats reads source data for pipelines: range and synthetic
+// sources and files (lines, jsonl, csv, tfrecord, whole_file). Each source
+// enumerates its splits deterministically and opens an Iterator on any one
+// split, which is the hook that DYNAMIC and STATIC sharding use.
+package formats
