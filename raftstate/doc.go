@@ -1,0 +1,20 @@
+// Package raftstate is feedmesh's replicated state: the few facts the mesh
+// must agree on (datasets, jobs, split leases, round schedules; today a
+// key/value table) kept in a small Raft group.
+//
+// It has two halves, kept apart on purpose:
+//
+//   - A pure core with no goroutines, clocks or sockets: the versioned CBOR
+//     Command envelope and its dispatch table (command.go, kv.go), the FSM
+//     state with its snapshot format (fsm.go, snapshot.go), cluster formation
+//     à la Consul's bootstrap_expect (formation.go) and voter maintenance
+//     (voters.go). These are tested by tables, properties and fuzzing.
+//   - A thin shell, Node (node.go), that runs hashicorp/raft v1.8 with
+//     raft-boltdb/v2 as log and stable store and a file snapshot store, all in
+//     the node's data dir, over a raft.StreamLayer that the mesh supplies
+//     (QUIC streams in production, TCP in this package's tests).
+//
+// Every id and timestamp a command needs is chosen by the proposer before
+// Apply and travels inside the command, so replaying the log on any node, at
+// any time, yields the same state.
+package raftstate

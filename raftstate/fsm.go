@@ -1,0 +1,89 @@
+package raftstate
+
+import (
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// fsm adapts State to raft.FSM. raft calls Apply, Snapshot and Restore from
+// its FSM goroutine; Get may be called from any goroutine, hence the lock.
+type fsm struct {
+	mu    sync.RWMutex
+	state *State
+}
+
+var _ raft.FSM = (*fsm)(nil)
+
+// applyResult is what fsm.Apply returns to raft, and Node.Apply receives
+// through the future's Response.
+type applyResult struct {
+	value any
+	err   error
+}
+
+func newFSM() *fsm { return &fsm{state: NewState()} }
+
+// Apply implements raft.FSM. Only LogCommand entries reach it.
+func (f *fsm) Apply(l *raft.Log) any {
+	c, err := DecodeCommand(l.Data)
+	if err != nil {
+		return applyResult{err: err}
+	}
+	f.mu.Lock()
+	v, err := f.state.Apply(c)
+	f.mu.Unlock()
+	return applyResult{value: v, err: err}
+}
+
+// Snapshot implements raft.FSM: it copies the state so Persist can run
+// concurrently with later Applies.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return &fsmSnapshot{state: f.state.Clone()}, nil
+}
+
+// Restore implements raft.FSM: it replaces the state with the snapshot's,
+// or leaves it untouched and returns an error.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	s, err := readSnapshot(rc)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	f.mu.Lock()
+	f.state = s
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fsm) get(key string) ([]byte, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	v, ok := f.state.KV[key]
+	if !ok {
+		return nil, false
+	}
+	return append([]byte{}, v...), true
+}
+
+type fsmSnapshot struct{ state *State }
+
+// Persist implements raft.FSMSnapshot.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	b, err := s.state.MarshalSnapshot()
+	if err == nil {
+		_, err = sink.Write(b)
+	}
+	if err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+// Release implements raft.FSMSnapshot.
+func (s *fsmSnapshot) Release() {}

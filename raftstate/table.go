@@ -1,0 +1,20 @@
+package raftstate
+
+// handler applies one command type to the state. Handlers are pure: they
+// read only the command and the state, and return an error (never panic) for
+// anything they cannot apply; on error they must leave the state unchanged.
+type handler struct {
+	name string
+	// minVersion..maxVersion are the body schema versions this node knows.
+	minVersion, maxVersion uint16
+	apply                  func(s *State, c Command) (any, error)
+}
+
+// commandTable is the FSM's dispatch table. To add a command: a CommandType
+// constant, a body struct, a constructor, and an entry here. To change a
+// body's schema: bump maxVersion and branch on c.Version in the handler;
+// never change what an existing version means.
+var commandTable = map[CommandType]handler{
+	TypePutKV:    {name: "PutKV", minVersion: 1, maxVersion: 1, apply: applyPutKV},
+	TypeDeleteKV: {name: "DeleteKV", minVersion: 1, maxVersion: 1, apply: applyDeleteKV},
+}
