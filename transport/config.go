@@ -1,0 +1,147 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quic-go/quic-go"
+)
+
+// Config tunes a Transport and its frame codec. Start from DefaultConfig (production)
+// or FastConfig (tests, in-process clusters) and change single fields.
+type Config struct {
+	// MaxHeaderBytes bounds the CBOR header of one frame. A frame announcing a
+	// larger header is rejected with ErrFrameTooLarge before anything is allocated.
+	// Headers carry names, dtypes, shapes and provenance, never bulk bytes.
+	MaxHeaderBytes int
+
+	// MaxFrameBytes bounds header plus tail of one frame, i.e. the largest batch
+	// (or RPC body) a peer may send in one frame. Raise it for very large batches;
+	// every reader may allocate up to this much per frame in flight.
+	MaxFrameBytes int64
+
+	// HandshakeTimeout bounds the QUIC+TLS handshake of a new connection (it is
+	// quic-go's HandshakeIdleTimeout: the handshake is abandoned after this much
+	// silence, or after twice this long in total).
+	HandshakeTimeout time.Duration
+
+	// KeepAlivePeriod is how often an otherwise idle connection sends a PING.
+	// quic-go's default is off, which lets a connection to a dead peer idle for the
+	// whole MaxIdleTimeout unnoticed and lets NATs forget it; keep it well below
+	// MaxIdleTimeout.
+	KeepAlivePeriod time.Duration
+
+	// MaxIdleTimeout closes a connection that received nothing for this long. With
+	// keep-alives on, it is how fast a vanished peer (crash, partition) is noticed:
+	// streams to it fail after about this long.
+	MaxIdleTimeout time.Duration
+
+	// KindHeaderTimeout is how long an accepted stream may take to send its kind
+	// byte before it is reset. It stops peers from pinning streams (and goroutines).
+	KindHeaderTimeout time.Duration
+
+	// AcceptBacklog bounds, per stream kind, the accepted streams that wait for
+	// Listener.Accept. When the queue is full a new stream of that kind is reset,
+	// so a slow consumer pushes back on its peers instead of growing memory.
+	AcceptBacklog int
+
+	// MaxIncomingStreams bounds the concurrently open streams a peer may open on
+	// one connection (quic-go flow control on stream count).
+	MaxIncomingStreams int64
+
+	// MaxConcurrentRPCs bounds the requests an RPCServer serves at once; further
+	// control streams wait in the accept backlog.
+	MaxConcurrentRPCs int
+
+	// StreamReceiveWindow is the largest flow-control window of one stream
+	// (quic-go's MaxStreamReceiveWindow): how many bytes a sender may have in
+	// flight on a stream.
+	StreamReceiveWindow uint64
+
+	// ConnectionReceiveWindow is the largest flow-control window of one
+	// connection (quic-go's MaxConnectionReceiveWindow), shared by its streams.
+	// Together with the number of peers it bounds receive buffering.
+	ConnectionReceiveWindow uint64
+
+	// StatelessResetKey, when set, lets this node answer packets of connections
+	// it does not know (because it restarted) with a stateless reset, so peers
+	// drop their stale connection at once instead of after MaxIdleTimeout. A node
+	// derives it from its persistent identity so it survives restarts. Optional.
+	StatelessResetKey *quic.StatelessResetKey
+}
+
+// DefaultConfig returns the production settings.
+func DefaultConfig() Config {
+	return Config{
+		MaxHeaderBytes:          64 << 10,
+		MaxFrameBytes:           256 << 20,
+		HandshakeTimeout:        5 * time.Second,
+		KeepAlivePeriod:         time.Second,
+		MaxIdleTimeout:          5 * time.Second,
+		KindHeaderTimeout:       5 * time.Second,
+		AcceptBacklog:           256,
+		MaxIncomingStreams:      1024,
+		MaxConcurrentRPCs:       256,
+		StreamReceiveWindow:     16 << 20,
+		ConnectionReceiveWindow: 48 << 20,
+	}
+}
+
+// FastConfig returns settings for tests and in-process clusters on loopback:
+// failures are detected in about a second and a half.
+func FastConfig() Config {
+	c := DefaultConfig()
+	c.HandshakeTimeout = time.Second
+	c.KeepAlivePeriod = 300 * time.Millisecond
+	c.MaxIdleTimeout = 1500 * time.Millisecond
+	c.KindHeaderTimeout = 500 * time.Millisecond
+	c.MaxFrameBytes = 64 << 20
+	return c
+}
+
+// maxHeaderLimit is the largest MaxHeaderBytes accepted: the frame prefix stores
+// the header length in 32 bits and a header is never meant to be bulky.
+const maxHeaderLimit = 16 << 20
+
+// Validate reports the first invalid field, by name.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("transport config: %s %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.MaxHeaderBytes < 16 || c.MaxHeaderBytes > maxHeaderLimit {
+		bad("MaxHeaderBytes", "is %d, must be in [16, %d]", c.MaxHeaderBytes, maxHeaderLimit)
+	}
+	if c.MaxFrameBytes < int64(c.MaxHeaderBytes) {
+		bad("MaxFrameBytes", "is %d, must be at least MaxHeaderBytes (%d)", c.MaxFrameBytes, c.MaxHeaderBytes)
+	}
+	if c.HandshakeTimeout <= 0 {
+		bad("HandshakeTimeout", "is %s, must be positive", c.HandshakeTimeout)
+	}
+	if c.MaxIdleTimeout <= 0 {
+		bad("MaxIdleTimeout", "is %s, must be positive", c.MaxIdleTimeout)
+	}
+	if c.KeepAlivePeriod <= 0 || c.KeepAlivePeriod >= c.MaxIdleTimeout {
+		bad("KeepAlivePeriod", "is %s, must be positive and below MaxIdleTimeout (%s)", c.KeepAlivePeriod, c.MaxIdleTimeout)
+	}
+	if c.KindHeaderTimeout <= 0 {
+		bad("KindHeaderTimeout", "is %s, must be positive", c.KindHeaderTimeout)
+	}
+	if c.AcceptBacklog <= 0 {
+		bad("AcceptBacklog", "is %d, must be positive", c.AcceptBacklog)
+	}
+	if c.MaxIncomingStreams <= 0 || c.MaxIncomingStreams > 1<<60 {
+		bad("MaxIncomingStreams", "is %d, must be in [1, 2^60]", c.MaxIncomingStreams)
+	}
+	if c.MaxConcurrentRPCs <= 0 {
+		bad("MaxConcurrentRPCs", "is %d, must be positive", c.MaxConcurrentRPCs)
+	}
+	if c.StreamReceiveWindow < 64<<10 {
+		bad("StreamReceiveWindow", "is %d, must be at least 64 KiB", c.StreamReceiveWindow)
+	}
+	if c.ConnectionReceiveWindow < c.StreamReceiveWindow {
+		bad("ConnectionReceiveWindow", "is %d, must be at least StreamReceiveWindow (%d)", c.ConnectionReceiveWindow, c.StreamReceiveWindow)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,19 @@
+// Package transport is feedmesh's network layer: one QUIC transport per node on
+// one UDP socket, carrying the three kinds of streams a node uses.
+//
+//   - KindRaft streams carry hashicorp/raft's NetworkTransport traffic through
+//     the StreamLayer returned by [Transport.RaftLayer].
+//   - KindControl streams carry one request/response RPC each ([Call],
+//     [RPCServer]), with typed errors ([Error]) that survive the wire.
+//   - KindData streams carry batches: frames made of a small CBOR header and a
+//     raw byte tail ([Codec]) so tensor bytes never go through CBOR.
+//
+// The first byte of every stream names its kind; the accepting side routes the
+// stream to the [net.Listener] of that kind ([Transport.Listener]). Connections
+// are TLS 1.3 ([DevTLS], [MutualTLS], [ClientTLS]) and cached one per peer
+// address; a cached connection that died (idle timeout, stateless reset from a
+// restarted peer) is dropped and redialled on the next [Transport.Dial].
+//
+// Every queue and frame is bounded by a field of [Config]; every goroutine the
+// Transport starts has returned when [Transport.Close] returns.
+package transport

@@ -1,0 +1,102 @@
+package transport
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+)
+
+// Stream is a bidirectional QUIC stream behaving as a net.Conn, so it can carry
+// hashicorp/raft's NetworkTransport like a TCP connection:
+//   - Close closes both directions: it sends FIN after the written data (the
+//     peer reads io.EOF) and stops reading (the peer's writes fail), and later
+//     Reads and Writes return net.ErrClosed;
+//   - deadlines work as on TCP and time out with a net.Error whose Timeout is true;
+//   - LocalAddr and RemoteAddr are the connection's.
+//
+// A stream operation failing because the whole connection died drops that
+// connection from the transport's cache, so the next Dial redials.
+type Stream struct {
+	t      *Transport
+	conn   *quic.Conn
+	qs     *quic.Stream
+	addr   string // cache key of a dialled stream, "" for accepted ones
+	closed atomic.Bool
+}
+
+var _ net.Conn = (*Stream)(nil)
+
+func newStream(t *Transport, c *quic.Conn, qs *quic.Stream, addr string) *Stream {
+	return &Stream{t: t, conn: c, qs: qs, addr: addr}
+}
+
+// Quic returns the underlying quic-go stream, for the data plane (priorities,
+// CancelWrite with a code, context).
+func (s *Stream) Quic() *quic.Stream { return s.qs }
+
+// Read reads from the stream; io.EOF after the peer closed its side.
+func (s *Stream) Read(p []byte) (int, error) {
+	n, err := s.qs.Read(p)
+	if err != nil {
+		err = s.opErr("read", err)
+	}
+	return n, err
+}
+
+// Write writes to the stream.
+func (s *Stream) Write(p []byte) (int, error) {
+	n, err := s.qs.Write(p)
+	if err != nil {
+		err = s.opErr("write", err)
+	}
+	return n, err
+}
+
+// CloseWrite closes only the sending direction (the peer reads io.EOF after the
+// data written so far), like TCP's half close.
+func (s *Stream) CloseWrite() error { return s.qs.Close() }
+
+// Close closes both directions. It is idempotent.
+func (s *Stream) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.qs.CancelRead(codeStreamClose)
+	_ = s.qs.Close() // fails only when the send side was reset, which is closed too
+	return nil
+}
+
+// LocalAddr returns the local address of the connection.
+func (s *Stream) LocalAddr() net.Addr { return s.conn.LocalAddr() }
+
+// RemoteAddr returns the peer's address.
+func (s *Stream) RemoteAddr() net.Addr { return s.conn.RemoteAddr() }
+
+// SetDeadline sets read and write deadlines.
+func (s *Stream) SetDeadline(t time.Time) error { return s.qs.SetDeadline(t) }
+
+// SetReadDeadline sets the read deadline.
+func (s *Stream) SetReadDeadline(t time.Time) error { return s.qs.SetReadDeadline(t) }
+
+// SetWriteDeadline sets the write deadline.
+func (s *Stream) SetWriteDeadline(t time.Time) error { return s.qs.SetWriteDeadline(t) }
+
+// opErr maps an error of a stream operation: net.ErrClosed after a local Close
+// (as a closed TCP conn), and it drops a dead connection from the dial cache.
+func (s *Stream) opErr(op string, err error) error {
+	if err == io.EOF {
+		return err // callers compare io.EOF by identity
+	}
+	if s.closed.Load() {
+		return &net.OpError{Op: op, Net: "quic", Source: s.LocalAddr(), Addr: s.RemoteAddr(), Err: net.ErrClosed}
+	}
+	if s.conn.Context().Err() != nil {
+		s.t.forget(s.addr, s.conn)
+		return fmt.Errorf("%s: connection to %s lost: %w", op, s.RemoteAddr(), err)
+	}
+	return err
+}

@@ -1,0 +1,419 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+)
+
+// StreamKind is the first byte written on every stream; it routes the stream to
+// the listener of that kind.
+type StreamKind byte
+
+// Stream kinds.
+const (
+	// KindRaft streams carry hashicorp/raft NetworkTransport connections.
+	KindRaft StreamKind = 1
+	// KindControl streams carry one RPC request and its response each.
+	KindControl StreamKind = 2
+	// KindData streams carry batches from workers to clients.
+	KindData StreamKind = 3
+)
+
+// String names the kind for logs.
+func (k StreamKind) String() string {
+	switch k {
+	case KindRaft:
+		return "raft"
+	case KindControl:
+		return "control"
+	case KindData:
+		return "data"
+	}
+	return fmt.Sprintf("kind(%d)", byte(k))
+}
+
+// ALPN is the TLS application protocol of feedmesh connections.
+const ALPN = "feedmesh/1"
+
+// Application error codes sent when this side closes or resets.
+const (
+	codeClosed      quic.ApplicationErrorCode = 0 // transport closed normally
+	codeStreamClose quic.StreamErrorCode      = 0 // Stream.Close: stop reading
+	codeRejected    quic.StreamErrorCode      = 1 // unknown kind, no kind byte, backlog full
+)
+
+// udpBufferBytes is what quic-go asks of the kernel for socket buffers.
+const udpBufferBytes = 7 << 20
+
+// Transport is one node's QUIC endpoint: it accepts connections on one UDP
+// socket and routes their streams by kind, and dials peers, caching one
+// connection per address.
+type Transport struct {
+	cfg       Config
+	log       *slog.Logger
+	pc        net.PacketConn
+	qt        *quic.Transport
+	ln        *quic.Listener // nil for a client-only transport
+	clientTLS *tls.Config
+	dialConf  *quic.Config
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[StreamKind]*kindListener
+	dialed    map[string]*dialEntry
+	incoming  map[*quic.Conn]struct{}
+	closeOnce sync.Once
+}
+
+// dialEntry is a cached (or being dialled) connection to one address. Dials to
+// the same address while it is being dialled wait for ready and share the result.
+type dialEntry struct {
+	ready chan struct{}
+	conn  *quic.Conn
+	err   error
+}
+
+// New starts a transport on pc. The caller owns pc and closes it after Close;
+// pc may be any net.PacketConn (tests wrap it to inject faults). With serverTLS
+// nil the transport only dials (CLI tools, clients). log may be nil.
+func New(pc net.PacketConn, serverTLS, clientTLS *tls.Config, cfg Config, log *slog.Logger) (*Transport, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if pc == nil {
+		return nil, errors.New("transport: nil packet conn")
+	}
+	if clientTLS == nil {
+		return nil, errors.New("transport: nil client TLS config")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if udp, ok := pc.(*net.UDPConn); ok {
+		// Best effort: quic-go wants big buffers and warns otherwise.
+		_ = udp.SetReadBuffer(udpBufferBytes)
+		_ = udp.SetWriteBuffer(udpBufferBytes)
+	}
+	t := &Transport{
+		cfg:       cfg,
+		log:       log.With("component", "transport", "addr", pc.LocalAddr().String()),
+		pc:        pc,
+		clientTLS: withALPN(clientTLS),
+		listeners: make(map[StreamKind]*kindListener),
+		dialed:    make(map[string]*dialEntry),
+		incoming:  make(map[*quic.Conn]struct{}),
+	}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	for _, k := range []StreamKind{KindRaft, KindControl, KindData} {
+		t.listeners[k] = newKindListener(t, k)
+	}
+	t.qt = &quic.Transport{Conn: pc, StatelessResetKey: cfg.StatelessResetKey}
+	t.dialConf = t.quicConfig()
+	t.dialConf.MaxIncomingStreams = -1 // peers open streams on connections they dialled
+	if serverTLS != nil {
+		ln, err := t.qt.Listen(withALPN(serverTLS), t.quicConfig())
+		if err != nil {
+			t.cancel()
+			t.qt.Close()
+			return nil, fmt.Errorf("transport: listen on %s: %w", pc.LocalAddr(), err)
+		}
+		t.ln = ln
+		t.wg.Go(t.acceptConns)
+	}
+	return t, nil
+}
+
+func (t *Transport) quicConfig() *quic.Config {
+	return &quic.Config{
+		HandshakeIdleTimeout:           t.cfg.HandshakeTimeout,
+		MaxIdleTimeout:                 t.cfg.MaxIdleTimeout,
+		KeepAlivePeriod:                t.cfg.KeepAlivePeriod,
+		MaxIncomingStreams:             t.cfg.MaxIncomingStreams,
+		MaxIncomingUniStreams:          -1,
+		MaxStreamReceiveWindow:         t.cfg.StreamReceiveWindow,
+		MaxConnectionReceiveWindow:     t.cfg.ConnectionReceiveWindow,
+		InitialStreamReceiveWindow:     min(t.cfg.StreamReceiveWindow, 512<<10),
+		InitialConnectionReceiveWindow: min(t.cfg.ConnectionReceiveWindow, 512<<10),
+	}
+}
+
+// withALPN returns a copy of c that speaks TLS 1.3 with the feedmesh ALPN.
+func withALPN(c *tls.Config) *tls.Config {
+	c = c.Clone()
+	c.MinVersion = tls.VersionTLS13
+	c.NextProtos = []string{ALPN}
+	return c
+}
+
+// Addr returns the local UDP address.
+func (t *Transport) Addr() net.Addr { return t.pc.LocalAddr() }
+
+// Listener returns the listener of one stream kind; Accept yields *Stream values.
+// Listeners for KindRaft, KindControl and KindData exist from the start (streams
+// queue in their backlog until accepted); other kinds are created on first call,
+// before that their streams are reset. Calling Listener twice for a kind returns
+// the same listener, also after it was closed.
+func (t *Transport) Listener(kind StreamKind) net.Listener {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l, ok := t.listeners[kind]
+	if !ok {
+		l = newKindListener(t, kind)
+		if t.closed {
+			l.close()
+		}
+		t.listeners[kind] = l
+	}
+	return l
+}
+
+func (t *Transport) listener(kind StreamKind) *kindListener {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.listeners[kind]
+}
+
+// Close closes every connection (telling peers with CONNECTION_CLOSE) and every
+// listener, and returns when all goroutines the transport started have returned.
+// It does not close the packet conn. It is idempotent.
+func (t *Transport) Close() error {
+	t.closeOnce.Do(func() {
+		t.mu.Lock()
+		t.closed = true
+		t.cancel()
+		conns := make([]*quic.Conn, 0, len(t.dialed)+len(t.incoming))
+		for _, e := range t.dialed {
+			select {
+			case <-e.ready:
+				if e.conn != nil {
+					conns = append(conns, e.conn)
+				}
+			default: // the dial is aborted by quic.Transport.Close
+			}
+		}
+		for c := range t.incoming {
+			conns = append(conns, c)
+		}
+		ls := make([]*kindListener, 0, len(t.listeners))
+		for _, l := range t.listeners {
+			ls = append(ls, l)
+		}
+		t.mu.Unlock()
+
+		for _, l := range ls {
+			l.close()
+		}
+		if t.ln != nil {
+			_ = t.ln.Close()
+		}
+		for _, c := range conns {
+			_ = c.CloseWithError(codeClosed, "transport closed")
+		}
+		_ = t.qt.Close()
+		t.wg.Wait()
+		for _, l := range ls {
+			l.drain()
+		}
+	})
+	return nil
+}
+
+// acceptConns accepts incoming connections until the transport closes.
+func (t *Transport) acceptConns() {
+	for {
+		c, err := t.ln.Accept(t.ctx)
+		if err != nil {
+			if t.ctx.Err() == nil {
+				t.log.Warn("accept connections stopped", "err", err)
+			}
+			return
+		}
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			_ = c.CloseWithError(codeClosed, "transport closed")
+			continue
+		}
+		t.incoming[c] = struct{}{}
+		t.mu.Unlock()
+		t.wg.Go(func() { t.serveConn(c) })
+	}
+}
+
+// serveConn accepts the streams of one incoming connection; quic-go bounds how
+// many are open at once (MaxIncomingStreams), which bounds routeStream goroutines.
+func (t *Transport) serveConn(c *quic.Conn) {
+	defer func() {
+		t.mu.Lock()
+		delete(t.incoming, c)
+		t.mu.Unlock()
+	}()
+	for {
+		qs, err := c.AcceptStream(t.ctx)
+		if err != nil {
+			return
+		}
+		t.wg.Go(func() { t.routeStream(c, qs) })
+	}
+}
+
+// routeStream reads the kind byte of an accepted stream and queues the stream
+// on that kind's listener; it resets streams that are slow, of unknown kind, or
+// that find the backlog full.
+func (t *Transport) routeStream(c *quic.Conn, qs *quic.Stream) {
+	_ = qs.SetReadDeadline(time.Now().Add(t.cfg.KindHeaderTimeout))
+	var b [1]byte
+	_, err := qs.Read(b[:])
+	_ = qs.SetReadDeadline(time.Time{})
+	if err != nil {
+		t.log.Debug("stream without kind byte reset", "remote", c.RemoteAddr().String(), "err", err)
+		resetStream(qs, codeRejected)
+		return
+	}
+	kind := StreamKind(b[0])
+	l := t.listener(kind)
+	if l == nil {
+		t.log.Warn("stream of unknown kind reset", "remote", c.RemoteAddr().String(), "kind", b[0])
+		resetStream(qs, codeRejected)
+		return
+	}
+	if !l.offer(newStream(t, c, qs, "")) {
+		t.log.Warn("stream reset: listener closed or backlog full", "remote", c.RemoteAddr().String(), "kind", kind.String())
+		resetStream(qs, codeRejected)
+	}
+}
+
+func resetStream(qs *quic.Stream, code quic.StreamErrorCode) {
+	qs.CancelRead(code)
+	qs.CancelWrite(code)
+}
+
+// Dial opens a stream of the given kind to addr (host:port) and writes the kind
+// byte. It reuses the cached connection to addr, and redials when that
+// connection is closed or turns out dead when opening the stream.
+//
+// A connection that looks alive may still be stale (the peer restarted and has
+// not answered yet); the first stream operation on it then fails, the
+// connection is dropped from the cache, and the next Dial redials.
+func (t *Transport) Dial(ctx context.Context, addr string, kind StreamKind) (*Stream, error) {
+	for attempt := 0; ; attempt++ {
+		c, fresh, err := t.conn(ctx, addr)
+		if err != nil {
+			return nil, err
+		}
+		qs, err := c.OpenStreamSync(ctx)
+		if err != nil {
+			t.forget(addr, c)
+			if ctx.Err() != nil || fresh || attempt > 0 {
+				return nil, fmt.Errorf("transport: open %s stream to %s: %w", kind, addr, err)
+			}
+			continue // the cached connection died: redial once
+		}
+		s := newStream(t, c, qs, addr)
+		if dl, ok := ctx.Deadline(); ok {
+			_ = qs.SetWriteDeadline(dl)
+		}
+		_, err = s.Write([]byte{byte(kind)})
+		_ = qs.SetWriteDeadline(time.Time{})
+		if err != nil {
+			s.Close()
+			if ctx.Err() != nil || fresh || attempt > 0 {
+				return nil, fmt.Errorf("transport: open %s stream to %s: %w", kind, addr, err)
+			}
+			continue
+		}
+		return s, nil
+	}
+}
+
+// conn returns a live connection to addr, dialling (once, shared by concurrent
+// callers) when none is cached. fresh reports that this call dialled it.
+func (t *Transport) conn(ctx context.Context, addr string) (c *quic.Conn, fresh bool, err error) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, false, fmt.Errorf("transport: dial %s: %w", addr, net.ErrClosed)
+	}
+	e, ok := t.dialed[addr]
+	if ok {
+		select {
+		case <-e.ready:
+			if e.conn != nil && e.conn.Context().Err() == nil {
+				t.mu.Unlock()
+				return e.conn, false, nil
+			}
+			ok = false // dead or failed: replace
+		default:
+		}
+	}
+	if ok { // a dial is in flight: wait for it
+		t.mu.Unlock()
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			return nil, false, fmt.Errorf("transport: dial %s: %w", addr, ctx.Err())
+		}
+		if e.err != nil {
+			return nil, false, e.err
+		}
+		return e.conn, false, nil
+	}
+	e = &dialEntry{ready: make(chan struct{})}
+	t.dialed[addr] = e
+	t.mu.Unlock()
+
+	e.conn, e.err = t.dial(ctx, addr)
+	t.mu.Lock()
+	if e.err != nil && t.dialed[addr] == e {
+		delete(t.dialed, addr)
+	}
+	if e.err == nil && t.closed {
+		_ = e.conn.CloseWithError(codeClosed, "transport closed")
+		e.conn, e.err = nil, fmt.Errorf("transport: dial %s: %w", addr, net.ErrClosed)
+	}
+	close(e.ready)
+	t.mu.Unlock()
+	return e.conn, true, e.err
+}
+
+func (t *Transport) dial(ctx context.Context, addr string) (*quic.Conn, error) {
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("transport: dial %s: %w", addr, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(t.ctx, cancel) // Close aborts dials
+	defer stop()
+	c, err := t.qt.Dial(ctx, ua, t.clientTLS, t.dialConf)
+	if err != nil {
+		return nil, fmt.Errorf("transport: dial %s: %w", addr, err)
+	}
+	t.log.Debug("connected", "peer", addr)
+	return c, nil
+}
+
+// forget drops c from the cache if it is still the entry for addr, and closes it.
+func (t *Transport) forget(addr string, c *quic.Conn) {
+	if addr == "" {
+		return
+	}
+	t.mu.Lock()
+	if e, ok := t.dialed[addr]; ok && e.conn == c {
+		delete(t.dialed, addr)
+	}
+	t.mu.Unlock()
+	_ = c.CloseWithError(codeClosed, "dropped")
+}
