@@ -1,0 +1,188 @@
+package formats
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"unicode/utf8"
+
+	"github.com/feedmesh/feedmesh/pipeline/tensor"
+)
+
+// lineBoundaries cuts a text file into ranges of at least splitBytes, each
+// starting at the beginning of a line. It reads only around each cut.
+func lineBoundaries(f *os.File, size, splitBytes int64) ([]int64, error) {
+	bounds := []int64{0}
+	for t := splitBytes; t < size; t = bounds[len(bounds)-1] + splitBytes {
+		b, err := nextLineStart(f, t, size)
+		if err != nil {
+			return nil, err
+		}
+		if b >= size {
+			break
+		}
+		bounds = append(bounds, b)
+	}
+	return bounds, nil
+}
+
+// nextLineStart returns the offset of the first line starting at or after
+// off (size if there is none).
+func nextLineStart(f io.ReaderAt, off, size int64) (int64, error) {
+	if off <= 0 {
+		return 0, nil
+	}
+	var buf [4096]byte
+	for p := off - 1; p < size; {
+		n, err := f.ReadAt(buf[:min(int64(len(buf)), size-p)], p)
+		if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
+			return p + int64(i) + 1, nil
+		}
+		p += int64(n)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+		if n == 0 {
+			break
+		}
+	}
+	return size, nil
+}
+
+// lineIter reads the lines or JSON lines whose first byte lies in the
+// split's range.
+type lineIter struct {
+	fr      *fileRange
+	jsonl   bool
+	fields  []Field
+	max     int64
+	r       *bufio.Reader
+	pos     int64 // offset of the next line
+	first   int64 // offset of the split's first line
+	lineIdx int64 // lines read so far in this split
+	long    []byte
+	slab    slab
+}
+
+func newLineIter(fr *fileRange, o FilesOptions) (Iterator, error) {
+	start, err := nextLineStart(fr.f, fr.start, fr.size)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", fr.path, err)
+	}
+	it := &lineIter{fr: fr, jsonl: o.Format == FormatJSONL, fields: o.Fields, max: o.MaxRecordBytes, pos: start, first: start}
+	it.r = bufio.NewReaderSize(io.NewSectionReader(fr.f, start, fr.size-start), readBufferBytes)
+	return it, nil
+}
+
+// errAt builds the error for the line just read.
+func (it *lineIter) errAt(sentinel error, format string, args ...any) error {
+	line := it.fr.linesBefore(it.first) + it.lineIdx
+	return &RecordError{Path: it.fr.path, Line: line, Offset: -1, Err: sentinel, Msg: fmt.Sprintf(format, args...)}
+}
+
+// readLine returns the next line without its terminator; the slice is
+// valid until the next call.
+func (it *lineIter) readLine() ([]byte, error) {
+	b, err := it.r.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		it.long = append(it.long[:0], b...)
+		for errors.Is(err, bufio.ErrBufferFull) {
+			if int64(len(it.long)) > it.max {
+				it.lineIdx++
+				return nil, it.errAt(ErrRecordTooLarge, "line longer than max_record_bytes (%d)", it.max)
+			}
+			b, err = it.r.ReadSlice('\n')
+			it.long = append(it.long, b...)
+		}
+		b = it.long
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read %s: %w", it.fr.path, err)
+	}
+	if len(b) == 0 {
+		return nil, io.EOF
+	}
+	it.pos += int64(len(b))
+	it.lineIdx++
+	if int64(len(b)) > it.max+1 {
+		return nil, it.errAt(ErrRecordTooLarge, "line longer than max_record_bytes (%d)", it.max)
+	}
+	b = bytes.TrimSuffix(b, []byte{'\n'})
+	return bytes.TrimSuffix(b, []byte{'\r'}), nil
+}
+
+func (it *lineIter) Next(ctx context.Context) (tensor.Element, error) {
+	if err := ctx.Err(); err != nil {
+		return tensor.Element{}, err
+	}
+	for {
+		if it.pos >= it.fr.end {
+			return tensor.Element{}, io.EOF
+		}
+		line, err := it.readLine()
+		if err != nil {
+			return tensor.Element{}, err
+		}
+		if !it.jsonl {
+			if !utf8.Valid(line) {
+				return tensor.Element{}, it.errAt(ErrBadRecord, "invalid UTF-8")
+			}
+			return tensor.Element{Tensors: []tensor.Tensor{tensor.BytesScalar("text", it.slab.copy(line))}}, nil
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		return it.jsonElement(line)
+	}
+}
+
+func (it *lineIter) jsonElement(line []byte) (tensor.Element, error) {
+	if len(it.fields) == 0 {
+		if err := checkJSONObject(line); err != nil {
+			return tensor.Element{}, it.errAt(ErrBadRecord, "invalid JSON: %v", err)
+		}
+		return tensor.Element{Tensors: []tensor.Tensor{tensor.BytesScalar("json", it.slab.copy(line))}}, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(line, &obj); err != nil {
+		return tensor.Element{}, it.errAt(ErrBadRecord, "invalid JSON: %v", err)
+	}
+	if obj == nil {
+		return tensor.Element{}, it.errAt(ErrBadRecord, "invalid JSON: want an object, got null")
+	}
+	e := tensor.Element{Tensors: make([]tensor.Tensor, 0, len(it.fields))}
+	for _, f := range it.fields {
+		raw, ok := obj[f.Name]
+		if !ok {
+			return tensor.Element{}, it.errAt(ErrBadRecord, "field %q missing", f.Name)
+		}
+		t, err := JSONTensor(f.tensorName(), raw, f.DType)
+		if err != nil {
+			return tensor.Element{}, it.errAt(ErrBadRecord, "field %q: %v", f.Name, err)
+		}
+		e.Tensors = append(e.Tensors, t)
+	}
+	return e, nil
+}
+
+func checkJSONObject(b []byte) error {
+	if !json.Valid(b) {
+		var v any
+		err := json.Unmarshal(b, &v)
+		if err == nil {
+			err = errors.New("not valid JSON")
+		}
+		return err
+	}
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return errors.New("want an object")
+	}
+	return nil
+}
+
+func (it *lineIter) Close() error { return it.fr.f.Close() }
