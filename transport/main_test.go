@@ -1,0 +1,151 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// faultyConn wraps a UDP socket so tests can make a node vanish: with blackhole
+// set, every datagram in either direction is dropped, as if the host died.
+type faultyConn struct {
+	net.PacketConn
+	blackhole atomic.Bool
+}
+
+func (f *faultyConn) WriteTo(p []byte, addr net.Addr) (int, error) {
+	if f.blackhole.Load() {
+		return len(p), nil
+	}
+	return f.PacketConn.WriteTo(p, addr)
+}
+
+func (f *faultyConn) ReadFrom(p []byte) (int, net.Addr, error) {
+	for {
+		n, addr, err := f.PacketConn.ReadFrom(p)
+		if err != nil || !f.blackhole.Load() {
+			return n, addr, err
+		}
+	}
+}
+
+// node is one transport with its socket, TLS and an RPC server with an "echo"
+// method, closed at test cleanup.
+type node struct {
+	t     *Transport
+	pc    net.PacketConn
+	fc    *faultyConn
+	codec *Codec
+	rpc   *RPCServer
+	serve chan error
+}
+
+type nodeOpts struct {
+	addr      string // listen address, default 127.0.0.1:0
+	cfg       *Config
+	faulty    bool
+	serverTLS *tls.Config // default: dev TLS
+	clientTLS *tls.Config
+	noServer  bool // client-only transport
+	noRPC     bool
+}
+
+func startNode(tb testing.TB, o nodeOpts) *node {
+	tb.Helper()
+	if o.addr == "" {
+		o.addr = "127.0.0.1:0"
+	}
+	cfg := FastConfig()
+	if o.cfg != nil {
+		cfg = *o.cfg
+	}
+	if o.serverTLS == nil && o.clientTLS == nil {
+		var err error
+		o.serverTLS, o.clientTLS, err = DevTLS(tb.TempDir(), "test-node")
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if o.noServer {
+		o.serverTLS = nil
+	}
+	ua, err := net.ResolveUDPAddr("udp", o.addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	udp, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n := &node{pc: udp}
+	if o.faulty {
+		n.fc = &faultyConn{PacketConn: udp}
+		n.pc = n.fc
+	}
+	n.t, err = New(n.pc, o.serverTLS, o.clientTLS, cfg, nil)
+	if err != nil {
+		udp.Close()
+		tb.Fatal(err)
+	}
+	n.codec, err = NewCodec(cfg.MaxHeaderBytes, cfg.MaxFrameBytes)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if !o.noRPC && !o.noServer {
+		n.rpc = NewRPCServer(n.codec, cfg.MaxConcurrentRPCs, nil)
+		n.rpc.Handle("echo", func(_ context.Context, decode func(any) error) (any, error) {
+			var s string
+			if err := decode(&s); err != nil {
+				return nil, err
+			}
+			return s, nil
+		})
+		n.serve = make(chan error, 1)
+		l := n.t.Listener(KindControl)
+		go func() { n.serve <- n.rpc.Serve(l) }()
+	}
+	tb.Cleanup(n.stop)
+	return n
+}
+
+// stop closes the node; safe to call twice.
+func (n *node) stop() {
+	if n.rpc != nil {
+		n.rpc.Close()
+		<-n.serve
+		n.rpc = nil
+	}
+	n.t.Close()
+	n.pc.Close()
+}
+
+func (n *node) addr() string { return n.t.Addr().String() }
+
+// echo calls the echo method of addr from n and checks the answer.
+func (n *node) echo(tb testing.TB, addr string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var got string
+	if err := Call(ctx, n.t, n.codec, addr, "echo", "ping", &got); err != nil {
+		tb.Fatalf("echo to %s: %v", addr, err)
+	}
+	if got != "ping" {
+		tb.Fatalf("echo to %s: got %q", addr, got)
+	}
+}
+
+func ctxT(tb testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	tb.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,307 @@
+package transport
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+func acceptT(tb testing.TB, l net.Listener) *Stream {
+	tb.Helper()
+	type res struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		c, err := l.Accept()
+		ch <- res{c, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			tb.Fatalf("accept: %v", r.err)
+		}
+		return r.c.(*Stream)
+	case <-time.After(5 * time.Second):
+		tb.Fatal("accept timed out")
+	}
+	return nil
+}
+
+func TestDialEachKindRoundTrip(t *testing.T) {
+	a := startNode(t, nodeOpts{noRPC: true})
+	b := startNode(t, nodeOpts{noRPC: true})
+	for _, kind := range []StreamKind{KindRaft, KindControl, KindData} {
+		t.Run(kind.String(), func(t *testing.T) {
+			s, err := a.t.Dial(ctxT(t, 3*time.Second), b.addr(), kind)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			msg := []byte("hello " + kind.String())
+			if _, err := s.Write(msg); err != nil {
+				t.Fatal(err)
+			}
+			srv := acceptT(t, b.t.Listener(kind))
+			defer srv.Close()
+			got := make([]byte, len(msg))
+			if _, err := io.ReadFull(srv, got); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, msg) {
+				t.Fatalf("server read %q, want %q", got, msg)
+			}
+			if srv.RemoteAddr().String() != a.addr() {
+				t.Fatalf("server sees remote %s, want %s", srv.RemoteAddr(), a.addr())
+			}
+			if _, err := srv.Write([]byte("re:" + string(msg))); err != nil {
+				t.Fatal(err)
+			}
+			srv.Close()
+			back, err := io.ReadAll(s)
+			if err != nil {
+				t.Fatalf("client read: %v", err)
+			}
+			if string(back) != "re:"+string(msg) {
+				t.Fatalf("client read %q", back)
+			}
+		})
+	}
+	// All three streams used one connection.
+	a.t.mu.Lock()
+	nDialed := len(a.t.dialed)
+	a.t.mu.Unlock()
+	b.t.mu.Lock()
+	nIncoming := len(b.t.incoming)
+	b.t.mu.Unlock()
+	if nDialed != 1 || nIncoming != 1 {
+		t.Fatalf("connections: %d dialled by a, %d incoming at b; want 1 and 1", nDialed, nIncoming)
+	}
+	if a.t.Listener(KindData) != a.t.Listener(KindData) {
+		t.Fatal("Listener returned different listeners for one kind")
+	}
+}
+
+func TestManyConcurrentStreams(t *testing.T) {
+	a := startNode(t, nodeOpts{noRPC: true})
+	b := startNode(t, nodeOpts{noRPC: true})
+	const n = 200
+	l := b.t.Listener(KindData)
+	var srvWG sync.WaitGroup
+	srvWG.Go(func() {
+		var wg sync.WaitGroup
+		for range n {
+			c, err := l.Accept()
+			if err != nil {
+				t.Errorf("accept: %v", err)
+				return
+			}
+			wg.Go(func() { // echo until EOF
+				defer c.Close()
+				if _, err := io.Copy(c, c); err != nil {
+					t.Errorf("echo: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+	})
+	ctx := ctxT(t, 10*time.Second)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			s, err := a.t.Dial(ctx, b.addr(), KindData)
+			if err != nil {
+				t.Errorf("dial %d: %v", i, err)
+				return
+			}
+			defer s.Close()
+			msg := bytes.Repeat([]byte(fmt.Sprintf("stream %d;", i)), 1000)
+			if _, err := s.Write(msg); err != nil {
+				t.Errorf("write %d: %v", i, err)
+				return
+			}
+			s.CloseWrite()
+			got, err := io.ReadAll(s)
+			if err != nil || !bytes.Equal(got, msg) {
+				t.Errorf("stream %d: got %d bytes (err %v), want %d", i, len(got), err, len(msg))
+			}
+		})
+	}
+	wg.Wait()
+	srvWG.Wait()
+	a.t.mu.Lock()
+	defer a.t.mu.Unlock()
+	if len(a.t.dialed) != 1 {
+		t.Fatalf("%d connections cached, want 1", len(a.t.dialed))
+	}
+}
+
+// TestStreamNetConnSemantics checks what raft's NetworkTransport relies on.
+func TestStreamNetConnSemantics(t *testing.T) {
+	a := startNode(t, nodeOpts{noRPC: true})
+	b := startNode(t, nodeOpts{noRPC: true})
+	dial := func() (*Stream, *Stream) {
+		s, err := a.t.Dial(ctxT(t, 3*time.Second), b.addr(), KindRaft)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Write([]byte{0})
+		srv := acceptT(t, b.t.Listener(KindRaft))
+		var one [1]byte
+		if _, err := io.ReadFull(srv, one[:]); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close(); srv.Close() })
+		return s, srv
+	}
+	readErr := func(c net.Conn) chan error {
+		ch := make(chan error, 1)
+		go func() {
+			_, err := c.Read(make([]byte, 10))
+			ch <- err
+		}()
+		return ch
+	}
+	waitErr := func(ch chan error, what string) error {
+		select {
+		case err := <-ch:
+			if err == nil {
+				t.Fatalf("%s: read returned no error", what)
+			}
+			return err
+		case <-time.After(3 * time.Second):
+			t.Fatalf("%s: read still blocked", what)
+		}
+		return nil
+	}
+
+	t.Run("peer close gives EOF", func(t *testing.T) {
+		s, srv := dial()
+		ch := readErr(srv)
+		s.Close()
+		if err := waitErr(ch, "peer read"); err != io.EOF {
+			t.Fatalf("peer read: %v, want io.EOF", err)
+		}
+	})
+	t.Run("local close unblocks read", func(t *testing.T) {
+		s, _ := dial()
+		ch := readErr(s)
+		s.Close()
+		if err := waitErr(ch, "local read"); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("local read: %v, want net.ErrClosed", err)
+		}
+		if _, err := s.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("write after close: %v, want net.ErrClosed", err)
+		}
+	})
+	t.Run("write to closed peer fails", func(t *testing.T) {
+		s, srv := dial()
+		srv.Close()
+		deadline := time.Now().Add(3 * time.Second)
+		var err error
+		for err == nil && time.Now().Before(deadline) {
+			_, err = s.Write(make([]byte, 1024))
+		}
+		if err == nil {
+			t.Fatal("writes to a closed peer kept succeeding")
+		}
+	})
+	t.Run("read deadline", func(t *testing.T) {
+		s, _ := dial()
+		s.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		err := waitErr(readErr(s), "deadline read")
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("read past deadline: %v, want a timeout net.Error", err)
+		}
+		// Clearing the deadline makes the stream usable again.
+		s.SetDeadline(time.Time{})
+		if _, err := s.Write([]byte("ok")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("addresses", func(t *testing.T) {
+		s, srv := dial()
+		if s.LocalAddr().String() != a.addr() || s.RemoteAddr().String() != b.addr() {
+			t.Fatalf("client addrs %s -> %s", s.LocalAddr(), s.RemoteAddr())
+		}
+		if srv.LocalAddr().String() != b.addr() {
+			t.Fatalf("server local addr %s", srv.LocalAddr())
+		}
+		if s.Quic() == nil {
+			t.Fatal("Quic() is nil")
+		}
+	})
+}
+
+func TestCloseIsPromptAndIdempotent(t *testing.T) {
+	a := startNode(t, nodeOpts{noRPC: true})
+	b := startNode(t, nodeOpts{noRPC: true})
+	s, err := a.t.Dial(ctxT(t, 3*time.Second), b.addr(), KindData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Write([]byte("x"))
+	srv := acceptT(t, b.t.Listener(KindData))
+	if _, err := io.ReadFull(srv, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	blocked := make(chan error, 2)
+	go func() { _, err := srv.Read(make([]byte, 10)); blocked <- err }()
+	go func() { _, err := b.t.Listener(KindControl).Accept(); blocked <- err }()
+	start := time.Now()
+	b.t.Close()
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("Close took %s", d)
+	}
+	for range 2 {
+		select {
+		case err := <-blocked:
+			if err == nil {
+				t.Fatal("blocked call returned no error after Close")
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatal("Close left a Read or Accept blocked")
+		}
+	}
+	b.t.Close()
+	if _, err := b.t.Dial(ctxT(t, time.Second), a.addr(), KindData); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("dial after close: %v", err)
+	}
+	// The peer learns at once (CONNECTION_CLOSE), not after the idle timeout.
+	_, err = s.Read(make([]byte, 10))
+	if err == nil {
+		t.Fatal("read from closed peer succeeded")
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []Config{DefaultConfig(), FastConfig()} {
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := map[string]func(*Config){
+		"MaxHeaderBytes":          func(c *Config) { c.MaxHeaderBytes = 0 },
+		"MaxFrameBytes":           func(c *Config) { c.MaxFrameBytes = 10 },
+		"KeepAlivePeriod":         func(c *Config) { c.KeepAlivePeriod = c.MaxIdleTimeout },
+		"AcceptBacklog":           func(c *Config) { c.AcceptBacklog = 0 },
+		"MaxIncomingStreams":      func(c *Config) { c.MaxIncomingStreams = -1 },
+		"KindHeaderTimeout":       func(c *Config) { c.KindHeaderTimeout = 0 },
+		"ConnectionReceiveWindow": func(c *Config) { c.ConnectionReceiveWindow = 1 },
+	}
+	for field, mut := range cases {
+		c := DefaultConfig()
+		mut(&c)
+		err := c.Validate()
+		if err == nil || !bytes.Contains([]byte(err.Error()), []byte(field)) {
+			t.Errorf("%s: Validate() = %v, want an error naming the field", field, err)
+		}
+	}
+}
