@@ -308,7 +308,7 @@ func callErr(ctx context.Context, method, addr string, err error) error {
 	// The stream deadline is ctx's, and may fire just before ctx's own timer.
 	// Other timeouts (idle, handshake) mean the peer is unreachable.
 	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-		return fmt.Errorf("call %s on %s: %w: %w", method, addr, ErrDeadline, err)
+		return fmt.Errorf("call %s on %s: %w: %w (%w)", method, addr, ErrDeadline, context.DeadlineExceeded, err)
 	}
 	return fmt.Errorf("call %s on %s: %w: %w", method, addr, ErrUnavailable, err)
 }
