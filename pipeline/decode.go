@@ -1,0 +1,507 @@
+package pipeline
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/feedmesh/feedmesh/pipeline/fn"
+)
+
+// MaxSpecBytes bounds the size of a spec file or document accepted by
+// ParseYAML, ParseJSON and LoadFile.
+const MaxSpecBytes = 4 << 20
+
+// ParseYAML decodes a YAML spec and validates it. Unknown keys are errors
+// naming their path (`ops[1].shuffle: unknown field "bufer" (known: buffer, seed)`).
+func ParseYAML(data []byte) (*Spec, error) {
+	s, err := decodeYAML(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ParseJSON decodes a JSON spec and validates it; see ParseYAML.
+func ParseJSON(data []byte) (*Spec, error) {
+	s, err := decodeJSON(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// LoadFile reads a spec file (JSON when the name ends in .json or the text
+// starts with '{', YAML otherwise), resolves relative source paths against
+// the file's directory, and validates it.
+func LoadFile(path string) (*Spec, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("load spec: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxSpecBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("load spec %s: %w", path, err)
+	}
+	if len(data) > MaxSpecBytes {
+		return nil, fmt.Errorf("load spec %s: larger than %d bytes", path, MaxSpecBytes)
+	}
+	var s *Spec
+	if strings.HasSuffix(strings.ToLower(path), ".json") || bytes.HasPrefix(bytes.TrimSpace(data), []byte("{")) {
+		s, err = decodeJSON(data)
+	} else {
+		s, err = decodeYAML(data)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	s.ResolvePaths(filepath.Dir(path))
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// ResolvePaths makes the files source's relative globs relative to dir.
+func (s *Spec) ResolvePaths(dir string) {
+	if s.Source.Files == nil {
+		return
+	}
+	for i, p := range s.Source.Files.Paths {
+		if p != "" && !filepath.IsAbs(p) {
+			s.Source.Files.Paths[i] = filepath.Join(dir, p)
+		}
+	}
+}
+
+func decodeYAML(data []byte) (*Spec, error) {
+	if len(data) > MaxSpecBytes {
+		return nil, fmt.Errorf("spec larger than %d bytes", MaxSpecBytes)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("empty spec")
+		}
+		return nil, fmt.Errorf("yaml: %w", err)
+	}
+	var extra any
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("yaml: want one document, found more")
+	}
+	return decodeGeneric(v)
+}
+
+func decodeJSON(data []byte) (*Spec, error) {
+	if len(data) > MaxSpecBytes {
+		return nil, fmt.Errorf("spec larger than %d bytes", MaxSpecBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("empty spec")
+		}
+		return nil, fmt.Errorf("json: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("json: unexpected data after the spec object")
+	}
+	return decodeGeneric(v)
+}
+
+// decodeGeneric fills a Spec from the generic tree a YAML or JSON decoder
+// produced, rejecting unknown keys and wrong types with the key's path.
+// Both formats go through it, so they cannot drift apart.
+func decodeGeneric(v any) (*Spec, error) {
+	if v == nil {
+		return nil, fmt.Errorf("empty spec")
+	}
+	var s Spec
+	if err := decodeValue("", v, reflect.ValueOf(&s).Elem()); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+var argsType = reflect.TypeOf(fn.Args(nil))
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func errPath(path string) string {
+	if path == "" {
+		return "spec"
+	}
+	return path
+}
+
+func decodeValue(path string, v any, rv reflect.Value) error {
+	if rv.Type() == argsType {
+		if v == nil {
+			return nil
+		}
+		a, err := normalizeArg(v, 0)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		m, ok := a.(map[string]any)
+		if !ok {
+			return fmt.Errorf("%s: want a mapping of argument names to values, got %s", path, describe(v))
+		}
+		rv.Set(reflect.ValueOf(fn.Args(m)))
+		return nil
+	}
+	switch rv.Kind() {
+	case reflect.Pointer:
+		if v == nil {
+			if rv.Type().Elem().Kind() == reflect.Struct {
+				// `shuffle:` with nothing after it: an op with all defaults.
+				rv.Set(reflect.New(rv.Type().Elem()))
+			}
+			return nil
+		}
+		p := reflect.New(rv.Type().Elem())
+		if err := decodeValue(path, v, p.Elem()); err != nil {
+			return err
+		}
+		rv.Set(p)
+		return nil
+	case reflect.Struct:
+		return decodeStruct(path, v, rv)
+	case reflect.Slice:
+		if v == nil {
+			return nil
+		}
+		xs, ok := v.([]any)
+		if !ok {
+			return fmt.Errorf("%s: want a list, got %s", errPath(path), describe(v))
+		}
+		out := reflect.MakeSlice(rv.Type(), len(xs), len(xs))
+		for i, x := range xs {
+			if err := decodeValue(fmt.Sprintf("%s[%d]", path, i), x, out.Index(i)); err != nil {
+				return err
+			}
+		}
+		rv.Set(out)
+		return nil
+	case reflect.String:
+		s, ok := v.(string)
+		if !ok {
+			return fmt.Errorf("%s: want a string, got %s", errPath(path), describe(v))
+		}
+		rv.SetString(s)
+		return nil
+	case reflect.Bool:
+		b, ok := v.(bool)
+		if !ok {
+			return fmt.Errorf("%s: want true or false, got %s", errPath(path), describe(v))
+		}
+		rv.SetBool(b)
+		return nil
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		n, err := genericInt(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", errPath(path), err)
+		}
+		if rv.OverflowInt(n) {
+			return fmt.Errorf("%s: %d is out of range", errPath(path), n)
+		}
+		rv.SetInt(n)
+		return nil
+	case reflect.Uint64, reflect.Uint, reflect.Uint32:
+		n, err := genericUint(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", errPath(path), err)
+		}
+		if rv.OverflowUint(n) {
+			return fmt.Errorf("%s: %d is out of range", errPath(path), n)
+		}
+		rv.SetUint(n)
+		return nil
+	case reflect.Float64:
+		f, err := genericFloat(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", errPath(path), err)
+		}
+		rv.SetFloat(f)
+		return nil
+	}
+	return fmt.Errorf("%s: cannot decode into %s", errPath(path), rv.Type())
+}
+
+// shorthandCount is the set of ops where a bare number means {count: N}.
+var shorthandCount = map[reflect.Type]bool{
+	reflect.TypeOf(TakeOp{}):   true,
+	reflect.TypeOf(SkipOp{}):   true,
+	reflect.TypeOf(RepeatOp{}): true,
+}
+
+func decodeStruct(path string, v any, rv reflect.Value) error {
+	t := rv.Type()
+	if shorthandCount[t] {
+		if _, err := genericInt(v); err == nil {
+			v = map[string]any{"count": v}
+		}
+	}
+	m, err := stringMap(v)
+	if err != nil {
+		return fmt.Errorf("%s: %w", errPath(path), err)
+	}
+	fields := map[string]int{}
+	var known []string
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		fields[name] = i
+		known = append(known, name)
+	}
+	sort.Strings(known)
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		i, ok := fields[k]
+		if !ok {
+			what := "field"
+			switch t {
+			case reflect.TypeOf(Op{}):
+				what = "op"
+			case reflect.TypeOf(Source{}):
+				what = "source"
+			}
+			return fmt.Errorf("%s: unknown %s %q (known: %s)", errPath(path), what, k, strings.Join(known, ", "))
+		}
+		if err := decodeValue(join(path, k), m[k], rv.Field(i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func stringMap(v any) (map[string]any, error) {
+	switch m := v.(type) {
+	case map[string]any:
+		return m, nil
+	case map[any]any:
+		out := make(map[string]any, len(m))
+		for k, x := range m {
+			ks, ok := k.(string)
+			if !ok {
+				return nil, fmt.Errorf("key %v: want a string key", k)
+			}
+			out[ks] = x
+		}
+		return out, nil
+	case nil:
+		return map[string]any{}, nil
+	}
+	return nil, fmt.Errorf("want a mapping, got %s", describe(v))
+}
+
+func describe(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "nothing (null)"
+	case string:
+		return fmt.Sprintf("the string %q", x)
+	case []any:
+		return "a list"
+	case map[string]any, map[any]any:
+		return "a mapping"
+	case bool:
+		return fmt.Sprintf("%v", x)
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+func genericInt(v any) (int64, error) {
+	switch x := v.(type) {
+	case int:
+		return int64(x), nil
+	case int64:
+		return x, nil
+	case uint64:
+		if x > math.MaxInt64 {
+			return 0, fmt.Errorf("%d is too large", x)
+		}
+		return int64(x), nil
+	case float64:
+		if x != math.Trunc(x) || math.Abs(x) > 1<<53 {
+			return 0, fmt.Errorf("want an integer, got %v", x)
+		}
+		return int64(x), nil
+	case json.Number:
+		if n, err := strconv.ParseInt(string(x), 10, 64); err == nil {
+			return n, nil
+		}
+		f, err := x.Float64()
+		if err != nil {
+			return 0, fmt.Errorf("want an integer, got %s", x)
+		}
+		return genericInt(f)
+	}
+	return 0, fmt.Errorf("want an integer, got %s", describe(v))
+}
+
+func genericUint(v any) (uint64, error) {
+	if x, ok := v.(uint64); ok {
+		return x, nil
+	}
+	if x, ok := v.(json.Number); ok {
+		if n, err := strconv.ParseUint(string(x), 10, 64); err == nil {
+			return n, nil
+		}
+	}
+	n, err := genericInt(v)
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("must be >= 0, got %d", n)
+	}
+	return uint64(n), nil
+}
+
+func genericFloat(v any) (float64, error) {
+	switch x := v.(type) {
+	case int:
+		return float64(x), nil
+	case int64:
+		return float64(x), nil
+	case uint64:
+		return float64(x), nil
+	case float64:
+		return x, nil
+	case json.Number:
+		f, err := x.Float64()
+		if err != nil {
+			return 0, fmt.Errorf("want a number, got %s", x)
+		}
+		return f, nil
+	}
+	return 0, fmt.Errorf("want a number, got %s", describe(v))
+}
+
+// maxArgDepth bounds the nesting of function arguments.
+const maxArgDepth = 16
+
+// normalizeArg converts a function argument to its canonical Go form, so
+// that YAML, JSON and the builder agree (and so the fingerprint does):
+// integers become int64 (uint64 above MaxInt64), other numbers float64,
+// lists []any and mappings map[string]any. A number keeps its kind as
+// written: 1 is an integer and 1.0 a float in both YAML and JSON.
+func normalizeArg(v any, depth int) (any, error) {
+	if depth > maxArgDepth {
+		return nil, fmt.Errorf("arguments nested deeper than %d", maxArgDepth)
+	}
+	switch x := v.(type) {
+	case nil, bool, string, int64, float64:
+		return v, nil
+	case int:
+		return int64(x), nil
+	case int32:
+		return int64(x), nil
+	case uint64:
+		if x <= math.MaxInt64 {
+			return int64(x), nil
+		}
+		return x, nil
+	case float32:
+		return float64(x), nil
+	case json.Number:
+		if n, err := strconv.ParseInt(string(x), 10, 64); err == nil {
+			return n, nil
+		}
+		if n, err := strconv.ParseUint(string(x), 10, 64); err == nil {
+			return n, nil
+		}
+		f, err := x.Float64()
+		if err != nil {
+			return nil, fmt.Errorf("bad number %s", x)
+		}
+		return f, nil
+	case fn.Args:
+		return normalizeArg(map[string]any(x), depth)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			n, err := normalizeArg(e, depth+1)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+			out[k] = n
+		}
+		return out, nil
+	case map[any]any:
+		m, err := stringMap(x)
+		if err != nil {
+			return nil, err
+		}
+		return normalizeArg(m, depth)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			n, err := normalizeArg(e, depth+1)
+			if err != nil {
+				return nil, fmt.Errorf("[%d]: %w", i, err)
+			}
+			out[i] = n
+		}
+		return out, nil
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Slice, reflect.Array:
+		xs := make([]any, rv.Len())
+		for i := range xs {
+			xs[i] = rv.Index(i).Interface()
+		}
+		return normalizeArg(xs, depth)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return rv.Int(), nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return normalizeArg(rv.Uint(), depth)
+	}
+	return nil, fmt.Errorf("unsupported argument type %T", v)
+}
+
+// normalizeArgs returns the canonical form of a function's args.
+func normalizeArgs(a fn.Args) (fn.Args, error) {
+	if len(a) == 0 {
+		return nil, nil
+	}
+	n, err := normalizeArg(a, 0)
+	if err != nil {
+		return nil, err
+	}
+	return fn.Args(n.(map[string]any)), nil
+}

@@ -1,0 +1,173 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/feedmesh/feedmesh/pipeline/formats"
+	"github.com/feedmesh/feedmesh/pipeline/tensor"
+)
+
+// DefaultSplitSize is the number of elements per split of range and
+// synthetic sources when the spec does not say.
+const DefaultSplitSize = 1024
+
+// sourceOpener opens one split of a source.
+type sourceOpener func(ctx context.Context, s formats.Split) (formats.Iterator, error)
+
+// compiledSource is a validated source in the form the formats package
+// takes.
+type compiledSource struct {
+	kind   string
+	splits func() ([]formats.Split, error)
+	open   sourceOpener
+}
+
+func rangeOptions(r *RangeSource) formats.RangeOptions {
+	return formats.RangeOptions{Start: r.Start, Stop: r.Stop, Step: r.Step, SplitSize: r.SplitSize}
+}
+
+func filesOptions(f *FilesSource) (formats.FilesOptions, error) {
+	o := formats.FilesOptions{
+		Paths: f.Paths, Format: f.Format, SplitBytes: f.SplitBytes,
+		SkipCorrupt: f.SkipCorrupt, MaxRecordBytes: f.MaxRecordBytes,
+	}
+	if f.Delimiter != "" {
+		r, size := utf8.DecodeRuneInString(f.Delimiter)
+		if size != len(f.Delimiter) || r == utf8.RuneError {
+			return o, fmt.Errorf("delimiter: want one character, got %q", f.Delimiter)
+		}
+		o.Delimiter = r
+	}
+	for i, fd := range f.Fields {
+		ff := formats.Field{Name: fd.Name, Tensor: fd.Tensor}
+		if fd.DType != "" {
+			dt, err := tensor.ParseDType(fd.DType)
+			if err != nil {
+				return o, fmt.Errorf("fields[%d].dtype: %w", i, err)
+			}
+			ff.DType = dt
+		}
+		o.Fields = append(o.Fields, ff)
+	}
+	return o, nil
+}
+
+func syntheticOptions(s *SyntheticSource) formats.SyntheticOptions {
+	return formats.SyntheticOptions{
+		Kind: s.Kind, Count: s.Count, Seed: s.Seed, SplitSize: s.SplitSize,
+		MinWords: s.MinWords, MaxWords: s.MaxWords, MeanWords: s.MeanWords, TailAlpha: s.TailAlpha,
+		Width: s.Width, Height: s.Height, Channels: s.Channels, Encoding: s.Encoding, Classes: s.Classes,
+		RecordBytes: s.RecordBytes,
+	}
+}
+
+// fillSourceDefaults writes the source's defaults into the spec (the
+// formats package's defaults, plus DefaultSplitSize), so that the
+// fingerprint covers them.
+func fillSourceDefaults(src *Source) {
+	switch {
+	case src.Range != nil:
+		if src.Range.SplitSize == 0 {
+			src.Range.SplitSize = DefaultSplitSize
+		}
+		o := rangeOptions(src.Range).WithDefaults()
+		src.Range.Step = o.Step
+	case src.Files != nil:
+		f := src.Files
+		if f.Format == formats.FormatCSV && f.Delimiter == "" {
+			f.Delimiter = ","
+		}
+		if f.MaxRecordBytes == 0 {
+			f.MaxRecordBytes = formats.DefaultMaxRecordBytes
+		}
+		for i := range f.Fields {
+			if f.Fields[i].Tensor == "" {
+				f.Fields[i].Tensor = f.Fields[i].Name
+			}
+			if f.Fields[i].DType == "" {
+				f.Fields[i].DType = tensor.Bytes.String()
+			} else if dt, err := tensor.ParseDType(f.Fields[i].DType); err == nil {
+				f.Fields[i].DType = dt.String()
+			}
+		}
+	case src.Synthetic != nil:
+		s := src.Synthetic
+		if s.SplitSize == 0 {
+			s.SplitSize = DefaultSplitSize
+		}
+		o := syntheticOptions(s).WithDefaults()
+		*s = SyntheticSource{
+			Kind: o.Kind, Count: o.Count, Seed: o.Seed, SplitSize: o.SplitSize,
+			MinWords: o.MinWords, MaxWords: o.MaxWords, MeanWords: o.MeanWords, TailAlpha: o.TailAlpha,
+			Width: o.Width, Height: o.Height, Channels: o.Channels, Encoding: o.Encoding, Classes: o.Classes,
+			RecordBytes: o.RecordBytes,
+		}
+	}
+}
+
+// compileSource validates a defaults-filled source; problems are reported
+// with the field path through add.
+func compileSource(src *Source, add func(path, format string, args ...any)) *compiledSource {
+	names := src.names()
+	if len(names) != 1 {
+		if len(names) == 0 {
+			add("source", "want exactly one of %v", sourceNames)
+		} else {
+			add("source", "has %v; want exactly one of %v", names, sourceNames)
+		}
+		return nil
+	}
+	switch {
+	case src.Range != nil:
+		o := rangeOptions(src.Range)
+		if src.Range.SplitSize <= 0 {
+			add("source.range.split_size", "must be > 0")
+		}
+		if err := o.Validate(); err != nil {
+			add("source.range", "%v", err)
+			return nil
+		}
+		return &compiledSource{
+			kind:   "range",
+			splits: func() ([]formats.Split, error) { return formats.RangeSplits(o) },
+			open: func(ctx context.Context, s formats.Split) (formats.Iterator, error) {
+				return formats.OpenRange(ctx, o, s)
+			},
+		}
+	case src.Files != nil:
+		o, err := filesOptions(src.Files)
+		if err != nil {
+			add("source.files", "%v", err)
+			return nil
+		}
+		if err := o.Validate(); err != nil {
+			add("source.files", "%v", err)
+			return nil
+		}
+		return &compiledSource{
+			kind:   "files:" + o.Format,
+			splits: func() ([]formats.Split, error) { return formats.FileSplits(o) },
+			open: func(ctx context.Context, s formats.Split) (formats.Iterator, error) {
+				return formats.OpenFiles(ctx, o, s)
+			},
+		}
+	default:
+		o := syntheticOptions(src.Synthetic)
+		if src.Synthetic.SplitSize <= 0 {
+			add("source.synthetic.split_size", "must be > 0")
+		}
+		if err := o.Validate(); err != nil {
+			add("source.synthetic", "%v", err)
+			return nil
+		}
+		return &compiledSource{
+			kind:   "synthetic:" + o.Kind,
+			splits: func() ([]formats.Split, error) { return formats.SyntheticSplits(o) },
+			open: func(ctx context.Context, s formats.Split) (formats.Iterator, error) {
+				return formats.OpenSynthetic(ctx, o, s)
+			},
+		}
+	}
+}

@@ -1,0 +1,251 @@
+package pipeline
+
+import "github.com/feedmesh/feedmesh/pipeline/fn"
+
+// Spec is a dataset: a source plus a list of ops. YAML and JSON files decode
+// into it (ParseYAML, ParseJSON, LoadFile) and the Go builder methods below
+// construct it; all three give the same value, and its canonical encoding
+// gives the dataset fingerprint (see Fingerprint). Field names in the tags
+// are the names used in spec files; SPEC.md documents each of them.
+type Spec struct {
+	// Source is where elements come from. Exactly one kind must be set.
+	Source Source `yaml:"source" json:"source" cbor:"source"`
+	// Ops transform the source's elements, in order.
+	Ops []Op `yaml:"ops" json:"ops,omitempty" cbor:"ops,omitempty"`
+	// Seed is the dataset seed: random map and filter functions without a
+	// seed of their own derive theirs from it and their op index.
+	Seed uint64 `yaml:"seed" json:"seed,omitempty" cbor:"seed,omitempty"`
+}
+
+// Source is a union: exactly one field is set.
+type Source struct {
+	Range     *RangeSource     `yaml:"range" json:"range,omitempty" cbor:"range,omitempty"`
+	Files     *FilesSource     `yaml:"files" json:"files,omitempty" cbor:"files,omitempty"`
+	Synthetic *SyntheticSource `yaml:"synthetic" json:"synthetic,omitempty" cbor:"synthetic,omitempty"`
+}
+
+// RangeSource yields int64 scalars "value": start, start+step, … < stop.
+type RangeSource struct {
+	Start int64 `yaml:"start" json:"start" cbor:"start,omitempty"`
+	Stop  int64 `yaml:"stop" json:"stop" cbor:"stop,omitempty"`
+	// Step defaults to 1.
+	Step int64 `yaml:"step" json:"step,omitempty" cbor:"step,omitempty"`
+	// SplitSize is the number of elements per split (default 1024).
+	SplitSize int64 `yaml:"split_size" json:"split_size,omitempty" cbor:"split_size,omitempty"`
+}
+
+// FilesSource reads files matching globs in one of the supported formats.
+type FilesSource struct {
+	// Paths are globs; relative ones resolve against the spec file's
+	// directory when the spec is loaded with LoadFile.
+	Paths []string `yaml:"paths" json:"paths" cbor:"paths,omitempty"`
+	// Format is lines | jsonl | csv | tfrecord | whole_file.
+	Format string `yaml:"format" json:"format" cbor:"format,omitempty"`
+	// Fields selects jsonl fields or csv columns and their types.
+	Fields []Field `yaml:"fields" json:"fields,omitempty" cbor:"fields,omitempty"`
+	// Delimiter is the csv separator, one character (default ",").
+	Delimiter string `yaml:"delimiter" json:"delimiter,omitempty" cbor:"delimiter,omitempty"`
+	// SplitBytes > 0 splits large text and tfrecord files into byte ranges
+	// of about this size; 0 makes one split per file.
+	SplitBytes int64 `yaml:"split_bytes" json:"split_bytes,omitempty" cbor:"split_bytes,omitempty"`
+	// SkipCorrupt makes the tfrecord reader skip (and count) corrupt
+	// records instead of failing.
+	SkipCorrupt bool `yaml:"skip_corrupt" json:"skip_corrupt,omitempty" cbor:"skip_corrupt,omitempty"`
+	// MaxRecordBytes bounds one line, record or whole file (default
+	// formats.DefaultMaxRecordBytes).
+	MaxRecordBytes int64 `yaml:"max_record_bytes" json:"max_record_bytes,omitempty" cbor:"max_record_bytes,omitempty"`
+}
+
+// Field maps a jsonl field or csv column to a tensor.
+type Field struct {
+	// Name is the JSON field or CSV column.
+	Name string `yaml:"name" json:"name" cbor:"name,omitempty"`
+	// Tensor is the output tensor's name (default Name).
+	Tensor string `yaml:"tensor" json:"tensor,omitempty" cbor:"tensor,omitempty"`
+	// DType is the tensor's dtype (default "bytes").
+	DType string `yaml:"dtype" json:"dtype,omitempty" cbor:"dtype,omitempty"`
+}
+
+// SyntheticSource generates deterministic data for demos and benchmarks.
+type SyntheticSource struct {
+	// Kind is text | image | records.
+	Kind  string `yaml:"kind" json:"kind" cbor:"kind,omitempty"`
+	Count int64  `yaml:"count" json:"count" cbor:"count,omitempty"`
+	Seed  uint64 `yaml:"seed" json:"seed,omitempty" cbor:"seed,omitempty"`
+	// SplitSize is the number of elements per split (default 1024).
+	SplitSize int64 `yaml:"split_size" json:"split_size,omitempty" cbor:"split_size,omitempty"`
+	// Text: lengths in words (defaults 1, 1024, 32, 1.5; see SPEC.md for
+	// the distribution).
+	MinWords  int64   `yaml:"min_words" json:"min_words,omitempty" cbor:"min_words,omitempty"`
+	MaxWords  int64   `yaml:"max_words" json:"max_words,omitempty" cbor:"max_words,omitempty"`
+	MeanWords float64 `yaml:"mean_words" json:"mean_words,omitempty" cbor:"mean_words,omitempty"`
+	TailAlpha float64 `yaml:"tail_alpha" json:"tail_alpha,omitempty" cbor:"tail_alpha,omitempty"`
+	// Image: size (defaults 64×64×3), encoding raw | png | jpeg (default
+	// raw) and number of distinct labels (default 10).
+	Width    int    `yaml:"width" json:"width,omitempty" cbor:"width,omitempty"`
+	Height   int    `yaml:"height" json:"height,omitempty" cbor:"height,omitempty"`
+	Channels int    `yaml:"channels" json:"channels,omitempty" cbor:"channels,omitempty"`
+	Encoding string `yaml:"encoding" json:"encoding,omitempty" cbor:"encoding,omitempty"`
+	Classes  int    `yaml:"classes" json:"classes,omitempty" cbor:"classes,omitempty"`
+	// Records: bytes per record (default 1024).
+	RecordBytes int `yaml:"record_bytes" json:"record_bytes,omitempty" cbor:"record_bytes,omitempty"`
+}
+
+// Op is a union: exactly one field is set.
+type Op struct {
+	Map                    *MapOp         `yaml:"map" json:"map,omitempty" cbor:"map,omitempty"`
+	Filter                 *FilterOp      `yaml:"filter" json:"filter,omitempty" cbor:"filter,omitempty"`
+	Shuffle                *ShuffleOp     `yaml:"shuffle" json:"shuffle,omitempty" cbor:"shuffle,omitempty"`
+	Batch                  *BatchOp       `yaml:"batch" json:"batch,omitempty" cbor:"batch,omitempty"`
+	PaddedBatch            *PaddedBatchOp `yaml:"padded_batch" json:"padded_batch,omitempty" cbor:"padded_batch,omitempty"`
+	BucketBySequenceLength *BucketOp      `yaml:"bucket_by_sequence_length" json:"bucket_by_sequence_length,omitempty" cbor:"bucket_by_sequence_length,omitempty"`
+	Repeat                 *RepeatOp      `yaml:"repeat" json:"repeat,omitempty" cbor:"repeat,omitempty"`
+	Take                   *TakeOp        `yaml:"take" json:"take,omitempty" cbor:"take,omitempty"`
+	Skip                   *SkipOp        `yaml:"skip" json:"skip,omitempty" cbor:"skip,omitempty"`
+	Prefetch               *PrefetchOp    `yaml:"prefetch" json:"prefetch,omitempty" cbor:"prefetch,omitempty"`
+	Cost                   *CostOp        `yaml:"cost" json:"cost,omitempty" cbor:"cost,omitempty"`
+}
+
+// MapOp applies a registered map function to every element.
+type MapOp struct {
+	Fn   string  `yaml:"fn" json:"fn" cbor:"fn,omitempty"`
+	Args fn.Args `yaml:"args" json:"args,omitempty" cbor:"args,omitempty"`
+	// Parallelism is the number of elements transformed at once (default
+	// 1). At most 2×Parallelism elements are in flight.
+	Parallelism int `yaml:"parallelism" json:"parallelism,omitempty" cbor:"parallelism,omitempty"`
+	// Deterministic keeps the input order when Parallelism > 1 (default
+	// true); false lets faster elements overtake slower ones.
+	Deterministic *bool `yaml:"deterministic" json:"deterministic,omitempty" cbor:"deterministic,omitempty"`
+	// Seed seeds random functions; 0 derives one from Spec.Seed and the op
+	// index.
+	Seed uint64 `yaml:"seed" json:"seed,omitempty" cbor:"seed,omitempty"`
+}
+
+// FilterOp keeps the elements for which a registered filter function
+// returns true.
+type FilterOp struct {
+	Fn   string  `yaml:"fn" json:"fn" cbor:"fn,omitempty"`
+	Args fn.Args `yaml:"args" json:"args,omitempty" cbor:"args,omitempty"`
+	Seed uint64  `yaml:"seed" json:"seed,omitempty" cbor:"seed,omitempty"`
+}
+
+// ShuffleOp shuffles within a window of Buffer elements, like tf.data.
+type ShuffleOp struct {
+	Buffer int64  `yaml:"buffer" json:"buffer" cbor:"buffer,omitempty"`
+	Seed   uint64 `yaml:"seed" json:"seed,omitempty" cbor:"seed,omitempty"`
+}
+
+// BatchOp stacks Size consecutive elements into a batch.
+type BatchOp struct {
+	Size          int64 `yaml:"size" json:"size" cbor:"size,omitempty"`
+	DropRemainder bool  `yaml:"drop_remainder" json:"drop_remainder,omitempty" cbor:"drop_remainder,omitempty"`
+}
+
+// PaddedBatchOp batches Size elements, padding variable-length tensors to
+// the longest in the batch.
+type PaddedBatchOp struct {
+	Size          int64   `yaml:"size" json:"size" cbor:"size,omitempty"`
+	PadValue      float64 `yaml:"pad_value" json:"pad_value,omitempty" cbor:"pad_value,omitempty"`
+	DropRemainder bool    `yaml:"drop_remainder" json:"drop_remainder,omitempty" cbor:"drop_remainder,omitempty"`
+}
+
+// BucketOp is bucket_by_sequence_length: elements are grouped by the length
+// of Tensor into buckets (bucket i holds lengths in (Boundaries[i-1],
+// Boundaries[i]]) and batched per bucket with BatchSizes[i], padded to the
+// longest element of each batch.
+type BucketOp struct {
+	Tensor        string  `yaml:"tensor" json:"tensor" cbor:"tensor,omitempty"`
+	Boundaries    []int64 `yaml:"boundaries" json:"boundaries" cbor:"boundaries,omitempty"`
+	BatchSizes    []int64 `yaml:"batch_sizes" json:"batch_sizes" cbor:"batch_sizes,omitempty"`
+	PadValue      float64 `yaml:"pad_value" json:"pad_value,omitempty" cbor:"pad_value,omitempty"`
+	DropRemainder bool    `yaml:"drop_remainder" json:"drop_remainder,omitempty" cbor:"drop_remainder,omitempty"`
+}
+
+// RepeatOp re-runs its input Count times, or forever. Neither set means
+// forever. A pass over the input that yields nothing ends the repetition
+// (so repeating an empty dataset forever is empty, as in tf.data).
+type RepeatOp struct {
+	Count   *int64 `yaml:"count" json:"count,omitempty" cbor:"count,omitempty"`
+	Forever bool   `yaml:"forever" json:"forever,omitempty" cbor:"forever,omitempty"`
+}
+
+// TakeOp passes the first Count elements. In files, `take: 10` is short for
+// `take: {count: 10}`.
+type TakeOp struct {
+	Count int64 `yaml:"count" json:"count" cbor:"count,omitempty"`
+}
+
+// SkipOp drops the first Count elements (`skip: 10` works too).
+type SkipOp struct {
+	Count int64 `yaml:"count" json:"count" cbor:"count,omitempty"`
+}
+
+// PrefetchOp runs its input ahead in a goroutine, holding at most Buffer
+// elements (default 2).
+type PrefetchOp struct {
+	Buffer int64 `yaml:"buffer" json:"buffer" cbor:"buffer,omitempty"`
+}
+
+// CostOp spends CPU (CPUMicros of busy work) or waits (SleepMicros) per
+// element: a stand-in for expensive preprocessing in benchmarks. Exactly
+// one must be set.
+type CostOp struct {
+	CPUMicros   int64 `yaml:"cpu_us" json:"cpu_us,omitempty" cbor:"cpu_us,omitempty"`
+	SleepMicros int64 `yaml:"sleep_us" json:"sleep_us,omitempty" cbor:"sleep_us,omitempty"`
+}
+
+// opNames lists the op keys, sorted, for error messages.
+var opNames = []string{"batch", "bucket_by_sequence_length", "cost", "filter", "map", "padded_batch", "prefetch", "repeat", "shuffle", "skip", "take"}
+
+// sourceNames lists the source kinds, sorted.
+var sourceNames = []string{"files", "range", "synthetic"}
+
+// Name returns the op's key ("map", "shuffle", …), or "" if none is set.
+// When several are set (an invalid op) it returns the first.
+func (o *Op) Name() string {
+	names := o.names()
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
+}
+
+func (o *Op) names() []string {
+	var n []string
+	add := func(set bool, name string) {
+		if set {
+			n = append(n, name)
+		}
+	}
+	add(o.Map != nil, "map")
+	add(o.Filter != nil, "filter")
+	add(o.Shuffle != nil, "shuffle")
+	add(o.Batch != nil, "batch")
+	add(o.PaddedBatch != nil, "padded_batch")
+	add(o.BucketBySequenceLength != nil, "bucket_by_sequence_length")
+	add(o.Repeat != nil, "repeat")
+	add(o.Take != nil, "take")
+	add(o.Skip != nil, "skip")
+	add(o.Prefetch != nil, "prefetch")
+	add(o.Cost != nil, "cost")
+	return n
+}
+
+// batches reports whether the op turns elements into batches.
+func (o *Op) batches() bool {
+	return o.Batch != nil || o.PaddedBatch != nil || o.BucketBySequenceLength != nil
+}
+
+func (s *Source) names() []string {
+	var n []string
+	if s.Files != nil {
+		n = append(n, "files")
+	}
+	if s.Range != nil {
+		n = append(n, "range")
+	}
+	if s.Synthetic != nil {
+		n = append(n, "synthetic")
+	}
+	return n
+}

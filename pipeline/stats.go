@@ -1,0 +1,118 @@
+package pipeline
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// Per-op statistics, Plumber-style: every stage counts what it emits and
+// how long its consumer spent inside its Next. Because a stage's Next
+// includes the time its own input's Next took, a sequential op's own work
+// (busy) is its Next time minus its input's, and its wait is its input's
+// Next time. Ops that run goroutines (parallel map, prefetch) measure their
+// own work inside those goroutines instead.
+
+// OpStats are one op's statistics.
+type OpStats struct {
+	// Name identifies the op: "source:files:lines", "map(tokenize_whitespace)",
+	// "shuffle", …
+	Name string `json:"name"`
+	// Index is the op's position in Spec.Ops; -1 for the source.
+	Index int `json:"index"`
+	// ElementsIn and ElementsOut count elements consumed and produced (a
+	// batch counts as one element).
+	ElementsIn  int64 `json:"elements_in"`
+	ElementsOut int64 `json:"elements_out"`
+	// BytesOut is the payload of the produced elements.
+	BytesOut int64 `json:"bytes_out"`
+	// BusySeconds is time spent in the op's own work, summed over its
+	// goroutines for a parallel map.
+	BusySeconds float64 `json:"busy_seconds"`
+	// WaitSeconds is time the op spent waiting on its input.
+	WaitSeconds float64 `json:"wait_seconds"`
+	// Parallelism is how many elements the op works on at once.
+	Parallelism int `json:"parallelism"`
+	// Skipped counts corrupt records a source skipped (tfrecord
+	// skip_corrupt).
+	Skipped int64 `json:"skipped,omitempty"`
+}
+
+// Stats are a pipeline's statistics.
+type Stats struct {
+	// Ops has the source first, then one entry per op in spec order.
+	Ops []OpStats `json:"ops"`
+	// Elapsed is the wall time from Open to the end of the input (or now).
+	Elapsed time.Duration `json:"-"`
+	// Bounding is the index in Ops of the op that bounds throughput: the
+	// one with the most own work per unit of parallelism it can use. -1
+	// when statistics are off or nothing ran.
+	Bounding int `json:"bounding"`
+}
+
+type opStats struct {
+	name        string
+	parallelism int
+	concurrent  bool
+	out         atomic.Int64
+	bytesOut    atomic.Int64
+	nextNanos   atomic.Int64
+	busyNanos   atomic.Int64 // concurrent ops only
+	skipped     atomic.Int64
+}
+
+// timed wraps a stage to count its output and time its Next.
+type timed struct {
+	it iter
+	st *opStats
+}
+
+func (t *timed) next(ctx context.Context) (item, error) {
+	start := time.Now()
+	x, err := t.it.next(ctx)
+	t.st.nextNanos.Add(int64(time.Since(start)))
+	if err == nil {
+		t.st.out.Add(1)
+		t.st.bytesOut.Add(int64(x.el.ByteSize()))
+	}
+	return x, err
+}
+
+func (t *timed) close() { t.it.close() }
+
+func (p *plan) snapshot(elapsed time.Duration) Stats {
+	s := Stats{Elapsed: elapsed, Bounding: -1}
+	if !p.statsOn {
+		return s
+	}
+	procs := runtime.GOMAXPROCS(0)
+	best := -1.0
+	for k, st := range p.stats {
+		o := OpStats{
+			Name:        st.name,
+			Index:       k - 1,
+			ElementsOut: st.out.Load(),
+			BytesOut:    st.bytesOut.Load(),
+			Parallelism: st.parallelism,
+			Skipped:     st.skipped.Load(),
+		}
+		own := st.nextNanos.Load()
+		var wait int64
+		if k > 0 {
+			o.ElementsIn = p.stats[k-1].out.Load()
+			wait = p.stats[k-1].nextNanos.Load()
+		}
+		busy := own - wait
+		if st.concurrent {
+			busy = st.busyNanos.Load()
+		}
+		o.BusySeconds = float64(max(busy, 0)) / 1e9
+		o.WaitSeconds = float64(max(wait, 0)) / 1e9
+		if score := o.BusySeconds / float64(min(st.parallelism, procs)); score > best && score > 0 {
+			best, s.Bounding = score, k
+		}
+		s.Ops = append(s.Ops, o)
+	}
+	return s
+}

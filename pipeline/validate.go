@@ -1,0 +1,323 @@
+package pipeline
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/feedmesh/feedmesh/bucketing"
+	"github.com/feedmesh/feedmesh/pipeline/fn"
+)
+
+// Bounds on spec numbers, so that a spec cannot ask for unbounded work or
+// memory by accident.
+const (
+	// MaxParallelism bounds a map op's parallelism.
+	MaxParallelism = 1024
+	// MaxCostMicros bounds a cost op's per-element CPU or sleep time (10 s).
+	MaxCostMicros = 10_000_000
+	// DefaultPrefetchBuffer is a prefetch op's buffer when the spec does
+	// not give one.
+	DefaultPrefetchBuffer = 2
+)
+
+// ValidationError lists everything wrong with a spec, each problem as
+// "path: what is wrong" (`ops[2].shuffle.buffer: must be > 0`).
+type ValidationError struct {
+	Problems []string
+}
+
+func (e *ValidationError) Error() string {
+	return strings.Join(e.Problems, "; ")
+}
+
+// Validate checks the spec: exactly one source and one op per entry, every
+// field in range, every function registered and its args accepted by the
+// function's factory. Nothing is opened or read. The error is a
+// *ValidationError.
+func (s *Spec) Validate() error {
+	_, err := compile(s)
+	return err
+}
+
+// Normalized returns a deep copy of the spec with every default written in
+// and function args in canonical form: the value that is fingerprinted and
+// run. It does not validate.
+func (s *Spec) Normalized() (*Spec, error) {
+	out := &Spec{Seed: s.Seed}
+	src := s.Source
+	if src.Range != nil {
+		r := *src.Range
+		out.Source.Range = &r
+	}
+	if src.Files != nil {
+		f := *src.Files
+		f.Paths = append([]string(nil), f.Paths...)
+		f.Fields = append([]Field(nil), f.Fields...)
+		out.Source.Files = &f
+	}
+	if src.Synthetic != nil {
+		y := *src.Synthetic
+		out.Source.Synthetic = &y
+	}
+	fillSourceDefaults(&out.Source)
+	for i, op := range s.Ops {
+		n, err := normalizeOp(op)
+		if err != nil {
+			return nil, fmt.Errorf("ops[%d].%s.args: %w", i, op.Name(), err)
+		}
+		out.Ops = append(out.Ops, n)
+	}
+	return out, nil
+}
+
+func normalizeOp(op Op) (Op, error) {
+	var out Op
+	var err error
+	if op.Map != nil {
+		m := *op.Map
+		if m.Args, err = normalizeArgs(m.Args); err != nil {
+			return out, err
+		}
+		if m.Parallelism == 0 {
+			m.Parallelism = 1
+		}
+		if m.Deterministic == nil {
+			t := true
+			m.Deterministic = &t
+		} else {
+			d := *m.Deterministic
+			m.Deterministic = &d
+		}
+		out.Map = &m
+	}
+	if op.Filter != nil {
+		f := *op.Filter
+		if f.Args, err = normalizeArgs(f.Args); err != nil {
+			return out, err
+		}
+		out.Filter = &f
+	}
+	if op.Shuffle != nil {
+		x := *op.Shuffle
+		out.Shuffle = &x
+	}
+	if op.Batch != nil {
+		x := *op.Batch
+		out.Batch = &x
+	}
+	if op.PaddedBatch != nil {
+		x := *op.PaddedBatch
+		out.PaddedBatch = &x
+	}
+	if op.BucketBySequenceLength != nil {
+		x := *op.BucketBySequenceLength
+		x.Boundaries = append([]int64(nil), x.Boundaries...)
+		x.BatchSizes = append([]int64(nil), x.BatchSizes...)
+		out.BucketBySequenceLength = &x
+	}
+	if op.Repeat != nil {
+		x := *op.Repeat
+		if x.Count != nil {
+			c := *x.Count
+			x.Count = &c
+		} else {
+			x.Forever = true
+		}
+		out.Repeat = &x
+	}
+	if op.Take != nil {
+		x := *op.Take
+		out.Take = &x
+	}
+	if op.Skip != nil {
+		x := *op.Skip
+		out.Skip = &x
+	}
+	if op.Prefetch != nil {
+		x := *op.Prefetch
+		if x.Buffer == 0 {
+			x.Buffer = DefaultPrefetchBuffer
+		}
+		out.Prefetch = &x
+	}
+	if op.Cost != nil {
+		x := *op.Cost
+		out.Cost = &x
+	}
+	return out, nil
+}
+
+// compiled is a validated, normalized spec with its functions built.
+type compiled struct {
+	spec   *Spec
+	source *compiledSource
+	ops    []compiledOp
+}
+
+type compiledOp struct {
+	op     *Op
+	name   string // "map(tokenize_whitespace)", "shuffle", …
+	mapFn  fn.MapFn
+	filter fn.FilterFn
+	seed   uint64
+}
+
+func compile(s *Spec) (*compiled, error) {
+	var problems []string
+	add := func(path, format string, args ...any) {
+		problems = append(problems, path+": "+fmt.Sprintf(format, args...))
+	}
+	n, err := s.Normalized()
+	if err != nil {
+		return nil, &ValidationError{Problems: []string{err.Error()}}
+	}
+	c := &compiled{spec: n}
+	c.source = compileSource(&n.Source, add)
+	for i := range n.Ops {
+		op := &n.Ops[i]
+		c.ops = append(c.ops, compileOp(i, op, n.Seed, add))
+	}
+	if len(problems) > 0 {
+		return nil, &ValidationError{Problems: problems}
+	}
+	return c, nil
+}
+
+func compileOp(i int, op *Op, specSeed uint64, add func(path, format string, args ...any)) compiledOp {
+	names := op.names()
+	at := fmt.Sprintf("ops[%d]", i)
+	co := compiledOp{op: op}
+	if len(names) != 1 {
+		if len(names) == 0 {
+			add(at, "empty op; want exactly one of %s", strings.Join(opNames, ", "))
+		} else {
+			add(at, "has %d ops (%s); want exactly one per list entry", len(names), strings.Join(names, ", "))
+		}
+		return co
+	}
+	co.name = names[0]
+	at += "." + names[0]
+	positive := func(field string, v int64) {
+		if v <= 0 {
+			add(at+"."+field, "must be > 0")
+		}
+	}
+	nonNegative := func(field string, v int64) {
+		if v < 0 {
+			add(at+"."+field, "must be >= 0")
+		}
+	}
+	switch {
+	case op.Map != nil:
+		m := op.Map
+		co.name = "map(" + m.Fn + ")"
+		co.seed = opSeed(m.Seed, specSeed, i)
+		if m.Parallelism < 1 || m.Parallelism > MaxParallelism {
+			add(at+".parallelism", "must be in [1, %d]", MaxParallelism)
+		}
+		if m.Fn == "" {
+			add(at+".fn", "missing; known map functions: %s", strings.Join(fn.MapNames(), ", "))
+			break
+		}
+		f, ok := fn.LookupMap(m.Fn)
+		if !ok {
+			add(at+".fn", "unknown map function %q (known: %s)", m.Fn, strings.Join(fn.MapNames(), ", "))
+			break
+		}
+		mf, err := buildSafely(func() (fn.MapFn, error) { return f(m.Args) })
+		if err != nil {
+			add(at+".args", "%v", err)
+		} else if mf == nil {
+			add(at+".fn", "map function %q built nothing", m.Fn)
+		}
+		co.mapFn = mf
+	case op.Filter != nil:
+		f := op.Filter
+		co.name = "filter(" + f.Fn + ")"
+		co.seed = opSeed(f.Seed, specSeed, i)
+		if f.Fn == "" {
+			add(at+".fn", "missing; known filter functions: %s", strings.Join(fn.FilterNames(), ", "))
+			break
+		}
+		ff, ok := fn.LookupFilter(f.Fn)
+		if !ok {
+			add(at+".fn", "unknown filter function %q (known: %s)", f.Fn, strings.Join(fn.FilterNames(), ", "))
+			break
+		}
+		flt, err := buildSafely(func() (fn.FilterFn, error) { return ff(f.Args) })
+		if err != nil {
+			add(at+".args", "%v", err)
+		} else if flt == nil {
+			add(at+".fn", "filter function %q built nothing", f.Fn)
+		}
+		co.filter = flt
+	case op.Shuffle != nil:
+		positive("buffer", op.Shuffle.Buffer)
+	case op.Batch != nil:
+		positive("size", op.Batch.Size)
+	case op.PaddedBatch != nil:
+		positive("size", op.PaddedBatch.Size)
+	case op.BucketBySequenceLength != nil:
+		b := op.BucketBySequenceLength
+		if b.Tensor == "" {
+			add(at+".tensor", "missing: name the tensor whose length selects the bucket")
+		}
+		if err := bucketing.Validate(b.Boundaries, b.BatchSizes); err != nil {
+			add(at, "%v", err)
+		}
+	case op.Repeat != nil:
+		r := op.Repeat
+		if r.Count != nil && r.Forever {
+			add(at, "set count or forever, not both")
+		} else if r.Count != nil {
+			nonNegative("count", *r.Count)
+		}
+	case op.Take != nil:
+		nonNegative("count", op.Take.Count)
+	case op.Skip != nil:
+		nonNegative("count", op.Skip.Count)
+	case op.Prefetch != nil:
+		positive("buffer", op.Prefetch.Buffer)
+	case op.Cost != nil:
+		c := op.Cost
+		nonNegative("cpu_us", c.CPUMicros)
+		nonNegative("sleep_us", c.SleepMicros)
+		if (c.CPUMicros > 0) == (c.SleepMicros > 0) {
+			add(at, "set exactly one of cpu_us and sleep_us (> 0)")
+		}
+		if c.CPUMicros > MaxCostMicros || c.SleepMicros > MaxCostMicros {
+			add(at, "at most %d µs per element", MaxCostMicros)
+		}
+	}
+	return co
+}
+
+// buildSafely runs a function factory, turning a panic in user code into a
+// validation error.
+func buildSafely[F any](build func() (F, error)) (f F, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("function factory panicked: %v", r)
+		}
+	}()
+	return build()
+}
+
+// opSeed is the seed a random function of op i gets: its own, or one
+// derived from the dataset seed and the op's position.
+func opSeed(own, specSeed uint64, i int) uint64 {
+	if own != 0 {
+		return own
+	}
+	return mix64(specSeed ^ 0x6a09e667f3bcc909*uint64(i+1))
+}
+
+// mix64 is SplitMix64's finalizer: a bijective scrambler for seeds.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
