@@ -117,6 +117,9 @@ func DecodeCommand(data []byte) (Command, error) {
 	if err := decMode.Unmarshal(data, &c); err != nil {
 		return Command{}, fmt.Errorf("%w: envelope: %v", ErrBadCommand, err)
 	}
+	if len(c.Body) == 0 {
+		return Command{}, fmt.Errorf("%w: envelope without a body", ErrBadCommand)
+	}
 	return c, nil
 }
 
