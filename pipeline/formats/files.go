@@ -336,6 +336,10 @@ func OpenFiles(ctx context.Context, o FilesOptions, s Split) (Iterator, error) {
 	}
 	if err != nil {
 		f.Close()
+		var re *RecordError
+		if errors.As(err, &re) {
+			return nil, err // already names the file and line
+		}
 		return nil, fmt.Errorf("files source: %w", err)
 	}
 	return it, nil

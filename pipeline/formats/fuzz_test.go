@@ -1,0 +1,93 @@
+package formats
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/feedmesh/feedmesh/pipeline/tensor"
+)
+
+// fuzzRead writes data to a file and reads it with o (whole file, and in
+// byte-range splits when splitBytes > 0). Readers must never panic and
+// must either finish or return an error.
+func fuzzRead(t *testing.T, name string, data []byte, o FilesOptions, splitBytes int64) {
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o.Paths = []string{p}
+	o.MaxRecordBytes = 1 << 20
+	whole, errWhole := readAllFiles(t, o)
+	if splitBytes <= 0 {
+		return
+	}
+	o.SplitBytes = splitBytes
+	split, errSplit := readAllFiles(t, o)
+	// Splitting must not change what a valid file yields.
+	if errWhole == nil && errSplit == nil && len(whole) != len(split) {
+		t.Fatalf("whole file gave %d elements, splits of %d bytes gave %d", len(whole), splitBytes, len(split))
+	}
+}
+
+func FuzzTFRecordReader(f *testing.F) {
+	var buf bytes.Buffer
+	WriteTFRecord(&buf, []byte("hello"))
+	WriteTFRecord(&buf, nil)
+	WriteTFRecord(&buf, bytes.Repeat([]byte("x"), 300))
+	f.Add(buf.Bytes(), int64(20), false)
+	f.Add(buf.Bytes()[:30], int64(0), true)
+	f.Add([]byte{}, int64(0), false)
+	f.Fuzz(func(t *testing.T, data []byte, splitBytes int64, skip bool) {
+		fuzzRead(t, "f.tfrecord", data, FilesOptions{Format: FormatTFRecord, SkipCorrupt: skip}, splitBytes%4096)
+		// Skip mode never fails on corruption.
+		if skip {
+			p := filepath.Join(t.TempDir(), "s.tfrecord")
+			os.WriteFile(p, data, 0o644)
+			it, err := OpenFiles(context.Background(), FilesOptions{Paths: []string{p}, Format: FormatTFRecord, SkipCorrupt: true}, Split{Path: p, End: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer it.Close()
+			for {
+				_, err := it.Next(context.Background())
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil && (errors.Is(err, ErrCorruptRecord) || errors.Is(err, ErrTruncatedRecord)) {
+					t.Fatalf("skip mode returned %v", err)
+				}
+				if err != nil {
+					break
+				}
+			}
+		}
+	})
+}
+
+func FuzzJSONLReader(f *testing.F) {
+	f.Add([]byte(`{"a": 1, "b": "x", "c": [1,2]}`+"\n"+`{"a": 2, "b": "y", "c": []}`+"\n"), int64(10))
+	f.Add([]byte("{\"a\": 1e400, \"b\": null}\n\n  \n{"), int64(0))
+	f.Add([]byte("\xff\xfe\n[1,2]\n"), int64(3))
+	fields := []Field{{Name: "a", DType: tensor.Float32}, {Name: "b"}, {Name: "c", DType: tensor.Int64}}
+	f.Fuzz(func(t *testing.T, data []byte, splitBytes int64) {
+		fuzzRead(t, "f.jsonl", data, FilesOptions{Format: FormatJSONL, Fields: fields}, splitBytes%512)
+		fuzzRead(t, "g.jsonl", data, FilesOptions{Format: FormatJSONL}, 0)
+		fuzzRead(t, "h.txt", data, FilesOptions{Format: FormatLines}, splitBytes%512)
+	})
+}
+
+func FuzzCSVReader(f *testing.F) {
+	f.Add([]byte("a,b,c\n1,2.5,x\n3,4,\"y\nz\"\n"), int64(5))
+	f.Add([]byte("a,b,c\n1,2\n\"\n"), int64(0))
+	f.Add([]byte("a\n"), int64(1))
+	fields := []Field{{Name: "a", DType: tensor.Int32}, {Name: "b", DType: tensor.Float64}, {Name: "c"}}
+	f.Fuzz(func(t *testing.T, data []byte, splitBytes int64) {
+		fuzzRead(t, "f.csv", data, FilesOptions{Format: FormatCSV, Fields: fields}, splitBytes%512)
+		fuzzRead(t, "g.csv", data, FilesOptions{Format: FormatCSV}, splitBytes%512)
+	})
+}
