@@ -46,6 +46,11 @@ type Config struct {
 	// so a slow consumer pushes back on its peers instead of growing memory.
 	AcceptBacklog int
 
+	// MaxIncomingConns bounds the connections peers may hold open to this node;
+	// further connection attempts are closed at once. Each connection costs
+	// receive windows and a goroutine, so this bounds memory under a flood.
+	MaxIncomingConns int
+
 	// MaxIncomingStreams bounds the concurrently open streams a peer may open on
 	// one connection (quic-go flow control on stream count).
 	MaxIncomingStreams int64
@@ -81,6 +86,7 @@ func DefaultConfig() Config {
 		MaxIdleTimeout:          5 * time.Second,
 		KindHeaderTimeout:       5 * time.Second,
 		AcceptBacklog:           256,
+		MaxIncomingConns:        1024,
 		MaxIncomingStreams:      1024,
 		MaxConcurrentRPCs:       256,
 		StreamReceiveWindow:     16 << 20,
@@ -130,6 +136,9 @@ func (c Config) Validate() error {
 	}
 	if c.AcceptBacklog <= 0 {
 		bad("AcceptBacklog", "is %d, must be positive", c.AcceptBacklog)
+	}
+	if c.MaxIncomingConns <= 0 {
+		bad("MaxIncomingConns", "is %d, must be positive", c.MaxIncomingConns)
 	}
 	if c.MaxIncomingStreams <= 0 || c.MaxIncomingStreams > 1<<60 {
 		bad("MaxIncomingStreams", "is %d, must be in [1, 2^60]", c.MaxIncomingStreams)

@@ -176,6 +176,11 @@ func TestBadInput(t *testing.T) {
 		expectInvalid(t, rawRequest(t, raw), "frame too large")
 		a.echo(t, b.addr())
 	})
+	t.Run("request over the RPC request bound", func(t *testing.T) {
+		raw := append(prefix(1, DefaultMaxRPCRequestBytes), 0xf6)
+		expectInvalid(t, rawRequest(t, raw), "frame too large")
+		a.echo(t, b.addr())
+	})
 	t.Run("deep nesting", func(t *testing.T) {
 		hdr := append(bytes.Repeat([]byte{0x81}, 10000), 0x00)
 		raw := append(prefix(uint32(len(hdr)), 0), hdr...)
@@ -262,4 +267,19 @@ func TestAcceptBacklogFull(t *testing.T) {
 	if resets != 1 {
 		t.Fatalf("%d of 3 streams reset with a backlog of 2, want 1", resets)
 	}
+}
+
+// TestMaxIncomingConns: connections beyond the bound are closed at once.
+func TestMaxIncomingConns(t *testing.T) {
+	cfg := FastConfig()
+	cfg.MaxIncomingConns = 1
+	b := startNode(t, nodeOpts{cfg: &cfg})
+	first := startNode(t, nodeOpts{noServer: true})
+	first.echo(t, b.addr())
+	second := startNode(t, nodeOpts{noServer: true})
+	err := Call(ctxT(t, 3*time.Second), second.t, second.codec, b.addr(), "echo", "x", nil)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "too many connections") {
+		t.Fatalf("second connection: %v, want it refused", err)
+	}
+	first.echo(t, b.addr())
 }

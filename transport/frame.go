@@ -80,6 +80,13 @@ func NewCodec(maxHeaderBytes int, maxFrameBytes int64) (*Codec, error) {
 	return &Codec{maxHeader: maxHeaderBytes, maxFrame: maxFrameBytes, enc: enc, dec: dec}, nil
 }
 
+// WithMaxFrame returns a codec sharing c's CBOR modes with a frame bound of
+// min(n, c.MaxFrameBytes()), e.g. to read small control requests.
+func (c *Codec) WithMaxFrame(n int64) *Codec {
+	n = max(min(n, c.maxFrame), int64(c.maxHeader))
+	return &Codec{maxHeader: c.maxHeader, maxFrame: n, enc: c.enc, dec: c.dec}
+}
+
 // MaxHeaderBytes returns the header bound.
 func (c *Codec) MaxHeaderBytes() int { return c.maxHeader }
 

@@ -13,9 +13,16 @@ import (
 	"github.com/quic-go/quic-go"
 )
 
-// DefaultRPCReadTimeout bounds how long an RPCServer waits for a request frame
-// and how long it writes a response when the caller sent no deadline.
-const DefaultRPCReadTimeout = 10 * time.Second
+// RPCServer defaults.
+const (
+	// DefaultRPCReadTimeout bounds how long an RPCServer waits for a request
+	// frame, and how long it writes a response when the caller sent no deadline.
+	DefaultRPCReadTimeout = 10 * time.Second
+	// DefaultMaxRPCRequestBytes bounds one request frame (header + body). The
+	// server may hold MaxConcurrentRPCs of them in memory at once, so it is far
+	// below MaxFrameBytes, which is sized for data batches.
+	DefaultMaxRPCRequestBytes = 8 << 20
+)
 
 // rpcRequest is the header of a request frame; the CBOR-encoded request value is
 // the frame's tail.
@@ -41,7 +48,8 @@ type Handler func(ctx context.Context, decode func(v any) error) (any, error)
 
 // RPCServer serves request/response RPCs, one per KindControl stream.
 type RPCServer struct {
-	codec       *Codec
+	codec       *Codec // responses and request bodies
+	reqCodec    *Codec // reads requests, bounded by the max request size
 	log         *slog.Logger
 	sem         chan struct{}
 	readTimeout time.Duration
@@ -69,6 +77,7 @@ func NewRPCServer(codec *Codec, maxConcurrent int, log *slog.Logger) *RPCServer 
 	ctx, cancel := context.WithCancel(context.Background())
 	return &RPCServer{
 		codec:       codec,
+		reqCodec:    codec.WithMaxFrame(DefaultMaxRPCRequestBytes),
 		log:         log.With("component", "rpc"),
 		sem:         make(chan struct{}, maxConcurrent),
 		readTimeout: DefaultRPCReadTimeout,
@@ -87,6 +96,15 @@ func (s *RPCServer) SetReadTimeout(d time.Duration) {
 		s.readTimeout = d
 		s.mu.Unlock()
 	}
+}
+
+// SetMaxRequestBytes changes the bound of one request frame (default
+// DefaultMaxRPCRequestBytes, never above the codec's MaxFrameBytes). Call it
+// before Serve.
+func (s *RPCServer) SetMaxRequestBytes(n int64) {
+	s.mu.Lock()
+	s.reqCodec = s.codec.WithMaxFrame(n)
+	s.mu.Unlock()
 }
 
 // Handle registers h for method, replacing any earlier handler.
@@ -156,11 +174,11 @@ func (s *RPCServer) Close() error {
 func (s *RPCServer) serveStream(conn net.Conn) {
 	defer conn.Close()
 	s.mu.Lock()
-	readTimeout := s.readTimeout
+	readTimeout, reqCodec := s.readTimeout, s.reqCodec
 	s.mu.Unlock()
 	_ = conn.SetReadDeadline(time.Now().Add(readTimeout))
 	var req rpcRequest
-	body, err := s.codec.ReadFrame(conn, &req)
+	body, err := reqCodec.ReadFrame(conn, &req)
 	if err != nil {
 		s.log.Debug("bad request", "remote", conn.RemoteAddr().String(), "err", err)
 		_ = conn.SetWriteDeadline(time.Now().Add(readTimeout))

@@ -45,9 +45,10 @@ const ALPN = "feedmesh/1"
 
 // Application error codes sent when this side closes or resets.
 const (
-	codeClosed      quic.ApplicationErrorCode = 0 // transport closed normally
-	codeStreamClose quic.StreamErrorCode      = 0 // Stream.Close: stop reading
-	codeRejected    quic.StreamErrorCode      = 1 // unknown kind, no kind byte, backlog full
+	codeClosed       quic.ApplicationErrorCode = 0 // transport closed normally
+	codeTooManyConns quic.ApplicationErrorCode = 1 // MaxIncomingConns reached
+	codeStreamClose  quic.StreamErrorCode      = 0 // Stream.Close: stop reading
+	codeRejected     quic.StreamErrorCode      = 1 // unknown kind, no kind byte, backlog full
 )
 
 // udpBufferBytes is what quic-go asks of the kernel for socket buffers.
@@ -244,6 +245,12 @@ func (t *Transport) acceptConns() {
 		if t.closed {
 			t.mu.Unlock()
 			_ = c.CloseWithError(codeClosed, "transport closed")
+			continue
+		}
+		if len(t.incoming) >= t.cfg.MaxIncomingConns {
+			t.mu.Unlock()
+			t.log.Warn("connection refused: MaxIncomingConns reached", "remote", c.RemoteAddr().String(), "max", t.cfg.MaxIncomingConns)
+			_ = c.CloseWithError(codeTooManyConns, "too many connections")
 			continue
 		}
 		t.incoming[c] = struct{}{}
