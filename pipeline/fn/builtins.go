@@ -1,0 +1,17 @@
+package fn
+
+// The built-in functions that pipeline specs name. Programs embedding
+// feedmesh add their own with RegisterMap / RegisterMapFactory; names must
+// not collide with these.
+func init() {
+	RegisterMapFactory("tokenize_whitespace", tokenizeWhitespace)
+	RegisterMapFactory("tokenize_bytes", tokenizeBytes)
+	RegisterFilterFactory("length_between", lengthBetween)
+	RegisterMapFactory("decode_image", decodeImage)
+	RegisterMapFactory("resize", resize)
+	RegisterMapFactory("random_crop", randomCrop)
+	RegisterMapFactory("random_flip", randomFlip)
+	RegisterMapFactory("normalize", normalize)
+	RegisterMapFactory("cast", cast)
+	RegisterMapFactory("json_field", jsonField)
+}
