@@ -115,10 +115,14 @@ func jsonField(a Args) (MapFn, error) {
 		for i, key := range path {
 			var obj map[string]json.RawMessage
 			if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
-				if err == nil {
-					err = fmt.Errorf("not an object")
+				where := fmt.Sprintf("tensor %q", in)
+				if i > 0 {
+					where = strings.Join(path[:i], ".")
 				}
-				return e, fmt.Errorf("json_field: %s: %w", strings.Join(path[:i], "."), err)
+				if json.Valid(raw) {
+					return e, fmt.Errorf("json_field: %s: not an object", where)
+				}
+				return e, fmt.Errorf("json_field: %s: invalid JSON: %w", where, err)
 			}
 			v, ok := obj[key]
 			if !ok {
