@@ -170,7 +170,10 @@ func (n *Node) HasState() bool { return n.hasState }
 // Bootstrap starts a new cluster whose voters are exactly voters (sorted
 // by ID; self must be among them). Every member of a formation calls it
 // with the identical list. If the node already has state, raft's
-// raft.ErrCantBootstrap is returned as is.
+// raft.ErrCantBootstrap is returned as is. Note that in a formation a late
+// member can get that error legitimately: its peers bootstrapped first,
+// elected a leader, and replicated the same configuration to it before its
+// own Bootstrap ran. After a BootstrapPlan, treat ErrCantBootstrap as done.
 func (n *Node) Bootstrap(voters []Server) error {
 	if n.closed() {
 		return ErrClosed
