@@ -1,0 +1,251 @@
+package pipeline
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/feedmesh/feedmesh/pipeline/fn"
+)
+
+const yamlSpec = `
+source:
+  range: {start: 0, stop: 1000, split_size: 100}
+seed: 5
+ops:
+  - map: {fn: test_add, args: {n: 3}, parallelism: 4}
+  - filter: {fn: test_even}
+  - shuffle: {buffer: 64, seed: 7}
+  - map: {fn: test_vec}
+  - bucket_by_sequence_length: {tensor: tokens, boundaries: [1, 3], batch_sizes: [8, 4, 2], pad_value: 0}
+  - prefetch: {buffer: 8}
+`
+
+const jsonSpec = `{
+  "source": {"range": {"start": 0, "stop": 1000, "split_size": 100, "step": 1}},
+  "seed": 5,
+  "ops": [
+    {"map": {"fn": "test_add", "args": {"n": 3}, "parallelism": 4, "deterministic": true}},
+    {"filter": {"fn": "test_even"}},
+    {"shuffle": {"buffer": 64, "seed": 7}},
+    {"map": {"fn": "test_vec"}},
+    {"bucket_by_sequence_length": {"tensor": "tokens", "boundaries": [1, 3], "batch_sizes": [8, 4, 2]}},
+    {"prefetch": {"buffer": 8}}
+  ]
+}`
+
+func builderSpec() *Spec {
+	s := NewSpec(Source{Range: &RangeSource{Stop: 1000, SplitSize: 100}}).
+		Map("test_add", fn.Args{"n": 3}, 4).
+		Filter("test_even", nil).
+		Shuffle(64, 7).
+		Map("test_vec", nil, 0).
+		BucketBySequenceLength(BucketOp{Tensor: "tokens", Boundaries: []int64{1, 3}, BatchSizes: []int64{8, 4, 2}}).
+		Prefetch(8)
+	s.Seed = 5
+	return s
+}
+
+// goldenFingerprint pins the canonical encoding: if it changes, every
+// dataset registered by an older build changes identity. Change it only
+// with a deliberate specVersion bump.
+const goldenFingerprint = "917cdf008fda0067d6613423a6b56a72ebea229f4f2ce2b2b6884b344a75a47d"
+
+func fingerprint(t *testing.T, s *Spec) string {
+	t.Helper()
+	fp, err := s.Fingerprint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fp
+}
+
+func TestYAMLJSONBuilderAgree(t *testing.T) {
+	y, err := ParseYAML([]byte(yamlSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := ParseJSON([]byte(jsonSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fy, fj, fb := fingerprint(t, y), fingerprint(t, j), fingerprint(t, builderSpec())
+	if fy != fj || fy != fb {
+		t.Fatalf("fingerprints differ: yaml %s json %s builder %s", fy, fj, fb)
+	}
+	if fy != goldenFingerprint {
+		t.Fatalf("fingerprint %s, golden %s", fy, goldenFingerprint)
+	}
+	// And they run identically.
+	if a, b := encodeAll(t, run(t, y)), encodeAll(t, run(t, builderSpec())); string(a) != string(b) {
+		t.Fatal("yaml and builder specs produce different data")
+	}
+}
+
+func TestCanonicalRoundTrip(t *testing.T) {
+	b, err := builderSpec().CanonicalEncoding()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := DecodeCanonical(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fingerprint(t, s) != fingerprint(t, builderSpec()) {
+		t.Fatal("canonical round trip changed the fingerprint")
+	}
+	if _, err := DecodeCanonical(b[:len(b)-3]); err == nil {
+		t.Fatal("truncated encoding decoded")
+	}
+}
+
+func TestEveryFieldChangesFingerprint(t *testing.T) {
+	base := fingerprint(t, builderSpec())
+	seen := map[string]string{base: "base"}
+	muts := map[string]func(s *Spec){
+		"seed":             func(s *Spec) { s.Seed = 6 },
+		"range.start":      func(s *Spec) { s.Source.Range.Start = 1 },
+		"range.stop":       func(s *Spec) { s.Source.Range.Stop = 999 },
+		"range.step":       func(s *Spec) { s.Source.Range.Step = 2 },
+		"range.split_size": func(s *Spec) { s.Source.Range.SplitSize = 50 },
+		"map.fn":           func(s *Spec) { s.Ops[3].Map.Fn = "test_double" },
+		"map.args":         func(s *Spec) { s.Ops[0].Map.Args = fn.Args{"n": 4} },
+		"map.args type":    func(s *Spec) { s.Ops[0].Map.Args = fn.Args{"n": 3.0} },
+		"map.parallelism":  func(s *Spec) { s.Ops[0].Map.Parallelism = 2 },
+		"map.deterministic": func(s *Spec) {
+			f := false
+			s.Ops[0].Map.Deterministic = &f
+		},
+		"map.seed":           func(s *Spec) { s.Ops[0].Map.Seed = 1 },
+		"filter.seed":        func(s *Spec) { s.Ops[1].Filter.Seed = 1 },
+		"shuffle.buffer":     func(s *Spec) { s.Ops[2].Shuffle.Buffer = 65 },
+		"shuffle.seed":       func(s *Spec) { s.Ops[2].Shuffle.Seed = 8 },
+		"bucket.tensor":      func(s *Spec) { s.Ops[4].BucketBySequenceLength.Tensor = "value" },
+		"bucket.boundaries":  func(s *Spec) { s.Ops[4].BucketBySequenceLength.Boundaries[1] = 4 },
+		"bucket.batch_sizes": func(s *Spec) { s.Ops[4].BucketBySequenceLength.BatchSizes[2] = 3 },
+		"bucket.pad_value":   func(s *Spec) { s.Ops[4].BucketBySequenceLength.PadValue = -1 },
+		"bucket.drop":        func(s *Spec) { s.Ops[4].BucketBySequenceLength.DropRemainder = true },
+		"prefetch.buffer":    func(s *Spec) { s.Ops[5].Prefetch.Buffer = 9 },
+		"op order":           func(s *Spec) { s.Ops[0], s.Ops[1] = s.Ops[1], s.Ops[0] },
+		"extra op":           func(s *Spec) { s.Take(5) },
+		"batch":              func(s *Spec) { s.Ops[5] = Op{Batch: &BatchOp{Size: 8}} },
+	}
+	for name, m := range muts {
+		s := builderSpec()
+		m(s)
+		fp := fingerprint(t, s)
+		if prev, dup := seen[fp]; dup {
+			t.Errorf("%s: same fingerprint as %s", name, prev)
+		}
+		seen[fp] = name
+	}
+	// Defaults written or left out give the same fingerprint.
+	s := builderSpec()
+	s.Source.Range.Step = 1
+	s.Ops[3].Map.Parallelism = 1
+	if fingerprint(t, s) != base {
+		t.Fatal("spelling out defaults changed the fingerprint")
+	}
+}
+
+func TestValidationMessages(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"shuffle buffer", "source: {range: {stop: 5}}\nops:\n  - take: 1\n  - skip: 0\n  - shuffle: {buffer: 0}\n",
+			[]string{"ops[2].shuffle.buffer: must be > 0"}},
+		{"unknown op", "source: {range: {stop: 5}}\nops:\n  - shufle: {buffer: 3}\n",
+			[]string{`ops[0]: unknown op "shufle" (known: batch, bucket_by_sequence_length, cost, filter, map, padded_batch, prefetch, repeat, shuffle, skip, take)`}},
+		{"unknown field", "source: {range: {stop: 5}}\nops:\n  - shuffle: {bufer: 3}\n",
+			[]string{`ops[0].shuffle: unknown field "bufer" (known: buffer, seed)`}},
+		{"unknown top-level key", "source: {range: {stop: 5}}\nopz: []\n", []string{`spec: unknown field "opz"`}},
+		{"unknown source", "source: {rnge: {stop: 5}}\n", []string{`source: unknown source "rnge" (known: files, range, synthetic)`}},
+		{"no source", "ops: []\n", []string{"source: want exactly one of [files range synthetic]"}},
+		{"two sources", "source: {range: {stop: 5}, synthetic: {kind: text, count: 3}}\n", []string{"source: has [range synthetic]; want exactly one"}},
+		{"unknown map fn", "source: {range: {stop: 5}}\nops:\n  - map: {fn: nope}\n", []string{`ops[0].map.fn: unknown map function "nope" (known: `, "test_double"}},
+		{"unknown filter fn", "source: {range: {stop: 5}}\nops:\n  - filter: {fn: nope}\n", []string{`ops[0].filter.fn: unknown filter function "nope" (known: `, "test_even"}},
+		{"bad fn arg", "source: {range: {stop: 5}}\nops:\n  - map: {fn: test_add, args: {m: 1}}\n", []string{`ops[0].map.args: unknown arg "m"`}},
+		{"two ops in one entry", "source: {range: {stop: 5}}\nops:\n  - {take: 1, skip: 1}\n", []string{"ops[0]: has 2 ops (take, skip); want exactly one"}},
+		{"wrong type", "source: {range: {stop: 5}}\nops:\n  - batch: {size: big}\n", []string{`ops[0].batch.size: want an integer, got the string "big"`}},
+		{"bucket sizes", "source: {range: {stop: 5}}\nops:\n  - bucket_by_sequence_length: {tensor: t, boundaries: [3, 2], batch_sizes: [1, 1, 1]}\n",
+			[]string{"ops[0].bucket_by_sequence_length: boundaries[1]: must be greater than boundaries[0]"}},
+		{"repeat both", "source: {range: {stop: 5}}\nops:\n  - repeat: {count: 2, forever: true}\n", []string{"ops[0].repeat: set count or forever, not both"}},
+		{"negative take", "source: {range: {stop: 5}}\nops:\n  - take: -1\n", []string{"ops[0].take.count: must be >= 0"}},
+		{"cost", "source: {range: {stop: 5}}\nops:\n  - cost: {}\n", []string{"ops[0].cost: set exactly one of cpu_us and sleep_us"}},
+		{"parallelism", "source: {range: {stop: 5}}\nops:\n  - map: {fn: test_double, parallelism: -1}\n", []string{"ops[0].map.parallelism: must be in [1, 1024]"}},
+		{"several problems", "source: {range: {stop: 5}}\nops:\n  - batch: {size: 0}\n  - prefetch: {buffer: -1}\n",
+			[]string{"ops[0].batch.size: must be > 0; ops[1].prefetch.buffer: must be > 0"}},
+		{"files format", "source: {files: {paths: [a], format: parquet}}\n", []string{"source.files: format:"}},
+		{"synthetic kind", "source: {synthetic: {kind: video, count: 3}}\n", []string{"source.synthetic: kind:"}},
+		{"two documents", "source: {range: {stop: 5}}\n---\nsource: {range: {stop: 5}}\n", []string{"want one document"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseYAML([]byte(c.yaml))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestShorthandsAndNulls(t *testing.T) {
+	a, err := ParseYAML([]byte("source: {range: {stop: 5}}\nops:\n  - take: 3\n  - repeat:\n  - skip: 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := NewSpec(FromRange(0, 5, 1)).Take(3).RepeatForever().Skip(1)
+	if fingerprint(t, a) != fingerprint(t, b) {
+		t.Fatal("shorthand spec differs from builder spec")
+	}
+	if got := values(t, run(t, a.Take(4))); len(got) != 4 || got[0] != 1 {
+		t.Fatalf("got %v", got)
+	}
+}
+
+func TestLoadFileResolvesRelativePaths(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data", "a.txt"), []byte("x y\nz\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	specPath := filepath.Join(dir, "spec.yaml")
+	if err := os.WriteFile(specPath, []byte("source:\n  files: {paths: [\"data/*.txt\"], format: lines}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadFile(specPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "data", "*.txt"); s.Source.Files.Paths[0] != want {
+		t.Fatalf("path %q, want %q", s.Source.Files.Paths[0], want)
+	}
+	els := run(t, s)
+	if len(els) != 2 {
+		t.Fatalf("%d lines, want 2", len(els))
+	}
+	// A JSON file and a glob matching nothing.
+	jsonPath := filepath.Join(dir, "spec.json")
+	if err := os.WriteFile(jsonPath, []byte(`{"source": {"files": {"paths": ["nothing/*.txt"], "format": "lines"}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err = LoadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Splits(s); err == nil || !strings.Contains(err.Error(), "nothing/*.txt") {
+		t.Fatalf("glob matching nothing: %v", err)
+	}
+	if _, err := LoadFile(filepath.Join(dir, "missing.yaml")); err == nil {
+		t.Fatal("missing file loaded")
+	}
+}
