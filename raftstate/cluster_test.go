@@ -23,7 +23,7 @@ func (l tcpLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn
 	return net.DialTimeout("tcp", string(addr), timeout)
 }
 
-func listen(t *testing.T, addr string) tcpLayer {
+func listen(t testing.TB, addr string) tcpLayer {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -32,7 +32,7 @@ func listen(t *testing.T, addr string) tcpLayer {
 	return tcpLayer{ln}
 }
 
-func testConfig(t *testing.T, id, addr, dir string) Config {
+func testConfig(t testing.TB, id, addr, dir string) Config {
 	c := FastConfig()
 	c.ID, c.Addr, c.DataDir = id, addr, dir
 	c.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
@@ -45,7 +45,7 @@ type testNode struct {
 	*Node
 }
 
-func openNode(t *testing.T, id, addr, dir string) *testNode {
+func openNode(t testing.TB, id, addr, dir string) *testNode {
 	t.Helper()
 	layer := listen(t, addr)
 	n, err := Open(testConfig(t, id, layer.Addr().String(), dir), layer)
@@ -58,7 +58,7 @@ func openNode(t *testing.T, id, addr, dir string) *testNode {
 
 // startCluster opens n nodes and forms the cluster the way the mesh does:
 // every node runs BootstrapPlan on the same gossip view.
-func startCluster(t *testing.T, n int) []*testNode {
+func startCluster(t testing.TB, n int) []*testNode {
 	t.Helper()
 	var nodes []*testNode
 	var members []Member
@@ -86,7 +86,7 @@ func startCluster(t *testing.T, n int) []*testNode {
 }
 
 // eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -100,7 +100,7 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 }
 
 // waitLeader waits until exactly one of nodes leads and all of them agree.
-func waitLeader(t *testing.T, nodes []*testNode) *testNode {
+func waitLeader(t testing.TB, nodes []*testNode) *testNode {
 	t.Helper()
 	var leader *testNode
 	eventually(t, 5*time.Second, "a single agreed leader", func() bool {

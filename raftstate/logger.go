@@ -6,6 +6,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -18,6 +19,10 @@ type hclogAdapter struct {
 	name  string
 	args  []any
 	level hclog.Level // raft-side floor, settable through SetLevel
+	// closing, shared by every logger derived from this one, is set when
+	// the Node starts closing: from then on raft's errors (connections torn
+	// down under it, mostly) are expected and go to slog Debug.
+	closing *atomic.Bool
 }
 
 var _ hclog.Logger = (*hclogAdapter)(nil)
@@ -29,7 +34,21 @@ func newHclog(l *slog.Logger) hclog.Logger {
 	if l == nil {
 		l = slog.New(slog.DiscardHandler)
 	}
-	return &hclogAdapter{l: l.With("component", "raft"), level: hclog.Trace}
+	return &hclogAdapter{l: l.With("component", "raft"), level: hclog.Trace, closing: new(atomic.Bool)}
+}
+
+// setClosing marks the node as closing (see closing).
+func setClosing(l hclog.Logger) {
+	if a, ok := l.(*hclogAdapter); ok {
+		a.closing.Store(true)
+	}
+}
+
+func (a *hclogAdapter) slogLevel(level hclog.Level) slog.Level {
+	if a.closing.Load() && level > hclog.Info {
+		return slog.LevelDebug
+	}
+	return slogLevel(level)
 }
 
 func slogLevel(level hclog.Level) slog.Level {
@@ -46,7 +65,7 @@ func slogLevel(level hclog.Level) slog.Level {
 }
 
 func (a *hclogAdapter) enabled(level hclog.Level) bool {
-	return level >= a.level && a.l.Enabled(context.Background(), slogLevel(level))
+	return level >= a.level && a.l.Enabled(context.Background(), a.slogLevel(level))
 }
 
 func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
@@ -56,7 +75,7 @@ func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 	if a.name != "" {
 		args = append([]any{"logger", a.name}, args...)
 	}
-	a.l.Log(context.Background(), slogLevel(level), msg, append(append([]any{}, a.args...), args...)...)
+	a.l.Log(context.Background(), a.slogLevel(level), msg, append(append([]any{}, a.args...), args...)...)
 }
 
 func (a *hclogAdapter) Trace(msg string, args ...any) { a.Log(hclog.Trace, msg, args...) }

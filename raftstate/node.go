@@ -386,6 +386,7 @@ func (n *Node) Close() error {
 // cleanup releases whatever Open got as far as creating.
 func (n *Node) cleanup() error {
 	var errs []error
+	setClosing(n.log)
 	if n.raft != nil {
 		if err := n.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
