@@ -98,7 +98,7 @@ func DefaultConfig() Config {
 // failures are detected in about a second and a half.
 func FastConfig() Config {
 	c := DefaultConfig()
-	c.HandshakeTimeout = time.Second
+	c.HandshakeTimeout = 2 * time.Second
 	c.KeepAlivePeriod = 300 * time.Millisecond
 	c.MaxIdleTimeout = 1500 * time.Millisecond
 	c.KindHeaderTimeout = 500 * time.Millisecond

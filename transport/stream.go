@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +27,12 @@ type Stream struct {
 	qs     *quic.Stream
 	addr   string // cache key of a dialled stream, "" for accepted ones
 	closed atomic.Bool
+
+	// quic-go forbids SendStream.Close concurrent with Write, but net.Conn
+	// users (raft's pipelines) close a conn to unblock a writer: Close resets
+	// the send side instead when a Write is in progress.
+	wmu     sync.Mutex
+	writing bool
 }
 
 var _ net.Conn = (*Stream)(nil)
@@ -47,9 +54,19 @@ func (s *Stream) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Write writes to the stream.
+// Write writes to the stream. A concurrent Close makes it return net.ErrClosed.
 func (s *Stream) Write(p []byte) (int, error) {
+	s.wmu.Lock()
+	if s.closed.Load() {
+		s.wmu.Unlock()
+		return 0, s.opErr("write", net.ErrClosed)
+	}
+	s.writing = true
+	s.wmu.Unlock()
 	n, err := s.qs.Write(p)
+	s.wmu.Lock()
+	s.writing = false
+	s.wmu.Unlock()
 	if err != nil {
 		err = s.opErr("write", err)
 	}
@@ -57,16 +74,26 @@ func (s *Stream) Write(p []byte) (int, error) {
 }
 
 // CloseWrite closes only the sending direction (the peer reads io.EOF after the
-// data written so far), like TCP's half close.
+// data written so far), like TCP's half close. Not concurrently with Write.
 func (s *Stream) CloseWrite() error { return s.qs.Close() }
 
-// Close closes both directions. It is idempotent.
+// Close closes both directions. Data written before is still delivered, unless
+// a Write is blocked at that moment: then the send side is reset, which
+// unblocks the Write. It is idempotent.
 func (s *Stream) Close() error {
+	s.wmu.Lock()
 	if s.closed.Swap(true) {
+		s.wmu.Unlock()
 		return nil
 	}
+	writing := s.writing
+	s.wmu.Unlock()
 	s.qs.CancelRead(codeStreamClose)
-	_ = s.qs.Close() // fails only when the send side was reset, which is closed too
+	if writing {
+		s.qs.CancelWrite(codeStreamClose)
+	} else {
+		_ = s.qs.Close() // fails only when the send side was reset, which is closed too
+	}
 	return nil
 }
 

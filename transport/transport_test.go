@@ -200,6 +200,28 @@ func TestStreamNetConnSemantics(t *testing.T) {
 			t.Fatalf("write after close: %v, want net.ErrClosed", err)
 		}
 	})
+	t.Run("local close unblocks write", func(t *testing.T) {
+		s, _ := dial() // the peer never reads: flow control blocks the writer
+		werr := make(chan error, 1)
+		go func() {
+			_, err := s.Write(make([]byte, 64<<20))
+			werr <- err
+		}()
+		select {
+		case err := <-werr:
+			t.Fatalf("64 MiB write to a peer that does not read returned early: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		s.Close()
+		select {
+		case err := <-werr:
+			if err == nil {
+				t.Fatal("blocked write returned no error after Close")
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatal("Close left a Write blocked")
+		}
+	})
 	t.Run("write to closed peer fails", func(t *testing.T) {
 		s, srv := dial()
 		srv.Close()
