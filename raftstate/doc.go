@@ -5,14 +5,18 @@
 // It has two halves, kept apart on purpose:
 //
 //   - A pure core with no goroutines, clocks or sockets: the versioned CBOR
-//     Command envelope and its dispatch table (command.go, kv.go), the FSM
-//     state with its snapshot format (fsm.go, snapshot.go), cluster formation
-//     à la Consul's bootstrap_expect (formation.go) and voter maintenance
+//     Command envelope (command.go), its dispatch table (table.go) and the
+//     KV commands (kv.go), the State they apply to (state.go) and its
+//     versioned snapshot format (snapshot.go), cluster formation à la
+//     Consul's bootstrap_expect (formation.go) and voter maintenance
 //     (voters.go). These are tested by tables, properties and fuzzing.
+//     fsm.go adapts State to raft.FSM.
 //   - A thin shell, Node (node.go), that runs hashicorp/raft v1.8 with
 //     raft-boltdb/v2 as log and stable store and a file snapshot store, all in
 //     the node's data dir, over a raft.StreamLayer that the mesh supplies
-//     (QUIC streams in production, TCP in this package's tests).
+//     (QUIC streams in production, TCP in this package's tests). conns.go
+//     tracks the layer's connections so Close leaves no goroutine behind;
+//     logger.go bridges raft's hclog to slog.
 //
 // Every id and timestamp a command needs is chosen by the proposer before
 // Apply and travels inside the command, so replaying the log on any node, at
