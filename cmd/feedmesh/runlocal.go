@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/feedmesh/feedmesh/pipeline"
+)
+
+func init() {
+	register(command{
+		name:    "run-local",
+		summary: "run a pipeline spec in-process and print throughput and per-op statistics",
+		run:     runLocal,
+	})
+}
+
+// runLocal is `feedmesh run-local SPEC [--take N] [--json]`. Flags may come
+// before or after SPEC.
+func runLocal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("run-local", "SPEC [--take N] [--json] [--no-stats]", stderr)
+	take := fs.Int64("take", 0, "stop after `N` outputs of the last op (batches when it batches); 0 runs to the end")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
+	noStats := fs.Bool("no-stats", false, "turn per-op statistics off (to measure their overhead)")
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if err == flag.ErrHelp {
+				return err
+			}
+			return errUsage
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(positional) != 1 {
+		fmt.Fprintf(stderr, "run-local: want exactly one SPEC file, got %d\n", len(positional))
+		fs.Usage()
+		return errUsage
+	}
+	if *take < 0 {
+		fmt.Fprintln(stderr, "run-local: --take must be >= 0")
+		return errUsage
+	}
+	spec, err := pipeline.LoadFile(positional[0])
+	if err != nil {
+		return err
+	}
+	report, err := pipeline.RunLocal(ctx, spec, pipeline.RunOptions{Take: *take, DisableStats: *noStats})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		return enc.Encode(report)
+	}
+	return report.WriteTable(stdout)
+}

@@ -1,0 +1,103 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestStatsCountsAndBoundingOp(t *testing.T) {
+	spec := rng(200, 50).Map("test_double", nil, 1).Filter("test_even", nil).Cost(200, 0).Batch(16, false).Prefetch(2)
+	r, err := RunLocal(context.Background(), spec, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Elements != 200 || r.Batches != 13 {
+		t.Fatalf("elements %d batches %d, want 200 and 13", r.Elements, r.Batches)
+	}
+	if len(r.Ops) != 6 {
+		t.Fatalf("%d op entries, want 6 (source + 5)", len(r.Ops))
+	}
+	want := []struct {
+		name    string
+		in, out int64
+	}{
+		{"source:range", 0, 200}, {"map(test_double)", 200, 200}, {"filter(test_even)", 200, 200},
+		{"cost", 200, 200}, {"batch", 200, 13}, {"prefetch", 13, 13},
+	}
+	for i, w := range want {
+		o := r.Ops[i]
+		if o.Name != w.name || o.ElementsIn != w.in || o.ElementsOut != w.out {
+			t.Errorf("ops[%d] = %s in %d out %d, want %s in %d out %d", i, o.Name, o.ElementsIn, o.ElementsOut, w.name, w.in, w.out)
+		}
+		if o.BusySeconds < 0 || o.WaitSeconds < 0 {
+			t.Errorf("ops[%d]: negative times %+v", i, o)
+		}
+	}
+	// 200 elements × 200 µs of CPU = 40 ms in the cost op: it bounds.
+	if r.BoundingOp != "cost" {
+		t.Fatalf("bounding op %q, want cost; ops %+v", r.BoundingOp, r.Ops)
+	}
+	if c := r.Ops[3]; c.BusySeconds < 0.04 {
+		t.Fatalf("cost busy %.4f s, want >= 0.04", c.BusySeconds)
+	}
+	// The batch op waits at least as long as the cost op works.
+	if r.Ops[4].WaitSeconds < r.Ops[3].BusySeconds {
+		t.Fatalf("batch wait %.4f < cost busy %.4f", r.Ops[4].WaitSeconds, r.Ops[3].BusySeconds)
+	}
+	if r.Ops[4].BytesOut != r.Bytes {
+		t.Fatalf("batch bytes_out %d, run bytes %d", r.Ops[4].BytesOut, r.Bytes)
+	}
+
+	var table bytes.Buffer
+	if err := r.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "* bounds throughput: cost") || !strings.Contains(table.String(), "200 elements in 13 batches") {
+		t.Fatalf("table:\n%s", table.String())
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var generic map[string]any
+	if err := json.Unmarshal(b, &generic); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"elements", "batches", "bytes", "seconds", "ops"} {
+		if _, ok := generic[k]; !ok {
+			t.Fatalf("json lacks %q: %s", k, b)
+		}
+	}
+	op0 := generic["ops"].([]any)[1].(map[string]any)
+	for _, k := range []string{"name", "elements_in", "elements_out", "bytes_out", "busy_seconds", "wait_seconds"} {
+		if _, ok := op0[k]; !ok {
+			t.Fatalf("op json lacks %q: %v", k, op0)
+		}
+	}
+}
+
+func TestParallelMapStatsAndTake(t *testing.T) {
+	r, err := RunLocal(context.Background(), rng(1000, 50).Map("test_jitter", nil, 4), RunOptions{Take: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Elements != 10 || r.Batches != 0 {
+		t.Fatalf("take 10: elements %d batches %d", r.Elements, r.Batches)
+	}
+	if m := r.Ops[1]; m.Parallelism != 4 || m.BusySeconds <= 0 {
+		t.Fatalf("parallel map stats %+v", m)
+	}
+}
+
+func TestStatsOff(t *testing.T) {
+	r, err := RunLocal(context.Background(), rng(100, 50).Batch(10, false), RunOptions{DisableStats: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Elements != 100 || r.Batches != 10 || len(r.Ops) != 0 || r.Bounding != -1 {
+		t.Fatalf("%+v", r)
+	}
+}
