@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -74,6 +75,18 @@ type Config struct {
 	// drop their stale connection at once instead of after MaxIdleTimeout. A node
 	// derives it from its persistent identity so it survives restarts. Optional.
 	StatelessResetKey *quic.StatelessResetKey
+}
+
+// DeriveStatelessResetKey derives a StatelessResetKey from a node's persistent
+// secret (e.g. its private key bytes or a random value kept in the data dir), so
+// the key is the same after a restart. Different secrets give unrelated keys.
+func DeriveStatelessResetKey(secret []byte) *quic.StatelessResetKey {
+	h := sha256.New()
+	h.Write([]byte("feedmesh/1 stateless reset key\x00"))
+	h.Write(secret)
+	var k quic.StatelessResetKey
+	copy(k[:], h.Sum(nil))
+	return &k
 }
 
 // DefaultConfig returns the production settings.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -27,7 +28,8 @@ func TestRestartedPeerResetsStaleConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := startNode(t, nodeOpts{cfg: &cfg})
+	rec := &recordHandler{}
+	a := startNode(t, nodeOpts{cfg: &cfg, log: slog.New(rec)})
 	b := startNode(t, nodeOpts{cfg: &cfg, faulty: true, serverTLS: srvTLS, clientTLS: cliTLS})
 	addr := b.addr()
 	a.echo(t, addr)
@@ -46,6 +48,9 @@ func TestRestartedPeerResetsStaleConnection(t *testing.T) {
 	var sr *quic.StatelessResetError
 	if cause := context.Cause(stale.Context()); !errors.As(cause, &sr) {
 		t.Fatalf("stale connection ended with %v, want a stateless reset", cause)
+	}
+	if n := rec.count(msgStaleRetry); n != 1 {
+		t.Fatalf("%d retries after a stateless reset, want 1 (the call must have used the stale connection)", n)
 	}
 	if d := time.Since(start); d > 1500*time.Millisecond {
 		t.Fatalf("first call after restart took %s", d)

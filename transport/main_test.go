@@ -3,7 +3,9 @@ package transport
 import (
 	"context"
 	"crypto/tls"
+	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,6 +59,33 @@ type nodeOpts struct {
 	clientTLS *tls.Config
 	noServer  bool // client-only transport
 	noRPC     bool
+	log       *slog.Logger
+}
+
+// recordHandler counts log records by message, for tests that assert a path
+// was taken.
+type recordHandler struct {
+	mu   sync.Mutex
+	msgs map[string]int
+}
+
+func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *recordHandler) WithGroup(string) slog.Handler            { return h }
+func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.msgs == nil {
+		h.msgs = make(map[string]int)
+	}
+	h.msgs[r.Message]++
+	return nil
+}
+
+func (h *recordHandler) count(msg string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.msgs[msg]
 }
 
 func startNode(tb testing.TB, o nodeOpts) *node {
@@ -91,7 +120,7 @@ func startNode(tb testing.TB, o nodeOpts) *node {
 		n.fc = &faultyConn{PacketConn: udp}
 		n.pc = n.fc
 	}
-	n.t, err = New(n.pc, o.serverTLS, o.clientTLS, cfg, nil)
+	n.t, err = New(n.pc, o.serverTLS, o.clientTLS, cfg, o.log)
 	if err != nil {
 		udp.Close()
 		tb.Fatal(err)

@@ -13,6 +13,7 @@ import (
 type raftLayer struct {
 	t *Transport
 	net.Listener
+	advertise net.Addr
 }
 
 // RaftLayer returns a raft.StreamLayer over KindRaft streams, for
@@ -20,8 +21,17 @@ type raftLayer struct {
 // be dialable by peers (bind a concrete IP, not 0.0.0.0). Closing the layer
 // closes the KindRaft listener.
 func (t *Transport) RaftLayer() raft.StreamLayer {
-	return &raftLayer{t: t, Listener: t.Listener(KindRaft)}
+	return t.RaftLayerAdvertise(t.Addr())
 }
+
+// RaftLayerAdvertise is RaftLayer with Addr returning advertise, for a
+// transport bound to a wildcard address.
+func (t *Transport) RaftLayerAdvertise(advertise net.Addr) raft.StreamLayer {
+	return &raftLayer{t: t, Listener: t.Listener(KindRaft), advertise: advertise}
+}
+
+// Addr returns the advertised address.
+func (r *raftLayer) Addr() net.Addr { return r.advertise }
 
 // Dial opens a KindRaft stream to address within timeout.
 func (r *raftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {

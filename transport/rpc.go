@@ -268,9 +268,11 @@ func Call(ctx context.Context, t *Transport, codec *Codec, addr, method string, 
 		if err == nil || attempt > 0 || !isStatelessReset(err) || ctx.Err() != nil {
 			return err
 		}
-		t.log.Debug("stale connection reset by restarted peer, retrying", "peer", addr, "method", method)
+		t.log.Debug(msgStaleRetry, "peer", addr, "method", method)
 	}
 }
+
+const msgStaleRetry = "stale connection reset by restarted peer, retrying"
 
 func call(ctx context.Context, t *Transport, codec *Codec, addr, method string, body []byte, resp any) error {
 	s, err := t.Dial(ctx, addr, KindControl)

@@ -303,6 +303,13 @@ func TestCloseIsPromptAndIdempotent(t *testing.T) {
 	}
 }
 
+func TestDeriveStatelessResetKey(t *testing.T) {
+	a, b, c := DeriveStatelessResetKey([]byte("node-1")), DeriveStatelessResetKey([]byte("node-1")), DeriveStatelessResetKey([]byte("node-2"))
+	if *a != *b || *a == *c {
+		t.Fatal("key derivation is not a deterministic function of the secret")
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	for _, c := range []Config{DefaultConfig(), FastConfig()} {
 		if err := c.Validate(); err != nil {
