@@ -78,7 +78,7 @@ func NewRPCServer(codec *Codec, maxConcurrent int, log *slog.Logger) *RPCServer 
 	return &RPCServer{
 		codec:       codec,
 		reqCodec:    codec.WithMaxFrame(DefaultMaxRPCRequestBytes),
-		log:         log.With("component", "rpc"),
+		log:         log,
 		sem:         make(chan struct{}, maxConcurrent),
 		readTimeout: DefaultRPCReadTimeout,
 		ctx:         ctx,
@@ -181,8 +181,12 @@ func (s *RPCServer) serveStream(conn net.Conn) {
 	body, err := reqCodec.ReadFrame(conn, &req)
 	if err != nil {
 		s.log.Debug("bad request", "remote", conn.RemoteAddr().String(), "err", err)
+		code := ErrUnavailable // timeout or reset: the caller is likely gone
+		if errors.Is(err, ErrMalformedFrame) || errors.Is(err, ErrFrameTooLarge) {
+			code = ErrInvalid
+		}
 		_ = conn.SetWriteDeadline(time.Now().Add(readTimeout))
-		s.writeResponse(conn, nil, Errorf(ErrInvalid, "read request: %v", err))
+		s.writeResponse(conn, nil, Errorf(code, "read request: %v", err))
 		return
 	}
 	_ = conn.SetReadDeadline(time.Time{})

@@ -109,7 +109,7 @@ func New(pc net.PacketConn, serverTLS, clientTLS *tls.Config, cfg Config, log *s
 	}
 	t := &Transport{
 		cfg:       cfg,
-		log:       log.With("component", "transport", "addr", pc.LocalAddr().String()),
+		log:       log.With("addr", pc.LocalAddr().String()),
 		pc:        pc,
 		clientTLS: withALPN(clientTLS),
 		listeners: make(map[StreamKind]*kindListener),
