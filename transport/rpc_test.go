@@ -176,3 +176,29 @@ func TestRPCConcurrencyBoundAndClose(t *testing.T) {
 		t.Fatal("call served by a closed server succeeded")
 	}
 }
+
+// TestRPCSilentCaller: a control stream that never sends its request is
+// answered and closed after the server's read timeout, not held forever.
+func TestRPCSilentCaller(t *testing.T) {
+	srv := startNode(t, nodeOpts{})
+	srv.rpc.SetReadTimeout(200 * time.Millisecond)
+	cli := startNode(t, nodeOpts{noServer: true})
+	s, err := cli.t.Dial(ctxT(t, 3*time.Second), srv.addr(), KindControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	start := time.Now()
+	s.SetReadDeadline(time.Now().Add(3 * time.Second))
+	var resp rpcResponse
+	if _, err := cli.codec.ReadFrame(s, &resp); err != nil {
+		t.Fatalf("no response to a silent caller: %v", err)
+	}
+	if resp.Code != ErrUnavailable.Code {
+		t.Fatalf("response %+v, want %s", resp, ErrUnavailable.Code)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("silent caller held for %s", d)
+	}
+	cli.echo(t, srv.addr())
+}

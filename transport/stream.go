@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -121,9 +122,24 @@ func (s *Stream) opErr(op string, err error) error {
 	if s.closed.Load() {
 		return &net.OpError{Op: op, Net: "quic", Source: s.LocalAddr(), Addr: s.RemoteAddr(), Err: net.ErrClosed}
 	}
-	if s.conn.Context().Err() != nil {
+	if isConnErr(err) || s.conn.Context().Err() != nil {
 		s.t.forget(s.addr, s.conn)
 		return fmt.Errorf("%s: connection to %s lost: %w", op, s.RemoteAddr(), err)
 	}
 	return err
+}
+
+// isConnErr reports whether err ended the whole connection (as opposed to one
+// stream being reset or timing out). Streams may see it before the
+// connection's context is cancelled.
+func isConnErr(err error) bool {
+	var (
+		idle *quic.IdleTimeoutError
+		sr   *quic.StatelessResetError
+		app  *quic.ApplicationError
+		tr   *quic.TransportError
+		hs   *quic.HandshakeTimeoutError
+	)
+	return errors.As(err, &idle) || errors.As(err, &sr) || errors.As(err, &app) ||
+		errors.As(err, &tr) || errors.As(err, &hs)
 }
