@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/feedmesh/feedmesh/testcluster"
+)
+
+func runCmd(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestMembersAndStatusJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	c := testcluster.Start(t, 3)
+	addr := c.Node(1).Addr()
+
+	out, errOut, code := runCmd(t, "members", "--addr", addr, "--json")
+	if code != 0 {
+		t.Fatalf("members exited %d: %s", code, errOut)
+	}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	n, leaders := 0, 0
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		for _, f := range []string{"name", "gossip_addr", "addr", "status", "raft"} {
+			if s, ok := m[f].(string); !ok || s == "" {
+				t.Errorf("member %v: field %q missing", m, f)
+			}
+		}
+		if m["status"] != "alive" {
+			t.Errorf("member %v not alive", m["name"])
+		}
+		if m["raft"] == "leader" {
+			leaders++
+		}
+		n++
+	}
+	if n != 3 || leaders != 1 {
+		t.Fatalf("members: %d lines, %d leaders; want 3 and 1\n%s", n, leaders, out)
+	}
+
+	out, errOut, code = runCmd(t, "status", "--addr", c.Node(2).Addr(), "--json")
+	if code != 0 {
+		t.Fatalf("status exited %d: %s", code, errOut)
+	}
+	var st map[string]any
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status output %q: %v", out, err)
+	}
+	_, l := c.Leader()
+	if st["leader"] != l.Name() {
+		t.Errorf("status leader %v, want %s", st["leader"], l.Name())
+	}
+	if vs, ok := st["voters"].([]any); !ok || len(vs) != 3 {
+		t.Errorf("status voters %v, want 3", st["voters"])
+	}
+	if term, ok := st["term"].(float64); !ok || term < 1 {
+		t.Errorf("status term %v", st["term"])
+	}
+
+	out, _, code = runCmd(t, "status", "--addr", addr)
+	if code != 0 || !strings.Contains(out, "leader:") {
+		t.Fatalf("status table: code %d\n%s", code, out)
+	}
+}
+
+func TestFlagsFromEnvironment(t *testing.T) {
+	t.Setenv("FEEDMESH_ADDR", "127.0.0.1:1")
+	t.Setenv("FEEDMESH_TIMEOUT", "not-a-duration")
+	_, errOut, code := runCmd(t, "members")
+	if code == 0 || !strings.Contains(errOut, "FEEDMESH_TIMEOUT") {
+		t.Fatalf("bad env var not reported: code %d, %q", code, errOut)
+	}
+}
+
+func TestUnknownCommandAndHelp(t *testing.T) {
+	if _, errOut, code := runCmd(t, "frobnicate"); code != 2 || !strings.Contains(errOut, "unknown command") {
+		t.Fatalf("unknown command: code %d %q", code, errOut)
+	}
+	for name := range commands {
+		if _, errOut, code := runCmd(t, name, "--help"); code != 0 || !strings.Contains(errOut, "Usage: feedmesh "+name) {
+			t.Errorf("%s --help: code %d, %q", name, code, errOut)
+		}
+	}
+}

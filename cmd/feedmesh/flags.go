@@ -1,0 +1,90 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// envName is the environment variable that sets a flag: --gossip-port reads
+// FEEDMESH_GOSSIP_PORT.
+func envName(flagName string) string {
+	return "FEEDMESH_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// applyEnv sets every flag not given on the command line from its
+// environment variable, so deployments can configure nodes either way.
+// Command-line flags win.
+func applyEnv(fs *flag.FlagSet) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] || err != nil {
+			return
+		}
+		if v, ok := os.LookupEnv(envName(f.Name)); ok {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s=%q: %v", envName(f.Name), v, e)
+			}
+		}
+	})
+	return err
+}
+
+// addEnvToUsage appends each flag's environment variable to its help text.
+func addEnvToUsage(fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		f.Usage += " (env " + envName(f.Name) + ")"
+	})
+}
+
+// parseWithEnv parses args, then fills the rest from the environment.
+func parseWithEnv(fs *flag.FlagSet, args []string) error {
+	addEnvToUsage(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := applyEnv(fs); err != nil {
+		return fmt.Errorf("environment: %w", err)
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// loadGossipKey accepts base64 of 32 bytes, or a path to a file holding it.
+func loadGossipKey(v string) ([]byte, error) {
+	if v == "" {
+		return nil, nil
+	}
+	text := v
+	if b, err := os.ReadFile(v); err == nil {
+		text = strings.TrimSpace(string(b))
+	}
+	key, err := base64.StdEncoding.DecodeString(text)
+	if err != nil {
+		return nil, fmt.Errorf("--gossip-key: want base64 of 32 bytes (e.g. `head -c32 /dev/urandom | base64`) or a file holding it: %v", err)
+	}
+	if len(key) != 32 {
+		return nil, fmt.Errorf("--gossip-key: decodes to %d bytes, want 32", len(key))
+	}
+	return key, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	return enc.Encode(v)
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/feedmesh/feedmesh/mesh"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+func init() {
+	register(command{name: "members", summary: "list the cluster's members as a node sees them", run: runMembers})
+	register(command{name: "status", summary: "show a node's view of the Raft group (leader, term, voters)", run: runStatus})
+}
+
+// clientFlags are the flags every command that talks to a node shares.
+type clientFlags struct {
+	addr                   *string
+	jsonOut                *bool
+	timeout                *time.Duration
+	tlsCA, tlsCert, tlsKey *string
+}
+
+func addClientFlags(fs *flag.FlagSet) *clientFlags {
+	return &clientFlags{
+		addr:    fs.String("addr", "127.0.0.1:7947", "QUIC address (host:port) of any node"),
+		jsonOut: fs.Bool("json", false, "print JSON instead of a table"),
+		timeout: fs.Duration("timeout", 10*time.Second, "how long to wait for the answer"),
+		tlsCA:   fs.String("tls-ca", "", "CA certificate to verify the node (default: dev mode, not verified)"),
+		tlsCert: fs.String("tls-cert", "", "client certificate for mutual TLS"),
+		tlsKey:  fs.String("tls-key", "", "client key for mutual TLS"),
+	}
+}
+
+func (f *clientFlags) dial() (*mesh.ControlClient, error) {
+	tlsConf, err := transport.ClientTLS(*f.tlsCA, *f.tlsCert, *f.tlsKey)
+	if err != nil {
+		return nil, err
+	}
+	return mesh.DialControl(*f.addr, tlsConf, transport.DefaultConfig())
+}
+
+func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("members", "[--addr host:port] [--json]", stderr)
+	cf := addClientFlags(fs)
+	if err := parseWithEnv(fs, args); err != nil {
+		return err
+	}
+	c, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, *cf.timeout)
+	defer cancel()
+	ms, err := c.Members(ctx)
+	if err != nil {
+		return err
+	}
+	if *cf.jsonOut {
+		for _, m := range ms {
+			if err := writeJSON(stdout, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATUS\tRAFT\tADDR\tGOSSIP\tVERSION")
+	for _, m := range ms {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.Status, m.Raft, m.Addr, m.GossipAddr, m.Version)
+	}
+	return tw.Flush()
+}
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("status", "[--addr host:port] [--json]", stderr)
+	cf := addClientFlags(fs)
+	if err := parseWithEnv(fs, args); err != nil {
+		return err
+	}
+	c, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, *cf.timeout)
+	defer cancel()
+	s, err := c.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if *cf.jsonOut {
+		return writeJSON(stdout, s)
+	}
+	printStatus(stdout, s)
+	return nil
+}
+
+func printStatus(w io.Writer, s mesh.Status) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	leader := s.Leader
+	if leader == "" {
+		leader = "(none known)"
+	} else {
+		leader += " " + s.LeaderAddr
+	}
+	fmt.Fprintf(tw, "node:\t%s (%s, version %s)\n", s.Name, s.Addr, s.Version)
+	fmt.Fprintf(tw, "role:\t%s (raft state %s)\n", s.Role, s.State)
+	fmt.Fprintf(tw, "leader:\t%s\n", leader)
+	fmt.Fprintf(tw, "term:\t%d\n", s.Term)
+	fmt.Fprintf(tw, "commit index:\t%d (applied %d, last log %d)\n", s.CommitIndex, s.AppliedIndex, s.LastLogIndex)
+	fmt.Fprintf(tw, "voters:\t")
+	for i, v := range s.Voters {
+		if i > 0 {
+			fmt.Fprint(tw, ", ")
+		}
+		fmt.Fprintf(tw, "%s (%s)", v.ID, v.Addr)
+	}
+	fmt.Fprintf(tw, "\nmembers:\t%d alive of %d known\n", s.AliveMembers, s.Members)
+	tw.Flush()
+}

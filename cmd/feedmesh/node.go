@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/feedmesh/feedmesh/mesh"
+)
+
+func init() {
+	register(command{name: "node", summary: "run a node (gossip member, worker, control endpoint, maybe a Raft voter)", run: runNode})
+}
+
+func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("node", "[flags]", stderr)
+	d := mesh.DefaultConfig()
+	name := fs.String("name", "", "node name; default: the one stored in --data-dir, or a new one")
+	dataDir := fs.String("data-dir", "", "directory for the node's identity, certificate and Raft state (required)")
+	bind := fs.String("bind", d.BindAddr, "IP address to bind gossip and QUIC to")
+	advertise := fs.String("advertise", "", "IP address other nodes reach this one at (default: --bind)")
+	gossipPort := fs.Int("gossip-port", 7946, "gossip port (TCP and UDP)")
+	port := fs.Int("port", 7947, "QUIC port (UDP): Raft, control and data")
+	join := fs.String("join", "", "comma-separated gossip addresses (host:port) of nodes to join; give all you know")
+	expect := fs.Int("bootstrap-expect", 0, "form the first Raft group once this many nodes are seen (0 with no --join: single-node dev mode)")
+	voters := fs.Int("raft-voters", d.RaftVoters, "number of Raft voters the leader maintains (1, 3 or 5)")
+	voterGrace := fs.Duration("voter-grace", d.VoterGrace, "how long a voter may be dead before it is replaced")
+	gossipKey := fs.String("gossip-key", "", "gossip encryption key: base64 of 32 bytes, or a file holding it")
+	tlsCA := fs.String("tls-ca", "", "CA certificate (PEM) to verify peers and clients (mutual TLS)")
+	tlsCert := fs.String("tls-cert", "", "this node's certificate (PEM), signed by --tls-ca")
+	tlsKey := fs.String("tls-key", "", "this node's private key (PEM)")
+	preset := fs.String("preset", "default", "timing preset: default, or fast (in-process tests and demos)")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if err := parseWithEnv(fs, args); err != nil {
+		return err
+	}
+	cfg := d
+	switch *preset {
+	case "default":
+	case "fast":
+		cfg = mesh.FastConfig()
+	default:
+		return fmt.Errorf("--preset %q: want default or fast", *preset)
+	}
+	if *dataDir == "" {
+		return fmt.Errorf("--data-dir is required (the node keeps its identity and Raft state there)")
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %v", err)
+	}
+	key, err := loadGossipKey(*gossipKey)
+	if err != nil {
+		return err
+	}
+	cfg.Name, cfg.DataDir, cfg.BindAddr, cfg.AdvertiseAddr = *name, *dataDir, *bind, *advertise
+	cfg.GossipPort, cfg.Port, cfg.Join, cfg.BootstrapExpect = *gossipPort, *port, splitList(*join), *expect
+	cfg.RaftVoters, cfg.VoterGrace, cfg.GossipKey = *voters, *voterGrace, key
+	cfg.TLSCA, cfg.TLSCert, cfg.TLSKey = *tlsCA, *tlsCert, *tlsKey
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	n, err := mesh.Start(startCtx, cfg)
+	cancel()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "feedmesh node %s: QUIC %s, gossip %s (join it with --join %s)\n", n.Name(), n.Addr(), n.GossipAddr(), n.GossipAddr())
+	if os.Getenv("FEEDMESH_QUIET") == "" && !strings.Contains(*logLevel, "error") {
+		fmt.Fprintf(stdout, "  feedmesh members --addr %s\n  feedmesh status --addr %s\n", n.Addr(), n.Addr())
+	}
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "shutting down (leaving the cluster)")
+	return n.Close()
+}

@@ -1,0 +1,236 @@
+package mesh
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/feedmesh/feedmesh/raftstate"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+// Version is the build version a node advertises in its gossip metadata.
+var Version = "0.1.0-dev"
+
+// Config configures one node. DefaultConfig gives production settings;
+// FastConfig gives the timing preset used by tests and the demo.
+type Config struct {
+	// Name identifies the node in gossip and Raft. Empty means: the name
+	// stored in DataDir, or a new random one on first start. A name that
+	// differs from the one stored in DataDir is an error.
+	Name string
+	// DataDir holds the node's identity, certificate and Raft state.
+	DataDir string
+	// BindAddr is the IP address both gossip and QUIC bind to.
+	BindAddr string
+	// AdvertiseAddr is the IP address other nodes use to reach this one;
+	// empty means BindAddr (which then must not be unspecified).
+	AdvertiseAddr string
+	// GossipPort is the TCP+UDP port of memberlist; 0 picks a free one.
+	GossipPort int
+	// Port is the UDP port of QUIC (Raft, control and data); 0 picks one.
+	Port int
+	// Join lists gossip addresses (host:port) to join at start. Every
+	// address is tried: joining one seed was seen to converge in 26-30 s,
+	// joining all known addresses in ~20 ms.
+	Join []string
+	// BootstrapExpect: once this many members are seen through gossip, the
+	// BootstrapExpect members with the lowest names bootstrap Raft together.
+	// 0 with no Join: bootstrap alone (single-node dev mode). 0 with Join:
+	// never bootstrap; join an existing cluster.
+	BootstrapExpect int
+	// RaftVoters is the voter count the leader maintains (1, 3 or 5).
+	RaftVoters int
+	// VoterGrace is how long a voter must be dead before the leader
+	// replaces it. Shorter reacts faster; longer rides out restarts.
+	VoterGrace time.Duration
+	// ReconcileInterval is how often the leader checks the voter set, and
+	// how often a node refreshes the Raft role it advertises.
+	ReconcileInterval time.Duration
+	// RequestTimeout bounds a control request that arrives without a
+	// deadline of its own, including forwarding to the leader.
+	RequestTimeout time.Duration
+	// ForwardAttemptTimeout bounds one attempt to reach the leader, so a
+	// request can retry against a new leader within its deadline.
+	ForwardAttemptTimeout time.Duration
+	// DeadMemberRetention is how long a dead or departed member stays in
+	// the member list before it is forgotten.
+	DeadMemberRetention time.Duration
+
+	// GossipKey enables gossip encryption (AES-GCM); 32 bytes, or nil.
+	GossipKey []byte
+	// TLSCA, TLSCert and TLSKey enable mutual TLS between nodes and
+	// clients. All empty: dev mode, a self-signed certificate is generated
+	// in DataDir and peers are not verified.
+	TLSCA, TLSCert, TLSKey string
+
+	// Gossip holds memberlist's failure-detection timing.
+	Gossip GossipConfig
+	// Transport configures QUIC and the frame codec.
+	Transport transport.Config
+	// Raft configures Raft timing and storage; its ID, Addr and DataDir
+	// are filled in by the node.
+	Raft raftstate.Config
+
+	// Logger receives the node's structured logs; nil discards them.
+	Logger *slog.Logger
+
+	// WrapPacketConn, when set, wraps the node's UDP socket before QUIC
+	// uses it. Test clusters use it to drop packets between partitions.
+	WrapPacketConn func(net.PacketConn) net.PacketConn
+	// WrapGossipTransport, when set, wraps memberlist's network transport.
+	WrapGossipTransport func(memberlist.NodeAwareTransport) memberlist.NodeAwareTransport
+}
+
+// GossipConfig is the subset of memberlist's timing that feedmesh tunes.
+// A killed node is declared dead after about
+// ProbeInterval + ProbeTimeout + SuspicionMult*ProbeInterval.
+type GossipConfig struct {
+	// ProbeInterval is how often a random member is probed.
+	ProbeInterval time.Duration
+	// ProbeTimeout is how long to wait for a probe's ack.
+	ProbeTimeout time.Duration
+	// SuspicionMult scales how long a suspect has to refute before it is
+	// declared dead (multiplied by ProbeInterval and log10 of the size).
+	SuspicionMult int
+	// SuspicionMaxTimeoutMult caps the suspicion timeout while few other
+	// members have confirmed the suspicion.
+	SuspicionMaxTimeoutMult int
+	// GossipInterval is how often gossip messages are sent.
+	GossipInterval time.Duration
+	// PushPullInterval is how often full state is exchanged over TCP.
+	PushPullInterval time.Duration
+	// TCPTimeout bounds push/pull and TCP fallback probes.
+	TCPTimeout time.Duration
+	// GossipToTheDeadTime is how long dead members still receive gossip.
+	GossipToTheDeadTime time.Duration
+	// DeadNodeReclaimTime lets a dead node's name be reused from a new
+	// address after this long.
+	DeadNodeReclaimTime time.Duration
+}
+
+// DefaultConfig returns production settings: a SIGKILLed node is declared
+// dead in about 3 s (memberlist's LAN default takes ~5 s).
+func DefaultConfig() Config {
+	return Config{
+		BindAddr:              "127.0.0.1",
+		RaftVoters:            3,
+		VoterGrace:            10 * time.Second,
+		ReconcileInterval:     time.Second,
+		RequestTimeout:        10 * time.Second,
+		ForwardAttemptTimeout: 2 * time.Second,
+		DeadMemberRetention:   time.Hour,
+		Gossip: GossipConfig{
+			ProbeInterval:           500 * time.Millisecond,
+			ProbeTimeout:            250 * time.Millisecond,
+			SuspicionMult:           4,
+			SuspicionMaxTimeoutMult: 4,
+			GossipInterval:          100 * time.Millisecond,
+			PushPullInterval:        15 * time.Second,
+			TCPTimeout:              2 * time.Second,
+			GossipToTheDeadTime:     15 * time.Second,
+			DeadNodeReclaimTime:     10 * time.Second,
+		},
+		Transport: transport.DefaultConfig(),
+		Raft:      raftstate.DefaultConfig(),
+	}
+}
+
+// FastConfig is the preset for in-process test clusters and the demo: a
+// killed node is declared dead within ~1 s and a new leader is elected in
+// a few hundred milliseconds.
+func FastConfig() Config {
+	c := DefaultConfig()
+	c.VoterGrace = 500 * time.Millisecond
+	c.ReconcileInterval = 100 * time.Millisecond
+	c.RequestTimeout = 5 * time.Second
+	c.ForwardAttemptTimeout = 500 * time.Millisecond
+	c.Gossip = GossipConfig{
+		ProbeInterval:           100 * time.Millisecond,
+		ProbeTimeout:            50 * time.Millisecond,
+		SuspicionMult:           3,
+		SuspicionMaxTimeoutMult: 2,
+		GossipInterval:          20 * time.Millisecond,
+		PushPullInterval:        2 * time.Second,
+		TCPTimeout:              500 * time.Millisecond,
+		GossipToTheDeadTime:     2 * time.Second,
+		DeadNodeReclaimTime:     time.Second,
+	}
+	c.Transport = transport.FastConfig()
+	c.Raft = raftstate.FastConfig()
+	return c
+}
+
+// Validate checks the configuration; errors name the field.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.DataDir == "" {
+		bad("DataDir", "required")
+	}
+	if len(c.Name) > 128 {
+		bad("Name", "at most 128 bytes (it travels in gossip metadata)")
+	}
+	if ip := net.ParseIP(c.BindAddr); ip == nil {
+		bad("BindAddr", "%q is not an IP address", c.BindAddr)
+	} else if ip.IsUnspecified() && c.AdvertiseAddr == "" {
+		bad("AdvertiseAddr", "required when BindAddr is %s", c.BindAddr)
+	}
+	if c.AdvertiseAddr != "" && net.ParseIP(c.AdvertiseAddr) == nil {
+		bad("AdvertiseAddr", "%q is not an IP address", c.AdvertiseAddr)
+	}
+	if c.GossipPort < 0 || c.GossipPort > 65535 {
+		bad("GossipPort", "%d out of range", c.GossipPort)
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		bad("Port", "%d out of range", c.Port)
+	}
+	if c.BootstrapExpect < 0 {
+		bad("BootstrapExpect", "must be >= 0")
+	}
+	if c.RaftVoters < 1 || c.RaftVoters > 7 {
+		bad("RaftVoters", "%d: want 1, 3 or 5 (an odd number up to 7)", c.RaftVoters)
+	}
+	if c.GossipKey != nil && len(c.GossipKey) != 32 {
+		bad("GossipKey", "must be 32 bytes, got %d", len(c.GossipKey))
+	}
+	tlsSet := 0
+	for _, f := range []string{c.TLSCA, c.TLSCert, c.TLSKey} {
+		if f != "" {
+			tlsSet++
+		}
+	}
+	if tlsSet != 0 && tlsSet != 3 {
+		bad("TLSCA/TLSCert/TLSKey", "give all three or none")
+	}
+	for name, d := range map[string]time.Duration{
+		"VoterGrace": c.VoterGrace, "ReconcileInterval": c.ReconcileInterval,
+		"RequestTimeout": c.RequestTimeout, "ForwardAttemptTimeout": c.ForwardAttemptTimeout,
+		"Gossip.ProbeInterval": c.Gossip.ProbeInterval, "Gossip.ProbeTimeout": c.Gossip.ProbeTimeout,
+		"Gossip.GossipInterval": c.Gossip.GossipInterval, "Gossip.TCPTimeout": c.Gossip.TCPTimeout,
+	} {
+		if d <= 0 {
+			bad(name, "must be > 0")
+		}
+	}
+	if c.Gossip.SuspicionMult < 1 {
+		bad("Gossip.SuspicionMult", "must be >= 1")
+	}
+	if err := c.Transport.Validate(); err != nil {
+		bad("Transport", "%v", err)
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) advertiseIP() string {
+	if c.AdvertiseAddr != "" {
+		return c.AdvertiseAddr
+	}
+	return c.BindAddr
+}

@@ -1,0 +1,226 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/feedmesh/feedmesh/raftstate"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+// Control API method names (request/response over QUIC control streams).
+const (
+	MethodMembers = "members"
+	MethodStatus  = "status"
+	MethodPut     = "kv.put"
+	MethodGet     = "kv.get"
+)
+
+// Status is a node's view of the Raft group, as `feedmesh status` shows it.
+type Status struct {
+	Name         string             `json:"name"`
+	Addr         string             `json:"addr"`
+	GossipAddr   string             `json:"gossip_addr"`
+	Version      string             `json:"version"`
+	Role         string             `json:"role"`
+	State        string             `json:"state"`
+	Leader       string             `json:"leader"`
+	LeaderAddr   string             `json:"leader_addr"`
+	Term         uint64             `json:"term"`
+	CommitIndex  uint64             `json:"commit_index"`
+	AppliedIndex uint64             `json:"applied_index"`
+	LastLogIndex uint64             `json:"last_log_index"`
+	Voters       []raftstate.Server `json:"voters"`
+	Members      int                `json:"members"`
+	AliveMembers int                `json:"alive_members"`
+}
+
+// PutRequest writes a key through Raft.
+type PutRequest struct {
+	Key   string `cbor:"1,keyasint"`
+	Value []byte `cbor:"2,keyasint"`
+	// Forwarded is set by a node passing the request to the leader; a
+	// forwarded request is never forwarded again.
+	Forwarded bool `cbor:"3,keyasint,omitempty"`
+}
+
+// PutResponse tells where the write landed in the log.
+type PutResponse struct {
+	Index uint64 `cbor:"1,keyasint"`
+}
+
+// GetRequest reads a key. By default the read is linearizable (served by
+// the leader after a barrier); Stale reads the answering node's own copy.
+type GetRequest struct {
+	Key       string `cbor:"1,keyasint"`
+	Stale     bool   `cbor:"2,keyasint,omitempty"`
+	Forwarded bool   `cbor:"3,keyasint,omitempty"`
+}
+
+// GetResponse carries the value, if any.
+type GetResponse struct {
+	Value []byte `cbor:"1,keyasint"`
+	Found bool   `cbor:"2,keyasint"`
+}
+
+func (n *Node) registerHandlers() {
+	n.rpc.Handle(MethodMembers, func(ctx context.Context, decode func(any) error) (any, error) {
+		return n.Members(), nil
+	})
+	n.rpc.Handle(MethodStatus, func(ctx context.Context, decode func(any) error) (any, error) {
+		return n.Status(), nil
+	})
+	n.rpc.Handle(MethodPut, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req PutRequest
+		if err := decode(&req); err != nil {
+			return nil, transport.Errorf(transport.ErrInvalid, "decode put: %v", err)
+		}
+		return n.put(ctx, req)
+	})
+	n.rpc.Handle(MethodGet, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req GetRequest
+		if err := decode(&req); err != nil {
+			return nil, transport.Errorf(transport.ErrInvalid, "decode get: %v", err)
+		}
+		return n.get(ctx, req)
+	})
+}
+
+// Status reports this node's view of the cluster.
+func (n *Node) Status() Status {
+	rs := n.raft.Status()
+	ms := n.Members()
+	alive := 0
+	for _, m := range ms {
+		if m.Status == StatusAlive || m.Status == StatusSuspect {
+			alive++
+		}
+	}
+	return Status{
+		Name: n.name, Addr: n.addr, GossipAddr: n.GossipAddr(), Version: Version,
+		Role: rs.Role, State: rs.State, Leader: rs.Leader, LeaderAddr: rs.LeaderAddr,
+		Term: rs.Term, CommitIndex: rs.CommitIndex, AppliedIndex: rs.AppliedIndex,
+		LastLogIndex: rs.LastLogIndex, Voters: rs.Voters, Members: len(ms), AliveMembers: alive,
+	}
+}
+
+// Put writes key=value through Raft from any node: a non-leader forwards
+// to the leader. Without quorum it fails with transport.ErrNoQuorum when
+// ctx (or RequestTimeout) runs out.
+func (n *Node) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	resp, err := n.put(ctx, PutRequest{Key: key, Value: value})
+	return resp.Index, err
+}
+
+// Get reads key; see GetRequest for consistency.
+func (n *Node) Get(ctx context.Context, key string, stale bool) ([]byte, bool, error) {
+	resp, err := n.get(ctx, GetRequest{Key: key, Stale: stale})
+	return resp.Value, resp.Found, err
+}
+
+func (n *Node) put(ctx context.Context, req PutRequest) (PutResponse, error) {
+	if req.Key == "" {
+		return PutResponse{}, transport.Errorf(transport.ErrInvalid, "key must not be empty")
+	}
+	var resp PutResponse
+	err := n.onLeader(ctx, req.Forwarded, MethodPut, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
+		func(ctx context.Context) error {
+			res, err := n.raft.Apply(ctx, raftstate.NewPutKV(req.Key, req.Value))
+			resp.Index = res.Index
+			return err
+		})
+	return resp, err
+}
+
+func (n *Node) get(ctx context.Context, req GetRequest) (GetResponse, error) {
+	if req.Stale {
+		v, ok := n.raft.Get(req.Key)
+		return GetResponse{Value: v, Found: ok}, nil
+	}
+	var resp GetResponse
+	err := n.onLeader(ctx, req.Forwarded, MethodGet, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
+		func(ctx context.Context) error {
+			if err := n.raft.Barrier(ctx); err != nil {
+				return err
+			}
+			resp.Value, resp.Found = n.raft.Get(req.Key)
+			return nil
+		})
+	return resp, err
+}
+
+// onLeader runs local on this node if it leads, or forwards the request to
+// the leader, retrying across leader changes until ctx ends. A request that
+// was itself forwarded is not forwarded again: the sender retries instead,
+// so a stale leader hint can never make requests circle.
+func (n *Node) onLeader(ctx context.Context, forwarded bool, method string, mkReq func(forwarded bool) any, resp any, local func(context.Context) error) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, n.cfg.RequestTimeout)
+		defer cancel()
+	}
+	start := time.Now()
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		if n.raft.IsLeader() {
+			err := local(ctx)
+			if err == nil {
+				return nil
+			}
+			if !retriable(err) {
+				return mapRaftErr(err)
+			}
+			lastErr = err
+		} else if forwarded {
+			return transport.Errorf(transport.ErrNoLeader, "%s is not the leader", n.name)
+		} else if _, addr := n.raft.Leader(); addr != "" && addr != n.addr {
+			actx, cancel := context.WithTimeout(ctx, n.cfg.ForwardAttemptTimeout)
+			err := transport.Call(actx, n.tr, n.codec, addr, method, mkReq(true), resp)
+			cancel()
+			if err == nil {
+				return nil
+			}
+			if !retriable(err) {
+				return err
+			}
+			lastErr = err
+		}
+		backoff := time.Duration(min(attempt+1, 10)) * 10 * time.Millisecond
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			msg := fmt.Sprintf("no leader accepted the request within %s: the cluster has no quorum reachable from %s", time.Since(start).Round(time.Millisecond), n.name)
+			if lastErr != nil {
+				msg += fmt.Sprintf(" (last error: %v)", lastErr)
+			}
+			return transport.Errorf(transport.ErrNoQuorum, "%s", msg)
+		case <-t.C:
+		}
+	}
+}
+
+// retriable reports whether err may go away with another attempt, possibly
+// at another leader.
+func retriable(err error) bool {
+	switch {
+	case errors.Is(err, transport.ErrInvalid), errors.Is(err, transport.ErrNotFound),
+		errors.Is(err, transport.ErrUnknownMethod):
+		return false
+	}
+	return true
+}
+
+func mapRaftErr(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raftstate.ErrNotLeader):
+		return transport.Errorf(transport.ErrNoLeader, "%v", err)
+	case errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, context.DeadlineExceeded):
+		return transport.Errorf(transport.ErrNoQuorum, "not committed in time: %v", err)
+	}
+	return err
+}

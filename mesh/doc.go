@@ -1,0 +1,10 @@
+// Package mesh is a feedmesh node: one process that is, at once, a member of
+// the gossip mesh (hashicorp/memberlist), a possible Raft voter (raftstate),
+// and a QUIC endpoint (transport) serving control requests and, in later
+// layers, batches. Every node is identical; which nodes vote is decided by
+// bootstrap_expect formation and then kept at its target size by the leader.
+//
+// The deciding logic (who bootstraps, which voter to add or remove) lives in
+// raftstate as pure functions; this package is the I/O shell that feeds them
+// gossip's view of the cluster and carries out what they decide.
+package mesh

@@ -1,0 +1,151 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+
+	"github.com/hashicorp/raft"
+	"time"
+
+	"github.com/feedmesh/feedmesh/raftstate"
+)
+
+// formationLoop bootstraps Raft the first time the cluster forms: alone in
+// dev mode, or, with BootstrapExpect, together with the other lowest-named
+// members once enough of them are seen (Consul's bootstrap_expect). A node
+// restarted with Raft state never bootstraps again.
+func (n *Node) formationLoop() {
+	defer n.wg.Done()
+	if n.raft.HasState() {
+		return
+	}
+	if n.cfg.BootstrapExpect == 0 {
+		if len(n.cfg.Join) == 0 {
+			self := []raftstate.Server{{ID: n.name, Addr: n.addr}}
+			if err := n.raft.Bootstrap(self); err != nil {
+				n.log.Error("bootstrap single-node cluster", "err", err)
+			} else {
+				n.log.Info("bootstrapped single-node cluster (dev mode)")
+			}
+		}
+		return
+	}
+	ticker := time.NewTicker(n.cfg.ReconcileInterval)
+	defer ticker.Stop()
+	for {
+		if leader, _ := n.raft.Leader(); leader != "" {
+			return // the cluster formed without us, or we were added
+		}
+		members := n.Members()
+		if formed(members, n.name) {
+			// A member already leads a cluster (we are a fresh node joining
+			// it, perhaps after losing our data dir): bootstrapping now would
+			// start a second cluster. Wait to be promoted instead.
+			n.log.Info("cluster already formed; not bootstrapping")
+			return
+		}
+		voters, ok := raftstate.BootstrapPlan(n.name, n.cfg.BootstrapExpect, raftMembers(members))
+		if ok {
+			if err := n.raft.Bootstrap(voters); errors.Is(err, raft.ErrCantBootstrap) {
+				// Peers that bootstrapped first already replicated the
+				// configuration to us: we are in the cluster.
+				n.log.Info("joined a cluster that formed first", "voters", voters)
+			} else if err != nil {
+				n.log.Error("bootstrap", "voters", voters, "err", err)
+			} else {
+				n.log.Info("bootstrapped raft", "voters", voters)
+			}
+			return
+		}
+		if len(voters) > 0 {
+			// Enough members are here and we are not among the lowest names:
+			// we stay a non-voter until the leader promotes us.
+			return
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.members.changed:
+		case <-ticker.C:
+		}
+	}
+}
+
+// voterLoop runs on every node but acts only on the leader: it keeps the
+// voter set at RaftVoters by promoting live members and removing voters that
+// have been dead past VoterGrace, as raftstate.PlanVoters decides.
+func (n *Node) voterLoop() {
+	defer n.wg.Done()
+	ticker := time.NewTicker(n.cfg.ReconcileInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		if !n.raft.IsLeader() {
+			continue
+		}
+		cfg, err := n.raft.Configuration()
+		if err != nil {
+			n.log.Warn("read raft configuration", "err", err)
+			continue
+		}
+		changes := raftstate.PlanVoters(n.cfg.RaftVoters, n.cfg.VoterGrace, time.Now(), n.name, cfg, raftMembers(n.Members()))
+		for _, ch := range changes {
+			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
+			switch ch.Kind {
+			case raftstate.AddVoter:
+				err = n.raft.AddVoter(ctx, ch.Server)
+			case raftstate.RemoveServer:
+				err = n.raft.RemoveServer(ctx, ch.Server.ID)
+			}
+			cancel()
+			if err != nil {
+				n.log.Warn("voter change failed", "change", ch, "err", err)
+				break
+			}
+			n.log.Info("voter change", "change", ch)
+		}
+	}
+}
+
+// roleLoop keeps the Raft role this node advertises through gossip current,
+// so any node can answer `members` with every member's role.
+func (n *Node) roleLoop() {
+	defer n.wg.Done()
+	ticker := time.NewTicker(n.cfg.ReconcileInterval)
+	defer ticker.Stop()
+	current := "none"
+	for {
+		if role := n.raft.Status().Role; role != current {
+			if err := n.setMeta(role); err != nil {
+				n.log.Error("advertise raft role", "err", err)
+			} else {
+				// UpdateNode queues the broadcast before it waits for it, so
+				// a timeout here only means gossip has not sent it yet.
+				if err := n.ml.UpdateNode(n.cfg.ReconcileInterval); err != nil {
+					n.log.Debug("gossip raft role", "err", err)
+				}
+				current = role
+			}
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-ticker.C:
+		case <-n.raft.LeaderCh():
+		}
+	}
+}
+
+// formed reports whether another live member advertises itself as leader.
+func formed(members []Member, self string) bool {
+	for _, m := range members {
+		if m.Name != self && m.Raft == "leader" && (m.Status == StatusAlive || m.Status == StatusSuspect) {
+			return true
+		}
+	}
+	return false
+}

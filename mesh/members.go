@@ -1,0 +1,178 @@
+package mesh
+
+import (
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/feedmesh/feedmesh/raftstate"
+)
+
+// Member statuses as shown by `feedmesh members`. memberlist keeps
+// suspicion private, so a suspect member shows as alive until it is
+// declared dead; StatusSuspect is reserved for when that changes.
+const (
+	StatusAlive   = "alive"
+	StatusSuspect = "suspect"
+	StatusDead    = "dead"
+	StatusLeft    = "left"
+)
+
+// Member is one node as this node's gossip sees it.
+type Member struct {
+	Name       string `json:"name"`
+	GossipAddr string `json:"gossip_addr"`
+	// Addr is the member's QUIC address (control, Raft, data).
+	Addr   string `json:"addr"`
+	Status string `json:"status"`
+	// Raft is the role the member advertises: leader, voter, nonvoter or none.
+	Raft    string `json:"raft"`
+	Version string `json:"version,omitempty"`
+	// Since is when the member entered its current status, as seen here.
+	Since time.Time `json:"since"`
+}
+
+type memberEntry struct {
+	gossipAddr string
+	meta       nodeMeta
+	status     string
+	since      time.Time
+}
+
+// memberTable remembers every member gossip told us about, including the
+// dead and departed ones that memberlist.Members no longer lists, so that
+// `members` can show them and the voter planner knows how long a voter has
+// been down. It is bounded: entries that stayed dead longer than retention
+// are dropped.
+type memberTable struct {
+	log       *slog.Logger
+	retention time.Duration
+	changed   chan struct{} // capacity 1: a coalesced "something changed"
+
+	mu      sync.Mutex
+	entries map[string]*memberEntry
+}
+
+func newMemberTable(log *slog.Logger, retention time.Duration) *memberTable {
+	return &memberTable{
+		log:       log,
+		retention: retention,
+		changed:   make(chan struct{}, 1),
+		entries:   map[string]*memberEntry{},
+	}
+}
+
+func (t *memberTable) notify() {
+	select {
+	case t.changed <- struct{}{}:
+	default:
+	}
+}
+
+// set records what gossip says of n. memberlist's Node.State is not kept
+// current (its live state is private), so the status comes from which event
+// fired: join and update mean alive, leave means dead, or left when the
+// member announced its departure in its metadata before leaving.
+func (t *memberTable) set(n *memberlist.Node, status string) {
+	meta, err := decodeMeta(n.Meta)
+	if err != nil {
+		t.log.Warn("ignoring bad gossip metadata", "member", n.Name, "err", err)
+	}
+	t.mu.Lock()
+	e, ok := t.entries[n.Name]
+	if !ok {
+		e = &memberEntry{}
+		t.entries[n.Name] = e
+	}
+	if err == nil {
+		e.meta = meta
+	}
+	if status == StatusDead && e.meta.Leaving {
+		status = StatusLeft
+	}
+	if !ok || e.status != status {
+		e.since = time.Now()
+	}
+	e.gossipAddr = n.Address()
+	e.status = status
+	t.mu.Unlock()
+	t.notify()
+}
+
+// NotifyJoin implements memberlist.EventDelegate.
+func (t *memberTable) NotifyJoin(n *memberlist.Node) { t.set(n, StatusAlive) }
+
+// NotifyLeave implements memberlist.EventDelegate.
+func (t *memberTable) NotifyLeave(n *memberlist.Node) {
+	t.set(n, StatusDead)
+	t.log.Info("member down", "member", n.Name)
+}
+
+// NotifyUpdate implements memberlist.EventDelegate.
+func (t *memberTable) NotifyUpdate(n *memberlist.Node) { t.set(n, StatusAlive) }
+
+// snapshot lists the members, dropping those that stayed dead or departed
+// longer than the retention.
+func (t *memberTable) snapshot() []Member {
+	now := time.Now()
+	t.mu.Lock()
+	out := make([]Member, 0, len(t.entries))
+	for name, e := range t.entries {
+		if (e.status == StatusDead || e.status == StatusLeft) && now.Sub(e.since) > t.retention {
+			delete(t.entries, name)
+			continue
+		}
+		raftRole := e.meta.Raft
+		if raftRole == "" {
+			raftRole = "none"
+		}
+		out = append(out, Member{
+			Name: name, GossipAddr: e.gossipAddr, Addr: e.meta.Addr,
+			Status: e.status, Raft: raftRole, Version: e.meta.Version, Since: e.since,
+		})
+	}
+	t.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// raftMembers converts members to the planner's input. A suspect member
+// counts as alive: suspicion is not yet failure.
+func raftMembers(ms []Member) []raftstate.Member {
+	out := make([]raftstate.Member, 0, len(ms))
+	for _, m := range ms {
+		if m.Addr == "" {
+			continue // no metadata yet
+		}
+		rm := raftstate.Member{ID: m.Name, Addr: m.Addr, Alive: m.Status == StatusAlive || m.Status == StatusSuspect}
+		if rm.Alive && m.Raft != "none" {
+			rm.Role = m.Raft
+		}
+		if !rm.Alive {
+			rm.DownSince = m.Since
+		}
+		out = append(out, rm)
+	}
+	return out
+}
+
+// delegate serves this node's metadata to memberlist.
+type delegate struct {
+	meta atomic.Pointer[[]byte]
+}
+
+func (d *delegate) NodeMeta(limit int) []byte {
+	p := d.meta.Load()
+	if p == nil || len(*p) > limit {
+		return nil
+	}
+	return *p
+}
+func (d *delegate) NotifyMsg([]byte)                           {}
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d *delegate) LocalState(join bool) []byte                { return nil }
+func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}

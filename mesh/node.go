@@ -1,0 +1,370 @@
+package mesh
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/quic-go/quic-go"
+
+	"github.com/feedmesh/feedmesh/raftstate"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+// ErrGossipKeyMismatch is returned by Start when joining fails because this
+// node's gossip key does not match the cluster's.
+var ErrGossipKeyMismatch = errors.New("gossip key mismatch")
+
+// Node is one running feedmesh node.
+type Node struct {
+	cfg  Config
+	log  *slog.Logger
+	name string
+	addr string // advertised QUIC address
+
+	resetKey quic.StatelessResetKey
+
+	pc    net.PacketConn
+	tr    *transport.Transport
+	codec *transport.Codec
+	rpc   *transport.RPCServer
+	raft  *raftstate.Node
+
+	ml       *memberlist.Memberlist
+	delegate *delegate
+	members  *memberTable
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start starts a node: QUIC transport, Raft, gossip, and the background
+// loops that form the cluster and keep its voter set. It returns once the
+// node has joined the addresses in cfg.Join (or failed to). ctx bounds
+// only the start itself.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid config: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = discardLogger()
+	}
+	id, err := loadIdentity(cfg.DataDir, cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, name: id.name, resetKey: id.resetKey, log: log.With("node", id.name)}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	if err := n.start(ctx); err != nil {
+		n.shutdown(false)
+		return nil, err
+	}
+	n.log.Info("node started", "addr", n.addr, "gossip", n.GossipAddr(), "raft_state", n.raft.HasState())
+	return n, nil
+}
+
+func (n *Node) start(ctx context.Context) error {
+	cfg := n.cfg
+
+	serverTLS, clientTLS, err := n.tlsConfigs()
+	if err != nil {
+		return err
+	}
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(cfg.BindAddr), Port: cfg.Port})
+	if err != nil {
+		return fmt.Errorf("listen on UDP %s:%d for QUIC: %w", cfg.BindAddr, cfg.Port, err)
+	}
+	n.pc = udp
+	if cfg.WrapPacketConn != nil {
+		n.pc = cfg.WrapPacketConn(udp)
+	}
+	quicPort := udp.LocalAddr().(*net.UDPAddr).Port
+	n.addr = net.JoinHostPort(cfg.advertiseIP(), strconv.Itoa(quicPort))
+
+	tcfg := cfg.Transport
+	tcfg.StatelessResetKey = &n.resetKey
+	if n.tr, err = transport.New(n.pc, serverTLS, clientTLS, tcfg, n.log.With("component", "transport")); err != nil {
+		return fmt.Errorf("start QUIC transport: %w", err)
+	}
+	if n.codec, err = transport.NewCodec(tcfg.MaxHeaderBytes, tcfg.MaxFrameBytes); err != nil {
+		return err
+	}
+
+	rcfg := cfg.Raft
+	rcfg.ID, rcfg.Addr, rcfg.DataDir = n.name, n.addr, filepath.Join(cfg.DataDir, "raft")
+	if rcfg.Logger == nil {
+		rcfg.Logger = n.log.With("component", "raft")
+	}
+	if n.raft, err = raftstate.Open(rcfg, n.tr.RaftLayer()); err != nil {
+		return fmt.Errorf("open raft: %w", err)
+	}
+
+	n.rpc = transport.NewRPCServer(n.codec, tcfg.MaxConcurrentRPCs, n.log.With("component", "rpc"))
+	n.registerHandlers()
+	ctl := n.tr.Listener(transport.KindControl)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if err := n.rpc.Serve(ctl); err != nil && n.ctx.Err() == nil {
+			n.log.Error("control server stopped", "err", err)
+		}
+	}()
+
+	if err := n.startGossip(ctx); err != nil {
+		return err
+	}
+
+	n.wg.Add(3)
+	go n.formationLoop()
+	go n.voterLoop()
+	go n.roleLoop()
+	return nil
+}
+
+func (n *Node) tlsConfigs() (server, client *tls.Config, err error) {
+	if n.cfg.TLSCA != "" {
+		server, client, err = transport.MutualTLS(n.cfg.TLSCA, n.cfg.TLSCert, n.cfg.TLSKey)
+		if err != nil {
+			return nil, nil, fmt.Errorf("load TLS files: %w", err)
+		}
+		return server, client, nil
+	}
+	server, client, err = transport.DevTLS(filepath.Join(n.cfg.DataDir, "tls"), n.name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dev TLS certificate: %w", err)
+	}
+	return server, client, nil
+}
+
+func (n *Node) startGossip(ctx context.Context) error {
+	cfg := n.cfg
+	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
+		BindAddrs: []string{cfg.BindAddr},
+		BindPort:  cfg.GossipPort,
+		Logger:    newStdLogger(n.log, "memberlist"),
+	})
+	if err != nil {
+		return fmt.Errorf("listen for gossip on %s:%d: %w", cfg.BindAddr, cfg.GossipPort, err)
+	}
+	var gt memberlist.NodeAwareTransport = nt
+	if cfg.WrapGossipTransport != nil {
+		gt = cfg.WrapGossipTransport(nt)
+	}
+	n.members = newMemberTable(n.log, cfg.DeadMemberRetention)
+	n.delegate = &delegate{}
+	if err := n.setMeta("none"); err != nil {
+		nt.Shutdown()
+		return err
+	}
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = n.name
+	mc.Transport = gt
+	mc.BindAddr = cfg.BindAddr
+	mc.BindPort = nt.GetAutoBindPort()
+	mc.AdvertiseAddr = cfg.advertiseIP()
+	mc.AdvertisePort = nt.GetAutoBindPort()
+	mc.ProbeInterval = cfg.Gossip.ProbeInterval
+	mc.ProbeTimeout = cfg.Gossip.ProbeTimeout
+	mc.SuspicionMult = cfg.Gossip.SuspicionMult
+	mc.SuspicionMaxTimeoutMult = cfg.Gossip.SuspicionMaxTimeoutMult
+	mc.GossipInterval = cfg.Gossip.GossipInterval
+	mc.PushPullInterval = cfg.Gossip.PushPullInterval
+	mc.TCPTimeout = cfg.Gossip.TCPTimeout
+	mc.GossipToTheDeadTime = cfg.Gossip.GossipToTheDeadTime
+	mc.DeadNodeReclaimTime = cfg.Gossip.DeadNodeReclaimTime
+	mc.Delegate = n.delegate
+	mc.Events = n.members
+	mc.Logger = newStdLogger(n.log, "memberlist")
+	if cfg.GossipKey != nil {
+		mc.SecretKey = cfg.GossipKey
+	}
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		nt.Shutdown()
+		return fmt.Errorf("start gossip: %w", err)
+	}
+	n.ml = ml
+	if len(cfg.Join) == 0 {
+		return nil
+	}
+	joined, err := ml.Join(cfg.Join)
+	if joined == 0 {
+		return joinError(cfg.Join, err)
+	}
+	if err != nil {
+		n.log.Warn("some join addresses did not answer", "joined", joined, "err", err)
+	}
+	return nil
+}
+
+// joinError explains a failed join; a key mismatch is named as such, since
+// memberlist's own words for it ("no installed keys could decrypt") send
+// people looking in the wrong place.
+func joinError(addrs []string, err error) error {
+	if err == nil {
+		return fmt.Errorf("join %s: no member answered", strings.Join(addrs, ","))
+	}
+	msg := strings.ToLower(err.Error())
+	if strings.Contains(msg, "decrypt") || strings.Contains(msg, "encrypt") || strings.Contains(msg, "keyring") {
+		return fmt.Errorf("join %s: %w: this node's --gossip-key differs from the cluster's (or one side has none): %v",
+			strings.Join(addrs, ","), ErrGossipKeyMismatch, err)
+	}
+	return fmt.Errorf("join %s: %w", strings.Join(addrs, ","), err)
+}
+
+func (n *Node) setMeta(role string) error {
+	return n.storeMeta(nodeMeta{Addr: n.addr, Raft: role, Version: Version})
+}
+
+func (n *Node) setMetaLeaving(role string) error {
+	return n.storeMeta(nodeMeta{Addr: n.addr, Raft: role, Version: Version, Leaving: true})
+}
+
+func (n *Node) storeMeta(m nodeMeta) error {
+	b, err := m.encode()
+	if err != nil {
+		return err
+	}
+	n.delegate.meta.Store(&b)
+	return nil
+}
+
+// Name is the node's name (its id in gossip and Raft).
+func (n *Node) Name() string { return n.name }
+
+// Addr is the node's advertised QUIC address: clients and the CLI dial it.
+func (n *Node) Addr() string { return n.addr }
+
+// GossipAddr is the node's gossip address, for other nodes' --join.
+func (n *Node) GossipAddr() string {
+	if n.ml == nil {
+		return ""
+	}
+	ln := n.ml.LocalNode()
+	return net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
+}
+
+// Transport exposes the node's QUIC transport to the layers built on it.
+func (n *Node) Transport() *transport.Transport { return n.tr }
+
+// Raft exposes the node's replicated state.
+func (n *Node) Raft() *raftstate.Node { return n.raft }
+
+// Members lists every member this node knows of, dead ones included. A
+// node that holds the Raft configuration states every member's role from
+// it; others rely on what each member advertises through gossip.
+func (n *Node) Members() []Member {
+	ms := n.members.snapshot()
+	cfg, err := n.raft.Configuration()
+	if err != nil || len(cfg) == 0 {
+		return ms
+	}
+	leader, _ := n.raft.Leader()
+	roles := make(map[string]string, len(cfg))
+	for _, s := range cfg {
+		if s.Suffrage == raftstate.SuffrageVoter {
+			roles[s.ID] = "voter"
+		} else {
+			roles[s.ID] = "nonvoter"
+		}
+	}
+	if leader != "" {
+		roles[leader] = "leader"
+	}
+	for i := range ms {
+		if r, ok := roles[ms[i].Name]; ok {
+			ms[i].Raft = r
+		} else {
+			ms[i].Raft = "none"
+		}
+	}
+	return ms
+}
+
+// Close leaves the cluster gracefully (a leader hands off leadership first)
+// and stops everything the node started.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() { n.closeErr = n.shutdown(true) })
+	return n.closeErr
+}
+
+// Kill stops the node abruptly, as a crash would: no leave message, no
+// leadership transfer. Its data dir is left as a crash leaves it. Used by
+// test clusters for fault injection.
+func (n *Node) Kill() {
+	n.closeOnce.Do(func() { n.closeErr = n.shutdown(false) })
+}
+
+func (n *Node) shutdown(graceful bool) error {
+	var errs []error
+	t0 := time.Now()
+	defer func() { n.log.Debug("shutdown took", "d", time.Since(t0)) }()
+	mark := func(what string) { n.log.Debug("shutdown step", "step", what, "at", time.Since(t0)) }
+	if graceful && n.ml != nil {
+		// Say we are leaving, so peers record "left" rather than "dead".
+		role := "none"
+		if n.raft != nil {
+			role = n.raft.Status().Role
+		}
+		if err := n.setMetaLeaving(role); err == nil {
+			n.ml.UpdateNode(n.leaveTimeout())
+		}
+	}
+	mark("meta")
+	if graceful && n.raft != nil && n.raft.IsLeader() {
+		if err := n.raft.Raft().LeadershipTransfer().Error(); err != nil {
+			n.log.Debug("leadership transfer on close", "err", err)
+		}
+	}
+	if n.ml != nil {
+		if graceful {
+			if err := n.ml.Leave(n.leaveTimeout()); err != nil {
+				n.log.Debug("leave", "err", err)
+			}
+		}
+	}
+	mark("left")
+	n.cancel()
+	if n.rpc != nil {
+		errs = append(errs, n.rpc.Close())
+	}
+	if n.ml != nil {
+		errs = append(errs, n.ml.Shutdown())
+	}
+	mark("gossip down")
+	// The transport goes before Raft: closing it fails Raft's in-flight
+	// dials to dead peers at once, which Raft's shutdown would otherwise
+	// wait out (up to a handshake timeout).
+	if n.tr != nil {
+		errs = append(errs, n.tr.Close())
+	}
+	mark("transport down")
+	if n.raft != nil {
+		errs = append(errs, n.raft.Close())
+	}
+	mark("raft down")
+	n.wg.Wait()
+	if n.pc != nil {
+		n.pc.Close()
+	}
+	n.log.Info("node stopped", "graceful", graceful)
+	return errors.Join(errs...)
+}
+
+func (n *Node) leaveTimeout() time.Duration {
+	return 2 * n.cfg.Gossip.ProbeInterval
+}

@@ -1,0 +1,421 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/feedmesh/feedmesh/mesh"
+)
+
+// Option changes how Start builds the cluster.
+type Option func(*options)
+
+type options struct {
+	voters    int
+	expect    int
+	configure func(i int, c *mesh.Config)
+	logLevel  slog.Level
+	logs      bool
+	logOut    io.Writer
+	timeout   time.Duration
+}
+
+// WithVoters sets the Raft voter target (mesh.Config.RaftVoters).
+func WithVoters(n int) Option { return func(o *options) { o.voters = n } }
+
+// WithBootstrapExpect overrides how many nodes form the first voter set
+// (default: min(n, voters)).
+func WithBootstrapExpect(n int) Option { return func(o *options) { o.expect = n } }
+
+// WithConfig edits each node's config before it starts.
+func WithConfig(f func(i int, c *mesh.Config)) Option { return func(o *options) { o.configure = f } }
+
+// WithLogs sends the nodes' logs at level and above to t.Log; also turned
+// on by FEEDMESH_TEST_LOGS=debug|info|warn.
+func WithLogs(level slog.Level) Option {
+	return func(o *options) { o.logs, o.logLevel = true, level }
+}
+
+// WithStartTimeout bounds how long Start waits for the cluster to form.
+func WithStartTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// Cluster is a set of in-process nodes on loopback.
+type Cluster struct {
+	opts options
+	net  *faultNet
+	dir  string
+
+	mu    sync.Mutex
+	slots []*slot
+}
+
+type slot struct {
+	index      int
+	name, dir  string
+	gossipPort int
+	port       int
+	node       *mesh.Node // nil while down
+}
+
+// Start runs n nodes with mesh.FastConfig, waits until every node sees n
+// alive members and the cluster has a leader, and registers Close with
+// t.Cleanup. It fails the test if the cluster does not form.
+func Start(t testing.TB, n int, opts ...Option) *Cluster {
+	t.Helper()
+	c, err := New(t.TempDir(), n, append([]Option{withTestLog(t)}, opts...)...)
+	if c != nil {
+		t.Cleanup(c.Close)
+	}
+	if err != nil {
+		t.Fatalf("testcluster: %v", err)
+	}
+	return c
+}
+
+// New is Start for programs (the demo, benchmarks): nodes keep their data
+// under dir, and the caller must Close the cluster. On error the returned
+// cluster (if not nil) still needs Close.
+func New(dir string, n int, opts ...Option) (*Cluster, error) {
+	o := options{voters: 3, timeout: 20 * time.Second}
+	if lv, ok := envLogLevel(); ok {
+		o.logs, o.logLevel = true, lv
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.voters > n {
+		o.voters = n
+	}
+	if o.expect == 0 {
+		o.expect = min(n, o.voters)
+	}
+	if o.logOut == nil {
+		o.logOut = os.Stderr
+	}
+	c := &Cluster{opts: o, net: newFaultNet(), dir: dir}
+	for i := 0; i < n; i++ {
+		s := c.newSlot(i)
+		c.slots = append(c.slots, s)
+		expect := o.expect
+		if n == 1 {
+			expect = 0 // single-node dev mode
+		}
+		if err := c.start(s, expect); err != nil {
+			return c, fmt.Errorf("start %s: %w", s.name, err)
+		}
+	}
+	err := c.Wait(o.timeout, "cluster formation", func() bool {
+		if _, l := c.Leader(); l == nil {
+			return false
+		}
+		for _, s := range c.slots {
+			ms := s.node.Members()
+			if alive(ms) != n || leaders(ms) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	return c, err
+}
+
+func (c *Cluster) newSlot(i int) *slot {
+	name := fmt.Sprintf("node-%02d", i)
+	return &slot{index: i, name: name, dir: filepath.Join(c.dir, name)}
+}
+
+func envLogLevel() (slog.Level, bool) {
+	switch os.Getenv("FEEDMESH_TEST_LOGS") {
+	case "debug":
+		return slog.LevelDebug, true
+	case "info":
+		return slog.LevelInfo, true
+	case "warn":
+		return slog.LevelWarn, true
+	}
+	return 0, false
+}
+
+// leaders counts the members that advertise themselves as Raft leader.
+func leaders(ms []mesh.Member) int {
+	k := 0
+	for _, m := range ms {
+		if m.Raft == "leader" && m.Status == mesh.StatusAlive {
+			k++
+		}
+	}
+	return k
+}
+
+func alive(ms []mesh.Member) int {
+	k := 0
+	for _, m := range ms {
+		if m.Status == mesh.StatusAlive {
+			k++
+		}
+	}
+	return k
+}
+
+// start launches s's node, joining every running node.
+func (c *Cluster) start(s *slot, expect int) error {
+	cfg := mesh.FastConfig()
+	cfg.Name = s.name
+	cfg.DataDir = s.dir
+	cfg.BindAddr = "127.0.0.1"
+	cfg.GossipPort = s.gossipPort
+	cfg.Port = s.port
+	cfg.BootstrapExpect = expect
+	cfg.RaftVoters = c.opts.voters
+	for _, o := range c.running() {
+		cfg.Join = append(cfg.Join, o.node.GossipAddr())
+	}
+	if c.opts.logs {
+		cfg.Logger = slog.New(slog.NewTextHandler(c.opts.logOut, &slog.HandlerOptions{Level: c.opts.logLevel}))
+	}
+	idx := s.index
+	cfg.WrapPacketConn = func(pc net.PacketConn) net.PacketConn { return &packetConn{PacketConn: pc, f: c.net, self: idx} }
+	cfg.WrapGossipTransport = func(t memberlist.NodeAwareTransport) memberlist.NodeAwareTransport {
+		return &gossipTransport{NodeAwareTransport: t, f: c.net, self: idx}
+	}
+	if s.gossipPort == 0 {
+		p, err := freeTCPPort()
+		if err != nil {
+			return err
+		}
+		cfg.GossipPort = p
+	}
+	if c.opts.configure != nil {
+		c.opts.configure(idx, &cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	node, err := mesh.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	s.node = node
+	_, gp, _ := net.SplitHostPort(node.GossipAddr())
+	s.gossipPort, _ = strconv.Atoi(gp)
+	_, qp, _ := net.SplitHostPort(node.Addr())
+	s.port, _ = strconv.Atoi(qp)
+	c.net.register(node.GossipAddr(), idx)
+	c.net.register(node.Addr(), idx)
+	return nil
+}
+
+func freeTCPPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (c *Cluster) running() []*slot {
+	var out []*slot
+	for _, s := range c.slots {
+		if s.node != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// N is the number of nodes, running or not.
+func (c *Cluster) N() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.slots)
+}
+
+// Node returns node i, or nil while it is down.
+func (c *Cluster) Node(i int) *mesh.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.slots[i].node
+}
+
+// Name returns node i's name (stable across restarts).
+func (c *Cluster) Name(i int) string { return c.slots[i].name }
+
+// Index returns the index of the node with the given name, or -1.
+func (c *Cluster) Index(name string) int {
+	for _, s := range c.slots {
+		if s.name == name {
+			return s.index
+		}
+	}
+	return -1
+}
+
+// Running lists the indexes of the nodes that are up.
+func (c *Cluster) Running() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int
+	for _, s := range c.running() {
+		out = append(out, s.index)
+	}
+	return out
+}
+
+// Kill stops node i abruptly: no leave, no leadership transfer.
+func (c *Cluster) Kill(i int) {
+	c.mu.Lock()
+	n := c.slots[i].node
+	c.slots[i].node = nil
+	c.mu.Unlock()
+	if n != nil {
+		n.Kill()
+	}
+}
+
+// Stop stops node i gracefully (leaves gossip, hands off leadership).
+func (c *Cluster) Stop(i int) error {
+	c.mu.Lock()
+	n := c.slots[i].node
+	c.slots[i].node = nil
+	c.mu.Unlock()
+	if n == nil {
+		return nil
+	}
+	return n.Close()
+}
+
+// Restart starts node i again with its data dir and ports, joining the
+// running nodes. It does not wait for anything: use WaitFor.
+func (c *Cluster) Restart(i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.slots[i]
+	if s.node != nil {
+		return fmt.Errorf("testcluster: %s is running", s.name)
+	}
+	return c.start(s, 0)
+}
+
+// Add starts one more node that joins the cluster (it does not bootstrap)
+// and returns its index.
+func (c *Cluster) Add() (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := len(c.slots)
+	s := c.newSlot(i)
+	c.slots = append(c.slots, s)
+	return i, c.start(s, 0)
+}
+
+// Partition splits the cluster: nodes in the same group reach each other,
+// nothing crosses between groups. Nodes in no group form one more group.
+func (c *Cluster) Partition(groups ...[]int) {
+	g := map[int]int{}
+	for gi, grp := range groups {
+		for _, i := range grp {
+			g[i] = gi + 1
+		}
+	}
+	c.net.partition(g) // absent indexes read as group 0
+}
+
+// Heal removes every partition.
+func (c *Cluster) Heal() { c.net.partition(nil) }
+
+// Leader returns the running node that is Raft leader, if exactly one
+// running node believes it leads (-1, nil otherwise).
+func (c *Cluster) Leader() (int, *mesh.Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	idx, leader := -1, (*mesh.Node)(nil)
+	for _, s := range c.running() {
+		if s.node.Raft().IsLeader() {
+			if leader != nil {
+				return -1, nil
+			}
+			idx, leader = s.index, s.node
+		}
+	}
+	return idx, leader
+}
+
+// WaitFor polls cond until it holds or timeout passes; then it fails the
+// test naming what was awaited.
+func (c *Cluster) WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if err := c.Wait(timeout, what, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Wait is WaitFor for programs: it returns an error instead.
+func (c *Cluster) Wait(timeout time.Duration, what string, cond func() bool) error {
+	if !Poll(timeout, cond) {
+		return fmt.Errorf("testcluster: timed out after %s waiting for %s", timeout, what)
+	}
+	return nil
+}
+
+// Poll evaluates cond every few milliseconds until it returns true (true)
+// or timeout passes (false).
+func Poll(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-tick.C
+	}
+}
+
+// Close stops every running node (abruptly: tests end fast) and waits.
+func (c *Cluster) Close() {
+	c.mu.Lock()
+	var nodes []*mesh.Node
+	for _, s := range c.running() {
+		nodes = append(nodes, s.node)
+		s.node = nil
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.Kill()
+		}()
+	}
+	wg.Wait()
+}
+
+// withTestLog routes node logs (when enabled) to t.Log.
+func withTestLog(t testing.TB) Option {
+	return func(o *options) { o.logOut = testWriter{t} }
+}
+
+// WithLogOutput sets where node logs go when logging is enabled.
+func WithLogOutput(w io.Writer) Option { return func(o *options) { o.logOut = w } }
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,126 @@
+package testcluster
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// errPartitioned is what a dial across a partition returns.
+var errPartitioned = errors.New("testcluster: partitioned")
+
+// faultNet decides which node may talk to which. Addresses (gossip and
+// QUIC) map to node indexes; a packet or dial between two nodes in
+// different partition groups is dropped. Unknown addresses (clients, CLI
+// tools) are never blocked.
+type faultNet struct {
+	mu      sync.RWMutex
+	addrs   map[string]int
+	groupOf map[int]int // nil: no partition
+}
+
+func newFaultNet() *faultNet { return &faultNet{addrs: map[string]int{}} }
+
+func (f *faultNet) register(addr string, idx int) {
+	f.mu.Lock()
+	f.addrs[addr] = idx
+	f.mu.Unlock()
+}
+
+func (f *faultNet) partition(groupOf map[int]int) {
+	f.mu.Lock()
+	f.groupOf = groupOf
+	f.mu.Unlock()
+}
+
+func (f *faultNet) blocked(from int, to string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.groupOf == nil {
+		return false
+	}
+	idx, ok := f.addrs[to]
+	if !ok {
+		return false
+	}
+	return f.groupOf[from] != f.groupOf[idx]
+}
+
+// packetConn drops QUIC datagrams to and from nodes across a partition.
+type packetConn struct {
+	net.PacketConn
+	f    *faultNet
+	self int
+}
+
+func (c *packetConn) WriteTo(b []byte, addr net.Addr) (int, error) {
+	if c.f.blocked(c.self, addr.String()) {
+		return len(b), nil // lost on the wire
+	}
+	return c.PacketConn.WriteTo(b, addr)
+}
+
+func (c *packetConn) ReadFrom(b []byte) (int, net.Addr, error) {
+	for {
+		n, addr, err := c.PacketConn.ReadFrom(b)
+		if err != nil || !c.f.blocked(c.self, addr.String()) {
+			return n, addr, err
+		}
+	}
+}
+
+// gossipTransport drops memberlist packets and refuses its TCP dials across
+// a partition. Both sides filter what they send, so nothing crosses.
+type gossipTransport struct {
+	memberlist.NodeAwareTransport
+	f    *faultNet
+	self int
+}
+
+func (g *gossipTransport) WriteTo(b []byte, addr string) (time.Time, error) {
+	if g.f.blocked(g.self, addr) {
+		return time.Now(), nil
+	}
+	return g.NodeAwareTransport.WriteTo(b, addr)
+}
+
+func (g *gossipTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
+	if g.f.blocked(g.self, a.Addr) {
+		return time.Now(), nil
+	}
+	return g.NodeAwareTransport.WriteToAddress(b, a)
+}
+
+func (g *gossipTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
+	if g.f.blocked(g.self, addr) {
+		return nil, errPartitioned
+	}
+	return g.NodeAwareTransport.DialTimeout(addr, timeout)
+}
+
+func (g *gossipTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
+	if g.f.blocked(g.self, a.Addr) {
+		return nil, errPartitioned
+	}
+	return g.NodeAwareTransport.DialAddressTimeout(a, timeout)
+}
+
+// SetReadBuffer and SetWriteBuffer pass through to the UDP socket so quic-go
+// gets the buffers it asks for, as it would without the wrapper.
+func (c *packetConn) SetReadBuffer(n int) error {
+	if s, ok := c.PacketConn.(interface{ SetReadBuffer(int) error }); ok {
+		return s.SetReadBuffer(n)
+	}
+	return nil
+}
+
+// SetWriteBuffer: see SetReadBuffer.
+func (c *packetConn) SetWriteBuffer(n int) error {
+	if s, ok := c.PacketConn.(interface{ SetWriteBuffer(int) error }); ok {
+		return s.SetWriteBuffer(n)
+	}
+	return nil
+}
