@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"sync"
-	"time"
 )
 
 // The two ops that own goroutines: prefetch and parallel map. Each starts
@@ -183,13 +182,13 @@ func (it *parallelMapIter) work() {
 		if err := it.ctx.Err(); err != nil {
 			r.err = err
 		} else {
-			var start time.Time
+			var start int64
 			if it.statsOn {
-				start = time.Now()
+				start = mono()
 			}
 			r.x, r.err = it.m.apply(job.x)
 			if it.statsOn {
-				it.st.busyNanos.Add(int64(time.Since(start)))
+				it.st.busyNanos.Add(mono() - start)
 			}
 		}
 		if job.res != nil {

@@ -94,7 +94,7 @@ func openCompiled(ctx context.Context, c *compiled, open sourceOpener, splits []
 		}
 		p.stats[i+1] = st
 	}
-	it, err := p.openStage(len(c.ops), 0)
+	it, err := p.openStage(len(c.ops), 0, &segment{}, true)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -130,8 +130,10 @@ type plan struct {
 }
 
 // openStage opens the iterator producing stage k's output (k = 0 is the
-// source, k = i+1 is ops[i]) for the given repeat epoch.
-func (p *plan) openStage(k int, epoch uint64) (iter, error) {
+// source, k = i+1 is ops[i]) for the given repeat epoch. seg is the timing
+// segment the stage belongs to and head whether it is the segment's
+// outermost stage (see timed).
+func (p *plan) openStage(k int, epoch uint64, seg *segment, head bool) (iter, error) {
 	var it iter
 	if k == 0 {
 		it = &sourceIter{p: p, epoch: epoch}
@@ -144,10 +146,15 @@ func (p *plan) openStage(k int, epoch uint64) (iter, error) {
 				count = *op.op.Repeat.Count
 			}
 			it = &repeatIter{count: count, reopen: func(pass int64) (iter, error) {
-				return p.openStage(k-1, epochOf(epoch, pass))
+				return p.openStage(k-1, epochOf(epoch, pass), seg, false)
 			}}
 		} else {
-			in, err := p.openStage(k-1, epoch)
+			inSeg, inHead := seg, false
+			if op.op.Prefetch != nil || (op.op.Map != nil && op.op.Map.Parallelism > 1) {
+				// Its input runs in its own goroutine: a new segment.
+				inSeg, inHead = &segment{}, true
+			}
+			in, err := p.openStage(k-1, epoch, inSeg, inHead)
 			if err != nil {
 				return nil, err
 			}
@@ -159,7 +166,7 @@ func (p *plan) openStage(k int, epoch uint64) (iter, error) {
 		}
 	}
 	if p.statsOn {
-		return &timed{it: it, st: p.stats[k]}, nil
+		return &timed{it: it, st: p.stats[k], seg: seg, head: head}, nil
 	}
 	return it, nil
 }

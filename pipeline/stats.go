@@ -25,7 +25,9 @@ type OpStats struct {
 	// batch counts as one element).
 	ElementsIn  int64 `json:"elements_in"`
 	ElementsOut int64 `json:"elements_out"`
-	// BytesOut is the payload of the produced elements.
+	// BytesOut is the payload of the produced elements (exact on short
+	// runs, an unbiased sample-based estimate on long ones, like the
+	// times; see timed in stats.go).
 	BytesOut int64 `json:"bytes_out"`
 	// BusySeconds is time spent in the op's own work, summed over its
 	// goroutines for a parallel map.
@@ -63,23 +65,106 @@ type opStats struct {
 }
 
 // timed wraps a stage to count its output and time its Next.
+//
+// Element counts are exact. Times and bytes are sampled, because two clock reads per stage
+// per element would cost as much as a cheap op's work. Stages form
+// segments: a chain of stages driven by one goroutine (the consumer, or the
+// goroutine of a prefetch or parallel map). The segment's outermost stage,
+// its head, decides per call whether the call is timed, and every stage
+// called during that call follows the decision with the same weight. So a
+// stage's own time (its Next time minus its input's) is measured on exactly
+// the same calls as its input's: the difference stays exact within the
+// sample instead of being the difference of two independent estimates.
+//
+// The head times its first headExactCalls calls (so short runs are
+// exact) and after that a random 1 in sampleEvery calls, weighted by
+// sampleEvery: an unbiased estimate that random (not periodic) sampling
+// keeps free of aliasing with periodic costs. Counters are kept locally and published
+// every publishEvery calls and at the end, so the hot path takes no atomic
+// operations.
 type timed struct {
-	it iter
-	st *opStats
+	it   iter
+	st   *opStats
+	seg  *segment
+	head bool
+
+	out, bytes, nanos int64 // not yet published
+	unpublished       int
+	calls             int64 // head only
+	rng               uint64
 }
 
+// segment carries its head's decision to the stages it calls.
+type segment struct {
+	weight int64 // 0: this call is not timed
+}
+
+const (
+	sampleEvery    = 16
+	headExactCalls = 16
+	publishEvery   = 64
+)
+
+// monoEpoch anchors mono: time.Since on a time with a monotonic reading
+// costs one clock read, time.Now two.
+var monoEpoch = time.Now()
+
+func mono() int64 { return int64(time.Since(monoEpoch)) }
+
 func (t *timed) next(ctx context.Context) (item, error) {
-	start := time.Now()
-	x, err := t.it.next(ctx)
-	t.st.nextNanos.Add(int64(time.Since(start)))
-	if err == nil {
-		t.st.out.Add(1)
-		t.st.bytesOut.Add(int64(x.el.ByteSize()))
+	if t.head {
+		t.seg.weight = t.decide()
 	}
+	w := t.seg.weight
+	if w == 0 {
+		x, err := t.it.next(ctx)
+		t.count(err)
+		return x, err
+	}
+	start := mono()
+	x, err := t.it.next(ctx)
+	t.nanos += (mono() - start) * w
+	if err == nil {
+		t.bytes += int64(x.el.ByteSize()) * w
+	}
+	t.count(err)
 	return x, err
 }
 
-func (t *timed) close() { t.it.close() }
+func (t *timed) count(err error) {
+	if err == nil {
+		t.out++
+	}
+	t.unpublished++
+	if t.unpublished >= publishEvery || err != nil {
+		t.publish()
+	}
+}
+
+// decide returns the weight of the head's next call.
+func (t *timed) decide() int64 {
+	if t.calls < headExactCalls {
+		t.calls++
+		return 1
+	}
+	t.rng = t.rng*6364136223846793005 + 1442695040888963407
+	if (t.rng>>59)&(sampleEvery-1) != 0 {
+		return 0
+	}
+	return sampleEvery
+}
+
+func (t *timed) publish() {
+	t.st.out.Add(t.out)
+	t.st.bytesOut.Add(t.bytes)
+	t.st.nextNanos.Add(t.nanos)
+	t.out, t.bytes, t.nanos, t.unpublished = 0, 0, 0, 0
+}
+
+func (t *timed) close() {
+	t.it.close()
+	t.publish()
+}
 
 func (p *plan) snapshot(elapsed time.Duration) Stats {
 	s := Stats{Elapsed: elapsed, Bounding: -1}
