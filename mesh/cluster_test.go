@@ -8,12 +8,11 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/mesh"
-	"github.com/feedmesh/feedmesh/raftstate"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
-func voterIDs(vs []raftstate.Server) []string {
+func voterIDs(vs []mesh.Voter) []string {
 	out := make([]string, len(vs))
 	for i, v := range vs {
 		out[i] = v.ID

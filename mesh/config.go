@@ -38,6 +38,11 @@ type Config struct {
 	// address is tried: joining one seed was seen to converge in 26-30 s,
 	// joining all known addresses in ~20 ms.
 	Join []string
+	// RetryJoinInterval: when no Join address answers at start (nodes of a
+	// new cluster start in any order), keep trying this often in the
+	// background. 0 makes Start fail instead. A gossip key mismatch always
+	// fails Start.
+	RetryJoinInterval time.Duration
 	// BootstrapExpect: once this many members are seen through gossip, the
 	// BootstrapExpect members with the lowest names bootstrap Raft together.
 	// 0 with no Join: bootstrap alone (single-node dev mode). 0 with Join:
@@ -122,6 +127,7 @@ func DefaultConfig() Config {
 		VoterGrace:            10 * time.Second,
 		ReconcileInterval:     time.Second,
 		RequestTimeout:        10 * time.Second,
+		RetryJoinInterval:     time.Second,
 		ForwardAttemptTimeout: 2 * time.Second,
 		DeadMemberRetention:   time.Hour,
 		Gossip: GossipConfig{
@@ -148,6 +154,7 @@ func FastConfig() Config {
 	c.VoterGrace = 500 * time.Millisecond
 	c.ReconcileInterval = 100 * time.Millisecond
 	c.RequestTimeout = 5 * time.Second
+	c.RetryJoinInterval = 100 * time.Millisecond
 	c.ForwardAttemptTimeout = 500 * time.Millisecond
 	c.Gossip = GossipConfig{
 		ProbeInterval:           100 * time.Millisecond,

@@ -22,21 +22,27 @@ const (
 
 // Status is a node's view of the Raft group, as `feedmesh status` shows it.
 type Status struct {
-	Name         string             `json:"name"`
-	Addr         string             `json:"addr"`
-	GossipAddr   string             `json:"gossip_addr"`
-	Version      string             `json:"version"`
-	Role         string             `json:"role"`
-	State        string             `json:"state"`
-	Leader       string             `json:"leader"`
-	LeaderAddr   string             `json:"leader_addr"`
-	Term         uint64             `json:"term"`
-	CommitIndex  uint64             `json:"commit_index"`
-	AppliedIndex uint64             `json:"applied_index"`
-	LastLogIndex uint64             `json:"last_log_index"`
-	Voters       []raftstate.Server `json:"voters"`
-	Members      int                `json:"members"`
-	AliveMembers int                `json:"alive_members"`
+	Name         string  `json:"name"`
+	Addr         string  `json:"addr"`
+	GossipAddr   string  `json:"gossip_addr"`
+	Version      string  `json:"version"`
+	Role         string  `json:"role"`
+	State        string  `json:"state"`
+	Leader       string  `json:"leader"`
+	LeaderAddr   string  `json:"leader_addr"`
+	Term         uint64  `json:"term"`
+	CommitIndex  uint64  `json:"commit_index"`
+	AppliedIndex uint64  `json:"applied_index"`
+	LastLogIndex uint64  `json:"last_log_index"`
+	Voters       []Voter `json:"voters"`
+	Members      int     `json:"members"`
+	AliveMembers int     `json:"alive_members"`
+}
+
+// Voter is one Raft voter in Status.
+type Voter struct {
+	ID   string `json:"id"`
+	Addr string `json:"addr"`
 }
 
 // PutRequest writes a key through Raft.
@@ -94,6 +100,10 @@ func (n *Node) registerHandlers() {
 func (n *Node) Status() Status {
 	rs := n.raft.Status()
 	ms := n.Members()
+	voters := make([]Voter, len(rs.Voters))
+	for i, v := range rs.Voters {
+		voters[i] = Voter{ID: v.ID, Addr: v.Addr}
+	}
 	alive := 0
 	for _, m := range ms {
 		if m.Status == StatusAlive || m.Status == StatusSuspect {
@@ -104,7 +114,7 @@ func (n *Node) Status() Status {
 		Name: n.name, Addr: n.addr, GossipAddr: n.GossipAddr(), Version: Version,
 		Role: rs.Role, State: rs.State, Leader: rs.Leader, LeaderAddr: rs.LeaderAddr,
 		Term: rs.Term, CommitIndex: rs.CommitIndex, AppliedIndex: rs.AppliedIndex,
-		LastLogIndex: rs.LastLogIndex, Voters: rs.Voters, Members: len(ms), AliveMembers: alive,
+		LastLogIndex: rs.LastLogIndex, Voters: voters, Members: len(ms), AliveMembers: alive,
 	}
 }
 

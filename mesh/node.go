@@ -202,13 +202,47 @@ func (n *Node) startGossip(ctx context.Context) error {
 		return nil
 	}
 	joined, err := ml.Join(cfg.Join)
-	if joined == 0 {
-		return joinError(cfg.Join, err)
+	if joined > 0 {
+		if err != nil {
+			n.log.Warn("some join addresses did not answer", "joined", joined, "err", err)
+		}
+		return nil
 	}
-	if err != nil {
-		n.log.Warn("some join addresses did not answer", "joined", joined, "err", err)
+	jerr := joinError(cfg.Join, err)
+	if errors.Is(jerr, ErrGossipKeyMismatch) || cfg.RetryJoinInterval <= 0 {
+		return jerr
 	}
+	// Nodes of a new cluster start in any order: keep trying, like
+	// Consul's retry_join, rather than making start order matter.
+	n.log.Warn("join failed, retrying in the background", "every", cfg.RetryJoinInterval, "err", jerr)
+	n.wg.Add(1)
+	go n.retryJoin()
 	return nil
+}
+
+// retryJoin joins cfg.Join until one address answers or the node closes.
+func (n *Node) retryJoin() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.RetryJoinInterval)
+	defer t.Stop()
+	for attempt := 1; ; attempt++ {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		joined, err := n.ml.Join(n.cfg.Join)
+		if joined > 0 {
+			n.log.Info("joined", "members", joined, "attempts", attempt)
+			return
+		}
+		jerr := joinError(n.cfg.Join, err)
+		if errors.Is(jerr, ErrGossipKeyMismatch) {
+			n.log.Error("cannot join", "err", jerr)
+		} else {
+			n.log.Debug("join retry failed", "attempt", attempt, "err", jerr)
+		}
+	}
 }
 
 // joinError explains a failed join; a key mismatch is named as such, since
@@ -346,6 +380,9 @@ func (n *Node) shutdown(graceful bool) error {
 		errs = append(errs, n.ml.Shutdown())
 	}
 	mark("gossip down")
+	if n.raft != nil {
+		n.raft.PrepareClose()
+	}
 	// The transport goes before Raft: closing it fails Raft's in-flight
 	// dials to dead peers at once, which Raft's shutdown would otherwise
 	// wait out (up to a handshake timeout).

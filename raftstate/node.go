@@ -480,3 +480,8 @@ func (n *Node) mapErr(err error) error {
 	}
 	return err
 }
+
+// PrepareClose tells the node that its owner is about to tear down what it
+// stands on (the transport) before calling Close, so the errors Raft logs
+// about vanished connections from then on are logged at debug level.
+func (n *Node) PrepareClose() { setClosing(n.log) }
