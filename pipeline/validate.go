@@ -26,6 +26,7 @@ type ValidationError struct {
 	Problems []string
 }
 
+// Error joins the problems with "; ".
 func (e *ValidationError) Error() string {
 	return strings.Join(e.Problems, "; ")
 }
