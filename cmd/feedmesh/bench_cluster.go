@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/feedmesh/feedmesh/mesh"
+	"github.com/feedmesh/feedmesh/testcluster"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+func init() {
+	registerBench(benchmark{name: "cluster", summary: "formation, failover, failure detection, control round trip, gossip convergence", run: benchCluster})
+}
+
+// clusterRow is one row of `feedmesh bench cluster --json`.
+type clusterRow struct {
+	Metric    string    `json:"metric"`
+	Preset    string    `json:"preset"`
+	Nodes     int       `json:"nodes"`
+	Runs      int       `json:"runs"`
+	MedianMS  float64   `json:"median_ms"`
+	SamplesMS []float64 `json:"samples_ms"`
+}
+
+func benchCluster(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench cluster", "[--runs N] [--json]", stderr)
+	runs := fs.Int("runs", 5, "clusters started per measurement (medians are reported)")
+	gossipNodes := fs.Int("gossip-nodes", 20, "cluster size for the gossip convergence measurement")
+	rtts := fs.Int("rtts", 200, "control requests timed per run")
+	presets := fs.String("presets", "fast,default", "timing presets to measure failover and failure detection with")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: metric, preset, nodes, runs, median_ms, samples_ms")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: feedmesh bench cluster [flags]\n\nMetrics: form (3 nodes start → leader and full membership everywhere), failover (leader killed → new leader),\ndead_detect (node killed → peers mark it dead), put_via_follower / get_via_follower (control round trip through a\nnon-leader, per request), gossip_converge (one node joins N-1 → all N see N alive).\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "feedmesh-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	var rows []clusterRow
+	add := func(metric, preset string, nodes int, ds []time.Duration) {
+		r := clusterRow{Metric: metric, Preset: preset, Nodes: nodes, Runs: len(ds), MedianMS: ms(median(ds))}
+		for _, d := range ds {
+			r.SamplesMS = append(r.SamplesMS, math.Round(ms(d)*100)/100)
+		}
+		rows = append(rows, r)
+		if !*jsonOut {
+			fmt.Fprintf(stderr, "  %-18s %-8s median %8.2f ms  [%s]\n", metric, preset, r.MedianMS, fmtDurations(ds))
+		}
+	}
+	for _, preset := range splitList(*presets) {
+		opt, err := presetOption(preset)
+		if err != nil {
+			return err
+		}
+		var form, failover, dead, put, get []time.Duration
+		for r := 0; r < *runs; r++ {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			rdir, _ := os.MkdirTemp(dir, "run-")
+			res, err := clusterRun(ctx, rdir, opt, *rtts)
+			if err != nil {
+				return fmt.Errorf("preset %s run %d: %w", preset, r, err)
+			}
+			form, failover, dead = append(form, res.form), append(failover, res.failover), append(dead, res.dead)
+			put, get = append(put, res.put), append(get, res.get)
+		}
+		add("form", preset, 3, form)
+		add("failover", preset, 3, failover)
+		add("dead_detect", preset, 3, dead)
+		add("put_via_follower", preset, 3, put)
+		add("get_via_follower", preset, 3, get)
+	}
+	var conv []time.Duration
+	for r := 0; r < *runs; r++ {
+		rdir, _ := os.MkdirTemp(dir, "gossip-")
+		d, err := gossipConvergence(rdir, *gossipNodes)
+		if err != nil {
+			return err
+		}
+		conv = append(conv, d)
+	}
+	add("gossip_converge", "fast", *gossipNodes, conv)
+
+	if *jsonOut {
+		return writeJSON(stdout, rows)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "METRIC\tPRESET\tNODES\tRUNS\tMEDIAN ms\tSAMPLES ms")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f\t%v\n", r.Metric, r.Preset, r.Nodes, r.Runs, r.MedianMS, r.SamplesMS)
+	}
+	return tw.Flush()
+}
+
+func presetOption(name string) (testcluster.Option, error) {
+	switch name {
+	case "fast":
+		return testcluster.WithConfig(func(int, *mesh.Config) {}), nil
+	case "default":
+		return testcluster.WithConfig(func(_ int, c *mesh.Config) {
+			d := mesh.DefaultConfig()
+			c.Gossip, c.Raft, c.Transport = d.Gossip, d.Raft, d.Transport
+			c.VoterGrace, c.ReconcileInterval = d.VoterGrace, d.ReconcileInterval
+		}), nil
+	}
+	return nil, fmt.Errorf("--presets: unknown preset %q (want fast or default)", name)
+}
+
+type clusterResult struct{ form, failover, dead, put, get time.Duration }
+
+func clusterRun(ctx context.Context, dir string, opt testcluster.Option, rtts int) (clusterResult, error) {
+	var res clusterResult
+	start := time.Now()
+	c, err := testcluster.New(dir, 3, opt)
+	if c != nil {
+		defer c.Close()
+	}
+	if err != nil {
+		return res, err
+	}
+	res.form = time.Since(start)
+
+	li, _ := c.Leader()
+	follower := c.Node((li + 1) % 3)
+	cl, err := mesh.DialControl(follower.Addr(), mustDevClientTLS(), transport.DefaultConfig())
+	if err != nil {
+		return res, err
+	}
+	defer cl.Close()
+	var puts, gets []time.Duration
+	for i := 0; i < rtts; i++ {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		t0 := time.Now()
+		_, err := cl.Put(rctx, "bench", []byte("x"))
+		puts = append(puts, time.Since(t0))
+		t0 = time.Now()
+		_, _, gerr := cl.Get(rctx, "bench", true)
+		gets = append(gets, time.Since(t0))
+		cancel()
+		if err != nil || gerr != nil {
+			return res, fmt.Errorf("control round trip: put %v, get %v", err, gerr)
+		}
+	}
+	res.put, res.get = median(puts), median(gets)
+
+	killed := time.Now()
+	c.Kill(li)
+	var gotLeader, gotDead bool
+	err = c.Wait(30*time.Second, "failover and failure detection", func() bool {
+		if !gotLeader {
+			if _, l := c.Leader(); l != nil {
+				gotLeader, res.failover = true, time.Since(killed)
+			}
+		}
+		if !gotDead {
+			for _, m := range follower.Members() {
+				if m.Name == c.Name(li) && m.Status == mesh.StatusDead {
+					gotDead, res.dead = true, time.Since(killed)
+				}
+			}
+		}
+		return gotLeader && gotDead
+	})
+	return res, err
+}
+
+func gossipConvergence(dir string, n int) (time.Duration, error) {
+	c, err := testcluster.New(dir, n-1, testcluster.WithStartTimeout(60*time.Second))
+	if c != nil {
+		defer c.Close()
+	}
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if _, err := c.Add(); err != nil {
+		return 0, err
+	}
+	err = c.Wait(30*time.Second, "gossip convergence", func() bool {
+		for _, i := range c.Running() {
+			alive := 0
+			for _, m := range c.Node(i).Members() {
+				if m.Status == mesh.StatusAlive {
+					alive++
+				}
+			}
+			if alive != n {
+				return false
+			}
+		}
+		return true
+	})
+	return time.Since(start), err
+}
+
+func mustDevClientTLS() *tls.Config {
+	c, err := transport.ClientTLS("", "", "")
+	if err != nil {
+		panic(err) // dev mode needs no files: cannot fail
+	}
+	return c
+}
