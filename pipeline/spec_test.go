@@ -249,3 +249,34 @@ func TestLoadFileResolvesRelativePaths(t *testing.T) {
 		t.Fatal("missing file loaded")
 	}
 }
+
+const issueYAML = `
+source:
+  files: {paths: ["corpus/*.txt"], format: lines}     # lines | jsonl | csv | tfrecord | whole_file
+ops:
+  - map: {fn: tokenize_whitespace, args: {vocab_size: 32000}, parallelism: 4}
+  - filter: {fn: length_between, args: {tensor: tokens, min: 1, max: 512}}
+  - shuffle: {buffer: 4096, seed: 7}
+  - bucket_by_sequence_length: {tensor: tokens, boundaries: [32, 64, 128, 256], batch_sizes: [128, 64, 32, 16, 8], pad_value: 0}
+  - prefetch: {buffer: 8}
+`
+
+// goldenIssueFingerprint pins the fingerprint of the issue's example spec
+// (paths as written, not resolved).
+const goldenIssueFingerprint = "0f13a10de6c8373ea808545e764f4d5b0d92e9238b1abee176490e4b64a396c0"
+
+func TestIssueExampleFingerprint(t *testing.T) {
+	s, err := ParseYAML([]byte(issueYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := NewSpec(FromFiles("lines", "corpus/*.txt")).
+		Map("tokenize_whitespace", fn.Args{"vocab_size": 32000}, 4).
+		Filter("length_between", fn.Args{"tensor": "tokens", "min": 1, "max": 512}).
+		Shuffle(4096, 7).
+		BucketBySequenceLength(BucketOp{Tensor: "tokens", Boundaries: []int64{32, 64, 128, 256}, BatchSizes: []int64{128, 64, 32, 16, 8}}).
+		Prefetch(8)
+	if fs, fb := fingerprint(t, s), fingerprint(t, b); fs != goldenIssueFingerprint || fb != fs {
+		t.Fatalf("yaml %s builder %s golden %s", fs, fb, goldenIssueFingerprint)
+	}
+}
