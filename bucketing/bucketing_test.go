@@ -158,9 +158,9 @@ func TestStack(t *testing.T) {
 		t.Fatalf("id = %v", iv)
 	}
 	for _, bad := range [][]tensor.Element{
-		{el(vec(t, "a", 1)), el(vec(t, "a", 1, 2))},          // shape
-		{el(vec(t, "a", 1)), el(vec(t, "b", 1))},             // name
-		{el(vec(t, "a", 1)), el(tensor.ScalarInt64("a", 1))}, // rank
+		{el(vec(t, "a", 1)), el(vec(t, "a", 1, 2))},                                                                 // shape
+		{el(vec(t, "a", 1)), el(vec(t, "b", 1))},                                                                    // name
+		{el(vec(t, "a", 1)), el(tensor.ScalarInt64("a", 1))},                                                        // rank
 		{el(vec(t, "a", 1)), el(tensor.Tensor{Name: "a", DType: tensor.Int32, Shape: []int64{1}, Data: []byte{1}})}, // buffer
 		nil,
 	} {
