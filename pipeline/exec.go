@@ -26,9 +26,12 @@ func RegisterMap(name string, f fn.MapFn) { fn.RegisterMap(name, f) }
 // RegisterFilter registers a filter function without args under name.
 func RegisterFilter(name string, f fn.FilterFn) { fn.RegisterFilter(name, f) }
 
-// Iterator yields a pipeline's elements. Next returns io.EOF at the end and
-// the same error again on every later call; it is not safe for concurrent
-// use. Close stops and waits for every goroutine the pipeline started.
+// Iterator yields a pipeline's elements. Next returns io.EOF at the end;
+// any error (io.EOF, a failure, or the end of the ctx passed to Next or
+// Open) ends the iteration and is returned again by every later call. Next
+// is not safe for concurrent use, and Close must not be called while Next
+// runs (cancel the context to interrupt it). Close stops and waits for
+// every goroutine the pipeline started.
 type Iterator interface {
 	Next(ctx context.Context) (Element, error)
 	Close() error
@@ -234,8 +237,11 @@ func (x *pipelineIter) Next(ctx context.Context) (Element, error) {
 	}
 	it, err := x.it.next(ctx)
 	if err != nil {
+		// Every error ends the iteration, the end of ctx included: an op
+		// interrupted half-way (a batch half filled, a result slot taken)
+		// cannot resume without losing or reordering elements.
 		if ctx.Err() != nil && !errors.Is(err, io.EOF) {
-			return Element{}, ctx.Err() // the caller's deadline: not sticky
+			err = ctx.Err()
 		}
 		x.err = err
 		x.mu.Lock()
