@@ -119,7 +119,7 @@ func (r *RunReport) WriteTable(w io.Writer) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\top\tpar\telements_in\telements_out\tbytes_out\tbusy_s\twait_s\t")
+	fmt.Fprintln(tw, "\top\tpar\telements_in\telements_out\tbytes_out\tbusy_s\twait_s\tstall_s\t")
 	for i, o := range r.Ops {
 		mark := ""
 		if i == r.Bounding {
@@ -129,14 +129,14 @@ func (r *RunReport) WriteTable(w io.Writer) error {
 		if o.Index < 0 {
 			in = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%.3f\t%.3f\t\n", mark, o.Name, o.Parallelism, in, o.ElementsOut,
-			humanBytes(float64(o.BytesOut)), o.BusySeconds, o.WaitSeconds)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%.3f\t%.3f\t%.3f\t\n", mark, o.Name, o.Parallelism, in, o.ElementsOut,
+			humanBytes(float64(o.BytesOut)), o.BusySeconds, o.WaitSeconds, o.StallSeconds)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if r.Bounding >= 0 {
-		fmt.Fprintf(w, "* bounds throughput: %s (most own work per unit of parallelism)\n", r.BoundingOp)
+		fmt.Fprintf(w, "* bounds throughput: %s (its consumer waited longest on it: stall_s)\n", r.BoundingOp)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -34,6 +33,13 @@ type OpStats struct {
 	BusySeconds float64 `json:"busy_seconds"`
 	// WaitSeconds is time the op spent waiting on its input.
 	WaitSeconds float64 `json:"wait_seconds"`
+	// StallSeconds is the time the op's consumer spent waiting on it
+	// beyond the time the op itself spent waiting on its input: the op's
+	// cost on the critical path. For a sequential op it equals
+	// BusySeconds; for a parallel map it includes the hand-off between
+	// goroutines and shrinks as parallelism hides work; for a prefetch it
+	// is usually zero.
+	StallSeconds float64 `json:"stall_seconds"`
 	// Parallelism is how many elements the op works on at once.
 	Parallelism int `json:"parallelism"`
 	// Skipped counts corrupt records a source skipped (tfrecord
@@ -48,8 +54,8 @@ type Stats struct {
 	// Elapsed is the wall time from Open to the end of the input (or now).
 	Elapsed time.Duration `json:"-"`
 	// Bounding is the index in Ops of the op that bounds throughput: the
-	// one with the most own work per unit of parallelism it can use. -1
-	// when statistics are off or nothing ran.
+	// one with the largest StallSeconds. -1 when statistics are off or
+	// nothing ran.
 	Bounding int `json:"bounding"`
 }
 
@@ -171,8 +177,7 @@ func (p *plan) snapshot(elapsed time.Duration) Stats {
 	if !p.statsOn {
 		return s
 	}
-	procs := runtime.GOMAXPROCS(0)
-	best := -1.0
+	best := 0.0
 	for k, st := range p.stats {
 		o := OpStats{
 			Name:        st.name,
@@ -189,13 +194,14 @@ func (p *plan) snapshot(elapsed time.Duration) Stats {
 			wait = p.stats[k-1].nextNanos.Load()
 		}
 		busy := own - wait
+		o.StallSeconds = float64(max(busy, 0)) / 1e9
 		if st.concurrent {
 			busy = st.busyNanos.Load()
 		}
 		o.BusySeconds = float64(max(busy, 0)) / 1e9
 		o.WaitSeconds = float64(max(wait, 0)) / 1e9
-		if score := o.BusySeconds / float64(min(st.parallelism, procs)); score > best && score > 0 {
-			best, s.Bounding = score, k
+		if o.StallSeconds > best {
+			best, s.Bounding = o.StallSeconds, k
 		}
 		s.Ops = append(s.Ops, o)
 	}
