@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 )
 
 // The two ops that own goroutines: prefetch and parallel map. Each starts
@@ -76,10 +77,13 @@ func (it *prefetchIter) close() {
 
 // parallelMapIter runs a map function on up to parallelism elements at
 // once. A feeder goroutine reads the input and hands out jobs; workers run
-// the function. In deterministic mode the feeder also queues each job's
-// result slot in input order and Next reads the slots in that order; at
-// most 2×parallelism elements are in flight. Otherwise results are read as
-// they finish.
+// the function. A job is a chunk of consecutive elements: one element when
+// the function is expensive, more (up to maxChunk) when it is so cheap that
+// handing each element to a goroutine and back would cost more than the
+// work (chunks aim at chunkTargetNanos of work). In deterministic mode the
+// feeder also queues each job's result slot in input order and Next reads
+// the slots in that order; otherwise results are read as they finish.
+// At most 2×parallelism jobs are in flight.
 type parallelMapIter struct {
 	in      iter
 	m       *mapper
@@ -87,16 +91,26 @@ type parallelMapIter struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	jobs    chan mapJob
-	order   chan chan result // deterministic: result slots in input order
-	out     chan result      // not deterministic: results as they finish
+	order   chan chan []result // deterministic: result slots in input order
+	out     chan []result      // not deterministic: results as they finish
 	st      *opStats
 	statsOn bool
-	err     error
+
+	// Work measured by the workers, to size chunks.
+	workNanos, workElems atomic.Int64
+
+	cur []result // results being handed out by next
+	err error
 }
 
+const (
+	maxChunk         = 64
+	chunkTargetNanos = 50_000
+)
+
 type mapJob struct {
-	x   item
-	res chan result // deterministic mode: capacity 1, written once
+	xs  []item
+	res chan []result // deterministic mode: capacity 1, written once
 }
 
 func newParallelMap(parent context.Context, in iter, m *mapper, parallelism int, deterministic bool, st *opStats, statsOn bool) *parallelMapIter {
@@ -104,9 +118,9 @@ func newParallelMap(parent context.Context, in iter, m *mapper, parallelism int,
 	it := &parallelMapIter{in: in, m: m, ctx: ctx, cancel: cancel, st: st, statsOn: statsOn,
 		jobs: make(chan mapJob, parallelism)}
 	if deterministic {
-		it.order = make(chan chan result, parallelism)
+		it.order = make(chan chan []result, parallelism)
 	} else {
-		it.out = make(chan result, parallelism)
+		it.out = make(chan []result, parallelism)
 	}
 	var workers sync.WaitGroup
 	workers.Add(parallelism)
@@ -132,20 +146,42 @@ func newParallelMap(parent context.Context, in iter, m *mapper, parallelism int,
 	return it
 }
 
+// chunkSize is how many elements the next job gets.
+func (it *parallelMapIter) chunkSize() int {
+	n, ns := it.workElems.Load(), it.workNanos.Load()
+	if n < 8 {
+		return 1 // no measurement yet
+	}
+	per := max(ns/n, 1)
+	return int(min(max(chunkTargetNanos/per, 1), maxChunk))
+}
+
 func (it *parallelMapIter) feed() {
 	defer close(it.jobs)
 	if it.order != nil {
 		defer close(it.order)
 	}
 	for {
-		x, err := it.in.next(it.ctx)
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return
+		size := it.chunkSize()
+		xs := make([]item, 0, size)
+		var err error
+		for len(xs) < size {
+			var x item
+			if x, err = it.in.next(it.ctx); err != nil {
+				break
 			}
+			xs = append(xs, x)
+		}
+		if len(xs) > 0 && !it.dispatch(mapJob{xs: xs}) {
+			return
+		}
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, io.EOF) {
 			// The error takes its place in the output order.
-			res := make(chan result, 1)
-			res <- result{err: err}
+			res := make(chan []result, 1)
+			res <- []result{{err: err}}
 			if it.order != nil {
 				select {
 				case it.order <- res:
@@ -153,50 +189,61 @@ func (it *parallelMapIter) feed() {
 				}
 			} else {
 				select {
-				case it.out <- result{err: err}:
+				case it.out <- []result{{err: err}}:
 				case <-it.ctx.Done():
 				}
 			}
-			return
 		}
-		job := mapJob{x: x}
-		if it.order != nil {
-			job.res = make(chan result, 1)
-			select {
-			case it.order <- job.res:
-			case <-it.ctx.Done():
-				return
-			}
-		}
+		return
+	}
+}
+
+// dispatch queues a job (and, in deterministic mode, its result slot); it
+// returns false when the pipeline is closing.
+func (it *parallelMapIter) dispatch(job mapJob) bool {
+	if it.order != nil {
+		job.res = make(chan []result, 1)
 		select {
-		case it.jobs <- job:
+		case it.order <- job.res:
 		case <-it.ctx.Done():
-			return
+			return false
 		}
+	}
+	select {
+	case it.jobs <- job:
+		return true
+	case <-it.ctx.Done():
+		return false
 	}
 }
 
 func (it *parallelMapIter) work() {
 	for job := range it.jobs {
-		var r result
+		rs := make([]result, 0, len(job.xs))
 		if err := it.ctx.Err(); err != nil {
-			r.err = err
+			rs = append(rs, result{err: err})
 		} else {
-			var start int64
-			if it.statsOn {
-				start = mono()
+			start := mono()
+			for _, x := range job.xs {
+				y, err := it.m.apply(x)
+				rs = append(rs, result{y, err})
+				if err != nil {
+					break // the error ends the iteration
+				}
 			}
-			r.x, r.err = it.m.apply(job.x)
+			d := mono() - start
+			it.workNanos.Add(d)
+			it.workElems.Add(int64(len(rs)))
 			if it.statsOn {
-				it.st.busyNanos.Add(mono() - start)
+				it.st.busyNanos.Add(d)
 			}
 		}
 		if job.res != nil {
-			job.res <- r // capacity 1, never blocks
+			job.res <- rs // capacity 1, never blocks
 			continue
 		}
 		select {
-		case it.out <- r:
+		case it.out <- rs:
 		case <-it.ctx.Done():
 		}
 	}
@@ -206,48 +253,52 @@ func (it *parallelMapIter) next(ctx context.Context) (item, error) {
 	if it.err != nil {
 		return item{}, it.err
 	}
-	r, err := it.receive(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
+	for len(it.cur) == 0 {
+		rs, err := it.receive(ctx)
+		if err != nil {
 			it.err = err
+			return item{}, err
 		}
-		return item{}, err
+		it.cur = rs
 	}
+	r := it.cur[0]
+	it.cur[0] = result{}
+	it.cur = it.cur[1:]
 	if r.err != nil {
 		it.err = r.err
 	}
 	return r.x, r.err
 }
 
-func (it *parallelMapIter) receive(ctx context.Context) (result, error) {
+func (it *parallelMapIter) receive(ctx context.Context) ([]result, error) {
 	if it.order != nil {
-		var res chan result
+		var res chan []result
 		select {
 		case r, ok := <-it.order:
 			if !ok {
-				return result{}, it.endErr()
+				return nil, it.endErr()
 			}
 			res = r
 		case <-ctx.Done():
-			return result{}, ctx.Err()
+			return nil, ctx.Err()
 		}
 		select {
 		case r := <-res:
 			return r, nil
 		case <-ctx.Done():
-			return result{}, ctx.Err()
+			return nil, ctx.Err()
 		case <-it.ctx.Done():
-			return result{}, it.ctx.Err()
+			return nil, it.ctx.Err()
 		}
 	}
 	select {
 	case r, ok := <-it.out:
 		if !ok {
-			return result{}, it.endErr()
+			return nil, it.endErr()
 		}
 		return r, nil
 	case <-ctx.Done():
-		return result{}, ctx.Err()
+		return nil, ctx.Err()
 	}
 }
 

@@ -54,6 +54,18 @@ func init() {
 		}
 		return e, nil
 	})
+	fn.RegisterMapFactory("test_fail_at", func(a fn.Args) (fn.MapFn, error) {
+		n, err := a.Int("n", 0)
+		if err != nil {
+			return nil, err
+		}
+		return func(_ *fn.FnContext, e tensor.Element) (tensor.Element, error) {
+			if value(e) == n {
+				return e, fmt.Errorf("failed at %d", n)
+			}
+			return e, nil
+		}, nil
+	})
 	fn.RegisterFilter("test_even", func(_ *fn.FnContext, e tensor.Element) (bool, error) {
 		return value(e)%2 == 0, nil
 	})

@@ -132,6 +132,18 @@ func TestMapErrorsInOrder(t *testing.T) {
 	}
 }
 
+// Cheap functions run in chunks; an error deep into the input must still
+// come out in order, after exactly the elements before it.
+func TestParallelMapChunkedError(t *testing.T) {
+	els, err := runErr(rng(5000, 1000).Then(Op{Map: &MapOp{Fn: "test_fail_at", Args: fn.Args{"n": 3333}, Parallelism: 3}}))
+	if err == nil || !strings.Contains(err.Error(), "failed at 3333") {
+		t.Fatalf("err = %v", err)
+	}
+	if got := values(t, els); !slices.Equal(got, seq(0, 3333)) {
+		t.Fatalf("got %d elements before the error, want 3333 in order", len(got))
+	}
+}
+
 func int32s(t *testing.T, e tensor.Element, name string) ([]int32, []int64) {
 	t.Helper()
 	x, ok := e.Get(name)

@@ -111,7 +111,8 @@ type MapOp struct {
 	Fn   string  `yaml:"fn" json:"fn" cbor:"fn,omitempty"`
 	Args fn.Args `yaml:"args" json:"args,omitempty" cbor:"args,omitempty"`
 	// Parallelism is the number of elements transformed at once (default
-	// 1). At most 2×Parallelism elements are in flight.
+	// 1). At most 2×Parallelism jobs of up to 64 elements (one element
+	// unless the function is cheap) are in flight.
 	Parallelism int `yaml:"parallelism" json:"parallelism,omitempty" cbor:"parallelism,omitempty"`
 	// Deterministic keeps the input order when Parallelism > 1 (default
 	// true); false lets faster elements overtake slower ones.
