@@ -74,7 +74,7 @@ func New[T any](boundaries, batchSizes []int64) (*Bucketer[T], error) {
 func (b *Bucketer[T]) Add(length int64, item T) (batch Batch[T], ok bool) {
 	i := Index(length, b.boundaries)
 	if b.pending[i] == nil {
-		b.pending[i] = make([]T, 0, b.sizes[i])
+		b.pending[i] = make([]T, 0, min(b.sizes[i], 1024)) // grows if needed
 	}
 	b.pending[i] = append(b.pending[i], item)
 	if int64(len(b.pending[i])) < b.sizes[i] {

@@ -18,6 +18,12 @@ const (
 	// DefaultPrefetchBuffer is a prefetch op's buffer when the spec does
 	// not give one.
 	DefaultPrefetchBuffer = 2
+	// MaxPrefetchBuffer bounds a prefetch op's buffer.
+	MaxPrefetchBuffer = 1 << 16
+	// MaxShuffleBuffer bounds a shuffle op's buffer.
+	MaxShuffleBuffer = 1 << 26
+	// MaxBatchSize bounds batch, padded_batch and bucket batch sizes.
+	MaxBatchSize = 1 << 24
 )
 
 // ValidationError lists everything wrong with a spec, each problem as
@@ -203,6 +209,11 @@ func compileOp(i int, op *Op, specSeed uint64, add func(path, format string, arg
 			add(at+"."+field, "must be > 0")
 		}
 	}
+	atMost := func(field string, v, limit int64) {
+		if v > limit {
+			add(at+"."+field, "must be <= %d", limit)
+		}
+	}
 	nonNegative := func(field string, v int64) {
 		if v < 0 {
 			add(at+"."+field, "must be >= 0")
@@ -254,10 +265,13 @@ func compileOp(i int, op *Op, specSeed uint64, add func(path, format string, arg
 		co.filter = flt
 	case op.Shuffle != nil:
 		positive("buffer", op.Shuffle.Buffer)
+		atMost("buffer", op.Shuffle.Buffer, MaxShuffleBuffer)
 	case op.Batch != nil:
 		positive("size", op.Batch.Size)
+		atMost("size", op.Batch.Size, MaxBatchSize)
 	case op.PaddedBatch != nil:
 		positive("size", op.PaddedBatch.Size)
+		atMost("size", op.PaddedBatch.Size, MaxBatchSize)
 	case op.BucketBySequenceLength != nil:
 		b := op.BucketBySequenceLength
 		if b.Tensor == "" {
@@ -265,6 +279,9 @@ func compileOp(i int, op *Op, specSeed uint64, add func(path, format string, arg
 		}
 		if err := bucketing.Validate(b.Boundaries, b.BatchSizes); err != nil {
 			add(at, "%v", err)
+		}
+		for j, size := range b.BatchSizes {
+			atMost(fmt.Sprintf("batch_sizes[%d]", j), size, MaxBatchSize)
 		}
 	case op.Repeat != nil:
 		r := op.Repeat
@@ -279,6 +296,7 @@ func compileOp(i int, op *Op, specSeed uint64, add func(path, format string, arg
 		nonNegative("count", op.Skip.Count)
 	case op.Prefetch != nil:
 		positive("buffer", op.Prefetch.Buffer)
+		atMost("buffer", op.Prefetch.Buffer, MaxPrefetchBuffer)
 	case op.Cost != nil:
 		c := op.Cost
 		nonNegative("cpu_us", c.CPUMicros)
