@@ -1,0 +1,347 @@
+package splits
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// Bounds of a DynamicState. They are constants, not config fields, because every
+// replica of the state must accept or reject the same things.
+const (
+	// MaxSplits bounds NumSplits. Nothing in a DynamicState grows with
+	// NumSplits except the leases outstanding at one time.
+	MaxSplits = 1 << 40
+	// MaxEpochs bounds Epochs (0, repeat forever, is always allowed).
+	MaxEpochs = 1 << 20
+	// MaxLease bounds the splits handed out by one Lease call.
+	MaxLease = 1 << 14
+)
+
+var (
+	// ErrNotLeased: a split being finished is not outstanding for that
+	// worker in that epoch: never leased, leased to another worker,
+	// already finished, or lost when the worker was expired. A worker that
+	// retries a Finish whose response it lost gets this error for splits
+	// the first attempt finished, and may ignore it.
+	ErrNotLeased = errors.New("splits: split not leased to this worker")
+	// ErrInvalid: a decoded DynamicState breaks an invariant (Validate).
+	ErrInvalid = errors.New("splits: invalid dynamic sharding state")
+)
+
+// Counts counts splits by what became of their leases. At any time
+// Leased == Finished + Lost + (leases still outstanding).
+type Counts struct {
+	// Leased is how many splits were handed out.
+	Leased int64 `cbor:"1,keyasint" json:"leased"`
+	// Finished is how many of them the worker reported done.
+	Finished int64 `cbor:"2,keyasint" json:"finished"`
+	// Lost is how many were outstanding when their worker was expired.
+	Lost int64 `cbor:"3,keyasint" json:"lost"`
+}
+
+// Lease is the result of one Lease call.
+type Lease struct {
+	// Epoch is the epoch the splits belong to (0-based). Finish needs it.
+	Epoch int64 `cbor:"1,keyasint" json:"epoch"`
+	// Splits are the split ids handed out, ascending; empty when nothing
+	// is left.
+	Splits []int64 `cbor:"2,keyasint" json:"splits"`
+	// Done is true when, after this lease, no split of any epoch remains to
+	// be handed out: the worker should stop asking (outstanding leases of
+	// other workers may still be running).
+	Done bool `cbor:"3,keyasint" json:"done"`
+}
+
+// Clone returns a copy that shares nothing with l.
+func (l Lease) Clone() Lease {
+	l.Splits = slices.Clone(l.Splits)
+	return l
+}
+
+// LeaseRecord is a worker's last lease, kept so that a retried request
+// (same worker, same request id) gets the same answer.
+type LeaseRecord struct {
+	// RequestID is the worker's id for the request.
+	RequestID uint64 `cbor:"1,keyasint" json:"request_id"`
+	// Lease is what that request was given.
+	Lease Lease `cbor:"2,keyasint" json:"lease"`
+}
+
+// DynamicState is the DYNAMIC-sharding bookkeeping of one job (the name
+// Dynamic is the Policy's): first come first served leases of split ids
+// [0, NumSplits), epoch after epoch, at most once under failure.
+//
+// Epochs advance as soon as every split of the current epoch has been
+// handed out, without waiting for those splits to finish: a worker that
+// asks after the last split of epoch e went out gets splits of epoch e+1
+// while others still read their last splits of e. That keeps every worker
+// busy across the boundary, as a repeated tf.data dataset does; the price is
+// that epochs overlap, so leases are tracked per (epoch, split).
+//
+// A worker's outstanding leases become lost when it is expired (Expire) and
+// are never handed out again in that epoch: a worker that was declared dead
+// may still have delivered some of their elements, so re-leasing them could
+// deliver an element twice. Without Expire every split is handed out exactly
+// once per epoch.
+//
+// The exported fields are the persistent state, encoded in raftstate's
+// snapshots: maps encode with sorted keys under a deterministic CBOR mode,
+// so equal states give equal bytes. Treat them as read-only; change a
+// DynamicState only through its methods.
+type DynamicState struct {
+	// NumSplits is the number of splits per epoch, ids 0..NumSplits-1.
+	NumSplits int64 `cbor:"1,keyasint" json:"num_splits"`
+	// Epochs is how many epochs the job runs; 0 repeats forever.
+	Epochs int64 `cbor:"2,keyasint" json:"epochs"`
+	// Epoch is the epoch being handed out (0-based). Once everything is
+	// handed out it stays at the last epoch with Next == NumSplits.
+	Epoch int64 `cbor:"3,keyasint" json:"epoch"`
+	// Next is the next split id of Epoch to hand out.
+	Next int64 `cbor:"4,keyasint" json:"next"`
+	// Outstanding maps epoch → split → worker for the leases neither
+	// finished nor lost. Inner maps are never empty.
+	Outstanding map[int64]map[int64]string `cbor:"5,keyasint" json:"outstanding"`
+	// Total counts over every epoch.
+	Total Counts `cbor:"6,keyasint" json:"total"`
+	// PerEpoch counts the epochs still in progress: the current one, and
+	// earlier ones while some of their leases are outstanding. An earlier
+	// epoch's entry is dropped when its last lease finishes or is lost.
+	PerEpoch map[int64]Counts `cbor:"7,keyasint" json:"per_epoch"`
+	// LastLease is each worker's last lease, for idempotent retries. A
+	// worker's record is dropped when it is expired.
+	LastLease map[string]LeaseRecord `cbor:"8,keyasint" json:"last_lease"`
+}
+
+// NewDynamic returns the bookkeeping of a job over numSplits splits per
+// epoch for epochs epochs (0: forever). Values out of range are clamped to
+// [0, MaxSplits] and [0, MaxEpochs]; numSplits 0 means there is nothing to
+// hand out, even when epochs is 0.
+func NewDynamic(numSplits, epochs int64) *DynamicState {
+	numSplits = min(max(numSplits, 0), MaxSplits)
+	epochs = min(max(epochs, 0), MaxEpochs)
+	return &DynamicState{
+		NumSplits:   numSplits,
+		Epochs:      epochs,
+		Outstanding: map[int64]map[int64]string{},
+		PerEpoch:    map[int64]Counts{0: {}},
+		LastLease:   map[string]LeaseRecord{},
+	}
+}
+
+// done reports whether every split of every epoch has been handed out.
+func (d *DynamicState) done() bool {
+	if d.NumSplits == 0 {
+		return true
+	}
+	return d.Epochs > 0 && d.Epoch == d.Epochs-1 && d.Next >= d.NumSplits
+}
+
+// Lease hands worker up to n splits of the current epoch, in id order, and
+// records them as outstanding for it. n is clamped to [1, MaxLease]. One
+// lease never spans two epochs: when it takes the last split of an epoch
+// and more epochs remain, the epoch advances (see DynamicState) and the next
+// lease starts on the new one. Done is set once every epoch is fully handed
+// out; from then on leases are empty.
+//
+// requestID makes retries safe: if it equals the request id of worker's
+// last lease, that lease is returned again and nothing more is handed out,
+// so a Raft command re-proposed after its response was lost does not leak
+// splits. Workers should number their requests from 1; requestID 0 is never
+// treated as a retry.
+func (d *DynamicState) Lease(worker string, requestID uint64, n int) Lease {
+	if requestID != 0 {
+		if r, ok := d.LastLease[worker]; ok && r.RequestID == requestID {
+			return r.Lease.Clone()
+		}
+	}
+	l := Lease{Epoch: d.Epoch}
+	if !d.done() {
+		n = min(max(n, 1), MaxLease)
+		k := min(int64(n), d.NumSplits-d.Next)
+		l.Splits = make([]int64, 0, k)
+		out := d.Outstanding[d.Epoch]
+		if out == nil {
+			out = make(map[int64]string, k)
+			d.Outstanding[d.Epoch] = out
+		}
+		for i := range k {
+			s := d.Next + i
+			out[s] = worker
+			l.Splits = append(l.Splits, s)
+		}
+		d.Next += k
+		c := d.PerEpoch[d.Epoch]
+		c.Leased += k
+		d.PerEpoch[d.Epoch] = c
+		d.Total.Leased += k
+		if d.Next == d.NumSplits && !d.done() {
+			d.Epoch++
+			d.Next = 0
+			d.PerEpoch[d.Epoch] = Counts{}
+			d.prune(d.Epoch - 1)
+		}
+	}
+	l.Done = d.done()
+	d.LastLease[worker] = LeaseRecord{RequestID: requestID, Lease: l.Clone()}
+	return l
+}
+
+// Finish records that worker finished splits of epoch. Every split must be
+// outstanding for worker in that epoch and listed once; otherwise Finish
+// returns an error wrapping ErrNotLeased (or naming the duplicate) and
+// changes nothing.
+func (d *DynamicState) Finish(worker string, epoch int64, splits []int64) error {
+	if len(splits) == 0 {
+		return nil
+	}
+	out := d.Outstanding[epoch]
+	seen := make(map[int64]struct{}, len(splits))
+	for _, s := range splits {
+		if _, dup := seen[s]; dup {
+			return fmt.Errorf("finish epoch %d: split %d listed twice", epoch, s)
+		}
+		seen[s] = struct{}{}
+		holder, ok := out[s]
+		if !ok {
+			return fmt.Errorf("%w: split %d of epoch %d is not outstanding (never leased, finished or lost)", ErrNotLeased, s, epoch)
+		}
+		if holder != worker {
+			return fmt.Errorf("%w: split %d of epoch %d is leased to %q, not %q", ErrNotLeased, s, epoch, holder, worker)
+		}
+	}
+	for _, s := range splits {
+		delete(out, s)
+	}
+	k := int64(len(splits))
+	c := d.PerEpoch[epoch]
+	c.Finished += k
+	d.PerEpoch[epoch] = c
+	d.Total.Finished += k
+	if len(out) == 0 {
+		delete(d.Outstanding, epoch)
+	}
+	d.prune(epoch)
+	return nil
+}
+
+// Expire declares worker dead: its outstanding leases, in every epoch,
+// become lost and are never handed out again in their epoch (at-most-once).
+// It returns the lost split ids ordered by epoch, then id; a worker holding
+// the same split in two overlapping epochs lists it twice. The worker's
+// retry record is dropped, so if it comes back its next request is new.
+func (d *DynamicState) Expire(worker string) (lost []int64) {
+	delete(d.LastLease, worker)
+	for _, e := range slices.Sorted(maps.Keys(d.Outstanding)) {
+		out := d.Outstanding[e]
+		var mine []int64
+		for s, w := range out {
+			if w == worker {
+				mine = append(mine, s)
+			}
+		}
+		if len(mine) == 0 {
+			continue
+		}
+		slices.Sort(mine)
+		for _, s := range mine {
+			delete(out, s)
+		}
+		k := int64(len(mine))
+		c := d.PerEpoch[e]
+		c.Lost += k
+		d.PerEpoch[e] = c
+		d.Total.Lost += k
+		if len(out) == 0 {
+			delete(d.Outstanding, e)
+		}
+		d.prune(e)
+		lost = append(lost, mine...)
+	}
+	return lost
+}
+
+// prune drops the counts of an earlier epoch with nothing outstanding.
+func (d *DynamicState) prune(epoch int64) {
+	if epoch < d.Epoch && len(d.Outstanding[epoch]) == 0 {
+		delete(d.PerEpoch, epoch)
+	}
+}
+
+// Holder returns the worker holding split in epoch, if it is outstanding.
+func (d *DynamicState) Holder(epoch, split int64) (worker string, ok bool) {
+	worker, ok = d.Outstanding[epoch][split]
+	return worker, ok
+}
+
+// Progress is a summary of a DynamicState for status pages and for workers
+// sizing their next lease.
+type Progress struct {
+	// NumSplits and Epochs are the job's (Epochs 0: forever).
+	NumSplits int64 `json:"num_splits"`
+	Epochs    int64 `json:"epochs"`
+	// Epoch is the epoch being handed out.
+	Epoch int64 `json:"epoch"`
+	// Total counts every epoch; Current counts Epoch only.
+	Total   Counts `json:"total"`
+	Current Counts `json:"current"`
+	// Outstanding is how many leases are neither finished nor lost, over
+	// every epoch.
+	Outstanding int64 `json:"outstanding"`
+	// RemainingInEpoch is how many splits of Epoch are still to be handed
+	// out: the input of LeaseSize.
+	RemainingInEpoch int64 `json:"remaining_in_epoch"`
+	// Remaining is how many splits of all epochs are still to be handed
+	// out; -1 when the job repeats forever.
+	Remaining int64 `json:"remaining"`
+	// Done: everything is handed out. Complete: Done and nothing is
+	// outstanding any more, so the job's data has ended.
+	Done     bool `json:"done"`
+	Complete bool `json:"complete"`
+}
+
+// Progress summarizes d.
+func (d *DynamicState) Progress() Progress {
+	p := Progress{
+		NumSplits:        d.NumSplits,
+		Epochs:           d.Epochs,
+		Epoch:            d.Epoch,
+		Total:            d.Total,
+		Current:          d.PerEpoch[d.Epoch],
+		RemainingInEpoch: d.NumSplits - d.Next,
+		Done:             d.done(),
+	}
+	for _, out := range d.Outstanding {
+		p.Outstanding += int64(len(out))
+	}
+	switch {
+	case p.Done:
+		p.RemainingInEpoch, p.Remaining = 0, 0
+	case d.Epochs == 0:
+		p.Remaining = -1
+	default:
+		p.Remaining = (d.Epochs-1-d.Epoch)*d.NumSplits + p.RemainingInEpoch
+	}
+	p.Complete = p.Done && p.Outstanding == 0
+	return p
+}
+
+// Clone returns a deep copy.
+func (d *DynamicState) Clone() *DynamicState {
+	if d == nil {
+		return nil
+	}
+	c := *d
+	c.Outstanding = make(map[int64]map[int64]string, len(d.Outstanding))
+	for e, out := range d.Outstanding {
+		c.Outstanding[e] = maps.Clone(out)
+	}
+	c.PerEpoch = maps.Clone(d.PerEpoch)
+	c.LastLease = make(map[string]LeaseRecord, len(d.LastLease))
+	for w, r := range d.LastLease {
+		r.Lease = r.Lease.Clone()
+		c.LastLease[w] = r
+	}
+	return &c
+}

@@ -1,0 +1,123 @@
+package splits
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestPolicyStringParse(t *testing.T) {
+	for _, p := range []Policy{Off, Dynamic, Static} {
+		got, err := ParsePolicy(p.String())
+		if err != nil || got != p || !p.Valid() {
+			t.Fatalf("%v: parse %v, %v", p, got, err)
+		}
+	}
+	for in, want := range map[string]Policy{"": Off, "DYNAMIC": Dynamic, " Static ": Static} {
+		if got, err := ParsePolicy(in); err != nil || got != want {
+			t.Fatalf("ParsePolicy(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := ParsePolicy("round-robin"); err == nil {
+		t.Fatal("unknown policy parsed")
+	}
+	if Policy(7).Valid() || Policy(7).String() != "Policy(7)" {
+		t.Fatalf("Policy(7): %v %v", Policy(7).Valid(), Policy(7))
+	}
+}
+
+func TestStaticAssignment(t *testing.T) {
+	cases := []struct {
+		n       int64
+		workers []string
+		worker  string
+		want    []int64
+	}{
+		{10, []string{"a", "b", "c"}, "a", []int64{0, 3, 6, 9}},
+		{10, []string{"c", "b", "a"}, "b", []int64{1, 4, 7}},
+		{10, []string{"c", "a", "b", "a"}, "c", []int64{2, 5, 8}},
+		{2, []string{"a", "b", "c"}, "c", nil},
+		{5, []string{"a", "b"}, "z", nil},
+		{0, []string{"a"}, "a", nil},
+		{-3, []string{"a"}, "a", nil},
+		{3, nil, "a", nil},
+		{3, []string{"a"}, "a", []int64{0, 1, 2}},
+	}
+	for _, tc := range cases {
+		ws := slices.Clone(tc.workers)
+		got := StaticAssignment(tc.n, tc.workers, tc.worker)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("StaticAssignment(%d, %v, %q) = %v, want %v", tc.n, tc.workers, tc.worker, got, tc.want)
+		}
+		if !slices.Equal(ws, tc.workers) {
+			t.Errorf("StaticAssignment modified its workers argument: %v", tc.workers)
+		}
+	}
+}
+
+// TestStaticPartition: over every worker, the assignments partition the
+// splits, and agree with StaticOwner.
+func TestStaticPartition(t *testing.T) {
+	workers := []string{"w3", "w1", "w2", "w0", "w4"}
+	for _, n := range []int64{0, 1, 4, 5, 6, 97} {
+		owner := map[int64]string{}
+		for _, w := range workers {
+			for _, s := range StaticAssignment(n, workers, w) {
+				if prev, ok := owner[s]; ok {
+					t.Fatalf("n=%d: split %d assigned to %s and %s", n, s, prev, w)
+				}
+				owner[s] = w
+				if o := StaticOwner(s, workers); o != w {
+					t.Fatalf("StaticOwner(%d) = %s, assignment says %s", s, o, w)
+				}
+			}
+		}
+		if int64(len(owner)) != n {
+			t.Fatalf("n=%d: %d splits assigned", n, len(owner))
+		}
+	}
+	if StaticOwner(1, nil) != "" || StaticOwner(-1, workers) != "" {
+		t.Fatal("StaticOwner without workers or with a negative split")
+	}
+}
+
+func TestLeaseSize(t *testing.T) {
+	cases := []struct {
+		remaining int64
+		workers   int
+		max, want int
+	}{
+		{0, 3, 16, 0},
+		{-5, 3, 16, 0},
+		{1, 3, 16, 1},
+		{6, 3, 16, 1},
+		{7, 3, 16, 2},
+		{96, 3, 16, 16},
+		{97, 3, 16, 16},
+		{1 << 40, 3, 16, 16},
+		{30, 1, 16, 15},
+		{30, 0, 16, 15},  // numWorkers < 1 counts as 1
+		{30, -2, 16, 15}, // likewise
+		{30, 1, 0, 1},    // max < 1 counts as 1
+		{5, 100, 16, 1},
+	}
+	for _, tc := range cases {
+		if got := LeaseSize(tc.remaining, tc.workers, tc.max); got != tc.want {
+			t.Errorf("LeaseSize(%d, %d, %d) = %d, want %d", tc.remaining, tc.workers, tc.max, got, tc.want)
+		}
+	}
+	// Property: never 0 when something remains, never above max, never
+	// above the remainder, monotone in remaining.
+	for rem := int64(1); rem < 300; rem++ {
+		for w := 1; w < 9; w++ {
+			for _, mx := range []int{1, 2, 16, 64} {
+				got := LeaseSize(rem, w, mx)
+				if got < 1 || got > mx || int64(got) > rem {
+					t.Fatalf("LeaseSize(%d, %d, %d) = %d", rem, w, mx, got)
+				}
+				if next := LeaseSize(rem+1, w, mx); next < got {
+					t.Fatalf("LeaseSize not monotone at %d, %d, %d", rem, w, mx)
+				}
+			}
+		}
+	}
+}

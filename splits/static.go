@@ -1,0 +1,41 @@
+package splits
+
+import "slices"
+
+// StaticAssignment returns the splits that worker reads under STATIC
+// sharding: split i goes to workers[i mod n], where workers is sorted and
+// deduplicated first (a copy; the argument is not modified), so every node
+// computes the same assignment from the same membership whatever order it
+// listed it in. A worker not in the list, an empty list or numSplits <= 0
+// gets nil. The result is ascending.
+func StaticAssignment(numSplits int64, workers []string, worker string) []int64 {
+	ws := slices.Clone(workers)
+	slices.Sort(ws)
+	ws = slices.Compact(ws)
+	idx, ok := slices.BinarySearch(ws, worker)
+	if !ok || numSplits <= 0 {
+		return nil
+	}
+	n := int64(len(ws))
+	if int64(idx) >= numSplits {
+		return nil
+	}
+	out := make([]int64, 0, (numSplits-int64(idx)+n-1)/n)
+	for i := int64(idx); i < numSplits; i += n {
+		out = append(out, i)
+	}
+	return out
+}
+
+// StaticOwner returns the worker that reads split under STATIC sharding
+// over workers (sorted and deduplicated as in StaticAssignment), or "" if
+// the list is empty or the split is negative.
+func StaticOwner(split int64, workers []string) string {
+	ws := slices.Clone(workers)
+	slices.Sort(ws)
+	ws = slices.Compact(ws)
+	if len(ws) == 0 || split < 0 {
+		return ""
+	}
+	return ws[split%int64(len(ws))]
+}
