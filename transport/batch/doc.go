@@ -1,0 +1,40 @@
+// Package batch is the wire format of feedmesh batches and the
+// credit-flow-controlled stream that carries them from a worker to a client
+// on a transport.KindData stream.
+//
+// # Batch frames
+//
+// One batch is one transport frame ([transport.Codec]). Its CBOR header names
+// the message kind and describes the tensors (name, dtype, shape, byte counts)
+// plus provenance (worker, epoch, splits, sequence); its raw tail holds the
+// tensor bytes, so bulk bytes never go through CBOR. [Encode] builds a
+// [Frame] that references the tensors' buffers without copying them and can be
+// written to any number of streams, also concurrently (ephemeral sharing hands
+// one encoded frame to every reader). [Decode] checks the header against
+// [Limits] and the tail length against the metadata before it allocates, reads
+// the tail into one buffer and slices the tensors out of it.
+//
+// Tail layout: for each tensor in header order, its data, then for Bytes
+// tensors its offsets table (NumOffsets little-endian int64). Every segment
+// starts at a multiple of 8 bytes from the start of the tail; the 0–7 bytes of
+// padding before it are zero. The padding lets receivers view int32, float32,
+// int64 … data and the offsets tables in place (see tensor.Tensor.Float32s)
+// instead of copying them out of a misaligned buffer.
+//
+// # Stream protocol
+//
+//	client → worker: Open, then Credit frames as the application consumes batches
+//	worker → client: Batch frames (never more than the granted credit ahead), then one End
+//
+// Every header carries a kind field (Batch, Open, Credit, End), so a reader
+// tells the messages apart and rejects out-of-place ones. A [Receiver] grants
+// OpenRequest.Window credits up front and one more for each batch the
+// application has finished with (see [Receiver.Next] for the exact rule); a
+// [Sender] blocks in Send while Window batches are outstanding, so neither side
+// queues more than Window batches per stream. End carries either a clean end
+// of data (the client reads io.EOF) or an error message ([RemoteError]).
+//
+// Files: wire.go (message kinds, header structs, limits), frame.go (Encode,
+// Frame), decode.go (Decode and validation), sender.go (worker side),
+// receiver.go (client side).
+package batch

@@ -1,0 +1,357 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/feedmesh/feedmesh/transport"
+	"github.com/quic-go/quic-go"
+)
+
+// Timeouts of the worker side.
+const (
+	// DefaultOpenTimeout bounds how long Accept waits for the OpenRequest when
+	// its context has no deadline.
+	DefaultOpenTimeout = 10 * time.Second
+	// DefaultEndTimeout bounds how long End waits to write the End message
+	// (it blocks only while the client's flow-control window is full).
+	DefaultEndTimeout = 30 * time.Second
+	// MaxErrorBytes bounds the error text End sends; longer texts are cut.
+	MaxErrorBytes = 4 << 10
+)
+
+// controlFrameBytes bounds the frames of control messages (open, credit,
+// end): they have no tail and small headers.
+const controlFrameBytes = 16 << 10
+
+// Sender errors; returned errors wrap them.
+var (
+	// ErrClientGone reports that the client closed or reset the stream, or
+	// its connection died: nothing more can be sent.
+	ErrClientGone = errors.New("client gone")
+	// ErrSenderClosed reports a Send or End after Close, or interrupted by it.
+	ErrSenderClosed = errors.New("sender closed")
+	// ErrEnded reports a Send or End after End.
+	ErrEnded = errors.New("stream already ended")
+)
+
+// Sender is the worker side of one batch stream. It owns the stream it was
+// accepted on. Send and End are meant for one producer goroutine (they are
+// serialised); Close and Outstanding may be called from any goroutine.
+type Sender struct {
+	conn   net.Conn
+	ctl    *transport.Codec
+	window int
+
+	wmu sync.Mutex // serialises writes (Send, End)
+
+	mu       sync.Mutex
+	sent     uint64 // batches sent (or being sent)
+	credited uint64 // credits returned by the client
+	ended    bool
+	broken   error // a write failed: the stream is unusable
+	goneErr  error // why the credit reader stopped
+
+	credit    chan struct{} // capacity 1: poked when credit arrives
+	gone      chan struct{} // closed when the credit reader stops
+	closing   chan struct{} // closed by Close
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+}
+
+// Accept reads the OpenRequest from a freshly accepted KindData stream s
+// (waiting until ctx's deadline, or DefaultOpenTimeout without one), clamps
+// its Window to maxWindow, and starts the goroutine that reads credits. The
+// Sender owns s from then on. On error s is closed; when the request was
+// readable but invalid (Window < 1), the client first receives an End with
+// the reason.
+func Accept(ctx context.Context, codec *transport.Codec, s net.Conn, maxWindow int) (*Sender, OpenRequest, error) {
+	if maxWindow < 1 {
+		s.Close()
+		return nil, OpenRequest{}, fmt.Errorf("accept batch stream: maxWindow is %d, must be at least 1", maxWindow)
+	}
+	ctl := codec.WithMaxFrame(controlFrameBytes)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultOpenTimeout)
+		defer cancel()
+	}
+	var m wireMsg
+	stop := interruptOn(ctx, s.SetReadDeadline)
+	_, err := readMsg(ctl, s, &m, Limits{}, nil)
+	stop()
+	if err == nil && m.Kind != kindOpen {
+		err = malformed("first message is %s, want open", m.Kind)
+	}
+	if err != nil {
+		s.Close()
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", err, ctx.Err())
+		}
+		return nil, OpenRequest{}, fmt.Errorf("accept batch stream from %s: %w", s.RemoteAddr(), err)
+	}
+	req := OpenRequest{Job: m.Job, Consumer: m.Consumer, Window: m.Window, Extra: m.OpenExtra}
+	if req.Window < 1 {
+		err := fmt.Errorf("open request for job %q: window is %d, must be at least 1", req.Job, req.Window)
+		_ = s.SetWriteDeadline(time.Now().Add(time.Second))
+		_ = ctl.WriteFrame(s, &wireMsg{Kind: kindEnd, Failed: true, Error: err.Error()})
+		s.Close()
+		return nil, req, fmt.Errorf("accept batch stream from %s: %w", s.RemoteAddr(), err)
+	}
+	snd := &Sender{
+		conn:    s,
+		ctl:     ctl,
+		window:  min(req.Window, maxWindow),
+		credit:  make(chan struct{}, 1),
+		gone:    make(chan struct{}),
+		closing: make(chan struct{}),
+	}
+	snd.wg.Go(snd.readCredits)
+	return snd, req, nil
+}
+
+// Window returns the credit window in force (the client's, clamped).
+func (s *Sender) Window() int { return s.window }
+
+// readCredits reads Credit messages until the client goes away or breaks the
+// protocol, which it reports through gone.
+func (s *Sender) readCredits() {
+	var err error
+	for {
+		var m wireMsg
+		if _, err = readMsg(s.ctl, s.conn, &m, Limits{}, nil); err != nil {
+			break
+		}
+		if m.Kind != kindCredit || m.Credits < 1 {
+			err = malformed("client sent %s message with %d credits, want credit ≥ 1", m.Kind, m.Credits)
+			break
+		}
+		s.mu.Lock()
+		out := s.sent - s.credited
+		if uint64(m.Credits) > out {
+			s.mu.Unlock()
+			err = malformed("client returned %d credits with %d batches outstanding", m.Credits, out)
+			break
+		}
+		s.credited += uint64(m.Credits)
+		s.mu.Unlock()
+		select {
+		case s.credit <- struct{}{}:
+		default:
+		}
+	}
+	if err == io.EOF {
+		err = errors.New("client closed the stream")
+	}
+	s.mu.Lock()
+	s.goneErr = fmt.Errorf("%w: %w", ErrClientGone, err)
+	s.mu.Unlock()
+	close(s.gone)
+	if errors.Is(err, ErrMalformedBatch) {
+		resetStream(s.conn) // a client that breaks the protocol gets the stream reset
+	}
+}
+
+// Send writes f once the client has credit for it: it blocks while Window
+// batches are outstanding. It fails fast when the client is gone (closed or
+// reset the stream, connection lost), when ctx ends, or after Close. A ctx
+// ending while the frame is half written breaks the stream (later calls fail).
+func (s *Sender) Send(ctx context.Context, f *Frame) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := s.reserve(ctx); err != nil {
+		return err
+	}
+	stop := interruptOn(ctx, s.conn.SetWriteDeadline)
+	_, err := f.WriteTo(s.conn)
+	stop()
+	if err != nil {
+		return s.fail(ctx, "send batch", err)
+	}
+	return nil
+}
+
+// reserve waits for one credit and takes it.
+func (s *Sender) reserve(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		err := s.usable()
+		if err == nil && s.sent-s.credited < uint64(s.window) {
+			s.sent++
+			s.mu.Unlock()
+			return nil
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("send batch: %w", err)
+		}
+		select {
+		case <-s.credit:
+		case <-s.gone:
+		case <-s.closing:
+		case <-ctx.Done():
+			return fmt.Errorf("send batch: waiting for credit: %w", ctx.Err())
+		}
+	}
+}
+
+// usable reports why nothing can be sent any more, or nil. Called with mu held.
+func (s *Sender) usable() error {
+	select {
+	case <-s.closing:
+		return ErrSenderClosed
+	default:
+	}
+	switch {
+	case s.ended:
+		return ErrEnded
+	case s.broken != nil:
+		return s.broken
+	}
+	select {
+	case <-s.gone:
+		return s.goneErr
+	default:
+	}
+	return nil
+}
+
+// fail records a write failure: the stream is now unusable and is reset.
+func (s *Sender) fail(ctx context.Context, op string, err error) error {
+	s.mu.Lock()
+	select {
+	case <-s.closing:
+		err = fmt.Errorf("%w: %w", ErrSenderClosed, err)
+	default:
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", err, ctx.Err())
+		} else if s.goneErr != nil {
+			err = fmt.Errorf("%w: %w", s.goneErr, err)
+		}
+	}
+	err = fmt.Errorf("%s: %w", op, err)
+	if s.broken == nil {
+		s.broken = err
+	}
+	s.mu.Unlock()
+	resetStream(s.conn) // a half-written frame must not look like a frame
+	return err
+}
+
+// codeBatchAbort is the QUIC stream error code of a batch stream reset.
+const codeBatchAbort quic.StreamErrorCode = 0x62
+
+// resetStream aborts both directions of conn: unlike Close, the peer sees
+// an error rather than a clean end after whatever was written.
+func resetStream(conn net.Conn) {
+	if ts, ok := conn.(*transport.Stream); ok {
+		ts.Quic().CancelWrite(codeBatchAbort)
+		ts.Quic().CancelRead(codeBatchAbort)
+	}
+	conn.Close()
+}
+
+// End ends the stream: with err nil the client reads io.EOF after the batches
+// sent so far, otherwise a *RemoteError carrying err's text (cut to
+// MaxErrorBytes). It does not wait for credit, but may wait up to
+// DefaultEndTimeout while the client's flow-control window is full. Close the
+// Sender afterwards.
+func (s *Sender) End(err error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultEndTimeout)
+	defer cancel()
+	return s.EndContext(ctx, err)
+}
+
+// EndContext is End bounded by ctx instead of DefaultEndTimeout.
+func (s *Sender) EndContext(ctx context.Context, err error) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return fmt.Errorf("end stream: %w", ErrEnded)
+	}
+	s.ended = true
+	if s.broken != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("end stream: %w", s.broken)
+	}
+	m := wireMsg{Kind: kindEnd, Sent: s.sent}
+	s.mu.Unlock()
+	if err != nil {
+		m.Failed, m.Error = true, errorText(err)
+	}
+	stop := interruptOn(ctx, s.conn.SetWriteDeadline)
+	werr := s.ctl.WriteFrame(s.conn, &m)
+	stop()
+	if werr != nil {
+		return s.fail(ctx, "end stream", werr)
+	}
+	if cw, ok := s.conn.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite() // FIN after End; Close does the rest
+	}
+	return nil
+}
+
+// errorText is err's message as valid UTF-8 of at most MaxErrorBytes.
+func errorText(err error) string {
+	msg := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	if msg == "" {
+		msg = "unknown error"
+	}
+	if len(msg) > MaxErrorBytes {
+		cut := MaxErrorBytes
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut]
+	}
+	return msg
+}
+
+// Close closes the stream (a stream closed without End reads as an error at
+// the client), unblocks a Send or End in progress, and waits for the credit
+// reader. It is idempotent.
+func (s *Sender) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		s.conn.Close()
+		s.wg.Wait()
+	})
+	return nil
+}
+
+// Outstanding returns the batches sent and not yet credited back: at most the
+// window.
+func (s *Sender) Outstanding() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int(s.sent - s.credited)
+}
+
+// interruptOn makes set(an expired deadline) interrupt a blocked stream
+// operation when ctx ends. The returned stop undoes it: after stop returns,
+// the deadline is clear.
+func interruptOn(ctx context.Context, set func(time.Time) error) (stop func()) {
+	if ctx.Done() == nil {
+		return func() {}
+	}
+	fired := make(chan struct{})
+	stopAfter := context.AfterFunc(ctx, func() {
+		defer close(fired)
+		_ = set(time.Unix(1, 0))
+	})
+	return func() {
+		if !stopAfter() {
+			<-fired
+			_ = set(time.Time{})
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package batch
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/fxamacker/cbor/v2"
+)
+
+// ErrMalformedBatch is wrapped by every decode and validation failure of a
+// batch frame or of a stream message: a header that breaks the limits, a tail
+// that disagrees with the metadata, a message of the wrong kind. A stream that
+// produced it is unusable.
+var ErrMalformedBatch = errors.New("malformed batch")
+
+// RemoteError is the error a worker ended the stream with (Sender.End with a
+// non-nil error), as returned by Receiver.Next.
+type RemoteError struct {
+	// Message is the worker's error text.
+	Message string
+}
+
+// Error implements error.
+func (e *RemoteError) Error() string { return "worker ended stream: " + e.Message }
+
+// msgKind is the first field of every header on a batch stream.
+type msgKind uint8
+
+const (
+	kindBatch  msgKind = 1 // worker → client: a batch (tail: tensor bytes)
+	kindOpen   msgKind = 2 // client → worker: OpenRequest, first message
+	kindCredit msgKind = 3 // client → worker: n more batches may be sent
+	kindEnd    msgKind = 4 // worker → client: end of data or error, last message
+)
+
+func (k msgKind) String() string {
+	switch k {
+	case kindBatch:
+		return "batch"
+	case kindOpen:
+		return "open"
+	case kindCredit:
+		return "credit"
+	case kindEnd:
+		return "end"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// TensorMeta describes one tensor of a batch frame; its bytes are in the tail.
+type TensorMeta struct {
+	// Name is the tensor's name (valid UTF-8).
+	Name string `cbor:"0,keyasint"`
+	// DType is the element type.
+	DType tensor.DType `cbor:"1,keyasint"`
+	// Shape is the tensor's shape; empty for a scalar.
+	Shape []int64 `cbor:"2,keyasint,omitempty"`
+	// DataBytes is the length of the tensor's data in the tail.
+	DataBytes int64 `cbor:"3,keyasint,omitempty"`
+	// NumOffsets is the number of int64 offsets following the data of a Bytes
+	// tensor (product(Shape)+1); 0 for other dtypes.
+	NumOffsets int64 `cbor:"4,keyasint,omitempty"`
+}
+
+// Header is the CBOR header of a batch frame.
+type Header struct {
+	// Seq is the batch's sequence number, chosen by whoever encodes the frame.
+	// A worker serving one stream numbers its batches 0, 1, 2 …; a frame shared
+	// by several streams (ephemeral sharing) carries the producer's number, so
+	// a reader that missed evicted batches sees the gap.
+	Seq uint64
+	// Tensors describes the tail. Encode fills it from the element (a value
+	// passed in is ignored); Decode returns it.
+	Tensors []TensorMeta
+	// Worker is the id of the node that produced the batch (provenance).
+	Worker string
+	// Epoch is the epoch the batch belongs to.
+	Epoch int64
+	// Splits are the splits that contributed elements to the batch (may be empty).
+	Splits []int64
+	// Extra is room for later features (coordinated reads: round, bucket).
+	Extra cbor.RawMessage `cbor:",omitempty"`
+}
+
+// OpenRequest is the first message a client sends on a data stream.
+type OpenRequest struct {
+	// Job names the job whose batches the client wants.
+	Job string
+	// Consumer identifies the client iterator (e.g. a consumer id or rank).
+	Consumer string
+	// Window is the credit granted up front: how many batches the worker may
+	// send before the client grants more. At least 1; a worker clamps it to its
+	// own maximum.
+	Window int
+	// Extra is room for later features.
+	Extra cbor.RawMessage `cbor:",omitempty"`
+}
+
+// wireMsg is the header of every frame on a batch stream: one flat CBOR map
+// with small integer keys, key 0 being the kind. Fields of other kinds are
+// omitted; unknown keys are ignored, so fields can be added later.
+type wireMsg struct {
+	Kind msgKind `cbor:"0,keyasint"`
+
+	// kindBatch
+	Seq     uint64          `cbor:"1,keyasint,omitempty"`
+	Tensors []TensorMeta    `cbor:"2,keyasint,omitempty"`
+	Worker  string          `cbor:"3,keyasint,omitempty"`
+	Epoch   int64           `cbor:"4,keyasint,omitempty"`
+	Splits  []int64         `cbor:"5,keyasint,omitempty"`
+	Extra   cbor.RawMessage `cbor:"6,keyasint,omitempty"`
+
+	// kindOpen
+	Job       string          `cbor:"7,keyasint,omitempty"`
+	Consumer  string          `cbor:"8,keyasint,omitempty"`
+	Window    int             `cbor:"9,keyasint,omitempty"`
+	OpenExtra cbor.RawMessage `cbor:"10,keyasint,omitempty"`
+
+	// kindCredit
+	Credits int64 `cbor:"11,keyasint,omitempty"`
+
+	// kindEnd
+	Failed bool   `cbor:"12,keyasint,omitempty"` // the worker ended with an error
+	Error  string `cbor:"13,keyasint,omitempty"` // its message
+	Sent   uint64 `cbor:"14,keyasint,omitempty"` // batches sent on this stream before End
+}
+
+func (m *wireMsg) header() Header {
+	return Header{Seq: m.Seq, Tensors: m.Tensors, Worker: m.Worker, Epoch: m.Epoch, Splits: m.Splits, Extra: m.Extra}
+}
+
+// Limits bound what a decoder accepts from the network, on top of the codec's
+// header and frame bounds. Zero fields take the DefaultLimits value.
+type Limits struct {
+	// MaxTensors bounds the tensors of one batch.
+	MaxTensors int
+	// MaxDims bounds the rank of one tensor.
+	MaxDims int
+	// MaxNameBytes bounds the length of a tensor name.
+	MaxNameBytes int
+	// MaxSplits bounds the split ids one batch header may list.
+	MaxSplits int
+}
+
+// DefaultLimits returns limits generous for real batches and small enough to
+// keep a hostile header cheap to reject.
+func DefaultLimits() Limits {
+	return Limits{MaxTensors: 256, MaxDims: 16, MaxNameBytes: 256, MaxSplits: 4096}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxTensors <= 0 {
+		l.MaxTensors = d.MaxTensors
+	}
+	if l.MaxDims <= 0 {
+		l.MaxDims = d.MaxDims
+	}
+	if l.MaxNameBytes <= 0 {
+		l.MaxNameBytes = d.MaxNameBytes
+	}
+	if l.MaxSplits <= 0 {
+		l.MaxSplits = d.MaxSplits
+	}
+	return l
+}
+
+// malformed returns an error wrapping ErrMalformedBatch.
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrMalformedBatch, fmt.Sprintf(format, args...))
+}
