@@ -18,6 +18,30 @@ const (
 	TypePutKV CommandType = 1
 	// TypeDeleteKV removes a key (body: DeleteKV).
 	TypeDeleteKV CommandType = 2
+
+	// Datasets and jobs (jobcmds.go). Each constructor documents its
+	// command and its result.
+
+	// TypeRegisterDataset: NewRegisterDataset (body: RegisterDatasetBody).
+	TypeRegisterDataset CommandType = 10
+	// TypeCreateJob: NewCreateJob (body: CreateJobBody).
+	TypeCreateJob CommandType = 11
+	// TypeAttachConsumer: NewAttachConsumer (body: ConsumerBody).
+	TypeAttachConsumer CommandType = 12
+	// TypeDetachConsumer: NewDetachConsumer (body: ConsumerBody).
+	TypeDetachConsumer CommandType = 13
+	// TypeExpireConsumers: NewExpireConsumers (body: ExpireConsumersBody).
+	TypeExpireConsumers CommandType = 14
+	// TypeAssignTask: NewAssignTask (body: AssignTaskBody).
+	TypeAssignTask CommandType = 15
+	// TypeLeaseSplits: NewLeaseSplits (body: LeaseSplitsBody).
+	TypeLeaseSplits CommandType = 16
+	// TypeFinishSplits: NewFinishSplits (body: FinishSplitsBody).
+	TypeFinishSplits CommandType = 17
+	// TypeExpireWorker: NewExpireWorker (body: WorkerBody).
+	TypeExpireWorker CommandType = 18
+	// TypeGarbageCollectJob: NewGarbageCollectJob (body: JobBody).
+	TypeGarbageCollectJob CommandType = 19
 )
 
 // String names the type for errors and logs.

@@ -1,13 +1,16 @@
 // Package raftstate is feedmesh's replicated state: the few facts the mesh
-// must agree on (datasets, jobs, split leases, round schedules; today a
-// key/value table) kept in a small Raft group.
+// must agree on (a key/value table, datasets, jobs with their consumers,
+// workers and split leases) kept in a small Raft group.
 //
 // It has two halves, kept apart on purpose:
 //
 //   - A pure core with no goroutines, clocks or sockets: the versioned CBOR
 //     Command envelope (command.go), its dispatch table (table.go) and the
-//     KV commands (kv.go), the State they apply to (state.go) and its
-//     versioned snapshot format (snapshot.go), cluster formation à la
+//     KV commands (kv.go), the dataset and job commands (jobs.go: types,
+//     bounds, read access; jobcmds.go: bodies, constructors, handlers, with
+//     DYNAMIC leases kept by the splits package), the State they apply to
+//     (state.go) and its versioned snapshot format (snapshot.go), cluster
+//     formation à la
 //     Consul's bootstrap_expect (formation.go) and voter maintenance
 //     (voters.go). These are tested by tables, properties and fuzzing.
 //     fsm.go adapts State to raft.FSM.

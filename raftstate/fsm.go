@@ -33,7 +33,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 		return applyResult{err: err}
 	}
 	f.mu.Lock()
-	v, err := f.state.Apply(c)
+	v, err := f.state.ApplyIndex(l.Index, c)
 	f.mu.Unlock()
 	return applyResult{value: v, err: err}
 }
@@ -87,3 +87,22 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 
 // Release implements raft.FSMSnapshot.
 func (s *fsmSnapshot) Release() {}
+
+// job, jobs and dataset read under the lock and return copies.
+func (f *fsm) job(name string) (JobView, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.Job(name)
+}
+
+func (f *fsm) jobs() []JobView {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.JobList()
+}
+
+func (f *fsm) dataset(fingerprint string) (Dataset, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.Dataset(fingerprint)
+}

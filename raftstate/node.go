@@ -68,7 +68,8 @@ type Result struct {
 	// Index is the log index the command was committed at.
 	Index uint64
 	// Value is what the command's handler returned (DeleteKV: whether the
-	// key existed; PutKV: nil).
+	// key existed; PutKV: nil). Each New* constructor documents its
+	// command's result type, e.g. splits.Lease for LeaseSplits.
 	Value any
 }
 
@@ -259,6 +260,18 @@ func (n *Node) Barrier(ctx context.Context) error {
 // Get reads key from the local FSM (possibly stale on a follower; use
 // Barrier on the leader first for a linearizable read). The value is a copy.
 func (n *Node) Get(key string) (value []byte, ok bool) { return n.fsm.get(key) }
+
+// Job returns a deep copy of the named job from the local FSM, with its
+// DYNAMIC progress (possibly stale on a follower, like Get).
+func (n *Node) Job(name string) (JobView, bool) { return n.fsm.job(name) }
+
+// Jobs returns deep copies of every job in the local FSM, sorted by name,
+// all read at one consistent point.
+func (n *Node) Jobs() []JobView { return n.fsm.jobs() }
+
+// Dataset returns a copy of the registered dataset with that fingerprint
+// from the local FSM.
+func (n *Node) Dataset(fingerprint string) (Dataset, bool) { return n.fsm.dataset(fingerprint) }
 
 // IsLeader reports whether this node is the leader right now.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }

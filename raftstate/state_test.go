@@ -160,7 +160,7 @@ func TestFSMSnapshotRestore(t *testing.T) {
 }
 
 func TestRestoreRejectsBadSnapshots(t *testing.T) {
-	newer, _ := encMode.Marshal(map[int]any{1: 2, 2: map[string][]byte{"a": {1}}, 3: "future"})
+	newer, _ := encMode.Marshal(map[int]any{1: 99, 2: map[string][]byte{"a": {1}}, 3: "future"})
 	noFormat, _ := encMode.Marshal(map[int]any{2: map[string][]byte{"a": {1}}})
 	emptyKey, _ := encMode.Marshal(snapshotV1{Format: 1, KV: map[string][]byte{"": {1}}})
 	extra, _ := encMode.Marshal(map[int]any{1: 1, 2: map[string][]byte{}, 7: 1})

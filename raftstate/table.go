@@ -17,4 +17,15 @@ type handler struct {
 var commandTable = map[CommandType]handler{
 	TypePutKV:    {name: "PutKV", minVersion: 1, maxVersion: 1, apply: applyPutKV},
 	TypeDeleteKV: {name: "DeleteKV", minVersion: 1, maxVersion: 1, apply: applyDeleteKV},
+
+	TypeRegisterDataset:   {name: "RegisterDataset", minVersion: 1, maxVersion: 1, apply: applyRegisterDataset},
+	TypeCreateJob:         {name: "CreateJob", minVersion: 1, maxVersion: 1, apply: applyCreateJob},
+	TypeAttachConsumer:    {name: "AttachConsumer", minVersion: 1, maxVersion: 1, apply: applyAttachConsumer},
+	TypeDetachConsumer:    {name: "DetachConsumer", minVersion: 1, maxVersion: 1, apply: applyDetachConsumer},
+	TypeExpireConsumers:   {name: "ExpireConsumers", minVersion: 1, maxVersion: 1, apply: applyExpireConsumers},
+	TypeAssignTask:        {name: "AssignTask", minVersion: 1, maxVersion: 1, apply: applyAssignTask},
+	TypeLeaseSplits:       {name: "LeaseSplits", minVersion: 1, maxVersion: 1, apply: applyLeaseSplits},
+	TypeFinishSplits:      {name: "FinishSplits", minVersion: 1, maxVersion: 1, apply: applyFinishSplits},
+	TypeExpireWorker:      {name: "ExpireWorker", minVersion: 1, maxVersion: 1, apply: applyExpireWorker},
+	TypeGarbageCollectJob: {name: "GarbageCollectJob", minVersion: 1, maxVersion: 1, apply: applyGarbageCollectJob},
 }

@@ -1,0 +1,495 @@
+package raftstate
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/feedmesh/feedmesh/splits"
+)
+
+// Bodies of the job commands, version 1. Field numbers are part of the log
+// format.
+
+// RegisterDatasetBody is the body of TypeRegisterDataset.
+type RegisterDatasetBody struct {
+	Dataset Dataset `cbor:"1,keyasint"`
+}
+
+// CreateJobBody is the body of TypeCreateJob.
+type CreateJobBody struct {
+	Name          string     `cbor:"1,keyasint"`
+	Fingerprint   string     `cbor:"2,keyasint"`
+	Options       JobOptions `cbor:"3,keyasint"`
+	StaticWorkers []string   `cbor:"4,keyasint,omitempty"`
+}
+
+// ConsumerBody is the body of TypeAttachConsumer and TypeDetachConsumer.
+type ConsumerBody struct {
+	Job      string `cbor:"1,keyasint"`
+	Consumer string `cbor:"2,keyasint"`
+}
+
+// ExpireConsumersBody is the body of TypeExpireConsumers.
+type ExpireConsumersBody struct {
+	// Now is the proposer's clock, Unix nanoseconds.
+	Now int64 `cbor:"1,keyasint"`
+}
+
+// AssignTaskBody is the body of TypeAssignTask.
+type AssignTaskBody struct {
+	Job    string `cbor:"1,keyasint"`
+	Worker string `cbor:"2,keyasint"`
+}
+
+// LeaseSplitsBody is the body of TypeLeaseSplits.
+type LeaseSplitsBody struct {
+	Job       string `cbor:"1,keyasint"`
+	Worker    string `cbor:"2,keyasint"`
+	RequestID uint64 `cbor:"3,keyasint"`
+	N         int    `cbor:"4,keyasint"`
+}
+
+// FinishSplitsBody is the body of TypeFinishSplits.
+type FinishSplitsBody struct {
+	Job    string  `cbor:"1,keyasint"`
+	Worker string  `cbor:"2,keyasint"`
+	Epoch  int64   `cbor:"3,keyasint"`
+	IDs    []int64 `cbor:"4,keyasint"`
+}
+
+// WorkerBody is the body of TypeExpireWorker.
+type WorkerBody struct {
+	Worker string `cbor:"1,keyasint"`
+}
+
+// JobBody is the body of TypeGarbageCollectJob.
+type JobBody struct {
+	Job string `cbor:"1,keyasint"`
+}
+
+// NewRegisterDataset registers d. It is idempotent: registering the same
+// fingerprint with the same spec and split count again succeeds (result:
+// false, nothing new); with a different spec or count it is rejected
+// (ErrMismatch). Result: bool, whether the dataset is new.
+func NewRegisterDataset(d Dataset) Command {
+	return newCommand(TypeRegisterDataset, 1, RegisterDatasetBody{Dataset: d})
+}
+
+// NewCreateJob creates job name over the registered dataset fingerprint.
+// It is idempotent by name: if the job exists with the same dataset and the
+// same (normalized) options, the result is the existing job's ID; if they
+// differ it is rejected with ErrMismatch and a message naming every
+// difference, e.g. `job "j1" exists with sharding=dynamic, not off`. An
+// unregistered dataset is ErrUnknownDataset. staticWorkers matters only for
+// a new STATIC job: it is sorted, deduplicated and cut to MaxWorkers, and
+// must not be empty; for an existing job it is ignored (the list agreed at
+// creation stands). Result: uint64, the job ID.
+func NewCreateJob(name, fingerprint string, o JobOptions, staticWorkers []string) Command {
+	return newCommand(TypeCreateJob, 1, CreateJobBody{Name: name, Fingerprint: fingerprint, Options: o, StaticWorkers: staticWorkers})
+}
+
+// NewAttachConsumer attaches consumer to job, or renews its lease: the
+// lease expires at the command's At + the job's ConsumerTTL. ErrUnknownJob
+// if there is no such job; ErrLimit if NumConsumers are already attached.
+// Result: int64, the lease expiry (Unix nanoseconds).
+func NewAttachConsumer(job, consumer string) Command {
+	return newCommand(TypeAttachConsumer, 1, ConsumerBody{Job: job, Consumer: consumer})
+}
+
+// NewDetachConsumer detaches consumer from job (absent is not an error).
+// ErrUnknownJob if there is no such job. Result: bool, whether it was
+// attached.
+func NewDetachConsumer(job, consumer string) Command {
+	return newCommand(TypeDetachConsumer, 1, ConsumerBody{Job: job, Consumer: consumer})
+}
+
+// NewExpireConsumers drops, from every job, the consumers whose lease
+// expired before now (Unix nanoseconds, the proposer's clock; the leader
+// proposes it periodically). A job left without consumers counts as such
+// from its last lease's expiry. Result: map[string][]string, job → dropped
+// consumers (sorted), only jobs that lost one.
+func NewExpireConsumers(now int64) Command {
+	return newCommand(TypeExpireConsumers, 1, ExpireConsumersBody{Now: now})
+}
+
+// NewAssignTask assigns worker a task for job. It is idempotent; an
+// expired worker is assigned again (it restarted). ErrLimit if MaxWorkers
+// live workers are assigned already; ErrNotAssigned if the job is STATIC
+// and worker is not in its StaticWorkers. Result: bool, whether the worker
+// was newly (re)assigned.
+func NewAssignTask(job, worker string) Command {
+	return newCommand(TypeAssignTask, 1, AssignTaskBody{Job: job, Worker: worker})
+}
+
+// NewLeaseSplits leases up to n splits of a DYNAMIC job to worker, which
+// must be assigned and live (ErrNotAssigned). n is clamped to
+// [1, MaxLeaseSplits]; workers size it with splits.LeaseSize. requestID
+// makes a retry safe: the same (worker, requestID) as the worker's last
+// lease returns that lease again. Epochs advance inside this command (see
+// splits.DynamicState): there is no separate AdvanceEpoch. Result:
+// splits.Lease.
+func NewLeaseSplits(job, worker string, requestID uint64, n int) Command {
+	return newCommand(TypeLeaseSplits, 1, LeaseSplitsBody{Job: job, Worker: worker, RequestID: requestID, N: n})
+}
+
+// NewFinishSplits reports that worker finished ids of epoch in a DYNAMIC
+// job. Every id must be outstanding for the worker (else the command is
+// rejected, wrapping splits.ErrNotLeased, and nothing changes; a retry of a
+// Finish that did commit gets that error). Result: splits.Progress after
+// the command.
+func NewFinishSplits(job, worker string, epoch int64, ids []int64) Command {
+	return newCommand(TypeFinishSplits, 1, FinishSplitsBody{Job: job, Worker: worker, Epoch: epoch, IDs: ids})
+}
+
+// NewExpireWorker declares worker dead in every job: it is marked Expired
+// and its outstanding DYNAMIC leases are lost, never leased again in their
+// epoch. Idempotent. Result: map[string][]int64, job → lost split ids
+// (ordered by epoch, then id; possibly empty), for every job in which the
+// worker was live.
+func NewExpireWorker(worker string) Command {
+	return newCommand(TypeExpireWorker, 1, WorkerBody{Worker: worker})
+}
+
+// NewGarbageCollectJob removes job. It is rejected with ErrJobInUse while
+// a consumer is attached or until the job has been without one for its
+// GCAfter, measured with the command's At (Job.GCDue). A missing job is not
+// an error. Datasets are kept. Result: bool, whether the job existed.
+func NewGarbageCollectJob(job string) Command {
+	return newCommand(TypeGarbageCollectJob, 1, JobBody{Job: job})
+}
+
+func applyRegisterDataset(s *State, c Command) (any, error) {
+	var b RegisterDatasetBody
+	if err := decodeBody(c, &b); err != nil {
+		return nil, err
+	}
+	d := b.Dataset
+	if err := checkName("dataset fingerprint", d.Fingerprint); err != nil {
+		return nil, err
+	}
+	if len(d.Spec) > MaxSpecBytes {
+		return nil, fmt.Errorf("%w: spec of %d bytes, limit %d", ErrInvalidCommand, len(d.Spec), MaxSpecBytes)
+	}
+	if d.NumSplits < 0 || d.NumSplits > splits.MaxSplits {
+		return nil, fmt.Errorf("%w: dataset with %d splits (want 0..%d)", ErrInvalidCommand, d.NumSplits, int64(splits.MaxSplits))
+	}
+	if have, ok := s.Datasets[d.Fingerprint]; ok {
+		if !bytes.Equal(have.Spec, d.Spec) || have.NumSplits != d.NumSplits {
+			return nil, fmt.Errorf("%w: dataset %q is registered with a different spec (%d bytes, %d splits; this one %d bytes, %d splits)",
+				ErrMismatch, d.Fingerprint, len(have.Spec), have.NumSplits, len(d.Spec), d.NumSplits)
+		}
+		return false, nil
+	}
+	if len(s.Datasets) >= MaxDatasets {
+		return nil, fmt.Errorf("%w: %d datasets registered", ErrLimit, len(s.Datasets))
+	}
+	d.Spec = slices.Clone(d.Spec)
+	if d.Spec == nil {
+		d.Spec = []byte{} // nil and empty must not differ after a snapshot
+	}
+	s.Datasets[d.Fingerprint] = d
+	return true, nil
+}
+
+func applyCreateJob(s *State, c Command) (any, error) {
+	var b CreateJobBody
+	if err := decodeBody(c, &b); err != nil {
+		return nil, err
+	}
+	if err := checkName("job name", b.Name); err != nil {
+		return nil, err
+	}
+	if err := checkName("dataset fingerprint", b.Fingerprint); err != nil {
+		return nil, err
+	}
+	o := b.Options.Normalized()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if j, ok := s.Jobs[b.Name]; ok {
+		d := j.Options.diff(o)
+		if j.Fingerprint != b.Fingerprint {
+			d = append([]string{fmt.Sprintf("dataset %s, not %s", j.Fingerprint, b.Fingerprint)}, d...)
+		}
+		if len(d) > 0 {
+			return nil, fmt.Errorf("%w: job %q exists with %s", ErrMismatch, b.Name, strings.Join(d, "; "))
+		}
+		return j.ID, nil
+	}
+	ds, ok := s.Datasets[b.Fingerprint]
+	if !ok {
+		return nil, fmt.Errorf("%w: job %q names dataset %q: register it first", ErrUnknownDataset, b.Name, b.Fingerprint)
+	}
+	if len(s.Jobs) >= MaxJobs {
+		return nil, fmt.Errorf("%w: %d jobs exist", ErrLimit, len(s.Jobs))
+	}
+	j := &Job{
+		ID: s.applying, Name: b.Name, Fingerprint: b.Fingerprint, NumSplits: ds.NumSplits, Options: o,
+		CreatedAt: c.At, Consumers: map[string]int64{}, Workers: map[string]WorkerState{}, NoConsumersSince: c.At,
+	}
+	switch o.Sharding {
+	case splits.Static:
+		ws, err := staticWorkers(b.StaticWorkers, o.MaxWorkers)
+		if err != nil {
+			return nil, fmt.Errorf("job %q: %w", b.Name, err)
+		}
+		j.StaticWorkers = ws
+	case splits.Dynamic:
+		epochs := o.Epochs
+		if epochs < 0 {
+			epochs = 0 // splits: 0 repeats forever
+		}
+		j.Dynamic = splits.NewDynamic(ds.NumSplits, epochs)
+	}
+	s.Jobs[b.Name] = j
+	return j.ID, nil
+}
+
+// staticWorkers sorts, dedupes and checks a STATIC job's worker list, and
+// keeps the first maxWorkers (0: all).
+func staticWorkers(in []string, maxWorkers int) ([]string, error) {
+	if len(in) == 0 {
+		return nil, fmt.Errorf("%w: a static job needs the list of workers agreed at creation", ErrInvalidCommand)
+	}
+	if len(in) > MaxJobWorkers {
+		return nil, fmt.Errorf("%w: %d static workers, limit %d", ErrLimit, len(in), MaxJobWorkers)
+	}
+	for _, w := range in {
+		if err := checkName("worker id", w); err != nil {
+			return nil, err
+		}
+	}
+	ws := slices.Clone(in)
+	slices.Sort(ws)
+	ws = slices.Compact(ws)
+	if maxWorkers > 0 && len(ws) > maxWorkers {
+		ws = ws[:maxWorkers]
+	}
+	return slices.Clip(ws), nil
+}
+
+// jobOf decodes nothing: it finds the job for a handler, or ErrUnknownJob.
+func (s *State) jobOf(name string) (*Job, error) {
+	if err := checkName("job name", name); err != nil {
+		return nil, err
+	}
+	j, ok := s.Jobs[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownJob, name)
+	}
+	return j, nil
+}
+
+func applyAttachConsumer(s *State, c Command) (any, error) {
+	var b ConsumerBody
+	if err := decodeBody(c, &b); err != nil {
+		return nil, err
+	}
+	j, err := s.jobOf(b.Job)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkName("consumer id", b.Consumer); err != nil {
+		return nil, err
+	}
+	if _, ok := j.Consumers[b.Consumer]; !ok {
+		limit := j.Options.NumConsumers
+		if limit == 0 {
+			limit = MaxJobConsumers
+		}
+		if len(j.Consumers) >= limit {
+			return nil, fmt.Errorf("%w: job %q already has %d consumers (num_consumers %d)", ErrLimit, b.Job, len(j.Consumers), j.Options.NumConsumers)
+		}
+	}
+	exp := addSat(c.At, j.Options.ConsumerTTL)
+	j.Consumers[b.Consumer] = exp
+	j.NoConsumersSince = 0
+	return exp, nil
+}
+
+func applyDetachConsumer(s *State, c Command) (any, error) {
+	var b ConsumerBody
+	if err := decodeBody(c, &b); err != nil {
+		return nil, err
+	}
+	j, err := s.jobOf(b.Job)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkName("consumer id", b.Consumer); err != nil {
+		return nil, err
+	}
+	if _, ok := j.Consumers[b.Consumer]; !ok {
+		return false, nil
+	}
+	delete(j.Consumers, b.Consumer)
+	if len(j.Consumers) == 0 {
+		j.NoConsumersSince = c.At
+	}
+	return true, nil
+}
+
+func applyExpireConsumers(s *State, c Command) (any, error) {
+	var b ExpireConsumersBody
+	if err := decodeBody(c, &b); err != nil {
+		return nil, err
+	}
+	dropped := map[string][]string{}
+	for _, name := range slices.Sorted(maps.Keys(s.Jobs)) {
+		j := s.Jobs[name]
+		var gone []string
+		var last int64
+		for _, id := range slices.Sorted(maps.Keys(j.Consumers)) {
+			if exp := j.Consumers[id]; exp < b.Now {
+				gone = append(gone, id)
+				last = max(last, exp)
+			}
+		}
+		if len(gone) == 0 {
+			continue
+		}
+		for _, id := range gone {
+			delete(j.Consumers, id)
+		}
+		if len(j.Consumers) == 0 {
+			j.NoConsumersSince = last
+		}
+		dropped[name] = gone
+	}
+	return dropped, nil
+}
+
+func applyAssignTask(s *State, c Command) (any, error) {
+	var b AssignTaskBody
+	if err := decodeBody(c, &b); err != nil {
+		return nil, err
+	}
+	j, err := s.jobOf(b.Job)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkName("worker id", b.Worker); err != nil {
+		return nil, err
+	}
+	st, known := j.Workers[b.Worker]
+	if known && !st.Expired {
+		return false, nil
+	}
+	if j.Options.Sharding == splits.Static {
+		if _, ok := slices.BinarySearch(j.StaticWorkers, b.Worker); !ok {
+			return nil, fmt.Errorf("%w: job %q is static over %v, chosen at creation; %q is not among them",
+				ErrNotAssigned, b.Job, j.StaticWorkers, b.Worker)
+		}
+	}
+	if mw := j.Options.MaxWorkers; mw > 0 {
+		if live := len(j.LiveWorkers()); live >= mw {
+			return nil, fmt.Errorf("%w: job %q has %d live workers (max_workers %d)", ErrLimit, b.Job, live, mw)
+		}
+	}
+	if !known && len(j.Workers) >= MaxJobWorkers {
+		return nil, fmt.Errorf("%w: job %q has had %d workers", ErrLimit, b.Job, len(j.Workers))
+	}
+	j.Workers[b.Worker] = WorkerState{Since: c.At}
+	return true, nil
+}
+
+// dynamicJobOf finds the DYNAMIC job of a worker's split command; needLive
+// also requires the worker to be assigned and not expired.
+func (s *State) dynamicJobOf(job, worker string, needLive bool) (*Job, error) {
+	j, err := s.jobOf(job)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkName("worker id", worker); err != nil {
+		return nil, err
+	}
+	if j.Dynamic == nil {
+		return nil, fmt.Errorf("%w: job %q has sharding=%v", ErrNotDynamic, job, j.Options.Sharding)
+	}
+	if st, ok := j.Workers[worker]; needLive && (!ok || st.Expired) {
+		return nil, fmt.Errorf("%w: worker %q in job %q (assigned %v, expired %v)", ErrNotAssigned, worker, job, ok, st.Expired)
+	}
+	return j, nil
+}
+
+func applyLeaseSplits(s *State, c Command) (any, error) {
+	var b LeaseSplitsBody
+	if err := decodeBody(c, &b); err != nil {
+		return nil, err
+	}
+	j, err := s.dynamicJobOf(b.Job, b.Worker, true)
+	if err != nil {
+		return nil, err
+	}
+	return j.Dynamic.Lease(b.Worker, b.RequestID, min(max(b.N, 1), MaxLeaseSplits)), nil
+}
+
+func applyFinishSplits(s *State, c Command) (any, error) {
+	var b FinishSplitsBody
+	if err := decodeBody(c, &b); err != nil {
+		return nil, err
+	}
+	j, err := s.dynamicJobOf(b.Job, b.Worker, false)
+	if err != nil {
+		return nil, err
+	}
+	if len(b.IDs) > MaxFinishSplits {
+		return nil, fmt.Errorf("%w: %d split ids, limit %d", ErrInvalidCommand, len(b.IDs), MaxFinishSplits)
+	}
+	if err := j.Dynamic.Finish(b.Worker, b.Epoch, b.IDs); err != nil {
+		return nil, fmt.Errorf("job %q: %w", b.Job, err)
+	}
+	return j.Dynamic.Progress(), nil
+}
+
+func applyExpireWorker(s *State, c Command) (any, error) {
+	var b WorkerBody
+	if err := decodeBody(c, &b); err != nil {
+		return nil, err
+	}
+	if err := checkName("worker id", b.Worker); err != nil {
+		return nil, err
+	}
+	lost := map[string][]int64{}
+	for _, name := range slices.Sorted(maps.Keys(s.Jobs)) {
+		j := s.Jobs[name]
+		st, ok := j.Workers[b.Worker]
+		if !ok || st.Expired {
+			continue
+		}
+		st.Expired = true
+		j.Workers[b.Worker] = st
+		var l []int64
+		if j.Dynamic != nil {
+			l = j.Dynamic.Expire(b.Worker)
+		}
+		lost[name] = l
+	}
+	return lost, nil
+}
+
+func applyGarbageCollectJob(s *State, c Command) (any, error) {
+	var b JobBody
+	if err := decodeBody(c, &b); err != nil {
+		return nil, err
+	}
+	if err := checkName("job name", b.Job); err != nil {
+		return nil, err
+	}
+	j, ok := s.Jobs[b.Job]
+	if !ok {
+		return false, nil
+	}
+	if len(j.Consumers) > 0 {
+		return nil, fmt.Errorf("%w: job %q has %d consumers", ErrJobInUse, b.Job, len(j.Consumers))
+	}
+	if !j.GCDue(c.At) {
+		return nil, fmt.Errorf("%w: job %q has had no consumer for %v of its gc_after %v",
+			ErrJobInUse, b.Job, timeDiff(c.At, j.NoConsumersSince), j.Options.GCAfter)
+	}
+	delete(s.Jobs, b.Job)
+	return true, nil
+}

@@ -1,0 +1,324 @@
+package raftstate
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/feedmesh/feedmesh/splits"
+)
+
+// Bounds of the job state. Constants, not config fields: every replica must
+// accept or reject a command identically.
+const (
+	// MaxNameBytes bounds job names, consumer ids, worker ids and dataset
+	// fingerprints.
+	MaxNameBytes = 256
+	// MaxSpecBytes bounds a dataset's encoded pipeline spec.
+	MaxSpecBytes = 4 << 20
+	// MaxDatasets and MaxJobs bound how many datasets and jobs the state
+	// holds at once.
+	MaxDatasets = 4096
+	MaxJobs     = 4096
+	// MaxJobConsumers bounds the consumers attached to one job (and
+	// JobOptions.NumConsumers).
+	MaxJobConsumers = 4096
+	// MaxJobWorkers bounds the workers a job has ever been assigned,
+	// expired ones included (and JobOptions.MaxWorkers, StaticWorkers).
+	MaxJobWorkers = 4096
+	// MaxLeaseSplits is the most splits one LeaseSplits hands out; a larger
+	// n is clamped to it.
+	MaxLeaseSplits = splits.MaxLease
+	// MaxFinishSplits bounds the split ids of one FinishSplits.
+	MaxFinishSplits = 1 << 16
+	// MaxConsumerTTL and MaxGCAfter bound the job's durations.
+	MaxConsumerTTL = 24 * time.Hour
+	MaxGCAfter     = 30 * 24 * time.Hour
+)
+
+// Defaults applied to zero JobOptions fields by CreateJob.
+const (
+	// DefaultConsumerTTL is the consumer lease when JobOptions.ConsumerTTL
+	// is 0. Clients renew (AttachConsumer again) well within it.
+	DefaultConsumerTTL = 30 * time.Second
+	// DefaultGCAfter is how long a job without consumers lives when
+	// JobOptions.GCAfter is 0.
+	DefaultGCAfter = 5 * time.Minute
+)
+
+// Errors of the job commands; Node.Apply wraps ErrRejected around them, and
+// errors.Is finds them through it.
+var (
+	// ErrUnknownJob: no job of that name (never created, or collected).
+	ErrUnknownJob = errors.New("raftstate: unknown job")
+	// ErrUnknownDataset: no dataset of that fingerprint was registered.
+	ErrUnknownDataset = errors.New("raftstate: unknown dataset")
+	// ErrMismatch: a dataset or job of that id exists with different
+	// content; the message names the differences.
+	ErrMismatch = errors.New("raftstate: exists with different content")
+	// ErrLimit: a job's NumConsumers or MaxWorkers, or one of the Max*
+	// bounds of the state, would be exceeded.
+	ErrLimit = errors.New("raftstate: limit reached")
+	// ErrNotAssigned: the worker has no live task for the job (never
+	// assigned, or expired since; AssignTask again).
+	ErrNotAssigned = errors.New("raftstate: worker not assigned to the job")
+	// ErrNotDynamic: split leases exist only for DYNAMIC jobs.
+	ErrNotDynamic = errors.New("raftstate: job does not use dynamic sharding")
+	// ErrJobInUse: GarbageCollectJob on a job with consumers, or before it
+	// has been without consumers for its GCAfter.
+	ErrJobInUse = errors.New("raftstate: job still in use")
+)
+
+// Dataset is a registered pipeline spec.
+type Dataset struct {
+	// Fingerprint identifies the dataset (pipeline.Spec.Fingerprint).
+	Fingerprint string `cbor:"1,keyasint" json:"fingerprint"`
+	// Spec is the canonical CBOR of the pipeline spec, opaque here.
+	Spec []byte `cbor:"2,keyasint" json:"-"`
+	// NumSplits is how many splits the source enumerates per epoch.
+	NumSplits int64 `cbor:"3,keyasint" json:"num_splits"`
+}
+
+// JobOptions are a job's options, fixed at CreateJob. Zero fields get
+// defaults (see each field); the stored Job holds the normalized values.
+type JobOptions struct {
+	// Sharding is OFF, DYNAMIC or STATIC.
+	Sharding splits.Policy `cbor:"1,keyasint" json:"sharding"`
+	// Epochs is how many times the dataset is read: 0 means 1, a negative
+	// value means forever (stored as -1).
+	Epochs int64 `cbor:"2,keyasint" json:"epochs"`
+	// NumConsumers is how many consumers may attach; 0 means any number
+	// (up to MaxJobConsumers).
+	NumConsumers int `cbor:"3,keyasint" json:"num_consumers"`
+	// Share lets the job read from the workers' sliding-window cache shared
+	// with other jobs of the same dataset.
+	Share bool `cbor:"4,keyasint" json:"share"`
+	// Coordinated makes consumers read in rounds (bucketing).
+	Coordinated bool `cbor:"5,keyasint" json:"coordinated"`
+	// MaxWorkers caps the live workers of the job; 0 means every live
+	// worker that asks (up to MaxJobWorkers).
+	MaxWorkers int `cbor:"6,keyasint" json:"max_workers"`
+	// ConsumerTTL is the consumer lease: a consumer that does not renew it
+	// for this long is dropped. 0 means DefaultConsumerTTL.
+	ConsumerTTL time.Duration `cbor:"7,keyasint" json:"consumer_ttl"`
+	// GCAfter is how long a job lives without consumers before it may be
+	// garbage-collected. 0 means DefaultGCAfter.
+	GCAfter time.Duration `cbor:"8,keyasint" json:"gc_after"`
+}
+
+// Normalized returns o with its defaults filled in, as CreateJob stores it.
+func (o JobOptions) Normalized() JobOptions {
+	switch {
+	case o.Epochs == 0:
+		o.Epochs = 1
+	case o.Epochs < 0:
+		o.Epochs = -1
+	}
+	if o.ConsumerTTL == 0 {
+		o.ConsumerTTL = DefaultConsumerTTL
+	}
+	if o.GCAfter == 0 {
+		o.GCAfter = DefaultGCAfter
+	}
+	return o
+}
+
+// validate checks normalized options.
+func (o JobOptions) validate() error {
+	var errs []string
+	if !o.Sharding.Valid() {
+		errs = append(errs, fmt.Sprintf("sharding %v", o.Sharding))
+	}
+	if o.Epochs == 0 || o.Epochs < -1 || o.Epochs > splits.MaxEpochs {
+		errs = append(errs, fmt.Sprintf("epochs %d (want -1 or 1..%d)", o.Epochs, splits.MaxEpochs))
+	}
+	if o.NumConsumers < 0 || o.NumConsumers > MaxJobConsumers {
+		errs = append(errs, fmt.Sprintf("num_consumers %d (want 0..%d)", o.NumConsumers, MaxJobConsumers))
+	}
+	if o.MaxWorkers < 0 || o.MaxWorkers > MaxJobWorkers {
+		errs = append(errs, fmt.Sprintf("max_workers %d (want 0..%d)", o.MaxWorkers, MaxJobWorkers))
+	}
+	if o.ConsumerTTL <= 0 || o.ConsumerTTL > MaxConsumerTTL {
+		errs = append(errs, fmt.Sprintf("consumer_ttl %v (want up to %v)", o.ConsumerTTL, MaxConsumerTTL))
+	}
+	if o.GCAfter <= 0 || o.GCAfter > MaxGCAfter {
+		errs = append(errs, fmt.Sprintf("gc_after %v (want up to %v)", o.GCAfter, MaxGCAfter))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: job options: %s", ErrInvalidCommand, strings.Join(errs, ", "))
+	}
+	return nil
+}
+
+// diff names each option that differs, as "name=have, not want".
+func (o JobOptions) diff(want JobOptions) []string {
+	var d []string
+	add := func(name string, have, want any) {
+		if have != want {
+			d = append(d, fmt.Sprintf("%s=%v, not %v", name, have, want))
+		}
+	}
+	add("sharding", o.Sharding, want.Sharding)
+	add("epochs", o.Epochs, want.Epochs)
+	add("num_consumers", o.NumConsumers, want.NumConsumers)
+	add("share", o.Share, want.Share)
+	add("coordinated", o.Coordinated, want.Coordinated)
+	add("max_workers", o.MaxWorkers, want.MaxWorkers)
+	add("consumer_ttl", o.ConsumerTTL, want.ConsumerTTL)
+	add("gc_after", o.GCAfter, want.GCAfter)
+	return d
+}
+
+// WorkerState is a worker's task for a job.
+type WorkerState struct {
+	// Since is when the task was (last) assigned, Unix nanoseconds.
+	Since int64 `cbor:"1,keyasint" json:"since"`
+	// Expired: the worker was declared dead; its DYNAMIC leases were lost.
+	// AssignTask revives it (the node restarted).
+	Expired bool `cbor:"2,keyasint" json:"expired"`
+}
+
+// Job is a named run of a dataset, as stored in the state.
+type Job struct {
+	// ID is the log index of the CreateJob that made the job: unique over
+	// the life of the cluster, so a job re-created under the same name
+	// after garbage collection has a new ID.
+	ID uint64 `cbor:"1,keyasint" json:"id"`
+	// Name is the job's name (the key of State.Jobs).
+	Name string `cbor:"2,keyasint" json:"name"`
+	// Fingerprint is the job's dataset.
+	Fingerprint string `cbor:"3,keyasint" json:"fingerprint"`
+	// NumSplits is the dataset's, copied at CreateJob.
+	NumSplits int64 `cbor:"4,keyasint" json:"num_splits"`
+	// Options are normalized (JobOptions.Normalized).
+	Options JobOptions `cbor:"5,keyasint" json:"options"`
+	// CreatedAt is the CreateJob's At, Unix nanoseconds.
+	CreatedAt int64 `cbor:"6,keyasint" json:"created_at"`
+	// Consumers maps consumer id → lease expiry, Unix nanoseconds.
+	Consumers map[string]int64 `cbor:"7,keyasint" json:"consumers"`
+	// Workers are the workers ever assigned (until the job is collected).
+	Workers map[string]WorkerState `cbor:"8,keyasint" json:"workers"`
+	// StaticWorkers (STATIC only) is the sorted worker list agreed at
+	// CreateJob: split i goes to StaticWorkers[i mod n].
+	StaticWorkers []string `cbor:"9,keyasint" json:"static_workers,omitempty"`
+	// Dynamic (DYNAMIC only) is the split lease bookkeeping.
+	Dynamic *splits.DynamicState `cbor:"10,keyasint" json:"dynamic,omitempty"`
+	// NoConsumersSince is when the job last lost its last consumer (or was
+	// created without one), Unix nanoseconds; 0 while any is attached.
+	NoConsumersSince int64 `cbor:"11,keyasint" json:"no_consumers_since"`
+}
+
+// clone returns a deep copy.
+func (j *Job) clone() *Job {
+	c := *j
+	c.Consumers = maps.Clone(j.Consumers)
+	c.Workers = maps.Clone(j.Workers)
+	c.StaticWorkers = slices.Clone(j.StaticWorkers)
+	c.Dynamic = j.Dynamic.Clone()
+	return &c
+}
+
+// LiveWorkers returns the assigned workers that are not expired, sorted.
+func (j *Job) LiveWorkers() []string {
+	var ws []string
+	for w, st := range j.Workers {
+		if !st.Expired {
+			ws = append(ws, w)
+		}
+	}
+	slices.Sort(ws)
+	return ws
+}
+
+// ConsumerIDs returns the attached consumers, sorted.
+func (j *Job) ConsumerIDs() []string { return slices.Sorted(maps.Keys(j.Consumers)) }
+
+// GCDue reports whether the job may be garbage-collected at now (Unix
+// nanoseconds): no consumer is attached and none has been for GCAfter. The
+// leader uses it to decide when to propose GarbageCollectJob.
+func (j *Job) GCDue(now int64) bool {
+	return len(j.Consumers) == 0 && now >= addSat(j.NoConsumersSince, j.Options.GCAfter)
+}
+
+// StaticSplits returns the splits worker reads in a STATIC job (nil for
+// other policies or a worker not in StaticWorkers).
+func (j *Job) StaticSplits(worker string) []int64 {
+	if j.Options.Sharding != splits.Static {
+		return nil
+	}
+	return splits.StaticAssignment(j.NumSplits, j.StaticWorkers, worker)
+}
+
+// JobView is a deep copy of a job for readers outside the FSM, with the
+// DYNAMIC progress computed.
+type JobView struct {
+	Job
+	// Progress is the DYNAMIC lease progress; nil for other policies.
+	Progress *splits.Progress `json:"progress,omitempty"`
+}
+
+func viewOf(j *Job) JobView {
+	v := JobView{Job: *j.clone()}
+	if j.Dynamic != nil {
+		p := j.Dynamic.Progress()
+		v.Progress = &p
+	}
+	return v
+}
+
+// Job returns a copy of the named job.
+func (s *State) Job(name string) (JobView, bool) {
+	j, ok := s.Jobs[name]
+	if !ok {
+		return JobView{}, false
+	}
+	return viewOf(j), true
+}
+
+// JobList returns copies of every job, sorted by name.
+func (s *State) JobList() []JobView {
+	out := make([]JobView, 0, len(s.Jobs))
+	for _, name := range slices.Sorted(maps.Keys(s.Jobs)) {
+		out = append(out, viewOf(s.Jobs[name]))
+	}
+	return out
+}
+
+// Dataset returns a copy of the dataset with that fingerprint.
+func (s *State) Dataset(fingerprint string) (Dataset, bool) {
+	d, ok := s.Datasets[fingerprint]
+	if !ok {
+		return Dataset{}, false
+	}
+	d.Spec = slices.Clone(d.Spec)
+	return d, true
+}
+
+// checkName validates an id that names a job, consumer, worker or dataset.
+func checkName(what, name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty %s", ErrInvalidCommand, what)
+	}
+	if len(name) > MaxNameBytes {
+		return fmt.Errorf("%w: %s of %d bytes, limit %d", ErrInvalidCommand, what, len(name), MaxNameBytes)
+	}
+	return nil
+}
+
+// addSat adds d to t (Unix nanoseconds), saturating instead of wrapping.
+func addSat(t int64, d time.Duration) int64 {
+	s := t + int64(d)
+	if d > 0 && s < t {
+		return 1<<63 - 1
+	}
+	if d < 0 && s > t {
+		return -1 << 63
+	}
+	return s
+}
+
+// timeDiff is a - b as a Duration, for messages.
+func timeDiff(a, b int64) time.Duration { return time.Duration(a - b) }
