@@ -82,10 +82,12 @@ type opStats struct {
 // the same calls as its input's: the difference stays exact within the
 // sample instead of being the difference of two independent estimates.
 //
-// The head times its first headExactCalls calls (so short runs are
-// exact) and after that a random 1 in sampleEvery calls, weighted by
-// sampleEvery: an unbiased estimate that random (not periodic) sampling
-// keeps free of aliasing with periodic costs. Counters are kept locally and published
+// The head times its first headExactCalls calls, and every call when the
+// timed calls take long enough (on average headExactNanos per clock-read
+// pair) that reading the clock costs under about 1 %. Otherwise it times a
+// random 1 in sampleEvery calls, weighted by sampleEvery: an unbiased
+// estimate that random (not periodic) sampling keeps free of aliasing with
+// periodic costs. Counters are kept locally and published
 // every publishEvery calls and at the end, so the hot path takes no atomic
 // operations.
 type timed struct {
@@ -96,18 +98,22 @@ type timed struct {
 
 	out, bytes, nanos int64 // not yet published
 	unpublished       int
-	calls             int64 // head only
-	rng               uint64
+	// Head only: calls so far; time and clock-read pairs of the timed
+	// calls (halved now and then to follow phase changes).
+	calls, timedNanos, timedPairs int64
+	rng                           uint64
 }
 
 // segment carries its head's decision to the stages it calls.
 type segment struct {
 	weight int64 // 0: this call is not timed
+	pairs  int64 // clock-read pairs taken in the segment so far
 }
 
 const (
-	sampleEvery    = 16
-	headExactCalls = 16
+	sampleEvery    = 32
+	headExactCalls = 4
+	headExactNanos = 5_000
 	publishEvery   = 64
 )
 
@@ -127,9 +133,16 @@ func (t *timed) next(ctx context.Context) (item, error) {
 		t.count(err)
 		return x, err
 	}
+	p0 := t.seg.pairs
 	start := mono()
 	x, err := t.it.next(ctx)
-	t.nanos += (mono() - start) * w
+	d := mono() - start
+	t.nanos += d * w
+	t.seg.pairs++
+	if t.head {
+		t.timedNanos += d
+		t.timedPairs += t.seg.pairs - p0
+	}
 	if err == nil {
 		t.bytes += int64(x.el.ByteSize()) * w
 	}
@@ -151,6 +164,12 @@ func (t *timed) count(err error) {
 func (t *timed) decide() int64 {
 	if t.calls < headExactCalls {
 		t.calls++
+		return 1
+	}
+	if t.timedPairs > 1<<20 {
+		t.timedNanos, t.timedPairs = t.timedNanos/2, t.timedPairs/2
+	}
+	if t.timedNanos > headExactNanos*t.timedPairs {
 		return 1
 	}
 	t.rng = t.rng*6364136223846793005 + 1442695040888963407
