@@ -10,9 +10,12 @@
 //
 // The first byte of every stream names its kind; the accepting side routes the
 // stream to the [net.Listener] of that kind ([Transport.Listener]). Connections
-// are TLS 1.3 ([DevTLS], [MutualTLS], [ClientTLS]) and cached one per peer
-// address; a cached connection that died (idle timeout, stateless reset from a
-// restarted peer) is dropped and redialled on the next [Transport.Dial].
+// are TLS 1.3 ([DevTLS], [MutualTLS], [ClientTLS]). Dialled connections are
+// cached per peer address: one for Raft and control streams, one for data
+// streams, so unread batches filling a connection's flow-control window never
+// hold up heartbeats or RPCs. A cached connection that died (idle timeout,
+// stateless reset from a restarted peer) is dropped and redialled on the next
+// [Transport.Dial].
 //
 // Every queue and frame is bounded by a field of [Config]; every goroutine the
 // Transport starts has returned when [Transport.Close] returns.

@@ -39,7 +39,7 @@ func TestRestartedPeerResetsStaleConnection(t *testing.T) {
 	b.stop()
 
 	a.t.mu.Lock()
-	stale := a.t.dialed[addr].conn
+	stale := a.t.dialed[connKey{addr: addr}].conn
 	a.t.mu.Unlock()
 
 	b2 := startNode(t, nodeOpts{cfg: &cfg, addr: addr, serverTLS: srvTLS, clientTLS: cliTLS})
@@ -92,7 +92,7 @@ func TestVanishedPeerFailsRead(t *testing.T) {
 	}
 	// The dead connection is gone from the cache: a new dial does not reuse it.
 	a.t.mu.Lock()
-	e := a.t.dialed[b.addr()]
+	e := a.t.dialed[keyFor(b.addr(), KindData)]
 	a.t.mu.Unlock()
 	if e != nil && e.conn.Context().Err() != nil {
 		t.Fatal("a dead connection is still cached")
@@ -209,7 +209,7 @@ func TestBadInput(t *testing.T) {
 		a.echo(t, b.addr())
 	})
 	t.Run("no kind byte", func(t *testing.T) {
-		c, _, err := a.t.conn(ctxT(t, 3*time.Second), b.addr())
+		c, _, err := a.t.conn(ctxT(t, 3*time.Second), keyFor(b.addr(), KindData))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,12 +218,16 @@ func TestBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer silent.CancelRead(0)
-		// The peer learns of a silent stream when a later stream arrives.
-		later, err := a.t.Dial(ctxT(t, 3*time.Second), b.addr(), KindData)
+		// The peer learns of a silent stream when a later stream on the same
+		// connection arrives.
+		later, err := c.OpenStreamSync(ctxT(t, 3*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer later.Close()
+		defer resetStream(later, 0)
+		if _, err := later.Write([]byte{byte(KindData)}); err != nil {
+			t.Fatal(err)
+		}
 		start := time.Now()
 		expectReset(t, silent, 3*time.Second)
 		if d := time.Since(start); d < FastConfig().KindHeaderTimeout/2 {

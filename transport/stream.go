@@ -26,7 +26,7 @@ type Stream struct {
 	t      *Transport
 	conn   *quic.Conn
 	qs     *quic.Stream
-	addr   string // cache key of a dialled stream, "" for accepted ones
+	key    connKey // cache key of a dialled stream, zero for accepted ones
 	closed atomic.Bool
 
 	// quic-go forbids SendStream.Close concurrent with Write, but net.Conn
@@ -38,8 +38,8 @@ type Stream struct {
 
 var _ net.Conn = (*Stream)(nil)
 
-func newStream(t *Transport, c *quic.Conn, qs *quic.Stream, addr string) *Stream {
-	return &Stream{t: t, conn: c, qs: qs, addr: addr}
+func newStream(t *Transport, c *quic.Conn, qs *quic.Stream, key connKey) *Stream {
+	return &Stream{t: t, conn: c, qs: qs, key: key}
 }
 
 // Quic returns the underlying quic-go stream, for the data plane (priorities,
@@ -123,7 +123,7 @@ func (s *Stream) opErr(op string, err error) error {
 		return &net.OpError{Op: op, Net: "quic", Source: s.LocalAddr(), Addr: s.RemoteAddr(), Err: net.ErrClosed}
 	}
 	if isConnErr(err) || s.conn.Context().Err() != nil {
-		s.t.forget(s.addr, s.conn)
+		s.t.forget(s.key, s.conn)
 		return fmt.Errorf("%s: connection to %s lost: %w", op, s.RemoteAddr(), err)
 	}
 	return err

@@ -73,9 +73,23 @@ type Transport struct {
 	mu        sync.Mutex
 	closed    bool
 	listeners map[StreamKind]*kindListener
-	dialed    map[string]*dialEntry
+	dialed    map[connKey]*dialEntry
 	incoming  map[*quic.Conn]struct{}
 	closeOnce sync.Once
+}
+
+// connKey names a cached outgoing connection: one per peer address for Raft and
+// control streams, and a separate one for data streams. Flow-control windows
+// are per connection, so unread batches on data streams (bounded by the
+// client's credit, yet possibly many MiB) must not stall Raft heartbeats or
+// control RPCs behind a full connection window.
+type connKey struct {
+	addr string
+	data bool
+}
+
+func keyFor(addr string, kind StreamKind) connKey {
+	return connKey{addr: addr, data: kind == KindData}
 }
 
 // dialEntry is a cached (or being dialled) connection to one address. Dials to
@@ -113,7 +127,7 @@ func New(pc net.PacketConn, serverTLS, clientTLS *tls.Config, cfg Config, log *s
 		pc:        pc,
 		clientTLS: withALPN(clientTLS),
 		listeners: make(map[StreamKind]*kindListener),
-		dialed:    make(map[string]*dialEntry),
+		dialed:    make(map[connKey]*dialEntry),
 		incoming:  make(map[*quic.Conn]struct{}),
 	}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
@@ -296,7 +310,7 @@ func (t *Transport) routeStream(c *quic.Conn, qs *quic.Stream) {
 		resetStream(qs, codeRejected)
 		return
 	}
-	if !l.offer(newStream(t, c, qs, "")) {
+	if !l.offer(newStream(t, c, qs, connKey{})) {
 		t.log.Warn("stream reset: listener closed or backlog full", "remote", c.RemoteAddr().String(), "kind", kind.String())
 		resetStream(qs, codeRejected)
 	}
@@ -309,26 +323,29 @@ func resetStream(qs *quic.Stream, code quic.StreamErrorCode) {
 
 // Dial opens a stream of the given kind to addr (host:port) and writes the kind
 // byte. It reuses the cached connection to addr, and redials when that
-// connection is closed or turns out dead when opening the stream.
+// connection is closed or turns out dead when opening the stream. KindData
+// streams use a second connection to the same address, so bulk data never
+// holds up Raft and control traffic in a shared flow-control window.
 //
 // A connection that looks alive may still be stale (the peer restarted and has
 // not answered yet); the first stream operation on it then fails, the
 // connection is dropped from the cache, and the next Dial redials.
 func (t *Transport) Dial(ctx context.Context, addr string, kind StreamKind) (*Stream, error) {
 	for attempt := 0; ; attempt++ {
-		c, fresh, err := t.conn(ctx, addr)
+		key := keyFor(addr, kind)
+		c, fresh, err := t.conn(ctx, key)
 		if err != nil {
 			return nil, err
 		}
 		qs, err := c.OpenStreamSync(ctx)
 		if err != nil {
-			t.forget(addr, c)
+			t.forget(key, c)
 			if ctx.Err() != nil || fresh || attempt > 0 {
 				return nil, fmt.Errorf("transport: open %s stream to %s: %w", kind, addr, err)
 			}
 			continue // the cached connection died: redial once
 		}
-		s := newStream(t, c, qs, addr)
+		s := newStream(t, c, qs, key)
 		if dl, ok := ctx.Deadline(); ok {
 			_ = qs.SetWriteDeadline(dl)
 		}
@@ -345,15 +362,16 @@ func (t *Transport) Dial(ctx context.Context, addr string, kind StreamKind) (*St
 	}
 }
 
-// conn returns a live connection to addr, dialling (once, shared by concurrent
+// conn returns a live connection for key, dialling (once, shared by concurrent
 // callers) when none is cached. fresh reports that this call dialled it.
-func (t *Transport) conn(ctx context.Context, addr string) (c *quic.Conn, fresh bool, err error) {
+func (t *Transport) conn(ctx context.Context, key connKey) (c *quic.Conn, fresh bool, err error) {
+	addr := key.addr
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
 		return nil, false, fmt.Errorf("transport: dial %s: %w", addr, net.ErrClosed)
 	}
-	e, ok := t.dialed[addr]
+	e, ok := t.dialed[key]
 	if ok {
 		select {
 		case <-e.ready:
@@ -378,13 +396,13 @@ func (t *Transport) conn(ctx context.Context, addr string) (c *quic.Conn, fresh 
 		return e.conn, false, nil
 	}
 	e = &dialEntry{ready: make(chan struct{})}
-	t.dialed[addr] = e
+	t.dialed[key] = e
 	t.mu.Unlock()
 
 	e.conn, e.err = t.dial(ctx, addr)
 	t.mu.Lock()
-	if e.err != nil && t.dialed[addr] == e {
-		delete(t.dialed, addr)
+	if e.err != nil && t.dialed[key] == e {
+		delete(t.dialed, key)
 	}
 	if e.err == nil && t.closed {
 		_ = e.conn.CloseWithError(codeClosed, "transport closed")
@@ -412,14 +430,14 @@ func (t *Transport) dial(ctx context.Context, addr string) (*quic.Conn, error) {
 	return c, nil
 }
 
-// forget drops c from the cache if it is still the entry for addr, and closes it.
-func (t *Transport) forget(addr string, c *quic.Conn) {
-	if addr == "" {
+// forget drops c from the cache if it is still the entry for key, and closes it.
+func (t *Transport) forget(key connKey, c *quic.Conn) {
+	if key.addr == "" {
 		return
 	}
 	t.mu.Lock()
-	if e, ok := t.dialed[addr]; ok && e.conn == c {
-		delete(t.dialed, addr)
+	if e, ok := t.dialed[key]; ok && e.conn == c {
+		delete(t.dialed, key)
 	}
 	t.mu.Unlock()
 	_ = c.CloseWithError(codeClosed, "dropped")

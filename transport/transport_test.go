@@ -73,15 +73,15 @@ func TestDialEachKindRoundTrip(t *testing.T) {
 			}
 		})
 	}
-	// All three streams used one connection.
+	// Raft and control streams shared one connection, data streams use a second.
 	a.t.mu.Lock()
 	nDialed := len(a.t.dialed)
 	a.t.mu.Unlock()
 	b.t.mu.Lock()
 	nIncoming := len(b.t.incoming)
 	b.t.mu.Unlock()
-	if nDialed != 1 || nIncoming != 1 {
-		t.Fatalf("connections: %d dialled by a, %d incoming at b; want 1 and 1", nDialed, nIncoming)
+	if nDialed != 2 || nIncoming != 2 {
+		t.Fatalf("connections: %d dialled by a, %d incoming at b; want 2 and 2", nDialed, nIncoming)
 	}
 	if a.t.Listener(KindData) != a.t.Listener(KindData) {
 		t.Fatal("Listener returned different listeners for one kind")
@@ -122,23 +122,35 @@ func TestManyConcurrentStreams(t *testing.T) {
 			}
 			defer s.Close()
 			msg := bytes.Repeat([]byte(fmt.Sprintf("stream %d;", i)), 1000)
-			if _, err := s.Write(msg); err != nil {
+			// Read while writing: the connection's receive window is shared,
+			// so unread echoes of other streams could otherwise block ours.
+			var got []byte
+			var rerr error
+			read := make(chan struct{})
+			go func() { got, rerr = io.ReadAll(s); close(read) }()
+			_, err = s.Write(msg)
+			s.CloseWrite()
+			<-read
+			if err != nil {
 				t.Errorf("write %d: %v", i, err)
 				return
 			}
-			s.CloseWrite()
-			got, err := io.ReadAll(s)
-			if err != nil || !bytes.Equal(got, msg) {
-				t.Errorf("stream %d: got %d bytes (err %v), want %d", i, len(got), err, len(msg))
+			if rerr != nil || !bytes.Equal(got, msg) {
+				t.Errorf("stream %d: got %d bytes (err %v), want %d", i, len(got), rerr, len(msg))
 			}
 		})
 	}
 	wg.Wait()
 	srvWG.Wait()
+	// 200 cold concurrent Dials shared one handshake: one connection each side.
 	a.t.mu.Lock()
-	defer a.t.mu.Unlock()
-	if len(a.t.dialed) != 1 {
-		t.Fatalf("%d connections cached, want 1", len(a.t.dialed))
+	nDialed := len(a.t.dialed)
+	a.t.mu.Unlock()
+	b.t.mu.Lock()
+	nIncoming := len(b.t.incoming)
+	b.t.mu.Unlock()
+	if nDialed != 1 || nIncoming != 1 {
+		t.Fatalf("%d connections cached by a, %d incoming at b; want 1 and 1", nDialed, nIncoming)
 	}
 }
 
@@ -333,4 +345,32 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: Validate() = %v, want an error naming the field", field, err)
 		}
 	}
+}
+
+// TestUnreadDataDoesNotBlockControl: data streams whose receiver does not read
+// fill their connection's flow-control window; RPCs (and Raft) to the same
+// peer run on another connection and still go through.
+func TestUnreadDataDoesNotBlockControl(t *testing.T) {
+	b := startNode(t, nodeOpts{})
+	a := startNode(t, nodeOpts{noServer: true})
+	s, err := a.t.Dial(ctxT(t, 3*time.Second), b.addr(), KindData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	srv := acceptT(t, b.t.Listener(KindData)) // accepted, never read
+	defer srv.Close()
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := s.Write(make([]byte, 32<<20))
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		t.Fatalf("32 MiB to a reader that never reads did not block: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	a.echo(t, b.addr())
+	s.Close() // unblocks the writer
+	<-wrote
 }

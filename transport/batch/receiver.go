@@ -99,6 +99,9 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 	if r.err != nil {
 		return Header{}, tensor.Element{}, r.err
 	}
+	if err := ctx.Err(); err != nil {
+		return Header{}, tensor.Element{}, fmt.Errorf("next batch from %s: %w", r.addr, err)
+	}
 	if r.holding {
 		r.holding = false
 		r.owed++
