@@ -47,7 +47,8 @@ type Config struct {
 	// so a slow consumer pushes back on its peers instead of growing memory.
 	AcceptBacklog int
 
-	// MaxIncomingConns bounds the connections peers may hold open to this node;
+	// MaxIncomingConns bounds the connections peers may hold open to this node
+	// (each peer node holds two: Raft/control and data; each client one or two);
 	// further connection attempts are closed at once. Each connection costs
 	// receive windows and a goroutine, so this bounds memory under a flood.
 	MaxIncomingConns int
