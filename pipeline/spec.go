@@ -19,13 +19,17 @@ type Spec struct {
 
 // Source is a union: exactly one field is set.
 type Source struct {
-	Range     *RangeSource     `yaml:"range" json:"range,omitempty" cbor:"range,omitempty"`
-	Files     *FilesSource     `yaml:"files" json:"files,omitempty" cbor:"files,omitempty"`
+	// Range yields the integers of a range.
+	Range *RangeSource `yaml:"range" json:"range,omitempty" cbor:"range,omitempty"`
+	// Files reads files in one of the supported formats.
+	Files *FilesSource `yaml:"files" json:"files,omitempty" cbor:"files,omitempty"`
+	// Synthetic generates deterministic data.
 	Synthetic *SyntheticSource `yaml:"synthetic" json:"synthetic,omitempty" cbor:"synthetic,omitempty"`
 }
 
 // RangeSource yields int64 scalars "value": start, start+step, … < stop.
 type RangeSource struct {
+	// Start is the first value; Stop is excluded.
 	Start int64 `yaml:"start" json:"start" cbor:"start,omitempty"`
 	Stop  int64 `yaml:"stop" json:"stop" cbor:"stop,omitempty"`
 	// Step defaults to 1.
@@ -69,7 +73,8 @@ type Field struct {
 // SyntheticSource generates deterministic data for demos and benchmarks.
 type SyntheticSource struct {
 	// Kind is text | image | records.
-	Kind  string `yaml:"kind" json:"kind" cbor:"kind,omitempty"`
+	Kind string `yaml:"kind" json:"kind" cbor:"kind,omitempty"`
+	// Count is the number of elements; Seed selects the data.
 	Count int64  `yaml:"count" json:"count" cbor:"count,omitempty"`
 	Seed  uint64 `yaml:"seed" json:"seed,omitempty" cbor:"seed,omitempty"`
 	// SplitSize is the number of elements per split (default 1024).
@@ -93,6 +98,7 @@ type SyntheticSource struct {
 
 // Op is a union: exactly one field is set.
 type Op struct {
+	// Each field is one kind of op; see SPEC.md for their fields.
 	Map                    *MapOp         `yaml:"map" json:"map,omitempty" cbor:"map,omitempty"`
 	Filter                 *FilterOp      `yaml:"filter" json:"filter,omitempty" cbor:"filter,omitempty"`
 	Shuffle                *ShuffleOp     `yaml:"shuffle" json:"shuffle,omitempty" cbor:"shuffle,omitempty"`
@@ -108,6 +114,7 @@ type Op struct {
 
 // MapOp applies a registered map function to every element.
 type MapOp struct {
+	// Fn names a registered map function; Args are its arguments.
 	Fn   string  `yaml:"fn" json:"fn" cbor:"fn,omitempty"`
 	Args fn.Args `yaml:"args" json:"args,omitempty" cbor:"args,omitempty"`
 	// Parallelism is the number of elements transformed at once (default
@@ -125,6 +132,8 @@ type MapOp struct {
 // FilterOp keeps the elements for which a registered filter function
 // returns true.
 type FilterOp struct {
+	// Fn names a registered filter function; Args are its arguments; Seed
+	// is as in MapOp.
 	Fn   string  `yaml:"fn" json:"fn" cbor:"fn,omitempty"`
 	Args fn.Args `yaml:"args" json:"args,omitempty" cbor:"args,omitempty"`
 	Seed uint64  `yaml:"seed" json:"seed,omitempty" cbor:"seed,omitempty"`
@@ -132,12 +141,14 @@ type FilterOp struct {
 
 // ShuffleOp shuffles within a window of Buffer elements, like tf.data.
 type ShuffleOp struct {
+	// Buffer is the window size (> 0); Seed seeds the draws.
 	Buffer int64  `yaml:"buffer" json:"buffer" cbor:"buffer,omitempty"`
 	Seed   uint64 `yaml:"seed" json:"seed,omitempty" cbor:"seed,omitempty"`
 }
 
 // BatchOp stacks Size consecutive elements into a batch.
 type BatchOp struct {
+	// Size is the batch size; DropRemainder drops a last partial batch.
 	Size          int64 `yaml:"size" json:"size" cbor:"size,omitempty"`
 	DropRemainder bool  `yaml:"drop_remainder" json:"drop_remainder,omitempty" cbor:"drop_remainder,omitempty"`
 }
@@ -145,6 +156,7 @@ type BatchOp struct {
 // PaddedBatchOp batches Size elements, padding variable-length tensors to
 // the longest in the batch.
 type PaddedBatchOp struct {
+	// Size, PadValue and DropRemainder: see SPEC.md.
 	Size          int64   `yaml:"size" json:"size" cbor:"size,omitempty"`
 	PadValue      float64 `yaml:"pad_value" json:"pad_value,omitempty" cbor:"pad_value,omitempty"`
 	DropRemainder bool    `yaml:"drop_remainder" json:"drop_remainder,omitempty" cbor:"drop_remainder,omitempty"`
@@ -155,9 +167,14 @@ type PaddedBatchOp struct {
 // Boundaries[i]]) and batched per bucket with BatchSizes[i], padded to the
 // longest element of each batch.
 type BucketOp struct {
-	Tensor        string  `yaml:"tensor" json:"tensor" cbor:"tensor,omitempty"`
-	Boundaries    []int64 `yaml:"boundaries" json:"boundaries" cbor:"boundaries,omitempty"`
-	BatchSizes    []int64 `yaml:"batch_sizes" json:"batch_sizes" cbor:"batch_sizes,omitempty"`
+	// Tensor is the tensor whose length (tensor.Len) selects the bucket.
+	Tensor string `yaml:"tensor" json:"tensor" cbor:"tensor,omitempty"`
+	// Boundaries are the buckets' upper bounds (increasing); BatchSizes
+	// has one batch size per bucket (len(Boundaries)+1).
+	Boundaries []int64 `yaml:"boundaries" json:"boundaries" cbor:"boundaries,omitempty"`
+	BatchSizes []int64 `yaml:"batch_sizes" json:"batch_sizes" cbor:"batch_sizes,omitempty"`
+	// PadValue fills the padding; DropRemainder drops the partial batches
+	// left at the end of the input.
 	PadValue      float64 `yaml:"pad_value" json:"pad_value,omitempty" cbor:"pad_value,omitempty"`
 	DropRemainder bool    `yaml:"drop_remainder" json:"drop_remainder,omitempty" cbor:"drop_remainder,omitempty"`
 }
@@ -166,6 +183,7 @@ type BucketOp struct {
 // forever. A pass over the input that yields nothing ends the repetition
 // (so repeating an empty dataset forever is empty, as in tf.data).
 type RepeatOp struct {
+	// Count is the number of passes; Forever repeats without end.
 	Count   *int64 `yaml:"count" json:"count,omitempty" cbor:"count,omitempty"`
 	Forever bool   `yaml:"forever" json:"forever,omitempty" cbor:"forever,omitempty"`
 }
@@ -173,17 +191,20 @@ type RepeatOp struct {
 // TakeOp passes the first Count elements. In files, `take: 10` is short for
 // `take: {count: 10}`.
 type TakeOp struct {
+	// Count is the number of elements to pass.
 	Count int64 `yaml:"count" json:"count" cbor:"count,omitempty"`
 }
 
 // SkipOp drops the first Count elements (`skip: 10` works too).
 type SkipOp struct {
+	// Count is the number of elements to drop.
 	Count int64 `yaml:"count" json:"count" cbor:"count,omitempty"`
 }
 
 // PrefetchOp runs its input ahead in a goroutine, holding at most Buffer
 // elements (default 2).
 type PrefetchOp struct {
+	// Buffer is the number of elements held ahead.
 	Buffer int64 `yaml:"buffer" json:"buffer" cbor:"buffer,omitempty"`
 }
 
@@ -191,6 +212,7 @@ type PrefetchOp struct {
 // element: a stand-in for expensive preprocessing in benchmarks. Exactly
 // one must be set.
 type CostOp struct {
+	// CPUMicros is busy CPU time and SleepMicros waiting time per element.
 	CPUMicros   int64 `yaml:"cpu_us" json:"cpu_us,omitempty" cbor:"cpu_us,omitempty"`
 	SleepMicros int64 `yaml:"sleep_us" json:"sleep_us,omitempty" cbor:"sleep_us,omitempty"`
 }

@@ -283,3 +283,57 @@ func TestIssueExampleFingerprint(t *testing.T) {
 		t.Fatalf("yaml %s builder %s golden %s", fs, fb, goldenIssueFingerprint)
 	}
 }
+
+func TestSourceFieldsChangeFingerprint(t *testing.T) {
+	files := func() *Spec {
+		return &Spec{Source: Source{Files: &FilesSource{Paths: []string{"a/*.csv"}, Format: "csv",
+			Fields: []Field{{Name: "x", DType: "int32"}}}}}
+	}
+	synth := func() *Spec {
+		return &Spec{Source: Source{Synthetic: &SyntheticSource{Kind: "text", Count: 100}}}
+	}
+	cases := map[string]*Spec{"files": files(), "synthetic": synth()}
+	add := func(name string, base func() *Spec, m func(s *Spec)) {
+		s := base()
+		m(s)
+		cases[name] = s
+	}
+	add("paths", files, func(s *Spec) { s.Source.Files.Paths[0] = "b/*.csv" })
+	add("format", files, func(s *Spec) { s.Source.Files.Format = "jsonl" })
+	add("fields.name", files, func(s *Spec) { s.Source.Files.Fields[0].Name = "y" })
+	add("fields.tensor", files, func(s *Spec) { s.Source.Files.Fields[0].Tensor = "y" })
+	add("fields.dtype", files, func(s *Spec) { s.Source.Files.Fields[0].DType = "int64" })
+	add("delimiter", files, func(s *Spec) { s.Source.Files.Delimiter = ";" })
+	add("split_bytes", files, func(s *Spec) { s.Source.Files.SplitBytes = 1 << 20 })
+	add("skip_corrupt", files, func(s *Spec) { s.Source.Files.SkipCorrupt = true })
+	add("max_record_bytes", files, func(s *Spec) { s.Source.Files.MaxRecordBytes = 1 << 10 })
+	add("kind", synth, func(s *Spec) { s.Source.Synthetic.Kind = "records" })
+	add("count", synth, func(s *Spec) { s.Source.Synthetic.Count = 101 })
+	add("seed", synth, func(s *Spec) { s.Source.Synthetic.Seed = 1 })
+	add("split_size", synth, func(s *Spec) { s.Source.Synthetic.SplitSize = 10 })
+	add("min_words", synth, func(s *Spec) { s.Source.Synthetic.MinWords = 2 })
+	add("max_words", synth, func(s *Spec) { s.Source.Synthetic.MaxWords = 100 })
+	add("mean_words", synth, func(s *Spec) { s.Source.Synthetic.MeanWords = 10 })
+	add("tail_alpha", synth, func(s *Spec) { s.Source.Synthetic.TailAlpha = 2 })
+	seen := map[string]string{}
+	for name, s := range cases {
+		fp := fingerprint(t, s)
+		if prev, dup := seen[fp]; dup {
+			t.Errorf("%s and %s have the same fingerprint", name, prev)
+		}
+		seen[fp] = name
+	}
+	// Defaults spelled out: same fingerprint.
+	s := files()
+	s.Source.Files.Delimiter = ","
+	s.Source.Files.Fields[0].Tensor = "x"
+	if fingerprint(t, s) != fingerprint(t, files()) {
+		t.Fatal("explicit defaults changed the files fingerprint")
+	}
+	y := synth()
+	y.Source.Synthetic.MeanWords = 32
+	y.Source.Synthetic.SplitSize = DefaultSplitSize
+	if fingerprint(t, y) != fingerprint(t, synth()) {
+		t.Fatal("explicit defaults changed the synthetic fingerprint")
+	}
+}
