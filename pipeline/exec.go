@@ -46,6 +46,9 @@ type Options struct {
 	// clock reads and a few atomic adds per element per op); this exists to
 	// measure exactly how cheap.
 	DisableStats bool
+	// Provider, when set, supplies the splits lazily instead of the splits
+	// argument (which must then be nil).
+	Provider SplitProvider
 }
 
 // Splits enumerates the source's splits, in the deterministic order that
@@ -78,11 +81,16 @@ func OpenWithOptions(ctx context.Context, spec *Spec, splits []Split, o Options)
 func openCompiled(ctx context.Context, c *compiled, open sourceOpener, splits []Split, o Options) (*pipelineIter, error) {
 	pctx, cancel := context.WithCancel(ctx)
 	p := &plan{
-		ctx:     pctx,
-		c:       c,
-		open:    open,
-		splits:  append([]Split(nil), splits...),
-		statsOn: !o.DisableStats,
+		ctx:      pctx,
+		c:        c,
+		open:     open,
+		splits:   append([]Split(nil), splits...),
+		provider: o.Provider,
+		statsOn:  !o.DisableStats,
+	}
+	if o.Provider != nil && len(splits) > 0 {
+		cancel()
+		return nil, fmt.Errorf("open pipeline: give splits or a split provider, not both")
 	}
 	p.stats = make([]*opStats, len(c.ops)+1)
 	p.stats[0] = &opStats{name: "source:" + c.source.kind, parallelism: 1}
@@ -124,12 +132,13 @@ type iter interface {
 
 // plan holds what every stage of one open pipeline shares.
 type plan struct {
-	ctx     context.Context // cancelled by Close
-	c       *compiled
-	open    sourceOpener
-	splits  []Split
-	statsOn bool
-	stats   []*opStats // [0] source, [i+1] ops[i]
+	ctx      context.Context // cancelled by Close
+	c        *compiled
+	open     sourceOpener
+	splits   []Split
+	provider SplitProvider
+	statsOn  bool
+	stats    []*opStats // [0] source, [i+1] ops[i]
 }
 
 // openStage opens the iterator producing stage k's output (k = 0 is the
@@ -138,7 +147,9 @@ type plan struct {
 // outermost stage (see timed).
 func (p *plan) openStage(k int, epoch uint64, seg *segment, head bool) (iter, error) {
 	var it iter
-	if k == 0 {
+	if k == 0 && p.provider != nil {
+		it = &providerIter{p: p, epoch: epoch}
+	} else if k == 0 {
 		it = &sourceIter{p: p, epoch: epoch}
 	} else {
 		op := &p.c.ops[k-1]
