@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"reflect"
 	"testing"
+
+	"github.com/feedmesh/feedmesh/splits"
 )
 
 // FuzzDecodeCommand feeds arbitrary log entries to the decoder and the FSM:
@@ -15,6 +17,19 @@ func FuzzDecodeCommand(f *testing.F) {
 		NewDeleteKV("k"),
 		{Version: 2, Type: TypePutKV, Body: []byte{0xa0}},
 		{Version: 1, Type: 77, At: 12345, Body: []byte{0xf6}},
+		NewRegisterDataset(Dataset{Fingerprint: "fp2", Spec: []byte{1, 2}, NumSplits: 9}),
+		NewCreateJob("new", "fp1", JobOptions{Sharding: splits.Static, Epochs: 2}, []string{"w1", "w9"}),
+		NewCreateJob("dyn", "fp1", JobOptions{Sharding: splits.Off}, nil),
+		at(NewAttachConsumer("dyn", "c2"), 30),
+		NewDetachConsumer("off", "c-off"),
+		NewExpireConsumers(1 << 62),
+		NewAssignTask("dyn", "w3"),
+		NewLeaseSplits("dyn", "w1", 3, 16),
+		NewLeaseSplits("dyn", "w1", 2, 16),
+		NewFinishSplits("dyn", "w1", 1, []int64{5, 6}),
+		NewFinishSplits("dyn", "w1", 0, []int64{0, 0}),
+		NewExpireWorker("w1"),
+		at(NewGarbageCollectJob("off"), 1<<62),
 	} {
 		f.Add(mustEncode(f, c))
 	}
@@ -32,11 +47,18 @@ func FuzzDecodeCommand(f *testing.F) {
 		if again.Version != c.Version || again.Type != c.Type || again.At != c.At || !bytes.Equal(again.Body, c.Body) {
 			t.Fatalf("round trip: %+v != %+v", again, c)
 		}
-		s := NewState()
-		s.KV["keep"] = []byte("me")
+		s := busyState(t)
 		before := s.Clone()
 		if _, err := s.Apply(c); err != nil && !reflect.DeepEqual(s, before) {
 			t.Fatalf("state changed on error %v", err)
+		}
+		// Whatever a command did, the state still snapshots and restores.
+		b, err := s.MarshalSnapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := UnmarshalSnapshot(b); err != nil {
+			t.Fatalf("state after %v does not restore: %v", c.Type, err)
 		}
 	})
 }
@@ -49,6 +71,11 @@ func FuzzRestoreSnapshot(f *testing.F) {
 	b, _ := s.MarshalSnapshot()
 	f.Add(b)
 	f.Add([]byte{0xa1, 0x01, 0x02})
+	jobs, err := busyState(f).MarshalSnapshot()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(jobs)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		st, err := UnmarshalSnapshot(data)
 		if err != nil {
