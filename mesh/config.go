@@ -80,6 +80,8 @@ type Config struct {
 	// Raft configures Raft timing and storage; its ID, Addr and DataDir
 	// are filled in by the node.
 	Raft raftstate.Config
+	// Worker bounds the node's work as a worker.
+	Worker WorkerConfig
 
 	// Logger receives the node's structured logs; nil discards them.
 	Logger *slog.Logger
@@ -143,6 +145,12 @@ func DefaultConfig() Config {
 		},
 		Transport: transport.DefaultConfig(),
 		Raft:      raftstate.DefaultConfig(),
+		Worker: WorkerConfig{
+			TaskBuffer:      8,
+			LeaseSplits:     16,
+			MaxWindow:       64,
+			JobPollInterval: 2 * time.Second,
+		},
 	}
 }
 
@@ -169,6 +177,7 @@ func FastConfig() Config {
 	}
 	c.Transport = transport.FastConfig()
 	c.Raft = raftstate.FastConfig()
+	c.Worker.JobPollInterval = 200 * time.Millisecond
 	return c
 }
 
@@ -225,6 +234,9 @@ func (c *Config) Validate() error {
 		if d <= 0 {
 			bad(name, "must be > 0")
 		}
+	}
+	if c.Worker.TaskBuffer < 1 || c.Worker.LeaseSplits < 1 || c.Worker.MaxWindow < 1 || c.Worker.JobPollInterval <= 0 {
+		bad("Worker", "TaskBuffer, LeaseSplits, MaxWindow and JobPollInterval must be > 0")
 	}
 	if c.Gossip.SuspicionMult < 1 {
 		bad("Gossip.SuspicionMult", "must be >= 1")

@@ -218,6 +218,8 @@ func (n *Node) onLeader(ctx context.Context, forwarded bool, method string, mkRe
 // at another leader.
 func retriable(err error) bool {
 	switch {
+	case errorsIsRejected(err):
+		return false
 	case errors.Is(err, transport.ErrInvalid), errors.Is(err, transport.ErrNotFound),
 		errors.Is(err, transport.ErrUnknownMethod):
 		return false
@@ -227,6 +229,10 @@ func retriable(err error) bool {
 
 func mapRaftErr(err error) error {
 	switch {
+	case errors.Is(err, raftstate.ErrUnknownJob):
+		return transport.Errorf(transport.ErrNotFound, "%v", err)
+	case errorsIsRejected(err):
+		return transport.Errorf(transport.ErrInvalid, "%v", err)
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raftstate.ErrNotLeader):
 		return transport.Errorf(transport.ErrNoLeader, "%v", err)
 	case errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, context.DeadlineExceeded):

@@ -80,3 +80,9 @@ func (c *ControlClient) Close() error {
 	c.pc.Close()
 	return err
 }
+
+// Jobs lists the cluster's jobs.
+func (c *ControlClient) Jobs(ctx context.Context) ([]JobInfo, error) {
+	var out []JobInfo
+	return out, c.call(ctx, MethodJobs, JobRequest{}, &out)
+}

@@ -39,6 +39,8 @@ type Node struct {
 	rpc   *transport.RPCServer
 	raft  *raftstate.Node
 
+	worker *worker
+
 	ml       *memberlist.Memberlist
 	delegate *delegate
 	members  *memberTable
@@ -109,12 +111,20 @@ func (n *Node) start(ctx context.Context) error {
 	if rcfg.Logger == nil {
 		rcfg.Logger = n.log.With("component", "raft")
 	}
-	if n.raft, err = raftstate.Open(rcfg, n.tr.RaftLayer()); err != nil {
+	adv, err := net.ResolveUDPAddr("udp", n.addr)
+	if err != nil {
+		return fmt.Errorf("advertise address %s: %w", n.addr, err)
+	}
+	if n.raft, err = raftstate.Open(rcfg, n.tr.RaftLayerAdvertise(adv)); err != nil {
 		return fmt.Errorf("open raft: %w", err)
 	}
 
 	n.rpc = transport.NewRPCServer(n.codec, tcfg.MaxConcurrentRPCs, n.log.With("component", "rpc"))
 	n.registerHandlers()
+	n.registerJobHandlers()
+	n.worker = newWorker(n)
+	n.worker.wg.Add(1)
+	go n.worker.serve(n.tr.Listener(transport.KindData))
 	ctl := n.tr.Listener(transport.KindControl)
 	n.wg.Add(1)
 	go func() {
@@ -128,10 +138,11 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go n.formationLoop()
 	go n.voterLoop()
 	go n.roleLoop()
+	go n.jobLoop()
 	return nil
 }
 
@@ -390,6 +401,9 @@ func (n *Node) shutdown(graceful bool) error {
 		errs = append(errs, n.tr.Close())
 	}
 	mark("transport down")
+	if n.worker != nil {
+		n.worker.close()
+	}
 	if n.raft != nil {
 		errs = append(errs, n.raft.Close())
 	}

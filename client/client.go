@@ -1,0 +1,265 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/feedmesh/feedmesh/mesh"
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/transport"
+	"github.com/feedmesh/feedmesh/transport/batch"
+)
+
+// Sharding says how a job's data is divided among its workers.
+type Sharding string
+
+// The sharding policies (tf.data service's ShardingPolicy OFF, DYNAMIC, and
+// a STATIC that assigns split i to worker i mod n).
+const (
+	Off     Sharding = mesh.ShardingOff
+	Dynamic Sharding = mesh.ShardingDynamic
+	Static  Sharding = mesh.ShardingStatic
+)
+
+// Options configure a client. The zero value is usable.
+type Options struct {
+	// TLS verifies the nodes; nil means dev mode (encrypted, unverified).
+	TLS *tls.Config
+	// Transport configures QUIC; zero means transport.DefaultConfig().
+	Transport *transport.Config
+	// Window is the credit granted to each worker stream: how many batches
+	// a worker may send ahead of what this client has consumed. Default 4.
+	Window int
+	// PrefetchBatches bounds the batches buffered in the client across all
+	// workers. Default 16.
+	PrefetchBatches int
+	// PrefetchBytes bounds the bytes of buffered batches. Default 256 MiB.
+	PrefetchBytes int64
+	// HeartbeatInterval is how often the client renews its consumer lease
+	// and learns the job's current workers. Default 1 s.
+	HeartbeatInterval time.Duration
+	// RequestTimeout bounds each control request. Default 10 s.
+	RequestTimeout time.Duration
+	// Logger receives the client's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Window <= 0 {
+		o.Window = 4
+	}
+	if o.PrefetchBatches <= 0 {
+		o.PrefetchBatches = 16
+	}
+	if o.PrefetchBytes <= 0 {
+		o.PrefetchBytes = 256 << 20
+	}
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = time.Second
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Client talks to a feedmesh cluster through any of its nodes.
+type Client struct {
+	opts  Options
+	pc    net.PacketConn
+	tr    *transport.Transport
+	codec *transport.Codec
+
+	mu    sync.Mutex
+	nodes []string // known node addresses, the dialed one first
+}
+
+// Dial connects to the node at addr (its QUIC address, host:port) and
+// learns the cluster's other nodes, to fail over to if addr dies.
+func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
+	o = o.withDefaults()
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, fmt.Errorf("node address %q: want host:port (the node's --port): %w", addr, err)
+	}
+	tcfg := transport.DefaultConfig()
+	if o.Transport != nil {
+		tcfg = *o.Transport
+	}
+	tlsConf := o.TLS
+	if tlsConf == nil {
+		var err error
+		if tlsConf, err = transport.ClientTLS("", "", ""); err != nil {
+			return nil, err
+		}
+	}
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{})
+	if err != nil {
+		return nil, err
+	}
+	tr, err := transport.New(pc, nil, tlsConf, tcfg, o.Logger.With("component", "transport"))
+	if err != nil {
+		pc.Close()
+		return nil, err
+	}
+	codec, err := transport.NewCodec(tcfg.MaxHeaderBytes, tcfg.MaxFrameBytes)
+	if err != nil {
+		tr.Close()
+		pc.Close()
+		return nil, err
+	}
+	c := &Client{opts: o, pc: pc, tr: tr, codec: codec, nodes: []string{addr}}
+	if err := c.refreshNodes(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	return c, nil
+}
+
+// refreshNodes asks a node for the member list.
+func (c *Client) refreshNodes(ctx context.Context) error {
+	var ms []mesh.Member
+	if err := c.call(ctx, mesh.MethodMembers, struct{}{}, &ms); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first := c.nodes[0]
+	nodes := []string{first}
+	for _, m := range ms {
+		if m.Status == mesh.StatusAlive && m.Addr != "" && m.Addr != first {
+			nodes = append(nodes, m.Addr)
+		}
+	}
+	c.nodes = nodes
+	return nil
+}
+
+// call sends a control request to the first node that answers, moving a
+// node that failed to the back of the list (failover).
+func (c *Client) call(ctx context.Context, method string, req, resp any) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	defer cancel()
+	c.mu.Lock()
+	nodes := append([]string(nil), c.nodes...)
+	c.mu.Unlock()
+	var lastErr error
+	for _, addr := range nodes {
+		actx, acancel := context.WithTimeout(ctx, c.opts.RequestTimeout/time.Duration(len(nodes)+1))
+		err := transport.Call(actx, c.tr, c.codec, addr, method, req, resp)
+		acancel()
+		if err == nil {
+			return nil
+		}
+		if !unreachable(err) || ctx.Err() != nil {
+			return err
+		}
+		lastErr = err
+		c.demote(addr)
+		c.opts.Logger.Warn("node unreachable, trying another", "node", addr, "err", err)
+	}
+	return fmt.Errorf("no node answered %s: %w", method, lastErr)
+}
+
+// unreachable tells a dead or unreachable node apart from an answer.
+func unreachable(err error) bool {
+	var re *transport.Error
+	if errors.As(err, &re) {
+		return errors.Is(err, transport.ErrUnavailable) || errors.Is(err, transport.ErrDeadline)
+	}
+	return true // a transport-level failure: dial, handshake, idle timeout
+}
+
+func (c *Client) demote(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.nodes) < 2 || c.nodes[0] != addr {
+		return
+	}
+	c.nodes = append(c.nodes[1:], addr)
+}
+
+// Close releases the client's socket. Iterators must be closed first.
+func (c *Client) Close() error {
+	err := c.tr.Close()
+	c.pc.Close()
+	return err
+}
+
+// JobOptions describe the job to create or join.
+type JobOptions struct {
+	// Name identifies the job: trainers that give the same name join the
+	// same job and share its data (each batch goes to one of them).
+	// Required.
+	Name     string
+	Sharding Sharding
+	// Epochs is how many passes over the dataset the job makes. Default 1.
+	Epochs int64
+	// NumConsumers, if set, limits how many consumers may attach.
+	NumConsumers int
+	// MaxWorkers caps the workers serving the job; 0 means every live node.
+	MaxWorkers int
+	// ConsumerTTL: a consumer that misses heartbeats this long is dropped.
+	// Default 30 s.
+	ConsumerTTL time.Duration
+	// GCAfter: the job is deleted when no consumer has been attached this
+	// long. Default 1 min.
+	GCAfter time.Duration
+}
+
+// Distribute validates spec, creates the job (or joins it, if a job of that
+// name exists with the same options) and returns an iterator over its
+// batches. A spec that fails validation is an error and nothing is
+// registered.
+func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptions) (*Iterator, error) {
+	if o.Name == "" {
+		return nil, errors.New("distribute: JobOptions.Name is required")
+	}
+	canon, err := spec.CanonicalEncoding()
+	if err != nil {
+		return nil, fmt.Errorf("distribute %q: invalid dataset spec: %w", o.Name, err)
+	}
+	consumer, err := newConsumerID()
+	if err != nil {
+		return nil, err
+	}
+	req := mesh.DistributeRequest{
+		Name: o.Name, Spec: canon, Consumer: consumer,
+		Options: mesh.JobOptions{
+			Sharding: string(o.Sharding), Epochs: o.Epochs, NumConsumers: o.NumConsumers,
+			MaxWorkers: o.MaxWorkers, ConsumerTTL: o.ConsumerTTL, GCAfter: o.GCAfter,
+		},
+	}
+	var info mesh.JobInfo
+	if err := c.call(ctx, mesh.MethodDistribute, req, &info); err != nil {
+		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
+	}
+	return newIterator(c, info, consumer), nil
+}
+
+// Jobs lists the cluster's jobs.
+func (c *Client) Jobs(ctx context.Context) ([]mesh.JobInfo, error) {
+	var out []mesh.JobInfo
+	err := c.call(ctx, mesh.MethodJobs, mesh.JobRequest{}, &out)
+	return out, err
+}
+
+func newConsumerID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+var _ = batch.ErrMalformedBatch

@@ -1,0 +1,379 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/feedmesh/feedmesh/mesh"
+	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/transport/batch"
+)
+
+// Batch is one batch as delivered, with where it came from.
+type Batch struct {
+	tensor.Element
+	// Worker is the node that produced the batch.
+	Worker string
+	// Seq is the batch's sequence number within its worker's task.
+	Seq   uint64
+	Epoch int64
+}
+
+// Rows is the batch's leading dimension (the number of elements in it),
+// taken from its first tensor; 1 for an unbatched element.
+func (b *Batch) Rows() int64 {
+	if len(b.Tensors) == 0 || len(b.Tensors[0].Shape) == 0 {
+		return 1
+	}
+	return b.Tensors[0].Shape[0]
+}
+
+// WorkerStats counts what one worker delivered.
+type WorkerStats struct {
+	Batches int64 `json:"batches"`
+	Rows    int64 `json:"rows"`
+	Bytes   int64 `json:"bytes"`
+}
+
+// Stats counts what the iterator delivered so far.
+type Stats struct {
+	Batches int64                  `json:"batches"`
+	Rows    int64                  `json:"rows"`
+	Bytes   int64                  `json:"bytes"`
+	Workers map[string]WorkerStats `json:"workers"`
+	// Reconnects counts worker streams reopened after a failure.
+	Reconnects int64 `json:"reconnects"`
+}
+
+type item struct {
+	b    Batch
+	size int64
+}
+
+// streamState is what the iterator knows of one worker's stream.
+type streamState struct {
+	addr    string
+	running bool
+	done    bool // the worker sent its end of data
+	dropped bool // the worker was expired: it will never finish
+	fails   int
+}
+
+// Iterator yields a job's batches from all its workers. Next is not safe
+// for concurrent use; Stats and Close may be called from any goroutine.
+type Iterator struct {
+	c        *Client
+	job      string
+	consumer string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	items  chan item
+	budget *byteBudget
+	wake   chan struct{} // a stream ended: re-check for the end of data
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	info    mesh.JobInfo
+	streams map[string]*streamState
+	stats   Stats
+	err     error // terminal error, or io.EOF once the job ended
+
+	closeOnce sync.Once
+}
+
+func newIterator(c *Client, info mesh.JobInfo, consumer string) *Iterator {
+	it := &Iterator{
+		c: c, job: info.Name, consumer: consumer, info: info,
+		items:   make(chan item, c.opts.PrefetchBatches),
+		budget:  newByteBudget(c.opts.PrefetchBytes),
+		wake:    make(chan struct{}, 1),
+		streams: map[string]*streamState{},
+		stats:   Stats{Workers: map[string]WorkerStats{}},
+	}
+	it.ctx, it.cancel = context.WithCancel(context.Background())
+	it.wg.Add(1)
+	go it.supervise()
+	return it
+}
+
+// Job is the job's name.
+func (it *Iterator) Job() string { return it.job }
+
+// Next returns the next batch, io.EOF once every worker has finished the
+// job's last epoch, or the error that ended the job (a worker's pipeline
+// failure names the worker and the split).
+func (it *Iterator) Next(ctx context.Context) (Batch, error) {
+	select {
+	case x, ok := <-it.items:
+		if !ok {
+			it.mu.Lock()
+			defer it.mu.Unlock()
+			return Batch{}, it.err
+		}
+		it.budget.release(x.size)
+		it.mu.Lock()
+		it.stats.Batches++
+		it.stats.Rows += x.b.Rows()
+		it.stats.Bytes += x.size
+		ws := it.stats.Workers[x.b.Worker]
+		ws.Batches++
+		ws.Rows += x.b.Rows()
+		ws.Bytes += x.size
+		it.stats.Workers[x.b.Worker] = ws
+		it.mu.Unlock()
+		return x.b, nil
+	case <-ctx.Done():
+		return Batch{}, ctx.Err()
+	}
+}
+
+// All ranges over the batches; it stops at the end of data, or after
+// yielding the error that ended the iteration.
+func (it *Iterator) All(ctx context.Context) iter.Seq2[Batch, error] {
+	return func(yield func(Batch, error) bool) {
+		for {
+			b, err := it.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if !yield(b, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// Stats returns what was delivered so far.
+func (it *Iterator) Stats() Stats {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	s := it.stats
+	s.Workers = make(map[string]WorkerStats, len(it.stats.Workers))
+	for k, v := range it.stats.Workers {
+		s.Workers[k] = v
+	}
+	return s
+}
+
+// Close stops the iterator's streams and detaches it from the job.
+func (it *Iterator) Close() error {
+	var err error
+	it.closeOnce.Do(func() {
+		it.cancel()
+		it.wg.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), it.c.opts.RequestTimeout)
+		defer cancel()
+		err = it.c.call(ctx, mesh.MethodDetach, mesh.JobRequest{Job: it.job, Consumer: it.consumer}, nil)
+	})
+	return err
+}
+
+// supervise renews the consumer lease, starts a stream to every worker of
+// the job (including ones that join later), reopens failed streams of
+// workers still alive, drops expired workers, and ends the iteration once
+// every remaining worker has finished.
+func (it *Iterator) supervise() {
+	defer it.wg.Done()
+	var streams sync.WaitGroup
+	defer func() {
+		it.cancel()
+		streams.Wait()
+		close(it.items)
+	}()
+	tick := time.NewTicker(it.c.opts.HeartbeatInterval)
+	defer tick.Stop()
+	it.reconcile(&streams)
+	for {
+		select {
+		case <-it.ctx.Done():
+			it.finish(context.Canceled)
+			return
+		case <-tick.C:
+			var info mesh.JobInfo
+			err := it.c.call(it.ctx, mesh.MethodHeartbeat, mesh.JobRequest{Job: it.job, Consumer: it.consumer}, &info)
+			if err != nil {
+				if it.ctx.Err() != nil {
+					continue
+				}
+				it.c.opts.Logger.Warn("heartbeat failed", "job", it.job, "err", err)
+				continue
+			}
+			it.mu.Lock()
+			it.info = info
+			it.mu.Unlock()
+		case <-it.wake:
+		}
+		if it.reconcile(&streams) {
+			return
+		}
+	}
+}
+
+// reconcile starts and drops streams; it reports whether the job ended.
+func (it *Iterator) reconcile(streams *sync.WaitGroup) bool {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	if it.err != nil {
+		return true
+	}
+	for _, w := range it.info.Workers {
+		s := it.streams[w.Name]
+		if s == nil {
+			s = &streamState{}
+			it.streams[w.Name] = s
+		}
+		if w.Addr != "" {
+			s.addr = w.Addr
+		}
+		if w.Expired && !s.done {
+			if !s.dropped {
+				it.c.opts.Logger.Info("worker expired; dropping it", "job", it.job, "worker", w.Name)
+			}
+			s.dropped = true
+			continue
+		}
+		if !s.running && !s.done && !s.dropped && s.addr != "" {
+			if s.fails > 0 {
+				it.stats.Reconnects++
+			}
+			s.running = true
+			streams.Add(1)
+			go it.stream(streams, w.Name, s.addr)
+		}
+	}
+	if len(it.streams) == 0 {
+		return false
+	}
+	for _, s := range it.streams {
+		if !s.done && !s.dropped {
+			return false
+		}
+	}
+	it.err = io.EOF
+	return true
+}
+
+func (it *Iterator) finish(err error) {
+	it.mu.Lock()
+	if it.err == nil {
+		it.err = err
+	}
+	it.mu.Unlock()
+}
+
+func (it *Iterator) signal() {
+	select {
+	case it.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stream reads one worker's batches into the shared buffer.
+func (it *Iterator) stream(wg *sync.WaitGroup, worker, addr string) {
+	defer wg.Done()
+	err := it.readWorker(worker, addr)
+	it.mu.Lock()
+	s := it.streams[worker]
+	s.running = false
+	var re *batch.RemoteError
+	switch {
+	case err == nil:
+		s.done = true
+	case errors.As(err, &re):
+		// The worker's pipeline failed: the job fails with its message.
+		if it.err == nil {
+			it.err = fmt.Errorf("job %q: worker %s: %s", it.job, worker, re.Message)
+		}
+		it.cancel()
+	case it.ctx.Err() == nil:
+		s.fails++
+		it.c.opts.Logger.Warn("worker stream failed; will retry unless the worker is expired", "job", it.job, "worker", worker, "err", err)
+	}
+	it.mu.Unlock()
+	it.signal()
+}
+
+func (it *Iterator) readWorker(worker, addr string) error {
+	r, err := batch.Open(it.ctx, it.c.tr, it.c.codec, addr,
+		batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: it.c.opts.Window}, batch.DefaultLimits())
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for {
+		h, el, err := r.Next(it.ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		size := int64(el.ByteSize())
+		if err := it.budget.acquire(it.ctx, size); err != nil {
+			return err
+		}
+		select {
+		case it.items <- item{b: Batch{Element: el, Worker: worker, Seq: h.Seq, Epoch: h.Epoch}, size: size}:
+		case <-it.ctx.Done():
+			it.budget.release(size)
+			return it.ctx.Err()
+		}
+	}
+}
+
+// Workers lists the job's workers as last heard.
+func (it *Iterator) Workers() []mesh.WorkerInfo {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	out := append([]mesh.WorkerInfo(nil), it.info.Workers...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// byteBudget bounds the bytes of buffered batches. A batch larger than the
+// whole budget is let through alone, so it cannot deadlock.
+type byteBudget struct {
+	mu    sync.Mutex
+	avail int64
+	max   int64
+	wake  chan struct{}
+}
+
+func newByteBudget(max int64) *byteBudget {
+	return &byteBudget{avail: max, max: max, wake: make(chan struct{})}
+}
+
+func (b *byteBudget) acquire(ctx context.Context, n int64) error {
+	n = min(n, b.max)
+	for {
+		b.mu.Lock()
+		if b.avail >= n {
+			b.avail -= n
+			b.mu.Unlock()
+			return nil
+		}
+		ch := b.wake
+		b.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (b *byteBudget) release(n int64) {
+	n = min(n, b.max)
+	b.mu.Lock()
+	b.avail += n
+	close(b.wake)
+	b.wake = make(chan struct{})
+	b.mu.Unlock()
+}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/mesh"
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+func init() {
+	register(command{name: "read", summary: "read a job's batches from the cluster (creates or joins the job)", run: runRead})
+	register(command{name: "jobs", summary: "list the cluster's jobs", run: runJobs})
+}
+
+// readSummary is `feedmesh read --json`'s output.
+type readSummary struct {
+	Job       string                        `json:"job"`
+	Batches   int64                         `json:"batches"`
+	Elements  int64                         `json:"elements"`
+	Bytes     int64                         `json:"bytes"`
+	Seconds   float64                       `json:"seconds"`
+	Workers   int                           `json:"workers"`
+	PerWorker map[string]client.WorkerStats `json:"per_worker"`
+}
+
+func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("read", "--spec FILE --job NAME [flags]", stderr)
+	cf := addClientFlags(fs)
+	specPath := fs.String("spec", "", "dataset spec, YAML or JSON (required)")
+	job := fs.String("job", "", "job name; readers that name the same job share its data (required)")
+	sharding := fs.String("sharding", "off", "off, dynamic or static")
+	epochs := fs.Int64("epochs", 1, "passes over the dataset")
+	take := fs.Int64("take", 0, "stop after N batches (0: read to the end)")
+	window := fs.Int("window", 4, "batches each worker may send ahead")
+	maxWorkers := fs.Int("max-workers", 0, "cap on workers serving the job (0: all)")
+	progress := fs.Bool("progress", isTerminal(stderr), "show a live progress line (default: when stderr is a terminal)")
+	if err := parseWithEnv(fs, args); err != nil {
+		return err
+	}
+	if *specPath == "" || *job == "" {
+		fs.Usage()
+		return fmt.Errorf("--spec and --job are required")
+	}
+	spec, err := pipeline.LoadFile(*specPath)
+	if err != nil {
+		return err
+	}
+	tlsConf, err := transport.ClientTLS(*cf.tlsCA, *cf.tlsCert, *cf.tlsKey)
+	if err != nil {
+		return err
+	}
+	dctx, cancel := context.WithTimeout(ctx, *cf.timeout)
+	c, err := client.Dial(dctx, *cf.addr, client.Options{TLS: tlsConf, Window: *window, RequestTimeout: *cf.timeout})
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	it, err := c.Distribute(ctx, spec, client.JobOptions{
+		Name: *job, Sharding: client.Sharding(*sharding), Epochs: *epochs, MaxWorkers: *maxWorkers,
+	})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	sum, err := consume(ctx, it, *take, *progress, stderr)
+	if err != nil {
+		return err
+	}
+	if *cf.jsonOut {
+		return writeJSON(stdout, sum)
+	}
+	printReadSummary(stdout, sum)
+	return nil
+}
+
+// consume reads it to the end (or take batches), drawing a progress line.
+func consume(ctx context.Context, it *client.Iterator, take int64, progress bool, w io.Writer) (readSummary, error) {
+	start := time.Now()
+	last := start
+	var lastBytes, lastBatches int64
+	for take <= 0 || it.Stats().Batches < take {
+		_, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return readSummary{}, err
+		}
+		if progress && time.Since(last) >= 250*time.Millisecond {
+			s := it.Stats()
+			dt := time.Since(last).Seconds()
+			fmt.Fprintf(w, "\r%8d batches %10d elements  %7.1f batches/s %8.1f MB/s  workers %d   ",
+				s.Batches, s.Rows, float64(s.Batches-lastBatches)/dt, float64(s.Bytes-lastBytes)/dt/1e6, len(s.Workers))
+			last, lastBytes, lastBatches = time.Now(), s.Bytes, s.Batches
+		}
+	}
+	if progress {
+		fmt.Fprintln(w)
+	}
+	s := it.Stats()
+	return readSummary{Job: it.Job(), Batches: s.Batches, Elements: s.Rows, Bytes: s.Bytes,
+		Seconds: time.Since(start).Seconds(), Workers: len(s.Workers), PerWorker: s.Workers}, nil
+}
+
+func printReadSummary(w io.Writer, s readSummary) {
+	fmt.Fprintf(w, "job %s: %d batches, %d elements, %.1f MB in %.2f s (%.1f batches/s, %.1f MB/s) from %d workers\n",
+		s.Job, s.Batches, s.Elements, float64(s.Bytes)/1e6, s.Seconds, float64(s.Batches)/s.Seconds, float64(s.Bytes)/1e6/s.Seconds, s.Workers)
+	names := make([]string, 0, len(s.PerWorker))
+	for n := range s.PerWorker {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  WORKER\tBATCHES\tELEMENTS\tMB\tMB/s")
+	for _, n := range names {
+		ws := s.PerWorker[n]
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%.1f\t%.1f\n", n, ws.Batches, ws.Rows, float64(ws.Bytes)/1e6, float64(ws.Bytes)/1e6/s.Seconds)
+	}
+	tw.Flush()
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("jobs", "[--addr host:port] [--json]", stderr)
+	cf := addClientFlags(fs)
+	if err := parseWithEnv(fs, args); err != nil {
+		return err
+	}
+	c, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, *cf.timeout)
+	defer cancel()
+	jobs, err := c.Jobs(ctx)
+	if err != nil {
+		return err
+	}
+	if *cf.jsonOut {
+		if jobs == nil {
+			jobs = []mesh.JobInfo{}
+		}
+		return writeJSON(stdout, jobs)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tSHARDING\tCONSUMERS\tWORKERS\tEPOCH\tSPLITS leased/finished/lost/total\tDATASET")
+	for _, j := range jobs {
+		live := 0
+		for _, w := range j.Workers {
+			if !w.Expired {
+				live++
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d (%d expired)\t%d/%d\t%d/%d/%d/%d\t%.12s\n", j.Name, j.Options.Sharding, len(j.Consumers),
+			live, len(j.Workers)-live, j.Epoch+1, j.Options.Epochs, j.Leased, j.Finished, j.Lost, j.NumSplits, j.Fingerprint)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,385 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/raftstate"
+	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+func (n *Node) registerJobHandlers() {
+	handle := func(method string, h func(ctx context.Context, decode func(any) error) (any, error)) {
+		n.rpc.Handle(method, h)
+	}
+	handle(MethodDistribute, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req DistributeRequest
+		if err := decode(&req); err != nil {
+			return nil, transport.Errorf(transport.ErrInvalid, "decode distribute: %v", err)
+		}
+		return n.distribute(ctx, req)
+	})
+	handle(MethodHeartbeat, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req JobRequest
+		if err := decode(&req); err != nil {
+			return nil, transport.Errorf(transport.ErrInvalid, "decode heartbeat: %v", err)
+		}
+		return n.heartbeat(ctx, req)
+	})
+	handle(MethodDetach, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req JobRequest
+		if err := decode(&req); err != nil {
+			return nil, transport.Errorf(transport.ErrInvalid, "decode detach: %v", err)
+		}
+		return struct{}{}, n.detach(ctx, req)
+	})
+	handle(MethodJobs, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req JobRequest
+		if err := decode(&req); err != nil {
+			return nil, transport.Errorf(transport.ErrInvalid, "decode jobs: %v", err)
+		}
+		return n.jobs(ctx, req.Forwarded)
+	})
+	handle(MethodJobGet, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req JobRequest
+		if err := decode(&req); err != nil {
+			return nil, transport.Errorf(transport.ErrInvalid, "decode job.get: %v", err)
+		}
+		return n.jobGet(ctx, req)
+	})
+	handle(MethodLease, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req LeaseRequest
+		if err := decode(&req); err != nil {
+			return nil, transport.Errorf(transport.ErrInvalid, "decode lease: %v", err)
+		}
+		return n.lease(ctx, req)
+	})
+	handle(MethodFinish, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req FinishRequest
+		if err := decode(&req); err != nil {
+			return nil, transport.Errorf(transport.ErrInvalid, "decode finish: %v", err)
+		}
+		return struct{}{}, n.finish(ctx, req)
+	})
+}
+
+// Distribute registers spec's dataset, creates (or joins) the job and
+// attaches consumer to it. Any node can be asked; the leader does the work.
+func (n *Node) Distribute(ctx context.Context, req DistributeRequest) (JobInfo, error) {
+	return n.distribute(ctx, req)
+}
+
+func (n *Node) distribute(ctx context.Context, req DistributeRequest) (JobInfo, error) {
+	if req.Name == "" || req.Consumer == "" {
+		return JobInfo{}, transport.Errorf(transport.ErrInvalid, "job name and consumer id are required")
+	}
+	req.Options = req.Options.withDefaults()
+	if err := req.Options.Validate(); err != nil {
+		return JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Name, err)
+	}
+	var info JobInfo
+	err := n.onLeader(ctx, req.Forwarded, MethodDistribute, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &info,
+		func(ctx context.Context) error {
+			var err error
+			info, err = n.distributeLocal(ctx, req)
+			return err
+		})
+	return info, err
+}
+
+// distributeLocal runs on the leader.
+func (n *Node) distributeLocal(ctx context.Context, req DistributeRequest) (JobInfo, error) {
+	spec, err := pipeline.DecodeCanonical(req.Spec)
+	if err != nil {
+		return JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: dataset spec: %v", req.Name, err)
+	}
+	fp, err := spec.Fingerprint()
+	if err != nil {
+		return JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: dataset spec: %v", req.Name, err)
+	}
+	if _, ok := n.raft.Dataset(fp); !ok {
+		// The leader enumerates the splits (like tf.data service's
+		// dispatcher): it sees the same files as the workers.
+		ss, err := pipeline.Splits(spec)
+		if err != nil {
+			return JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: enumerate splits: %v", req.Name, err)
+		}
+		d := raftstate.Dataset{Fingerprint: fp, Spec: req.Spec, NumSplits: int64(len(ss))}
+		if _, err := n.raft.Apply(ctx, raftstate.NewRegisterDataset(d)); err != nil {
+			return JobInfo{}, err
+		}
+	}
+	opts, err := toRaftOptions(req.Options)
+	if err != nil {
+		return JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Name, err)
+	}
+	var static []string
+	if opts.Sharding == splits.Static {
+		static = n.liveWorkers(opts.MaxWorkers)
+	}
+	if _, err := n.raft.Apply(ctx, raftstate.NewCreateJob(req.Name, fp, opts, static)); err != nil {
+		return JobInfo{}, err
+	}
+	if _, err := n.raft.Apply(ctx, raftstate.NewAttachConsumer(req.Name, req.Consumer)); err != nil {
+		return JobInfo{}, err
+	}
+	// Assign the live workers now, so the client can start streaming at
+	// once instead of waiting for the job loop.
+	n.assignWorkers(ctx, req.Name)
+	view, ok := n.raft.Job(req.Name)
+	if !ok {
+		return JobInfo{}, transport.Errorf(transport.ErrNotFound, "job %q vanished", req.Name)
+	}
+	return n.jobInfo(view), nil
+}
+
+func (n *Node) heartbeat(ctx context.Context, req JobRequest) (JobInfo, error) {
+	var info JobInfo
+	err := n.onLeader(ctx, req.Forwarded, MethodHeartbeat, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &info,
+		func(ctx context.Context) error {
+			if _, err := n.raft.Apply(ctx, raftstate.NewAttachConsumer(req.Job, req.Consumer)); err != nil {
+				return err
+			}
+			view, ok := n.raft.Job(req.Job)
+			if !ok {
+				return transport.Errorf(transport.ErrNotFound, "job %q not found", req.Job)
+			}
+			info = n.jobInfo(view)
+			return nil
+		})
+	return info, err
+}
+
+func (n *Node) detach(ctx context.Context, req JobRequest) error {
+	return n.onLeader(ctx, req.Forwarded, MethodDetach, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
+		func(ctx context.Context) error {
+			_, err := n.raft.Apply(ctx, raftstate.NewDetachConsumer(req.Job, req.Consumer))
+			return err
+		})
+}
+
+// Jobs lists every job, as the leader knows them.
+func (n *Node) Jobs(ctx context.Context) ([]JobInfo, error) { return n.jobs(ctx, false) }
+
+func (n *Node) jobs(ctx context.Context, forwarded bool) ([]JobInfo, error) {
+	var out []JobInfo
+	err := n.onLeader(ctx, forwarded, MethodJobs, func(fwd bool) any { return JobRequest{Forwarded: fwd} }, &out,
+		func(ctx context.Context) error {
+			out = nil
+			for _, v := range n.raft.Jobs() {
+				out = append(out, n.jobInfo(v))
+			}
+			return nil
+		})
+	return out, err
+}
+
+func (n *Node) jobGet(ctx context.Context, req JobRequest) (JobGetResponse, error) {
+	var resp JobGetResponse
+	err := n.onLeader(ctx, req.Forwarded, MethodJobGet, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
+		func(ctx context.Context) error {
+			view, ok := n.raft.Job(req.Job)
+			if !ok {
+				return transport.Errorf(transport.ErrNotFound, "job %q not found", req.Job)
+			}
+			d, ok := n.raft.Dataset(view.Fingerprint)
+			if !ok {
+				return transport.Errorf(transport.ErrNotFound, "job %q: dataset %s not found", req.Job, view.Fingerprint)
+			}
+			resp = JobGetResponse{Job: n.jobInfo(view), Spec: d.Spec}
+			return nil
+		})
+	return resp, err
+}
+
+func (n *Node) lease(ctx context.Context, req LeaseRequest) (LeaseResponse, error) {
+	var resp LeaseResponse
+	err := n.onLeader(ctx, req.Forwarded, MethodLease, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
+		func(ctx context.Context) error {
+			res, err := n.raft.Apply(ctx, raftstate.NewLeaseSplits(req.Job, req.Worker, req.RequestID, req.N))
+			if err != nil {
+				return err
+			}
+			l, ok := res.Value.(splits.Lease)
+			if !ok {
+				return fmt.Errorf("lease splits: unexpected result %T", res.Value)
+			}
+			resp = LeaseResponse{Epoch: l.Epoch, Splits: l.Splits, Done: l.Done}
+			return nil
+		})
+	return resp, err
+}
+
+func (n *Node) finish(ctx context.Context, req FinishRequest) error {
+	return n.onLeader(ctx, req.Forwarded, MethodFinish, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
+		func(ctx context.Context) error {
+			_, err := n.raft.Apply(ctx, raftstate.NewFinishSplits(req.Job, req.Worker, req.Epoch, req.Splits))
+			return err
+		})
+}
+
+// liveWorkers lists alive members, sorted, at most max (0: all).
+func (n *Node) liveWorkers(max int) []string {
+	var out []string
+	for _, m := range n.Members() {
+		if m.Status == StatusAlive && m.Addr != "" {
+			out = append(out, m.Name)
+		}
+	}
+	sort.Strings(out)
+	if max > 0 && len(out) > max {
+		out = out[:max]
+	}
+	return out
+}
+
+// assignWorkers gives job to every live member not yet working on it, up
+// to MaxWorkers. STATIC jobs keep the workers agreed at creation.
+func (n *Node) assignWorkers(ctx context.Context, job string) {
+	view, ok := n.raft.Job(job)
+	if !ok || view.Options.Sharding == splits.Static {
+		return
+	}
+	active := 0
+	for _, w := range view.Workers {
+		if !w.Expired {
+			active++
+		}
+	}
+	for _, name := range n.liveWorkers(0) {
+		if view.Options.MaxWorkers > 0 && active >= view.Options.MaxWorkers {
+			return
+		}
+		if w, ok := view.Workers[name]; ok && !w.Expired {
+			continue
+		}
+		if _, err := n.raft.Apply(ctx, raftstate.NewAssignTask(job, name)); err != nil {
+			n.log.Warn("assign task", "job", job, "worker", name, "err", err)
+			return
+		}
+		active++
+	}
+}
+
+// jobLoop runs on the leader: it assigns new members to jobs, expires dead
+// workers (their unfinished splits are lost: at-most-once), expires
+// consumers whose lease ran out and garbage-collects jobs nobody reads.
+func (n *Node) jobLoop() {
+	defer n.wg.Done()
+	ticker := time.NewTicker(n.cfg.ReconcileInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		if !n.raft.IsLeader() {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
+		n.reconcileJobs(ctx)
+		cancel()
+	}
+}
+
+func (n *Node) reconcileJobs(ctx context.Context) {
+	jobs := n.raft.Jobs()
+	if len(jobs) == 0 {
+		return
+	}
+	now := time.Now()
+	dead := map[string]bool{}
+	for _, m := range n.Members() {
+		if m.Status == StatusDead || m.Status == StatusLeft {
+			dead[m.Name] = true
+		}
+	}
+	expired := map[string]bool{}
+	for _, j := range jobs {
+		for name, w := range j.Workers {
+			if dead[name] && !w.Expired && !expired[name] {
+				expired[name] = true
+				if _, err := n.raft.Apply(ctx, raftstate.NewExpireWorker(name)); err != nil {
+					n.log.Warn("expire worker", "worker", name, "err", err)
+				} else {
+					n.log.Info("expired dead worker", "worker", name)
+				}
+			}
+		}
+	}
+	if _, err := n.raft.Apply(ctx, raftstate.NewExpireConsumers(now.UnixNano())); err != nil {
+		n.log.Warn("expire consumers", "err", err)
+	}
+	for _, j := range n.raft.Jobs() {
+		if j.NoConsumersSince != 0 && now.Sub(time.Unix(0, j.NoConsumersSince)) > j.Options.GCAfter {
+			if _, err := n.raft.Apply(ctx, raftstate.NewGarbageCollectJob(j.Name)); err != nil {
+				n.log.Warn("garbage-collect job", "job", j.Name, "err", err)
+			} else {
+				n.log.Info("garbage-collected job with no consumers", "job", j.Name)
+			}
+			continue
+		}
+		n.assignWorkers(ctx, j.Name)
+	}
+}
+
+func toRaftOptions(o JobOptions) (raftstate.JobOptions, error) {
+	p, err := splits.ParsePolicy(o.Sharding)
+	if err != nil {
+		return raftstate.JobOptions{}, err
+	}
+	return raftstate.JobOptions{
+		Sharding: p, Epochs: o.Epochs, NumConsumers: o.NumConsumers, Share: o.Share,
+		Coordinated: o.Coordinated, MaxWorkers: o.MaxWorkers, ConsumerTTL: o.ConsumerTTL, GCAfter: o.GCAfter,
+	}, nil
+}
+
+// jobInfo converts the replicated job to its wire form, with each
+// worker's current QUIC address from gossip.
+func (n *Node) jobInfo(v raftstate.JobView) JobInfo {
+	addrs := map[string]string{}
+	for _, m := range n.Members() {
+		addrs[m.Name] = m.Addr
+	}
+	info := JobInfo{
+		ID: v.ID, Name: v.Name, Fingerprint: v.Fingerprint,
+		Options: JobOptions{
+			Sharding: v.Options.Sharding.String(), Epochs: v.Options.Epochs, NumConsumers: v.Options.NumConsumers,
+			Share: v.Options.Share, Coordinated: v.Options.Coordinated, MaxWorkers: v.Options.MaxWorkers,
+			ConsumerTTL: v.Options.ConsumerTTL, GCAfter: v.Options.GCAfter,
+		},
+		CreatedAt: time.Unix(0, v.CreatedAt),
+	}
+	if d, ok := n.raft.Dataset(v.Fingerprint); ok {
+		info.NumSplits = d.NumSplits
+	}
+	for c := range v.Consumers {
+		info.Consumers = append(info.Consumers, c)
+	}
+	sort.Strings(info.Consumers)
+	names := make([]string, 0, len(v.Workers))
+	for w := range v.Workers {
+		names = append(names, w)
+	}
+	if v.Options.Sharding == splits.Static {
+		names = v.StaticWorkers
+	}
+	sort.Strings(names)
+	for _, w := range names {
+		info.Workers = append(info.Workers, WorkerInfo{Name: w, Addr: addrs[w], Expired: v.Workers[w].Expired})
+	}
+	if p := v.Progress; p != nil {
+		info.Epoch, info.Leased, info.Finished, info.Lost = p.Epoch, p.Total.Leased, p.Total.Finished, p.Total.Lost
+	}
+	return info
+}
+
+// errorsIsRejected reports an FSM rejection (a command that was valid CBOR
+// but broke a rule: bad options, unknown job).
+func errorsIsRejected(err error) bool { return errors.Is(err, raftstate.ErrRejected) }

@@ -1,0 +1,369 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/transport"
+	"github.com/feedmesh/feedmesh/transport/batch"
+)
+
+// WorkerConfig bounds what a node does as a worker.
+type WorkerConfig struct {
+	// TaskBuffer is how many encoded batches a task keeps ready ahead of
+	// its consumers. It bounds a task's memory together with the client's
+	// window: a client that never grants credit stops the task here.
+	TaskBuffer int
+	// LeaseSplits is how many splits a DYNAMIC task asks for per lease (the
+	// leader may hand out fewer near the end of an epoch).
+	LeaseSplits int
+	// MaxWindow caps the credit a client may grant on one stream.
+	MaxWindow int
+	// JobPollInterval is how often a task checks that its job still exists
+	// while it has nothing to do (no consumer reading, or finished).
+	JobPollInterval time.Duration
+}
+
+// worker runs this node's tasks and serves their batches.
+type worker struct {
+	n  *Node
+	wg sync.WaitGroup
+
+	mu    sync.Mutex
+	tasks map[string]*task
+}
+
+func newWorker(n *Node) *worker { return &worker{n: n, tasks: map[string]*task{}} }
+
+// serve accepts data streams until l closes.
+func (w *worker) serve(l net.Listener) {
+	defer w.wg.Done()
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		w.wg.Add(1)
+		go w.handleStream(conn)
+	}
+}
+
+func (w *worker) handleStream(conn net.Conn) {
+	defer w.wg.Done()
+	ctx := w.n.ctx
+	sender, req, err := batch.Accept(ctx, w.n.codec, conn, w.n.cfg.Worker.MaxWindow)
+	if err != nil {
+		w.n.log.Debug("data stream rejected", "err", err)
+		conn.Close()
+		return
+	}
+	defer sender.Close()
+	t, err := w.task(ctx, req.Job)
+	if err != nil {
+		sender.End(err)
+		return
+	}
+	t.serve(ctx, sender)
+}
+
+// task returns the running task for job, starting it on first use.
+func (w *worker) task(ctx context.Context, job string) (*task, error) {
+	w.mu.Lock()
+	t := w.tasks[job]
+	w.mu.Unlock()
+	if t != nil {
+		return t, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, w.n.cfg.RequestTimeout)
+	resp, err := w.n.jobGet(rctx, JobRequest{Job: job})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("worker %s: job %q: %w", w.n.name, job, err)
+	}
+	spec, err := pipeline.DecodeCanonical(resp.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("worker %s: job %q: dataset spec: %w", w.n.name, job, err)
+	}
+	all, err := pipeline.Splits(spec)
+	if err != nil {
+		return nil, fmt.Errorf("worker %s: job %q: enumerate splits: %w", w.n.name, job, err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t := w.tasks[job]; t != nil {
+		return t, nil
+	}
+	if w.n.ctx.Err() != nil {
+		return nil, errors.New("worker is shutting down")
+	}
+	t = &task{w: w, job: resp.Job, spec: spec, splits: all,
+		out: make(chan *batch.Frame, w.n.cfg.Worker.TaskBuffer), done: make(chan struct{})}
+	t.ctx, t.cancel = context.WithCancel(w.n.ctx)
+	w.tasks[job] = t
+	w.wg.Add(1)
+	go t.run()
+	w.n.log.Info("task started", "job", job, "sharding", resp.Job.Options.Sharding, "splits", len(all))
+	return t, nil
+}
+
+func (w *worker) remove(t *task) {
+	w.mu.Lock()
+	if w.tasks[t.job.Name] == t {
+		delete(w.tasks, t.job.Name)
+	}
+	w.mu.Unlock()
+}
+
+// close stops every task and waits for them and the stream handlers.
+func (w *worker) close() {
+	w.mu.Lock()
+	for _, t := range w.tasks {
+		t.cancel()
+	}
+	w.mu.Unlock()
+	w.wg.Wait()
+}
+
+// task runs one job's pipeline on this worker and hands its batches to the
+// job's consumers: each batch goes to exactly one consumer stream.
+type task struct {
+	w      *worker
+	job    JobInfo
+	spec   *pipeline.Spec
+	splits []pipeline.Split
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	out    chan *batch.Frame // closed when production ends; err says how
+	done   chan struct{}     // closed when run returns
+	err    error             // set before out is closed
+
+	seq      atomic.Uint64
+	produced atomic.Int64
+}
+
+func (t *task) run() {
+	defer t.w.wg.Done()
+	defer close(t.done)
+	defer t.w.remove(t)
+	t.err = t.produce()
+	close(t.out)
+	if t.err != nil && t.ctx.Err() == nil {
+		t.w.n.log.Warn("task failed", "job", t.job.Name, "err", t.err)
+	}
+	// Stay around, finished, so consumers that connect later get the end
+	// of data at once, until the job is garbage-collected.
+	t.waitForJobGone()
+}
+
+// produce runs the pipeline over this worker's splits for every epoch.
+func (t *task) produce() error {
+	o := t.job.Options
+	switch o.Sharding {
+	case ShardingDynamic:
+		p := &leaseProvider{t: t, byID: indexSplits(t.splits)}
+		err := t.pump(pipeline.Options{Provider: p}, nil, -1)
+		if ferr := p.flush(t.ctx); err == nil {
+			err = ferr
+		}
+		return err
+	case ShardingStatic:
+		ids := splits.StaticAssignment(int64(len(t.splits)), t.job.staticWorkers(), t.w.n.name)
+		byID := indexSplits(t.splits)
+		mine := make([]pipeline.Split, 0, len(ids))
+		for _, id := range ids {
+			mine = append(mine, byID[id])
+		}
+		for e := int64(0); e < o.Epochs; e++ {
+			if err := t.pump(pipeline.Options{}, mine, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	default: // off: the whole dataset on every worker
+		for e := int64(0); e < o.Epochs; e++ {
+			if err := t.pump(pipeline.Options{}, t.splits, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// pump runs one pipeline to its end, encoding each batch and queueing it.
+// A full queue blocks the pipeline: that is the task's back-pressure.
+func (t *task) pump(o pipeline.Options, ss []pipeline.Split, epoch int64) error {
+	it, err := pipeline.OpenWithOptions(t.ctx, t.spec, ss, o)
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	poll := time.NewTicker(t.w.n.cfg.Worker.JobPollInterval)
+	defer poll.Stop()
+	for {
+		el, err := it.Next(t.ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		h := batch.Header{Seq: t.seq.Add(1) - 1, Worker: t.w.n.name, Epoch: epoch}
+		f, err := batch.Encode(t.w.n.codec, h, el)
+		if err != nil {
+			return fmt.Errorf("encode batch: %w", err)
+		}
+		for sent := false; !sent; {
+			select {
+			case t.out <- f:
+				sent = true
+				t.produced.Add(1)
+			case <-t.ctx.Done():
+				return t.ctx.Err()
+			case <-poll.C:
+				if t.jobGone() {
+					t.cancel()
+				}
+			}
+		}
+	}
+}
+
+// serve streams the task's batches to one consumer until the task ends,
+// the consumer goes away, or the node closes.
+func (t *task) serve(ctx context.Context, s *batch.Sender) {
+	for {
+		select {
+		case f, ok := <-t.out:
+			if !ok {
+				s.End(t.err)
+				return
+			}
+			if err := s.Send(ctx, f); err != nil {
+				// The consumer is gone; this batch is lost with it
+				// (at-most-once), as tf.data service does.
+				t.w.n.log.Debug("consumer stream ended", "job", t.job.Name, "err", err)
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (t *task) jobGone() bool {
+	ctx, cancel := context.WithTimeout(t.ctx, t.w.n.cfg.RequestTimeout)
+	defer cancel()
+	_, err := t.w.n.jobGet(ctx, JobRequest{Job: t.job.Name})
+	return errors.Is(err, transport.ErrNotFound)
+}
+
+func (t *task) waitForJobGone() {
+	poll := time.NewTicker(t.w.n.cfg.Worker.JobPollInterval)
+	defer poll.Stop()
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-poll.C:
+			if t.jobGone() {
+				t.w.n.log.Info("task stopped: job garbage-collected", "job", t.job.Name)
+				return
+			}
+		}
+	}
+}
+
+func (j JobInfo) staticWorkers() []string {
+	out := make([]string, len(j.Workers))
+	for i, w := range j.Workers {
+		out[i] = w.Name
+	}
+	return out
+}
+
+func indexSplits(ss []pipeline.Split) map[int64]pipeline.Split {
+	m := make(map[int64]pipeline.Split, len(ss))
+	for _, s := range ss {
+		m[s.ID] = s
+	}
+	return m
+}
+
+// leaseProvider feeds a DYNAMIC task's pipeline with splits leased through
+// Raft, many per lease, and reports the splits it has read completely.
+type leaseProvider struct {
+	t     *task
+	byID  map[int64]pipeline.Split
+	queue []int64
+	epoch int64
+	done  bool
+	reqID uint64
+
+	current  int64 // split handed to the pipeline last; -1 before the first
+	started  bool
+	finished []int64 // of epoch p.epoch, not yet reported
+}
+
+// Next implements pipeline.SplitProvider. Being asked for the next split
+// means the pipeline's source has read the previous one completely.
+func (p *leaseProvider) Next(ctx context.Context) (pipeline.Split, error) {
+	if p.started {
+		p.finished = append(p.finished, p.current)
+	}
+	for len(p.queue) == 0 {
+		if p.done {
+			return pipeline.Split{}, io.EOF
+		}
+		if err := p.lease(ctx); err != nil {
+			return pipeline.Split{}, err
+		}
+	}
+	id := p.queue[0]
+	p.queue = p.queue[1:]
+	s, ok := p.byID[id]
+	if !ok {
+		return pipeline.Split{}, fmt.Errorf("leased split %d does not exist in this worker's view of the dataset (%d splits)", id, len(p.byID))
+	}
+	p.current, p.started = id, true
+	return s, nil
+}
+
+func (p *leaseProvider) lease(ctx context.Context) error {
+	if err := p.flush(ctx); err != nil {
+		return err
+	}
+	p.reqID++
+	req := LeaseRequest{Job: p.t.job.Name, Worker: p.t.w.n.name, RequestID: p.reqID, N: p.t.w.n.cfg.Worker.LeaseSplits}
+	resp, err := p.t.w.n.lease(ctx, req)
+	if err != nil {
+		return fmt.Errorf("lease splits: %w", err)
+	}
+	if resp.Epoch != p.epoch {
+		p.epoch = resp.Epoch
+	}
+	p.queue = append(p.queue, resp.Splits...)
+	p.done = resp.Done
+	return nil
+}
+
+// flush reports finished splits (one Raft command for many).
+func (p *leaseProvider) flush(ctx context.Context) error {
+	if len(p.finished) == 0 {
+		return nil
+	}
+	req := FinishRequest{Job: p.t.job.Name, Worker: p.t.w.n.name, Epoch: p.epoch, Splits: p.finished}
+	if err := p.t.w.n.finish(ctx, req); err != nil {
+		return fmt.Errorf("report finished splits: %w", err)
+	}
+	p.finished = nil
+	return nil
+}
