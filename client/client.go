@@ -247,6 +247,21 @@ func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptio
 	return newIterator(c, info, consumer), nil
 }
 
+// Attach joins an existing job by name, without its spec (a trainer that
+// did not create the job). An unknown job is an error that wraps
+// transport.ErrNotFound.
+func (c *Client) Attach(ctx context.Context, job string) (*Iterator, error) {
+	consumer, err := newConsumerID()
+	if err != nil {
+		return nil, err
+	}
+	var info mesh.JobInfo
+	if err := c.call(ctx, mesh.MethodHeartbeat, mesh.JobRequest{Job: job, Consumer: consumer}, &info); err != nil {
+		return nil, fmt.Errorf("attach to job %q: %w", job, err)
+	}
+	return newIterator(c, info, consumer), nil
+}
+
 // Jobs lists the cluster's jobs.
 func (c *Client) Jobs(ctx context.Context) ([]mesh.JobInfo, error) {
 	var out []mesh.JobInfo

@@ -187,7 +187,7 @@ func (n *Node) onLeader(ctx context.Context, forwarded bool, method string, mkRe
 			lastErr = err
 		} else if forwarded {
 			return transport.Errorf(transport.ErrNoLeader, "%s is not the leader", n.name)
-		} else if _, addr := n.raft.Leader(); addr != "" && addr != n.addr {
+		} else if addr := n.leaderAddr(); addr != "" && addr != n.addr {
 			actx, cancel := context.WithTimeout(ctx, n.cfg.ForwardAttemptTimeout)
 			err := transport.Call(actx, n.tr, n.codec, addr, method, mkReq(true), resp)
 			cancel()
@@ -239,4 +239,19 @@ func mapRaftErr(err error) error {
 		return transport.Errorf(transport.ErrNoQuorum, "not committed in time: %v", err)
 	}
 	return err
+}
+
+// leaderAddr is the leader's QUIC address: from Raft when this node takes
+// part in it, else from gossip, where the leader advertises its role
+// (non-voters hold no Raft state and learn the leader only that way).
+func (n *Node) leaderAddr() string {
+	if _, addr := n.raft.Leader(); addr != "" {
+		return addr
+	}
+	for _, m := range n.members.snapshot() {
+		if m.Raft == "leader" && m.Status == StatusAlive && m.Name != n.name {
+			return m.Addr
+		}
+	}
+	return ""
 }

@@ -227,7 +227,7 @@ func (n *Node) finish(ctx context.Context, req FinishRequest) error {
 func (n *Node) liveWorkers(max int) []string {
 	var out []string
 	for _, m := range n.Members() {
-		if m.Status == StatusAlive && m.Addr != "" {
+		if m.Status == StatusAlive && m.Addr != "" && m.Worker {
 			out = append(out, m.Name)
 		}
 	}

@@ -32,6 +32,8 @@ type Member struct {
 	// Raft is the role the member advertises: leader, voter, nonvoter or none.
 	Raft    string `json:"raft"`
 	Version string `json:"version,omitempty"`
+	// Worker: the member runs tasks (false for control-only nodes).
+	Worker bool `json:"worker"`
 	// Since is when the member entered its current status, as seen here.
 	Since time.Time `json:"since"`
 }
@@ -132,7 +134,7 @@ func (t *memberTable) snapshot() []Member {
 		}
 		out = append(out, Member{
 			Name: name, GossipAddr: e.gossipAddr, Addr: e.meta.Addr,
-			Status: e.status, Raft: raftRole, Version: e.meta.Version, Since: e.since,
+			Status: e.status, Raft: raftRole, Version: e.meta.Version, Worker: !e.meta.NoWorker, Since: e.since,
 		})
 	}
 	t.mu.Unlock()

@@ -20,6 +20,8 @@ type nodeMeta struct {
 	// Leaving is set just before a graceful leave, so that other members
 	// record the departure as "left" rather than "dead".
 	Leaving bool `cbor:"4,keyasint,omitempty"`
+	// NoWorker: the node runs no tasks (WorkerConfig.Disabled).
+	NoWorker bool `cbor:"5,keyasint,omitempty"`
 }
 
 var metaDec = func() cbor.DecMode {

@@ -272,11 +272,11 @@ func joinError(addrs []string, err error) error {
 }
 
 func (n *Node) setMeta(role string) error {
-	return n.storeMeta(nodeMeta{Addr: n.addr, Raft: role, Version: Version})
+	return n.storeMeta(nodeMeta{Addr: n.addr, Raft: role, Version: Version, NoWorker: n.cfg.Worker.Disabled})
 }
 
 func (n *Node) setMetaLeaving(role string) error {
-	return n.storeMeta(nodeMeta{Addr: n.addr, Raft: role, Version: Version, Leaving: true})
+	return n.storeMeta(nodeMeta{Addr: n.addr, Raft: role, Version: Version, Leaving: true, NoWorker: n.cfg.Worker.Disabled})
 }
 
 func (n *Node) storeMeta(m nodeMeta) error {

@@ -18,6 +18,9 @@ import (
 
 // WorkerConfig bounds what a node does as a worker.
 type WorkerConfig struct {
+	// Disabled keeps the node out of every job: it serves control and Raft
+	// only, like a dedicated Consul server.
+	Disabled bool
 	// TaskBuffer is how many encoded batches a task keeps ready ahead of
 	// its consumers. It bounds a task's memory together with the client's
 	// window: a client that never grants credit stops the task here.
@@ -66,6 +69,10 @@ func (w *worker) handleStream(conn net.Conn) {
 		return
 	}
 	defer sender.Close()
+	if w.n.cfg.Worker.Disabled {
+		sender.End(fmt.Errorf("node %s does not run tasks (worker disabled)", w.n.name))
+		return
+	}
 	t, err := w.task(ctx, req.Job)
 	if err != nil {
 		sender.End(err)
@@ -86,15 +93,15 @@ func (w *worker) task(ctx context.Context, job string) (*task, error) {
 	resp, err := w.n.jobGet(rctx, JobRequest{Job: job})
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("worker %s: job %q: %w", w.n.name, job, err)
+		return nil, fmt.Errorf("fetch job: %w", err)
 	}
 	spec, err := pipeline.DecodeCanonical(resp.Spec)
 	if err != nil {
-		return nil, fmt.Errorf("worker %s: job %q: dataset spec: %w", w.n.name, job, err)
+		return nil, fmt.Errorf("dataset spec: %w", err)
 	}
 	all, err := pipeline.Splits(spec)
 	if err != nil {
-		return nil, fmt.Errorf("worker %s: job %q: enumerate splits: %w", w.n.name, job, err)
+		return nil, fmt.Errorf("enumerate splits: %w", err)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -105,7 +112,7 @@ func (w *worker) task(ctx context.Context, job string) (*task, error) {
 		return nil, errors.New("worker is shutting down")
 	}
 	t = &task{w: w, job: resp.Job, spec: spec, splits: all,
-		out: make(chan *batch.Frame, w.n.cfg.Worker.TaskBuffer), done: make(chan struct{})}
+		out: make(chan *batch.Frame, w.n.cfg.Worker.TaskBuffer), finished: make(chan struct{}), done: make(chan struct{})}
 	t.ctx, t.cancel = context.WithCancel(w.n.ctx)
 	w.tasks[job] = t
 	w.wg.Add(1)
@@ -142,8 +149,9 @@ type task struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	out    chan *batch.Frame // closed when production ends; err says how
-	done   chan struct{}     // closed when run returns
+	out      chan *batch.Frame // closed when production ends; err says how
+	finished chan struct{}     // closed when production ends
+	done     chan struct{}     // closed when run returns
 	err    error             // set before out is closed
 
 	seq      atomic.Uint64
@@ -156,6 +164,7 @@ func (t *task) run() {
 	defer t.w.remove(t)
 	t.err = t.produce()
 	close(t.out)
+	close(t.finished)
 	if t.err != nil && t.ctx.Err() == nil {
 		t.w.n.log.Warn("task failed", "job", t.job.Name, "err", t.err)
 	}
@@ -171,9 +180,7 @@ func (t *task) produce() error {
 	case ShardingDynamic:
 		p := &leaseProvider{t: t, byID: indexSplits(t.splits)}
 		err := t.pump(pipeline.Options{Provider: p}, nil, -1)
-		if ferr := p.flush(t.ctx); err == nil {
-			err = ferr
-		}
+		p.flush(t.ctx)
 		return err
 	case ShardingStatic:
 		ids := splits.StaticAssignment(int64(len(t.splits)), t.job.staticWorkers(), t.w.n.name)
@@ -338,9 +345,7 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.Split, error) {
 }
 
 func (p *leaseProvider) lease(ctx context.Context) error {
-	if err := p.flush(ctx); err != nil {
-		return err
-	}
+	p.flush(ctx)
 	p.reqID++
 	req := LeaseRequest{Job: p.t.job.Name, Worker: p.t.w.n.name, RequestID: p.reqID, N: p.t.w.n.cfg.Worker.LeaseSplits}
 	resp, err := p.t.w.n.lease(ctx, req)
@@ -355,15 +360,45 @@ func (p *leaseProvider) lease(ctx context.Context) error {
 	return nil
 }
 
-// flush reports finished splits (one Raft command for many).
-func (p *leaseProvider) flush(ctx context.Context) error {
+// flush reports finished splits (one Raft command for many). The report
+// is bookkeeping (progress in `feedmesh jobs`), not part of delivery, so a
+// failure is logged and the task goes on: a retried report whose first
+// attempt did commit is rejected as "not outstanding", harmlessly.
+func (p *leaseProvider) flush(ctx context.Context) {
 	if len(p.finished) == 0 {
-		return nil
+		return
 	}
 	req := FinishRequest{Job: p.t.job.Name, Worker: p.t.w.n.name, Epoch: p.epoch, Splits: p.finished}
-	if err := p.t.w.n.finish(ctx, req); err != nil {
-		return fmt.Errorf("report finished splits: %w", err)
+	if err := p.t.w.n.finish(ctx, req); err != nil && ctx.Err() == nil {
+		p.t.w.n.log.Warn("report finished splits", "job", p.t.job.Name, "splits", len(p.finished), "err", err)
 	}
 	p.finished = nil
-	return nil
+}
+
+// TaskStats describes one task running on this node.
+type TaskStats struct {
+	Job string
+	// Produced counts batches the task encoded and queued.
+	Produced int64
+	// Queued is how many of them wait for a consumer.
+	Queued int
+	// Finished: the task's pipeline has ended.
+	Finished bool
+}
+
+// Tasks lists the tasks running on this node.
+func (n *Node) Tasks() []TaskStats {
+	n.worker.mu.Lock()
+	defer n.worker.mu.Unlock()
+	out := make([]TaskStats, 0, len(n.worker.tasks))
+	for _, t := range n.worker.tasks {
+		st := TaskStats{Job: t.job.Name, Produced: t.produced.Load(), Queued: len(t.out)}
+		select {
+		case <-t.finished:
+			st.Finished = true
+		default:
+		}
+		out = append(out, st)
+	}
+	return out
 }
