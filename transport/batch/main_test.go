@@ -44,7 +44,7 @@ func (b *blackholeConn) ReadFrom(p []byte) (int, net.Addr, error) {
 type node struct {
 	t     *transport.Transport
 	udp   *net.UDPConn
-	bh    *blackholeConn
+	bh    *blackholeConn // nil unless started faulty
 	codec *transport.Codec
 }
 
@@ -56,8 +56,10 @@ func (n *node) close() {
 	n.udp.Close()
 }
 
-// startNode starts a transport; server=false gives a dial-only client.
-func startNode(tb testing.TB, cfg transport.Config, server bool) *node {
+// startNode starts a transport; server=false gives a dial-only client. A
+// faulty node's socket can be blackholed (n.bh); others use the bare UDP
+// socket so quic-go keeps its fast paths (GSO, socket buffers).
+func startNode(tb testing.TB, cfg transport.Config, server, faulty bool) *node {
 	tb.Helper()
 	srvTLS, cliTLS, err := transport.DevTLS(tb.TempDir(), "batch-test")
 	if err != nil {
@@ -70,8 +72,13 @@ func startNode(tb testing.TB, cfg transport.Config, server bool) *node {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	n := &node{udp: udp, bh: &blackholeConn{PacketConn: udp}}
-	n.t, err = transport.New(n.bh, srvTLS, cliTLS, cfg, nil)
+	n := &node{udp: udp}
+	var pc net.PacketConn = udp
+	if faulty {
+		n.bh = &blackholeConn{PacketConn: udp}
+		pc = n.bh
+	}
+	n.t, err = transport.New(pc, srvTLS, cliTLS, cfg, nil)
 	if err != nil {
 		udp.Close()
 		tb.Fatal(err)
@@ -90,7 +97,12 @@ type pair struct {
 }
 
 func newPair(tb testing.TB, cfg transport.Config) *pair {
-	return &pair{worker: startNode(tb, cfg, true), client: startNode(tb, cfg, false)}
+	return &pair{worker: startNode(tb, cfg, true, false), client: startNode(tb, cfg, false, false)}
+}
+
+// newFaultyPair is newPair with a worker whose socket can be blackholed.
+func newFaultyPair(tb testing.TB, cfg transport.Config) *pair {
+	return &pair{worker: startNode(tb, cfg, true, true), client: startNode(tb, cfg, false, false)}
 }
 
 // stream opens a batch stream from the client to the worker and accepts it.

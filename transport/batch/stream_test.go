@@ -270,7 +270,7 @@ func TestSharedFrameManyStreams(t *testing.T) {
 func TestWorkerVanishes(t *testing.T) {
 	for _, how := range []string{"transport closed", "socket blackholed"} {
 		t.Run(how, func(t *testing.T) {
-			p := newPair(t, transport.FastConfig())
+			p := newFaultyPair(t, transport.FastConfig())
 			snd, rcv := p.stream(t, OpenRequest{Job: "j", Window: 2}, 4, Limits{})
 			ctx := ctxT(t, 10*time.Second)
 			if err := snd.Send(ctx, encode(t, p.worker.codec, 0, numbered(t, 0, 100))); err != nil {
@@ -488,5 +488,56 @@ func TestClientOverGrantingCreditIsCutOff(t *testing.T) {
 	})
 	if !errors.Is(serr, ErrClientGone) || !errors.Is(serr, ErrMalformedBatch) {
 		t.Fatalf("Send after over-granting: %v", serr)
+	}
+}
+
+func TestCloseInterruptsBlockedCalls(t *testing.T) {
+	p := newPair(t, transport.FastConfig())
+	snd, rcv := p.stream(t, OpenRequest{Job: "j", Window: 1}, 4, Limits{})
+	ctx := ctxT(t, 10*time.Second)
+
+	// Next blocked waiting for a batch; Receiver.Close interrupts it.
+	next := make(chan error, 1)
+	go func() {
+		_, _, err := rcv.Next(ctx)
+		next <- err
+	}()
+	// Send one batch so the sender has no credit left, then block on the next.
+	if err := snd.Send(ctx, encode(t, p.worker.codec, 0, numbered(t, 0, 10))); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-next; err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, _, err := rcv.Next(context.Background()) // credits batch 0, then waits
+		next <- err
+	}()
+	waitFor(t, 3*time.Second, "credit for batch 0", func() bool { return snd.Outstanding() == 0 })
+	rcv.Close()
+	select {
+	case err := <-next:
+		if !errors.Is(err, ErrReceiverClosed) {
+			t.Fatalf("Next interrupted by Close: %v, want ErrReceiverClosed", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Close did not interrupt Next")
+	}
+
+	// Send blocked on credit; Sender.Close interrupts it.
+	snd2, _ := p.stream(t, OpenRequest{Job: "j2", Window: 1}, 4, Limits{})
+	if err := snd2.Send(ctx, encode(t, p.worker.codec, 0, numbered(t, 0, 10))); err != nil {
+		t.Fatal(err)
+	}
+	sent := make(chan error, 1)
+	go func() { sent <- snd2.Send(context.Background(), encode(t, p.worker.codec, 1, numbered(t, 1, 10))) }()
+	snd2.Close()
+	select {
+	case err := <-sent:
+		if !errors.Is(err, ErrSenderClosed) {
+			t.Fatalf("Send interrupted by Close: %v, want ErrSenderClosed", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Close did not interrupt Send")
 	}
 }
