@@ -164,6 +164,9 @@ func (s *Sender) readCredits() {
 // reset the stream, connection lost), when ctx ends, or after Close. A ctx
 // ending while the frame is half written breaks the stream (later calls fail).
 func (s *Sender) Send(ctx context.Context, f *Frame) error {
+	if f == nil {
+		return errors.New("send batch: nil frame")
+	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if err := s.reserve(ctx); err != nil {
