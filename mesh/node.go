@@ -26,10 +26,11 @@ var ErrGossipKeyMismatch = errors.New("gossip key mismatch")
 
 // Node is one running feedmesh node.
 type Node struct {
-	cfg  Config
-	log  *slog.Logger
-	name string
-	addr string // advertised QUIC address
+	cfg        Config
+	log        *slog.Logger
+	name       string
+	addr       string // advertised QUIC address
+	gossipAddr string // advertised gossip address
 
 	resetKey quic.StatelessResetKey
 
@@ -209,6 +210,10 @@ func (n *Node) startGossip(ctx context.Context) error {
 		return fmt.Errorf("start gossip: %w", err)
 	}
 	n.ml = ml
+	// Read once: memberlist's LocalNode points into state that UpdateNode
+	// rewrites, so reading it later would race.
+	ln := ml.LocalNode()
+	n.gossipAddr = net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
 	if len(cfg.Join) == 0 {
 		return nil
 	}
@@ -295,13 +300,7 @@ func (n *Node) Name() string { return n.name }
 func (n *Node) Addr() string { return n.addr }
 
 // GossipAddr is the node's gossip address, for other nodes' --join.
-func (n *Node) GossipAddr() string {
-	if n.ml == nil {
-		return ""
-	}
-	ln := n.ml.LocalNode()
-	return net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
-}
+func (n *Node) GossipAddr() string { return n.gossipAddr }
 
 // Transport exposes the node's QUIC transport to the layers built on it.
 func (n *Node) Transport() *transport.Transport { return n.tr }

@@ -147,12 +147,12 @@ type task struct {
 	spec   *pipeline.Spec
 	splits []pipeline.Split
 
-	ctx    context.Context
-	cancel context.CancelFunc
+	ctx      context.Context
+	cancel   context.CancelFunc
 	out      chan *batch.Frame // closed when production ends; err says how
 	finished chan struct{}     // closed when production ends
 	done     chan struct{}     // closed when run returns
-	err    error             // set before out is closed
+	err      error             // set before out is closed
 
 	seq      atomic.Uint64
 	produced atomic.Int64

@@ -29,6 +29,7 @@ type options struct {
 	logLevel  slog.Level
 	logs      bool
 	logOut    io.Writer
+	noFaults  bool
 	timeout   time.Duration
 }
 
@@ -47,6 +48,11 @@ func WithConfig(f func(i int, c *mesh.Config)) Option { return func(o *options) 
 func WithLogs(level slog.Level) Option {
 	return func(o *options) { o.logs, o.logLevel = true, level }
 }
+
+// WithoutFaults leaves the nodes' sockets unwrapped: Partition does nothing,
+// and QUIC keeps its fast paths (GSO, batched I/O), which the wrapper's
+// plain net.PacketConn hides. For benchmarks.
+func WithoutFaults() Option { return func(o *options) { o.noFaults = true } }
 
 // WithStartTimeout bounds how long Start waits for the cluster to form.
 func WithStartTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
@@ -186,9 +192,11 @@ func (c *Cluster) start(s *slot, expect int) error {
 		cfg.Logger = slog.New(slog.NewTextHandler(c.opts.logOut, &slog.HandlerOptions{Level: c.opts.logLevel}))
 	}
 	idx := s.index
-	cfg.WrapPacketConn = func(pc net.PacketConn) net.PacketConn { return &packetConn{PacketConn: pc, f: c.net, self: idx} }
-	cfg.WrapGossipTransport = func(t memberlist.NodeAwareTransport) memberlist.NodeAwareTransport {
-		return &gossipTransport{NodeAwareTransport: t, f: c.net, self: idx}
+	if !c.opts.noFaults {
+		cfg.WrapPacketConn = func(pc net.PacketConn) net.PacketConn { return &packetConn{PacketConn: pc, f: c.net, self: idx} }
+		cfg.WrapGossipTransport = func(t memberlist.NodeAwareTransport) memberlist.NodeAwareTransport {
+			return &gossipTransport{NodeAwareTransport: t, f: c.net, self: idx}
+		}
 	}
 	if s.gossipPort == 0 {
 		p, err := freeTCPPort()
