@@ -244,7 +244,7 @@ func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptio
 	if err := c.call(ctx, mesh.MethodDistribute, req, &info); err != nil {
 		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
 	}
-	return newIterator(c, info, consumer), nil
+	return newIterator(c, info, consumer, spec.Batched()), nil
 }
 
 // Attach joins an existing job by name, without its spec (a trainer that
@@ -259,7 +259,8 @@ func (c *Client) Attach(ctx context.Context, job string) (*Iterator, error) {
 	if err := c.call(ctx, mesh.MethodHeartbeat, mesh.JobRequest{Job: job, Consumer: consumer}, &info); err != nil {
 		return nil, fmt.Errorf("attach to job %q: %w", job, err)
 	}
-	return newIterator(c, info, consumer), nil
+	// Without the spec, assume batches (the common case for training).
+	return newIterator(c, info, consumer, true), nil
 }
 
 // Jobs lists the cluster's jobs.

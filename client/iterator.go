@@ -23,12 +23,14 @@ type Batch struct {
 	// Seq is the batch's sequence number within its worker's task.
 	Seq   uint64
 	Epoch int64
+
+	batched bool
 }
 
-// Rows is the batch's leading dimension (the number of elements in it),
-// taken from its first tensor; 1 for an unbatched element.
+// Rows is the number of elements in the batch: its leading dimension,
+// taken from its first tensor, or 1 when the job's spec does not batch.
 func (b *Batch) Rows() int64 {
-	if len(b.Tensors) == 0 || len(b.Tensors[0].Shape) == 0 {
+	if !b.batched || len(b.Tensors) == 0 || len(b.Tensors[0].Shape) == 0 {
 		return 1
 	}
 	return b.Tensors[0].Shape[0]
@@ -71,6 +73,7 @@ type Iterator struct {
 	c        *Client
 	job      string
 	consumer string
+	batched  bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -88,9 +91,9 @@ type Iterator struct {
 	closeOnce sync.Once
 }
 
-func newIterator(c *Client, info mesh.JobInfo, consumer string) *Iterator {
+func newIterator(c *Client, info mesh.JobInfo, consumer string, batched bool) *Iterator {
 	it := &Iterator{
-		c: c, job: info.Name, consumer: consumer, info: info,
+		c: c, job: info.Name, consumer: consumer, info: info, batched: batched,
 		items:   make(chan item, c.opts.PrefetchBatches),
 		budget:  newByteBudget(c.opts.PrefetchBytes),
 		wake:    make(chan struct{}, 1),
@@ -320,7 +323,7 @@ func (it *Iterator) readWorker(worker, addr string) error {
 			return err
 		}
 		select {
-		case it.items <- item{b: Batch{Element: el, Worker: worker, Seq: h.Seq, Epoch: h.Epoch}, size: size}:
+		case it.items <- item{b: Batch{Element: el, Worker: worker, Seq: h.Seq, Epoch: h.Epoch, batched: it.batched}, size: size}:
 		case <-it.ctx.Done():
 			it.budget.release(size)
 			return it.ctx.Err()

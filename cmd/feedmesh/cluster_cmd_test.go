@@ -97,3 +97,19 @@ func TestUnknownCommandAndHelp(t *testing.T) {
 		}
 	}
 }
+
+// The README's first command must keep working.
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	out, errOut, code := runCmd(t, "demo", "--elements", "20000")
+	if code != 0 {
+		t.Fatalf("demo exited %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"cluster formed", "killing the leader", "new leader", "job done"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
