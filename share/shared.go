@@ -29,7 +29,8 @@ type Shared[T Item] struct {
 
 	mu        sync.Mutex
 	w         *Window[T]
-	producing chan struct{} // non-nil while a production runs; closed when it ends
+	producing bool          // a reader is producing, without the lock held
+	done      chan struct{} // made by the first waiter; closed when the production ends
 	eof       bool          // produce returned io.EOF
 	failed    error         // the error that ended the stream, if not io.EOF
 	waiting   int           // readers waiting for a production (for tests)
@@ -99,8 +100,8 @@ func (s *Shared[T]) Read(ctx context.Context, job string) (T, error) {
 			return zero, io.EOF
 		case s.failed != nil:
 			return zero, s.failed
-		case s.producing != nil:
-			if err := s.wait(ctx, s.producing); err != nil {
+		case s.producing:
+			if err := s.wait(ctx); err != nil {
 				return zero, err
 			}
 			continue // the production ended: read its item, or take over
@@ -115,9 +116,14 @@ func (s *Shared[T]) Read(ctx context.Context, job string) (T, error) {
 	}
 }
 
-// wait releases the lock until done is closed or ctx ends; it returns with
-// the lock held.
-func (s *Shared[T]) wait(ctx context.Context, done <-chan struct{}) error {
+// wait releases the lock until the production in flight ends or ctx ends; it
+// returns with the lock held. The channel is made only when someone waits,
+// so a job reading alone allocates nothing per item.
+func (s *Shared[T]) wait(ctx context.Context) error {
+	if s.done == nil {
+		s.done = make(chan struct{})
+	}
+	done := s.done
 	s.waiting++
 	s.mu.Unlock()
 	var err error
@@ -136,13 +142,15 @@ func (s *Shared[T]) wait(ctx context.Context, done <-chan struct{}) error {
 // and the caller should look again (another job may have left, say).
 func (s *Shared[T]) produceLocked(ctx context.Context, c *cursor) (item T, done bool, err error) {
 	var zero T
-	ch := make(chan struct{})
-	s.producing = ch
+	s.producing = true
 	s.mu.Unlock()
 	item, perr := s.call(ctx)
 	s.mu.Lock()
-	s.producing = nil
-	close(ch)
+	s.producing = false
+	if s.done != nil {
+		close(s.done)
+		s.done = nil
+	}
 
 	switch {
 	case errors.Is(perr, io.EOF):
