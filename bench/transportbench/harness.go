@@ -1,0 +1,459 @@
+package transportbench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Paths a measurement can take.
+const (
+	Loopback = "loopback"
+	Veth     = "veth"
+)
+
+// Config describes one benchmark invocation. Start from DefaultConfig.
+type Config struct {
+	// Path is Loopback or Veth (receiver and sender in two network namespaces
+	// joined by a veth pair; needs root, see VethUp).
+	Path string
+
+	// Sizes are the batch sizes measured, in bytes, each in [1, MaxBatchBytes].
+	Sizes []int
+
+	// Seconds is how long the sender sends in one measurement. Short runs
+	// weigh connection set-up and slow start more; the first batch received
+	// is never counted.
+	Seconds float64
+
+	// Runs is how many times each (transport, size) is measured; rows report
+	// medians. Transports take turns within a run (the starting one rotates),
+	// so a drift of the shared machine hits all of them alike.
+	Runs int
+
+	// Self is the command line that starts a feedmesh peer; RunPeer's
+	// arguments are appended (e.g. [/path/feedmesh bench transport --peer]).
+	// It must be an absolute path for the veth path.
+	Self []string
+
+	// Baseline is the path of the binary built from bench/baseline; empty
+	// leaves out grpc-tls, tcp-tls and tcp (and the ratios).
+	Baseline string
+
+	// Transports, when not empty, restricts the transports measured (by name:
+	// feedmesh, quic-raw, grpc-tls, tcp-tls, tcp). Lever variants count as
+	// feedmesh.
+	Transports []string
+
+	// Levers adds the feedmesh variants: GOMAXPROCS=1 in both peers, 2 and 4
+	// connections per pair, larger receive windows.
+	Levers bool
+
+	// PeerTimeout bounds each peer process beyond Seconds (start-up,
+	// handshake, draining); a peer still running then is killed.
+	PeerTimeout time.Duration
+
+	// Progress receives one line per measurement; nil discards them.
+	Progress io.Writer
+}
+
+// DefaultConfig measures the three issue sizes on loopback, 3 runs of 2 s
+// each: about 40 s per size with the baseline.
+func DefaultConfig() Config {
+	return Config{
+		Path:        Loopback,
+		Sizes:       []int{64 << 10, 1 << 20, 16 << 20},
+		Seconds:     2,
+		Runs:        3,
+		PeerTimeout: 30 * time.Second,
+	}
+}
+
+// maxRuns and maxSeconds keep an invocation bounded.
+const (
+	maxRuns    = 100
+	maxSeconds = 600
+)
+
+// Validate reports the first invalid field, by name.
+func (c Config) Validate() error {
+	switch {
+	case c.Path != Loopback && c.Path != Veth:
+		return fmt.Errorf("transportbench: Path %q, want %s or %s", c.Path, Loopback, Veth)
+	case len(c.Sizes) == 0:
+		return errors.New("transportbench: Sizes is empty")
+	case c.Seconds <= 0 || c.Seconds > maxSeconds:
+		return fmt.Errorf("transportbench: Seconds %g out of range (0, %d]", c.Seconds, maxSeconds)
+	case c.Runs < 1 || c.Runs > maxRuns:
+		return fmt.Errorf("transportbench: Runs %d out of range [1, %d]", c.Runs, maxRuns)
+	case len(c.Self) == 0:
+		return errors.New("transportbench: Self is empty")
+	case c.PeerTimeout <= 0:
+		return errors.New("transportbench: PeerTimeout must be positive")
+	}
+	for _, s := range c.Sizes {
+		if s < 1 || s > MaxBatchBytes {
+			return fmt.Errorf("transportbench: size %d out of range [1, %d]", s, MaxBatchBytes)
+		}
+	}
+	known := map[string]bool{Feedmesh: true, QuicRaw: true, GRPCTLS: true, TCPTLS: true, TCP: true}
+	for _, t := range c.Transports {
+		if !known[t] {
+			return fmt.Errorf("transportbench: unknown transport %q (want feedmesh, quic-raw, grpc-tls, tcp-tls or tcp)", t)
+		}
+	}
+	return nil
+}
+
+// benchCase is one transport (or lever variant) to measure.
+type benchCase struct {
+	transport string
+	variant   string   // "default" or the lever
+	env       []string // extra environment of both peers
+	opts      peerOptions
+}
+
+func (c benchCase) name() string {
+	if c.variant == "default" {
+		return c.transport
+	}
+	return c.transport + "/" + c.variant
+}
+
+// cases lists what cfg measures, in table order.
+func (cfg Config) cases() []benchCase {
+	want := func(t string) bool {
+		if len(cfg.Transports) == 0 {
+			return true
+		}
+		for _, w := range cfg.Transports {
+			if w == t {
+				return true
+			}
+		}
+		return false
+	}
+	shipped := peerOptions{conns: 1, credit: 4} // client.Options' default Window
+	var cs []benchCase
+	if want(Feedmesh) {
+		cs = append(cs, benchCase{transport: Feedmesh, variant: "default", opts: shipped})
+		if cfg.Levers {
+			one := benchCase{transport: Feedmesh, variant: "gomaxprocs=1", env: []string{"GOMAXPROCS=1"}, opts: shipped}
+			c2, c4 := shipped, shipped
+			c2.conns, c4.conns = 2, 4
+			win := shipped
+			win.streamWindow, win.connWindow = 64<<20, 256<<20
+			cs = append(cs, one,
+				benchCase{transport: Feedmesh, variant: "conns=2", opts: c2},
+				benchCase{transport: Feedmesh, variant: "conns=4", opts: c4},
+				benchCase{transport: Feedmesh, variant: "windows=64MiB/256MiB", opts: win})
+		}
+	}
+	for _, t := range []string{QuicRaw, GRPCTLS, TCPTLS, TCP} {
+		if !want(t) || (t != QuicRaw && cfg.Baseline == "") {
+			continue
+		}
+		cs = append(cs, benchCase{transport: t, variant: "default", opts: peerOptions{conns: 1, credit: 1}})
+	}
+	return cs
+}
+
+// Run measures every case at every size, Runs times, and returns one row per
+// (transport/variant, size). A failed measurement is reported on Progress and
+// in the row's Errors; Run fails only on a bad Config, a veth set-up failure
+// or ctx ending.
+func Run(ctx context.Context, cfg Config) ([]Row, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	progress := cfg.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	if cfg.Path == Veth {
+		down, err := VethUp(ctx, progress)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := down(); err != nil {
+				fmt.Fprintf(progress, "veth teardown: %v\n", err)
+			}
+		}()
+	}
+	cases := cfg.cases()
+	var rows []Row
+	for _, size := range cfg.Sizes {
+		samples := make([][]*sample, len(cases)) // [case][run], nil when failed
+		errs := make([][]string, len(cases))
+		for run := 0; run < cfg.Runs; run++ {
+			for k := range cases {
+				i := (k + run) % len(cases)
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				s, err := cfg.measure(ctx, cases[i], size)
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil, ctx.Err()
+					}
+					errs[i] = append(errs[i], err.Error())
+					fmt.Fprintf(progress, "[%s %s run %d/%d] %-28s FAILED: %v\n", cfg.Path, sizeName(size), run+1, cfg.Runs, cases[i].name(), err)
+				} else {
+					fmt.Fprintf(progress, "[%s %s run %d/%d] %-28s %8.1f MB/s  recv %5.2f  send %5.2f CPU-s/GB\n",
+						cfg.Path, sizeName(size), run+1, cfg.Runs, cases[i].name(), s.mbps, s.recvCPUPerGB, s.sendCPUPerGB)
+				}
+				samples[i] = append(samples[i], s)
+			}
+		}
+		rows = append(rows, summarize(cfg.Path, size, cases, samples, errs)...)
+	}
+	return rows, nil
+}
+
+// sample is one measurement.
+type sample struct {
+	mbps, batchesPerS, recvCPUPerGB, sendCPUPerGB float64
+}
+
+// measure runs one sender/receiver pair.
+func (cfg Config) measure(ctx context.Context, c benchCase, size int) (*sample, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // kills whatever is still running
+	timeout := cfg.PeerTimeout + time.Duration(cfg.Seconds*float64(time.Second))
+	listen := "127.0.0.1:0"
+	nsSend, nsRecv := "", ""
+	if cfg.Path == Veth {
+		listen = AddrSend + ":0"
+		nsSend, nsRecv = NSSend, NSRecv
+	}
+	o := c.opts
+	o.transport, o.size, o.seconds, o.timeout = c.transport, size, cfg.Seconds, timeout
+	argv := func(o peerOptions) []string {
+		if c.transport == Feedmesh || c.transport == QuicRaw {
+			return append(append([]string(nil), cfg.Self...), o.args()...)
+		}
+		return []string{cfg.Baseline, o.role, "--transport", o.transport, "--size", fmt.Sprint(o.size),
+			"--seconds", fmt.Sprint(o.seconds), "--timeout", o.timeout.String(), "--listen", o.listen, "--addr", o.addr}
+	}
+
+	so := o
+	so.role, so.listen = "send", listen
+	snd, err := startPeer(ctx, argv(so), c.env, nsSend)
+	if err != nil {
+		return nil, err
+	}
+	defer snd.stop()
+	addrLine, err := snd.firstLine(ctx, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("sender: %w", err)
+	}
+	var a struct{ Addr string }
+	if err := json.Unmarshal(addrLine, &a); err != nil || a.Addr == "" {
+		return nil, fmt.Errorf("sender printed %q, want {\"addr\":…}", addrLine)
+	}
+
+	ro := o
+	ro.role, ro.addr = "recv", a.Addr
+	rcv, err := startPeer(ctx, argv(ro), c.env, nsRecv)
+	if err != nil {
+		return nil, err
+	}
+	defer rcv.stop()
+	rres, rerr := rcv.result(ctx, timeout)
+	snd.release()
+	sres, serr := snd.result(ctx, timeout)
+	if rerr != nil || serr != nil {
+		return nil, errors.Join(wrapErr("receiver", rerr), wrapErr("sender", serr))
+	}
+	if rres.Bytes == 0 || rres.Seconds <= 0 || sres.Bytes == 0 {
+		return nil, fmt.Errorf("receiver counted %d bytes after the first batch: raise --seconds", rres.Bytes)
+	}
+	return &sample{
+		mbps:         float64(rres.Bytes) / rres.Seconds / 1e6,
+		batchesPerS:  float64(rres.Batches) / rres.Seconds,
+		recvCPUPerGB: rres.CPUS / (float64(rres.Bytes) / 1e9),
+		sendCPUPerGB: sres.CPUS / (float64(sres.Bytes) / 1e9),
+	}, nil
+}
+
+func wrapErr(who string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", who, err)
+}
+
+// peerProc is one running peer process.
+type peerProc struct {
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	out     *lineBuffer
+	errb    *tailBuffer
+	done    chan struct{} // closed when Wait returned
+	waitErr error
+}
+
+// startPeer starts argv (inside network namespace ns when not empty) with
+// extra environment env.
+func startPeer(ctx context.Context, argv, env []string, ns string) (*peerProc, error) {
+	if ns != "" {
+		argv = append([]string{"ip", "netns", "exec", ns}, argv...)
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.WaitDelay = 2 * time.Second
+	p := &peerProc{cmd: cmd, out: newLineBuffer(), errb: &tailBuffer{max: 4 << 10}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.errb
+	var err error
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", strings.Join(argv, " "), err)
+	}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// firstLine waits for the peer's first stdout line.
+func (p *peerProc) firstLine(ctx context.Context, timeout time.Duration) ([]byte, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-p.out.first:
+		return p.out.line(0), nil
+	case <-p.done:
+		select {
+		case <-p.out.first:
+			return p.out.line(0), nil
+		default:
+		}
+		return nil, p.failure()
+	case <-t.C:
+		return nil, fmt.Errorf("no address after %s", timeout)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// result waits for the peer to exit and parses its last stdout line.
+func (p *peerProc) result(ctx context.Context, timeout time.Duration) (result, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		return result{}, fmt.Errorf("still running after %s", timeout)
+	case <-ctx.Done():
+		return result{}, ctx.Err()
+	}
+	if p.waitErr != nil {
+		return result{}, p.failure()
+	}
+	var r result
+	last := p.out.line(-1)
+	if err := json.Unmarshal(last, &r); err != nil || r.Role == "" {
+		return result{}, fmt.Errorf("last line %q is not a result", last)
+	}
+	return r, nil
+}
+
+// failure describes a peer that exited early or badly, with its stderr.
+func (p *peerProc) failure() error {
+	<-p.done
+	msg := strings.TrimSpace(p.errb.String())
+	if msg == "" {
+		msg = "(no output)"
+	}
+	return fmt.Errorf("%v: %s", p.waitErr, msg)
+}
+
+// release closes the peer's stdin: a feedmesh sender then closes its endpoint.
+func (p *peerProc) release() { p.stdin.Close() }
+
+// stop kills the peer if it still runs and waits for it.
+func (p *peerProc) stop() {
+	p.stdin.Close()
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// lineBuffer keeps a peer's stdout (bounded) and signals its first line.
+type lineBuffer struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	first chan struct{}
+	seen  bool
+}
+
+// maxStdout bounds what is kept of a peer's stdout: a few JSON lines.
+const maxStdout = 64 << 10
+
+func newLineBuffer() *lineBuffer { return &lineBuffer{first: make(chan struct{})} }
+
+func (l *lineBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.buf.Len()+len(p) <= maxStdout {
+		l.buf.Write(p)
+	}
+	if !l.seen && bytes.IndexByte(l.buf.Bytes(), '\n') >= 0 {
+		l.seen = true
+		close(l.first)
+	}
+	return len(p), nil
+}
+
+// line returns line i (negative: from the end) without its newline.
+func (l *lineBuffer) line(i int) []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lines := bytes.Split(bytes.TrimRight(l.buf.Bytes(), "\n"), []byte("\n"))
+	if i < 0 {
+		i += len(lines)
+	}
+	if i < 0 || i >= len(lines) {
+		return nil
+	}
+	return append([]byte(nil), lines[i]...)
+}
+
+// tailBuffer keeps the last max bytes written (a peer's stderr).
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}

@@ -1,0 +1,195 @@
+package transportbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/transport"
+	"github.com/feedmesh/feedmesh/transport/batch"
+)
+
+// senderMaxWindow is the worker's cap on a client's credit window, as
+// mesh.DefaultConfig's Worker.MaxWindow.
+const senderMaxWindow = 64
+
+// feedmeshConfig is transport.DefaultConfig with the window levers applied.
+func feedmeshConfig(o peerOptions) transport.Config {
+	c := transport.DefaultConfig()
+	if o.streamWindow > 0 {
+		c.StreamReceiveWindow = o.streamWindow
+	}
+	if o.connWindow > 0 {
+		c.ConnectionReceiveWindow = o.connWindow
+	}
+	c.ConnectionReceiveWindow = max(c.ConnectionReceiveWindow, c.StreamReceiveWindow)
+	return c
+}
+
+// feedmeshSend plays the worker: a transport listening on o.listen accepts
+// o.conns batch streams and sends the same encoded batch (one uint8 tensor
+// of o.size random bytes) on each, under the client's credit, for o.seconds.
+func feedmeshSend(ctx context.Context, o peerOptions, stdin io.Reader, stdout io.Writer) (result, error) {
+	cfg := feedmeshConfig(o)
+	if err := cfg.Validate(); err != nil {
+		return result{}, err
+	}
+	codec, err := transport.NewCodec(cfg.MaxHeaderBytes, cfg.MaxFrameBytes)
+	if err != nil {
+		return result{}, err
+	}
+	e := tensor.Element{Tensors: []tensor.Tensor{{Name: "data", DType: tensor.Uint8, Shape: []int64{int64(o.size)}, Data: randomBytes(o.size)}}}
+	f, err := batch.Encode(codec, batch.Header{Worker: "bench-sender"}, e)
+	if err != nil {
+		return result{}, err
+	}
+	pc, err := net.ListenPacket("udp", o.listen)
+	if err != nil {
+		return result{}, err
+	}
+	defer pc.Close()
+	srvTLS, cliTLS, err := selfSigned(transport.ALPN)
+	if err != nil {
+		return result{}, err
+	}
+	tr, err := transport.New(pc, srvTLS, cliTLS, cfg, nil)
+	if err != nil {
+		return result{}, err
+	}
+	defer tr.Close()
+	stop := context.AfterFunc(ctx, func() { tr.Close() }) // unblocks Accept
+	defer stop()
+	if err := printAddr(stdout, pc.LocalAddr().String()); err != nil {
+		return result{}, err
+	}
+
+	senders := make([]*batch.Sender, 0, o.conns)
+	defer func() {
+		for _, s := range senders {
+			s.Close()
+		}
+	}()
+	ln := tr.Listener(transport.KindData)
+	for len(senders) < o.conns {
+		c, err := ln.Accept()
+		if err != nil {
+			return result{}, fmt.Errorf("accept stream %d: %w", len(senders), err)
+		}
+		s, _, err := batch.Accept(ctx, codec, c, senderMaxWindow)
+		if err != nil {
+			return result{}, err
+		}
+		senders = append(senders, s)
+	}
+
+	m := startMeter()
+	end := m.t0.Add(time.Duration(o.seconds * float64(time.Second)))
+	var sent atomic.Int64
+	errs := make([]error, len(senders))
+	var wg sync.WaitGroup
+	for i, s := range senders {
+		wg.Go(func() {
+			for time.Now().Before(end) {
+				if err := s.Send(ctx, f); err != nil {
+					errs[i] = err
+					return
+				}
+				sent.Add(1)
+			}
+			errs[i] = s.EndContext(ctx, nil)
+		})
+	}
+	wg.Wait()
+	res := m.result("send", sent.Load()*int64(o.size), sent.Load())
+	if err := errors.Join(errs...); err != nil {
+		return result{}, err
+	}
+	waitRelease(ctx, stdin) // keep the connections until the receiver is done
+	return res, nil
+}
+
+// feedmeshRecv plays the client: o.conns client transports (each its own UDP
+// socket, so each its own QUIC connection) each open one batch stream with
+// o.credit credits and read until the worker's End.
+func feedmeshRecv(ctx context.Context, o peerOptions) (result, error) {
+	cfg := feedmeshConfig(o)
+	if err := cfg.Validate(); err != nil {
+		return result{}, err
+	}
+	codec, err := transport.NewCodec(cfg.MaxHeaderBytes, cfg.MaxFrameBytes)
+	if err != nil {
+		return result{}, err
+	}
+	_, cliTLS, err := selfSigned(transport.ALPN)
+	if err != nil {
+		return result{}, err
+	}
+	var closers []io.Closer // closed in reverse order
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i].Close()
+		}
+	}()
+	rcvs := make([]*batch.Receiver, o.conns)
+	for i := range rcvs {
+		pc, err := net.ListenPacket("udp", ":0")
+		if err != nil {
+			return result{}, err
+		}
+		closers = append(closers, pc)
+		tr, err := transport.New(pc, nil, cliTLS, cfg, nil)
+		if err != nil {
+			return result{}, err
+		}
+		closers = append(closers, tr)
+		// As the shipped client: batch.Open, default limits, a new buffer per batch.
+		r, err := batch.Open(ctx, tr, codec, o.addr, batch.OpenRequest{Job: "bench", Consumer: fmt.Sprint(i), Window: o.credit}, batch.DefaultLimits())
+		if err != nil {
+			return result{}, err
+		}
+		closers = append(closers, r)
+		rcvs[i] = r
+	}
+
+	var (
+		once    sync.Once
+		m       meter
+		batches atomic.Int64
+		wg      sync.WaitGroup
+	)
+	errs := make([]error, len(rcvs))
+	for i, r := range rcvs {
+		wg.Go(func() {
+			for {
+				_, e, err := r.Next(ctx)
+				if err == io.EOF {
+					return
+				}
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				if len(e.Tensors) != 1 || len(e.Tensors[0].Data) != o.size {
+					errs[i] = fmt.Errorf("stream %d: batch of %d bytes, want one tensor of %d", i, e.ByteSize(), o.size)
+					return
+				}
+				first := false
+				once.Do(func() { m, first = startMeter(), true }) // the window starts after the first batch
+				if !first {
+					batches.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return result{}, err
+	}
+	return m.result("recv", batches.Load()*int64(o.size), batches.Load()), nil
+}

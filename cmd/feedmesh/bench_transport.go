@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/feedmesh/feedmesh/bench/transportbench"
+)
+
+func init() {
+	registerBench(benchmark{name: "transport", summary: "batch stream throughput and CPU/GB: feedmesh QUIC vs quic-go, gRPC+TLS, TCP+TLS, TCP (two processes)", run: benchTransport})
+}
+
+// peerFlag, as the first argument of `feedmesh bench transport`, makes this
+// process one peer of a measurement (started by the harness; not listed in
+// the help).
+const peerFlag = "--peer"
+
+// baselineHint says how to get the gRPC/TCP baselines.
+const baselineHint = "grpc-tls, tcp-tls and tcp need the baseline binary: cd bench/baseline && go build -o /tmp/fm-baseline . ; then pass --baseline /tmp/fm-baseline"
+
+func benchTransport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == peerFlag {
+		return transportbench.RunPeer(ctx, args[1:], os.Stdin, stdout)
+	}
+	def := transportbench.DefaultConfig()
+	fs := newFlagSet("bench transport", "[--path loopback|veth] [--sizes 65536,1048576,16777216] [--seconds N] [--runs N] [--baseline BIN] [--levers] [--json]", stderr)
+	path := fs.String("path", def.Path, "loopback, or veth (two network namespaces joined by a veth pair, MTU 1500; needs root and ip)")
+	sizes := fs.String("sizes", joinInts(def.Sizes), "batch sizes in bytes, comma-separated")
+	seconds := fs.Float64("seconds", def.Seconds, "seconds the sender sends per measurement")
+	runs := fs.Int("runs", def.Runs, "measurements per transport and size (medians are reported)")
+	baseline := fs.String("baseline", "", "binary built from bench/baseline (gRPC+TLS, TCP+TLS, TCP); without it those rows are left out")
+	transports := fs.String("transports", "", "comma-separated subset of feedmesh,quic-raw,grpc-tls,tcp-tls,tcp (default all)")
+	levers := fs.Bool("levers", false, "also measure feedmesh with GOMAXPROCS=1, 2 and 4 connections per pair, larger receive windows")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: path, transport, variant, batch_bytes, runs, mb_per_s, batches_per_s, recv_cpu_s_per_gb, send_cpu_s_per_gb, ratio_vs_grpc_tls, recv_cpu_ratio_vs_grpc_tls, samples_mb_per_s, errors")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: feedmesh bench transport [flags]\n\nA sender process (the worker) streams batches of random bytes to a receiver process (the client)\nfor --seconds; MB/s and batches/s are the receiver's, CPU-s/GB each process's own (getrusage over the\nmeasured window). Ratios compare with grpc-tls measured in the same run. Progress goes to stderr.\n\n"+baselineHint+"\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg := def
+	cfg.Path, cfg.Seconds, cfg.Runs, cfg.Levers, cfg.Progress = *path, *seconds, *runs, *levers, stderr
+	cfg.Transports = splitList(*transports)
+	var err error
+	if cfg.Sizes, err = parseInts(*sizes); err != nil {
+		return fmt.Errorf("--sizes: %w", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable to start peers: %w", err)
+	}
+	cfg.Self = []string{exe, "bench", "transport", peerFlag}
+	if *baseline != "" {
+		if fi, err := os.Stat(*baseline); err != nil || fi.IsDir() {
+			fmt.Fprintf(stderr, "--baseline %s: not a file; reporting feedmesh and quic-raw only.\n%s\n", *baseline, baselineHint)
+		} else {
+			cfg.Baseline = *baseline
+		}
+	} else {
+		fmt.Fprintln(stderr, "no --baseline: reporting feedmesh and quic-raw only.\n"+baselineHint)
+	}
+	rows, err := transportbench.Run(ctx, cfg)
+	if errors.Is(err, transportbench.ErrSkipped) {
+		fmt.Fprintf(stderr, "bench transport: %v\n", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if *jsonOut {
+		return writeJSON(stdout, rows)
+	}
+	return transportbench.WriteTable(stdout, rows)
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, p := range splitList(s) {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a whole number of bytes", p)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no sizes given")
+	}
+	return out, nil
+}
+
+func joinInts(v []int) string {
+	parts := make([]string, len(v))
+	for i, n := range v {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
+}
