@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func runBenchTransport(args ...string) (stdout, stderr string, code int) {
+	var out, errb bytes.Buffer
+	code = run(context.Background(), append([]string{"bench", "transport"}, args...), &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestBenchTransportFlags(t *testing.T) {
+	_, errOut, code := runBenchTransport("--help")
+	if code != 0 || !strings.Contains(errOut, "Usage: feedmesh bench transport") || !strings.Contains(errOut, "go build -o /tmp/fm-baseline") {
+		t.Errorf("--help: code %d\n%s", code, errOut)
+	}
+	if strings.Contains(errOut, peerFlag) {
+		t.Errorf("--help lists the hidden %s mode", peerFlag)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sizes", "1MiB"}, "--sizes"},
+		{[]string{"--sizes", ","}, "no sizes"},
+		{[]string{"--path", "wifi"}, "Path"},
+		{[]string{"--runs", "0"}, "Runs"},
+		{[]string{"--seconds", "0"}, "Seconds"},
+		{[]string{"--transports", "udp"}, "unknown transport"},
+		{[]string{"--sizes", "0"}, "size"},
+	} {
+		_, errOut, code := runBenchTransport(tc.args...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: code %d, stderr %q; want an error naming %q", tc.args, code, errOut, tc.want)
+		}
+	}
+	if _, errOut, code := runBenchTransport(peerFlag, "serve"); code == 0 || !strings.Contains(errOut, "send or recv") {
+		t.Errorf("bad peer role: code %d, %q", code, errOut)
+	}
+}
+
+func TestParseInts(t *testing.T) {
+	got, err := parseInts(" 65536, 1048576 ,")
+	if err != nil || len(got) != 2 || got[0] != 65536 || got[1] != 1048576 {
+		t.Fatalf("parseInts: %v %v", got, err)
+	}
+	if joinInts(got) != "65536,1048576" {
+		t.Errorf("joinInts: %q", joinInts(got))
+	}
+}
