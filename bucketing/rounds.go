@@ -192,7 +192,8 @@ func (s Schedule) AddWorker(w string, from, minFrom int64) (Schedule, error) {
 // from on (the others keep their order). The constraints on from are those of
 // AddWorker. Removing the last worker is an error wrapping ErrEmptyRotation;
 // removing a worker not in the current rotation one wrapping
-// ErrUnknownWorker.
+// ErrUnknownWorker. A worker that died should leave through Evict, which does
+// not wait for changes already scheduled.
 func (s Schedule) RemoveWorker(w string, from, minFrom int64) (Schedule, error) {
 	if err := s.checkChange(from, minFrom); err != nil {
 		return Schedule{}, fmt.Errorf("remove worker %q: %w", w, err)
@@ -208,6 +209,65 @@ func (s Schedule) RemoveWorker(w string, from, minFrom int64) (Schedule, error) 
 	rot := make([]string, 0, len(cur)-1)
 	rot = append(append(rot, cur[:k]...), cur[k+1:]...)
 	return s.with(Change{From: from, Workers: rot}), nil
+}
+
+// Evict returns a schedule in which w serves no round from round from on,
+// where from >= minFrom (the first round no consumer has reached) may fall
+// before changes already scheduled: those pending changes lose w too, and a
+// pending change left equal to its predecessor is dropped. It is how a worker
+// that died leaves at once (from = minFrom) instead of after the pending
+// changes, so consumers never wait for a round no live worker serves.
+// Rounds before from keep their workers. Errors wrap ErrChangeTooEarly,
+// ErrUnknownWorker (w serves no round from from on) or ErrEmptyRotation (a
+// rotation would be left empty).
+func (s Schedule) Evict(w string, from, minFrom int64) (Schedule, error) {
+	if err := s.Validate(); err != nil {
+		return Schedule{}, fmt.Errorf("evict worker %q: invalid schedule: %w", w, err)
+	}
+	if from < minFrom {
+		return Schedule{}, fmt.Errorf("evict worker %q: from round %d is before round %d, which a consumer may have reached: %w", w, from, minFrom, ErrChangeTooEarly)
+	}
+	if from < 0 {
+		return Schedule{}, fmt.Errorf("evict worker %q: from round %d: %w", w, from, ErrNoRotation)
+	}
+	i := s.changeAt(from) // >= 0: Validate ensures Changes[0].From == 0
+	out := make([]Change, 0, len(s.Changes)+1)
+	out = append(out, s.Changes[:i]...)
+	if s.Changes[i].From < from {
+		out = append(out, s.Changes[i])
+	}
+	found := false
+	for j, c := range s.Changes[i:] {
+		k := slices.Index(c.Workers, w)
+		if k < 0 {
+			if j > 0 { // an untouched later change
+				out = appendChange(out, c)
+				continue
+			}
+			out = appendChange(out, Change{From: from, Workers: c.Workers})
+			continue
+		}
+		found = true
+		if len(c.Workers) == 1 {
+			return Schedule{}, fmt.Errorf("evict worker %q: it is the only one from round %d: %w", w, max(c.From, from), ErrEmptyRotation)
+		}
+		rot := make([]string, 0, len(c.Workers)-1)
+		rot = append(append(rot, c.Workers[:k]...), c.Workers[k+1:]...)
+		out = appendChange(out, Change{From: max(c.From, from), Workers: rot})
+	}
+	if !found {
+		return Schedule{}, fmt.Errorf("evict worker %q: it serves no round from %d on: %w", w, from, ErrUnknownWorker)
+	}
+	return Schedule{Changes: out}, nil
+}
+
+// appendChange appends c unless it repeats the last change's rotation (then
+// it would change no round).
+func appendChange(out []Change, c Change) []Change {
+	if n := len(out); n > 0 && slices.Equal(out[n-1].Workers, c.Workers) {
+		return out
+	}
+	return append(out, c)
 }
 
 // checkChange validates s and the round a change would take effect at.

@@ -211,6 +211,50 @@ func TestAddRemoveWorker(t *testing.T) {
 	}
 }
 
+func TestEvict(t *testing.T) {
+	// A join of d is pending at 20, a leave of a at 30.
+	base := sched(0, "a b c", 20, "a b c d", 30, "b c d")
+	cases := []struct {
+		w             string
+		from, minFrom int64
+		want          string
+		err           error
+	}{
+		{"b", 12, 12, "0:[a b c] 12:[a c] 20:[a c d] 30:[c d]", nil},
+		{"b", 20, 15, "0:[a b c] 20:[a c d] 30:[c d]", nil},
+		{"a", 12, 12, "0:[a b c] 12:[b c] 20:[b c d]", nil}, // the pending leave of a is now moot
+		{"d", 12, 12, "0:[a b c] 30:[b c]", nil},            // the pending join of d is cancelled
+		{"d", 25, 25, "0:[a b c] 20:[a b c d] 25:[a b c] 30:[b c]", nil},
+		{"c", 40, 35, "0:[a b c] 20:[a b c d] 30:[b c d] 40:[b d]", nil},
+		{"b", 0, 0, "0:[a c] 20:[a c d] 30:[c d]", nil},
+		{"b", 11, 12, "", ErrChangeTooEarly},
+		{"z", 12, 12, "", ErrUnknownWorker},
+		{"a", 31, 31, "", ErrUnknownWorker},
+		{"b", -1, -5, "", ErrNoRotation},
+	}
+	for _, c := range cases {
+		got, err := base.Evict(c.w, c.from, c.minFrom)
+		if c.err != nil {
+			if !errors.Is(err, c.err) {
+				t.Errorf("Evict(%q, %d, %d) = %v, want %v", c.w, c.from, c.minFrom, err, c.err)
+			}
+			continue
+		}
+		if err != nil || describe(got) != c.want {
+			t.Errorf("Evict(%q, %d, %d) = %s, %v; want %s", c.w, c.from, c.minFrom, describe(got), err, c.want)
+		}
+	}
+	if describe(base) != "0:[a b c] 20:[a b c d] 30:[b c d]" {
+		t.Errorf("Evict modified its receiver: %s", describe(base))
+	}
+	if _, err := sched(0, "a b", 5, "a").Evict("a", 3, 3); !errors.Is(err, ErrEmptyRotation) {
+		t.Errorf("evicting the last worker of a pending rotation: %v", err)
+	}
+	if _, err := sched(1, "a b").Evict("a", 3, 3); err == nil || !strings.Contains(err.Error(), "invalid schedule") {
+		t.Errorf("evict on an invalid schedule: %v", err)
+	}
+}
+
 func describe(s Schedule) string {
 	var parts []string
 	for _, c := range s.Changes {
@@ -423,8 +467,8 @@ type scheduleModel struct {
 	kept    int64    // rounds below this were compacted away
 }
 
-// step applies one operation: op selects add, remove, compact, or a change
-// that is too early; w names the worker; delta moves consumers ahead and
+// step applies one operation: op selects add, remove, compact, a change that
+// is too early, or an eviction; w names the worker; delta moves consumers ahead and
 // places the change.
 func (m *scheduleModel) step(op int, w string, delta int64) {
 	t := m.t
@@ -469,6 +513,42 @@ func (m *scheduleModel) step(op int, w string, delta int64) {
 				t.Fatalf("%s: removed %q from %d still serves round %d", describe(next), w, from, r)
 			}
 		}
+	case 4:
+		// A worker dies: evicted from a round that may precede pending
+		// changes.
+		from = m.minFrom + (delta/5)%3
+		next, err = m.s.Evict(w, from, m.minFrom)
+		k := slices.Index(m.model, w)
+		inAny, lonely := false, false // in a rotation in force from `from` on; alone in one
+		for i := max(m.s.changeAt(from), 0); i < len(m.s.Changes); i++ {
+			inAny = inAny || slices.Contains(m.s.Changes[i].Workers, w)
+			lonely = lonely || slices.Equal(m.s.Changes[i].Workers, []string{w})
+		}
+		switch {
+		case !inAny:
+			if !errors.Is(err, ErrUnknownWorker) {
+				t.Fatalf("%s: evicting %q from %d, which serves nothing: %v", oldStr, w, from, err)
+			}
+		case lonely:
+			if !errors.Is(err, ErrEmptyRotation) {
+				t.Fatalf("%s: Evict(%q, %d) would empty a rotation: %v", oldStr, w, from, err)
+			}
+		case err != nil:
+			t.Fatalf("%s: Evict(%q, %d, %d): %v", oldStr, w, from, m.minFrom, err)
+		default:
+			if k >= 0 {
+				m.model = slices.Delete(m.model, k, k+1)
+			}
+			for r := from; r < max(from, m.s.LastFrom())+2*int64(len(m.model))+2; r++ {
+				want := slices.DeleteFunc(m.s.RotationAt(r), func(x string) bool { return x == w })
+				if got := next.RotationAt(r); !slices.Equal(got, want) {
+					t.Fatalf("%s: Evict(%q, %d) = %s: rotation at %d is %q, want %q", oldStr, w, from, describe(next), r, got, want)
+				}
+				if next.mustWorker(t, r) == w {
+					t.Fatalf("%s: evicted %q from %d still serves round %d", describe(next), w, from, r)
+				}
+			}
+		}
 	case 2:
 		// Compacting up to the slowest consumer is what the FSM does.
 		m.s = m.s.Compact(m.minFrom)
@@ -478,7 +558,7 @@ func (m *scheduleModel) step(op int, w string, delta int64) {
 		}
 		from = m.s.EarliestFrom(m.minFrom) + 3 // rounds before this must not move
 		next = m.s
-	default:
+	case 3:
 		// Too early: before minFrom, or not after the last change.
 		early := min(m.minFrom-1-delta%3, m.s.LastFrom())
 		if _, err = m.s.AddWorker(w+"-new", early, m.minFrom); !errors.Is(err, ErrChangeTooEarly) {
@@ -525,16 +605,18 @@ func TestScheduleProperties(t *testing.T) {
 		}
 		m := &scheduleModel{t: t, s: s, model: slices.Clone(first)}
 		for range 5 + rng.IntN(40) {
-			op := rng.IntN(10) // adds and removes most of the time
+			op := rng.IntN(12) // adds and removes most of the time
 			switch {
 			case op < 4:
 				op = 0
-			case op < 8:
+			case op < 7:
 				op = 1
-			case op < 9:
+			case op < 8:
 				op = 2
-			default:
+			case op < 9:
 				op = 3
+			default:
+				op = 4
 			}
 			m.step(op, fmt.Sprintf("w%d", rng.IntN(8)), rng.Int64N(30))
 		}
@@ -550,7 +632,7 @@ func FuzzSchedule(f *testing.F) {
 		s, _ := NewSchedule([]string{"w0", "w1"})
 		m := &scheduleModel{t: t, s: s, model: []string{"w0", "w1"}}
 		for i := 0; i+2 < len(data); i += 3 {
-			m.step(int(data[i]%4), fmt.Sprintf("w%d", data[i+1]%6), int64(data[i+2]))
+			m.step(int(data[i]%5), fmt.Sprintf("w%d", data[i+1]%6), int64(data[i+2]))
 		}
 		checkSchedule(t, m.s, m.s.LastFrom()+12, rand.New(rand.NewPCG(uint64(len(data)), 1)))
 	})
