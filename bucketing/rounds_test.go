@@ -679,3 +679,27 @@ func FuzzScheduleRaw(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkWorkerFor: a schedule of 65 changes (rotations of 4 to 26), asked about
+// rounds spread over its whole range (what a consumer asks once per round).
+func BenchmarkWorkerFor(b *testing.B) {
+	s, _ := NewSchedule([]string{"w0", "w1", "w2", "w3"})
+	for i := range 64 {
+		w := fmt.Sprintf("x%d", i)
+		var err error
+		if i%3 != 2 { // two joins, then one of them leaves
+
+			s, err = s.AddWorker(w, int64(10*(i+1)), 0)
+		} else {
+			s, err = s.RemoveWorker(fmt.Sprintf("x%d", i-1), int64(10*(i+1)), 0)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := 0; b.Loop(); i++ {
+		if _, err := s.WorkerFor(int64(i % 700)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

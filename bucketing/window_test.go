@@ -300,3 +300,13 @@ func TestGrouperDoesNotShareWindows(t *testing.T) {
 		t.Errorf("windows share storage: %v %v", w1, w2)
 	}
 }
+
+// BenchmarkGrouperAdd: m=8 consumers, 8 buckets, round-robin over buckets.
+func BenchmarkGrouperAdd(b *testing.B) {
+	g, _ := NewGrouper[int](8, 7*8)
+	for i := 0; b.Loop(); i++ {
+		if _, _, err := g.Add(i%8, i); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
