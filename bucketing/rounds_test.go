@@ -358,4 +358,3 @@ func TestCompact(t *testing.T) {
 		t.Errorf("Compact modified its receiver: %s", describe(s))
 	}
 }
-
