@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -29,6 +30,11 @@ func (s *source) produce(ctx context.Context) (item, error) {
 		s.overlap.Store(true)
 	}
 	defer s.active.Add(-1)
+	// Give other readers the chance to run while this production is in
+	// flight: they must wait for it, not start their own.
+	for range 3 {
+		runtime.Gosched()
+	}
 	seq := s.next.Load()
 	if seq >= s.n {
 		return item{}, io.EOF
@@ -127,18 +133,24 @@ func TestSharedSameSpeed(t *testing.T) {
 		var wg sync.WaitGroup
 		for i, job := range jobs {
 			wg.Go(func() {
+				// Every reader arrives in every round, also after its
+				// stream ended, so a failure cannot stall the others.
 				ctx := ctxT(t)
-				for r := 0; ; r++ {
+				done := false
+				for r := range release {
 					<-release[r]
-					it, err := s.Read(ctx, job)
-					arrived <- struct{}{}
-					if err != nil {
-						if err != io.EOF {
-							errs[i] = err
+					if !done {
+						it, err := s.Read(ctx, job)
+						switch {
+						case err == io.EOF:
+							done = true
+						case err != nil:
+							errs[i], done = err, true
+						default:
+							got[i] = append(got[i], it.seq)
 						}
-						return
 					}
-					got[i] = append(got[i], it.seq)
+					arrived <- struct{}{}
 				}
 			})
 		}
