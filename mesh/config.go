@@ -147,7 +147,8 @@ func DefaultConfig() Config {
 		Raft:      raftstate.DefaultConfig(),
 		Worker: WorkerConfig{
 			TaskBuffer:      8,
-			LeaseSplits:     16,
+			LeaseSplits:     256,
+			LeaseDuration:   250 * time.Millisecond,
 			MaxWindow:       64,
 			JobPollInterval: 2 * time.Second,
 		},
@@ -235,7 +236,7 @@ func (c *Config) Validate() error {
 			bad(name, "must be > 0")
 		}
 	}
-	if c.Worker.TaskBuffer < 1 || c.Worker.LeaseSplits < 1 || c.Worker.MaxWindow < 1 || c.Worker.JobPollInterval <= 0 {
+	if c.Worker.TaskBuffer < 1 || c.Worker.LeaseSplits < 1 || c.Worker.LeaseDuration <= 0 || c.Worker.MaxWindow < 1 || c.Worker.JobPollInterval <= 0 {
 		bad("Worker", "TaskBuffer, LeaseSplits, MaxWindow and JobPollInterval must be > 0")
 	}
 	if c.Gossip.SuspicionMult < 1 {

@@ -25,9 +25,15 @@ type WorkerConfig struct {
 	// its consumers. It bounds a task's memory together with the client's
 	// window: a client that never grants credit stops the task here.
 	TaskBuffer int
-	// LeaseSplits is how many splits a DYNAMIC task asks for per lease (the
-	// leader may hand out fewer near the end of an epoch).
+	// LeaseSplits is the most splits a DYNAMIC task asks for per lease (the
+	// leader hands out fewer near the end of an epoch, for balance).
 	LeaseSplits int
+	// LeaseDuration is how much work a DYNAMIC task aims to lease at once:
+	// it asks for as many splits as it reads in this time (at most
+	// LeaseSplits), so cheap pipelines do not pay a Raft commit every few
+	// milliseconds. Longer means fewer commits, and more splits lost when
+	// a worker dies (at-most-once).
+	LeaseDuration time.Duration
 	// MaxWindow caps the credit a client may grant on one stream.
 	MaxWindow int
 	// JobPollInterval is how often a task checks that its job still exists
@@ -178,16 +184,19 @@ func (t *task) produce() error {
 	o := t.job.Options
 	switch o.Sharding {
 	case ShardingDynamic:
-		p := &leaseProvider{t: t, byID: indexSplits(t.splits)}
+		p := newLeaseProvider(t)
 		err := t.pump(pipeline.Options{Provider: p}, nil, -1)
-		p.flush(t.ctx)
+		p.close()
 		return err
 	case ShardingStatic:
 		ids := splits.StaticAssignment(int64(len(t.splits)), t.job.staticWorkers(), t.w.n.name)
-		byID := indexSplits(t.splits)
 		mine := make([]pipeline.Split, 0, len(ids))
 		for _, id := range ids {
-			mine = append(mine, byID[id])
+			s, err := t.split(id)
+			if err != nil {
+				return err
+			}
+			mine = append(mine, s)
 		}
 		for e := int64(0); e < o.Epochs; e++ {
 			if err := t.pump(pipeline.Options{}, mine, e); err != nil {
@@ -297,81 +306,167 @@ func (j JobInfo) staticWorkers() []string {
 	return out
 }
 
-func indexSplits(ss []pipeline.Split) map[int64]pipeline.Split {
-	m := make(map[int64]pipeline.Split, len(ss))
-	for _, s := range ss {
-		m[s.ID] = s
+// split returns the split with the given id: ids are positions in the
+// deterministic enumeration every node computes.
+func (t *task) split(id int64) (pipeline.Split, error) {
+	if id < 0 || id >= int64(len(t.splits)) || t.splits[id].ID != id {
+		return pipeline.Split{}, fmt.Errorf("split %d does not exist in this worker's view of the dataset (%d splits): do all nodes see the same files?", id, len(t.splits))
 	}
-	return m
+	return t.splits[id], nil
 }
 
 // leaseProvider feeds a DYNAMIC task's pipeline with splits leased through
-// Raft, many per lease, and reports the splits it has read completely.
+// Raft, many per lease. It asks for the next lease in the background while
+// the pipeline still reads the current one, so a Raft round trip (an fsync
+// on a quorum) does not stall the pipeline; and it reports the splits it
+// has read completely along with that request.
 type leaseProvider struct {
-	t     *task
-	byID  map[int64]pipeline.Split
-	queue []int64
-	epoch int64
-	done  bool
-	reqID uint64
+	t *task
 
-	current  int64 // split handed to the pipeline last; -1 before the first
-	started  bool
-	finished []int64 // of epoch p.epoch, not yet reported
+	queue   []leasedSplit
+	current leasedSplit
+	started bool
+	done    bool   // the last lease said no more will come
+	reqID   uint64 // of the last lease asked for
+
+	finished []leasedSplit // read completely, not yet reported
+	inflight bool
+	ready    chan leaseResult // capacity 1: the background lease's answer
+	wg       sync.WaitGroup
+
+	// Moving averages that decide when to ask ahead: the time a lease
+	// takes to come back, and the time the pipeline spends on one split.
+	leaseTime, splitTime time.Duration
+	lastNext, askedAt    time.Time
+}
+
+type leasedSplit struct{ id, epoch int64 }
+
+type leaseResult struct {
+	resp LeaseResponse
+	err  error
+}
+
+func newLeaseProvider(t *task) *leaseProvider {
+	return &leaseProvider{t: t, ready: make(chan leaseResult, 1)}
 }
 
 // Next implements pipeline.SplitProvider. Being asked for the next split
 // means the pipeline's source has read the previous one completely.
 func (p *leaseProvider) Next(ctx context.Context) (pipeline.Split, error) {
+	now := time.Now()
 	if p.started {
 		p.finished = append(p.finished, p.current)
+		p.started = false
+		p.splitTime = ewma(p.splitTime, now.Sub(p.lastNext))
+	}
+	p.lastNext = now
+	// Ask ahead while the splits queued still cover twice the time a lease
+	// takes to come back, so the pipeline never waits on Raft.
+	if !p.done && !p.inflight && time.Duration(len(p.queue))*p.splitTime <= 2*p.leaseTime {
+		p.askAsync()
 	}
 	for len(p.queue) == 0 {
-		if p.done {
+		if p.done && !p.inflight {
 			return pipeline.Split{}, io.EOF
 		}
-		if err := p.lease(ctx); err != nil {
-			return pipeline.Split{}, err
+		if !p.inflight {
+			p.askAsync()
+		}
+		select {
+		case r := <-p.ready:
+			p.inflight = false
+			p.leaseTime = ewma(p.leaseTime, time.Since(p.askedAt))
+			if r.err != nil {
+				return pipeline.Split{}, fmt.Errorf("lease splits: %w", r.err)
+			}
+			for _, id := range r.resp.Splits {
+				p.queue = append(p.queue, leasedSplit{id: id, epoch: r.resp.Epoch})
+			}
+			p.done = r.resp.Done
+		case <-ctx.Done():
+			return pipeline.Split{}, ctx.Err()
 		}
 	}
-	id := p.queue[0]
+	ls := p.queue[0]
 	p.queue = p.queue[1:]
-	s, ok := p.byID[id]
-	if !ok {
-		return pipeline.Split{}, fmt.Errorf("leased split %d does not exist in this worker's view of the dataset (%d splits)", id, len(p.byID))
+	s, err := p.t.split(ls.id)
+	if err != nil {
+		return pipeline.Split{}, err
 	}
-	p.current, p.started = id, true
+	p.current, p.started = ls, true
 	return s, nil
 }
 
-func (p *leaseProvider) lease(ctx context.Context) error {
-	p.flush(ctx)
+// askAsync reports the finished splits and asks for the next lease in a
+// goroutine that the task waits for (close).
+func (p *leaseProvider) askAsync() {
+	p.inflight = true
+	p.askedAt = time.Now()
 	p.reqID++
-	req := LeaseRequest{Job: p.t.job.Name, Worker: p.t.w.n.name, RequestID: p.reqID, N: p.t.w.n.cfg.Worker.LeaseSplits}
-	resp, err := p.t.w.n.lease(ctx, req)
-	if err != nil {
-		return fmt.Errorf("lease splits: %w", err)
+	finished := p.finished
+	p.finished = nil
+	req := LeaseRequest{Job: p.t.job.Name, Worker: p.t.w.n.name, RequestID: p.reqID, N: p.leaseSize()}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		resp, err := p.t.w.n.lease(p.t.ctx, req)
+		p.ready <- leaseResult{resp: resp, err: err}
+	}()
+	if len(finished) > 0 {
+		// The report is not on the lease's critical path.
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.report(p.t.ctx, finished)
+		}()
 	}
-	if resp.Epoch != p.epoch {
-		p.epoch = resp.Epoch
-	}
-	p.queue = append(p.queue, resp.Splits...)
-	p.done = resp.Done
-	return nil
 }
 
-// flush reports finished splits (one Raft command for many). The report
-// is bookkeeping (progress in `feedmesh jobs`), not part of delivery, so a
-// failure is logged and the task goes on: a retried report whose first
-// attempt did commit is rejected as "not outstanding", harmlessly.
-func (p *leaseProvider) flush(ctx context.Context) {
-	if len(p.finished) == 0 {
-		return
+// leaseSize asks for LeaseDuration's worth of splits at the rate the
+// pipeline reads them; 4 before the rate is known, so the first leases
+// spread the start of a job over the workers.
+func (p *leaseProvider) leaseSize() int {
+	cfg := p.t.w.n.cfg.Worker
+	if p.splitTime <= 0 {
+		return min(4, cfg.LeaseSplits)
 	}
-	req := FinishRequest{Job: p.t.job.Name, Worker: p.t.w.n.name, Epoch: p.epoch, Splits: p.finished}
-	if err := p.t.w.n.finish(ctx, req); err != nil && ctx.Err() == nil {
-		p.t.w.n.log.Warn("report finished splits", "job", p.t.job.Name, "splits", len(p.finished), "err", err)
+	return int(max(1, min(int64(cfg.LeaseSplits), int64(cfg.LeaseDuration/p.splitTime))))
+}
+
+// ewma folds sample into a moving average (the first sample sets it).
+func ewma(avg, sample time.Duration) time.Duration {
+	if avg == 0 {
+		return sample
 	}
+	return (3*avg + sample) / 4
+}
+
+// report sends finished splits, one request per epoch. It is bookkeeping
+// (progress in `feedmesh jobs`), not part of delivery, so a failure is
+// logged and the task goes on: a retried report whose first attempt did
+// commit is rejected as "not outstanding", harmlessly.
+func (p *leaseProvider) report(ctx context.Context, finished []leasedSplit) {
+	byEpoch := map[int64][]int64{}
+	for _, f := range finished {
+		byEpoch[f.epoch] = append(byEpoch[f.epoch], f.id)
+	}
+	for epoch, ids := range byEpoch {
+		req := FinishRequest{Job: p.t.job.Name, Worker: p.t.w.n.name, Epoch: epoch, Splits: ids}
+		if err := p.t.w.n.finish(ctx, req); err != nil && ctx.Err() == nil {
+			p.t.w.n.log.Warn("report finished splits", "job", p.t.job.Name, "splits", len(ids), "err", err)
+		}
+	}
+}
+
+// close waits for a lease in flight and reports what is left.
+func (p *leaseProvider) close() {
+	p.wg.Wait()
+	if p.started {
+		p.finished = append(p.finished, p.current)
+		p.started = false
+	}
+	p.report(p.t.ctx, p.finished)
 	p.finished = nil
 }
 

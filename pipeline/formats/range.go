@@ -60,22 +60,33 @@ func RangeSplits(o RangeOptions) ([]Split, error) {
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("range source: %w", err)
 	}
-	return indexSplits(o.count(), o.SplitSize), nil
+	ss, err := indexSplits(o.count(), o.SplitSize)
+	if err != nil {
+		return nil, fmt.Errorf("range source: %w", err)
+	}
+	return ss, nil
 }
 
+// MaxIndexSplits bounds how many splits an index source (range, synthetic)
+// may enumerate: every node holds the list in memory.
+const MaxIndexSplits = 1 << 22
+
 // indexSplits cuts [0, n) into splits of size (0: one split).
-func indexSplits(n, size int64) []Split {
+func indexSplits(n, size int64) ([]Split, error) {
 	if n <= 0 {
-		return nil
+		return nil, nil
 	}
 	if size <= 0 || size > n {
 		size = n
+	}
+	if k := (n + size - 1) / size; k > MaxIndexSplits {
+		return nil, fmt.Errorf("%d elements in splits of %d make %d splits, over the limit of %d: raise split_size", n, size, k, MaxIndexSplits)
 	}
 	out := make([]Split, 0, (n+size-1)/size)
 	for start := int64(0); start < n; start += size {
 		out = append(out, Split{ID: int64(len(out)), Start: start, End: min(start+size, n)})
 	}
-	return out
+	return out, nil
 }
 
 // checkIndexSplit validates an index split against a source of n elements.

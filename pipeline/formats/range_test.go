@@ -79,3 +79,10 @@ func TestRangeHuge(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func TestRangeSplitsBounded(t *testing.T) {
+	_, err := RangeSplits(RangeOptions{Start: 0, Stop: 1 << 40, SplitSize: 10})
+	if err == nil || !strings.Contains(err.Error(), "split_size") {
+		t.Fatalf("err = %v, want a limit error telling to raise split_size", err)
+	}
+}

@@ -187,7 +187,11 @@ func SyntheticSplits(o SyntheticOptions) ([]Split, error) {
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("synthetic source: %w", err)
 	}
-	return indexSplits(o.Count, o.SplitSize), nil
+	ss, err := indexSplits(o.Count, o.SplitSize)
+	if err != nil {
+		return nil, fmt.Errorf("synthetic source: %w", err)
+	}
+	return ss, nil
 }
 
 // OpenSynthetic opens an iterator over one split's elements.

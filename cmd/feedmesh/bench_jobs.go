@@ -1,0 +1,475 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/mesh"
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/raftstate"
+	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/testcluster"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+func init() {
+	registerBench(benchmark{name: "splits", summary: "DYNAMIC split leasing through Raft (3 voters) vs an in-memory counter", run: benchSplits})
+	registerBench(benchmark{name: "dynamic", summary: "DYNAMIC vs OFF sharding on a cheap pipeline (range → batch): delivered batches/s", run: benchDynamic})
+	registerBench(benchmark{name: "scaleout", summary: "client throughput with 1…16 in-process workers on a pipeline that sleeps per element", run: benchScaleout})
+	registerBench(benchmark{name: "recovery", summary: "time from a worker's kill to the client's throughput recovering", run: benchRecovery})
+}
+
+// benchRow is the common row of the jobs benchmarks' --json output.
+type benchRow map[string]any
+
+func printRows(stdout io.Writer, jsonOut bool, cols []string, rows []benchRow) error {
+	if jsonOut {
+		return writeJSON(stdout, rows)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	for i, c := range cols {
+		if i > 0 {
+			fmt.Fprint(tw, "\t")
+		}
+		fmt.Fprint(tw, c)
+	}
+	fmt.Fprintln(tw)
+	for _, r := range rows {
+		for i, c := range cols {
+			if i > 0 {
+				fmt.Fprint(tw, "\t")
+			}
+			switch v := r[c].(type) {
+			case float64:
+				fmt.Fprintf(tw, "%.3g", v)
+			default:
+				fmt.Fprint(tw, v)
+			}
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+func jobsCluster(n int, opts ...testcluster.Option) (*testcluster.Cluster, func(), error) {
+	dir, err := os.MkdirTemp("", "feedmesh-bench-")
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := testcluster.New(dir, n, append([]testcluster.Option{testcluster.WithoutFaults(), testcluster.WithStartTimeout(60 * time.Second)}, opts...)...)
+	cleanup := func() {
+		if c != nil {
+			c.Close()
+		}
+		os.RemoveAll(dir)
+	}
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return c, cleanup, nil
+}
+
+func benchClient(ctx context.Context, c *testcluster.Cluster, i int) (*client.Client, error) {
+	fast := transport.FastConfig()
+	return client.Dial(ctx, c.Node(i).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 200 * time.Millisecond, Window: 8, PrefetchBatches: 64})
+}
+
+// ---- splits
+
+func benchSplits(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench splits", "[--seconds S] [--workers N] [--per-lease N] [--json]", stderr)
+	seconds := fs.Float64("seconds", 3, "how long each path is measured")
+	workers := fs.Int("workers", 32, "concurrent leasing workers")
+	perLease := fs.Int("per-lease", 16, "splits asked for per lease")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: path, workers, per_lease, leases_per_s, splits_per_s, ratio_vs_memory")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	d := time.Duration(*seconds * float64(time.Second))
+	fmt.Fprintf(stderr, "in-memory splits.DynamicState (one mutex), %d workers, %s …\n", *workers, d)
+	memLeases := memLeaseRate(*workers, *perLease, d)
+	fmt.Fprintf(stderr, "Raft, 3 voters, raft-boltdb with fsync, %d workers, %s …\n", *workers, d)
+	raftLeases, err := raftLeaseRate(ctx, *workers, *perLease, d)
+	if err != nil {
+		return err
+	}
+	rows := []benchRow{
+		{"path": "memory", "workers": *workers, "per_lease": *perLease, "leases_per_s": memLeases, "splits_per_s": memLeases * float64(*perLease), "ratio_vs_memory": 1.0},
+		{"path": "raft-3-voters", "workers": *workers, "per_lease": *perLease, "leases_per_s": raftLeases, "splits_per_s": raftLeases * float64(*perLease), "ratio_vs_memory": raftLeases / memLeases},
+	}
+	return printRows(stdout, *jsonOut, []string{"path", "workers", "per_lease", "leases_per_s", "splits_per_s", "ratio_vs_memory"}, rows)
+}
+
+func memLeaseRate(workers, perLease int, d time.Duration) float64 {
+	st := splits.NewDynamic(1<<40, 1)
+	var mu sync.Mutex
+	var n atomic.Int64
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(name string) {
+			defer wg.Done()
+			for req := uint64(1); time.Now().Before(deadline); req++ {
+				mu.Lock()
+				l := st.Lease(name, req, perLease)
+				st.Finish(name, l.Epoch, l.Splits)
+				mu.Unlock()
+				n.Add(1)
+			}
+		}("w" + strconv.Itoa(w))
+	}
+	wg.Wait()
+	return float64(n.Load()) / d.Seconds()
+}
+
+func raftLeaseRate(ctx context.Context, workers, perLease int, d time.Duration) (float64, error) {
+	c, cleanup, err := jobsCluster(3)
+	if err != nil {
+		return 0, err
+	}
+	defer cleanup()
+	_, leader := c.Leader()
+	r := leader.Raft()
+	apply := func(cmd raftstate.Command) (raftstate.Result, error) {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return r.Apply(actx, cmd)
+	}
+	if _, err := apply(raftstate.NewRegisterDataset(raftstate.Dataset{Fingerprint: "bench", Spec: []byte{0xa0}, NumSplits: 1 << 40})); err != nil {
+		return 0, err
+	}
+	if _, err := apply(raftstate.NewCreateJob("bench", "bench", raftstate.JobOptions{Sharding: splits.Dynamic, Epochs: 1}, nil)); err != nil {
+		return 0, err
+	}
+	for w := 0; w < workers; w++ {
+		if _, err := apply(raftstate.NewAssignTask("bench", "w"+strconv.Itoa(w))); err != nil {
+			return 0, err
+		}
+	}
+	var n atomic.Int64
+	var firstErr atomic.Value
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(name string) {
+			defer wg.Done()
+			for req := uint64(1); time.Now().Before(deadline); req++ {
+				res, err := apply(raftstate.NewLeaseSplits("bench", name, req, perLease))
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				n.Add(1)
+				l := res.Value.(splits.Lease)
+				if _, err := apply(raftstate.NewFinishSplits("bench", name, l.Epoch, l.Splits)); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		}("w" + strconv.Itoa(w))
+	}
+	wg.Wait()
+	if err, ok := firstErr.Load().(error); ok {
+		return 0, err
+	}
+	return float64(n.Load()) / d.Seconds(), nil
+}
+
+// ---- dynamic vs off
+
+func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench dynamic", "[--seconds S] [--runs N] [--json]", stderr)
+	batch := fs.Int64("batch", 256, "batch size")
+	splitSize := fs.Int64("split-size", 2000, "elements per split")
+	seconds := fs.Float64("seconds", 2, "steady-state window measured per run, after 0.5 s of warm-up")
+	runs := fs.Int("runs", 3, "alternating runs of each policy; medians are reported")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: sharding, runs, batches_per_s, ratio_vs_off")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	c, cleanup, err := jobsCluster(3)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	cl, err := benchClient(ctx, c, 0)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	// A range that outlasts the measurement: both policies are measured in steady state, so job
+	// start and end (which DYNAMIC, with a third of OFF's data to deliver,
+	// would pay proportionally more for) do not count.
+	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 1 << 28, SplitSize: *splitSize}})
+	spec.Batch(*batch, false)
+	window := time.Duration(*seconds * float64(time.Second))
+	rates := map[client.Sharding][]float64{}
+	for r := 0; r < *runs; r++ {
+		for _, sh := range []client.Sharding{client.Off, client.Dynamic} {
+			name := fmt.Sprintf("%s-%d", sh, r)
+			it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: name, Sharding: sh, GCAfter: 200 * time.Millisecond})
+			if err != nil {
+				return err
+			}
+			rows, err := rowsPerSecond(ctx, it, 500*time.Millisecond, window)
+			it.Close()
+			if err != nil {
+				return err
+			}
+			if err := waitIdle(c); err != nil {
+				return err
+			}
+			rate := rows / float64(*batch)
+			rates[sh] = append(rates[sh], rate)
+			fmt.Fprintf(stderr, "  run %d %-8s %8.0f batches/s\n", r, sh, rate)
+		}
+	}
+	off := medianF(rates[client.Off])
+	var rows []benchRow
+	for _, sh := range []client.Sharding{client.Off, client.Dynamic} {
+		m := medianF(rates[sh])
+		rows = append(rows, benchRow{"sharding": string(sh), "runs": *runs, "batches_per_s": m, "ratio_vs_off": m / off})
+	}
+	return printRows(stdout, *jsonOut, []string{"sharding", "runs", "batches_per_s", "ratio_vs_off"}, rows)
+}
+
+// waitIdle waits until the previous job is garbage-collected and no node
+// runs a task, so runs do not share the CPU with leftovers.
+func waitIdle(c *testcluster.Cluster) error {
+	defer func() {
+		if os.Getenv("FEEDMESH_DUMP") != "" {
+			f, _ := os.Create(os.Getenv("FEEDMESH_DUMP"))
+			pprof.Lookup("goroutine").WriteTo(f, 2)
+			f.Close()
+		}
+	}()
+	return c.Wait(30*time.Second, "tasks of finished jobs to stop", func() bool {
+		for _, i := range c.Running() {
+			if len(c.Node(i).Tasks()) > 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func drainAll(ctx context.Context, it *client.Iterator) error {
+	for {
+		_, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func medianF(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// ---- scale-out
+
+func sleepySpec(elements, splitSize, sleepUs, batch int64) *pipeline.Spec {
+	s := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: elements, SplitSize: splitSize}})
+	s.Cost(0, sleepUs)
+	s.Batch(batch, false)
+	return s
+}
+
+func benchScaleout(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench scaleout", "[--workers 1,2,4,8,16] [--seconds S] [--json]", stderr)
+	workersFlag := fs.String("workers", "1,2,4,8,16", "worker counts to measure")
+	seconds := fs.Float64("seconds", 3, "measurement window per worker count (after 0.5 s of warm-up)")
+	sleepUs := fs.Int64("sleep-us", 2000, "time each element spends in the cost op (waiting, not CPU)")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: workers, elements_per_s, ratio_vs_1, ideal")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var counts []int
+	maxW := 0
+	for _, p := range splitList(*workersFlag) {
+		k, err := strconv.Atoi(p)
+		if err != nil || k < 1 || k > 64 {
+			return fmt.Errorf("--workers: %q is not a count from 1 to 64", p)
+		}
+		counts = append(counts, k)
+		maxW = max(maxW, k)
+	}
+	fmt.Fprintf(stderr, "starting %d in-process nodes …\n", maxW)
+	c, cleanup, err := jobsCluster(maxW)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	cl, err := benchClient(ctx, c, 0)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	window := time.Duration(*seconds * float64(time.Second))
+	var rows []benchRow
+	var base float64
+	for _, k := range counts {
+		spec := sleepySpec(1<<24, 64, *sleepUs, 16)
+		it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: fmt.Sprintf("scale-%d", k), Sharding: client.Dynamic, MaxWorkers: k, GCAfter: 200 * time.Millisecond})
+		if err != nil {
+			return err
+		}
+		rate, err := rowsPerSecond(ctx, it, 500*time.Millisecond, window)
+		it.Close()
+		if err != nil {
+			return err
+		}
+		if err := waitIdle(c); err != nil {
+			return err
+		}
+		if base == 0 {
+			base = rate / float64(k)
+		}
+		ideal := float64(k) * 1e6 / float64(*sleepUs)
+		fmt.Fprintf(stderr, "  %2d workers: %8.0f elements/s (ideal %.0f)\n", k, rate, ideal)
+		rows = append(rows, benchRow{"workers": k, "elements_per_s": rate, "ratio_vs_1": rate / base, "ideal": ideal})
+	}
+	return printRows(stdout, *jsonOut, []string{"workers", "elements_per_s", "ratio_vs_1", "ideal"}, rows)
+}
+
+// rowsPerSecond reads for warm+window and returns the rows/s of the window.
+func rowsPerSecond(ctx context.Context, it *client.Iterator, warm, window time.Duration) (float64, error) {
+	start := time.Now()
+	var r0 int64
+	var t0 time.Time
+	for {
+		if _, err := it.Next(ctx); err != nil {
+			return 0, err
+		}
+		now := time.Now()
+		if t0.IsZero() && now.Sub(start) >= warm {
+			t0, r0 = now, it.Stats().Rows
+		}
+		if !t0.IsZero() && now.Sub(t0) >= window {
+			return float64(it.Stats().Rows-r0) / now.Sub(t0).Seconds(), nil
+		}
+	}
+}
+
+// ---- recovery
+
+func benchRecovery(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench recovery", "[--workers N] [--runs N] [--json]", stderr)
+	workers := fs.Int("workers", 4, "workers (in-process nodes); one of them, not the one the client dialed, is killed")
+	runs := fs.Int("runs", 3, "kills measured (a fresh cluster each)")
+	sleepUs := fs.Int64("sleep-us", 2000, "time each element spends in the cost op")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: run, before_per_s, target_per_s, recovery_ms, dip_per_s")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var rows []benchRow
+	var recs []time.Duration
+	for r := 0; r < *runs; r++ {
+		row, rec, err := recoveryRun(ctx, *workers, *sleepUs, stderr)
+		if err != nil {
+			return err
+		}
+		row["run"] = r
+		rows = append(rows, row)
+		recs = append(recs, rec)
+	}
+	rows = append(rows, benchRow{"run": "median", "recovery_ms": ms(median(recs))})
+	return printRows(stdout, *jsonOut, []string{"run", "before_per_s", "target_per_s", "dip_per_s", "recovery_ms"}, rows)
+}
+
+// recoveryRun measures throughput in 100 ms buckets; after 2 s it kills a
+// worker; recovery is the time until a 300 ms window reaches 90 % of the
+// rate the surviving workers delivered before the kill.
+func recoveryRun(ctx context.Context, workers int, sleepUs int64, stderr io.Writer) (benchRow, time.Duration, error) {
+	c, cleanup, err := jobsCluster(workers, testcluster.WithConfig(func(i int, cfg *mesh.Config) {}))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer cleanup()
+	cl, err := benchClient(ctx, c, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer cl.Close()
+	it, err := cl.Distribute(ctx, sleepySpec(1<<24, 64, sleepUs, 16), client.JobOptions{Name: "recovery", Sharding: client.Dynamic})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer it.Close()
+	victim := workers - 1
+	// Warm up, then measure the survivors' rate before the kill.
+	if _, err := rowsPerSecond(ctx, it, 0, time.Second); err != nil {
+		return nil, 0, err
+	}
+	survivors := func() int64 {
+		var n int64
+		for w, s := range it.Stats().Workers {
+			if w != c.Name(victim) {
+				n += s.Rows
+			}
+		}
+		return n
+	}
+	s0, t0 := survivors(), time.Now()
+	if _, err := rowsPerSecond(ctx, it, 0, time.Second); err != nil {
+		return nil, 0, err
+	}
+	before := float64(survivors()-s0) / time.Since(t0).Seconds()
+	target := 0.9 * before
+	killed := time.Now()
+	c.Kill(victim)
+	type sample struct {
+		at   time.Time
+		rows int64
+	}
+	var samples []sample
+	dip := before
+	for {
+		if _, err := it.Next(ctx); err != nil {
+			return nil, 0, err
+		}
+		now := time.Now()
+		samples = append(samples, sample{now, it.Stats().Rows})
+		for len(samples) > 1 && now.Sub(samples[0].at) > 300*time.Millisecond {
+			samples = samples[1:]
+		}
+		if now.Sub(killed) >= 300*time.Millisecond && len(samples) > 1 {
+			rate := float64(samples[len(samples)-1].rows-samples[0].rows) / samples[len(samples)-1].at.Sub(samples[0].at).Seconds()
+			dip = min(dip, rate)
+			if rate >= target {
+				rec := now.Sub(killed) - 300*time.Millisecond // the window that proved it began then
+				rec = max(rec, 0)
+				fmt.Fprintf(stderr, "  kill of %s: survivors' rate %.0f/s before, lowest window %.0f/s, recovered after %s\n", c.Name(victim), before, dip, rec.Round(time.Millisecond))
+				return benchRow{"before_per_s": before, "target_per_s": target, "dip_per_s": dip, "recovery_ms": ms(rec)}, rec, nil
+			}
+		}
+		if now.Sub(killed) > 30*time.Second {
+			return nil, 0, fmt.Errorf("throughput did not recover within 30 s")
+		}
+	}
+}
