@@ -219,12 +219,21 @@ func applyCreateJob(s *State, c Command) (any, error) {
 		}
 		return j.ID, nil
 	}
+	if strings.HasPrefix(b.Name, ShareGroupPrefix) {
+		return nil, fmt.Errorf("%w: job name %q: the prefix %q is reserved for share groups", ErrInvalidCommand, b.Name, ShareGroupPrefix)
+	}
 	ds, ok := s.Datasets[b.Fingerprint]
 	if !ok {
 		return nil, fmt.Errorf("%w: job %q names dataset %q: register it first", ErrUnknownDataset, b.Name, b.Fingerprint)
 	}
 	if len(s.Jobs) >= MaxJobs {
 		return nil, fmt.Errorf("%w: %d jobs exist", ErrLimit, len(s.Jobs))
+	}
+	group := ""
+	if o.Share && o.Sharding == splits.Dynamic {
+		if group = s.findShareGroup(ds.Fingerprint, o.Epochs); group == "" && len(s.Jobs)+1 >= MaxJobs {
+			return nil, fmt.Errorf("%w: %d jobs exist, no room for the job and its share group", ErrLimit, len(s.Jobs))
+		}
 	}
 	j := &Job{
 		ID: s.applying, Name: b.Name, Fingerprint: b.Fingerprint, NumSplits: ds.NumSplits, Options: o,
@@ -243,6 +252,12 @@ func applyCreateJob(s *State, c Command) (any, error) {
 			epochs = 0 // splits: 0 repeats forever
 		}
 		j.Dynamic = splits.NewDynamic(ds.NumSplits, epochs)
+		if o.Share {
+			if group == "" {
+				group = s.newShareGroup(ds, o, c.At)
+			}
+			j.ShareGroup = group
+		}
 	}
 	s.Jobs[b.Name] = j
 	return j.ID, nil
@@ -294,6 +309,9 @@ func applyAttachConsumer(s *State, c Command) (any, error) {
 	}
 	if err := checkName("consumer id", b.Consumer); err != nil {
 		return nil, err
+	}
+	if j.Group {
+		return nil, fmt.Errorf("%w: %q is a share group, not a job: attach to one of its jobs", ErrInvalidCommand, b.Job)
 	}
 	if _, ok := j.Consumers[b.Consumer]; !ok {
 		limit := j.Options.NumConsumers
@@ -393,6 +411,7 @@ func applyAssignTask(s *State, c Command) (any, error) {
 		return nil, fmt.Errorf("%w: job %q has had %d workers", ErrLimit, b.Job, len(j.Workers))
 	}
 	j.Workers[b.Worker] = WorkerState{Since: c.At}
+	s.assignShareGroup(j, b.Worker, c.At)
 	return true, nil
 }
 
@@ -483,6 +502,13 @@ func applyGarbageCollectJob(s *State, c Command) (any, error) {
 	if !ok {
 		return false, nil
 	}
+	if j.Group {
+		if s.groupReferenced(b.Job) {
+			return nil, fmt.Errorf("%w: share group %q is read by a job", ErrJobInUse, b.Job)
+		}
+		delete(s.Jobs, b.Job)
+		return true, nil
+	}
 	if len(j.Consumers) > 0 {
 		return nil, fmt.Errorf("%w: job %q has %d consumers", ErrJobInUse, b.Job, len(j.Consumers))
 	}
@@ -491,5 +517,8 @@ func applyGarbageCollectJob(s *State, c Command) (any, error) {
 			ErrJobInUse, b.Job, timeDiff(c.At, j.NoConsumersSince), j.Options.GCAfter)
 	}
 	delete(s.Jobs, b.Job)
+	if g := j.ShareGroup; g != "" && !s.groupReferenced(g) {
+		delete(s.Jobs, g) // its last job is gone: so are its leases
+	}
 	return true, nil
 }

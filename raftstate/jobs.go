@@ -209,6 +209,13 @@ type Job struct {
 	// NoConsumersSince is when the job last lost its last consumer (or was
 	// created without one), Unix nanoseconds; 0 while any is attached.
 	NoConsumersSince int64 `cbor:"11,keyasint" json:"no_consumers_since"`
+	// ShareGroup (DYNAMIC jobs with Share only) names the share group whose
+	// split leases this job reads: see sharegroup.go. Empty otherwise.
+	ShareGroup string `cbor:"12,keyasint,omitempty" json:"share_group,omitempty"`
+	// Group marks a share group: a hidden job that holds the DYNAMIC split
+	// leases of every sharing job of one dataset and epoch count. It has no
+	// consumers of its own and lives while a job references it.
+	Group bool `cbor:"13,keyasint,omitempty" json:"group,omitempty"`
 }
 
 // clone returns a deep copy.
