@@ -51,6 +51,8 @@ func printRows(stdout io.Writer, jsonOut bool, cols []string, rows []benchRow) e
 				fmt.Fprint(tw, "\t")
 			}
 			switch v := r[c].(type) {
+			case nil:
+				fmt.Fprint(tw, "-")
 			case float64:
 				fmt.Fprintf(tw, "%.3g", v)
 			default:
