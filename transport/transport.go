@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -74,6 +75,7 @@ type Transport struct {
 	closed    bool
 	listeners map[StreamKind]*kindListener
 	dialed    map[connKey]*dialEntry
+	dataLane  atomic.Uint32
 	incoming  map[*quic.Conn]struct{}
 	closeOnce sync.Once
 }
@@ -86,10 +88,20 @@ type Transport struct {
 type connKey struct {
 	addr string
 	data bool
+	lane int // which of the DataConns data connections
 }
 
 func keyFor(addr string, kind StreamKind) connKey {
 	return connKey{addr: addr, data: kind == KindData}
+}
+
+// keyForDial is keyFor, with data streams spread over DataConns lanes.
+func (t *Transport) keyForDial(addr string, kind StreamKind) connKey {
+	k := keyFor(addr, kind)
+	if k.data && t.cfg.DataConns > 1 {
+		k.lane = int(t.dataLane.Add(1) % uint32(t.cfg.DataConns))
+	}
+	return k
 }
 
 // dialEntry is a cached (or being dialled) connection to one address. Dials to
@@ -332,7 +344,7 @@ func resetStream(qs *quic.Stream, code quic.StreamErrorCode) {
 // connection is dropped from the cache, and the next Dial redials.
 func (t *Transport) Dial(ctx context.Context, addr string, kind StreamKind) (*Stream, error) {
 	for attempt := 0; ; attempt++ {
-		key := keyFor(addr, kind)
+		key := t.keyForDial(addr, kind)
 		c, fresh, err := t.conn(ctx, key)
 		if err != nil {
 			return nil, err
