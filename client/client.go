@@ -215,6 +215,17 @@ type JobOptions struct {
 	// GCAfter: the job is deleted when no consumer has been attached this
 	// long. Default 1 min.
 	GCAfter time.Duration
+	// Share opts into ephemeral sharing: jobs with different names but the
+	// same dataset, sharding (off or dynamic) and epochs that all set Share
+	// share one production per worker, so a sweep of k jobs costs the
+	// workers about one job's preprocessing. Each job still reads every
+	// batch (they are not divided among the jobs), as long as it keeps up:
+	// a job that falls more than the worker's share window behind the
+	// fastest skips the batches evicted meanwhile instead of slowing the
+	// others (Stats().Share.EvictedBeforeRead counts them). A job that
+	// starts while others are half-way joins at the oldest batch the
+	// window still holds.
+	Share bool
 }
 
 // Distribute validates spec, creates the job (or joins it, if a job of that
@@ -237,7 +248,7 @@ func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptio
 		Name: o.Name, Spec: canon, Consumer: consumer,
 		Options: mesh.JobOptions{
 			Sharding: string(o.Sharding), Epochs: o.Epochs, NumConsumers: o.NumConsumers,
-			MaxWorkers: o.MaxWorkers, ConsumerTTL: o.ConsumerTTL, GCAfter: o.GCAfter,
+			MaxWorkers: o.MaxWorkers, ConsumerTTL: o.ConsumerTTL, GCAfter: o.GCAfter, Share: o.Share,
 		},
 	}
 	var info mesh.JobInfo

@@ -51,6 +51,10 @@ type Stats struct {
 	Workers map[string]WorkerStats `json:"workers"`
 	// Reconnects counts worker streams reopened after a failure.
 	Reconnects int64 `json:"reconnects"`
+	// Share (jobs with JobOptions.Share) are the job's sharing counters as
+	// the workers last reported them: refreshed every HeartbeatInterval
+	// and by ShareStats. Nil for jobs that do not share.
+	Share *mesh.JobShareSummary `json:"share,omitempty"`
 }
 
 type item struct {
@@ -103,6 +107,10 @@ func newIterator(c *Client, info mesh.JobInfo, consumer string, batched bool) *I
 	it.ctx, it.cancel = context.WithCancel(context.Background())
 	it.wg.Add(1)
 	go it.supervise()
+	if info.Options.Share {
+		it.wg.Add(1)
+		go it.refreshShareStats()
+	}
 	return it
 }
 
@@ -158,6 +166,12 @@ func (it *Iterator) Stats() Stats {
 	it.mu.Lock()
 	defer it.mu.Unlock()
 	s := it.stats
+	if it.stats.Share != nil {
+		sh := *it.stats.Share
+		sh.Workers = append([]mesh.WorkerShare(nil), sh.Workers...)
+		sh.Unreachable = append([]string(nil), sh.Unreachable...)
+		s.Share = &sh
+	}
 	s.Workers = make(map[string]WorkerStats, len(it.stats.Workers))
 	for k, v := range it.stats.Workers {
 		s.Workers[k] = v

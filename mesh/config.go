@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/feedmesh/feedmesh/raftstate"
+	"github.com/feedmesh/feedmesh/share"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -146,11 +147,12 @@ func DefaultConfig() Config {
 		Transport: transport.DefaultConfig(),
 		Raft:      raftstate.DefaultConfig(),
 		Worker: WorkerConfig{
-			TaskBuffer:      8,
-			LeaseSplits:     256,
-			LeaseDuration:   250 * time.Millisecond,
-			MaxWindow:       64,
-			JobPollInterval: 2 * time.Second,
+			TaskBuffer:       8,
+			LeaseSplits:      256,
+			LeaseDuration:    250 * time.Millisecond,
+			MaxWindow:        64,
+			JobPollInterval:  2 * time.Second,
+			ShareWindowBytes: share.DefaultWindowBytes,
 		},
 	}
 }
@@ -179,6 +181,7 @@ func FastConfig() Config {
 	c.Transport = transport.FastConfig()
 	c.Raft = raftstate.FastConfig()
 	c.Worker.JobPollInterval = 200 * time.Millisecond
+	c.Worker.ShareWindowBytes = share.FastConfig().WindowBytes
 	return c
 }
 
@@ -238,6 +241,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Worker.TaskBuffer < 1 || c.Worker.LeaseSplits < 1 || c.Worker.LeaseDuration <= 0 || c.Worker.MaxWindow < 1 || c.Worker.JobPollInterval <= 0 {
 		bad("Worker", "TaskBuffer, LeaseSplits, MaxWindow and JobPollInterval must be > 0")
+	}
+	if c.Worker.ShareWindowBytes <= 0 {
+		bad("Worker.ShareWindowBytes", "%d: must be > 0 (default %d)", c.Worker.ShareWindowBytes, int64(share.DefaultWindowBytes))
 	}
 	if c.Gossip.SuspicionMult < 1 {
 		bad("Gossip.SuspicionMult", "must be >= 1")

@@ -37,6 +37,9 @@ type Status struct {
 	Voters       []Voter `json:"voters"`
 	Members      int     `json:"members"`
 	AliveMembers int     `json:"alive_members"`
+	// ShareWindowBytes is the byte bound of each ephemeral-sharing window
+	// on this node (WorkerConfig.ShareWindowBytes, share.window_bytes).
+	ShareWindowBytes int64 `json:"share_window_bytes"`
 }
 
 // Voter is one Raft voter in Status.
@@ -115,6 +118,7 @@ func (n *Node) Status() Status {
 		Role: rs.Role, State: rs.State, Leader: rs.Leader, LeaderAddr: rs.LeaderAddr,
 		Term: rs.Term, CommitIndex: rs.CommitIndex, AppliedIndex: rs.AppliedIndex,
 		LastLogIndex: rs.LastLogIndex, Voters: voters, Members: len(ms), AliveMembers: alive,
+		ShareWindowBytes: n.cfg.Worker.ShareWindowBytes,
 	}
 }
 

@@ -66,6 +66,13 @@ func (n *Node) registerJobHandlers() {
 		}
 		return struct{}{}, n.finish(ctx, req)
 	})
+	handle(MethodShareStats, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req ShareStatsRequest
+		if err := decode(&req); err != nil {
+			return nil, transport.Errorf(transport.ErrInvalid, "decode sharestats: %v", err)
+		}
+		return n.ShareStats(req.Job), nil
+	})
 }
 
 // Distribute registers spec's dataset, creates (or joins) the job and
@@ -172,8 +179,12 @@ func (n *Node) jobs(ctx context.Context, forwarded bool) ([]JobInfo, error) {
 		func(ctx context.Context) error {
 			out = nil
 			for _, v := range n.raft.Jobs() {
+				if v.Group {
+					continue // a share group is bookkeeping; its jobs show its progress
+				}
 				out = append(out, n.jobInfo(v))
 			}
+			n.addShareSummaries(ctx, out)
 			return nil
 		})
 	return out, err
@@ -184,7 +195,7 @@ func (n *Node) jobGet(ctx context.Context, req JobRequest) (JobGetResponse, erro
 	err := n.onLeader(ctx, req.Forwarded, MethodJobGet, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
 		func(ctx context.Context) error {
 			view, ok := n.raft.Job(req.Job)
-			if !ok {
+			if !ok || view.Group {
 				return transport.Errorf(transport.ErrNotFound, "job %q not found", req.Job)
 			}
 			d, ok := n.raft.Dataset(view.Fingerprint)
@@ -317,6 +328,9 @@ func (n *Node) reconcileJobs(ctx context.Context) {
 		n.log.Warn("expire consumers", "err", err)
 	}
 	for _, j := range n.raft.Jobs() {
+		if j.Group {
+			continue // collected with its last job; workers are assigned through its jobs
+		}
 		if j.NoConsumersSince != 0 && now.Sub(time.Unix(0, j.NoConsumersSince)) > j.Options.GCAfter {
 			if _, err := n.raft.Apply(ctx, raftstate.NewGarbageCollectJob(j.Name)); err != nil {
 				n.log.Warn("garbage-collect job", "job", j.Name, "err", err)
@@ -373,6 +387,10 @@ func (n *Node) jobInfo(v raftstate.JobView) JobInfo {
 	sort.Strings(names)
 	for _, w := range names {
 		info.Workers = append(info.Workers, WorkerInfo{Name: w, Addr: addrs[w], Expired: v.Workers[w].Expired})
+	}
+	info.ShareGroup = v.ShareGroup
+	if g, ok := n.raft.Job(v.ShareGroup); ok && v.ShareGroup != "" {
+		v.Progress = g.Progress // the group leases for the job
 	}
 	if p := v.Progress; p != nil {
 		info.Epoch, info.Leased, info.Finished, info.Lost = p.Epoch, p.Total.Leased, p.Total.Finished, p.Total.Lost

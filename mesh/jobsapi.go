@@ -17,6 +17,10 @@ const (
 	MethodFinish     = "worker.finish"  // DYNAMIC: report finished splits
 )
 
+// MethodShareStats is answered by the node asked, never forwarded: its own
+// ephemeral-sharing counters (ShareStatsRequest → WorkerShareStats).
+const MethodShareStats = "worker.sharestats"
+
 // Sharding policy names on the wire and in the CLI.
 const (
 	ShardingOff     = "off"
@@ -30,9 +34,14 @@ type JobOptions struct {
 	Sharding     string `json:"sharding"`
 	Epochs       int64  `json:"epochs"`
 	NumConsumers int    `json:"num_consumers,omitempty"`
-	Share        bool   `json:"share,omitempty"`
-	Coordinated  bool   `json:"coordinated,omitempty"`
-	MaxWorkers   int    `json:"max_workers,omitempty"`
+	// Share: jobs of the same dataset, sharding and epochs that all set it
+	// share one production per worker (ephemeral sharing): each worker
+	// computes a batch once and hands the same encoded frame to every such
+	// job. A job that falls more than the worker's share window behind
+	// misses batches (relaxed visitation) instead of slowing the others.
+	Share       bool `json:"share,omitempty"`
+	Coordinated bool `json:"coordinated,omitempty"`
+	MaxWorkers  int  `json:"max_workers,omitempty"`
 	// ConsumerTTL is how long a consumer's lease lasts without a heartbeat.
 	ConsumerTTL time.Duration `json:"consumer_ttl"`
 	// GCAfter is how long a job lives with no consumer attached.
@@ -75,8 +84,8 @@ func (o JobOptions) Validate() error {
 	if o.Coordinated {
 		return fmt.Errorf("coordinated: coordinated reads are not available yet")
 	}
-	if o.Share {
-		return fmt.Errorf("share: ephemeral sharing is not available yet")
+	if o.Share && o.Sharding == ShardingStatic {
+		return fmt.Errorf("share: ephemeral sharing works with sharing off or dynamic, not static (each static job fixes its own worker list)")
 	}
 	return nil
 }
@@ -113,6 +122,13 @@ type JobInfo struct {
 	Finished    int64        `json:"splits_finished"`
 	Lost        int64        `json:"splits_lost"`
 	CreatedAt   time.Time    `json:"created_at"`
+	// ShareGroup (DYNAMIC jobs with Share) is the hidden job whose split
+	// leases all sharing jobs of the dataset use (raftstate share groups);
+	// workers lease under it. Leased/Finished/Lost are the group's.
+	ShareGroup string `json:"share_group,omitempty"`
+	// Share (jobs with Share, in `feedmesh jobs` only) sums the sharing
+	// counters the job's workers reported.
+	Share *JobShareSummary `json:"share,omitempty"`
 }
 
 // JobRequest names a job (and, for heartbeats and detach, a consumer).

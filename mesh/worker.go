@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/share"
 	"github.com/feedmesh/feedmesh/splits"
 	"github.com/feedmesh/feedmesh/transport"
 	"github.com/feedmesh/feedmesh/transport/batch"
@@ -39,6 +40,14 @@ type WorkerConfig struct {
 	// JobPollInterval is how often a task checks that its job still exists
 	// while it has nothing to do (no consumer reading, or finished).
 	JobPollInterval time.Duration
+	// ShareWindowBytes bounds each ephemeral-sharing window on this worker
+	// (one per dataset that jobs with Share read at once; the issue's
+	// share.window_bytes): the bytes of encoded batches kept for sharing
+	// jobs that lag behind the fastest. A job more than this far behind
+	// misses batches instead of slowing the others; a single batch larger
+	// than this fails the shared production with an error that says so.
+	// Default 256 MiB (share.DefaultWindowBytes); the fast preset 32 MiB.
+	ShareWindowBytes int64
 }
 
 // worker runs this node's tasks and serves their batches.
@@ -46,11 +55,30 @@ type worker struct {
 	n  *Node
 	wg sync.WaitGroup
 
-	mu    sync.Mutex
-	tasks map[string]*task
+	mu     sync.Mutex
+	tasks  map[string]*task
+	shares map[shareKey]*sharedProd // productions new sharing jobs join
+	prods  map[*sharedProd]bool     // every live production, joinable or not
+
+	// Counters of the batches this worker encoded, over all tasks and
+	// shared productions: the preprocessing work it did.
+	encodedBatches, encodedRows atomic.Int64
+	shareProduced               atomic.Int64
 }
 
-func newWorker(n *Node) *worker { return &worker{n: n, tasks: map[string]*task{}} }
+func newWorker(n *Node) *worker {
+	return &worker{n: n, tasks: map[string]*task{}, shares: map[shareKey]*sharedProd{}, prods: map[*sharedProd]bool{}}
+}
+
+// countEncoded records one encoded batch of el in the work counters.
+func (w *worker) countEncoded(el pipeline.Element) {
+	w.encodedBatches.Add(1)
+	rows := int64(1)
+	if len(el.Tensors) > 0 && len(el.Tensors[0].Shape) > 0 {
+		rows = el.Tensors[0].Shape[0]
+	}
+	w.encodedRows.Add(rows)
+}
 
 // serve accepts data streams until l closes.
 func (w *worker) serve(l net.Listener) {
@@ -120,6 +148,14 @@ func (w *worker) task(ctx context.Context, job string) (*task, error) {
 	t = &task{w: w, job: resp.Job, spec: spec, splits: all,
 		out: make(chan *batch.Frame, w.n.cfg.Worker.TaskBuffer), finished: make(chan struct{}), done: make(chan struct{})}
 	t.ctx, t.cancel = context.WithCancel(w.n.ctx)
+	if resp.Job.Options.Share {
+		sp, err := w.joinShareLocked(resp.Job, spec, all)
+		if err != nil {
+			t.cancel()
+			return nil, err
+		}
+		t.share = sp
+	}
 	w.tasks[job] = t
 	w.wg.Add(1)
 	go t.run()
@@ -162,13 +198,23 @@ type task struct {
 
 	seq      atomic.Uint64
 	produced atomic.Int64
+
+	// share is the shared production the task reads (jobs with Share),
+	// nil otherwise; shareFinal keeps the job's counters once it left.
+	share      *sharedProd
+	shareFinal share.JobStats
+	shareLeft  bool
 }
 
 func (t *task) run() {
 	defer t.w.wg.Done()
 	defer close(t.done)
 	defer t.w.remove(t)
-	t.err = t.produce()
+	if t.share != nil {
+		t.err = t.readShared()
+	} else {
+		t.err = t.produce()
+	}
 	close(t.out)
 	close(t.finished)
 	if t.err != nil && t.ctx.Err() == nil {
@@ -184,7 +230,7 @@ func (t *task) produce() error {
 	o := t.job.Options
 	switch o.Sharding {
 	case ShardingDynamic:
-		p := newLeaseProvider(t)
+		p := newLeaseProvider(t.ctx, t.w.n, t.job.Name, t.splits)
 		err := t.pump(pipeline.Options{Provider: p}, nil, -1)
 		p.close()
 		return err
@@ -192,7 +238,7 @@ func (t *task) produce() error {
 		ids := splits.StaticAssignment(int64(len(t.splits)), t.job.staticWorkers(), t.w.n.name)
 		mine := make([]pipeline.Split, 0, len(ids))
 		for _, id := range ids {
-			s, err := t.split(id)
+			s, err := splitByID(t.splits, id)
 			if err != nil {
 				return err
 			}
@@ -237,6 +283,7 @@ func (t *task) pump(o pipeline.Options, ss []pipeline.Split, epoch int64) error 
 		if err != nil {
 			return fmt.Errorf("encode batch: %w", err)
 		}
+		t.w.countEncoded(el)
 		for sent := false; !sent; {
 			select {
 			case t.out <- f:
@@ -306,13 +353,13 @@ func (j JobInfo) staticWorkers() []string {
 	return out
 }
 
-// split returns the split with the given id: ids are positions in the
+// splitByID returns the split with the given id: ids are positions in the
 // deterministic enumeration every node computes.
-func (t *task) split(id int64) (pipeline.Split, error) {
-	if id < 0 || id >= int64(len(t.splits)) || t.splits[id].ID != id {
-		return pipeline.Split{}, fmt.Errorf("split %d does not exist in this worker's view of the dataset (%d splits): do all nodes see the same files?", id, len(t.splits))
+func splitByID(all []pipeline.Split, id int64) (pipeline.Split, error) {
+	if id < 0 || id >= int64(len(all)) || all[id].ID != id {
+		return pipeline.Split{}, fmt.Errorf("split %d does not exist in this worker's view of the dataset (%d splits): do all nodes see the same files?", id, len(all))
 	}
-	return t.splits[id], nil
+	return all[id], nil
 }
 
 // leaseProvider feeds a DYNAMIC task's pipeline with splits leased through
@@ -321,7 +368,10 @@ func (t *task) split(id int64) (pipeline.Split, error) {
 // on a quorum) does not stall the pipeline; and it reports the splits it
 // has read completely along with that request.
 type leaseProvider struct {
-	t *task
+	ctx    context.Context
+	n      *Node
+	job    string // the lease identity: the job, or its share group
+	splits []pipeline.Split
 
 	queue   []leasedSplit
 	current leasedSplit
@@ -347,8 +397,14 @@ type leaseResult struct {
 	err  error
 }
 
-func newLeaseProvider(t *task) *leaseProvider {
-	return &leaseProvider{t: t, ready: make(chan leaseResult, 1)}
+// newLeaseProvider leases splits of all under job's name (a job, or a
+// share group) for this node, until ctx ends.
+func newLeaseProvider(ctx context.Context, n *Node, job string, all []pipeline.Split) *leaseProvider {
+	// Request ids start from the clock, not 1: a provider created again for
+	// the same (job, worker), as a shared production is after its jobs all
+	// left, must not have its first lease taken for a retry of the last.
+	return &leaseProvider{ctx: ctx, n: n, job: job, splits: all, ready: make(chan leaseResult, 1),
+		reqID: uint64(time.Now().UnixNano())}
 }
 
 // Next implements pipeline.SplitProvider. Being asked for the next split
@@ -390,7 +446,7 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.Split, error) {
 	}
 	ls := p.queue[0]
 	p.queue = p.queue[1:]
-	s, err := p.t.split(ls.id)
+	s, err := splitByID(p.splits, ls.id)
 	if err != nil {
 		return pipeline.Split{}, err
 	}
@@ -406,11 +462,11 @@ func (p *leaseProvider) askAsync() {
 	p.reqID++
 	finished := p.finished
 	p.finished = nil
-	req := LeaseRequest{Job: p.t.job.Name, Worker: p.t.w.n.name, RequestID: p.reqID, N: p.leaseSize()}
+	req := LeaseRequest{Job: p.job, Worker: p.n.name, RequestID: p.reqID, N: p.leaseSize()}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		resp, err := p.t.w.n.lease(p.t.ctx, req)
+		resp, err := p.n.lease(p.ctx, req)
 		p.ready <- leaseResult{resp: resp, err: err}
 	}()
 	if len(finished) > 0 {
@@ -418,7 +474,7 @@ func (p *leaseProvider) askAsync() {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			p.report(p.t.ctx, finished)
+			p.report(p.ctx, finished)
 		}()
 	}
 }
@@ -427,7 +483,7 @@ func (p *leaseProvider) askAsync() {
 // pipeline reads them; 4 before the rate is known, so the first leases
 // spread the start of a job over the workers.
 func (p *leaseProvider) leaseSize() int {
-	cfg := p.t.w.n.cfg.Worker
+	cfg := p.n.cfg.Worker
 	if p.splitTime <= 0 {
 		return min(4, cfg.LeaseSplits)
 	}
@@ -452,9 +508,9 @@ func (p *leaseProvider) report(ctx context.Context, finished []leasedSplit) {
 		byEpoch[f.epoch] = append(byEpoch[f.epoch], f.id)
 	}
 	for epoch, ids := range byEpoch {
-		req := FinishRequest{Job: p.t.job.Name, Worker: p.t.w.n.name, Epoch: epoch, Splits: ids}
-		if err := p.t.w.n.finish(ctx, req); err != nil && ctx.Err() == nil {
-			p.t.w.n.log.Warn("report finished splits", "job", p.t.job.Name, "splits", len(ids), "err", err)
+		req := FinishRequest{Job: p.job, Worker: p.n.name, Epoch: epoch, Splits: ids}
+		if err := p.n.finish(ctx, req); err != nil && ctx.Err() == nil {
+			p.n.log.Warn("report finished splits", "job", p.job, "splits", len(ids), "err", err)
 		}
 	}
 }
@@ -466,7 +522,7 @@ func (p *leaseProvider) close() {
 		p.finished = append(p.finished, p.current)
 		p.started = false
 	}
-	p.report(p.t.ctx, p.finished)
+	p.report(p.ctx, p.finished)
 	p.finished = nil
 }
 

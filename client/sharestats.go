@@ -1,0 +1,79 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/feedmesh/feedmesh/mesh"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+// ShareStats asks each of the job's workers for the job's sharing counters
+// (mesh.MethodShareStats, answered by the worker itself) and returns their
+// sum; Stats().Share is updated with it. Workers that do not answer within
+// ctx (or RequestTimeout) are listed in Unreachable. A job without Share
+// gets an error.
+func (it *Iterator) ShareStats(ctx context.Context) (mesh.JobShareSummary, error) {
+	it.mu.Lock()
+	share := it.info.Options.Share
+	workers := append([]mesh.WorkerInfo(nil), it.info.Workers...)
+	it.mu.Unlock()
+	if !share {
+		return mesh.JobShareSummary{}, errors.New("share stats: the job does not share (JobOptions.Share)")
+	}
+	sort.Slice(workers, func(i, j int) bool { return workers[i].Name < workers[j].Name })
+	var sum mesh.JobShareSummary
+	for _, w := range workers {
+		if w.Expired || w.Addr == "" {
+			continue
+		}
+		st, err := it.workerShareStats(ctx, w.Addr)
+		if err != nil {
+			if ctx.Err() != nil {
+				return mesh.JobShareSummary{}, ctx.Err()
+			}
+			sum.Unreachable = append(sum.Unreachable, w.Name)
+			continue
+		}
+		for _, j := range st.Jobs {
+			if j.Job == it.job {
+				sum.Add(w.Name, j)
+			}
+		}
+	}
+	it.mu.Lock()
+	cp := sum
+	it.stats.Share = &cp
+	it.mu.Unlock()
+	return sum, nil
+}
+
+func (it *Iterator) workerShareStats(ctx context.Context, addr string) (mesh.WorkerShareStats, error) {
+	ctx, cancel := context.WithTimeout(ctx, it.c.opts.RequestTimeout)
+	defer cancel()
+	var st mesh.WorkerShareStats
+	err := transport.Call(ctx, it.c.tr, it.c.codec, addr, mesh.MethodShareStats, mesh.ShareStatsRequest{Job: it.job}, &st)
+	return st, err
+}
+
+// refreshShareStats keeps Stats().Share current for a sharing job, every
+// HeartbeatInterval, until the iterator closes.
+func (it *Iterator) refreshShareStats() {
+	defer it.wg.Done()
+	tick := time.NewTicker(it.c.opts.HeartbeatInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-it.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(it.ctx, it.c.opts.HeartbeatInterval)
+		if _, err := it.ShareStats(ctx); err != nil && it.ctx.Err() == nil {
+			it.c.opts.Logger.Debug("share stats", "job", it.job, "err", err)
+		}
+		cancel()
+	}
+}
