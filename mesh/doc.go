@@ -7,4 +7,9 @@
 // The deciding logic (who bootstraps, which voter to add or remove) lives in
 // raftstate as pure functions; this package is the I/O shell that feeds them
 // gossip's view of the cluster and carries out what they decide.
+//
+// As a worker a node runs one task per job (worker.go) and, for jobs with
+// Share, one shared production per dataset that every sharing job's task
+// reads through a share.Shared window (sharing.go; counters in
+// sharestats.go, wire types in shareapi.go).
 package mesh

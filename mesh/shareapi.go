@@ -29,6 +29,7 @@ type WorkerShareStats struct {
 
 // JobShareStats are one job's sharing counters on one worker.
 type JobShareStats struct {
+	// Job is the job's name.
 	Job string `cbor:"1,keyasint" json:"job"`
 	// Read counts batches the job read from the window (Hits + Produced).
 	Read int64 `cbor:"2,keyasint" json:"read"`
@@ -48,6 +49,8 @@ type JobShareStats struct {
 
 // JobShareSummary sums a job's sharing counters over its workers.
 type JobShareSummary struct {
+	// Read, Hits, Produced and EvictedBeforeRead are the sums of the
+	// JobShareStats fields of the same names over the job's workers.
 	Read              int64 `json:"read"`
 	Hits              int64 `json:"hits"`
 	Produced          int64 `json:"produced"`
@@ -60,6 +63,7 @@ type JobShareSummary struct {
 
 // WorkerShare is one worker's line in a JobShareSummary.
 type WorkerShare struct {
+	// Worker is the node's name.
 	Worker string `json:"worker"`
 	JobShareStats
 }

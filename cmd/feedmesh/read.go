@@ -30,6 +30,9 @@ type readSummary struct {
 	Seconds   float64                       `json:"seconds"`
 	Workers   int                           `json:"workers"`
 	PerWorker map[string]client.WorkerStats `json:"per_worker"`
+	// Share (with --share): batches read from the workers' share windows,
+	// those this job caused to be produced, those evicted before it read them.
+	Share *mesh.JobShareSummary `json:"share,omitempty"`
 }
 
 func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -42,6 +45,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	take := fs.Int64("take", 0, "stop after N batches (0: read to the end)")
 	window := fs.Int("window", 4, "batches each worker may send ahead")
 	maxWorkers := fs.Int("max-workers", 0, "cap on workers serving the job (0: all)")
+	shareFlag := fs.Bool("share", false, "ephemeral sharing: jobs of the same spec, sharding (off or dynamic) and epochs that all pass --share compute each batch once per worker; a job that lags more than the worker's share window behind skips batches instead of slowing the others")
 	progress := fs.Bool("progress", isTerminal(stderr), "show a live progress line (default: when stderr is a terminal)")
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
@@ -66,7 +70,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer c.Close()
 	it, err := c.Distribute(ctx, spec, client.JobOptions{
-		Name: *job, Sharding: client.Sharding(*sharding), Epochs: *epochs, MaxWorkers: *maxWorkers,
+		Name: *job, Sharding: client.Sharding(*sharding), Epochs: *epochs, MaxWorkers: *maxWorkers, Share: *shareFlag,
 	})
 	if err != nil {
 		return err
@@ -75,6 +79,13 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	sum, err := consume(ctx, it, *take, *progress, stderr)
 	if err != nil {
 		return err
+	}
+	if *shareFlag {
+		sctx, cancel := context.WithTimeout(ctx, *cf.timeout)
+		if st, err := it.ShareStats(sctx); err == nil {
+			sum.Share = &st
+		}
+		cancel()
 	}
 	if *cf.jsonOut {
 		return writeJSON(stdout, sum)
@@ -127,6 +138,10 @@ func printReadSummary(w io.Writer, s readSummary) {
 		fmt.Fprintf(tw, "  %s\t%d\t%d\t%.1f\t%.1f\n", n, ws.Batches, ws.Rows, float64(ws.Bytes)/1e6, float64(ws.Bytes)/1e6/s.Seconds)
 	}
 	tw.Flush()
+	if sh := s.Share; sh != nil {
+		fmt.Fprintf(w, "sharing: %d batches read from share windows (%d hits, %d produced for this job), %d evicted before this job read them\n",
+			sh.Read, sh.Hits, sh.Produced, sh.EvictedBeforeRead)
+	}
 }
 
 func isTerminal(w io.Writer) bool {
@@ -162,7 +177,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return writeJSON(stdout, jobs)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSHARDING\tCONSUMERS\tWORKERS\tEPOCH\tSPLITS leased/finished/lost/total\tDATASET")
+	fmt.Fprintln(tw, "JOB\tSHARDING\tCONSUMERS\tWORKERS\tEPOCH\tSPLITS leased/finished/lost/total\tSHARE read/hits/produced/evicted\tDATASET")
 	for _, j := range jobs {
 		live := 0
 		for _, w := range j.Workers {
@@ -170,8 +185,25 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				live++
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d (%d expired)\t%d/%d\t%d/%d/%d/%d\t%.12s\n", j.Name, j.Options.Sharding, len(j.Consumers),
-			live, len(j.Workers)-live, j.Epoch+1, j.Options.Epochs, j.Leased, j.Finished, j.Lost, j.NumSplits, j.Fingerprint)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d (%d expired)\t%d/%d\t%d/%d/%d/%d\t%s\t%.12s\n", j.Name, j.Options.Sharding, len(j.Consumers),
+			live, len(j.Workers)-live, j.Epoch+1, j.Options.Epochs, j.Leased, j.Finished, j.Lost, j.NumSplits, shareColumn(j), j.Fingerprint)
 	}
 	return tw.Flush()
+}
+
+// shareColumn is the SHARE column of `feedmesh jobs`: the job's sharing
+// counters summed over its workers, and how many workers did not answer.
+func shareColumn(j mesh.JobInfo) string {
+	sh := j.Share
+	if !j.Options.Share {
+		return "-"
+	}
+	if sh == nil {
+		return "?"
+	}
+	out := fmt.Sprintf("%d/%d/%d/%d", sh.Read, sh.Hits, sh.Produced, sh.EvictedBeforeRead)
+	if len(sh.Unreachable) > 0 {
+		out += fmt.Sprintf(" (%d workers unreachable)", len(sh.Unreachable))
+	}
+	return out
 }
