@@ -222,17 +222,8 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	rates := map[client.Sharding][]float64{}
 	for r := 0; r < *runs; r++ {
 		for _, sh := range []client.Sharding{client.Off, client.Dynamic} {
-			name := fmt.Sprintf("%s-%d", sh, r)
-			it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: name, Sharding: sh, GCAfter: 200 * time.Millisecond})
+			rows, err := steadyRate(ctx, c, cl, spec, client.JobOptions{Name: fmt.Sprintf("%s-%d", sh, r), Sharding: sh}, window)
 			if err != nil {
-				return err
-			}
-			rows, err := rowsPerSecond(ctx, it, 500*time.Millisecond, window)
-			it.Close()
-			if err != nil {
-				return err
-			}
-			if err := waitIdle(c); err != nil {
 				return err
 			}
 			rate := rows / float64(*batch)
@@ -336,17 +327,9 @@ func benchScaleout(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var rows []benchRow
 	var base float64
 	for _, k := range counts {
-		spec := sleepySpec(1<<24, 64, *sleepUs, 16)
-		it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: fmt.Sprintf("scale-%d", k), Sharding: client.Dynamic, MaxWorkers: k, GCAfter: 200 * time.Millisecond})
+		rate, err := steadyRate(ctx, c, cl, sleepySpec(1<<24, 64, *sleepUs, 16),
+			client.JobOptions{Name: fmt.Sprintf("scale-%d", k), Sharding: client.Dynamic, MaxWorkers: k}, window)
 		if err != nil {
-			return err
-		}
-		rate, err := rowsPerSecond(ctx, it, 500*time.Millisecond, window)
-		it.Close()
-		if err != nil {
-			return err
-		}
-		if err := waitIdle(c); err != nil {
 			return err
 		}
 		if base == 0 {
@@ -357,6 +340,23 @@ func benchScaleout(ctx context.Context, args []string, stdout, stderr io.Writer)
 		rows = append(rows, benchRow{"workers": k, "elements_per_s": rate, "ratio_vs_1": rate / base, "ideal": ideal})
 	}
 	return printRows(stdout, *jsonOut, []string{"workers", "elements_per_s", "ratio_vs_1", "ideal"}, rows)
+}
+
+// steadyRate runs one job, measures its rows/s over window after 0.5 s of
+// warm-up, closes it and waits until its tasks are gone, so the next
+// measurement has the machine to itself.
+func steadyRate(ctx context.Context, c *testcluster.Cluster, cl *client.Client, spec *pipeline.Spec, o client.JobOptions, window time.Duration) (float64, error) {
+	o.GCAfter = 200 * time.Millisecond
+	it, err := cl.Distribute(ctx, spec, o)
+	if err != nil {
+		return 0, err
+	}
+	rate, err := rowsPerSecond(ctx, it, 500*time.Millisecond, window)
+	it.Close()
+	if err != nil {
+		return 0, err
+	}
+	return rate, waitIdle(c)
 }
 
 // rowsPerSecond reads for warm+window and returns the rows/s of the window.

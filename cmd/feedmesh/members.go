@@ -44,20 +44,29 @@ func (f *clientFlags) dial() (*mesh.ControlClient, error) {
 	return mesh.DialControl(*f.addr, tlsConf, transport.DefaultConfig())
 }
 
-func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("members", "[--addr host:port] [--json]", stderr)
+// queryNode parses the flags every node-querying command shares, dials the
+// node and runs call within the --timeout.
+func queryNode[T any](ctx context.Context, name, synopsis string, args []string, stderr io.Writer,
+	call func(*mesh.ControlClient, context.Context) (T, error)) (T, *clientFlags, error) {
+	var zero T
+	fs := newFlagSet(name, synopsis, stderr)
 	cf := addClientFlags(fs)
 	if err := parseWithEnv(fs, args); err != nil {
-		return err
+		return zero, nil, err
 	}
 	c, err := cf.dial()
 	if err != nil {
-		return err
+		return zero, nil, err
 	}
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, *cf.timeout)
 	defer cancel()
-	ms, err := c.Members(ctx)
+	v, err := call(c, ctx)
+	return v, cf, err
+}
+
+func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	ms, cf, err := queryNode(ctx, "members", "[--addr host:port] [--json]", args, stderr, (*mesh.ControlClient).Members)
 	if err != nil {
 		return err
 	}
@@ -78,19 +87,7 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", "[--addr host:port] [--json]", stderr)
-	cf := addClientFlags(fs)
-	if err := parseWithEnv(fs, args); err != nil {
-		return err
-	}
-	c, err := cf.dial()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, *cf.timeout)
-	defer cancel()
-	s, err := c.Status(ctx)
+	s, cf, err := queryNode(ctx, "status", "[--addr host:port] [--json]", args, stderr, (*mesh.ControlClient).Status)
 	if err != nil {
 		return err
 	}
@@ -122,5 +119,6 @@ func printStatus(w io.Writer, s mesh.Status) {
 		fmt.Fprintf(tw, "%s (%s)", v.ID, v.Addr)
 	}
 	fmt.Fprintf(tw, "\nmembers:\t%d alive of %d known\n", s.AliveMembers, s.Members)
+	fmt.Fprintf(tw, "share window:\t%.0f MiB per dataset shared on this worker\n", float64(s.ShareWindowBytes)/(1<<20))
 	tw.Flush()
 }

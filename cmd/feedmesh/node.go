@@ -33,6 +33,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	tlsCA := fs.String("tls-ca", "", "CA certificate (PEM) to verify peers and clients (mutual TLS)")
 	tlsCert := fs.String("tls-cert", "", "this node's certificate (PEM), signed by --tls-ca")
 	tlsKey := fs.String("tls-key", "", "this node's private key (PEM)")
+	shareWindow := fs.Int64("share-window", d.Worker.ShareWindowBytes>>20, "MiB of batches a worker keeps per shared dataset for jobs that share it (share.window_bytes)")
 	preset := fs.String("preset", "default", "timing preset: default, or fast (in-process tests and demos)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	if err := parseWithEnv(fs, args); err != nil {
@@ -61,6 +62,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg.GossipPort, cfg.Port, cfg.Join, cfg.BootstrapExpect = *gossipPort, *port, splitList(*join), *expect
 	cfg.RaftVoters, cfg.VoterGrace, cfg.GossipKey = *voters, *voterGrace, key
 	cfg.TLSCA, cfg.TLSCert, cfg.TLSKey = *tlsCA, *tlsCert, *tlsKey
+	cfg.Worker.ShareWindowBytes = *shareWindow << 20
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
