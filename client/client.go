@@ -38,6 +38,12 @@ type Options struct {
 	// Window is the credit granted to each worker stream: how many batches
 	// a worker may send ahead of what this client has consumed. Default 4.
 	Window int
+	// StreamsPerWorker is how many streams the client reads from each
+	// worker at once (each with its own Window). Above 1, the client's
+	// transport spreads them over as many QUIC connections
+	// (transport.Config.DataConns), which moves large batches faster: quic-go
+	// does its per-packet work on one goroutine per connection. Default 1.
+	StreamsPerWorker int
 	// PrefetchBatches bounds the batches buffered in the client across all
 	// workers. Default 16.
 	PrefetchBatches int
@@ -55,6 +61,9 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.Window <= 0 {
 		o.Window = 4
+	}
+	if o.StreamsPerWorker <= 0 {
+		o.StreamsPerWorker = 1
 	}
 	if o.PrefetchBatches <= 0 {
 		o.PrefetchBatches = 16
@@ -96,6 +105,7 @@ func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
 	if o.Transport != nil {
 		tcfg = *o.Transport
 	}
+	tcfg.DataConns = min(16, max(tcfg.DataConns, o.StreamsPerWorker))
 	tlsConf := o.TLS
 	if tlsConf == nil {
 		var err error

@@ -62,11 +62,11 @@ type item struct {
 	size int64
 }
 
-// streamState is what the iterator knows of one worker's stream.
+// streamState is what the iterator knows of one worker's streams.
 type streamState struct {
 	addr    string
-	running bool
-	done    bool // the worker sent its end of data
+	running int  // streams open to the worker (up to StreamsPerWorker)
+	done    bool // the worker sent its end of data on a stream
 	dropped bool // the worker was expired: it will never finish
 	fails   int
 }
@@ -256,11 +256,11 @@ func (it *Iterator) reconcile(streams *sync.WaitGroup) bool {
 			s.dropped = true
 			continue
 		}
-		if !s.running && !s.done && !s.dropped && s.addr != "" {
+		for s.running < it.c.opts.StreamsPerWorker && !s.done && !s.dropped && s.addr != "" {
 			if s.fails > 0 {
 				it.stats.Reconnects++
 			}
-			s.running = true
+			s.running++
 			streams.Add(1)
 			go it.stream(streams, w.Name, s.addr)
 		}
@@ -269,7 +269,9 @@ func (it *Iterator) reconcile(streams *sync.WaitGroup) bool {
 		return false
 	}
 	for _, s := range it.streams {
-		if !s.done && !s.dropped {
+		// A finished worker's other streams still deliver what they hold
+		// before their own end of data: wait for them.
+		if !s.dropped && (!s.done || s.running > 0) {
 			return false
 		}
 	}
@@ -298,7 +300,7 @@ func (it *Iterator) stream(wg *sync.WaitGroup, worker, addr string) {
 	err := it.readWorker(worker, addr)
 	it.mu.Lock()
 	s := it.streams[worker]
-	s.running = false
+	s.running--
 	var re *batch.RemoteError
 	switch {
 	case err == nil:
