@@ -56,6 +56,9 @@ type Options struct {
 	RequestTimeout time.Duration
 	// Logger receives the client's logs; nil discards them.
 	Logger *slog.Logger
+	// RoundStatsLimit (coordinated jobs) bounds the rounds Iterator.RoundStats
+	// keeps, the latest ones. Default 4096.
+	RoundStatsLimit int
 }
 
 func (o Options) withDefaults() Options {
@@ -76,6 +79,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 10 * time.Second
+	}
+	if o.RoundStatsLimit <= 0 {
+		o.RoundStatsLimit = 4096
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -236,6 +242,25 @@ type JobOptions struct {
 	// starts while others are half-way joins at the oldest batch the
 	// window still holds.
 	Share bool
+	// Coordinated makes the NumConsumers consumers of the job (trainer
+	// ranks of one synchronous step) read in rounds: in round r each gets
+	// a batch of the same length bucket, all from the one worker that
+	// serves round r (so a step waits on no rank with a much longer
+	// batch). The spec must end in bucket_by_sequence_length;
+	// NumConsumers (m) is required; sharding defaults to dynamic (the only
+	// one allowed: workers read disjoint splits). Each consumer gives its
+	// ConsumerIndex in [0, m). Batch.Round and Iterator.RoundStats say
+	// which round, bucket and padded sizes each batch had.
+	Coordinated bool
+	// ConsumerIndex (coordinated jobs) is this consumer's index in [0,
+	// NumConsumers): it gets batch ConsumerIndex of every round. A consumer
+	// that restarts with the same index resumes where it left off.
+	ConsumerIndex int
+	// PadFinalRound (coordinated jobs): at the end of the data each
+	// worker's last partial windows are padded out with empty (zero-row)
+	// batches; false drops them. Every consumer ends at the same round
+	// either way.
+	PadFinalRound bool
 }
 
 // Distribute validates spec, creates the job (or joins it, if a job of that
@@ -259,13 +284,17 @@ func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptio
 		Options: mesh.JobOptions{
 			Sharding: string(o.Sharding), Epochs: o.Epochs, NumConsumers: o.NumConsumers,
 			MaxWorkers: o.MaxWorkers, ConsumerTTL: o.ConsumerTTL, GCAfter: o.GCAfter, Share: o.Share,
+			Coordinated: o.Coordinated, PadFinalRound: o.PadFinalRound,
 		},
+	}
+	if o.Coordinated && (o.ConsumerIndex < 0 || o.ConsumerIndex >= o.NumConsumers) {
+		return nil, fmt.Errorf("distribute %q: ConsumerIndex %d: must be in [0, NumConsumers=%d)", o.Name, o.ConsumerIndex, o.NumConsumers)
 	}
 	var info mesh.JobInfo
 	if err := c.call(ctx, mesh.MethodDistribute, req, &info); err != nil {
 		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
 	}
-	return newIterator(c, info, consumer, spec.Batched()), nil
+	return newIterator(c, info, consumer, spec.Batched(), o.ConsumerIndex), nil
 }
 
 // Attach joins an existing job by name, without its spec (a trainer that
@@ -280,8 +309,13 @@ func (c *Client) Attach(ctx context.Context, job string) (*Iterator, error) {
 	if err := c.call(ctx, mesh.MethodHeartbeat, mesh.JobRequest{Job: job, Consumer: consumer}, &info); err != nil {
 		return nil, fmt.Errorf("attach to job %q: %w", job, err)
 	}
+	if info.Options.Coordinated {
+		// A coordinated consumer needs its index: Distribute with
+		// ConsumerIndex. Leave the lease to expire on its own.
+		return nil, fmt.Errorf("attach to job %q: it uses coordinated reads; join it with Distribute and JobOptions.ConsumerIndex", job)
+	}
 	// Without the spec, assume batches (the common case for training).
-	return newIterator(c, info, consumer, true), nil
+	return newIterator(c, info, consumer, true, 0), nil
 }
 
 // Jobs lists the cluster's jobs.

@@ -23,6 +23,9 @@ type Batch struct {
 	// Seq is the batch's sequence number within its worker's task.
 	Seq   uint64
 	Epoch int64
+	// Round (coordinated jobs) is the round the batch belongs to, its
+	// bucket and every consumer's padded token count; nil otherwise.
+	Round *mesh.RoundHeader
 
 	batched bool
 }
@@ -55,6 +58,11 @@ type Stats struct {
 	// the workers last reported them: refreshed every HeartbeatInterval
 	// and by ShareStats. Nil for jobs that do not share.
 	Share *mesh.JobShareSummary `json:"share,omitempty"`
+	// Rounds (coordinated jobs) counts the rounds delivered, and
+	// SkippedRounds those skipped (their worker died, dropped them, or had
+	// reached its end of data).
+	Rounds        int64 `json:"rounds,omitempty"`
+	SkippedRounds int64 `json:"skipped_rounds,omitempty"`
 }
 
 type item struct {
@@ -90,12 +98,14 @@ type Iterator struct {
 	info    mesh.JobInfo
 	streams map[string]*streamState
 	stats   Stats
-	err     error // terminal error, or io.EOF once the job ended
+	err     error       // terminal error, or io.EOF once the job ended
+	index   int         // coordinated: the consumer index
+	rounds  []RoundStat // coordinated: the last rounds delivered
 
 	closeOnce sync.Once
 }
 
-func newIterator(c *Client, info mesh.JobInfo, consumer string, batched bool) *Iterator {
+func newIterator(c *Client, info mesh.JobInfo, consumer string, batched bool, index int) *Iterator {
 	it := &Iterator{
 		c: c, job: info.Name, consumer: consumer, info: info, batched: batched,
 		items:   make(chan item, c.opts.PrefetchBatches),
@@ -103,9 +113,14 @@ func newIterator(c *Client, info mesh.JobInfo, consumer string, batched bool) *I
 		wake:    make(chan struct{}, 1),
 		streams: map[string]*streamState{},
 		stats:   Stats{Workers: map[string]WorkerStats{}},
+		index:   index,
 	}
 	it.ctx, it.cancel = context.WithCancel(context.Background())
 	it.wg.Add(1)
+	if info.Options.Coordinated {
+		go it.coordinate()
+		return it
+	}
 	go it.supervise()
 	if info.Options.Share {
 		it.wg.Add(1)

@@ -153,6 +153,8 @@ func DefaultConfig() Config {
 			MaxWindow:        64,
 			JobPollInterval:  2 * time.Second,
 			ShareWindowBytes: share.DefaultWindowBytes,
+			RoundsAhead:      DefaultRoundsAhead,
+			RoundsHeld:       DefaultRoundsHeld,
 		},
 	}
 }
@@ -241,6 +243,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Worker.TaskBuffer < 1 || c.Worker.LeaseSplits < 1 || c.Worker.LeaseDuration <= 0 || c.Worker.MaxWindow < 1 || c.Worker.JobPollInterval <= 0 {
 		bad("Worker", "TaskBuffer, LeaseSplits, MaxWindow and JobPollInterval must be > 0")
+	}
+	if c.Worker.RoundsAhead < 0 || c.Worker.RoundsHeld < 0 {
+		bad("Worker.RoundsAhead/RoundsHeld", "must be >= 0 (0: the default)")
 	}
 	if c.Worker.ShareWindowBytes <= 0 {
 		bad("Worker.ShareWindowBytes", "%d: must be > 0 (default %d)", c.Worker.ShareWindowBytes, int64(share.DefaultWindowBytes))

@@ -121,6 +121,11 @@ func (n *Node) distributeLocal(ctx context.Context, req DistributeRequest) (JobI
 			return JobInfo{}, err
 		}
 	}
+	if req.Options.Coordinated {
+		if _, err := coordinatedOp(spec); err != nil {
+			return JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Name, err)
+		}
+	}
 	opts, err := toRaftOptions(req.Options)
 	if err != nil {
 		return JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Name, err)
@@ -151,6 +156,11 @@ func (n *Node) heartbeat(ctx context.Context, req JobRequest) (JobInfo, error) {
 		func(ctx context.Context) error {
 			if _, err := n.raft.Apply(ctx, raftstate.NewAttachConsumer(req.Job, req.Consumer)); err != nil {
 				return err
+			}
+			if req.Report {
+				if _, err := n.raft.Apply(ctx, raftstate.NewReportRound(req.Job, req.Index, req.Round)); err != nil {
+					return err
+				}
 			}
 			view, ok := n.raft.Job(req.Job)
 			if !ok {
@@ -350,7 +360,7 @@ func toRaftOptions(o JobOptions) (raftstate.JobOptions, error) {
 	}
 	return raftstate.JobOptions{
 		Sharding: p, Epochs: o.Epochs, NumConsumers: o.NumConsumers, Share: o.Share,
-		Coordinated: o.Coordinated, MaxWorkers: o.MaxWorkers, ConsumerTTL: o.ConsumerTTL, GCAfter: o.GCAfter,
+		Coordinated: o.Coordinated, PadFinalRound: o.PadFinalRound, MaxWorkers: o.MaxWorkers, ConsumerTTL: o.ConsumerTTL, GCAfter: o.GCAfter,
 	}, nil
 }
 
@@ -365,7 +375,7 @@ func (n *Node) jobInfo(v raftstate.JobView) JobInfo {
 		ID: v.ID, Name: v.Name, Fingerprint: v.Fingerprint,
 		Options: JobOptions{
 			Sharding: v.Options.Sharding.String(), Epochs: v.Options.Epochs, NumConsumers: v.Options.NumConsumers,
-			Share: v.Options.Share, Coordinated: v.Options.Coordinated, MaxWorkers: v.Options.MaxWorkers,
+			Share: v.Options.Share, Coordinated: v.Options.Coordinated, PadFinalRound: v.Options.PadFinalRound, MaxWorkers: v.Options.MaxWorkers,
 			ConsumerTTL: v.Options.ConsumerTTL, GCAfter: v.Options.GCAfter,
 		},
 		CreatedAt: time.Unix(0, v.CreatedAt),
@@ -389,6 +399,9 @@ func (n *Node) jobInfo(v raftstate.JobView) JobInfo {
 		info.Workers = append(info.Workers, WorkerInfo{Name: w, Addr: addrs[w], Expired: v.Workers[w].Expired})
 	}
 	info.ShareGroup = v.ShareGroup
+	if r := v.Rounds; r != nil {
+		info.Rounds = &RoundsInfo{Changes: r.Schedule.Changes, Reached: r.Reached, Lookahead: raftstate.RoundLookahead}
+	}
 	if g, ok := n.raft.Job(v.ShareGroup); ok && v.ShareGroup != "" {
 		v.Progress = g.Progress // the group leases for the job
 	}

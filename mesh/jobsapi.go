@@ -3,6 +3,9 @@ package mesh
 import (
 	"fmt"
 	"time"
+
+	"github.com/feedmesh/feedmesh/bucketing"
+	"github.com/feedmesh/feedmesh/raftstate"
 )
 
 // Control API methods for jobs. Every one of them is answered by the
@@ -39,9 +42,17 @@ type JobOptions struct {
 	// computes a batch once and hands the same encoded frame to every such
 	// job. A job that falls more than the worker's share window behind
 	// misses batches (relaxed visitation) instead of slowing the others.
-	Share       bool `json:"share,omitempty"`
+	Share bool `json:"share,omitempty"`
+	// Coordinated: consumers read in rounds; in round r every one of the
+	// NumConsumers consumers gets a batch of the same bucket from the one
+	// worker that serves round r (see coordinated.go). Needs sharding
+	// dynamic (the default for it), NumConsumers >= 1 and a spec that ends
+	// in bucket_by_sequence_length.
 	Coordinated bool `json:"coordinated,omitempty"`
-	MaxWorkers  int  `json:"max_workers,omitempty"`
+	// PadFinalRound (coordinated): pad a worker's final partial windows out
+	// with empty batches instead of dropping them.
+	PadFinalRound bool `json:"pad_final_round,omitempty"`
+	MaxWorkers    int  `json:"max_workers,omitempty"`
 	// ConsumerTTL is how long a consumer's lease lasts without a heartbeat.
 	ConsumerTTL time.Duration `json:"consumer_ttl"`
 	// GCAfter is how long a job lives with no consumer attached.
@@ -52,6 +63,9 @@ type JobOptions struct {
 func (o JobOptions) withDefaults() JobOptions {
 	if o.Sharding == "" {
 		o.Sharding = ShardingOff
+		if o.Coordinated {
+			o.Sharding = ShardingDynamic
+		}
 	}
 	if o.Epochs == 0 {
 		o.Epochs = 1
@@ -82,7 +96,16 @@ func (o JobOptions) Validate() error {
 		return fmt.Errorf("consumer_ttl and gc_after must be >= 0")
 	}
 	if o.Coordinated {
-		return fmt.Errorf("coordinated: coordinated reads are not available yet")
+		switch {
+		case o.Sharding != ShardingDynamic:
+			return fmt.Errorf("coordinated: needs sharding dynamic (workers read disjoint splits), not %s", o.Sharding)
+		case o.NumConsumers < 1 || o.NumConsumers > raftstate.MaxRoundConsumers:
+			return fmt.Errorf("coordinated: num_consumers must be 1..%d (the consumers of each round), got %d", raftstate.MaxRoundConsumers, o.NumConsumers)
+		case o.Share:
+			return fmt.Errorf("coordinated: cannot be combined with share")
+		}
+	} else if o.PadFinalRound {
+		return fmt.Errorf("pad_final_round: only for coordinated jobs")
 	}
 	if o.Share && o.Sharding == ShardingStatic {
 		return fmt.Errorf("share: ephemeral sharing works with sharing off or dynamic, not static (each static job fixes its own worker list)")
@@ -129,6 +152,20 @@ type JobInfo struct {
 	// Share (jobs with Share, in `feedmesh jobs` only) sums the sharing
 	// counters the job's workers reported.
 	Share *JobShareSummary `json:"share,omitempty"`
+	// Rounds (coordinated jobs) is the round schedule and progress.
+	Rounds *RoundsInfo `json:"rounds,omitempty"`
+}
+
+// RoundsInfo is a coordinated job's round state as Raft holds it.
+type RoundsInfo struct {
+	// Changes is the round schedule (bucketing.Schedule): round r is
+	// served by Workers[r mod n] of the change in force at r.
+	Changes []bucketing.Change `json:"changes"`
+	// Reached maps consumer index → the highest round it reported.
+	Reached map[int]int64 `json:"reached"`
+	// Lookahead is how far past its last committed report a consumer may
+	// read (raftstate.RoundLookahead).
+	Lookahead int64 `json:"lookahead"`
 }
 
 // JobRequest names a job (and, for heartbeats and detach, a consumer).
@@ -136,6 +173,11 @@ type JobRequest struct {
 	Job       string `cbor:"1,keyasint"`
 	Consumer  string `cbor:"2,keyasint,omitempty"`
 	Forwarded bool   `cbor:"3,keyasint,omitempty"`
+	// Report (heartbeats of coordinated consumers): record that consumer
+	// Index has reached Round before answering.
+	Report bool  `cbor:"4,keyasint,omitempty"`
+	Index  int   `cbor:"5,keyasint,omitempty"`
+	Round  int64 `cbor:"6,keyasint,omitempty"`
 }
 
 // JobGetResponse is a job with its dataset, for workers.

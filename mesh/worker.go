@@ -48,6 +48,15 @@ type WorkerConfig struct {
 	// than this fails the shared production with an error that says so.
 	// Default 256 MiB (share.DefaultWindowBytes); the fast preset 32 MiB.
 	ShareWindowBytes int64
+	// RoundsAhead (coordinated jobs) is how many complete round windows
+	// (m batches each) a task prepares ahead of the consumers' requests.
+	// 0 means DefaultRoundsAhead.
+	RoundsAhead int
+	// RoundsHeld (coordinated jobs) bounds the rounds a task keeps assigned
+	// while some of their m batches are not yet taken (a consumer that died
+	// never takes its batch). Past it the oldest round is dropped; a late
+	// request for it is told to skip the round. 0 means DefaultRoundsHeld.
+	RoundsHeld int
 }
 
 // worker runs this node's tasks and serves their batches.
@@ -112,6 +121,10 @@ func (w *worker) handleStream(conn net.Conn) {
 		sender.End(err)
 		return
 	}
+	if t.rounds != nil {
+		t.serveRound(ctx, sender, req.Extra)
+		return
+	}
 	t.serve(ctx, sender)
 }
 
@@ -148,6 +161,14 @@ func (w *worker) task(ctx context.Context, job string) (*task, error) {
 	t = &task{w: w, job: resp.Job, spec: spec, splits: all,
 		out: make(chan *batch.Frame, w.n.cfg.Worker.TaskBuffer), finished: make(chan struct{}), done: make(chan struct{})}
 	t.ctx, t.cancel = context.WithCancel(w.n.ctx)
+	if resp.Job.Options.Coordinated {
+		rs, err := newRoundServer(w.n.cfg.Worker, resp.Job, spec)
+		if err != nil {
+			t.cancel()
+			return nil, err
+		}
+		t.rounds = rs
+	}
 	if resp.Job.Options.Share {
 		sp, err := w.joinShareLocked(resp.Job, spec, all)
 		if err != nil {
@@ -204,15 +225,21 @@ type task struct {
 	share      *sharedProd
 	shareFinal share.JobStats
 	shareLeft  bool
+
+	// rounds (coordinated jobs) hands out round windows; nil otherwise.
+	rounds *roundServer
 }
 
 func (t *task) run() {
 	defer t.w.wg.Done()
 	defer close(t.done)
 	defer t.w.remove(t)
-	if t.share != nil {
+	switch {
+	case t.rounds != nil:
+		t.err = t.produceWindows()
+	case t.share != nil:
 		t.err = t.readShared()
-	} else {
+	default:
 		t.err = t.produce()
 	}
 	close(t.out)

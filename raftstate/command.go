@@ -42,6 +42,8 @@ const (
 	TypeExpireWorker CommandType = 18
 	// TypeGarbageCollectJob: NewGarbageCollectJob (body: JobBody).
 	TypeGarbageCollectJob CommandType = 19
+	// TypeReportRound: NewReportRound (body: ReportRoundBody).
+	TypeReportRound CommandType = 20
 )
 
 // String names the type for errors and logs.

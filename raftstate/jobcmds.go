@@ -259,6 +259,9 @@ func applyCreateJob(s *State, c Command) (any, error) {
 			j.ShareGroup = group
 		}
 	}
+	if o.Coordinated {
+		j.Rounds = &RoundState{Reached: map[int]int64{}}
+	}
 	s.Jobs[b.Name] = j
 	return j.ID, nil
 }
@@ -412,6 +415,9 @@ func applyAssignTask(s *State, c Command) (any, error) {
 	}
 	j.Workers[b.Worker] = WorkerState{Since: c.At}
 	s.assignShareGroup(j, b.Worker, c.At)
+	if j.Rounds != nil {
+		j.Rounds.addWorker(b.Worker)
+	}
 	return true, nil
 }
 
@@ -481,6 +487,9 @@ func applyExpireWorker(s *State, c Command) (any, error) {
 		}
 		st.Expired = true
 		j.Workers[b.Worker] = st
+		if j.Rounds != nil {
+			j.Rounds.evictWorker(b.Worker)
+		}
 		var l []int64
 		if j.Dynamic != nil {
 			l = j.Dynamic.Expire(b.Worker)

@@ -107,6 +107,11 @@ type JobOptions struct {
 	// GCAfter is how long a job lives without consumers before it may be
 	// garbage-collected. 0 means DefaultGCAfter.
 	GCAfter time.Duration `cbor:"8,keyasint" json:"gc_after"`
+	// PadFinalRound (coordinated jobs): at the end of the data, a worker's
+	// partial windows are padded out with empty batches so every consumer
+	// still gets one; false drops them. Either way every consumer ends at
+	// the same round.
+	PadFinalRound bool `cbor:"9,keyasint,omitempty" json:"pad_final_round,omitempty"`
 }
 
 // Normalized returns o with its defaults filled in, as CreateJob stores it.
@@ -147,6 +152,7 @@ func (o JobOptions) validate() error {
 	if o.GCAfter <= 0 || o.GCAfter > MaxGCAfter {
 		errs = append(errs, fmt.Sprintf("gc_after %v (want up to %v)", o.GCAfter, MaxGCAfter))
 	}
+	errs = append(errs, o.validateCoordinated()...)
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: job options: %s", ErrInvalidCommand, strings.Join(errs, ", "))
 	}
@@ -169,6 +175,7 @@ func (o JobOptions) diff(want JobOptions) []string {
 	add("max_workers", o.MaxWorkers, want.MaxWorkers)
 	add("consumer_ttl", o.ConsumerTTL, want.ConsumerTTL)
 	add("gc_after", o.GCAfter, want.GCAfter)
+	add("pad_final_round", o.PadFinalRound, want.PadFinalRound)
 	return d
 }
 
@@ -216,6 +223,9 @@ type Job struct {
 	// leases of every sharing job of one dataset and epoch count. It has no
 	// consumers of its own and lives while a job references it.
 	Group bool `cbor:"13,keyasint,omitempty" json:"group,omitempty"`
+	// Rounds (coordinated jobs only) is the round schedule and consumer
+	// progress: see rounds.go.
+	Rounds *RoundState `cbor:"14,keyasint,omitempty" json:"rounds,omitempty"`
 }
 
 // clone returns a deep copy.
@@ -225,6 +235,7 @@ func (j *Job) clone() *Job {
 	c.Workers = maps.Clone(j.Workers)
 	c.StaticWorkers = slices.Clone(j.StaticWorkers)
 	c.Dynamic = j.Dynamic.Clone()
+	c.Rounds = j.Rounds.clone()
 	return &c
 }
 

@@ -194,6 +194,14 @@ func checkJob(s *State, name string, j *Job) error {
 			return errors.New("static workers not sorted, unique and within max_workers")
 		}
 	}
+	if j.Options.Coordinated != (j.Rounds != nil) {
+		return errors.New("round state does not match coordinated")
+	}
+	if j.Rounds != nil {
+		if err := j.Rounds.validate(j); err != nil {
+			return fmt.Errorf("rounds: %w", err)
+		}
+	}
 	isDynamic := j.Options.Sharding == splits.Dynamic
 	if isDynamic != (j.Dynamic != nil) {
 		return errors.New("dynamic state does not match the sharding")

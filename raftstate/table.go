@@ -28,4 +28,5 @@ var commandTable = map[CommandType]handler{
 	TypeFinishSplits:      {name: "FinishSplits", minVersion: 1, maxVersion: 1, apply: applyFinishSplits},
 	TypeExpireWorker:      {name: "ExpireWorker", minVersion: 1, maxVersion: 1, apply: applyExpireWorker},
 	TypeGarbageCollectJob: {name: "GarbageCollectJob", minVersion: 1, maxVersion: 1, apply: applyGarbageCollectJob},
+	TypeReportRound:       {name: "ReportRound", minVersion: 1, maxVersion: 1, apply: applyReportRound},
 }
