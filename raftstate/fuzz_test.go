@@ -30,6 +30,9 @@ func FuzzDecodeCommand(f *testing.F) {
 		NewFinishSplits("dyn", "w1", 0, []int64{0, 0}),
 		NewExpireWorker("w1"),
 		at(NewGarbageCollectJob("off"), 1<<62),
+		NewCreateJob("coord", "fp1", JobOptions{Sharding: splits.Dynamic, NumConsumers: 4, Coordinated: true, PadFinalRound: true}, nil),
+		NewReportRound("coord", 3, 70),
+		NewReportRound("coord", 9, -1),
 	} {
 		f.Add(mustEncode(f, c))
 	}
