@@ -41,8 +41,9 @@ import (
 // sees the same answers, so all end at the same round.
 //
 // A consumer restarted with the same job and index resumes at the round its
-// previous instance had reported; a new index starts at the lowest round any
-// consumer reported (0 for a new job).
+// previous instance had reported; an index not seen before starts at round 0
+// (the workers still hold the rounds the others have read ahead, up to
+// their RoundsHeld).
 
 // RoundStat describes one delivered round.
 type RoundStat struct {
@@ -133,14 +134,7 @@ func (it *Iterator) coordinate() {
 	start := int64(0)
 	if r := info.Rounds; r != nil {
 		if v, ok := r.Reached[co.index]; ok {
-			start = v
-		} else if len(r.Reached) > 0 {
-			start = -1
-			for _, v := range r.Reached {
-				if start < 0 || v < start {
-					start = v
-				}
-			}
+			start = v // a restarted consumer resumes where its index was
 		}
 	}
 	co.next = start

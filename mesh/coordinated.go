@@ -40,7 +40,7 @@ import (
 // Defaults of WorkerConfig.RoundsAhead and RoundsHeld.
 const (
 	DefaultRoundsAhead = 4
-	DefaultRoundsHeld  = 64
+	DefaultRoundsHeld  = 512
 )
 
 // RoundSkipped starts the message of the stream end a worker sends for a

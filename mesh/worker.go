@@ -55,7 +55,11 @@ type WorkerConfig struct {
 	// RoundsHeld (coordinated jobs) bounds the rounds a task keeps assigned
 	// while some of their m batches are not yet taken (a consumer that died
 	// never takes its batch). Past it the oldest round is dropped; a late
-	// request for it is told to skip the round. 0 means DefaultRoundsHeld.
+	// request for it is told to skip the round. It must exceed how far the
+	// fastest consumer of a job runs ahead of the slowest: up to twice the
+	// client's PrefetchBatches when the consumers step together (a rank
+	// that stalls longer loses rounds, at most once each). 0 means
+	// DefaultRoundsHeld.
 	RoundsHeld int
 }
 

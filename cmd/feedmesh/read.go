@@ -33,6 +33,20 @@ type readSummary struct {
 	// Share (with --share): batches read from the workers' share windows,
 	// those this job caused to be produced, those evicted before it read them.
 	Share *mesh.JobShareSummary `json:"share,omitempty"`
+	// Coordinated (with --coordinated): rounds read and skipped, and the
+	// padded and real tokens of this consumer's batches.
+	Coordinated *coordSummary `json:"coordinated,omitempty"`
+
+	padded, tokens int64 // coordinated: this consumer's token counts
+}
+
+// coordSummary is a coordinated consumer's part of readSummary.
+type coordSummary struct {
+	Index         int   `json:"index"`
+	Rounds        int64 `json:"rounds"`
+	SkippedRounds int64 `json:"skipped_rounds"`
+	PaddedTokens  int64 `json:"padded_tokens"`
+	Tokens        int64 `json:"tokens"`
 }
 
 func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -46,6 +60,10 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	window := fs.Int("window", 4, "batches each worker may send ahead")
 	maxWorkers := fs.Int("max-workers", 0, "cap on workers serving the job (0: all)")
 	shareFlag := fs.Bool("share", false, "ephemeral sharing: jobs of the same spec, sharding (off or dynamic) and epochs that all pass --share compute each batch once per worker; a job that lags more than the worker's share window behind skips batches instead of slowing the others")
+	coordinated := fs.Bool("coordinated", false, "coordinated reads: the --consumers readers of the job get, in each round, batches of the same length bucket from one worker (spec must end in bucket_by_sequence_length; sharding becomes dynamic)")
+	consumers := fs.Int("consumers", 0, "with --coordinated: how many consumers (trainer ranks) read the job in rounds")
+	index := fs.Int("index", 0, "with --coordinated: this reader's consumer index in [0, --consumers)")
+	padFinal := fs.Bool("pad-final-round", false, "with --coordinated: pad the final partial rounds out with empty batches instead of dropping them")
 	progress := fs.Bool("progress", isTerminal(stderr), "show a live progress line (default: when stderr is a terminal)")
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
@@ -53,6 +71,14 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *specPath == "" || *job == "" {
 		fs.Usage()
 		return fmt.Errorf("--spec and --job are required")
+	}
+	if *coordinated {
+		if *consumers < 1 || *index < 0 || *index >= *consumers {
+			return fmt.Errorf("--coordinated needs --consumers m >= 1 and --index i in [0, m), got m=%d i=%d", *consumers, *index)
+		}
+		if *sharding == "off" {
+			*sharding = "dynamic"
+		}
 	}
 	spec, err := pipeline.LoadFile(*specPath)
 	if err != nil {
@@ -71,6 +97,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer c.Close()
 	it, err := c.Distribute(ctx, spec, client.JobOptions{
 		Name: *job, Sharding: client.Sharding(*sharding), Epochs: *epochs, MaxWorkers: *maxWorkers, Share: *shareFlag,
+		Coordinated: *coordinated, NumConsumers: *consumers, ConsumerIndex: *index, PadFinalRound: *padFinal,
 	})
 	if err != nil {
 		return err
@@ -87,6 +114,11 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		cancel()
 	}
+	if *coordinated {
+		st := it.Stats()
+		cs := &coordSummary{Index: *index, Rounds: st.Rounds, SkippedRounds: st.SkippedRounds, PaddedTokens: sum.padded, Tokens: sum.tokens}
+		sum.Coordinated = cs
+	}
 	if *cf.jsonOut {
 		return writeJSON(stdout, sum)
 	}
@@ -99,13 +131,18 @@ func consume(ctx context.Context, it *client.Iterator, take int64, progress bool
 	start := time.Now()
 	last := start
 	var lastBytes, lastBatches int64
+	var padded, tokens int64
 	for take <= 0 || it.Stats().Batches < take {
-		_, err := it.Next(ctx)
+		b, err := it.Next(ctx)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return readSummary{}, err
+		}
+		if h := b.Round; h != nil && h.Index >= 0 && h.Index < len(h.PaddedTokens) {
+			padded += h.PaddedTokens[h.Index]
+			tokens += h.Tokens
 		}
 		if progress && time.Since(last) >= 250*time.Millisecond {
 			s := it.Stats()
@@ -120,7 +157,7 @@ func consume(ctx context.Context, it *client.Iterator, take int64, progress bool
 	}
 	s := it.Stats()
 	return readSummary{Job: it.Job(), Batches: s.Batches, Elements: s.Rows, Bytes: s.Bytes,
-		Seconds: time.Since(start).Seconds(), Workers: len(s.Workers), PerWorker: s.Workers}, nil
+		Seconds: time.Since(start).Seconds(), Workers: len(s.Workers), PerWorker: s.Workers, padded: padded, tokens: tokens}, nil
 }
 
 func printReadSummary(w io.Writer, s readSummary) {
@@ -138,6 +175,10 @@ func printReadSummary(w io.Writer, s readSummary) {
 		fmt.Fprintf(tw, "  %s\t%d\t%d\t%.1f\t%.1f\n", n, ws.Batches, ws.Rows, float64(ws.Bytes)/1e6, float64(ws.Bytes)/1e6/s.Seconds)
 	}
 	tw.Flush()
+	if c := s.Coordinated; c != nil {
+		fmt.Fprintf(w, "coordinated: consumer %d read %d rounds (%d skipped), %d padded tokens of which %d real\n",
+			c.Index, c.Rounds, c.SkippedRounds, c.PaddedTokens, c.Tokens)
+	}
 	if sh := s.Share; sh != nil {
 		fmt.Fprintf(w, "sharing: %d batches read from share windows (%d hits, %d produced for this job), %d evicted before this job read them\n",
 			sh.Read, sh.Hits, sh.Produced, sh.EvictedBeforeRead)
