@@ -241,3 +241,65 @@ func slowText(count, splitSize int64) *pipeline.Spec {
 	s.BucketBySequenceLength(pipeline.BucketOp{Tensor: "tokens", Boundaries: []int64{16, 32, 64, 128}, BatchSizes: []int64{16, 8, 4, 2, 1}})
 	return s
 }
+
+func TestCoordinatedConsumerRestarts(t *testing.T) {
+	c := testcluster.Start(t, 2)
+	cl := dial(t, c, 0)
+	spec := slowText(3000, 50)
+	opts := func(i int) client.JobOptions {
+		return client.JobOptions{Name: "coord-restart", Coordinated: true, NumConsumers: 2, ConsumerIndex: i}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	other := make(chan []int64, 1)
+	go func() {
+		it, err := cl.Distribute(ctx, spec, opts(1))
+		if err != nil {
+			t.Error(err)
+			other <- nil
+			return
+		}
+		defer it.Close()
+		var rounds []int64
+		for b, err := range it.All(ctx) {
+			if err != nil {
+				t.Error(err)
+				break
+			}
+			rounds = append(rounds, b.Round.Round)
+		}
+		other <- rounds
+	}()
+	first, err := cl.Distribute(ctx, spec, opts(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	for range 5 {
+		b, err := first.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = b.Round.Round
+	}
+	first.Close()
+	again, err := cl.Distribute(ctx, spec, opts(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	var resumed []int64
+	for b, err := range again.All(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		resumed = append(resumed, b.Round.Round)
+	}
+	rounds1 := <-other
+	if len(resumed) == 0 || resumed[0] <= last {
+		t.Fatalf("restarted consumer began at %v after reading up to round %d", resumed[:min(3, len(resumed))], last)
+	}
+	if len(rounds1) == 0 || resumed[len(resumed)-1] != rounds1[len(rounds1)-1] {
+		t.Fatalf("restarted consumer ended at %v, the other at %v", resumed[len(resumed)-1:], rounds1[len(rounds1)-1:])
+	}
+}

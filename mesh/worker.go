@@ -122,6 +122,11 @@ func (w *worker) handleStream(conn net.Conn) {
 	}
 	t, err := w.task(ctx, req.Job)
 	if err != nil {
+		if ctx.Err() != nil {
+			// The node is closing: not the job's failure. Close the
+			// stream without an error so the consumer retries elsewhere.
+			return
+		}
 		sender.End(err)
 		return
 	}

@@ -40,6 +40,7 @@ func benchCoordinated(ctx context.Context, args []string, stdout, stderr io.Writ
 	meanWords := fs.Float64("mean-words", 24, "synthetic source: mean length in words of the body of the distribution")
 	tailAlpha := fs.Float64("tail-alpha", 1.2, "synthetic source: Pareto shape of the 5% tail (smaller: heavier)")
 	growthPct := fs.Int64("bucket-growth", 150, "bucket boundaries from 8 to 1024 tokens, each this percentage of the previous")
+	padFinal := fs.Bool("pad-final-round", true, "coordinated runs pad each worker's final partial rounds out with empty batches (same tokens as uncoordinated); false drops them")
 	nodes := fs.Int("nodes", 3, "in-process nodes (all workers)")
 	batch := fs.Int64("batch", 16, "batch size of every bucket (the usual configuration: a fixed batch, lengths vary)")
 	perToken := fs.Float64("per-token-us", 1, "modelled compute per padded token, microseconds")
@@ -101,7 +102,7 @@ func benchCoordinated(ctx context.Context, args []string, stdout, stderr io.Writ
 	for _, m := range ms {
 		var base coordRun
 		for _, coord := range []bool{false, true} {
-			r, err := coordinatedOnce(ctx, c, spec, m, coord, *perToken*1e-6)
+			r, err := coordinatedOnce(ctx, c, spec, m, coord, *padFinal, *perToken*1e-6)
 			if err != nil {
 				return fmt.Errorf("m=%d coordinated=%v: %w", m, coord, err)
 			}
@@ -127,9 +128,9 @@ func benchCoordinated(ctx context.Context, args []string, stdout, stderr io.Writ
 // each step takes every consumer's next batch (a consumer at its end of
 // data contributes nothing) and costs the slowest one's padded tokens.
 // Uncoordinated, the m consumers read one ordinary DYNAMIC job; coordinated,
-// one coordinated job with indexes 0..m-1 (final partial rounds padded out,
-// so both read the same tokens).
-func coordinatedOnce(ctx context.Context, c *testcluster.Cluster, spec *pipeline.Spec, m int, coord bool, perToken float64) (coordRun, error) {
+// one coordinated job with indexes 0..m-1 (final partial rounds padded out
+// unless pad is false, so both read the same tokens).
+func coordinatedOnce(ctx context.Context, c *testcluster.Cluster, spec *pipeline.Spec, m int, coord, pad bool, perToken float64) (coordRun, error) {
 	name := fmt.Sprintf("coord-%v-m%d-%d", coord, m, time.Now().UnixNano())
 	its := make([]*client.Iterator, m)
 	for i := range m {
@@ -140,7 +141,7 @@ func coordinatedOnce(ctx context.Context, c *testcluster.Cluster, spec *pipeline
 		defer cl.Close()
 		o := client.JobOptions{Name: name, Sharding: client.Dynamic, GCAfter: 200 * time.Millisecond}
 		if coord {
-			o.Coordinated, o.NumConsumers, o.ConsumerIndex, o.PadFinalRound = true, m, i, true
+			o.Coordinated, o.NumConsumers, o.ConsumerIndex, o.PadFinalRound = true, m, i, pad
 		}
 		it, err := cl.Distribute(ctx, spec, o)
 		if err != nil {
