@@ -287,6 +287,9 @@ func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptio
 			Coordinated: o.Coordinated, PadFinalRound: o.PadFinalRound,
 		},
 	}
+	if o.Coordinated && o.NumConsumers < 1 {
+		return nil, fmt.Errorf("distribute %q: NumConsumers: coordinated reads need the number of consumers of each round (>= 1)", o.Name)
+	}
 	if o.Coordinated && (o.ConsumerIndex < 0 || o.ConsumerIndex >= o.NumConsumers) {
 		return nil, fmt.Errorf("distribute %q: ConsumerIndex %d: must be in [0, NumConsumers=%d)", o.Name, o.ConsumerIndex, o.NumConsumers)
 	}

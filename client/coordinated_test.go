@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -301,5 +302,27 @@ func TestCoordinatedConsumerRestarts(t *testing.T) {
 	}
 	if len(rounds1) == 0 || resumed[len(resumed)-1] != rounds1[len(rounds1)-1] {
 		t.Fatalf("restarted consumer ended at %v, the other at %v", resumed[len(resumed)-1:], rounds1[len(rounds1)-1:])
+	}
+}
+
+func TestCoordinatedValidation(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	cl := dial(t, c, 0)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		spec *pipeline.Spec
+		o    client.JobOptions
+		want string
+	}{
+		{rangeSpec(100, 10, 4), client.JobOptions{Name: "v1", Coordinated: true, NumConsumers: 2}, "must end in bucket_by_sequence_length"},
+		{textSpec(100, 10), client.JobOptions{Name: "v2", Coordinated: true}, "NumConsumers: coordinated reads need"},
+		{textSpec(100, 10), client.JobOptions{Name: "v3", Coordinated: true, NumConsumers: 2, Sharding: client.Off}, "needs sharding dynamic"},
+		{textSpec(100, 10), client.JobOptions{Name: "v4", Coordinated: true, NumConsumers: 2, ConsumerIndex: 2}, "ConsumerIndex 2"},
+		{textSpec(100, 10), client.JobOptions{Name: "v5", PadFinalRound: true}, "only for coordinated"},
+	} {
+		_, err := cl.Distribute(ctx, tc.spec, tc.o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", tc.o.Name, err, tc.want)
+		}
 	}
 }

@@ -11,4 +11,9 @@
 // Trainers that name the same job share its data: each batch goes to one
 // of them. The iterator ends (io.EOF) once every worker has finished the
 // job's last epoch.
+//
+// With JobOptions.Coordinated the m consumers of a job (the ranks of one
+// synchronous training step) instead read in rounds: in each round every
+// one gets a batch of the same length bucket from the one worker that
+// serves the round (coordinated.go).
 package client

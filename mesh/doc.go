@@ -11,5 +11,7 @@
 // As a worker a node runs one task per job (worker.go) and, for jobs with
 // Share, one shared production per dataset that every sharing job's task
 // reads through a share.Shared window (sharing.go; counters in
-// sharestats.go, wire types in shareapi.go).
+// sharestats.go, wire types in shareapi.go). For coordinated jobs a task
+// groups its bucketed batches into round windows and answers per-round
+// requests (coordinated.go); the round schedule itself is in raftstate.
 package mesh

@@ -44,7 +44,7 @@ func benchCoordinated(ctx context.Context, args []string, stdout, stderr io.Writ
 	nodes := fs.Int("nodes", 3, "in-process nodes (all workers)")
 	batch := fs.Int64("batch", 16, "batch size of every bucket (the usual configuration: a fixed batch, lengths vary)")
 	perToken := fs.Float64("per-token-us", 1, "modelled compute per padded token, microseconds")
-	jsonOut := fs.Bool("json", false, "print a JSON array of rows: consumers, coordinated, modelled_seconds, speedup, padding_fraction, idle_fraction, steps, rounds_skipped, wall_seconds")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: consumers, coordinated, modelled_seconds (sum over steps of the slowest consumer's padded tokens × per-token cost), speedup (the uncoordinated row's modelled_seconds / this row's), padding_fraction (padding share of the padded tokens), idle_fraction (share of m × the step's largest batch not used by the consumers' batches), steps, tokens (real), rounds_skipped (rounds of workers that had ended or died), reconnects, wall_seconds")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
