@@ -1,0 +1,99 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/feedmesh/feedmesh/testcluster"
+)
+
+func TestReadCoordinatedFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"read", "--spec", "x.yaml", "--job", "j", "--coordinated"},
+		{"read", "--spec", "x.yaml", "--job", "j", "--coordinated", "--consumers", "2", "--index", "2"},
+	} {
+		_, errOut, code := runCmd(t, args...)
+		if code == 0 || !strings.Contains(errOut, "--coordinated needs --consumers") {
+			t.Errorf("%v: exit %d, %q", args, code, errOut)
+		}
+	}
+	if _, errOut, code := runCmd(t, "bench", "coordinated", "--consumers", "0"); code == 0 || !strings.Contains(errOut, "--consumers") {
+		t.Errorf("bench --consumers 0: exit %d, %q", code, errOut)
+	}
+}
+
+func TestReadCoordinated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	c := testcluster.Start(t, 2)
+	spec := filepath.Join(t.TempDir(), "spec.yaml")
+	if err := os.WriteFile(spec, []byte(`
+source:
+  synthetic: {kind: text, count: 2000, split_size: 100, seed: 1}
+ops:
+  - map: {fn: tokenize_whitespace, args: {vocab_size: 1000}}
+  - bucket_by_sequence_length: {tensor: tokens, boundaries: [16, 32, 64], batch_sizes: [8, 8, 8, 8]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	sums := make([]readSummary, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, errOut, code := runCmd(t, "read", "--addr", c.Node(i).Addr(), "--spec", spec, "--job", "cj", "--coordinated",
+				"--consumers", "2", "--index", []string{"0", "1"}[i], "--pad-final-round", "--json", "--progress=false")
+			if code != 0 {
+				t.Errorf("reader %d exited %d: %s", i, code, errOut)
+				return
+			}
+			if err := json.Unmarshal([]byte(out), &sums[i]); err != nil {
+				t.Errorf("reader %d: %v: %s", i, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	a, b := sums[0].Coordinated, sums[1].Coordinated
+	if a == nil || b == nil || a.Rounds == 0 || a.Rounds != b.Rounds || a.Index != 0 || b.Index != 1 {
+		t.Fatalf("coordinated summaries %+v, %+v", a, b)
+	}
+	if sums[0].Elements+sums[1].Elements != 2000 {
+		t.Fatalf("%d + %d elements, want 2000", sums[0].Elements, sums[1].Elements)
+	}
+}
+
+func TestBenchCoordinatedJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	out, errOut, code := runCmd(t, "bench", "coordinated", "--lines", "3000", "--consumers", "2", "--nodes", "2", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(rows) != 2 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	for _, r := range rows {
+		for _, f := range []string{"consumers", "coordinated", "modelled_seconds", "speedup", "padding_fraction"} {
+			if _, ok := r[f]; !ok {
+				t.Fatalf("row %v lacks %s", r, f)
+			}
+		}
+	}
+	if rows[0]["tokens"] != rows[1]["tokens"] {
+		t.Fatalf("runs read different tokens: %v vs %v", rows[0]["tokens"], rows[1]["tokens"])
+	}
+}
