@@ -38,6 +38,10 @@ import (
 // same change rounds.
 const RoundLookahead = 64
 
+// MaxRound bounds a reported round, so max(Reached) + RoundLookahead cannot
+// overflow.
+const MaxRound = 1 << 60
+
 // MaxRoundConsumers bounds NumConsumers of a coordinated job (m batches per
 // round).
 const MaxRoundConsumers = 256
@@ -127,7 +131,7 @@ func (r *RoundState) validate(j *Job) error {
 		}
 	}
 	for i, v := range r.Reached {
-		if i < 0 || i >= j.Options.NumConsumers || v < 0 {
+		if i < 0 || i >= j.Options.NumConsumers || v < 0 || v > MaxRound {
 			return fmt.Errorf("reached[%d] = %d", i, v)
 		}
 	}
@@ -145,7 +149,7 @@ type ReportRoundBody struct {
 // reached round (kept as the maximum of all reports for the index; the
 // first report of any index starts the job's rounds). ErrUnknownJob for no
 // such job; ErrInvalidCommand for a job that is not coordinated, an index
-// outside [0, NumConsumers) or a negative round. Result: int64, the index's
+// outside [0, NumConsumers) or a round outside [0, MaxRound]. Result: int64, the index's
 // highest reported round.
 func NewReportRound(job string, index int, round int64) Command {
 	return newCommand(TypeReportRound, 1, ReportRoundBody{Job: job, Index: index, Round: round})
@@ -166,8 +170,8 @@ func applyReportRound(s *State, c Command) (any, error) {
 	if b.Index < 0 || b.Index >= j.Options.NumConsumers {
 		return nil, fmt.Errorf("%w: consumer index %d outside [0, %d)", ErrInvalidCommand, b.Index, j.Options.NumConsumers)
 	}
-	if b.Round < 0 {
-		return nil, fmt.Errorf("%w: negative round %d", ErrInvalidCommand, b.Round)
+	if b.Round < 0 || b.Round > MaxRound {
+		return nil, fmt.Errorf("%w: round %d outside [0, %d]", ErrInvalidCommand, b.Round, int64(MaxRound))
 	}
 	r := j.Rounds
 	if r.Reached == nil {
