@@ -160,6 +160,12 @@ func checkMeta(t *TensorMeta, lim Limits, i int) error {
 	if err != nil {
 		return malformed("tensor %d (%q): %v", i, t.Name, err)
 	}
+	if t.Lengths != "" || t.PadBits != nil {
+		if t.NumOffsets != 0 {
+			return malformed("tensor %d (%q): unpadded tensor with offsets", i, t.Name)
+		}
+		return checkUnpaddedMeta(t, lim, i, values)
+	}
 	if t.DType == tensor.Bytes {
 		if values == math.MaxInt64 || t.NumOffsets != values+1 {
 			return malformed("tensor %d (%q): bytes tensor of shape %v has %d offsets, want product(shape)+1", i, t.Name, t.Shape, t.NumOffsets)
@@ -237,6 +243,13 @@ func sliceTail(m *wireMsg, plan []segment, tail []byte) (tensor.Element, error) 
 			t.Offsets = offsetsView(tail[s:pos])
 			if err := checkOffsets(t.Offsets, meta.DataBytes); err != nil {
 				return tensor.Element{}, malformed("tensor %d (%q): %v", i, t.Name, err)
+			}
+		}
+	}
+	for i := range m.Tensors {
+		if m.Tensors[i].Lengths != "" {
+			if err := repad(&e, i, &m.Tensors[i]); err != nil {
+				return tensor.Element{}, err
 			}
 		}
 	}

@@ -42,6 +42,11 @@ type Frame struct {
 // fit the codec's header and frame bounds (else the error wraps
 // transport.ErrFrameTooLarge).
 func Encode(codec *transport.Codec, h Header, e tensor.Element) (*Frame, error) {
+	return EncodeWith(codec, h, e, EncodeOptions{})
+}
+
+// EncodeWith is Encode with options.
+func EncodeWith(codec *transport.Codec, h Header, e tensor.Element, o EncodeOptions) (*Frame, error) {
 	m := wireMsg{
 		Kind:    kindBatch,
 		Seq:     h.Seq,
@@ -66,6 +71,13 @@ func Encode(codec *transport.Codec, h Header, e tensor.Element) (*Frame, error) 
 			}
 		}
 		m.Tensors[i] = TensorMeta{Name: t.Name, DType: t.DType, Shape: t.Shape, DataBytes: int64(len(t.Data))}
+		if o.Unpadded {
+			if rows, pad, ok := unpaddedRows(e, t); ok {
+				m.Tensors[i].Lengths, m.Tensors[i].PadBits = t.Name+LengthSuffix, pad
+				m.Tensors[i].DataBytes = f.appendRows(rows)
+				continue
+			}
+		}
 		f.appendSeg(t.Data)
 		if t.DType == tensor.Bytes {
 			m.Tensors[i].NumOffsets = int64(len(t.Offsets))

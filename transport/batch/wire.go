@@ -61,6 +61,13 @@ type TensorMeta struct {
 	// NumOffsets is the number of int64 offsets following the data of a Bytes
 	// tensor (product(Shape)+1); 0 for other dtypes.
 	NumOffsets int64 `cbor:"4,keyasint,omitempty"`
+	// Lengths, when set, marks the tensor as sent unpadded (EncodeOptions.
+	// Unpadded): it names the int32 [B] tensor of valid row lengths along
+	// dimension 1, the tail holds each row's valid prefix back to back, and
+	// the receiver pads the rows back to Shape[1] with PadBits.
+	Lengths string `cbor:"5,keyasint,omitempty"`
+	// PadBits is the little-endian bytes of one padding value.
+	PadBits []byte `cbor:"6,keyasint,omitempty"`
 }
 
 // Header is the CBOR header of a batch frame.
@@ -141,12 +148,16 @@ type Limits struct {
 	MaxNameBytes int
 	// MaxSplits bounds the split ids one batch header may list.
 	MaxSplits int
+	// MaxUnpaddedBytes bounds the padded size an unpadded tensor may expand
+	// to on the receiver (its tail bytes are bounded by the frame size, its
+	// padding is not).
+	MaxUnpaddedBytes int64
 }
 
 // DefaultLimits returns limits generous for real batches and small enough to
 // keep a hostile header cheap to reject.
 func DefaultLimits() Limits {
-	return Limits{MaxTensors: 256, MaxDims: 16, MaxNameBytes: 256, MaxSplits: 4096}
+	return Limits{MaxTensors: 256, MaxDims: 16, MaxNameBytes: 256, MaxSplits: 4096, MaxUnpaddedBytes: 256 << 20}
 }
 
 func (l Limits) withDefaults() Limits {
@@ -162,6 +173,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxSplits <= 0 {
 		l.MaxSplits = d.MaxSplits
+	}
+	if l.MaxUnpaddedBytes <= 0 {
+		l.MaxUnpaddedBytes = d.MaxUnpaddedBytes
 	}
 	return l
 }

@@ -1,0 +1,162 @@
+package batch
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"github.com/feedmesh/feedmesh/pipeline/tensor"
+)
+
+// paddedBatch builds tokens int32 [len(lengths), maxLen] padded with pad,
+// its "tokens_length" companion, and an unrelated tensor.
+func paddedBatch(lengths []int32, maxLen int, pad int32) tensor.Element {
+	b := len(lengths)
+	tok := make([]byte, 4*b*maxLen)
+	ln := make([]byte, 4*b)
+	for r, n := range lengths {
+		binary.LittleEndian.PutUint32(ln[4*r:], uint32(n))
+		for c := 0; c < maxLen; c++ {
+			v := pad
+			if c < int(n) {
+				v = int32(1000*r + c + 1)
+			}
+			binary.LittleEndian.PutUint32(tok[4*(r*maxLen+c):], uint32(v))
+		}
+	}
+	return tensor.Element{Tensors: []tensor.Tensor{
+		{Name: "tokens", DType: tensor.Int32, Shape: []int64{int64(b), int64(maxLen)}, Data: tok},
+		{Name: "id", DType: tensor.Int64, Shape: []int64{int64(b)}, Data: make([]byte, 8*b)},
+		{Name: "tokens_length", DType: tensor.Int32, Shape: []int64{int64(b)}, Data: ln},
+	}}
+}
+
+func encodeDecode(t *testing.T, e tensor.Element, o EncodeOptions) (tensor.Element, int64) {
+	t.Helper()
+	codec := testCodec(t)
+	f, err := EncodeWith(codec, Header{}, e, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wire bytes.Buffer
+	n, err := f.WriteTo(&wire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, got, err := Decode(codec, &wire, Limits{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, n
+}
+
+func TestUnpaddedRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		lengths []int32
+		pad     int32
+		smaller bool
+	}{
+		{"heavy tail", []int32{3, 200, 0, 7, 1, 2}, 0, true},
+		{"nonzero pad", []int32{5, 1, 9}, -1, true},
+		{"all full", []int32{8, 8}, 0, false},
+		{"all empty", []int32{0, 0, 0}, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			maxLen := 0
+			for _, n := range tc.lengths {
+				maxLen = max(maxLen, int(n))
+			}
+			maxLen = max(maxLen, 8)
+			e := paddedBatch(tc.lengths, maxLen, tc.pad)
+			dense, nDense := encodeDecode(t, e, EncodeOptions{})
+			got, nUnpadded := encodeDecode(t, e, EncodeOptions{Unpadded: true})
+			for _, d := range []tensor.Element{dense, got} {
+				if where, ok := equalElements(e, d); !ok {
+					t.Fatalf("decoded batch differs in %s", where)
+				}
+			}
+			if tc.smaller && nUnpadded >= nDense {
+				t.Errorf("unpadded frame is %d bytes, dense %d: want smaller", nUnpadded, nDense)
+			}
+			t.Logf("dense %d bytes, unpadded %d bytes", nDense, nUnpadded)
+		})
+	}
+}
+
+// Padding that is not one uniform value would be lost: such a tensor is
+// sent as it is.
+func TestUnpaddedFallsBackWhenLossy(t *testing.T) {
+	e := paddedBatch([]int32{2, 4}, 4, 0)
+	binary.LittleEndian.PutUint32(e.Tensors[0].Data[4*3:], 77) // row 0, past its length
+	got, _ := encodeDecode(t, e, EncodeOptions{Unpadded: true})
+	if where, ok := equalElements(e, got); !ok {
+		t.Fatalf("decoded batch differs in %s", where)
+	}
+}
+
+func TestUnpaddedMalformed(t *testing.T) {
+	codec := testCodec(t)
+	i32 := func(vs ...int32) []byte {
+		b := make([]byte, 4*len(vs))
+		for i, v := range vs {
+			binary.LittleEndian.PutUint32(b[4*i:], uint32(v))
+		}
+		return b
+	}
+	tok := func(dataBytes int64, shape ...int64) TensorMeta {
+		return TensorMeta{Name: "tokens", DType: tensor.Int32, Shape: shape, DataBytes: dataBytes, Lengths: "tokens_length", PadBits: make([]byte, 4)}
+	}
+	lens := TensorMeta{Name: "tokens_length", DType: tensor.Int32, Shape: []int64{2}, DataBytes: 8}
+	cases := map[string][]byte{
+		"no lengths tensor":    rawFrame(t, codec, batchMsg(tok(8, 2, 4)), i32(1, 2)),
+		"length over max":      rawFrame(t, codec, batchMsg(tok(8, 2, 4), lens), i32(1, 2), i32(1, 5)),
+		"negative length":      rawFrame(t, codec, batchMsg(tok(8, 2, 4), lens), i32(1, 2), i32(3, -1)),
+		"lengths miscount":     rawFrame(t, codec, batchMsg(tok(8, 2, 4), lens), i32(1, 2), i32(1, 2)),
+		"pad bits wrong size":  rawFrame(t, codec, batchMsg(TensorMeta{Name: "tokens", DType: tensor.Int32, Shape: []int64{2, 4}, DataBytes: 8, Lengths: "tokens_length", PadBits: []byte{0}}, lens), i32(1, 2), i32(1, 1)),
+		"rank 1":               rawFrame(t, codec, batchMsg(tok(8, 2), lens), i32(1, 2), i32(1, 1)),
+		"pads to 10 TiB":       rawFrame(t, codec, batchMsg(tok(8, 2, 1<<40), lens), i32(1, 2), i32(1, 1)),
+		"more sent than fits":  rawFrame(t, codec, batchMsg(tok(40, 2, 4), lens), make([]byte, 40), i32(1, 1)),
+		"bytes dtype unpadded": rawFrame(t, codec, batchMsg(TensorMeta{Name: "tokens", DType: tensor.Bytes, Shape: []int64{2, 4}, NumOffsets: 9, Lengths: "tokens_length", PadBits: []byte{0}}, lens), le64(0, 0, 0, 0, 0, 0, 0, 0, 0), i32(0, 0)),
+	}
+	for name, wire := range cases {
+		if _, _, err := Decode(codec, bytes.NewReader(wire), Limits{}, nil); !errors.Is(err, ErrMalformedBatch) {
+			t.Errorf("%s: err = %v, want ErrMalformedBatch", name, err)
+		}
+	}
+}
+
+// BenchmarkUnpaddedVsDense: a bucket of heavy-tailed sentences (one long
+// row, most short), the case the bucketed text pipeline produces.
+func BenchmarkUnpaddedVsDense(b *testing.B) {
+	lengths := make([]int32, 64)
+	for i := range lengths {
+		lengths[i] = int32(8 + i%16)
+	}
+	lengths[0] = 512
+	e := paddedBatch(lengths, 512, 0)
+	codec := testCodec(b)
+	for _, o := range []EncodeOptions{{}, {Unpadded: true}} {
+		name := "dense"
+		if o.Unpadded {
+			name = "unpadded"
+		}
+		b.Run(name, func(b *testing.B) {
+			var wire bytes.Buffer
+			var n int64
+			for b.Loop() {
+				f, err := EncodeWith(codec, Header{}, e, o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				wire.Reset()
+				n, _ = f.WriteTo(&wire)
+				if _, _, err := Decode(codec, &wire, Limits{}, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n), "wire-bytes/batch")
+		})
+	}
+}
