@@ -1,0 +1,121 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/fn"
+	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+// textBatches runs a real NLP input pipeline (heavy-tailed synthetic text →
+// tokenize → bucket_by_sequence_length) and returns its batches without the
+// raw text: what a trainer consumes (tokens padded per bucket, lengths, ids).
+func textBatches(tb testing.TB, n int64) []tensor.Element {
+	spec := pipeline.NewSpec(pipeline.FromSynthetic(pipeline.SyntheticSource{Kind: "text", Count: n, Seed: 3}))
+	spec.Map("tokenize_whitespace", fn.Args{"vocab_size": 32000}, 1)
+	spec.BucketBySequenceLength(pipeline.BucketOp{Tensor: "tokens", Boundaries: []int64{32, 64, 128, 256, 512}, BatchSizes: []int64{64, 64, 32, 16, 8, 4}})
+	ss, err := pipeline.Splits(spec)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx := context.Background()
+	it, err := pipeline.Open(ctx, spec, ss)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer it.Close()
+	var out []tensor.Element
+	for {
+		el, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		var keep tensor.Element
+		for _, t := range el.Tensors {
+			if t.Name != "text" {
+				keep.Tensors = append(keep.Tensors, t)
+			}
+		}
+		out = append(out, keep)
+	}
+}
+
+// BenchmarkTextStream streams real bucketed token batches worker → client
+// over loopback QUIC, padded as produced (what tf.data service ships) and
+// unpadded (re-padded by the receiver), in the same run.
+func BenchmarkTextStream(b *testing.B) {
+	batches := textBatches(b, 20000)
+	for _, o := range []EncodeOptions{{}, {Unpadded: true}} {
+		name := "padded"
+		if o.Unpadded {
+			name = "unpadded"
+		}
+		b.Run(name, func(b *testing.B) {
+			cfg := transport.DefaultConfig()
+			p := newPair(b, cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			rcv, err := Open(ctx, p.client.t, p.client.codec, p.worker.addr(), OpenRequest{Job: "bench", Window: 16}, DefaultLimits())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer rcv.Close()
+			c, err := p.worker.t.Listener(transport.KindData).Accept()
+			if err != nil {
+				b.Fatal(err)
+			}
+			snd, _, err := Accept(ctx, p.worker.codec, c, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer snd.Close()
+			frames := make([]*Frame, len(batches))
+			var wire, padded int64
+			for i, e := range batches {
+				if frames[i], err = EncodeWith(p.worker.codec, Header{Worker: "w1"}, e, o); err != nil {
+					b.Fatal(err)
+				}
+				wire += frames[i].Size()
+				padded += int64(e.ByteSize())
+			}
+			n := b.N
+			sent := make(chan error, 1)
+			b.ResetTimer()
+			start := time.Now()
+			go func() {
+				for i := range n {
+					if err := snd.Send(ctx, frames[i%len(frames)]); err != nil {
+						sent <- err
+						return
+					}
+				}
+				sent <- snd.End(nil)
+			}()
+			for range n {
+				if _, _, err := rcv.Next(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if _, _, err := rcv.Next(ctx); err != io.EOF {
+				b.Fatalf("end: %v", err)
+			}
+			el := time.Since(start)
+			b.StopTimer()
+			if err := <-sent; err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(n)/el.Seconds(), "batches/s")
+			b.ReportMetric(float64(wire)/float64(len(frames)), "wire-bytes/batch")
+			b.ReportMetric(float64(padded)/float64(len(frames)), "padded-bytes/batch")
+		})
+	}
+}
