@@ -198,21 +198,32 @@ func (c *Cluster) start(s *slot, expect int) error {
 			return &gossipTransport{NodeAwareTransport: t, f: c.net, self: idx}
 		}
 	}
-	if s.gossipPort == 0 {
-		p, err := freeTCPPort()
-		if err != nil {
-			return err
-		}
-		cfg.GossipPort = p
-	}
 	if c.opts.configure != nil {
 		c.opts.configure(idx, &cfg)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	node, err := mesh.Start(ctx, cfg)
-	if err != nil {
-		return err
+	fresh := s.gossipPort == 0
+	var node *mesh.Node
+	// A first start picks free ports; another process may take one between
+	// the pick and the bind, so retry with new ports. A restart keeps its
+	// ports (peers know them) and does not retry.
+	for attempt := 0; ; attempt++ {
+		if fresh {
+			p, err := freeTCPPort()
+			if err != nil {
+				return err
+			}
+			cfg.GossipPort, cfg.Port = p, 0
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var err error
+		node, err = mesh.Start(ctx, cfg)
+		cancel()
+		if err == nil {
+			break
+		}
+		if !fresh || attempt == 4 || !strings.Contains(err.Error(), "address already in use") {
+			return err
+		}
 	}
 	s.node = node
 	_, gp, _ := net.SplitHostPort(node.GossipAddr())

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -149,9 +150,14 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
+// stepPrinter returns a timestamped printer safe to call from several
+// goroutines (the failover watcher prints while the reader does).
 func stepPrinter(w io.Writer) func(format string, args ...any) {
 	t0 := time.Now()
+	var mu sync.Mutex
 	return func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
 		fmt.Fprintf(w, "[%6.2fs] %s\n", time.Since(t0).Seconds(), fmt.Sprintf(format, args...))
 	}
 }
