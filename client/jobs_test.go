@@ -98,7 +98,9 @@ func TestDynamicExactlyOnce(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	cl := dial(t, c, 0)
 	for _, epochs := range []int64{1, 3} {
-		it, err := cl.Distribute(context.Background(), rangeSpec(2000, 20, 16),
+		// A cost op makes the work long enough that every worker gets
+		// some of it: cheap splits could all go to the first worker.
+		it, err := cl.Distribute(context.Background(), slowSpec(2000, 20, 16, 200),
 			client.JobOptions{Name: "dyn-" + string(rune('0'+epochs)), Sharding: client.Dynamic, Epochs: epochs})
 		if err != nil {
 			t.Fatal(err)

@@ -378,7 +378,7 @@ func (t *task) serveRound(ctx context.Context, s *batch.Sender, extra cbor.RawMe
 		return
 	}
 	h := batch.Header{Seq: uint64(req.Round), Worker: t.w.n.name, Extra: raw}
-	f, err := batch.Encode(t.w.n.codec, h, a.b.el)
+	f, err := t.w.n.encodeBatch(h, a.b.el)
 	if err != nil {
 		s.End(fmt.Errorf("encode batch: %w", err))
 		return

@@ -142,7 +142,7 @@ func (p *sharedProd) produce(context.Context) (*batch.Frame, error) {
 		if p.key.sharding == ShardingDynamic {
 			epoch = -1 // as unshared DYNAMIC tasks: the lease knows, the frame does not
 		}
-		f, err := batch.Encode(p.w.n.codec, batch.Header{Seq: p.seq, Worker: p.w.n.name, Epoch: epoch}, el)
+		f, err := p.w.n.encodeBatch(batch.Header{Seq: p.seq, Worker: p.w.n.name, Epoch: epoch}, el)
 		if err != nil {
 			p.detach()
 			return nil, fmt.Errorf("encode batch: %w", err)

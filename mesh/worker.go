@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/tensor"
 	"github.com/feedmesh/feedmesh/share"
 	"github.com/feedmesh/feedmesh/splits"
 	"github.com/feedmesh/feedmesh/transport"
@@ -19,6 +20,11 @@ import (
 
 // WorkerConfig bounds what a node does as a worker.
 type WorkerConfig struct {
+	// SendPadded ships padded tensors as they are. By default a tensor with
+	// a "<name>_length" companion (padded_batch, bucket_by_sequence_length)
+	// travels as its rows' valid prefixes and the client pads it back: the
+	// same batch, fewer bytes (see transport/batch.EncodeOptions).
+	SendPadded bool
 	// Disabled keeps the node out of every job: it serves control and Raft
 	// only, like a dedicated Consul server.
 	Disabled bool
@@ -315,7 +321,7 @@ func (t *task) pump(o pipeline.Options, ss []pipeline.Split, epoch int64) error 
 			return err
 		}
 		h := batch.Header{Seq: t.seq.Add(1) - 1, Worker: t.w.n.name, Epoch: epoch}
-		f, err := batch.Encode(t.w.n.codec, h, el)
+		f, err := t.w.n.encodeBatch(h, el)
 		if err != nil {
 			return fmt.Errorf("encode batch: %w", err)
 		}
@@ -588,4 +594,10 @@ func (n *Node) Tasks() []TaskStats {
 		out = append(out, st)
 	}
 	return out
+}
+
+// encodeBatch encodes one batch for the wire, unpadded unless configured
+// otherwise.
+func (n *Node) encodeBatch(h batch.Header, el tensor.Element) (*batch.Frame, error) {
+	return batch.EncodeWith(n.codec, h, el, batch.EncodeOptions{Unpadded: !n.cfg.Worker.SendPadded})
 }
