@@ -171,9 +171,11 @@ func (c *Client) call(ctx context.Context, method string, req, resp any) error {
 	c.mu.Unlock()
 	var lastErr error
 	for _, addr := range nodes {
-		actx, acancel := context.WithTimeout(ctx, c.opts.RequestTimeout/time.Duration(len(nodes)+1))
-		err := transport.Call(actx, c.tr, c.codec, addr, method, req, resp)
-		acancel()
+		// Each attempt has all the time left: the server spends it (retrying
+		// across leader changes) before it says "no quorum", and a dead node
+		// fails fast enough through the transport's handshake and idle
+		// timeouts to leave time for the next one.
+		err := transport.Call(ctx, c.tr, c.codec, addr, method, req, resp)
 		if err == nil {
 			return nil
 		}

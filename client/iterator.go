@@ -76,7 +76,8 @@ type streamState struct {
 	running int  // streams open to the worker (up to StreamsPerWorker)
 	done    bool // the worker sent its end of data on a stream
 	dropped bool // the worker was expired: it will never finish
-	fails   int
+	fails   int  // consecutive failed streams; reset by a batch
+	retryAt time.Time
 }
 
 // Iterator yields a job's batches from all its workers. Next is not safe
@@ -271,7 +272,7 @@ func (it *Iterator) reconcile(streams *sync.WaitGroup) bool {
 			s.dropped = true
 			continue
 		}
-		for s.running < it.c.opts.StreamsPerWorker && !s.done && !s.dropped && s.addr != "" {
+		for s.running < it.c.opts.StreamsPerWorker && !s.done && !s.dropped && s.addr != "" && !time.Now().Before(s.retryAt) {
 			if s.fails > 0 {
 				it.stats.Reconnects++
 			}
@@ -320,6 +321,9 @@ func (it *Iterator) stream(wg *sync.WaitGroup, worker, addr string) {
 	switch {
 	case err == nil:
 		s.done = true
+	case errors.As(err, &re) && s.dropped:
+		// A worker already expired from the job: what it says no longer
+		// matters to the job.
 	case errors.As(err, &re):
 		// The worker's pipeline failed: the job fails with its message.
 		if it.err == nil {
@@ -328,6 +332,9 @@ func (it *Iterator) stream(wg *sync.WaitGroup, worker, addr string) {
 		it.cancel()
 	case it.ctx.Err() == nil:
 		s.fails++
+		// Back off before reopening, so a worker that fails fast (closing,
+		// resetting streams) is not hammered in a loop.
+		s.retryAt = time.Now().Add(min(50*time.Millisecond<<min(s.fails, 6), 2*time.Second))
 		it.c.opts.Logger.Warn("worker stream failed; will retry unless the worker is expired", "job", it.job, "worker", worker, "err", err)
 	}
 	it.mu.Unlock()
@@ -341,13 +348,21 @@ func (it *Iterator) readWorker(worker, addr string) error {
 		return err
 	}
 	defer r.Close()
-	for {
+	for first := true; ; first = false {
 		h, el, err := r.Next(it.ctx)
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("worker %s closed the stream (shutting down?): %w", worker, err)
+		}
 		if err != nil {
 			return err
+		}
+		if first {
+			it.mu.Lock()
+			it.streams[worker].fails = 0
+			it.mu.Unlock()
 		}
 		size := int64(el.ByteSize())
 		if err := it.budget.acquire(it.ctx, size); err != nil {

@@ -220,9 +220,14 @@ func (n *Node) onLeader(ctx context.Context, forwarded bool, method string, mkRe
 
 // retriable reports whether err may go away with another attempt, possibly
 // at another leader.
+// ErrNotAssigned is the answer to a lease from a worker the job no longer
+// counts on (it was declared dead and expired, perhaps wrongly): that
+// worker's part of the job is over. It crosses the wire by its code.
+var ErrNotAssigned = &transport.Error{Code: "not_assigned"}
+
 func retriable(err error) bool {
 	switch {
-	case errorsIsRejected(err):
+	case errorsIsRejected(err), errors.Is(err, ErrNotAssigned):
 		return false
 	case errors.Is(err, transport.ErrInvalid), errors.Is(err, transport.ErrNotFound),
 		errors.Is(err, transport.ErrUnknownMethod):
@@ -235,6 +240,8 @@ func mapRaftErr(err error) error {
 	switch {
 	case errors.Is(err, raftstate.ErrUnknownJob):
 		return transport.Errorf(transport.ErrNotFound, "%v", err)
+	case errors.Is(err, raftstate.ErrNotAssigned):
+		return transport.Errorf(ErrNotAssigned, "%v", err)
 	case errorsIsRejected(err):
 		return transport.Errorf(transport.ErrInvalid, "%v", err)
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raftstate.ErrNotLeader):

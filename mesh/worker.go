@@ -155,7 +155,7 @@ func (w *worker) task(ctx context.Context, job string) (*task, error) {
 	resp, err := w.n.jobGet(rctx, JobRequest{Job: job})
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("fetch job: %w", err)
+		return nil, fmt.Errorf("worker %s could not load job %q (is the control plane reachable, does the job exist?): %w", w.n.name, job, err)
 	}
 	spec, err := pipeline.DecodeCanonical(resp.Spec)
 	if err != nil {
@@ -349,6 +349,12 @@ func (t *task) serve(ctx context.Context, s *batch.Sender) {
 		select {
 		case f, ok := <-t.out:
 			if !ok {
+				if t.ctx.Err() != nil {
+					// Cancelled (node closing, job collected), not failed:
+					// no End, so the client reconnects or moves on instead
+					// of failing the job with "context canceled".
+					return
+				}
 				s.End(t.err)
 				return
 			}
@@ -367,8 +373,10 @@ func (t *task) serve(ctx context.Context, s *batch.Sender) {
 func (t *task) jobGone() bool {
 	ctx, cancel := context.WithTimeout(t.ctx, t.w.n.cfg.RequestTimeout)
 	defer cancel()
-	_, err := t.w.n.jobGet(ctx, JobRequest{Job: t.job.Name})
-	return errors.Is(err, transport.ErrNotFound)
+	resp, err := t.w.n.jobGet(ctx, JobRequest{Job: t.job.Name})
+	// A job of the same name created since (a new ID) is another job: this
+	// task, with the old spec and options, must not serve it.
+	return errors.Is(err, transport.ErrNotFound) || (err == nil && resp.Job.ID != t.job.ID)
 }
 
 func (t *task) waitForJobGone() {
@@ -475,6 +483,14 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.Split, error) {
 		case r := <-p.ready:
 			p.inflight = false
 			p.leaseTime = ewma(p.leaseTime, time.Since(p.askedAt))
+			if errors.Is(r.err, ErrNotAssigned) {
+				// Expired while alive (a gossip blip): the job counts this
+				// worker's leases as lost and goes on without it, so this
+				// worker's part ends here, cleanly, not as a job failure.
+				p.n.log.Warn("worker expired from the job while running; ending its part", "job", p.job)
+				p.done, p.queue = true, nil
+				return pipeline.Split{}, io.EOF
+			}
 			if r.err != nil {
 				return pipeline.Split{}, fmt.Errorf("lease splits: %w", r.err)
 			}
