@@ -156,6 +156,16 @@ func (rs *roundServer) take(ctx context.Context, round int64, index int) roundAn
 	if a, ok := rs.lookup(round, index); ok {
 		return a
 	}
+	rs.mu.Lock()
+	far := rs.maxFixed >= 0 && round > rs.maxFixed+int64(rs.held)
+	rs.mu.Unlock()
+	if far || index < 0 || index >= rs.m {
+		// Real consumers ask for this worker's rounds in order, at most a
+		// few rotations ahead: a request beyond what the worker may hold
+		// (or for an index the job does not have) is refused without
+		// taking a window, so it cannot make the worker skip real rounds.
+		return roundAnswer{err: fmt.Errorf("round %d index %d is out of range (last round fixed %d, %d held)", round, index, rs.maxFixed, rs.held)}
+	}
 	rs.assignMu.Lock()
 	defer rs.assignMu.Unlock()
 	if a, ok := rs.lookup(round, index); ok {
