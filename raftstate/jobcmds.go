@@ -322,7 +322,8 @@ func applyAttachConsumer(s *State, c Command) (any, error) {
 			limit = MaxJobConsumers
 		}
 		if len(j.Consumers) >= limit {
-			return nil, fmt.Errorf("%w: job %q already has %d consumers (num_consumers %d)", ErrLimit, b.Job, len(j.Consumers), j.Options.NumConsumers)
+			return nil, fmt.Errorf("%w: job %q already has %d consumers (num_consumers %d); a consumer that crashed holds its place until its lease expires (consumer_ttl %s)",
+				ErrLimit, b.Job, len(j.Consumers), j.Options.NumConsumers, j.Options.ConsumerTTL)
 		}
 	}
 	exp := addSat(c.At, j.Options.ConsumerTTL)
