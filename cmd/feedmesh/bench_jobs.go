@@ -114,27 +114,43 @@ func benchSplits(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return printRows(stdout, *jsonOut, []string{"path", "workers", "per_lease", "leases_per_s", "splits_per_s", "ratio_vs_memory"}, rows)
 }
 
-func memLeaseRate(workers, perLease int, d time.Duration) float64 {
-	st := splits.NewDynamic(1<<40, 1)
-	var mu sync.Mutex
+// leaseRate runs workers goroutines that each call lease (one lease and its
+// finish report) until d has passed, and returns leases per second; the
+// first error stops the measurement.
+func leaseRate(workers int, d time.Duration, lease func(worker string, req uint64) error) (float64, error) {
 	var n atomic.Int64
+	var firstErr atomic.Value
 	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(name string) {
-			defer wg.Done()
+		name := "w" + strconv.Itoa(w)
+		wg.Go(func() {
 			for req := uint64(1); time.Now().Before(deadline); req++ {
-				mu.Lock()
-				l := st.Lease(name, req, perLease)
-				st.Finish(name, l.Epoch, l.Splits)
-				mu.Unlock()
+				if err := lease(name, req); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
 				n.Add(1)
 			}
-		}("w" + strconv.Itoa(w))
+		})
 	}
 	wg.Wait()
-	return float64(n.Load()) / d.Seconds()
+	if err, ok := firstErr.Load().(error); ok {
+		return 0, err
+	}
+	return float64(n.Load()) / d.Seconds(), nil
+}
+
+func memLeaseRate(workers, perLease int, d time.Duration) float64 {
+	st := splits.NewDynamic(1<<40, 1)
+	var mu sync.Mutex
+	rate, _ := leaseRate(workers, d, func(name string, req uint64) error {
+		mu.Lock()
+		defer mu.Unlock()
+		l := st.Lease(name, req, perLease)
+		return st.Finish(name, l.Epoch, l.Splits)
+	})
+	return rate
 }
 
 func raftLeaseRate(ctx context.Context, workers, perLease int, d time.Duration) (float64, error) {
@@ -161,34 +177,15 @@ func raftLeaseRate(ctx context.Context, workers, perLease int, d time.Duration) 
 			return 0, err
 		}
 	}
-	var n atomic.Int64
-	var firstErr atomic.Value
-	deadline := time.Now().Add(d)
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(name string) {
-			defer wg.Done()
-			for req := uint64(1); time.Now().Before(deadline); req++ {
-				res, err := apply(raftstate.NewLeaseSplits("bench", name, req, perLease))
-				if err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					return
-				}
-				n.Add(1)
-				l := res.Value.(splits.Lease)
-				if _, err := apply(raftstate.NewFinishSplits("bench", name, l.Epoch, l.Splits)); err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					return
-				}
-			}
-		}("w" + strconv.Itoa(w))
-	}
-	wg.Wait()
-	if err, ok := firstErr.Load().(error); ok {
-		return 0, err
-	}
-	return float64(n.Load()) / d.Seconds(), nil
+	return leaseRate(workers, d, func(name string, req uint64) error {
+		res, err := apply(raftstate.NewLeaseSplits("bench", name, req, perLease))
+		if err != nil {
+			return err
+		}
+		l := res.Value.(splits.Lease)
+		_, err = apply(raftstate.NewFinishSplits("bench", name, l.Epoch, l.Splits))
+		return err
+	})
 }
 
 // ---- dynamic vs off
