@@ -580,7 +580,13 @@ func (p *leaseProvider) close() {
 		p.finished = append(p.finished, p.current)
 		p.started = false
 	}
-	p.report(p.ctx, p.finished)
+	// The production may end because its context was cancelled (its last
+	// job left): report anyway, under the node's context (a closing node
+	// does not wait) and a bound of its own, or the splits it did read would
+	// stay outstanding in the job's progress for good.
+	ctx, cancel := context.WithTimeout(p.n.ctx, p.n.cfg.RequestTimeout)
+	defer cancel()
+	p.report(ctx, p.finished)
 	p.finished = nil
 }
 
