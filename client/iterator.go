@@ -12,6 +12,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/transport"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
@@ -215,29 +216,26 @@ func (it *Iterator) Close() error {
 func (it *Iterator) supervise() {
 	defer it.wg.Done()
 	var streams sync.WaitGroup
+	beats := make(chan mesh.JobInfo, 1)
+	var beater sync.WaitGroup
 	defer func() {
 		it.cancel()
+		beater.Wait()
 		streams.Wait()
 		close(it.items)
 	}()
-	tick := time.NewTicker(it.c.opts.HeartbeatInterval)
-	defer tick.Stop()
+	// Heartbeats run on their own goroutine: during a control-plane outage
+	// each may block for RequestTimeout, and the data side (reopening
+	// streams, noticing the end of data) must not wait for them.
+	beater.Add(1)
+	go it.heartbeat(&beater, beats)
 	it.reconcile(&streams)
 	for {
 		select {
 		case <-it.ctx.Done():
 			it.finish(context.Canceled)
 			return
-		case <-tick.C:
-			var info mesh.JobInfo
-			err := it.c.call(it.ctx, mesh.MethodHeartbeat, mesh.JobRequest{Job: it.job, Consumer: it.consumer}, &info)
-			if err != nil {
-				if it.ctx.Err() != nil {
-					continue
-				}
-				it.c.opts.Logger.Warn("heartbeat failed", "job", it.job, "err", err)
-				continue
-			}
+		case info := <-beats:
 			it.mu.Lock()
 			it.info = info
 			it.mu.Unlock()
@@ -246,6 +244,40 @@ func (it *Iterator) supervise() {
 		if it.reconcile(&streams) {
 			return
 		}
+	}
+}
+
+// heartbeat renews the consumer's lease every HeartbeatInterval and posts
+// the job's current state to supervise (the newest replaces an unread one).
+// A job that no longer exists ends the iteration.
+func (it *Iterator) heartbeat(wg *sync.WaitGroup, beats chan mesh.JobInfo) {
+	defer wg.Done()
+	tick := time.NewTicker(it.c.opts.HeartbeatInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-it.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		var info mesh.JobInfo
+		err := it.c.call(it.ctx, mesh.MethodHeartbeat, mesh.JobRequest{Job: it.job, Consumer: it.consumer}, &info)
+		switch {
+		case it.ctx.Err() != nil:
+			return
+		case errors.Is(err, transport.ErrNotFound):
+			it.finish(fmt.Errorf("job %q: it no longer exists (garbage-collected?): %w", it.job, err))
+			it.cancel()
+			return
+		case err != nil:
+			it.c.opts.Logger.Warn("heartbeat failed", "job", it.job, "err", err)
+			continue
+		}
+		select {
+		case <-beats: // drop the unread older state
+		default:
+		}
+		beats <- info
 	}
 }
 
