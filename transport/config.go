@@ -79,6 +79,16 @@ type Config struct {
 	// batches where one gave 0.34-0.40x (BENCHMARKS.md). Default 1.
 	DataConns int
 
+	// GROBuffers is how many 64 KiB buffers the transport reads coalesced
+	// UDP datagrams into with UDP generic receive offload (Linux): the kernel
+	// delivers quic-go's GSO batches whole instead of packet by packet, and the
+	// transport splits them for quic-go. It bounds the receive memory this adds
+	// per socket (GROBuffers × 64 KiB) and the packets one system call brings
+	// (up to GROBuffers × 44). 0 turns GRO off (quic-go reads 8 packets per
+	// system call). Only a *net.UDPConn gets GRO; on other systems it is a
+	// no-op. Default 8.
+	GROBuffers int
+
 	// StatelessResetKey, when set, lets this node answer packets of connections
 	// it does not know (because it restarted) with a stateless reset, so peers
 	// drop their stale connection at once instead of after MaxIdleTimeout. A node
@@ -114,6 +124,7 @@ func DefaultConfig() Config {
 		StreamReceiveWindow:     16 << 20,
 		ConnectionReceiveWindow: 48 << 20,
 		DataConns:               1,
+		GROBuffers:              8,
 	}
 }
 
@@ -162,6 +173,9 @@ func (c Config) Validate() error {
 	}
 	if c.DataConns < 1 || c.DataConns > 16 {
 		bad("DataConns", "is %d, want 1 to 16", c.DataConns)
+	}
+	if c.GROBuffers < 0 || c.GROBuffers > 64 {
+		bad("GROBuffers", "is %d, want 0 (off) to 64", c.GROBuffers)
 	}
 	if c.MaxIncomingConns <= 0 {
 		bad("MaxIncomingConns", "is %d, must be positive", c.MaxIncomingConns)

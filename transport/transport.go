@@ -146,7 +146,7 @@ func New(pc net.PacketConn, serverTLS, clientTLS *tls.Config, cfg Config, log *s
 	for _, k := range []StreamKind{KindRaft, KindControl, KindData} {
 		t.listeners[k] = newKindListener(t, k)
 	}
-	t.qt = &quic.Transport{Conn: pc, StatelessResetKey: cfg.StatelessResetKey}
+	t.qt = &quic.Transport{Conn: wrapGRO(pc, cfg.GROBuffers), StatelessResetKey: cfg.StatelessResetKey}
 	t.dialConf = t.quicConfig()
 	t.dialConf.MaxIncomingStreams = -1 // peers open streams on connections they dialled
 	if serverTLS != nil {
