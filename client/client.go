@@ -49,6 +49,13 @@ type Options struct {
 	PrefetchBatches int
 	// PrefetchBytes bounds the bytes of buffered batches. Default 256 MiB.
 	PrefetchBytes int64
+	// RecycleBytes bounds the bytes of batch buffers the client keeps for
+	// reuse after Batch.Release, so that receiving a batch reuses the
+	// buffer of one already consumed instead of allocating (and later
+	// garbage-collecting) a new one. Only batches released are recycled; a
+	// consumer that never calls Release gets a new buffer per batch. Default
+	// 64 MiB; negative turns recycling off.
+	RecycleBytes int64
 	// HeartbeatInterval is how often the client renews its consumer lease
 	// and learns the job's current workers. Default 1 s.
 	HeartbeatInterval time.Duration
@@ -74,6 +81,9 @@ func (o Options) withDefaults() Options {
 	if o.PrefetchBytes <= 0 {
 		o.PrefetchBytes = 256 << 20
 	}
+	if o.RecycleBytes == 0 {
+		o.RecycleBytes = 64 << 20
+	}
 	if o.HeartbeatInterval <= 0 {
 		o.HeartbeatInterval = time.Second
 	}
@@ -95,9 +105,28 @@ type Client struct {
 	pc    net.PacketConn
 	tr    *transport.Transport
 	codec *transport.Codec
+	pool  *batch.BufferPool // recycled batch buffers; nil: off
 
 	mu    sync.Mutex
 	nodes []string // known node addresses, the dialed one first
+}
+
+// BufferStats is what the client's recycling of batch buffers did
+// (Options.RecycleBytes, Batch.Release).
+type BufferStats struct {
+	// HeldBytes are free buffers kept for reuse (at most RecycleBytes).
+	HeldBytes int64 `json:"held_bytes"`
+	// Reused counts batches received into a recycled buffer.
+	Reused int64 `json:"reused"`
+}
+
+// BufferStats reports the recycling of batch buffers; zero when off.
+func (c *Client) BufferStats() BufferStats {
+	if c.pool == nil {
+		return BufferStats{}
+	}
+	held, reused := c.pool.Stats()
+	return BufferStats{HeldBytes: held, Reused: reused}
 }
 
 // Dial connects to the node at addr (its QUIC address, host:port) and
@@ -135,6 +164,9 @@ func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{opts: o, pc: pc, tr: tr, codec: codec, nodes: []string{addr}}
+	if o.RecycleBytes > 0 {
+		c.pool = batch.NewBufferPool(o.RecycleBytes)
+	}
 	if err := c.refreshNodes(ctx); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("dial %s: %w", addr, err)

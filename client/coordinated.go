@@ -420,8 +420,9 @@ func (co *coordinator) readRound(ctx context.Context, worker string, round int64
 		res.kind, res.err = roundFail, err
 		return res, false
 	}
-	r, err := batch.Open(ctx, it.c.tr, it.c.codec, addr,
-		batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: 1, Extra: extra}, batch.DefaultLimits())
+	var last []byte
+	r, err := batch.OpenConfig(ctx, it.c.tr, it.c.codec, addr,
+		batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: 1, Extra: extra}, it.c.receiverConfig(&last))
 	if err != nil {
 		return res, true
 	}
@@ -448,7 +449,7 @@ func (co *coordinator) readRound(ctx context.Context, worker string, round int64
 	}
 	res.kind = roundBatch
 	res.size = int64(el.ByteSize())
-	res.b = Batch{Element: el, Worker: worker, Seq: h.Seq, Epoch: h.Epoch, Round: &rh, batched: it.batched}
+	res.b = Batch{Element: el, Worker: worker, Seq: h.Seq, Epoch: h.Epoch, Round: &rh, batched: it.batched, buf: it.c.recyclable(&last)}
 	return res, false
 }
 

@@ -8,6 +8,7 @@ import (
 	"iter"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/feedmesh/feedmesh/mesh"
@@ -29,6 +30,52 @@ type Batch struct {
 	Round *mesh.RoundHeader
 
 	batched bool
+	buf     *recycled // the buffer the batch's tensors were read into; nil: not recyclable
+}
+
+// recycled is a batch's receive buffer on its way back to the client's pool.
+type recycled struct {
+	pool *batch.BufferPool
+	buf  []byte
+	done atomic.Bool
+}
+
+// Release gives the batch's receive buffer back to the client for reuse by
+// a later batch (Options.RecycleBytes). After Release the batch's tensors
+// must not be used: their bytes will be overwritten. Optional: a batch never
+// released is garbage-collected as usual. Calling it again, or on a copy of
+// the batch, does nothing.
+func (b Batch) Release() {
+	if r := b.buf; r != nil && r.done.CompareAndSwap(false, true) {
+		r.pool.Put(r.buf)
+		r.buf = nil
+	}
+}
+
+// receiverConfig is the receive configuration of the client's batch
+// streams, with the tail buffer of each batch recorded in *last when the
+// client recycles buffers.
+func (c *Client) receiverConfig(last *[]byte) batch.ReceiverConfig {
+	rc := batch.ReceiverConfig{Limits: batch.DefaultLimits()}
+	if c.pool != nil {
+		rc.Alloc = func(n int) []byte {
+			b := c.pool.Get(n)
+			*last = b
+			return b
+		}
+	}
+	return rc
+}
+
+// recyclable wraps last, the buffer of the batch just received, for
+// Batch.Release, and resets it.
+func (c *Client) recyclable(last *[]byte) *recycled {
+	if c.pool == nil || *last == nil {
+		return nil
+	}
+	r := &recycled{pool: c.pool, buf: *last}
+	*last = nil
+	return r
 }
 
 // Rows is the number of elements in the batch: its leading dimension,
@@ -374,13 +421,15 @@ func (it *Iterator) stream(wg *sync.WaitGroup, worker, addr string) {
 }
 
 func (it *Iterator) readWorker(worker, addr string) error {
-	r, err := batch.Open(it.ctx, it.c.tr, it.c.codec, addr,
-		batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: it.c.opts.Window}, batch.DefaultLimits())
+	var last []byte
+	r, err := batch.OpenConfig(it.ctx, it.c.tr, it.c.codec, addr,
+		batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: it.c.opts.Window}, it.c.receiverConfig(&last))
 	if err != nil {
 		return err
 	}
 	defer r.Close()
 	for first := true; ; first = false {
+		last = nil
 		h, el, err := r.Next(it.ctx)
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -401,7 +450,7 @@ func (it *Iterator) readWorker(worker, addr string) error {
 			return err
 		}
 		select {
-		case it.items <- item{b: Batch{Element: el, Worker: worker, Seq: h.Seq, Epoch: h.Epoch, batched: it.batched}, size: size}:
+		case it.items <- item{b: Batch{Element: el, Worker: worker, Seq: h.Seq, Epoch: h.Epoch, batched: it.batched, buf: it.c.recyclable(&last)}, size: size}:
 		case <-it.ctx.Done():
 			it.budget.release(size)
 			return it.ctx.Err()
