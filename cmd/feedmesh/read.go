@@ -144,6 +144,7 @@ func consume(ctx context.Context, it *client.Iterator, take int64, progress bool
 			padded += h.PaddedTokens[h.Index]
 			tokens += h.Tokens
 		}
+		b.Release() // only counted: its buffer can take the next batch
 		if progress && time.Since(last) >= 250*time.Millisecond {
 			s := it.Stats()
 			dt := time.Since(last).Seconds()
