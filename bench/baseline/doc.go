@@ -25,6 +25,13 @@
 // process's user+system time from getrusage over that window. Both peers give
 // up after --timeout.
 //
+// With --payload-file PATH instead of --size, the sender sends the file's
+// records in order, cycling (a record is an 8-byte big-endian length in
+// [1, 256 MiB] and that many bytes; the text workload of `feedmesh bench
+// transport` writes one padded token batch per record), and the receiver,
+// given the same file, sizes its buffer to the largest record and rejects a
+// batch whose size is not the expected record's; bytes count the records.
+//
 // Transports:
 //   - grpc-tls: a server-streaming RPC whose messages are
 //     google.protobuf.BytesValue, over TLS 1.3 with a self-signed certificate

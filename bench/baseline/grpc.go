@@ -25,8 +25,8 @@ var streamDesc = grpc.StreamDesc{StreamName: "Stream", ServerStreams: true}
 // grpcSlack is room above the payload for the protobuf framing of one message.
 const grpcSlack = 1 << 10
 
-// grpcSend serves one Stream call: BytesValue messages of --size bytes for
-// --seconds, then the OK status.
+// grpcSend serves one Stream call: BytesValue messages of --size bytes (or
+// the --payload-file records in turn) for --seconds, then the OK status.
 func grpcSend(ctx context.Context, o options, stdout io.Writer) (result, error) {
 	srvTLS, _, err := selfSigned("h2")
 	if err != nil {
@@ -38,22 +38,23 @@ func grpcSend(ctx context.Context, o options, stdout io.Writer) (result, error) 
 		return result{}, err
 	}
 	done := make(chan result, 1)
-	data := payload(o.size)
 	handler := func(_ any, stream grpc.ServerStream) error {
 		if err := stream.RecvMsg(new(emptypb.Empty)); err != nil {
 			return err
 		}
 		m := startMeter()
 		end := m.t0.Add(time.Duration(o.seconds * float64(time.Second)))
-		var batches int64
+		var batches, bytes int64
 		for time.Now().Before(end) {
+			data := o.batches.at(batches)
 			if err := stream.SendMsg(&wrapperspb.BytesValue{Value: data}); err != nil {
 				return err
 			}
 			batches++
+			bytes += int64(len(data))
 		}
 		select {
-		case done <- m.result("send", batches*int64(o.size), batches):
+		case done <- m.result("send", bytes, batches):
 		default:
 		}
 		return nil
@@ -127,14 +128,15 @@ func grpcRecv(ctx context.Context, o options) (result, error) {
 			}
 			return result{}, fmt.Errorf("receive batch %d: %w", i, err)
 		}
-		if len(msg.Value) != o.size {
-			return result{}, fmt.Errorf("batch %d has %d bytes, want %d", i, len(msg.Value), o.size)
+		want := o.batches.size(int64(i))
+		if len(msg.Value) != want {
+			return result{}, fmt.Errorf("batch %d has %d bytes, want %d", i, len(msg.Value), want)
 		}
 		if i == 0 {
 			m = startMeter()
 			continue
 		}
-		bytes += int64(o.size)
+		bytes += int64(want)
 		batches++
 	}
 	return m.result("recv", bytes, batches), nil

@@ -14,8 +14,9 @@ import (
 	"time"
 )
 
-// maxSize bounds --size: the receiver allocates one buffer of this size, and
-// a frame announcing more than --size is rejected, so a peer cannot make it
+// maxSize bounds --size and each record of --payload-file: the receiver
+// allocates one buffer of the largest size, and a frame announcing another
+// size than the batch expected is rejected, so a peer cannot make it
 // allocate more.
 const maxSize = 256 << 20
 
@@ -28,6 +29,8 @@ type options struct {
 	size      int
 	seconds   float64
 	timeout   time.Duration
+	payload   string  // --payload-file, replacing --size
+	batches   batches // what is sent / expected, batch i being batches.at(i)
 }
 
 func main() {
@@ -56,17 +59,21 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.IntVar(&o.size, "size", 1<<20, "batch size in bytes")
 	fs.Float64Var(&o.seconds, "seconds", 2, "sender: how long to send")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "give up after this long")
+	fs.StringVar(&o.payload, "payload-file", "", "send (and, receiving, expect) these batches in order, cycling, instead of --size random bytes: 8-byte big-endian length + bytes per record (both peers need the file)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	if o.size < 1 || o.size > maxSize {
-		return fmt.Errorf("--size %d out of range [1, %d]", o.size, maxSize)
+	if err := o.check(fs); err != nil {
+		return err
 	}
-	if o.seconds <= 0 || o.timeout <= 0 {
-		return errors.New("--seconds and --timeout must be positive")
-	}
-	if o.role == "recv" && o.addr == "" {
-		return errors.New("recv needs --addr")
+	if o.payload != "" {
+		b, err := readPayloadFile(o.payload)
+		if err != nil {
+			return err
+		}
+		o.batches, o.size = b, b.max
+	} else {
+		o.batches = fixedBatches(o.size, o.role == "send")
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
@@ -93,6 +100,25 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("%s %s: %w", o.transport, o.role, err)
 	}
 	return json.NewEncoder(stdout).Encode(res)
+}
+
+// check validates the parsed flags.
+func (o options) check(fs *flag.FlagSet) error {
+	sizeSet := false
+	fs.Visit(func(f *flag.Flag) { sizeSet = sizeSet || f.Name == "size" })
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected arguments %v", fs.Args())
+	case o.payload != "" && sizeSet:
+		return errors.New("--size and --payload-file exclude each other")
+	case o.size < 1 || o.size > maxSize:
+		return fmt.Errorf("--size %d out of range [1, %d]", o.size, maxSize)
+	case o.seconds <= 0 || o.timeout <= 0:
+		return errors.New("--seconds and --timeout must be positive")
+	case o.role == "recv" && o.addr == "":
+		return errors.New("recv needs --addr")
+	}
+	return nil
 }
 
 // printAddr tells the parent where the sender listens.

@@ -49,22 +49,28 @@ func streamSend(ctx context.Context, o options, stdout io.Writer) (result, error
 	}
 	// One buffer holds prefix and payload, so each batch is one write (one
 	// TLS record run, no tiny record for the prefix).
-	frame := payload(frameHeader + o.size)
-	binary.BigEndian.PutUint64(frame, uint64(o.size))
+	frames := make([][]byte, len(o.batches.records))
+	for i, rec := range o.batches.records {
+		frames[i] = make([]byte, frameHeader+len(rec))
+		binary.BigEndian.PutUint64(frames[i], uint64(len(rec)))
+		copy(frames[i][frameHeader:], rec)
+	}
 	m := startMeter()
 	end := m.t0.Add(time.Duration(o.seconds * float64(time.Second)))
-	var batches int64
+	var batches, bytes int64
 	for time.Now().Before(end) {
+		frame := frames[batches%int64(len(frames))]
 		if _, err := conn.Write(frame); err != nil {
 			return result{}, fmt.Errorf("write batch %d: %w", batches, err)
 		}
 		batches++
+		bytes += int64(len(frame) - frameHeader)
 	}
 	type closeWriter interface{ CloseWrite() error }
 	if err := conn.(closeWriter).CloseWrite(); err != nil {
 		return result{}, fmt.Errorf("close write: %w", err)
 	}
-	res := m.result("send", batches*int64(o.size), batches)
+	res := m.result("send", bytes, batches)
 	// Wait for the receiver to finish reading and close, so no byte is lost
 	// to an early close; bounded by ctx.
 	_, _ = io.Copy(io.Discard, raw)
@@ -93,7 +99,7 @@ func streamRecv(ctx context.Context, o options) (result, error) {
 		}
 		conn = tc
 	}
-	buf := make([]byte, o.size)
+	buf := make([]byte, o.batches.max)
 	var hdr [frameHeader]byte
 	var m meter
 	var bytes, batches int64
@@ -104,17 +110,18 @@ func streamRecv(ctx context.Context, o options) (result, error) {
 			}
 			return result{}, fmt.Errorf("read frame %d: %w", i, err)
 		}
-		if n := binary.BigEndian.Uint64(hdr[:]); n != uint64(o.size) {
-			return result{}, fmt.Errorf("frame %d announces %d bytes, want %d", i, n, o.size)
+		want := o.batches.size(int64(i))
+		if n := binary.BigEndian.Uint64(hdr[:]); n != uint64(want) {
+			return result{}, fmt.Errorf("frame %d announces %d bytes, want %d", i, n, want)
 		}
-		if _, err := io.ReadFull(conn, buf); err != nil {
+		if _, err := io.ReadFull(conn, buf[:want]); err != nil {
 			return result{}, fmt.Errorf("read frame %d: %w", i, err)
 		}
 		if i == 0 {
 			m = startMeter() // the window starts after the first batch
 			continue
 		}
-		bytes += int64(o.size)
+		bytes += int64(want)
 		batches++
 	}
 	return m.result("recv", bytes, batches), nil

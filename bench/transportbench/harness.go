@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"strings"
@@ -61,8 +62,21 @@ type Config struct {
 	// handshake, draining); a peer still running then is killed.
 	PeerTimeout time.Duration
 
+	// Workload is WorkloadRaw (one batch of random bytes per size, repeated)
+	// or WorkloadText (real bucketed token batches, cycled; Sizes is then
+	// ignored). Empty means WorkloadRaw.
+	Workload string
+
+	// TextExamples is the number of sentences the text workload's pipeline
+	// reads (DefaultTextExamples when 0); all its batches are built once,
+	// written to a payload file for the peers, and cycled through.
+	TextExamples int64
+
 	// Progress receives one line per measurement; nil discards them.
 	Progress io.Writer
+
+	// textFile is the payload file of a text run (set by Run).
+	textFile string
 }
 
 // DefaultConfig measures the three issue sizes on loopback, 3 runs of 2 s
@@ -85,10 +99,15 @@ const (
 
 // Validate reports the first invalid field, by name.
 func (c Config) Validate() error {
+	text := c.Workload == WorkloadText
 	switch {
+	case c.Workload != "" && c.Workload != WorkloadRaw && !text:
+		return fmt.Errorf("transportbench: Workload %q, want %s or %s", c.Workload, WorkloadRaw, WorkloadText)
+	case c.TextExamples < 0 || c.TextExamples > maxTextExamples:
+		return fmt.Errorf("transportbench: TextExamples %d out of range [0, %d]", c.TextExamples, maxTextExamples)
 	case c.Path != Loopback && c.Path != Veth:
 		return fmt.Errorf("transportbench: Path %q, want %s or %s", c.Path, Loopback, Veth)
-	case len(c.Sizes) == 0:
+	case len(c.Sizes) == 0 && !text:
 		return errors.New("transportbench: Sizes is empty")
 	case c.Seconds <= 0 || c.Seconds > maxSeconds:
 		return fmt.Errorf("transportbench: Seconds %g out of range (0, %d]", c.Seconds, maxSeconds)
@@ -100,6 +119,9 @@ func (c Config) Validate() error {
 		return errors.New("transportbench: PeerTimeout must be positive")
 	}
 	for _, s := range c.Sizes {
+		if text {
+			break
+		}
 		if s < 1 || s > MaxBatchBytes {
 			return fmt.Errorf("transportbench: size %d out of range [1, %d]", s, MaxBatchBytes)
 		}
@@ -161,6 +183,9 @@ func (cfg Config) cases() []benchCase {
 		if !want(t) || (t != QuicRaw && cfg.Baseline == "") {
 			continue
 		}
+		if t == QuicRaw && cfg.Workload == WorkloadText {
+			continue // quic-raw does not run the text workload
+		}
 		cs = append(cs, benchCase{transport: t, variant: "default", opts: peerOptions{conns: 1, credit: 1}})
 	}
 	return cs
@@ -190,8 +215,32 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 		}()
 	}
 	cases := cfg.cases()
+	workload, sizes := WorkloadRaw, cfg.Sizes
+	var ts textSet
+	if cfg.Workload == WorkloadText {
+		dir, err := os.MkdirTemp("", "fm-bench-text-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		n := cfg.TextExamples
+		if n == 0 {
+			n = DefaultTextExamples
+		}
+		if ts, err = writeTextPayload(ctx, dir, n); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(progress, "text workload: %d sentences → %d batches, %.0f bytes per batch padded (grpc-tls, tcp-tls, tcp), %.0f unpadded (feedmesh): %.2f× fewer\n",
+			n, ts.records, ts.meanPadded, ts.meanUnpad, ts.paddedRatio)
+		cfg.textFile = ts.path
+		workload, sizes = WorkloadText, []int{int(math.Round(ts.meanPadded))}
+	}
 	var rows []Row
-	for _, size := range cfg.Sizes {
+	for _, size := range sizes {
+		label := sizeName(size)
+		if workload == WorkloadText {
+			label = "text"
+		}
 		samples := make([][]*sample, len(cases)) // [case][run], nil when failed
 		errs := make([][]string, len(cases))
 		for run := 0; run < cfg.Runs; run++ {
@@ -206,15 +255,24 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 						return nil, ctx.Err()
 					}
 					errs[i] = append(errs[i], err.Error())
-					fmt.Fprintf(progress, "[%s %s run %d/%d] %-28s FAILED: %v\n", cfg.Path, sizeName(size), run+1, cfg.Runs, cases[i].name(), err)
+					fmt.Fprintf(progress, "[%s %s run %d/%d] %-28s FAILED: %v\n", cfg.Path, label, run+1, cfg.Runs, cases[i].name(), err)
+				} else if workload == WorkloadText {
+					fmt.Fprintf(progress, "[%s %s run %d/%d] %-28s %8.0f batches/s  %6.0f wire B/batch  recv %5.2f  send %5.2f CPU-s/GB\n",
+						cfg.Path, label, run+1, cfg.Runs, cases[i].name(), s.batchesPerS, s.wirePerBatch, s.recvCPUPerGB, s.sendCPUPerGB)
 				} else {
 					fmt.Fprintf(progress, "[%s %s run %d/%d] %-28s %8.1f MB/s  recv %5.2f  send %5.2f CPU-s/GB\n",
-						cfg.Path, sizeName(size), run+1, cfg.Runs, cases[i].name(), s.mbps, s.recvCPUPerGB, s.sendCPUPerGB)
+						cfg.Path, label, run+1, cfg.Runs, cases[i].name(), s.mbps, s.recvCPUPerGB, s.sendCPUPerGB)
 				}
 				samples[i] = append(samples[i], s)
 			}
 		}
-		rows = append(rows, summarize(cfg.Path, size, cases, samples, errs)...)
+		for _, r := range summarize(cfg.Path, size, cases, samples, errs) {
+			r.Workload = workload
+			if workload != WorkloadText {
+				r.WireBytesPerBatch = 0
+			}
+			rows = append(rows, r)
+		}
 	}
 	return rows, nil
 }
@@ -222,6 +280,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 // sample is one measurement.
 type sample struct {
 	mbps, batchesPerS, recvCPUPerGB, sendCPUPerGB float64
+	wirePerBatch                                  float64 // sender's bytes written per batch
 }
 
 // measure runs one sender/receiver pair.
@@ -236,13 +295,17 @@ func (cfg Config) measure(ctx context.Context, c benchCase, size int) (*sample, 
 		nsSend, nsRecv = NSSend, NSRecv
 	}
 	o := c.opts
-	o.transport, o.size, o.seconds, o.timeout = c.transport, size, cfg.Seconds, timeout
+	o.transport, o.size, o.seconds, o.timeout, o.payloadFile = c.transport, size, cfg.Seconds, timeout, cfg.textFile
 	argv := func(o peerOptions) []string {
 		if c.transport == Feedmesh || c.transport == QuicRaw {
 			return append(append([]string(nil), cfg.Self...), o.args()...)
 		}
-		return []string{cfg.Baseline, o.role, "--transport", o.transport, "--size", fmt.Sprint(o.size),
+		a := []string{cfg.Baseline, o.role, "--transport", o.transport,
 			"--seconds", fmt.Sprint(o.seconds), "--timeout", o.timeout.String(), "--listen", o.listen, "--addr", o.addr}
+		if o.payloadFile != "" {
+			return append(a, "--payload-file", o.payloadFile)
+		}
+		return append(a, "--size", fmt.Sprint(o.size))
 	}
 
 	so := o
@@ -277,7 +340,12 @@ func (cfg Config) measure(ctx context.Context, c benchCase, size int) (*sample, 
 	if rres.Bytes == 0 || rres.Seconds <= 0 || sres.Bytes == 0 {
 		return nil, fmt.Errorf("receiver counted %d bytes after the first batch: raise --seconds", rres.Bytes)
 	}
+	wire := sres.WireBytes
+	if wire == 0 {
+		wire = sres.Bytes // the baselines write what they count
+	}
 	return &sample{
+		wirePerBatch: float64(wire) / float64(max(sres.Batches, 1)),
 		mbps:         float64(rres.Bytes) / rres.Seconds / 1e6,
 		batchesPerS:  float64(rres.Batches) / rres.Seconds,
 		recvCPUPerGB: rres.CPUS / (float64(rres.Bytes) / 1e9),

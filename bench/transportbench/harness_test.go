@@ -30,6 +30,9 @@ func TestConfigValidate(t *testing.T) {
 		{"Self", func(c *Config) { c.Self = nil }},
 		{"PeerTimeout", func(c *Config) { c.PeerTimeout = 0 }},
 		{"unknown transport", func(c *Config) { c.Transports = []string{"carrier-pigeon"} }},
+		{"Workload", func(c *Config) { c.Workload = "images" }},
+		{"TextExamples", func(c *Config) { c.Workload, c.TextExamples = WorkloadText, -1 }},
+		{"TextExamples", func(c *Config) { c.Workload, c.TextExamples = WorkloadText, maxTextExamples+1 }},
 	} {
 		c := ok
 		tc.edit(&c)
@@ -37,6 +40,25 @@ func TestConfigValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%s: error %v, want one naming %q", tc.field, err, tc.field)
 		}
+	}
+}
+
+func TestTextConfig(t *testing.T) {
+	c := DefaultConfig()
+	c.Self, c.Workload, c.Sizes = []string{"/bin/true"}, WorkloadText, nil
+	if err := c.Validate(); err != nil {
+		t.Errorf("text without sizes: %v", err)
+	}
+	c.Baseline = "/x/baseline"
+	var names []string
+	for _, bc := range c.cases() {
+		names = append(names, bc.name())
+	}
+	if want := []string{"feedmesh", "grpc-tls", "tcp-tls", "tcp"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("text cases %v, want %v (no quic-raw)", names, want)
+	}
+	if err := RunPeer(context.Background(), []string{"send", "--transport", QuicRaw, "--payload-file", "/x"}, strings.NewReader(""), new(strings.Builder)); err == nil || !strings.Contains(err.Error(), "text workload") {
+		t.Errorf("quic-raw with a payload file: %v", err)
 	}
 }
 
@@ -70,6 +92,7 @@ func TestPeerArgsRoundTrip(t *testing.T) {
 	for _, o := range []peerOptions{
 		{role: "send", transport: Feedmesh, listen: "10.123.0.1:0", size: 65536, seconds: 0.5, timeout: 3 * time.Second, conns: 4, credit: 4, streamWindow: 64 << 20, connWindow: 256 << 20},
 		{role: "recv", transport: QuicRaw, addr: "127.0.0.1:9", size: 1 << 20, seconds: 2, timeout: time.Minute, conns: 1, credit: 1},
+		{role: "recv", transport: Feedmesh, addr: "127.0.0.1:9", size: 1 << 20, seconds: 2, timeout: time.Minute, conns: 2, credit: 4, payloadFile: "/tmp/x y.bin"},
 	} {
 		got, err := parsePeer(o.args())
 		if err != nil {
@@ -127,6 +150,9 @@ func TestSummarizePairsRunsWithGRPC(t *testing.T) {
 	fm, g, tcp := rows[0], rows[1], rows[2]
 	if fm.MBPerS != 200 || fm.Runs != 3 || *fm.RatioVsGRPCTLS != 0.5 || *fm.RecvCPURatioVsGRPCTLS != 4 {
 		t.Errorf("feedmesh row %+v (ratio %v)", fm, *fm.RatioVsGRPCTLS)
+	}
+	if *fm.BatchesRatioVsGRPCTLS != 0.5 || *tcp.BatchesRatioVsGRPCTLS != 3 {
+		t.Errorf("batches ratios %v, %v", *fm.BatchesRatioVsGRPCTLS, *tcp.BatchesRatioVsGRPCTLS)
 	}
 	if *g.RatioVsGRPCTLS != 1 || g.MBPerS != 400 {
 		t.Errorf("grpc row %+v", g)

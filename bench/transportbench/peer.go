@@ -47,19 +47,24 @@ type peerOptions struct {
 	credit       int    // feedmesh: the client's credit window in batches
 	streamWindow uint64 // feedmesh: transport.Config.StreamReceiveWindow, 0 = default
 	connWindow   uint64 // feedmesh: transport.Config.ConnectionReceiveWindow, 0 = default
+	payloadFile  string // text workload: the payload file (replaces size)
 }
 
 // peerArgs renders o as the flags RunPeer parses (role first).
 func (o peerOptions) args() []string {
 	a := []string{o.role,
 		"--transport", o.transport,
-		"--size", fmt.Sprint(o.size),
 		"--seconds", fmt.Sprint(o.seconds),
 		"--timeout", o.timeout.String(),
 		"--conns", fmt.Sprint(o.conns),
 		"--credit", fmt.Sprint(o.credit),
 		"--stream-window", fmt.Sprint(o.streamWindow),
 		"--conn-window", fmt.Sprint(o.connWindow),
+	}
+	if o.payloadFile != "" {
+		a = append(a, "--payload-file", o.payloadFile) // replaces --size
+	} else {
+		a = append(a, "--size", fmt.Sprint(o.size))
 	}
 	if o.role == "send" {
 		return append(a, "--listen", o.listen)
@@ -72,7 +77,10 @@ func (o peerOptions) args() []string {
 // protocol of bench/baseline: the sender prints {"addr":…} then, after
 // sending, its result line; the receiver prints its result line. The sender
 // keeps its endpoint open until stdin reaches EOF (the harness closes it once
-// the receiver is done), so no batch in flight is cut off.
+// the receiver is done), so no batch in flight is cut off. With
+// --payload-file (feedmesh only) the peers run the text workload: the sender
+// cycles through the file's batches encoded unpadded, the receiver checks
+// each re-padded batch against the file.
 func RunPeer(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
 	o, err := parsePeer(args)
 	if err != nil {
@@ -82,6 +90,8 @@ func RunPeer(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	defer cancel()
 	var res result
 	switch {
+	case o.transport == QuicRaw && o.payloadFile != "":
+		return fmt.Errorf("peer: %s does not run the text workload (--payload-file)", QuicRaw)
 	case o.transport == Feedmesh && o.role == "send":
 		res, err = feedmeshSend(ctx, o, stdin, stdout)
 	case o.transport == Feedmesh:
@@ -116,6 +126,7 @@ func parsePeer(args []string) (peerOptions, error) {
 	fs.IntVar(&o.credit, "credit", 4, "")
 	fs.Uint64Var(&o.streamWindow, "stream-window", 0, "")
 	fs.Uint64Var(&o.connWindow, "conn-window", 0, "")
+	fs.StringVar(&o.payloadFile, "payload-file", "", "")
 	if err := fs.Parse(args[1:]); err != nil {
 		return o, fmt.Errorf("peer: %w", err)
 	}
@@ -137,12 +148,16 @@ func parsePeer(args []string) (peerOptions, error) {
 }
 
 // result is the last line a peer prints (the baseline prints the same).
+// With a payload file, Bytes counts the records' (padded) bytes of the
+// batches; a feedmesh sender adds WireBytes, the frame bytes it actually
+// wrote (unpadded), absent elsewhere (the same as Bytes).
 type result struct {
-	Role    string  `json:"role"`
-	Bytes   int64   `json:"bytes"`
-	Batches int64   `json:"batches"`
-	Seconds float64 `json:"seconds"`
-	CPUS    float64 `json:"cpu_s"`
+	Role      string  `json:"role"`
+	Bytes     int64   `json:"bytes"`
+	Batches   int64   `json:"batches"`
+	Seconds   float64 `json:"seconds"`
+	CPUS      float64 `json:"cpu_s"`
+	WireBytes int64   `json:"wire_bytes,omitempty"`
 }
 
 // meter measures wall and process CPU time over a window.

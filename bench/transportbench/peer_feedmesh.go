@@ -1,6 +1,7 @@
 package transportbench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -33,8 +34,10 @@ func feedmeshConfig(o peerOptions) transport.Config {
 }
 
 // feedmeshSend plays the worker: a transport listening on o.listen accepts
-// o.conns batch streams and sends the same encoded batch (one uint8 tensor
-// of o.size random bytes) on each, under the client's credit, for o.seconds.
+// o.conns batch streams and sends on each, under the client's credit, for
+// o.seconds: the same encoded batch (one uint8 tensor of o.size random
+// bytes), or with a payload file its text batches in order, cycling, each
+// encoded unpadded as the shipped worker does (batch.EncodeOptions).
 func feedmeshSend(ctx context.Context, o peerOptions, stdin io.Reader, stdout io.Writer) (result, error) {
 	cfg := feedmeshConfig(o)
 	if err := cfg.Validate(); err != nil {
@@ -44,8 +47,7 @@ func feedmeshSend(ctx context.Context, o peerOptions, stdin io.Reader, stdout io
 	if err != nil {
 		return result{}, err
 	}
-	e := tensor.Element{Tensors: []tensor.Tensor{{Name: "data", DType: tensor.Uint8, Shape: []int64{int64(o.size)}, Data: randomBytes(o.size)}}}
-	f, err := batch.Encode(codec, batch.Header{Worker: "bench-sender"}, e)
+	frames, err := senderFrames(codec, o)
 	if err != nil {
 		return result{}, err
 	}
@@ -90,28 +92,69 @@ func feedmeshSend(ctx context.Context, o peerOptions, stdin io.Reader, stdout io
 
 	m := startMeter()
 	end := m.t0.Add(time.Duration(o.seconds * float64(time.Second)))
-	var sent atomic.Int64
+	var sent, padded, wire atomic.Int64
 	errs := make([]error, len(senders))
 	var wg sync.WaitGroup
 	for i, s := range senders {
 		wg.Go(func() {
-			for time.Now().Before(end) {
-				if err := s.Send(ctx, f); err != nil {
+			var n, b, w int64
+			defer func() { sent.Add(n); padded.Add(b); wire.Add(w) }()
+			for k := 0; time.Now().Before(end); k = (k + 1) % len(frames) {
+				if err := s.Send(ctx, frames[k].f); err != nil {
 					errs[i] = err
 					return
 				}
-				sent.Add(1)
+				n, b, w = n+1, b+frames[k].padded, w+frames[k].wire
 			}
 			errs[i] = s.EndContext(ctx, nil)
 		})
 	}
 	wg.Wait()
-	res := m.result("send", sent.Load()*int64(o.size), sent.Load())
+	res := m.result("send", padded.Load(), sent.Load())
+	if o.payloadFile != "" {
+		res.WireBytes = wire.Load()
+	}
 	if err := errors.Join(errs...); err != nil {
 		return result{}, err
 	}
 	waitRelease(ctx, stdin) // keep the connections until the receiver is done
 	return res, nil
+}
+
+// sendFrame is one encoded batch of a sender's cycle.
+type sendFrame struct {
+	f      *batch.Frame
+	padded int64 // bytes counted for it: o.size, or its padded record's length
+	wire   int64 // bytes it takes on the stream
+}
+
+// senderFrames encodes what a feedmesh sender cycles through.
+func senderFrames(codec *transport.Codec, o peerOptions) ([]sendFrame, error) {
+	if o.payloadFile == "" {
+		e := tensor.Element{Tensors: []tensor.Tensor{{Name: "data", DType: tensor.Uint8, Shape: []int64{int64(o.size)}, Data: randomBytes(o.size)}}}
+		f, err := batch.Encode(codec, batch.Header{Worker: "bench-sender"}, e)
+		if err != nil {
+			return nil, err
+		}
+		return []sendFrame{{f: f, padded: int64(o.size), wire: f.Size()}}, nil
+	}
+	tbs, err := loadTextBatches(codec, o.payloadFile)
+	if err != nil {
+		return nil, err
+	}
+	frames := make([]sendFrame, len(tbs))
+	for i, tb := range tbs {
+		f, err := batch.EncodeWith(codec, batch.Header{Worker: "bench-sender", Seq: uint64(i)}, tb.el, batch.EncodeOptions{Unpadded: true})
+		if err != nil {
+			return nil, fmt.Errorf("encode text batch %d: %w", i, err)
+		}
+		wire, err := f.WriteTo(io.Discard)
+		if err != nil {
+			return nil, err
+		}
+		frames[i] = sendFrame{f: f, padded: tb.paddedBytes, wire: wire}
+	}
+	return frames, nil
 }
 
 // feedmeshRecv plays the client: o.conns client transports (each its own UDP
@@ -157,16 +200,23 @@ func feedmeshRecv(ctx context.Context, o peerOptions) (result, error) {
 		rcvs[i] = r
 	}
 
+	var want []textBatch // text workload: what batch k of each stream must be
+	if o.payloadFile != "" {
+		if want, err = loadTextBatches(codec, o.payloadFile); err != nil {
+			return result{}, err
+		}
+	}
+
 	var (
-		once    sync.Once
-		m       meter
-		batches atomic.Int64
-		wg      sync.WaitGroup
+		once             sync.Once
+		m                meter
+		batches, counted atomic.Int64
+		wg               sync.WaitGroup
 	)
 	errs := make([]error, len(rcvs))
 	for i, r := range rcvs {
 		wg.Go(func() {
-			for {
+			for k := 0; ; k++ {
 				_, e, err := r.Next(ctx)
 				if err == io.EOF {
 					return
@@ -175,7 +225,15 @@ func feedmeshRecv(ctx context.Context, o peerOptions) (result, error) {
 					errs[i] = err
 					return
 				}
-				if len(e.Tensors) != 1 || len(e.Tensors[0].Data) != o.size {
+				size := int64(o.size)
+				if want != nil {
+					w := want[k%len(want)]
+					if err := checkTextBatch(e, w.el, k == 0); err != nil {
+						errs[i] = fmt.Errorf("stream %d batch %d: %w", i, k, err)
+						return
+					}
+					size = w.paddedBytes
+				} else if len(e.Tensors) != 1 || len(e.Tensors[0].Data) != o.size {
 					errs[i] = fmt.Errorf("stream %d: batch of %d bytes, want one tensor of %d", i, e.ByteSize(), o.size)
 					return
 				}
@@ -183,6 +241,7 @@ func feedmeshRecv(ctx context.Context, o peerOptions) (result, error) {
 				once.Do(func() { m, first = startMeter(), true }) // the window starts after the first batch
 				if !first {
 					batches.Add(1)
+					counted.Add(size)
 				}
 			}
 		})
@@ -191,5 +250,22 @@ func feedmeshRecv(ctx context.Context, o peerOptions) (result, error) {
 	if err := errors.Join(errs...); err != nil {
 		return result{}, err
 	}
-	return m.result("recv", batches.Load()*int64(o.size), batches.Load()), nil
+	return m.result("recv", counted.Load(), batches.Load()), nil
+}
+
+// checkTextBatch checks a received text batch against the one sent: its
+// tensors' names, dtypes, shapes and sizes, and with full also their bytes
+// (done on each stream's first batch only, to keep the check cheap).
+func checkTextBatch(got, want tensor.Element, full bool) error {
+	if err := sameShape(got, want); err != nil {
+		return err
+	}
+	if full {
+		for i := range want.Tensors {
+			if !bytes.Equal(got.Tensors[i].Data, want.Tensors[i].Data) {
+				return fmt.Errorf("tensor %q differs from the batch sent", want.Tensors[i].Name)
+			}
+		}
+	}
+	return nil
 }

@@ -10,8 +10,16 @@ import (
 
 // Row is one (path, transport/variant, batch size) result: medians over the
 // successful runs. MB are 10^6 bytes, GB 10^9 bytes.
+//
+// For the text workload BatchBytes is the mean padded batch (its frame as
+// batch.Encode writes it, what the baselines ship), MB/s and CPU-s/GB count
+// padded bytes delivered (for feedmesh: the padded size of the batches it
+// delivered unpadded and re-padded), and WireBytesPerBatch is what each
+// sender actually wrote per batch (feedmesh: unpadded frames). The key
+// figure is BatchesRatioVsGRPCTLS.
 type Row struct {
 	Path       string `json:"path"`
+	Workload   string `json:"workload"` // WorkloadRaw or WorkloadText
 	Transport  string `json:"transport"`
 	Variant    string `json:"variant"`
 	BatchBytes int    `json:"batch_bytes"`
@@ -27,6 +35,15 @@ type Row struct {
 	RatioVsGRPCTLS *float64 `json:"ratio_vs_grpc_tls"`
 	// RecvCPURatioVsGRPCTLS is the same for receiver CPU-s per GB.
 	RecvCPURatioVsGRPCTLS *float64 `json:"recv_cpu_ratio_vs_grpc_tls"`
+	// BatchesRatioVsGRPCTLS is the same for batches/s (for raw rows it
+	// equals RatioVsGRPCTLS up to rounding; for text rows it is the one to
+	// quote).
+	BatchesRatioVsGRPCTLS *float64 `json:"batches_ratio_vs_grpc_tls"`
+
+	// WireBytesPerBatch (text workload only) is the median over runs of the
+	// bytes the sender wrote per batch, above the transport's own framing
+	// (feedmesh: batch frames with their length prefix; baselines: records).
+	WireBytesPerBatch float64 `json:"wire_bytes_per_batch,omitempty"`
 
 	SamplesMBPerS []float64 `json:"samples_mb_per_s"`
 	Errors        []string  `json:"errors,omitempty"`
@@ -44,7 +61,7 @@ func summarize(path string, size int, cases []benchCase, samples [][]*sample, er
 	rows := make([]Row, 0, len(cases))
 	for i, c := range cases {
 		r := Row{Path: path, Transport: c.transport, Variant: c.variant, BatchBytes: size, Errors: errs[i]}
-		var mbps, bps, rcpu, scpu, ratio, cpuRatio []float64
+		var mbps, bps, rcpu, scpu, wire, ratio, cpuRatio, bRatio []float64
 		for run, s := range samples[i] {
 			if s == nil {
 				continue
@@ -53,10 +70,12 @@ func summarize(path string, size int, cases []benchCase, samples [][]*sample, er
 			bps = append(bps, s.batchesPerS)
 			rcpu = append(rcpu, s.recvCPUPerGB)
 			scpu = append(scpu, s.sendCPUPerGB)
+			wire = append(wire, s.wirePerBatch)
 			if ref >= 0 && run < len(samples[ref]) && samples[ref][run] != nil {
 				g := samples[ref][run]
 				ratio = append(ratio, s.mbps/g.mbps)
 				cpuRatio = append(cpuRatio, s.recvCPUPerGB/g.recvCPUPerGB)
+				bRatio = append(bRatio, s.batchesPerS/g.batchesPerS)
 			}
 			r.SamplesMBPerS = append(r.SamplesMBPerS, round(s.mbps, 1))
 		}
@@ -65,9 +84,10 @@ func summarize(path string, size int, cases []benchCase, samples [][]*sample, er
 		r.BatchesPerS = round(medianOf(bps), 1)
 		r.RecvCPUSPerGB = round(medianOf(rcpu), 3)
 		r.SendCPUSPerGB = round(medianOf(scpu), 3)
+		r.WireBytesPerBatch = round(medianOf(wire), 0)
 		if len(ratio) > 0 {
-			v, w := round(medianOf(ratio), 3), round(medianOf(cpuRatio), 3)
-			r.RatioVsGRPCTLS, r.RecvCPURatioVsGRPCTLS = &v, &w
+			v, w, b := round(medianOf(ratio), 3), round(medianOf(cpuRatio), 3), round(medianOf(bRatio), 3)
+			r.RatioVsGRPCTLS, r.RecvCPURatioVsGRPCTLS, r.BatchesRatioVsGRPCTLS = &v, &w, &b
 		}
 		rows = append(rows, r)
 	}
@@ -103,23 +123,52 @@ func sizeName(n int) string {
 	return fmt.Sprintf("%dB", n)
 }
 
-// WriteTable prints rows as an aligned table.
+// WriteTable prints rows as an aligned table (text rows in their own table,
+// led by batches/s and the wire bytes per batch).
 func WriteTable(w io.Writer, rows []Row) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "PATH\tBATCH\tTRANSPORT\tMB/s\tBATCHES/s\tRECV CPU-s/GB\tSEND CPU-s/GB\t× GRPC-TLS\tRECV CPU × GRPC-TLS\tRUNS\t")
+	var raw, text []Row
 	for _, r := range rows {
-		name := r.Transport
-		if r.Variant != "default" {
-			name += "/" + r.Variant
+		if r.Workload == WorkloadText {
+			text = append(text, r)
+		} else {
+			raw = append(raw, r)
 		}
-		runs := fmt.Sprint(r.Runs)
-		if len(r.Errors) > 0 {
-			runs += fmt.Sprintf(" (%d failed)", len(r.Errors))
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	if len(raw) > 0 || len(text) == 0 {
+		fmt.Fprintln(tw, "PATH\tBATCH\tTRANSPORT\tMB/s\tBATCHES/s\tRECV CPU-s/GB\tSEND CPU-s/GB\t× GRPC-TLS\tRECV CPU × GRPC-TLS\tRUNS\t")
+		for _, r := range raw {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%.1f\t%.2f\t%.2f\t%s\t%s\t%s\t\n", r.Path, sizeName(r.BatchBytes), rowName(r),
+				r.MBPerS, r.BatchesPerS, r.RecvCPUSPerGB, r.SendCPUSPerGB, ratioText(r.RatioVsGRPCTLS), ratioText(r.RecvCPURatioVsGRPCTLS), runsText(r))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%.1f\t%.2f\t%.2f\t%s\t%s\t%s\t\n", r.Path, sizeName(r.BatchBytes), name,
-			r.MBPerS, r.BatchesPerS, r.RecvCPUSPerGB, r.SendCPUSPerGB, ratioText(r.RatioVsGRPCTLS), ratioText(r.RecvCPURatioVsGRPCTLS), runs)
+	}
+	if len(text) > 0 {
+		if len(raw) > 0 {
+			fmt.Fprintln(tw)
+		}
+		fmt.Fprintln(tw, "PATH\tWORKLOAD\tTRANSPORT\tBATCHES/s\tBATCHES × GRPC-TLS\tWIRE B/BATCH\tPADDED B/BATCH\tPADDED MB/s\tRECV CPU-s/GB\tSEND CPU-s/GB\tRECV CPU × GRPC-TLS\tRUNS\t")
+		for _, r := range text {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%s\t%.0f\t%d\t%.1f\t%.2f\t%.2f\t%s\t%s\t\n", r.Path, r.Workload, rowName(r),
+				r.BatchesPerS, ratioText(r.BatchesRatioVsGRPCTLS), r.WireBytesPerBatch, r.BatchBytes, r.MBPerS,
+				r.RecvCPUSPerGB, r.SendCPUSPerGB, ratioText(r.RecvCPURatioVsGRPCTLS), runsText(r))
+		}
 	}
 	return tw.Flush()
+}
+
+func rowName(r Row) string {
+	if r.Variant != "default" {
+		return r.Transport + "/" + r.Variant
+	}
+	return r.Transport
+}
+
+func runsText(r Row) string {
+	s := fmt.Sprint(r.Runs)
+	if len(r.Errors) > 0 {
+		s += fmt.Sprintf(" (%d failed)", len(r.Errors))
+	}
+	return s
 }
 
 func ratioText(v *float64) string {

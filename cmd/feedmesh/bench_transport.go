@@ -29,7 +29,7 @@ func benchTransport(ctx context.Context, args []string, stdout, stderr io.Writer
 		return transportbench.RunPeer(ctx, args[1:], os.Stdin, stdout)
 	}
 	def := transportbench.DefaultConfig()
-	fs := newFlagSet("bench transport", "[--path loopback|veth] [--sizes 65536,1048576,16777216] [--seconds N] [--runs N] [--baseline BIN] [--levers] [--json]", stderr)
+	fs := newFlagSet("bench transport", "[--path loopback|veth] [--sizes 65536,1048576,16777216] [--seconds N] [--runs N] [--baseline BIN] [--levers] [--workload raw|text] [--json]", stderr)
 	path := fs.String("path", def.Path, "loopback, or veth (two network namespaces joined by a veth pair, MTU 1500; needs root and ip)")
 	sizes := fs.String("sizes", joinInts(def.Sizes), "batch sizes in bytes, comma-separated")
 	seconds := fs.Float64("seconds", def.Seconds, "seconds the sender sends per measurement")
@@ -37,9 +37,12 @@ func benchTransport(ctx context.Context, args []string, stdout, stderr io.Writer
 	baseline := fs.String("baseline", "", "binary built from bench/baseline (gRPC+TLS, TCP+TLS, TCP); without it those rows are left out")
 	transports := fs.String("transports", "", "comma-separated subset of feedmesh,quic-raw,grpc-tls,tcp-tls,tcp (default all)")
 	levers := fs.Bool("levers", false, "also measure feedmesh with GOMAXPROCS=1, 2 and 4 connections per pair, larger receive windows")
-	jsonOut := fs.Bool("json", false, "print a JSON array of rows: path, transport, variant, batch_bytes, runs, mb_per_s, batches_per_s, recv_cpu_s_per_gb, send_cpu_s_per_gb, ratio_vs_grpc_tls, recv_cpu_ratio_vs_grpc_tls, samples_mb_per_s, errors")
+	workload := fs.String("workload", transportbench.WorkloadRaw, "raw: one batch of random bytes per --sizes entry, repeated; text: real bucketed token batches (synthetic text → tokenize → bucket_by_sequence_length, --sizes ignored) cycled, shipped padded by the baselines and unpadded by feedmesh (quic-raw left out)")
+	textExamples := fs.Int64("text-examples", transportbench.DefaultTextExamples, "text workload: sentences the pipeline reads (all its batches are built once and cycled)")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: path, workload, transport, variant, batch_bytes (text: mean padded batch), runs, mb_per_s, batches_per_s, recv_cpu_s_per_gb, send_cpu_s_per_gb, ratio_vs_grpc_tls (MB/s), recv_cpu_ratio_vs_grpc_tls, batches_ratio_vs_grpc_tls, wire_bytes_per_batch (text), samples_mb_per_s, errors")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: feedmesh bench transport [flags]\n\nA sender process (the worker) streams batches of random bytes to a receiver process (the client)\nfor --seconds; MB/s and batches/s are the receiver's, CPU-s/GB each process's own (getrusage over the\nmeasured window). Ratios compare with grpc-tls measured in the same run. Progress goes to stderr.\n\n"+baselineHint+"\n\nFlags:")
+		fmt.Fprintln(stderr, "Usage: feedmesh bench transport [flags]\n\nA sender process (the worker) streams batches of random bytes to a receiver process (the client)\nfor --seconds; MB/s and batches/s are the receiver's, CPU-s/GB each process's own (getrusage over the\nmeasured window). Ratios compare with grpc-tls measured in the same run. Progress goes to stderr.\n\n"+
+			"--workload text sends real token batches instead: the baselines ship them padded (as tf.data service),\nfeedmesh unpadded (the receiver re-pads); compare batches/s (× GRPC-TLS) and wire bytes per batch.\n\n"+baselineHint+"\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -47,6 +50,7 @@ func benchTransport(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	cfg := def
 	cfg.Path, cfg.Seconds, cfg.Runs, cfg.Levers, cfg.Progress = *path, *seconds, *runs, *levers, stderr
+	cfg.Workload, cfg.TextExamples = *workload, *textExamples
 	cfg.Transports = splitList(*transports)
 	var err error
 	if cfg.Sizes, err = parseInts(*sizes); err != nil {

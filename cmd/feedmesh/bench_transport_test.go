@@ -18,6 +18,9 @@ func TestBenchTransportFlags(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "Usage: feedmesh bench transport") || !strings.Contains(errOut, "go build -o /tmp/fm-baseline") {
 		t.Errorf("--help: code %d\n%s", code, errOut)
 	}
+	if !strings.Contains(errOut, "--workload") {
+		t.Errorf("--help does not document --workload:\n%s", errOut)
+	}
 	if strings.Contains(errOut, peerFlag) {
 		t.Errorf("--help lists the hidden %s mode", peerFlag)
 	}
@@ -32,6 +35,8 @@ func TestBenchTransportFlags(t *testing.T) {
 		{[]string{"--seconds", "0"}, "Seconds"},
 		{[]string{"--transports", "udp"}, "unknown transport"},
 		{[]string{"--sizes", "0"}, "size"},
+		{[]string{"--workload", "images"}, "Workload"},
+		{[]string{"--workload", "text", "--text-examples", "-1"}, "TextExamples"},
 	} {
 		_, errOut, code := runBenchTransport(tc.args...)
 		if code == 0 || !strings.Contains(errOut, tc.want) {

@@ -16,6 +16,10 @@ import (
 // textBatches runs a real NLP input pipeline (heavy-tailed synthetic text →
 // tokenize → bucket_by_sequence_length) and returns its batches without the
 // raw text: what a trainer consumes (tokens padded per bucket, lengths, ids).
+// bench/transportbench.TextBatches builds the same batches (same spec and
+// seed) for `feedmesh bench transport --workload text`; it is not called from
+// here because this package must not import bench/ (an import cycle: the
+// harness imports transport/batch). Keep the two specs in step.
 func textBatches(tb testing.TB, n int64) []tensor.Element {
 	spec := pipeline.NewSpec(pipeline.FromSynthetic(pipeline.SyntheticSource{Kind: "text", Count: n, Seed: 3}))
 	spec.Map("tokenize_whitespace", fn.Args{"vocab_size": 32000}, 1)
