@@ -151,6 +151,7 @@ func DefaultConfig() Config {
 			LeaseSplits:      256,
 			LeaseDuration:    250 * time.Millisecond,
 			MaxWindow:        64,
+			SendCoalesce:     16,
 			JobPollInterval:  2 * time.Second,
 			ShareWindowBytes: share.DefaultWindowBytes,
 			RoundsAhead:      DefaultRoundsAhead,
@@ -241,8 +242,8 @@ func (c *Config) Validate() error {
 			bad(name, "must be > 0")
 		}
 	}
-	if c.Worker.TaskBuffer < 1 || c.Worker.LeaseSplits < 1 || c.Worker.LeaseDuration <= 0 || c.Worker.MaxWindow < 1 || c.Worker.JobPollInterval <= 0 {
-		bad("Worker", "TaskBuffer, LeaseSplits, MaxWindow and JobPollInterval must be > 0")
+	if c.Worker.TaskBuffer < 1 || c.Worker.LeaseSplits < 1 || c.Worker.LeaseDuration <= 0 || c.Worker.MaxWindow < 1 || c.Worker.SendCoalesce < 1 || c.Worker.JobPollInterval <= 0 {
+		bad("Worker", "TaskBuffer, LeaseSplits, MaxWindow, SendCoalesce and JobPollInterval must be > 0")
 	}
 	if c.Worker.RoundsAhead < 0 || c.Worker.RoundsHeld < 0 {
 		bad("Worker.RoundsAhead/RoundsHeld", "must be >= 0 (0: the default)")

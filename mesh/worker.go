@@ -43,6 +43,13 @@ type WorkerConfig struct {
 	LeaseDuration time.Duration
 	// MaxWindow caps the credit a client may grant on one stream.
 	MaxWindow int
+	// SendCoalesce is the most ready batches a stream writes at once (no
+	// more than the client has credit for): small batches then share one
+	// quic-go stream write instead of paying one each. It bounds the
+	// batches a consumer's stream has taken from its task but not yet
+	// written, which are lost with the consumer if it dies (at-most-once,
+	// like the task's buffer). 1 writes batch by batch. Default 16.
+	SendCoalesce int
 	// JobPollInterval is how often a task checks that its job still exists
 	// while it has nothing to do (no consumer reading, or finished).
 	JobPollInterval time.Duration
@@ -345,29 +352,60 @@ func (t *task) pump(o pipeline.Options, ss []pipeline.Split, epoch int64) error 
 // serve streams the task's batches to one consumer until the task ends,
 // the consumer goes away, or the node closes.
 func (t *task) serve(ctx context.Context, s *batch.Sender) {
+	fs := make([]*batch.Frame, 0, t.w.n.cfg.Worker.SendCoalesce)
 	for {
 		select {
 		case f, ok := <-t.out:
 			if !ok {
-				if t.ctx.Err() != nil {
-					// Cancelled (node closing, job collected), not failed:
-					// no End, so the client reconnects or moves on instead
-					// of failing the job with "context canceled".
-					return
-				}
-				s.End(t.err)
+				t.end(s)
 				return
 			}
-			if err := s.Send(ctx, f); err != nil {
-				// The consumer is gone; this batch is lost with it
+			// Take the batches already waiting, as many as the client has
+			// credit for, and write them together.
+			fs = append(fs[:0], f)
+			open := t.gather(&fs, min(s.Available(), t.w.n.cfg.Worker.SendCoalesce))
+			if _, err := s.SendAll(ctx, fs); err != nil {
+				// The consumer is gone; these batches are lost with it
 				// (at-most-once), as tf.data service does.
 				t.w.n.log.Debug("consumer stream ended", "job", t.job.Name, "err", err)
+				return
+			}
+			if !open {
+				t.end(s)
 				return
 			}
 		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// gather appends to *fs the batches waiting in the task's buffer, without
+// blocking, until *fs holds max; false once the buffer is closed.
+func (t *task) gather(fs *[]*batch.Frame, max int) bool {
+	for len(*fs) < max {
+		select {
+		case f, ok := <-t.out:
+			if !ok {
+				return false
+			}
+			*fs = append(*fs, f)
+		default:
+			return true
+		}
+	}
+	return true
+}
+
+// end ends a consumer's stream once the task's buffer is closed and empty.
+func (t *task) end(s *batch.Sender) {
+	if t.ctx.Err() != nil {
+		// Cancelled (node closing, job collected), not failed: no End, so
+		// the client reconnects or moves on instead of failing the job
+		// with "context canceled".
+		return
+	}
+	s.End(t.err)
 }
 
 func (t *task) jobGone() bool {

@@ -158,6 +158,28 @@ func (f *Frame) WriteTo(w io.Writer) (int64, error) {
 	return cw.n, nil
 }
 
+// writeFrames writes fs to w back to back, gathering their small pieces
+// (headers, small tails) into one pooled 64 KiB buffer so that a run of
+// small frames reaches w in few writes.
+func writeFrames(w io.Writer, fs []*Frame) error {
+	if len(fs) == 1 {
+		_, err := fs[0].WriteTo(w)
+		return err
+	}
+	bp := coalescePool.Get().(*[]byte)
+	defer coalescePool.Put(bp)
+	cw := coalescer{w: w, buf: (*bp)[:0]}
+	for _, f := range fs {
+		if err := f.codec.WriteFrame(&cw, f.hdr, f.tail...); err != nil {
+			return fmt.Errorf("write batch frame: %w", err)
+		}
+	}
+	if err := cw.flush(); err != nil {
+		return fmt.Errorf("write batch frame: %w", err)
+	}
+	return nil
+}
+
 // smallWrite is the largest piece WriteTo copies into its coalescing buffer
 // instead of writing it on its own.
 const smallWrite = 16 << 10

@@ -1,0 +1,86 @@
+package batch
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+// countingConn counts the writes that reach the stream.
+type countingConn struct {
+	net.Conn
+	writes atomic.Int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// SendAll delivers every frame in order, takes no more credit than the
+// client granted (it waits for more mid-way), and writes a run of small
+// frames in far fewer stream writes than frames.
+func TestSendAllCoalescesWithinCredit(t *testing.T) {
+	p := newPair(t, transport.FastConfig())
+	ctx := ctxT(t, 10*time.Second)
+	rcv, err := Open(ctx, p.client.t, p.client.codec, p.worker.addr(), OpenRequest{Job: "j", Window: 8}, DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rcv.Close()
+	c, err := p.worker.t.Listener(transport.KindData).Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := &countingConn{Conn: c}
+	snd, _, err := Accept(ctx, p.worker.codec, cc, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snd.Close()
+	if got := snd.Available(); got != 8 {
+		t.Fatalf("Available before sending: %d, want the window 8", got)
+	}
+	const n, size = 40, 1000
+	fs := make([]*Frame, n)
+	for i := range fs {
+		fs[i] = encode(t, p.worker.codec, i, numbered(t, i, size))
+	}
+	done := make(chan error, 1)
+	go func() {
+		sent, err := snd.SendAll(ctx, fs)
+		if err == nil && sent != n {
+			err = context.Canceled
+		}
+		if err == nil {
+			err = snd.End(nil)
+		}
+		done <- err
+	}()
+	for i := range n {
+		h, e, err := rcv.Next(ctx)
+		if err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		checkBatch(t, h, e, i, size)
+		if out := snd.Outstanding(); out > 8 {
+			t.Fatalf("%d batches outstanding with a window of 8", out)
+		}
+	}
+	if _, _, err := rcv.Next(ctx); err == nil {
+		t.Fatal("no end after the last batch")
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// 40 frames under a window of 8: at least 5 writes, and far fewer than
+	// one per frame (End is one more).
+	if w := cc.writes.Load(); w < 5 || w > n/2 {
+		t.Fatalf("%d stream writes for %d small frames", w, n)
+	}
+	t.Logf("%d frames in %d stream writes", n, cc.writes.Load())
+}
