@@ -38,6 +38,13 @@ type Options struct {
 	// Window is the credit granted to each worker stream: how many batches
 	// a worker may send ahead of what this client has consumed. Default 4.
 	Window int
+	// WindowBytes lets a stream of small batches have more in flight: the
+	// stream's window grows above Window while Window × (mean batch bytes)
+	// is below WindowBytes, up to the worker's cap (64 batches by default),
+	// so the round trip of credits does not bound small batches' rate.
+	// Default batch.DefaultWindowBytes (4 MiB: batches of 1 MiB and more
+	// keep Window); negative keeps the window at Window.
+	WindowBytes int64
 	// StreamsPerWorker is how many streams the client reads from each
 	// worker at once (each with its own Window). Above 1, the client's
 	// transport spreads them over as many QUIC connections
@@ -71,6 +78,9 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.Window <= 0 {
 		o.Window = 4
+	}
+	if o.WindowBytes == 0 {
+		o.WindowBytes = batch.DefaultWindowBytes
 	}
 	if o.StreamsPerWorker <= 0 {
 		o.StreamsPerWorker = 1

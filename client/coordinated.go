@@ -422,7 +422,7 @@ func (co *coordinator) readRound(ctx context.Context, worker string, round int64
 	}
 	var last []byte
 	r, err := batch.OpenConfig(ctx, it.c.tr, it.c.codec, addr,
-		batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: 1, Extra: extra}, it.c.receiverConfig(&last))
+		batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: 1, Extra: extra}, it.c.receiverConfig(&last, false))
 	if err != nil {
 		return res, true
 	}

@@ -55,8 +55,11 @@ func (b Batch) Release() {
 // receiverConfig is the receive configuration of the client's batch
 // streams, with the tail buffer of each batch recorded in *last when the
 // client recycles buffers.
-func (c *Client) receiverConfig(last *[]byte) batch.ReceiverConfig {
+func (c *Client) receiverConfig(last *[]byte, growWindow bool) batch.ReceiverConfig {
 	rc := batch.ReceiverConfig{Limits: batch.DefaultLimits()}
+	if growWindow && c.opts.WindowBytes > 0 {
+		rc.WindowBytes = c.opts.WindowBytes
+	}
 	if c.pool != nil {
 		rc.Alloc = func(n int) []byte {
 			b := c.pool.Get(n)
@@ -423,7 +426,7 @@ func (it *Iterator) stream(wg *sync.WaitGroup, worker, addr string) {
 func (it *Iterator) readWorker(worker, addr string) error {
 	var last []byte
 	r, err := batch.OpenConfig(it.ctx, it.c.tr, it.c.codec, addr,
-		batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: it.c.opts.Window}, it.c.receiverConfig(&last))
+		batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: it.c.opts.Window}, it.c.receiverConfig(&last, true))
 	if err != nil {
 		return err
 	}

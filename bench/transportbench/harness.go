@@ -54,8 +54,12 @@ type Config struct {
 	// feedmesh.
 	Transports []string
 
-	// Levers adds the feedmesh variants: GOMAXPROCS=1 in both peers, 2 and 4
-	// connections per pair, larger receive windows.
+	// Levers adds the feedmesh variants, each the shipped path with one
+	// change: GOMAXPROCS=1 in both peers; 2 and 4 connections per pair (one
+	// client transport each); 2 streams over 2 QUIC connections of one
+	// client transport (client.Options.StreamsPerWorker); buffers recycled
+	// (Batch.Release); both; GRO off; the credit window fixed at 4 (no
+	// WindowBytes); the sender writing batch by batch (no SendAll).
 	Levers bool
 
 	// PeerTimeout bounds each peer process beyond Seconds (start-up,
@@ -169,14 +173,20 @@ func (cfg Config) cases() []benchCase {
 		cs = append(cs, benchCase{transport: Feedmesh, variant: "default", opts: shipped})
 		if cfg.Levers {
 			one := benchCase{transport: Feedmesh, variant: "gomaxprocs=1", env: []string{"GOMAXPROCS=1"}, opts: shipped}
-			c2, c4 := shipped, shipped
-			c2.conns, c4.conns = 2, 4
-			win := shipped
-			win.streamWindow, win.connWindow = 64<<20, 256<<20
+			c2, c4, s2, rel, groOff, fixed, sendOne := shipped, shipped, shipped, shipped, shipped, shipped, shipped
+			c2.conns, c4.conns, s2.streams = 2, 4, 2
+			rel.release, groOff.groOff, fixed.fixedWindow, sendOne.sendOne = true, true, true, true
+			both := rel
+			both.streams = 2
 			cs = append(cs, one,
 				benchCase{transport: Feedmesh, variant: "conns=2", opts: c2},
 				benchCase{transport: Feedmesh, variant: "conns=4", opts: c4},
-				benchCase{transport: Feedmesh, variant: "windows=64MiB/256MiB", opts: win})
+				benchCase{transport: Feedmesh, variant: "streams=2", opts: s2},
+				benchCase{transport: Feedmesh, variant: "release", opts: rel},
+				benchCase{transport: Feedmesh, variant: "release+streams=2", opts: both},
+				benchCase{transport: Feedmesh, variant: "gro=off", opts: groOff},
+				benchCase{transport: Feedmesh, variant: "window=fixed", opts: fixed},
+				benchCase{transport: Feedmesh, variant: "send=one-by-one", opts: sendOne})
 		}
 	}
 	for _, t := range []string{QuicRaw, GRPCTLS, TCPTLS, TCP} {

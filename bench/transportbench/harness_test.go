@@ -76,7 +76,7 @@ func TestCases(t *testing.T) {
 	}
 	c.Baseline = "/x/baseline"
 	c.Levers = true
-	want := []string{"feedmesh", "feedmesh/gomaxprocs=1", "feedmesh/conns=2", "feedmesh/conns=4", "feedmesh/windows=64MiB/256MiB",
+	want := []string{"feedmesh", "feedmesh/gomaxprocs=1", "feedmesh/conns=2", "feedmesh/conns=4", "feedmesh/streams=2", "feedmesh/release", "feedmesh/release+streams=2", "feedmesh/gro=off", "feedmesh/window=fixed", "feedmesh/send=one-by-one",
 		"quic-raw", "grpc-tls", "tcp-tls", "tcp"}
 	if got := names(c); !reflect.DeepEqual(got, want) {
 		t.Errorf("with baseline and levers: %v, want %v", got, want)
@@ -240,8 +240,8 @@ func TestRunLoopbackTiny(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 6 {
-		t.Fatalf("%d rows, want 6 (feedmesh, 4 levers, quic-raw)", len(rows))
+	if len(rows) != 11 {
+		t.Fatalf("%d rows, want 11 (feedmesh, 9 levers, quic-raw)", len(rows))
 	}
 	for _, r := range rows {
 		if r.Runs != 1 || len(r.Errors) > 0 || r.MBPerS <= 0 || r.RecvCPUSPerGB <= 0 || r.SendCPUSPerGB <= 0 || r.BatchBytes != 64<<10 {

@@ -15,6 +15,9 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 	"time"
 )
@@ -48,6 +51,11 @@ type peerOptions struct {
 	streamWindow uint64 // feedmesh: transport.Config.StreamReceiveWindow, 0 = default
 	connWindow   uint64 // feedmesh: transport.Config.ConnectionReceiveWindow, 0 = default
 	payloadFile  string // text workload: the payload file (replaces size)
+	streams      int    // feedmesh: batch streams per client transport (0 = 1), spread over as many QUIC connections (DataConns), as client.Options.StreamsPerWorker
+	groOff       bool   // feedmesh: transport.Config.GROBuffers = 0
+	release      bool   // feedmesh: the receiver recycles batch buffers (as Batch.Release)
+	fixedWindow  bool   // feedmesh: no ReceiverConfig.WindowBytes (the window stays at credit)
+	sendOne      bool   // feedmesh: the sender writes batch by batch (Send), not SendAll
 }
 
 // peerArgs renders o as the flags RunPeer parses (role first).
@@ -60,6 +68,11 @@ func (o peerOptions) args() []string {
 		"--credit", fmt.Sprint(o.credit),
 		"--stream-window", fmt.Sprint(o.streamWindow),
 		"--conn-window", fmt.Sprint(o.connWindow),
+		"--streams", fmt.Sprint(o.streams),
+		fmt.Sprintf("--gro-off=%t", o.groOff),
+		fmt.Sprintf("--release=%t", o.release),
+		fmt.Sprintf("--fixed-window=%t", o.fixedWindow),
+		fmt.Sprintf("--send-one=%t", o.sendOne),
 	}
 	if o.payloadFile != "" {
 		a = append(a, "--payload-file", o.payloadFile) // replaces --size
@@ -88,6 +101,18 @@ func RunPeer(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
+	if dir := os.Getenv("FEEDMESH_BENCH_CPUPROFILE"); dir != "" {
+		// For engineers: each peer writes DIR/<transport>-<role>-<pid>.prof.
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%s-%d.prof", o.transport, o.role, os.Getpid())))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var res result
 	switch {
 	case o.transport == QuicRaw && o.payloadFile != "":
@@ -127,6 +152,11 @@ func parsePeer(args []string) (peerOptions, error) {
 	fs.Uint64Var(&o.streamWindow, "stream-window", 0, "")
 	fs.Uint64Var(&o.connWindow, "conn-window", 0, "")
 	fs.StringVar(&o.payloadFile, "payload-file", "", "")
+	fs.IntVar(&o.streams, "streams", 0, "")
+	fs.BoolVar(&o.groOff, "gro-off", false, "")
+	fs.BoolVar(&o.release, "release", false, "")
+	fs.BoolVar(&o.fixedWindow, "fixed-window", false, "")
+	fs.BoolVar(&o.sendOne, "send-one", false, "")
 	if err := fs.Parse(args[1:]); err != nil {
 		return o, fmt.Errorf("peer: %w", err)
 	}
@@ -139,6 +169,8 @@ func parsePeer(args []string) (peerOptions, error) {
 		return o, errors.New("peer: --seconds and --timeout must be positive")
 	case o.conns < 1 || o.conns > maxConns:
 		return o, fmt.Errorf("peer: --conns %d out of range [1, %d]", o.conns, maxConns)
+	case o.streams < 0 || o.streams > 16:
+		return o, fmt.Errorf("peer: --streams %d out of range [0 (= 1), 16]", o.streams)
 	case o.credit < 1:
 		return o, fmt.Errorf("peer: --credit %d must be at least 1", o.credit)
 	case o.role == "recv" && o.addr == "":

@@ -30,8 +30,15 @@ func feedmeshConfig(o peerOptions) transport.Config {
 		c.ConnectionReceiveWindow = o.connWindow
 	}
 	c.ConnectionReceiveWindow = max(c.ConnectionReceiveWindow, c.StreamReceiveWindow)
+	c.DataConns = max(o.streams, 1)
+	if o.groOff {
+		c.GROBuffers = 0
+	}
 	return c
 }
+
+// sendCoalesce is the worker's default Worker.SendCoalesce.
+const sendCoalesce = 16
 
 // feedmeshSend plays the worker: a transport listening on o.listen accepts
 // o.conns batch streams and sends on each, under the client's credit, for
@@ -71,14 +78,15 @@ func feedmeshSend(ctx context.Context, o peerOptions, stdin io.Reader, stdout io
 		return result{}, err
 	}
 
-	senders := make([]*batch.Sender, 0, o.conns)
+	nStreams := o.conns * max(o.streams, 1)
+	senders := make([]*batch.Sender, 0, nStreams)
 	defer func() {
 		for _, s := range senders {
 			s.Close()
 		}
 	}()
 	ln := tr.Listener(transport.KindData)
-	for len(senders) < o.conns {
+	for len(senders) < nStreams {
 		c, err := ln.Accept()
 		if err != nil {
 			return result{}, fmt.Errorf("accept stream %d: %w", len(senders), err)
@@ -99,12 +107,25 @@ func feedmeshSend(ctx context.Context, o peerOptions, stdin io.Reader, stdout io
 		wg.Go(func() {
 			var n, b, w int64
 			defer func() { sent.Add(n); padded.Add(b); wire.Add(w) }()
-			for k := 0; time.Now().Before(end); k = (k + 1) % len(frames) {
-				if err := s.Send(ctx, frames[k].f); err != nil {
+			// As the worker's stream loop: take as many ready batches as
+			// the client has credit for (at most SendCoalesce) and write
+			// them together; with --send-one, one at a time.
+			fs := make([]*batch.Frame, 0, sendCoalesce)
+			for k := 0; time.Now().Before(end); {
+				fs = fs[:0]
+				take := 1
+				if !o.sendOne {
+					take = max(min(s.Available(), sendCoalesce), 1)
+				}
+				for range take {
+					fs = append(fs, frames[k].f)
+					n, b, w = n+1, b+frames[k].padded, w+frames[k].wire
+					k = (k + 1) % len(frames)
+				}
+				if _, err := s.SendAll(ctx, fs); err != nil {
 					errs[i] = err
 					return
 				}
-				n, b, w = n+1, b+frames[k].padded, w+frames[k].wire
 			}
 			errs[i] = s.EndContext(ctx, nil)
 		})
@@ -179,8 +200,20 @@ func feedmeshRecv(ctx context.Context, o peerOptions) (result, error) {
 			closers[i].Close()
 		}
 	}()
-	rcvs := make([]*batch.Receiver, o.conns)
-	for i := range rcvs {
+	// As the shipped client: default limits, the window grown by bytes
+	// (client.Options.WindowBytes), a new buffer per batch unless --release
+	// (a consumer calling Batch.Release: buffers from a batch.BufferPool).
+	rc := batch.ReceiverConfig{Limits: batch.DefaultLimits(), WindowBytes: batch.DefaultWindowBytes}
+	if o.fixedWindow {
+		rc.WindowBytes = 0
+	}
+	var pool *batch.BufferPool
+	if o.release {
+		pool = batch.NewBufferPool(64 << 20) // client.Options.RecycleBytes' default
+	}
+	var rcvs []*batch.Receiver
+	var lasts []*[]byte // per receiver: the buffer of its last batch (--release)
+	for i := range o.conns {
 		pc, err := net.ListenPacket("udp", ":0")
 		if err != nil {
 			return result{}, err
@@ -191,13 +224,20 @@ func feedmeshRecv(ctx context.Context, o peerOptions) (result, error) {
 			return result{}, err
 		}
 		closers = append(closers, tr)
-		// As the shipped client: batch.Open, default limits, a new buffer per batch.
-		r, err := batch.Open(ctx, tr, codec, o.addr, batch.OpenRequest{Job: "bench", Consumer: fmt.Sprint(i), Window: o.credit}, batch.DefaultLimits())
-		if err != nil {
-			return result{}, err
+		for j := range max(o.streams, 1) {
+			last := new([]byte)
+			rcj := rc
+			if pool != nil {
+				rcj.Alloc = func(n int) []byte { *last = pool.Get(n); return *last }
+			}
+			r, err := batch.OpenConfig(ctx, tr, codec, o.addr, batch.OpenRequest{Job: "bench", Consumer: fmt.Sprintf("%d.%d", i, j), Window: o.credit}, rcj)
+			if err != nil {
+				return result{}, err
+			}
+			closers = append(closers, r)
+			rcvs = append(rcvs, r)
+			lasts = append(lasts, last)
 		}
-		closers = append(closers, r)
-		rcvs[i] = r
 	}
 
 	var want []textBatch // text workload: what batch k of each stream must be
@@ -236,6 +276,10 @@ func feedmeshRecv(ctx context.Context, o peerOptions) (result, error) {
 				} else if len(e.Tensors) != 1 || len(e.Tensors[0].Data) != o.size {
 					errs[i] = fmt.Errorf("stream %d: batch of %d bytes, want one tensor of %d", i, e.ByteSize(), o.size)
 					return
+				}
+				if pool != nil && *lasts[i] != nil {
+					pool.Put(*lasts[i]) // the batch is consumed: as Batch.Release
+					*lasts[i] = nil
 				}
 				first := false
 				once.Do(func() { m, first = startMeter(), true }) // the window starts after the first batch

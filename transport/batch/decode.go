@@ -89,7 +89,7 @@ type segment struct {
 func planTail(m *wireMsg, lim Limits, n int64) ([]segment, error) {
 	switch m.Kind {
 	case kindBatch:
-	case kindOpen, kindCredit, kindEnd:
+	case kindOpen, kindCredit, kindEnd, kindAccept:
 		if n != 0 {
 			return nil, malformed("%s message with a %d-byte tail", m.Kind, n)
 		}

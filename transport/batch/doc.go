@@ -24,14 +24,18 @@
 // # Stream protocol
 //
 //	client → worker: Open, then Credit frames as the application consumes batches
-//	worker → client: Batch frames (never more than the granted credit ahead), then one End
+//	worker → client: Accept, Batch frames (never more than the granted credit ahead), then one End
 //
-// Every header carries a kind field (Batch, Open, Credit, End), so a reader
-// tells the messages apart and rejects out-of-place ones. A [Receiver] grants
-// OpenRequest.Window credits up front and one more for each batch the
+// Every header carries a kind field (Batch, Open, Credit, End, Accept), so a
+// reader tells the messages apart and rejects out-of-place ones. A [Receiver]
+// grants OpenRequest.Window credits up front and one more for each batch the
 // application has finished with (see [Receiver.Next] for the exact rule); a
 // [Sender] blocks in Send while Window batches are outstanding, so neither side
-// queues more than Window batches per stream. End carries either a clean end
+// queues more than Window batches per stream. The worker's Accept tells the
+// window in force (the client's, clamped to the worker's cap) and the cap. A
+// credit may also grow the window (ReceiverConfig.WindowBytes: small batches
+// get a larger window, up to the cap), and once the receiver knows the window
+// it returns the credits of a large window in groups of a quarter of it. End carries either a clean end
 // of data (the client reads io.EOF) or an error message ([RemoteError]).
 //
 // Files: wire.go (message kinds, header structs, limits), frame.go (Encode,

@@ -25,7 +25,26 @@ type ReceiverConfig struct {
 	// client can pool batch buffers. The returned element's tensors live in
 	// it. Nil allocates a new buffer per batch.
 	Alloc func(n int) []byte
+	// WindowBytes, when positive, sizes the credit window by bytes as well
+	// as batches: the receiver keeps Window × (mean batch bytes) near
+	// WindowBytes by growing the window above the OpenRequest's Window
+	// (never below it), up to MaxWindow batches, and shrinking it back when
+	// batches get larger. Small batches then have enough in flight to hide
+	// the round trip of their credits, and large ones keep the Window. Zero:
+	// the window stays as opened.
+	WindowBytes int64
+	// MaxWindow caps a window grown by WindowBytes, in batches (the worker
+	// also caps it, at its Worker.MaxWindow). Default DefaultMaxWindow.
+	MaxWindow int
 }
+
+// DefaultWindowBytes is the WindowBytes of the client: batches of 1 MiB and
+// more keep a Window of 4; 64 KiB batches get 64.
+const DefaultWindowBytes = 4 << 20
+
+// DefaultMaxWindow is the default cap of a grown window, the worker's
+// default cap (mesh.WorkerConfig.MaxWindow).
+const DefaultMaxWindow = 64
 
 // Receiver is the client side of one batch stream. Next is meant for one
 // goroutine; Close may be called concurrently with it.
@@ -39,6 +58,11 @@ type Receiver struct {
 	// Owned by the goroutine calling Next.
 	holding    bool   // the application holds the last batch Next returned
 	owed       int64  // credits owed to the worker, not yet written
+	window     int    // the window as the worker sees it, minus withheld
+	minWindow  int    // the OpenRequest's Window
+	workerMax  int    // the worker's cap on the window, from its Accept; 0: not yet known
+	withheld   int64  // credits kept back to shrink a grown window
+	meanBytes  int64  // moving average of batch bytes (WindowBytes)
 	creditsOff bool   // the worker stopped reading credits (it ended or is gone)
 	received   uint64 // batches received
 	err        error  // sticky: io.EOF, *RemoteError or a failure
@@ -65,7 +89,10 @@ func OpenConfig(ctx context.Context, tr *transport.Transport, codec *transport.C
 	if err != nil {
 		return nil, fmt.Errorf("open batch stream: %w", err)
 	}
-	r := &Receiver{codec: codec, ctl: codec.WithMaxFrame(controlFrameBytes), s: s, addr: addr, cfg: cfg}
+	if cfg.MaxWindow <= 0 {
+		cfg.MaxWindow = DefaultMaxWindow
+	}
+	r := &Receiver{codec: codec, ctl: codec.WithMaxFrame(controlFrameBytes), s: s, addr: addr, cfg: cfg, window: req.Window, minWindow: req.Window}
 	r.rc.r = s
 	m := wireMsg{Kind: kindOpen, Job: req.Job, Consumer: req.Consumer, Window: req.Window, OpenExtra: req.Extra}
 	stop := interruptOn(ctx, s.SetWriteDeadline)
@@ -86,10 +113,14 @@ func OpenConfig(ctx context.Context, tr *transport.Transport, codec *transport.C
 //
 // Credit rule: the Window credits of the OpenRequest cover the first Window
 // batches. Every call to Next that follows a call which returned a batch
-// first grants one credit back, for that batch, which the application has
-// finished with. So the batches the worker has sent and not had credited —
-// in flight, in transport buffers, and the one the application holds — never
-// exceed Window. A call that returns a ctx error before any byte of the next
+// owes one credit back, for that batch, which the application has finished
+// with. Until the worker's Accept is read (with the first batch) each credit
+// is granted at once; after it, credits are granted in groups of a quarter
+// of the window, the window may grow or shrink with WindowBytes (never below
+// the opened Window, never above the worker's cap), and credits withheld
+// shrink it. So the batches the worker has sent and not had credited — in
+// flight, in transport buffers, and the one the application holds — never
+// exceed the window. A call that returns a ctx error before any byte of the next
 // batch arrived leaves the stream usable and grants nothing more on the retry;
 // a ctx ending mid-batch breaks the stream.
 func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
@@ -108,9 +139,11 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 	}
 	stop := interruptOn(ctx, r.s.SetDeadline)
 	defer stop()
-	if r.owed > 0 && !r.creditsOff {
-		if err := r.ctl.WriteFrame(r.s, &wireMsg{Kind: kindCredit, Credits: r.owed}); err == nil {
-			r.owed = 0
+	credits, grow := r.plan()
+	if credits+grow > 0 && !r.creditsOff {
+		if err := r.ctl.WriteFrame(r.s, &wireMsg{Kind: kindCredit, Credits: credits, Grow: grow}); err == nil {
+			r.owed -= credits
+			r.window += int(grow)
 		} else if ctx.Err() != nil || r.isClosed() {
 			// The credit frame may be half written.
 			return r.fail(fmt.Errorf("next batch from %s: grant credit: %w (%w)", r.addr, err, cause(ctx, r)))
@@ -123,6 +156,16 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 	r.rc.n = 0
 	var m wireMsg
 	e, err := readMsg(r.codec, &r.rc, &m, r.cfg.Limits, r.cfg.Alloc)
+	if err == nil && m.Kind == kindAccept && r.workerMax == 0 && r.received == 0 {
+		if m.Window < 1 || m.MaxWindow < m.Window {
+			return r.fail(malformed("accept from %s: window %d, cap %d", r.addr, m.Window, m.MaxWindow))
+		}
+		r.workerMax, r.window = m.MaxWindow, m.Window-int(r.withheld)
+		r.minWindow = min(r.minWindow, m.Window)
+		r.rc.n = 0
+		m = wireMsg{}
+		e, err = readMsg(r.codec, &r.rc, &m, r.cfg.Limits, r.cfg.Alloc)
+	}
 	if err != nil {
 		if ctx.Err() != nil && r.rc.n == 0 && !r.isClosed() {
 			return Header{}, tensor.Element{}, fmt.Errorf("next batch from %s: %w", r.addr, ctx.Err())
@@ -138,6 +181,14 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 	switch m.Kind {
 	case kindBatch:
 		r.received++
+		if r.cfg.WindowBytes > 0 {
+			n := int64(e.ByteSize())
+			if r.received == 1 {
+				r.meanBytes = n
+			} else {
+				r.meanBytes += (n - r.meanBytes) / 8
+			}
+		}
 		r.holding = true
 		return m.header(), e, nil
 	case kindEnd:
@@ -152,6 +203,43 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 		return Header{}, tensor.Element{}, r.err
 	}
 	return r.fail(malformed("unexpected %s message from worker %s", m.Kind, r.addr))
+}
+
+// plan decides the credit message to write before reading the next batch:
+// the credits owed (all of them, or minus those withheld to shrink the
+// window) and how much to grow the window, with credits for a large window
+// sent in groups of a quarter of it rather than one per batch. Owned by the
+// goroutine calling Next.
+func (r *Receiver) plan() (credits, grow int64) {
+	if r.workerMax == 0 {
+		// The worker's window is not known yet (it may have clamped
+		// ours): credit every batch, never grow.
+		credits = r.owed
+		return credits, 0
+	}
+	target := r.window
+	if r.cfg.WindowBytes > 0 && r.received > 0 {
+		t := r.cfg.WindowBytes / max(r.meanBytes, 1)
+		hi := int64(max(min(r.cfg.MaxWindow, r.workerMax), r.minWindow))
+		target = int(min(max(t, int64(r.minWindow)), hi))
+	}
+	switch {
+	case target < r.window: // shrink: keep back credits owed
+		keep := min(r.owed, int64(r.window-target))
+		r.owed -= keep
+		r.withheld += keep
+		r.window -= int(keep)
+	case target > r.window: // grow: give back withheld credits first
+		back := min(r.withheld, int64(target-r.window))
+		r.withheld -= back
+		r.owed += back
+		r.window += int(back)
+		grow = int64(target - r.window)
+	}
+	if r.owed+grow < max(int64(r.window)/4, 1) {
+		return 0, 0
+	}
+	return r.owed, grow
 }
 
 // cause names why an operation was interrupted: Close or ctx.

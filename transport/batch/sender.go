@@ -46,13 +46,14 @@ var (
 // accepted on. Send and End are meant for one producer goroutine (they are
 // serialised); Close and Outstanding may be called from any goroutine.
 type Sender struct {
-	conn   net.Conn
-	ctl    *transport.Codec
-	window int
+	conn      net.Conn
+	ctl       *transport.Codec
+	maxWindow int
 
 	wmu sync.Mutex // serialises writes (Send, End)
 
 	mu       sync.Mutex
+	window   int    // credit window in force: the client's, grown by it, at most maxWindow
 	sent     uint64 // batches sent (or being sent)
 	credited uint64 // credits returned by the client
 	ended    bool
@@ -108,17 +109,32 @@ func Accept(ctx context.Context, codec *transport.Codec, s net.Conn, maxWindow i
 	snd := &Sender{
 		conn:    s,
 		ctl:     ctl,
-		window:  min(req.Window, maxWindow),
+		window:    min(req.Window, maxWindow),
+		maxWindow: maxWindow,
 		credit:  make(chan struct{}, 1),
 		gone:    make(chan struct{}),
 		closing: make(chan struct{}),
+	}
+	// Tell the client the window in force and the cap, so it can size its
+	// credits; a client that cannot take this is not worth serving.
+	stop = interruptOn(ctx, s.SetWriteDeadline)
+	err = ctl.WriteFrame(s, &wireMsg{Kind: kindAccept, Window: snd.window, MaxWindow: maxWindow})
+	stop()
+	if err != nil {
+		resetStream(s)
+		return nil, req, fmt.Errorf("accept batch stream from %s: %w", s.RemoteAddr(), err)
 	}
 	snd.wg.Go(snd.readCredits)
 	return snd, req, nil
 }
 
-// Window returns the credit window in force (the client's, clamped).
-func (s *Sender) Window() int { return s.window }
+// Window returns the credit window in force (the client's, clamped, as
+// the client has grown it).
+func (s *Sender) Window() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.window
+}
 
 // readCredits reads Credit messages until the client goes away or breaks the
 // protocol, which it reports through gone.
@@ -129,8 +145,8 @@ func (s *Sender) readCredits() {
 		if _, err = readMsg(s.ctl, s.conn, &m, Limits{}, nil); err != nil {
 			break
 		}
-		if m.Kind != kindCredit || m.Credits < 1 {
-			err = malformed("client sent %s message with %d credits, want credit ≥ 1", m.Kind, m.Credits)
+		if m.Kind != kindCredit || m.Credits < 0 || m.Grow < 0 || m.Credits+m.Grow < 1 {
+			err = malformed("client sent %s message with %d credits and %d window growth, want credit or growth ≥ 1", m.Kind, m.Credits, m.Grow)
 			break
 		}
 		s.mu.Lock()
@@ -141,6 +157,7 @@ func (s *Sender) readCredits() {
 			break
 		}
 		s.credited += uint64(m.Credits)
+		s.window = int(min(int64(s.window)+m.Grow, int64(s.maxWindow)))
 		s.mu.Unlock()
 		select {
 		case s.credit <- struct{}{}:

@@ -32,6 +32,7 @@ const (
 	kindOpen   msgKind = 2 // client → worker: OpenRequest, first message
 	kindCredit msgKind = 3 // client → worker: n more batches may be sent
 	kindEnd    msgKind = 4 // worker → client: end of data or error, last message
+	kindAccept msgKind = 5 // worker → client: the window in force and its cap, first message
 )
 
 func (k msgKind) String() string {
@@ -44,6 +45,8 @@ func (k msgKind) String() string {
 		return "credit"
 	case kindEnd:
 		return "end"
+	case kindAccept:
+		return "accept"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -126,6 +129,10 @@ type wireMsg struct {
 
 	// kindCredit
 	Credits int64 `cbor:"11,keyasint,omitempty"`
+	Grow    int64 `cbor:"15,keyasint,omitempty"` // raise the window by this much (clamped by the worker)
+
+	// kindAccept (with Window: the window in force)
+	MaxWindow int `cbor:"16,keyasint,omitempty"` // the worker's cap on the window
 
 	// kindEnd
 	Failed bool   `cbor:"12,keyasint,omitempty"` // the worker ended with an error

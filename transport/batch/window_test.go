@@ -1,0 +1,87 @@
+package batch
+
+import (
+	"testing"
+	"time"
+
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+// With WindowBytes the window grows while batches are small (up to the
+// worker's cap), shrinks back when they get large (never below the opened
+// Window), and the batches outstanding never exceed the receiver's window.
+func TestWindowBytesGrowsAndShrinks(t *testing.T) {
+	const small, large = 1000, 8000
+	for _, tc := range []struct {
+		name      string
+		workerMax int
+		wantGrown int // at least
+	}{{"worker cap 64", 64, 8}, {"worker cap 6", 6, 6}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, transport.FastConfig())
+			ctx := ctxT(t, 20*time.Second)
+			rcv, err := OpenConfig(ctx, p.client.t, p.client.codec, p.worker.addr(), OpenRequest{Job: "j", Window: 2},
+				ReceiverConfig{WindowBytes: 16 * small})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rcv.Close()
+			c, err := p.worker.t.Listener(transport.KindData).Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			snd, _, err := Accept(ctx, p.worker.codec, c, tc.workerMax)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer snd.Close()
+			const nSmall, nLarge = 100, 60
+			sizeOf := func(i int) int {
+				if i < nSmall {
+					return small
+				}
+				return large
+			}
+			done := make(chan error, 1)
+			go func() {
+				for i := range nSmall + nLarge {
+					if err := snd.Send(ctx, encode(t, p.worker.codec, i, numbered(t, i, sizeOf(i)))); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- snd.End(nil)
+			}()
+			grown := 0
+			for i := range nSmall + nLarge {
+				h, e, err := rcv.Next(ctx)
+				if err != nil {
+					t.Fatalf("batch %d: %v", i, err)
+				}
+				checkBatch(t, h, e, i, sizeOf(i))
+				if in := snd.Outstanding() - int(rcv.withheld); in > rcv.window+1 {
+					t.Fatalf("batch %d: %d outstanding beyond the %d withheld, window %d", i, in, rcv.withheld, rcv.window)
+				}
+				if rcv.window > tc.workerMax || snd.Window() > tc.workerMax {
+					t.Fatalf("window %d (worker's %d) above the worker's cap %d", rcv.window, snd.Window(), tc.workerMax)
+				}
+				if i == nSmall-1 {
+					grown = rcv.window
+				}
+			}
+			if _, _, err := rcv.Next(ctx); err == nil {
+				t.Fatal("no end")
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if grown < tc.wantGrown {
+				t.Fatalf("window after %d small batches: %d, want ≥ %d", nSmall, grown, tc.wantGrown)
+			}
+			if rcv.window > 3 || rcv.window < 2 {
+				t.Fatalf("window after %d large batches: %d, want back near the opened 2", nLarge, rcv.window)
+			}
+			t.Logf("window: opened 2, grown to %d on small batches, %d on large ones (worker's view %d, %d withheld)", grown, rcv.window, snd.Window(), rcv.withheld)
+		})
+	}
+}
