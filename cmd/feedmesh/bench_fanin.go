@@ -51,7 +51,8 @@ type faninConfig struct {
 	seconds    float64
 	warmup     float64
 	stepMs     float64
-	gogc       int // the client's GC percent; 0 leaves Go's default (GOGC)
+	gogc       int  // the client's GC percent; 0 leaves Go's default (GOGC)
+	release    bool // the client calls Batch.Release after each batch
 	batchBytes int64
 	rows       int64
 	sharding   string
@@ -78,6 +79,7 @@ func addFaninFlags(fs *flag.FlagSet) func() (faninConfig, error) {
 	warmup := fs.Float64("warmup", 0.5, "seconds read before the window, once every worker has delivered a batch (buffers fill, the new cluster settles)")
 	stepMs := fs.Float64("step-ms", 0, "milliseconds the client waits after each batch, standing in for a training step; a client slower than its workers keeps its buffers full, the worst case for memory")
 	gogc := fs.Int("client-gogc", 0, "GC percent of the client process (runtime/debug.SetGCPercent); 0 leaves Go's default (100, or $GOGC)")
+	release := fs.Bool("release", false, "the client calls Batch.Release after each batch (and its step), so that its receive buffer is reused (client.Options.RecycleBytes, default 64 MiB of free buffers)")
 	batchBytes := fs.Int64("batch-bytes", 1<<20, "bytes of record data per batch (the batch also carries ids and offsets, 16 bytes a row)")
 	rows := fs.Int64("rows", 16, "rows per batch: synthetic records of batch-bytes/rows random bytes each")
 	sharding := fs.String("sharding", string(client.Off), "off (every worker reads the whole dataset) or dynamic (workers lease splits through Raft)")
@@ -86,7 +88,7 @@ func addFaninFlags(fs *flag.FlagSet) func() (faninConfig, error) {
 	prefetchBatches := fs.Int("prefetch-batches", 16, "client.Options.PrefetchBatches: batches buffered across workers")
 	prefetchBytes := fs.Int64("prefetch-bytes", 256<<20, "client.Options.PrefetchBytes: bytes of buffered batches")
 	return func() (faninConfig, error) {
-		c := faninConfig{seconds: *seconds, warmup: *warmup, stepMs: *stepMs, gogc: *gogc, batchBytes: *batchBytes, rows: *rows, sharding: *sharding}
+		c := faninConfig{seconds: *seconds, warmup: *warmup, stepMs: *stepMs, gogc: *gogc, release: *release, batchBytes: *batchBytes, rows: *rows, sharding: *sharding}
 		c.opts = client.Options{Window: *window, StreamsPerWorker: *streams, PrefetchBatches: *prefetchBatches, PrefetchBytes: *prefetchBytes}
 		switch {
 		case !(c.seconds > 0) || c.seconds > faninMaxSeconds:
@@ -123,6 +125,7 @@ func (c faninConfig) args() []string {
 		"--warmup", strconv.FormatFloat(c.warmup, 'g', -1, 64),
 		"--step-ms", strconv.FormatFloat(c.stepMs, 'g', -1, 64),
 		"--client-gogc", strconv.Itoa(c.gogc),
+		"--release=" + strconv.FormatBool(c.release),
 		"--batch-bytes", strconv.FormatInt(c.batchBytes, 10),
 		"--rows", strconv.FormatInt(c.rows, 10),
 		"--sharding", c.sharding,
@@ -161,7 +164,9 @@ func (c faninConfig) spec() *pipeline.Spec {
 //   - the batch the application holds from its last Next.
 //
 // It is an upper bound: a batch a stream holds while acquiring budget is
-// counted in both of the first two terms.
+// counted in both of the first two terms. Not counted: free buffers kept
+// for reuse after Batch.Release (at most Options.RecycleBytes; reported
+// apart as pool_max_mb), and Go's heap headroom above the live bytes.
 func clientBufferBound(o client.Options, tcfg transport.Config, workers int, b int64) int64 {
 	if o.Window <= 0 {
 		o.Window = 4
@@ -195,6 +200,7 @@ type faninResult struct {
 	RSSMedianBytes   int64            `json:"rss_median_bytes"`
 	RSSSamples       int              `json:"rss_samples"`
 	HeapMaxBytes     int64            `json:"heap_max_bytes"`
+	PoolMaxBytes     int64            `json:"pool_max_bytes"`
 	BoundBytes       int64            `json:"bound_bytes"`
 	PerWorkerBatches map[string]int64 `json:"per_worker_batches"`
 }
@@ -210,7 +216,7 @@ func benchFanin(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlagSet("bench fanin", "[--workers 1,2,4,8] [--seconds S] [--batch-bytes N] [--json]", stderr)
 	workersFlag := fs.String("workers", "1,2,4,8", "worker counts k to measure (a fresh in-process cluster of k nodes each)")
 	config := addFaninFlags(fs)
-	jsonOut := fs.Bool("json", false, "print a JSON array of rows: workers, mb_per_s, batches_per_s, client_cpu_s_per_gb, workers_cpu_s_per_gb, rss_before_mb, rss_max_mb, rss_median_mb, peak_rss_mb, heap_max_mb, bound_mb, rss_minus_bound_mb, mean_batch_bytes, step_ms, seconds, serving, per_worker_batches (memory in MiB, throughput in 10^6 bytes/s, CPU per 10^9 bytes)")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: workers, mb_per_s, batches_per_s, client_cpu_s_per_gb, workers_cpu_s_per_gb, rss_before_mb, rss_max_mb, rss_median_mb, peak_rss_mb, heap_max_mb, pool_max_mb, release, bound_mb, rss_minus_bound_mb, mean_batch_bytes, step_ms, seconds, serving, per_worker_batches (memory in MiB, throughput in 10^6 bytes/s, CPU per 10^9 bytes)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `Usage: feedmesh bench fanin [flags]
 
@@ -292,7 +298,7 @@ func faninPoint(ctx context.Context, cfg faninConfig, k int, stderr io.Writer) (
 		"workers": k, "mb_per_s": float64(res.Bytes) / res.Seconds / 1e6, "batches_per_s": float64(res.Batches) / res.Seconds,
 		"client_cpu_s_per_gb": res.CPUSeconds / gb, "workers_cpu_s_per_gb": workersCPU / gb,
 		"rss_max_mb": float64(res.RSSMaxBytes) / mib, "rss_median_mb": float64(res.RSSMedianBytes) / mib,
-		"peak_rss_mb": float64(res.PeakRSSBytes) / mib, "heap_max_mb": float64(res.HeapMaxBytes) / mib,
+		"peak_rss_mb": float64(res.PeakRSSBytes) / mib, "heap_max_mb": float64(res.HeapMaxBytes) / mib, "pool_max_mb": float64(res.PoolMaxBytes) / mib, "release": cfg.release,
 		"bound_mb": float64(res.BoundBytes) / mib, "rss_before_mb": float64(res.RSSBeforeBytes) / mib, "step_ms": cfg.stepMs, "rss_minus_bound_mb": float64(res.RSSMaxBytes-res.BoundBytes) / mib,
 		"mean_batch_bytes": float64(res.Bytes) / float64(res.Batches), "seconds": res.Seconds,
 		"serving": serving, "per_worker_batches": sortedCounts(res.PerWorkerBatches),
@@ -423,11 +429,11 @@ func cpuSeconds() float64 {
 
 func writeFaninTable(w io.Writer, rows []benchRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workers\tMB/s into client\tbatches/s\tclient CPU-s/GB\tworkers CPU-s/GB\tRSS before job MiB\tRSS max MiB\tRSS median MiB\tGo heap max MiB\tbound MiB\tRSS max-bound MiB\tserving\t")
+	fmt.Fprintln(tw, "workers\tMB/s into client\tbatches/s\tclient CPU-s/GB\tworkers CPU-s/GB\tRSS before job MiB\tRSS max MiB\tRSS median MiB\tGo heap max MiB\tfree buffers max MiB\tbound MiB\tRSS max-bound MiB\tserving\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%d/%d\t\n",
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%d/%d\t\n",
 			r["workers"], r["mb_per_s"], r["batches_per_s"], r["client_cpu_s_per_gb"], r["workers_cpu_s_per_gb"],
-			r["rss_before_mb"], r["rss_max_mb"], r["rss_median_mb"], r["heap_max_mb"], r["bound_mb"], r["rss_minus_bound_mb"], r["serving"], r["workers"])
+			r["rss_before_mb"], r["rss_max_mb"], r["rss_median_mb"], r["heap_max_mb"], r["pool_max_mb"], r["bound_mb"], r["rss_minus_bound_mb"], r["serving"], r["workers"])
 	}
 	return tw.Flush()
 }
@@ -481,7 +487,7 @@ func faninClient(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}()
 	step := time.Duration(cfg.stepMs * float64(time.Millisecond))
-	res, err := faninMeasure(ctx, it, *workers, warmup, window, step, stdout)
+	res, err := faninMeasure(ctx, cl, it, *workers, warmup, window, step, cfg.release, stdout)
 	if err != nil {
 		return err
 	}
@@ -494,9 +500,10 @@ func faninClient(ctx context.Context, args []string, stdout, stderr io.Writer) e
 // batch, reads for warmup more, prints faninStartLine, then reads for
 // window while sampling RSS. After each batch it spends step (a training
 // step's stand-in).
-func faninMeasure(ctx context.Context, it *client.Iterator, workers int, warmup, window, step time.Duration, stdout io.Writer) (faninResult, error) {
+func faninMeasure(ctx context.Context, cl *client.Client, it *client.Iterator, workers int, warmup, window, step time.Duration, release bool, stdout io.Writer) (faninResult, error) {
 	next := func() error {
-		if _, err := it.Next(ctx); err != nil {
+		b, err := it.Next(ctx)
+		if err != nil {
 			return err
 		}
 		if step > 0 {
@@ -507,6 +514,9 @@ func faninMeasure(ctx context.Context, it *client.Iterator, workers int, warmup,
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+		}
+		if release {
+			b.Release()
 		}
 		return nil
 	}
@@ -533,9 +543,11 @@ func faninMeasure(ctx context.Context, it *client.Iterator, workers int, warmup,
 	}
 	st0, cpu0, t0 := it.Stats(), cpuSeconds(), time.Now()
 	sctx, stopSampling := context.WithCancel(ctx)
-	var rss, heap []int64
+	var rss, heap, pool []int64
 	var wg sync.WaitGroup
-	wg.Go(func() { rss, heap = sampleMemory(sctx, 100*time.Millisecond) })
+	wg.Go(func() {
+		rss, heap, pool = sampleMemory(sctx, 100*time.Millisecond, func() int64 { return cl.BufferStats().HeldBytes })
+	})
 	var err error
 	for time.Since(t0) < window && err == nil {
 		err = next()
@@ -554,7 +566,7 @@ func faninMeasure(ctx context.Context, it *client.Iterator, workers int, warmup,
 	}
 	res.RSSSamples = len(rss)
 	res.RSSMaxBytes, res.RSSMedianBytes = slicesMax(rss), medianInt(rss)
-	res.HeapMaxBytes = slicesMax(heap)
+	res.HeapMaxBytes, res.PoolMaxBytes = slicesMax(heap), slicesMax(pool)
 	if res.PeakRSSBytes, err = procStatusBytes("VmHWM"); err != nil {
 		return res, err
 	}
@@ -564,9 +576,10 @@ func faninMeasure(ctx context.Context, it *client.Iterator, workers int, warmup,
 	return res, nil
 }
 
-// sampleMemory reads the process's RSS and Go heap (live and not yet swept
-// objects) now and every period until ctx ends.
-func sampleMemory(ctx context.Context, period time.Duration) (rss, heap []int64) {
+// sampleMemory reads the process's RSS, Go heap (live and not yet swept
+// objects) and the bytes of free buffers the client keeps for reuse (held)
+// now and every period until ctx ends.
+func sampleMemory(ctx context.Context, period time.Duration, held func() int64) (rss, heap, pool []int64) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	m := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
@@ -578,9 +591,10 @@ func sampleMemory(ctx context.Context, period time.Duration) (rss, heap []int64)
 		if m[0].Value.Kind() == metrics.KindUint64 {
 			heap = append(heap, int64(m[0].Value.Uint64()))
 		}
+		pool = append(pool, held())
 		select {
 		case <-ctx.Done():
-			return rss, heap
+			return rss, heap, pool
 		case <-t.C:
 		}
 	}

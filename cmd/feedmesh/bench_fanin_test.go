@@ -71,6 +71,9 @@ func TestBenchFanin(t *testing.T) {
 				t.Errorf("row %d: %s = %v, want > 0", i, k, r[k])
 			}
 		}
+		if v, ok := r["pool_max_mb"].(float64); !ok || v < 0 {
+			t.Errorf("row %d: pool_max_mb = %v, want >= 0", i, r["pool_max_mb"])
+		}
 		if r["serving"] != want {
 			t.Errorf("row %d: %v of %v workers delivered batches in the window", i, r["serving"], want)
 		}
