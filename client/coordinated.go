@@ -420,7 +420,7 @@ func (co *coordinator) readRound(ctx context.Context, worker string, round int64
 		res.kind, res.err = roundFail, err
 		return res, false
 	}
-	var last []byte
+	var last [][]byte
 	r, err := batch.OpenConfig(ctx, it.c.tr, it.c.codec, addr,
 		batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: 1, Extra: extra}, it.c.receiverConfig(&last, false))
 	if err != nil {

@@ -33,10 +33,11 @@ type Batch struct {
 	buf     *recycled // the buffer the batch's tensors were read into; nil: not recyclable
 }
 
-// recycled is a batch's receive buffer on its way back to the client's pool.
+// recycled is a batch's receive buffers (its tail and any re-padded
+// tensors) on their way back to the client's pool.
 type recycled struct {
 	pool *batch.BufferPool
-	buf  []byte
+	bufs [][]byte
 	done atomic.Bool
 }
 
@@ -47,15 +48,18 @@ type recycled struct {
 // the batch, does nothing.
 func (b Batch) Release() {
 	if r := b.buf; r != nil && r.done.CompareAndSwap(false, true) {
-		r.pool.Put(r.buf)
-		r.buf = nil
+		for _, buf := range r.bufs {
+			r.pool.Put(buf)
+		}
+		r.bufs = nil
 	}
 }
 
 // receiverConfig is the receive configuration of the client's batch
-// streams, with the tail buffer of each batch recorded in *last when the
-// client recycles buffers.
-func (c *Client) receiverConfig(last *[]byte, growWindow bool) batch.ReceiverConfig {
+// streams; when the client recycles buffers, those of each batch are
+// recorded in *last. growWindow lets the window grow by
+// Options.WindowBytes.
+func (c *Client) receiverConfig(last *[][]byte, growWindow bool) batch.ReceiverConfig {
 	rc := batch.ReceiverConfig{Limits: batch.DefaultLimits()}
 	if growWindow && c.opts.WindowBytes > 0 {
 		rc.WindowBytes = c.opts.WindowBytes
@@ -63,20 +67,20 @@ func (c *Client) receiverConfig(last *[]byte, growWindow bool) batch.ReceiverCon
 	if c.pool != nil {
 		rc.Alloc = func(n int) []byte {
 			b := c.pool.Get(n)
-			*last = b
+			*last = append(*last, b)
 			return b
 		}
 	}
 	return rc
 }
 
-// recyclable wraps last, the buffer of the batch just received, for
+// recyclable wraps *last, the buffers of the batch just received, for
 // Batch.Release, and resets it.
-func (c *Client) recyclable(last *[]byte) *recycled {
-	if c.pool == nil || *last == nil {
+func (c *Client) recyclable(last *[][]byte) *recycled {
+	if c.pool == nil || len(*last) == 0 {
 		return nil
 	}
-	r := &recycled{pool: c.pool, buf: *last}
+	r := &recycled{pool: c.pool, bufs: *last}
 	*last = nil
 	return r
 }
@@ -424,7 +428,7 @@ func (it *Iterator) stream(wg *sync.WaitGroup, worker, addr string) {
 }
 
 func (it *Iterator) readWorker(worker, addr string) error {
-	var last []byte
+	var last [][]byte
 	r, err := batch.OpenConfig(it.ctx, it.c.tr, it.c.codec, addr,
 		batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: it.c.opts.Window}, it.c.receiverConfig(&last, true))
 	if err != nil {

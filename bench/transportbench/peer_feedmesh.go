@@ -212,7 +212,7 @@ func feedmeshRecv(ctx context.Context, o peerOptions) (result, error) {
 		pool = batch.NewBufferPool(64 << 20) // client.Options.RecycleBytes' default
 	}
 	var rcvs []*batch.Receiver
-	var lasts []*[]byte // per receiver: the buffer of its last batch (--release)
+	var lasts []*[][]byte // per receiver: the buffers of its last batch (--release)
 	for i := range o.conns {
 		pc, err := net.ListenPacket("udp", ":0")
 		if err != nil {
@@ -225,10 +225,14 @@ func feedmeshRecv(ctx context.Context, o peerOptions) (result, error) {
 		}
 		closers = append(closers, tr)
 		for j := range max(o.streams, 1) {
-			last := new([]byte)
+			last := new([][]byte)
 			rcj := rc
 			if pool != nil {
-				rcj.Alloc = func(n int) []byte { *last = pool.Get(n); return *last }
+				rcj.Alloc = func(n int) []byte {
+					b := pool.Get(n)
+					*last = append(*last, b)
+					return b
+				}
 			}
 			r, err := batch.OpenConfig(ctx, tr, codec, o.addr, batch.OpenRequest{Job: "bench", Consumer: fmt.Sprintf("%d.%d", i, j), Window: o.credit}, rcj)
 			if err != nil {
@@ -277,9 +281,11 @@ func feedmeshRecv(ctx context.Context, o peerOptions) (result, error) {
 					errs[i] = fmt.Errorf("stream %d: batch of %d bytes, want one tensor of %d", i, e.ByteSize(), o.size)
 					return
 				}
-				if pool != nil && *lasts[i] != nil {
-					pool.Put(*lasts[i]) // the batch is consumed: as Batch.Release
-					*lasts[i] = nil
+				if pool != nil {
+					for _, b := range *lasts[i] {
+						pool.Put(b) // the batch is consumed: as Batch.Release
+					}
+					*lasts[i] = (*lasts[i])[:0]
 				}
 				first := false
 				once.Do(func() { m, first = startMeter(), true }) // the window starts after the first batch

@@ -76,7 +76,7 @@ func readMsg(codec *transport.Codec, r io.Reader, m *wireMsg, lim Limits, alloc 
 	if m.Kind != kindBatch {
 		return tensor.Element{}, nil
 	}
-	return sliceTail(m, plan, tail)
+	return sliceTail(m, plan, tail, alloc)
 }
 
 // segment locates one tensor's bytes in the tail.
@@ -211,7 +211,7 @@ func numValues(shape []int64) (int64, error) {
 
 // sliceTail builds the element from a checked plan: tensors are slices of
 // tail, padding must be zero, Bytes offsets must be valid.
-func sliceTail(m *wireMsg, plan []segment, tail []byte) (tensor.Element, error) {
+func sliceTail(m *wireMsg, plan []segment, tail []byte, alloc func(n int) []byte) (tensor.Element, error) {
 	e := tensor.Element{Tensors: make([]tensor.Tensor, len(m.Tensors))}
 	var pos int64
 	checkPad := func(start int64) error {
@@ -248,7 +248,7 @@ func sliceTail(m *wireMsg, plan []segment, tail []byte) (tensor.Element, error) 
 	}
 	for i := range m.Tensors {
 		if m.Tensors[i].Lengths != "" {
-			if err := repad(&e, i, &m.Tensors[i]); err != nil {
+			if err := repad(&e, i, &m.Tensors[i], alloc); err != nil {
 				return tensor.Element{}, err
 			}
 		}

@@ -20,10 +20,11 @@ type ReceiverConfig struct {
 	// Limits bound what the receiver accepts in batch headers (zero fields:
 	// DefaultLimits). The codec bounds header and frame size.
 	Limits Limits
-	// Alloc, when set, supplies the buffer each batch's tail is read into
-	// (called with the exact length; must return at least that capacity), so a
-	// client can pool batch buffers. The returned element's tensors live in
-	// it. Nil allocates a new buffer per batch.
+	// Alloc, when set, supplies the buffer each batch's tail is read into,
+	// and those of the padded tensors rebuilt from unpadded ones (called
+	// with the exact length; must return at least that capacity; the bytes
+	// need not be zero), so a client can pool batch buffers. The returned
+	// element's tensors live in them. Nil allocates new buffers per batch.
 	Alloc func(n int) []byte
 	// WindowBytes, when positive, sizes the credit window by bytes as well
 	// as batches: the receiver keeps Window × (mean batch bytes) near

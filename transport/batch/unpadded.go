@@ -110,7 +110,7 @@ func checkUnpaddedMeta(t *TensorMeta, lim Limits, i int, values int64) error {
 // repad replaces tensor i's unpadded rows with the padded tensor, using the
 // lengths tensor named in meta (checked here: int32 [B], 0 <= len <= L, and
 // the lengths account for exactly the bytes sent).
-func repad(e *tensor.Element, i int, meta *TensorMeta) error {
+func repad(e *tensor.Element, i int, meta *TensorMeta, alloc func(n int) []byte) error {
 	t := &e.Tensors[i]
 	lt, ok := e.Get(meta.Lengths)
 	if !ok || lt.DType != tensor.Int32 || len(lt.Shape) != 1 || lt.Shape[0] != t.Shape[0] || len(lt.Data) != 4*int(lt.Shape[0]) {
@@ -136,7 +136,13 @@ func repad(e *tensor.Element, i int, meta *TensorMeta) error {
 	if sent != int64(len(t.Data)) {
 		return malformed("tensor %d (%q): lengths account for %d bytes, %d were sent", i, t.Name, sent, len(t.Data))
 	}
-	full := make([]byte, b*l*stride)
+	var full []byte
+	fresh := alloc == nil // make zeroes; a recycled buffer holds old bytes
+	if fresh {
+		full = make([]byte, b*l*stride)
+	} else {
+		full = alloc(int(b * l * stride))
+	}
 	zeroPad := bytes.Count(meta.PadBits, []byte{0}) == len(meta.PadBits)
 	rowBytes := l * stride
 	var src int64
@@ -146,6 +152,9 @@ func repad(e *tensor.Element, i int, meta *TensorMeta) error {
 		copy(row, t.Data[src:src+n])
 		src += n
 		if zeroPad {
+			if !fresh {
+				clear(row[n:])
+			}
 			continue // make() already zeroed it
 		}
 		for off := n; off < rowBytes; off += size {

@@ -160,3 +160,39 @@ func BenchmarkUnpaddedVsDense(b *testing.B) {
 		})
 	}
 }
+
+// Re-padding into recycled buffers (Alloc returning old, dirty bytes) gives
+// the same batch as into new ones: the padding is written, not assumed.
+func TestUnpaddedIntoDirtyBuffers(t *testing.T) {
+	codec := testCodec(t)
+	for _, pad := range []int32{0, -1} {
+		e := paddedBatch([]int32{3, 40, 0, 7}, 40, pad)
+		f, err := EncodeWith(codec, Header{}, e, EncodeOptions{Unpadded: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wire bytes.Buffer
+		if _, err := f.WriteTo(&wire); err != nil {
+			t.Fatal(err)
+		}
+		var allocs int
+		dirty := func(n int) []byte {
+			allocs++
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = 0xAB
+			}
+			return b
+		}
+		_, got, err := Decode(codec, &wire, Limits{}, dirty)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if where, ok := equalElements(e, got); !ok {
+			t.Fatalf("pad %d: batch re-padded into dirty buffers differs in %s", pad, where)
+		}
+		if allocs != 2 {
+			t.Fatalf("pad %d: Alloc called %d times, want 2 (the tail, the re-padded tokens)", pad, allocs)
+		}
+	}
+}
