@@ -25,6 +25,7 @@ import (
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
+	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
 func init() {
@@ -157,10 +158,12 @@ func (c faninConfig) spec() *pipeline.Spec {
 //     taken: min(PrefetchBytes, (PrefetchBatches + s) × b), one per stream
 //     blocked on the full channel;
 //   - per stream, the batches the worker sent that were not yet credited
-//     back: at most Window (the credit rule; the one the stream holds is
-//     among them), in QUIC receive buffers or being decoded, and no more
-//     bytes than the stream's QUIC receive window plus the one batch being
-//     decoded;
+//     back: at most the stream's window (the credit rule; the one the stream
+//     holds is among them), in QUIC receive buffers or being decoded, and no
+//     more bytes than the stream's QUIC receive window plus the one batch
+//     being decoded. The window is Window batches, grown for small batches
+//     to WindowBytes / b, at most batch.DefaultMaxWindow (the receiver's and
+//     the worker's default cap);
 //   - the batch the application holds from its last Next.
 //
 // It is an upper bound: a batch a stream holds while acquiring budget is
@@ -180,9 +183,16 @@ func clientBufferBound(o client.Options, tcfg transport.Config, workers int, b i
 	if o.PrefetchBytes <= 0 {
 		o.PrefetchBytes = 256 << 20
 	}
+	if o.WindowBytes == 0 {
+		o.WindowBytes = batch.DefaultWindowBytes
+	}
+	window := int64(o.Window)
+	if o.WindowBytes > 0 {
+		window = max(window, min(o.WindowBytes/max(b, 1), batch.DefaultMaxWindow))
+	}
 	s := int64(workers * o.StreamsPerWorker)
 	budget := min(o.PrefetchBytes, (int64(o.PrefetchBatches)+s)*b)
-	perStream := min(int64(o.Window)*b, int64(tcfg.StreamReceiveWindow)+b)
+	perStream := min(window*b, int64(tcfg.StreamReceiveWindow)+b)
 	return budget + s*perStream + b
 }
 

@@ -148,9 +148,15 @@ func TestClientBufferBound(t *testing.T) {
 		{"streams", client.Options{StreamsPerWorker: 2, Window: 8}, 2, mib, 20*mib + 4*8*mib + mib},
 		// 64 batches of 1 MiB credit, but the QUIC window holds 16 MiB (+ the one being decoded).
 		{"quic window", client.Options{Window: 64}, 1, mib, 17*mib + 17*mib + mib},
+		// 64 KiB batches: the window grows to WindowBytes (4 MiB) / 64 KiB = 64 batches.
+		{"small batches", client.Options{}, 2, 64 << 10, 18*(64<<10) + 2*4*mib + 64<<10},
+		// ... unless WindowBytes is turned off.
+		{"small batches, fixed window", client.Options{WindowBytes: -1}, 2, 64 << 10, 18*(64<<10) + 2*4*(64<<10) + 64<<10},
+		// 16 KiB batches: 256 would fit in WindowBytes, but the window stops at 64.
+		{"tiny batches", client.Options{}, 1, 16 << 10, 17*(16<<10) + 64*(16<<10) + 16<<10},
 	} {
 		if got := clientBufferBound(tc.o, tcfg, tc.workers, tc.b); got != tc.want {
-			t.Errorf("%s: bound %d MiB, want %d MiB", tc.name, got/mib, tc.want/mib)
+			t.Errorf("%s: bound %d bytes, want %d", tc.name, got, tc.want)
 		}
 	}
 }
