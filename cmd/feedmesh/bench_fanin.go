@@ -577,9 +577,12 @@ func faninMeasure(ctx context.Context, cl *client.Client, it *client.Iterator, w
 	res.RSSSamples = len(rss)
 	res.RSSMaxBytes, res.RSSMedianBytes = slicesMax(rss), medianInt(rss)
 	res.HeapMaxBytes, res.PoolMaxBytes = slicesMax(heap), slicesMax(pool)
+	// Linux updates VmHWM lazily (it can trail VmRSS), so the peak is
+	// the larger of it and the samples.
 	if res.PeakRSSBytes, err = procStatusBytes("VmHWM"); err != nil {
 		return res, err
 	}
+	res.PeakRSSBytes = max(res.PeakRSSBytes, res.RSSMaxBytes)
 	if res.Batches == 0 {
 		return res, errors.New("no batch arrived during the window")
 	}
