@@ -48,8 +48,10 @@ type Options struct {
 	// StreamsPerWorker is how many streams the client reads from each
 	// worker at once (each with its own Window). Above 1, the client's
 	// transport spreads them over as many QUIC connections
-	// (transport.Config.DataConns), which moves large batches faster: quic-go
-	// does its per-packet work on one goroutine per connection. Default 1.
+	// (transport.Config.DataConns), which moves batches faster: quic-go
+	// does its per-packet work on one goroutine per connection. Default 2
+	// (1 MiB batches: 0.70x gRPC+TLS's MB/s against 0.46x with 1 stream,
+	// BENCHMARKS.md); each stream has its own Window.
 	StreamsPerWorker int
 	// PrefetchBatches bounds the batches buffered in the client across all
 	// workers. Default 16.
@@ -83,7 +85,7 @@ func (o Options) withDefaults() Options {
 		o.WindowBytes = batch.DefaultWindowBytes
 	}
 	if o.StreamsPerWorker <= 0 {
-		o.StreamsPerWorker = 1
+		o.StreamsPerWorker = 2
 	}
 	if o.PrefetchBatches <= 0 {
 		o.PrefetchBatches = 16
@@ -119,6 +121,40 @@ type Client struct {
 
 	mu    sync.Mutex
 	nodes []string // known node addresses, the dialed one first
+}
+
+// BufferBound is the most bytes of batches a client with these options
+// holds at once while reading from workers workers whose batches are all
+// b bytes. With s = workers × StreamsPerWorker streams it adds up:
+//
+//   - the byte budget: batches the streams have put, or are putting, into
+//     the iterator's buffer (PrefetchBatches of them) that Next has not yet
+//     taken: min(PrefetchBytes, (PrefetchBatches + s) × b), one per stream
+//     blocked on the full buffer;
+//   - per stream, the batches the worker sent that were not yet credited
+//     back: at most the stream's window (Window batches, grown for small
+//     batches to WindowBytes / b, at most batch.DefaultMaxWindow), in QUIC
+//     receive buffers or being decoded, and no more bytes than the QUIC
+//     stream receive window plus the batch being decoded;
+//   - the batch the application holds from its last Next.
+//
+// It is an upper bound on live batch bytes. Not counted: free buffers kept
+// for reuse after Batch.Release (at most RecycleBytes) and the garbage
+// collector's headroom (GOGC) above the live bytes.
+func (o Options) BufferBound(workers int, b int64) int64 {
+	o = o.withDefaults()
+	tcfg := transport.DefaultConfig()
+	if o.Transport != nil {
+		tcfg = *o.Transport
+	}
+	window := int64(o.Window)
+	if o.WindowBytes > 0 {
+		window = max(window, min(o.WindowBytes/max(b, 1), batch.DefaultMaxWindow))
+	}
+	s := int64(workers * o.StreamsPerWorker)
+	budget := min(o.PrefetchBytes, (int64(o.PrefetchBatches)+s)*b)
+	perStream := min(window*b, int64(tcfg.StreamReceiveWindow)+b)
+	return budget + s*perStream + b
 }
 
 // BufferStats is what the client's recycling of batch buffers did

@@ -226,9 +226,9 @@ func TestJobBadInput(t *testing.T) {
 	t.Run("client never grants credit", func(t *testing.T) {
 		const window = 2
 		fast := transport.FastConfig()
-		// WindowBytes off: the window stays at 2 batches (with it, these
+		// One stream, WindowBytes off: the window stays at 2 batches (with it, these
 		// 80-byte batches would grow it to the worker's cap of 64).
-		slow, err := client.Dial(ctx, c.Node(1).Addr(), client.Options{Transport: &fast, Window: window, WindowBytes: -1, PrefetchBatches: 1, HeartbeatInterval: 100 * time.Millisecond})
+		slow, err := client.Dial(ctx, c.Node(1).Addr(), client.Options{Transport: &fast, Window: window, WindowBytes: -1, StreamsPerWorker: 1, PrefetchBatches: 1, HeartbeatInterval: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

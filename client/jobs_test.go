@@ -153,7 +153,9 @@ func TestOffAndStatic(t *testing.T) {
 // Test 5: two consumers of one job together receive the dataset once.
 func TestTwoConsumersShareAJob(t *testing.T) {
 	c := testcluster.Start(t, 3)
-	spec := rangeSpec(3000, 20, 10)
+	// A cost op keeps the job running for ~0.3 s: a free pipeline can be
+	// drained by the first consumer before the second one joins.
+	spec := slowSpec(3000, 20, 10, 300)
 	opts := client.JobOptions{Name: "shared", Sharding: client.Dynamic}
 	a, err := dial(t, c, 0).Distribute(context.Background(), spec, opts)
 	if err != nil {

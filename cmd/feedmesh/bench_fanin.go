@@ -25,7 +25,6 @@ import (
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
-	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
 func init() {
@@ -85,7 +84,7 @@ func addFaninFlags(fs *flag.FlagSet) func() (faninConfig, error) {
 	rows := fs.Int64("rows", 16, "rows per batch: synthetic records of batch-bytes/rows random bytes each")
 	sharding := fs.String("sharding", string(client.Off), "off (every worker reads the whole dataset) or dynamic (workers lease splits through Raft)")
 	window := fs.Int("window", 4, "client.Options.Window: credit (batches) per worker stream")
-	streams := fs.Int("streams-per-worker", 1, "client.Options.StreamsPerWorker")
+	streams := fs.Int("streams-per-worker", 2, "client.Options.StreamsPerWorker")
 	prefetchBatches := fs.Int("prefetch-batches", 16, "client.Options.PrefetchBatches: batches buffered across workers")
 	prefetchBytes := fs.Int64("prefetch-bytes", 256<<20, "client.Options.PrefetchBytes: bytes of buffered batches")
 	return func() (faninConfig, error) {
@@ -147,55 +146,6 @@ func (c faninConfig) spec() *pipeline.Spec {
 	return s.Batch(c.rows, false)
 }
 
-// clientBufferBound is the most bytes of batches a client.Iterator holds at
-// once, when every batch is b bytes and it reads from workers workers with
-// the options o (defaults applied as client.Options does), following
-// client/iterator.go and transport/batch's credit rule. With s = workers ×
-// StreamsPerWorker streams:
-//
-//   - the byte budget: batches a stream has put, or is putting, into the
-//     iterator's buffer (a channel of PrefetchBatches) that Next has not yet
-//     taken: min(PrefetchBytes, (PrefetchBatches + s) × b), one per stream
-//     blocked on the full channel;
-//   - per stream, the batches the worker sent that were not yet credited
-//     back: at most the stream's window (the credit rule; the one the stream
-//     holds is among them), in QUIC receive buffers or being decoded, and no
-//     more bytes than the stream's QUIC receive window plus the one batch
-//     being decoded. The window is Window batches, grown for small batches
-//     to WindowBytes / b, at most batch.DefaultMaxWindow (the receiver's and
-//     the worker's default cap);
-//   - the batch the application holds from its last Next.
-//
-// It is an upper bound: a batch a stream holds while acquiring budget is
-// counted in both of the first two terms. Not counted: free buffers kept
-// for reuse after Batch.Release (at most Options.RecycleBytes; reported
-// apart as pool_max_mb), and Go's heap headroom above the live bytes.
-func clientBufferBound(o client.Options, tcfg transport.Config, workers int, b int64) int64 {
-	if o.Window <= 0 {
-		o.Window = 4
-	}
-	if o.StreamsPerWorker <= 0 {
-		o.StreamsPerWorker = 1
-	}
-	if o.PrefetchBatches <= 0 {
-		o.PrefetchBatches = 16
-	}
-	if o.PrefetchBytes <= 0 {
-		o.PrefetchBytes = 256 << 20
-	}
-	if o.WindowBytes == 0 {
-		o.WindowBytes = batch.DefaultWindowBytes
-	}
-	window := int64(o.Window)
-	if o.WindowBytes > 0 {
-		window = max(window, min(o.WindowBytes/max(b, 1), batch.DefaultMaxWindow))
-	}
-	s := int64(workers * o.StreamsPerWorker)
-	budget := min(o.PrefetchBytes, (int64(o.PrefetchBatches)+s)*b)
-	perStream := min(window*b, int64(tcfg.StreamReceiveWindow)+b)
-	return budget + s*perStream + b
-}
-
 // faninResult is the client process's report (one JSON line on stdout).
 type faninResult struct {
 	Workers          int              `json:"workers"`
@@ -237,7 +187,7 @@ delivered a batch, reads for --warmup, then for --seconds. Reported: MB/s and ba
 client, its CPU-s/GB and the workers' process's (getrusage over the window), the client's RSS before
 the job and sampled every 100 ms in the window (/proc/self/status), its Go heap (live and unswept
 objects), and the bound the client.Options put on its buffered batch bytes (bound_mb: budget +
-per-stream credit + the batch in hand; see clientBufferBound). The bound is on live bytes: Go's
+per-stream credit + the batch in hand; see client.Options.BufferBound). The bound is on live bytes: Go's
 collector lets the heap grow about GOGC % past them, so RSS can approach the RSS before the job plus
 (1 + GOGC/100) × bound when the buffers stay full (--step-ms makes the client the slow side).
 The workers and the client share the machine's cores. Progress goes to stderr.
@@ -502,7 +452,8 @@ func faninClient(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	res.RSSBeforeBytes = rssBefore
-	res.BoundBytes = clientBufferBound(o, tcfg, *workers, res.Bytes/res.Batches)
+	o.Transport = &tcfg
+	res.BoundBytes = o.BufferBound(*workers, res.Bytes/res.Batches)
 	return writeJSON(stdout, res)
 }
 

@@ -8,9 +8,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-
-	"github.com/feedmesh/feedmesh/client"
-	"github.com/feedmesh/feedmesh/transport"
 )
 
 // faninHelperEnv makes TestFaninHelperProcess act as feedmesh: the bench's
@@ -125,38 +122,6 @@ func TestBenchFaninFlags(t *testing.T) {
 		code := run(context.Background(), append([]string{"bench", "fanin"}, tc.args...), &bytes.Buffer{}, &errb)
 		if code == 0 || !strings.Contains(errb.String(), tc.want) {
 			t.Errorf("%v: code %d, stderr %q; want an error naming %q", tc.args, code, errb.String(), tc.want)
-		}
-	}
-}
-
-func TestClientBufferBound(t *testing.T) {
-	const mib = 1 << 20
-	tcfg := transport.DefaultConfig() // 16 MiB stream receive window
-	for _, tc := range []struct {
-		name    string
-		o       client.Options
-		workers int
-		b       int64
-		want    int64
-	}{
-		// Defaults: budget min(256 MiB, (16+1) MiB) + 1 stream × 4 MiB + 1 MiB held.
-		{"defaults, 1 worker", client.Options{}, 1, mib, 17*mib + 4*mib + mib},
-		{"defaults, 8 workers", client.Options{}, 8, mib, 24*mib + 32*mib + mib},
-		// The byte budget binds: 64 MiB.
-		{"byte budget", client.Options{PrefetchBatches: 1000, PrefetchBytes: 64 * mib}, 2, mib, 64*mib + 8*mib + mib},
-		// Two streams per worker, each with its own window.
-		{"streams", client.Options{StreamsPerWorker: 2, Window: 8}, 2, mib, 20*mib + 4*8*mib + mib},
-		// 64 batches of 1 MiB credit, but the QUIC window holds 16 MiB (+ the one being decoded).
-		{"quic window", client.Options{Window: 64}, 1, mib, 17*mib + 17*mib + mib},
-		// 64 KiB batches: the window grows to WindowBytes (4 MiB) / 64 KiB = 64 batches.
-		{"small batches", client.Options{}, 2, 64 << 10, 18*(64<<10) + 2*4*mib + 64<<10},
-		// ... unless WindowBytes is turned off.
-		{"small batches, fixed window", client.Options{WindowBytes: -1}, 2, 64 << 10, 18*(64<<10) + 2*4*(64<<10) + 64<<10},
-		// 16 KiB batches: 256 would fit in WindowBytes, but the window stops at 64.
-		{"tiny batches", client.Options{}, 1, 16 << 10, 17*(16<<10) + 64*(16<<10) + 16<<10},
-	} {
-		if got := clientBufferBound(tc.o, tcfg, tc.workers, tc.b); got != tc.want {
-			t.Errorf("%s: bound %d bytes, want %d", tc.name, got, tc.want)
 		}
 	}
 }
