@@ -55,11 +55,11 @@ type Config struct {
 	Transports []string
 
 	// Levers adds the feedmesh variants, each the shipped path with one
-	// change: GOMAXPROCS=1 in both peers; 2 and 4 connections per pair (one
-	// client transport each); 2 streams over 2 QUIC connections of one
-	// client transport (client.Options.StreamsPerWorker); buffers recycled
-	// (Batch.Release); both; GRO off; the credit window fixed at 4 (no
-	// WindowBytes); the sender writing batch by batch (no SendAll).
+	// change: GOMAXPROCS=1 in both peers; 1 or 4 streams per worker (over
+	// as many QUIC connections of one client socket) instead of 2; 4 client
+	// sockets with one stream each; buffers recycled (Batch.Release); GRO
+	// off; the credit window fixed at 4 (no WindowBytes); the sender writing
+	// batch by batch (no SendAll).
 	Levers bool
 
 	// PeerTimeout bounds each peer process beyond Seconds (start-up,
@@ -167,26 +167,27 @@ func (cfg Config) cases() []benchCase {
 		}
 		return false
 	}
-	shipped := peerOptions{conns: 1, credit: 4} // client.Options' default Window
+	// The shipped client: Window 4 (grown by WindowBytes for small
+	// batches), StreamsPerWorker 2 over 2 QUIC connections of one socket.
+	shipped := peerOptions{conns: 1, credit: 4, streams: 2}
 	var cs []benchCase
 	if want(Feedmesh) {
 		cs = append(cs, benchCase{transport: Feedmesh, variant: "default", opts: shipped})
 		if cfg.Levers {
-			one := benchCase{transport: Feedmesh, variant: "gomaxprocs=1", env: []string{"GOMAXPROCS=1"}, opts: shipped}
-			c2, c4, s2, rel, groOff, fixed, sendOne := shipped, shipped, shipped, shipped, shipped, shipped, shipped
-			c2.conns, c4.conns, s2.streams = 2, 4, 2
-			rel.release, groOff.groOff, fixed.fixedWindow, sendOne.sendOne = true, true, true, true
-			both := rel
-			both.streams = 2
-			cs = append(cs, one,
-				benchCase{transport: Feedmesh, variant: "conns=2", opts: c2},
-				benchCase{transport: Feedmesh, variant: "conns=4", opts: c4},
-				benchCase{transport: Feedmesh, variant: "streams=2", opts: s2},
-				benchCase{transport: Feedmesh, variant: "release", opts: rel},
-				benchCase{transport: Feedmesh, variant: "release+streams=2", opts: both},
-				benchCase{transport: Feedmesh, variant: "gro=off", opts: groOff},
-				benchCase{transport: Feedmesh, variant: "window=fixed", opts: fixed},
-				benchCase{transport: Feedmesh, variant: "send=one-by-one", opts: sendOne})
+			lever := func(name string, env []string, change func(*peerOptions)) benchCase {
+				o := shipped
+				change(&o)
+				return benchCase{transport: Feedmesh, variant: name, env: env, opts: o}
+			}
+			cs = append(cs,
+				lever("gomaxprocs=1", []string{"GOMAXPROCS=1"}, func(*peerOptions) {}),
+				lever("streams=1", nil, func(o *peerOptions) { o.streams = 1 }),
+				lever("streams=4", nil, func(o *peerOptions) { o.streams = 4 }),
+				lever("sockets=4", nil, func(o *peerOptions) { o.conns, o.streams = 4, 1 }),
+				lever("release", nil, func(o *peerOptions) { o.release = true }),
+				lever("gro=off", nil, func(o *peerOptions) { o.groOff = true }),
+				lever("window=fixed", nil, func(o *peerOptions) { o.fixedWindow = true }),
+				lever("send=one-by-one", nil, func(o *peerOptions) { o.sendOne = true }))
 		}
 	}
 	for _, t := range []string{QuicRaw, GRPCTLS, TCPTLS, TCP} {

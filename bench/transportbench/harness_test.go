@@ -76,7 +76,7 @@ func TestCases(t *testing.T) {
 	}
 	c.Baseline = "/x/baseline"
 	c.Levers = true
-	want := []string{"feedmesh", "feedmesh/gomaxprocs=1", "feedmesh/conns=2", "feedmesh/conns=4", "feedmesh/streams=2", "feedmesh/release", "feedmesh/release+streams=2", "feedmesh/gro=off", "feedmesh/window=fixed", "feedmesh/send=one-by-one",
+	want := []string{"feedmesh", "feedmesh/gomaxprocs=1", "feedmesh/streams=1", "feedmesh/streams=4", "feedmesh/sockets=4", "feedmesh/release", "feedmesh/gro=off", "feedmesh/window=fixed", "feedmesh/send=one-by-one",
 		"quic-raw", "grpc-tls", "tcp-tls", "tcp"}
 	if got := names(c); !reflect.DeepEqual(got, want) {
 		t.Errorf("with baseline and levers: %v, want %v", got, want)
@@ -240,8 +240,8 @@ func TestRunLoopbackTiny(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 11 {
-		t.Fatalf("%d rows, want 11 (feedmesh, 9 levers, quic-raw)", len(rows))
+	if len(rows) != 10 {
+		t.Fatalf("%d rows, want 10 (feedmesh, 8 levers, quic-raw)", len(rows))
 	}
 	for _, r := range rows {
 		if r.Runs != 1 || len(r.Errors) > 0 || r.MBPerS <= 0 || r.RecvCPUSPerGB <= 0 || r.SendCPUSPerGB <= 0 || r.BatchBytes != 64<<10 {
@@ -255,7 +255,7 @@ func TestRunLoopbackTiny(t *testing.T) {
 			t.Errorf("%s/%s: %.1f batches/s does not match %.1f MB/s", r.Transport, r.Variant, r.BatchesPerS, r.MBPerS)
 		}
 	}
-	if !strings.Contains(progress.String(), "feedmesh/conns=4") {
+	if !strings.Contains(progress.String(), "feedmesh/sockets=4") {
 		t.Errorf("progress lacks the lever runs:\n%s", progress.String())
 	}
 }

@@ -36,7 +36,7 @@ func benchTransport(ctx context.Context, args []string, stdout, stderr io.Writer
 	runs := fs.Int("runs", def.Runs, "measurements per transport and size (medians are reported)")
 	baseline := fs.String("baseline", "", "binary built from bench/baseline (gRPC+TLS, TCP+TLS, TCP); without it those rows are left out")
 	transports := fs.String("transports", "", "comma-separated subset of feedmesh,quic-raw,grpc-tls,tcp-tls,tcp (default all)")
-	levers := fs.Bool("levers", false, "also measure feedmesh variants: GOMAXPROCS=1, 2/4 connections, 2 streams (StreamsPerWorker), recycled buffers (Batch.Release), GRO off, fixed credit window, batch-by-batch sends")
+	levers := fs.Bool("levers", false, "also measure feedmesh variants: GOMAXPROCS=1, 1 or 4 streams per worker, 4 client sockets, recycled buffers (Batch.Release), GRO off, fixed credit window, batch-by-batch sends")
 	workload := fs.String("workload", transportbench.WorkloadRaw, "raw: one batch of random bytes per --sizes entry, repeated; text: real bucketed token batches (synthetic text → tokenize → bucket_by_sequence_length, --sizes ignored) cycled, shipped padded by the baselines and unpadded by feedmesh (quic-raw left out)")
 	textExamples := fs.Int64("text-examples", transportbench.DefaultTextExamples, "text workload: sentences the pipeline reads (all its batches are built once and cycled)")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: path, workload, transport, variant, batch_bytes (text: mean padded batch), runs, mb_per_s, batches_per_s, recv_cpu_s_per_gb, send_cpu_s_per_gb, ratio_vs_grpc_tls (MB/s), recv_cpu_ratio_vs_grpc_tls, batches_ratio_vs_grpc_tls, wire_bytes_per_batch (text), samples_mb_per_s, errors")
