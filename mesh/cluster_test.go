@@ -260,3 +260,32 @@ func TestWrongGossipKey(t *testing.T) {
 		})
 	}
 }
+
+// A partition that outlasts GossipToTheDeadTime: each side holds the other
+// dead and no longer gossips to it, so only the reconnect loop (Serf's
+// reconnect) can merge them after Heal.
+func TestLongPartitionHeals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out GossipToTheDeadTime")
+	}
+	c := testcluster.Start(t, 3)
+	alive := func(i int) (n int) {
+		for _, m := range c.Node(i).Members() {
+			if m.Status == mesh.StatusAlive {
+				n++
+			}
+		}
+		return n
+	}
+	c.Partition([]int{2}, []int{0, 1})
+	c.WaitFor(t, 10*time.Second, "each side to hold the other dead", func() bool {
+		return alive(0) == 2 && alive(1) == 2 && alive(2) == 1
+	})
+	// Let the partition outlast gossip to the dead (the scenario's length,
+	// not a wait for a condition).
+	<-time.After(mesh.FastConfig().Gossip.GossipToTheDeadTime + 500*time.Millisecond)
+	c.Heal()
+	c.WaitFor(t, 10*time.Second, "all members alive everywhere after heal", func() bool {
+		return alive(0) == 3 && alive(1) == 3 && alive(2) == 3
+	})
+}

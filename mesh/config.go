@@ -119,6 +119,14 @@ type GossipConfig struct {
 	// DeadNodeReclaimTime lets a dead node's name be reused from a new
 	// address after this long.
 	DeadNodeReclaimTime time.Duration
+	// ReconnectInterval is how often the node tries to rejoin one member it
+	// holds dead (not left), picked at random, as Serf's reconnect does:
+	// after a partition that outlasts GossipToTheDeadTime both sides hold
+	// each other dead and stop gossiping to each other, so without it they
+	// would never merge again. 0 turns it off.
+	ReconnectInterval time.Duration
+	// ReconnectTimeout is how long a dead member keeps being retried.
+	ReconnectTimeout time.Duration
 }
 
 // DefaultConfig returns production settings: a SIGKILLed node is declared
@@ -143,6 +151,8 @@ func DefaultConfig() Config {
 			TCPTimeout:              2 * time.Second,
 			GossipToTheDeadTime:     15 * time.Second,
 			DeadNodeReclaimTime:     10 * time.Second,
+			ReconnectInterval:       10 * time.Second,
+			ReconnectTimeout:        24 * time.Hour,
 		},
 		Transport: transport.DefaultConfig(),
 		Raft:      raftstate.DefaultConfig(),
@@ -180,6 +190,8 @@ func FastConfig() Config {
 		TCPTimeout:              500 * time.Millisecond,
 		GossipToTheDeadTime:     2 * time.Second,
 		DeadNodeReclaimTime:     time.Second,
+		ReconnectInterval:       200 * time.Millisecond,
+		ReconnectTimeout:        time.Minute,
 	}
 	c.Transport = transport.FastConfig()
 	c.Raft = raftstate.FastConfig()

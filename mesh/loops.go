@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 
 	"github.com/hashicorp/raft"
 	"time"
@@ -148,4 +149,40 @@ func formed(members []Member, self string) bool {
 		}
 	}
 	return false
+}
+
+// reconnectLoop rejoins, every Gossip.ReconnectInterval, one member held
+// dead (not left) for less than ReconnectTimeout: a push/pull with it merges
+// the two sides of a healed partition, whose members would otherwise hold
+// each other dead for good once GossipToTheDeadTime has passed.
+func (n *Node) reconnectLoop() {
+	defer n.wg.Done()
+	every := n.cfg.Gossip.ReconnectInterval
+	if every <= 0 {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		var dead []Member
+		for _, m := range n.members.snapshot() {
+			if m.Status == StatusDead && m.Name != n.name && m.GossipAddr != "" && time.Since(m.Since) < n.cfg.Gossip.ReconnectTimeout {
+				dead = append(dead, m)
+			}
+		}
+		if len(dead) == 0 || n.leaving.Load() {
+			continue
+		}
+		m := dead[rand.IntN(len(dead))]
+		if _, err := n.ml.Join([]string{m.GossipAddr}); err != nil {
+			n.log.Debug("reconnect to dead member failed", "member", m.Name, "addr", m.GossipAddr, "err", err)
+		} else {
+			n.log.Info("reconnected to a member held dead", "member", m.Name, "addr", m.GossipAddr)
+		}
+	}
 }

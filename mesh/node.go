@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -26,6 +27,8 @@ var ErrGossipKeyMismatch = errors.New("gossip key mismatch")
 
 // Node is one running feedmesh node.
 type Node struct {
+	leaving atomic.Bool // shutting down: reconnectLoop stops rejoining
+
 	cfg        Config
 	log        *slog.Logger
 	name       string
@@ -139,11 +142,12 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go n.formationLoop()
 	go n.voterLoop()
 	go n.roleLoop()
 	go n.jobLoop()
+	go n.reconnectLoop()
 	return nil
 }
 
@@ -354,6 +358,7 @@ func (n *Node) Kill() {
 }
 
 func (n *Node) shutdown(graceful bool) error {
+	n.leaving.Store(true) // no more rejoins (reconnectLoop)
 	var errs []error
 	t0 := time.Now()
 	defer func() { n.log.Debug("shutdown took", "d", time.Since(t0)) }()
