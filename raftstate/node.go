@@ -136,8 +136,16 @@ func Open(cfg Config, layer raft.StreamLayer) (_ *Node, err error) {
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  tl,
 		MaxPool: cfg.MaxPool,
-		Timeout: cfg.TransportTimeout,
-		Logger:  n.log.Named("transport"),
+		// No pipelined replication: with the default of 2 in flight,
+		// hashicorp/raft's pipeline can park its sender on inprogressCh while
+		// its decoder parks on doneCh after a rejected AppendEntries; the
+		// follower then gets heartbeats but no entries, and Raft.Shutdown
+		// never returns (seen once in ~20 teardowns of 8-node clusters in
+		// bench fanin; grafana/pyroscope#5518 describes the same deadlock).
+		// raft's own docs find pipelining of little benefit.
+		MaxRPCsInFlight: 1,
+		Timeout:         cfg.TransportTimeout,
+		Logger:          n.log.Named("transport"),
 	})
 	n.raft, err = raft.NewRaft(n.raftConfig(), n.fsm, n.store, n.store, snaps, n.trans)
 	if err != nil {
