@@ -158,8 +158,9 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 	var m wireMsg
 	e, err := readMsg(r.codec, &r.rc, &m, r.cfg.Limits, r.cfg.Alloc)
 	if err == nil && m.Kind == kindAccept && r.workerMax == 0 && r.received == 0 {
-		if m.Window < 1 || m.MaxWindow < m.Window {
-			return r.fail(malformed("accept from %s: window %d, cap %d", r.addr, m.Window, m.MaxWindow))
+		if m.Window < 1 || m.Window > r.minWindow || m.MaxWindow < m.Window {
+			// The worker may only clamp the window asked for, never raise it.
+			return r.fail(malformed("accept from %s: window %d (asked for %d), cap %d", r.addr, m.Window, r.minWindow, m.MaxWindow))
 		}
 		r.workerMax, r.window = m.MaxWindow, m.Window-int(r.withheld)
 		r.minWindow = min(r.minWindow, m.Window)

@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -83,5 +84,76 @@ func TestWindowBytesGrowsAndShrinks(t *testing.T) {
 			}
 			t.Logf("window: opened 2, grown to %d on small batches, %d on large ones (worker's view %d, %d withheld)", grown, rcv.window, snd.Window(), rcv.withheld)
 		})
+	}
+}
+
+// A worker's Accept may only clamp the window asked for: one that raises it,
+// or a cap below its window, breaks the stream with ErrMalformedBatch.
+func TestBadAcceptIsMalformed(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		window, maxWin int
+	}{{"window above the one asked for", 5, 64}, {"cap below the window", 2, 1}, {"zero window", 0, 64}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, transport.FastConfig())
+			ctx := ctxT(t, 5*time.Second)
+			rcv, err := Open(ctx, p.client.t, p.client.codec, p.worker.addr(), OpenRequest{Job: "j", Window: 4}, DefaultLimits())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rcv.Close()
+			c, err := p.worker.t.Listener(transport.KindData).Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			var open wireMsg
+			if _, err := readMsg(p.worker.codec, c, &open, Limits{}, nil); err != nil || open.Kind != kindOpen {
+				t.Fatalf("open: %+v, %v", open, err)
+			}
+			if err := p.worker.codec.WriteFrame(c, &wireMsg{Kind: kindAccept, Window: tc.window, MaxWindow: tc.maxWin}); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := rcv.Next(ctx); !errors.Is(err, ErrMalformedBatch) {
+				t.Fatalf("Next after a bad accept: %v, want ErrMalformedBatch", err)
+			}
+		})
+	}
+}
+
+// A credit message with a negative growth, or neither credit nor growth,
+// breaks the stream: the worker's next Send fails.
+func TestBadCreditGrowthIsCutOff(t *testing.T) {
+	for _, m := range []wireMsg{{Kind: kindCredit, Credits: 0, Grow: -3}, {Kind: kindCredit}} {
+		p := newPair(t, transport.FastConfig())
+		ctx := ctxT(t, 5*time.Second)
+		s, err := p.client.t.Dial(ctx, p.worker.addr(), transport.KindData)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.client.codec.WriteFrame(s, &wireMsg{Kind: kindOpen, Window: 1}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := p.worker.t.Listener(transport.KindData).Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		snd, _, err := Accept(ctx, p.worker.codec, c, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.client.codec.WriteFrame(s, &m); err != nil {
+			t.Fatal(err)
+		}
+		var serr error
+		waitFor(t, 3*time.Second, "Send to fail", func() bool {
+			serr = snd.Send(ctx, encode(t, p.worker.codec, 0, numbered(t, 0, 10)))
+			return serr != nil
+		})
+		if !errors.Is(serr, ErrMalformedBatch) {
+			t.Fatalf("credit %+v: Send: %v, want ErrMalformedBatch", m, serr)
+		}
+		snd.Close()
+		s.Close()
 	}
 }
