@@ -139,7 +139,8 @@ type Client struct {
 //   - the batch the application holds from its last Next.
 //
 // It is an upper bound on live batch bytes. Not counted: free buffers kept
-// for reuse after Batch.Release (at most RecycleBytes) and the garbage
+// for reuse after Batch.Release (at most RecycleBytes), the up to 1/8
+// larger capacity of recycled buffers (size classes), and the garbage
 // collector's headroom (GOGC) above the live bytes.
 func (o Options) BufferBound(workers int, b int64) int64 {
 	o = o.withDefaults()

@@ -64,7 +64,8 @@ type Config struct {
 	// request can retry against a new leader within its deadline.
 	ForwardAttemptTimeout time.Duration
 	// DeadMemberRetention is how long a dead or departed member stays in
-	// the member list before it is forgotten.
+	// the member list before it is forgotten (a dead one at least
+	// Gossip.ReconnectTimeout, while it is retried).
 	DeadMemberRetention time.Duration
 
 	// GossipKey enables gossip encryption (AES-GCM); 32 bytes, or nil.
@@ -125,7 +126,8 @@ type GossipConfig struct {
 	// each other dead and stop gossiping to each other, so without it they
 	// would never merge again. 0 turns it off.
 	ReconnectInterval time.Duration
-	// ReconnectTimeout is how long a dead member keeps being retried.
+	// ReconnectTimeout is how long a dead member keeps being retried (and
+	// listed, if longer than DeadMemberRetention).
 	ReconnectTimeout time.Duration
 }
 

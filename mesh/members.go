@@ -48,23 +48,26 @@ type memberEntry struct {
 // memberTable remembers every member gossip told us about, including the
 // dead and departed ones that memberlist.Members no longer lists, so that
 // `members` can show them and the voter planner knows how long a voter has
-// been down. It is bounded: entries that stayed dead longer than retention
-// are dropped.
+// been down. It is bounded: entries that departed longer than retention ago
+// are dropped, and dead ones after the longer of retention and
+// deadRetention (the reconnect loop retries them until then).
 type memberTable struct {
-	log       *slog.Logger
-	retention time.Duration
-	changed   chan struct{} // capacity 1: a coalesced "something changed"
+	log           *slog.Logger
+	retention     time.Duration
+	deadRetention time.Duration
+	changed       chan struct{} // capacity 1: a coalesced "something changed"
 
 	mu      sync.Mutex
 	entries map[string]*memberEntry
 }
 
-func newMemberTable(log *slog.Logger, retention time.Duration) *memberTable {
+func newMemberTable(log *slog.Logger, retention, deadRetention time.Duration) *memberTable {
 	return &memberTable{
-		log:       log,
-		retention: retention,
-		changed:   make(chan struct{}, 1),
-		entries:   map[string]*memberEntry{},
+		log:           log,
+		retention:     retention,
+		deadRetention: max(retention, deadRetention),
+		changed:       make(chan struct{}, 1),
+		entries:       map[string]*memberEntry{},
 	}
 }
 
@@ -117,14 +120,18 @@ func (t *memberTable) NotifyLeave(n *memberlist.Node) {
 // NotifyUpdate implements memberlist.EventDelegate.
 func (t *memberTable) NotifyUpdate(n *memberlist.Node) { t.set(n, StatusAlive) }
 
-// snapshot lists the members, dropping those that stayed dead or departed
-// longer than the retention.
+// snapshot lists the members, dropping those that departed longer than the
+// retention ago, or stayed dead longer than the dead retention.
 func (t *memberTable) snapshot() []Member {
 	now := time.Now()
 	t.mu.Lock()
 	out := make([]Member, 0, len(t.entries))
 	for name, e := range t.entries {
-		if (e.status == StatusDead || e.status == StatusLeft) && now.Sub(e.since) > t.retention {
+		keep := t.retention
+		if e.status == StatusDead {
+			keep = t.deadRetention
+		}
+		if (e.status == StatusDead || e.status == StatusLeft) && now.Sub(e.since) > keep {
 			delete(t.entries, name)
 			continue
 		}

@@ -180,7 +180,7 @@ func (n *Node) startGossip(ctx context.Context) error {
 	if cfg.WrapGossipTransport != nil {
 		gt = cfg.WrapGossipTransport(nt)
 	}
-	n.members = newMemberTable(n.log, cfg.DeadMemberRetention)
+	n.members = newMemberTable(n.log, cfg.DeadMemberRetention, cfg.Gossip.ReconnectTimeout)
 	n.delegate = &delegate{}
 	if err := n.setMeta("none"); err != nil {
 		nt.Shutdown()

@@ -364,9 +364,12 @@ func (t *task) serve(ctx context.Context, s *batch.Sender) {
 			// credit for, and write them together.
 			fs = append(fs[:0], f)
 			open := t.gather(&fs, min(s.Available(), t.w.n.cfg.Worker.SendCoalesce))
-			if _, err := s.SendAll(ctx, fs); err != nil {
-				// The consumer is gone; these batches are lost with it
-				// (at-most-once), as tf.data service does.
+			_, err := s.SendAll(ctx, fs)
+			clear(fs) // do not keep sent batches alive while waiting for the next
+			if err != nil {
+				// The consumer is gone; these batches (up to SendCoalesce,
+				// the unsent ones included) are lost with it (at-most-once),
+				// as tf.data service does.
 				t.w.n.log.Debug("consumer stream ended", "job", t.job.Name, "err", err)
 				return
 			}

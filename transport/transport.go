@@ -115,6 +115,8 @@ type dialEntry struct {
 // New starts a transport on pc. The caller owns pc and closes it after Close;
 // pc may be any net.PacketConn (tests wrap it to inject faults). With serverTLS
 // nil the transport only dials (CLI tools, clients). log may be nil.
+// On Linux, with cfg.GROBuffers > 0, it turns on UDP_GRO on a *net.UDPConn pc
+// (and leaves it on): read pc only through the transport.
 func New(pc net.PacketConn, serverTLS, clientTLS *tls.Config, cfg Config, log *slog.Logger) (*Transport, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

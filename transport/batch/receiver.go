@@ -31,8 +31,11 @@ type ReceiverConfig struct {
 	// WindowBytes by growing the window above the OpenRequest's Window
 	// (never below it), up to MaxWindow batches, and shrinking it back when
 	// batches get larger. Small batches then have enough in flight to hide
-	// the round trip of their credits, and large ones keep the Window. Zero:
-	// the window stays as opened.
+	// the round trip of their credits, and large ones keep the Window.
+	// Shrinking cannot take back credit already granted: after a run of
+	// small batches, up to the grown window of large ones may still come
+	// (the QUIC stream receive window bounds their bytes). Zero: the window
+	// stays as opened.
 	WindowBytes int64
 	// MaxWindow caps a window grown by WindowBytes, in batches (the worker
 	// also caps it, at its Worker.MaxWindow). Default DefaultMaxWindow.
@@ -95,7 +98,7 @@ func OpenConfig(ctx context.Context, tr *transport.Transport, codec *transport.C
 	}
 	r := &Receiver{codec: codec, ctl: codec.WithMaxFrame(controlFrameBytes), s: s, addr: addr, cfg: cfg, window: req.Window, minWindow: req.Window}
 	r.rc.r = s
-	m := wireMsg{Kind: kindOpen, Job: req.Job, Consumer: req.Consumer, Window: req.Window, OpenExtra: req.Extra}
+	m := wireMsg{Kind: kindOpen, Job: req.Job, Consumer: req.Consumer, Window: req.Window, OpenExtra: req.Extra, WantAccept: true}
 	stop := interruptOn(ctx, s.SetWriteDeadline)
 	err = r.ctl.WriteFrame(s, &m)
 	stop()

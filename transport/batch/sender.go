@@ -107,22 +107,25 @@ func Accept(ctx context.Context, codec *transport.Codec, s net.Conn, maxWindow i
 		return nil, req, fmt.Errorf("accept batch stream from %s: %w", s.RemoteAddr(), err)
 	}
 	snd := &Sender{
-		conn:    s,
-		ctl:     ctl,
+		conn:      s,
+		ctl:       ctl,
 		window:    min(req.Window, maxWindow),
 		maxWindow: maxWindow,
-		credit:  make(chan struct{}, 1),
-		gone:    make(chan struct{}),
-		closing: make(chan struct{}),
+		credit:    make(chan struct{}, 1),
+		gone:      make(chan struct{}),
+		closing:   make(chan struct{}),
 	}
-	// Tell the client the window in force and the cap, so it can size its
-	// credits; a client that cannot take this is not worth serving.
-	stop = interruptOn(ctx, s.SetWriteDeadline)
-	err = ctl.WriteFrame(s, &wireMsg{Kind: kindAccept, Window: snd.window, MaxWindow: maxWindow})
-	stop()
-	if err != nil {
-		resetStream(s)
-		return nil, req, fmt.Errorf("accept batch stream from %s: %w", s.RemoteAddr(), err)
+	// Tell a client that asks (older clients do not, and would take the
+	// message for a protocol error) the window in force and the cap, so it
+	// can size its credits.
+	if m.WantAccept {
+		stop = interruptOn(ctx, s.SetWriteDeadline)
+		err = ctl.WriteFrame(s, &wireMsg{Kind: kindAccept, Window: snd.window, MaxWindow: maxWindow})
+		stop()
+		if err != nil {
+			resetStream(s)
+			return nil, req, fmt.Errorf("accept batch stream from %s: %w", s.RemoteAddr(), err)
+		}
 	}
 	snd.wg.Go(snd.readCredits)
 	return snd, req, nil
@@ -145,8 +148,8 @@ func (s *Sender) readCredits() {
 		if _, err = readMsg(s.ctl, s.conn, &m, Limits{}, nil); err != nil {
 			break
 		}
-		if m.Kind != kindCredit || m.Credits < 0 || m.Grow < 0 || m.Credits+m.Grow < 1 {
-			err = malformed("client sent %s message with %d credits and %d window growth, want credit or growth ≥ 1", m.Kind, m.Credits, m.Grow)
+		if m.Kind != kindCredit || m.Credits < 0 || m.Grow < 0 || m.Grow > int64(s.maxWindow) || (m.Credits == 0 && m.Grow == 0) {
+			err = malformed("client sent %s message with %d credits and %d window growth, want credit or growth ≥ 1 (growth ≤ %d)", m.Kind, m.Credits, m.Grow, s.maxWindow)
 			break
 		}
 		s.mu.Lock()
@@ -157,7 +160,7 @@ func (s *Sender) readCredits() {
 			break
 		}
 		s.credited += uint64(m.Credits)
-		s.window = int(min(int64(s.window)+m.Grow, int64(s.maxWindow)))
+		s.window = min(s.window+int(m.Grow), s.maxWindow) // both ≤ maxWindow: no overflow
 		s.mu.Unlock()
 		select {
 		case s.credit <- struct{}{}:

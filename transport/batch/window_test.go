@@ -157,3 +157,34 @@ func TestBadCreditGrowthIsCutOff(t *testing.T) {
 		s.Close()
 	}
 }
+
+// A client that does not ask for the Accept message (one that predates it)
+// gets none: its first message is the first batch.
+func TestNoAcceptUnlessAsked(t *testing.T) {
+	p := newPair(t, transport.FastConfig())
+	ctx := ctxT(t, 5*time.Second)
+	s, err := p.client.t.Dial(ctx, p.worker.addr(), transport.KindData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := p.client.codec.WriteFrame(s, &wireMsg{Kind: kindOpen, Window: 2}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := p.worker.t.Listener(transport.KindData).Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snd, _, err := Accept(ctx, p.worker.codec, c, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snd.Close()
+	if err := snd.Send(ctx, encode(t, p.worker.codec, 0, numbered(t, 0, 10))); err != nil {
+		t.Fatal(err)
+	}
+	var m wireMsg
+	if _, err := readMsg(p.client.codec, s, &m, Limits{}, nil); err != nil || m.Kind != kindBatch {
+		t.Fatalf("first message to a client that did not ask for Accept: %s, %v; want a batch", m.Kind, err)
+	}
+}

@@ -126,6 +126,9 @@ type wireMsg struct {
 	Consumer  string          `cbor:"8,keyasint,omitempty"`
 	Window    int             `cbor:"9,keyasint,omitempty"`
 	OpenExtra cbor.RawMessage `cbor:"10,keyasint,omitempty"`
+	// WantAccept: the client reads an Accept message first (workers that
+	// predate it ignore the field and send none).
+	WantAccept bool `cbor:"17,keyasint,omitempty"`
 
 	// kindCredit
 	Credits int64 `cbor:"11,keyasint,omitempty"`
