@@ -2,6 +2,7 @@ package batch
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -121,10 +122,12 @@ func TestBadAcceptIsMalformed(t *testing.T) {
 	}
 }
 
-// A credit message with a negative growth, or neither credit nor growth,
-// breaks the stream: the worker's next Send fails.
+// A credit message with a negative growth, a growth above the worker's cap,
+// or neither credit nor growth, breaks the stream: the worker's next Send
+// fails.
 func TestBadCreditGrowthIsCutOff(t *testing.T) {
-	for _, m := range []wireMsg{{Kind: kindCredit, Credits: 0, Grow: -3}, {Kind: kindCredit}} {
+	// The worker's cap is 4: growth beyond it (or overflowing) is refused.
+	for _, m := range []wireMsg{{Kind: kindCredit, Credits: 0, Grow: -3}, {Kind: kindCredit}, {Kind: kindCredit, Grow: 5}, {Kind: kindCredit, Grow: math.MaxInt64}} {
 		p := newPair(t, transport.FastConfig())
 		ctx := ctxT(t, 5*time.Second)
 		s, err := p.client.t.Dial(ctx, p.worker.addr(), transport.KindData)
