@@ -1,11 +1,13 @@
 package batch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 
 	"github.com/feedmesh/feedmesh/pipeline/tensor"
@@ -71,6 +73,12 @@ type Receiver struct {
 	received   uint64 // batches received
 	err        error  // sticky: io.EOF, *RemoteError or a failure
 	rc         countingReader
+	// scratch is the reused tail buffer of batches with unpadded tensors
+	// (when cfg.Alloc is nil): those are re-padded into new buffers and the
+	// other tensors copied out, so nothing Next returns references it.
+	scratch  []byte
+	cur      *wireMsg // the message being read, for allocTail
+	tailUsed bool     // scratch was handed out for the current message
 
 	closeMu sync.Mutex
 	closed  bool
@@ -159,7 +167,12 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 	}
 	r.rc.n = 0
 	var m wireMsg
-	e, err := readMsg(r.codec, &r.rc, &m, r.cfg.Limits, r.cfg.Alloc)
+	alloc := r.cfg.Alloc
+	if alloc == nil {
+		alloc = r.allocTail
+	}
+	r.cur, r.tailUsed = &m, false
+	e, err := readMsg(r.codec, &r.rc, &m, r.cfg.Limits, alloc)
 	if err == nil && m.Kind == kindAccept && r.workerMax == 0 && r.received == 0 {
 		if m.Window < 1 || m.Window > r.minWindow || m.MaxWindow < m.Window {
 			// The worker may only clamp the window asked for, never raise it.
@@ -169,7 +182,10 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 		r.minWindow = min(r.minWindow, m.Window)
 		r.rc.n = 0
 		m = wireMsg{}
-		e, err = readMsg(r.codec, &r.rc, &m, r.cfg.Limits, r.cfg.Alloc)
+		e, err = readMsg(r.codec, &r.rc, &m, r.cfg.Limits, alloc)
+	}
+	if err == nil && r.tailUsed {
+		detachFromTail(&e, &m)
 	}
 	if err != nil {
 		if ctx.Err() != nil && r.rc.n == 0 && !r.isClosed() {
@@ -208,6 +224,50 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 		return Header{}, tensor.Element{}, r.err
 	}
 	return r.fail(malformed("unexpected %s message from worker %s", m.Kind, r.addr))
+}
+
+// maxScratchBytes bounds the tail buffer a Receiver keeps for reuse;
+// larger tails get a buffer of their own.
+const maxScratchBytes = 1 << 20
+
+// allocTail hands out the reused scratch buffer for the tail of a batch
+// with unpadded tensors (the first buffer asked for, up to
+// maxScratchBytes), and new buffers otherwise (the re-padded tensors).
+func (r *Receiver) allocTail(n int) []byte {
+	if r.tailUsed || r.cur == nil || n > maxScratchBytes || !hasUnpadded(r.cur) {
+		return make([]byte, n)
+	}
+	r.tailUsed = true
+	if cap(r.scratch) < n {
+		r.scratch = make([]byte, n)
+	}
+	return r.scratch[:n]
+}
+
+func hasUnpadded(m *wireMsg) bool {
+	for i := range m.Tensors {
+		if m.Tensors[i].Lengths != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// detachFromTail copies the tensors that still view the tail (all but the
+// re-padded ones) into buffers of their own.
+func detachFromTail(e *tensor.Element, m *wireMsg) {
+	for i := range m.Tensors {
+		if m.Tensors[i].Lengths != "" || i >= len(e.Tensors) {
+			continue
+		}
+		t := &e.Tensors[i]
+		if t.Data != nil {
+			t.Data = bytes.Clone(t.Data)
+		}
+		if t.Offsets != nil {
+			t.Offsets = slices.Clone(t.Offsets)
+		}
+	}
 }
 
 // plan decides the credit message to write before reading the next batch:

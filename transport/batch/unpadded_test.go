@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/transport"
 )
 
 // paddedBatch builds tokens int32 [len(lengths), maxLen] padded with pad,
@@ -193,6 +195,52 @@ func TestUnpaddedIntoDirtyBuffers(t *testing.T) {
 		}
 		if allocs != 2 {
 			t.Fatalf("pad %d: Alloc called %d times, want 2 (the tail, the re-padded tokens)", pad, allocs)
+		}
+	}
+}
+
+// The receiver reuses one tail buffer for batches with unpadded tensors:
+// a batch Next returned must not change when later batches arrive.
+func TestUnpaddedBatchesSurviveLaterOnes(t *testing.T) {
+	p := newPair(t, transport.FastConfig())
+	snd, rcv := p.stream(t, OpenRequest{Job: "j", Window: 4}, 4, Limits{})
+	ctx := ctxT(t, 10*time.Second)
+	var sent []tensor.Element
+	for i := range 6 {
+		// Tails shrink batch by batch, so each fits in the buffer the
+		// previous one used.
+		lengths := []int32{int32(9 - i), int32(20 - 3*i), 0, int32(12 - i)}
+		e := paddedBatch(lengths, 32, 0)
+		binary.LittleEndian.PutUint64(e.Tensors[1].Data, uint64(1000+i)) // distinct ids
+		sent = append(sent, e)
+	}
+	go func() {
+		for i, e := range sent {
+			f, err := EncodeWith(p.worker.codec, Header{Seq: uint64(i)}, e, EncodeOptions{Unpadded: true})
+			if err == nil {
+				err = snd.Send(ctx, f)
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		snd.End(nil)
+	}()
+	var got []tensor.Element
+	for range sent {
+		_, e, err := rcv.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e)
+	}
+	if !rcv.tailUsed && rcv.scratch == nil {
+		t.Fatal("the reused tail buffer was not used: the test tests nothing")
+	}
+	for i := range sent {
+		if where, ok := equalElements(sent[i], got[i]); !ok {
+			t.Fatalf("batch %d changed after later batches arrived: differs in %s", i, where)
 		}
 	}
 }
