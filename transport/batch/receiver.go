@@ -22,11 +22,13 @@ type ReceiverConfig struct {
 	// Limits bound what the receiver accepts in batch headers (zero fields:
 	// DefaultLimits). The codec bounds header and frame size.
 	Limits Limits
-	// Alloc, when set, supplies the buffer each batch's tail is read into,
-	// and those of the padded tensors rebuilt from unpadded ones (called
-	// with the exact length; must return at least that capacity; the bytes
-	// need not be zero), so a client can pool batch buffers. The returned
-	// element's tensors live in them. Nil allocates new buffers per batch.
+	// Alloc, when set, supplies the buffers the returned batches live in:
+	// each batch's tail, or for a batch with unpadded tensors the buffers
+	// those are re-padded into (its tail then goes to a buffer the Receiver
+	// reuses, and its other, small tensors are copied out). Called with the
+	// exact length; must return at least that capacity; the bytes need not
+	// be zero. So a client can pool batch buffers. Nil allocates new
+	// buffers per batch.
 	Alloc func(n int) []byte
 	// WindowBytes, when positive, sizes the credit window by bytes as well
 	// as batches: the receiver keeps Window × (mean batch bytes) near
@@ -167,10 +169,7 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 	}
 	r.rc.n = 0
 	var m wireMsg
-	alloc := r.cfg.Alloc
-	if alloc == nil {
-		alloc = r.allocTail
-	}
+	alloc := r.allocTail
 	r.cur, r.tailUsed = &m, false
 	e, err := readMsg(r.codec, &r.rc, &m, r.cfg.Limits, alloc)
 	if err == nil && m.Kind == kindAccept && r.workerMax == 0 && r.received == 0 {
@@ -232,16 +231,20 @@ const maxScratchBytes = 1 << 20
 
 // allocTail hands out the reused scratch buffer for the tail of a batch
 // with unpadded tensors (the first buffer asked for, up to
-// maxScratchBytes), and new buffers otherwise (the re-padded tensors).
+// maxScratchBytes), and otherwise buffers from cfg.Alloc or new ones: the
+// re-padded tensors, and the tails of other batches.
 func (r *Receiver) allocTail(n int) []byte {
-	if r.tailUsed || r.cur == nil || n > maxScratchBytes || !hasUnpadded(r.cur) {
-		return make([]byte, n)
+	if !r.tailUsed && r.cur != nil && n <= maxScratchBytes && hasUnpadded(r.cur) {
+		r.tailUsed = true
+		if cap(r.scratch) < n {
+			r.scratch = make([]byte, n)
+		}
+		return r.scratch[:n]
 	}
-	r.tailUsed = true
-	if cap(r.scratch) < n {
-		r.scratch = make([]byte, n)
+	if r.cfg.Alloc != nil {
+		return r.cfg.Alloc(n)
 	}
-	return r.scratch[:n]
+	return make([]byte, n)
 }
 
 func hasUnpadded(m *wireMsg) bool {
