@@ -91,13 +91,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	readStart := time.Now()
 	lastPrint := time.Now()
 	for {
-		_, err := it.Next(ctx)
+		b, err := it.Next(ctx)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return err
 		}
+		b.Release() // only counted: its buffers can take the next batch
 		s := it.Stats()
 		if time.Since(lastPrint) >= 500*time.Millisecond {
 			lastPrint = time.Now()
