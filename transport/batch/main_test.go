@@ -191,3 +191,30 @@ func equalElements(a, b tensor.Element) (string, bool) {
 	}
 	return "", true
 }
+
+// rawClient opens a batch stream from the client with a hand-written Open
+// message instead of a Receiver, and accepts it on the worker with
+// maxWindow: for tests that play a misbehaving or older client. Both ends
+// are closed at cleanup.
+func (p *pair) rawClient(tb testing.TB, open wireMsg, maxWindow int) (net.Conn, *Sender) {
+	tb.Helper()
+	ctx := ctxT(tb, 5*time.Second)
+	s, err := p.client.t.Dial(ctx, p.worker.addr(), transport.KindData)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	if err := p.client.codec.WriteFrame(s, &open); err != nil {
+		tb.Fatal(err)
+	}
+	c, err := p.worker.t.Listener(transport.KindData).Accept()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	snd, _, err := Accept(ctx, p.worker.codec, c, maxWindow)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { snd.Close() })
+	return s, snd
+}

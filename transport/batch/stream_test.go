@@ -460,23 +460,7 @@ func TestBadOpenRequests(t *testing.T) {
 func TestClientOverGrantingCreditIsCutOff(t *testing.T) {
 	p := newPair(t, transport.FastConfig())
 	ctx := ctxT(t, 5*time.Second)
-	s, err := p.client.t.Dial(ctx, p.worker.addr(), transport.KindData)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := p.client.codec.WriteFrame(s, &wireMsg{Kind: kindOpen, Window: 1}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := p.worker.t.Listener(transport.KindData).Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	snd, _, err := Accept(ctx, p.worker.codec, c, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snd.Close()
+	s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Window: 1}, 4)
 	// Credits for batches never sent: a protocol violation.
 	if err := p.client.codec.WriteFrame(s, &wireMsg{Kind: kindCredit, Credits: 1000}); err != nil {
 		t.Fatal(err)

@@ -130,21 +130,7 @@ func TestBadCreditGrowthIsCutOff(t *testing.T) {
 	for _, m := range []wireMsg{{Kind: kindCredit, Credits: 0, Grow: -3}, {Kind: kindCredit}, {Kind: kindCredit, Grow: 5}, {Kind: kindCredit, Grow: math.MaxInt64}} {
 		p := newPair(t, transport.FastConfig())
 		ctx := ctxT(t, 5*time.Second)
-		s, err := p.client.t.Dial(ctx, p.worker.addr(), transport.KindData)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.client.codec.WriteFrame(s, &wireMsg{Kind: kindOpen, Window: 1}); err != nil {
-			t.Fatal(err)
-		}
-		c, err := p.worker.t.Listener(transport.KindData).Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		snd, _, err := Accept(ctx, p.worker.codec, c, 4)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Window: 1}, 4)
 		if err := p.client.codec.WriteFrame(s, &m); err != nil {
 			t.Fatal(err)
 		}
@@ -156,8 +142,6 @@ func TestBadCreditGrowthIsCutOff(t *testing.T) {
 		if !errors.Is(serr, ErrMalformedBatch) {
 			t.Fatalf("credit %+v: Send: %v, want ErrMalformedBatch", m, serr)
 		}
-		snd.Close()
-		s.Close()
 	}
 }
 
@@ -166,23 +150,7 @@ func TestBadCreditGrowthIsCutOff(t *testing.T) {
 func TestNoAcceptUnlessAsked(t *testing.T) {
 	p := newPair(t, transport.FastConfig())
 	ctx := ctxT(t, 5*time.Second)
-	s, err := p.client.t.Dial(ctx, p.worker.addr(), transport.KindData)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := p.client.codec.WriteFrame(s, &wireMsg{Kind: kindOpen, Window: 2}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := p.worker.t.Listener(transport.KindData).Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	snd, _, err := Accept(ctx, p.worker.codec, c, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snd.Close()
+	s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Window: 2}, 4)
 	if err := snd.Send(ctx, encode(t, p.worker.codec, 0, numbered(t, 0, 10))); err != nil {
 		t.Fatal(err)
 	}
