@@ -198,14 +198,15 @@ type meter struct {
 	cpu0 float64
 }
 
-func startMeter() meter { return meter{t0: time.Now(), cpu0: cpuSeconds()} }
+func startMeter() meter { return meter{t0: time.Now(), cpu0: CPUSeconds()} }
 
 func (m meter) result(role string, bytes, batches int64) result {
-	return result{Role: role, Bytes: bytes, Batches: batches, Seconds: time.Since(m.t0).Seconds(), CPUS: cpuSeconds() - m.cpu0}
+	return result{Role: role, Bytes: bytes, Batches: batches, Seconds: time.Since(m.t0).Seconds(), CPUS: CPUSeconds() - m.cpu0}
 }
 
-// cpuSeconds is the user+system time of the whole process so far.
-func cpuSeconds() float64 {
+// CPUSeconds is the user+system time of the whole process so far (the
+// feedmesh benches' CPU meter).
+func CPUSeconds() float64 {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

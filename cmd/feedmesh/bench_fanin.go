@@ -17,10 +17,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/feedmesh/feedmesh/bench/transportbench"
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/testcluster"
@@ -347,9 +347,9 @@ func runFaninClient(ctx context.Context, args []string, stderr io.Writer) (fanin
 		line := bytes.TrimSpace(sc.Bytes())
 		switch {
 		case string(line) == faninStartLine:
-			cpu0 = cpuSeconds()
+			cpu0 = transportbench.CPUSeconds()
 		case len(line) > 0 && line[0] == '{' && !got:
-			cpu1 = cpuSeconds()
+			cpu1 = transportbench.CPUSeconds()
 			got = true
 			if err := json.Unmarshal(line, &res); err != nil {
 				badReport = fmt.Errorf("client process: bad report %q: %w", line, err)
@@ -376,15 +376,6 @@ func runFaninClient(ctx context.Context, args []string, stderr io.Writer) (fanin
 		return faninResult{}, 0, fmt.Errorf("client process: read %d batches in %.2f s", res.Batches, res.Seconds)
 	}
 	return res, cpu1 - cpu0, nil
-}
-
-// cpuSeconds is the user+system CPU time of this whole process so far.
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
 }
 
 func writeFaninTable(w io.Writer, rows []benchRow) error {
@@ -502,7 +493,7 @@ func faninMeasure(ctx context.Context, cl *client.Client, it *client.Iterator, w
 	if _, err := fmt.Fprintln(stdout, faninStartLine); err != nil {
 		return res, err
 	}
-	st0, cpu0, t0 := it.Stats(), cpuSeconds(), time.Now()
+	st0, cpu0, t0 := it.Stats(), transportbench.CPUSeconds(), time.Now()
 	sctx, stopSampling := context.WithCancel(ctx)
 	var rss, heap, pool []int64
 	var wg sync.WaitGroup
@@ -513,7 +504,7 @@ func faninMeasure(ctx context.Context, cl *client.Client, it *client.Iterator, w
 	for time.Since(t0) < window && err == nil {
 		err = next()
 	}
-	st1, cpu1, t1 := it.Stats(), cpuSeconds(), time.Now()
+	st1, cpu1, t1 := it.Stats(), transportbench.CPUSeconds(), time.Now()
 	stopSampling()
 	wg.Wait()
 	if err != nil {
