@@ -108,8 +108,15 @@ func newFaultyPair(tb testing.TB, cfg transport.Config) *pair {
 // stream opens a batch stream from the client to the worker and accepts it.
 func (p *pair) stream(tb testing.TB, req OpenRequest, maxWindow int, lim Limits) (*Sender, *Receiver) {
 	tb.Helper()
+	return p.streamWith(tb, req, maxWindow, ReceiverConfig{Limits: lim}, nil)
+}
+
+// streamWith is stream with a ReceiverConfig, and wrap (if not nil)
+// applied to the worker's end of the stream before Accept.
+func (p *pair) streamWith(tb testing.TB, req OpenRequest, maxWindow int, cfg ReceiverConfig, wrap func(net.Conn) net.Conn) (*Sender, *Receiver) {
+	tb.Helper()
 	ctx := ctxT(tb, 5*time.Second)
-	rcv, err := Open(ctx, p.client.t, p.client.codec, p.worker.addr(), req, lim)
+	rcv, err := OpenConfig(ctx, p.client.t, p.client.codec, p.worker.addr(), req, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -117,6 +124,9 @@ func (p *pair) stream(tb testing.TB, req OpenRequest, maxWindow int, lim Limits)
 	c, err := p.worker.t.Listener(transport.KindData).Accept()
 	if err != nil {
 		tb.Fatal(err)
+	}
+	if wrap != nil {
+		c = wrap(c)
 	}
 	snd, got, err := Accept(ctx, p.worker.codec, c, maxWindow)
 	if err != nil {

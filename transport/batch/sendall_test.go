@@ -27,21 +27,9 @@ func (c *countingConn) Write(p []byte) (int, error) {
 func TestSendAllCoalescesWithinCredit(t *testing.T) {
 	p := newPair(t, transport.FastConfig())
 	ctx := ctxT(t, 10*time.Second)
-	rcv, err := Open(ctx, p.client.t, p.client.codec, p.worker.addr(), OpenRequest{Job: "j", Window: 8}, DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rcv.Close()
-	c, err := p.worker.t.Listener(transport.KindData).Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc := &countingConn{Conn: c}
-	snd, _, err := Accept(ctx, p.worker.codec, cc, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snd.Close()
+	var cc *countingConn
+	snd, rcv := p.streamWith(t, OpenRequest{Job: "j", Window: 8}, 64, ReceiverConfig{Limits: DefaultLimits()},
+		func(c net.Conn) net.Conn { cc = &countingConn{Conn: c}; return cc })
 	if got := snd.Available(); got != 8 {
 		t.Fatalf("Available before sending: %d, want the window 8", got)
 	}

@@ -22,21 +22,7 @@ func TestWindowBytesGrowsAndShrinks(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t, transport.FastConfig())
 			ctx := ctxT(t, 20*time.Second)
-			rcv, err := OpenConfig(ctx, p.client.t, p.client.codec, p.worker.addr(), OpenRequest{Job: "j", Window: 2},
-				ReceiverConfig{WindowBytes: 16 * small})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rcv.Close()
-			c, err := p.worker.t.Listener(transport.KindData).Accept()
-			if err != nil {
-				t.Fatal(err)
-			}
-			snd, _, err := Accept(ctx, p.worker.codec, c, tc.workerMax)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer snd.Close()
+			snd, rcv := p.streamWith(t, OpenRequest{Job: "j", Window: 2}, tc.workerMax, ReceiverConfig{WindowBytes: 16 * small}, nil)
 			const nSmall, nLarge = 100, 60
 			sizeOf := func(i int) int {
 				if i < nSmall {
