@@ -420,9 +420,9 @@ func (co *coordinator) readRound(ctx context.Context, worker string, round int64
 		res.kind, res.err = roundFail, err
 		return res, false
 	}
-	var last [][]byte
+	rec := it.c.recorder()
 	r, err := batch.OpenConfig(ctx, it.c.tr, it.c.codec, addr,
-		batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: 1, Extra: extra}, it.c.receiverConfig(&last, false))
+		batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: 1, Extra: extra}, it.c.receiverConfig(rec, false))
 	if err != nil {
 		return res, true
 	}
@@ -449,7 +449,7 @@ func (co *coordinator) readRound(ctx context.Context, worker string, round int64
 	}
 	res.kind = roundBatch
 	res.size = int64(el.ByteSize())
-	res.b = Batch{Element: el, Worker: worker, Seq: h.Seq, Epoch: h.Epoch, Round: &rh, batched: it.batched, buf: it.c.recyclable(&last)}
+	res.b = Batch{Element: el, Worker: worker, Seq: h.Seq, Epoch: h.Epoch, Round: &rh, batched: it.batched, buf: recyclable(rec)}
 	return res, false
 }
 

@@ -33,56 +33,59 @@ type Batch struct {
 	buf     *recycled // the buffer the batch's tensors were read into; nil: not recyclable
 }
 
-// recycled is a batch's receive buffers (its tail and any re-padded
+// recycled is a batch's receive buffers (its tail, or its re-padded
 // tensors) on their way back to the client's pool.
 type recycled struct {
-	pool *batch.BufferPool
+	rec  *batch.Recorder
 	bufs [][]byte
 	done atomic.Bool
 }
 
-// Release gives the batch's receive buffer back to the client for reuse by
+// Release gives the batch's receive buffers back to the client for reuse by
 // a later batch (Options.RecycleBytes). After Release the batch's tensors
 // must not be used: their bytes will be overwritten. Optional: a batch never
 // released is garbage-collected as usual. Calling it again, or on a copy of
 // the batch, does nothing.
 func (b Batch) Release() {
 	if r := b.buf; r != nil && r.done.CompareAndSwap(false, true) {
-		for _, buf := range r.bufs {
-			r.pool.Put(buf)
-		}
+		r.rec.Put(r.bufs)
 		r.bufs = nil
 	}
 }
 
-// receiverConfig is the receive configuration of the client's batch
-// streams; when the client recycles buffers, those of each batch are
-// recorded in *last. growWindow lets the window grow by
-// Options.WindowBytes.
-func (c *Client) receiverConfig(last *[][]byte, growWindow bool) batch.ReceiverConfig {
+// receiverConfig is the receive configuration of one of the client's batch
+// streams, with rec (nil when the client does not recycle buffers) as its
+// allocator. growWindow lets the window grow by Options.WindowBytes.
+func (c *Client) receiverConfig(rec *batch.Recorder, growWindow bool) batch.ReceiverConfig {
 	rc := batch.ReceiverConfig{Limits: batch.DefaultLimits()}
 	if growWindow && c.opts.WindowBytes > 0 {
 		rc.WindowBytes = c.opts.WindowBytes
 	}
-	if c.pool != nil {
-		rc.Alloc = func(n int) []byte {
-			b := c.pool.Get(n)
-			*last = append(*last, b)
-			return b
-		}
+	if rec != nil {
+		rc.Alloc = rec.Alloc
 	}
 	return rc
 }
 
-// recyclable wraps *last, the buffers of the batch just received, for
-// Batch.Release, and resets it.
-func (c *Client) recyclable(last *[][]byte) *recycled {
-	if c.pool == nil || len(*last) == 0 {
+// recorder is a new Recorder of the client's pool, or nil without one.
+func (c *Client) recorder() *batch.Recorder {
+	if c.pool == nil {
 		return nil
 	}
-	r := &recycled{pool: c.pool, bufs: *last}
-	*last = nil
-	return r
+	return c.pool.Recorder()
+}
+
+// recyclable wraps the buffers rec recorded for the batch just received,
+// for Batch.Release.
+func recyclable(rec *batch.Recorder) *recycled {
+	if rec == nil {
+		return nil
+	}
+	bufs := rec.Take()
+	if len(bufs) == 0 {
+		return nil
+	}
+	return &recycled{rec: rec, bufs: bufs}
 }
 
 // Rows is the number of elements in the batch: its leading dimension,
@@ -428,15 +431,14 @@ func (it *Iterator) stream(wg *sync.WaitGroup, worker, addr string) {
 }
 
 func (it *Iterator) readWorker(worker, addr string) error {
-	var last [][]byte
+	rec := it.c.recorder()
 	r, err := batch.OpenConfig(it.ctx, it.c.tr, it.c.codec, addr,
-		batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: it.c.opts.Window}, it.c.receiverConfig(&last, true))
+		batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: it.c.opts.Window}, it.c.receiverConfig(rec, true))
 	if err != nil {
 		return err
 	}
 	defer r.Close()
 	for first := true; ; first = false {
-		last = nil
 		h, el, err := r.Next(it.ctx)
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -457,7 +459,7 @@ func (it *Iterator) readWorker(worker, addr string) error {
 			return err
 		}
 		select {
-		case it.items <- item{b: Batch{Element: el, Worker: worker, Seq: h.Seq, Epoch: h.Epoch, batched: it.batched, buf: it.c.recyclable(&last)}, size: size}:
+		case it.items <- item{b: Batch{Element: el, Worker: worker, Seq: h.Seq, Epoch: h.Epoch, batched: it.batched, buf: recyclable(rec)}, size: size}:
 		case <-it.ctx.Done():
 			it.budget.release(size)
 			return it.ctx.Err()

@@ -12,7 +12,7 @@ import (
 func TestReleaseOnce(t *testing.T) {
 	p := batch.NewBufferPool(64 << 20)
 	buf := p.Get(1 << 20)
-	b := Batch{buf: &recycled{pool: p, bufs: [][]byte{buf}}}
+	b := Batch{buf: &recycled{rec: p.Recorder(), bufs: [][]byte{buf}}}
 	c := b
 	b.Release()
 	b.Release()

@@ -212,7 +212,7 @@ func feedmeshRecv(ctx context.Context, o peerOptions) (result, error) {
 		pool = batch.NewBufferPool(64 << 20) // client.Options.RecycleBytes' default
 	}
 	var rcvs []*batch.Receiver
-	var lasts []*[][]byte // per receiver: the buffers of its last batch (--release)
+	var recs []*batch.Recorder // per receiver, with --release
 	for i := range o.conns {
 		pc, err := net.ListenPacket("udp", ":0")
 		if err != nil {
@@ -225,14 +225,11 @@ func feedmeshRecv(ctx context.Context, o peerOptions) (result, error) {
 		}
 		closers = append(closers, tr)
 		for j := range max(o.streams, 1) {
-			last := new([][]byte)
+			var rec *batch.Recorder
 			rcj := rc
 			if pool != nil {
-				rcj.Alloc = func(n int) []byte {
-					b := pool.Get(n)
-					*last = append(*last, b)
-					return b
-				}
+				rec = pool.Recorder()
+				rcj.Alloc = rec.Alloc
 			}
 			r, err := batch.OpenConfig(ctx, tr, codec, o.addr, batch.OpenRequest{Job: "bench", Consumer: fmt.Sprintf("%d.%d", i, j), Window: o.credit}, rcj)
 			if err != nil {
@@ -240,7 +237,7 @@ func feedmeshRecv(ctx context.Context, o peerOptions) (result, error) {
 			}
 			closers = append(closers, r)
 			rcvs = append(rcvs, r)
-			lasts = append(lasts, last)
+			recs = append(recs, rec)
 		}
 	}
 
@@ -281,11 +278,8 @@ func feedmeshRecv(ctx context.Context, o peerOptions) (result, error) {
 					errs[i] = fmt.Errorf("stream %d: batch of %d bytes, want one tensor of %d", i, e.ByteSize(), o.size)
 					return
 				}
-				if pool != nil {
-					for _, b := range *lasts[i] {
-						pool.Put(b) // the batch is consumed: as Batch.Release
-					}
-					*lasts[i] = (*lasts[i])[:0]
+				if rec := recs[i]; rec != nil {
+					rec.Put(rec.Take()) // the batch is consumed: as Batch.Release
 				}
 				first := false
 				once.Do(func() { m, first = startMeter(), true }) // the window starts after the first batch

@@ -87,3 +87,37 @@ func (p *BufferPool) Stats() (heldBytes, reused int64) {
 	defer p.mu.Unlock()
 	return p.held, p.reused
 }
+
+// Recorder allocates one Receiver's batch buffers from a pool
+// (ReceiverConfig.Alloc = r.Alloc) and remembers those of the batch being
+// received, so that they can be given back (Put) once the batch is
+// consumed. Like the Receiver it serves, it is for one goroutine.
+type Recorder struct {
+	pool *BufferPool
+	bufs [][]byte
+}
+
+// Recorder returns a Recorder drawing from p.
+func (p *BufferPool) Recorder() *Recorder { return &Recorder{pool: p} }
+
+// Alloc is a ReceiverConfig.Alloc that records the buffers it hands out.
+func (r *Recorder) Alloc(n int) []byte {
+	b := r.pool.Get(n)
+	r.bufs = append(r.bufs, b)
+	return b
+}
+
+// Take returns the buffers recorded since the last Take (those of the
+// batch just received, once Next has returned it) and forgets them.
+func (r *Recorder) Take() [][]byte {
+	b := r.bufs
+	r.bufs = nil
+	return b
+}
+
+// Put gives bufs back to the pool (see BufferPool.Put).
+func (r *Recorder) Put(bufs [][]byte) {
+	for _, b := range bufs {
+		r.pool.Put(b)
+	}
+}

@@ -76,3 +76,20 @@ func TestBufferPoolConcurrent(t *testing.T) {
 		t.Fatalf("holds %d bytes over its bound", held)
 	}
 }
+
+func TestRecorderTakesWhatItAllocated(t *testing.T) {
+	p := NewBufferPool(8 << 20)
+	r := p.Recorder()
+	a, b := r.Alloc(64<<10), r.Alloc(1<<20)
+	got := r.Take()
+	if len(got) != 2 || &got[0][0] != &a[0] || &got[1][0] != &b[0] {
+		t.Fatalf("Take returned %d buffers, want the 2 allocated, in order", len(got))
+	}
+	if len(r.Take()) != 0 {
+		t.Fatal("a second Take returned buffers again")
+	}
+	r.Put(got)
+	if c := r.Alloc(1 << 20); &c[0] != &b[0] {
+		t.Fatal("a buffer put back was not reused")
+	}
+}
