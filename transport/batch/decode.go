@@ -26,7 +26,7 @@ import (
 // TensorMeta.
 func Decode(codec *transport.Codec, r io.Reader, lim Limits, alloc func(n int) []byte) (Header, tensor.Element, error) {
 	var m wireMsg
-	e, err := readMsg(codec, r, &m, lim, alloc)
+	e, err := readMsg(codec, r, &m, lim, alloc, nil)
 	if err != nil {
 		return Header{}, tensor.Element{}, err
 	}
@@ -37,22 +37,32 @@ func Decode(codec *transport.Codec, r io.Reader, lim Limits, alloc func(n int) [
 }
 
 // readMsg reads one message of any kind into m; for a batch it returns the
-// decoded element. Non-batch messages must have an empty tail.
-func readMsg(codec *transport.Codec, r io.Reader, m *wireMsg, lim Limits, alloc func(n int) []byte) (tensor.Element, error) {
+// decoded element. Non-batch messages must have an empty tail. A compressed
+// tail is read into wire(n) (nil: make) and decompressed into alloc(n).
+func readMsg(codec *transport.Codec, r io.Reader, m *wireMsg, lim Limits, alloc, wire func(n int) []byte) (tensor.Element, error) {
 	lim = lim.withDefaults()
+	if alloc == nil {
+		alloc = func(n int) []byte { return make([]byte, n) }
+	}
+	if wire == nil {
+		wire = alloc
+	}
 	var (
 		plan    []segment
 		planErr error
 		planned bool
+		raw     int64 // the tail's length before compression
 	)
 	tail, err := codec.ReadFrameInto(r, m, func(n int) []byte {
 		planned = true
-		plan, planErr = planTail(m, lim, int64(n))
+		if raw, planErr = rawTailLen(m, int64(n), codec.MaxFrameBytes()); planErr == nil {
+			plan, planErr = planTail(m, lim, raw)
+		}
 		if planErr != nil {
 			return nil // makes ReadFrameInto fail; planErr is returned below
 		}
-		if alloc == nil {
-			return make([]byte, n)
+		if m.Comp != CompressNone && m.Kind == kindBatch {
+			return wire(n)
 		}
 		return alloc(n)
 	})
@@ -69,14 +79,49 @@ func readMsg(codec *transport.Codec, r io.Reader, m *wireMsg, lim Limits, alloc 
 		return tensor.Element{}, err
 	}
 	if !planned {
-		if plan, err = planTail(m, lim, 0); err != nil {
+		if raw, err = rawTailLen(m, 0, codec.MaxFrameBytes()); err != nil {
+			return tensor.Element{}, err
+		}
+		if plan, err = planTail(m, lim, raw); err != nil {
 			return tensor.Element{}, err
 		}
 	}
 	if m.Kind != kindBatch {
 		return tensor.Element{}, nil
 	}
+	if m.Comp != CompressNone {
+		buf := alloc(int(raw))
+		if int64(cap(buf)) < raw {
+			return tensor.Element{}, fmt.Errorf("decode batch: alloc returned %d bytes of capacity for a %d-byte tail", cap(buf), raw)
+		}
+		if err := decompressTail(m.Comp, tail, buf[:raw]); err != nil {
+			return tensor.Element{}, err
+		}
+		tail = buf[:raw]
+	}
 	return sliceTail(m, plan, tail, alloc)
+}
+
+// rawTailLen returns the length of a batch's tail before compression: n
+// for an uncompressed tail of n bytes, the header's RawTail, checked
+// against maxRaw, for a compressed one. Other kinds keep n.
+func rawTailLen(m *wireMsg, n, maxRaw int64) (int64, error) {
+	if m.Kind != kindBatch {
+		return n, nil
+	}
+	switch {
+	case m.Comp == CompressNone && m.RawTail != 0:
+		return 0, malformed("uncompressed tail with a length before compression (%d)", m.RawTail)
+	case m.Comp == CompressNone:
+		return n, nil
+	case !m.Comp.Valid():
+		return 0, malformed("tail compressed with unknown %v", m.Comp)
+	case n == 0:
+		return 0, malformed("%v-compressed batch with an empty tail", m.Comp)
+	case m.RawTail < 1 || m.RawTail > maxRaw:
+		return 0, malformed("%v-compressed tail of %d bytes before compression, limit %d", m.Comp, m.RawTail, maxRaw)
+	}
+	return m.RawTail, nil
 }
 
 // segment locates one tensor's bytes in the tail.

@@ -30,9 +30,11 @@ var hostLittleEndian = func() bool {
 // tensors it was encoded from must not change while it is in use.
 type Frame struct {
 	codec   *transport.Codec
+	m       wireMsg // the header, for Compressed to re-encode
 	hdr     cbor.RawMessage
 	tail    [][]byte
 	tailLen int64
+	z       [numCompressions]compressedFrame // Compressed's variants, by Compression
 }
 
 // Encode encodes h and e as one batch frame without copying tensor bytes
@@ -94,7 +96,7 @@ func EncodeWith(codec *transport.Codec, h Header, e tensor.Element, o EncodeOpti
 	if int64(len(hb))+f.tailLen > codec.MaxFrameBytes() {
 		return nil, fmt.Errorf("%w: encode batch: %d header + %d tail bytes, limit %d", transport.ErrFrameTooLarge, len(hb), f.tailLen, codec.MaxFrameBytes())
 	}
-	f.hdr = hb
+	f.hdr, f.m = hb, m
 	return f, nil
 }
 

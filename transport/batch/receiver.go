@@ -81,6 +81,10 @@ type Receiver struct {
 	scratch  []byte
 	cur      *wireMsg // the message being read, for allocTail
 	tailUsed bool     // scratch was handed out for the current message
+	// wire is the reused buffer compressed tails are read into (up to
+	// maxScratchBytes; they are decompressed out of it at once).
+	wire []byte
+	comp Compression // the compression in force, from the worker's Accept
 
 	closeMu sync.Mutex
 	closed  bool
@@ -99,6 +103,9 @@ func OpenConfig(ctx context.Context, tr *transport.Transport, codec *transport.C
 	if req.Window < 1 {
 		return nil, fmt.Errorf("open batch stream to %s: Window is %d, must be at least 1", addr, req.Window)
 	}
+	if !req.Compression.Valid() {
+		return nil, fmt.Errorf("open batch stream to %s: unknown %v", addr, req.Compression)
+	}
 	s, err := tr.Dial(ctx, addr, transport.KindData)
 	if err != nil {
 		return nil, fmt.Errorf("open batch stream: %w", err)
@@ -108,7 +115,7 @@ func OpenConfig(ctx context.Context, tr *transport.Transport, codec *transport.C
 	}
 	r := &Receiver{codec: codec, ctl: codec.WithMaxFrame(controlFrameBytes), s: s, addr: addr, cfg: cfg, window: req.Window, minWindow: req.Window}
 	r.rc.r = s
-	m := wireMsg{Kind: kindOpen, Job: req.Job, Consumer: req.Consumer, Window: req.Window, OpenExtra: req.Extra, WantAccept: true}
+	m := wireMsg{Kind: kindOpen, Job: req.Job, Consumer: req.Consumer, Window: req.Window, OpenExtra: req.Extra, WantAccept: true, Comp: req.Compression}
 	stop := interruptOn(ctx, s.SetWriteDeadline)
 	err = r.ctl.WriteFrame(s, &m)
 	stop()
@@ -171,17 +178,17 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 	var m wireMsg
 	alloc := r.allocTail
 	r.cur, r.tailUsed = &m, false
-	e, err := readMsg(r.codec, &r.rc, &m, r.cfg.Limits, alloc)
+	e, err := readMsg(r.codec, &r.rc, &m, r.cfg.Limits, alloc, r.allocWire)
 	if err == nil && m.Kind == kindAccept && r.workerMax == 0 && r.received == 0 {
 		if m.Window < 1 || m.Window > r.minWindow || m.MaxWindow < m.Window {
 			// The worker may only clamp the window asked for, never raise it.
 			return r.fail(malformed("accept from %s: window %d (asked for %d), cap %d", r.addr, m.Window, r.minWindow, m.MaxWindow))
 		}
-		r.workerMax, r.window = m.MaxWindow, m.Window-int(r.withheld)
+		r.workerMax, r.window, r.comp = m.MaxWindow, m.Window-int(r.withheld), m.Comp
 		r.minWindow = min(r.minWindow, m.Window)
 		r.rc.n = 0
 		m = wireMsg{}
-		e, err = readMsg(r.codec, &r.rc, &m, r.cfg.Limits, alloc)
+		e, err = readMsg(r.codec, &r.rc, &m, r.cfg.Limits, alloc, r.allocWire)
 	}
 	if err == nil && r.tailUsed {
 		detachFromTail(&e, &m)
@@ -245,6 +252,17 @@ func (r *Receiver) allocTail(n int) []byte {
 		return r.cfg.Alloc(n)
 	}
 	return make([]byte, n)
+}
+
+// allocWire returns the buffer a compressed tail of n bytes is read into.
+func (r *Receiver) allocWire(n int) []byte {
+	if n > maxScratchBytes {
+		return make([]byte, n)
+	}
+	if cap(r.wire) < n {
+		r.wire = make([]byte, n)
+	}
+	return r.wire[:n]
 }
 
 func hasUnpadded(m *wireMsg) bool {
@@ -324,6 +342,11 @@ func (r *Receiver) fail(err error) (Header, tensor.Element, error) {
 	resetStream(r.s)
 	return Header{}, tensor.Element{}, err
 }
+
+// Compression returns the compression the worker confirmed in its Accept
+// (CompressNone until the first batch, or from a worker that predates
+// compression). Owned by the goroutine calling Next.
+func (r *Receiver) Compression() Compression { return r.comp }
 
 // Received returns the batches Next has returned so far.
 func (r *Receiver) Received() uint64 { return r.received }

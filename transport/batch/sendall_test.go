@@ -10,15 +10,17 @@ import (
 	"github.com/feedmesh/feedmesh/transport"
 )
 
-// countingConn counts the writes that reach the stream.
+// countingConn counts the writes, and their bytes, that reach the stream.
 type countingConn struct {
 	net.Conn
-	writes atomic.Int64
+	writes, bytes atomic.Int64
 }
 
 func (c *countingConn) Write(p []byte) (int, error) {
 	c.writes.Add(1)
-	return c.Conn.Write(p)
+	n, err := c.Conn.Write(p)
+	c.bytes.Add(int64(n))
+	return n, err
 }
 
 // SendAll delivers every frame in order, takes no more credit than the

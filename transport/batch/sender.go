@@ -49,6 +49,8 @@ type Sender struct {
 	conn      net.Conn
 	ctl       *transport.Codec
 	maxWindow int
+	comp      Compression // asked for by the client: what SendAll compresses with
+	zfs       []*Frame    // SendAll's compressed frames; guarded by wmu
 
 	wmu sync.Mutex // serialises writes (Send, End)
 
@@ -86,7 +88,7 @@ func Accept(ctx context.Context, codec *transport.Codec, s net.Conn, maxWindow i
 	}
 	var m wireMsg
 	stop := interruptOn(ctx, s.SetReadDeadline)
-	_, err := readMsg(ctl, s, &m, Limits{}, nil)
+	_, err := readMsg(ctl, s, &m, Limits{}, nil, nil)
 	stop()
 	if err == nil && m.Kind != kindOpen {
 		err = malformed("first message is %s, want open", m.Kind)
@@ -98,9 +100,15 @@ func Accept(ctx context.Context, codec *transport.Codec, s net.Conn, maxWindow i
 		}
 		return nil, OpenRequest{}, fmt.Errorf("accept batch stream from %s: %w", s.RemoteAddr(), err)
 	}
-	req := OpenRequest{Job: m.Job, Consumer: m.Consumer, Window: m.Window, Extra: m.OpenExtra}
-	if req.Window < 1 {
-		err := fmt.Errorf("open request for job %q: window is %d, must be at least 1", req.Job, req.Window)
+	req := OpenRequest{Job: m.Job, Consumer: m.Consumer, Window: m.Window, Extra: m.OpenExtra, Compression: m.Comp}
+	var bad error
+	switch {
+	case req.Window < 1:
+		bad = fmt.Errorf("open request for job %q: window is %d, must be at least 1", req.Job, req.Window)
+	case !req.Compression.Valid():
+		bad = fmt.Errorf("open request for job %q: unknown %v (this worker knows %s)", req.Job, req.Compression, strings.Join(Compressions, ", "))
+	}
+	if err := bad; err != nil {
 		_ = s.SetWriteDeadline(time.Now().Add(time.Second))
 		_ = ctl.WriteFrame(s, &wireMsg{Kind: kindEnd, Failed: true, Error: err.Error()})
 		s.Close()
@@ -111,6 +119,7 @@ func Accept(ctx context.Context, codec *transport.Codec, s net.Conn, maxWindow i
 		ctl:       ctl,
 		window:    min(req.Window, maxWindow),
 		maxWindow: maxWindow,
+		comp:      m.Comp,
 		credit:    make(chan struct{}, 1),
 		gone:      make(chan struct{}),
 		closing:   make(chan struct{}),
@@ -120,7 +129,7 @@ func Accept(ctx context.Context, codec *transport.Codec, s net.Conn, maxWindow i
 	// can size its credits.
 	if m.WantAccept {
 		stop = interruptOn(ctx, s.SetWriteDeadline)
-		err = ctl.WriteFrame(s, &wireMsg{Kind: kindAccept, Window: snd.window, MaxWindow: maxWindow})
+		err = ctl.WriteFrame(s, &wireMsg{Kind: kindAccept, Window: snd.window, MaxWindow: maxWindow, Comp: snd.comp})
 		stop()
 		if err != nil {
 			resetStream(s)
@@ -145,7 +154,7 @@ func (s *Sender) readCredits() {
 	var err error
 	for {
 		var m wireMsg
-		if _, err = readMsg(s.ctl, s.conn, &m, Limits{}, nil); err != nil {
+		if _, err = readMsg(s.ctl, s.conn, &m, Limits{}, nil, nil); err != nil {
 			break
 		}
 		if m.Kind != kindCredit || m.Credits < 0 || m.Grow < 0 || m.Grow > int64(s.maxWindow) || (m.Credits == 0 && m.Grow == 0) {
@@ -204,6 +213,18 @@ func (s *Sender) SendAll(ctx context.Context, fs []*Frame) (int, error) {
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	if s.comp != CompressNone {
+		s.zfs = s.zfs[:0]
+		for _, f := range fs {
+			z, err := f.Compressed(s.comp)
+			if err != nil {
+				return 0, fmt.Errorf("send batch: %w", err)
+			}
+			s.zfs = append(s.zfs, z)
+		}
+		fs = s.zfs
+		defer clear(s.zfs) // keep no frame alive after the call
+	}
 	sent := 0
 	for sent < len(fs) {
 		k, err := s.reserve(ctx, len(fs)-sent)

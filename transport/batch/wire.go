@@ -105,6 +105,10 @@ type OpenRequest struct {
 	Window int
 	// Extra is room for later features.
 	Extra cbor.RawMessage `cbor:",omitempty"`
+	// Compression asks the worker to compress the batches it sends (it
+	// confirms it in its Accept; a worker that predates compression sends
+	// them uncompressed, which the Receiver reads as well).
+	Compression Compression
 }
 
 // wireMsg is the header of every frame on a batch stream: one flat CBOR map
@@ -129,6 +133,12 @@ type wireMsg struct {
 	// WantAccept: the client reads an Accept message first (workers that
 	// predate it ignore the field and send none).
 	WantAccept bool `cbor:"17,keyasint,omitempty"`
+
+	// kindBatch: how the tail is compressed, and its length before (both
+	// zero: uncompressed). kindOpen: the compression asked for. kindAccept:
+	// the compression in force.
+	Comp    Compression `cbor:"18,keyasint,omitempty"`
+	RawTail int64       `cbor:"19,keyasint,omitempty"`
 
 	// kindCredit
 	Credits int64 `cbor:"11,keyasint,omitempty"`
