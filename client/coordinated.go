@@ -72,6 +72,7 @@ type roundResult struct {
 	kind   roundKind
 	b      Batch
 	size   int64
+	wire   int64 // bytes on the stream
 	err    error
 }
 
@@ -244,7 +245,7 @@ func (co *coordinator) deliver(r roundResult) error {
 	it := co.it
 	for {
 		select {
-		case it.items <- item{b: r.b, size: r.size}:
+		case it.items <- item{b: r.b, size: r.size, wire: r.wire}:
 			it.mu.Lock()
 			it.stats.Rounds++
 			if h := r.b.Round; h != nil {
@@ -422,7 +423,7 @@ func (co *coordinator) readRound(ctx context.Context, worker string, round int64
 	}
 	rec := it.c.recorder()
 	r, err := batch.OpenConfig(ctx, it.c.tr, it.c.codec, addr,
-		batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: 1, Extra: extra}, it.c.receiverConfig(rec, false))
+		batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: 1, Extra: extra, Compression: it.comp}, it.c.receiverConfig(rec, false))
 	if err != nil {
 		return res, true
 	}
@@ -448,7 +449,7 @@ func (co *coordinator) readRound(ctx context.Context, worker string, round int64
 		return res, false
 	}
 	res.kind = roundBatch
-	res.size = int64(el.ByteSize())
+	res.size, res.wire = int64(el.ByteSize()), r.LastWireBytes()
 	res.b = Batch{Element: el, Worker: worker, Seq: h.Seq, Epoch: h.Epoch, Round: &rh, batched: it.batched, buf: recyclable(rec)}
 	return res, false
 }

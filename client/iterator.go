@@ -102,14 +102,19 @@ type WorkerStats struct {
 	Batches int64 `json:"batches"`
 	Rows    int64 `json:"rows"`
 	Bytes   int64 `json:"bytes"`
+	// WireBytes is what those batches took on the network: unpadded,
+	// compressed (JobOptions.Compression), headers included.
+	WireBytes int64 `json:"wire_bytes"`
 }
 
 // Stats counts what the iterator delivered so far.
 type Stats struct {
-	Batches int64                  `json:"batches"`
-	Rows    int64                  `json:"rows"`
-	Bytes   int64                  `json:"bytes"`
-	Workers map[string]WorkerStats `json:"workers"`
+	Batches int64 `json:"batches"`
+	Rows    int64 `json:"rows"`
+	Bytes   int64 `json:"bytes"`
+	// WireBytes is what the batches took on the network (see WorkerStats).
+	WireBytes int64                  `json:"wire_bytes"`
+	Workers   map[string]WorkerStats `json:"workers"`
 	// Reconnects counts worker streams reopened after a failure.
 	Reconnects int64 `json:"reconnects"`
 	// Share (jobs with JobOptions.Share) are the job's sharing counters as
@@ -126,6 +131,7 @@ type Stats struct {
 type item struct {
 	b    Batch
 	size int64
+	wire int64 // bytes on the stream
 }
 
 // streamState is what the iterator knows of one worker's streams.
@@ -145,6 +151,7 @@ type Iterator struct {
 	job      string
 	consumer string
 	batched  bool
+	comp     batch.Compression // the job's, asked of every worker
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -174,6 +181,9 @@ func newIterator(c *Client, info mesh.JobInfo, consumer string, batched bool, in
 		stats:   Stats{Workers: map[string]WorkerStats{}},
 		index:   index,
 	}
+	// A compression this client does not know (a newer cluster's) is
+	// not asked for: the batches come uncompressed.
+	it.comp, _ = batch.ParseCompression(info.Options.Compression)
 	it.ctx, it.cancel = context.WithCancel(context.Background())
 	it.wg.Add(1)
 	if info.Options.Coordinated {
@@ -207,10 +217,12 @@ func (it *Iterator) Next(ctx context.Context) (Batch, error) {
 		it.stats.Batches++
 		it.stats.Rows += x.b.Rows()
 		it.stats.Bytes += x.size
+		it.stats.WireBytes += x.wire
 		ws := it.stats.Workers[x.b.Worker]
 		ws.Batches++
 		ws.Rows += x.b.Rows()
 		ws.Bytes += x.size
+		ws.WireBytes += x.wire
 		it.stats.Workers[x.b.Worker] = ws
 		it.mu.Unlock()
 		return x.b, nil
@@ -433,7 +445,7 @@ func (it *Iterator) stream(wg *sync.WaitGroup, worker, addr string) {
 func (it *Iterator) readWorker(worker, addr string) error {
 	rec := it.c.recorder()
 	r, err := batch.OpenConfig(it.ctx, it.c.tr, it.c.codec, addr,
-		batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: it.c.opts.Window}, it.c.receiverConfig(rec, true))
+		batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: it.c.opts.Window, Compression: it.comp}, it.c.receiverConfig(rec, true))
 	if err != nil {
 		return err
 	}
@@ -459,7 +471,7 @@ func (it *Iterator) readWorker(worker, addr string) error {
 			return err
 		}
 		select {
-		case it.items <- item{b: Batch{Element: el, Worker: worker, Seq: h.Seq, Epoch: h.Epoch, batched: it.batched, buf: recyclable(rec)}, size: size}:
+		case it.items <- item{b: Batch{Element: el, Worker: worker, Seq: h.Seq, Epoch: h.Epoch, batched: it.batched, buf: recyclable(rec)}, size: size, wire: r.LastWireBytes()}:
 		case <-it.ctx.Done():
 			it.budget.release(size)
 			return it.ctx.Err()

@@ -11,6 +11,7 @@ import (
 	"github.com/feedmesh/feedmesh/raftstate"
 	"github.com/feedmesh/feedmesh/splits"
 	"github.com/feedmesh/feedmesh/transport"
+	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
 func (n *Node) registerJobHandlers() {
@@ -358,9 +359,18 @@ func toRaftOptions(o JobOptions) (raftstate.JobOptions, error) {
 	if err != nil {
 		return raftstate.JobOptions{}, err
 	}
+	c, err := batch.ParseCompression(o.Compression)
+	if err != nil {
+		return raftstate.JobOptions{}, err
+	}
+	comp := "" // none, as raftstate stores it
+	if c != batch.CompressNone {
+		comp = c.String()
+	}
 	return raftstate.JobOptions{
 		Sharding: p, Epochs: o.Epochs, NumConsumers: o.NumConsumers, Share: o.Share,
 		Coordinated: o.Coordinated, PadFinalRound: o.PadFinalRound, MaxWorkers: o.MaxWorkers, ConsumerTTL: o.ConsumerTTL, GCAfter: o.GCAfter,
+		Compression: comp,
 	}, nil
 }
 
@@ -376,7 +386,7 @@ func (n *Node) jobInfo(v raftstate.JobView) JobInfo {
 		Options: JobOptions{
 			Sharding: v.Options.Sharding.String(), Epochs: v.Options.Epochs, NumConsumers: v.Options.NumConsumers,
 			Share: v.Options.Share, Coordinated: v.Options.Coordinated, PadFinalRound: v.Options.PadFinalRound, MaxWorkers: v.Options.MaxWorkers,
-			ConsumerTTL: v.Options.ConsumerTTL, GCAfter: v.Options.GCAfter,
+			ConsumerTTL: v.Options.ConsumerTTL, GCAfter: v.Options.GCAfter, Compression: v.Options.Compression,
 		},
 		CreatedAt: time.Unix(0, v.CreatedAt),
 	}

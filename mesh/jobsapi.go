@@ -6,6 +6,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/bucketing"
 	"github.com/feedmesh/feedmesh/raftstate"
+	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
 // Control API methods for jobs. Every one of them is answered by the
@@ -57,6 +58,10 @@ type JobOptions struct {
 	ConsumerTTL time.Duration `json:"consumer_ttl"`
 	// GCAfter is how long a job lives with no consumer attached.
 	GCAfter time.Duration `json:"gc_after"`
+	// Compression: workers compress the job's batches on the wire with
+	// "lz4" or "zstd" (batch.Compression); "" or "none" sends them as they
+	// are. Consumers ask for it when they open their streams.
+	Compression string `json:"compression,omitempty"`
 }
 
 // withDefaults fills zero fields.
@@ -106,6 +111,9 @@ func (o JobOptions) Validate() error {
 		}
 	} else if o.PadFinalRound {
 		return fmt.Errorf("pad_final_round: only for coordinated jobs")
+	}
+	if _, err := batch.ParseCompression(o.Compression); err != nil {
+		return err
 	}
 	if o.Share && o.Sharding == ShardingStatic {
 		return fmt.Errorf("share: ephemeral sharing works with sharing off or dynamic, not static (each static job fixes its own worker list)")

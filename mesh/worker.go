@@ -332,6 +332,14 @@ func (t *task) pump(o pipeline.Options, ss []pipeline.Split, epoch int64) error 
 		if err != nil {
 			return fmt.Errorf("encode batch: %w", err)
 		}
+		if c, _ := batch.ParseCompression(t.job.Options.Compression); c != batch.CompressNone {
+			// Compress here, in the producer, not in the stream that sends
+			// it (the frame keeps the result; a consumer that asks for
+			// another compression gets that one).
+			if _, err := f.Compressed(c); err != nil {
+				return fmt.Errorf("compress batch: %w", err)
+			}
+		}
 		t.w.countEncoded(el)
 		for sent := false; !sent; {
 			select {

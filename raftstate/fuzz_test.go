@@ -31,6 +31,7 @@ func FuzzDecodeCommand(f *testing.F) {
 		NewExpireWorker("w1"),
 		at(NewGarbageCollectJob("off"), 1<<62),
 		NewCreateJob("coord", "fp1", JobOptions{Sharding: splits.Dynamic, NumConsumers: 4, Coordinated: true, PadFinalRound: true}, nil),
+		NewCreateJob("zjob", "fp1", JobOptions{Sharding: splits.Dynamic, Compression: "lz4"}, nil),
 		NewReportRound("coord", 3, 70),
 		NewReportRound("coord", 9, -1),
 	} {

@@ -112,7 +112,14 @@ type JobOptions struct {
 	// still gets one; false drops them. Either way every consumer ends at
 	// the same round.
 	PadFinalRound bool `cbor:"9,keyasint,omitempty" json:"pad_final_round,omitempty"`
+	// Compression is how workers compress the job's batches on the wire:
+	// "" (none), "lz4" or "zstd" (Compressions; transport/batch implements
+	// them). Every consumer of the job asks for it.
+	Compression string `cbor:"10,keyasint,omitempty" json:"compression,omitempty"`
 }
+
+// Compressions are the values JobOptions.Compression may take ("" is none).
+var Compressions = []string{"", "lz4", "zstd"}
 
 // Normalized returns o with its defaults filled in, as CreateJob stores it.
 func (o JobOptions) Normalized() JobOptions {
@@ -152,6 +159,9 @@ func (o JobOptions) validate() error {
 	if o.GCAfter <= 0 || o.GCAfter > MaxGCAfter {
 		errs = append(errs, fmt.Sprintf("gc_after %v (want up to %v)", o.GCAfter, MaxGCAfter))
 	}
+	if !slices.Contains(Compressions, o.Compression) {
+		errs = append(errs, fmt.Sprintf("compression %q (want lz4, zstd or none)", o.Compression))
+	}
 	errs = append(errs, o.validateCoordinated()...)
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: job options: %s", ErrInvalidCommand, strings.Join(errs, ", "))
@@ -176,6 +186,7 @@ func (o JobOptions) diff(want JobOptions) []string {
 	add("consumer_ttl", o.ConsumerTTL, want.ConsumerTTL)
 	add("gc_after", o.GCAfter, want.GCAfter)
 	add("pad_final_round", o.PadFinalRound, want.PadFinalRound)
+	add("compression", o.Compression, want.Compression)
 	return d
 }
 

@@ -392,3 +392,24 @@ func busyState(tb testing.TB) *State {
 	do(NewLeaseSplits("dyn", "w1", 2, 2))
 	return s
 }
+
+// Compression is one of Compressions, stored as given, and part of the
+// options a joining consumer must match.
+func TestJobCompressionOption(t *testing.T) {
+	s := newJobState(t, nil)
+	for _, bad := range []string{"none", "snappy", "LZ4"} {
+		err := applyErr(t, s, NewCreateJob("c", "fp1", JobOptions{Sharding: splits.Dynamic, Compression: bad}, nil), ErrInvalidCommand)
+		if !strings.Contains(err.Error(), "compression") {
+			t.Fatalf("compression %q: %v, want an error naming compression", bad, err)
+		}
+	}
+	applyOK(t, s, NewCreateJob("c", "fp1", JobOptions{Sharding: splits.Dynamic, Compression: "zstd"}, nil))
+	if v, ok := s.Job("c"); !ok || v.Options.Compression != "zstd" {
+		t.Fatalf("stored options %+v", v.Options)
+	}
+	err := applyErr(t, s, NewCreateJob("c", "fp1", JobOptions{Sharding: splits.Dynamic, Compression: "lz4"}, nil), ErrMismatch)
+	if !strings.Contains(err.Error(), "compression=zstd, not lz4") {
+		t.Fatalf("mismatch: %v", err)
+	}
+	applyOK(t, s, NewCreateJob("c", "fp1", JobOptions{Sharding: splits.Dynamic, Compression: "zstd"}, nil))
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport"
+	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
 func init() {
@@ -27,6 +28,7 @@ type readSummary struct {
 	Batches   int64                         `json:"batches"`
 	Elements  int64                         `json:"elements"`
 	Bytes     int64                         `json:"bytes"`
+	WireBytes int64                         `json:"wire_bytes"` // the batches on the network (unpadded, compressed)
 	Seconds   float64                       `json:"seconds"`
 	Workers   int                           `json:"workers"`
 	PerWorker map[string]client.WorkerStats `json:"per_worker"`
@@ -63,6 +65,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	coordinated := fs.Bool("coordinated", false, "coordinated reads: the --consumers readers of the job get, in each round, batches of the same length bucket from one worker (spec must end in bucket_by_sequence_length; sharding becomes dynamic)")
 	consumers := fs.Int("consumers", 0, "with --coordinated: how many consumers (trainer ranks) read the job in rounds")
 	index := fs.Int("index", 0, "with --coordinated: this reader's consumer index in [0, --consumers)")
+	compression := fs.String("compression", "none", "compress batches on the wire: none, lz4 (cheap to decompress) or zstd (smaller, costs the workers more CPU); for links slower than the workers")
 	padFinal := fs.Bool("pad-final-round", false, "with --coordinated: pad the final partial rounds out with empty batches instead of dropping them")
 	progress := fs.Bool("progress", isTerminal(stderr), "show a live progress line (default: when stderr is a terminal)")
 	if err := parseWithEnv(fs, args); err != nil {
@@ -79,6 +82,9 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if *sharding == "off" {
 			*sharding = "dynamic"
 		}
+	}
+	if _, err := batch.ParseCompression(*compression); err != nil {
+		return fmt.Errorf("--compression: %w", err)
 	}
 	spec, err := pipeline.LoadFile(*specPath)
 	if err != nil {
@@ -98,6 +104,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	it, err := c.Distribute(ctx, spec, client.JobOptions{
 		Name: *job, Sharding: client.Sharding(*sharding), Epochs: *epochs, MaxWorkers: *maxWorkers, Share: *shareFlag,
 		Coordinated: *coordinated, NumConsumers: *consumers, ConsumerIndex: *index, PadFinalRound: *padFinal,
+		Compression: *compression,
 	})
 	if err != nil {
 		return err
@@ -157,13 +164,13 @@ func consume(ctx context.Context, it *client.Iterator, take int64, progress bool
 		fmt.Fprintln(w)
 	}
 	s := it.Stats()
-	return readSummary{Job: it.Job(), Batches: s.Batches, Elements: s.Rows, Bytes: s.Bytes,
+	return readSummary{Job: it.Job(), Batches: s.Batches, Elements: s.Rows, Bytes: s.Bytes, WireBytes: s.WireBytes,
 		Seconds: time.Since(start).Seconds(), Workers: len(s.Workers), PerWorker: s.Workers, padded: padded, tokens: tokens}, nil
 }
 
 func printReadSummary(w io.Writer, s readSummary) {
-	fmt.Fprintf(w, "job %s: %d batches, %d elements, %.1f MB in %.2f s (%.1f batches/s, %.1f MB/s) from %d workers\n",
-		s.Job, s.Batches, s.Elements, float64(s.Bytes)/1e6, s.Seconds, float64(s.Batches)/s.Seconds, float64(s.Bytes)/1e6/s.Seconds, s.Workers)
+	fmt.Fprintf(w, "job %s: %d batches, %d elements, %.1f MB (%.1f MB on the wire) in %.2f s (%.1f batches/s, %.1f MB/s) from %d workers\n",
+		s.Job, s.Batches, s.Elements, float64(s.Bytes)/1e6, float64(s.WireBytes)/1e6, s.Seconds, float64(s.Batches)/s.Seconds, float64(s.Bytes)/1e6/s.Seconds, s.Workers)
 	names := make([]string, 0, len(s.PerWorker))
 	for n := range s.PerWorker {
 		names = append(names, n)
@@ -219,7 +226,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return writeJSON(stdout, jobs)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSHARDING\tCONSUMERS\tWORKERS\tEPOCH\tSPLITS leased/finished/lost/total\tSHARE read/hits/produced/evicted\tDATASET")
+	fmt.Fprintln(tw, "JOB\tSHARDING\tCOMPRESSION\tCONSUMERS\tWORKERS\tEPOCH\tSPLITS leased/finished/lost/total\tSHARE read/hits/produced/evicted\tDATASET")
 	for _, j := range jobs {
 		live := 0
 		for _, w := range j.Workers {
@@ -227,7 +234,11 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				live++
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d (%d expired)\t%d/%d\t%d/%d/%d/%d\t%s\t%.12s\n", j.Name, j.Options.Sharding, len(j.Consumers),
+		comp := j.Options.Compression
+		if comp == "" {
+			comp = "none"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d (%d expired)\t%d/%d\t%d/%d/%d/%d\t%s\t%.12s\n", j.Name, j.Options.Sharding, comp, len(j.Consumers),
 			live, len(j.Workers)-live, j.Epoch+1, j.Options.Epochs, j.Leased, j.Finished, j.Lost, j.NumSplits, shareColumn(j), j.Fingerprint)
 	}
 	return tw.Flush()

@@ -73,6 +73,7 @@ type Receiver struct {
 	meanBytes  int64  // moving average of batch bytes (WindowBytes)
 	creditsOff bool   // the worker stopped reading credits (it ended or is gone)
 	received   uint64 // batches received
+	lastWire   int64  // bytes the last batch took on the stream
 	err        error  // sticky: io.EOF, *RemoteError or a failure
 	rc         countingReader
 	// scratch is the reused tail buffer of batches with unpadded tensors
@@ -208,6 +209,7 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 	switch m.Kind {
 	case kindBatch:
 		r.received++
+		r.lastWire = r.rc.n
 		if r.cfg.WindowBytes > 0 {
 			n := int64(e.ByteSize())
 			if r.received == 1 {
@@ -347,6 +349,11 @@ func (r *Receiver) fail(err error) (Header, tensor.Element, error) {
 // (CompressNone until the first batch, or from a worker that predates
 // compression). Owned by the goroutine calling Next.
 func (r *Receiver) Compression() Compression { return r.comp }
+
+// LastWireBytes returns the bytes the last batch Next returned took on the
+// stream: its frame as sent (unpadded, compressed) plus any credit-free
+// control message read with it. Owned by the goroutine calling Next.
+func (r *Receiver) LastWireBytes() int64 { return r.lastWire }
 
 // Received returns the batches Next has returned so far.
 func (r *Receiver) Received() uint64 { return r.received }
