@@ -133,3 +133,37 @@ func TestJobCompressionErrors(t *testing.T) {
 	}
 	it3.Close()
 }
+
+// Sharing jobs with different compressions share one production: each
+// stream gets the shared frames in its own job's compression.
+func TestShareMixedCompression(t *testing.T) {
+	c := testcluster.Start(t, 2)
+	cl := dial(t, c, 0)
+	const n, batch = 4000, 100
+	spec := slowSpec(n, 200, batch, 100)
+	comps := []string{"none", "lz4", "zstd"}
+	its := make([]*client.Iterator, len(comps))
+	for i, comp := range comps {
+		it, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: "mixed-" + comp, Sharding: client.Off, Share: true, Compression: comp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { it.Close() })
+		its[i] = it
+	}
+	ds := collectAll(t, its, nil, nil)
+	wire := make([]float64, len(comps))
+	for i, d := range ds {
+		checkExactly(t, d, n, 2)
+		st := its[i].Stats()
+		wire[i] = float64(st.WireBytes) / float64(st.Bytes)
+		t.Logf("%s: %d bytes, %d on the wire", comps[i], st.Bytes, st.WireBytes)
+	}
+	if wire[1] > 0.9*wire[0] || wire[2] > 0.9*wire[0] {
+		t.Errorf("wire bytes per byte: %v (none, lz4, zstd)", wire)
+	}
+	oneJob := int64(2 * n / batch)
+	if _, all := sharedWork(c); float64(all) > 1.1*float64(oneJob) {
+		t.Errorf("workers produced %d batches for 3 sharing jobs; one job needs %d", all, oneJob)
+	}
+}
