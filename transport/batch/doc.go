@@ -21,6 +21,14 @@
 // int64 … data and the offsets tables in place (see tensor.Tensor.Float32s)
 // instead of copying them out of a misaligned buffer.
 //
+// Compression ([Compression], [Frame.Compressed]): the whole tail may be
+// compressed as one LZ4 block or one zstd frame. The header then carries the
+// compression and the tail's length before it (RawTail); the receiver checks
+// the header against that length, reads the compressed bytes into a scratch
+// buffer, decompresses into the batch's buffer and requires exactly RawTail
+// bytes out (at most the codec's frame bound, like any tail). A client asks
+// for a compression in its Open; the worker confirms it in its Accept.
+//
 // # Stream protocol
 //
 //	client → worker: Open, then Credit frames as the application consumes batches
@@ -39,6 +47,7 @@
 // of data (the client reads io.EOF) or an error message ([RemoteError]).
 //
 // Files: wire.go (message kinds, header structs, limits), frame.go (Encode,
-// Frame), decode.go (Decode and validation), sender.go (worker side),
-// receiver.go (client side).
+// Frame), unpadded.go (unpadded token tensors), compress.go (tail
+// compression), decode.go (Decode and validation), sender.go (worker side),
+// receiver.go (client side), pool.go (recycled buffers).
 package batch

@@ -351,8 +351,8 @@ func (r *Receiver) fail(err error) (Header, tensor.Element, error) {
 func (r *Receiver) Compression() Compression { return r.comp }
 
 // LastWireBytes returns the bytes the last batch Next returned took on the
-// stream: its frame as sent (unpadded, compressed) plus any credit-free
-// control message read with it. Owned by the goroutine calling Next.
+// stream: its frame as sent (header included; unpadded, compressed). Owned
+// by the goroutine calling Next.
 func (r *Receiver) LastWireBytes() int64 { return r.lastWire }
 
 // Received returns the batches Next has returned so far.
