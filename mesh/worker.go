@@ -22,8 +22,9 @@ import (
 type WorkerConfig struct {
 	// SendPadded ships padded tensors as they are. By default a tensor with
 	// a "<name>_length" companion (padded_batch, bucket_by_sequence_length)
-	// travels as its rows' valid prefixes and the client pads it back: the
-	// same batch, fewer bytes (see transport/batch.EncodeOptions).
+	// travels as its rows' valid prefixes, integer token ids in the fewest
+	// bytes that hold them, and the client pads (and widens) it back: the
+	// same batch, fewer bytes (batch.ShippedEncodeOptions).
 	SendPadded bool
 	// Disabled keeps the node out of every job: it serves control and Raft
 	// only, like a dedicated Consul server.
@@ -667,8 +668,12 @@ func (n *Node) Tasks() []TaskStats {
 	return out
 }
 
-// encodeBatch encodes one batch for the wire, unpadded unless configured
-// otherwise.
+// encodeBatch encodes one batch for the wire, unpadded and narrowed unless
+// configured otherwise.
 func (n *Node) encodeBatch(h batch.Header, el tensor.Element) (*batch.Frame, error) {
-	return batch.EncodeWith(n.codec, h, el, batch.EncodeOptions{Unpadded: !n.cfg.Worker.SendPadded})
+	o := batch.ShippedEncodeOptions
+	if n.cfg.Worker.SendPadded {
+		o = batch.EncodeOptions{}
+	}
+	return batch.EncodeWith(n.codec, h, el, o)
 }

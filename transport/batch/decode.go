@@ -211,6 +211,9 @@ func checkMeta(t *TensorMeta, lim Limits, i int) error {
 		}
 		return checkUnpaddedMeta(t, lim, i, values)
 	}
+	if t.Narrow != 0 {
+		return malformed("tensor %d (%q): narrowed values in a tensor that is not unpadded", i, t.Name)
+	}
 	if t.DType == tensor.Bytes {
 		if values == math.MaxInt64 || t.NumOffsets != values+1 {
 			return malformed("tensor %d (%q): bytes tensor of shape %v has %d offsets, want product(shape)+1", i, t.Name, t.Shape, t.NumOffsets)

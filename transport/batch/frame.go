@@ -76,6 +76,12 @@ func EncodeWith(codec *transport.Codec, h Header, e tensor.Element, o EncodeOpti
 		if o.Unpadded {
 			if rows, pad, ok := unpaddedRows(e, t); ok {
 				m.Tensors[i].Lengths, m.Tensors[i].PadBits = t.Name+LengthSuffix, pad
+				if w, vals := narrowRows(t.DType, rows, o.Narrow); w != 0 {
+					m.Tensors[i].Narrow = w
+					f.appendSeg(vals)
+					m.Tensors[i].DataBytes = int64(len(vals))
+					continue
+				}
 				m.Tensors[i].DataBytes = f.appendRows(rows)
 				continue
 			}

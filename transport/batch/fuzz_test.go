@@ -91,20 +91,20 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		}
 		seeds[name] = b.Bytes()
 	}
-	for _, c := range compressions {
-		f, err := EncodeWith(codec, Header{Seq: 4, Worker: "w"}, tokenBatch(8, 32), EncodeOptions{Unpadded: true})
+	for _, c := range append([]Compression{CompressNone}, compressions...) {
+		f, err := EncodeWith(codec, Header{Seq: 4, Worker: "w"}, tokenBatch(8, 32), ShippedEncodeOptions)
 		if err != nil {
 			t.Fatal(err)
 		}
 		z, err := f.Compressed(c)
-		if err != nil || z == f {
+		if err != nil || (z == f) != (c == CompressNone) || z.m.Tensors[0].Narrow != 2 {
 			t.Fatalf("%v: %v", c, err)
 		}
 		var b bytes.Buffer
 		if _, err := z.WriteTo(&b); err != nil {
 			t.Fatal(err)
 		}
-		seeds["valid "+c.String()] = b.Bytes()
+		seeds["valid narrow "+c.String()] = b.Bytes()
 	}
 	dir := filepath.Join("testdata", "fuzz", "FuzzDecode")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -54,21 +54,26 @@ func textBatches(tb testing.TB, n int64) []tensor.Element {
 }
 
 // BenchmarkTextStream streams real bucketed token batches worker → client
-// over loopback QUIC, padded as produced (what tf.data service ships) and
-// unpadded (re-padded by the receiver), in the same run.
+// over loopback QUIC, padded as produced (what tf.data service ships),
+// unpadded (re-padded by the receiver), and unpadded and compressed, in the
+// same run. The sender encodes (and compresses) every batch it sends anew,
+// as a worker does.
 func BenchmarkTextStream(b *testing.B) {
 	batches := textBatches(b, 20000)
-	for _, o := range []EncodeOptions{{}, {Unpadded: true}} {
-		name := "padded"
-		if o.Unpadded {
-			name = "unpadded"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, v := range []struct {
+		name string
+		o    EncodeOptions
+		c    Compression
+	}{{"padded", EncodeOptions{}, CompressNone}, {"unpadded", EncodeOptions{Unpadded: true}, CompressNone},
+		{"unpadded+narrow", EncodeOptions{Unpadded: true, Narrow: true}, CompressNone},
+		{"unpadded+lz4", EncodeOptions{Unpadded: true}, CompressLZ4}, {"unpadded+zstd", EncodeOptions{Unpadded: true}, CompressZstd}} {
+		o := v.o
+		b.Run(v.name, func(b *testing.B) {
 			cfg := transport.DefaultConfig()
 			p := newPair(b, cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			rcv, err := Open(ctx, p.client.t, p.client.codec, p.worker.addr(), OpenRequest{Job: "bench", Window: 16}, DefaultLimits())
+			rcv, err := Open(ctx, p.client.t, p.client.codec, p.worker.addr(), OpenRequest{Job: "bench", Window: 16, Compression: v.c}, DefaultLimits())
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -82,13 +87,16 @@ func BenchmarkTextStream(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer snd.Close()
-			frames := make([]*Frame, len(batches))
 			var wire, padded int64
-			for i, e := range batches {
-				if frames[i], err = EncodeWith(p.worker.codec, Header{Worker: "w1"}, e, o); err != nil {
+			for _, e := range batches {
+				f, err := EncodeWith(p.worker.codec, Header{Worker: "w1"}, e, o)
+				if err != nil {
 					b.Fatal(err)
 				}
-				wire += frames[i].Size()
+				if f, err = f.Compressed(v.c); err != nil {
+					b.Fatal(err)
+				}
+				wire += f.Size()
 				padded += int64(e.ByteSize())
 			}
 			n := b.N
@@ -97,7 +105,11 @@ func BenchmarkTextStream(b *testing.B) {
 			start := time.Now()
 			go func() {
 				for i := range n {
-					if err := snd.Send(ctx, frames[i%len(frames)]); err != nil {
+					f, err := EncodeWith(p.worker.codec, Header{Worker: "w1", Seq: uint64(i)}, batches[i%len(batches)], o)
+					if err == nil {
+						err = snd.Send(ctx, f)
+					}
+					if err != nil {
 						sent <- err
 						return
 					}
@@ -118,8 +130,8 @@ func BenchmarkTextStream(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(n)/el.Seconds(), "batches/s")
-			b.ReportMetric(float64(wire)/float64(len(frames)), "wire-bytes/batch")
-			b.ReportMetric(float64(padded)/float64(len(frames)), "padded-bytes/batch")
+			b.ReportMetric(float64(wire)/float64(len(batches)), "wire-bytes/batch")
+			b.ReportMetric(float64(padded)/float64(len(batches)), "padded-bytes/batch")
 		})
 	}
 }

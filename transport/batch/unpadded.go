@@ -21,7 +21,17 @@ type EncodeOptions struct {
 	// (tf.data service ships it). A tensor whose padding is not one uniform
 	// value (so unpadding would lose data) is sent as it is.
 	Unpadded bool
+	// Narrow (with Unpadded) sends an unpadded int32 or int64 tensor whose
+	// values are all in [0, 2^8), [0, 2^16) (or for int64 [0, 2^32)) in 1,
+	// 2 (or 4) bytes a value, and the receiver widens them back while it
+	// re-pads: token ids of a vocabulary under 65,536 take half the bytes.
+	// It costs the sender one pass over the values and a copy of them.
+	Narrow bool
 }
+
+// ShippedEncodeOptions are what a worker encodes its batches with by
+// default (mesh.WorkerConfig.SendPadded turns them off).
+var ShippedEncodeOptions = EncodeOptions{Unpadded: true, Narrow: true}
 
 // unpaddedRows returns the valid prefix of each row of t and the padding
 // value's bytes, if t can be sent unpadded without loss.
@@ -87,12 +97,104 @@ func (f *Frame) appendRows(rows [][]byte) int64 {
 	return n
 }
 
+// narrowRows returns the values of rows (of an int32 or int64 tensor) in
+// the narrowest unsigned width that holds them all, and that width; 0 when
+// not enabled or no width is narrower than dt's (negative values, large
+// values, other dtypes, no values).
+func narrowRows(dt tensor.DType, rows [][]byte, enabled bool) (uint8, []byte) {
+	if !enabled || (dt != tensor.Int32 && dt != tensor.Int64) {
+		return 0, nil
+	}
+	size := dt.Size()
+	var bitsOr uint64 // the OR of all values: its width bounds theirs
+	count := 0
+	for _, r := range rows {
+		count += len(r) / size
+		if size == 4 {
+			for off := 0; off+4 <= len(r); off += 4 {
+				bitsOr |= uint64(int64(int32(binary.LittleEndian.Uint32(r[off:]))))
+			}
+		} else {
+			for off := 0; off+8 <= len(r); off += 8 {
+				bitsOr |= binary.LittleEndian.Uint64(r[off:])
+			}
+		}
+	}
+	var w int
+	switch {
+	case bitsOr < 1<<8:
+		w = 1
+	case bitsOr < 1<<16:
+		w = 2
+	case bitsOr < 1<<32:
+		w = 4 // a negative int32 sign-extends past this
+	default:
+		return 0, nil
+	}
+	if w >= size || count == 0 {
+		return 0, nil
+	}
+	// Little-endian: a value's low w bytes are its first w bytes.
+	out := make([]byte, count*w)
+	o := 0
+	for _, r := range rows {
+		for off := 0; off+size <= len(r); off += size {
+			switch w {
+			case 1:
+				out[o] = r[off]
+			case 2:
+				out[o], out[o+1] = r[off], r[off+1]
+			default:
+				copy(out[o:o+w], r[off:off+w])
+			}
+			o += w
+		}
+	}
+	return uint8(w), out
+}
+
+// widen writes the n-byte unsigned little-endian values of src as the
+// size-byte values of dst (len(dst)/size of them).
+func widen(dst, src []byte, n, size int64) {
+	k := int64(len(dst)) / size
+	switch {
+	case n == 2 && size == 4:
+		for j := range k {
+			binary.LittleEndian.PutUint32(dst[4*j:], uint32(binary.LittleEndian.Uint16(src[2*j:])))
+		}
+	case n == 1 && size == 4:
+		for j := range k {
+			binary.LittleEndian.PutUint32(dst[4*j:], uint32(src[j]))
+		}
+	default:
+		for j := range k {
+			var v uint64
+			for b := range n {
+				v |= uint64(src[j*n+b]) << (8 * b)
+			}
+			for b := range size {
+				dst[j*size+b] = byte(v >> (8 * b))
+			}
+		}
+	}
+}
+
+// wireSize is the bytes a value of an unpadded tensor takes in the tail.
+func (t *TensorMeta) wireSize() int64 {
+	if t.Narrow != 0 {
+		return int64(t.Narrow)
+	}
+	return int64(t.DType.Size())
+}
+
 // checkUnpaddedMeta checks an unpadded tensor's metadata: a numeric tensor
 // of rank >= 2 whose padded size is bounded and whose sent bytes are whole
 // inner rows.
 func checkUnpaddedMeta(t *TensorMeta, lim Limits, i int, values int64) error {
 	size := int64(t.DType.Size())
 	switch {
+	case t.Narrow != 0 && !validNarrow(t.DType, t.Narrow):
+		return malformed("tensor %d (%q): %s values cannot be sent in %d bytes", i, t.Name, t.DType, t.Narrow)
 	case size == 0:
 		return malformed("tensor %d (%q): %s tensor cannot be unpadded", i, t.Name, t.DType)
 	case len(t.Shape) < 2:
@@ -101,10 +203,21 @@ func checkUnpaddedMeta(t *TensorMeta, lim Limits, i int, values int64) error {
 		return malformed("tensor %d (%q): unpadded tensor needs a lengths tensor and %d pad bytes", i, t.Name, size)
 	case values > lim.MaxUnpaddedBytes/size:
 		return malformed("tensor %d (%q): pads to %s%v, over the %d-byte limit", i, t.Name, t.DType, t.Shape, lim.MaxUnpaddedBytes)
-	case t.DataBytes > values*size:
+	case t.DataBytes > values*t.wireSize():
 		return malformed("tensor %d (%q): %d bytes sent for a padded size of %d", i, t.Name, t.DataBytes, values*size)
 	}
 	return nil
+}
+
+// validNarrow reports whether values of dt may be sent in n bytes.
+func validNarrow(dt tensor.DType, n uint8) bool {
+	switch dt {
+	case tensor.Int32:
+		return n == 1 || n == 2
+	case tensor.Int64:
+		return n == 1 || n == 2 || n == 4
+	}
+	return false
 }
 
 // repad replaces tensor i's unpadded rows with the padded tensor, using the
@@ -116,11 +229,12 @@ func repad(e *tensor.Element, i int, meta *TensorMeta, alloc func(n int) []byte)
 	if !ok || lt.DType != tensor.Int32 || len(lt.Shape) != 1 || lt.Shape[0] != t.Shape[0] || len(lt.Data) != 4*int(lt.Shape[0]) {
 		return malformed("tensor %d (%q): lengths tensor %q missing or not int32 [%d]", i, t.Name, meta.Lengths, t.Shape[0])
 	}
-	size := int64(t.DType.Size())
+	size, ws := int64(t.DType.Size()), meta.wireSize()
 	b, l := t.Shape[0], t.Shape[1]
-	stride := size
+	stride, wstride := size, ws // bytes of one position along dim 1: padded, sent
 	for _, d := range t.Shape[2:] {
 		stride *= d
+		wstride *= d
 	}
 	var sent int64
 	for r := int64(0); r < b; r++ {
@@ -128,10 +242,10 @@ func repad(e *tensor.Element, i int, meta *TensorMeta, alloc func(n int) []byte)
 		if n < 0 || n > l {
 			return malformed("tensor %d (%q): row %d has length %d, outside [0, %d]", i, t.Name, r, n, l)
 		}
-		if n > math.MaxInt64/stride || sent > math.MaxInt64-n*stride {
+		if n > math.MaxInt64/stride || sent > math.MaxInt64-n*wstride {
 			return malformed("tensor %d (%q): lengths overflow", i, t.Name)
 		}
-		sent += n * stride
+		sent += n * wstride
 	}
 	if sent != int64(len(t.Data)) {
 		return malformed("tensor %d (%q): lengths account for %d bytes, %d were sent", i, t.Name, sent, len(t.Data))
@@ -147,10 +261,15 @@ func repad(e *tensor.Element, i int, meta *TensorMeta, alloc func(n int) []byte)
 	rowBytes := l * stride
 	var src int64
 	for r := int64(0); r < b; r++ {
-		n := int64(int32(binary.LittleEndian.Uint32(lt.Data[4*r:]))) * stride
+		k := int64(int32(binary.LittleEndian.Uint32(lt.Data[4*r:])))
+		n := k * stride
 		row := full[r*rowBytes : (r+1)*rowBytes]
-		copy(row, t.Data[src:src+n])
-		src += n
+		if ws == size {
+			copy(row, t.Data[src:src+n])
+		} else {
+			widen(row[:n], t.Data[src:src+k*wstride], ws, size)
+		}
+		src += k * wstride
 		if zeroPad {
 			if !fresh {
 				clear(row[n:])

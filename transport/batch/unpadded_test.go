@@ -74,7 +74,8 @@ func TestUnpaddedRoundTrip(t *testing.T) {
 			e := paddedBatch(tc.lengths, maxLen, tc.pad)
 			dense, nDense := encodeDecode(t, e, EncodeOptions{})
 			got, nUnpadded := encodeDecode(t, e, EncodeOptions{Unpadded: true})
-			for _, d := range []tensor.Element{dense, got} {
+			narrow, nNarrow := encodeDecode(t, e, EncodeOptions{Unpadded: true, Narrow: true})
+			for _, d := range []tensor.Element{dense, got, narrow} {
 				if where, ok := equalElements(e, d); !ok {
 					t.Fatalf("decoded batch differs in %s", where)
 				}
@@ -82,7 +83,77 @@ func TestUnpaddedRoundTrip(t *testing.T) {
 			if tc.smaller && nUnpadded >= nDense {
 				t.Errorf("unpadded frame is %d bytes, dense %d: want smaller", nUnpadded, nDense)
 			}
-			t.Logf("dense %d bytes, unpadded %d bytes", nDense, nUnpadded)
+			if tc.name != "all empty" && tc.smaller && nNarrow >= nUnpadded {
+				t.Errorf("narrowed frame is %d bytes, unpadded %d: want smaller", nNarrow, nUnpadded)
+			}
+			t.Logf("dense %d bytes, unpadded %d bytes, narrowed %d", nDense, nUnpadded, nNarrow)
+		})
+	}
+}
+
+// Narrow picks the narrowest width that holds every valid value (padding
+// does not count), falls back to full width for negative or large values,
+// and the receiver widens them back exactly.
+func TestNarrowWidths(t *testing.T) {
+	codec := testCodec(t)
+	for _, tc := range []struct {
+		name  string
+		dtype tensor.DType
+		vals  []int64
+		want  uint8
+	}{
+		{"int32 bytes", tensor.Int32, []int64{0, 1, 255, 7}, 1},
+		{"int32 tokens", tensor.Int32, []int64{0, 256, 31999, 65535}, 2},
+		{"int32 large", tensor.Int32, []int64{1, 65536}, 0},
+		{"int32 negative", tensor.Int32, []int64{5, -1}, 0},
+		{"int64 bytes", tensor.Int64, []int64{3, 200}, 1},
+		{"int64 tokens", tensor.Int64, []int64{3, 60000}, 2},
+		{"int64 ids", tensor.Int64, []int64{1 << 31, 1<<32 - 1}, 4},
+		{"int64 large", tensor.Int64, []int64{1 << 32}, 0},
+		{"int64 negative", tensor.Int64, []int64{-5}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			size := tc.dtype.Size()
+			const rows, width = 3, 8
+			tok := make([]byte, rows*width*size)
+			ln := make([]byte, 4*rows)
+			for r := range rows {
+				n := max(len(tc.vals)-r, 1) // rows of different lengths, one value at least
+				binary.LittleEndian.PutUint32(ln[4*r:], uint32(n))
+				for c := range n {
+					v := uint64(tc.vals[(c+r)%len(tc.vals)])
+					for b := range size {
+						tok[(r*width+c)*size+b] = byte(v >> (8 * b))
+					}
+				}
+				for c := n; c < width; c++ { // padding the narrow width could not hold
+					for b := range size {
+						tok[(r*width+c)*size+b] = 0xEE
+					}
+				}
+			}
+			e := tensor.Element{Tensors: []tensor.Tensor{
+				{Name: "tokens", DType: tc.dtype, Shape: []int64{rows, width}, Data: tok},
+				{Name: "tokens_length", DType: tensor.Int32, Shape: []int64{rows}, Data: ln},
+			}}
+			f, err := EncodeWith(codec, Header{}, e, EncodeOptions{Unpadded: true, Narrow: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := f.m.Tensors[0].Narrow; got != tc.want || f.m.Tensors[0].Lengths == "" {
+				t.Fatalf("sent %d bytes a value (unpadded: %v), want %d", got, f.m.Tensors[0].Lengths != "", tc.want)
+			}
+			var wire bytes.Buffer
+			if _, err := f.WriteTo(&wire); err != nil {
+				t.Fatal(err)
+			}
+			_, got, err := Decode(codec, &wire, Limits{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if where, ok := equalElements(e, got); !ok {
+				t.Fatalf("decoded batch differs in %s", where)
+			}
 		})
 	}
 }
@@ -111,6 +182,11 @@ func TestUnpaddedMalformed(t *testing.T) {
 		return TensorMeta{Name: "tokens", DType: tensor.Int32, Shape: shape, DataBytes: dataBytes, Lengths: "tokens_length", PadBits: make([]byte, 4)}
 	}
 	lens := TensorMeta{Name: "tokens_length", DType: tensor.Int32, Shape: []int64{2}, DataBytes: 8}
+	narrowTok := func(narrow uint8, dataBytes int64, shape ...int64) TensorMeta {
+		m := tok(dataBytes, shape...)
+		m.Narrow = narrow
+		return m
+	}
 	cases := map[string][]byte{
 		"no lengths tensor":    rawFrame(t, codec, batchMsg(tok(8, 2, 4)), i32(1, 2)),
 		"length over max":      rawFrame(t, codec, batchMsg(tok(8, 2, 4), lens), i32(1, 2), i32(1, 5)),
@@ -120,6 +196,12 @@ func TestUnpaddedMalformed(t *testing.T) {
 		"rank 1":               rawFrame(t, codec, batchMsg(tok(8, 2), lens), i32(1, 2), i32(1, 1)),
 		"pads to 10 TiB":       rawFrame(t, codec, batchMsg(tok(8, 2, 1<<40), lens), i32(1, 2), i32(1, 1)),
 		"more sent than fits":  rawFrame(t, codec, batchMsg(tok(40, 2, 4), lens), make([]byte, 40), i32(1, 1)),
+		"narrow dense tensor":  rawFrame(t, codec, batchMsg(TensorMeta{Name: "x", DType: tensor.Int32, Shape: []int64{2}, DataBytes: 8, Narrow: 2}), i32(1, 2)),
+		"narrow 3 bytes":       rawFrame(t, codec, batchMsg(narrowTok(3, 6, 2, 4), lens), make([]byte, 8), i32(1, 1)),
+		"narrow 4 of int32":    rawFrame(t, codec, batchMsg(narrowTok(4, 8, 2, 4), lens), i32(1, 2), i32(1, 1)),
+		"narrow float32":       rawFrame(t, codec, batchMsg(TensorMeta{Name: "tokens", DType: tensor.Float32, Shape: []int64{2, 4}, DataBytes: 4, Lengths: "tokens_length", PadBits: make([]byte, 4), Narrow: 2}, lens), make([]byte, 8), i32(1, 1)),
+		"narrow miscount":      rawFrame(t, codec, batchMsg(narrowTok(2, 8, 2, 4), lens), i32(1, 2), i32(1, 1)),
+		"narrow too much sent": rawFrame(t, codec, batchMsg(narrowTok(2, 24, 2, 4), lens), make([]byte, 24), i32(4, 4)),
 		"bytes dtype unpadded": rawFrame(t, codec, batchMsg(TensorMeta{Name: "tokens", DType: tensor.Bytes, Shape: []int64{2, 4}, NumOffsets: 9, Lengths: "tokens_length", PadBits: []byte{0}}, lens), le64(0, 0, 0, 0, 0, 0, 0, 0, 0), i32(0, 0)),
 	}
 	for name, wire := range cases {
@@ -167,9 +249,9 @@ func BenchmarkUnpaddedVsDense(b *testing.B) {
 // the same batch as into new ones: the padding is written, not assumed.
 func TestUnpaddedIntoDirtyBuffers(t *testing.T) {
 	codec := testCodec(t)
-	for _, pad := range []int32{0, -1} {
+	for _, pad := range []int32{0, -1, 1} { // 1: narrowed (pad -1 is a negative value, not padding)
 		e := paddedBatch([]int32{3, 40, 0, 7}, 40, pad)
-		f, err := EncodeWith(codec, Header{}, e, EncodeOptions{Unpadded: true})
+		f, err := EncodeWith(codec, Header{}, e, EncodeOptions{Unpadded: true, Narrow: pad == 1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -71,6 +71,11 @@ type TensorMeta struct {
 	Lengths string `cbor:"5,keyasint,omitempty"`
 	// PadBits is the little-endian bytes of one padding value.
 	PadBits []byte `cbor:"6,keyasint,omitempty"`
+	// Narrow, for an unpadded int32 or int64 tensor (EncodeOptions.Narrow),
+	// is the width in bytes (1, 2, or for int64 also 4) its values are sent
+	// in, as unsigned little-endian integers; the receiver widens them back
+	// while it re-pads. 0: full width.
+	Narrow uint8 `cbor:"7,keyasint,omitempty"`
 }
 
 // Header is the CBOR header of a batch frame.
