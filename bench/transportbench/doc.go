@@ -24,17 +24,43 @@
 // does not run the text workload.
 //
 // Levers (Config.Levers) are variants of the feedmesh transport measured in
-// the same run: GOMAXPROCS=1 in both peers, 2 and 4 QUIC connections per
-// pair (one batch stream on each, the sender serving them concurrently), and
-// larger stream/connection receive windows.
+// the same run, each the shipped path with one change: GOMAXPROCS=1 in both
+// peers, 1 or 4 streams per worker, 4 client sockets, recycled buffers, GRO
+// off, a fixed credit window, batch-by-batch sends, and the variants below.
+//
+// Compression (Config.Compress, also added by Levers): for each of
+// batch.Compressions but none, a variant compress=<name> whose receiver asks
+// for it in its batch.OpenRequest (and checks the worker confirmed it); the
+// worker's batch.Sender compresses each batch's tail. A real worker
+// compresses every batch once, fresh, while the bench sender cycles through
+// a few pre-encoded frames and Frame.Compressed caches its result on a
+// frame; so these variants encode every batch anew (batch.EncodeWith: no
+// tensor copy) and compress it in the sending goroutine, within the
+// measured window: their sender CPU-s/GB includes the compression. They
+// also pay the encode, which the default row does not (it reuses its
+// frames); the variant encode=fresh, added with them, encodes anew without
+// compressing and is their CPU reference (BenchmarkSenderFreshFrame splits
+// the two per text batch). Every row reports the wire bytes per batch
+// (Row.WireBytesPerBatch: feedmesh frames as sent, after unpadding and
+// compression; the baselines' batches or padded records); MB/s and
+// CPU-s/GB count delivered batch bytes, the same with or without
+// compression.
 //
 // The peers of the feedmesh transports run in the feedmesh binary itself (a
 // hidden mode, see RunPeer); the peer protocol is the one described in
 // bench/baseline's doc.go. Paths: loopback, or a veth pair between two network
-// namespaces (veth.go, the same set-up as scripts/veth.sh).
+// namespaces (veth.go, the same set-up as scripts/veth.sh). Config.Rate
+// limits the veth path's bandwidth: a tc tbf qdisc on the sender's veth end
+// (its egress, the batches' direction) for the run, removed afterwards, also
+// when the run fails or is interrupted (a killed run leaves it: veth.sh rate
+// off or down). Its burst is above a 64 KiB GSO/TSO packet, so such
+// packets pass whole and are charged in full; TCP then runs at about 96% of
+// the rate (its headers take the rest). scripts/veth.sh rate RATE|off sets
+// the same by hand; a run without Rate on namespaces so shaped measures
+// under that limit and reports it (Row.Rate).
 //
 // Files: harness.go (Config, Run: spawning and timing the pairs), peer.go
 // (RunPeer, the protocol), peer_feedmesh.go, peer_quicraw.go, report.go (rows,
 // medians, the table), textload.go (the text workload and payload files),
-// veth.go.
+// veth.go (the veth pair and its rate limit).
 package transportbench

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
 // Paths a measurement can take.
@@ -59,8 +61,30 @@ type Config struct {
 	// as many QUIC connections of one client socket) instead of 2; 4 client
 	// sockets with one stream each; buffers recycled (Batch.Release); GRO
 	// off; the credit window fixed at 4 (no WindowBytes); the sender writing
-	// batch by batch (no SendAll).
+	// batch by batch (no SendAll); every batch encoded anew before it is
+	// sent (encode=fresh); and every compression (as Compress).
 	Levers bool
+
+	// Compress adds, for each batch compression named (batch.Compressions:
+	// lz4, zstd; "none" adds nothing, repeats count once), the feedmesh
+	// variant "compress=<name>": the receiver asks for it in its
+	// OpenRequest, the worker's Sender compresses every batch's tail. The
+	// sender then encodes every batch anew before sending it, so each is
+	// compressed fresh, as a real worker's (Frame.Compressed caches its
+	// result on a frame, and the sender otherwise reuses a few frames).
+	// Compress also adds the variant encode=fresh, which encodes every
+	// batch anew the same way but does not compress: the compressed
+	// variants' sender CPU compares with it, not with the default's
+	// (encoding a text batch costs about as much as a third of its lz4
+	// compression; BenchmarkSenderFreshFrame).
+	Compress []string
+
+	// Rate, with Path Veth, shapes the sender's end of the veth pair
+	// (egress, the direction of the batches) to this rate with a tc tbf
+	// qdisc for the run, and removes it afterwards: tc's rate syntax, e.g.
+	// 1gbit, 500mbit, 100mbit. Empty leaves the pair unshaped (unless
+	// scripts/veth.sh rate shaped it: that is then reported). See veth.go.
+	Rate string
 
 	// PeerTimeout bounds each peer process beyond Seconds (start-up,
 	// handshake, draining); a peer still running then is killed.
@@ -81,6 +105,26 @@ type Config struct {
 
 	// textFile is the payload file of a text run (set by Run).
 	textFile string
+}
+
+// compressions returns the compressions of the compress=<name> variants, in
+// batch.Compressions order, without none and repeats (the names are
+// checked by Validate).
+func (c Config) compressions() []batch.Compression {
+	want := make(map[batch.Compression]bool)
+	for _, name := range c.Compress {
+		if z, err := batch.ParseCompression(name); err == nil && z != batch.CompressNone {
+			want[z] = true
+		}
+	}
+	var out []batch.Compression
+	for _, name := range batch.Compressions {
+		z, _ := batch.ParseCompression(name)
+		if z != batch.CompressNone && (want[z] || c.Levers) {
+			out = append(out, z)
+		}
+	}
+	return out
 }
 
 // DefaultConfig measures the three issue sizes on loopback, 3 runs of 2 s
@@ -130,6 +174,19 @@ func (c Config) Validate() error {
 			return fmt.Errorf("transportbench: size %d out of range [1, %d]", s, MaxBatchBytes)
 		}
 	}
+	for _, name := range c.Compress {
+		if _, err := batch.ParseCompression(name); err != nil {
+			return fmt.Errorf("transportbench: Compress: %w", err)
+		}
+	}
+	if c.Rate != "" {
+		if c.Path != Veth {
+			return fmt.Errorf("transportbench: Rate %q needs Path %s (it shapes the veth pair; loopback cannot be shaped)", c.Rate, Veth)
+		}
+		if _, err := ParseRate(c.Rate); err != nil {
+			return fmt.Errorf("transportbench: Rate: %w", err)
+		}
+	}
 	known := map[string]bool{Feedmesh: true, QuicRaw: true, GRPCTLS: true, TCPTLS: true, TCP: true}
 	for _, t := range c.Transports {
 		if !known[t] {
@@ -173,12 +230,12 @@ func (cfg Config) cases() []benchCase {
 	var cs []benchCase
 	if want(Feedmesh) {
 		cs = append(cs, benchCase{transport: Feedmesh, variant: "default", opts: shipped})
+		lever := func(name string, env []string, change func(*peerOptions)) benchCase {
+			o := shipped
+			change(&o)
+			return benchCase{transport: Feedmesh, variant: name, env: env, opts: o}
+		}
 		if cfg.Levers {
-			lever := func(name string, env []string, change func(*peerOptions)) benchCase {
-				o := shipped
-				change(&o)
-				return benchCase{transport: Feedmesh, variant: name, env: env, opts: o}
-			}
 			cs = append(cs,
 				lever("gomaxprocs=1", []string{"GOMAXPROCS=1"}, func(*peerOptions) {}),
 				lever("streams=1", nil, func(o *peerOptions) { o.streams = 1 }),
@@ -188,6 +245,15 @@ func (cfg Config) cases() []benchCase {
 				lever("gro=off", nil, func(o *peerOptions) { o.groOff = true }),
 				lever("window=fixed", nil, func(o *peerOptions) { o.fixedWindow = true }),
 				lever("send=one-by-one", nil, func(o *peerOptions) { o.sendOne = true }))
+		}
+		zs := cfg.compressions()
+		if cfg.Levers || len(zs) > 0 {
+			// The compressed variants encode every batch anew; this one
+			// too, without compressing: their CPU reference.
+			cs = append(cs, lever("encode=fresh", nil, func(o *peerOptions) { o.fresh = true }))
+		}
+		for _, z := range zs {
+			cs = append(cs, lever("compress="+z.String(), nil, func(o *peerOptions) { o.compress, o.fresh = z, true }))
 		}
 	}
 	for _, t := range []string{QuicRaw, GRPCTLS, TCPTLS, TCP} {
@@ -214,7 +280,13 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 	if progress == nil {
 		progress = io.Discard
 	}
+	rate := "" // the veth pair's shaping in force, for the rows
 	if cfg.Path == Veth {
+		if cfg.Rate != "" {
+			if err := needTC(); err != nil {
+				return nil, err
+			}
+		}
 		down, err := VethUp(ctx, progress)
 		if err != nil {
 			return nil, err
@@ -222,6 +294,17 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 		defer func() {
 			if err := down(); err != nil {
 				fmt.Fprintf(progress, "veth teardown: %v\n", err)
+			}
+		}()
+		// Deferred after VethUp's teardown, so it runs before it: the
+		// qdisc goes also from namespaces the run did not create.
+		var unshape func() error
+		if rate, unshape, err = ShapeVeth(ctx, cfg.Rate, progress); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := unshape(); err != nil {
+				fmt.Fprintf(progress, "veth: removing the rate limit: %v\n", err)
 			}
 		}()
 	}
@@ -246,6 +329,10 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 		cfg.textFile = ts.path
 		workload, sizes = WorkloadText, []int{int(math.Round(ts.meanPadded))}
 	}
+	where := cfg.Path // in progress lines
+	if rate != "" {
+		where += "@" + rate
+	}
 	var rows []Row
 	for _, size := range sizes {
 		label := sizeName(size)
@@ -266,22 +353,19 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 						return nil, ctx.Err()
 					}
 					errs[i] = append(errs[i], err.Error())
-					fmt.Fprintf(progress, "[%s %s run %d/%d] %-28s FAILED: %v\n", cfg.Path, label, run+1, cfg.Runs, cases[i].name(), err)
+					fmt.Fprintf(progress, "[%s %s run %d/%d] %-28s FAILED: %v\n", where, label, run+1, cfg.Runs, cases[i].name(), err)
 				} else if workload == WorkloadText {
 					fmt.Fprintf(progress, "[%s %s run %d/%d] %-28s %8.0f batches/s  %6.0f wire B/batch  recv %5.2f  send %5.2f CPU-s/GB\n",
-						cfg.Path, label, run+1, cfg.Runs, cases[i].name(), s.batchesPerS, s.wirePerBatch, s.recvCPUPerGB, s.sendCPUPerGB)
+						where, label, run+1, cfg.Runs, cases[i].name(), s.batchesPerS, s.wirePerBatch, s.recvCPUPerGB, s.sendCPUPerGB)
 				} else {
-					fmt.Fprintf(progress, "[%s %s run %d/%d] %-28s %8.1f MB/s  recv %5.2f  send %5.2f CPU-s/GB\n",
-						cfg.Path, label, run+1, cfg.Runs, cases[i].name(), s.mbps, s.recvCPUPerGB, s.sendCPUPerGB)
+					fmt.Fprintf(progress, "[%s %s run %d/%d] %-28s %8.1f MB/s  %9.0f wire B/batch  recv %5.2f  send %5.2f CPU-s/GB\n",
+						where, label, run+1, cfg.Runs, cases[i].name(), s.mbps, s.wirePerBatch, s.recvCPUPerGB, s.sendCPUPerGB)
 				}
 				samples[i] = append(samples[i], s)
 			}
 		}
 		for _, r := range summarize(cfg.Path, size, cases, samples, errs) {
-			r.Workload = workload
-			if workload != WorkloadText {
-				r.WireBytesPerBatch = 0
-			}
+			r.Workload, r.Rate = workload, rate
 			rows = append(rows, r)
 		}
 	}
@@ -291,7 +375,7 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 // sample is one measurement.
 type sample struct {
 	mbps, batchesPerS, recvCPUPerGB, sendCPUPerGB float64
-	wirePerBatch                                  float64 // sender's bytes written per batch
+	wirePerBatch                                  float64 // sender's bytes written per batch (after compression)
 }
 
 // measure runs one sender/receiver pair.

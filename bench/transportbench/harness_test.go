@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -33,6 +35,10 @@ func TestConfigValidate(t *testing.T) {
 		{"Workload", func(c *Config) { c.Workload = "images" }},
 		{"TextExamples", func(c *Config) { c.Workload, c.TextExamples = WorkloadText, -1 }},
 		{"TextExamples", func(c *Config) { c.Workload, c.TextExamples = WorkloadText, maxTextExamples+1 }},
+		{`Compress: compression "lz5"`, func(c *Config) { c.Compress = []string{"lz4", "lz5"} }},
+		{"Rate \"1gbit\" needs Path veth", func(c *Config) { c.Rate = "1gbit" }},
+		{`Rate: rate "fast"`, func(c *Config) { c.Path, c.Rate = Veth, "fast" }},
+		{`Rate: rate "100"`, func(c *Config) { c.Path, c.Rate = Veth, "100" }},
 	} {
 		c := ok
 		tc.edit(&c)
@@ -77,6 +83,7 @@ func TestCases(t *testing.T) {
 	c.Baseline = "/x/baseline"
 	c.Levers = true
 	want := []string{"feedmesh", "feedmesh/gomaxprocs=1", "feedmesh/streams=1", "feedmesh/streams=4", "feedmesh/sockets=4", "feedmesh/release", "feedmesh/gro=off", "feedmesh/window=fixed", "feedmesh/send=one-by-one",
+		"feedmesh/encode=fresh", "feedmesh/compress=lz4", "feedmesh/compress=zstd",
 		"quic-raw", "grpc-tls", "tcp-tls", "tcp"}
 	if got := names(c); !reflect.DeepEqual(got, want) {
 		t.Errorf("with baseline and levers: %v, want %v", got, want)
@@ -86,6 +93,27 @@ func TestCases(t *testing.T) {
 	if got, want := names(c), []string{"feedmesh", "grpc-tls"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("subset: %v, want %v", got, want)
 	}
+	// Compress: one row per compression (none adds nothing, repeats count
+	// once), in batch.Compressions order, after their reference
+	// encode=fresh; the receiver asks for it and the sender encodes fresh.
+	c.Compress = []string{"ZSTD", "none", "lz4", "zstd"}
+	if got, want := names(c), []string{"feedmesh", "feedmesh/encode=fresh", "feedmesh/compress=lz4", "feedmesh/compress=zstd", "grpc-tls"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("compress: %v, want %v", got, want)
+	}
+	cs := c.cases()
+	if o := cs[0].opts; o.compress != batch.CompressNone || o.fresh {
+		t.Errorf("default case compresses or encodes fresh: %+v", o)
+	}
+	if o := cs[1].opts; o.compress != batch.CompressNone || !o.fresh {
+		t.Errorf("encode=fresh case: %+v", o)
+	}
+	if o := cs[3].opts; o.compress != batch.CompressZstd || !o.fresh || o.conns != 1 || o.streams != 2 || o.credit != 4 {
+		t.Errorf("compress=zstd case: %+v, want the shipped options with zstd, fresh", o)
+	}
+	c.Compress = []string{"none"}
+	if got, want := names(c), []string{"feedmesh", "grpc-tls"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("compress none: %v, want %v", got, want)
+	}
 }
 
 func TestPeerArgsRoundTrip(t *testing.T) {
@@ -93,6 +121,9 @@ func TestPeerArgsRoundTrip(t *testing.T) {
 		{role: "send", transport: Feedmesh, listen: "10.123.0.1:0", size: 65536, seconds: 0.5, timeout: 3 * time.Second, conns: 4, credit: 4, streamWindow: 64 << 20, connWindow: 256 << 20},
 		{role: "recv", transport: QuicRaw, addr: "127.0.0.1:9", size: 1 << 20, seconds: 2, timeout: time.Minute, conns: 1, credit: 1},
 		{role: "recv", transport: Feedmesh, addr: "127.0.0.1:9", size: 1 << 20, seconds: 2, timeout: time.Minute, conns: 2, credit: 4, payloadFile: "/tmp/x y.bin"},
+		{role: "send", transport: Feedmesh, listen: "127.0.0.1:0", size: 1 << 20, seconds: 2, timeout: time.Minute, conns: 1, credit: 4, streams: 2, compress: batch.CompressZstd, fresh: true},
+		{role: "recv", transport: Feedmesh, addr: "127.0.0.1:9", size: 1 << 20, seconds: 2, timeout: time.Minute, conns: 1, credit: 4, compress: batch.CompressLZ4},
+		{role: "send", transport: Feedmesh, listen: "127.0.0.1:0", size: 1 << 20, seconds: 2, timeout: time.Minute, conns: 1, credit: 4, fresh: true},
 	} {
 		got, err := parsePeer(o.args())
 		if err != nil {
@@ -122,6 +153,7 @@ func TestParsePeerRejects(t *testing.T) {
 		{"recv"}, // no --addr
 		{"send", "extra"},
 		{"send", "--bogus"},
+		{"send", "--compress", "lz5"},
 	} {
 		if _, err := parsePeer(args); err == nil {
 			t.Errorf("parsePeer(%q) accepted", args)
@@ -240,12 +272,17 @@ func TestRunLoopbackTiny(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 10 {
-		t.Fatalf("%d rows, want 10 (feedmesh, 8 levers, quic-raw)", len(rows))
+	if len(rows) != 13 {
+		t.Fatalf("%d rows, want 13 (feedmesh, 11 levers, quic-raw)", len(rows))
 	}
 	for _, r := range rows {
-		if r.Runs != 1 || len(r.Errors) > 0 || r.MBPerS <= 0 || r.RecvCPUSPerGB <= 0 || r.SendCPUSPerGB <= 0 || r.BatchBytes != 64<<10 {
+		if r.Runs != 1 || len(r.Errors) > 0 || r.MBPerS <= 0 || r.RecvCPUSPerGB <= 0 || r.SendCPUSPerGB <= 0 || r.BatchBytes != 64<<10 || r.Rate != "" {
 			t.Errorf("row %+v", r)
+		}
+		// Random bytes do not compress: every row puts the batch (feedmesh:
+		// plus its frame's prefix and header) on the wire.
+		if r.WireBytesPerBatch < 64<<10 || r.WireBytesPerBatch > 64<<10+256 {
+			t.Errorf("%s/%s: %.0f wire bytes per 64 KiB batch", r.Transport, r.Variant, r.WireBytesPerBatch)
 		}
 		if r.RatioVsGRPCTLS != nil {
 			t.Errorf("%s: ratio without grpc-tls", r.Transport)
@@ -255,7 +292,7 @@ func TestRunLoopbackTiny(t *testing.T) {
 			t.Errorf("%s/%s: %.1f batches/s does not match %.1f MB/s", r.Transport, r.Variant, r.BatchesPerS, r.MBPerS)
 		}
 	}
-	if !strings.Contains(progress.String(), "feedmesh/sockets=4") {
+	if !strings.Contains(progress.String(), "feedmesh/sockets=4") || !strings.Contains(progress.String(), "feedmesh/compress=zstd") {
 		t.Errorf("progress lacks the lever runs:\n%s", progress.String())
 	}
 }

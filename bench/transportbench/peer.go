@@ -20,6 +20,8 @@ import (
 	"runtime/pprof"
 	"syscall"
 	"time"
+
+	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
 // Transport names, as they appear in rows and on the command line.
@@ -46,16 +48,18 @@ type peerOptions struct {
 	size         int
 	seconds      float64
 	timeout      time.Duration
-	conns        int    // feedmesh: connections (one batch stream each)
-	credit       int    // feedmesh: the client's credit window in batches
-	streamWindow uint64 // feedmesh: transport.Config.StreamReceiveWindow, 0 = default
-	connWindow   uint64 // feedmesh: transport.Config.ConnectionReceiveWindow, 0 = default
-	payloadFile  string // text workload: the payload file (replaces size)
-	streams      int    // feedmesh: batch streams per client transport (0 = 1), spread over as many QUIC connections (DataConns), as client.Options.StreamsPerWorker
-	groOff       bool   // feedmesh: transport.Config.GROBuffers = 0
-	release      bool   // feedmesh: the receiver recycles batch buffers (as Batch.Release)
-	fixedWindow  bool   // feedmesh: no ReceiverConfig.WindowBytes (the window stays at credit)
-	sendOne      bool   // feedmesh: the sender writes batch by batch (Send), not SendAll
+	conns        int               // feedmesh: connections (one batch stream each)
+	credit       int               // feedmesh: the client's credit window in batches
+	streamWindow uint64            // feedmesh: transport.Config.StreamReceiveWindow, 0 = default
+	connWindow   uint64            // feedmesh: transport.Config.ConnectionReceiveWindow, 0 = default
+	payloadFile  string            // text workload: the payload file (replaces size)
+	streams      int               // feedmesh: batch streams per client transport (0 = 1), spread over as many QUIC connections (DataConns), as client.Options.StreamsPerWorker
+	groOff       bool              // feedmesh: transport.Config.GROBuffers = 0
+	release      bool              // feedmesh: the receiver recycles batch buffers (as Batch.Release)
+	fixedWindow  bool              // feedmesh: no ReceiverConfig.WindowBytes (the window stays at credit)
+	sendOne      bool              // feedmesh: the sender writes batch by batch (Send), not SendAll
+	compress     batch.Compression // feedmesh: what the receiver asks for in its OpenRequest (the sender checks it got that)
+	fresh        bool              // feedmesh: the sender encodes every batch anew before sending it (always with compress)
 }
 
 // peerArgs renders o as the flags RunPeer parses (role first).
@@ -73,6 +77,8 @@ func (o peerOptions) args() []string {
 		fmt.Sprintf("--release=%t", o.release),
 		fmt.Sprintf("--fixed-window=%t", o.fixedWindow),
 		fmt.Sprintf("--send-one=%t", o.sendOne),
+		"--compress", o.compress.String(),
+		fmt.Sprintf("--fresh=%t", o.fresh),
 	}
 	if o.payloadFile != "" {
 		a = append(a, "--payload-file", o.payloadFile) // replaces --size
@@ -157,8 +163,14 @@ func parsePeer(args []string) (peerOptions, error) {
 	fs.BoolVar(&o.release, "release", false, "")
 	fs.BoolVar(&o.fixedWindow, "fixed-window", false, "")
 	fs.BoolVar(&o.sendOne, "send-one", false, "")
+	compress := fs.String("compress", "none", "")
+	fs.BoolVar(&o.fresh, "fresh", false, "")
 	if err := fs.Parse(args[1:]); err != nil {
 		return o, fmt.Errorf("peer: %w", err)
+	}
+	var err error
+	if o.compress, err = batch.ParseCompression(*compress); err != nil {
+		return o, fmt.Errorf("peer: --compress: %w", err)
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -181,8 +193,9 @@ func parsePeer(args []string) (peerOptions, error) {
 
 // result is the last line a peer prints (the baseline prints the same).
 // With a payload file, Bytes counts the records' (padded) bytes of the
-// batches; a feedmesh sender adds WireBytes, the frame bytes it actually
-// wrote (unpadded), absent elsewhere (the same as Bytes).
+// batches. A feedmesh sender adds WireBytes, the frame bytes it actually
+// wrote (length prefix, header and tail: unpadded, compressed); absent
+// elsewhere, it is the same as Bytes.
 type result struct {
 	Role      string  `json:"role"`
 	Bytes     int64   `json:"bytes"`

@@ -44,7 +44,10 @@ const sendCoalesce = 16
 // o.conns batch streams and sends on each, under the client's credit, for
 // o.seconds: the same encoded batch (one uint8 tensor of o.size random
 // bytes), or with a payload file its text batches in order, cycling, each
-// encoded unpadded as the shipped worker does (batch.EncodeOptions).
+// encoded unpadded as the shipped worker does (batch.EncodeOptions). The
+// frames are encoded once and reused, except with o.compress (the
+// receiver's request, checked) or o.fresh: then each batch is encoded anew
+// for each send, and compressed, in the measured window.
 func feedmeshSend(ctx context.Context, o peerOptions, stdin io.Reader, stdout io.Writer) (result, error) {
 	cfg := feedmeshConfig(o)
 	if err := cfg.Validate(); err != nil {
@@ -91,13 +94,17 @@ func feedmeshSend(ctx context.Context, o peerOptions, stdin io.Reader, stdout io
 		if err != nil {
 			return result{}, fmt.Errorf("accept stream %d: %w", len(senders), err)
 		}
-		s, _, err := batch.Accept(ctx, codec, c, senderMaxWindow)
+		s, req, err := batch.Accept(ctx, codec, c, senderMaxWindow)
 		if err != nil {
 			return result{}, err
 		}
 		senders = append(senders, s)
+		if req.Compression != o.compress {
+			return result{}, fmt.Errorf("stream %d: the receiver asked for compression %v, the sender was told %v", len(senders)-1, req.Compression, o.compress)
+		}
 	}
 
+	fresh := o.fresh || o.compress != batch.CompressNone
 	m := startMeter()
 	end := m.t0.Add(time.Duration(o.seconds * float64(time.Second)))
 	var sent, padded, wire atomic.Int64
@@ -118,8 +125,31 @@ func feedmeshSend(ctx context.Context, o peerOptions, stdin io.Reader, stdout io
 					take = max(min(s.Available(), sendCoalesce), 1)
 				}
 				for range take {
-					fs = append(fs, frames[k].f)
-					n, b, w = n+1, b+frames[k].padded, w+frames[k].wire
+					if !fresh {
+						fs = append(fs, frames[k].f)
+						n, b, w = n+1, b+frames[k].padded, w+frames[k].wire
+						k = (k + 1) % len(frames)
+						continue
+					}
+					// A worker compresses each batch once, as it sends it;
+					// Compressed caches its result on the frame, so a
+					// reused frame would be compressed only once here:
+					// encode the batch anew (no tensor copy) and compress
+					// it now, in the measured window, to count what goes
+					// on the wire (the Sender's own Compressed call then
+					// returns it as it is). The encode=fresh variant does
+					// the same without compressing (Compressed(none) is
+					// f): the reference for the compressed variants' CPU.
+					f, err := frames[k].src.encode(codec)
+					if err == nil {
+						f, err = f.Compressed(o.compress)
+					}
+					if err != nil {
+						errs[i] = err
+						return
+					}
+					fs = append(fs, f)
+					n, b, w = n+1, b+frames[k].padded, w+f.Size()+framePrefix
 					k = (k + 1) % len(frames)
 				}
 				if _, err := s.SendAll(ctx, fs); err != nil {
@@ -132,9 +162,7 @@ func feedmeshSend(ctx context.Context, o peerOptions, stdin io.Reader, stdout io
 	}
 	wg.Wait()
 	res := m.result("send", padded.Load(), sent.Load())
-	if o.payloadFile != "" {
-		res.WireBytes = wire.Load()
-	}
+	res.WireBytes = wire.Load()
 	if err := errors.Join(errs...); err != nil {
 		return result{}, err
 	}
@@ -145,37 +173,67 @@ func feedmeshSend(ctx context.Context, o peerOptions, stdin io.Reader, stdout io
 // sendFrame is one encoded batch of a sender's cycle.
 type sendFrame struct {
 	f      *batch.Frame
-	padded int64 // bytes counted for it: o.size, or its padded record's length
-	wire   int64 // bytes it takes on the stream
+	padded int64        // bytes counted for it: o.size, or its padded record's length
+	wire   int64        // bytes f takes on the stream (length prefix included)
+	src    *batchSource // what f was encoded from
 }
+
+// batchSource is what a sendFrame was encoded from.
+type batchSource struct {
+	el  tensor.Element
+	hdr batch.Header
+	opt batch.EncodeOptions
+}
+
+// encode encodes the batch (again): a new Frame, sharing the tensors'
+// bytes, not compressed yet.
+func (s *batchSource) encode(codec *transport.Codec) (*batch.Frame, error) {
+	return batch.EncodeWith(codec, s.hdr, s.el, s.opt)
+}
+
+// framePrefix is the bytes the codec writes before a frame's header (its
+// version and lengths), beyond Frame.Size.
+var framePrefix = func() int64 {
+	codec, err := benchCodec()
+	if err != nil {
+		panic(err)
+	}
+	f, err := batch.Encode(codec, batch.Header{}, tensor.Element{})
+	if err != nil {
+		panic(err)
+	}
+	n, err := f.WriteTo(io.Discard)
+	if err != nil {
+		panic(err)
+	}
+	return n - f.Size()
+}()
 
 // senderFrames encodes what a feedmesh sender cycles through.
 func senderFrames(codec *transport.Codec, o peerOptions) ([]sendFrame, error) {
+	var sfs []sendFrame
 	if o.payloadFile == "" {
 		e := tensor.Element{Tensors: []tensor.Tensor{{Name: "data", DType: tensor.Uint8, Shape: []int64{int64(o.size)}, Data: randomBytes(o.size)}}}
-		f, err := batch.Encode(codec, batch.Header{Worker: "bench-sender"}, e)
+		sfs = []sendFrame{{padded: int64(o.size), src: &batchSource{el: e, hdr: batch.Header{Worker: "bench-sender"}}}}
+	} else {
+		tbs, err := loadTextBatches(codec, o.payloadFile)
 		if err != nil {
 			return nil, err
 		}
-		return []sendFrame{{f: f, padded: int64(o.size), wire: f.Size()}}, nil
-	}
-	tbs, err := loadTextBatches(codec, o.payloadFile)
-	if err != nil {
-		return nil, err
-	}
-	frames := make([]sendFrame, len(tbs))
-	for i, tb := range tbs {
-		f, err := batch.EncodeWith(codec, batch.Header{Worker: "bench-sender", Seq: uint64(i)}, tb.el, batch.EncodeOptions{Unpadded: true})
-		if err != nil {
-			return nil, fmt.Errorf("encode text batch %d: %w", i, err)
+		sfs = make([]sendFrame, len(tbs))
+		for i, tb := range tbs {
+			src := &batchSource{el: tb.el, hdr: batch.Header{Worker: "bench-sender", Seq: uint64(i)}, opt: batch.EncodeOptions{Unpadded: true}}
+			sfs[i] = sendFrame{padded: tb.paddedBytes, src: src}
 		}
-		wire, err := f.WriteTo(io.Discard)
-		if err != nil {
-			return nil, err
-		}
-		frames[i] = sendFrame{f: f, padded: tb.paddedBytes, wire: wire}
 	}
-	return frames, nil
+	for i := range sfs {
+		f, err := sfs[i].src.encode(codec)
+		if err != nil {
+			return nil, fmt.Errorf("encode batch %d: %w", i, err)
+		}
+		sfs[i].f, sfs[i].wire = f, f.Size()+framePrefix
+	}
+	return sfs, nil
 }
 
 // feedmeshRecv plays the client: o.conns client transports (each its own UDP
@@ -231,7 +289,7 @@ func feedmeshRecv(ctx context.Context, o peerOptions) (result, error) {
 				rec = pool.Recorder()
 				rcj.Alloc = rec.Alloc
 			}
-			r, err := batch.OpenConfig(ctx, tr, codec, o.addr, batch.OpenRequest{Job: "bench", Consumer: fmt.Sprintf("%d.%d", i, j), Window: o.credit}, rcj)
+			r, err := batch.OpenConfig(ctx, tr, codec, o.addr, batch.OpenRequest{Job: "bench", Consumer: fmt.Sprintf("%d.%d", i, j), Window: o.credit, Compression: o.compress}, rcj)
 			if err != nil {
 				return result{}, err
 			}
@@ -264,6 +322,10 @@ func feedmeshRecv(ctx context.Context, o peerOptions) (result, error) {
 				}
 				if err != nil {
 					errs[i] = err
+					return
+				}
+				if k == 0 && r.Compression() != o.compress {
+					errs[i] = fmt.Errorf("stream %d: asked for compression %v, the worker confirmed %v", i, o.compress, r.Compression())
 					return
 				}
 				size := int64(o.size)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"text/tabwriter"
 )
@@ -15,10 +16,15 @@ import (
 // batch.Encode writes it, what the baselines ship), MB/s and CPU-s/GB count
 // padded bytes delivered (for feedmesh: the padded size of the batches it
 // delivered unpadded and re-padded), and WireBytesPerBatch is what each
-// sender actually wrote per batch (feedmesh: unpadded frames). The key
-// figure is BatchesRatioVsGRPCTLS.
+// sender actually wrote per batch (feedmesh: unpadded frames, compressed in
+// the compress=<name> variants). The key figure is BatchesRatioVsGRPCTLS.
+// MB/s and CPU-s/GB never count wire bytes: a compressed variant delivers
+// the same batches as the others.
 type Row struct {
-	Path       string `json:"path"`
+	Path string `json:"path"`
+	// Rate is the veth path's rate limit the row was measured under
+	// (Config.Rate, or one scripts/veth.sh set), empty when unshaped.
+	Rate       string `json:"rate"`
 	Workload   string `json:"workload"` // WorkloadRaw or WorkloadText
 	Transport  string `json:"transport"`
 	Variant    string `json:"variant"`
@@ -40,10 +46,12 @@ type Row struct {
 	// quote).
 	BatchesRatioVsGRPCTLS *float64 `json:"batches_ratio_vs_grpc_tls"`
 
-	// WireBytesPerBatch (text workload only) is the median over runs of the
-	// bytes the sender wrote per batch, above the transport's own framing
-	// (feedmesh: batch frames with their length prefix; baselines: records).
-	WireBytesPerBatch float64 `json:"wire_bytes_per_batch,omitempty"`
+	// WireBytesPerBatch is the median over runs of the mean bytes the
+	// sender wrote per batch, above the transport's own framing (feedmesh:
+	// batch frames as sent — length prefix, header and tail, after
+	// unpadding and compression; baselines and quic-raw: the batch or
+	// padded record). 0 when no run succeeded.
+	WireBytesPerBatch float64 `json:"wire_bytes_per_batch"`
 
 	SamplesMBPerS []float64 `json:"samples_mb_per_s"`
 	Errors        []string  `json:"errors,omitempty"`
@@ -134,12 +142,25 @@ func WriteTable(w io.Writer, rows []Row) error {
 			raw = append(raw, r)
 		}
 	}
+	// The rate limit heads the table (one per run; rows of several runs may
+	// differ, each is named).
+	var rates []string
+	for _, r := range rows {
+		if r.Rate != "" && !slices.Contains(rates, r.Rate) {
+			rates = append(rates, r.Rate)
+		}
+	}
+	for _, rate := range rates {
+		if _, err := fmt.Fprintf(w, "veth rate limit %s: the sender's egress shaped by tc tbf (PATH %s@%s below)\n", rate, Veth, rate); err != nil {
+			return err
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	if len(raw) > 0 || len(text) == 0 {
-		fmt.Fprintln(tw, "PATH\tBATCH\tTRANSPORT\tMB/s\tBATCHES/s\tRECV CPU-s/GB\tSEND CPU-s/GB\t× GRPC-TLS\tRECV CPU × GRPC-TLS\tRUNS\t")
+		fmt.Fprintln(tw, "PATH\tBATCH\tTRANSPORT\tMB/s\tBATCHES/s\tWIRE B/BATCH\tRECV CPU-s/GB\tSEND CPU-s/GB\t× GRPC-TLS\tRECV CPU × GRPC-TLS\tRUNS\t")
 		for _, r := range raw {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%.1f\t%.2f\t%.2f\t%s\t%s\t%s\t\n", r.Path, sizeName(r.BatchBytes), rowName(r),
-				r.MBPerS, r.BatchesPerS, r.RecvCPUSPerGB, r.SendCPUSPerGB, ratioText(r.RatioVsGRPCTLS), ratioText(r.RecvCPURatioVsGRPCTLS), runsText(r))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%.1f\t%.0f\t%.2f\t%.2f\t%s\t%s\t%s\t\n", pathText(r), sizeName(r.BatchBytes), rowName(r),
+				r.MBPerS, r.BatchesPerS, r.WireBytesPerBatch, r.RecvCPUSPerGB, r.SendCPUSPerGB, ratioText(r.RatioVsGRPCTLS), ratioText(r.RecvCPURatioVsGRPCTLS), runsText(r))
 		}
 	}
 	if len(text) > 0 {
@@ -148,12 +169,20 @@ func WriteTable(w io.Writer, rows []Row) error {
 		}
 		fmt.Fprintln(tw, "PATH\tWORKLOAD\tTRANSPORT\tBATCHES/s\tBATCHES × GRPC-TLS\tWIRE B/BATCH\tPADDED B/BATCH\tPADDED MB/s\tRECV CPU-s/GB\tSEND CPU-s/GB\tRECV CPU × GRPC-TLS\tRUNS\t")
 		for _, r := range text {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%s\t%.0f\t%d\t%.1f\t%.2f\t%.2f\t%s\t%s\t\n", r.Path, r.Workload, rowName(r),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%s\t%.0f\t%d\t%.1f\t%.2f\t%.2f\t%s\t%s\t\n", pathText(r), r.Workload, rowName(r),
 				r.BatchesPerS, ratioText(r.BatchesRatioVsGRPCTLS), r.WireBytesPerBatch, r.BatchBytes, r.MBPerS,
 				r.RecvCPUSPerGB, r.SendCPUSPerGB, ratioText(r.RecvCPURatioVsGRPCTLS), runsText(r))
 		}
 	}
 	return tw.Flush()
+}
+
+// pathText is the path column: the path, with its rate limit if any.
+func pathText(r Row) string {
+	if r.Rate != "" {
+		return r.Path + "@" + r.Rate
+	}
+	return r.Path
 }
 
 func rowName(r Row) string {

@@ -119,8 +119,9 @@ func TestReadRecordsRejects(t *testing.T) {
 
 // TestRunLoopbackText runs the text workload end to end for feedmesh (two
 // peer processes: the sender unpads, the receiver re-pads and checks each
-// batch), and for grpc-tls too when FEEDMESH_BASELINE names the baseline
-// binary.
+// batch), also with lz4-compressed tails (and their reference,
+// encode=fresh), and for grpc-tls too when FEEDMESH_BASELINE names the
+// baseline binary.
 func TestRunLoopbackText(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -132,6 +133,7 @@ func TestRunLoopbackText(t *testing.T) {
 	c.Workload, c.TextExamples, c.Seconds, c.Runs = WorkloadText, 3000, 0.3, 1
 	c.Sizes = nil // ignored by the text workload
 	c.Transports = []string{Feedmesh, QuicRaw}
+	c.Compress = []string{"lz4"}
 	if b := os.Getenv("FEEDMESH_BASELINE"); b != "" {
 		c.Baseline = b
 		c.Transports = append(c.Transports, GRPCTLS)
@@ -144,9 +146,9 @@ func TestRunLoopbackText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := 1 // quic-raw is left out of the text workload
+	want := 3 // feedmesh, encode=fresh, compress=lz4; quic-raw is left out of the text workload
 	if c.Baseline != "" {
-		want = 2
+		want = 4
 	}
 	if len(rows) != want {
 		t.Fatalf("%d rows, want %d:\n%s", len(rows), want, progress.String())
@@ -165,6 +167,11 @@ func TestRunLoopbackText(t *testing.T) {
 		}
 		switch r.Transport {
 		case Feedmesh:
+			// The compressed variant ships fewer bytes than the plain
+			// ones (token ids compress; lz4 saves about a third).
+			if r.Variant == "compress=lz4" && r.WireBytesPerBatch > 0.9*rows[0].WireBytesPerBatch {
+				t.Errorf("compress=lz4 wrote %.0f bytes per batch, uncompressed %.0f", r.WireBytesPerBatch, rows[0].WireBytesPerBatch)
+			}
 			if r.WireBytesPerBatch >= float64(r.BatchBytes) {
 				t.Errorf("feedmesh wrote %.0f bytes per batch, padded batches are %d", r.WireBytesPerBatch, r.BatchBytes)
 			}

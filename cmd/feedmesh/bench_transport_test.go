@@ -18,8 +18,10 @@ func TestBenchTransportFlags(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "Usage: feedmesh bench transport") || !strings.Contains(errOut, "go build -o /tmp/fm-baseline") {
 		t.Errorf("--help: code %d\n%s", code, errOut)
 	}
-	if !strings.Contains(errOut, "--workload") {
-		t.Errorf("--help does not document --workload:\n%s", errOut)
+	for _, f := range []string{"--workload", "-compress", "-rate", "rate (veth rate limit", "wire_bytes_per_batch", "encode=fresh"} {
+		if !strings.Contains(errOut, f) {
+			t.Errorf("--help does not document %s:\n%s", f, errOut)
+		}
 	}
 	if strings.Contains(errOut, peerFlag) {
 		t.Errorf("--help lists the hidden %s mode", peerFlag)
@@ -37,6 +39,13 @@ func TestBenchTransportFlags(t *testing.T) {
 		{[]string{"--sizes", "0"}, "size"},
 		{[]string{"--workload", "images"}, "Workload"},
 		{[]string{"--workload", "text", "--text-examples", "-1"}, "TextExamples"},
+		{[]string{"--compress", "lz5"}, `--compress: compression "lz5": want one of none, lz4, zstd`},
+		{[]string{"--compress", "lz4,gzip", "--levers"}, `compression "gzip"`},
+		{[]string{"--rate", "1gbit"}, "--rate 1gbit needs --path veth"},
+		{[]string{"--path", "loopback", "--rate", "100mbit"}, "needs --path veth"},
+		{[]string{"--path", "veth", "--rate", "fast"}, `--rate: rate "fast": want a number and a unit`},
+		{[]string{"--path", "veth", "--rate", "1gigabit"}, `unknown unit "gigabit"`},
+		{[]string{"--path", "veth", "--rate", "10kbit"}, "out of range"},
 	} {
 		_, errOut, code := runBenchTransport(tc.args...)
 		if code == 0 || !strings.Contains(errOut, tc.want) {
