@@ -18,15 +18,16 @@
 // bucket_by_sequence_length), writes them padded to a payload file (one
 // record per batch.Encode frame) and has every sender cycle through them:
 // the baselines ship the records as they are (padded, as tf.data service
-// does), feedmesh decodes them and sends each batch unpadded
-// (batch.EncodeOptions.Unpadded, the shipped worker's default) to a receiver
-// that re-pads it (batch.Receiver) and checks it against the file. quic-raw
-// does not run the text workload.
+// does), feedmesh decodes them and sends each batch as the shipped worker
+// does (batch.ShippedEncodeOptions: unpadded, token ids narrowed to 2
+// bytes) to a receiver that re-pads and widens it (batch.Receiver) and
+// checks it against the file. quic-raw does not run the text workload.
 //
 // Levers (Config.Levers) are variants of the feedmesh transport measured in
 // the same run, each the shipped path with one change: GOMAXPROCS=1 in both
 // peers, 1 or 4 streams per worker, 4 client sockets, recycled buffers, GRO
-// off, a fixed credit window, batch-by-batch sends, and the variants below.
+// off, a fixed credit window, batch-by-batch sends, token ids at full
+// width (narrow=off, text only), and the variants below.
 //
 // Compression (Config.Compress, also added by Levers): for each of
 // batch.Compressions but none, a variant compress=<name> whose receiver asks

@@ -245,6 +245,9 @@ func (cfg Config) cases() []benchCase {
 				lever("gro=off", nil, func(o *peerOptions) { o.groOff = true }),
 				lever("window=fixed", nil, func(o *peerOptions) { o.fixedWindow = true }),
 				lever("send=one-by-one", nil, func(o *peerOptions) { o.sendOne = true }))
+			if cfg.Workload == WorkloadText {
+				cs = append(cs, lever("narrow=off", nil, func(o *peerOptions) { o.noNarrow = true }))
+			}
 		}
 		zs := cfg.compressions()
 		if cfg.Levers || len(zs) > 0 {

@@ -58,6 +58,7 @@ type peerOptions struct {
 	release      bool              // feedmesh: the receiver recycles batch buffers (as Batch.Release)
 	fixedWindow  bool              // feedmesh: no ReceiverConfig.WindowBytes (the window stays at credit)
 	sendOne      bool              // feedmesh: the sender writes batch by batch (Send), not SendAll
+	noNarrow     bool              // feedmesh text: token ids at full width (EncodeOptions.Narrow off)
 	compress     batch.Compression // feedmesh: what the receiver asks for in its OpenRequest (the sender checks it got that)
 	fresh        bool              // feedmesh: the sender encodes every batch anew before sending it (always with compress)
 }
@@ -77,6 +78,7 @@ func (o peerOptions) args() []string {
 		fmt.Sprintf("--release=%t", o.release),
 		fmt.Sprintf("--fixed-window=%t", o.fixedWindow),
 		fmt.Sprintf("--send-one=%t", o.sendOne),
+		fmt.Sprintf("--no-narrow=%t", o.noNarrow),
 		"--compress", o.compress.String(),
 		fmt.Sprintf("--fresh=%t", o.fresh),
 	}
@@ -163,6 +165,7 @@ func parsePeer(args []string) (peerOptions, error) {
 	fs.BoolVar(&o.release, "release", false, "")
 	fs.BoolVar(&o.fixedWindow, "fixed-window", false, "")
 	fs.BoolVar(&o.sendOne, "send-one", false, "")
+	fs.BoolVar(&o.noNarrow, "no-narrow", false, "")
 	compress := fs.String("compress", "none", "")
 	fs.BoolVar(&o.fresh, "fresh", false, "")
 	if err := fs.Parse(args[1:]); err != nil {

@@ -44,7 +44,7 @@ const sendCoalesce = 16
 // o.conns batch streams and sends on each, under the client's credit, for
 // o.seconds: the same encoded batch (one uint8 tensor of o.size random
 // bytes), or with a payload file its text batches in order, cycling, each
-// encoded unpadded as the shipped worker does (batch.EncodeOptions). The
+// encoded as the shipped worker does (batch.ShippedEncodeOptions: unpadded, token ids narrowed). The
 // frames are encoded once and reused, except with o.compress (the
 // receiver's request, checked) or o.fresh: then each batch is encoded anew
 // for each send, and compressed, in the measured window.
@@ -221,8 +221,10 @@ func senderFrames(codec *transport.Codec, o peerOptions) ([]sendFrame, error) {
 			return nil, err
 		}
 		sfs = make([]sendFrame, len(tbs))
+		opt := batch.ShippedEncodeOptions
+		opt.Narrow = !o.noNarrow
 		for i, tb := range tbs {
-			src := &batchSource{el: tb.el, hdr: batch.Header{Worker: "bench-sender", Seq: uint64(i)}, opt: batch.EncodeOptions{Unpadded: true}}
+			src := &batchSource{el: tb.el, hdr: batch.Header{Worker: "bench-sender", Seq: uint64(i)}, opt: opt}
 			sfs[i] = sendFrame{padded: tb.paddedBytes, src: src}
 		}
 	}

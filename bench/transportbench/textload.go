@@ -142,7 +142,7 @@ func writeTextPayload(ctx context.Context, dir string, n int64) (textSet, error)
 		if err != nil {
 			return fail(fmt.Errorf("batch %d: %w", i, err))
 		}
-		uf, err := batch.EncodeWith(codec, batch.Header{Worker: "bench-sender", Seq: uint64(i)}, e, batch.EncodeOptions{Unpadded: true})
+		uf, err := batch.EncodeWith(codec, batch.Header{Worker: "bench-sender", Seq: uint64(i)}, e, batch.ShippedEncodeOptions)
 		if err != nil {
 			return fail(fmt.Errorf("batch %d: %w", i, err))
 		}

@@ -168,8 +168,9 @@ func TestRunLoopbackText(t *testing.T) {
 		switch r.Transport {
 		case Feedmesh:
 			// The compressed variant ships fewer bytes than the plain
-			// ones (token ids compress; lz4 saves about a third).
-			if r.Variant == "compress=lz4" && r.WireBytesPerBatch > 0.9*rows[0].WireBytesPerBatch {
+			// ones (narrowed token ids still compress a little with lz4:
+			// about 7%).
+			if r.Variant == "compress=lz4" && r.WireBytesPerBatch >= rows[0].WireBytesPerBatch {
 				t.Errorf("compress=lz4 wrote %.0f bytes per batch, uncompressed %.0f", r.WireBytesPerBatch, rows[0].WireBytesPerBatch)
 			}
 			if r.WireBytesPerBatch >= float64(r.BatchBytes) {
