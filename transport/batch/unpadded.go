@@ -157,24 +157,36 @@ func narrowRows(dt tensor.DType, rows [][]byte, enabled bool) (uint8, []byte) {
 // size-byte values of dst (len(dst)/size of them).
 func widen(dst, src []byte, n, size int64) {
 	k := int64(len(dst)) / size
-	switch {
-	case n == 2 && size == 4:
-		for j := range k {
+	if k == 0 {
+		return
+	}
+	src = src[:k*n]
+	if n == 2 && size == 4 {
+		// The common case (token ids): four values a load, two stores.
+		j := int64(0)
+		for ; j+4 <= k; j += 4 {
+			x := binary.LittleEndian.Uint64(src[2*j:])
+			binary.LittleEndian.PutUint64(dst[4*j:], x&0xffff|(x>>16&0xffff)<<32)
+			binary.LittleEndian.PutUint64(dst[4*j+8:], x>>32&0xffff|(x>>48)<<32)
+		}
+		for ; j < k; j++ {
 			binary.LittleEndian.PutUint32(dst[4*j:], uint32(binary.LittleEndian.Uint16(src[2*j:])))
 		}
-	case n == 1 && size == 4:
-		for j := range k {
-			binary.LittleEndian.PutUint32(dst[4*j:], uint32(src[j]))
+		return
+	}
+	if n == 1 && size == 4 {
+		for j, v := range src {
+			binary.LittleEndian.PutUint32(dst[4*j:], uint32(v))
 		}
-	default:
-		for j := range k {
-			var v uint64
-			for b := range n {
-				v |= uint64(src[j*n+b]) << (8 * b)
-			}
-			for b := range size {
-				dst[j*size+b] = byte(v >> (8 * b))
-			}
+		return
+	}
+	for j := range k {
+		var v uint64
+		for b := range n {
+			v |= uint64(src[j*n+b]) << (8 * b)
+		}
+		for b := range size {
+			dst[j*size+b] = byte(v >> (8 * b))
 		}
 	}
 }

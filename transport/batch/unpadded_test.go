@@ -326,3 +326,33 @@ func TestUnpaddedBatchesSurviveLaterOnes(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWiden: widening a text batch's narrowed token ids (2 → 4 bytes).
+func BenchmarkWiden(b *testing.B) {
+	const k = 2200
+	src := make([]byte, 2*k)
+	for i := range src {
+		src[i] = byte(i * 7)
+	}
+	dst := make([]byte, 4*k)
+	b.SetBytes(4 * k)
+	for b.Loop() {
+		widen(dst, src, 2, 4)
+	}
+}
+
+func TestWidenMatchesGeneric(t *testing.T) {
+	for k := range 11 {
+		src := make([]byte, 2*k)
+		for i := range src {
+			src[i] = byte(i*37 + 1)
+		}
+		dst := make([]byte, 4*k)
+		widen(dst, src, 2, 4)
+		for j := range k {
+			if got, want := binary.LittleEndian.Uint32(dst[4*j:]), uint32(binary.LittleEndian.Uint16(src[2*j:])); got != want {
+				t.Fatalf("k=%d value %d: %d, want %d", k, j, got, want)
+			}
+		}
+	}
+}
