@@ -30,14 +30,16 @@ const (
 	// CompressNone sends tails as they are.
 	CompressNone Compression = 0
 	// CompressLZ4 is LZ4 block compression (github.com/pierrec/lz4/v4):
-	// decompression costs the receiver about a byte per CPU cycle, less
-	// than receiving the bytes it saves; about 1.6× smaller on token
-	// batches.
+	// decompression is cheap (~3.5 GB/s on the benchmark machine),
+	// compression ~450 MB/s per core. On bucketed token batches it saves
+	// 37% of the unpadded bytes, but only 7% once token ids are narrowed
+	// (EncodeOptions.Narrow, the worker's default).
 	CompressLZ4 Compression = 1
 	// CompressZstd is Zstandard at its fastest level
-	// (github.com/klauspost/compress/zstd): about 2.1× smaller on token
-	// batches, for links slower than the sender's compression
-	// (~150 MB/s per core on the benchmark machine).
+	// (github.com/klauspost/compress/zstd): 53% of the unpadded token bytes,
+	// 20% of the narrowed ones, at ~150 MB/s per core of compression and
+	// ~600 MB/s of decompression; for links much slower than the workers'
+	// CPUs.
 	CompressZstd Compression = 2
 )
 
