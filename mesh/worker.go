@@ -61,6 +61,9 @@ type WorkerConfig struct {
 	// misses batches instead of slowing the others; a single batch larger
 	// than this fails the shared production with an error that says so.
 	// Default 256 MiB (share.DefaultWindowBytes); the fast preset 32 MiB.
+	// The bound counts batches as encoded: a batch sent compressed to some
+	// of the jobs (JobOptions.Compression) also keeps its compressed copy,
+	// at most its own size again per compression in use.
 	ShareWindowBytes int64
 	// RoundsAhead (coordinated jobs) is how many complete round windows
 	// (m batches each) a task prepares ahead of the consumers' requests.
@@ -332,14 +335,6 @@ func (t *task) pump(o pipeline.Options, ss []pipeline.Split, epoch int64) error 
 		f, err := t.w.n.encodeBatch(h, el)
 		if err != nil {
 			return fmt.Errorf("encode batch: %w", err)
-		}
-		if c, _ := batch.ParseCompression(t.job.Options.Compression); c != batch.CompressNone {
-			// Compress here, in the producer, not in the stream that sends
-			// it (the frame keeps the result; a consumer that asks for
-			// another compression gets that one).
-			if _, err := f.Compressed(c); err != nil {
-				return fmt.Errorf("compress batch: %w", err)
-			}
 		}
 		t.w.countEncoded(el)
 		for sent := false; !sent; {

@@ -113,13 +113,32 @@ type JobOptions struct {
 	// the same round.
 	PadFinalRound bool `cbor:"9,keyasint,omitempty" json:"pad_final_round,omitempty"`
 	// Compression is how workers compress the job's batches on the wire:
-	// "" (none), "lz4" or "zstd" (Compressions; transport/batch implements
-	// them). Every consumer of the job asks for it.
+	// "" (none) or a compression's name, "lz4" or "zstd" today
+	// (transport/batch implements them and mesh checks the name before it
+	// proposes a job). Every consumer of the job asks for it. The state
+	// machine checks only the form (validCompressionName): a node must
+	// apply a job naming a compression a newer node added exactly as that
+	// node does.
 	Compression string `cbor:"10,keyasint,omitempty" json:"compression,omitempty"`
 }
 
-// Compressions are the values JobOptions.Compression may take ("" is none).
-var Compressions = []string{"", "lz4", "zstd"}
+// maxCompressionName bounds JobOptions.Compression.
+const maxCompressionName = 16
+
+// validCompressionName reports whether s is "" or a lowercase name of
+// letters and digits, at most maxCompressionName bytes, other than "none"
+// (stored as "").
+func validCompressionName(s string) bool {
+	if len(s) > maxCompressionName || s == "none" {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
+}
 
 // Normalized returns o with its defaults filled in, as CreateJob stores it.
 func (o JobOptions) Normalized() JobOptions {
@@ -159,8 +178,8 @@ func (o JobOptions) validate() error {
 	if o.GCAfter <= 0 || o.GCAfter > MaxGCAfter {
 		errs = append(errs, fmt.Sprintf("gc_after %v (want up to %v)", o.GCAfter, MaxGCAfter))
 	}
-	if !slices.Contains(Compressions, o.Compression) {
-		errs = append(errs, fmt.Sprintf("compression %q (want lz4, zstd or none)", o.Compression))
+	if !validCompressionName(o.Compression) {
+		errs = append(errs, fmt.Sprintf("compression %q (want a lowercase name, or empty for none)", o.Compression))
 	}
 	errs = append(errs, o.validateCoordinated()...)
 	if len(errs) > 0 {

@@ -157,7 +157,7 @@ func BenchmarkSenderFreshFrame(b *testing.B) {
 	var unpadded int64
 	srcs := make([]batchSource, len(els))
 	for i, e := range els {
-		srcs[i] = batchSource{el: e, hdr: batch.Header{Worker: "bench-sender", Seq: uint64(i)}, opt: batch.EncodeOptions{Unpadded: true}}
+		srcs[i] = batchSource{el: e, hdr: batch.Header{Worker: "bench-sender", Seq: uint64(i)}, opt: batch.ShippedEncodeOptions}
 		f, err := srcs[i].encode(codec)
 		if err != nil {
 			b.Fatal(err)

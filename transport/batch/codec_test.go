@@ -225,6 +225,7 @@ func malformedCases(tb testing.TB, codec *transport.Codec) map[string][]byte {
 		"offsets unpadded":   rawFrame(tb, codec, batchMsg(strs), []byte("abc"), le64(0, 1, 3)),
 		"nonzero padding":    rawFrame(tb, codec, batchMsg(strs), []byte("abc"), []byte{0, 0, 1, 0, 0}, le64(0, 1, 3)),
 		"credit not batch":   rawFrame(tb, codec, &wireMsg{Kind: kindCredit, Credits: 1}),
+		"unpadded no values": rawFrame(tb, codec, batchMsg(TensorMeta{Name: "tokens", DType: tensor.Int32, Shape: []int64{1, 4, 0}, Lengths: "tokens_length", PadBits: make([]byte, 4)}, TensorMeta{Name: "tokens_length", DType: tensor.Int32, Shape: []int64{1}, DataBytes: 4}), make([]byte, 4)),
 		"unknown kind":       rawFrame(tb, codec, &wireMsg{Kind: 77}),
 		"end with tail":      rawFrame(tb, codec, &wireMsg{Kind: kindEnd}, []byte("x")),
 		"header not a map":   rawFrame(tb, codec, []int{1, 2, 3}),

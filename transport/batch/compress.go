@@ -20,10 +20,12 @@ import (
 // A client asks for a compression in its OpenRequest (from the job's
 // options, so every consumer of a job asks for the same); the worker
 // confirms it in its Accept and compresses each frame it sends on the
-// stream, unless compression would not make the frame smaller (random
-// bytes, already-compressed images): such a frame goes uncompressed, which
-// its header says. A frame shared by several streams is compressed once
-// per compression.
+// stream, unless compression would save less than 1/16 of the tail
+// (random bytes, already-compressed images): such a frame goes
+// uncompressed, which its header says. A frame shared by several streams is
+// compressed once per compression, by the first stream that sends it, and
+// keeps the result while it lives (a share window's byte bound counts the
+// uncompressed frame only).
 type Compression uint8
 
 const (
@@ -74,24 +76,27 @@ func (c Compression) String() string {
 // Valid reports whether c is a known compression.
 func (c Compression) Valid() bool { return c < numCompressions }
 
-// zstdWindow is the zstd encoder's window; zstdMaxWindow the largest window
-// the decoder accepts from a frame that declares one (frames whose content
-// fits one window declare none and are bounded by their content size,
-// which the header's RawTail bounds).
+// zstdWindow is the zstd encoder's window (each encoder keeps about twice
+// it as history); zstdMaxWindow the largest window the decoder accepts from
+// a frame that declares one (frames whose content fits one window declare
+// none and are bounded by their content size, which the header's RawTail
+// bounds); zstdEncoders bounds the encoders kept, and so their memory.
 const (
-	zstdWindow    = 4 << 20
+	zstdWindow    = 1 << 20
 	zstdMaxWindow = 8 << 20
+	zstdEncoders  = 4
 )
 
 // The zstd encoder and decoder are shared by every stream: EncodeAll and
-// DecodeAll are safe for concurrent use (up to GOMAXPROCS at once; more
-// wait) and start no goroutines.
+// DecodeAll are safe for concurrent use (up to zstdEncoders and GOMAXPROCS
+// at once; more wait) and start no goroutines.
 var (
 	zstdEncoder = sync.OnceValues(func() (*zstd.Encoder, error) {
 		return zstd.NewWriter(nil,
 			zstd.WithEncoderLevel(zstd.SpeedFastest),
-			zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)),
+			zstd.WithEncoderConcurrency(min(runtime.GOMAXPROCS(0), zstdEncoders)),
 			zstd.WithWindowSize(zstdWindow),
+			zstd.WithLowerEncoderMem(true),
 			zstd.WithEncoderCRC(false)) // QUIC's AEAD already protects the bytes
 	})
 	zstdDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
@@ -177,7 +182,7 @@ func decompressTail(c Compression, src, dst []byte) error {
 		if err != nil {
 			return fmt.Errorf("zstd decoder: %w", err)
 		}
-		out, err := dec.DecodeAll(src, dst[:0])
+		out, err := dec.DecodeAll(src, dst[:0:len(dst)]) // never past dst, whatever alloc's capacity
 		if err != nil {
 			return malformed("zstd tail: %v", err)
 		}
@@ -191,7 +196,7 @@ func decompressTail(c Compression, src, dst []byte) error {
 
 // Compressed returns f as sent with compression c: a frame whose tail is
 // compressed, or f itself when c is CompressNone, when f is already
-// compressed, or when compressing would not make the tail smaller. The
+// compressed, or when compressing would save less than 1/16 of it. The
 // result is computed once per compression and kept with f (so a frame
 // shared by streams is compressed once, and a producer can compress ahead
 // of the stream that sends it); the compressed tail is at most f's size.

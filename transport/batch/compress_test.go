@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"strings"
@@ -234,31 +235,191 @@ func TestStreamCompressed(t *testing.T) {
 	}
 }
 
-// A client asking for a compression the worker does not know gets an End
-// saying so.
+// A client asking for a compression the worker does not know (a newer
+// client's) is served uncompressed, which the worker's Accept says; a
+// Receiver refuses to ask for one it does not know itself.
 func TestOpenUnknownCompression(t *testing.T) {
 	p := newPair(t, transport.FastConfig())
 	ctx := ctxT(t, 5*time.Second)
 	if _, err := OpenConfig(ctx, p.client.t, p.client.codec, p.worker.addr(), OpenRequest{Job: "j", Window: 1, Compression: 9}, ReceiverConfig{}); err == nil {
 		t.Fatal("Open accepted an unknown compression")
 	}
-	s, err := p.client.t.Dial(ctx, p.worker.addr(), transport.KindData)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := p.client.codec.WriteFrame(s, &wireMsg{Kind: kindOpen, Job: "j", Window: 1, Comp: 9}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := p.worker.t.Listener(transport.KindData).Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := Accept(ctx, p.worker.codec, c, 4); err == nil || !strings.Contains(err.Error(), "compression(9)") {
-		t.Fatalf("Accept: %v, want an unknown-compression error", err)
-	}
+	s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Job: "j", Window: 1, Comp: 9, WantAccept: true, Widens: true}, 4)
 	var m wireMsg
-	if _, err := readMsg(p.client.codec, s, &m, Limits{}, nil, nil); err != nil || m.Kind != kindEnd || !m.Failed || !strings.Contains(m.Error, "compression(9)") {
-		t.Fatalf("client got %+v, %v; want an End naming the compression", m, err)
+	if _, err := readMsg(p.client.codec, s, &m, Limits{}, nil, nil); err != nil || m.Kind != kindAccept || m.Comp != CompressNone {
+		t.Fatalf("client got %+v, %v; want an Accept confirming no compression", m, err)
 	}
+	e := tokenBatch(16, 64)
+	go snd.Send(ctx, encode(t, p.worker.codec, 0, e))
+	m = wireMsg{}
+	got, err := readMsg(p.client.codec, s, &m, Limits{}, nil, nil)
+	if err != nil || m.Kind != kindBatch || m.Comp != CompressNone {
+		t.Fatalf("client got %+v, %v; want an uncompressed batch", m, err)
+	}
+	if what, ok := equalElements(e, got); !ok {
+		t.Fatalf("batch differs (%s)", what)
+	}
+}
+
+// A client that does not say it widens narrowed values (one that predates
+// narrowing) gets every frame at full width; one that does gets them
+// narrowed. Both decode the same batch.
+func TestNarrowOnlyForClientsThatWiden(t *testing.T) {
+	for _, widens := range []bool{false, true} {
+		p := newPair(t, transport.FastConfig())
+		ctx := ctxT(t, 5*time.Second)
+		s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Job: "j", Window: 2, WantAccept: true, Widens: widens}, 4)
+		var m wireMsg
+		if _, err := readMsg(p.client.codec, s, &m, Limits{}, nil, nil); err != nil || m.Kind != kindAccept {
+			t.Fatalf("accept: %+v, %v", m, err)
+		}
+		e := tokenBatch(16, 64)
+		f, err := EncodeWith(p.worker.codec, Header{Seq: 5}, e, ShippedEncodeOptions)
+		if err != nil || !f.narrowed {
+			t.Fatalf("encode: %v (narrowed %v)", err, f.narrowed)
+		}
+		go snd.Send(ctx, f)
+		m = wireMsg{}
+		got, err := readMsg(p.client.codec, s, &m, Limits{}, nil, nil)
+		if err != nil || m.Kind != kindBatch || m.Seq != 5 {
+			t.Fatalf("widens=%v: %+v, %v", widens, m, err)
+		}
+		want := uint8(0)
+		if widens {
+			want = 2
+		}
+		if m.Tensors[0].Lengths == "" || m.Tensors[0].Narrow != want {
+			t.Fatalf("widens=%v: tokens sent unpadded=%v narrow=%d, want narrow %d", widens, m.Tensors[0].Lengths != "", m.Tensors[0].Narrow, want)
+		}
+		if what, ok := equalElements(e, got); !ok {
+			t.Fatalf("widens=%v: batch differs (%s)", widens, what)
+		}
+	}
+}
+
+// A zstd tail that decodes to more than its RawTail never writes past the
+// RawTail bytes of the buffer alloc gave, whatever that buffer's capacity
+// (an alloc may hand out slices of a shared arena).
+func TestZstdStaysWithinRawTail(t *testing.T) {
+	codec := testCodec(t)
+	raw := bytes.Repeat([]byte("abcdefgh"), 16) // 128 bytes
+	zs, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := TensorMeta{Name: "x", DType: tensor.Uint8, Shape: []int64{64}, DataBytes: 64}
+	frame := rawFrame(t, codec, &wireMsg{Kind: kindBatch, Tensors: []TensorMeta{meta}, Comp: CompressZstd, RawTail: 64}, zs.EncodeAll(raw, nil))
+	arena := make([]byte, 4096)
+	for i := range arena {
+		arena[i] = 0x5A
+	}
+	_, _, err = Decode(codec, bytes.NewReader(frame), DefaultLimits(), func(n int) []byte { return arena[:n] })
+	if !errors.Is(err, ErrMalformedBatch) {
+		t.Fatalf("got %v, want ErrMalformedBatch", err)
+	}
+	for i, b := range arena[64:] {
+		if b != 0x5A {
+			t.Fatalf("arena byte %d overwritten", 64+i)
+		}
+	}
+}
+
+// Narrowing with inner dims (rank 3), int32 and int64, every compression
+// (from a review).
+func TestNarrowRank3(t *testing.T) {
+	codec := testCodec(t)
+	for _, dt := range []tensor.DType{tensor.Int32, tensor.Int64} {
+		size := dt.Size()
+		const b, l, d = 3, 5, 3
+		data := make([]byte, b*l*d*size)
+		lens := []int32{2, 5, 0}
+		for r := 0; r < b; r++ {
+			for c := 0; c < int(lens[r]); c++ {
+				for k := 0; k < d; k++ {
+					v := uint64(r*1000 + c*10 + k + 250)
+					if dt == tensor.Int64 && k == 2 {
+						v += 1 << 31
+					}
+					off := ((r*l+c)*d + k) * size
+					for x := 0; x < size; x++ {
+						data[off+x] = byte(v >> (8 * x))
+					}
+				}
+			}
+		}
+		e := tensor.Element{Tensors: []tensor.Tensor{
+			{Name: "tokens", DType: dt, Shape: []int64{b, l, d}, Data: data},
+			{Name: "tokens_length", DType: tensor.Int32, Shape: []int64{b}, Data: i32s(lens...)},
+		}}
+		f, err := EncodeWith(codec, Header{}, e, ShippedEncodeOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%v narrow=%d", dt, f.m.Tensors[0].Narrow)
+		for _, c := range []Compression{CompressNone, CompressLZ4, CompressZstd} {
+			z, err := f.Compressed(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var w bytes.Buffer
+			z.WriteTo(&w)
+			_, got, err := Decode(codec, &w, Limits{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if where, ok := equalElements(e, got); !ok {
+				t.Fatalf("%v %v: differs in %s", dt, c, where)
+			}
+		}
+	}
+}
+
+// Compressed, unpadded and narrowed batches through a Receiver: earlier
+// batches survive later ones (its scratch and wire buffers are reused).
+func TestStreamCompressedNarrowedSurvive(t *testing.T) {
+	for _, c := range []Compression{CompressLZ4, CompressZstd} {
+		p := newPair(t, transport.FastConfig())
+		snd, rcv := p.streamWith(t, OpenRequest{Job: "j", Window: 4, Compression: c}, 4, ReceiverConfig{}, nil)
+		ctx := ctxT(t, 10*time.Second)
+		var sent []tensor.Element
+		for i := range 6 {
+			e := tokenBatch(16+i, 64)
+			binary.LittleEndian.PutUint64(e.Tensors[1].Data, uint64(1000+i))
+			sent = append(sent, e)
+		}
+		go func() {
+			for i, e := range sent {
+				f, err := EncodeWith(p.worker.codec, Header{Seq: uint64(i)}, e, ShippedEncodeOptions)
+				if err == nil {
+					err = snd.Send(ctx, f)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			snd.End(nil)
+		}()
+		var got []tensor.Element
+		for range sent {
+			_, e, err := rcv.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, e)
+		}
+		for i := range sent {
+			if where, ok := equalElements(sent[i], got[i]); !ok {
+				t.Fatalf("%v batch %d differs in %s", c, i, where)
+			}
+		}
+	}
+}
+
+func i32s(vs ...int32) []byte {
+	b := make([]byte, 4*len(vs))
+	for i, v := range vs {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(v))
+	}
+	return b
 }

@@ -17,7 +17,9 @@ import (
 // metadata (valid dtype, non-negative dims, product(shape)*size == DataBytes
 // for fixed-size dtypes, NumOffsets == product(shape)+1 for Bytes), all before
 // allocating anything for the tail. It then reads the tail into ONE buffer,
-// alloc(n) (nil: make), and slices the tensors out of it without copying:
+// alloc(n) (nil: make), and slices the tensors out of it without copying
+// (a compressed tail is read into a buffer of its own first, then
+// decompressed into alloc(n)):
 // Data slices (capacity-limited) and, where the host is little-endian and the
 // buffer 8-byte aligned, Offsets views; Bytes offsets must start at 0, be
 // monotone and end at DataBytes. A clean end of stream before the frame
@@ -41,11 +43,13 @@ func Decode(codec *transport.Codec, r io.Reader, lim Limits, alloc func(n int) [
 // tail is read into wire(n) (nil: make) and decompressed into alloc(n).
 func readMsg(codec *transport.Codec, r io.Reader, m *wireMsg, lim Limits, alloc, wire func(n int) []byte) (tensor.Element, error) {
 	lim = lim.withDefaults()
-	if alloc == nil {
-		alloc = func(n int) []byte { return make([]byte, n) }
+	mk := func(n int) []byte { return make([]byte, n) }
+	tailAlloc := alloc // for the (decompressed) tail; sliceTail gets alloc as passed
+	if tailAlloc == nil {
+		tailAlloc = mk
 	}
 	if wire == nil {
-		wire = alloc
+		wire = mk
 	}
 	var (
 		plan    []segment
@@ -64,7 +68,7 @@ func readMsg(codec *transport.Codec, r io.Reader, m *wireMsg, lim Limits, alloc,
 		if m.Comp != CompressNone && m.Kind == kindBatch {
 			return wire(n)
 		}
-		return alloc(n)
+		return tailAlloc(n)
 	})
 	if planErr != nil {
 		return tensor.Element{}, planErr
@@ -90,7 +94,7 @@ func readMsg(codec *transport.Codec, r io.Reader, m *wireMsg, lim Limits, alloc,
 		return tensor.Element{}, nil
 	}
 	if m.Comp != CompressNone {
-		buf := alloc(int(raw))
+		buf := tailAlloc(int(raw))
 		if int64(cap(buf)) < raw {
 			return tensor.Element{}, fmt.Errorf("decode batch: alloc returned %d bytes of capacity for a %d-byte tail", cap(buf), raw)
 		}

@@ -22,7 +22,8 @@
 // instead of copying them out of a misaligned buffer.
 //
 // Compression ([Compression], [Frame.Compressed]): the whole tail may be
-// compressed as one LZ4 block or one zstd frame. The header then carries the
+// compressed as one LZ4 block or as zstd (one frame as sent; the receiver
+// takes anything that decodes to exactly RawTail bytes). The header then carries the
 // compression and the tail's length before it (RawTail); the receiver checks
 // the header against that length, reads the compressed bytes into a scratch
 // buffer, decompresses into the batch's buffer and requires exactly RawTail

@@ -27,7 +27,9 @@ var hostLittleEndian = func() bool {
 // Frame is an encoded batch ready to send: the encoded CBOR header and the
 // list of tail segments, which reference the tensors' buffers. A Frame is
 // immutable: it can be written to many streams, also concurrently, and the
-// tensors it was encoded from must not change while it is in use.
+// tensors it was encoded from, and the Header's slices (Splits, Extra),
+// must not change while it is in use (its compressed and full-width
+// variants are built from them when first needed).
 type Frame struct {
 	codec   *transport.Codec
 	m       wireMsg // the header, for Compressed to re-encode
@@ -35,6 +37,14 @@ type Frame struct {
 	tail    [][]byte
 	tailLen int64
 	z       [numCompressions]compressedFrame // Compressed's variants, by Compression
+
+	// A frame with narrowed tensors keeps what it was encoded from, to
+	// re-encode it at full width for a client that does not widen.
+	narrowed bool
+	src      tensor.Element
+	srcHdr   Header
+	srcOpts  EncodeOptions
+	full     compressedFrame
 }
 
 // Encode encodes h and e as one batch frame without copying tensor bytes
@@ -77,7 +87,7 @@ func EncodeWith(codec *transport.Codec, h Header, e tensor.Element, o EncodeOpti
 			if rows, pad, ok := unpaddedRows(e, t); ok {
 				m.Tensors[i].Lengths, m.Tensors[i].PadBits = t.Name+LengthSuffix, pad
 				if w, vals := narrowRows(t.DType, rows, o.Narrow); w != 0 {
-					m.Tensors[i].Narrow = w
+					m.Tensors[i].Narrow, f.narrowed = w, true
 					f.appendSeg(vals)
 					m.Tensors[i].DataBytes = int64(len(vals))
 					continue
@@ -103,7 +113,24 @@ func EncodeWith(codec *transport.Codec, h Header, e tensor.Element, o EncodeOpti
 		return nil, fmt.Errorf("%w: encode batch: %d header + %d tail bytes, limit %d", transport.ErrFrameTooLarge, len(hb), f.tailLen, codec.MaxFrameBytes())
 	}
 	f.hdr, f.m = hb, m
+	if f.narrowed {
+		f.src, f.srcHdr, f.srcOpts = e, h, o
+	}
 	return f, nil
+}
+
+// fullWidth returns f with no narrowed tensors: f itself, or (once, kept
+// with f) f re-encoded without EncodeOptions.Narrow.
+func (f *Frame) fullWidth() (*Frame, error) {
+	if !f.narrowed {
+		return f, nil
+	}
+	f.full.once.Do(func() {
+		o := f.srcOpts
+		o.Narrow = false
+		f.full.f, f.full.err = EncodeWith(f.codec, f.srcHdr, f.src, o)
+	})
+	return f.full.f, f.full.err
 }
 
 // appendSeg appends b to the tail, preceded by the zero padding that aligns it.

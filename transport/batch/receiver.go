@@ -116,7 +116,7 @@ func OpenConfig(ctx context.Context, tr *transport.Transport, codec *transport.C
 	}
 	r := &Receiver{codec: codec, ctl: codec.WithMaxFrame(controlFrameBytes), s: s, addr: addr, cfg: cfg, window: req.Window, minWindow: req.Window}
 	r.rc.r = s
-	m := wireMsg{Kind: kindOpen, Job: req.Job, Consumer: req.Consumer, Window: req.Window, OpenExtra: req.Extra, WantAccept: true, Comp: req.Compression}
+	m := wireMsg{Kind: kindOpen, Job: req.Job, Consumer: req.Consumer, Window: req.Window, OpenExtra: req.Extra, WantAccept: true, Comp: req.Compression, Widens: true}
 	stop := interruptOn(ctx, s.SetWriteDeadline)
 	err = r.ctl.WriteFrame(s, &m)
 	stop()
@@ -181,9 +181,9 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 	r.cur, r.tailUsed = &m, false
 	e, err := readMsg(r.codec, &r.rc, &m, r.cfg.Limits, alloc, r.allocWire)
 	if err == nil && m.Kind == kindAccept && r.workerMax == 0 && r.received == 0 {
-		if m.Window < 1 || m.Window > r.minWindow || m.MaxWindow < m.Window {
+		if m.Window < 1 || m.Window > r.minWindow || m.MaxWindow < m.Window || !m.Comp.Valid() {
 			// The worker may only clamp the window asked for, never raise it.
-			return r.fail(malformed("accept from %s: window %d (asked for %d), cap %d", r.addr, m.Window, r.minWindow, m.MaxWindow))
+			return r.fail(malformed("accept from %s: window %d (asked for %d), cap %d, %v", r.addr, m.Window, r.minWindow, m.MaxWindow, m.Comp))
 		}
 		r.workerMax, r.window, r.comp = m.MaxWindow, m.Window-int(r.withheld), m.Comp
 		r.minWindow = min(r.minWindow, m.Window)

@@ -50,6 +50,7 @@ type Sender struct {
 	ctl       *transport.Codec
 	maxWindow int
 	comp      Compression // asked for by the client: what SendAll compresses with
+	widens    bool        // the client widens narrowed values (it said so in its Open)
 	zfs       []*Frame    // SendAll's compressed frames; guarded by wmu
 
 	wmu sync.Mutex // serialises writes (Send, End)
@@ -101,14 +102,13 @@ func Accept(ctx context.Context, codec *transport.Codec, s net.Conn, maxWindow i
 		return nil, OpenRequest{}, fmt.Errorf("accept batch stream from %s: %w", s.RemoteAddr(), err)
 	}
 	req := OpenRequest{Job: m.Job, Consumer: m.Consumer, Window: m.Window, Extra: m.OpenExtra, Compression: m.Comp}
-	var bad error
-	switch {
-	case req.Window < 1:
-		bad = fmt.Errorf("open request for job %q: window is %d, must be at least 1", req.Job, req.Window)
-	case !req.Compression.Valid():
-		bad = fmt.Errorf("open request for job %q: unknown %v (this worker knows %s)", req.Job, req.Compression, strings.Join(Compressions, ", "))
+	if !req.Compression.Valid() {
+		// A newer client's compression: send uncompressed, which the
+		// Accept tells it.
+		req.Compression = CompressNone
 	}
-	if err := bad; err != nil {
+	if req.Window < 1 {
+		err := fmt.Errorf("open request for job %q: window is %d, must be at least 1", req.Job, req.Window)
 		_ = s.SetWriteDeadline(time.Now().Add(time.Second))
 		_ = ctl.WriteFrame(s, &wireMsg{Kind: kindEnd, Failed: true, Error: err.Error()})
 		s.Close()
@@ -119,7 +119,8 @@ func Accept(ctx context.Context, codec *transport.Codec, s net.Conn, maxWindow i
 		ctl:       ctl,
 		window:    min(req.Window, maxWindow),
 		maxWindow: maxWindow,
-		comp:      m.Comp,
+		comp:      req.Compression,
+		widens:    m.Widens,
 		credit:    make(chan struct{}, 1),
 		gone:      make(chan struct{}),
 		closing:   make(chan struct{}),
@@ -213,17 +214,17 @@ func (s *Sender) SendAll(ctx context.Context, fs []*Frame) (int, error) {
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if s.comp != CompressNone {
+	if s.comp != CompressNone || !s.widens {
+		defer clear(s.zfs) // keep no frame alive after the call
 		s.zfs = s.zfs[:0]
 		for _, f := range fs {
-			z, err := f.Compressed(s.comp)
+			z, err := s.wireFrame(f)
 			if err != nil {
 				return 0, fmt.Errorf("send batch: %w", err)
 			}
 			s.zfs = append(s.zfs, z)
 		}
 		fs = s.zfs
-		defer clear(s.zfs) // keep no frame alive after the call
 	}
 	sent := 0
 	for sent < len(fs) {
@@ -240,6 +241,18 @@ func (s *Sender) SendAll(ctx context.Context, fs []*Frame) (int, error) {
 		sent += k
 	}
 	return sent, nil
+}
+
+// wireFrame is f as this stream sends it: at full width for a client that
+// does not widen, compressed as the client asked.
+func (s *Sender) wireFrame(f *Frame) (*Frame, error) {
+	if !s.widens {
+		var err error
+		if f, err = f.fullWidth(); err != nil {
+			return nil, err
+		}
+	}
+	return f.Compressed(s.comp)
 }
 
 // Available returns the credits free now: how many batches Send could write

@@ -25,7 +25,9 @@ type EncodeOptions struct {
 	// values are all in [0, 2^8), [0, 2^16) (or for int64 [0, 2^32)) in 1,
 	// 2 (or 4) bytes a value, and the receiver widens them back while it
 	// re-pads: token ids of a vocabulary under 65,536 take half the bytes.
-	// It costs the sender one pass over the values and a copy of them.
+	// It costs the sender two passes over the values (find the width, copy).
+	// A Sender sends a client that does not widen (one that predates
+	// narrowing) the frame re-encoded at full width.
 	Narrow bool
 }
 
@@ -211,6 +213,10 @@ func checkUnpaddedMeta(t *TensorMeta, lim Limits, i int, values int64) error {
 		return malformed("tensor %d (%q): %s tensor cannot be unpadded", i, t.Name, t.DType)
 	case len(t.Shape) < 2:
 		return malformed("tensor %d (%q): unpadded tensor of rank %d, want >= 2", i, t.Name, len(t.Shape))
+	case values == 0:
+		// Nothing to pad (and a zero inner dimension would make the
+		// receiver's row stride 0); an encoder never unpads it.
+		return malformed("tensor %d (%q): unpadded tensor of shape %v holds no values", i, t.Name, t.Shape)
 	case t.Lengths == "" || int64(len(t.PadBits)) != size:
 		return malformed("tensor %d (%q): unpadded tensor needs a lengths tensor and %d pad bytes", i, t.Name, size)
 	case values > lim.MaxUnpaddedBytes/size:

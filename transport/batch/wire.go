@@ -138,6 +138,10 @@ type wireMsg struct {
 	// WantAccept: the client reads an Accept message first (workers that
 	// predate it ignore the field and send none).
 	WantAccept bool `cbor:"17,keyasint,omitempty"`
+	// Widens: the client widens narrowed values (TensorMeta.Narrow); a
+	// client that predates narrowing leaves it unset and is sent frames at
+	// full width.
+	Widens bool `cbor:"20,keyasint,omitempty"`
 
 	// kindBatch: how the tail is compressed, and its length before (both
 	// zero: uncompressed). kindOpen: the compression asked for. kindAccept:
