@@ -240,6 +240,7 @@ func (cfg Config) cases() []benchCase {
 				lever("gomaxprocs=1", []string{"GOMAXPROCS=1"}, func(*peerOptions) {}),
 				lever("streams=1", nil, func(o *peerOptions) { o.streams = 1 }),
 				lever("streams=4", nil, func(o *peerOptions) { o.streams = 4 }),
+				lever("sockets=2", nil, func(o *peerOptions) { o.conns, o.streams = 2, 1 }),
 				lever("sockets=4", nil, func(o *peerOptions) { o.conns, o.streams = 4, 1 }),
 				lever("release", nil, func(o *peerOptions) { o.release = true }),
 				lever("gro=off", nil, func(o *peerOptions) { o.groOff = true }),

@@ -82,7 +82,7 @@ func TestCases(t *testing.T) {
 	}
 	c.Baseline = "/x/baseline"
 	c.Levers = true
-	want := []string{"feedmesh", "feedmesh/gomaxprocs=1", "feedmesh/streams=1", "feedmesh/streams=4", "feedmesh/sockets=4", "feedmesh/release", "feedmesh/gro=off", "feedmesh/window=fixed", "feedmesh/send=one-by-one",
+	want := []string{"feedmesh", "feedmesh/gomaxprocs=1", "feedmesh/streams=1", "feedmesh/streams=4", "feedmesh/sockets=2", "feedmesh/sockets=4", "feedmesh/release", "feedmesh/gro=off", "feedmesh/window=fixed", "feedmesh/send=one-by-one",
 		"feedmesh/encode=fresh", "feedmesh/compress=lz4", "feedmesh/compress=zstd",
 		"quic-raw", "grpc-tls", "tcp-tls", "tcp"}
 	if got := names(c); !reflect.DeepEqual(got, want) {
@@ -272,8 +272,8 @@ func TestRunLoopbackTiny(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 13 {
-		t.Fatalf("%d rows, want 13 (feedmesh, 11 levers, quic-raw)", len(rows))
+	if len(rows) != 14 {
+		t.Fatalf("%d rows, want 14 (feedmesh, 12 levers, quic-raw)", len(rows))
 	}
 	for _, r := range rows {
 		if r.Runs != 1 || len(r.Errors) > 0 || r.MBPerS <= 0 || r.RecvCPUSPerGB <= 0 || r.SendCPUSPerGB <= 0 || r.BatchBytes != 64<<10 || r.Rate != "" {
