@@ -26,9 +26,9 @@
 // Levers (Config.Levers) are variants of the feedmesh transport measured in
 // the same run, each the shipped path with one change: GOMAXPROCS=1 in both
 // peers, 1 or 4 streams per worker, 2 or 4 client sockets (one stream
-// each), recycled buffers, GRO
-// off, a fixed credit window, batch-by-batch sends, token ids at full
-// width (narrow=off, text only), and the variants below.
+// each), recycled buffers, GRO off, a fixed credit window, batch-by-batch
+// sends, token ids at full width (narrow=off, text only), and the variants
+// below.
 //
 // Compression (Config.Compress, also added by Levers): for each of
 // batch.Compressions but none, a variant compress=<name> whose receiver asks
