@@ -387,27 +387,7 @@ func TestStreamCompressedNarrowedSurvive(t *testing.T) {
 			binary.LittleEndian.PutUint64(e.Tensors[1].Data, uint64(1000+i))
 			sent = append(sent, e)
 		}
-		go func() {
-			for i, e := range sent {
-				f, err := EncodeWith(p.worker.codec, Header{Seq: uint64(i)}, e, ShippedEncodeOptions)
-				if err == nil {
-					err = snd.Send(ctx, f)
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-			}
-			snd.End(nil)
-		}()
-		var got []tensor.Element
-		for range sent {
-			_, e, err := rcv.Next(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, e)
-		}
+		got := sendAll(t, ctx, p.worker.codec, snd, rcv, sent, ShippedEncodeOptions)
 		for i := range sent {
 			if where, ok := equalElements(sent[i], got[i]); !ok {
 				t.Fatalf("%v batch %d differs in %s", c, i, where)

@@ -2,6 +2,7 @@ package batch
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"testing"
@@ -296,27 +297,7 @@ func TestUnpaddedBatchesSurviveLaterOnes(t *testing.T) {
 		binary.LittleEndian.PutUint64(e.Tensors[1].Data, uint64(1000+i)) // distinct ids
 		sent = append(sent, e)
 	}
-	go func() {
-		for i, e := range sent {
-			f, err := EncodeWith(p.worker.codec, Header{Seq: uint64(i)}, e, EncodeOptions{Unpadded: true})
-			if err == nil {
-				err = snd.Send(ctx, f)
-			}
-			if err != nil {
-				t.Error(err)
-				return
-			}
-		}
-		snd.End(nil)
-	}()
-	var got []tensor.Element
-	for range sent {
-		_, e, err := rcv.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, e)
-	}
+	got := sendAll(t, ctx, p.worker.codec, snd, rcv, sent, EncodeOptions{Unpadded: true})
 	if !rcv.tailUsed && rcv.scratch == nil {
 		t.Fatal("the reused tail buffer was not used: the test tests nothing")
 	}
@@ -355,4 +336,32 @@ func TestWidenMatchesGeneric(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sendAll encodes sent with o and sends it on snd (then End) from another
+// goroutine, and returns the batches rcv received, all held at once.
+func sendAll(t *testing.T, ctx context.Context, codec *transport.Codec, snd *Sender, rcv *Receiver, sent []tensor.Element, o EncodeOptions) []tensor.Element {
+	t.Helper()
+	go func() {
+		for i, e := range sent {
+			f, err := EncodeWith(codec, Header{Seq: uint64(i)}, e, o)
+			if err == nil {
+				err = snd.Send(ctx, f)
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		snd.End(nil)
+	}()
+	var got []tensor.Element
+	for range sent {
+		_, e, err := rcv.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e)
+	}
+	return got
 }
