@@ -230,8 +230,8 @@ func (f *Frame) compress(c Compression) (*Frame, error) {
 	return &Frame{codec: f.codec, m: m, hdr: hb, tail: [][]byte{b}, tailLen: int64(len(b))}, nil
 }
 
-// compressedFrame is one lazily built compressed variant of a Frame.
-type compressedFrame struct {
+// lazyFrame is one lazily built variant of a Frame (compressed, full width).
+type lazyFrame struct {
 	once sync.Once
 	f    *Frame
 	err  error

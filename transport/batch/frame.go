@@ -36,7 +36,7 @@ type Frame struct {
 	hdr     cbor.RawMessage
 	tail    [][]byte
 	tailLen int64
-	z       [numCompressions]compressedFrame // Compressed's variants, by Compression
+	z       [numCompressions]lazyFrame // Compressed's variants, by Compression
 
 	// A frame with narrowed tensors keeps what it was encoded from, to
 	// re-encode it at full width for a client that does not widen.
@@ -44,7 +44,7 @@ type Frame struct {
 	src      tensor.Element
 	srcHdr   Header
 	srcOpts  EncodeOptions
-	full     compressedFrame
+	full     lazyFrame
 }
 
 // Encode encodes h and e as one batch frame without copying tensor bytes
