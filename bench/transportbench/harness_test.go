@@ -256,13 +256,7 @@ func TestRunLoopbackTiny(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts peer processes")
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(peerEnv, "1") // inherited by the peers only: TestMain has run
-	c := DefaultConfig()
-	c.Self = []string{exe}
+	c := peerConfig(t)
 	c.Sizes, c.Seconds, c.Runs, c.Levers = []int{64 << 10}, 0.5, 1, true
 	var progress strings.Builder
 	c.Progress = &progress
@@ -336,4 +330,19 @@ func TestRunStopsOnCancel(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not stop after cancel (a peer was not killed)")
 	}
+}
+
+// peerConfig is DefaultConfig with this test binary as the peer
+// executable (its TestMain plays a peer when peerEnv is set, which the
+// peers inherit).
+func peerConfig(t *testing.T) Config {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(peerEnv, "1") // inherited by the peers only: TestMain has run
+	c := DefaultConfig()
+	c.Self = []string{exe}
+	return c
 }

@@ -123,13 +123,7 @@ func TestReadRecordsRejects(t *testing.T) {
 // encode=fresh), and for grpc-tls too when FEEDMESH_BASELINE names the
 // baseline binary.
 func TestRunLoopbackText(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(peerEnv, "1") // inherited by the peers only: TestMain has run
-	c := DefaultConfig()
-	c.Self = []string{exe}
+	c := peerConfig(t)
 	c.Workload, c.TextExamples, c.Seconds, c.Runs = WorkloadText, 3000, 0.3, 1
 	c.Sizes = nil // ignored by the text workload
 	c.Transports = []string{Feedmesh, QuicRaw}

@@ -192,14 +192,7 @@ func TestStreamCompressed(t *testing.T) {
 			want[i] = tokenBatch(32+i, 96)
 			fs[i] = encode(t, p.worker.codec, i, want[i])
 		}
-		done := make(chan error, 1)
-		go func() {
-			_, err := snd.SendAll(ctx, fs)
-			if err == nil {
-				err = snd.End(nil)
-			}
-			done <- err
-		}()
+		done := sendAllThenEnd(ctx, snd, fs)
 		for i := range n {
 			h, e, err := rcv.Next(ctx)
 			if err != nil {

@@ -2,6 +2,7 @@ package batch
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -40,17 +41,7 @@ func TestSendAllCoalescesWithinCredit(t *testing.T) {
 	for i := range fs {
 		fs[i] = encode(t, p.worker.codec, i, numbered(t, i, size))
 	}
-	done := make(chan error, 1)
-	go func() {
-		sent, err := snd.SendAll(ctx, fs)
-		if err == nil && sent != n {
-			err = context.Canceled
-		}
-		if err == nil {
-			err = snd.End(nil)
-		}
-		done <- err
-	}()
+	done := sendAllThenEnd(ctx, snd, fs)
 	for i := range n {
 		h, e, err := rcv.Next(ctx)
 		if err != nil {
@@ -73,4 +64,21 @@ func TestSendAllCoalescesWithinCredit(t *testing.T) {
 		t.Fatalf("%d stream writes for %d small frames", w, n)
 	}
 	t.Logf("%d frames in %d stream writes", n, cc.writes.Load())
+}
+
+// sendAllThenEnd sends fs with one SendAll, then End, from another
+// goroutine; the channel gets the first error (or a short send's).
+func sendAllThenEnd(ctx context.Context, snd *Sender, fs []*Frame) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		sent, err := snd.SendAll(ctx, fs)
+		if err == nil && sent != len(fs) {
+			err = fmt.Errorf("SendAll sent %d of %d frames", sent, len(fs))
+		}
+		if err == nil {
+			err = snd.End(nil)
+		}
+		done <- err
+	}()
+	return done
 }
