@@ -80,11 +80,12 @@ func (c Compression) Valid() bool { return c < numCompressions }
 // it as history); zstdMaxWindow the largest window the decoder accepts from
 // a frame that declares one (frames whose content fits one window declare
 // none and are bounded by their content size, which the header's RawTail
-// bounds); zstdEncoders bounds the encoders kept, and so their memory.
+// bounds); zstdEncoders bounds the encoders and decoders kept, and so their
+// memory (a decoder may keep a window of history: zstdMaxWindow at most).
 const (
 	zstdWindow    = 1 << 20
-	zstdMaxWindow = 8 << 20
-	zstdEncoders  = 4
+	zstdMaxWindow = 2 << 20
+	zstdEncoders  = 4 // and decoders
 )
 
 // The zstd encoder and decoder are shared by every stream: EncodeAll and
@@ -101,7 +102,7 @@ var (
 	})
 	zstdDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
 		return zstd.NewReader(nil,
-			zstd.WithDecoderConcurrency(runtime.GOMAXPROCS(0)),
+			zstd.WithDecoderConcurrency(min(runtime.GOMAXPROCS(0), zstdEncoders)),
 			zstd.WithDecoderMaxWindow(zstdMaxWindow),
 			zstd.WithDecodeAllCapLimit(true))
 	})
