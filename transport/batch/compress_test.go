@@ -239,13 +239,13 @@ func TestOpenUnknownCompression(t *testing.T) {
 	}
 	s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Job: "j", Window: 1, Comp: 9, WantAccept: true, Widens: true}, 4)
 	var m wireMsg
-	if _, err := readMsg(p.client.codec, s, &m, Limits{}, nil, nil); err != nil || m.Kind != kindAccept || m.Comp != CompressNone {
+	if _, err := readMsg(p.client.codec, s, &m, Limits{}, bufs{}); err != nil || m.Kind != kindAccept || m.Comp != CompressNone {
 		t.Fatalf("client got %+v, %v; want an Accept confirming no compression", m, err)
 	}
 	e := tokenBatch(16, 64)
 	go snd.Send(ctx, encode(t, p.worker.codec, 0, e))
 	m = wireMsg{}
-	got, err := readMsg(p.client.codec, s, &m, Limits{}, nil, nil)
+	got, err := readMsg(p.client.codec, s, &m, Limits{}, bufs{})
 	if err != nil || m.Kind != kindBatch || m.Comp != CompressNone {
 		t.Fatalf("client got %+v, %v; want an uncompressed batch", m, err)
 	}
@@ -263,7 +263,7 @@ func TestNarrowOnlyForClientsThatWiden(t *testing.T) {
 		ctx := ctxT(t, 5*time.Second)
 		s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Job: "j", Window: 2, WantAccept: true, Widens: widens}, 4)
 		var m wireMsg
-		if _, err := readMsg(p.client.codec, s, &m, Limits{}, nil, nil); err != nil || m.Kind != kindAccept {
+		if _, err := readMsg(p.client.codec, s, &m, Limits{}, bufs{}); err != nil || m.Kind != kindAccept {
 			t.Fatalf("accept: %+v, %v", m, err)
 		}
 		e := tokenBatch(16, 64)
@@ -273,7 +273,7 @@ func TestNarrowOnlyForClientsThatWiden(t *testing.T) {
 		}
 		go snd.Send(ctx, f)
 		m = wireMsg{}
-		got, err := readMsg(p.client.codec, s, &m, Limits{}, nil, nil)
+		got, err := readMsg(p.client.codec, s, &m, Limits{}, bufs{})
 		if err != nil || m.Kind != kindBatch || m.Seq != 5 {
 			t.Fatalf("widens=%v: %+v, %v", widens, m, err)
 		}

@@ -28,7 +28,7 @@ import (
 // TensorMeta.
 func Decode(codec *transport.Codec, r io.Reader, lim Limits, alloc func(n int) []byte) (Header, tensor.Element, error) {
 	var m wireMsg
-	e, err := readMsg(codec, r, &m, lim, alloc, nil)
+	e, err := readMsg(codec, r, &m, lim, bufs{tail: alloc, pad: alloc})
 	if err != nil {
 		return Header{}, tensor.Element{}, err
 	}
@@ -38,13 +38,21 @@ func Decode(codec *transport.Codec, r io.Reader, lim Limits, alloc func(n int) [
 	return m.header(), e, nil
 }
 
+// bufs says where readMsg puts what it reads. A nil field makes new
+// (zeroed) buffers.
+type bufs struct {
+	tail func(n int) []byte // the tail, decompressed when it came compressed; called once a message
+	pad  func(n int) []byte // each re-padded tensor; may return old bytes
+	wire func(n int) []byte // a compressed tail as it arrives
+}
+
 // readMsg reads one message of any kind into m; for a batch it returns the
 // decoded element. Non-batch messages must have an empty tail. A compressed
-// tail is read into wire(n) (nil: make) and decompressed into alloc(n).
-func readMsg(codec *transport.Codec, r io.Reader, m *wireMsg, lim Limits, alloc, wire func(n int) []byte) (tensor.Element, error) {
+// tail is read into b.wire(n) and decompressed into b.tail(raw).
+func readMsg(codec *transport.Codec, r io.Reader, m *wireMsg, lim Limits, b bufs) (tensor.Element, error) {
 	lim = lim.withDefaults()
 	mk := func(n int) []byte { return make([]byte, n) }
-	tailAlloc := alloc // for the (decompressed) tail; sliceTail gets alloc as passed
+	tailAlloc, wire := b.tail, b.wire
 	if tailAlloc == nil {
 		tailAlloc = mk
 	}
@@ -103,7 +111,7 @@ func readMsg(codec *transport.Codec, r io.Reader, m *wireMsg, lim Limits, alloc,
 		}
 		tail = buf[:raw]
 	}
-	return sliceTail(m, plan, tail, alloc)
+	return sliceTail(m, plan, tail, b.pad)
 }
 
 // rawTailLen returns the length of a batch's tail before compression: n
@@ -263,7 +271,7 @@ func numValues(shape []int64) (int64, error) {
 
 // sliceTail builds the element from a checked plan: tensors are slices of
 // tail, padding must be zero, Bytes offsets must be valid.
-func sliceTail(m *wireMsg, plan []segment, tail []byte, alloc func(n int) []byte) (tensor.Element, error) {
+func sliceTail(m *wireMsg, plan []segment, tail []byte, pad func(n int) []byte) (tensor.Element, error) {
 	e := tensor.Element{Tensors: make([]tensor.Tensor, len(m.Tensors))}
 	var pos int64
 	checkPad := func(start int64) error {
@@ -300,7 +308,7 @@ func sliceTail(m *wireMsg, plan []segment, tail []byte, alloc func(n int) []byte
 	}
 	for i := range m.Tensors {
 		if m.Tensors[i].Lengths != "" {
-			if err := repad(&e, i, &m.Tensors[i], alloc); err != nil {
+			if err := repad(&e, i, &m.Tensors[i], pad); err != nil {
 				return tensor.Element{}, err
 			}
 		}

@@ -25,7 +25,7 @@ type ReceiverConfig struct {
 	// Alloc, when set, supplies the buffers the returned batches live in:
 	// each batch's tail, or for a batch with unpadded tensors the buffers
 	// those are re-padded into (its tail then goes to a buffer the Receiver
-	// reuses, and its other, small tensors are copied out). Called with the
+	// reuses, up to 1 MiB, and its other tensors are copied out). Called with the
 	// exact length; must return at least that capacity; the bytes need not
 	// be zero. So a client can pool batch buffers. Nil allocates new
 	// buffers per batch.
@@ -76,9 +76,10 @@ type Receiver struct {
 	lastWire   int64  // bytes the last batch took on the stream
 	err        error  // sticky: io.EOF, *RemoteError or a failure
 	rc         countingReader
-	// scratch is the reused tail buffer of batches with unpadded tensors
-	// (when cfg.Alloc is nil): those are re-padded into new buffers and the
-	// other tensors copied out, so nothing Next returns references it.
+	// scratch is the reused tail buffer of batches with unpadded tensors:
+	// those are re-padded into buffers of their own (cfg.Alloc's or new)
+	// and the other tensors copied out, so nothing Next returns references
+	// it.
 	scratch  []byte
 	cur      *wireMsg // the message being read, for allocTail
 	tailUsed bool     // scratch was handed out for the current message
@@ -177,9 +178,11 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 	}
 	r.rc.n = 0
 	var m wireMsg
-	alloc := r.allocTail
+	// The tail may go to the reused scratch buffer; the re-padded tensors
+	// never do: they are what Next returns.
+	b := bufs{tail: r.allocTail, pad: r.cfg.Alloc, wire: r.allocWire}
 	r.cur, r.tailUsed = &m, false
-	e, err := readMsg(r.codec, &r.rc, &m, r.cfg.Limits, alloc, r.allocWire)
+	e, err := readMsg(r.codec, &r.rc, &m, r.cfg.Limits, b)
 	if err == nil && m.Kind == kindAccept && r.workerMax == 0 && r.received == 0 {
 		if m.Window < 1 || m.Window > r.minWindow || m.MaxWindow < m.Window || !m.Comp.Valid() {
 			// The worker may only clamp the window asked for, never raise it.
@@ -189,7 +192,7 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 		r.minWindow = min(r.minWindow, m.Window)
 		r.rc.n = 0
 		m = wireMsg{}
-		e, err = readMsg(r.codec, &r.rc, &m, r.cfg.Limits, alloc, r.allocWire)
+		e, err = readMsg(r.codec, &r.rc, &m, r.cfg.Limits, b)
 	}
 	if err == nil && r.tailUsed {
 		detachFromTail(&e, &m)
@@ -238,12 +241,11 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 // larger tails get a buffer of their own.
 const maxScratchBytes = 1 << 20
 
-// allocTail hands out the reused scratch buffer for the tail of a batch
-// with unpadded tensors (the first buffer asked for, up to
-// maxScratchBytes), and otherwise buffers from cfg.Alloc or new ones: the
-// re-padded tensors, and the tails of other batches.
+// allocTail returns the buffer the current message's tail goes to: for a
+// batch with unpadded tensors the reused scratch buffer (up to
+// maxScratchBytes), otherwise one from cfg.Alloc or a new one.
 func (r *Receiver) allocTail(n int) []byte {
-	if !r.tailUsed && r.cur != nil && n <= maxScratchBytes && hasUnpadded(r.cur) {
+	if r.cur != nil && n <= maxScratchBytes && hasUnpadded(r.cur) {
 		r.tailUsed = true
 		if cap(r.scratch) < n {
 			r.scratch = make([]byte, n)

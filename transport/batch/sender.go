@@ -89,7 +89,7 @@ func Accept(ctx context.Context, codec *transport.Codec, s net.Conn, maxWindow i
 	}
 	var m wireMsg
 	stop := interruptOn(ctx, s.SetReadDeadline)
-	_, err := readMsg(ctl, s, &m, Limits{}, nil, nil)
+	_, err := readMsg(ctl, s, &m, Limits{}, bufs{})
 	stop()
 	if err == nil && m.Kind != kindOpen {
 		err = malformed("first message is %s, want open", m.Kind)
@@ -155,7 +155,7 @@ func (s *Sender) readCredits() {
 	var err error
 	for {
 		var m wireMsg
-		if _, err = readMsg(s.ctl, s.conn, &m, Limits{}, nil, nil); err != nil {
+		if _, err = readMsg(s.ctl, s.conn, &m, Limits{}, bufs{}); err != nil {
 			break
 		}
 		if m.Kind != kindCredit || m.Credits < 0 || m.Grow < 0 || m.Grow > int64(s.maxWindow) || (m.Credits == 0 && m.Grow == 0) {

@@ -440,7 +440,7 @@ func TestBadOpenRequests(t *testing.T) {
 		t.Fatal("Accept took Window 0")
 	}
 	var m wireMsg
-	if _, err := readMsg(p.client.codec, c, &m, Limits{}, nil, nil); err != nil || m.Kind != kindEnd || !m.Failed {
+	if _, err := readMsg(p.client.codec, c, &m, Limits{}, bufs{}); err != nil || m.Kind != kindEnd || !m.Failed {
 		t.Fatalf("client got %+v, %v; want an error End", m, err)
 	}
 	// A credit before the open request.

@@ -365,3 +365,35 @@ func sendAll(t *testing.T, ctx context.Context, codec *transport.Codec, snd *Sen
 	}
 	return got
 }
+
+// A batch whose tail is too large for the reused tail buffer (a big dense
+// tensor beside the unpadded tokens) must not get its re-padded tokens put
+// in that buffer, where the next batch would overwrite them. Plain and
+// compressed: a compressed tail is decompressed into a buffer of its own
+// the same way.
+func TestUnpaddedBesideLargeTensorSurvivesLaterOnes(t *testing.T) {
+	for _, comp := range []Compression{CompressNone, CompressLZ4} {
+		t.Run(comp.String(), func(t *testing.T) {
+			p := newPair(t, transport.FastConfig())
+			snd, rcv := p.stream(t, OpenRequest{Job: "j", Window: 4, Compression: comp}, 4, Limits{})
+			ctx := ctxT(t, 10*time.Second)
+			var sent []tensor.Element
+			for i := range 3 {
+				e := paddedBatch([]int32{int32(5 + i), 17, 0, int32(9 - i)}, 24, 0)
+				binary.LittleEndian.PutUint64(e.Tensors[1].Data, uint64(1000+i))
+				big := make([]byte, maxScratchBytes+4096)
+				for j := range big {
+					big[j] = byte(j*31 + i) // distinct per batch
+				}
+				e.Tensors = append(e.Tensors, tensor.Tensor{Name: "image", DType: tensor.Uint8, Shape: []int64{int64(len(big))}, Data: big})
+				sent = append(sent, e)
+			}
+			got := sendAll(t, ctx, p.worker.codec, snd, rcv, sent, EncodeOptions{Unpadded: true, Narrow: true})
+			for i := range sent {
+				if where, ok := equalElements(sent[i], got[i]); !ok {
+					t.Fatalf("batch %d changed after later batches arrived: differs in %s", i, where)
+				}
+			}
+		})
+	}
+}

@@ -95,7 +95,7 @@ func TestBadAcceptIsMalformed(t *testing.T) {
 			}
 			defer c.Close()
 			var open wireMsg
-			if _, err := readMsg(p.worker.codec, c, &open, Limits{}, nil, nil); err != nil || open.Kind != kindOpen {
+			if _, err := readMsg(p.worker.codec, c, &open, Limits{}, bufs{}); err != nil || open.Kind != kindOpen {
 				t.Fatalf("open: %+v, %v", open, err)
 			}
 			if err := p.worker.codec.WriteFrame(c, &wireMsg{Kind: kindAccept, Window: tc.window, MaxWindow: tc.maxWin}); err != nil {
@@ -141,7 +141,7 @@ func TestNoAcceptUnlessAsked(t *testing.T) {
 		t.Fatal(err)
 	}
 	var m wireMsg
-	if _, err := readMsg(p.client.codec, s, &m, Limits{}, nil, nil); err != nil || m.Kind != kindBatch {
+	if _, err := readMsg(p.client.codec, s, &m, Limits{}, bufs{}); err != nil || m.Kind != kindBatch {
 		t.Fatalf("first message to a client that did not ask for Accept: %s, %v; want a batch", m.Kind, err)
 	}
 }
