@@ -164,15 +164,26 @@ func widen(dst, src []byte, n, size int64) {
 	}
 	src = src[:k*n]
 	if n == 2 && size == 4 {
-		// The common case (token ids): four values a load, two stores.
-		j := int64(0)
-		for ; j+4 <= k; j += 4 {
-			x := binary.LittleEndian.Uint64(src[2*j:])
-			binary.LittleEndian.PutUint64(dst[4*j:], x&0xffff|(x>>16&0xffff)<<32)
-			binary.LittleEndian.PutUint64(dst[4*j+8:], x>>32&0xffff|(x>>48)<<32)
+		// The common case (token ids): four values a load, two stores,
+		// walking the slices so the loop carries no index bounds checks.
+		dst = dst[:4*k]
+		for len(src) >= 16 && len(dst) >= 32 {
+			x, y := binary.LittleEndian.Uint64(src), binary.LittleEndian.Uint64(src[8:])
+			binary.LittleEndian.PutUint64(dst, x&0xffff|(x>>16&0xffff)<<32)
+			binary.LittleEndian.PutUint64(dst[8:], x>>32&0xffff|(x>>48)<<32)
+			binary.LittleEndian.PutUint64(dst[16:], y&0xffff|(y>>16&0xffff)<<32)
+			binary.LittleEndian.PutUint64(dst[24:], y>>32&0xffff|(y>>48)<<32)
+			src, dst = src[16:], dst[32:]
 		}
-		for ; j < k; j++ {
-			binary.LittleEndian.PutUint32(dst[4*j:], uint32(binary.LittleEndian.Uint16(src[2*j:])))
+		for len(src) >= 8 && len(dst) >= 16 {
+			x := binary.LittleEndian.Uint64(src)
+			binary.LittleEndian.PutUint64(dst, x&0xffff|(x>>16&0xffff)<<32)
+			binary.LittleEndian.PutUint64(dst[8:], x>>32&0xffff|(x>>48)<<32)
+			src, dst = src[8:], dst[16:]
+		}
+		for len(src) >= 2 && len(dst) >= 4 {
+			binary.LittleEndian.PutUint32(dst, uint32(binary.LittleEndian.Uint16(src)))
+			src, dst = src[2:], dst[4:]
 		}
 		return
 	}

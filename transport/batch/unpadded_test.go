@@ -323,16 +323,22 @@ func BenchmarkWiden(b *testing.B) {
 }
 
 func TestWidenMatchesGeneric(t *testing.T) {
-	for k := range 11 {
-		src := make([]byte, 2*k)
+	for k := range 40 { // every mix of the 8-, 4- and 1-value loops
+		src := make([]byte, 2*k+6) // longer than the k values dst takes
 		for i := range src {
 			src[i] = byte(i*37 + 1)
 		}
-		dst := make([]byte, 4*k)
+		buf := bytes.Repeat([]byte{0xEE}, 4*k+8)
+		dst := buf[:4*k]
 		widen(dst, src, 2, 4)
 		for j := range k {
 			if got, want := binary.LittleEndian.Uint32(dst[4*j:]), uint32(binary.LittleEndian.Uint16(src[2*j:])); got != want {
 				t.Fatalf("k=%d value %d: %d, want %d", k, j, got, want)
+			}
+		}
+		for i, b := range buf[4*k:] {
+			if b != 0xEE {
+				t.Fatalf("k=%d: widen wrote byte %d past dst", k, 4*k+i)
 			}
 		}
 	}
