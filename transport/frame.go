@@ -34,10 +34,12 @@ const (
 	prefixLen    = 13
 	// cborMaxNesting bounds CBOR nesting; headers and RPC bodies are shallow.
 	cborMaxNesting = 16
-	// cborMaxElements bounds elements of one CBOR array or map. The data itself
-	// is bounded by the frame limits; this bounds the work per container.
-	cborMaxElements = 1 << 20
 )
+
+// MaxCBORElements bounds the elements of one CBOR array or map the codec
+// decodes (a HeaderDecoder must refuse more). The data itself is bounded by
+// the frame limits; this bounds the work per container.
+const MaxCBORElements = 1 << 20
 
 // Codec writes and reads frames (CBOR header + raw byte tail) with hardened CBOR
 // modes and length bounds checked before any allocation. It is safe for
@@ -63,8 +65,8 @@ func NewCodec(maxHeaderBytes int, maxFrameBytes int64) (*Codec, error) {
 		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
 		IndefLength:      cbor.IndefLengthForbidden,
 		MaxNestedLevels:  cborMaxNesting,
-		MaxArrayElements: cborMaxElements,
-		MaxMapPairs:      cborMaxElements,
+		MaxArrayElements: MaxCBORElements,
+		MaxMapPairs:      MaxCBORElements,
 		UTF8:             cbor.UTF8RejectInvalid,
 	}.DecMode()
 	if err != nil {
@@ -222,6 +224,9 @@ func (c *Codec) readHeader(r io.Reader, n int, header any) error {
 		return readErr("header", err)
 	}
 	var err error
+	if hd, ok := header.(HeaderDecoder); ok && hd.DecodeHeader(hb) {
+		return nil
+	}
 	if header == nil {
 		err = c.dec.Wellformed(hb)
 	} else {
@@ -231,6 +236,16 @@ func (c *Codec) readHeader(r io.Reader, n int, header any) error {
 		return fmt.Errorf("%w: header: %w", ErrMalformedFrame, err)
 	}
 	return nil
+}
+
+// HeaderDecoder is implemented by a header type with a decoder of its own
+// for its common form (a fast path). DecodeHeader reports whether it decoded
+// b, which the codec reuses afterwards (so it must copy what it keeps); when
+// it reports false it must have left the header unchanged, and the codec
+// decodes b with its CBOR mode, which stays the judge of everything else.
+// What DecodeHeader accepts, the CBOR mode must accept and decode the same.
+type HeaderDecoder interface {
+	DecodeHeader(b []byte) bool
 }
 
 func readErr(part string, err error) error {

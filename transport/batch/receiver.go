@@ -87,6 +87,8 @@ type Receiver struct {
 	// maxScratchBytes; they are decompressed out of it at once).
 	wire []byte
 	comp Compression // the compression in force, from the worker's Accept
+	// names caches the tensor names and worker ids of recent headers.
+	names fastNames
 
 	closeMu sync.Mutex
 	closed  bool
@@ -181,6 +183,7 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 	// The tail may go to the reused scratch buffer; the re-padded tensors
 	// never do: they are what Next returns.
 	b := bufs{tail: r.allocTail, pad: r.cfg.Alloc, wire: r.allocWire}
+	m.names = &r.names
 	r.cur, r.tailUsed = &m, false
 	e, err := readMsg(r.codec, &r.rc, &m, r.cfg.Limits, b)
 	if err == nil && m.Kind == kindAccept && r.workerMax == 0 && r.received == 0 {
@@ -191,7 +194,7 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 		r.workerMax, r.window, r.comp = m.MaxWindow, m.Window-int(r.withheld), m.Comp
 		r.minWindow = min(r.minWindow, m.Window)
 		r.rc.n = 0
-		m = wireMsg{}
+		m = wireMsg{names: &r.names}
 		e, err = readMsg(r.codec, &r.rc, &m, r.cfg.Limits, b)
 	}
 	if err == nil && r.tailUsed {

@@ -160,6 +160,10 @@ type wireMsg struct {
 	Failed bool   `cbor:"12,keyasint,omitempty"` // the worker ended with an error
 	Error  string `cbor:"13,keyasint,omitempty"` // its message
 	Sent   uint64 `cbor:"14,keyasint,omitempty"` // batches sent on this stream before End
+
+	// names, when set, caches the strings of the headers a Receiver read
+	// before, for DecodeHeader (not on the wire).
+	names *fastNames
 }
 
 func (m *wireMsg) header() Header {

@@ -1,0 +1,298 @@
+package batch
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"unicode/utf8"
+
+	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+// A hand-written decoder for the common batch header: the fields a batch
+// message has (kind, seq, tensors, worker, epoch, splits, compression),
+// definite lengths, map keys in increasing order, as EncodeWith writes them.
+// The CBOR library decodes each header in about 1.9 µs with 17 allocations
+// (a text batch's header is ~100 bytes), a twentieth of a text batch's
+// receive cost; this one in a fraction of that, and it reuses the strings
+// (tensor names, worker ids) the previous headers carried.
+//
+// It is a fast path, not a second decoder of record: anything outside that
+// form (other kinds' fields, Extra, unknown keys, tags, floats, null,
+// indefinite lengths, values that would overflow their field) makes it give
+// up, and the codec decodes the header with its CBOR mode as before. What it
+// does accept it must decode exactly as the CBOR mode would, and it must
+// accept nothing the CBOR mode rejects; FuzzFastHeader checks both against
+// the library.
+
+// fastNames is a small cache of the strings recent headers carried: a
+// stream's batches repeat the same tensor names and worker id, so a header
+// reuses the strings instead of allocating them anew.
+type fastNames struct {
+	s    [8]string
+	next int
+}
+
+func (c *fastNames) intern(b []byte) string {
+	if c == nil {
+		return string(b)
+	}
+	for _, s := range c.s {
+		if s == string(b) { // compared without allocating
+			return s
+		}
+	}
+	s := string(b)
+	c.s[c.next] = s
+	c.next = (c.next + 1) % len(c.s)
+	return s
+}
+
+// DecodeHeader implements transport.HeaderDecoder: it decodes b into m and
+// reports true when b is a batch header of the common form, and otherwise
+// leaves m as it was and reports false.
+func (m *wireMsg) DecodeHeader(b []byte) bool {
+	d := fastDec{b: b, names: m.names}
+	out := wireMsg{names: m.names}
+	if !d.msg(&out) || d.i != len(b) {
+		return false
+	}
+	*m = out
+	return true
+}
+
+// fastDec reads CBOR items from b[i:]; every method reports false on
+// anything outside the form it expects, with i then meaningless.
+type fastDec struct {
+	b     []byte
+	i     int
+	names *fastNames
+	arr   []int64 // backing for the header's int arrays (shapes, splits), carved up
+}
+
+// head reads an item's initial byte and argument. Indefinite lengths and
+// the reserved additional-information values are refused.
+func (d *fastDec) head() (major byte, arg uint64, ok bool) {
+	if d.i >= len(d.b) {
+		return 0, 0, false
+	}
+	c := d.b[d.i]
+	d.i++
+	major, ai := c>>5, c&31
+	var n int
+	switch {
+	case ai < 24:
+		return major, uint64(ai), true
+	case ai == 24:
+		n = 1
+	case ai == 25:
+		n = 2
+	case ai == 26:
+		n = 4
+	case ai == 27:
+		n = 8
+	default:
+		return 0, 0, false
+	}
+	if len(d.b)-d.i < n {
+		return 0, 0, false
+	}
+	var buf [8]byte
+	copy(buf[8-n:], d.b[d.i:d.i+n])
+	d.i += n
+	return major, binary.BigEndian.Uint64(buf[:]), true
+}
+
+func (d *fastDec) uint() (uint64, bool) {
+	major, v, ok := d.head()
+	return v, ok && major == 0
+}
+
+func (d *fastDec) uint8() (uint8, bool) {
+	v, ok := d.uint()
+	return uint8(v), ok && v <= math.MaxUint8
+}
+
+func (d *fastDec) int64() (int64, bool) {
+	major, v, ok := d.head()
+	if !ok || v > math.MaxInt64 {
+		return 0, false
+	}
+	switch major {
+	case 0:
+		return int64(v), true
+	case 1:
+		return -1 - int64(v), true
+	}
+	return 0, false
+}
+
+// length reads the head of a container of the given major type whose n
+// items take at least per bytes each, bounded by the bytes left.
+func (d *fastDec) length(major byte, per int) (int, bool) {
+	got, n, ok := d.head()
+	if !ok || got != major || n > uint64(len(d.b)-d.i)/uint64(per) || n > transport.MaxCBORElements {
+		return 0, false
+	}
+	return int(n), true
+}
+
+// raw reads a byte (major 2) or text (major 3) string's bytes, in place.
+func (d *fastDec) raw(major byte) ([]byte, bool) {
+	got, n, ok := d.head()
+	if !ok || got != major || n > uint64(len(d.b)-d.i) {
+		return nil, false
+	}
+	s := d.b[d.i : d.i+int(n)]
+	d.i += int(n)
+	return s, true
+}
+
+func (d *fastDec) text() (string, bool) {
+	s, ok := d.raw(3)
+	if !ok || !utf8.Valid(s) {
+		return "", false
+	}
+	return d.names.intern(s), true
+}
+
+// ints reads an array of int64; empty arrays decode to an empty, non-nil
+// slice, as the CBOR library does.
+func (d *fastDec) ints() ([]int64, bool) {
+	n, ok := d.length(4, 1)
+	if !ok {
+		return nil, false
+	}
+	if n == 0 {
+		return []int64{}, true
+	}
+	if cap(d.arr)-len(d.arr) < n {
+		d.arr = make([]int64, 0, max(n, 16))
+	}
+	k := len(d.arr)
+	d.arr = d.arr[:k+n]
+	out := d.arr[k : k+n : k+n] // capped: appending to one never reaches the next
+	for j := range out {
+		if out[j], ok = d.int64(); !ok {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// keys reads a map's head; next then yields its keys, which must be small
+// unsigned integers in strictly increasing order (so never repeated).
+func (d *fastDec) keys() (n int, ok bool) { return d.length(5, 2) }
+
+func (d *fastDec) key(prev int) (int, bool) {
+	k, ok := d.uint()
+	if !ok || k > 23 || int(k) <= prev {
+		return 0, false
+	}
+	return int(k), true
+}
+
+func (d *fastDec) msg(m *wireMsg) bool {
+	n, ok := d.keys()
+	if !ok {
+		return false
+	}
+	prev := -1
+	for range n {
+		k, ok := d.key(prev)
+		if !ok {
+			return false
+		}
+		prev = k
+		switch k {
+		case 0:
+			var v uint8
+			v, ok = d.uint8()
+			m.Kind = msgKind(v)
+		case 1:
+			m.Seq, ok = d.uint()
+		case 2:
+			ok = d.tensors(m)
+		case 3:
+			m.Worker, ok = d.text()
+		case 4:
+			m.Epoch, ok = d.int64()
+		case 5:
+			m.Splits, ok = d.ints()
+		case 18:
+			var v uint8
+			v, ok = d.uint8()
+			m.Comp = Compression(v)
+		case 19:
+			m.RawTail, ok = d.int64()
+		default: // other kinds' fields, Extra, fields this version does not know
+			return false
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *fastDec) tensors(m *wireMsg) bool {
+	n, ok := d.length(4, 1)
+	if !ok {
+		return false
+	}
+	m.Tensors = make([]TensorMeta, n)
+	for j := range m.Tensors {
+		if !d.tensor(&m.Tensors[j]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *fastDec) tensor(t *TensorMeta) bool {
+	n, ok := d.keys()
+	if !ok {
+		return false
+	}
+	prev := -1
+	for range n {
+		k, ok := d.key(prev)
+		if !ok {
+			return false
+		}
+		prev = k
+		switch k {
+		case 0:
+			t.Name, ok = d.text()
+		case 1:
+			var v uint8
+			v, ok = d.uint8()
+			t.DType = tensor.DType(v)
+		case 2:
+			t.Shape, ok = d.ints()
+		case 3:
+			t.DataBytes, ok = d.int64()
+		case 4:
+			t.NumOffsets, ok = d.int64()
+		case 5:
+			t.Lengths, ok = d.text()
+		case 6:
+			var s []byte
+			if s, ok = d.raw(2); ok {
+				t.PadBits = bytes.Clone(s)
+				if t.PadBits == nil {
+					t.PadBits = []byte{}
+				}
+			}
+		case 7:
+			t.Narrow, ok = d.uint8()
+		default:
+			return false
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
