@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -378,10 +379,18 @@ func sendAll(t *testing.T, ctx context.Context, codec *transport.Codec, snd *Sen
 // compressed: a compressed tail is decompressed into a buffer of its own
 // the same way.
 func TestUnpaddedBesideLargeTensorSurvivesLaterOnes(t *testing.T) {
-	for _, comp := range []Compression{CompressNone, CompressLZ4} {
-		t.Run(comp.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		comp   Compression
+		pooled bool // buffers from a BufferPool, as a client that recycles
+	}{{CompressNone, false}, {CompressLZ4, false}, {CompressNone, true}} {
+		comp := tc.comp
+		t.Run(fmt.Sprintf("%v pooled=%v", comp, tc.pooled), func(t *testing.T) {
 			p := newPair(t, transport.FastConfig())
-			snd, rcv := p.stream(t, OpenRequest{Job: "j", Window: 4, Compression: comp}, 4, Limits{})
+			var cfg ReceiverConfig
+			if tc.pooled {
+				cfg.Alloc = NewBufferPool(64 << 20).Recorder().Alloc
+			}
+			snd, rcv := p.streamWith(t, OpenRequest{Job: "j", Window: 4, Compression: comp}, 4, cfg, nil)
 			ctx := ctxT(t, 10*time.Second)
 			var sent []tensor.Element
 			for i := range 3 {
