@@ -11,6 +11,8 @@ import (
 
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/testcluster"
+	"github.com/feedmesh/feedmesh/transport"
+	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
 // tokensByID reads a text job to the end and returns each element's valid
@@ -165,5 +167,48 @@ func TestShareMixedCompression(t *testing.T) {
 	oneJob := int64(2 * n / batch)
 	if _, all := sharedWork(c); float64(all) > 1.1*float64(oneJob) {
 		t.Errorf("workers produced %d batches for 3 sharing jobs; one job needs %d", all, oneJob)
+	}
+}
+
+// The job's options decide compression, not the stream: a worker asked
+// for a compression its job does not have sends the batches uncompressed
+// and says so in its Accept.
+func TestWorkerEnforcesJobCompression(t *testing.T) {
+	c := testcluster.Start(t, 2)
+	cl := dial(t, c, 0)
+	codec, err := transport.NewCodec(transport.DefaultConfig().MaxHeaderBytes, transport.DefaultConfig().MaxFrameBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		job       string
+		ask, want batch.Compression
+	}{
+		{"none", batch.CompressLZ4, batch.CompressNone},
+		{"lz4", batch.CompressLZ4, batch.CompressLZ4},
+		{"lz4", batch.CompressZstd, batch.CompressNone},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		it, err := cl.Distribute(ctx, textSpec(3000, 100), client.JobOptions{Name: "enforce-" + tc.job + "-" + tc.ask.String(), Sharding: client.Dynamic, Compression: tc.job})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		// A stream of our own to node 0's worker, asking for tc.ask.
+		rcv, err := batch.OpenConfig(ctx, c.Node(1).Transport(), codec, c.Node(0).Addr(),
+			batch.OpenRequest{Job: it.Job(), Consumer: "raw-" + tc.ask.String(), Window: 2, Compression: tc.ask}, batch.ReceiverConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// (That frames follow the Accept is TestAcceptWithChoosesCompression's.)
+		_, _, err = rcv.Next(ctx)
+		rcv.Close()
+		if err != nil {
+			t.Fatalf("job %s, asking %v: %v", tc.job, tc.ask, err)
+		}
+		if got := rcv.Compression(); got != tc.want {
+			t.Fatalf("job %s, asking %v: the worker put %v in force, want %v", tc.job, tc.ask, got, tc.want)
+		}
 	}
 }

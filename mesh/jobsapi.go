@@ -60,7 +60,8 @@ type JobOptions struct {
 	GCAfter time.Duration `json:"gc_after"`
 	// Compression: workers compress the job's batches on the wire with
 	// "lz4" or "zstd" (batch.Compression); "" or "none" sends them as they
-	// are. Consumers ask for it when they open their streams.
+	// are. Consumers ask for it when they open their streams; a worker
+	// grants a stream only its job's compression (none otherwise).
 	Compression string `json:"compression,omitempty"`
 }
 

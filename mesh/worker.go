@@ -126,7 +126,21 @@ func (w *worker) serve(l net.Listener) {
 func (w *worker) handleStream(conn net.Conn) {
 	defer w.wg.Done()
 	ctx := w.n.ctx
-	sender, req, err := batch.Accept(ctx, w.n.codec, conn, w.n.cfg.Worker.MaxWindow)
+	// The task is looked up (and started) before the client is told the
+	// compression in force: the job's options decide it, not the client.
+	var (
+		t    *task
+		terr error
+	)
+	sender, req, err := batch.AcceptWith(ctx, w.n.codec, conn, w.n.cfg.Worker.MaxWindow, func(req batch.OpenRequest) batch.Compression {
+		if w.n.cfg.Worker.Disabled {
+			return batch.CompressNone
+		}
+		if t, terr = w.task(ctx, req.Job); terr != nil {
+			return batch.CompressNone
+		}
+		return t.compression()
+	})
 	if err != nil {
 		w.n.log.Debug("data stream rejected", "err", err)
 		conn.Close()
@@ -137,8 +151,7 @@ func (w *worker) handleStream(conn net.Conn) {
 		sender.End(fmt.Errorf("node %s does not run tasks (worker disabled)", w.n.name))
 		return
 	}
-	t, err := w.task(ctx, req.Job)
-	if err != nil {
+	if err := terr; err != nil {
 		if ctx.Err() != nil {
 			// The node is closing: not the job's failure. Close the
 			// stream without an error so the consumer retries elsewhere.
@@ -254,6 +267,16 @@ type task struct {
 
 	// rounds (coordinated jobs) hands out round windows; nil otherwise.
 	rounds *roundServer
+}
+
+// compression is the job's compression (JobOptions.Compression); none
+// when this node does not know the name (a newer node's).
+func (t *task) compression() batch.Compression {
+	c, err := batch.ParseCompression(t.job.Options.Compression)
+	if err != nil {
+		return batch.CompressNone
+	}
+	return c
 }
 
 func (t *task) run() {

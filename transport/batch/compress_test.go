@@ -422,3 +422,67 @@ func TestCompressedLargeTail(t *testing.T) {
 		}
 	}
 }
+
+// AcceptWith lets the worker decide the compression: it may keep the one
+// asked for or refuse it (anything else it returns counts as a refusal),
+// and a refused stream's frames arrive uncompressed, as its Accept says.
+func TestAcceptWithChoosesCompression(t *testing.T) {
+	cases := []struct {
+		ask, choose, want Compression
+	}{
+		{CompressLZ4, CompressLZ4, CompressLZ4},
+		{CompressLZ4, CompressNone, CompressNone},
+		{CompressLZ4, CompressZstd, CompressNone}, // not what was asked: none
+		{CompressNone, CompressZstd, CompressNone},
+	}
+	for _, tc := range cases {
+		p := newPair(t, transport.FastConfig())
+		ctx := ctxT(t, 10*time.Second)
+		rcv, err := OpenConfig(ctx, p.client.t, p.client.codec, p.worker.addr(), OpenRequest{Job: "j", Window: 4, Compression: tc.ask}, ReceiverConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rcv.Close() })
+		c, err := p.worker.t.Listener(transport.KindData).Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var asked OpenRequest
+		snd, _, err := AcceptWith(ctx, p.worker.codec, c, 16, func(req OpenRequest) Compression {
+			asked = req
+			return tc.choose
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { snd.Close() })
+		if asked.Compression != tc.ask || asked.Job != "j" {
+			t.Fatalf("choose got %+v", asked)
+		}
+		if snd.Compression() != tc.want {
+			t.Fatalf("ask %v, choose %v: sender in force %v, want %v", tc.ask, tc.choose, snd.Compression(), tc.want)
+		}
+		e := tokenBatch(64, 96)
+		done := sendAllThenEnd(ctx, snd, []*Frame{encode(t, p.worker.codec, 0, e)})
+		_, got, err := rcv.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if what, ok := equalElements(e, got); !ok {
+			t.Fatalf("batch differs (%s)", what)
+		}
+		if rcv.Compression() != tc.want {
+			t.Fatalf("ask %v, choose %v: the Accept said %v, want %v", tc.ask, tc.choose, rcv.Compression(), tc.want)
+		}
+		// Compressed, the token batch takes well under its raw tail.
+		if compressed := rcv.LastWireBytes() < int64(e.ByteSize())/2; compressed != (tc.want != CompressNone) {
+			t.Fatalf("ask %v, choose %v: %d wire bytes for a %d-byte batch", tc.ask, tc.choose, rcv.LastWireBytes(), e.ByteSize())
+		}
+		if _, _, err := rcv.Next(ctx); err != io.EOF {
+			t.Fatalf("after the batch: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -77,18 +77,31 @@ type Sender struct {
 // readable but invalid (Window < 1), the client first receives an End with
 // the reason.
 func Accept(ctx context.Context, codec *transport.Codec, s net.Conn, maxWindow int) (*Sender, OpenRequest, error) {
+	return AcceptWith(ctx, codec, s, maxWindow, nil)
+}
+
+// AcceptWith is Accept with the compression decided by choose (nil: as the
+// client asked). choose gets the client's request once it is read (its
+// Compression already CompressNone when this package does not know the
+// one asked for) and before the client is told the compression in force;
+// it may return the Compression asked for or CompressNone, and anything
+// else counts as CompressNone. A worker lets the job's options decide, so
+// a client cannot make it compress what the job does not. choose runs
+// under ctx, not under the default timeout for reading the request.
+func AcceptWith(ctx context.Context, codec *transport.Codec, s net.Conn, maxWindow int, choose func(OpenRequest) Compression) (*Sender, OpenRequest, error) {
 	if maxWindow < 1 {
 		s.Close()
 		return nil, OpenRequest{}, fmt.Errorf("accept batch stream: maxWindow is %d, must be at least 1", maxWindow)
 	}
 	ctl := codec.WithMaxFrame(controlFrameBytes)
+	octx := ctx // reading the request, and later writing the Accept
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultOpenTimeout)
+		octx, cancel = context.WithTimeout(ctx, DefaultOpenTimeout)
 		defer cancel()
 	}
 	var m wireMsg
-	stop := interruptOn(ctx, s.SetReadDeadline)
+	stop := interruptOn(octx, s.SetReadDeadline)
 	_, err := readMsg(ctl, s, &m, Limits{}, bufs{})
 	stop()
 	if err == nil && m.Kind != kindOpen {
@@ -96,8 +109,8 @@ func Accept(ctx context.Context, codec *transport.Codec, s net.Conn, maxWindow i
 	}
 	if err != nil {
 		s.Close()
-		if ctx.Err() != nil {
-			err = fmt.Errorf("%w (%w)", err, ctx.Err())
+		if octx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", err, octx.Err())
 		}
 		return nil, OpenRequest{}, fmt.Errorf("accept batch stream from %s: %w", s.RemoteAddr(), err)
 	}
@@ -114,12 +127,18 @@ func Accept(ctx context.Context, codec *transport.Codec, s net.Conn, maxWindow i
 		s.Close()
 		return nil, req, fmt.Errorf("accept batch stream from %s: %w", s.RemoteAddr(), err)
 	}
+	comp := req.Compression
+	if choose != nil {
+		if c := choose(req); c != comp {
+			comp = CompressNone
+		}
+	}
 	snd := &Sender{
 		conn:      s,
 		ctl:       ctl,
 		window:    min(req.Window, maxWindow),
 		maxWindow: maxWindow,
-		comp:      req.Compression,
+		comp:      comp,
 		widens:    m.Widens,
 		credit:    make(chan struct{}, 1),
 		gone:      make(chan struct{}),
@@ -129,7 +148,14 @@ func Accept(ctx context.Context, codec *transport.Codec, s net.Conn, maxWindow i
 	// message for a protocol error) the window in force and the cap, so it
 	// can size its credits.
 	if m.WantAccept {
-		stop = interruptOn(ctx, s.SetWriteDeadline)
+		if choose != nil && octx != ctx {
+			// choose may have taken a while: the default timeout counts
+			// afresh for the write.
+			var cancel context.CancelFunc
+			octx, cancel = context.WithTimeout(ctx, DefaultOpenTimeout)
+			defer cancel()
+		}
+		stop = interruptOn(octx, s.SetWriteDeadline)
 		err = ctl.WriteFrame(s, &wireMsg{Kind: kindAccept, Window: snd.window, MaxWindow: maxWindow, Comp: snd.comp})
 		stop()
 		if err != nil {
@@ -140,6 +166,11 @@ func Accept(ctx context.Context, codec *transport.Codec, s net.Conn, maxWindow i
 	snd.wg.Go(snd.readCredits)
 	return snd, req, nil
 }
+
+// Compression returns the compression in force on the stream (what the
+// Accept told the client): frames are sent compressed with it, where that
+// saves enough.
+func (s *Sender) Compression() Compression { return s.comp }
 
 // Window returns the credit window in force (the client's, clamped, as
 // the client has grown it).
