@@ -93,17 +93,20 @@ func NewCreateJob(name, fingerprint string, o JobOptions, staticWorkers []string
 
 // NewAttachConsumer attaches consumer to job, or renews its lease: the
 // lease expires at the command's At + the job's ConsumerTTL. ErrUnknownJob
-// if there is no such job; ErrLimit if NumConsumers are already attached.
-// Result: int64, the lease expiry (Unix nanoseconds).
+// if there is no such job; ErrLimit if NumConsumers are already attached;
+// ErrDetached if the consumer detached (see Job.Detached). Result: int64,
+// the lease expiry (Unix nanoseconds).
 func NewAttachConsumer(job, consumer string) Command {
 	return newCommand(TypeAttachConsumer, 1, ConsumerBody{Job: job, Consumer: consumer})
 }
 
 // NewDetachConsumer detaches consumer from job (absent is not an error).
 // ErrUnknownJob if there is no such job. Result: bool, whether it was
-// attached.
+// attached. Version 2 (this one) also remembers the consumer as detached
+// for the job's ConsumerTTL (Job.Detached), so that its heartbeats still
+// on their way do not attach it again; version 1 did not.
 func NewDetachConsumer(job, consumer string) Command {
-	return newCommand(TypeDetachConsumer, 1, ConsumerBody{Job: job, Consumer: consumer})
+	return newCommand(TypeDetachConsumer, 2, ConsumerBody{Job: job, Consumer: consumer})
 }
 
 // NewExpireConsumers drops, from every job, the consumers whose lease
@@ -316,6 +319,9 @@ func applyAttachConsumer(s *State, c Command) (any, error) {
 	if j.Group {
 		return nil, fmt.Errorf("%w: %q is a share group, not a job: attach to one of its jobs", ErrInvalidCommand, b.Job)
 	}
+	if _, ok := j.Detached[b.Consumer]; ok {
+		return nil, fmt.Errorf("%w: consumer %q left job %q; a new consumer needs a new id", ErrDetached, b.Consumer, b.Job)
+	}
 	if _, ok := j.Consumers[b.Consumer]; !ok {
 		limit := j.Options.NumConsumers
 		if limit == 0 {
@@ -344,6 +350,9 @@ func applyDetachConsumer(s *State, c Command) (any, error) {
 	if err := checkName("consumer id", b.Consumer); err != nil {
 		return nil, err
 	}
+	if c.Version >= 2 && !j.Group {
+		rememberDetached(j, b.Consumer, c.At)
+	}
 	if _, ok := j.Consumers[b.Consumer]; !ok {
 		return false, nil
 	}
@@ -354,6 +363,24 @@ func applyDetachConsumer(s *State, c Command) (any, error) {
 	return true, nil
 }
 
+// rememberDetached records consumer in j.Detached, making room by
+// forgetting the oldest (then smallest id) at MaxJobConsumers.
+func rememberDetached(j *Job, consumer string, at int64) {
+	if j.Detached == nil {
+		j.Detached = map[string]int64{}
+	}
+	if _, ok := j.Detached[consumer]; !ok && len(j.Detached) >= MaxJobConsumers {
+		oldest, first := "", true
+		for id, t := range j.Detached {
+			if first || t < j.Detached[oldest] || (t == j.Detached[oldest] && id < oldest) {
+				oldest, first = id, false
+			}
+		}
+		delete(j.Detached, oldest)
+	}
+	j.Detached[consumer] = at
+}
+
 func applyExpireConsumers(s *State, c Command) (any, error) {
 	var b ExpireConsumersBody
 	if err := decodeBody(c, &b); err != nil {
@@ -362,6 +389,14 @@ func applyExpireConsumers(s *State, c Command) (any, error) {
 	dropped := map[string][]string{}
 	for _, name := range slices.Sorted(maps.Keys(s.Jobs)) {
 		j := s.Jobs[name]
+		for id, at := range j.Detached {
+			if addSat(at, j.Options.ConsumerTTL) < b.Now {
+				delete(j.Detached, id)
+			}
+		}
+		if len(j.Detached) == 0 {
+			j.Detached = nil // as a snapshot restores it
+		}
 		var gone []string
 		var last int64
 		for _, id := range slices.Sorted(maps.Keys(j.Consumers)) {

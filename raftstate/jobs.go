@@ -70,6 +70,10 @@ var (
 	// ErrJobInUse: GarbageCollectJob on a job with consumers, or before it
 	// has been without consumers for its GCAfter.
 	ErrJobInUse = errors.New("raftstate: job still in use")
+	// ErrDetached: AttachConsumer of a consumer that detached from the job
+	// (DetachConsumer v2) within the job's ConsumerTTL: a heartbeat that
+	// was still on its way when its consumer left.
+	ErrDetached = errors.New("raftstate: consumer detached from the job")
 )
 
 // Dataset is a registered pipeline spec.
@@ -256,12 +260,20 @@ type Job struct {
 	// Rounds (coordinated jobs only) is the round schedule and consumer
 	// progress: see rounds.go.
 	Rounds *RoundState `cbor:"14,keyasint,omitempty" json:"rounds,omitempty"`
+	// Detached maps consumer id → the At of its DetachConsumer (v2), for
+	// the job's ConsumerTTL after it (ExpireConsumers forgets it then; at
+	// most MaxJobConsumers, the oldest forgotten first). AttachConsumer
+	// refuses these ids (ErrDetached): a detach is final, so a heartbeat
+	// that reaches the leader after its consumer's detach cannot attach it
+	// again and keep the job alive for a whole ConsumerTTL.
+	Detached map[string]int64 `cbor:"15,keyasint,omitempty" json:"detached,omitempty"`
 }
 
 // clone returns a deep copy.
 func (j *Job) clone() *Job {
 	c := *j
 	c.Consumers = maps.Clone(j.Consumers)
+	c.Detached = maps.Clone(j.Detached)
 	c.Workers = maps.Clone(j.Workers)
 	c.StaticWorkers = slices.Clone(j.StaticWorkers)
 	c.Dynamic = j.Dynamic.Clone()

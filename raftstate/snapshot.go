@@ -163,7 +163,7 @@ func checkJob(s *State, name string, j *Job) error {
 		return fmt.Errorf("named %q", j.Name)
 	case j.Options.Normalized() != j.Options:
 		return errors.New("options not normalized")
-	case len(j.Consumers) > MaxJobConsumers || len(j.Workers) > MaxJobWorkers || len(j.StaticWorkers) > MaxJobWorkers:
+	case len(j.Consumers) > MaxJobConsumers || len(j.Detached) > MaxJobConsumers || len(j.Workers) > MaxJobWorkers || len(j.StaticWorkers) > MaxJobWorkers:
 		return errors.New("too many consumers or workers")
 	case j.ID > s.Index:
 		return fmt.Errorf("id %d after the last applied index %d", j.ID, s.Index)
@@ -178,6 +178,11 @@ func checkJob(s *State, name string, j *Job) error {
 	for id := range j.Consumers {
 		if checkName("consumer", id) != nil {
 			return fmt.Errorf("consumer %q", id)
+		}
+	}
+	for id := range j.Detached {
+		if checkName("detached consumer", id) != nil {
+			return fmt.Errorf("detached consumer %q", id)
 		}
 	}
 	for w := range j.Workers {
