@@ -168,11 +168,27 @@ func (n *Node) tlsConfigs() (server, client *tls.Config, err error) {
 
 func (n *Node) startGossip(ctx context.Context) error {
 	cfg := n.cfg
-	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
-		BindAddrs: []string{cfg.BindAddr},
-		BindPort:  cfg.GossipPort,
-		Logger:    newStdLogger(n.log, "memberlist"),
-	})
+	// With port 0, memberlist listens on TCP at an ephemeral port and then
+	// on UDP at the same number, which another socket may hold: pick again,
+	// up to 10 times, as memberlist.Create does for its own transport.
+	attempts := 1
+	if cfg.GossipPort == 0 {
+		attempts = 10
+	}
+	var (
+		nt  *memberlist.NetTransport
+		err error
+	)
+	for range attempts {
+		nt, err = memberlist.NewNetTransport(&memberlist.NetTransportConfig{
+			BindAddrs: []string{cfg.BindAddr},
+			BindPort:  cfg.GossipPort,
+			Logger:    newStdLogger(n.log, "memberlist"),
+		})
+		if err == nil {
+			break
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("listen for gossip on %s:%d: %w", cfg.BindAddr, cfg.GossipPort, err)
 	}
