@@ -181,30 +181,27 @@ func (d *fastDec) ints() ([]int64, bool) {
 	return out, true
 }
 
-// keys reads a map's head; next then yields its keys, which must be small
-// unsigned integers in strictly increasing order (so never repeated).
-func (d *fastDec) keys() (n int, ok bool) { return d.length(5, 2) }
-
-func (d *fastDec) key(prev int) (int, bool) {
-	k, ok := d.uint()
-	if !ok || k > 23 || int(k) <= prev {
-		return 0, false
-	}
-	return int(k), true
-}
-
-func (d *fastDec) msg(m *wireMsg) bool {
-	n, ok := d.keys()
+// fields reads a map whose keys are small unsigned integers in strictly
+// increasing order (so never repeated), calling field for each key to read
+// its value; field reports false for a key or value outside the form.
+func (d *fastDec) fields(field func(k int) bool) bool {
+	n, ok := d.length(5, 2)
 	if !ok {
 		return false
 	}
 	prev := -1
 	for range n {
-		k, ok := d.key(prev)
-		if !ok {
+		k, ok := d.uint()
+		if !ok || k > 23 || int(k) <= prev || !field(int(k)) {
 			return false
 		}
-		prev = k
+		prev = int(k)
+	}
+	return true
+}
+
+func (d *fastDec) msg(m *wireMsg) bool {
+	return d.fields(func(k int) (ok bool) {
 		switch k {
 		case 0:
 			var v uint8
@@ -226,14 +223,11 @@ func (d *fastDec) msg(m *wireMsg) bool {
 			m.Comp = Compression(v)
 		case 19:
 			m.RawTail, ok = d.int64()
-		default: // other kinds' fields, Extra, fields this version does not know
-			return false
 		}
-		if !ok {
-			return false
-		}
-	}
-	return true
+		// Any other key: other kinds' fields, Extra, fields this version
+		// does not know (ok stays false).
+		return ok
+	})
 }
 
 func (d *fastDec) tensors(m *wireMsg) bool {
@@ -251,17 +245,7 @@ func (d *fastDec) tensors(m *wireMsg) bool {
 }
 
 func (d *fastDec) tensor(t *TensorMeta) bool {
-	n, ok := d.keys()
-	if !ok {
-		return false
-	}
-	prev := -1
-	for range n {
-		k, ok := d.key(prev)
-		if !ok {
-			return false
-		}
-		prev = k
+	return d.fields(func(k int) (ok bool) {
 		switch k {
 		case 0:
 			t.Name, ok = d.text()
@@ -287,12 +271,7 @@ func (d *fastDec) tensor(t *TensorMeta) bool {
 			}
 		case 7:
 			t.Narrow, ok = d.uint8()
-		default:
-			return false
 		}
-		if !ok {
-			return false
-		}
-	}
-	return true
+		return ok
+	})
 }
