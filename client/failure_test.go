@@ -177,7 +177,14 @@ func TestAbandonedJobIsCollected(t *testing.T) {
 		_, ok := leader.Raft().Job("abandoned")
 		return !ok
 	})
-	c.WaitFor(t, 15*time.Second, "the workers to stop the job's tasks", func() bool {
+	waitNoTasks(t, c, 15*time.Second)
+	it.Close()
+}
+
+// waitNoTasks waits until no running node has a task.
+func waitNoTasks(t *testing.T, c *testcluster.Cluster, timeout time.Duration) {
+	t.Helper()
+	c.WaitFor(t, timeout, "the workers to stop the job's tasks", func() bool {
 		for _, i := range c.Running() {
 			if len(c.Node(i).Tasks()) > 0 {
 				return false
@@ -185,7 +192,6 @@ func TestAbandonedJobIsCollected(t *testing.T) {
 		}
 		return true
 	})
-	it.Close()
 }
 
 // Test 8: bad input gets a clear error and loses nothing.

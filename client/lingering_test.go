@@ -72,14 +72,7 @@ func TestLateHeartbeatDoesNotKeepClosedJobAlive(t *testing.T) {
 		_, ok := leader.Raft().Job("late-beat")
 		return !ok
 	})
-	c.WaitFor(t, 5*time.Second, "the workers to stop the job's tasks", func() bool {
-		for _, i := range c.Running() {
-			if len(c.Node(i).Tasks()) > 0 {
-				return false
-			}
-		}
-		return true
-	})
+	waitNoTasks(t, c, 5*time.Second)
 	t.Logf("job collected and tasks stopped %v after the late heartbeat", time.Since(closed).Round(time.Millisecond))
 }
 

@@ -6,7 +6,6 @@ import (
 	"math"
 	"unicode/utf8"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -114,6 +113,16 @@ func (d *fastDec) uint8() (uint8, bool) {
 	return uint8(v), ok && v <= math.MaxUint8
 }
 
+// byteField reads an unsigned integer of at most 255 into a uint8-based
+// field (kind, dtype, compression).
+func byteField[T ~uint8](d *fastDec, p *T) bool {
+	v, ok := d.uint8()
+	if ok {
+		*p = T(v)
+	}
+	return ok
+}
+
 func (d *fastDec) int64() (int64, bool) {
 	major, v, ok := d.head()
 	if !ok || v > math.MaxInt64 {
@@ -204,9 +213,7 @@ func (d *fastDec) msg(m *wireMsg) bool {
 	return d.fields(func(k int) (ok bool) {
 		switch k {
 		case 0:
-			var v uint8
-			v, ok = d.uint8()
-			m.Kind = msgKind(v)
+			ok = byteField(d, &m.Kind)
 		case 1:
 			m.Seq, ok = d.uint()
 		case 2:
@@ -218,9 +225,7 @@ func (d *fastDec) msg(m *wireMsg) bool {
 		case 5:
 			m.Splits, ok = d.ints()
 		case 18:
-			var v uint8
-			v, ok = d.uint8()
-			m.Comp = Compression(v)
+			ok = byteField(d, &m.Comp)
 		case 19:
 			m.RawTail, ok = d.int64()
 		}
@@ -250,9 +255,7 @@ func (d *fastDec) tensor(t *TensorMeta) bool {
 		case 0:
 			t.Name, ok = d.text()
 		case 1:
-			var v uint8
-			v, ok = d.uint8()
-			t.DType = tensor.DType(v)
+			ok = byteField(d, &t.DType)
 		case 2:
 			t.Shape, ok = d.ints()
 		case 3:
