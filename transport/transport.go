@@ -107,9 +107,9 @@ func (t *Transport) keyForDial(addr string, kind StreamKind) connKey {
 // dialEntry is a cached (or being dialled) connection to one address. Dials to
 // the same address while it is being dialled wait for ready and share the result.
 type dialEntry struct {
-	ready chan struct{}
-	conn  *quic.Conn
-	err   error
+	ready chan struct{} // closed when the dial ended
+	conn  *quic.Conn    // guarded by Transport.mu until ready is closed
+	err   error         // likewise
 }
 
 // New starts a transport on pc. The caller owns pc and closes it after Close;
@@ -413,8 +413,11 @@ func (t *Transport) conn(ctx context.Context, key connKey) (c *quic.Conn, fresh 
 	t.dialed[key] = e
 	t.mu.Unlock()
 
-	e.conn, e.err = t.dial(ctx, addr)
+	// e is in t.dialed, where forget reads e.conn under t.mu while the dial
+	// is in flight: its fields are written under t.mu too.
+	conn, derr := t.dial(ctx, addr)
 	t.mu.Lock()
+	e.conn, e.err = conn, derr
 	if e.err != nil && t.dialed[key] == e {
 		delete(t.dialed, key)
 	}
