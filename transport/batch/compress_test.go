@@ -261,8 +261,9 @@ func TestOpenUnknownCompression(t *testing.T) {
 }
 
 // A client that does not say it widens narrowed values (one that predates
-// narrowing) gets every frame at full width; one that does gets them
-// narrowed. Both decode the same batch.
+// narrowing, maybe unpadding too) gets every frame padded and at full
+// width; one that does gets them unpadded and narrowed. Both decode the
+// same batch.
 func TestNarrowOnlyForClientsThatWiden(t *testing.T) {
 	for _, widens := range []bool{false, true} {
 		p := newPair(t, transport.FastConfig())
@@ -274,8 +275,8 @@ func TestNarrowOnlyForClientsThatWiden(t *testing.T) {
 		}
 		e := tokenBatch(16, 64)
 		f, err := EncodeWith(p.worker.codec, Header{Seq: 5}, e, ShippedEncodeOptions)
-		if err != nil || !f.narrowed {
-			t.Fatalf("encode: %v (narrowed %v)", err, f.narrowed)
+		if err != nil || f.m.Tensors[0].Narrow != 2 {
+			t.Fatalf("encode: %v (tokens narrowed to %d bytes)", err, f.m.Tensors[0].Narrow)
 		}
 		go snd.Send(ctx, f)
 		m = wireMsg{}
@@ -283,12 +284,11 @@ func TestNarrowOnlyForClientsThatWiden(t *testing.T) {
 		if err != nil || m.Kind != kindBatch || m.Seq != 5 {
 			t.Fatalf("widens=%v: %+v, %v", widens, m, err)
 		}
-		want := uint8(0)
-		if widens {
-			want = 2
+		if unpadded := m.Tensors[0].Lengths != ""; unpadded != widens || m.Tensors[0].Narrow != map[bool]uint8{true: 2}[widens] {
+			t.Fatalf("widens=%v: tokens sent unpadded=%v narrow=%d, want unpadded=%v", widens, unpadded, m.Tensors[0].Narrow, widens)
 		}
-		if m.Tensors[0].Lengths == "" || m.Tensors[0].Narrow != want {
-			t.Fatalf("widens=%v: tokens sent unpadded=%v narrow=%d, want narrow %d", widens, m.Tensors[0].Lengths != "", m.Tensors[0].Narrow, want)
+		if !widens && m.Tensors[0].DataBytes != int64(len(e.Tensors[0].Data)) {
+			t.Fatalf("padded tokens sent as %d bytes, want %d", m.Tensors[0].DataBytes, len(e.Tensors[0].Data))
 		}
 		if what, ok := equalElements(e, got); !ok {
 			t.Fatalf("widens=%v: batch differs (%s)", widens, what)

@@ -50,7 +50,7 @@ type Sender struct {
 	ctl       *transport.Codec
 	maxWindow int
 	comp      Compression // asked for by the client: what SendAll compresses with
-	widens    bool        // the client widens narrowed values (it said so in its Open)
+	widens    bool        // the client widens narrowed values and re-pads (it said so in its Open)
 	zfs       []*Frame    // SendAll's compressed frames; guarded by wmu
 
 	wmu sync.Mutex // serialises writes (Send, End)
@@ -274,12 +274,12 @@ func (s *Sender) SendAll(ctx context.Context, fs []*Frame) (int, error) {
 	return sent, nil
 }
 
-// wireFrame is f as this stream sends it: at full width for a client that
-// does not widen, compressed as the client asked.
+// wireFrame is f as this stream sends it: padded and at full width for a
+// client that does not widen, compressed as the client asked.
 func (s *Sender) wireFrame(f *Frame) (*Frame, error) {
 	if !s.widens {
 		var err error
-		if f, err = f.fullWidth(); err != nil {
+		if f, err = f.asPadded(); err != nil {
 			return nil, err
 		}
 	}

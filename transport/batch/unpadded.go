@@ -27,7 +27,7 @@ type EncodeOptions struct {
 	// re-pads: token ids of a vocabulary under 65,536 take half the bytes.
 	// It costs the sender two passes over the values (find the width, copy).
 	// A Sender sends a client that does not widen (one that predates
-	// narrowing) the frame re-encoded at full width.
+	// narrowing) the frame re-encoded padded and at full width.
 	Narrow bool
 }
 

@@ -138,9 +138,10 @@ type wireMsg struct {
 	// WantAccept: the client reads an Accept message first (workers that
 	// predate it ignore the field and send none).
 	WantAccept bool `cbor:"17,keyasint,omitempty"`
-	// Widens: the client widens narrowed values (TensorMeta.Narrow); a
-	// client that predates narrowing leaves it unset and is sent frames at
-	// full width.
+	// Widens: the client widens narrowed values (TensorMeta.Narrow) and
+	// re-pads unpadded tensors. A client that predates narrowing leaves it
+	// unset and is sent every tensor padded and at full width: some such
+	// clients re-pad, the oldest do not, and all read padded tensors.
 	Widens bool `cbor:"20,keyasint,omitempty"`
 
 	// kindBatch: how the tail is compressed, and its length before (both
