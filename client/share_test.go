@@ -155,10 +155,7 @@ func TestShareEightJobsOff(t *testing.T) {
 	}
 	var produced int64
 	for _, it := range its {
-		st, err := it.ShareStats(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := shareStats(t, it)
 		if st.Read != oneJob || st.EvictedBeforeRead != 0 || st.Hits+st.Produced != st.Read {
 			t.Errorf("job %s share stats %+v: want %d read, none evicted", it.Job(), st, oneJob)
 		}
@@ -170,11 +167,7 @@ func TestShareEightJobsOff(t *testing.T) {
 	if produced != shared {
 		t.Errorf("jobs caused %d productions, workers counted %d", produced, shared)
 	}
-	jobs, err := cl.Jobs(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, j := range jobs {
+	for _, j := range jobsAnswered(t, cl) {
 		if j.Share == nil || j.Share.Read != oneJob || len(j.Share.Workers) != 3 {
 			t.Errorf("jobs list: %s share summary %+v, want %d read on 3 workers", j.Name, j.Share, oneJob)
 		}
@@ -293,10 +286,7 @@ func TestShareThrottledJob(t *testing.T) {
 	}
 	slow := its[k-1]
 	noDuplicatesPerWorker(t, slow.Job(), ds[k-1])
-	st, err := slow.ShareStats(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := shareStats(t, slow)
 	t.Logf("throttled job: %d of %d elements, share stats %+v", len(ds[k-1].counts), n, st)
 	if st.EvictedBeforeRead == 0 {
 		t.Errorf("throttled job reports no evictions: %+v", st)
@@ -305,7 +295,7 @@ func TestShareThrottledJob(t *testing.T) {
 		t.Errorf("throttled job read %d batches and missed %d: want %d in all", got, st.EvictedBeforeRead, 3*n/batch)
 	}
 	for i := range k - 1 {
-		if st, _ := its[i].ShareStats(context.Background()); st.EvictedBeforeRead != 0 {
+		if st := shareStats(t, its[i]); st.EvictedBeforeRead != 0 {
 			t.Errorf("job %s kept up but reports %d evictions", its[i].Job(), st.EvictedBeforeRead)
 		}
 	}
@@ -353,5 +343,48 @@ func TestShareBatchLargerThanWindow(t *testing.T) {
 	}
 	if _, err := cl.Distribute(context.Background(), rangeSpec(10, 1, 1), client.JobOptions{Name: "static-share", Sharding: client.Static, Share: true}); err == nil {
 		t.Fatal("sharing with static sharding was accepted")
+	}
+}
+
+// shareStats is it.ShareStats with an answer from every worker: a stats
+// call that fails (a timeout on the loaded, shared machine, say) is made
+// again until a deadline.
+func shareStats(t *testing.T, it *client.Iterator) mesh.JobShareSummary {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		st, err := it.ShareStats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Unreachable) == 0 {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s: workers %v did not answer share stats", it.Job(), st.Unreachable)
+		}
+	}
+}
+
+// jobsAnswered is cl.Jobs with every sharing job's workers answering for
+// its share summary (asked again until a deadline, like shareStats).
+func jobsAnswered(t *testing.T, cl *client.Client) []mesh.JobInfo {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		jobs, err := cl.Jobs(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var missing []string
+		for _, j := range jobs {
+			if j.Share != nil {
+				missing = append(missing, j.Share.Unreachable...)
+			}
+		}
+		if len(missing) == 0 {
+			return jobs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workers %v did not answer for the jobs' share summaries", missing)
+		}
 	}
 }
