@@ -31,8 +31,9 @@ func (it *Iterator) ShareStats(ctx context.Context) (mesh.JobShareSummary, error
 		}
 		st, err := it.workerShareStats(ctx, w.Addr)
 		if err != nil {
-			if ctx.Err() != nil {
-				return mesh.JobShareSummary{}, ctx.Err()
+			if err := ctxEnded(ctx); err != nil {
+				// Not the worker's fault: do not report it unreachable.
+				return mesh.JobShareSummary{}, err
 			}
 			sum.Unreachable = append(sum.Unreachable, w.Name)
 			continue
@@ -76,4 +77,16 @@ func (it *Iterator) refreshShareStats() {
 		}
 		cancel()
 	}
+}
+
+// ctxEnded is ctx.Err(), and context.DeadlineExceeded once ctx's deadline
+// has passed: a stream's deadline timer may fire before ctx's own.
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
