@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -353,4 +354,56 @@ func TestForgetDuringDial(t *testing.T) {
 		t.Error("forget left the connection open")
 	}
 	a.echo(t, b.addr()) // the closed connection is replaced
+}
+
+// TestGivingUpOnAStreamKeepsTheConnection: a caller whose ctx ends while
+// the peer allows no further stream (MaxIncomingStreams) gets an error, and
+// the connection, with the other callers' streams on it, stays up. Dial used
+// to drop and close it, cutting every RPC in flight to that peer.
+func TestGivingUpOnAStreamKeepsTheConnection(t *testing.T) {
+	cfg := FastConfig()
+	cfg.MaxIncomingStreams = 2
+	a := startNode(t, nodeOpts{noRPC: true})
+	b := startNode(t, nodeOpts{noRPC: true, cfg: &cfg})
+	var open []*Stream
+	for i := range 2 {
+		s, err := a.t.Dial(ctxT(t, 3*time.Second), b.addr(), KindControl)
+		if err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+		defer s.Close()
+		open = append(open, s)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if s, err := a.t.Dial(ctx, b.addr(), KindControl); err == nil {
+		s.Close()
+		t.Fatal("a third stream opened past the peer's limit of 2")
+	}
+	a.t.mu.Lock()
+	e := a.t.dialed[connKey{addr: b.addr()}]
+	a.t.mu.Unlock()
+	if e == nil || e.conn != open[0].conn || e.conn.Context().Err() != nil {
+		t.Fatal("the connection was dropped")
+	}
+	for i, s := range open {
+		if _, err := s.Write([]byte{'0' + byte(i)}); err != nil {
+			t.Fatalf("stream %d after the failed open: %v", i, err)
+		}
+	}
+	l := b.t.Listener(KindControl)
+	seen := map[byte]bool{}
+	for range open { // accepted in any order
+		srv := acceptT(t, l)
+		defer srv.Close()
+		_ = srv.SetReadDeadline(time.Now().Add(3 * time.Second))
+		got := make([]byte, 1)
+		if _, err := io.ReadFull(srv, got); err != nil {
+			t.Fatalf("server read after the failed open: %v", err)
+		}
+		seen[got[0]] = true
+	}
+	if !seen['0'] || !seen['1'] {
+		t.Fatalf("server read %v, want a byte from each stream", seen)
+	}
 }

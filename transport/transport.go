@@ -353,6 +353,12 @@ func (t *Transport) Dial(ctx context.Context, addr string, kind StreamKind) (*St
 		}
 		qs, err := c.OpenStreamSync(ctx)
 		if err != nil {
+			if ctx.Err() != nil && c.Context().Err() == nil && !isConnErr(err) {
+				// The caller gave up waiting (for the peer to allow another
+				// stream, say): the connection is fine, and other callers'
+				// streams on it must not be cut.
+				return nil, fmt.Errorf("transport: open %s stream to %s: %w", kind, addr, err)
+			}
 			t.forget(key, c)
 			if ctx.Err() != nil || fresh || attempt > 0 {
 				return nil, fmt.Errorf("transport: open %s stream to %s: %w", kind, addr, err)
