@@ -8,10 +8,6 @@ import (
 	"github.com/feedmesh/feedmesh/pipeline/tensor"
 )
 
-// LengthSuffix is appended to a tensor's name to name the int32 [batch]
-// tensor of original lengths that padded batching emits.
-const LengthSuffix = "_length"
-
 // PadOptions controls Pad.
 type PadOptions struct {
 	// PadValue fills the padding of numeric tensors, converted to each
@@ -100,7 +96,7 @@ func lengths(elems []tensor.Element, name string) (tensor.Tensor, error) {
 		}
 		binary.LittleEndian.PutUint32(data[4*i:], uint32(int32(n)))
 	}
-	return tensor.Tensor{Name: name + LengthSuffix, DType: tensor.Int32, Shape: []int64{int64(len(elems))}, Data: data}, nil
+	return tensor.Tensor{Name: tensor.LengthsName(name), DType: tensor.Int32, Shape: []int64{int64(len(elems))}, Data: data}, nil
 }
 
 func assembleTensor(col []*tensor.Tensor, pad bool, padValue float64) (tensor.Tensor, error) {

@@ -8,6 +8,10 @@ import (
 	"sort"
 )
 
+// MaxRoundConsumers bounds the consumers of one round (NumConsumers of a
+// coordinated job: m batches per round, one window of m batches).
+const MaxRoundConsumers = 256
+
 // Errors of the round schedule that callers branch on (wrapped with context;
 // test with errors.Is).
 var (

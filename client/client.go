@@ -7,27 +7,32 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"log/slog"
 	"net"
 	"sync"
 	"time"
 
-	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
-// Sharding says how a job's data is divided among its workers.
-type Sharding string
+// Sharding says how a job's data is divided among its workers (api.Sharding;
+// the zero value is the job's default).
+type Sharding = api.Sharding
 
 // The sharding policies (tf.data service's ShardingPolicy OFF, DYNAMIC, and
 // a STATIC that assigns split i to worker i mod n).
 const (
-	Off     Sharding = mesh.ShardingOff
-	Dynamic Sharding = mesh.ShardingDynamic
-	Static  Sharding = mesh.ShardingStatic
+	Off     = api.Off
+	Dynamic = api.Dynamic
+	Static  = api.Static
 )
+
+// JobOptions describe the job to create or join: Name is required, every
+// other field has a default (see api.JobOptions, the type on the wire).
+type JobOptions = api.JobOptions
 
 // Options configure a client. The zero value is usable.
 type Options struct {
@@ -118,6 +123,7 @@ type Client struct {
 	tr    *transport.Transport
 	codec *transport.Codec
 	pool  *batch.BufferPool // recycled batch buffers; nil: off
+	addr  string            // the node Dial was given
 
 	mu    sync.Mutex
 	nodes []string // known node addresses, the dialed one first
@@ -210,7 +216,7 @@ func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
 		pc.Close()
 		return nil, err
 	}
-	c := &Client{opts: o, pc: pc, tr: tr, codec: codec, nodes: []string{addr}}
+	c := &Client{opts: o, pc: pc, tr: tr, codec: codec, addr: addr, nodes: []string{addr}}
 	if o.RecycleBytes > 0 {
 		c.pool = batch.NewBufferPool(o.RecycleBytes)
 	}
@@ -223,8 +229,8 @@ func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
 
 // refreshNodes asks a node for the member list.
 func (c *Client) refreshNodes(ctx context.Context) error {
-	var ms []mesh.Member
-	if err := c.call(ctx, mesh.MethodMembers, struct{}{}, &ms); err != nil {
+	var ms []api.Member
+	if err := c.call(ctx, api.MethodMembers, struct{}{}, &ms); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -232,7 +238,7 @@ func (c *Client) refreshNodes(ctx context.Context) error {
 	first := c.nodes[0]
 	nodes := []string{first}
 	for _, m := range ms {
-		if m.Status == mesh.StatusAlive && m.Addr != "" && m.Addr != first {
+		if m.Status == api.StatusAlive && m.Addr != "" && m.Addr != first {
 			nodes = append(nodes, m.Addr)
 		}
 	}
@@ -293,75 +299,13 @@ func (c *Client) Close() error {
 	return err
 }
 
-// JobOptions describe the job to create or join.
-type JobOptions struct {
-	// Name identifies the job: trainers that give the same name join the
-	// same job and share its data (each batch goes to one of them).
-	// Required.
-	Name     string
-	Sharding Sharding
-	// Epochs is how many passes over the dataset the job makes. Default 1.
-	Epochs int64
-	// NumConsumers, if set, limits how many consumers may attach.
-	NumConsumers int
-	// MaxWorkers caps the workers serving the job; 0 means every live node.
-	MaxWorkers int
-	// ConsumerTTL: a consumer that misses heartbeats this long is dropped.
-	// Default 30 s.
-	ConsumerTTL time.Duration
-	// GCAfter: the job is deleted when no consumer has been attached this
-	// long. Default 1 min.
-	GCAfter time.Duration
-	// Share opts into ephemeral sharing: jobs with different names but the
-	// same dataset, sharding (off or dynamic) and epochs that all set Share
-	// share one production per worker, so a sweep of k jobs costs the
-	// workers about one job's preprocessing. Each job still reads every
-	// batch (they are not divided among the jobs), as long as it keeps up:
-	// a job that falls more than the worker's share window behind the
-	// fastest skips the batches evicted meanwhile instead of slowing the
-	// others (Stats().Share.EvictedBeforeRead counts them). A job that
-	// starts while others are half-way joins at the oldest batch the
-	// window still holds.
-	Share bool
-	// Coordinated makes the NumConsumers consumers of the job (trainer
-	// ranks of one synchronous step) read in rounds: in round r each gets
-	// a batch of the same length bucket, all from the one worker that
-	// serves round r (so a step waits on no rank with a much longer
-	// batch). The spec must end in bucket_by_sequence_length;
-	// NumConsumers (m) is required; sharding defaults to dynamic (the only
-	// one allowed: workers read disjoint splits). Each consumer gives its
-	// ConsumerIndex in [0, m). Batch.Round and Iterator.RoundStats say
-	// which round, bucket and padded sizes each batch had.
-	Coordinated bool
-	// ConsumerIndex (coordinated jobs) is this consumer's index in [0,
-	// NumConsumers): it gets batch ConsumerIndex of every round. A consumer
-	// that restarts with the same index resumes where it left off.
-	ConsumerIndex int
-	// PadFinalRound (coordinated jobs): at the end of the data each
-	// worker's last partial windows are padded out with empty (zero-row)
-	// batches; false drops them. Every consumer ends at the same round
-	// either way.
-	PadFinalRound bool
-	// Compression has the workers compress the job's batches on the wire:
-	// "lz4" (cheap to decompress) or "zstd" (smaller, but compressing costs
-	// the worker ~3× lz4's CPU); "" or "none" (the default) sends them as
-	// they are. For links slower than the workers' CPUs: on bucketed token
-	// batches, already unpadded and narrowed by default, lz4 saves ~7% of
-	// the bytes and zstd ~20% (on a 200 Mbit/s link: 2.56× gRPC+TLS's
-	// batches/s uncompressed, 2.75× lz4, 3.19× zstd; BENCHMARKS.md); other
-	// data (features, embeddings) may compress better. Batches that do not
-	// compress (random bytes, encoded images) go uncompressed either way.
-	// Part of the job's options: every consumer of the job gets the same.
-	Compression string
-}
-
 // Distribute validates spec, creates the job (or joins it, if a job of that
 // name exists with the same options) and returns an iterator over its
 // batches. A spec that fails validation is an error and nothing is
 // registered.
 func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptions) (*Iterator, error) {
-	if o.Name == "" {
-		return nil, errors.New("distribute: JobOptions.Name is required")
+	if err := o.WithDefaults().Validate(); err != nil {
+		return nil, fmt.Errorf("distribute %q: JobOptions: %w", o.Name, err)
 	}
 	canon, err := spec.CanonicalEncoding()
 	if err != nil {
@@ -371,25 +315,9 @@ func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptio
 	if err != nil {
 		return nil, err
 	}
-	req := mesh.DistributeRequest{
-		Name: o.Name, Spec: canon, Consumer: consumer,
-		Options: mesh.JobOptions{
-			Sharding: string(o.Sharding), Epochs: o.Epochs, NumConsumers: o.NumConsumers,
-			MaxWorkers: o.MaxWorkers, ConsumerTTL: o.ConsumerTTL, GCAfter: o.GCAfter, Share: o.Share,
-			Coordinated: o.Coordinated, PadFinalRound: o.PadFinalRound, Compression: o.Compression,
-		},
-	}
-	if _, err := batch.ParseCompression(o.Compression); err != nil {
-		return nil, fmt.Errorf("distribute %q: JobOptions.Compression: %w", o.Name, err)
-	}
-	if o.Coordinated && o.NumConsumers < 1 {
-		return nil, fmt.Errorf("distribute %q: NumConsumers: coordinated reads need the number of consumers of each round (>= 1)", o.Name)
-	}
-	if o.Coordinated && (o.ConsumerIndex < 0 || o.ConsumerIndex >= o.NumConsumers) {
-		return nil, fmt.Errorf("distribute %q: ConsumerIndex %d: must be in [0, NumConsumers=%d)", o.Name, o.ConsumerIndex, o.NumConsumers)
-	}
-	var info mesh.JobInfo
-	if err := c.call(ctx, mesh.MethodDistribute, req, &info); err != nil {
+	req := api.DistributeRequest{Spec: canon, Options: o, Consumer: consumer}
+	var info api.JobInfo
+	if err := c.call(ctx, api.MethodDistribute, req, &info); err != nil {
 		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
 	}
 	return newIterator(c, info, consumer, spec.Batched(), o.ConsumerIndex), nil
@@ -403,8 +331,8 @@ func (c *Client) Attach(ctx context.Context, job string) (*Iterator, error) {
 	if err != nil {
 		return nil, err
 	}
-	var info mesh.JobInfo
-	if err := c.call(ctx, mesh.MethodHeartbeat, mesh.JobRequest{Job: job, Consumer: consumer}, &info); err != nil {
+	var info api.JobInfo
+	if err := c.call(ctx, api.MethodHeartbeat, api.JobRequest{Job: job, Consumer: consumer}, &info); err != nil {
 		return nil, fmt.Errorf("attach to job %q: %w", job, err)
 	}
 	if info.Options.Coordinated {
@@ -416,13 +344,6 @@ func (c *Client) Attach(ctx context.Context, job string) (*Iterator, error) {
 	return newIterator(c, info, consumer, true, 0), nil
 }
 
-// Jobs lists the cluster's jobs.
-func (c *Client) Jobs(ctx context.Context) ([]mesh.JobInfo, error) {
-	var out []mesh.JobInfo
-	err := c.call(ctx, mesh.MethodJobs, mesh.JobRequest{}, &out)
-	return out, err
-}
-
 func newConsumerID() (string, error) {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -430,5 +351,3 @@ func newConsumerID() (string, error) {
 	}
 	return hex.EncodeToString(b[:]), nil
 }
-
-var _ = batch.ErrMalformedBatch

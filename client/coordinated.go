@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -12,7 +13,6 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/feedmesh/feedmesh/bucketing"
-	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
@@ -97,7 +97,7 @@ type coordinator struct {
 	results  map[int64]roundResult
 	fetchers map[string]*fetcher
 	resCh    chan roundResult
-	infoCh   chan mesh.JobInfo
+	infoCh   chan api.JobInfo
 	kick     chan struct{}
 	wg       sync.WaitGroup
 }
@@ -109,7 +109,7 @@ func (it *Iterator) coordinate() {
 	window := it.c.opts.PrefetchBatches
 	co := &coordinator{it: it, index: it.index, ended: map[string]bool{}, expired: map[string]bool{},
 		results: map[int64]roundResult{}, fetchers: map[string]*fetcher{},
-		resCh: make(chan roundResult, window), infoCh: make(chan mesh.JobInfo, 1), kick: make(chan struct{}, 1)}
+		resCh: make(chan roundResult, window), infoCh: make(chan api.JobInfo, 1), kick: make(chan struct{}, 1)}
 	defer func() {
 		it.cancel()
 		for _, f := range co.fetchers {
@@ -290,7 +290,7 @@ func (co *coordinator) finished() (bool, error) {
 }
 
 // apply takes a heartbeat's answer: schedule, horizon and expired workers.
-func (co *coordinator) apply(info mesh.JobInfo) {
+func (co *coordinator) apply(info api.JobInfo) {
 	it := co.it
 	it.mu.Lock()
 	it.info = info
@@ -337,9 +337,9 @@ func (co *coordinator) heartbeats() {
 		case <-it.ctx.Done():
 			return
 		}
-		req := mesh.JobRequest{Job: it.job, Consumer: it.consumer, Report: true, Index: co.index, Round: co.disp.Load()}
-		var info mesh.JobInfo
-		if err := it.c.call(it.ctx, mesh.MethodHeartbeat, req, &info); err != nil {
+		req := api.JobRequest{Job: it.job, Consumer: it.consumer, Report: true, Index: co.index, Round: co.disp.Load()}
+		var info api.JobInfo
+		if err := it.c.call(it.ctx, api.MethodHeartbeat, req, &info); err != nil {
 			if it.ctx.Err() == nil {
 				it.c.opts.Logger.Warn("heartbeat failed", "job", it.job, "err", err)
 			}
@@ -416,7 +416,7 @@ func (co *coordinator) readRound(ctx context.Context, worker string, round int64
 	if addr == "" {
 		return res, true
 	}
-	extra, err := cbor.Marshal(mesh.RoundRequest{Round: round, Index: co.index})
+	extra, err := cbor.Marshal(api.RoundRequest{Round: round, Index: co.index})
 	if err != nil {
 		res.kind, res.err = roundFail, err
 		return res, false
@@ -434,7 +434,7 @@ func (co *coordinator) readRound(ctx context.Context, worker string, round int64
 	case errors.Is(err, io.EOF):
 		res.kind = roundEnd
 		return res, false
-	case errors.As(err, &re) && mesh.IsRoundSkipped(re.Message):
+	case errors.As(err, &re) && api.IsRoundSkipped(re.Message):
 		res.kind = roundSkip
 		return res, false
 	case errors.As(err, &re):
@@ -443,7 +443,7 @@ func (co *coordinator) readRound(ctx context.Context, worker string, round int64
 	case err != nil:
 		return res, true
 	}
-	var rh mesh.RoundHeader
+	var rh api.RoundHeader
 	if err := cbor.Unmarshal(h.Extra, &rh); err != nil || rh.Round != round {
 		res.kind, res.err = roundFail, fmt.Errorf("job %q: worker %s sent round %d without a valid round header", it.job, worker, round)
 		return res, false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"io"
 	"iter"
 	"sort"
@@ -11,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline/tensor"
 	"github.com/feedmesh/feedmesh/transport"
 	"github.com/feedmesh/feedmesh/transport/batch"
@@ -27,7 +27,7 @@ type Batch struct {
 	Epoch int64
 	// Round (coordinated jobs) is the round the batch belongs to, its
 	// bucket and every consumer's padded token count; nil otherwise.
-	Round *mesh.RoundHeader
+	Round *api.RoundHeader
 
 	batched bool
 	buf     *recycled // the buffer the batch's tensors were read into; nil: not recyclable
@@ -120,7 +120,7 @@ type Stats struct {
 	// Share (jobs with JobOptions.Share) are the job's sharing counters as
 	// the workers last reported them: refreshed every HeartbeatInterval
 	// and by ShareStats. Nil for jobs that do not share.
-	Share *mesh.JobShareSummary `json:"share,omitempty"`
+	Share *api.JobShareSummary `json:"share,omitempty"`
 	// Rounds (coordinated jobs) counts the rounds delivered, and
 	// SkippedRounds those skipped (their worker died, dropped them, or had
 	// reached its end of data).
@@ -161,7 +161,7 @@ type Iterator struct {
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
-	info    mesh.JobInfo
+	info    api.JobInfo
 	streams map[string]*streamState
 	stats   Stats
 	err     error       // terminal error, or io.EOF once the job ended
@@ -171,7 +171,7 @@ type Iterator struct {
 	closeOnce sync.Once
 }
 
-func newIterator(c *Client, info mesh.JobInfo, consumer string, batched bool, index int) *Iterator {
+func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, index int) *Iterator {
 	it := &Iterator{
 		c: c, job: info.Name, consumer: consumer, info: info, batched: batched,
 		items:   make(chan item, c.opts.PrefetchBatches),
@@ -254,7 +254,7 @@ func (it *Iterator) Stats() Stats {
 	s := it.stats
 	if it.stats.Share != nil {
 		sh := *it.stats.Share
-		sh.Workers = append([]mesh.WorkerShare(nil), sh.Workers...)
+		sh.Workers = append([]api.WorkerShare(nil), sh.Workers...)
 		sh.Unreachable = append([]string(nil), sh.Unreachable...)
 		s.Share = &sh
 	}
@@ -273,7 +273,7 @@ func (it *Iterator) Close() error {
 		it.wg.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), it.c.opts.RequestTimeout)
 		defer cancel()
-		err = it.c.call(ctx, mesh.MethodDetach, mesh.JobRequest{Job: it.job, Consumer: it.consumer}, nil)
+		err = it.c.call(ctx, api.MethodDetach, api.JobRequest{Job: it.job, Consumer: it.consumer}, nil)
 	})
 	return err
 }
@@ -285,7 +285,7 @@ func (it *Iterator) Close() error {
 func (it *Iterator) supervise() {
 	defer it.wg.Done()
 	var streams sync.WaitGroup
-	beats := make(chan mesh.JobInfo, 1)
+	beats := make(chan api.JobInfo, 1)
 	var beater sync.WaitGroup
 	defer func() {
 		it.cancel()
@@ -319,7 +319,7 @@ func (it *Iterator) supervise() {
 // heartbeat renews the consumer's lease every HeartbeatInterval and posts
 // the job's current state to supervise (the newest replaces an unread one).
 // A job that no longer exists ends the iteration.
-func (it *Iterator) heartbeat(wg *sync.WaitGroup, beats chan mesh.JobInfo) {
+func (it *Iterator) heartbeat(wg *sync.WaitGroup, beats chan api.JobInfo) {
 	defer wg.Done()
 	tick := time.NewTicker(it.c.opts.HeartbeatInterval)
 	defer tick.Stop()
@@ -329,8 +329,8 @@ func (it *Iterator) heartbeat(wg *sync.WaitGroup, beats chan mesh.JobInfo) {
 			return
 		case <-tick.C:
 		}
-		var info mesh.JobInfo
-		err := it.c.call(it.ctx, mesh.MethodHeartbeat, mesh.JobRequest{Job: it.job, Consumer: it.consumer}, &info)
+		var info api.JobInfo
+		err := it.c.call(it.ctx, api.MethodHeartbeat, api.JobRequest{Job: it.job, Consumer: it.consumer}, &info)
 		switch {
 		case it.ctx.Err() != nil:
 			return
@@ -480,10 +480,10 @@ func (it *Iterator) readWorker(worker, addr string) error {
 }
 
 // Workers lists the job's workers as last heard.
-func (it *Iterator) Workers() []mesh.WorkerInfo {
+func (it *Iterator) Workers() []api.WorkerInfo {
 	it.mu.Lock()
 	defer it.mu.Unlock()
-	out := append([]mesh.WorkerInfo(nil), it.info.Workers...)
+	out := append([]api.WorkerInfo(nil), it.info.Workers...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }

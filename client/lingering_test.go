@@ -2,12 +2,12 @@ package client_test
 
 import (
 	"context"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
-	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
 )
@@ -57,7 +57,7 @@ func TestLateHeartbeatDoesNotKeepClosedJobAlive(t *testing.T) {
 	}
 
 	// The iterator's last heartbeat, arriving after its Detach.
-	beatErr := rawCall(t, c.Node(1).Addr(), mesh.MethodHeartbeat, mesh.JobRequest{Job: "late-beat", Consumer: consumer})
+	beatErr := rawCall(t, c.Node(1).Addr(), api.MethodHeartbeat, api.JobRequest{Job: "late-beat", Consumer: consumer})
 	t.Logf("late heartbeat answered: %v", beatErr)
 
 	closed := time.Now()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"io"
 	"strings"
 	"sync"
@@ -349,7 +350,7 @@ func TestShareBatchLargerThanWindow(t *testing.T) {
 // shareStats is it.ShareStats with an answer from every worker: a stats
 // call that fails (a timeout on the loaded, shared machine, say) is made
 // again until a deadline.
-func shareStats(t *testing.T, it *client.Iterator) mesh.JobShareSummary {
+func shareStats(t *testing.T, it *client.Iterator) api.JobShareSummary {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		st, err := it.ShareStats(context.Background())
@@ -367,7 +368,7 @@ func shareStats(t *testing.T, it *client.Iterator) mesh.JobShareSummary {
 
 // jobsAnswered is cl.Jobs with every sharing job's workers answering for
 // its share summary (asked again until a deadline, like shareStats).
-func jobsAnswered(t *testing.T, cl *client.Client) []mesh.JobInfo {
+func jobsAnswered(t *testing.T, cl *client.Client) []api.JobInfo {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		jobs, err := cl.Jobs(context.Background())

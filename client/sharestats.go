@@ -3,28 +3,28 @@ package client
 import (
 	"context"
 	"errors"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"sort"
 	"time"
 
-	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
 // ShareStats asks each of the job's workers for the job's sharing counters
-// (mesh.MethodShareStats, answered by the worker itself) and returns their
+// (api.MethodShareStats, answered by the worker itself) and returns their
 // sum; Stats().Share is updated with it. Workers that do not answer within
 // ctx (or RequestTimeout) are listed in Unreachable. A job without Share
 // gets an error.
-func (it *Iterator) ShareStats(ctx context.Context) (mesh.JobShareSummary, error) {
+func (it *Iterator) ShareStats(ctx context.Context) (api.JobShareSummary, error) {
 	it.mu.Lock()
 	share := it.info.Options.Share
-	workers := append([]mesh.WorkerInfo(nil), it.info.Workers...)
+	workers := append([]api.WorkerInfo(nil), it.info.Workers...)
 	it.mu.Unlock()
 	if !share {
-		return mesh.JobShareSummary{}, errors.New("share stats: the job does not share (JobOptions.Share)")
+		return api.JobShareSummary{}, errors.New("share stats: the job does not share (JobOptions.Share)")
 	}
 	sort.Slice(workers, func(i, j int) bool { return workers[i].Name < workers[j].Name })
-	var sum mesh.JobShareSummary
+	var sum api.JobShareSummary
 	for _, w := range workers {
 		if w.Expired || w.Addr == "" {
 			continue
@@ -33,7 +33,7 @@ func (it *Iterator) ShareStats(ctx context.Context) (mesh.JobShareSummary, error
 		if err != nil {
 			if err := ctxEnded(ctx); err != nil {
 				// Not the worker's fault: do not report it unreachable.
-				return mesh.JobShareSummary{}, err
+				return api.JobShareSummary{}, err
 			}
 			sum.Unreachable = append(sum.Unreachable, w.Name)
 			continue
@@ -51,11 +51,11 @@ func (it *Iterator) ShareStats(ctx context.Context) (mesh.JobShareSummary, error
 	return sum, nil
 }
 
-func (it *Iterator) workerShareStats(ctx context.Context, addr string) (mesh.WorkerShareStats, error) {
+func (it *Iterator) workerShareStats(ctx context.Context, addr string) (api.WorkerShareStats, error) {
 	ctx, cancel := context.WithTimeout(ctx, it.c.opts.RequestTimeout)
 	defer cancel()
-	var st mesh.WorkerShareStats
-	err := transport.Call(ctx, it.c.tr, it.c.codec, addr, mesh.MethodShareStats, mesh.ShareStatsRequest{Job: it.job}, &st)
+	var st api.WorkerShareStats
+	err := transport.Call(ctx, it.c.tr, it.c.codec, addr, api.MethodShareStats, api.ShareStatsRequest{Job: it.job}, &st)
 	return st, err
 }
 

@@ -4,12 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"github.com/feedmesh/feedmesh/client"
 	"log/slog"
 	"net"
 	"testing"
 	"time"
 
-	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
 )
@@ -33,13 +33,14 @@ func TestNodeSurvivesBadInput(t *testing.T) {
 	}
 	conn.Close()
 
-	cl, err := mesh.DialControl(n.Addr(), mustClientTLS(t), transport.FastConfig())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	fast := transport.FastConfig()
+	cl, err := client.Dial(ctx, n.Addr(), client.Options{TLS: mustClientTLS(t), Transport: &fast})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 
 	// Random bytes on a raw control stream, and an unknown stream kind.
 	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})

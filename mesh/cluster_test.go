@@ -3,6 +3,7 @@ package mesh_test
 import (
 	"context"
 	"errors"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"slices"
 	"testing"
 	"time"
@@ -12,7 +13,7 @@ import (
 	"github.com/feedmesh/feedmesh/transport"
 )
 
-func voterIDs(vs []mesh.Voter) []string {
+func voterIDs(vs []api.Voter) []string {
 	out := make([]string, len(vs))
 	for i, v := range vs {
 		out[i] = v.ID
@@ -42,7 +43,7 @@ func TestThreeNodesFormCluster(t *testing.T) {
 			t.Fatalf("%s sees %d members, want 3: %+v", n.Name(), len(ms), ms)
 		}
 		for _, m := range ms {
-			if m.Status != mesh.StatusAlive {
+			if m.Status != api.StatusAlive {
 				t.Errorf("%s sees %s as %s", n.Name(), m.Name, m.Status)
 			}
 		}
@@ -199,7 +200,7 @@ func TestPartitionMinorityHasNoQuorum(t *testing.T) {
 			}
 			alive := 0
 			for _, m := range n.Members() {
-				if m.Status == mesh.StatusAlive {
+				if m.Status == api.StatusAlive {
 					alive++
 				}
 			}
@@ -271,7 +272,7 @@ func TestLongPartitionHeals(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	alive := func(i int) (n int) {
 		for _, m := range c.Node(i).Members() {
-			if m.Status == mesh.StatusAlive {
+			if m.Status == api.StatusAlive {
 				n++
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -12,86 +13,22 @@ import (
 	"github.com/feedmesh/feedmesh/transport"
 )
 
-// Control API method names (request/response over QUIC control streams).
-const (
-	MethodMembers = "members"
-	MethodStatus  = "status"
-	MethodPut     = "kv.put"
-	MethodGet     = "kv.get"
-)
-
-// Status is a node's view of the Raft group, as `feedmesh status` shows it.
-type Status struct {
-	Name         string  `json:"name"`
-	Addr         string  `json:"addr"`
-	GossipAddr   string  `json:"gossip_addr"`
-	Version      string  `json:"version"`
-	Role         string  `json:"role"`
-	State        string  `json:"state"`
-	Leader       string  `json:"leader"`
-	LeaderAddr   string  `json:"leader_addr"`
-	Term         uint64  `json:"term"`
-	CommitIndex  uint64  `json:"commit_index"`
-	AppliedIndex uint64  `json:"applied_index"`
-	LastLogIndex uint64  `json:"last_log_index"`
-	Voters       []Voter `json:"voters"`
-	Members      int     `json:"members"`
-	AliveMembers int     `json:"alive_members"`
-	// ShareWindowBytes is the byte bound of each ephemeral-sharing window
-	// on this node (WorkerConfig.ShareWindowBytes, share.window_bytes).
-	ShareWindowBytes int64 `json:"share_window_bytes"`
-}
-
-// Voter is one Raft voter in Status.
-type Voter struct {
-	ID   string `json:"id"`
-	Addr string `json:"addr"`
-}
-
-// PutRequest writes a key through Raft.
-type PutRequest struct {
-	Key   string `cbor:"1,keyasint"`
-	Value []byte `cbor:"2,keyasint"`
-	// Forwarded is set by a node passing the request to the leader; a
-	// forwarded request is never forwarded again.
-	Forwarded bool `cbor:"3,keyasint,omitempty"`
-}
-
-// PutResponse tells where the write landed in the log.
-type PutResponse struct {
-	Index uint64 `cbor:"1,keyasint"`
-}
-
-// GetRequest reads a key. By default the read is linearizable (served by
-// the leader after a barrier); Stale reads the answering node's own copy.
-type GetRequest struct {
-	Key       string `cbor:"1,keyasint"`
-	Stale     bool   `cbor:"2,keyasint,omitempty"`
-	Forwarded bool   `cbor:"3,keyasint,omitempty"`
-}
-
-// GetResponse carries the value, if any.
-type GetResponse struct {
-	Value []byte `cbor:"1,keyasint"`
-	Found bool   `cbor:"2,keyasint"`
-}
-
 func (n *Node) registerHandlers() {
-	n.rpc.Handle(MethodMembers, func(ctx context.Context, decode func(any) error) (any, error) {
+	n.rpc.Handle(api.MethodMembers, func(ctx context.Context, decode func(any) error) (any, error) {
 		return n.Members(), nil
 	})
-	n.rpc.Handle(MethodStatus, func(ctx context.Context, decode func(any) error) (any, error) {
+	n.rpc.Handle(api.MethodStatus, func(ctx context.Context, decode func(any) error) (any, error) {
 		return n.Status(), nil
 	})
-	n.rpc.Handle(MethodPut, func(ctx context.Context, decode func(any) error) (any, error) {
-		var req PutRequest
+	n.rpc.Handle(api.MethodPut, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req api.PutRequest
 		if err := decode(&req); err != nil {
 			return nil, transport.Errorf(transport.ErrInvalid, "decode put: %v", err)
 		}
 		return n.put(ctx, req)
 	})
-	n.rpc.Handle(MethodGet, func(ctx context.Context, decode func(any) error) (any, error) {
-		var req GetRequest
+	n.rpc.Handle(api.MethodGet, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req api.GetRequest
 		if err := decode(&req); err != nil {
 			return nil, transport.Errorf(transport.ErrInvalid, "decode get: %v", err)
 		}
@@ -100,20 +37,20 @@ func (n *Node) registerHandlers() {
 }
 
 // Status reports this node's view of the cluster.
-func (n *Node) Status() Status {
+func (n *Node) Status() api.Status {
 	rs := n.raft.Status()
 	ms := n.Members()
-	voters := make([]Voter, len(rs.Voters))
+	voters := make([]api.Voter, len(rs.Voters))
 	for i, v := range rs.Voters {
-		voters[i] = Voter{ID: v.ID, Addr: v.Addr}
+		voters[i] = api.Voter{ID: v.ID, Addr: v.Addr}
 	}
 	alive := 0
 	for _, m := range ms {
-		if m.Status == StatusAlive || m.Status == StatusSuspect {
+		if m.Status == api.StatusAlive || m.Status == api.StatusSuspect {
 			alive++
 		}
 	}
-	return Status{
+	return api.Status{
 		Name: n.name, Addr: n.addr, GossipAddr: n.GossipAddr(), Version: Version,
 		Role: rs.Role, State: rs.State, Leader: rs.Leader, LeaderAddr: rs.LeaderAddr,
 		Term: rs.Term, CommitIndex: rs.CommitIndex, AppliedIndex: rs.AppliedIndex,
@@ -126,22 +63,22 @@ func (n *Node) Status() Status {
 // to the leader. Without quorum it fails with transport.ErrNoQuorum when
 // ctx (or RequestTimeout) runs out.
 func (n *Node) Put(ctx context.Context, key string, value []byte) (uint64, error) {
-	resp, err := n.put(ctx, PutRequest{Key: key, Value: value})
+	resp, err := n.put(ctx, api.PutRequest{Key: key, Value: value})
 	return resp.Index, err
 }
 
-// Get reads key; see GetRequest for consistency.
+// Get reads key; see api.GetRequest for consistency.
 func (n *Node) Get(ctx context.Context, key string, stale bool) ([]byte, bool, error) {
-	resp, err := n.get(ctx, GetRequest{Key: key, Stale: stale})
+	resp, err := n.get(ctx, api.GetRequest{Key: key, Stale: stale})
 	return resp.Value, resp.Found, err
 }
 
-func (n *Node) put(ctx context.Context, req PutRequest) (PutResponse, error) {
+func (n *Node) put(ctx context.Context, req api.PutRequest) (api.PutResponse, error) {
 	if req.Key == "" {
-		return PutResponse{}, transport.Errorf(transport.ErrInvalid, "key must not be empty")
+		return api.PutResponse{}, transport.Errorf(transport.ErrInvalid, "key must not be empty")
 	}
-	var resp PutResponse
-	err := n.onLeader(ctx, req.Forwarded, MethodPut, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
+	var resp api.PutResponse
+	err := n.onLeader(ctx, req.Forwarded, api.MethodPut, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
 		func(ctx context.Context) error {
 			res, err := n.raft.Apply(ctx, raftstate.NewPutKV(req.Key, req.Value))
 			resp.Index = res.Index
@@ -150,13 +87,13 @@ func (n *Node) put(ctx context.Context, req PutRequest) (PutResponse, error) {
 	return resp, err
 }
 
-func (n *Node) get(ctx context.Context, req GetRequest) (GetResponse, error) {
+func (n *Node) get(ctx context.Context, req api.GetRequest) (api.GetResponse, error) {
 	if req.Stale {
 		v, ok := n.raft.Get(req.Key)
-		return GetResponse{Value: v, Found: ok}, nil
+		return api.GetResponse{Value: v, Found: ok}, nil
 	}
-	var resp GetResponse
-	err := n.onLeader(ctx, req.Forwarded, MethodGet, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
+	var resp api.GetResponse
+	err := n.onLeader(ctx, req.Forwarded, api.MethodGet, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
 		func(ctx context.Context) error {
 			if err := n.raft.Barrier(ctx); err != nil {
 				return err
@@ -220,14 +157,9 @@ func (n *Node) onLeader(ctx context.Context, forwarded bool, method string, mkRe
 
 // retriable reports whether err may go away with another attempt, possibly
 // at another leader.
-// ErrNotAssigned is the answer to a lease from a worker the job no longer
-// counts on (it was declared dead and expired, perhaps wrongly): that
-// worker's part of the job is over. It crosses the wire by its code.
-var ErrNotAssigned = &transport.Error{Code: "not_assigned"}
-
 func retriable(err error) bool {
 	switch {
-	case errorsIsRejected(err), errors.Is(err, ErrNotAssigned):
+	case errorsIsRejected(err), errors.Is(err, api.ErrNotAssigned):
 		return false
 	case errors.Is(err, transport.ErrInvalid), errors.Is(err, transport.ErrNotFound),
 		errors.Is(err, transport.ErrUnknownMethod):
@@ -241,7 +173,7 @@ func mapRaftErr(err error) error {
 	case errors.Is(err, raftstate.ErrUnknownJob):
 		return transport.Errorf(transport.ErrNotFound, "%v", err)
 	case errors.Is(err, raftstate.ErrNotAssigned):
-		return transport.Errorf(ErrNotAssigned, "%v", err)
+		return transport.Errorf(api.ErrNotAssigned, "%v", err)
 	case errorsIsRejected(err):
 		return transport.Errorf(transport.ErrInvalid, "%v", err)
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raftstate.ErrNotLeader):
@@ -260,7 +192,7 @@ func (n *Node) leaderAddr() string {
 		return addr
 	}
 	for _, m := range n.members.snapshot() {
-		if m.Raft == "leader" && m.Status == StatusAlive && m.Name != n.name {
+		if m.Raft == "leader" && m.Status == api.StatusAlive && m.Name != n.name {
 			return m.Addr
 		}
 	}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"io"
-	"strings"
 	"sync"
 	"time"
 
@@ -26,7 +26,7 @@ import (
 // (bucketing.Grouper) and keeps up to RoundsAhead complete windows ready.
 //
 // A consumer asks for (round r, index i) on its own stream (OpenRequest
-// Extra: RoundRequest). The first request for round r fixes it: the next
+// Extra: api.RoundRequest). The first request for round r fixes it: the next
 // ready window becomes round r's window (or, once the pipeline has ended and
 // no window is left, round r and every later round of this worker is the
 // end of data). Consumers ask a worker for its rounds in increasing order,
@@ -42,34 +42,6 @@ const (
 	DefaultRoundsAhead = 4
 	DefaultRoundsHeld  = 512
 )
-
-// RoundSkipped starts the message of the stream end a worker sends for a
-// round it will not serve (dropped, or the batch was already taken): the
-// consumer skips the round. A clean end with no batch is the end of data.
-const RoundSkipped = "coordinated: round not served"
-
-// RoundRequest is the OpenRequest.Extra of a coordinated read: which round
-// and which batch of its window the consumer wants.
-type RoundRequest struct {
-	Round int64 `cbor:"1,keyasint"`
-	Index int   `cbor:"2,keyasint"`
-}
-
-// RoundHeader is the Header.Extra of a coordinated batch.
-type RoundHeader struct {
-	// Round and Index echo the request.
-	Round int64 `cbor:"1,keyasint"`
-	Index int   `cbor:"2,keyasint"`
-	// Bucket is the bucket of every batch of the round.
-	Bucket int `cbor:"3,keyasint"`
-	// PaddedTokens is, per consumer index, the padded token count of its
-	// batch in this round (rows × longest length).
-	PaddedTokens []int64 `cbor:"4,keyasint"`
-	// Tokens is the real (unpadded) token count of this batch.
-	Tokens int64 `cbor:"5,keyasint"`
-	// Filler: an empty batch padding out the final partial window.
-	Filler bool `cbor:"6,keyasint,omitempty"`
-}
 
 // coordBatch is one bucketed batch waiting for its round.
 type coordBatch struct {
@@ -112,7 +84,7 @@ func coordinatedOp(spec *pipeline.Spec) (*pipeline.BucketOp, error) {
 	return spec.Ops[len(spec.Ops)-1].BucketBySequenceLength, nil
 }
 
-func newRoundServer(cfg WorkerConfig, job JobInfo, spec *pipeline.Spec) (*roundServer, error) {
+func newRoundServer(cfg WorkerConfig, job api.JobInfo, spec *pipeline.Spec) (*roundServer, error) {
 	op, err := coordinatedOp(spec)
 	if err != nil {
 		return nil, err
@@ -128,7 +100,7 @@ func newRoundServer(cfg WorkerConfig, job JobInfo, spec *pipeline.Spec) (*roundS
 	if held <= 0 {
 		held = DefaultRoundsHeld
 	}
-	return &roundServer{m: m, held: held, lengthName: op.Tensor + "_length", boundaries: op.Boundaries,
+	return &roundServer{m: m, held: held, lengthName: tensor.LengthsName(op.Tensor), boundaries: op.Boundaries,
 		pad: job.Options.PadFinalRound, windows: make(chan bucketing.Window[coordBatch], ahead),
 		slots: map[int64]*roundSlot{}, maxFixed: -1, endFrom: -1}, nil
 }
@@ -359,7 +331,7 @@ func emptyLike(tmpl pipeline.Element) pipeline.Element {
 // serveRound answers one coordinated request on its own stream: one batch
 // then the end, a clean end (end of data), or an end that says skip.
 func (t *task) serveRound(ctx context.Context, s *batch.Sender, extra cbor.RawMessage) {
-	var req RoundRequest
+	var req api.RoundRequest
 	if len(extra) == 0 || cbor.Unmarshal(extra, &req) != nil || req.Round < 0 {
 		s.End(errors.New("coordinated: the request must carry a round and a consumer index"))
 		return
@@ -378,10 +350,10 @@ func (t *task) serveRound(ctx context.Context, s *batch.Sender, extra cbor.RawMe
 		s.End(nil)
 		return
 	case a.skip:
-		s.End(fmt.Errorf("%s: round %d, index %d", RoundSkipped, req.Round, req.Index))
+		s.End(fmt.Errorf("%s: round %d, index %d", api.RoundSkipped, req.Round, req.Index))
 		return
 	}
-	rh := RoundHeader{Round: req.Round, Index: req.Index, Bucket: a.bucket, PaddedTokens: a.padded, Tokens: a.b.tokens, Filler: a.b.filler}
+	rh := api.RoundHeader{Round: req.Round, Index: req.Index, Bucket: a.bucket, PaddedTokens: a.padded, Tokens: a.b.tokens, Filler: a.b.filler}
 	raw, err := cbor.Marshal(rh)
 	if err != nil {
 		s.End(err)
@@ -399,7 +371,3 @@ func (t *task) serveRound(ctx context.Context, s *batch.Sender, extra cbor.RawMe
 	}
 	s.End(nil)
 }
-
-// IsRoundSkipped reports whether a worker's end message says to skip the
-// round (see RoundSkipped).
-func IsRoundSkipped(msg string) bool { return strings.HasPrefix(msg, RoundSkipped) }

@@ -11,7 +11,9 @@
 // As a worker a node runs one task per job (worker.go) and, for jobs with
 // Share, one shared production per dataset that every sharing job's task
 // reads through a share.Shared window (sharing.go; counters in
-// sharestats.go, wire types in shareapi.go). For coordinated jobs a task
+// sharestats.go). For coordinated jobs a task
 // groups its bucketed batches into round windows and answers per-round
 // requests (coordinated.go); the round schedule itself is in raftstate.
+// The wire API the node serves (method names, requests, responses) is in
+// the subpackage api, which the client imports instead of this package.
 package mesh

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"sort"
 	"time"
 
@@ -18,57 +19,57 @@ func (n *Node) registerJobHandlers() {
 	handle := func(method string, h func(ctx context.Context, decode func(any) error) (any, error)) {
 		n.rpc.Handle(method, h)
 	}
-	handle(MethodDistribute, func(ctx context.Context, decode func(any) error) (any, error) {
-		var req DistributeRequest
+	handle(api.MethodDistribute, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req api.DistributeRequest
 		if err := decode(&req); err != nil {
 			return nil, transport.Errorf(transport.ErrInvalid, "decode distribute: %v", err)
 		}
 		return n.distribute(ctx, req)
 	})
-	handle(MethodHeartbeat, func(ctx context.Context, decode func(any) error) (any, error) {
-		var req JobRequest
+	handle(api.MethodHeartbeat, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req api.JobRequest
 		if err := decode(&req); err != nil {
 			return nil, transport.Errorf(transport.ErrInvalid, "decode heartbeat: %v", err)
 		}
 		return n.heartbeat(ctx, req)
 	})
-	handle(MethodDetach, func(ctx context.Context, decode func(any) error) (any, error) {
-		var req JobRequest
+	handle(api.MethodDetach, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req api.JobRequest
 		if err := decode(&req); err != nil {
 			return nil, transport.Errorf(transport.ErrInvalid, "decode detach: %v", err)
 		}
 		return struct{}{}, n.detach(ctx, req)
 	})
-	handle(MethodJobs, func(ctx context.Context, decode func(any) error) (any, error) {
-		var req JobRequest
+	handle(api.MethodJobs, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req api.JobRequest
 		if err := decode(&req); err != nil {
 			return nil, transport.Errorf(transport.ErrInvalid, "decode jobs: %v", err)
 		}
 		return n.jobs(ctx, req.Forwarded)
 	})
-	handle(MethodJobGet, func(ctx context.Context, decode func(any) error) (any, error) {
-		var req JobRequest
+	handle(api.MethodJobGet, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req api.JobRequest
 		if err := decode(&req); err != nil {
 			return nil, transport.Errorf(transport.ErrInvalid, "decode job.get: %v", err)
 		}
 		return n.jobGet(ctx, req)
 	})
-	handle(MethodLease, func(ctx context.Context, decode func(any) error) (any, error) {
-		var req LeaseRequest
+	handle(api.MethodLease, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req api.LeaseRequest
 		if err := decode(&req); err != nil {
 			return nil, transport.Errorf(transport.ErrInvalid, "decode lease: %v", err)
 		}
 		return n.lease(ctx, req)
 	})
-	handle(MethodFinish, func(ctx context.Context, decode func(any) error) (any, error) {
-		var req FinishRequest
+	handle(api.MethodFinish, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req api.FinishRequest
 		if err := decode(&req); err != nil {
 			return nil, transport.Errorf(transport.ErrInvalid, "decode finish: %v", err)
 		}
 		return struct{}{}, n.finish(ctx, req)
 	})
-	handle(MethodShareStats, func(ctx context.Context, decode func(any) error) (any, error) {
-		var req ShareStatsRequest
+	handle(api.MethodShareStats, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req api.ShareStatsRequest
 		if err := decode(&req); err != nil {
 			return nil, transport.Errorf(transport.ErrInvalid, "decode sharestats: %v", err)
 		}
@@ -78,20 +79,21 @@ func (n *Node) registerJobHandlers() {
 
 // Distribute registers spec's dataset, creates (or joins) the job and
 // attaches consumer to it. Any node can be asked; the leader does the work.
-func (n *Node) Distribute(ctx context.Context, req DistributeRequest) (JobInfo, error) {
+func (n *Node) Distribute(ctx context.Context, req api.DistributeRequest) (api.JobInfo, error) {
 	return n.distribute(ctx, req)
 }
 
-func (n *Node) distribute(ctx context.Context, req DistributeRequest) (JobInfo, error) {
-	if req.Name == "" || req.Consumer == "" {
-		return JobInfo{}, transport.Errorf(transport.ErrInvalid, "job name and consumer id are required")
+func (n *Node) distribute(ctx context.Context, req api.DistributeRequest) (api.JobInfo, error) {
+	if req.Consumer == "" {
+		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: consumer id is required", req.Options.Name)
 	}
-	req.Options = req.Options.withDefaults()
+	req.Options = req.Options.WithDefaults()
+	req.Options.ConsumerIndex = 0 // the consumer's, not the job's
 	if err := req.Options.Validate(); err != nil {
-		return JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Name, err)
+		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)
 	}
-	var info JobInfo
-	err := n.onLeader(ctx, req.Forwarded, MethodDistribute, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &info,
+	var info api.JobInfo
+	err := n.onLeader(ctx, req.Forwarded, api.MethodDistribute, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &info,
 		func(ctx context.Context) error {
 			var err error
 			info, err = n.distributeLocal(ctx, req)
@@ -101,59 +103,59 @@ func (n *Node) distribute(ctx context.Context, req DistributeRequest) (JobInfo, 
 }
 
 // distributeLocal runs on the leader.
-func (n *Node) distributeLocal(ctx context.Context, req DistributeRequest) (JobInfo, error) {
+func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest) (api.JobInfo, error) {
 	spec, err := pipeline.DecodeCanonical(req.Spec)
 	if err != nil {
-		return JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: dataset spec: %v", req.Name, err)
+		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: dataset spec: %v", req.Options.Name, err)
 	}
 	fp, err := spec.Fingerprint()
 	if err != nil {
-		return JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: dataset spec: %v", req.Name, err)
+		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: dataset spec: %v", req.Options.Name, err)
 	}
 	if _, ok := n.raft.Dataset(fp); !ok {
 		// The leader enumerates the splits (like tf.data service's
 		// dispatcher): it sees the same files as the workers.
 		ss, err := pipeline.Splits(spec)
 		if err != nil {
-			return JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: enumerate splits: %v", req.Name, err)
+			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: enumerate splits: %v", req.Options.Name, err)
 		}
 		d := raftstate.Dataset{Fingerprint: fp, Spec: req.Spec, NumSplits: int64(len(ss))}
 		if _, err := n.raft.Apply(ctx, raftstate.NewRegisterDataset(d)); err != nil {
-			return JobInfo{}, err
+			return api.JobInfo{}, err
 		}
 	}
 	if req.Options.Coordinated {
 		if _, err := coordinatedOp(spec); err != nil {
-			return JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Name, err)
+			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)
 		}
 	}
 	opts, err := toRaftOptions(req.Options)
 	if err != nil {
-		return JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Name, err)
+		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)
 	}
 	var static []string
 	if opts.Sharding == splits.Static {
 		static = n.liveWorkers(opts.MaxWorkers)
 	}
-	if _, err := n.raft.Apply(ctx, raftstate.NewCreateJob(req.Name, fp, opts, static)); err != nil {
-		return JobInfo{}, err
+	if _, err := n.raft.Apply(ctx, raftstate.NewCreateJob(req.Options.Name, fp, opts, static)); err != nil {
+		return api.JobInfo{}, err
 	}
-	if _, err := n.raft.Apply(ctx, raftstate.NewAttachConsumer(req.Name, req.Consumer)); err != nil {
-		return JobInfo{}, err
+	if _, err := n.raft.Apply(ctx, raftstate.NewAttachConsumer(req.Options.Name, req.Consumer)); err != nil {
+		return api.JobInfo{}, err
 	}
 	// Assign the live workers now, so the client can start streaming at
 	// once instead of waiting for the job loop.
-	n.assignWorkers(ctx, req.Name)
-	view, ok := n.raft.Job(req.Name)
+	n.assignWorkers(ctx, req.Options.Name)
+	view, ok := n.raft.Job(req.Options.Name)
 	if !ok {
-		return JobInfo{}, transport.Errorf(transport.ErrNotFound, "job %q vanished", req.Name)
+		return api.JobInfo{}, transport.Errorf(transport.ErrNotFound, "job %q vanished", req.Options.Name)
 	}
 	return n.jobInfo(view), nil
 }
 
-func (n *Node) heartbeat(ctx context.Context, req JobRequest) (JobInfo, error) {
-	var info JobInfo
-	err := n.onLeader(ctx, req.Forwarded, MethodHeartbeat, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &info,
+func (n *Node) heartbeat(ctx context.Context, req api.JobRequest) (api.JobInfo, error) {
+	var info api.JobInfo
+	err := n.onLeader(ctx, req.Forwarded, api.MethodHeartbeat, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &info,
 		func(ctx context.Context) error {
 			if _, err := n.raft.Apply(ctx, raftstate.NewAttachConsumer(req.Job, req.Consumer)); err != nil {
 				return err
@@ -173,8 +175,8 @@ func (n *Node) heartbeat(ctx context.Context, req JobRequest) (JobInfo, error) {
 	return info, err
 }
 
-func (n *Node) detach(ctx context.Context, req JobRequest) error {
-	return n.onLeader(ctx, req.Forwarded, MethodDetach, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
+func (n *Node) detach(ctx context.Context, req api.JobRequest) error {
+	return n.onLeader(ctx, req.Forwarded, api.MethodDetach, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
 		func(ctx context.Context) error {
 			_, err := n.raft.Apply(ctx, raftstate.NewDetachConsumer(req.Job, req.Consumer))
 			return err
@@ -182,11 +184,11 @@ func (n *Node) detach(ctx context.Context, req JobRequest) error {
 }
 
 // Jobs lists every job, as the leader knows them.
-func (n *Node) Jobs(ctx context.Context) ([]JobInfo, error) { return n.jobs(ctx, false) }
+func (n *Node) Jobs(ctx context.Context) ([]api.JobInfo, error) { return n.jobs(ctx, false) }
 
-func (n *Node) jobs(ctx context.Context, forwarded bool) ([]JobInfo, error) {
-	var out []JobInfo
-	err := n.onLeader(ctx, forwarded, MethodJobs, func(fwd bool) any { return JobRequest{Forwarded: fwd} }, &out,
+func (n *Node) jobs(ctx context.Context, forwarded bool) ([]api.JobInfo, error) {
+	var out []api.JobInfo
+	err := n.onLeader(ctx, forwarded, api.MethodJobs, func(fwd bool) any { return api.JobRequest{Forwarded: fwd} }, &out,
 		func(ctx context.Context) error {
 			out = nil
 			for _, v := range n.raft.Jobs() {
@@ -201,9 +203,9 @@ func (n *Node) jobs(ctx context.Context, forwarded bool) ([]JobInfo, error) {
 	return out, err
 }
 
-func (n *Node) jobGet(ctx context.Context, req JobRequest) (JobGetResponse, error) {
-	var resp JobGetResponse
-	err := n.onLeader(ctx, req.Forwarded, MethodJobGet, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
+func (n *Node) jobGet(ctx context.Context, req api.JobRequest) (api.JobGetResponse, error) {
+	var resp api.JobGetResponse
+	err := n.onLeader(ctx, req.Forwarded, api.MethodJobGet, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
 		func(ctx context.Context) error {
 			view, ok := n.raft.Job(req.Job)
 			if !ok || view.Group {
@@ -213,15 +215,15 @@ func (n *Node) jobGet(ctx context.Context, req JobRequest) (JobGetResponse, erro
 			if !ok {
 				return transport.Errorf(transport.ErrNotFound, "job %q: dataset %s not found", req.Job, view.Fingerprint)
 			}
-			resp = JobGetResponse{Job: n.jobInfo(view), Spec: d.Spec}
+			resp = api.JobGetResponse{Job: n.jobInfo(view), Spec: d.Spec}
 			return nil
 		})
 	return resp, err
 }
 
-func (n *Node) lease(ctx context.Context, req LeaseRequest) (LeaseResponse, error) {
-	var resp LeaseResponse
-	err := n.onLeader(ctx, req.Forwarded, MethodLease, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
+func (n *Node) lease(ctx context.Context, req api.LeaseRequest) (api.LeaseResponse, error) {
+	var resp api.LeaseResponse
+	err := n.onLeader(ctx, req.Forwarded, api.MethodLease, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
 		func(ctx context.Context) error {
 			res, err := n.raft.Apply(ctx, raftstate.NewLeaseSplits(req.Job, req.Worker, req.RequestID, req.N))
 			if err != nil {
@@ -231,14 +233,14 @@ func (n *Node) lease(ctx context.Context, req LeaseRequest) (LeaseResponse, erro
 			if !ok {
 				return fmt.Errorf("lease splits: unexpected result %T", res.Value)
 			}
-			resp = LeaseResponse{Epoch: l.Epoch, Splits: l.Splits, Done: l.Done}
+			resp = api.LeaseResponse{Epoch: l.Epoch, Splits: l.Splits, Done: l.Done}
 			return nil
 		})
 	return resp, err
 }
 
-func (n *Node) finish(ctx context.Context, req FinishRequest) error {
-	return n.onLeader(ctx, req.Forwarded, MethodFinish, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
+func (n *Node) finish(ctx context.Context, req api.FinishRequest) error {
+	return n.onLeader(ctx, req.Forwarded, api.MethodFinish, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
 		func(ctx context.Context) error {
 			_, err := n.raft.Apply(ctx, raftstate.NewFinishSplits(req.Job, req.Worker, req.Epoch, req.Splits))
 			return err
@@ -249,7 +251,7 @@ func (n *Node) finish(ctx context.Context, req FinishRequest) error {
 func (n *Node) liveWorkers(max int) []string {
 	var out []string
 	for _, m := range n.Members() {
-		if m.Status == StatusAlive && m.Addr != "" && m.Worker {
+		if m.Status == api.StatusAlive && m.Addr != "" && m.Worker {
 			out = append(out, m.Name)
 		}
 	}
@@ -318,7 +320,7 @@ func (n *Node) reconcileJobs(ctx context.Context) {
 	now := time.Now()
 	dead := map[string]bool{}
 	for _, m := range n.Members() {
-		if m.Status == StatusDead || m.Status == StatusLeft {
+		if m.Status == api.StatusDead || m.Status == api.StatusLeft {
 			dead[m.Name] = true
 		}
 	}
@@ -354,8 +356,8 @@ func (n *Node) reconcileJobs(ctx context.Context) {
 	}
 }
 
-func toRaftOptions(o JobOptions) (raftstate.JobOptions, error) {
-	p, err := splits.ParsePolicy(o.Sharding)
+func toRaftOptions(o api.JobOptions) (raftstate.JobOptions, error) {
+	p, err := splits.ParsePolicy(string(o.Sharding))
 	if err != nil {
 		return raftstate.JobOptions{}, err
 	}
@@ -376,15 +378,15 @@ func toRaftOptions(o JobOptions) (raftstate.JobOptions, error) {
 
 // jobInfo converts the replicated job to its wire form, with each
 // worker's current QUIC address from gossip.
-func (n *Node) jobInfo(v raftstate.JobView) JobInfo {
+func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 	addrs := map[string]string{}
 	for _, m := range n.Members() {
 		addrs[m.Name] = m.Addr
 	}
-	info := JobInfo{
+	info := api.JobInfo{
 		ID: v.ID, Name: v.Name, Fingerprint: v.Fingerprint,
-		Options: JobOptions{
-			Sharding: v.Options.Sharding.String(), Epochs: v.Options.Epochs, NumConsumers: v.Options.NumConsumers,
+		Options: api.JobOptions{
+			Sharding: api.Sharding(v.Options.Sharding.String()), Epochs: v.Options.Epochs, NumConsumers: v.Options.NumConsumers,
 			Share: v.Options.Share, Coordinated: v.Options.Coordinated, PadFinalRound: v.Options.PadFinalRound, MaxWorkers: v.Options.MaxWorkers,
 			ConsumerTTL: v.Options.ConsumerTTL, GCAfter: v.Options.GCAfter, Compression: v.Options.Compression,
 		},
@@ -406,11 +408,11 @@ func (n *Node) jobInfo(v raftstate.JobView) JobInfo {
 	}
 	sort.Strings(names)
 	for _, w := range names {
-		info.Workers = append(info.Workers, WorkerInfo{Name: w, Addr: addrs[w], Expired: v.Workers[w].Expired})
+		info.Workers = append(info.Workers, api.WorkerInfo{Name: w, Addr: addrs[w], Expired: v.Workers[w].Expired})
 	}
 	info.ShareGroup = v.ShareGroup
 	if r := v.Rounds; r != nil {
-		info.Rounds = &RoundsInfo{Changes: r.Schedule.Changes, Reached: r.Reached, Lookahead: raftstate.RoundLookahead}
+		info.Rounds = &api.RoundsInfo{Changes: r.Schedule.Changes, Reached: r.Reached, Lookahead: raftstate.RoundLookahead}
 	}
 	if g, ok := n.raft.Job(v.ShareGroup); ok && v.ShareGroup != "" {
 		v.Progress = g.Progress // the group leases for the job

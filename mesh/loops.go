@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"errors"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"math/rand/v2"
 
 	"github.com/hashicorp/raft"
@@ -142,9 +143,9 @@ func (n *Node) roleLoop() {
 }
 
 // formed reports whether another live member advertises itself as leader.
-func formed(members []Member, self string) bool {
+func formed(members []api.Member, self string) bool {
 	for _, m := range members {
-		if m.Name != self && m.Raft == "leader" && (m.Status == StatusAlive || m.Status == StatusSuspect) {
+		if m.Name != self && m.Raft == "leader" && (m.Status == api.StatusAlive || m.Status == api.StatusSuspect) {
 			return true
 		}
 	}
@@ -169,9 +170,9 @@ func (n *Node) reconnectLoop() {
 			return
 		case <-t.C:
 		}
-		var dead []Member
+		var dead []api.Member
 		for _, m := range n.members.snapshot() {
-			if m.Status == StatusDead && m.Name != n.name && m.GossipAddr != "" && time.Since(m.Since) < n.cfg.Gossip.ReconnectTimeout {
+			if m.Status == api.StatusDead && m.Name != n.name && m.GossipAddr != "" && time.Since(m.Since) < n.cfg.Gossip.ReconnectTimeout {
 				dead = append(dead, m)
 			}
 		}

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"log/slog"
 	"sort"
 	"sync"
@@ -11,32 +12,6 @@ import (
 
 	"github.com/feedmesh/feedmesh/raftstate"
 )
-
-// Member statuses as shown by `feedmesh members`. memberlist keeps
-// suspicion private, so a suspect member shows as alive until it is
-// declared dead; StatusSuspect is reserved for when that changes.
-const (
-	StatusAlive   = "alive"
-	StatusSuspect = "suspect"
-	StatusDead    = "dead"
-	StatusLeft    = "left"
-)
-
-// Member is one node as this node's gossip sees it.
-type Member struct {
-	Name       string `json:"name"`
-	GossipAddr string `json:"gossip_addr"`
-	// Addr is the member's QUIC address (control, Raft, data).
-	Addr   string `json:"addr"`
-	Status string `json:"status"`
-	// Raft is the role the member advertises: leader, voter, nonvoter or none.
-	Raft    string `json:"raft"`
-	Version string `json:"version,omitempty"`
-	// Worker: the member runs tasks (false for control-only nodes).
-	Worker bool `json:"worker"`
-	// Since is when the member entered its current status, as seen here.
-	Since time.Time `json:"since"`
-}
 
 type memberEntry struct {
 	gossipAddr string
@@ -96,8 +71,8 @@ func (t *memberTable) set(n *memberlist.Node, status string) {
 	if err == nil {
 		e.meta = meta
 	}
-	if status == StatusDead && e.meta.Leaving {
-		status = StatusLeft
+	if status == api.StatusDead && e.meta.Leaving {
+		status = api.StatusLeft
 	}
 	if !ok || e.status != status {
 		e.since = time.Now()
@@ -109,29 +84,29 @@ func (t *memberTable) set(n *memberlist.Node, status string) {
 }
 
 // NotifyJoin implements memberlist.EventDelegate.
-func (t *memberTable) NotifyJoin(n *memberlist.Node) { t.set(n, StatusAlive) }
+func (t *memberTable) NotifyJoin(n *memberlist.Node) { t.set(n, api.StatusAlive) }
 
 // NotifyLeave implements memberlist.EventDelegate.
 func (t *memberTable) NotifyLeave(n *memberlist.Node) {
-	t.set(n, StatusDead)
+	t.set(n, api.StatusDead)
 	t.log.Info("member down", "member", n.Name)
 }
 
 // NotifyUpdate implements memberlist.EventDelegate.
-func (t *memberTable) NotifyUpdate(n *memberlist.Node) { t.set(n, StatusAlive) }
+func (t *memberTable) NotifyUpdate(n *memberlist.Node) { t.set(n, api.StatusAlive) }
 
 // snapshot lists the members, dropping those that departed longer than the
 // retention ago, or stayed dead longer than the dead retention.
-func (t *memberTable) snapshot() []Member {
+func (t *memberTable) snapshot() []api.Member {
 	now := time.Now()
 	t.mu.Lock()
-	out := make([]Member, 0, len(t.entries))
+	out := make([]api.Member, 0, len(t.entries))
 	for name, e := range t.entries {
 		keep := t.retention
-		if e.status == StatusDead {
+		if e.status == api.StatusDead {
 			keep = t.deadRetention
 		}
-		if (e.status == StatusDead || e.status == StatusLeft) && now.Sub(e.since) > keep {
+		if (e.status == api.StatusDead || e.status == api.StatusLeft) && now.Sub(e.since) > keep {
 			delete(t.entries, name)
 			continue
 		}
@@ -139,7 +114,7 @@ func (t *memberTable) snapshot() []Member {
 		if raftRole == "" {
 			raftRole = "none"
 		}
-		out = append(out, Member{
+		out = append(out, api.Member{
 			Name: name, GossipAddr: e.gossipAddr, Addr: e.meta.Addr,
 			Status: e.status, Raft: raftRole, Version: e.meta.Version, Worker: !e.meta.NoWorker, Since: e.since,
 		})
@@ -151,13 +126,13 @@ func (t *memberTable) snapshot() []Member {
 
 // raftMembers converts members to the planner's input. A suspect member
 // counts as alive: suspicion is not yet failure.
-func raftMembers(ms []Member) []raftstate.Member {
+func raftMembers(ms []api.Member) []raftstate.Member {
 	out := make([]raftstate.Member, 0, len(ms))
 	for _, m := range ms {
 		if m.Addr == "" {
 			continue // no metadata yet
 		}
-		rm := raftstate.Member{ID: m.Name, Addr: m.Addr, Alive: m.Status == StatusAlive || m.Status == StatusSuspect}
+		rm := raftstate.Member{ID: m.Name, Addr: m.Addr, Alive: m.Status == api.StatusAlive || m.Status == api.StatusSuspect}
 		if rm.Alive && m.Raft != "none" {
 			rm.Role = m.Raft
 		}

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"log/slog"
 	"testing"
 	"time"
@@ -11,9 +12,9 @@ import (
 func TestMemberTableRetention(t *testing.T) {
 	tb := newMemberTable(slog.New(slog.DiscardHandler), time.Hour, 24*time.Hour)
 	old := time.Now().Add(-2 * time.Hour)
-	tb.entries["dead-2h"] = &memberEntry{status: StatusDead, since: old}
-	tb.entries["left-2h"] = &memberEntry{status: StatusLeft, since: old}
-	tb.entries["dead-25h"] = &memberEntry{status: StatusDead, since: time.Now().Add(-25 * time.Hour)}
+	tb.entries["dead-2h"] = &memberEntry{status: api.StatusDead, since: old}
+	tb.entries["left-2h"] = &memberEntry{status: api.StatusLeft, since: old}
+	tb.entries["dead-25h"] = &memberEntry{status: api.StatusDead, since: time.Now().Add(-25 * time.Hour)}
 	got := map[string]bool{}
 	for _, m := range tb.snapshot() {
 		got[m.Name] = true

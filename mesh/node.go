@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -119,7 +120,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("advertise address %s: %w", n.addr, err)
 	}
-	if n.raft, err = raftstate.Open(rcfg, n.tr.RaftLayerAdvertise(adv)); err != nil {
+	if n.raft, err = raftstate.Open(rcfg, raftstate.StreamLayer(n.tr, adv)); err != nil {
 		return fmt.Errorf("open raft: %w", err)
 	}
 
@@ -331,7 +332,7 @@ func (n *Node) Raft() *raftstate.Node { return n.raft }
 // Members lists every member this node knows of, dead ones included. A
 // node that holds the Raft configuration states every member's role from
 // it; others rely on what each member advertises through gossip.
-func (n *Node) Members() []Member {
+func (n *Node) Members() []api.Member {
 	ms := n.members.snapshot()
 	cfg, err := n.raft.Configuration()
 	if err != nil || len(cfg) == 0 {

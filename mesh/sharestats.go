@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"sort"
 	"sync"
 	"time"
@@ -17,7 +18,7 @@ const shareStatsTimeout = 2 * time.Second
 // addShareSummaries asks the workers of the sharing jobs in infos for their
 // counters (one request per worker, concurrently) and sums them per job.
 // It runs on the leader; jobs without Share cost nothing.
-func (n *Node) addShareSummaries(ctx context.Context, infos []JobInfo) {
+func (n *Node) addShareSummaries(ctx context.Context, infos []api.JobInfo) {
 	addrs := map[string]string{}
 	for _, j := range infos {
 		if !j.Options.Share {
@@ -33,7 +34,7 @@ func (n *Node) addShareSummaries(ctx context.Context, infos []JobInfo) {
 		return
 	}
 	var mu sync.Mutex
-	got := map[string]WorkerShareStats{}
+	got := map[string]api.WorkerShareStats{}
 	var wg sync.WaitGroup
 	for name, addr := range addrs {
 		wg.Add(1)
@@ -55,7 +56,7 @@ func (n *Node) addShareSummaries(ctx context.Context, infos []JobInfo) {
 		if !j.Options.Share {
 			continue
 		}
-		sum := &JobShareSummary{}
+		sum := &api.JobShareSummary{}
 		for _, w := range j.Workers {
 			if w.Expired {
 				continue
@@ -75,16 +76,16 @@ func (n *Node) addShareSummaries(ctx context.Context, infos []JobInfo) {
 }
 
 // workerShareStats asks one worker (this node directly) for its counters.
-func (n *Node) workerShareStats(ctx context.Context, name, addr, job string) (WorkerShareStats, error) {
+func (n *Node) workerShareStats(ctx context.Context, name, addr, job string) (api.WorkerShareStats, error) {
 	if name == n.name {
 		return n.ShareStats(job), nil
 	}
 	if addr == "" {
-		return WorkerShareStats{}, transport.Errorf(transport.ErrUnavailable, "no address for worker %s", name)
+		return api.WorkerShareStats{}, transport.Errorf(transport.ErrUnavailable, "no address for worker %s", name)
 	}
 	ctx, cancel := context.WithTimeout(ctx, shareStatsTimeout)
 	defer cancel()
-	var st WorkerShareStats
-	err := transport.Call(ctx, n.tr, n.codec, addr, MethodShareStats, ShareStatsRequest{Job: job}, &st)
+	var st api.WorkerShareStats
+	err := transport.Call(ctx, n.tr, n.codec, addr, api.MethodShareStats, api.ShareStatsRequest{Job: job}, &st)
 	return st, err
 }

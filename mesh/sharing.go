@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"io"
 	"sort"
 	"time"
@@ -44,7 +45,7 @@ import (
 // shareKey identifies the jobs that may share a production.
 type shareKey struct {
 	fingerprint string
-	sharding    string
+	sharding    api.Sharding
 	epochs      int64
 	group       string // DYNAMIC: the share group; "" for OFF
 }
@@ -73,9 +74,9 @@ type sharedProd struct {
 
 // joinShareLocked joins job to the production of its key, creating it if
 // none is joinable. w.mu is held.
-func (w *worker) joinShareLocked(job JobInfo, spec *pipeline.Spec, all []pipeline.Split) (*sharedProd, error) {
+func (w *worker) joinShareLocked(job api.JobInfo, spec *pipeline.Spec, all []pipeline.Split) (*sharedProd, error) {
 	key := shareKey{fingerprint: job.Fingerprint, sharding: job.Options.Sharding, epochs: job.Options.Epochs, group: job.ShareGroup}
-	if key.sharding == ShardingDynamic && key.group == "" {
+	if key.sharding == api.Dynamic && key.group == "" {
 		return nil, fmt.Errorf("job %q shares with dynamic sharding but has no share group: is the leader older than this worker?", job.Name)
 	}
 	sp := w.shares[key]
@@ -139,7 +140,7 @@ func (p *sharedProd) produce(context.Context) (*batch.Frame, error) {
 			return nil, err
 		}
 		epoch := p.epoch
-		if p.key.sharding == ShardingDynamic {
+		if p.key.sharding == api.Dynamic {
 			epoch = -1 // as unshared DYNAMIC tasks: the lease knows, the frame does not
 		}
 		f, err := p.w.n.encodeBatch(batch.Header{Seq: p.seq, Worker: p.w.n.name, Epoch: epoch}, el)
@@ -160,7 +161,7 @@ func (p *sharedProd) open() error {
 	var o pipeline.Options
 	var ss []pipeline.Split
 	switch p.key.sharding {
-	case ShardingDynamic:
+	case api.Dynamic:
 		if p.opened {
 			p.closeProvider()
 			return io.EOF
@@ -258,9 +259,9 @@ func (t *task) readShared() error {
 
 // ShareStats returns this node's sharing counters, for job only unless
 // job is empty.
-func (n *Node) ShareStats(job string) WorkerShareStats {
+func (n *Node) ShareStats(job string) api.WorkerShareStats {
 	w := n.worker
-	out := WorkerShareStats{Worker: n.name, WindowLimit: n.cfg.Worker.ShareWindowBytes, Produced: w.shareProduced.Load()}
+	out := api.WorkerShareStats{Worker: n.name, WindowLimit: n.cfg.Worker.ShareWindowBytes, Produced: w.shareProduced.Load()}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for p := range w.prods {
@@ -279,7 +280,7 @@ func (n *Node) ShareStats(job string) WorkerShareStats {
 		} else {
 			ws.Produced = t.share.shared.Stats().Produced
 		}
-		out.Jobs = append(out.Jobs, JobShareStats{
+		out.Jobs = append(out.Jobs, api.JobShareStats{
 			Job: name, Read: st.Read, Hits: st.Hits, Produced: st.Produced, EvictedBeforeRead: st.EvictedBeforeRead,
 			WindowProduced: ws.Produced, WindowBytes: ws.Bytes,
 		})

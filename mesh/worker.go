@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"io"
 	"net"
 	"sync"
@@ -62,7 +63,7 @@ type WorkerConfig struct {
 	// than this fails the shared production with an error that says so.
 	// Default 256 MiB (share.DefaultWindowBytes); the fast preset 32 MiB.
 	// The bound counts batches as encoded: a batch sent compressed to some
-	// of the jobs (JobOptions.Compression) also keeps its compressed copy,
+	// of the jobs (api.JobOptions.Compression) also keeps its compressed copy,
 	// at most its own size again per compression in use.
 	ShareWindowBytes int64
 	// RoundsAhead (coordinated jobs) is how many complete round windows
@@ -176,7 +177,7 @@ func (w *worker) task(ctx context.Context, job string) (*task, error) {
 		return t, nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, w.n.cfg.RequestTimeout)
-	resp, err := w.n.jobGet(rctx, JobRequest{Job: job})
+	resp, err := w.n.jobGet(rctx, api.JobRequest{Job: job})
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("worker %s could not load job %q (is the control plane reachable, does the job exist?): %w", w.n.name, job, err)
@@ -245,7 +246,7 @@ func (w *worker) close() {
 // job's consumers: each batch goes to exactly one consumer stream.
 type task struct {
 	w      *worker
-	job    JobInfo
+	job    api.JobInfo
 	spec   *pipeline.Spec
 	splits []pipeline.Split
 
@@ -269,7 +270,7 @@ type task struct {
 	rounds *roundServer
 }
 
-// compression is the job's compression (JobOptions.Compression); none
+// compression is the job's compression (api.JobOptions.Compression); none
 // when this node does not know the name (a newer node's).
 func (t *task) compression() batch.Compression {
 	c, err := batch.ParseCompression(t.job.Options.Compression)
@@ -305,13 +306,13 @@ func (t *task) run() {
 func (t *task) produce() error {
 	o := t.job.Options
 	switch o.Sharding {
-	case ShardingDynamic:
+	case api.Dynamic:
 		p := newLeaseProvider(t.ctx, t.w.n, t.job.Name, t.splits)
 		err := t.pump(pipeline.Options{Provider: p}, nil, -1)
 		p.close()
 		return err
-	case ShardingStatic:
-		ids := splits.StaticAssignment(int64(len(t.splits)), t.job.staticWorkers(), t.w.n.name)
+	case api.Static:
+		ids := splits.StaticAssignment(int64(len(t.splits)), workerNames(t.job), t.w.n.name)
 		mine := make([]pipeline.Split, 0, len(ids))
 		for _, id := range ids {
 			s, err := splitByID(t.splits, id)
@@ -441,7 +442,7 @@ func (t *task) end(s *batch.Sender) {
 func (t *task) jobGone() bool {
 	ctx, cancel := context.WithTimeout(t.ctx, t.w.n.cfg.RequestTimeout)
 	defer cancel()
-	resp, err := t.w.n.jobGet(ctx, JobRequest{Job: t.job.Name})
+	resp, err := t.w.n.jobGet(ctx, api.JobRequest{Job: t.job.Name})
 	// A job of the same name created since (a new ID) is another job: this
 	// task, with the old spec and options, must not serve it.
 	return errors.Is(err, transport.ErrNotFound) || (err == nil && resp.Job.ID != t.job.ID)
@@ -463,7 +464,9 @@ func (t *task) waitForJobGone() {
 	}
 }
 
-func (j JobInfo) staticWorkers() []string {
+// workerNames are the names of a job's workers, in its order (a STATIC
+// job's agreed list).
+func workerNames(j api.JobInfo) []string {
 	out := make([]string, len(j.Workers))
 	for i, w := range j.Workers {
 		out[i] = w.Name
@@ -511,7 +514,7 @@ type leaseProvider struct {
 type leasedSplit struct{ id, epoch int64 }
 
 type leaseResult struct {
-	resp LeaseResponse
+	resp api.LeaseResponse
 	err  error
 }
 
@@ -551,7 +554,7 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.Split, error) {
 		case r := <-p.ready:
 			p.inflight = false
 			p.leaseTime = ewma(p.leaseTime, time.Since(p.askedAt))
-			if errors.Is(r.err, ErrNotAssigned) {
+			if errors.Is(r.err, api.ErrNotAssigned) {
 				// Expired while alive (a gossip blip): the job counts this
 				// worker's leases as lost and goes on without it, so this
 				// worker's part ends here, cleanly, not as a job failure.
@@ -588,7 +591,7 @@ func (p *leaseProvider) askAsync() {
 	p.reqID++
 	finished := p.finished
 	p.finished = nil
-	req := LeaseRequest{Job: p.job, Worker: p.n.name, RequestID: p.reqID, N: p.leaseSize()}
+	req := api.LeaseRequest{Job: p.job, Worker: p.n.name, RequestID: p.reqID, N: p.leaseSize()}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -634,7 +637,7 @@ func (p *leaseProvider) report(ctx context.Context, finished []leasedSplit) {
 		byEpoch[f.epoch] = append(byEpoch[f.epoch], f.id)
 	}
 	for epoch, ids := range byEpoch {
-		req := FinishRequest{Job: p.job, Worker: p.n.name, Epoch: epoch, Splits: ids}
+		req := api.FinishRequest{Job: p.job, Worker: p.n.name, Epoch: epoch, Splits: ids}
 		if err := p.n.finish(ctx, req); err != nil && ctx.Err() == nil {
 			p.n.log.Warn("report finished splits", "job", p.job, "splits", len(ids), "err", err)
 		}

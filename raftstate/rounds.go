@@ -42,10 +42,6 @@ const RoundLookahead = 64
 // overflow.
 const MaxRound = 1 << 60
 
-// MaxRoundConsumers bounds NumConsumers of a coordinated job (m batches per
-// round).
-const MaxRoundConsumers = 256
-
 // RoundState is a coordinated job's round schedule and consumer progress.
 type RoundState struct {
 	// Schedule says which worker serves each round.
@@ -201,8 +197,8 @@ func (o JobOptions) validateCoordinated() []string {
 	if o.Sharding != splits.Dynamic {
 		errs = append(errs, fmt.Sprintf("coordinated with sharding %v (want dynamic: workers read disjoint splits)", o.Sharding))
 	}
-	if o.NumConsumers < 1 || o.NumConsumers > MaxRoundConsumers {
-		errs = append(errs, fmt.Sprintf("coordinated with num_consumers %d (want 1..%d)", o.NumConsumers, MaxRoundConsumers))
+	if o.NumConsumers < 1 || o.NumConsumers > bucketing.MaxRoundConsumers {
+		errs = append(errs, fmt.Sprintf("coordinated with num_consumers %d (want 1..%d)", o.NumConsumers, bucketing.MaxRoundConsumers))
 	}
 	if o.Share {
 		errs = append(errs, "coordinated with share")

@@ -29,7 +29,7 @@ func TestCoordinatedOptions(t *testing.T) {
 	for _, o := range []JobOptions{
 		{Sharding: splits.Off, NumConsumers: 2, Coordinated: true},
 		{Sharding: splits.Dynamic, Coordinated: true},
-		{Sharding: splits.Dynamic, NumConsumers: MaxRoundConsumers + 1, Coordinated: true},
+		{Sharding: splits.Dynamic, NumConsumers: bucketing.MaxRoundConsumers + 1, Coordinated: true},
 		{Sharding: splits.Dynamic, NumConsumers: 2, Coordinated: true, Share: true},
 		{Sharding: splits.Dynamic, PadFinalRound: true},
 	} {

@@ -269,12 +269,6 @@ func (d *DynamicState) prune(epoch int64) {
 	}
 }
 
-// Holder returns the worker holding split in epoch, if it is outstanding.
-func (d *DynamicState) Holder(epoch, split int64) (worker string, ok bool) {
-	worker, ok = d.Outstanding[epoch][split]
-	return worker, ok
-}
-
 // Progress is a summary of a DynamicState for status pages and for workers
 // sizing their next lease.
 type Progress struct {

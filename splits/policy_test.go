@@ -55,7 +55,7 @@ func TestStaticAssignment(t *testing.T) {
 }
 
 // TestStaticPartition: over every worker, the assignments partition the
-// splits, and agree with StaticOwner.
+// splits, and agree with staticOwner.
 func TestStaticPartition(t *testing.T) {
 	workers := []string{"w3", "w1", "w2", "w0", "w4"}
 	for _, n := range []int64{0, 1, 4, 5, 6, 97} {
@@ -66,8 +66,8 @@ func TestStaticPartition(t *testing.T) {
 					t.Fatalf("n=%d: split %d assigned to %s and %s", n, s, prev, w)
 				}
 				owner[s] = w
-				if o := StaticOwner(s, workers); o != w {
-					t.Fatalf("StaticOwner(%d) = %s, assignment says %s", s, o, w)
+				if o := staticOwner(s, workers); o != w {
+					t.Fatalf("staticOwner(%d) = %s, assignment says %s", s, o, w)
 				}
 			}
 		}
@@ -75,8 +75,8 @@ func TestStaticPartition(t *testing.T) {
 			t.Fatalf("n=%d: %d splits assigned", n, len(owner))
 		}
 	}
-	if StaticOwner(1, nil) != "" || StaticOwner(-1, workers) != "" {
-		t.Fatal("StaticOwner without workers or with a negative split")
+	if staticOwner(1, nil) != "" || staticOwner(-1, workers) != "" {
+		t.Fatal("staticOwner without workers or with a negative split")
 	}
 }
 
@@ -120,4 +120,18 @@ func TestLeaseSize(t *testing.T) {
 			}
 		}
 	}
+}
+
+// staticOwner is the STATIC rule stated per split, the model that
+// StaticAssignment is checked against: the worker that reads split under STATIC sharding
+// over workers (sorted and deduplicated as in StaticAssignment), or "" if
+// the list is empty or the split is negative.
+func staticOwner(split int64, workers []string) string {
+	ws := slices.Clone(workers)
+	slices.Sort(ws)
+	ws = slices.Compact(ws)
+	if len(ws) == 0 || split < 0 {
+		return ""
+	}
+	return ws[split%int64(len(ws))]
 }

@@ -26,16 +26,3 @@ func StaticAssignment(numSplits int64, workers []string, worker string) []int64 
 	}
 	return out
 }
-
-// StaticOwner returns the worker that reads split under STATIC sharding
-// over workers (sorted and deduplicated as in StaticAssignment), or "" if
-// the list is empty or the split is negative.
-func StaticOwner(split int64, workers []string) string {
-	ws := slices.Clone(workers)
-	slices.Sort(ws)
-	ws = slices.Compact(ws)
-	if len(ws) == 0 || split < 0 {
-		return ""
-	}
-	return ws[split%int64(len(ws))]
-}

@@ -1,6 +1,7 @@
 package testcluster
 
 import (
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"context"
 	"fmt"
 	"io"
@@ -155,20 +156,20 @@ func envLogLevel() (slog.Level, bool) {
 }
 
 // leaders counts the members that advertise themselves as Raft leader.
-func leaders(ms []mesh.Member) int {
+func leaders(ms []api.Member) int {
 	k := 0
 	for _, m := range ms {
-		if m.Raft == "leader" && m.Status == mesh.StatusAlive {
+		if m.Raft == "leader" && m.Status == api.StatusAlive {
 			k++
 		}
 	}
 	return k
 }
 
-func alive(ms []mesh.Member) int {
+func alive(ms []api.Member) int {
 	k := 0
 	for _, m := range ms {
-		if m.Status == mesh.StatusAlive {
+		if m.Status == api.StatusAlive {
 			k++
 		}
 	}

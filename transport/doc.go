@@ -1,8 +1,9 @@
 // Package transport is feedmesh's network layer: one QUIC transport per node on
 // one UDP socket, carrying the three kinds of streams a node uses.
 //
-//   - KindRaft streams carry hashicorp/raft's NetworkTransport traffic through
-//     the StreamLayer returned by [Transport.RaftLayer].
+//   - KindRaft streams carry hashicorp/raft's NetworkTransport traffic
+//     (raftstate.StreamLayer adapts them; this package links no Raft, so
+//     the client does not either).
 //   - KindControl streams carry one request/response RPC each ([Call],
 //     [RPCServer]), with typed errors ([Error]) that survive the wire.
 //   - KindData streams carry batches: frames made of a small CBOR header and a

@@ -98,15 +98,6 @@ func (s *RPCServer) SetReadTimeout(d time.Duration) {
 	}
 }
 
-// SetMaxRequestBytes changes the bound of one request frame (default
-// DefaultMaxRPCRequestBytes, never above the codec's MaxFrameBytes). Call it
-// before Serve.
-func (s *RPCServer) SetMaxRequestBytes(n int64) {
-	s.mu.Lock()
-	s.reqCodec = s.codec.WithMaxFrame(n)
-	s.mu.Unlock()
-}
-
 // Handle registers h for method, replacing any earlier handler.
 func (s *RPCServer) Handle(method string, h Handler) {
 	s.mu.Lock()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"io"
 	"math"
 	"os"
@@ -136,7 +138,7 @@ func clusterRun(ctx context.Context, dir string, opt testcluster.Option, rtts in
 
 	li, _ := c.Leader()
 	follower := c.Node((li + 1) % 3)
-	cl, err := mesh.DialControl(follower.Addr(), mustDevClientTLS(), transport.DefaultConfig())
+	cl, err := client.Dial(ctx, follower.Addr(), client.Options{TLS: mustDevClientTLS()})
 	if err != nil {
 		return res, err
 	}
@@ -168,7 +170,7 @@ func clusterRun(ctx context.Context, dir string, opt testcluster.Option, rtts in
 		}
 		if !gotDead {
 			for _, m := range follower.Members() {
-				if m.Name == c.Name(li) && m.Status == mesh.StatusDead {
+				if m.Name == c.Name(li) && m.Status == api.StatusDead {
 					gotDead, res.dead = true, time.Since(killed)
 				}
 			}
@@ -194,7 +196,7 @@ func gossipConvergence(dir string, n int) (time.Duration, error) {
 		for _, i := range c.Running() {
 			alive := 0
 			for _, m := range c.Node(i).Members() {
-				if m.Status == mesh.StatusAlive {
+				if m.Status == api.StatusAlive {
 					alive++
 				}
 			}

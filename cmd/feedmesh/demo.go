@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"io"
 	"os"
 	"sort"
@@ -163,7 +164,7 @@ func stepPrinter(w io.Writer) func(format string, args ...any) {
 	}
 }
 
-func printMembers(w io.Writer, ms []mesh.Member) {
+func printMembers(w io.Writer, ms []api.Member) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "          NAME\tSTATUS\tRAFT\tADDR")
 	for _, m := range ms {

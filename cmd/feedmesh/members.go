@@ -8,7 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/feedmesh/feedmesh/mesh"
+	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -36,25 +37,30 @@ func addClientFlags(fs *flag.FlagSet) *clientFlags {
 	}
 }
 
-func (f *clientFlags) dial() (*mesh.ControlClient, error) {
+// dial connects a client to the node at --addr with the TLS flags, within
+// --timeout; o's TLS and RequestTimeout are set from the flags.
+func (f *clientFlags) dial(ctx context.Context, o client.Options) (*client.Client, error) {
 	tlsConf, err := transport.ClientTLS(*f.tlsCA, *f.tlsCert, *f.tlsKey)
 	if err != nil {
 		return nil, err
 	}
-	return mesh.DialControl(*f.addr, tlsConf, transport.DefaultConfig())
+	o.TLS, o.RequestTimeout = tlsConf, *f.timeout
+	ctx, cancel := context.WithTimeout(ctx, *f.timeout)
+	defer cancel()
+	return client.Dial(ctx, *f.addr, o)
 }
 
 // queryNode parses the flags every node-querying command shares, dials the
 // node and runs call within the --timeout.
 func queryNode[T any](ctx context.Context, name, synopsis string, args []string, stderr io.Writer,
-	call func(*mesh.ControlClient, context.Context) (T, error)) (T, *clientFlags, error) {
+	call func(*client.Client, context.Context) (T, error)) (T, *clientFlags, error) {
 	var zero T
 	fs := newFlagSet(name, synopsis, stderr)
 	cf := addClientFlags(fs)
 	if err := parseWithEnv(fs, args); err != nil {
 		return zero, nil, err
 	}
-	c, err := cf.dial()
+	c, err := cf.dial(ctx, client.Options{})
 	if err != nil {
 		return zero, nil, err
 	}
@@ -66,7 +72,7 @@ func queryNode[T any](ctx context.Context, name, synopsis string, args []string,
 }
 
 func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	ms, cf, err := queryNode(ctx, "members", "[--addr host:port] [--json]", args, stderr, (*mesh.ControlClient).Members)
+	ms, cf, err := queryNode(ctx, "members", "[--addr host:port] [--json]", args, stderr, (*client.Client).Members)
 	if err != nil {
 		return err
 	}
@@ -87,7 +93,7 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	s, cf, err := queryNode(ctx, "status", "[--addr host:port] [--json]", args, stderr, (*mesh.ControlClient).Status)
+	s, cf, err := queryNode(ctx, "status", "[--addr host:port] [--json]", args, stderr, (*client.Client).Status)
 	if err != nil {
 		return err
 	}
@@ -98,7 +104,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-func printStatus(w io.Writer, s mesh.Status) {
+func printStatus(w io.Writer, s api.Status) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	leader := s.Leader
 	if leader == "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"io"
 	"os"
 	"sort"
@@ -11,9 +12,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
-	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
-	"github.com/feedmesh/feedmesh/transport"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
@@ -34,7 +33,7 @@ type readSummary struct {
 	PerWorker map[string]client.WorkerStats `json:"per_worker"`
 	// Share (with --share): batches read from the workers' share windows,
 	// those this job caused to be produced, those evicted before it read them.
-	Share *mesh.JobShareSummary `json:"share,omitempty"`
+	Share *api.JobShareSummary `json:"share,omitempty"`
 	// Coordinated (with --coordinated): rounds read and skipped, and the
 	// padded and real tokens of this consumer's batches.
 	Coordinated *coordSummary `json:"coordinated,omitempty"`
@@ -86,23 +85,21 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if _, err := batch.ParseCompression(*compression); err != nil {
 		return fmt.Errorf("--compression: %w", err)
 	}
+	sh, err := api.ParseSharding(*sharding)
+	if err != nil {
+		return fmt.Errorf("--sharding: %w", err)
+	}
 	spec, err := pipeline.LoadFile(*specPath)
 	if err != nil {
 		return err
 	}
-	tlsConf, err := transport.ClientTLS(*cf.tlsCA, *cf.tlsCert, *cf.tlsKey)
-	if err != nil {
-		return err
-	}
-	dctx, cancel := context.WithTimeout(ctx, *cf.timeout)
-	c, err := client.Dial(dctx, *cf.addr, client.Options{TLS: tlsConf, Window: *window, RequestTimeout: *cf.timeout})
-	cancel()
+	c, err := cf.dial(ctx, client.Options{Window: *window})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	it, err := c.Distribute(ctx, spec, client.JobOptions{
-		Name: *job, Sharding: client.Sharding(*sharding), Epochs: *epochs, MaxWorkers: *maxWorkers, Share: *shareFlag,
+		Name: *job, Sharding: sh, Epochs: *epochs, MaxWorkers: *maxWorkers, Share: *shareFlag,
 		Coordinated: *coordinated, NumConsumers: *consumers, ConsumerIndex: *index, PadFinalRound: *padFinal,
 		Compression: *compression,
 	})
@@ -208,7 +205,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
 	}
-	c, err := cf.dial()
+	c, err := cf.dial(ctx, client.Options{})
 	if err != nil {
 		return err
 	}
@@ -221,7 +218,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if *cf.jsonOut {
 		if jobs == nil {
-			jobs = []mesh.JobInfo{}
+			jobs = []api.JobInfo{}
 		}
 		return writeJSON(stdout, jobs)
 	}
@@ -246,7 +243,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // shareColumn is the SHARE column of `feedmesh jobs`: the job's sharing
 // counters summed over its workers, and how many workers did not answer.
-func shareColumn(j mesh.JobInfo) string {
+func shareColumn(j api.JobInfo) string {
 	sh := j.Share
 	if !j.Options.Share {
 		return "-"

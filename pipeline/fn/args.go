@@ -66,35 +66,6 @@ func (a Args) Bool(key string, def bool) (bool, error) {
 	return b, nil
 }
 
-// IntList returns args[key] as a list of ints, def when absent.
-func (a Args) IntList(key string, def []int64) ([]int64, error) {
-	v, ok := a[key]
-	if !ok {
-		return def, nil
-	}
-	switch xs := v.(type) {
-	case []int64:
-		return xs, nil
-	case []int:
-		out := make([]int64, len(xs))
-		for i, x := range xs {
-			out[i] = int64(x)
-		}
-		return out, nil
-	case []any:
-		out := make([]int64, len(xs))
-		for i, x := range xs {
-			n, err := toInt(fmt.Sprintf("%s[%d]", key, i), x)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = n
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("%s: want a list of integers, got %T", key, v)
-}
-
 // Known returns an error naming the first key not in allowed, so typos in
 // specs are caught at validation.
 func (a Args) Known(allowed ...string) error {

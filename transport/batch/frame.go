@@ -85,7 +85,7 @@ func EncodeWith(codec *transport.Codec, h Header, e tensor.Element, o EncodeOpti
 		m.Tensors[i] = TensorMeta{Name: t.Name, DType: t.DType, Shape: t.Shape, DataBytes: int64(len(t.Data))}
 		if o.Unpadded {
 			if rows, pad, ok := unpaddedRows(e, t); ok {
-				m.Tensors[i].Lengths, m.Tensors[i].PadBits = t.Name+LengthSuffix, pad
+				m.Tensors[i].Lengths, m.Tensors[i].PadBits = tensor.LengthsName(t.Name), pad
 				f.unpadded = true
 				if w, vals := narrowRows(t.DType, rows, o.Narrow); w != 0 {
 					m.Tensors[i].Narrow = w

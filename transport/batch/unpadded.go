@@ -8,11 +8,6 @@ import (
 	"github.com/feedmesh/feedmesh/pipeline/tensor"
 )
 
-// LengthSuffix names the companion tensor of valid row lengths that padded
-// batching (padded_batch, bucket_by_sequence_length) adds: "tokens" is padded
-// along dimension 1 and "tokens_length" holds each row's real length.
-const LengthSuffix = "_length"
-
 // EncodeOptions tune EncodeWith.
 type EncodeOptions struct {
 	// Unpadded sends each padded tensor that has a "<name>_length" int32
@@ -42,7 +37,7 @@ func unpaddedRows(e tensor.Element, t *tensor.Tensor) (rows [][]byte, pad []byte
 	if size == 0 || len(t.Shape) < 2 {
 		return nil, nil, false
 	}
-	lt, found := e.Get(t.Name + LengthSuffix)
+	lt, found := e.Get(tensor.LengthsName(t.Name))
 	if !found || lt.DType != tensor.Int32 || len(lt.Shape) != 1 || lt.Shape[0] != t.Shape[0] || len(lt.Data) != 4*int(lt.Shape[0]) {
 		return nil, nil, false
 	}

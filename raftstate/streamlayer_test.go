@@ -1,7 +1,9 @@
-package transport
+package raftstate
 
 import (
 	"io"
+	"log/slog"
+	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -9,6 +11,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/feedmesh/feedmesh/transport"
 )
 
 type recordFSM struct {
@@ -38,12 +42,12 @@ func (nopSnapshot) Persist(sink raft.SnapshotSink) error { return sink.Close() }
 func (nopSnapshot) Release()                             {}
 
 // TestRaftClusterOverQUIC runs a 3-node hashicorp/raft cluster whose
-// NetworkTransports use RaftLayer streams: it elects a leader and replicates
+// NetworkTransports use StreamLayer streams: it elects a leader and replicates
 // an entry to every node, then survives the leader's shutdown.
 func TestRaftClusterOverQUIC(t *testing.T) {
 	const n = 3
 	type member struct {
-		node  *node
+		node  *quicNode
 		trans *raft.NetworkTransport
 		raft  *raft.Raft
 		fsm   *recordFSM
@@ -51,9 +55,9 @@ func TestRaftClusterOverQUIC(t *testing.T) {
 	ms := make([]*member, n)
 	var servers []raft.Server
 	for i := range ms {
-		nd := startNode(t, nodeOpts{noRPC: true})
+		nd := startQUIC(t)
 		ms[i] = &member{node: nd, fsm: &recordFSM{}}
-		ms[i].trans = raft.NewNetworkTransport(nd.t.RaftLayer(), 3, 2*time.Second, io.Discard)
+		ms[i].trans = raft.NewNetworkTransport(StreamLayer(nd.t, nd.t.Addr()), 3, 2*time.Second, io.Discard)
 		servers = append(servers, raft.Server{ID: raft.ServerID(nd.addr()), Address: raft.ServerAddress(nd.addr())})
 	}
 	for _, m := range ms {
@@ -130,4 +134,28 @@ func TestRaftClusterOverQUIC(t *testing.T) {
 		t.Fatalf("apply on new leader: %v", err)
 	}
 	replicated(rest, "second")
+}
+
+// quicNode is one QUIC transport on loopback.
+type quicNode struct{ t *transport.Transport }
+
+func (n *quicNode) addr() string { return n.t.Addr().String() }
+
+func startQUIC(tb testing.TB) *quicNode {
+	tb.Helper()
+	serverTLS, clientTLS, err := transport.DevTLS(tb.TempDir(), "test-node")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	t, err := transport.New(udp, serverTLS, clientTLS, transport.FastConfig(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		udp.Close()
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { t.Close(); udp.Close() })
+	return &quicNode{t: t}
 }

@@ -1,4 +1,4 @@
-package mesh
+package api
 
 // Wire types of ephemeral sharing's counters (MethodShareStats), and the
 // per-job summary `feedmesh jobs` shows.

@@ -1,0 +1,57 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+// The cluster's control methods beside jobs: what `feedmesh members`,
+// `status` and `jobs` show, and the key-value methods tests use. Members
+// and Status describe the node that was dialed, so they ask it alone;
+// the others fail over to another node like every job request.
+
+// Members lists the members as the dialed node's gossip sees them.
+func (c *Client) Members(ctx context.Context) ([]api.Member, error) {
+	var ms []api.Member
+	return ms, c.callDialed(ctx, api.MethodMembers, struct{}{}, &ms)
+}
+
+// Status returns the dialed node's view of the Raft group.
+func (c *Client) Status(ctx context.Context) (api.Status, error) {
+	var s api.Status
+	return s, c.callDialed(ctx, api.MethodStatus, struct{}{}, &s)
+}
+
+// Jobs lists the cluster's jobs.
+func (c *Client) Jobs(ctx context.Context) ([]api.JobInfo, error) {
+	var out []api.JobInfo
+	return out, c.call(ctx, api.MethodJobs, api.JobRequest{}, &out)
+}
+
+// Put writes key=value through the cluster's leader and returns the log
+// index it landed at.
+func (c *Client) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	var r api.PutResponse
+	return r.Index, c.call(ctx, api.MethodPut, api.PutRequest{Key: key, Value: value}, &r)
+}
+
+// Get reads key: linearizable through the leader, or the answering node's
+// own copy when stale.
+func (c *Client) Get(ctx context.Context, key string, stale bool) ([]byte, bool, error) {
+	var r api.GetResponse
+	err := c.call(ctx, api.MethodGet, api.GetRequest{Key: key, Stale: stale}, &r)
+	return r.Value, r.Found, err
+}
+
+// callDialed asks the node Dial was given, with no failover.
+func (c *Client) callDialed(ctx context.Context, method string, req, resp any) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	defer cancel()
+	if err := transport.Call(ctx, c.tr, c.codec, c.addr, method, req, resp); err != nil {
+		return fmt.Errorf("%s at %s: %w", method, c.addr, err)
+	}
+	return nil
+}

@@ -1,0 +1,23 @@
+// Package api is feedmesh's wire API: the control methods a node answers
+// and the messages they carry, and the per-stream messages of coordinated
+// reads. Both sides import it: the node (mesh) serves these methods and the
+// client (client, and through it the Python package) calls them.
+//
+// It depends on nothing heavier than transport's error type, the tensor
+// and bucketing types the messages embed, and the compression names of the
+// batch stream: no Raft store, no gossip. `go list -deps ./client` must
+// show no hashicorp/raft, raft-boltdb, bbolt, memberlist or raftstate, and
+// this package is why it can.
+//
+// Files:
+//   - methods.go: the method names, and the error codes that cross the wire
+//   - node.go:    members, status and the key-value test methods
+//   - jobs.go:    JobOptions (the one set of job options on the wire; the
+//     replicated form is raftstate.JobOptions), Sharding, and the job and
+//     worker messages (distribute, heartbeat, lease, finish, job.get)
+//   - share.go:   ephemeral sharing's counters (worker.sharestats)
+//   - rounds.go:  coordinated reads' per-stream request and batch header
+//
+// Every message keeps its CBOR keys (keyasint) stable: a field is added
+// with a new key, never renumbered.
+package api

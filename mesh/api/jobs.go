@@ -1,0 +1,276 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/feedmesh/feedmesh/bucketing"
+	"github.com/feedmesh/feedmesh/transport/batch"
+)
+
+// Sharding says how a job's data is divided among its workers: tf.data
+// service's ShardingPolicy OFF and DYNAMIC, and a STATIC that assigns split
+// i to worker i mod n. The zero value asks for the job's default: Off, or
+// Dynamic for a coordinated job. The replicated state stores it as
+// splits.Policy.
+type Sharding string
+
+// The sharding policies.
+const (
+	Off     Sharding = "off"
+	Dynamic Sharding = "dynamic"
+	Static  Sharding = "static"
+)
+
+// ParseSharding parses a sharding name as the CLI takes it
+// (case-insensitive; "" is the default).
+func ParseSharding(s string) (Sharding, error) {
+	sh := Sharding(strings.ToLower(strings.TrimSpace(s)))
+	switch sh {
+	case "", Off, Dynamic, Static:
+		return sh, nil
+	}
+	return "", fmt.Errorf("sharding %q: want off, dynamic or static", s)
+}
+
+// JobOptions describe the job a client creates or joins: the one set of
+// job options on the wire (the client's JobOptions is this type; the
+// replicated form is raftstate.JobOptions). Two clients that name the same
+// job must ask for the same options.
+type JobOptions struct {
+	// Name identifies the job: trainers that give the same name join the
+	// same job and share its data (each batch goes to one of them).
+	// Required.
+	Name string `cbor:"1,keyasint" json:"name,omitempty"`
+	// Sharding: see Sharding. Default Off (Dynamic for Coordinated).
+	Sharding Sharding `cbor:"2,keyasint" json:"sharding"`
+	// Epochs is how many passes over the dataset the job makes. Default 1.
+	Epochs int64 `cbor:"3,keyasint" json:"epochs"`
+	// NumConsumers, if set, limits how many consumers may attach (and is
+	// required for Coordinated: the consumers of each round).
+	NumConsumers int `cbor:"4,keyasint,omitempty" json:"num_consumers,omitempty"`
+	// MaxWorkers caps the workers serving the job; 0 means every live node.
+	MaxWorkers int `cbor:"5,keyasint,omitempty" json:"max_workers,omitempty"`
+	// ConsumerTTL: a consumer that misses heartbeats this long is dropped.
+	// Default 30 s.
+	ConsumerTTL time.Duration `cbor:"6,keyasint" json:"consumer_ttl"`
+	// GCAfter: the job is deleted when no consumer has been attached this
+	// long. Default 1 min.
+	GCAfter time.Duration `cbor:"7,keyasint" json:"gc_after"`
+	// Share opts into ephemeral sharing: jobs with different names but the
+	// same dataset, sharding (off or dynamic) and epochs that all set Share
+	// share one production per worker, so a sweep of k jobs costs the
+	// workers about one job's preprocessing. Each job still reads every
+	// batch (they are not divided among the jobs), as long as it keeps up:
+	// a job that falls more than the worker's share window behind the
+	// fastest skips the batches evicted meanwhile instead of slowing the
+	// others (Stats().Share.EvictedBeforeRead counts them). A job that
+	// starts while others are half-way joins at the oldest batch the
+	// window still holds.
+	Share bool `cbor:"8,keyasint,omitempty" json:"share,omitempty"`
+	// Coordinated makes the NumConsumers consumers of the job (trainer
+	// ranks of one synchronous step) read in rounds: in round r each gets
+	// a batch of the same length bucket, all from the one worker that
+	// serves round r (so a step waits on no rank with a much longer
+	// batch). The spec must end in bucket_by_sequence_length;
+	// NumConsumers (m) is required; sharding defaults to dynamic (the only
+	// one allowed: workers read disjoint splits). Each consumer gives its
+	// ConsumerIndex in [0, m). Batch.Round and Iterator.RoundStats say
+	// which round, bucket and padded sizes each batch had.
+	Coordinated bool `cbor:"9,keyasint,omitempty" json:"coordinated,omitempty"`
+	// ConsumerIndex (coordinated jobs) is this consumer's index in [0,
+	// NumConsumers): it gets batch ConsumerIndex of every round. A consumer
+	// that restarts with the same index resumes where it left off. It is
+	// the consumer's, not the job's: the job's stored options leave it 0.
+	ConsumerIndex int `cbor:"10,keyasint,omitempty" json:"consumer_index,omitempty"`
+	// PadFinalRound (coordinated jobs): at the end of the data each
+	// worker's last partial windows are padded out with empty (zero-row)
+	// batches; false drops them. Every consumer ends at the same round
+	// either way.
+	PadFinalRound bool `cbor:"11,keyasint,omitempty" json:"pad_final_round,omitempty"`
+	// Compression has the workers compress the job's batches on the wire:
+	// "lz4" (cheap to decompress) or "zstd" (smaller, but compressing costs
+	// the worker ~3× lz4's CPU); "" or "none" (the default) sends them as
+	// they are. For links slower than the workers' CPUs: on bucketed token
+	// batches, already unpadded and narrowed by default, lz4 saves ~7% of
+	// the bytes and zstd ~20% (on a 200 Mbit/s link: 2.56× gRPC+TLS's
+	// batches/s uncompressed, 2.75× lz4, 3.19× zstd; BENCHMARKS.md); other
+	// data (features, embeddings) may compress better. Batches that do not
+	// compress (random bytes, encoded images) go uncompressed either way.
+	// Part of the job's options: every consumer of the job gets the same,
+	// and a worker grants a stream only its job's compression.
+	Compression string `cbor:"12,keyasint,omitempty" json:"compression,omitempty"`
+}
+
+// Defaults of the zero JobOptions fields.
+const (
+	DefaultEpochs      = 1
+	DefaultConsumerTTL = 30 * time.Second
+	DefaultGCAfter     = time.Minute
+)
+
+// WithDefaults fills zero fields (see each field).
+func (o JobOptions) WithDefaults() JobOptions {
+	if o.Sharding == "" {
+		o.Sharding = Off
+		if o.Coordinated {
+			o.Sharding = Dynamic
+		}
+	}
+	if o.Epochs == 0 {
+		o.Epochs = DefaultEpochs
+	}
+	if o.ConsumerTTL == 0 {
+		o.ConsumerTTL = DefaultConsumerTTL
+	}
+	if o.GCAfter == 0 {
+		o.GCAfter = DefaultGCAfter
+	}
+	return o
+}
+
+// Validate checks options that WithDefaults has filled; errors name the
+// field. The client checks before it sends, the node again when it
+// receives.
+func (o JobOptions) Validate() error {
+	if o.Name == "" {
+		return errors.New("Name is required (trainers that give the same name join the same job)")
+	}
+	switch o.Sharding {
+	case Off, Dynamic, Static:
+	default:
+		return fmt.Errorf("sharding: %q is not off, dynamic or static", o.Sharding)
+	}
+	if o.Epochs < 1 {
+		return fmt.Errorf("epochs: must be >= 1, got %d", o.Epochs)
+	}
+	if o.NumConsumers < 0 || o.MaxWorkers < 0 {
+		return fmt.Errorf("num_consumers and max_workers must be >= 0")
+	}
+	if o.ConsumerTTL < 0 || o.GCAfter < 0 {
+		return fmt.Errorf("consumer_ttl and gc_after must be >= 0")
+	}
+	if o.Coordinated {
+		switch {
+		case o.Sharding != Dynamic:
+			return fmt.Errorf("coordinated: needs sharding dynamic (workers read disjoint splits), not %s", o.Sharding)
+		case o.NumConsumers < 1 || o.NumConsumers > bucketing.MaxRoundConsumers:
+			return fmt.Errorf("NumConsumers: coordinated reads need the number of consumers of each round, 1..%d, got %d", bucketing.MaxRoundConsumers, o.NumConsumers)
+		case o.ConsumerIndex < 0 || o.ConsumerIndex >= o.NumConsumers:
+			return fmt.Errorf("ConsumerIndex %d: must be in [0, NumConsumers=%d)", o.ConsumerIndex, o.NumConsumers)
+		case o.Share:
+			return fmt.Errorf("coordinated: cannot be combined with share")
+		}
+	} else if o.PadFinalRound {
+		return fmt.Errorf("pad_final_round: only for coordinated jobs")
+	}
+	if _, err := batch.ParseCompression(o.Compression); err != nil {
+		return fmt.Errorf("compression: %w", err)
+	}
+	if o.Share && o.Sharding == Static {
+		return fmt.Errorf("share: ephemeral sharing works with sharing off or dynamic, not static (each static job fixes its own worker list)")
+	}
+	return nil
+}
+
+// DistributeRequest creates the job if needed and attaches a consumer.
+type DistributeRequest struct {
+	// Spec is the pipeline spec's canonical CBOR encoding.
+	Spec []byte `cbor:"1,keyasint"`
+	// Options name the job (Options.Name) and describe it.
+	Options   JobOptions `cbor:"2,keyasint"`
+	Consumer  string     `cbor:"3,keyasint"`
+	Forwarded bool       `cbor:"4,keyasint,omitempty"`
+}
+
+// WorkerInfo is one worker of a job.
+type WorkerInfo struct {
+	Name string `json:"name"`
+	Addr string `json:"addr"`
+	// Expired: the worker died; its unfinished splits were lost.
+	Expired bool `json:"expired,omitempty"`
+}
+
+// JobInfo describes a job, as `feedmesh jobs` shows it.
+type JobInfo struct {
+	ID          uint64       `json:"id"`
+	Name        string       `json:"name"`
+	Fingerprint string       `json:"fingerprint"`
+	Options     JobOptions   `json:"options"`
+	Consumers   []string     `json:"consumers"`
+	Workers     []WorkerInfo `json:"workers"`
+	NumSplits   int64        `json:"num_splits"`
+	Epoch       int64        `json:"epoch"`
+	Leased      int64        `json:"splits_leased"`
+	Finished    int64        `json:"splits_finished"`
+	Lost        int64        `json:"splits_lost"`
+	CreatedAt   time.Time    `json:"created_at"`
+	// ShareGroup (DYNAMIC jobs with Share) is the hidden job whose split
+	// leases all sharing jobs of the dataset use (raftstate share groups);
+	// workers lease under it. Leased/Finished/Lost are the group's.
+	ShareGroup string `json:"share_group,omitempty"`
+	// Share (jobs with Share, in `feedmesh jobs` only) sums the sharing
+	// counters the job's workers reported.
+	Share *JobShareSummary `json:"share,omitempty"`
+	// Rounds (coordinated jobs) is the round schedule and progress.
+	Rounds *RoundsInfo `json:"rounds,omitempty"`
+}
+
+// RoundsInfo is a coordinated job's round state as Raft holds it.
+type RoundsInfo struct {
+	// Changes is the round schedule (bucketing.Schedule): round r is
+	// served by Workers[r mod n] of the change in force at r.
+	Changes []bucketing.Change `json:"changes"`
+	// Reached maps consumer index → the highest round it reported.
+	Reached map[int]int64 `json:"reached"`
+	// Lookahead is how far past its last committed report a consumer may
+	// read (raftstate.RoundLookahead).
+	Lookahead int64 `json:"lookahead"`
+}
+
+// JobRequest names a job (and, for heartbeats and detach, a consumer).
+type JobRequest struct {
+	Job       string `cbor:"1,keyasint"`
+	Consumer  string `cbor:"2,keyasint,omitempty"`
+	Forwarded bool   `cbor:"3,keyasint,omitempty"`
+	// Report (heartbeats of coordinated consumers): record that consumer
+	// Index has reached Round before answering.
+	Report bool  `cbor:"4,keyasint,omitempty"`
+	Index  int   `cbor:"5,keyasint,omitempty"`
+	Round  int64 `cbor:"6,keyasint,omitempty"`
+}
+
+// JobGetResponse is a job with its dataset, for workers.
+type JobGetResponse struct {
+	Job  JobInfo `cbor:"1,keyasint"`
+	Spec []byte  `cbor:"2,keyasint"`
+}
+
+// LeaseRequest asks the leader for up to N splits of a DYNAMIC job.
+// RequestID makes a retry after a lost answer return the same lease.
+type LeaseRequest struct {
+	Job       string `cbor:"1,keyasint"`
+	Worker    string `cbor:"2,keyasint"`
+	RequestID uint64 `cbor:"3,keyasint"`
+	N         int    `cbor:"4,keyasint"`
+	Forwarded bool   `cbor:"5,keyasint,omitempty"`
+}
+
+// LeaseResponse carries the leased splits.
+type LeaseResponse struct {
+	Epoch  int64   `cbor:"1,keyasint"`
+	Splits []int64 `cbor:"2,keyasint"`
+	// Done: every epoch has been handed out; no more splits will come.
+	Done bool `cbor:"3,keyasint"`
+}
+
+// FinishRequest reports splits a worker has read completely.
+type FinishRequest struct {
+	Job       string  `cbor:"1,keyasint"`
+	Worker    string  `cbor:"2,keyasint"`
+	Epoch     int64   `cbor:"3,keyasint"`
+	Splits    []int64 `cbor:"4,keyasint"`
+	Forwarded bool    `cbor:"5,keyasint,omitempty"`
+}

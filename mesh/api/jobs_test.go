@@ -1,0 +1,97 @@
+package api
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fxamacker/cbor/v2"
+)
+
+func TestJobOptionsDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		in   JobOptions
+		want JobOptions
+	}{
+		{JobOptions{Name: "j"}, JobOptions{Name: "j", Sharding: Off, Epochs: 1, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter}},
+		{JobOptions{Name: "j", Coordinated: true, NumConsumers: 2}, JobOptions{Name: "j", Sharding: Dynamic, Epochs: 1, Coordinated: true, NumConsumers: 2, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter}},
+		{JobOptions{Name: "j", Sharding: Static, Epochs: 3, ConsumerTTL: time.Second, GCAfter: 2 * time.Second}, JobOptions{Name: "j", Sharding: Static, Epochs: 3, ConsumerTTL: time.Second, GCAfter: 2 * time.Second}},
+	} {
+		if got := tc.in.WithDefaults(); got != tc.want {
+			t.Errorf("%+v.WithDefaults() = %+v, want %+v", tc.in, got, tc.want)
+		}
+	}
+}
+
+// Every rule of Validate, each error naming what was wrong.
+func TestJobOptionsValidate(t *testing.T) {
+	ok := []JobOptions{
+		{Name: "j"},
+		{Name: "j", Sharding: Dynamic, Share: true, Compression: "lz4"},
+		{Name: "j", Coordinated: true, NumConsumers: 4, ConsumerIndex: 3, PadFinalRound: true},
+		{Name: "j", Compression: "none"},
+	}
+	for _, o := range ok {
+		if err := o.WithDefaults().Validate(); err != nil {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+	for _, tc := range []struct {
+		o    JobOptions
+		want string
+	}{
+		{JobOptions{}, "Name is required"},
+		{JobOptions{Name: "j", Sharding: "round-robin"}, `sharding: "round-robin"`},
+		{JobOptions{Name: "j", Epochs: -2}, "epochs"},
+		{JobOptions{Name: "j", NumConsumers: -1}, "num_consumers"},
+		{JobOptions{Name: "j", GCAfter: -time.Second}, "gc_after"},
+		{JobOptions{Name: "j", Coordinated: true, NumConsumers: 2, Sharding: Off}, "needs sharding dynamic"},
+		{JobOptions{Name: "j", Coordinated: true}, "NumConsumers: coordinated reads need"},
+		{JobOptions{Name: "j", Coordinated: true, NumConsumers: 257}, "1..256"},
+		{JobOptions{Name: "j", Coordinated: true, NumConsumers: 2, ConsumerIndex: 2}, "ConsumerIndex 2"},
+		{JobOptions{Name: "j", Coordinated: true, NumConsumers: 2, Share: true}, "cannot be combined with share"},
+		{JobOptions{Name: "j", PadFinalRound: true}, "only for coordinated"},
+		{JobOptions{Name: "j", Compression: "brotli"}, "brotli"},
+		{JobOptions{Name: "j", Sharding: Static, Share: true}, "not static"},
+	} {
+		err := tc.o.WithDefaults().Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err = %v, want one containing %q", tc.o, err, tc.want)
+		}
+	}
+}
+
+func TestParseSharding(t *testing.T) {
+	for in, want := range map[string]Sharding{"": "", "off": Off, " Dynamic ": Dynamic, "STATIC": Static} {
+		if got, err := ParseSharding(in); err != nil || got != want {
+			t.Errorf("ParseSharding(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := ParseSharding("random"); err == nil || !strings.Contains(err.Error(), "off, dynamic or static") {
+		t.Errorf("ParseSharding(random): %v", err)
+	}
+}
+
+// The wire keeps its integer keys: a message encoded with them decodes to
+// the same value.
+func TestDistributeRequestRoundTrip(t *testing.T) {
+	in := DistributeRequest{Spec: []byte{1, 2}, Consumer: "c", Options: JobOptions{
+		Name: "j", Sharding: Dynamic, Epochs: 2, NumConsumers: 3, MaxWorkers: 4, ConsumerTTL: time.Second,
+		GCAfter: time.Minute, Share: true, Compression: "zstd",
+	}}
+	b, err := cbor.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out DistributeRequest
+	if err := cbor.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Options != in.Options || out.Consumer != in.Consumer || string(out.Spec) != string(in.Spec) {
+		t.Fatalf("round trip: %+v, want %+v", out, in)
+	}
+	var keys map[int]cbor.RawMessage
+	if err := cbor.Unmarshal(b, &keys); err != nil {
+		t.Fatalf("top-level keys are not integers: %v", err)
+	}
+}

@@ -1,0 +1,30 @@
+package api
+
+import "github.com/feedmesh/feedmesh/transport"
+
+// Control methods of a node. Members, Status and ShareStats are answered
+// by the node asked; every other one by the Raft leader (any node
+// forwards it).
+const (
+	MethodMembers = "members"   // → []Member, as the node's gossip sees them
+	MethodStatus  = "status"    // → Status, the node's view of the Raft group
+	MethodPut     = "kv.put"    // PutRequest → PutResponse
+	MethodGet     = "kv.get"    // GetRequest → GetResponse
+	MethodJobs    = "jobs.list" // JobRequest{} → []JobInfo
+
+	MethodDistribute = "job.distribute" // DistributeRequest → JobInfo: register the dataset, create or join the job, attach a consumer
+	MethodHeartbeat  = "job.heartbeat"  // JobRequest → JobInfo: renew a consumer's lease and learn the job's workers
+	MethodDetach     = "job.detach"     // JobRequest: a consumer leaves
+	MethodJobGet     = "job.get"        // JobRequest → JobGetResponse: a job and its dataset spec (workers use it)
+	MethodLease      = "worker.lease"   // LeaseRequest → LeaseResponse: DYNAMIC split leases
+	MethodFinish     = "worker.finish"  // FinishRequest: DYNAMIC splits read completely
+
+	// MethodShareStats (ShareStatsRequest → WorkerShareStats) is answered
+	// by the worker asked, never forwarded: its own sharing counters.
+	MethodShareStats = "worker.sharestats"
+)
+
+// ErrNotAssigned is the answer to a lease from a worker the job no longer
+// counts on (it was declared dead and expired, perhaps wrongly): that
+// worker's part of the job is over. It crosses the wire by its code.
+var ErrNotAssigned = &transport.Error{Code: "not_assigned"}

@@ -1,0 +1,85 @@
+package api
+
+import "time"
+
+// Member statuses as `feedmesh members` shows them. memberlist keeps
+// suspicion private, so a suspect member shows as alive until it is
+// declared dead; StatusSuspect is reserved for when that changes.
+const (
+	StatusAlive   = "alive"
+	StatusSuspect = "suspect"
+	StatusDead    = "dead"
+	StatusLeft    = "left"
+)
+
+// Member is one node as the answering node's gossip sees it.
+type Member struct {
+	Name       string `json:"name"`
+	GossipAddr string `json:"gossip_addr"`
+	// Addr is the member's QUIC address (control, Raft, data).
+	Addr   string `json:"addr"`
+	Status string `json:"status"`
+	// Raft is the role the member advertises: leader, voter, nonvoter or none.
+	Raft    string `json:"raft"`
+	Version string `json:"version,omitempty"`
+	// Worker: the member runs tasks (false for control-only nodes).
+	Worker bool `json:"worker"`
+	// Since is when the member entered its current status, as seen there.
+	Since time.Time `json:"since"`
+}
+
+// Status is a node's view of the Raft group, as `feedmesh status` shows it.
+type Status struct {
+	Name         string  `json:"name"`
+	Addr         string  `json:"addr"`
+	GossipAddr   string  `json:"gossip_addr"`
+	Version      string  `json:"version"`
+	Role         string  `json:"role"`
+	State        string  `json:"state"`
+	Leader       string  `json:"leader"`
+	LeaderAddr   string  `json:"leader_addr"`
+	Term         uint64  `json:"term"`
+	CommitIndex  uint64  `json:"commit_index"`
+	AppliedIndex uint64  `json:"applied_index"`
+	LastLogIndex uint64  `json:"last_log_index"`
+	Voters       []Voter `json:"voters"`
+	Members      int     `json:"members"`
+	AliveMembers int     `json:"alive_members"`
+	// ShareWindowBytes is the byte bound of each ephemeral-sharing window
+	// on this node (WorkerConfig.ShareWindowBytes, share.window_bytes).
+	ShareWindowBytes int64 `json:"share_window_bytes"`
+}
+
+// Voter is one Raft voter in Status.
+type Voter struct {
+	ID   string `json:"id"`
+	Addr string `json:"addr"`
+}
+
+// PutRequest writes a key through Raft.
+type PutRequest struct {
+	Key   string `cbor:"1,keyasint"`
+	Value []byte `cbor:"2,keyasint"`
+	// Forwarded is set by a node passing the request to the leader; a
+	// forwarded request is never forwarded again.
+	Forwarded bool `cbor:"3,keyasint,omitempty"`
+}
+
+// PutResponse tells where the write landed in the log.
+type PutResponse struct {
+	Index uint64 `cbor:"1,keyasint"`
+}
+
+// GetRequest reads a key. By default the read is linearizable (served by
+// the leader after a barrier); Stale reads the answering node's own copy.
+type GetRequest struct {
+	Key       string `cbor:"1,keyasint"`
+	Stale     bool   `cbor:"2,keyasint,omitempty"`
+	Forwarded bool   `cbor:"3,keyasint,omitempty"`
+}
+
+// GetResponse carries the value, if any.
+type GetResponse struct {
+	Value []byte `cbor:"1,keyasint"`
+	Found bool   `cbor:"2,keyasint"`
+}
