@@ -1,9 +1,9 @@
 package testcluster
 
 import (
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"context"
 	"fmt"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"io"
 	"log/slog"
 	"net"
