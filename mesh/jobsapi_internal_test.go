@@ -1,9 +1,10 @@
 package mesh
 
 import (
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"strings"
 	"testing"
+
+	"github.com/feedmesh/feedmesh/mesh/api"
 )
 
 // The compression option is checked where a node takes a request, and

@@ -1,7 +1,6 @@
 package mesh
 
 import (
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"log/slog"
 	"sort"
 	"sync"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/raftstate"
 )
 

@@ -1,10 +1,11 @@
 package mesh
 
 import (
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/feedmesh/feedmesh/mesh/api"
 )
 
 // Dead members are kept as long as the reconnect loop retries them
