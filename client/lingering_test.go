@@ -2,12 +2,12 @@ package client_test
 
 import (
 	"context"
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
 )

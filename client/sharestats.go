@@ -3,10 +3,10 @@ package client
 import (
 	"context"
 	"errors"
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"sort"
 	"time"
 
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/transport"
 )
 

@@ -3,12 +3,12 @@ package mesh_test
 import (
 	"context"
 	"errors"
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/feedmesh/feedmesh/mesh"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
 )

@@ -3,12 +3,12 @@ package mesh
 import (
 	"context"
 	"errors"
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"math/rand/v2"
 
 	"github.com/hashicorp/raft"
 	"time"
 
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/raftstate"
 )
 

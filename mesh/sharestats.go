@@ -2,11 +2,11 @@ package mesh
 
 import (
 	"context"
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/transport"
 )
 

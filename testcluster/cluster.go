@@ -3,7 +3,6 @@ package testcluster
 import (
 	"context"
 	"fmt"
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +17,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/feedmesh/feedmesh/mesh"
+	"github.com/feedmesh/feedmesh/mesh/api"
 )
 
 // Option changes how Start builds the cluster.

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"github.com/feedmesh/feedmesh/client"
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"io"
 	"math"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/mesh"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
 )
