@@ -247,52 +247,47 @@ func (n *Node) finish(ctx context.Context, req api.FinishRequest) error {
 		})
 }
 
-// liveWorkers lists alive members, sorted, at most max (0: all).
+// liveWorkers lists the members that may be given a task, sorted, at most
+// max (0: all), as raftstate.AssignableWorkers decides.
 func (n *Node) liveWorkers(max int) []string {
-	var out []string
-	for _, m := range n.Members() {
-		if m.Status == api.StatusAlive && m.Addr != "" && m.Worker {
-			out = append(out, m.Name)
+	return raftstate.AssignableWorkers(jobMembers(n.Members()), max)
+}
+
+// jobMembers is gossip's view of the members, as the job planner takes it.
+func jobMembers(ms []api.Member) []raftstate.JobMember {
+	out := make([]raftstate.JobMember, 0, len(ms))
+	for _, m := range ms {
+		jm := raftstate.JobMember{ID: m.Name, Addr: m.Addr, Worker: m.Worker}
+		switch m.Status {
+		case api.StatusAlive:
+			jm.Status = raftstate.MemberAlive
+		case api.StatusSuspect:
+			jm.Status = raftstate.MemberSuspect
+		case api.StatusDead:
+			jm.Status = raftstate.MemberDead
+		case api.StatusLeft:
+			jm.Status = raftstate.MemberLeft
 		}
-	}
-	sort.Strings(out)
-	if max > 0 && len(out) > max {
-		out = out[:max]
+		out = append(out, jm)
 	}
 	return out
 }
 
 // assignWorkers gives job to every live member not yet working on it, up
-// to MaxWorkers. STATIC jobs keep the workers agreed at creation.
+// to MaxWorkers, as raftstate.PlanJobWorkers decides. STATIC jobs keep the
+// workers agreed at creation.
 func (n *Node) assignWorkers(ctx context.Context, job string) {
 	view, ok := n.raft.Job(job)
-	if !ok || view.Options.Sharding == splits.Static {
+	if !ok {
 		return
 	}
-	active := 0
-	for _, w := range view.Workers {
-		if !w.Expired {
-			active++
-		}
-	}
-	for _, name := range n.liveWorkers(0) {
-		if view.Options.MaxWorkers > 0 && active >= view.Options.MaxWorkers {
-			return
-		}
-		if w, ok := view.Workers[name]; ok && !w.Expired {
-			continue
-		}
-		if _, err := n.raft.Apply(ctx, raftstate.NewAssignTask(job, name)); err != nil {
-			n.log.Warn("assign task", "job", job, "worker", name, "err", err)
-			return
-		}
-		active++
-	}
+	n.applyJobSteps(ctx, raftstate.PlanJobWorkers(jobMembers(n.Members()), view))
 }
 
 // jobLoop runs on the leader: it assigns new members to jobs, expires dead
 // workers (their unfinished splits are lost: at-most-once), expires
-// consumers whose lease ran out and garbage-collects jobs nobody reads.
+// consumers whose lease ran out and garbage-collects jobs nobody reads, as
+// raftstate.PlanJobs decides.
 func (n *Node) jobLoop() {
 	defer n.wg.Done()
 	ticker := time.NewTicker(n.cfg.ReconcileInterval)
@@ -312,47 +307,57 @@ func (n *Node) jobLoop() {
 	}
 }
 
+// reconcileJobs gathers the planner's inputs and applies its plan.
 func (n *Node) reconcileJobs(ctx context.Context) {
 	jobs := n.raft.Jobs()
 	if len(jobs) == 0 {
-		return
+		return // nothing to plan; spare the member list
 	}
-	now := time.Now()
-	dead := map[string]bool{}
-	for _, m := range n.Members() {
-		if m.Status == api.StatusDead || m.Status == api.StatusLeft {
-			dead[m.Name] = true
-		}
-	}
-	expired := map[string]bool{}
-	for _, j := range jobs {
-		for name, w := range j.Workers {
-			if dead[name] && !w.Expired && !expired[name] {
-				expired[name] = true
-				if _, err := n.raft.Apply(ctx, raftstate.NewExpireWorker(name)); err != nil {
-					n.log.Warn("expire worker", "worker", name, "err", err)
-				} else {
-					n.log.Info("expired dead worker", "worker", name)
-				}
-			}
-		}
-	}
-	if _, err := n.raft.Apply(ctx, raftstate.NewExpireConsumers(now.UnixNano())); err != nil {
-		n.log.Warn("expire consumers", "err", err)
-	}
-	for _, j := range n.raft.Jobs() {
-		if j.Group {
-			continue // collected with its last job; workers are assigned through its jobs
-		}
-		if j.NoConsumersSince != 0 && now.Sub(time.Unix(0, j.NoConsumersSince)) > j.Options.GCAfter {
-			if _, err := n.raft.Apply(ctx, raftstate.NewGarbageCollectJob(j.Name)); err != nil {
-				n.log.Warn("garbage-collect job", "job", j.Name, "err", err)
-			} else {
-				n.log.Info("garbage-collected job with no consumers", "job", j.Name)
-			}
+	n.applyJobSteps(ctx, raftstate.PlanJobs(time.Now(), jobMembers(n.Members()), jobs))
+}
+
+// applyJobSteps applies a job plan in order. A failure is logged and the
+// rest goes on, except that a failed AssignTask ends its job's assignments
+// (the job may be at its MaxWorkers, or gone). The state machine checks
+// every rule again, so a step overtaken by another request (a consumer that
+// attached since the plan, say) is rejected there and logged here.
+func (n *Node) applyJobSteps(ctx context.Context, steps []raftstate.JobStep) {
+	var stopped map[string]bool // jobs whose assignments failed
+	for _, st := range steps {
+		if st.Command.Type == raftstate.TypeAssignTask && stopped[st.Job] {
 			continue
 		}
-		n.assignWorkers(ctx, j.Name)
+		_, err := n.raft.Apply(ctx, st.Command)
+		switch st.Command.Type {
+		case raftstate.TypeExpireWorker:
+			if err != nil {
+				n.log.Warn("expire worker", "worker", st.Worker, "err", err)
+			} else {
+				n.log.Info("expired dead worker", "worker", st.Worker)
+			}
+		case raftstate.TypeExpireConsumers:
+			if err != nil {
+				n.log.Warn("expire consumers", "err", err)
+			}
+		case raftstate.TypeGarbageCollectJob:
+			if err != nil {
+				n.log.Warn("garbage-collect job", "job", st.Job, "err", err)
+			} else {
+				n.log.Info("garbage-collected job with no consumers", "job", st.Job)
+			}
+		case raftstate.TypeAssignTask:
+			if err != nil {
+				n.log.Warn("assign task", "job", st.Job, "worker", st.Worker, "err", err)
+				if stopped == nil {
+					stopped = map[string]bool{}
+				}
+				stopped[st.Job] = true
+			}
+		default:
+			if err != nil {
+				n.log.Warn("job upkeep", "command", st.Command.Type, "job", st.Job, "worker", st.Worker, "err", err)
+			}
+		}
 	}
 }
 

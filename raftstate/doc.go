@@ -9,11 +9,16 @@
 //     KV commands (kv.go), the dataset and job commands (jobs.go: types,
 //     bounds, read access; jobcmds.go: bodies, constructors, handlers, with
 //     DYNAMIC leases kept by the splits package), the State they apply to
-//     (state.go) and its versioned snapshot format (snapshot.go), cluster
-//     formation à la
-//     Consul's bootstrap_expect (formation.go) and voter maintenance
-//     (voters.go). These are tested by tables, properties and fuzzing.
-//     fsm.go adapts State to raft.FSM.
+//     (state.go) and its versioned snapshot format (snapshot.go), share
+//     groups (sharegroup.go) and coordinated-read rounds (rounds.go), and the
+//     planners, which take gossip's members (and, where time matters, the
+//     clock) as arguments and return what to do: cluster formation à la
+//     Consul's bootstrap_expect (formation.go), the leader's voter
+//     maintenance (voters.go) and the leader's job upkeep, PlanJobs
+//     (planjobs.go: which dead workers to expire, which jobs to collect,
+//     which live workers to assign, as commands to apply in order). These
+//     are tested by tables, properties and fuzzing. fsm.go adapts State to
+//     raft.FSM.
 //   - A thin shell, Node (node.go), that runs hashicorp/raft v1.8 with
 //     raft-boltdb/v2 as log and stable store and a file snapshot store, all in
 //     the node's data dir, over a raft.StreamLayer that the mesh supplies
