@@ -440,6 +440,9 @@ func (co *coordinator) readRound(ctx context.Context, worker string, round int64
 	case errors.As(err, &re):
 		res.kind, res.err = roundFail, fmt.Errorf("job %q: worker %s: %s", it.job, worker, re.Message)
 		return res, false
+	case errors.Is(err, batch.ErrUnsupportedVersion):
+		res.kind, res.err = roundFail, fmt.Errorf("job %q: worker %s: %w", it.job, worker, err)
+		return res, false
 	case err != nil:
 		return res, true
 	}

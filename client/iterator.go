@@ -422,13 +422,20 @@ func (it *Iterator) stream(wg *sync.WaitGroup, worker, addr string) {
 	switch {
 	case err == nil:
 		s.done = true
-	case errors.As(err, &re) && s.dropped:
+	case (errors.As(err, &re) || errors.Is(err, batch.ErrUnsupportedVersion)) && s.dropped:
 		// A worker already expired from the job: what it says no longer
 		// matters to the job.
 	case errors.As(err, &re):
 		// The worker's pipeline failed: the job fails with its message.
 		if it.err == nil {
 			it.err = fmt.Errorf("job %q: worker %s: %s", it.job, worker, re.Message)
+		}
+		it.cancel()
+	case errors.Is(err, batch.ErrUnsupportedVersion):
+		// The worker does not speak this client's protocol version:
+		// retrying cannot help, and the error says what to upgrade.
+		if it.err == nil {
+			it.err = fmt.Errorf("job %q: worker %s: %w", it.job, worker, err)
 		}
 		it.cancel()
 	case it.ctx.Err() == nil:

@@ -231,7 +231,7 @@ func (f *Frame) compress(c Compression) (*Frame, error) {
 	return &Frame{codec: f.codec, m: m, hdr: hb, tail: [][]byte{b}, tailLen: int64(len(b))}, nil
 }
 
-// lazyFrame is one lazily built variant of a Frame (compressed, full width).
+// lazyFrame is one lazily built variant of a Frame (compressed).
 type lazyFrame struct {
 	once sync.Once
 	f    *Frame

@@ -243,7 +243,7 @@ func TestOpenUnknownCompression(t *testing.T) {
 	if _, err := OpenConfig(ctx, p.client.t, p.client.codec, p.worker.addr(), OpenRequest{Job: "j", Window: 1, Compression: 9}, ReceiverConfig{}); err == nil {
 		t.Fatal("Open accepted an unknown compression")
 	}
-	s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Job: "j", Window: 1, Comp: 9, WantAccept: true, Widens: true}, 4)
+	s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Version: ProtocolVersion, Job: "j", Window: 1, Comp: 9}, 4)
 	var m wireMsg
 	if _, err := readMsg(p.client.codec, s, &m, Limits{}, bufs{}); err != nil || m.Kind != kindAccept || m.Comp != CompressNone {
 		t.Fatalf("client got %+v, %v; want an Accept confirming no compression", m, err)
@@ -260,39 +260,33 @@ func TestOpenUnknownCompression(t *testing.T) {
 	}
 }
 
-// A client that does not say it widens narrowed values (one that predates
-// narrowing, maybe unpadding too) gets every frame padded and at full
-// width; one that does gets them unpadded and narrowed. Both decode the
-// same batch.
-func TestNarrowOnlyForClientsThatWiden(t *testing.T) {
-	for _, widens := range []bool{false, true} {
-		p := newPair(t, transport.FastConfig())
-		ctx := ctxT(t, 5*time.Second)
-		s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Job: "j", Window: 2, WantAccept: true, Widens: widens}, 4)
-		var m wireMsg
-		if _, err := readMsg(p.client.codec, s, &m, Limits{}, bufs{}); err != nil || m.Kind != kindAccept {
-			t.Fatalf("accept: %+v, %v", m, err)
-		}
-		e := tokenBatch(16, 64)
-		f, err := EncodeWith(p.worker.codec, Header{Seq: 5}, e, ShippedEncodeOptions)
-		if err != nil || f.m.Tensors[0].Narrow != 2 {
-			t.Fatalf("encode: %v (tokens narrowed to %d bytes)", err, f.m.Tensors[0].Narrow)
-		}
-		go snd.Send(ctx, f)
-		m = wireMsg{}
-		got, err := readMsg(p.client.codec, s, &m, Limits{}, bufs{})
-		if err != nil || m.Kind != kindBatch || m.Seq != 5 {
-			t.Fatalf("widens=%v: %+v, %v", widens, m, err)
-		}
-		if unpadded := m.Tensors[0].Lengths != ""; unpadded != widens || m.Tensors[0].Narrow != map[bool]uint8{true: 2}[widens] {
-			t.Fatalf("widens=%v: tokens sent unpadded=%v narrow=%d, want unpadded=%v", widens, unpadded, m.Tensors[0].Narrow, widens)
-		}
-		if !widens && m.Tensors[0].DataBytes != int64(len(e.Tensors[0].Data)) {
-			t.Fatalf("padded tokens sent as %d bytes, want %d", m.Tensors[0].DataBytes, len(e.Tensors[0].Data))
-		}
-		if what, ok := equalElements(e, got); !ok {
-			t.Fatalf("widens=%v: batch differs (%s)", widens, what)
-		}
+// Every client of the current protocol version re-pads and widens: a
+// frame encoded unpadded and narrowed goes on the stream as encoded, and
+// decodes to the padded batch.
+func TestNarrowedFramesSentAsEncoded(t *testing.T) {
+	p := newPair(t, transport.FastConfig())
+	ctx := ctxT(t, 5*time.Second)
+	s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Version: ProtocolVersion, Job: "j", Window: 2}, 4)
+	var m wireMsg
+	if _, err := readMsg(p.client.codec, s, &m, Limits{}, bufs{}); err != nil || m.Kind != kindAccept {
+		t.Fatalf("accept: %+v, %v", m, err)
+	}
+	e := tokenBatch(16, 64)
+	f, err := EncodeWith(p.worker.codec, Header{Seq: 5}, e, ShippedEncodeOptions)
+	if err != nil || f.m.Tensors[0].Narrow != 2 {
+		t.Fatalf("encode: %v (tokens narrowed to %d bytes)", err, f.m.Tensors[0].Narrow)
+	}
+	go snd.Send(ctx, f)
+	m = wireMsg{}
+	got, err := readMsg(p.client.codec, s, &m, Limits{}, bufs{})
+	if err != nil || m.Kind != kindBatch || m.Seq != 5 {
+		t.Fatalf("%+v, %v", m, err)
+	}
+	if m.Tensors[0].Lengths == "" || m.Tensors[0].Narrow != 2 {
+		t.Fatalf("tokens sent unpadded=%v narrow=%d, want unpadded, narrowed to 2 bytes", m.Tensors[0].Lengths != "", m.Tensors[0].Narrow)
+	}
+	if what, ok := equalElements(e, got); !ok {
+		t.Fatalf("batch differs (%s)", what)
 	}
 }
 

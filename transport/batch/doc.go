@@ -28,15 +28,29 @@
 // the header against that length, reads the compressed bytes into a scratch
 // buffer, decompresses into the batch's buffer and requires exactly RawTail
 // bytes out (at most the codec's frame bound, like any tail). A client asks
-// for a compression in its Open; the worker confirms it in its Accept.
+// for a compression in its Open; the worker confirms it (or none) in its
+// Accept.
 //
 // # Stream protocol
 //
 //	client → worker: Open, then Credit frames as the application consumes batches
 //	worker → client: Accept, Batch frames (never more than the granted credit ahead), then one End
+//	               or, refusing the Open: one End, which says why
 //
 // Every header carries a kind field (Batch, Open, Credit, End, Accept), so a
-// reader tells the messages apart and rejects out-of-place ones. A [Receiver]
+// reader tells the messages apart and rejects out-of-place ones.
+//
+// The stream is versioned, not flagged: the Open carries the protocol
+// version the client speaks ([ProtocolVersion]); a worker that speaks it
+// ([MinProtocolVersion] through ProtocolVersion) names it in its Accept and
+// keeps to it, and one that does not refuses the Open with an End naming the
+// versions it speaks. [Accept] and [Receiver.Next] then return a
+// [*VersionError] (wrapping [ErrUnsupportedVersion]) that says whether to
+// upgrade the client or the node. Every client of a version re-pads
+// unpadded tensors and widens narrowed values, so a worker sends each frame
+// as it was encoded (compressed as the Accept says).
+//
+// A [Receiver]
 // grants OpenRequest.Window credits up front and one more for each batch the
 // application has finished with (see [Receiver.Next] for the exact rule); a
 // [Sender] blocks in Send while Window batches are outstanding, so neither side
@@ -52,9 +66,10 @@
 // tensor names of earlier headers); anything else goes to the codec's CBOR
 // mode, and FuzzFastHeader checks the two agree.
 //
-// Files: wire.go (message kinds, header structs, limits), frame.go (Encode,
+// Files: wire.go (message kinds, header structs, limits), version.go (the
+// protocol version and the refusal of an unspoken one), frame.go (Encode,
 // Frame), unpadded.go (unpadded token tensors), compress.go (tail
 // compression), fastwire.go (the header fast path), decode.go (Decode and
-// validation), sender.go (worker side),
-// receiver.go (client side), pool.go (recycled buffers).
+// validation), sender.go (worker side), receiver.go (client side), pool.go
+// (recycled buffers).
 package batch

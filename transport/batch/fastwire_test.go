@@ -64,7 +64,9 @@ func fastHeaderSeeds(tb testing.TB, codec *transport.Codec) (take, leave map[str
 	}
 	leave = map[string][]byte{
 		"extra":             encodedHeader(tb, codec, Header{Extra: marshal(map[string]int{"round": 3})}, tensor.Element{}, EncodeOptions{}, CompressNone),
-		"open":              marshal(&wireMsg{Kind: kindOpen, Job: "j", Consumer: "c", Window: 4, WantAccept: true, Widens: true}),
+		"open":              marshal(&wireMsg{Kind: kindOpen, Version: ProtocolVersion, Job: "j", Consumer: "c", Window: 4}),
+		"accept":            marshal(&wireMsg{Kind: kindAccept, Version: ProtocolVersion, Window: 4, MaxWindow: 64, Comp: CompressLZ4}),
+		"version refusal":   marshal(&wireMsg{Kind: kindEnd, Failed: true, Error: "unsupported", Version: 3, MinVersion: 2}),
 		"end":               marshal(&wireMsg{Kind: kindEnd, Failed: true, Error: "boom", Sent: 3}),
 		"credit":            marshal(&wireMsg{Kind: kindCredit, Credits: 4, Grow: 2}),
 		"duplicate key":     {0xa2, 0x01, 0x01, 0x01, 0x02},

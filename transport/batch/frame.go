@@ -28,8 +28,9 @@ var hostLittleEndian = func() bool {
 // list of tail segments, which reference the tensors' buffers. A Frame is
 // immutable: it can be written to many streams, also concurrently, and the
 // tensors it was encoded from, and the Header's slices (Splits, Extra),
-// must not change while it is in use (its compressed and padded variants
-// are built from them when first needed).
+// must not change while it is in use (its tail references the tensors'
+// bytes, and its compressed variants are built from the tail and the
+// header when first needed).
 type Frame struct {
 	codec   *transport.Codec
 	m       wireMsg // the header, for Compressed to re-encode
@@ -37,14 +38,6 @@ type Frame struct {
 	tail    [][]byte
 	tailLen int64
 	z       [numCompressions]lazyFrame // Compressed's variants, by Compression
-
-	// A frame with unpadded (or narrowed) tensors keeps what it was
-	// encoded from, to re-encode it padded for a client that predates
-	// narrowing (see OpenRequest's Widens).
-	unpadded bool
-	src      tensor.Element
-	srcHdr   Header
-	padded   lazyFrame
 }
 
 // Encode encodes h and e as one batch frame without copying tensor bytes
@@ -86,7 +79,6 @@ func EncodeWith(codec *transport.Codec, h Header, e tensor.Element, o EncodeOpti
 		if o.Unpadded {
 			if rows, pad, ok := unpaddedRows(e, t); ok {
 				m.Tensors[i].Lengths, m.Tensors[i].PadBits = tensor.LengthsName(t.Name), pad
-				f.unpadded = true
 				if w, vals := narrowRows(t.DType, rows, o.Narrow); w != 0 {
 					m.Tensors[i].Narrow = w
 					f.appendSeg(vals)
@@ -114,23 +106,7 @@ func EncodeWith(codec *transport.Codec, h Header, e tensor.Element, o EncodeOpti
 		return nil, fmt.Errorf("%w: encode batch: %d header + %d tail bytes, limit %d", transport.ErrFrameTooLarge, len(hb), f.tailLen, codec.MaxFrameBytes())
 	}
 	f.hdr, f.m = hb, m
-	if f.unpadded {
-		f.src, f.srcHdr = e, h
-	}
 	return f, nil
-}
-
-// asPadded returns f with every tensor as it was given, padded and at full
-// width: f itself, or (once, kept with f) f re-encoded without
-// EncodeOptions.
-func (f *Frame) asPadded() (*Frame, error) {
-	if !f.unpadded {
-		return f, nil
-	}
-	f.padded.once.Do(func() {
-		f.padded.f, f.padded.err = EncodeWith(f.codec, f.srcHdr, f.src, EncodeOptions{})
-	})
-	return f.padded.f, f.padded.err
 }
 
 // appendSeg appends b to the tail, preceded by the zero padding that aligns it.

@@ -204,7 +204,7 @@ func equalElements(a, b tensor.Element) (string, bool) {
 
 // rawClient opens a batch stream from the client with a hand-written Open
 // message instead of a Receiver, and accepts it on the worker with
-// maxWindow: for tests that play a misbehaving or older client. Both ends
+// maxWindow: for tests that play a misbehaving client. Both ends
 // are closed at cleanup.
 func (p *pair) rawClient(tb testing.TB, open wireMsg, maxWindow int) (net.Conn, *Sender) {
 	tb.Helper()

@@ -85,8 +85,9 @@ type Receiver struct {
 	tailUsed bool     // scratch was handed out for the current message
 	// wire is the reused buffer compressed tails are read into (up to
 	// maxScratchBytes; they are decompressed out of it at once).
-	wire []byte
-	comp Compression // the compression in force, from the worker's Accept
+	wire    []byte
+	comp    Compression // the compression in force, from the worker's Accept
+	version uint16      // the protocol version in force, from the worker's Accept
 	// names caches the tensor names and worker ids of recent headers.
 	names fastNames
 
@@ -95,9 +96,11 @@ type Receiver struct {
 }
 
 // Open dials a KindData stream to the worker at addr and sends req, which
-// grants req.Window credits up front (at least 1). Batch headers are checked
-// against lim. It does not wait for the worker's answer: a worker refusing
-// the request ends the stream, which the first Next reports.
+// grants req.Window credits up front (at least 1), in protocol version
+// ProtocolVersion. Batch headers are checked against lim. It does not wait
+// for the worker's answer: a worker refusing the request ends the stream,
+// which the first Next reports (a *VersionError when the worker does not
+// speak ProtocolVersion).
 func Open(ctx context.Context, tr *transport.Transport, codec *transport.Codec, addr string, req OpenRequest, lim Limits) (*Receiver, error) {
 	return OpenConfig(ctx, tr, codec, addr, req, ReceiverConfig{Limits: lim})
 }
@@ -119,7 +122,7 @@ func OpenConfig(ctx context.Context, tr *transport.Transport, codec *transport.C
 	}
 	r := &Receiver{codec: codec, ctl: codec.WithMaxFrame(controlFrameBytes), s: s, addr: addr, cfg: cfg, window: req.Window, minWindow: req.Window}
 	r.rc.r = s
-	m := wireMsg{Kind: kindOpen, Job: req.Job, Consumer: req.Consumer, Window: req.Window, OpenExtra: req.Extra, WantAccept: true, Comp: req.Compression, Widens: true}
+	m := wireMsg{Kind: kindOpen, Version: ProtocolVersion, Job: req.Job, Consumer: req.Consumer, Window: req.Window, OpenExtra: req.Extra, Comp: req.Compression}
 	stop := interruptOn(ctx, s.SetWriteDeadline)
 	err = r.ctl.WriteFrame(s, &m)
 	stop()
@@ -131,7 +134,9 @@ func OpenConfig(ctx context.Context, tr *transport.Transport, codec *transport.C
 }
 
 // Next returns the next batch. After a clean End it returns io.EOF, after an
-// error End a *RemoteError with the worker's message; if the stream breaks
+// error End a *RemoteError with the worker's message, after a worker refused
+// the stream's protocol version an error wrapping a *VersionError
+// (ErrUnsupportedVersion); if the stream breaks
 // (worker vanished: within the transport's MaxIdleTimeout; malformed data:
 // ErrMalformedBatch) it returns that error. Once it has returned one of
 // these, it keeps returning it.
@@ -139,7 +144,7 @@ func OpenConfig(ctx context.Context, tr *transport.Transport, codec *transport.C
 // Credit rule: the Window credits of the OpenRequest cover the first Window
 // batches. Every call to Next that follows a call which returned a batch
 // owes one credit back, for that batch, which the application has finished
-// with. Until the worker's Accept is read (with the first batch) each credit
+// with. Until the worker's Accept is read (before the first batch) each credit
 // is granted at once; after it, credits are granted in groups of a quarter
 // of the window, the window may grow or shrink with WindowBytes (never below
 // the opened Window, never above the worker's cap), and credits withheld
@@ -186,12 +191,18 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 	m.names = &r.names
 	r.cur, r.tailUsed = &m, false
 	e, err := readMsg(r.codec, &r.rc, &m, r.cfg.Limits, b)
-	if err == nil && m.Kind == kindAccept && r.workerMax == 0 && r.received == 0 {
-		if m.Window < 1 || m.Window > r.minWindow || m.MaxWindow < m.Window || !m.Comp.Valid() {
-			// The worker may only clamp the window asked for, never raise it.
-			return r.fail(malformed("accept from %s: window %d (asked for %d), cap %d, %v", r.addr, m.Window, r.minWindow, m.MaxWindow, m.Comp))
+	if err == nil && r.workerMax == 0 && m.Kind != kindEnd {
+		// The worker answers an Open with its Accept, or refuses it with
+		// an End.
+		if m.Kind != kindAccept {
+			return r.fail(malformed("%s message from worker %s before its accept", m.Kind, r.addr))
 		}
-		r.workerMax, r.window, r.comp = m.MaxWindow, m.Window-int(r.withheld), m.Comp
+		if m.Version != ProtocolVersion || m.Window < 1 || m.Window > r.minWindow || m.MaxWindow < m.Window || !m.Comp.Valid() {
+			// The worker may only clamp the window asked for, never raise
+			// it, and speaks the version asked for or refuses it.
+			return r.fail(malformed("accept from %s: version %d (asked for %d), window %d (asked for %d), cap %d, %v", r.addr, m.Version, ProtocolVersion, m.Window, r.minWindow, m.MaxWindow, m.Comp))
+		}
+		r.workerMax, r.window, r.comp, r.version = m.MaxWindow, m.Window-int(r.withheld), m.Comp, m.Version
 		r.minWindow = min(r.minWindow, m.Window)
 		r.rc.n = 0
 		m = wireMsg{names: &r.names}
@@ -227,11 +238,20 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 		r.holding = true
 		return m.header(), e, nil
 	case kindEnd:
-		if m.Failed {
+		switch {
+		case m.Version != 0 || m.MinVersion != 0:
+			verr := refused(&m, r.workerMax != 0)
+			if errors.Is(verr, ErrMalformedBatch) {
+				return r.fail(fmt.Errorf("next batch from %s: %w", r.addr, verr))
+			}
+			r.err = fmt.Errorf("open batch stream to %s: %w", r.addr, verr)
+		case m.Failed:
 			r.err = &RemoteError{Message: m.Error}
-		} else if m.Sent != r.received {
+		case r.workerMax == 0:
+			return r.fail(malformed("end of stream from %s before its accept, without an error", r.addr))
+		case m.Sent != r.received:
 			return r.fail(malformed("end of stream from %s after %d batches, but %d were sent", r.addr, r.received, m.Sent))
-		} else {
+		default:
 			r.err = io.EOF
 		}
 		r.s.Close()
@@ -351,9 +371,13 @@ func (r *Receiver) fail(err error) (Header, tensor.Element, error) {
 }
 
 // Compression returns the compression the worker confirmed in its Accept
-// (CompressNone until the first batch, or from a worker that predates
-// compression). Owned by the goroutine calling Next.
+// (CompressNone until the first batch). Owned by the goroutine calling
+// Next.
 func (r *Receiver) Compression() Compression { return r.comp }
+
+// Version returns the protocol version the worker confirmed in its Accept
+// (0 until the first batch). Owned by the goroutine calling Next.
+func (r *Receiver) Version() uint16 { return r.version }
 
 // LastWireBytes returns the bytes the last batch Next returned took on the
 // stream: its frame as sent (header included; unpadded, compressed). Owned

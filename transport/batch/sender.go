@@ -49,8 +49,8 @@ type Sender struct {
 	conn      net.Conn
 	ctl       *transport.Codec
 	maxWindow int
+	version   uint16      // the protocol version in force (the client's Open's)
 	comp      Compression // asked for by the client: what SendAll compresses with
-	widens    bool        // the client widens narrowed values and re-pads (it said so in its Open)
 	zfs       []*Frame    // SendAll's compressed frames; guarded by wmu
 
 	wmu sync.Mutex // serialises writes (Send, End)
@@ -72,10 +72,13 @@ type Sender struct {
 
 // Accept reads the OpenRequest from a freshly accepted KindData stream s
 // (waiting until ctx's deadline, or DefaultOpenTimeout without one), clamps
-// its Window to maxWindow, and starts the goroutine that reads credits. The
-// Sender owns s from then on. On error s is closed; when the request was
-// readable but invalid (Window < 1), the client first receives an End with
-// the reason.
+// its Window to maxWindow, answers with an Accept (the protocol version,
+// window and compression in force, and the window's cap), and starts the
+// goroutine that reads credits. The Sender owns s from then on. On error s
+// is closed; when the request was readable but refused, the client first
+// receives an End with the reason: an Open of a protocol version this
+// package does not speak (the error is a *VersionError, and the End names
+// the versions spoken), or a Window below 1.
 func Accept(ctx context.Context, codec *transport.Codec, s net.Conn, maxWindow int) (*Sender, OpenRequest, error) {
 	return AcceptWith(ctx, codec, s, maxWindow, nil)
 }
@@ -114,17 +117,22 @@ func AcceptWith(ctx context.Context, codec *transport.Codec, s net.Conn, maxWind
 		}
 		return nil, OpenRequest{}, fmt.Errorf("accept batch stream from %s: %w", s.RemoteAddr(), err)
 	}
+	if !speaks(m.Version) {
+		// The rest of the Open may mean something else in its version:
+		// refuse before reading it.
+		end, verr := refusal(m.Version)
+		refuse(ctl, s, &end)
+		return nil, OpenRequest{}, fmt.Errorf("accept batch stream from %s: %w", s.RemoteAddr(), verr)
+	}
 	req := OpenRequest{Job: m.Job, Consumer: m.Consumer, Window: m.Window, Extra: m.OpenExtra, Compression: m.Comp}
 	if !req.Compression.Valid() {
-		// A newer client's compression: send uncompressed, which the
-		// Accept tells it.
+		// A compression this node does not know: send uncompressed,
+		// which the Accept tells the client.
 		req.Compression = CompressNone
 	}
 	if req.Window < 1 {
 		err := fmt.Errorf("open request for job %q: window is %d, must be at least 1", req.Job, req.Window)
-		_ = s.SetWriteDeadline(time.Now().Add(time.Second))
-		_ = ctl.WriteFrame(s, &wireMsg{Kind: kindEnd, Failed: true, Error: err.Error()})
-		s.Close()
+		refuse(ctl, s, &wireMsg{Kind: kindEnd, Failed: true, Error: err.Error()})
 		return nil, req, fmt.Errorf("accept batch stream from %s: %w", s.RemoteAddr(), err)
 	}
 	comp := req.Compression
@@ -138,34 +146,43 @@ func AcceptWith(ctx context.Context, codec *transport.Codec, s net.Conn, maxWind
 		ctl:       ctl,
 		window:    min(req.Window, maxWindow),
 		maxWindow: maxWindow,
+		version:   m.Version,
 		comp:      comp,
-		widens:    m.Widens,
 		credit:    make(chan struct{}, 1),
 		gone:      make(chan struct{}),
 		closing:   make(chan struct{}),
 	}
-	// Tell a client that asks (older clients do not, and would take the
-	// message for a protocol error) the window in force and the cap, so it
-	// can size its credits.
-	if m.WantAccept {
-		if choose != nil && octx != ctx {
-			// choose may have taken a while: the default timeout counts
-			// afresh for the write.
-			var cancel context.CancelFunc
-			octx, cancel = context.WithTimeout(ctx, DefaultOpenTimeout)
-			defer cancel()
-		}
-		stop = interruptOn(octx, s.SetWriteDeadline)
-		err = ctl.WriteFrame(s, &wireMsg{Kind: kindAccept, Window: snd.window, MaxWindow: maxWindow, Comp: snd.comp})
-		stop()
-		if err != nil {
-			resetStream(s)
-			return nil, req, fmt.Errorf("accept batch stream from %s: %w", s.RemoteAddr(), err)
-		}
+	// Tell the client the version, window and compression in force and the
+	// window's cap, so it can size its credits.
+	if choose != nil && octx != ctx {
+		// choose may have taken a while: the default timeout counts
+		// afresh for the write.
+		var cancel context.CancelFunc
+		octx, cancel = context.WithTimeout(ctx, DefaultOpenTimeout)
+		defer cancel()
+	}
+	stop = interruptOn(octx, s.SetWriteDeadline)
+	err = ctl.WriteFrame(s, &wireMsg{Kind: kindAccept, Version: snd.version, Window: snd.window, MaxWindow: maxWindow, Comp: snd.comp})
+	stop()
+	if err != nil {
+		resetStream(s)
+		return nil, req, fmt.Errorf("accept batch stream from %s: %w", s.RemoteAddr(), err)
 	}
 	snd.wg.Go(snd.readCredits)
 	return snd, req, nil
 }
+
+// refuse writes end, an End telling the client why its Open is refused
+// (waiting at most a second: the client may be gone), and closes s.
+func refuse(ctl *transport.Codec, s net.Conn, end *wireMsg) {
+	_ = s.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = ctl.WriteFrame(s, end)
+	s.Close()
+}
+
+// Version returns the protocol version in force on the stream: the one
+// the client's Open asked for.
+func (s *Sender) Version() uint16 { return s.version }
 
 // Compression returns the compression in force on the stream (what the
 // Accept told the client): frames are sent compressed with it, where that
@@ -245,11 +262,11 @@ func (s *Sender) SendAll(ctx context.Context, fs []*Frame) (int, error) {
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if s.comp != CompressNone || !s.widens {
+	if s.comp != CompressNone {
 		defer clear(s.zfs) // keep no frame alive after the call
 		s.zfs = s.zfs[:0]
 		for _, f := range fs {
-			z, err := s.wireFrame(f)
+			z, err := f.Compressed(s.comp)
 			if err != nil {
 				return 0, fmt.Errorf("send batch: %w", err)
 			}
@@ -272,18 +289,6 @@ func (s *Sender) SendAll(ctx context.Context, fs []*Frame) (int, error) {
 		sent += k
 	}
 	return sent, nil
-}
-
-// wireFrame is f as this stream sends it: padded and at full width for a
-// client that does not widen, compressed as the client asked.
-func (s *Sender) wireFrame(f *Frame) (*Frame, error) {
-	if !s.widens {
-		var err error
-		if f, err = f.asPadded(); err != nil {
-			return nil, err
-		}
-	}
-	return f.Compressed(s.comp)
 }
 
 // Available returns the credits free now: how many batches Send could write

@@ -435,7 +435,7 @@ func TestBadOpenRequests(t *testing.T) {
 		return err
 	}
 	// Window 0 from a raw client: refused, and the client reads why.
-	c := raw(&wireMsg{Kind: kindOpen, Job: "j", Window: 0})
+	c := raw(&wireMsg{Kind: kindOpen, Version: ProtocolVersion, Job: "j", Window: 0})
 	if err := accept(ctx); err == nil {
 		t.Fatal("Accept took Window 0")
 	}
@@ -460,7 +460,7 @@ func TestBadOpenRequests(t *testing.T) {
 func TestClientOverGrantingCreditIsCutOff(t *testing.T) {
 	p := newPair(t, transport.FastConfig())
 	ctx := ctxT(t, 5*time.Second)
-	s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Window: 1}, 4)
+	s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Version: ProtocolVersion, Window: 1}, 4)
 	// Credits for batches never sent: a protocol violation.
 	if err := p.client.codec.WriteFrame(s, &wireMsg{Kind: kindCredit, Credits: 1000}); err != nil {
 		t.Fatal(err)

@@ -21,8 +21,6 @@ type EncodeOptions struct {
 	// 2 (or 4) bytes a value, and the receiver widens them back while it
 	// re-pads: token ids of a vocabulary under 65,536 take half the bytes.
 	// It costs the sender two passes over the values (find the width, copy).
-	// A Sender sends a client that does not widen (one that predates
-	// narrowing) the frame re-encoded padded and at full width.
 	Narrow bool
 }
 

@@ -346,9 +346,12 @@ func TestWidenMatchesGeneric(t *testing.T) {
 }
 
 // sendAll encodes sent with o and sends it on snd (then End) from another
-// goroutine, and returns the batches rcv received, all held at once.
+// goroutine, and returns the batches rcv received, all held at once, once
+// the sender is done: the last batch can arrive before its Send returns,
+// and the test's cleanup must not close the Sender under it.
 func sendAll(t *testing.T, ctx context.Context, codec *transport.Codec, snd *Sender, rcv *Receiver, sent []tensor.Element, o EncodeOptions) []tensor.Element {
 	t.Helper()
+	done := make(chan error, 1)
 	go func() {
 		for i, e := range sent {
 			f, err := EncodeWith(codec, Header{Seq: uint64(i)}, e, o)
@@ -356,11 +359,11 @@ func sendAll(t *testing.T, ctx context.Context, codec *transport.Codec, snd *Sen
 				err = snd.Send(ctx, f)
 			}
 			if err != nil {
-				t.Error(err)
+				done <- err
 				return
 			}
 		}
-		snd.End(nil)
+		done <- snd.End(nil)
 	}()
 	var got []tensor.Element
 	for range sent {
@@ -369,6 +372,9 @@ func sendAll(t *testing.T, ctx context.Context, codec *transport.Codec, snd *Sen
 			t.Fatal(err)
 		}
 		got = append(got, e)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 	return got
 }

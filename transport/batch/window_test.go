@@ -74,13 +74,16 @@ func TestWindowBytesGrowsAndShrinks(t *testing.T) {
 	}
 }
 
-// A worker's Accept may only clamp the window asked for: one that raises it,
-// or a cap below its window, breaks the stream with ErrMalformedBatch.
+// A worker's Accept may only clamp the window asked for, and must speak the
+// version asked for: one that raises the window, has a cap below its window,
+// or names another version, breaks the stream with ErrMalformedBatch.
 func TestBadAcceptIsMalformed(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
 		window, maxWin int
-	}{{"window above the one asked for", 5, 64}, {"cap below the window", 2, 1}, {"zero window", 0, 64}} {
+		version        uint16
+	}{{"window above the one asked for", 5, 64, ProtocolVersion}, {"cap below the window", 2, 1, ProtocolVersion}, {"zero window", 0, 64, ProtocolVersion},
+		{"another version", 4, 64, ProtocolVersion + 1}, {"no version", 4, 64, 0}} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t, transport.FastConfig())
 			ctx := ctxT(t, 5*time.Second)
@@ -95,10 +98,10 @@ func TestBadAcceptIsMalformed(t *testing.T) {
 			}
 			defer c.Close()
 			var open wireMsg
-			if _, err := readMsg(p.worker.codec, c, &open, Limits{}, bufs{}); err != nil || open.Kind != kindOpen {
+			if _, err := readMsg(p.worker.codec, c, &open, Limits{}, bufs{}); err != nil || open.Kind != kindOpen || open.Version != ProtocolVersion {
 				t.Fatalf("open: %+v, %v", open, err)
 			}
-			if err := p.worker.codec.WriteFrame(c, &wireMsg{Kind: kindAccept, Window: tc.window, MaxWindow: tc.maxWin}); err != nil {
+			if err := p.worker.codec.WriteFrame(c, &wireMsg{Kind: kindAccept, Version: tc.version, Window: tc.window, MaxWindow: tc.maxWin}); err != nil {
 				t.Fatal(err)
 			}
 			if _, _, err := rcv.Next(ctx); !errors.Is(err, ErrMalformedBatch) {
@@ -116,7 +119,7 @@ func TestBadCreditGrowthIsCutOff(t *testing.T) {
 	for _, m := range []wireMsg{{Kind: kindCredit, Credits: 0, Grow: -3}, {Kind: kindCredit}, {Kind: kindCredit, Grow: 5}, {Kind: kindCredit, Grow: math.MaxInt64}} {
 		p := newPair(t, transport.FastConfig())
 		ctx := ctxT(t, 5*time.Second)
-		s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Window: 1}, 4)
+		s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Version: ProtocolVersion, Window: 1}, 4)
 		if err := p.client.codec.WriteFrame(s, &m); err != nil {
 			t.Fatal(err)
 		}
@@ -131,17 +134,21 @@ func TestBadCreditGrowthIsCutOff(t *testing.T) {
 	}
 }
 
-// A client that does not ask for the Accept message (one that predates it)
-// gets none: its first message is the first batch.
-func TestNoAcceptUnlessAsked(t *testing.T) {
+// Every client gets the Accept first, naming the version in force, then
+// the batches.
+func TestAcceptComesFirst(t *testing.T) {
 	p := newPair(t, transport.FastConfig())
 	ctx := ctxT(t, 5*time.Second)
-	s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Window: 2}, 4)
+	s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Version: ProtocolVersion, Window: 2}, 4)
 	if err := snd.Send(ctx, encode(t, p.worker.codec, 0, numbered(t, 0, 10))); err != nil {
 		t.Fatal(err)
 	}
 	var m wireMsg
+	if _, err := readMsg(p.client.codec, s, &m, Limits{}, bufs{}); err != nil || m.Kind != kindAccept || m.Version != ProtocolVersion || m.Window != 2 || m.MaxWindow != 4 {
+		t.Fatalf("first message: %+v, %v; want an Accept of v%d, window 2, cap 4", m, err, ProtocolVersion)
+	}
+	m = wireMsg{}
 	if _, err := readMsg(p.client.codec, s, &m, Limits{}, bufs{}); err != nil || m.Kind != kindBatch {
-		t.Fatalf("first message to a client that did not ask for Accept: %s, %v; want a batch", m.Kind, err)
+		t.Fatalf("second message: %s, %v; want a batch", m.Kind, err)
 	}
 }

@@ -32,7 +32,7 @@ const (
 	kindOpen   msgKind = 2 // client → worker: OpenRequest, first message
 	kindCredit msgKind = 3 // client → worker: n more batches may be sent
 	kindEnd    msgKind = 4 // worker → client: end of data or error, last message
-	kindAccept msgKind = 5 // worker → client: the window in force and its cap, first message
+	kindAccept msgKind = 5 // worker → client: the version, window and compression in force, first message
 )
 
 func (k msgKind) String() string {
@@ -110,9 +110,8 @@ type OpenRequest struct {
 	Window int
 	// Extra is room for later features.
 	Extra cbor.RawMessage `cbor:",omitempty"`
-	// Compression asks the worker to compress the batches it sends (it
-	// confirms it in its Accept; a worker that predates compression sends
-	// them uncompressed, which the Receiver reads as well).
+	// Compression asks the worker to compress the batches it sends; its
+	// Accept says the compression in force (the one asked for, or none).
 	Compression Compression
 }
 
@@ -135,14 +134,15 @@ type wireMsg struct {
 	Consumer  string          `cbor:"8,keyasint,omitempty"`
 	Window    int             `cbor:"9,keyasint,omitempty"`
 	OpenExtra cbor.RawMessage `cbor:"10,keyasint,omitempty"`
-	// WantAccept: the client reads an Accept message first (workers that
-	// predate it ignore the field and send none).
-	WantAccept bool `cbor:"17,keyasint,omitempty"`
-	// Widens: the client widens narrowed values (TensorMeta.Narrow) and
-	// re-pads unpadded tensors. A client that predates narrowing leaves it
-	// unset and is sent every tensor padded and at full width: some such
-	// clients re-pad, the oldest do not, and all read padded tensors.
-	Widens bool `cbor:"20,keyasint,omitempty"`
+	// Keys 17 and 20 were flags of unversioned clients (WantAccept,
+	// Widens); they are not reused.
+
+	// kindOpen: the protocol version the client speaks. kindAccept: the
+	// version in force (the Open's). kindEnd: set only when the worker
+	// refuses the Open's version, with MinVersion: the versions it speaks.
+	// See ProtocolVersion.
+	Version    uint16 `cbor:"21,keyasint,omitempty"`
+	MinVersion uint16 `cbor:"22,keyasint,omitempty"`
 
 	// kindBatch: how the tail is compressed, and its length before (both
 	// zero: uncompressed). kindOpen: the compression asked for. kindAccept:
