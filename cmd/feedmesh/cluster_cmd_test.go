@@ -91,6 +91,14 @@ func TestUnknownCommandAndHelp(t *testing.T) {
 	if _, errOut, code := runCmd(t, "frobnicate"); code != 2 || !strings.Contains(errOut, "unknown command") {
 		t.Fatalf("unknown command: code %d %q", code, errOut)
 	}
+	for _, args := range [][]string{{"bench"}, {"bench", "transport", "--workload", "text"}} {
+		if _, errOut, code := runCmd(t, args...); code != 2 || !strings.Contains(errOut, "feedmesh-bench") {
+			t.Errorf("%v: code %d %q; want 2 and a pointer to feedmesh-bench", args, code, errOut)
+		}
+	}
+	if _, errOut, _ := runCmd(t, "--help"); !strings.Contains(errOut, "feedmesh-bench") {
+		t.Errorf("--help does not point to feedmesh-bench: %q", errOut)
+	}
 	for name := range commands {
 		if _, errOut, code := runCmd(t, name, "--help"); code != 0 || !strings.Contains(errOut, "Usage: feedmesh "+name) {
 			t.Errorf("%s --help: code %d, %q", name, code, errOut)

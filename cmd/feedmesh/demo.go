@@ -13,9 +13,9 @@ import (
 
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/mesh"
+	"github.com/feedmesh/feedmesh/mesh/localcluster"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
-	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -60,7 +60,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	step := stepPrinter(stdout)
 	step("starting %d identical nodes on loopback (gossip + Raft + QUIC; data in %s)", *nodes, dir)
 	start := time.Now()
-	c, err := testcluster.New(dir, *nodes, testcluster.WithoutFaults())
+	c, err := localcluster.New(dir, *nodes, localcluster.WithoutFaults())
 	if c != nil {
 		defer c.Close()
 	}
