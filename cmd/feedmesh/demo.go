@@ -67,7 +67,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	li, leader := c.Leader()
+	li, leader, err := waitLeader(c)
+	if err != nil {
+		return err
+	}
 	step("cluster formed in %s: leader %s", time.Since(start).Round(time.Millisecond), c.Name(li))
 	printMembers(stdout, leader.Members())
 
@@ -108,7 +111,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		if !killed && s.Rows >= killAt {
 			killed = true
-			li, _ := c.Leader()
+			li, _, err := waitLeader(c)
+			if err != nil {
+				return err
+			}
 			step("killing the leader %s (it is also a worker) without warning, like SIGKILL", c.Name(li))
 			t0 := time.Now()
 			c.Kill(li)
@@ -140,6 +146,15 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	step("next: a real cluster, `feedmesh read` and `feedmesh jobs` (see README.md)")
 	return nil
+}
+
+// waitLeader returns the leader once the running nodes agree on one: just
+// after an election, or under load, none or two may believe they lead.
+func waitLeader(c *localcluster.Cluster) (int, *mesh.Node, error) {
+	var li int
+	var l *mesh.Node
+	err := c.Wait(10*time.Second, "a leader", func() bool { li, l = c.Leader(); return l != nil })
+	return li, l, err
 }
 
 func sortedKeys[V any](m map[string]V) []string {
