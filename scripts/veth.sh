@@ -1,6 +1,6 @@
 #!/bin/sh
 # veth.sh up [--rate RATE] | rate RATE|off | down | status — the veth path of
-# `feedmesh bench transport`: two network namespaces joined by a veth pair
+# `feedmesh-bench transport`: two network namespaces joined by a veth pair
 # with MTU 1500, optionally rate-limited.
 #
 #   fmbench-tx  (sender)    fmb-tx  10.123.0.1/24
@@ -8,7 +8,7 @@
 #
 # The addresses exist only inside the two namespaces; nothing in the host's
 # own namespace changes, and traffic between them never leaves the pair.
-# `feedmesh bench transport --path veth` does the same set-up itself (and
+# `feedmesh-bench transport --path veth` does the same set-up itself (and
 # removes it afterwards) unless both namespaces exist already, in which case
 # it uses them as they are. Needs root and iproute2.
 #
@@ -16,7 +16,7 @@
 # the root of fmb-tx, so the sender's egress (the batches' direction) is
 # shaped to RATE (tc's syntax: 1gbit, 500mbit, 100mbit); burst 131072 bytes
 # (above a 64 KiB GSO/TSO packet, so tbf passes those whole), queue of 25ms
-# at the rate. This is what `feedmesh bench transport --path veth --rate RATE`
+# at the rate. This is what `feedmesh-bench transport --path veth --rate RATE`
 # sets for its run (bench/transportbench/veth.go, same parameters); a run
 # without --rate on namespaces shaped here measures under, and reports, this
 # limit, and a run with --rate refuses them (veth.sh rate off first).

@@ -3,4 +3,9 @@
 // faults injected by wrapping each node's UDP socket and gossip transport:
 // Kill, Stop, Restart, Partition and Heal. Tests wait for conditions with
 // WaitFor, never by sleeping.
+//
+// The cluster itself is mesh/localcluster, which links no testing code so
+// that `feedmesh demo` can run it; this package adds the test glue: Start
+// (a temporary data dir, Close on t.Cleanup, the test failed if the cluster
+// does not form), WaitFor and node logs through t.Log.
 package testcluster

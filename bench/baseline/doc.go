@@ -1,4 +1,4 @@
-// Command baseline is the comparison side of `feedmesh bench transport`: it
+// Command baseline is the comparison side of `feedmesh-bench transport`: it
 // plays the sender or the receiver of a one-way stream of equal-sized raw
 // batches over gRPC+TLS, TCP+TLS or plain TCP, so feedmesh's QUIC data path can
 // be measured against them in the same run, on the same path.
@@ -8,7 +8,7 @@
 //
 //	cd bench/baseline && go build -o /tmp/fm-baseline .
 //
-// and pass the binary to `feedmesh bench transport --baseline /tmp/fm-baseline`.
+// and pass the binary to `feedmesh-bench transport --baseline /tmp/fm-baseline`.
 //
 // # Peer protocol (shared with feedmesh's own bench peers)
 //
@@ -27,7 +27,7 @@
 //
 // With --payload-file PATH instead of --size, the sender sends the file's
 // records in order, cycling (a record is an 8-byte big-endian length in
-// [1, 256 MiB] and that many bytes; the text workload of `feedmesh bench
+// [1, 256 MiB] and that many bytes; the text workload of `feedmesh-bench
 // transport` writes one padded token batch per record), and the receiver,
 // given the same file, sizes its buffer to the largest record and rejects a
 // batch whose size is not the expected record's; bytes count the records.

@@ -38,7 +38,7 @@ func (b batches) size(i int64) int { return b.sizes[i%int64(len(b.sizes))] }
 
 // readPayloadFile reads a --payload-file: a sequence of records, each an
 // 8-byte big-endian length in [1, maxSize] followed by that many bytes (the
-// text workload of `feedmesh bench transport` writes one padded batch per
+// text workload of `feedmesh-bench transport` writes one padded batch per
 // record). At least one record; at most maxPayloadBytes in all.
 func readPayloadFile(path string) (batches, error) {
 	f, err := os.Open(path)

@@ -1,4 +1,4 @@
-// Package transportbench is the machinery of `feedmesh bench transport`: it
+// Package transportbench is the machinery of `feedmesh-bench transport`: it
 // measures one-way batch streams between two processes (a sender that plays
 // the worker and a receiver that plays the training client) over feedmesh's
 // data path and over the baselines, and reports throughput and CPU cost per

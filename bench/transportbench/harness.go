@@ -43,7 +43,7 @@ type Config struct {
 	Runs int
 
 	// Self is the command line that starts a feedmesh peer; RunPeer's
-	// arguments are appended (e.g. [/path/feedmesh bench transport --peer]).
+	// arguments are appended (e.g. [/path/feedmesh-bench transport --peer]).
 	// It must be an absolute path for the veth path.
 	Self []string
 

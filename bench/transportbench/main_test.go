@@ -9,7 +9,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-// peerEnv makes the test binary act as a feedmesh bench peer (the harness
+// peerEnv makes the test binary act as a feedmesh-bench peer (the harness
 // starts it with RunPeer's arguments), so TestRunLoopbackTiny needs no build.
 const peerEnv = "FEEDMESH_TRANSPORTBENCH_PEER"
 

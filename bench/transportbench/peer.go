@@ -221,7 +221,7 @@ func (m meter) result(role string, bytes, batches int64) result {
 }
 
 // CPUSeconds is the user+system time of the whole process so far (the
-// feedmesh benches' CPU meter).
+// CPU meter of the feedmesh-bench benchmarks).
 func CPUSeconds() float64 {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {

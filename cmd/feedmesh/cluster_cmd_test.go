@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/feedmesh/feedmesh/testcluster"
 )
@@ -53,18 +54,22 @@ func TestMembersAndStatusJSON(t *testing.T) {
 		t.Fatalf("members: %d lines, %d leaders; want 3 and 1\n%s", n, leaders, out)
 	}
 
-	out, errOut, code = runCmd(t, "status", "--addr", c.Node(2).Addr(), "--json")
-	if code != 0 {
-		t.Fatalf("status exited %d: %s", code, errOut)
-	}
+	// Under load, leadership can move between the status call and the
+	// check (c.Leader is nil while no node, or two, believe they lead): ask
+	// again until status names the leader the cluster agrees on.
 	var st map[string]any
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		t.Fatalf("status output %q: %v", out, err)
-	}
-	_, l := c.Leader()
-	if st["leader"] != l.Name() {
-		t.Errorf("status leader %v, want %s", st["leader"], l.Name())
-	}
+	c.WaitFor(t, 10*time.Second, "status to name the leader", func() bool {
+		out, errOut, code := runCmd(t, "status", "--addr", c.Node(2).Addr(), "--json")
+		if code != 0 {
+			t.Fatalf("status exited %d: %s", code, errOut)
+		}
+		st = nil
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("status output %q: %v", out, err)
+		}
+		_, l := c.Leader()
+		return l != nil && st["leader"] == l.Name()
+	})
 	if vs, ok := st["voters"].([]any); !ok || len(vs) != 3 {
 		t.Errorf("status voters %v, want 3", st["voters"])
 	}
@@ -90,6 +95,14 @@ func TestFlagsFromEnvironment(t *testing.T) {
 func TestUnknownCommandAndHelp(t *testing.T) {
 	if _, errOut, code := runCmd(t, "frobnicate"); code != 2 || !strings.Contains(errOut, "unknown command") {
 		t.Fatalf("unknown command: code %d %q", code, errOut)
+	}
+	for _, args := range [][]string{{"bench"}, {"bench", "transport", "--workload", "text"}} {
+		if _, errOut, code := runCmd(t, args...); code != 2 || !strings.Contains(errOut, "feedmesh-bench") {
+			t.Errorf("%v: code %d %q; want 2 and a pointer to feedmesh-bench", args, code, errOut)
+		}
+	}
+	if _, errOut, _ := runCmd(t, "--help"); !strings.Contains(errOut, "feedmesh-bench") {
+		t.Errorf("--help does not point to feedmesh-bench: %q", errOut)
 	}
 	for name := range commands {
 		if _, errOut, code := runCmd(t, name, "--help"); code != 0 || !strings.Contains(errOut, "Usage: feedmesh "+name) {

@@ -24,9 +24,6 @@ func TestReadCoordinatedFlags(t *testing.T) {
 	if _, errOut, code := runCmd(t, "read", "--spec", "x.yaml", "--job", "j", "--compression", "snappy"); code == 0 || !strings.Contains(errOut, "--compression") || !strings.Contains(errOut, "lz4") {
 		t.Errorf("--compression snappy: exit %d, %q", code, errOut)
 	}
-	if _, errOut, code := runCmd(t, "bench", "coordinated", "--consumers", "0"); code == 0 || !strings.Contains(errOut, "--consumers") {
-		t.Errorf("bench --consumers 0: exit %d, %q", code, errOut)
-	}
 }
 
 // The readers also ask for zstd: a coordinated job's one-batch streams
@@ -79,32 +76,5 @@ ops:
 	}
 	if sums[0].Elements+sums[1].Elements != 2000 {
 		t.Fatalf("%d + %d elements, want 2000", sums[0].Elements, sums[1].Elements)
-	}
-}
-
-func TestBenchCoordinatedJSON(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a cluster")
-	}
-	out, errOut, code := runCmd(t, "bench", "coordinated", "--lines", "3000", "--consumers", "2", "--nodes", "2", "--json")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	var rows []map[string]any
-	if err := json.Unmarshal([]byte(out), &rows); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if len(rows) != 2 {
-		t.Fatalf("%d rows", len(rows))
-	}
-	for _, r := range rows {
-		for _, f := range []string{"consumers", "coordinated", "modelled_seconds", "speedup", "padding_fraction"} {
-			if _, ok := r[f]; !ok {
-				t.Fatalf("row %v lacks %s", r, f)
-			}
-		}
-	}
-	if rows[0]["tokens"] != rows[1]["tokens"] {
-		t.Fatalf("runs read different tokens: %v vs %v", rows[0]["tokens"], rows[1]["tokens"])
 	}
 }

@@ -14,9 +14,9 @@ import (
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/mesh/localcluster"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
-	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -61,14 +61,17 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	step := stepPrinter(stdout)
 	step("starting %d identical nodes on loopback (gossip + Raft + QUIC; data in %s)", *nodes, dir)
 	start := time.Now()
-	c, err := testcluster.New(dir, *nodes, testcluster.WithoutFaults())
+	c, err := localcluster.New(dir, *nodes, localcluster.WithoutFaults())
 	if c != nil {
 		defer c.Close()
 	}
 	if err != nil {
 		return err
 	}
-	li, leader := c.Leader()
+	li, leader, err := waitLeader(c)
+	if err != nil {
+		return err
+	}
 	step("cluster formed in %s: leader %s", time.Since(start).Round(time.Millisecond), c.Name(li))
 	printMembers(stdout, leader.Members())
 
@@ -109,7 +112,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		if !killed && s.Rows >= killAt {
 			killed = true
-			li, _ := c.Leader()
+			li, _, err := waitLeader(c)
+			if err != nil {
+				return err
+			}
 			step("killing the leader %s (it is also a worker) without warning, like SIGKILL", c.Name(li))
 			t0 := time.Now()
 			c.Kill(li)
@@ -141,6 +147,15 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	step("next: a real cluster, `feedmesh read` and `feedmesh jobs` (see README.md)")
 	return nil
+}
+
+// waitLeader returns the leader once the running nodes agree on one: just
+// after an election, or under load, none or two may believe they lead.
+func waitLeader(c *localcluster.Cluster) (int, *mesh.Node, error) {
+	var li int
+	var l *mesh.Node
+	err := c.Wait(10*time.Second, "a leader", func() bool { li, l = c.Leader(); return l != nil })
+	return li, l, err
 }
 
 func sortedKeys[V any](m map[string]V) []string {

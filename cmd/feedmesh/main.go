@@ -1,5 +1,7 @@
-// Command feedmesh is the one binary of feedmesh: it runs a node, talks to a
-// running cluster, runs pipelines locally, runs the demo and the benchmarks.
+// Command feedmesh is the product binary of feedmesh: it runs a node, talks
+// to a running cluster, runs pipelines locally and runs the demo. The
+// benchmarks are a binary of their own, cmd/feedmesh-bench, so this one links
+// no test or benchmark code.
 package main
 
 import (
@@ -33,6 +35,10 @@ func register(c command) {
 	commands[c.name] = c
 }
 
+// benchMoved answers `feedmesh bench`, which ran the benchmarks before they
+// moved to their own binary.
+const benchMoved = "feedmesh bench: the benchmarks moved to their own binary, feedmesh-bench: go run ./cmd/feedmesh-bench <name> [flags] (feedmesh-bench --help lists them)"
+
 // errUsage marks an error already explained by the flag package's usage text.
 var errUsage = errors.New("usage")
 
@@ -52,6 +58,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	c, ok := commands[args[0]]
+	if !ok && args[0] == "bench" {
+		fmt.Fprintln(stderr, benchMoved)
+		return 2
+	}
 	if !ok {
 		fmt.Fprintf(stderr, "feedmesh: unknown command %q\n\n", args[0])
 		usage(stderr)
@@ -82,6 +92,7 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
+	fmt.Fprintln(w, "\nBenchmarks: feedmesh-bench (go run ./cmd/feedmesh-bench --help)")
 }
 
 // newFlagSet returns a flag set that reports errors instead of exiting and

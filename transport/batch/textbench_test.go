@@ -17,7 +17,7 @@ import (
 // tokenize → bucket_by_sequence_length) and returns its batches without the
 // raw text: what a trainer consumes (tokens padded per bucket, lengths, ids).
 // bench/transportbench.TextBatches builds the same batches (same spec and
-// seed) for `feedmesh bench transport --workload text`; it is not called from
+// seed) for `feedmesh-bench transport --workload text`; it is not called from
 // here because this package must not import bench/ (an import cycle: the
 // harness imports transport/batch). Keep the two specs in step.
 func textBatches(tb testing.TB, n int64) []tensor.Element {

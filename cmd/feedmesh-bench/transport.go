@@ -17,7 +17,7 @@ func init() {
 	registerBench(benchmark{name: "transport", summary: "batch stream throughput and CPU/GB: feedmesh QUIC vs quic-go, gRPC+TLS, TCP+TLS, TCP (two processes)", run: benchTransport})
 }
 
-// peerFlag, as the first argument of `feedmesh bench transport`, makes this
+// peerFlag, as the first argument of `feedmesh-bench transport`, makes this
 // process one peer of a measurement (started by the harness; not listed in
 // the help).
 const peerFlag = "--peer"
@@ -30,7 +30,7 @@ func benchTransport(ctx context.Context, args []string, stdout, stderr io.Writer
 		return transportbench.RunPeer(ctx, args[1:], os.Stdin, stdout)
 	}
 	def := transportbench.DefaultConfig()
-	fs := newFlagSet("bench transport", "[--path loopback|veth] [--rate 1gbit] [--sizes 65536,1048576,16777216] [--seconds N] [--runs N] [--baseline BIN] [--levers] [--compress lz4,zstd] [--workload raw|text] [--json]", stderr)
+	fs := newFlagSet("transport", "[--path loopback|veth] [--rate 1gbit] [--sizes 65536,1048576,16777216] [--seconds N] [--runs N] [--baseline BIN] [--levers] [--compress lz4,zstd] [--workload raw|text] [--json]", stderr)
 	path := fs.String("path", def.Path, "loopback, or veth (two network namespaces joined by a veth pair, MTU 1500; needs root and ip)")
 	rate := fs.String("rate", "", "with --path veth: shape the sender's egress to this rate with tc tbf for the run (tc's syntax: 1gbit, 500mbit, 100mbit; needs tc), removed afterwards; scripts/veth.sh rate sets the same by hand")
 	sizes := fs.String("sizes", joinInts(def.Sizes), "batch sizes in bytes, comma-separated")
@@ -44,7 +44,7 @@ func benchTransport(ctx context.Context, args []string, stdout, stderr io.Writer
 	textExamples := fs.Int64("text-examples", transportbench.DefaultTextExamples, "text workload: sentences the pipeline reads (all its batches are built once and cycled)")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: path, rate (veth rate limit, empty when unshaped), workload, transport, variant, batch_bytes (text: mean padded batch), runs, mb_per_s, batches_per_s, recv_cpu_s_per_gb, send_cpu_s_per_gb, ratio_vs_grpc_tls (MB/s), recv_cpu_ratio_vs_grpc_tls, batches_ratio_vs_grpc_tls, wire_bytes_per_batch (bytes the sender wrote per batch: after unpadding and compression), samples_mb_per_s, errors")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: feedmesh bench transport [flags]\n\nA sender process (the worker) streams batches of random bytes to a receiver process (the client)\nfor --seconds; MB/s and batches/s are the receiver's, CPU-s/GB each process's own (getrusage over the\nmeasured window). Ratios compare with grpc-tls measured in the same run. Progress goes to stderr.\n\n"+
+		fmt.Fprintln(stderr, "Usage: feedmesh-bench transport [flags]\n\nA sender process (the worker) streams batches of random bytes to a receiver process (the client)\nfor --seconds; MB/s and batches/s are the receiver's, CPU-s/GB each process's own (getrusage over the\nmeasured window). Ratios compare with grpc-tls measured in the same run. Progress goes to stderr.\n\n"+
 			"--workload text sends real token batches instead: the baselines ship them padded (as tf.data service),\nfeedmesh unpadded with token ids in 2 bytes (the receiver re-pads and widens); compare batches/s (× GRPC-TLS) and wire bytes per batch.\n\n"+
 			"--compress lz4,zstd adds feedmesh rows with compressed batch tails; --path veth --rate 1gbit measures a\nbandwidth-limited link, where fewer bytes on the wire can pay for the CPU they cost.\n\n"+baselineHint+"\n\nFlags:")
 		fs.PrintDefaults()
@@ -80,7 +80,7 @@ func benchTransport(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return fmt.Errorf("find own executable to start peers: %w", err)
 	}
-	cfg.Self = []string{exe, "bench", "transport", peerFlag}
+	cfg.Self = []string{exe, "transport", peerFlag}
 	if *baseline != "" {
 		if fi, err := os.Stat(*baseline); err != nil || fi.IsDir() {
 			fmt.Fprintf(stderr, "--baseline %s: not a file; reporting feedmesh and quic-raw only.\n%s\n", *baseline, baselineHint)
@@ -92,7 +92,7 @@ func benchTransport(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	rows, err := transportbench.Run(ctx, cfg)
 	if errors.Is(err, transportbench.ErrSkipped) {
-		fmt.Fprintf(stderr, "bench transport: %v\n", err)
+		fmt.Fprintf(stderr, "feedmesh-bench transport: %v\n", err)
 		return nil
 	}
 	if err != nil {

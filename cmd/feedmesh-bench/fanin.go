@@ -22,8 +22,8 @@ import (
 
 	"github.com/feedmesh/feedmesh/bench/transportbench"
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/mesh/localcluster"
 	"github.com/feedmesh/feedmesh/pipeline"
-	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -31,7 +31,7 @@ func init() {
 	registerBench(benchmark{name: "fanin", summary: "one client process reading ~1 MiB batches from 1…8 in-process workers: MB/s into it, its CPU-s/GB, its RSS vs its buffer bound", run: benchFanin})
 }
 
-// faninClientFlag, as the first argument of `feedmesh bench fanin`, makes
+// faninClientFlag, as the first argument of `feedmesh-bench fanin`, makes
 // this process the measured client (started by the harness, so that its CPU
 // time and memory are its own; not listed in the help).
 const faninClientFlag = "--client"
@@ -43,7 +43,7 @@ var faninClientCommand = func(ctx context.Context, args []string) (*exec.Cmd, er
 	if err != nil {
 		return nil, fmt.Errorf("find own executable to start the client process: %w", err)
 	}
-	return exec.CommandContext(ctx, exe, append([]string{"bench", "fanin", faninClientFlag}, args...)...), nil
+	return exec.CommandContext(ctx, exe, append([]string{"fanin", faninClientFlag}, args...)...), nil
 }
 
 // faninConfig is what the harness and its client process agree on.
@@ -173,12 +173,12 @@ func benchFanin(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(args) > 0 && args[0] == faninClientFlag {
 		return faninClient(ctx, args[1:], stdout, stderr)
 	}
-	fs := newFlagSet("bench fanin", "[--workers 1,2,4,8] [--seconds S] [--batch-bytes N] [--json]", stderr)
+	fs := newFlagSet("fanin", "[--workers 1,2,4,8] [--seconds S] [--batch-bytes N] [--json]", stderr)
 	workersFlag := fs.String("workers", "1,2,4,8", "worker counts k to measure (a fresh in-process cluster of k nodes each)")
 	config := addFaninFlags(fs)
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: workers, mb_per_s, batches_per_s, client_cpu_s_per_gb, workers_cpu_s_per_gb, rss_before_mb, rss_max_mb, rss_median_mb, peak_rss_mb, heap_max_mb, pool_max_mb, release, bound_mb, rss_minus_bound_mb, mean_batch_bytes, step_ms, seconds, serving, per_worker_batches (memory in MiB, throughput in 10^6 bytes/s, CPU per 10^9 bytes)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, `Usage: feedmesh bench fanin [flags]
+		fmt.Fprintln(stderr, `Usage: feedmesh-bench fanin [flags]
 
 For each worker count k: starts k in-process nodes (memberlist, Raft, QUIC on loopback), then one
 client in its own process (this binary again) that runs a job of synthetic records batched to about
@@ -268,7 +268,7 @@ func faninPoint(ctx context.Context, cfg faninConfig, k int, stderr io.Writer) (
 // faninQuiesce waits (at most 10 s) until the nodes run no task: the
 // client detached, the job was garbage-collected (GCAfter 1 s) and its tasks
 // stopped. Only a warning if they do not: the measurement is done.
-func faninQuiesce(c *testcluster.Cluster, stderr io.Writer) {
+func faninQuiesce(c *localcluster.Cluster, stderr io.Writer) {
 	busy := func() []string {
 		var out []string
 		for _, i := range c.Running() {
@@ -392,7 +392,7 @@ func writeFaninTable(w io.Writer, rows []benchRow) error {
 // ---- the client process
 
 func faninClient(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench fanin "+faninClientFlag, "--addr HOST:PORT --workers K [flags]", stderr)
+	fs := newFlagSet("fanin "+faninClientFlag, "--addr HOST:PORT --workers K [flags]", stderr)
 	addr := fs.String("addr", "", "a node's QUIC address")
 	workers := fs.Int("workers", 0, "workers the job must be served by")
 	job := fs.String("job", "fanin", "job name")

@@ -9,13 +9,13 @@ import (
 
 func runBenchTransport(args ...string) (stdout, stderr string, code int) {
 	var out, errb bytes.Buffer
-	code = run(context.Background(), append([]string{"bench", "transport"}, args...), &out, &errb)
+	code = run(context.Background(), append([]string{"transport"}, args...), &out, &errb)
 	return out.String(), errb.String(), code
 }
 
 func TestBenchTransportFlags(t *testing.T) {
 	_, errOut, code := runBenchTransport("--help")
-	if code != 0 || !strings.Contains(errOut, "Usage: feedmesh bench transport") || !strings.Contains(errOut, "go build -o /tmp/fm-baseline") {
+	if code != 0 || !strings.Contains(errOut, "Usage: feedmesh-bench transport") || !strings.Contains(errOut, "go build -o /tmp/fm-baseline") {
 		t.Errorf("--help: code %d\n%s", code, errOut)
 	}
 	for _, f := range []string{"--workload", "-compress", "-rate", "rate (veth rate limit", "wire_bytes_per_batch", "encode=fresh"} {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/mesh/api"
-	"github.com/feedmesh/feedmesh/testcluster"
+	"github.com/feedmesh/feedmesh/mesh/localcluster"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -21,7 +21,7 @@ func init() {
 	registerBench(benchmark{name: "cluster", summary: "formation, failover, failure detection, control round trip, gossip convergence", run: benchCluster})
 }
 
-// clusterRow is one row of `feedmesh bench cluster --json`.
+// clusterRow is one row of `feedmesh-bench cluster --json`.
 type clusterRow struct {
 	Metric    string    `json:"metric"`
 	Preset    string    `json:"preset"`
@@ -32,14 +32,14 @@ type clusterRow struct {
 }
 
 func benchCluster(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench cluster", "[--runs N] [--json]", stderr)
+	fs := newFlagSet("cluster", "[--runs N] [--json]", stderr)
 	runs := fs.Int("runs", 5, "clusters started per measurement (medians are reported)")
 	gossipNodes := fs.Int("gossip-nodes", 20, "cluster size for the gossip convergence measurement")
 	rtts := fs.Int("rtts", 200, "control requests timed per run")
 	presets := fs.String("presets", "fast,default", "timing presets to measure failover and failure detection with")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: metric, preset, nodes, runs, median_ms, samples_ms")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: feedmesh bench cluster [flags]\n\nMetrics: form (3 nodes start → leader and full membership everywhere), failover (leader killed → new leader),\ndead_detect (node killed → peers mark it dead), put_via_follower / get_via_follower (control round trip through a\nnon-leader, per request), gossip_converge (one node joins N-1 → all N see N alive).\n\nFlags:")
+		fmt.Fprintln(stderr, "Usage: feedmesh-bench cluster [flags]\n\nMetrics: form (3 nodes start → leader and full membership everywhere), failover (leader killed → new leader),\ndead_detect (node killed → peers mark it dead), put_via_follower / get_via_follower (control round trip through a\nnon-leader, per request), gossip_converge (one node joins N-1 → all N see N alive).\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -108,12 +108,12 @@ func benchCluster(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return tw.Flush()
 }
 
-func presetOption(name string) (testcluster.Option, error) {
+func presetOption(name string) (localcluster.Option, error) {
 	switch name {
 	case "fast":
-		return testcluster.WithConfig(func(int, *mesh.Config) {}), nil
+		return localcluster.WithConfig(func(int, *mesh.Config) {}), nil
 	case "default":
-		return testcluster.WithConfig(func(_ int, c *mesh.Config) {
+		return localcluster.WithConfig(func(_ int, c *mesh.Config) {
 			d := mesh.DefaultConfig()
 			c.Gossip, c.Raft, c.Transport = d.Gossip, d.Raft, d.Transport
 			c.VoterGrace, c.ReconcileInterval = d.VoterGrace, d.ReconcileInterval
@@ -124,10 +124,10 @@ func presetOption(name string) (testcluster.Option, error) {
 
 type clusterResult struct{ form, failover, dead, put, get time.Duration }
 
-func clusterRun(ctx context.Context, dir string, opt testcluster.Option, rtts int) (clusterResult, error) {
+func clusterRun(ctx context.Context, dir string, opt localcluster.Option, rtts int) (clusterResult, error) {
 	var res clusterResult
 	start := time.Now()
-	c, err := testcluster.New(dir, 3, opt)
+	c, err := localcluster.New(dir, 3, opt)
 	if c != nil {
 		defer c.Close()
 	}
@@ -181,7 +181,7 @@ func clusterRun(ctx context.Context, dir string, opt testcluster.Option, rtts in
 }
 
 func gossipConvergence(dir string, n int) (time.Duration, error) {
-	c, err := testcluster.New(dir, n-1, testcluster.WithStartTimeout(60*time.Second))
+	c, err := localcluster.New(dir, n-1, localcluster.WithStartTimeout(60*time.Second))
 	if c != nil {
 		defer c.Close()
 	}

@@ -12,9 +12,10 @@ import (
 
 	"github.com/feedmesh/feedmesh/bucketing"
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/mesh/localcluster"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/tensor"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
-	"github.com/feedmesh/feedmesh/testcluster"
 )
 
 func init() {
@@ -33,7 +34,7 @@ type coordRun struct {
 }
 
 func benchCoordinated(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench coordinated", "[--corpus FILE] [--consumers 4,8] [--json]", stderr)
+	fs := newFlagSet("coordinated", "[--corpus FILE] [--consumers 4,8] [--json]", stderr)
 	corpus := fs.String("corpus", "", "text corpus, one example per line (default: the synthetic heavy-tailed text source)")
 	consumersFlag := fs.String("consumers", "4,8", "consumer counts m to measure")
 	lines := fs.Int64("lines", 30000, "synthetic source: number of texts")
@@ -130,7 +131,7 @@ func benchCoordinated(ctx context.Context, args []string, stdout, stderr io.Writ
 // Uncoordinated, the m consumers read one ordinary DYNAMIC job; coordinated,
 // one coordinated job with indexes 0..m-1 (final partial rounds padded out
 // unless pad is false, so both read the same tokens).
-func coordinatedOnce(ctx context.Context, c *testcluster.Cluster, spec *pipeline.Spec, m int, coord, pad bool, perToken float64) (coordRun, error) {
+func coordinatedOnce(ctx context.Context, c *localcluster.Cluster, spec *pipeline.Spec, m int, coord, pad bool, perToken float64) (coordRun, error) {
 	name := fmt.Sprintf("coord-%v-m%d-%d", coord, m, time.Now().UnixNano())
 	its := make([]*client.Iterator, m)
 	for i := range m {
@@ -202,7 +203,7 @@ func coordinatedOnce(ctx context.Context, c *testcluster.Cluster, spec *pipeline
 // batchTokens is a bucketed batch's padded and real token counts, from its
 // "tokens" tensor's shape and "tokens_length".
 func batchTokens(b client.Batch) (padded, real int64, err error) {
-	lt, ok := b.Get("tokens_length")
+	lt, ok := b.Get(tensor.LengthsName("tokens"))
 	if !ok {
 		return 0, 0, errors.New("batch without tokens_length: is bucket_by_sequence_length the last op?")
 	}

@@ -10,12 +10,12 @@ import (
 	"testing"
 )
 
-// faninHelperEnv makes TestFaninHelperProcess act as feedmesh: the bench's
+// faninHelperEnv makes TestFaninHelperProcess act as feedmesh-bench: the bench's
 // client process, when the bench runs inside this test binary.
 const faninHelperEnv = "GO_FEEDMESH_FANIN_HELPER"
 
 // TestFaninHelperProcess is not a test: run by the fanin bench (under
-// TestBenchFanin) with the helper variable set, it runs the feedmesh command
+// TestBenchFanin) with the helper variable set, it runs the feedmesh-bench command
 // line that follows "--" and exits with its code.
 func TestFaninHelperProcess(t *testing.T) {
 	if os.Getenv(faninHelperEnv) != "1" {
@@ -34,7 +34,7 @@ func TestFaninHelperProcess(t *testing.T) {
 func useTestBinaryAsClient(t *testing.T) {
 	prev := faninClientCommand
 	faninClientCommand = func(ctx context.Context, args []string) (*exec.Cmd, error) {
-		cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^TestFaninHelperProcess$", "--", "bench", "fanin", faninClientFlag}, args...)...)
+		cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^TestFaninHelperProcess$", "--", "fanin", faninClientFlag}, args...)...)
 		cmd.Env = append(os.Environ(), faninHelperEnv+"=1")
 		return cmd, nil
 	}
@@ -47,7 +47,7 @@ func TestBenchFanin(t *testing.T) {
 	}
 	useTestBinaryAsClient(t)
 	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"bench", "fanin", "--workers", "1,2", "--seconds", "0.5", "--batch-bytes", "262144", "--rows", "4", "--json"}, &out, &errb)
+	code := run(context.Background(), []string{"fanin", "--workers", "1,2", "--seconds", "0.5", "--batch-bytes", "262144", "--rows", "4", "--json"}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d\nstderr:\n%s", code, errb.String())
 	}
@@ -92,7 +92,7 @@ func TestBenchFanin(t *testing.T) {
 
 func TestBenchFaninFlags(t *testing.T) {
 	var errb bytes.Buffer
-	if code := run(context.Background(), []string{"bench", "fanin", "--help"}, &bytes.Buffer{}, &errb); code != 0 || !strings.Contains(errb.String(), "Usage: feedmesh bench fanin") {
+	if code := run(context.Background(), []string{"fanin", "--help"}, &bytes.Buffer{}, &errb); code != 0 || !strings.Contains(errb.String(), "Usage: feedmesh-bench fanin") {
 		t.Errorf("--help: code %d\n%s", code, errb.String())
 	}
 	if strings.Contains(errb.String(), faninClientFlag) {
@@ -119,7 +119,7 @@ func TestBenchFaninFlags(t *testing.T) {
 		{[]string{faninClientFlag, "--seconds", "1"}, "needs --addr"},
 	} {
 		var errb bytes.Buffer
-		code := run(context.Background(), append([]string{"bench", "fanin"}, tc.args...), &bytes.Buffer{}, &errb)
+		code := run(context.Background(), append([]string{"fanin"}, tc.args...), &bytes.Buffer{}, &errb)
 		if code == 0 || !strings.Contains(errb.String(), tc.want) {
 			t.Errorf("%v: code %d, stderr %q; want an error naming %q", tc.args, code, errb.String(), tc.want)
 		}

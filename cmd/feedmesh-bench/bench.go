@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// benchmark is one `feedmesh bench NAME`. Each prints a table, or with
+// benchmark is one `feedmesh-bench NAME`. Each prints a table, or with
 // --json an array of row objects.
 type benchmark struct {
 	name    string
@@ -21,27 +21,15 @@ var benchmarks = map[string]benchmark{}
 
 func registerBench(b benchmark) {
 	if _, dup := benchmarks[b.name]; dup {
-		panic("feedmesh: benchmark registered twice: " + b.name)
+		panic("feedmesh-bench: benchmark registered twice: " + b.name)
 	}
 	benchmarks[b.name] = b
 }
 
-func init() {
-	register(command{name: "bench", summary: "run a benchmark (feedmesh bench --help lists them)", run: runBench})
-}
-
+// runBench runs the benchmark args[0] names, or lists them all.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		names := make([]string, 0, len(benchmarks))
-		for n := range benchmarks {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		fmt.Fprintln(stderr, "Usage: feedmesh bench <name> [flags]   (feedmesh bench <name> --help for its flags and JSON fields)")
-		fmt.Fprintln(stderr, "\nBenchmarks:")
-		for _, n := range names {
-			fmt.Fprintf(stderr, "  %-12s %s\n", n, benchmarks[n].summary)
-		}
+		usage(stderr)
 		if len(args) == 0 {
 			return errUsage
 		}
@@ -49,9 +37,25 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	b, ok := benchmarks[args[0]]
 	if !ok {
-		return fmt.Errorf("unknown benchmark %q (feedmesh bench --help lists them)", args[0])
+		fmt.Fprintf(stderr, "feedmesh-bench: unknown benchmark %q\n\n", args[0])
+		usage(stderr)
+		return errUsage
 	}
 	return b.run(ctx, args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	names := make([]string, 0, len(benchmarks))
+	for n := range benchmarks {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(w, "feedmesh-bench: the benchmarks of feedmesh (kept out of the feedmesh binary)")
+	fmt.Fprintln(w, "\nUsage: feedmesh-bench <name> [flags]   (feedmesh-bench <name> --help for its flags and JSON fields)")
+	fmt.Fprintln(w, "\nBenchmarks:")
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-12s %s\n", n, benchmarks[n].summary)
+	}
 }
 
 // median of durations (0 for none).

@@ -1,4 +1,4 @@
-package testcluster
+package localcluster
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 )
 
 // errPartitioned is what a dial across a partition returns.
-var errPartitioned = errors.New("testcluster: partitioned")
+var errPartitioned = errors.New("localcluster: partitioned")
 
 // faultNet decides which node may talk to which. Addresses (gossip and
 // QUIC) map to node indexes; a packet or dial between two nodes in

@@ -16,10 +16,10 @@ import (
 
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/mesh"
+	"github.com/feedmesh/feedmesh/mesh/localcluster"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/raftstate"
 	"github.com/feedmesh/feedmesh/splits"
-	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -64,12 +64,12 @@ func printRows(stdout io.Writer, jsonOut bool, cols []string, rows []benchRow) e
 	return tw.Flush()
 }
 
-func jobsCluster(n int, opts ...testcluster.Option) (*testcluster.Cluster, func(), error) {
+func jobsCluster(n int, opts ...localcluster.Option) (*localcluster.Cluster, func(), error) {
 	dir, err := os.MkdirTemp("", "feedmesh-bench-")
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := testcluster.New(dir, n, append([]testcluster.Option{testcluster.WithoutFaults(), testcluster.WithStartTimeout(60 * time.Second)}, opts...)...)
+	c, err := localcluster.New(dir, n, append([]localcluster.Option{localcluster.WithoutFaults(), localcluster.WithStartTimeout(60 * time.Second)}, opts...)...)
 	cleanup := func() {
 		if c != nil {
 			c.Close()
@@ -83,7 +83,7 @@ func jobsCluster(n int, opts ...testcluster.Option) (*testcluster.Cluster, func(
 	return c, cleanup, nil
 }
 
-func benchClient(ctx context.Context, c *testcluster.Cluster, i int) (*client.Client, error) {
+func benchClient(ctx context.Context, c *localcluster.Cluster, i int) (*client.Client, error) {
 	fast := transport.FastConfig()
 	return client.Dial(ctx, c.Node(i).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 200 * time.Millisecond, Window: 8, PrefetchBatches: 64})
 }
@@ -91,7 +91,7 @@ func benchClient(ctx context.Context, c *testcluster.Cluster, i int) (*client.Cl
 // ---- splits
 
 func benchSplits(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench splits", "[--seconds S] [--workers N] [--per-lease N] [--json]", stderr)
+	fs := newFlagSet("splits", "[--seconds S] [--workers N] [--per-lease N] [--json]", stderr)
 	seconds := fs.Float64("seconds", 3, "how long each path is measured")
 	workers := fs.Int("workers", 32, "concurrent leasing workers")
 	perLease := fs.Int("per-lease", 16, "splits asked for per lease")
@@ -191,7 +191,7 @@ func raftLeaseRate(ctx context.Context, workers, perLease int, d time.Duration) 
 // ---- dynamic vs off
 
 func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench dynamic", "[--seconds S] [--runs N] [--json]", stderr)
+	fs := newFlagSet("dynamic", "[--seconds S] [--runs N] [--json]", stderr)
 	batch := fs.Int64("batch", 256, "batch size")
 	splitSize := fs.Int64("split-size", 2000, "elements per split")
 	seconds := fs.Float64("seconds", 2, "steady-state window measured per run, after 0.5 s of warm-up")
@@ -239,7 +239,7 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 // waitIdle waits until the previous job is garbage-collected and no node
 // runs a task, so runs do not share the CPU with leftovers.
-func waitIdle(c *testcluster.Cluster) error {
+func waitIdle(c *localcluster.Cluster) error {
 	defer func() {
 		if os.Getenv("FEEDMESH_DUMP") != "" {
 			f, _ := os.Create(os.Getenv("FEEDMESH_DUMP"))
@@ -291,7 +291,7 @@ func sleepySpec(elements, splitSize, sleepUs, batch int64) *pipeline.Spec {
 }
 
 func benchScaleout(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench scaleout", "[--workers 1,2,4,8,16] [--seconds S] [--json]", stderr)
+	fs := newFlagSet("scaleout", "[--workers 1,2,4,8,16] [--seconds S] [--json]", stderr)
 	workersFlag := fs.String("workers", "1,2,4,8,16", "worker counts to measure")
 	seconds := fs.Float64("seconds", 3, "measurement window per worker count (after 0.5 s of warm-up)")
 	sleepUs := fs.Int64("sleep-us", 2000, "time each element spends in the cost op (waiting, not CPU)")
@@ -342,7 +342,7 @@ func benchScaleout(ctx context.Context, args []string, stdout, stderr io.Writer)
 // steadyRate runs one job, measures its rows/s over window after 0.5 s of
 // warm-up, closes it and waits until its tasks are gone, so the next
 // measurement has the machine to itself.
-func steadyRate(ctx context.Context, c *testcluster.Cluster, cl *client.Client, spec *pipeline.Spec, o client.JobOptions, window time.Duration) (float64, error) {
+func steadyRate(ctx context.Context, c *localcluster.Cluster, cl *client.Client, spec *pipeline.Spec, o client.JobOptions, window time.Duration) (float64, error) {
 	o.GCAfter = 200 * time.Millisecond
 	it, err := cl.Distribute(ctx, spec, o)
 	if err != nil {
@@ -378,7 +378,7 @@ func rowsPerSecond(ctx context.Context, it *client.Iterator, warm, window time.D
 // ---- recovery
 
 func benchRecovery(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench recovery", "[--workers N] [--runs N] [--json]", stderr)
+	fs := newFlagSet("recovery", "[--workers N] [--runs N] [--json]", stderr)
 	workers := fs.Int("workers", 4, "workers (in-process nodes); one of them, not the one the client dialed, is killed")
 	runs := fs.Int("runs", 3, "kills measured (a fresh cluster each)")
 	sleepUs := fs.Int64("sleep-us", 2000, "time each element spends in the cost op")
@@ -405,7 +405,7 @@ func benchRecovery(ctx context.Context, args []string, stdout, stderr io.Writer)
 // worker; recovery is the time until a 300 ms window reaches 90 % of the
 // rate the surviving workers delivered before the kill.
 func recoveryRun(ctx context.Context, workers int, sleepUs int64, stderr io.Writer) (benchRow, time.Duration, error) {
-	c, cleanup, err := jobsCluster(workers, testcluster.WithConfig(func(i int, cfg *mesh.Config) {}))
+	c, cleanup, err := jobsCluster(workers, localcluster.WithConfig(func(i int, cfg *mesh.Config) {}))
 	if err != nil {
 		return nil, 0, err
 	}

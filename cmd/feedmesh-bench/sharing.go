@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/mesh/localcluster"
 	"github.com/feedmesh/feedmesh/pipeline"
-	"github.com/feedmesh/feedmesh/testcluster"
 )
 
 func init() {
@@ -28,7 +28,7 @@ type sharingRun struct {
 }
 
 func benchSharing(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench sharing", "[--jobs 1,2,4,8,16] [--json]", stderr)
+	fs := newFlagSet("sharing", "[--jobs 1,2,4,8,16] [--json]", stderr)
 	jobsFlag := fs.String("jobs", "1,2,4,8,16", "concurrent job counts k to measure")
 	nodes := fs.Int("nodes", 2, "in-process nodes (all workers)")
 	elements := fs.Int64("elements", 2048, "dataset size (range source), read once per job")
@@ -94,7 +94,7 @@ func benchSharing(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 // sharingOnce runs k jobs of spec at once, each with its own client, each
 // reading to the end, and returns what they got and what it cost.
-func sharingOnce(ctx context.Context, c *testcluster.Cluster, spec *pipeline.Spec, sh client.Sharding, share bool, k int) (sharingRun, error) {
+func sharingOnce(ctx context.Context, c *localcluster.Cluster, spec *pipeline.Spec, sh client.Sharding, share bool, k int) (sharingRun, error) {
 	work0 := clusterWorkRows(c)
 	rates := make([]float64, k)
 	got := make([]int64, k)
@@ -150,7 +150,7 @@ func sharingOnce(ctx context.Context, c *testcluster.Cluster, spec *pipeline.Spe
 }
 
 // clusterWorkRows sums the rows every node's pipelines produced so far.
-func clusterWorkRows(c *testcluster.Cluster) int64 {
+func clusterWorkRows(c *localcluster.Cluster) int64 {
 	var n int64
 	for _, i := range c.Running() {
 		n += c.Node(i).Work().Rows

@@ -1,4 +1,4 @@
-package testcluster
+package localcluster
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -20,7 +19,7 @@ import (
 	"github.com/feedmesh/feedmesh/mesh/api"
 )
 
-// Option changes how Start builds the cluster.
+// Option changes how New builds the cluster.
 type Option func(*options)
 
 type options struct {
@@ -44,11 +43,15 @@ func WithBootstrapExpect(n int) Option { return func(o *options) { o.expect = n 
 // WithConfig edits each node's config before it starts.
 func WithConfig(f func(i int, c *mesh.Config)) Option { return func(o *options) { o.configure = f } }
 
-// WithLogs sends the nodes' logs at level and above to t.Log; also turned
-// on by FEEDMESH_TEST_LOGS=debug|info|warn.
+// WithLogs sends the nodes' logs at level and above to the log output
+// (WithLogOutput, stderr by default); also turned on by
+// FEEDMESH_TEST_LOGS=debug|info|warn.
 func WithLogs(level slog.Level) Option {
 	return func(o *options) { o.logs, o.logLevel = true, level }
 }
+
+// WithLogOutput sets where node logs go when logging is enabled.
+func WithLogOutput(w io.Writer) Option { return func(o *options) { o.logOut = w } }
 
 // WithoutFaults leaves the nodes' sockets unwrapped: Partition does nothing,
 // and QUIC keeps its fast paths (GSO, batched I/O), which the wrapper's
@@ -76,24 +79,10 @@ type slot struct {
 	node       *mesh.Node // nil while down
 }
 
-// Start runs n nodes with mesh.FastConfig, waits until every node sees n
-// alive members and the cluster has a leader, and registers Close with
-// t.Cleanup. It fails the test if the cluster does not form.
-func Start(t testing.TB, n int, opts ...Option) *Cluster {
-	t.Helper()
-	c, err := New(t.TempDir(), n, append([]Option{withTestLog(t)}, opts...)...)
-	if c != nil {
-		t.Cleanup(c.Close)
-	}
-	if err != nil {
-		t.Fatalf("testcluster: %v", err)
-	}
-	return c
-}
-
-// New is Start for programs (the demo, benchmarks): nodes keep their data
-// under dir, and the caller must Close the cluster. On error the returned
-// cluster (if not nil) still needs Close.
+// New runs n nodes with mesh.FastConfig, their data under dir, and waits
+// until every node sees n alive members and the cluster has a leader. The
+// caller must Close the cluster; on error the returned cluster (if not nil)
+// still needs Close.
 func New(dir string, n int, opts ...Option) (*Cluster, error) {
 	o := options{voters: 3, timeout: 20 * time.Second}
 	if lv, ok := envLogLevel(); ok {
@@ -323,7 +312,7 @@ func (c *Cluster) Restart(i int) error {
 	defer c.mu.Unlock()
 	s := c.slots[i]
 	if s.node != nil {
-		return fmt.Errorf("testcluster: %s is running", s.name)
+		return fmt.Errorf("localcluster: %s is running", s.name)
 	}
 	return c.start(s, 0)
 }
@@ -371,19 +360,11 @@ func (c *Cluster) Leader() (int, *mesh.Node) {
 	return idx, leader
 }
 
-// WaitFor polls cond until it holds or timeout passes; then it fails the
-// test naming what was awaited.
-func (c *Cluster) WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	if err := c.Wait(timeout, what, cond); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// Wait is WaitFor for programs: it returns an error instead.
+// Wait polls cond until it holds or timeout passes; then it returns an
+// error naming what was awaited.
 func (c *Cluster) Wait(timeout time.Duration, what string, cond func() bool) error {
 	if !Poll(timeout, cond) {
-		return fmt.Errorf("testcluster: timed out after %s waiting for %s", timeout, what)
+		return fmt.Errorf("localcluster: timed out after %s waiting for %s", timeout, what)
 	}
 	return nil
 }
@@ -405,7 +386,8 @@ func Poll(timeout time.Duration, cond func() bool) bool {
 	}
 }
 
-// Close stops every running node (abruptly: tests end fast) and waits.
+// Close stops every running node abruptly (tests and the demo end fast) and
+// waits.
 func (c *Cluster) Close() {
 	c.mu.Lock()
 	var nodes []*mesh.Node
@@ -423,19 +405,4 @@ func (c *Cluster) Close() {
 		}()
 	}
 	wg.Wait()
-}
-
-// withTestLog routes node logs (when enabled) to t.Log.
-func withTestLog(t testing.TB) Option {
-	return func(o *options) { o.logOut = testWriter{t} }
-}
-
-// WithLogOutput sets where node logs go when logging is enabled.
-func WithLogOutput(w io.Writer) Option { return func(o *options) { o.logOut = w } }
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }

@@ -1,0 +1,25 @@
+// Command feedmesh-bench runs feedmesh's benchmarks. They live apart from the
+// product binary (cmd/feedmesh), as hashicorp/raft keeps bench/ out of its
+// library, so that `feedmesh` links no benchmark harness. Each benchmark is a
+// subcommand that prints a table, or with --json an array of row objects;
+// `feedmesh-bench NAME --help` documents its flags and JSON fields. Results
+// and the command lines behind them are in BENCHMARKS.md.
+//
+//	go run ./cmd/feedmesh-bench transport --workload text --baseline /tmp/fm-baseline
+//
+// The transport and fanin benchmarks measure separate processes: they
+// re-execute this binary (os.Executable) in a hidden mode, `transport --peer`
+// for each sender and receiver and `fanin --client` for the measured client.
+// The others run in-process clusters (mesh/localcluster) on loopback.
+//
+// Files, one per benchmark family:
+//
+//	main.go         main, exit codes and the flag helpers
+//	bench.go        the benchmark registry, its dispatch and usage; median and other timing helpers
+//	cluster.go      cluster: formation, failover, failure detection, control round trip, gossip convergence
+//	jobs.go         splits, dynamic, scaleout, recovery: DYNAMIC leasing through Raft and client throughput
+//	sharing.go      sharing: k concurrent jobs of one dataset, ephemeral sharing on vs off
+//	coordinated.go  coordinated: modelled training time with coordinated reads on vs off
+//	transport.go    transport: the batch stream vs quic-go, gRPC+TLS, TCP+TLS, TCP (bench/transportbench)
+//	fanin.go        fanin: one client process reading from 1…8 workers, its CPU and memory
+package main

@@ -1,0 +1,77 @@
+package testcluster
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/feedmesh/feedmesh/mesh"
+	"github.com/feedmesh/feedmesh/mesh/localcluster"
+)
+
+// Cluster is a set of in-process nodes on loopback: a localcluster.Cluster
+// with WaitFor, which fails the test.
+type Cluster struct {
+	*localcluster.Cluster
+}
+
+// Option changes how Start builds the cluster.
+type Option = localcluster.Option
+
+// WithVoters sets the Raft voter target (mesh.Config.RaftVoters).
+func WithVoters(n int) Option { return localcluster.WithVoters(n) }
+
+// WithBootstrapExpect overrides how many nodes form the first voter set
+// (default: min(n, voters)).
+func WithBootstrapExpect(n int) Option { return localcluster.WithBootstrapExpect(n) }
+
+// WithConfig edits each node's config before it starts.
+func WithConfig(f func(i int, c *mesh.Config)) Option { return localcluster.WithConfig(f) }
+
+// WithLogs sends the nodes' logs at level and above to t.Log; also turned
+// on by FEEDMESH_TEST_LOGS=debug|info|warn.
+func WithLogs(level slog.Level) Option { return localcluster.WithLogs(level) }
+
+// WithoutFaults leaves the nodes' sockets unwrapped: Partition does nothing,
+// and QUIC keeps its fast paths (GSO, batched I/O).
+func WithoutFaults() Option { return localcluster.WithoutFaults() }
+
+// WithStartTimeout bounds how long Start waits for the cluster to form.
+func WithStartTimeout(d time.Duration) Option { return localcluster.WithStartTimeout(d) }
+
+// Start runs n nodes with mesh.FastConfig, waits until every node sees n
+// alive members and the cluster has a leader, and registers Close with
+// t.Cleanup. It fails the test if the cluster does not form.
+func Start(t testing.TB, n int, opts ...Option) *Cluster {
+	t.Helper()
+	c, err := localcluster.New(t.TempDir(), n, append([]Option{localcluster.WithLogOutput(testWriter{t})}, opts...)...)
+	if c != nil {
+		t.Cleanup(c.Close)
+	}
+	if err != nil {
+		t.Fatalf("testcluster: %v", err)
+	}
+	return &Cluster{c}
+}
+
+// WaitFor polls cond until it holds or timeout passes; then it fails the
+// test naming what was awaited.
+func (c *Cluster) WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if err := c.Wait(timeout, what, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Poll evaluates cond every few milliseconds until it returns true (true)
+// or timeout passes (false).
+func Poll(timeout time.Duration, cond func() bool) bool { return localcluster.Poll(timeout, cond) }
+
+// testWriter routes node logs (when enabled) to t.Log.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
