@@ -14,8 +14,8 @@ import (
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/mesh/localcluster"
 	"github.com/feedmesh/feedmesh/pipeline"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
+	"github.com/feedmesh/feedmesh/pipeline/tensor"
 )
 
 func init() {
