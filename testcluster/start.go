@@ -1,7 +1,6 @@
 package testcluster
 
 import (
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -22,25 +21,11 @@ type Option = localcluster.Option
 // WithVoters sets the Raft voter target (mesh.Config.RaftVoters).
 func WithVoters(n int) Option { return localcluster.WithVoters(n) }
 
-// WithBootstrapExpect overrides how many nodes form the first voter set
-// (default: min(n, voters)).
-func WithBootstrapExpect(n int) Option { return localcluster.WithBootstrapExpect(n) }
-
 // WithConfig edits each node's config before it starts.
 func WithConfig(f func(i int, c *mesh.Config)) Option { return localcluster.WithConfig(f) }
 
-// WithLogs sends the nodes' logs at level and above to t.Log; also turned
-// on by FEEDMESH_TEST_LOGS=debug|info|warn.
-func WithLogs(level slog.Level) Option { return localcluster.WithLogs(level) }
-
-// WithoutFaults leaves the nodes' sockets unwrapped: Partition does nothing,
-// and QUIC keeps its fast paths (GSO, batched I/O).
-func WithoutFaults() Option { return localcluster.WithoutFaults() }
-
-// WithStartTimeout bounds how long Start waits for the cluster to form.
-func WithStartTimeout(d time.Duration) Option { return localcluster.WithStartTimeout(d) }
-
-// Start runs n nodes with mesh.FastConfig, waits until every node sees n
+// Start runs n nodes with mesh.FastConfig (node logs go to t.Log when
+// FEEDMESH_TEST_LOGS=debug|info|warn is set), waits until every node sees n
 // alive members and the cluster has a leader, and registers Close with
 // t.Cleanup. It fails the test if the cluster does not form.
 func Start(t testing.TB, n int, opts ...Option) *Cluster {

@@ -36,21 +36,11 @@ type options struct {
 // WithVoters sets the Raft voter target (mesh.Config.RaftVoters).
 func WithVoters(n int) Option { return func(o *options) { o.voters = n } }
 
-// WithBootstrapExpect overrides how many nodes form the first voter set
-// (default: min(n, voters)).
-func WithBootstrapExpect(n int) Option { return func(o *options) { o.expect = n } }
-
 // WithConfig edits each node's config before it starts.
 func WithConfig(f func(i int, c *mesh.Config)) Option { return func(o *options) { o.configure = f } }
 
-// WithLogs sends the nodes' logs at level and above to the log output
-// (WithLogOutput, stderr by default); also turned on by
-// FEEDMESH_TEST_LOGS=debug|info|warn.
-func WithLogs(level slog.Level) Option {
-	return func(o *options) { o.logs, o.logLevel = true, level }
-}
-
-// WithLogOutput sets where node logs go when logging is enabled.
+// WithLogOutput sets where node logs go when FEEDMESH_TEST_LOGS=debug|info|warn
+// turns them on (stderr by default).
 func WithLogOutput(w io.Writer) Option { return func(o *options) { o.logOut = w } }
 
 // WithoutFaults leaves the nodes' sockets unwrapped: Partition does nothing,
