@@ -8,4 +8,6 @@
 // that `feedmesh demo` can run it; this package adds the test glue: Start
 // (a temporary data dir, Close on t.Cleanup, the test failed if the cluster
 // does not form), WaitFor and node logs through t.Log.
+//
+// Files: start.go (Start, WaitFor, Poll, the options tests use).
 package testcluster

@@ -20,4 +20,18 @@
 //
 // Every queue and frame is bounded by a field of [Config]; every goroutine the
 // Transport starts has returned when [Transport.Close] returns.
+//
+// Files:
+//
+//	transport.go  Transport: the QUIC endpoint on one UDP socket, stream kinds, dial with its connection cache
+//	config.go     Config, its presets (DefaultConfig, FastConfig) and bounds
+//	listener.go   the per-kind listener that accepted streams are routed to, bounded by AcceptBacklog
+//	stream.go     Stream: a QUIC stream as a net.Conn (Raft's transport needs one)
+//	frame.go      Codec: frames of a CBOR header and a raw tail, with their size bounds; HeaderDecoder
+//	rpc.go        RPCServer and Call: one request/response per control stream
+//	rpcerror.go   Error: typed errors that cross the wire by code
+//	tls.go        DevTLS, MutualTLS, ClientTLS
+//	gro.go        UDP generic receive offload on Linux (gro_other.go elsewhere)
+//
+// The batch stream on top of KindData streams is package transport/batch.
 package transport

@@ -1,7 +1,3 @@
-// Command feedmesh is the product binary of feedmesh: it runs a node, talks
-// to a running cluster, runs pipelines locally and runs the demo. The
-// benchmarks are a binary of their own, cmd/feedmesh-bench, so this one links
-// no test or benchmark code.
 package main
 
 import (

@@ -1,4 +1,14 @@
 // Package fn holds the map and filter functions that pipeline specs name
 // (tokenize_whitespace, decode_image, length_between, …) and the registry
 // through which programs embedding feedmesh add their own.
+//
+// Files:
+//
+//	registry.go   the registry (RegisterMap, RegisterFilter, LookupMap, …) and FnContext
+//	builtins.go   the table of built-in functions by name
+//	text.go       tokenize_whitespace, tokenize_bytes, length_between
+//	image.go      decode_image, resize, random_crop, random_flip, normalize (bounded by DefaultMaxPixels)
+//	cast.go       cast and json_field
+//	common.go     helpers every function uses (its input tensor, replacing a tensor)
+//	args.go       Args: a function's arguments from the spec, typed (args_list.go: lists)
 package fn

@@ -2,4 +2,15 @@
 // sources and files (lines, jsonl, csv, tfrecord, whole_file). Each source
 // enumerates its splits deterministically and opens an Iterator on any one
 // split, which is the hook that DYNAMIC and STATIC sharding use.
+//
+// Files:
+//
+//	source.go     Split and Iterator, what every source gives
+//	range.go      the range source
+//	synthetic.go  the synthetic sources (text, image, records)
+//	files.go      file sources: path expansion, splits, the readers of each format
+//	lines.go      lines and jsonl files cut at line starts
+//	csv.go        csv files cut at record boundaries
+//	tfrecord.go   TFRecord files, their CRCs, and WriteTFRecord for tests and tools
+//	jsonvalue.go  JSON values to tensors
 package formats

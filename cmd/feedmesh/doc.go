@@ -1,0 +1,15 @@
+// Command feedmesh is the product binary: every node runs it, and so does
+// an operator talking to a cluster. One file per subcommand, each
+// registering itself in init:
+//
+//	main.go     the subcommand table, signals, usage
+//	node.go     feedmesh node: run a node (mesh.Config from flags and environment)
+//	members.go  feedmesh members and status: a node's view of the cluster (and the flags every client command shares)
+//	read.go     feedmesh read and jobs: run a job and read its batches; list the jobs
+//	runlocal.go feedmesh run-local: a pipeline spec in-process with per-op statistics
+//	demo.go     feedmesh demo: an in-process cluster, a built-in dataset, live progress, a leader killed
+//	version.go  feedmesh version
+//	flags.go    flags that also read FEEDMESH_* environment variables
+//
+// The benchmarks are cmd/feedmesh-bench, so this binary links none of them.
+package main
