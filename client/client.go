@@ -77,9 +77,6 @@ type Options struct {
 	RequestTimeout time.Duration
 	// Logger receives the client's logs; nil discards them.
 	Logger *slog.Logger
-	// RoundStatsLimit (coordinated jobs) bounds the rounds Iterator.RoundStats
-	// keeps, the latest ones. Default 4096.
-	RoundStatsLimit int
 }
 
 func (o Options) withDefaults() Options {
@@ -106,9 +103,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 10 * time.Second
-	}
-	if o.RoundStatsLimit <= 0 {
-		o.RoundStatsLimit = 4096
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

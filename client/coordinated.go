@@ -2,18 +2,14 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
-
-	"github.com/fxamacker/cbor/v2"
 
 	"github.com/feedmesh/feedmesh/bucketing"
 	"github.com/feedmesh/feedmesh/mesh/api"
-	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
 // Coordinated reads on the client (JobOptions.Coordinated).
@@ -22,8 +18,8 @@ import (
 // job's schedule (held in Raft, learned from heartbeats) names for r, and
 // holds batch ConsumerIndex of that worker's window for r. Up to
 // PrefetchBatches rounds are asked for ahead, each worker's rounds in
-// increasing order on one fetcher (that order is what lets every consumer
-// get the same answer for a round, see mesh/coordinated.go).
+// increasing order on one fetcher (rounds.go; that order is what lets every
+// consumer get the same answer for a round, see mesh/coordinated.go).
 //
 // The iterator never asks for a round at or past its horizon: its own last
 // committed report (a heartbeat with Report) + the job's lookahead. Raft
@@ -45,188 +41,134 @@ import (
 // (the workers still hold the rounds the others have read ahead, up to
 // their RoundsHeld).
 
-// RoundStat describes one delivered round.
-type RoundStat struct {
-	Round  int64  `json:"round"`
-	Worker string `json:"worker"`
-	Bucket int    `json:"bucket"`
-	// PaddedTokens is the padded token count of each consumer's batch in
-	// the round, by consumer index.
-	PaddedTokens []int64 `json:"padded_tokens"`
-	// Tokens is the real token count of this consumer's batch.
-	Tokens int64 `json:"tokens"`
-}
-
-type roundKind int
-
-const (
-	roundBatch roundKind = iota
-	roundSkip
-	roundEnd
-	roundFail
-)
-
-type roundResult struct {
-	round  int64
-	worker string
-	kind   roundKind
-	b      Batch
-	size   int64
-	wire   int64 // bytes on the stream
-	err    error
-}
-
-// fetcher asks one worker for its rounds, in order.
-type fetcher struct {
-	queue  chan int64
-	ctx    context.Context
-	cancel context.CancelFunc
-}
-
-// coordinator is the coordinated iterator's state, owned by coordinate.
+// coordinator is the coordinated engine. Its fields below wg are owned by
+// run's goroutine.
 type coordinator struct {
-	it       *Iterator
+	it       host
+	job      string
+	consumer string
 	index    int
-	sched    bucketing.Schedule
-	started  bool
-	horizon  int64
-	next     int64
-	disp     atomic.Int64
-	ended    map[string]bool
-	expired  map[string]bool
-	results  map[int64]roundResult
-	fetchers map[string]*fetcher
-	resCh    chan roundResult
-	infoCh   chan api.JobInfo
-	kick     chan struct{}
-	wg       sync.WaitGroup
+	batched  bool
+	window   int // rounds asked for ahead: PrefetchBatches
+	retry    retryPolicy
+	log      *slog.Logger
+
+	disp    atomic.Int64 // the next round to ask for; reported by beat
+	resCh   chan roundResult
+	wg      sync.WaitGroup // the fetchers
+	sched   bucketing.Schedule
+	started bool // a heartbeat answered with the schedule
+	horizon int64
+	look    int64 // the job's lookahead
+	next    int64 // the next round to deliver
+	ended   map[string]bool
+	expired map[string]bool
+	results map[int64]roundResult
+	fetch   map[string]*fetcher
 }
 
-// coordinate runs a coordinated iterator until the end of data, an error or
-// Close.
-func (it *Iterator) coordinate() {
-	defer it.wg.Done()
-	window := it.c.opts.PrefetchBatches
-	co := &coordinator{it: it, index: it.index, ended: map[string]bool{}, expired: map[string]bool{},
-		results: map[int64]roundResult{}, fetchers: map[string]*fetcher{},
-		resCh: make(chan roundResult, window), infoCh: make(chan api.JobInfo, 1), kick: make(chan struct{}, 1)}
-	defer func() {
-		it.cancel()
-		for _, f := range co.fetchers {
-			close(f.queue)
-			f.cancel()
-		}
-		// Fetchers may be blocked sending results: drain until they return.
-		done := make(chan struct{})
-		go func() { co.wg.Wait(); close(done) }()
-		for {
-			select {
-			case <-co.resCh:
-				continue
-			case <-done:
-			}
-			break
-		}
-		close(it.items)
-	}()
-	it.mu.Lock()
-	info := it.info
-	it.mu.Unlock()
-	start := int64(0)
+func newCoordinator(it host, info api.JobInfo, consumer string, o Options, batched bool, index int) *coordinator {
+	co := &coordinator{
+		it: it, job: info.Name, consumer: consumer, index: index, batched: batched,
+		window: o.PrefetchBatches, retry: defaultRetry, log: o.Logger,
+		resCh: make(chan roundResult, o.PrefetchBatches),
+		ended: map[string]bool{}, expired: map[string]bool{},
+		results: map[int64]roundResult{}, fetch: map[string]*fetcher{},
+	}
 	if r := info.Rounds; r != nil {
-		if v, ok := r.Reached[co.index]; ok {
-			start = v // a restarted consumer resumes where its index was
+		co.look = r.Lookahead
+		if v, ok := r.Reached[index]; ok {
+			co.next = v // a restarted consumer resumes where its index was
 		}
 	}
-	co.next = start
-	co.disp.Store(start)
-	co.wg.Add(1)
-	go co.heartbeats()
-	co.kickReport()
-	if err := co.loop(window); err != nil {
-		it.finish(err)
-	}
+	co.disp.Store(co.next)
+	return co
 }
 
-// loop dispatches, collects and delivers rounds; it returns io.EOF at the
-// end of data.
-func (co *coordinator) loop(window int) error {
-	it := co.it
+// beat renews the lease and reports the round asked up to.
+func (co *coordinator) beat() api.JobRequest {
+	return api.JobRequest{Job: co.job, Consumer: co.consumer, Report: true, Index: co.index, Round: co.disp.Load()}
+}
+
+// run dispatches, collects and delivers rounds until the end of data.
+func (co *coordinator) run(ctx context.Context, beats <-chan api.JobInfo) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer co.stop(cancel)
+	co.it.kickHeartbeat() // its answer carries the schedule: the reads start with it
 	for {
-		if err := co.dispatch(window); err != nil {
-			return err
-		}
+		co.dispatch(ctx)
 		for {
 			r, ok := co.results[co.next]
 			if !ok {
 				break
 			}
 			delete(co.results, co.next)
-			if r.kind == roundFail {
+			switch r.kind {
+			case roundFail:
 				return r.err
-			}
-			if r.kind == roundBatch {
-				if err := co.deliver(r); err != nil {
+			case roundBatch:
+				if err := co.deliver(ctx, r, beats); err != nil {
 					return err
 				}
-			} else if r.kind == roundSkip {
-				it.mu.Lock()
-				it.stats.SkippedRounds++
-				it.mu.Unlock()
+			case roundSkip:
+				co.it.countRound(true)
 			}
 			co.next++
 		}
 		if co.next == co.disp.Load() && co.started {
-			if done, err := co.finished(); done {
-				return err
+			if done, anyEnded := roundsEnded(co.sched, co.next, co.ended, co.expired); done && anyEnded {
+				return io.EOF
+			} else if done {
+				return fmt.Errorf("job %q: every worker of the rotation is gone", co.job)
 			}
 		}
 		select {
 		case r := <-co.resCh:
 			co.collect(r)
-		case info := <-co.infoCh:
+		case info := <-beats:
 			co.apply(info)
-		case <-it.ctx.Done():
-			return context.Canceled
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// stop ends the fetchers and waits for them.
+func (co *coordinator) stop(cancel context.CancelFunc) {
+	cancel()
+	for _, f := range co.fetch {
+		f.stop()
+	}
+	// Fetchers may be blocked sending results: drain until they return.
+	done := make(chan struct{})
+	go func() { co.wg.Wait(); close(done) }()
+	for {
+		select {
+		case <-co.resCh:
+		case <-done:
+			return
 		}
 	}
 }
 
 // dispatch asks for rounds up to the horizon and the prefetch window.
-func (co *coordinator) dispatch(window int) error {
-	for co.started && co.disp.Load() < co.horizon && co.disp.Load() < co.next+int64(window) {
+func (co *coordinator) dispatch(ctx context.Context) {
+	for co.started && co.disp.Load() < co.horizon && co.disp.Load() < co.next+int64(co.window) {
 		d := co.disp.Load()
 		w, err := co.sched.WorkerFor(d)
 		if err != nil {
-			return nil // no rotation yet: wait for a heartbeat
+			return // no rotation yet: wait for a heartbeat
 		}
-		if co.ended[w] {
+		if co.ended[w] || co.expired[w] {
 			co.results[d] = roundResult{round: d, worker: w, kind: roundSkip}
-		} else if co.expired[w] {
-			co.results[d] = roundResult{round: d, worker: w, kind: roundSkip}
-		} else {
-			f := co.fetcher(w)
-			select {
-			case f.queue <- d:
-			default:
-				return nil // that worker's queue is full; try after a result
-			}
+		} else if !co.fetcher(ctx, w).ask(d) {
+			return // that worker's queue is full; try after a result
 		}
 		co.disp.Store(d + 1)
-		if d+1 >= co.horizon-co.lookahead()/2 {
-			co.kickReport()
+		if d+1 >= co.horizon-co.look/2 {
+			co.it.kickHeartbeat()
 		}
 	}
-	return nil
-}
-
-func (co *coordinator) lookahead() int64 {
-	co.it.mu.Lock()
-	defer co.it.mu.Unlock()
-	if r := co.it.info.Rounds; r != nil {
-		return r.Lookahead
-	}
-	return 0
 }
 
 // collect records a fetcher's answer.
@@ -240,62 +182,47 @@ func (co *coordinator) collect(r roundResult) {
 	}
 }
 
-// deliver hands a batch to Next, still answering heartbeats meanwhile.
-func (co *coordinator) deliver(r roundResult) error {
-	it := co.it
+// deliver hands a batch to Next, still taking heartbeats meanwhile.
+func (co *coordinator) deliver(ctx context.Context, r roundResult, beats <-chan api.JobInfo) error {
 	for {
 		select {
-		case it.items <- item{b: r.b, size: r.size, wire: r.wire}:
-			it.mu.Lock()
-			it.stats.Rounds++
-			if h := r.b.Round; h != nil {
-				it.rounds = append(it.rounds, RoundStat{Round: h.Round, Worker: r.worker, Bucket: h.Bucket, PaddedTokens: h.PaddedTokens, Tokens: h.Tokens})
-				if over := len(it.rounds) - it.c.opts.RoundStatsLimit; over > 0 {
-					it.rounds = append(it.rounds[:0], it.rounds[over:]...)
-				}
-			}
-			it.mu.Unlock()
+		case co.it.queue() <- item{b: r.b, size: r.size, wire: r.wire}:
+			co.it.countRound(false)
 			return nil
-		case info := <-co.infoCh:
+		case info := <-beats:
 			co.apply(info)
-		case <-it.ctx.Done():
-			return context.Canceled
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }
 
-// finished reports whether every worker serving a round from next on has
-// ended or is expired.
-func (co *coordinator) finished() (bool, error) {
-	if len(co.sched.Changes) == 0 {
-		return false, nil
+// roundsEnded reports whether every worker that serves a round from next
+// on (in the rotation at next or a later one) has ended or is expired, and
+// whether any of them ended (rather than all being expired).
+func roundsEnded(sched bucketing.Schedule, next int64, ended, expired map[string]bool) (done, anyEnded bool) {
+	if len(sched.Changes) == 0 {
+		return false, false
 	}
-	ws := co.sched.RotationAt(co.next)
-	for _, c := range co.sched.Changes {
-		if c.From > co.next {
+	ws := sched.RotationAt(next)
+	for _, c := range sched.Changes {
+		if c.From > next {
 			ws = append(ws, c.Workers...)
 		}
 	}
-	anyEnded := false
 	for _, w := range ws {
-		if !co.ended[w] && !co.expired[w] {
-			return false, nil
+		if !ended[w] && !expired[w] {
+			return false, false
 		}
-		anyEnded = anyEnded || co.ended[w]
+		anyEnded = anyEnded || ended[w]
 	}
-	if !anyEnded {
-		return true, fmt.Errorf("job %q: every worker of the rotation is gone", co.it.job)
-	}
-	return true, io.EOF
+	return true, anyEnded
 }
 
 // apply takes a heartbeat's answer: schedule, horizon and expired workers.
 func (co *coordinator) apply(info api.JobInfo) {
-	it := co.it
-	it.mu.Lock()
-	it.info = info
-	it.mu.Unlock()
 	if r := info.Rounds; r != nil {
+		co.look = r.Lookahead
 		if v, ok := r.Reached[co.index]; ok {
 			co.sched = bucketing.Schedule{Changes: r.Changes}
 			co.horizon = max(co.horizon, v+r.Lookahead)
@@ -305,164 +232,12 @@ func (co *coordinator) apply(info api.JobInfo) {
 	for _, w := range info.Workers {
 		if w.Expired && !co.expired[w.Name] {
 			co.expired[w.Name] = true
-			if f := co.fetchers[w.Name]; f != nil {
-				close(f.queue)
-				f.cancel()
-				delete(co.fetchers, w.Name)
+			if f := co.fetch[w.Name]; f != nil {
+				f.stop()
+				delete(co.fetch, w.Name)
 			}
 		} else if !w.Expired {
 			delete(co.expired, w.Name)
 		}
 	}
-}
-
-func (co *coordinator) kickReport() {
-	select {
-	case co.kick <- struct{}{}:
-	default:
-	}
-}
-
-// heartbeats renews the consumer lease and reports the round reached, every
-// HeartbeatInterval and when kicked; answers go to infoCh in order.
-func (co *coordinator) heartbeats() {
-	defer co.wg.Done()
-	it := co.it
-	tick := time.NewTicker(it.c.opts.HeartbeatInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-tick.C:
-		case <-co.kick:
-		case <-it.ctx.Done():
-			return
-		}
-		req := api.JobRequest{Job: it.job, Consumer: it.consumer, Report: true, Index: co.index, Round: co.disp.Load()}
-		var info api.JobInfo
-		if err := it.c.call(it.ctx, api.MethodHeartbeat, req, &info); err != nil {
-			if it.ctx.Err() == nil {
-				it.c.opts.Logger.Warn("heartbeat failed", "job", it.job, "err", err)
-			}
-			continue
-		}
-		select {
-		case co.infoCh <- info:
-		case <-it.ctx.Done():
-			return
-		}
-	}
-}
-
-// fetcher returns the worker's fetcher, starting it on first use.
-func (co *coordinator) fetcher(w string) *fetcher {
-	if f := co.fetchers[w]; f != nil {
-		return f
-	}
-	f := &fetcher{queue: make(chan int64, co.it.c.opts.PrefetchBatches)}
-	f.ctx, f.cancel = context.WithCancel(co.it.ctx)
-	co.fetchers[w] = f
-	co.wg.Add(1)
-	go co.fetch(w, f)
-	return f
-}
-
-// fetch asks worker for each queued round, retrying transport failures
-// until the worker answers or is expired (then the round is skipped).
-func (co *coordinator) fetch(worker string, f *fetcher) {
-	defer co.wg.Done()
-	it := co.it
-	for round := range f.queue {
-		var r roundResult
-		for attempt := 0; ; attempt++ {
-			if f.ctx.Err() != nil {
-				r = roundResult{round: round, worker: worker, kind: roundSkip}
-				break
-			}
-			var retry bool
-			r, retry = co.readRound(f.ctx, worker, round)
-			if !retry {
-				break
-			}
-			if attempt > 0 {
-				it.mu.Lock()
-				it.stats.Reconnects++
-				it.mu.Unlock()
-			}
-			select {
-			case <-time.After(it.c.opts.HeartbeatInterval / 4):
-			case <-f.ctx.Done():
-			}
-		}
-		select {
-		case co.resCh <- r:
-		case <-it.ctx.Done():
-			return
-		}
-	}
-}
-
-// readRound asks worker for one round; retry says a transport failure.
-func (co *coordinator) readRound(ctx context.Context, worker string, round int64) (roundResult, bool) {
-	it := co.it
-	res := roundResult{round: round, worker: worker}
-	addr := ""
-	it.mu.Lock()
-	for _, w := range it.info.Workers {
-		if w.Name == worker {
-			addr = w.Addr
-		}
-	}
-	it.mu.Unlock()
-	if addr == "" {
-		return res, true
-	}
-	extra, err := cbor.Marshal(api.RoundRequest{Round: round, Index: co.index})
-	if err != nil {
-		res.kind, res.err = roundFail, err
-		return res, false
-	}
-	rec := it.c.recorder()
-	r, err := batch.OpenConfig(ctx, it.c.tr, it.c.codec, addr,
-		batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: 1, Extra: extra, Compression: it.comp}, it.c.receiverConfig(rec, false))
-	if err != nil {
-		return res, true
-	}
-	defer r.Close()
-	h, el, err := r.Next(ctx)
-	var re *batch.RemoteError
-	switch {
-	case errors.Is(err, io.EOF):
-		res.kind = roundEnd
-		return res, false
-	case errors.As(err, &re) && api.IsRoundSkipped(re.Message):
-		res.kind = roundSkip
-		return res, false
-	case errors.As(err, &re):
-		res.kind, res.err = roundFail, fmt.Errorf("job %q: worker %s: %s", it.job, worker, re.Message)
-		return res, false
-	case errors.Is(err, batch.ErrUnsupportedVersion):
-		res.kind, res.err = roundFail, fmt.Errorf("job %q: worker %s: %w", it.job, worker, err)
-		return res, false
-	case err != nil:
-		return res, true
-	}
-	var rh api.RoundHeader
-	if err := cbor.Unmarshal(h.Extra, &rh); err != nil || rh.Round != round {
-		res.kind, res.err = roundFail, fmt.Errorf("job %q: worker %s sent round %d without a valid round header", it.job, worker, round)
-		return res, false
-	}
-	res.kind = roundBatch
-	res.size, res.wire = int64(el.ByteSize()), r.LastWireBytes()
-	res.b = Batch{Element: el, Worker: worker, Seq: h.Seq, Epoch: h.Epoch, Round: &rh, batched: it.batched, buf: recyclable(rec)}
-	return res, false
-}
-
-// RoundStats returns the last rounds delivered (at most
-// Options.RoundStatsLimit), oldest first: per round the serving worker, the
-// bucket and every consumer's padded token count. Empty for jobs that are
-// not coordinated.
-func (it *Iterator) RoundStats() []RoundStat {
-	it.mu.Lock()
-	defer it.mu.Unlock()
-	return append([]RoundStat(nil), it.rounds...)
 }

@@ -15,5 +15,29 @@
 // With JobOptions.Coordinated the m consumers of a job (the ranks of one
 // synchronous training step) instead read in rounds: in each round every
 // one gets a batch of the same length bucket from the one worker that
-// serves the round (coordinated.go).
+// serves the round (coordinated.go). Batch.Round gives per batch its
+// round, bucket and every consumer's padded token count.
+//
+// An Iterator is one skeleton with two engines. The skeleton owns the
+// iteration's lifecycle (context, heartbeat loop, prefetch buffer, end of
+// data, Close waiting for every goroutine it started) and the parts both
+// engines share (streams, retry policy, statistics); an engine implements
+// only how batches are read (the engine interface), and reaches the
+// Iterator through the host interface alone.
+//
+// Files:
+//
+//	client.go       Options, Dial, the control client with failover, Distribute, Attach
+//	control.go      the cluster's other control methods: Members, Status, Jobs, Put, Get
+//	iterator.go     the skeleton: Iterator, the engine and host interfaces, Next, Close
+//	heartbeat.go    the heartbeat loop: lease renewal, the job's state, the job gone
+//	streams.go      opening a batch stream to a worker, and how a stream ended
+//	retry.go        the retry policy: delay after n failures (pure)
+//	budget.go       the byte bound of the prefetch buffer
+//	batch.go        Batch, Rows, Release and buffer recycling
+//	stats.go        Stats and WorkerStats
+//	plain.go        the plain engine: StreamsPerWorker streams to every worker
+//	coordinated.go  the coordinated engine: rounds in order, horizon, end of rounds
+//	rounds.go       reading one worker's rounds (the coordinated engine's fetchers)
+//	sharestats.go   ShareStats: a sharing job's counters from its workers
 package client

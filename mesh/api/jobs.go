@@ -77,8 +77,8 @@ type JobOptions struct {
 	// batch). The spec must end in bucket_by_sequence_length;
 	// NumConsumers (m) is required; sharding defaults to dynamic (the only
 	// one allowed: workers read disjoint splits). Each consumer gives its
-	// ConsumerIndex in [0, m). Batch.Round and Iterator.RoundStats say
-	// which round, bucket and padded sizes each batch had.
+	// ConsumerIndex in [0, m). The client's Batch.Round says which round,
+	// bucket and padded sizes each batch had.
 	Coordinated bool `cbor:"9,keyasint,omitempty" json:"coordinated,omitempty"`
 	// ConsumerIndex (coordinated jobs) is this consumer's index in [0,
 	// NumConsumers): it gets batch ConsumerIndex of every round. A consumer

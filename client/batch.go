@@ -1,0 +1,89 @@
+package client
+
+import (
+	"sync/atomic"
+
+	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/transport/batch"
+)
+
+// Batch is one batch as delivered, with where it came from.
+type Batch struct {
+	tensor.Element
+	// Worker is the node that produced the batch.
+	Worker string
+	// Seq is the batch's sequence number within its worker's task.
+	Seq   uint64
+	Epoch int64
+	// Round (coordinated jobs) is the round the batch belongs to, its
+	// bucket and every consumer's padded token count; nil otherwise.
+	Round *api.RoundHeader
+
+	batched bool
+	buf     *recycled // the buffer the batch's tensors were read into; nil: not recyclable
+}
+
+// Rows is the number of elements in the batch: its leading dimension,
+// taken from its first tensor, or 1 when the job's spec does not batch.
+func (b *Batch) Rows() int64 {
+	if !b.batched || len(b.Tensors) == 0 || len(b.Tensors[0].Shape) == 0 {
+		return 1
+	}
+	return b.Tensors[0].Shape[0]
+}
+
+// recycled is a batch's receive buffers (its tail, or its re-padded
+// tensors) on their way back to the client's pool.
+type recycled struct {
+	rec  *batch.Recorder
+	bufs [][]byte
+	done atomic.Bool
+}
+
+// Release gives the batch's receive buffers back to the client for reuse by
+// a later batch (Options.RecycleBytes). After Release the batch's tensors
+// must not be used: their bytes will be overwritten. Optional: a batch never
+// released is garbage-collected as usual. Calling it again, or on a copy of
+// the batch, does nothing.
+func (b Batch) Release() {
+	if r := b.buf; r != nil && r.done.CompareAndSwap(false, true) {
+		r.rec.Put(r.bufs)
+		r.bufs = nil
+	}
+}
+
+// receiverConfig is the receive configuration of one of the client's batch
+// streams, with rec (nil when the client does not recycle buffers) as its
+// allocator. growWindow lets the window grow by Options.WindowBytes.
+func (c *Client) receiverConfig(rec *batch.Recorder, growWindow bool) batch.ReceiverConfig {
+	rc := batch.ReceiverConfig{Limits: batch.DefaultLimits()}
+	if growWindow && c.opts.WindowBytes > 0 {
+		rc.WindowBytes = c.opts.WindowBytes
+	}
+	if rec != nil {
+		rc.Alloc = rec.Alloc
+	}
+	return rc
+}
+
+// recorder is a new Recorder of the client's pool, or nil without one.
+func (c *Client) recorder() *batch.Recorder {
+	if c.pool == nil {
+		return nil
+	}
+	return c.pool.Recorder()
+}
+
+// recyclable wraps the buffers rec recorded for the batch just received,
+// for Batch.Release.
+func recyclable(rec *batch.Recorder) *recycled {
+	if rec == nil {
+		return nil
+	}
+	bufs := rec.Take()
+	if len(bufs) == 0 {
+		return nil
+	}
+	return &recycled{rec: rec, bufs: bufs}
+}

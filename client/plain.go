@@ -1,0 +1,197 @@
+package client
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/feedmesh/feedmesh/mesh/api"
+)
+
+// The plain engine: StreamsPerWorker streams to every worker of the job
+// (including ones that join later), each with its own credit window, all
+// putting batches into the Iterator's prefetch buffer. A failed stream is
+// reopened after the retry policy's delay while its worker is alive; an
+// expired worker is dropped; the iteration ends once every worker that was
+// not dropped has sent its end of data.
+
+// workerStreams is what the plain engine knows of one worker's streams.
+type workerStreams struct {
+	addr    string
+	running int  // streams open to the worker (up to StreamsPerWorker)
+	done    bool // the worker sent its end of data on a stream
+	dropped bool // the worker was expired: it will never finish
+	fails   int  // consecutive failed streams; reset by a batch
+	retryAt time.Time
+}
+
+// canOpen reports whether another stream to the worker may be opened at
+// now, with up to perWorker streams per worker.
+func (s *workerStreams) canOpen(now time.Time, perWorker int) bool {
+	return s.running < perWorker && !s.done && !s.dropped && s.addr != "" && !now.Before(s.retryAt)
+}
+
+// finished reports whether the worker has nothing more to deliver: it was
+// dropped, or it sent its end of data and its other streams have delivered
+// what they held before theirs.
+func (s *workerStreams) finished() bool {
+	return s.dropped || (s.done && s.running == 0)
+}
+
+// allFinished reports whether the job has ended: at least one worker is
+// known and every one has finished.
+func allFinished(ws map[string]*workerStreams) bool {
+	if len(ws) == 0 {
+		return false
+	}
+	for _, s := range ws {
+		if !s.finished() {
+			return false
+		}
+	}
+	return true
+}
+
+type plain struct {
+	it        host
+	job       string
+	consumer  string
+	batched   bool
+	perWorker int
+	window    int
+	retry     retryPolicy
+	log       *slog.Logger
+
+	info    api.JobInfo   // as last heard; owned by run
+	wake    chan struct{} // a stream ended: reconcile
+	streams sync.WaitGroup
+
+	mu      sync.Mutex
+	workers map[string]*workerStreams
+}
+
+func newPlain(it host, info api.JobInfo, consumer string, o Options, batched bool) *plain {
+	return &plain{
+		it: it, job: info.Name, consumer: consumer, batched: batched, perWorker: o.StreamsPerWorker, window: o.Window,
+		retry: defaultRetry, log: o.Logger, info: info,
+		wake: make(chan struct{}, 1), workers: map[string]*workerStreams{},
+	}
+}
+
+// beat is a plain heartbeat: it renews the lease.
+func (p *plain) beat() api.JobRequest {
+	return api.JobRequest{Job: p.job, Consumer: p.consumer}
+}
+
+// run starts and drops streams as heartbeats and ended streams tell, until
+// every worker has finished.
+func (p *plain) run(ctx context.Context, beats <-chan api.JobInfo) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel() // the streams of expired workers may still be reading
+		p.streams.Wait()
+	}()
+	for !p.reconcile(ctx) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case p.info = <-beats:
+		case <-p.wake:
+		}
+	}
+	return io.EOF
+}
+
+// reconcile opens the streams the workers are due, drops expired workers,
+// and reports whether the job has ended.
+func (p *plain) reconcile(ctx context.Context) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ctx.Err() != nil {
+		return false
+	}
+	now := time.Now()
+	for _, w := range p.info.Workers {
+		s := p.workers[w.Name]
+		if s == nil {
+			s = &workerStreams{}
+			p.workers[w.Name] = s
+		}
+		if w.Addr != "" {
+			s.addr = w.Addr
+		}
+		if w.Expired && !s.done {
+			if !s.dropped {
+				p.log.Info("worker expired; dropping it", "job", p.job, "worker", w.Name)
+			}
+			s.dropped = true
+			continue
+		}
+		for s.canOpen(now, p.perWorker) {
+			if s.fails > 0 {
+				p.it.countReconnect()
+			}
+			s.running++
+			p.streams.Add(1)
+			go p.stream(ctx, w.Name, s.addr)
+		}
+	}
+	return allFinished(p.workers)
+}
+
+// stream reads one stream of a worker into the Iterator's buffer, and
+// records how it ended.
+func (p *plain) stream(ctx context.Context, worker, addr string) {
+	defer p.streams.Done()
+	end, msg, err := p.read(ctx, worker, addr)
+	p.mu.Lock()
+	s := p.workers[worker]
+	s.running--
+	switch {
+	case end == endOfData:
+		s.done = true
+	case end == endRefused && s.dropped:
+		// A worker already expired from the job: what it says no longer
+		// matters to the job.
+	case end == endRefused:
+		// The worker's pipeline failed: the job fails with its message.
+		p.it.fail(workerFailed(p.job, worker, msg, err))
+	case ctx.Err() == nil:
+		s.fails++
+		s.retryAt = time.Now().Add(p.retry.delay(s.fails))
+		p.log.Warn("worker stream failed; will retry unless the worker is expired", "job", p.job, "worker", worker, "err", err)
+	}
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// read opens a stream to the worker and puts its batches into the
+// Iterator's buffer until the stream ends.
+func (p *plain) read(ctx context.Context, worker, addr string) (ending, string, error) {
+	st, err := p.it.openStream(ctx, worker, addr, streamRequest{Window: p.window, Grow: true})
+	if err != nil {
+		return endBroken, "", err
+	}
+	defer st.close()
+	for first := true; ; first = false {
+		h, el, err := st.next(ctx)
+		if err != nil {
+			end, msg := endingOf(err)
+			return end, msg, err
+		}
+		if first {
+			p.mu.Lock()
+			p.workers[worker].fails = 0
+			p.mu.Unlock()
+		}
+		size := int64(el.ByteSize())
+		if err := p.it.put(ctx, item{b: st.batch(h, el, p.batched), size: size, wire: st.wireBytes()}); err != nil {
+			return endBroken, "", err
+		}
+	}
+}

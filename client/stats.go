@@ -1,0 +1,86 @@
+package client
+
+import "github.com/feedmesh/feedmesh/mesh/api"
+
+// WorkerStats counts what one worker delivered.
+type WorkerStats struct {
+	Batches int64 `json:"batches"`
+	Rows    int64 `json:"rows"`
+	Bytes   int64 `json:"bytes"`
+	// WireBytes is what those batches took on the network: unpadded,
+	// compressed (JobOptions.Compression), headers included.
+	WireBytes int64 `json:"wire_bytes"`
+}
+
+// Stats counts what the iterator delivered so far.
+type Stats struct {
+	Batches int64 `json:"batches"`
+	Rows    int64 `json:"rows"`
+	Bytes   int64 `json:"bytes"`
+	// WireBytes is what the batches took on the network (see WorkerStats).
+	WireBytes int64                  `json:"wire_bytes"`
+	Workers   map[string]WorkerStats `json:"workers"`
+	// Reconnects counts worker streams reopened after a failure.
+	Reconnects int64 `json:"reconnects"`
+	// Share (jobs with JobOptions.Share) are the job's sharing counters as
+	// the workers last reported them: refreshed every HeartbeatInterval
+	// and by ShareStats. Nil for jobs that do not share.
+	Share *api.JobShareSummary `json:"share,omitempty"`
+	// Rounds (coordinated jobs) counts the rounds delivered, and
+	// SkippedRounds those skipped (their worker died, dropped them, or had
+	// reached its end of data).
+	Rounds        int64 `json:"rounds,omitempty"`
+	SkippedRounds int64 `json:"skipped_rounds,omitempty"`
+}
+
+// Stats returns what was delivered so far.
+func (it *Iterator) Stats() Stats {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	s := it.stats
+	if it.stats.Share != nil {
+		sh := *it.stats.Share
+		sh.Workers = append([]api.WorkerShare(nil), sh.Workers...)
+		sh.Unreachable = append([]string(nil), sh.Unreachable...)
+		s.Share = &sh
+	}
+	s.Workers = make(map[string]WorkerStats, len(it.stats.Workers))
+	for k, v := range it.stats.Workers {
+		s.Workers[k] = v
+	}
+	return s
+}
+
+// countDelivered counts a batch Next returns.
+func (it *Iterator) countDelivered(x item) {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	it.stats.Batches++
+	it.stats.Rows += x.b.Rows()
+	it.stats.Bytes += x.size
+	it.stats.WireBytes += x.wire
+	ws := it.stats.Workers[x.b.Worker]
+	ws.Batches++
+	ws.Rows += x.b.Rows()
+	ws.Bytes += x.size
+	ws.WireBytes += x.wire
+	it.stats.Workers[x.b.Worker] = ws
+}
+
+// countReconnect counts a stream reopened after a failure.
+func (it *Iterator) countReconnect() {
+	it.mu.Lock()
+	it.stats.Reconnects++
+	it.mu.Unlock()
+}
+
+// countRound counts a coordinated round handed to Next, or skipped.
+func (it *Iterator) countRound(skipped bool) {
+	it.mu.Lock()
+	if skipped {
+		it.stats.SkippedRounds++
+	} else {
+		it.stats.Rounds++
+	}
+	it.mu.Unlock()
+}
