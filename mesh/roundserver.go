@@ -15,7 +15,7 @@ import (
 // leases DYNAMICally, so workers read disjoint data and no example is read
 // twice across workers. The pipeline ends in bucket_by_sequence_length; the
 // worker groups its batches into windows of m batches of one bucket
-// (bucketing.Grouper) and keeps up to RoundsAhead complete windows ready.
+// (roundwindows.go) and keeps up to RoundsAhead complete windows ready.
 //
 // A consumer asks for (round r, index i) on its own stream (OpenRequest
 // Extra: api.RoundRequest). The first request for round r fixes it: the next
