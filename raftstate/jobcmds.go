@@ -129,7 +129,8 @@ func NewAssignTask(job, worker string) Command {
 
 // NewLeaseSplits leases up to n splits of a DYNAMIC job to worker, which
 // must be assigned and live (ErrNotAssigned). n is clamped to
-// [1, MaxLeaseSplits]; workers size it with splits.LeaseSize. requestID
+// [1, MaxLeaseSplits]; workers size it by their pipeline's rate
+// (mesh/leasepolicy.go). requestID
 // makes a retry safe: the same (worker, requestID) as the worker's last
 // lease returns that lease again. Epochs advance inside this command (see
 // splits.DynamicState): there is no separate AdvanceEpoch. Result:

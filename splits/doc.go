@@ -7,8 +7,12 @@
 // randomness. raftstate embeds a DynamicState in each DYNAMIC job of its
 // replicated state and drives it from Raft commands, so every replica
 // makes the same decisions from the same log; the mesh's worker tasks call
-// LeaseSize and StaticAssignment to decide what to ask for and what to read.
+// StaticAssignment to decide what to read. How many splits a worker asks
+// for in one lease is the worker's decision (mesh/leasepolicy.go: as many
+// as its pipeline reads in WorkerConfig.LeaseDuration); a lease never hands
+// out more than are left in the epoch.
 //
-// Files: policy.go (Policy), static.go (STATIC assignment), leasesize.go
-// (lease sizing), dynamic.go (DYNAMIC leases, epochs, at-most-once expiry).
+// Files: policy.go (Policy), static.go (STATIC assignment), dynamic.go
+// (DYNAMIC leases, epochs, at-most-once expiry), validate.go (the
+// invariants of a DynamicState decoded from a snapshot).
 package splits

@@ -269,8 +269,8 @@ func (d *DynamicState) prune(epoch int64) {
 	}
 }
 
-// Progress is a summary of a DynamicState for status pages and for workers
-// sizing their next lease.
+// Progress is a summary of a DynamicState for status pages (`feedmesh
+// jobs`).
 type Progress struct {
 	// NumSplits and Epochs are the job's (Epochs 0: forever).
 	NumSplits int64 `json:"num_splits"`
@@ -284,7 +284,7 @@ type Progress struct {
 	// every epoch.
 	Outstanding int64 `json:"outstanding"`
 	// RemainingInEpoch is how many splits of Epoch are still to be handed
-	// out: the input of LeaseSize.
+	// out.
 	RemainingInEpoch int64 `json:"remaining_in_epoch"`
 	// Remaining is how many splits of all epochs are still to be handed
 	// out; -1 when the job repeats forever.

@@ -80,48 +80,6 @@ func TestStaticPartition(t *testing.T) {
 	}
 }
 
-func TestLeaseSize(t *testing.T) {
-	cases := []struct {
-		remaining int64
-		workers   int
-		max, want int
-	}{
-		{0, 3, 16, 0},
-		{-5, 3, 16, 0},
-		{1, 3, 16, 1},
-		{6, 3, 16, 1},
-		{7, 3, 16, 2},
-		{96, 3, 16, 16},
-		{97, 3, 16, 16},
-		{1 << 40, 3, 16, 16},
-		{30, 1, 16, 15},
-		{30, 0, 16, 15},  // numWorkers < 1 counts as 1
-		{30, -2, 16, 15}, // likewise
-		{30, 1, 0, 1},    // max < 1 counts as 1
-		{5, 100, 16, 1},
-	}
-	for _, tc := range cases {
-		if got := LeaseSize(tc.remaining, tc.workers, tc.max); got != tc.want {
-			t.Errorf("LeaseSize(%d, %d, %d) = %d, want %d", tc.remaining, tc.workers, tc.max, got, tc.want)
-		}
-	}
-	// Property: never 0 when something remains, never above max, never
-	// above the remainder, monotone in remaining.
-	for rem := int64(1); rem < 300; rem++ {
-		for w := 1; w < 9; w++ {
-			for _, mx := range []int{1, 2, 16, 64} {
-				got := LeaseSize(rem, w, mx)
-				if got < 1 || got > mx || int64(got) > rem {
-					t.Fatalf("LeaseSize(%d, %d, %d) = %d", rem, w, mx, got)
-				}
-				if next := LeaseSize(rem+1, w, mx); next < got {
-					t.Fatalf("LeaseSize not monotone at %d, %d, %d", rem, w, mx)
-				}
-			}
-		}
-	}
-}
-
 // staticOwner is the STATIC rule stated per split, the model that
 // StaticAssignment is checked against: the worker that reads split under STATIC sharding
 // over workers (sorted and deduplicated as in StaticAssignment), or "" if

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
-	"time"
 
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
@@ -14,14 +12,14 @@ import (
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
-// Ephemeral sharing on a worker.
+// Ephemeral sharing on a worker: the shared production.
 //
 // Jobs with Share over the same dataset, sharding and epochs read one
 // production per worker: a share.Shared of encoded frames whose produce
 // function pulls the next element from ONE pipeline and encodes it once.
-// Each sharing job's task reads frames from it with its own cursor and
-// queues them for its consumers, so the same *batch.Frame goes to every
-// job's streams: no re-encoding, no copy. share.Shared decides who
+// Each sharing job's task (sharedReader, produce_shared.go) reads frames
+// from it with its own cursor and queues them for its consumers, so the
+// same *batch.Frame goes to every job's streams: no re-encoding, no copy. share.Shared decides who
 // produces (the reader at the front) and who waits; a job that lags more
 // than WorkerConfig.ShareWindowBytes behind skips the evicted frames.
 //
@@ -215,92 +213,4 @@ func (p *sharedProd) leave(job string) (share.JobStats, bool) {
 		w.n.log.Info("shared production released", "dataset", p.key.fingerprint, "produced", p.shared.Stats().Produced)
 	}
 	return st, ok
-}
-
-// readShared is a sharing task's loop: it reads the job's next frame from
-// the shared production and queues it for the job's consumers. A full
-// queue blocks only this job: the production goes on for the others, and
-// this job skips what is evicted meanwhile.
-func (t *task) readShared() error {
-	defer func() {
-		st, _ := t.share.leave(t.job.Name)
-		t.w.mu.Lock()
-		t.shareFinal, t.shareLeft = st, true
-		t.w.mu.Unlock()
-	}()
-	poll := time.NewTicker(t.w.n.cfg.Worker.JobPollInterval)
-	defer poll.Stop()
-	for {
-		f, err := t.share.shared.Read(t.ctx, t.job.Name)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if errors.Is(err, share.ErrItemTooLarge) {
-			return fmt.Errorf("%w (this worker's Worker.ShareWindowBytes is %d bytes; raise it, or make the batches smaller)", err, t.w.n.cfg.Worker.ShareWindowBytes)
-		}
-		if err != nil {
-			return err
-		}
-		for sent := false; !sent; {
-			select {
-			case t.out <- f:
-				sent = true
-				t.produced.Add(1)
-			case <-t.ctx.Done():
-				return t.ctx.Err()
-			case <-poll.C:
-				if t.jobGone() {
-					t.cancel()
-				}
-			}
-		}
-	}
-}
-
-// ShareStats returns this node's sharing counters, for job only unless
-// job is empty.
-func (n *Node) ShareStats(job string) api.WorkerShareStats {
-	w := n.worker
-	out := api.WorkerShareStats{Worker: n.name, WindowLimit: n.cfg.Worker.ShareWindowBytes, Produced: w.shareProduced.Load()}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for p := range w.prods {
-		out.Windows++
-		out.Bytes += p.shared.Stats().Bytes
-	}
-	for name, t := range w.tasks {
-		if t.share == nil || (job != "" && name != job) {
-			continue
-		}
-		st := t.shareFinal
-		ws := share.WindowStats{}
-		if !t.shareLeft {
-			st, _ = t.share.shared.JobStats(name)
-			ws = t.share.shared.Stats()
-		} else {
-			ws.Produced = t.share.shared.Stats().Produced
-		}
-		out.Jobs = append(out.Jobs, api.JobShareStats{
-			Job: name, Read: st.Read, Hits: st.Hits, Produced: st.Produced, EvictedBeforeRead: st.EvictedBeforeRead,
-			WindowProduced: ws.Produced, WindowBytes: ws.Bytes,
-		})
-	}
-	sort.Slice(out.Jobs, func(i, j int) bool { return out.Jobs[i].Job < out.Jobs[j].Job })
-	return out
-}
-
-// WorkCounters are what a worker's pipelines produced since it started,
-// shared or not: the preprocessing work, as benchmarks count it.
-type WorkCounters struct {
-	// Batches counts encoded batches; Rows their elements (leading
-	// dimension of the first tensor, 1 for unbatched elements).
-	Batches, Rows int64
-	// SharedBatches counts the batches of shared productions.
-	SharedBatches int64
-}
-
-// Work returns this node's work counters.
-func (n *Node) Work() WorkCounters {
-	w := n.worker
-	return WorkCounters{Batches: w.encodedBatches.Load(), Rows: w.encodedRows.Load(), SharedBatches: w.shareProduced.Load()}
 }

@@ -1,0 +1,97 @@
+package mesh
+
+import "time"
+
+// leasePolicy decides, for one DYNAMIC lease loop (leaseProvider), when to
+// ask for the next lease and for how many splits. It is pure, like
+// quic-go's ackhandler: the loop passes the time in, and the policy reads
+// no clock, starts no goroutine and does no I/O, so it is tested by table
+// (leasepolicy_test.go).
+//
+// Its rules:
+//   - Size: LeaseDuration's worth of splits at the rate the pipeline reads
+//     them, at most LeaseSplits and at least 1; 4 before the rate is known,
+//     so the first leases spread the start of a job over the workers. The
+//     policy does not see the epoch: the leader hands out fewer splits than
+//     asked when fewer are left in the epoch, and the policy asks again.
+//   - Ask ahead: while the splits queued still cover at most twice the time
+//     a lease takes to come back, ask for the next one, so the pipeline
+//     never waits on Raft (an fsync on a quorum).
+//   - One lease in flight at a time; none once a lease said done (the job,
+//     or share group, has handed out everything).
+type leasePolicy struct {
+	maxSplits int           // WorkerConfig.LeaseSplits
+	duration  time.Duration // WorkerConfig.LeaseDuration
+
+	inflight bool // a lease was asked for and has not been answered
+	done     bool // a lease said no more will be handed out
+
+	// Moving averages: the time a lease takes to come back, and the time
+	// the pipeline spends on one split (between two asks for a split).
+	leaseTime, splitTime time.Duration
+	lastNext, askedAt    time.Time
+}
+
+func newLeasePolicy(maxSplits int, duration time.Duration) leasePolicy {
+	return leasePolicy{maxSplits: maxSplits, duration: duration}
+}
+
+// next records that the pipeline asks for a split at now (finished: it
+// has read the one it had before completely), with queued splits leased
+// and not yet handed out. ask > 0 is the size of a lease to ask for now,
+// ahead of need; the policy then counts it in flight from now.
+func (p *leasePolicy) next(now time.Time, finished bool, queued int) (ask int) {
+	if finished {
+		p.splitTime = ewma(p.splitTime, now.Sub(p.lastNext))
+	}
+	p.lastNext = now
+	if !p.done && !p.inflight && time.Duration(queued)*p.splitTime <= 2*p.leaseTime {
+		return p.ask(now)
+	}
+	return 0
+}
+
+// empty decides what to do, at now, when no leased split is queued: ask for
+// a lease of ask splits (counted in flight from now), wait for the lease in
+// flight (0, false), or end: no split will come (0, true).
+func (p *leasePolicy) empty(now time.Time) (ask int, end bool) {
+	switch {
+	case p.done && !p.inflight:
+		return 0, true
+	case p.inflight:
+		return 0, false
+	default:
+		return p.ask(now), false
+	}
+}
+
+// answered records, at now, the answer to the lease in flight; done: it
+// said that no more splits will be handed out (or the worker was expired
+// from the job, which ends its part the same way).
+func (p *leasePolicy) answered(now time.Time, done bool) {
+	p.inflight = false
+	p.leaseTime = ewma(p.leaseTime, now.Sub(p.askedAt))
+	p.done = p.done || done
+}
+
+func (p *leasePolicy) ask(now time.Time) int {
+	p.inflight = true
+	p.askedAt = now
+	return p.size()
+}
+
+// size is how many splits the next lease asks for.
+func (p *leasePolicy) size() int {
+	if p.splitTime <= 0 {
+		return min(4, p.maxSplits)
+	}
+	return int(max(1, min(int64(p.maxSplits), int64(p.duration/p.splitTime))))
+}
+
+// ewma folds sample into a moving average (the first sample sets it).
+func ewma(avg, sample time.Duration) time.Duration {
+	if avg == 0 {
+		return sample
+	}
+	return (3*avg + sample) / 4
+}

@@ -1,0 +1,181 @@
+package mesh
+
+import (
+	"testing"
+	"time"
+)
+
+const ms = time.Millisecond
+
+func TestLeasePolicySize(t *testing.T) {
+	cases := []struct {
+		name      string
+		maxSplits int
+		splitTime time.Duration
+		want      int
+	}{
+		{"rate unknown: 4 to spread the start of a job", 256, 0, 4},
+		{"rate unknown, LeaseSplits below 4", 2, 0, 2},
+		{"fast pipeline: LeaseDuration's worth, capped at LeaseSplits", 256, 100 * time.Microsecond, 256},
+		{"1ms splits: 250ms worth", 256, ms, 250},
+		{"4ms splits", 256, 4 * ms, 62},
+		{"one split takes LeaseDuration", 256, 250 * ms, 1},
+		{"slow pipeline: one split at a time", 256, time.Second, 1},
+		{"LeaseSplits 1", 1, ms, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newLeasePolicy(tc.maxSplits, 250*ms)
+			p.splitTime = tc.splitTime
+			if got := p.size(); got != tc.want {
+				t.Errorf("size() = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestLeasePolicyAskAhead: the next lease is asked for while the queued
+// splits cover at most twice the time a lease takes, never with one in
+// flight, never once done.
+func TestLeasePolicyAskAhead(t *testing.T) {
+	cases := []struct {
+		name                 string
+		leaseTime, splitTime time.Duration
+		queued               int
+		inflight, done       bool
+		want                 bool
+	}{
+		{"nothing known, nothing queued", 0, 0, 0, false, false, true},
+		{"rate unknown, splits queued", 10 * ms, 0, 100, false, false, true},
+		{"queue covers exactly twice the lease time", 10 * ms, 2 * ms, 10, false, false, true},
+		{"queue covers more", 10 * ms, 2 * ms, 11, false, false, false},
+		{"slow pipeline, one split queued", 10 * ms, time.Second, 1, false, false, false},
+		{"slow pipeline, queue empty", 10 * ms, time.Second, 0, false, false, true},
+		{"slow leases: ask further ahead", 3 * time.Second, time.Second, 6, false, false, true},
+		{"a lease in flight", 10 * ms, 2 * ms, 0, true, false, false},
+		{"done", 10 * ms, 2 * ms, 0, false, true, false},
+	}
+	t0 := time.Unix(1000, 0)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newLeasePolicy(256, 250*ms)
+			p.leaseTime, p.splitTime, p.inflight, p.done = tc.leaseTime, tc.splitTime, tc.inflight, tc.done
+			got := p.next(t0, false, tc.queued)
+			if (got > 0) != tc.want {
+				t.Fatalf("next(queued %d) = %d, want an ask: %v", tc.queued, got, tc.want)
+			}
+			if got > 0 && (!p.inflight || !p.askedAt.Equal(t0)) {
+				t.Errorf("an ask is not counted in flight from now: inflight %v, askedAt %v", p.inflight, p.askedAt)
+			}
+			if tc.splitTime != p.splitTime {
+				t.Errorf("next without a finished split changed the split time to %v", p.splitTime)
+			}
+		})
+	}
+}
+
+// leaseStep is one event of a lease loop's life: the pipeline asks for a
+// split (next), finds the queue empty (empty), or a lease comes back
+// (answered).
+type leaseStep struct {
+	op       string        // "next", "empty" or "answered"
+	at       time.Duration // since the start
+	finished bool          // next: the previous split was read completely
+	queued   int           // next: splits queued
+	done     bool          // answered: no more splits will come
+	ask      int           // next, empty: the lease asked for (0: none)
+	end      bool          // empty: no split will come
+}
+
+func TestLeasePolicyScript(t *testing.T) {
+	scripts := []struct {
+		name      string
+		maxSplits int
+		steps     []leaseStep
+	}{
+		{"start of a job, rate learned, then done", 256, []leaseStep{
+			{op: "next", at: 0, ask: 4},
+			{op: "empty", at: 0},                                          // wait for the lease in flight
+			{op: "answered", at: 10 * ms},                                 // leaseTime 10ms
+			{op: "next", at: 10 * ms, queued: 4, ask: 4},                  // rate unknown: ask at once
+			{op: "next", at: 12 * ms, finished: true, queued: 3},          // splitTime 2ms; in flight
+			{op: "answered", at: 20 * ms},                                 // leaseTime 10ms
+			{op: "next", at: 22 * ms, finished: true, queued: 6},          // splitTime (3*2+10)/4 = 4ms: 24ms > 20ms
+			{op: "next", at: 26 * ms, finished: true, queued: 5, ask: 62}, // 20ms <= 20ms: 250ms/4ms
+			{op: "answered", at: 36 * ms, done: true},
+			{op: "next", at: 40 * ms, finished: true, queued: 3}, // done: the queue is still read
+			{op: "next", at: 44 * ms, finished: true, queued: 0},
+			{op: "empty", at: 44 * ms, end: true},
+		}},
+		{"slow pipeline: one split per lease, asked when the queue runs out", 256, []leaseStep{
+			{op: "next", at: 0, ask: 4},
+			{op: "answered", at: 10 * ms},
+			{op: "next", at: 10 * ms, queued: 4, ask: 4},
+			{op: "answered", at: 20 * ms},
+			{op: "next", at: 1020 * ms, finished: true, queued: 1},         // splitTime 1010ms
+			{op: "next", at: 2020 * ms, finished: true, queued: 0, ask: 1}, // 250ms / ~1s
+		}},
+		{"a short lease (the end of an epoch): ask again as soon as it runs out", 256, []leaseStep{
+			{op: "next", at: 0, ask: 4},
+			{op: "answered", at: 10 * ms},
+			{op: "next", at: 10 * ms, queued: 1, ask: 4},
+			{op: "answered", at: 20 * ms},
+			{op: "next", at: 30 * ms, finished: true, queued: 0, ask: 12}, // splitTime 20ms, queue empty: 250ms/20ms
+			{op: "empty", at: 30 * ms},                                    // in flight: wait
+			{op: "answered", at: 40 * ms},
+			{op: "empty", at: 40 * ms, ask: 12}, // answered with nothing: ask again
+		}},
+		{"LeaseSplits caps a fast pipeline", 100, []leaseStep{
+			{op: "next", at: 0, ask: 4},
+			{op: "answered", at: 1 * ms},
+			{op: "next", at: 1 * ms, queued: 4, ask: 4},
+			{op: "answered", at: 2 * ms}, // leaseTime 1ms
+			{op: "next", at: 2*ms + 100*time.Microsecond, finished: true, queued: 1, ask: 100}, // 100µs splits
+		}},
+		{"expired from the job: ends like done", 256, []leaseStep{
+			{op: "next", at: 0, ask: 4},
+			{op: "empty", at: 0},
+			{op: "answered", at: 10 * ms, done: true},
+			{op: "empty", at: 10 * ms, end: true},
+		}},
+	}
+	t0 := time.Unix(1000, 0)
+	for _, sc := range scripts {
+		t.Run(sc.name, func(t *testing.T) {
+			p := newLeasePolicy(sc.maxSplits, 250*ms)
+			for i, s := range sc.steps {
+				now := t0.Add(s.at)
+				switch s.op {
+				case "next":
+					if got := p.next(now, s.finished, s.queued); got != s.ask {
+						t.Fatalf("step %d: next(%v, finished %v, queued %d) = %d, want %d (splitTime %v, leaseTime %v)",
+							i, s.at, s.finished, s.queued, got, s.ask, p.splitTime, p.leaseTime)
+					}
+				case "empty":
+					ask, end := p.empty(now)
+					if ask != s.ask || end != s.end {
+						t.Fatalf("step %d: empty(%v) = %d, %v; want %d, %v", i, s.at, ask, end, s.ask, s.end)
+					}
+				case "answered":
+					p.answered(now, s.done)
+				default:
+					t.Fatalf("step %d: unknown op %q", i, s.op)
+				}
+			}
+		})
+	}
+}
+
+func TestEWMA(t *testing.T) {
+	cases := []struct{ avg, sample, want time.Duration }{
+		{0, 10 * ms, 10 * ms}, // the first sample sets it
+		{10 * ms, 10 * ms, 10 * ms},
+		{2 * ms, 10 * ms, 4 * ms},
+		{8 * ms, 0, 6 * ms},
+	}
+	for _, tc := range cases {
+		if got := ewma(tc.avg, tc.sample); got != tc.want {
+			t.Errorf("ewma(%v, %v) = %v, want %v", tc.avg, tc.sample, got, tc.want)
+		}
+	}
+}

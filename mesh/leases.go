@@ -1,0 +1,175 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/pipeline"
+)
+
+// leaseProvider is a DYNAMIC production's lease loop: it feeds the
+// pipeline with splits leased through Raft, many per lease, and reports the
+// splits the pipeline has read completely (finished) along with the next
+// request. When to ask and for how many is leasePolicy's decision; this
+// type does the I/O: it asks in the background while the pipeline still
+// reads the current lease, so a Raft round trip does not stall it.
+//
+// Every DYNAMIC production uses it: a plain DYNAMIC task (produce_plain.go),
+// a shared production under its share group (sharedprod.go) and a
+// coordinated task (produce_rounds.go).
+type leaseProvider struct {
+	ctx    context.Context
+	n      *Node
+	job    string // the lease identity: the job, or its share group
+	splits []pipeline.Split
+	policy leasePolicy
+
+	queue   []leasedSplit
+	current leasedSplit
+	reading bool   // current was handed to the pipeline, not yet finished
+	reqID   uint64 // of the last lease asked for
+
+	finished []leasedSplit    // read completely, not yet reported
+	answer   chan leaseResult // capacity 1: the background lease's answer
+	wg       sync.WaitGroup
+}
+
+type leasedSplit struct{ id, epoch int64 }
+
+type leaseResult struct {
+	resp api.LeaseResponse
+	err  error
+}
+
+// newLeaseProvider leases splits of all under job's name (a job, or a
+// share group) for this node, until ctx ends.
+func newLeaseProvider(ctx context.Context, n *Node, job string, all []pipeline.Split) *leaseProvider {
+	// Request ids start from the clock, not 1: a provider created again for
+	// the same (job, worker), as a shared production is after its jobs all
+	// left, must not have its first lease taken for a retry of the last.
+	return &leaseProvider{ctx: ctx, n: n, job: job, splits: all, answer: make(chan leaseResult, 1),
+		policy: newLeasePolicy(n.cfg.Worker.LeaseSplits, n.cfg.Worker.LeaseDuration),
+		reqID:  uint64(time.Now().UnixNano())}
+}
+
+// Next implements pipeline.SplitProvider. Being asked for the next split
+// means the pipeline's source has read the previous one completely.
+func (p *leaseProvider) Next(ctx context.Context) (pipeline.Split, error) {
+	finished := p.reading
+	if finished {
+		p.finished = append(p.finished, p.current)
+		p.reading = false
+	}
+	if n := p.policy.next(time.Now(), finished, len(p.queue)); n > 0 {
+		p.ask(n)
+	}
+	for len(p.queue) == 0 {
+		n, end := p.policy.empty(time.Now())
+		if end {
+			return pipeline.Split{}, io.EOF
+		}
+		if n > 0 {
+			p.ask(n)
+		}
+		select {
+		case r := <-p.answer:
+			if errors.Is(r.err, api.ErrNotAssigned) {
+				// Expired while alive (a gossip blip): the job counts this
+				// worker's leases as lost and goes on without it, so this
+				// worker's part ends here, cleanly, not as a job failure.
+				p.policy.answered(time.Now(), true)
+				p.n.log.Warn("worker expired from the job while running; ending its part", "job", p.job)
+				p.queue = nil
+				return pipeline.Split{}, io.EOF
+			}
+			p.policy.answered(time.Now(), r.err == nil && r.resp.Done)
+			if r.err != nil {
+				return pipeline.Split{}, fmt.Errorf("lease splits: %w", r.err)
+			}
+			for _, id := range r.resp.Splits {
+				p.queue = append(p.queue, leasedSplit{id: id, epoch: r.resp.Epoch})
+			}
+		case <-ctx.Done():
+			return pipeline.Split{}, ctx.Err()
+		}
+	}
+	ls := p.queue[0]
+	p.queue = p.queue[1:]
+	s, err := splitByID(p.splits, ls.id)
+	if err != nil {
+		return pipeline.Split{}, err
+	}
+	p.current, p.reading = ls, true
+	return s, nil
+}
+
+// ask reports the finished splits and asks for a lease of n splits, each
+// in a goroutine that close waits for.
+func (p *leaseProvider) ask(n int) {
+	p.reqID++
+	finished := p.finished
+	p.finished = nil
+	req := api.LeaseRequest{Job: p.job, Worker: p.n.name, RequestID: p.reqID, N: n}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		resp, err := p.n.lease(p.ctx, req)
+		p.answer <- leaseResult{resp: resp, err: err}
+	}()
+	if len(finished) > 0 {
+		// The report is not on the lease's critical path.
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.report(p.ctx, finished)
+		}()
+	}
+}
+
+// report sends finished splits, one request per epoch. It is bookkeeping
+// (progress in `feedmesh jobs`), not part of delivery, so a failure is
+// logged and the task goes on: a retried report whose first attempt did
+// commit is rejected as "not outstanding", harmlessly.
+func (p *leaseProvider) report(ctx context.Context, finished []leasedSplit) {
+	byEpoch := map[int64][]int64{}
+	for _, f := range finished {
+		byEpoch[f.epoch] = append(byEpoch[f.epoch], f.id)
+	}
+	for epoch, ids := range byEpoch {
+		req := api.FinishRequest{Job: p.job, Worker: p.n.name, Epoch: epoch, Splits: ids}
+		if err := p.n.finish(ctx, req); err != nil && ctx.Err() == nil {
+			p.n.log.Warn("report finished splits", "job", p.job, "splits", len(ids), "err", err)
+		}
+	}
+}
+
+// close waits for a lease in flight and reports what is left.
+func (p *leaseProvider) close() {
+	p.wg.Wait()
+	if p.reading {
+		p.finished = append(p.finished, p.current)
+		p.reading = false
+	}
+	// The production may end because its context was cancelled (its last
+	// job left): report anyway, under the node's context (a closing node
+	// does not wait) and a bound of its own, or the splits it did read would
+	// stay outstanding in the job's progress for good.
+	ctx, cancel := context.WithTimeout(p.n.ctx, p.n.cfg.RequestTimeout)
+	defer cancel()
+	p.report(ctx, p.finished)
+	p.finished = nil
+}
+
+// splitByID returns the split with the given id: ids are positions in the
+// deterministic enumeration every node computes.
+func splitByID(all []pipeline.Split, id int64) (pipeline.Split, error) {
+	if id < 0 || id >= int64(len(all)) || all[id].ID != id {
+		return pipeline.Split{}, fmt.Errorf("split %d does not exist in this worker's view of the dataset (%d splits): do all nodes see the same files?", id, len(all))
+	}
+	return all[id], nil
+}

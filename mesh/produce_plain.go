@@ -1,0 +1,100 @@
+package mesh
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/transport/batch"
+)
+
+// plainProducer is a task that runs its own pipeline over this worker's
+// splits: the whole dataset every epoch (OFF), its STATIC share, or the
+// splits it leases (DYNAMIC, leases.go).
+type plainProducer struct {
+	frameQueue
+	seq uint64
+}
+
+func newPlainProducer(t *task) *plainProducer {
+	return &plainProducer{frameQueue: newFrameQueue(t)}
+}
+
+// produce runs the pipeline over this worker's splits for every epoch.
+func (p *plainProducer) produce() error {
+	t := p.t
+	o := t.job.Options
+	switch o.Sharding {
+	case api.Dynamic:
+		lp := newLeaseProvider(t.ctx, t.w.n, t.job.Name, t.splits)
+		err := p.pump(pipeline.Options{Provider: lp}, nil, -1)
+		lp.close()
+		return err
+	case api.Static:
+		ids := splits.StaticAssignment(int64(len(t.splits)), workerNames(t.job), t.w.n.name)
+		mine := make([]pipeline.Split, 0, len(ids))
+		for _, id := range ids {
+			s, err := splitByID(t.splits, id)
+			if err != nil {
+				return err
+			}
+			mine = append(mine, s)
+		}
+		for e := int64(0); e < o.Epochs; e++ {
+			if err := p.pump(pipeline.Options{}, mine, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	default: // off: the whole dataset on every worker
+		for e := int64(0); e < o.Epochs; e++ {
+			if err := p.pump(pipeline.Options{}, t.splits, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// pump runs one pipeline to its end, encoding each batch and offering it.
+// A full queue blocks the pipeline: that is the task's back-pressure.
+func (p *plainProducer) pump(o pipeline.Options, ss []pipeline.Split, epoch int64) error {
+	t := p.t
+	it, err := pipeline.OpenWithOptions(t.ctx, t.spec, ss, o)
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for {
+		el, err := it.Next(t.ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		h := batch.Header{Seq: p.seq, Worker: t.w.n.name, Epoch: epoch}
+		p.seq++
+		f, err := t.w.n.encodeBatch(h, el)
+		if err != nil {
+			return fmt.Errorf("encode batch: %w", err)
+		}
+		t.w.countEncoded(el)
+		if err := p.offer(f); err != nil {
+			return err
+		}
+	}
+}
+
+// workerNames are the names of a job's workers, in its order (a STATIC
+// job's agreed list).
+func workerNames(j api.JobInfo) []string {
+	out := make([]string, len(j.Workers))
+	for i, w := range j.Workers {
+		out[i] = w.Name
+	}
+	return out
+}

@@ -1,0 +1,140 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/feedmesh/feedmesh/bucketing"
+	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/transport/batch"
+)
+
+// roundProducer is the task of a coordinated job: it runs the pipeline
+// over DYNAMIC leases (leases.go), groups its batches into round windows
+// (roundwindows.go) and offers them to its roundServer (roundserver.go),
+// which answers each consumer's per-round request on its own stream.
+type roundProducer struct {
+	t       *task
+	rs      *roundServer
+	grouper *windowGrouper
+}
+
+func newRoundProducer(t *task) (*roundProducer, error) {
+	op, err := coordinatedOp(t.spec)
+	if err != nil {
+		return nil, err
+	}
+	m := t.job.Options.NumConsumers
+	if m < 1 {
+		return nil, fmt.Errorf("coordinated: num_consumers %d: must be >= 1", m)
+	}
+	g, err := newWindowGrouper(m, op, t.job.Options.PadFinalRound)
+	if err != nil {
+		return nil, err
+	}
+	cfg := t.w.n.cfg.Worker
+	return &roundProducer{t: t, rs: newRoundServer(m, cfg.roundsAhead(), cfg.roundsHeld()), grouper: g}, nil
+}
+
+// produce runs the pipeline over DYNAMIC leases, groups its batches into
+// windows and offers them; at the end it flushes the partial windows
+// (padded or dropped as the job says).
+func (p *roundProducer) produce() error {
+	t := p.t
+	lp := newLeaseProvider(t.ctx, t.w.n, t.job.Name, t.splits)
+	defer lp.close()
+	it, err := pipeline.OpenWithOptions(t.ctx, t.spec, nil, pipeline.Options{Provider: lp})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for {
+		el, err := it.Next(t.ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		w, ok, err := p.grouper.add(el)
+		if err != nil {
+			return err
+		}
+		t.w.countEncoded(el)
+		if ok {
+			if err := p.offer(w); err != nil {
+				return err
+			}
+		}
+	}
+	for _, w := range p.grouper.flush() {
+		if err := p.offer(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// offer queues a window for the next round fixed (offer.go).
+func (p *roundProducer) offer(w bucketing.Window[coordBatch]) error {
+	if err := offer(p.t, p.rs.windows, w); err != nil {
+		return err
+	}
+	p.t.produced.Add(int64(len(w.Batches)))
+	return nil
+}
+
+func (p *roundProducer) end(err error) { p.rs.end(err) }
+
+// queued counts the batches of the windows ready for rounds not yet fixed.
+func (p *roundProducer) queued() int { return len(p.rs.windows) * p.rs.m }
+
+// serve answers one coordinated request on its own stream: one batch
+// then the end, a clean end (end of data), or an end that says skip.
+func (p *roundProducer) serve(ctx context.Context, s *batch.Sender, open batch.OpenRequest) {
+	t, extra := p.t, open.Extra
+	var req api.RoundRequest
+	if len(extra) == 0 || cbor.Unmarshal(extra, &req) != nil || req.Round < 0 {
+		s.End(errors.New("coordinated: the request must carry a round and a consumer index"))
+		return
+	}
+	a := p.rs.take(ctx, req.Round, req.Index)
+	switch {
+	case a.err != nil && (ctx.Err() != nil || t.ctx.Err() != nil):
+		// The node is closing: not the job's failure. The stream just
+		// closes; the consumer retries, and skips the round once this
+		// worker is expired.
+		return
+	case a.err != nil:
+		s.End(a.err)
+		return
+	case a.end:
+		s.End(nil)
+		return
+	case a.skip:
+		s.End(fmt.Errorf("%s: round %d, index %d", api.RoundSkipped, req.Round, req.Index))
+		return
+	}
+	rh := api.RoundHeader{Round: req.Round, Index: req.Index, Bucket: a.bucket, PaddedTokens: a.padded, Tokens: a.b.tokens, Filler: a.b.filler}
+	raw, err := cbor.Marshal(rh)
+	if err != nil {
+		s.End(err)
+		return
+	}
+	h := batch.Header{Seq: uint64(req.Round), Worker: t.w.n.name, Extra: raw}
+	f, err := t.w.n.encodeBatch(h, a.b.el)
+	if err != nil {
+		s.End(fmt.Errorf("encode batch: %w", err))
+		return
+	}
+	if err := s.Send(ctx, f); err != nil {
+		t.w.n.log.Debug("coordinated consumer stream ended", "job", t.job.Name, "round", req.Round, "err", err)
+		return
+	}
+	s.End(nil)
+}

@@ -1,0 +1,175 @@
+package mesh
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/feedmesh/feedmesh/bucketing"
+	"github.com/feedmesh/feedmesh/pipeline"
+)
+
+// Coordinated reads on a worker.
+//
+// Every live worker of a coordinated job runs its pipeline over splits it
+// leases DYNAMICally, so workers read disjoint data and no example is read
+// twice across workers. The pipeline ends in bucket_by_sequence_length; the
+// worker groups its batches into windows of m batches of one bucket
+// (roundwindows.go) and keeps up to RoundsAhead complete windows ready.
+//
+// A consumer asks for (round r, index i) on its own stream (OpenRequest
+// Extra: api.RoundRequest). The first request for round r fixes it: the next
+// ready window becomes round r's window (or, once the pipeline has ended and
+// no window is left, round r and every later round of this worker is the
+// end of data). Consumers ask a worker for its rounds in increasing order,
+// so the fixed rounds of a worker form a prefix of the rounds it serves,
+// and every consumer gets the same answer for the same round: the same
+// window (batch i for consumer i), the same end, or the same skip. A round
+// at or below the highest fixed round that is no longer held (dropped past
+// RoundsHeld, or every batch taken) answers "skip", as does a batch already
+// taken by an earlier instance of the consumer: nothing is delivered twice.
+//
+// roundServer decides those answers; the coordinated task
+// (produce_rounds.go) feeds it windows and carries its answers to the
+// consumers' streams.
+
+// coordBatch is one bucketed batch waiting for its round.
+type coordBatch struct {
+	el             pipeline.Element
+	tokens, padded int64
+	filler         bool
+}
+
+// roundSlot is a fixed round's window and which batches are taken.
+type roundSlot struct {
+	w     bucketing.Window[coordBatch]
+	taken []bool
+	left  int
+}
+
+// roundServer assigns windows to rounds for one task.
+type roundServer struct {
+	m       int
+	held    int
+	windows chan bucketing.Window[coordBatch] // ready windows; closed when production ends
+
+	assignMu sync.Mutex // one assignment (a wait for a window) at a time
+
+	mu       sync.Mutex
+	slots    map[int64]*roundSlot
+	maxFixed int64 // -1: none yet
+	endFrom  int64 // first round fixed as the end; -1 while not ended
+	err      error // production's error, set at end
+}
+
+// newRoundServer serves rounds of m batches, keeps ahead windows ready
+// and holds at most held rounds not fully taken.
+func newRoundServer(m, ahead, held int) *roundServer {
+	return &roundServer{m: m, held: held, windows: make(chan bucketing.Window[coordBatch], ahead),
+		slots: map[int64]*roundSlot{}, maxFixed: -1, endFrom: -1}
+}
+
+// end records how production ended (err nil: end of data) and closes the
+// windows: rounds fixed from then on, once no window is left, are the end.
+func (rs *roundServer) end(err error) {
+	rs.mu.Lock()
+	rs.err = err
+	rs.mu.Unlock()
+	// After the error, so a request that sees the close sees the error.
+	close(rs.windows)
+}
+
+// roundAnswer is what a request gets.
+type roundAnswer struct {
+	b      coordBatch
+	bucket int
+	padded []int64
+	end    bool  // end of data
+	skip   bool  // round not served
+	err    error // production failed
+}
+
+// take answers (round, index); it blocks while the round waits for a
+// window.
+func (rs *roundServer) take(ctx context.Context, round int64, index int) roundAnswer {
+	if a, ok := rs.lookup(round, index); ok {
+		return a
+	}
+	rs.mu.Lock()
+	far := rs.maxFixed >= 0 && round > rs.maxFixed+int64(rs.held)
+	rs.mu.Unlock()
+	if far || index < 0 || index >= rs.m {
+		// Real consumers ask for this worker's rounds in order, at most a
+		// few rotations ahead: a request beyond what the worker may hold
+		// (or for an index the job does not have) is refused without
+		// taking a window, so it cannot make the worker skip real rounds.
+		return roundAnswer{err: fmt.Errorf("round %d index %d is out of range (last round fixed %d, %d held)", round, index, rs.maxFixed, rs.held)}
+	}
+	rs.assignMu.Lock()
+	defer rs.assignMu.Unlock()
+	if a, ok := rs.lookup(round, index); ok {
+		return a
+	}
+	var w bucketing.Window[coordBatch]
+	var open bool
+	select {
+	case w, open = <-rs.windows:
+	case <-ctx.Done():
+		return roundAnswer{err: ctx.Err()}
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if round <= rs.maxFixed {
+		// Impossible while assignMu is held, but never serve a window twice.
+		return roundAnswer{skip: true}
+	}
+	rs.maxFixed = round
+	if !open {
+		if rs.err != nil {
+			return roundAnswer{err: rs.err}
+		}
+		rs.endFrom = round
+		return roundAnswer{end: true}
+	}
+	s := &roundSlot{w: w, taken: make([]bool, rs.m), left: rs.m}
+	rs.slots[round] = s
+	for len(rs.slots) > rs.held {
+		oldest := round
+		for r := range rs.slots {
+			oldest = min(oldest, r)
+		}
+		delete(rs.slots, oldest)
+	}
+	return rs.takeLocked(round, s, index)
+}
+
+// lookup answers a round already fixed (ok false: it must be assigned).
+func (rs *roundServer) lookup(round int64, index int) (roundAnswer, bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.endFrom >= 0 && round >= rs.endFrom {
+		return roundAnswer{end: true}, true
+	}
+	if s := rs.slots[round]; s != nil {
+		return rs.takeLocked(round, s, index), true
+	}
+	if round <= rs.maxFixed {
+		return roundAnswer{skip: true}, true
+	}
+	return roundAnswer{}, false
+}
+
+func (rs *roundServer) takeLocked(round int64, s *roundSlot, index int) roundAnswer {
+	if index < 0 || index >= rs.m || s.taken[index] {
+		return roundAnswer{skip: true}
+	}
+	s.taken[index] = true
+	if s.left--; s.left == 0 {
+		delete(rs.slots, round)
+	}
+	a := roundAnswer{b: s.w.Batches[index], bucket: s.w.Bucket, padded: make([]int64, rs.m)}
+	for i, b := range s.w.Batches {
+		a.padded[i] = b.padded
+	}
+	return a
+}

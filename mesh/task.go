@@ -1,0 +1,115 @@
+package mesh
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/transport/batch"
+)
+
+// task runs one job on this worker: its producer makes the job's batches
+// and serves them to the job's consumer streams. Words used in this file
+// and the producers, one meaning each: a production ENDS (end of data, or
+// failure) and then the task lingers until its job is gone; a split is
+// FINISHED once the pipeline has read it completely (leases.go reports
+// it); a lease loop is DONE once the leader said it hands out no more.
+type task struct {
+	w      *worker
+	job    api.JobInfo
+	spec   *pipeline.Spec
+	splits []pipeline.Split
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	prod   producer
+
+	// poll paces the checks that the job still exists (offer.go); only
+	// the task's goroutine reads it.
+	poll *time.Ticker
+
+	ended chan struct{} // closed when production ends
+
+	produced atomic.Int64 // batches queued for consumers
+}
+
+// producer is one way of making a task's batches: plain (the task runs its
+// own pipeline, produce_plain.go), shared (it reads a production shared
+// with other jobs, produce_shared.go) or rounds (coordinated reads: it
+// serves round windows, produce_rounds.go). The job's options choose one
+// when the task starts.
+type producer interface {
+	// produce makes the task's batches and offers them to its consumers
+	// (offer.go) until the data ends (nil), production fails, or the task
+	// is cancelled. It runs on the task's goroutine.
+	produce() error
+	// end is called once produce has returned, with its error: consumers
+	// get the batches already queued, then the end (or the error).
+	end(err error)
+	// serve answers one consumer stream until it is served, the
+	// consumer goes away, or ctx (the node's) ends.
+	serve(ctx context.Context, s *batch.Sender, req batch.OpenRequest)
+	// queued is how many batches wait for a consumer.
+	queued() int
+}
+
+// newTaskLocked creates job's task and its producer; run starts it. w.mu
+// is held (a sharing task joins its production under it).
+func (w *worker) newTaskLocked(job api.JobInfo, spec *pipeline.Spec, all []pipeline.Split) (*task, error) {
+	t := &task{w: w, job: job, spec: spec, splits: all, ended: make(chan struct{})}
+	t.ctx, t.cancel = context.WithCancel(w.n.ctx)
+	var err error
+	switch {
+	case job.Options.Coordinated:
+		t.prod, err = newRoundProducer(t)
+	case job.Options.Share:
+		t.prod, err = newSharedReader(t)
+	default:
+		t.prod = newPlainProducer(t)
+	}
+	if err != nil {
+		t.cancel()
+		return nil, err
+	}
+	return t, nil
+}
+
+// compression is the job's compression (api.JobOptions.Compression); none
+// when this node does not know the name (a newer node's).
+func (t *task) compression() batch.Compression {
+	c, err := batch.ParseCompression(t.job.Options.Compression)
+	if err != nil {
+		return batch.CompressNone
+	}
+	return c
+}
+
+// run is the task's goroutine: production, then lingering until the job is
+// gone.
+func (t *task) run() {
+	defer t.w.wg.Done()
+	defer t.w.remove(t)
+	t.poll = time.NewTicker(t.w.n.cfg.Worker.JobPollInterval)
+	defer t.poll.Stop()
+	err := t.prod.produce()
+	t.prod.end(err)
+	close(t.ended)
+	if err != nil && t.ctx.Err() == nil {
+		t.w.n.log.Warn("task failed", "job", t.job.Name, "err", err)
+	}
+	// Stay around, ended, so consumers that connect later get the end of
+	// data at once, until the job is garbage-collected.
+	t.waitForJobGone()
+}
+
+// hasEnded reports whether production has ended.
+func (t *task) hasEnded() bool {
+	select {
+	case <-t.ended:
+		return true
+	default:
+		return false
+	}
+}

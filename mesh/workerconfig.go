@@ -1,0 +1,88 @@
+package mesh
+
+import "time"
+
+// WorkerConfig bounds what a node does as a worker.
+type WorkerConfig struct {
+	// SendPadded ships padded tensors as they are. By default a tensor with
+	// a "<name>_length" companion (padded_batch, bucket_by_sequence_length)
+	// travels as its rows' valid prefixes, integer token ids in the fewest
+	// bytes that hold them, and the client pads (and widens) it back: the
+	// same batch, fewer bytes (batch.ShippedEncodeOptions).
+	SendPadded bool
+	// Disabled keeps the node out of every job: it serves control and Raft
+	// only, like a dedicated Consul server.
+	Disabled bool
+	// TaskBuffer is how many encoded batches a task keeps ready ahead of
+	// its consumers. It bounds a task's memory together with the client's
+	// window: a client that never grants credit stops the task here.
+	TaskBuffer int
+	// LeaseSplits is the most splits a DYNAMIC task asks for per lease (the
+	// leader hands out fewer when fewer are left in the epoch). How many
+	// it asks for below that is leasePolicy's decision (leasepolicy.go).
+	LeaseSplits int
+	// LeaseDuration is how much work a DYNAMIC task aims to lease at once:
+	// it asks for as many splits as it reads in this time (at most
+	// LeaseSplits), so cheap pipelines do not pay a Raft commit every few
+	// milliseconds. Longer means fewer commits, and more splits lost when
+	// a worker dies (at-most-once).
+	LeaseDuration time.Duration
+	// MaxWindow caps the credit a client may grant on one stream.
+	MaxWindow int
+	// SendCoalesce is the most ready batches a stream writes at once (no
+	// more than the client has credit for): small batches then share one
+	// quic-go stream write instead of paying one each. It bounds the
+	// batches a consumer's stream has taken from its task but not yet
+	// written, which are lost with the consumer if it dies (at-most-once,
+	// like the task's buffer). 1 writes batch by batch. Default 16.
+	SendCoalesce int
+	// JobPollInterval is how often a task checks that its job still exists
+	// while it has nothing to do (no consumer reading, or finished).
+	JobPollInterval time.Duration
+	// ShareWindowBytes bounds each ephemeral-sharing window on this worker
+	// (one per dataset that jobs with Share read at once; the issue's
+	// share.window_bytes): the bytes of encoded batches kept for sharing
+	// jobs that lag behind the fastest. A job more than this far behind
+	// misses batches instead of slowing the others; a single batch larger
+	// than this fails the shared production with an error that says so.
+	// Default 256 MiB (share.DefaultWindowBytes); the fast preset 32 MiB.
+	// The bound counts batches as encoded: a batch sent compressed to some
+	// of the jobs (api.JobOptions.Compression) also keeps its compressed copy,
+	// at most its own size again per compression in use.
+	ShareWindowBytes int64
+	// RoundsAhead (coordinated jobs) is how many complete round windows
+	// (m batches each) a task prepares ahead of the consumers' requests.
+	// 0 means DefaultRoundsAhead.
+	RoundsAhead int
+	// RoundsHeld (coordinated jobs) bounds the rounds a task keeps assigned
+	// while some of their m batches are not yet taken (a consumer that died
+	// never takes its batch). Past it the oldest round is dropped; a late
+	// request for it is told to skip the round. It must exceed how far the
+	// fastest consumer of a job runs ahead of the slowest: up to twice the
+	// client's PrefetchBatches when the consumers step together (a rank
+	// that stalls longer loses rounds, at most once each). 0 means
+	// DefaultRoundsHeld.
+	RoundsHeld int
+}
+
+// Defaults of WorkerConfig.RoundsAhead and RoundsHeld.
+const (
+	DefaultRoundsAhead = 4
+	DefaultRoundsHeld  = 512
+)
+
+// roundsAhead is RoundsAhead with its default applied.
+func (c WorkerConfig) roundsAhead() int {
+	if c.RoundsAhead <= 0 {
+		return DefaultRoundsAhead
+	}
+	return c.RoundsAhead
+}
+
+// roundsHeld is RoundsHeld with its default applied.
+func (c WorkerConfig) roundsHeld() int {
+	if c.RoundsHeld <= 0 {
+		return DefaultRoundsHeld
+	}
+	return c.RoundsHeld
+}

@@ -1,0 +1,87 @@
+package mesh
+
+import (
+	"sort"
+
+	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/pipeline"
+)
+
+// What a worker reports about its work: its tasks (Tasks), its sharing
+// counters (ShareStats, summed per job by the leader in sharestats.go) and
+// the batches it encoded (Work).
+
+// TaskStats describes one task running on this node.
+type TaskStats struct {
+	Job string
+	// Produced counts batches the task encoded and queued.
+	Produced int64
+	// Queued is how many of them wait for a consumer.
+	Queued int
+	// Ended: the task's production has ended (end of data or failure); the
+	// task stays until its job is gone.
+	Ended bool
+}
+
+// Tasks lists the tasks running on this node.
+func (n *Node) Tasks() []TaskStats {
+	n.worker.mu.Lock()
+	defer n.worker.mu.Unlock()
+	out := make([]TaskStats, 0, len(n.worker.tasks))
+	for _, t := range n.worker.tasks {
+		out = append(out, TaskStats{Job: t.job.Name, Produced: t.produced.Load(), Queued: t.prod.queued(), Ended: t.hasEnded()})
+	}
+	return out
+}
+
+// ShareStats returns this node's sharing counters, for job only unless
+// job is empty.
+func (n *Node) ShareStats(job string) api.WorkerShareStats {
+	w := n.worker
+	out := api.WorkerShareStats{Worker: n.name, WindowLimit: n.cfg.Worker.ShareWindowBytes, Produced: w.shareProduced.Load()}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for p := range w.prods {
+		out.Windows++
+		out.Bytes += p.shared.Stats().Bytes
+	}
+	for name, t := range w.tasks {
+		r, ok := t.prod.(*sharedReader)
+		if !ok || (job != "" && name != job) {
+			continue
+		}
+		st, ws := r.statsLocked()
+		out.Jobs = append(out.Jobs, api.JobShareStats{
+			Job: name, Read: st.Read, Hits: st.Hits, Produced: st.Produced, EvictedBeforeRead: st.EvictedBeforeRead,
+			WindowProduced: ws.Produced, WindowBytes: ws.Bytes,
+		})
+	}
+	sort.Slice(out.Jobs, func(i, j int) bool { return out.Jobs[i].Job < out.Jobs[j].Job })
+	return out
+}
+
+// WorkCounters are what a worker's pipelines produced since it started,
+// shared or not: the preprocessing work, as benchmarks count it.
+type WorkCounters struct {
+	// Batches counts encoded batches; Rows their elements (leading
+	// dimension of the first tensor, 1 for unbatched elements).
+	Batches, Rows int64
+	// SharedBatches counts the batches of shared productions.
+	SharedBatches int64
+}
+
+// Work returns this node's work counters.
+func (n *Node) Work() WorkCounters {
+	w := n.worker
+	return WorkCounters{Batches: w.encodedBatches.Load(), Rows: w.encodedRows.Load(), SharedBatches: w.shareProduced.Load()}
+}
+
+// countEncoded records one encoded batch of el in the work counters.
+func (w *worker) countEncoded(el pipeline.Element) {
+	w.encodedBatches.Add(1)
+	rows := int64(1)
+	if len(el.Tensors) > 0 && len(el.Tensors[0].Shape) > 0 {
+		rows = el.Tensors[0].Shape[0]
+	}
+	w.encodedRows.Add(rows)
+}
