@@ -19,7 +19,7 @@ import (
 // holds batch ConsumerIndex of that worker's window for r. Up to
 // PrefetchBatches rounds are asked for ahead, each worker's rounds in
 // increasing order on one fetcher (rounds.go; that order is what lets every
-// consumer get the same answer for a round, see mesh/coordinated.go).
+// consumer get the same answer for a round, see mesh/roundserver.go).
 //
 // The iterator never asks for a round at or past its horizon: its own last
 // committed report (a heartbeat with Report) + the job's lookahead. Raft
