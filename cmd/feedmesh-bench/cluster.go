@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"io"
 	"math"
 	"os"
@@ -18,7 +19,7 @@ import (
 )
 
 func init() {
-	registerBench(benchmark{name: "cluster", summary: "formation, failover, failure detection, control round trip, gossip convergence", run: benchCluster})
+	registerBench(cli.Command{Name: "cluster", Summary: "formation, failover, failure detection, control round trip, gossip convergence", Run: benchCluster})
 }
 
 // clusterRow is one row of `feedmesh-bench cluster --json`.
@@ -32,7 +33,7 @@ type clusterRow struct {
 }
 
 func benchCluster(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("cluster", "[--runs N] [--json]", stderr)
+	fs := prog.NewFlagSet("cluster", "[--runs N] [--json]", stderr)
 	runs := fs.Int("runs", 5, "clusters started per measurement (medians are reported)")
 	gossipNodes := fs.Int("gossip-nodes", 20, "cluster size for the gossip convergence measurement")
 	rtts := fs.Int("rtts", 200, "control requests timed per run")
@@ -42,7 +43,7 @@ func benchCluster(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintln(stderr, "Usage: feedmesh-bench cluster [flags]\n\nMetrics: form (3 nodes start → leader and full membership everywhere), failover (leader killed → new leader),\ndead_detect (node killed → peers mark it dead), put_via_follower / get_via_follower (control round trip through a\nnon-leader, per request), gossip_converge (one node joins N-1 → all N see N alive).\n\nFlags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	dir, err := os.MkdirTemp("", "feedmesh-bench-")
@@ -62,7 +63,7 @@ func benchCluster(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			fmt.Fprintf(stderr, "  %-18s %-8s median %8.2f ms  [%s]\n", metric, preset, r.MedianMS, fmtDurations(ds))
 		}
 	}
-	for _, preset := range splitList(*presets) {
+	for _, preset := range cli.SplitList(*presets) {
 		opt, err := presetOption(preset)
 		if err != nil {
 			return err
@@ -98,7 +99,7 @@ func benchCluster(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	add("gossip_converge", "fast", *gossipNodes, conv)
 
 	if *jsonOut {
-		return writeJSON(stdout, rows)
+		return cli.WriteJSON(stdout, rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "METRIC\tPRESET\tNODES\tRUNS\tMEDIAN ms\tSAMPLES ms")

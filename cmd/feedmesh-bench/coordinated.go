@@ -12,6 +12,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/bucketing"
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/mesh/localcluster"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
@@ -19,7 +20,7 @@ import (
 )
 
 func init() {
-	registerBench(benchmark{name: "coordinated", summary: "m consumers of a bucketed text pipeline with coordinated reads on vs off: modelled training time (step = slowest consumer's padded tokens) and padding", run: benchCoordinated})
+	registerBench(cli.Command{Name: "coordinated", Summary: "m consumers of a bucketed text pipeline with coordinated reads on vs off: modelled training time (step = slowest consumer's padded tokens) and padding", Run: benchCoordinated})
 }
 
 // coordRun is what one (m, coordinated) run measured.
@@ -34,7 +35,7 @@ type coordRun struct {
 }
 
 func benchCoordinated(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("coordinated", "[--corpus FILE] [--consumers 4,8] [--json]", stderr)
+	fs := prog.NewFlagSet("coordinated", "[--corpus FILE] [--consumers 4,8] [--json]", stderr)
 	corpus := fs.String("corpus", "", "text corpus, one example per line (default: the synthetic heavy-tailed text source)")
 	consumersFlag := fs.String("consumers", "4,8", "consumer counts m to measure")
 	lines := fs.Int64("lines", 30000, "synthetic source: number of texts")
@@ -46,11 +47,11 @@ func benchCoordinated(ctx context.Context, args []string, stdout, stderr io.Writ
 	batch := fs.Int64("batch", 16, "batch size of every bucket (the usual configuration: a fixed batch, lengths vary)")
 	perToken := fs.Float64("per-token-us", 1, "modelled compute per padded token, microseconds")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: consumers, coordinated, modelled_seconds (sum over steps of the slowest consumer's padded tokens × per-token cost), speedup (the uncoordinated row's modelled_seconds / this row's), padding_fraction (padding share of the padded tokens), idle_fraction (share of m × the step's largest batch not used by the consumers' batches), steps, tokens (real), rounds_skipped (rounds of workers that had ended or died), reconnects, wall_seconds")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	var ms []int
-	for _, p := range splitList(*consumersFlag) {
+	for _, p := range cli.SplitList(*consumersFlag) {
 		m, err := strconv.Atoi(p)
 		if err != nil || m < 1 || m > 64 {
 			return fmt.Errorf("--consumers: %q is not a count from 1 to 64", p)

@@ -14,8 +14,8 @@
 //
 // Files, one per benchmark family:
 //
-//	main.go         main, exit codes and the flag helpers
-//	bench.go        the benchmark registry, its dispatch and usage; median and other timing helpers
+//	main.go         the program (cmd/internal/cli: registry, dispatch, usage, exit codes)
+//	bench.go        median and the other timing helpers the benchmarks share
 //	cluster.go      cluster: formation, failover, failure detection, control round trip, gossip convergence
 //	jobs.go         splits, dynamic, scaleout, recovery: DYNAMIC leasing through Raft and client throughput
 //	sharing.go      sharing: k concurrent jobs of one dataset, ephemeral sharing on vs off

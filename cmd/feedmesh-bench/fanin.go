@@ -22,13 +22,14 @@ import (
 
 	"github.com/feedmesh/feedmesh/bench/transportbench"
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/mesh/localcluster"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
 func init() {
-	registerBench(benchmark{name: "fanin", summary: "one client process reading ~1 MiB batches from 1…8 in-process workers: MB/s into it, its CPU-s/GB, its RSS vs its buffer bound", run: benchFanin})
+	registerBench(cli.Command{Name: "fanin", Summary: "one client process reading ~1 MiB batches from 1…8 in-process workers: MB/s into it, its CPU-s/GB, its RSS vs its buffer bound", Run: benchFanin})
 }
 
 // faninClientFlag, as the first argument of `feedmesh-bench fanin`, makes
@@ -173,7 +174,7 @@ func benchFanin(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(args) > 0 && args[0] == faninClientFlag {
 		return faninClient(ctx, args[1:], stdout, stderr)
 	}
-	fs := newFlagSet("fanin", "[--workers 1,2,4,8] [--seconds S] [--batch-bytes N] [--json]", stderr)
+	fs := prog.NewFlagSet("fanin", "[--workers 1,2,4,8] [--seconds S] [--batch-bytes N] [--json]", stderr)
 	workersFlag := fs.String("workers", "1,2,4,8", "worker counts k to measure (a fresh in-process cluster of k nodes each)")
 	config := addFaninFlags(fs)
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: workers, mb_per_s, batches_per_s, client_cpu_s_per_gb, workers_cpu_s_per_gb, rss_before_mb, rss_max_mb, rss_median_mb, peak_rss_mb, heap_max_mb, pool_max_mb, release, bound_mb, rss_minus_bound_mb, mean_batch_bytes, step_ms, seconds, serving, per_worker_batches (memory in MiB, throughput in 10^6 bytes/s, CPU per 10^9 bytes)")
@@ -195,7 +196,7 @@ The workers and the client share the machine's cores. Progress goes to stderr.
 Flags:`)
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg, err := config()
@@ -203,7 +204,7 @@ Flags:`)
 		return err
 	}
 	var counts []int
-	for _, p := range splitList(*workersFlag) {
+	for _, p := range cli.SplitList(*workersFlag) {
 		k, err := strconv.Atoi(p)
 		if err != nil || k < 1 || k > faninMaxWorkers {
 			return fmt.Errorf("--workers: %q is not a count from 1 to %d", p, faninMaxWorkers)
@@ -225,7 +226,7 @@ Flags:`)
 		rows = append(rows, row)
 	}
 	if *jsonOut {
-		return writeJSON(stdout, rows)
+		return cli.WriteJSON(stdout, rows)
 	}
 	return writeFaninTable(stdout, rows)
 }
@@ -392,12 +393,12 @@ func writeFaninTable(w io.Writer, rows []benchRow) error {
 // ---- the client process
 
 func faninClient(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("fanin "+faninClientFlag, "--addr HOST:PORT --workers K [flags]", stderr)
+	fs := prog.NewFlagSet("fanin "+faninClientFlag, "--addr HOST:PORT --workers K [flags]", stderr)
 	addr := fs.String("addr", "", "a node's QUIC address")
 	workers := fs.Int("workers", 0, "workers the job must be served by")
 	job := fs.String("job", "fanin", "job name")
 	config := addFaninFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg, err := config()
@@ -445,7 +446,7 @@ func faninClient(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	res.RSSBeforeBytes = rssBefore
 	o.Transport = &tcfg
 	res.BoundBytes = o.BufferBound(*workers, res.Bytes/res.Batches)
-	return writeJSON(stdout, res)
+	return cli.WriteJSON(stdout, res)
 }
 
 // faninMeasure waits until each of the job's workers has delivered a

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/mesh/localcluster"
 	"github.com/feedmesh/feedmesh/pipeline"
@@ -24,10 +25,10 @@ import (
 )
 
 func init() {
-	registerBench(benchmark{name: "splits", summary: "DYNAMIC split leasing through Raft (3 voters) vs an in-memory counter", run: benchSplits})
-	registerBench(benchmark{name: "dynamic", summary: "DYNAMIC vs OFF sharding on a cheap pipeline (range → batch): delivered batches/s", run: benchDynamic})
-	registerBench(benchmark{name: "scaleout", summary: "client throughput with 1…16 in-process workers on a pipeline that sleeps per element", run: benchScaleout})
-	registerBench(benchmark{name: "recovery", summary: "time from a worker's kill to the client's throughput recovering", run: benchRecovery})
+	registerBench(cli.Command{Name: "splits", Summary: "DYNAMIC split leasing through Raft (3 voters) vs an in-memory counter", Run: benchSplits})
+	registerBench(cli.Command{Name: "dynamic", Summary: "DYNAMIC vs OFF sharding on a cheap pipeline (range → batch): delivered batches/s", Run: benchDynamic})
+	registerBench(cli.Command{Name: "scaleout", Summary: "client throughput with 1…16 in-process workers on a pipeline that sleeps per element", Run: benchScaleout})
+	registerBench(cli.Command{Name: "recovery", Summary: "time from a worker's kill to the client's throughput recovering", Run: benchRecovery})
 }
 
 // benchRow is the common row of the jobs benchmarks' --json output.
@@ -35,7 +36,7 @@ type benchRow map[string]any
 
 func printRows(stdout io.Writer, jsonOut bool, cols []string, rows []benchRow) error {
 	if jsonOut {
-		return writeJSON(stdout, rows)
+		return cli.WriteJSON(stdout, rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	for i, c := range cols {
@@ -91,12 +92,12 @@ func benchClient(ctx context.Context, c *localcluster.Cluster, i int) (*client.C
 // ---- splits
 
 func benchSplits(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("splits", "[--seconds S] [--workers N] [--per-lease N] [--json]", stderr)
+	fs := prog.NewFlagSet("splits", "[--seconds S] [--workers N] [--per-lease N] [--json]", stderr)
 	seconds := fs.Float64("seconds", 3, "how long each path is measured")
 	workers := fs.Int("workers", 32, "concurrent leasing workers")
 	perLease := fs.Int("per-lease", 16, "splits asked for per lease")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: path, workers, per_lease, leases_per_s, splits_per_s, ratio_vs_memory")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	d := time.Duration(*seconds * float64(time.Second))
@@ -191,13 +192,13 @@ func raftLeaseRate(ctx context.Context, workers, perLease int, d time.Duration) 
 // ---- dynamic vs off
 
 func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("dynamic", "[--seconds S] [--runs N] [--json]", stderr)
+	fs := prog.NewFlagSet("dynamic", "[--seconds S] [--runs N] [--json]", stderr)
 	batch := fs.Int64("batch", 256, "batch size")
 	splitSize := fs.Int64("split-size", 2000, "elements per split")
 	seconds := fs.Float64("seconds", 2, "steady-state window measured per run, after 0.5 s of warm-up")
 	runs := fs.Int("runs", 3, "alternating runs of each policy; medians are reported")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: sharding, runs, batches_per_s, ratio_vs_off")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	c, cleanup, err := jobsCluster(3)
@@ -291,17 +292,17 @@ func sleepySpec(elements, splitSize, sleepUs, batch int64) *pipeline.Spec {
 }
 
 func benchScaleout(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("scaleout", "[--workers 1,2,4,8,16] [--seconds S] [--json]", stderr)
+	fs := prog.NewFlagSet("scaleout", "[--workers 1,2,4,8,16] [--seconds S] [--json]", stderr)
 	workersFlag := fs.String("workers", "1,2,4,8,16", "worker counts to measure")
 	seconds := fs.Float64("seconds", 3, "measurement window per worker count (after 0.5 s of warm-up)")
 	sleepUs := fs.Int64("sleep-us", 2000, "time each element spends in the cost op (waiting, not CPU)")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: workers, elements_per_s, ratio_vs_1, ideal")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	var counts []int
 	maxW := 0
-	for _, p := range splitList(*workersFlag) {
+	for _, p := range cli.SplitList(*workersFlag) {
 		k, err := strconv.Atoi(p)
 		if err != nil || k < 1 || k > 64 {
 			return fmt.Errorf("--workers: %q is not a count from 1 to 64", p)
@@ -378,12 +379,12 @@ func rowsPerSecond(ctx context.Context, it *client.Iterator, warm, window time.D
 // ---- recovery
 
 func benchRecovery(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("recovery", "[--workers N] [--runs N] [--json]", stderr)
+	fs := prog.NewFlagSet("recovery", "[--workers N] [--runs N] [--json]", stderr)
 	workers := fs.Int("workers", 4, "workers (in-process nodes); one of them, not the one the client dialed, is killed")
 	runs := fs.Int("runs", 3, "kills measured (a fresh cluster each)")
 	sleepUs := fs.Int64("sleep-us", 2000, "time each element spends in the cost op")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: run, before_per_s, target_per_s, recovery_ms, dip_per_s")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	var rows []benchRow

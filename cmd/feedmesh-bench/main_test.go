@@ -17,11 +17,11 @@ func TestUnknownBenchmarkAndHelp(t *testing.T) {
 		t.Fatalf("--help: code %d %q", code, errOut)
 	}
 	for _, name := range []string{"cluster", "coordinated", "dynamic", "fanin", "recovery", "scaleout", "sharing", "splits", "transport"} {
-		if _, ok := benchmarks[name]; !ok || !strings.Contains(errOut, "  "+name+" ") {
+		if _, ok := prog.Lookup(name); !ok || !strings.Contains(errOut, "  "+name+" ") {
 			t.Errorf("benchmark %s is not registered or not listed by --help:\n%s", name, errOut)
 		}
 	}
-	for name := range benchmarks {
+	for _, name := range prog.Names() {
 		if _, errOut, code := runCmd(t, name, "--help"); code != 0 || !strings.Contains(errOut, "Usage: feedmesh-bench "+name) {
 			t.Errorf("%s --help: code %d, %q", name, code, errOut)
 		}

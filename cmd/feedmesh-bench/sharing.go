@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/mesh/localcluster"
 	"github.com/feedmesh/feedmesh/pipeline"
 )
 
 func init() {
-	registerBench(benchmark{name: "sharing", summary: "k concurrent jobs of one pipeline with ephemeral sharing on vs off: per-job throughput and preprocessing work vs k = 1", run: benchSharing})
+	registerBench(cli.Command{Name: "sharing", Summary: "k concurrent jobs of one pipeline with ephemeral sharing on vs off: per-job throughput and preprocessing work vs k = 1", Run: benchSharing})
 }
 
 // sharingRun is what one (k, share) run measured.
@@ -28,7 +29,7 @@ type sharingRun struct {
 }
 
 func benchSharing(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("sharing", "[--jobs 1,2,4,8,16] [--json]", stderr)
+	fs := prog.NewFlagSet("sharing", "[--jobs 1,2,4,8,16] [--json]", stderr)
 	jobsFlag := fs.String("jobs", "1,2,4,8,16", "concurrent job counts k to measure")
 	nodes := fs.Int("nodes", 2, "in-process nodes (all workers)")
 	elements := fs.Int64("elements", 2048, "dataset size (range source), read once per job")
@@ -38,11 +39,11 @@ func benchSharing(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	cpuUs := fs.Int64("cpu-us", 0, "cost op: CPU each element burns instead of sleeping (then k unshared jobs compete for the cores)")
 	sharding := fs.String("sharding", "dynamic", "off or dynamic (off: every worker runs the whole dataset for each job)")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: jobs, share, per_job_rows_per_s, per_job_throughput_ratio, work_rows, work_ratio, seconds, evicted")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	var ks []int
-	for _, p := range splitList(*jobsFlag) {
+	for _, p := range cli.SplitList(*jobsFlag) {
 		k, err := strconv.Atoi(p)
 		if err != nil || k < 1 || k > 64 {
 			return fmt.Errorf("--jobs: %q is not a count from 1 to 64", p)

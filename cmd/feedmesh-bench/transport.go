@@ -10,11 +10,12 @@ import (
 	"strings"
 
 	"github.com/feedmesh/feedmesh/bench/transportbench"
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
 func init() {
-	registerBench(benchmark{name: "transport", summary: "batch stream throughput and CPU/GB: feedmesh QUIC vs quic-go, gRPC+TLS, TCP+TLS, TCP (two processes)", run: benchTransport})
+	registerBench(cli.Command{Name: "transport", Summary: "batch stream throughput and CPU/GB: feedmesh QUIC vs quic-go, gRPC+TLS, TCP+TLS, TCP (two processes)", Run: benchTransport})
 }
 
 // peerFlag, as the first argument of `feedmesh-bench transport`, makes this
@@ -30,7 +31,7 @@ func benchTransport(ctx context.Context, args []string, stdout, stderr io.Writer
 		return transportbench.RunPeer(ctx, args[1:], os.Stdin, stdout)
 	}
 	def := transportbench.DefaultConfig()
-	fs := newFlagSet("transport", "[--path loopback|veth] [--rate 1gbit] [--sizes 65536,1048576,16777216] [--seconds N] [--runs N] [--baseline BIN] [--levers] [--compress lz4,zstd] [--workload raw|text] [--json]", stderr)
+	fs := prog.NewFlagSet("transport", "[--path loopback|veth] [--rate 1gbit] [--sizes 65536,1048576,16777216] [--seconds N] [--runs N] [--baseline BIN] [--levers] [--compress lz4,zstd] [--workload raw|text] [--json]", stderr)
 	path := fs.String("path", def.Path, "loopback, or veth (two network namespaces joined by a veth pair, MTU 1500; needs root and ip)")
 	rate := fs.String("rate", "", "with --path veth: shape the sender's egress to this rate with tc tbf for the run (tc's syntax: 1gbit, 500mbit, 100mbit; needs tc), removed afterwards; scripts/veth.sh rate sets the same by hand")
 	sizes := fs.String("sizes", joinInts(def.Sizes), "batch sizes in bytes, comma-separated")
@@ -49,14 +50,14 @@ func benchTransport(ctx context.Context, args []string, stdout, stderr io.Writer
 			"--compress lz4,zstd adds feedmesh rows with compressed batch tails; --path veth --rate 1gbit measures a\nbandwidth-limited link, where fewer bytes on the wire can pay for the CPU they cost.\n\n"+baselineHint+"\n\nFlags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg := def
 	cfg.Path, cfg.Seconds, cfg.Runs, cfg.Levers, cfg.Progress = *path, *seconds, *runs, *levers, stderr
 	cfg.Workload, cfg.TextExamples = *workload, *textExamples
-	cfg.Transports = splitList(*transports)
-	cfg.Compress, cfg.Rate = splitList(*compress), strings.TrimSpace(*rate)
+	cfg.Transports = cli.SplitList(*transports)
+	cfg.Compress, cfg.Rate = cli.SplitList(*compress), strings.TrimSpace(*rate)
 	// The flags' own errors first, in their names (Validate repeats them
 	// for other callers, in Config's).
 	for _, name := range cfg.Compress {
@@ -99,7 +100,7 @@ func benchTransport(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	if *jsonOut {
-		return writeJSON(stdout, rows)
+		return cli.WriteJSON(stdout, rows)
 	}
 	return transportbench.WriteTable(stdout, rows)
 }
@@ -117,7 +118,7 @@ func compressionNames() []string {
 
 func parseInts(s string) ([]int, error) {
 	var out []int
-	for _, p := range splitList(s) {
+	for _, p := range cli.SplitList(s) {
 		n, err := strconv.Atoi(p)
 		if err != nil {
 			return nil, fmt.Errorf("%q is not a whole number of bytes", p)

@@ -104,7 +104,7 @@ func TestUnknownCommandAndHelp(t *testing.T) {
 	if _, errOut, _ := runCmd(t, "--help"); !strings.Contains(errOut, "feedmesh-bench") {
 		t.Errorf("--help does not point to feedmesh-bench: %q", errOut)
 	}
-	for name := range commands {
+	for _, name := range prog.Names() {
 		if _, errOut, code := runCmd(t, name, "--help"); code != 0 || !strings.Contains(errOut, "Usage: feedmesh "+name) {
 			t.Errorf("%s --help: code %d, %q", name, code, errOut)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/mesh/localcluster"
@@ -21,7 +22,7 @@ import (
 )
 
 func init() {
-	register(command{name: "demo", summary: "run an in-process cluster and show what feedmesh does", run: runDemo})
+	register(cli.Command{Name: "demo", Summary: "run an in-process cluster and show what feedmesh does", Run: runDemo})
 }
 
 // demoSpec is the built-in dataset: heavy-tailed synthetic text, tokenized
@@ -36,12 +37,12 @@ func demoSpec(elements int64) *pipeline.Spec {
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("demo", "[--nodes N] [--elements N]", stderr)
+	fs := prog.NewFlagSet("demo", "[--nodes N] [--elements N]", stderr)
 	nodes := fs.Int("nodes", 3, "number of in-process nodes")
 	elements := fs.Int64("elements", 300000, "elements in the built-in text dataset")
 	failover := fs.Bool("failover", true, "kill the leader (also a worker) in the middle of the read")
 	keep := fs.Bool("keep", false, "keep the nodes' data dir instead of deleting it")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if *nodes < 1 || *nodes > 32 {

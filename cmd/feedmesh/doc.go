@@ -2,7 +2,7 @@
 // an operator talking to a cluster. One file per subcommand, each
 // registering itself in init:
 //
-//	main.go     the subcommand table, signals, usage
+//	main.go     the program (cmd/internal/cli: registry, dispatch, usage, exit codes)
 //	node.go     feedmesh node: run a node (mesh.Config from flags and environment)
 //	members.go  feedmesh members and status: a node's view of the cluster (and the flags every client command shares)
 //	read.go     feedmesh read and jobs: run a job and read its batches; list the jobs
@@ -11,5 +11,6 @@
 //	version.go  feedmesh version
 //	flags.go    flags that also read FEEDMESH_* environment variables
 //
-// The benchmarks are cmd/feedmesh-bench, so this binary links none of them.
+// The benchmarks are cmd/feedmesh-bench, so this binary links none of them;
+// the two share their subcommand scaffolding through cmd/internal/cli.
 package main

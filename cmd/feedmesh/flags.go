@@ -2,12 +2,12 @@ package main
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
+
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 )
 
 // envName is the environment variable that sets a flag: --gossip-port reads
@@ -46,23 +46,13 @@ func addEnvToUsage(fs *flag.FlagSet) {
 // parseWithEnv parses args, then fills the rest from the environment.
 func parseWithEnv(fs *flag.FlagSet, args []string) error {
 	addEnvToUsage(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := applyEnv(fs); err != nil {
 		return fmt.Errorf("environment: %w", err)
 	}
 	return nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // loadGossipKey accepts base64 of 32 bytes, or a path to a file holding it.
@@ -82,9 +72,4 @@ func loadGossipKey(v string) ([]byte, error) {
 		return nil, fmt.Errorf("--gossip-key: decodes to %d bytes, want 32", len(key))
 	}
 	return key, nil
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	return enc.Encode(v)
 }

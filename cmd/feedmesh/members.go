@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
 func init() {
-	register(command{name: "members", summary: "list the cluster's members as a node sees them", run: runMembers})
-	register(command{name: "status", summary: "show a node's view of the Raft group (leader, term, voters)", run: runStatus})
+	register(cli.Command{Name: "members", Summary: "list the cluster's members as a node sees them", Run: runMembers})
+	register(cli.Command{Name: "status", Summary: "show a node's view of the Raft group (leader, term, voters)", Run: runStatus})
 }
 
 // clientFlags are the flags every command that talks to a node shares.
@@ -55,7 +56,7 @@ func (f *clientFlags) dial(ctx context.Context, o client.Options) (*client.Clien
 func queryNode[T any](ctx context.Context, name, synopsis string, args []string, stderr io.Writer,
 	call func(*client.Client, context.Context) (T, error)) (T, *clientFlags, error) {
 	var zero T
-	fs := newFlagSet(name, synopsis, stderr)
+	fs := prog.NewFlagSet(name, synopsis, stderr)
 	cf := addClientFlags(fs)
 	if err := parseWithEnv(fs, args); err != nil {
 		return zero, nil, err
@@ -78,7 +79,7 @@ func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if *cf.jsonOut {
 		for _, m := range ms {
-			if err := writeJSON(stdout, m); err != nil {
+			if err := cli.WriteJSON(stdout, m); err != nil {
 				return err
 			}
 		}
@@ -98,7 +99,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if *cf.jsonOut {
-		return writeJSON(stdout, s)
+		return cli.WriteJSON(stdout, s)
 	}
 	printStatus(stdout, s)
 	return nil

@@ -9,15 +9,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/mesh"
 )
 
 func init() {
-	register(command{name: "node", summary: "run a node (gossip member, worker, control endpoint, maybe a Raft voter)", run: runNode})
+	register(cli.Command{Name: "node", Summary: "run a node (gossip member, worker, control endpoint, maybe a Raft voter)", Run: runNode})
 }
 
 func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("node", "[flags]", stderr)
+	fs := prog.NewFlagSet("node", "[flags]", stderr)
 	d := mesh.DefaultConfig()
 	name := fs.String("name", "", "node name; default: the one stored in --data-dir, or a new one")
 	dataDir := fs.String("data-dir", "", "directory for the node's identity, certificate and Raft state (required)")
@@ -59,7 +60,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	cfg.Name, cfg.DataDir, cfg.BindAddr, cfg.AdvertiseAddr = *name, *dataDir, *bind, *advertise
-	cfg.GossipPort, cfg.Port, cfg.Join, cfg.BootstrapExpect = *gossipPort, *port, splitList(*join), *expect
+	cfg.GossipPort, cfg.Port, cfg.Join, cfg.BootstrapExpect = *gossipPort, *port, cli.SplitList(*join), *expect
 	cfg.RaftVoters, cfg.VoterGrace, cfg.GossipKey = *voters, *voterGrace, key
 	cfg.TLSCA, cfg.TLSCert, cfg.TLSKey = *tlsCA, *tlsCert, *tlsKey
 	cfg.Worker.ShareWindowBytes = *shareWindow << 20

@@ -11,14 +11,15 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
 func init() {
-	register(command{name: "read", summary: "read a job's batches from the cluster (creates or joins the job)", run: runRead})
-	register(command{name: "jobs", summary: "list the cluster's jobs", run: runJobs})
+	register(cli.Command{Name: "read", Summary: "read a job's batches from the cluster (creates or joins the job)", Run: runRead})
+	register(cli.Command{Name: "jobs", Summary: "list the cluster's jobs", Run: runJobs})
 }
 
 // readSummary is `feedmesh read --json`'s output.
@@ -51,7 +52,7 @@ type coordSummary struct {
 }
 
 func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("read", "--spec FILE --job NAME [flags]", stderr)
+	fs := prog.NewFlagSet("read", "--spec FILE --job NAME [flags]", stderr)
 	cf := addClientFlags(fs)
 	specPath := fs.String("spec", "", "dataset spec, YAML or JSON (required)")
 	job := fs.String("job", "", "job name; readers that name the same job share its data (required)")
@@ -124,7 +125,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		sum.Coordinated = cs
 	}
 	if *cf.jsonOut {
-		return writeJSON(stdout, sum)
+		return cli.WriteJSON(stdout, sum)
 	}
 	printReadSummary(stdout, sum)
 	return nil
@@ -200,7 +201,7 @@ func isTerminal(w io.Writer) bool {
 }
 
 func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("jobs", "[--addr host:port] [--json]", stderr)
+	fs := prog.NewFlagSet("jobs", "[--addr host:port] [--json]", stderr)
 	cf := addClientFlags(fs)
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
@@ -220,7 +221,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if jobs == nil {
 			jobs = []api.JobInfo{}
 		}
-		return writeJSON(stdout, jobs)
+		return cli.WriteJSON(stdout, jobs)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tSHARDING\tCOMPRESSION\tCONSUMERS\tWORKERS\tEPOCH\tSPLITS leased/finished/lost/total\tSHARE read/hits/produced/evicted\tDATASET")

@@ -7,21 +7,22 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/pipeline"
 )
 
 func init() {
-	register(command{
-		name:    "run-local",
-		summary: "run a pipeline spec in-process and print throughput and per-op statistics",
-		run:     runLocal,
+	register(cli.Command{
+		Name:    "run-local",
+		Summary: "run a pipeline spec in-process and print throughput and per-op statistics",
+		Run:     runLocal,
 	})
 }
 
 // runLocal is `feedmesh run-local SPEC [--take N] [--json]`. Flags may come
 // before or after SPEC.
 func runLocal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run-local", "SPEC [--take N] [--json] [--no-stats]", stderr)
+	fs := prog.NewFlagSet("run-local", "SPEC [--take N] [--json] [--no-stats]", stderr)
 	take := fs.Int64("take", 0, "stop after `N` outputs of the last op (batches when it batches); 0 runs to the end")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	noStats := fs.Bool("no-stats", false, "turn per-op statistics off (to measure their overhead)")
@@ -31,7 +32,7 @@ func runLocal(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if err == flag.ErrHelp {
 				return err
 			}
-			return errUsage
+			return cli.ErrUsage
 		}
 		if fs.NArg() == 0 {
 			break
@@ -42,11 +43,11 @@ func runLocal(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(positional) != 1 {
 		fmt.Fprintf(stderr, "run-local: want exactly one SPEC file, got %d\n", len(positional))
 		fs.Usage()
-		return errUsage
+		return cli.ErrUsage
 	}
 	if *take < 0 {
 		fmt.Fprintln(stderr, "run-local: --take must be >= 0")
-		return errUsage
+		return cli.ErrUsage
 	}
 	spec, err := pipeline.LoadFile(positional[0])
 	if err != nil {

@@ -6,13 +6,14 @@ import (
 	"io"
 	"runtime"
 
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/mesh"
 )
 
 func init() {
-	register(command{name: "version", summary: "print the version", run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		fs := newFlagSet("version", "", stderr)
-		if err := parseFlags(fs, args); err != nil {
+	register(cli.Command{Name: "version", Summary: "print the version", Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		fs := prog.NewFlagSet("version", "", stderr)
+		if err := cli.ParseFlags(fs, args); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "feedmesh %s (%s, %s/%s)\n", mesh.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
