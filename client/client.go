@@ -216,6 +216,9 @@ func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
 	}
 	if err := c.refreshNodes(ctx); err != nil {
 		c.Close()
+		if unreachable(err) {
+			return nil, fmt.Errorf("dial %s: the node did not answer (is a feedmesh node running there, and is %s its QUIC --port, not its --gossip-port?): %w", addr, addr, err)
+		}
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	return c, nil

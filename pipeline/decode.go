@@ -102,11 +102,12 @@ func decodeYAML(data []byte) (*Spec, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("empty spec")
 		}
-		return nil, fmt.Errorf("yaml: %w", err)
+		// yaml.v3's errors already say "yaml: ".
+		return nil, fmt.Errorf("invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	var extra any
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("yaml: want one document, found more")
+		return nil, fmt.Errorf("invalid YAML: want one document, found more")
 	}
 	return decodeGeneric(v)
 }

@@ -337,3 +337,17 @@ func TestSourceFieldsChangeFingerprint(t *testing.T) {
 		t.Fatal("explicit defaults changed the synthetic fingerprint")
 	}
 }
+
+// A YAML syntax error says so once, with the parser's line, not
+// "yaml: yaml: …".
+func TestYAMLSyntaxError(t *testing.T) {
+	for _, doc := range []string{"source: [range\nops: x\n", "a: 1\n---\nb: 2\n"} {
+		_, err := ParseYAML([]byte(doc))
+		if err == nil || !strings.HasPrefix(err.Error(), "invalid YAML: ") || strings.Contains(err.Error(), "yaml: yaml") {
+			t.Errorf("%q: err = %v", doc, err)
+		}
+	}
+	if _, err := ParseYAML([]byte("source: [range\n")); err == nil || !strings.Contains(err.Error(), "line") {
+		t.Errorf("syntax error without a line: %v", err)
+	}
+}

@@ -74,9 +74,23 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stdout, "feedmesh node %s: QUIC %s, gossip %s (join it with --join %s)\n", n.Name(), n.Addr(), n.GossipAddr(), n.GossipAddr())
 	if os.Getenv("FEEDMESH_QUIET") == "" && !strings.Contains(*logLevel, "error") {
-		fmt.Fprintf(stdout, "  feedmesh members --addr %s\n  feedmesh status --addr %s\n", n.Addr(), n.Addr())
+		self := invokedAs()
+		fmt.Fprintf(stdout, "  %s members --addr %s\n  %s status --addr %s\n", self, n.Addr(), self, n.Addr())
 	}
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "shutting down (leaving the cluster)")
 	return n.Close()
+}
+
+// invokedAs is how the user ran this binary, for the commands a node
+// suggests: ./feedmesh as they typed it, or go run's form.
+func invokedAs() string {
+	a := os.Args[0]
+	switch {
+	case strings.Contains(a, "go-build"):
+		return "go run ./cmd/feedmesh"
+	case a == "":
+		return "feedmesh"
+	}
+	return a
 }

@@ -24,14 +24,18 @@ func init() {
 
 // readSummary is `feedmesh read --json`'s output.
 type readSummary struct {
-	Job       string                        `json:"job"`
-	Batches   int64                         `json:"batches"`
-	Elements  int64                         `json:"elements"`
-	Bytes     int64                         `json:"bytes"`
-	WireBytes int64                         `json:"wire_bytes"` // the batches on the network (unpadded, compressed)
-	Seconds   float64                       `json:"seconds"`
-	Workers   int                           `json:"workers"`
-	PerWorker map[string]client.WorkerStats `json:"per_worker"`
+	Job       string                   `json:"job"`
+	Batches   int64                    `json:"batches"`
+	Elements  int64                    `json:"elements"`
+	Bytes     int64                    `json:"bytes"`
+	WireBytes int64                    `json:"wire_bytes"` // the batches on the network (unpadded, compressed)
+	Seconds   float64                  `json:"seconds"`
+	Workers   int                      `json:"workers"`
+	PerWorker map[string]workerSummary `json:"per_worker"`
+	// Note says what the reader should know about a surprising result:
+	// nothing read from a job that had already run to its end, or the
+	// copies that sharing off delivers.
+	Note string `json:"note,omitempty"`
 	// Share (with --share): batches read from the workers' share windows,
 	// those this job caused to be produced, those evicted before it read them.
 	Share *api.JobShareSummary `json:"share,omitempty"`
@@ -40,6 +44,14 @@ type readSummary struct {
 	Coordinated *coordSummary `json:"coordinated,omitempty"`
 
 	padded, tokens int64 // coordinated: this consumer's token counts
+}
+
+// workerSummary is what one worker delivered, in readSummary's words.
+type workerSummary struct {
+	Batches   int64 `json:"batches"`
+	Elements  int64 `json:"elements"`
+	Bytes     int64 `json:"bytes"`
+	WireBytes int64 `json:"wire_bytes"`
 }
 
 // coordSummary is a coordinated consumer's part of readSummary.
@@ -56,7 +68,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cf := addClientFlags(fs)
 	specPath := fs.String("spec", "", "dataset spec, YAML or JSON (required)")
 	job := fs.String("job", "", "job name; readers that name the same job share its data (required)")
-	sharding := fs.String("sharding", "off", "off, dynamic or static")
+	sharding := fs.String("sharding", "dynamic", "dynamic (each element once, split among the workers), off (every worker reads the whole dataset: one copy per worker) or static")
 	epochs := fs.Int64("epochs", 1, "passes over the dataset")
 	take := fs.Int64("take", 0, "stop after N batches (0: read to the end)")
 	window := fs.Int("window", 4, "batches each worker may send ahead")
@@ -67,7 +79,8 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	index := fs.Int("index", 0, "with --coordinated: this reader's consumer index in [0, --consumers)")
 	compression := fs.String("compression", "none", "compress batches on the wire: none, lz4 (cheap to decompress) or zstd (smaller, costs the workers more CPU); for links slower than the workers")
 	padFinal := fs.Bool("pad-final-round", false, "with --coordinated: pad the final partial rounds out with empty batches instead of dropping them")
-	progress := fs.Bool("progress", isTerminal(stderr), "show a live progress line (default: when stderr is a terminal)")
+	tty := isTerminal(stderr)
+	progress := fs.Bool("progress", tty, "show live progress on stderr: a line redrawn in place on a terminal, a line a second elsewhere (default: when stderr is a terminal)")
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
 	}
@@ -78,9 +91,6 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *coordinated {
 		if *consumers < 1 || *index < 0 || *index >= *consumers {
 			return fmt.Errorf("--coordinated needs --consumers m >= 1 and --index i in [0, m), got m=%d i=%d", *consumers, *index)
-		}
-		if *sharding == "off" {
-			*sharding = "dynamic"
 		}
 	}
 	if _, err := batch.ParseCompression(*compression); err != nil {
@@ -99,6 +109,10 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer c.Close()
+	existing, err := findJob(ctx, c, *job, *cf.timeout)
+	if err != nil {
+		return err
+	}
 	it, err := c.Distribute(ctx, spec, client.JobOptions{
 		Name: *job, Sharding: sh, Epochs: *epochs, MaxWorkers: *maxWorkers, Share: *shareFlag,
 		Coordinated: *coordinated, NumConsumers: *consumers, ConsumerIndex: *index, PadFinalRound: *padFinal,
@@ -108,10 +122,11 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer it.Close()
-	sum, err := consume(ctx, it, *take, *progress, stderr)
+	sum, err := consume(ctx, it, *take, progressTo(*progress, tty, stderr))
 	if err != nil {
 		return err
 	}
+	sum.Note = readNote(sum, existing, sh)
 	if *shareFlag {
 		sctx, cancel := context.WithTimeout(ctx, *cf.timeout)
 		if st, err := it.ShareStats(sctx); err == nil {
@@ -131,8 +146,8 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// consume reads it to the end (or take batches), drawing a progress line.
-func consume(ctx context.Context, it *client.Iterator, take int64, progress bool, w io.Writer) (readSummary, error) {
+// consume reads it to the end (or take batches), reporting progress to p.
+func consume(ctx context.Context, it *client.Iterator, take int64, p progressLine) (readSummary, error) {
 	start := time.Now()
 	last := start
 	var lastBytes, lastBatches int64
@@ -150,20 +165,74 @@ func consume(ctx context.Context, it *client.Iterator, take int64, progress bool
 			tokens += h.Tokens
 		}
 		b.Release() // only counted: its buffer can take the next batch
-		if progress && time.Since(last) >= 250*time.Millisecond {
+		if p.w != nil && time.Since(last) >= p.every {
 			s := it.Stats()
 			dt := time.Since(last).Seconds()
-			fmt.Fprintf(w, "\r%8d batches %10d elements  %7.1f batches/s %8.1f MB/s  workers %d   ",
-				s.Batches, s.Rows, float64(s.Batches-lastBatches)/dt, float64(s.Bytes-lastBytes)/dt/1e6, len(s.Workers))
+			fmt.Fprintf(p.w, "%s%8d batches %10d elements  %7.1f batches/s %8.1f MB/s  workers %d   %s",
+				p.start, s.Batches, s.Rows, float64(s.Batches-lastBatches)/dt, float64(s.Bytes-lastBytes)/dt/1e6, len(s.Workers), p.end)
 			last, lastBytes, lastBatches = time.Now(), s.Bytes, s.Batches
 		}
 	}
-	if progress {
-		fmt.Fprintln(w)
+	if p.w != nil && p.end == "" {
+		fmt.Fprintln(p.w)
 	}
 	s := it.Stats()
+	per := make(map[string]workerSummary, len(s.Workers))
+	for n, ws := range s.Workers {
+		per[n] = workerSummary{Batches: ws.Batches, Elements: ws.Rows, Bytes: ws.Bytes, WireBytes: ws.WireBytes}
+	}
 	return readSummary{Job: it.Job(), Batches: s.Batches, Elements: s.Rows, Bytes: s.Bytes, WireBytes: s.WireBytes,
-		Seconds: time.Since(start).Seconds(), Workers: len(s.Workers), PerWorker: s.Workers, padded: padded, tokens: tokens}, nil
+		Seconds: time.Since(start).Seconds(), Workers: len(s.Workers), PerWorker: per, padded: padded, tokens: tokens}, nil
+}
+
+// progressLine is where and how consume reports progress: nowhere (w nil),
+// a line redrawn in place four times a second on a terminal, or a line a
+// second elsewhere (a log, a pipe).
+type progressLine struct {
+	w          io.Writer
+	every      time.Duration
+	start, end string
+}
+
+func progressTo(on, tty bool, w io.Writer) progressLine {
+	switch {
+	case !on:
+		return progressLine{}
+	case tty:
+		return progressLine{w: w, every: 250 * time.Millisecond, start: "\r"}
+	default:
+		return progressLine{w: w, every: time.Second, end: "\n"}
+	}
+}
+
+// findJob returns the job named name if the cluster has one.
+func findJob(ctx context.Context, c *client.Client, name string, timeout time.Duration) (*api.JobInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	jobs, err := c.Jobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range jobs {
+		if jobs[i].Name == name {
+			return &jobs[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// readNote explains a result that would otherwise surprise: no data from a
+// job that existed before this reader (it had run to its end: jobs are
+// named runs), or the copies that sharing off delivers.
+func readNote(s readSummary, existing *api.JobInfo, sh api.Sharding) string {
+	switch {
+	case s.Elements == 0 && existing != nil:
+		return fmt.Sprintf("job %q delivered nothing: a job of that name already existed (created %s) and had delivered its data; a job is one run of its dataset, so give a new --job name to read the dataset again",
+			s.Job, existing.CreatedAt.Format(time.RFC3339))
+	case sh == api.Off && s.Workers > 1:
+		return fmt.Sprintf("sharding off: each of the %d workers read the whole dataset, so this is %d copies of it (--sharding dynamic reads it once, split among the workers)", s.Workers, s.Workers)
+	}
+	return ""
 }
 
 func printReadSummary(w io.Writer, s readSummary) {
@@ -178,7 +247,7 @@ func printReadSummary(w io.Writer, s readSummary) {
 	fmt.Fprintln(tw, "  WORKER\tBATCHES\tELEMENTS\tMB\tMB/s")
 	for _, n := range names {
 		ws := s.PerWorker[n]
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%.1f\t%.1f\n", n, ws.Batches, ws.Rows, float64(ws.Bytes)/1e6, float64(ws.Bytes)/1e6/s.Seconds)
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%.1f\t%.1f\n", n, ws.Batches, ws.Elements, float64(ws.Bytes)/1e6, float64(ws.Bytes)/1e6/s.Seconds)
 	}
 	tw.Flush()
 	if c := s.Coordinated; c != nil {
@@ -188,6 +257,9 @@ func printReadSummary(w io.Writer, s readSummary) {
 	if sh := s.Share; sh != nil {
 		fmt.Fprintf(w, "sharing: %d batches read from share windows (%d hits, %d produced for this job), %d evicted before this job read them\n",
 			sh.Read, sh.Hits, sh.Produced, sh.EvictedBeforeRead)
+	}
+	if s.Note != "" {
+		fmt.Fprintln(w, "note: "+s.Note)
 	}
 }
 

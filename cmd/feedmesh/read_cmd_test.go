@@ -1,0 +1,94 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/testcluster"
+)
+
+// `feedmesh read` on a 3-node cluster: the default sharding reads the
+// dataset once (it used to be off: three copies, without a word); off says
+// how many copies it delivered; reading a job that has run to its end says
+// so instead of quietly delivering nothing.
+func TestReadShardingAndNotes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	c := testcluster.Start(t, 3)
+	spec := filepath.Join(t.TempDir(), "spec.yaml")
+	if err := os.WriteFile(spec, []byte("source:\n  range: {stop: 3000, split_size: 100}\nops:\n  - batch: {size: 50}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read := func(job string, extra ...string) readSummary {
+		t.Helper()
+		args := append([]string{"read", "--addr", c.Node(1).Addr(), "--spec", spec, "--job", job, "--json", "--progress=false"}, extra...)
+		out, errOut, code := runCmd(t, args...)
+		if code != 0 {
+			t.Fatalf("%v exited %d: %s", args, code, errOut)
+		}
+		var s readSummary
+		if err := json.Unmarshal([]byte(out), &s); err != nil {
+			t.Fatalf("%v: %v: %s", args, err, out)
+		}
+		return s
+	}
+	once := read("once")
+	if once.Elements != 3000 || once.Note != "" {
+		t.Errorf("default sharding: %d elements, note %q; want the dataset once (3000), no note", once.Elements, once.Note)
+	}
+	var perWorker int64
+	for _, w := range once.PerWorker {
+		perWorker += w.Elements
+	}
+	if perWorker != once.Elements {
+		t.Errorf("per_worker elements sum to %d, total %d", perWorker, once.Elements)
+	}
+	again := read("once")
+	if again.Elements != 0 || !strings.Contains(again.Note, "already existed") || !strings.Contains(again.Note, "new --job name") {
+		t.Errorf("reading a finished job again: %d elements, note %q", again.Elements, again.Note)
+	}
+	off := read("copies", "--sharding", "off")
+	if off.Elements != 3000*int64(off.Workers) || !strings.Contains(off.Note, "copies") {
+		t.Errorf("sharding off: %d elements from %d workers, note %q", off.Elements, off.Workers, off.Note)
+	}
+}
+
+func TestReadNote(t *testing.T) {
+	old := &api.JobInfo{Name: "j", CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	for _, tc := range []struct {
+		s        readSummary
+		existing *api.JobInfo
+		sh       api.Sharding
+		want     string
+	}{
+		{readSummary{Job: "j", Elements: 10, Workers: 3}, nil, api.Dynamic, ""},
+		{readSummary{Job: "j", Elements: 10, Workers: 3}, old, api.Dynamic, ""}, // joined a running job
+		{readSummary{Job: "j", Elements: 0, Workers: 0}, old, api.Dynamic, "2026-01-02T03:04:05Z"},
+		{readSummary{Job: "j", Elements: 0}, nil, api.Dynamic, ""}, // an empty dataset, freshly created
+		{readSummary{Job: "j", Elements: 30, Workers: 3}, nil, api.Off, "3 copies"},
+		{readSummary{Job: "j", Elements: 10, Workers: 1}, nil, api.Off, ""},
+	} {
+		got := readNote(tc.s, tc.existing, tc.sh)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("readNote(%+v, %v, %s) = %q, want one containing %q", tc.s, tc.existing != nil, tc.sh, got, tc.want)
+		}
+	}
+}
+
+func TestProgressTo(t *testing.T) {
+	if p := progressTo(false, true, os.Stderr); p.w != nil {
+		t.Errorf("progress off: %+v", p)
+	}
+	if p := progressTo(true, true, os.Stderr); p.start != "\r" || p.end != "" || p.every != 250*time.Millisecond {
+		t.Errorf("terminal: %+v", p)
+	}
+	if p := progressTo(true, false, os.Stderr); p.start != "" || p.end != "\n" || p.every != time.Second {
+		t.Errorf("not a terminal: %+v", p)
+	}
+}
