@@ -317,6 +317,9 @@ func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptio
 	if err := c.call(ctx, api.MethodDistribute, req, &info); err != nil {
 		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
 	}
+	if err := api.CheckJobInfo(info); err != nil {
+		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
+	}
 	return newIterator(c, info, consumer, spec.Batched(), o.ConsumerIndex), nil
 }
 
@@ -330,6 +333,9 @@ func (c *Client) Attach(ctx context.Context, job string) (*Iterator, error) {
 	}
 	var info api.JobInfo
 	if err := c.call(ctx, api.MethodHeartbeat, api.JobRequest{Job: job, Consumer: consumer}, &info); err != nil {
+		return nil, fmt.Errorf("attach to job %q: %w", job, err)
+	}
+	if err := api.CheckJobInfo(info); err != nil {
 		return nil, fmt.Errorf("attach to job %q: %w", job, err)
 	}
 	if info.Options.Coordinated {

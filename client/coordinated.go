@@ -70,7 +70,7 @@ type coordinator struct {
 func newCoordinator(it host, info api.JobInfo, consumer string, o Options, batched bool, index int) *coordinator {
 	co := &coordinator{
 		it: it, job: info.Name, consumer: consumer, index: index, batched: batched,
-		window: o.PrefetchBatches, retry: defaultRetry, log: o.Logger,
+		window: o.PrefetchBatches, retry: roundRetry(o.HeartbeatInterval), log: o.Logger,
 		resCh: make(chan roundResult, o.PrefetchBatches),
 		ended: map[string]bool{}, expired: map[string]bool{},
 		results: map[int64]roundResult{}, fetch: map[string]*fetcher{},

@@ -50,21 +50,27 @@ func TestEndingOf(t *testing.T) {
 func TestWorkerStreamsCanOpen(t *testing.T) {
 	now := time.Unix(1000, 0)
 	for _, tc := range []struct {
-		name string
-		s    workerStreams
-		want bool
+		name    string
+		s       workerStreams
+		want    bool
+		waiting bool // would open but for its retry delay: run sets a timer for it
 	}{
-		{"fresh worker", workerStreams{addr: "a"}, true},
-		{"address not known yet", workerStreams{}, false},
-		{"one of two open", workerStreams{addr: "a", running: 1}, true},
-		{"all open", workerStreams{addr: "a", running: 2}, false},
-		{"sent its end of data", workerStreams{addr: "a", done: true}, false},
-		{"expired", workerStreams{addr: "a", dropped: true}, false},
-		{"backing off", workerStreams{addr: "a", fails: 1, retryAt: now.Add(time.Millisecond)}, false},
-		{"backoff over", workerStreams{addr: "a", fails: 1, retryAt: now}, true},
+		{"fresh worker", workerStreams{addr: "a"}, true, false},
+		{"address not known yet", workerStreams{}, false, false},
+		{"one of two open", workerStreams{addr: "a", running: 1}, true, false},
+		{"all open", workerStreams{addr: "a", running: 2}, false, false},
+		{"sent its end of data", workerStreams{addr: "a", done: true}, false, false},
+		{"expired", workerStreams{addr: "a", dropped: true}, false, false},
+		{"backing off", workerStreams{addr: "a", fails: 1, retryAt: now.Add(time.Millisecond)}, false, true},
+		{"backing off, all open", workerStreams{addr: "a", running: 2, fails: 1, retryAt: now.Add(time.Millisecond)}, false, false},
+		{"expired while backing off", workerStreams{addr: "a", dropped: true, fails: 1, retryAt: now.Add(time.Millisecond)}, false, false},
+		{"backoff over", workerStreams{addr: "a", fails: 1, retryAt: now}, true, false},
 	} {
 		if got := tc.s.canOpen(now, 2); got != tc.want {
 			t.Errorf("%s: canOpen = %v, want %v", tc.name, got, tc.want)
+		}
+		if got := tc.s.waiting(now, 2); got != tc.waiting {
+			t.Errorf("%s: waiting = %v, want %v", tc.name, got, tc.waiting)
 		}
 	}
 }

@@ -33,6 +33,12 @@ func (s *workerStreams) canOpen(now time.Time, perWorker int) bool {
 	return s.running < perWorker && !s.done && !s.dropped && s.addr != "" && !now.Before(s.retryAt)
 }
 
+// waiting reports whether the worker would get another stream but for its
+// retry delay.
+func (s *workerStreams) waiting(now time.Time, perWorker int) bool {
+	return s.running < perWorker && !s.done && !s.dropped && s.addr != "" && now.Before(s.retryAt)
+}
+
 // finished reports whether the worker has nothing more to deliver: it was
 // dropped, or it sent its end of data and its other streams have delivered
 // what they held before theirs.
@@ -93,24 +99,38 @@ func (p *plain) run(ctx context.Context, beats <-chan api.JobInfo) error {
 		cancel() // the streams of expired workers may still be reading
 		p.streams.Wait()
 	}()
-	for !p.reconcile(ctx) {
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
+	for {
+		ended, next := p.reconcile(ctx)
+		if ended {
+			return io.EOF
+		}
+		// A worker whose stream failed is retried when its delay is over,
+		// not only at the next heartbeat or stream end.
+		var due <-chan time.Time
+		if !next.IsZero() {
+			retry.Reset(time.Until(next))
+			due = retry.C
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case p.info = <-beats:
 		case <-p.wake:
+		case <-due:
 		}
 	}
-	return io.EOF
 }
 
 // reconcile opens the streams the workers are due, drops expired workers,
-// and reports whether the job has ended.
-func (p *plain) reconcile(ctx context.Context) bool {
+// and reports whether the job has ended and, if a failed worker waits for
+// its retry delay, when the earliest one is due.
+func (p *plain) reconcile(ctx context.Context) (ended bool, next time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if ctx.Err() != nil {
-		return false
+		return false, time.Time{}
 	}
 	now := time.Now()
 	for _, w := range p.info.Workers {
@@ -137,8 +157,11 @@ func (p *plain) reconcile(ctx context.Context) bool {
 			p.streams.Add(1)
 			go p.stream(ctx, w.Name, s.addr)
 		}
+		if s.waiting(now, p.perWorker) && (next.IsZero() || s.retryAt.Before(next)) {
+			next = s.retryAt
+		}
 	}
-	return allFinished(p.workers)
+	return allFinished(p.workers), next
 }
 
 // stream reads one stream of a worker into the Iterator's buffer, and

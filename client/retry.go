@@ -32,3 +32,12 @@ func (p retryPolicy) delay(fails int) time.Duration {
 	}
 	return min(d, p.Max)
 }
+
+// roundRetry is the coordinated engine's policy: a quarter of the
+// heartbeat interval after every failure (250 ms by default). Rounds are
+// delivered in order, so every consumer of the job waits on a round whose
+// worker is slow to come back: it is asked again often, not after a delay
+// that doubles to seconds.
+func roundRetry(heartbeat time.Duration) retryPolicy {
+	return retryPolicy{Base: heartbeat / 8, Max: heartbeat / 4}
+}

@@ -27,6 +27,11 @@ func TestRetryPolicyDelay(t *testing.T) {
 		{retryPolicy{Base: 10 * ms, Max: 15 * ms}, 1, 15 * ms},
 		{retryPolicy{Base: time.Hour, Max: 1<<63 - 1}, 1 << 30, 1<<63 - 1},
 		{retryPolicy{}, 5, 0},
+		// Coordinated rounds: a quarter heartbeat every time.
+		{roundRetry(time.Second), 1, 250 * ms},
+		{roundRetry(time.Second), 2, 250 * ms},
+		{roundRetry(time.Second), 40, 250 * ms},
+		{roundRetry(200 * ms), 3, 50 * ms},
 	} {
 		if got := tc.p.delay(tc.fails); got != tc.want {
 			t.Errorf("%+v.delay(%d) = %v, want %v", tc.p, tc.fails, got, tc.want)

@@ -66,7 +66,12 @@ func (w *worker) handleStream(conn net.Conn) {
 		return t.compression()
 	})
 	if err != nil {
-		w.n.log.Debug("data stream rejected", "err", err)
+		if errors.Is(err, batch.ErrUnsupportedVersion) {
+			// A client of another release: its user needs to know.
+			w.n.log.Warn("data stream refused: the client speaks another batch protocol version", "err", err)
+		} else {
+			w.n.log.Debug("data stream rejected", "err", err)
+		}
 		conn.Close()
 		return
 	}
@@ -100,6 +105,9 @@ func (w *worker) task(ctx context.Context, job string) (*task, error) {
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("worker %s could not load job %q (is the control plane reachable, does the job exist?): %w", w.n.name, job, err)
+	}
+	if err := api.CheckJobInfo(resp.Job); err != nil {
+		return nil, fmt.Errorf("worker %s loading job %q: %w", w.n.name, job, err)
 	}
 	spec, err := pipeline.DecodeCanonical(resp.Spec)
 	if err != nil {

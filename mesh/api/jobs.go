@@ -218,6 +218,22 @@ type JobInfo struct {
 	Rounds *RoundsInfo `json:"rounds,omitempty"`
 }
 
+// ErrVersionMismatch: an answer whose job options are unset, which a node
+// never sends (it stores them with their defaults): the other side encodes
+// the control API's messages another way, a feedmesh of another release.
+var ErrVersionMismatch = errors.New("control API version mismatch")
+
+// CheckJobInfo catches a JobInfo decoded from another release's encoding:
+// its options come out zero (the keys differ), which would read as a job
+// of zero epochs and end it silently.
+func CheckJobInfo(j JobInfo) error {
+	if j.Options.Epochs == 0 || j.Options.Sharding == "" {
+		return fmt.Errorf("%w: job %q came back with no options (epochs %d, sharding %q): does the cluster mix feedmesh releases? Run one release on every node and client",
+			ErrVersionMismatch, j.Name, j.Options.Epochs, j.Options.Sharding)
+	}
+	return nil
+}
+
 // RoundsInfo is a coordinated job's round state as Raft holds it.
 type RoundsInfo struct {
 	// Changes is the round schedule (bucketing.Schedule): round r is

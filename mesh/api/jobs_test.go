@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +94,35 @@ func TestDistributeRequestRoundTrip(t *testing.T) {
 	var keys map[int]cbor.RawMessage
 	if err := cbor.Unmarshal(b, &keys); err != nil {
 		t.Fatalf("top-level keys are not integers: %v", err)
+	}
+}
+
+// A JobInfo encoded by another release (string keys where this one has
+// integer keys, or the other way) decodes without error but with zero
+// options; CheckJobInfo says so instead of letting a worker run a job of
+// zero epochs.
+func TestCheckJobInfoCatchesAnotherEncoding(t *testing.T) {
+	type oldOptions struct { // the previous release's encoding: field names as keys
+		Sharding string
+		Epochs   int64
+	}
+	type oldInfo struct {
+		Name    string
+		Options oldOptions
+	}
+	b, err := cbor.Marshal(oldInfo{Name: "j", Options: oldOptions{Sharding: "dynamic", Epochs: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got JobInfo
+	if err := cbor.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckJobInfo(got); !errors.Is(err, ErrVersionMismatch) || !strings.Contains(err.Error(), "releases") {
+		t.Fatalf("CheckJobInfo(%+v) = %v, want ErrVersionMismatch", got, err)
+	}
+	ok := JobInfo{Name: "j", Options: JobOptions{Name: "j"}.WithDefaults()}
+	if err := CheckJobInfo(ok); err != nil {
+		t.Fatalf("CheckJobInfo of a defaulted job: %v", err)
 	}
 }

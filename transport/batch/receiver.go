@@ -194,6 +194,11 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 	if err == nil && r.workerMax == 0 && m.Kind != kindEnd {
 		// The worker answers an Open with its Accept, or refuses it with
 		// an End.
+		if m.Kind == kindBatch {
+			// A worker from before protocol versions sends no Accept
+			// and starts with the batches: say what to upgrade.
+			return r.fail(fmt.Errorf("open batch stream to %s: %w", r.addr, &VersionError{Client: ProtocolVersion}))
+		}
 		if m.Kind != kindAccept {
 			return r.fail(malformed("%s message from worker %s before its accept", m.Kind, r.addr))
 		}
@@ -248,7 +253,9 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 		case m.Failed:
 			r.err = &RemoteError{Message: m.Error}
 		case r.workerMax == 0:
-			return r.fail(malformed("end of stream from %s before its accept, without an error", r.addr))
+			// A clean end with no Accept: a worker from before protocol
+			// versions with nothing to send.
+			return r.fail(fmt.Errorf("open batch stream to %s: %w", r.addr, &VersionError{Client: ProtocolVersion}))
 		case m.Sent != r.received:
 			return r.fail(malformed("end of stream from %s after %d batches, but %d were sent", r.addr, r.received, m.Sent))
 		default:

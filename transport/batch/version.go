@@ -38,7 +38,9 @@ type VersionError struct {
 	// Client is the version the client's Open asked for; 0 for an Open
 	// with none.
 	Client uint16
-	// Min and Max are the versions the worker speaks.
+	// Min and Max are the versions the worker speaks; both 0 for a worker
+	// from before protocol versions, which answers an Open without an
+	// Accept.
 	Min, Max uint16
 }
 
@@ -55,7 +57,11 @@ func (e *VersionError) Error() string {
 	if e.Client == 0 {
 		client = "no version"
 	}
-	return fmt.Sprintf("%v: the client asked for %s, the worker speaks v%d to v%d: %s", ErrUnsupportedVersion, client, e.Min, e.Max, what)
+	worker := fmt.Sprintf("speaks v%d to v%d", e.Min, e.Max)
+	if e.Max == 0 {
+		worker = "predates protocol versions (it answered without an Accept)"
+	}
+	return fmt.Sprintf("%v: the client asked for %s, the worker %s: %s", ErrUnsupportedVersion, client, worker, what)
 }
 
 // Unwrap returns ErrUnsupportedVersion.

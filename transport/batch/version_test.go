@@ -136,8 +136,11 @@ func fakeWorker(t *testing.T, p *pair, msgs ...wireMsg) {
 
 // A Receiver maps a worker's refusal of its version to a *VersionError
 // (the worker's range, its own version, what to upgrade), returned again
-// by every later Next; a refusal that contradicts itself or comes after the
-// Accept, and a batch before the Accept, break the stream as malformed.
+// by every later Next; so is an answer without an Accept (a batch or a
+// clean End first), which is how a worker from before protocol versions
+// answers: upgrade the node, rather than a malformed stream that a client
+// retries for ever. A refusal that contradicts itself or comes after the
+// Accept breaks the stream as malformed.
 func TestReceiverReportsRefusal(t *testing.T) {
 	accept := wireMsg{Kind: kindAccept, Version: ProtocolVersion, Window: 2, MaxWindow: 4}
 	for _, tc := range []struct {
@@ -146,15 +149,18 @@ func TestReceiverReportsRefusal(t *testing.T) {
 		min    uint16 // of the *VersionError; 0: want ErrMalformedBatch
 		max    uint16
 		advice string
+		// predates: want the *VersionError of a worker from before
+		// protocol versions (Min and Max 0).
+		predates bool
 	}{
 		{"worker newer", []wireMsg{{Kind: kindEnd, Failed: true, Error: "no", Version: ProtocolVersion + 3, MinVersion: ProtocolVersion + 1}},
-			ProtocolVersion + 1, ProtocolVersion + 3, "upgrade the client"},
-		{"refusal of a version spoken", []wireMsg{{Kind: kindEnd, Failed: true, Version: ProtocolVersion, MinVersion: MinProtocolVersion}}, 0, 0, ""},
-		{"refusal not failed", []wireMsg{{Kind: kindEnd, Version: ProtocolVersion + 1, MinVersion: ProtocolVersion + 1}}, 0, 0, ""},
-		{"refusal without min", []wireMsg{{Kind: kindEnd, Failed: true, Version: ProtocolVersion + 1}}, 0, 0, ""},
-		{"refusal after accept", []wireMsg{accept, {Kind: kindEnd, Failed: true, Version: ProtocolVersion + 1, MinVersion: ProtocolVersion + 1}}, 0, 0, ""},
-		{"batch before accept", []wireMsg{{Kind: kindBatch, Seq: 1}}, 0, 0, ""},
-		{"clean end before accept", []wireMsg{{Kind: kindEnd}}, 0, 0, ""},
+			ProtocolVersion + 1, ProtocolVersion + 3, "upgrade the client", false},
+		{"refusal of a version spoken", []wireMsg{{Kind: kindEnd, Failed: true, Version: ProtocolVersion, MinVersion: MinProtocolVersion}}, 0, 0, "", false},
+		{"refusal not failed", []wireMsg{{Kind: kindEnd, Version: ProtocolVersion + 1, MinVersion: ProtocolVersion + 1}}, 0, 0, "", false},
+		{"refusal without min", []wireMsg{{Kind: kindEnd, Failed: true, Version: ProtocolVersion + 1}}, 0, 0, "", false},
+		{"refusal after accept", []wireMsg{accept, {Kind: kindEnd, Failed: true, Version: ProtocolVersion + 1, MinVersion: ProtocolVersion + 1}}, 0, 0, "", false},
+		{"batch before accept", []wireMsg{{Kind: kindBatch, Seq: 1}}, 0, 0, "upgrade the node", true},
+		{"clean end before accept", []wireMsg{{Kind: kindEnd}}, 0, 0, "upgrade the node", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t, transport.FastConfig())
@@ -166,6 +172,14 @@ func TestReceiverReportsRefusal(t *testing.T) {
 			defer rcv.Close()
 			fakeWorker(t, p, tc.msgs...)
 			_, _, err = rcv.Next(ctx)
+			if tc.predates {
+				var verr *VersionError
+				if !errors.As(err, &verr) || *verr != (VersionError{Client: ProtocolVersion}) || !strings.Contains(err.Error(), "predates protocol versions") ||
+					!strings.Contains(err.Error(), tc.advice) || !strings.Contains(err.Error(), p.worker.addr()) {
+					t.Fatalf("Next: %v, want the *VersionError of a worker from before versions, naming it and saying %q", err, tc.advice)
+				}
+				return
+			}
 			if tc.min == 0 {
 				if !errors.Is(err, ErrMalformedBatch) || errors.Is(err, ErrUnsupportedVersion) {
 					t.Fatalf("Next: %v, want ErrMalformedBatch", err)
