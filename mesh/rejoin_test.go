@@ -42,9 +42,15 @@ func waitRejoined(t *testing.T, c *testcluster.Cluster, i int, inRaft bool, with
 		}
 		return true
 	})
-	if err == nil {
-		return
+	if err != nil {
+		logViews(t, c)
+		t.Fatal(err)
 	}
+}
+
+// logViews logs what every running node sees, to explain a failed wait.
+func logViews(t *testing.T, c *testcluster.Cluster) {
+	t.Helper()
 	for _, j := range c.Running() {
 		var view []string
 		for _, m := range c.Node(j).Members() {
@@ -52,12 +58,10 @@ func waitRejoined(t *testing.T, c *testcluster.Cluster, i int, inRaft bool, with
 		}
 		t.Logf("%s: leader %q, members %v", c.Name(j), c.Node(j).Status().Leader, view)
 	}
-	t.Fatal(err)
 }
 
-// statusOverQUIC asks node i for its status through a client, as
-// `feedmesh status --addr` does.
-func statusOverQUIC(t *testing.T, c *testcluster.Cluster, i int) api.Status {
+// dialNode connects a client to node i, as `feedmesh status --addr` does.
+func dialNode(t *testing.T, c *testcluster.Cluster, i int) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -66,12 +70,8 @@ func statusOverQUIC(t *testing.T, c *testcluster.Cluster, i int) api.Status {
 	if err != nil {
 		t.Fatalf("dial %s: %v", c.Name(i), err)
 	}
-	defer cl.Close()
-	st, err := cl.Status(ctx)
-	if err != nil {
-		t.Fatalf("status of %s: %v", c.Name(i), err)
-	}
-	return st
+	t.Cleanup(func() { cl.Close() })
+	return cl
 }
 
 // Issue 14, item 5: Ctrl-C a node and run its README command line again
@@ -87,14 +87,22 @@ func TestGracefulRestartWithoutJoinRejoins(t *testing.T) {
 	if err := c.Stop(i); err != nil {
 		t.Fatal(err)
 	}
-	c.WaitFor(t, 5*time.Second, "the others to list "+name+" as left", func() bool {
+	// Left, as the issue saw it; dead if the leave message was lost (the
+	// node leaves within a bounded time), which the restart must overcome
+	// just the same.
+	err := c.Wait(5*time.Second, "the others to list "+name+" as left or dead", func() bool {
 		for _, j := range c.Running() {
-			if memberStatus(c, j, name) != api.StatusLeft {
+			if s := memberStatus(c, j, name); s != api.StatusLeft && s != api.StatusDead {
 				return false
 			}
 		}
 		return true
 	})
+	if err != nil {
+		logViews(t, c)
+		t.Fatal(err)
+	}
+	t.Logf("%s stopped: %s sees it %s", name, c.Name(1), memberStatus(c, 1, name))
 
 	restarted := time.Now()
 	if err := c.RestartNoJoin(i, 3); err != nil {
@@ -107,13 +115,21 @@ func TestGracefulRestartWithoutJoinRejoins(t *testing.T) {
 	waitRejoined(t, c, i, true, 10*time.Second)
 	t.Logf("%s rejoined after %s", name, time.Since(restarted))
 
-	st := statusOverQUIC(t, c, i)
-	_, l := c.Leader()
-	if l == nil || st.Leader != l.Name() {
-		t.Fatalf("status of %s over QUIC names leader %q, want the cluster's", name, st.Leader)
-	}
-	if st.AliveMembers != 3 {
-		t.Errorf("status of %s: %d alive members, want 3", name, st.AliveMembers)
+	// Over QUIC, as the CLI asks. Polled: on loaded cores the fast preset's
+	// 100 ms timeouts can move leadership between two looks.
+	cl := dialNode(t, c, i)
+	var st api.Status
+	var err2 error
+	ok := testcluster.Poll(5*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		st, err2 = cl.Status(ctx)
+		_, l := c.Leader()
+		return err2 == nil && l != nil && st.Leader == l.Name() && st.AliveMembers == 3
+	})
+	if !ok {
+		logViews(t, c)
+		t.Fatalf("status of %s over QUIC: leader %q, %d alive members, err %v; want the cluster's leader and 3", name, st.Leader, st.AliveMembers, err2)
 	}
 	put(t, n, "after", "restart") // forwarded to the leader
 	c.WaitFor(t, 5*time.Second, name+" to hold the value written before it stopped", func() bool {
