@@ -63,6 +63,16 @@ type Config struct {
 	// ForwardAttemptTimeout bounds one attempt to reach the leader, so a
 	// request can retry against a new leader within its deadline.
 	ForwardAttemptTimeout time.Duration
+	// KnownMembersMax bounds how many members' gossip addresses the node
+	// keeps in its data dir (known-members.json) to rejoin them when it
+	// restarts, with or without Join; joining any one of them is enough, so
+	// a few dozen serve any mesh. 0 keeps no file: a restarted node then
+	// rejoins only through Join.
+	KnownMembersMax int
+	// KnownMembersInterval is the shortest time between two writes of the
+	// known-members file; membership changes within it are written
+	// together. The file is also written when the node stops gracefully.
+	KnownMembersInterval time.Duration
 	// DeadMemberRetention is how long a dead or departed member stays in
 	// the member list before it is forgotten (a dead one at least
 	// Gossip.ReconnectTimeout, while it is retried).
@@ -143,6 +153,8 @@ func DefaultConfig() Config {
 		RetryJoinInterval:     time.Second,
 		ForwardAttemptTimeout: 2 * time.Second,
 		DeadMemberRetention:   time.Hour,
+		KnownMembersMax:       32,
+		KnownMembersInterval:  time.Second,
 		Gossip: GossipConfig{
 			ProbeInterval:           500 * time.Millisecond,
 			ProbeTimeout:            250 * time.Millisecond,
@@ -182,6 +194,7 @@ func FastConfig() Config {
 	c.RequestTimeout = 5 * time.Second
 	c.RetryJoinInterval = 100 * time.Millisecond
 	c.ForwardAttemptTimeout = 500 * time.Millisecond
+	c.KnownMembersInterval = 100 * time.Millisecond
 	c.Gossip = GossipConfig{
 		ProbeInterval:           100 * time.Millisecond,
 		ProbeTimeout:            50 * time.Millisecond,
@@ -230,6 +243,12 @@ func (c *Config) Validate() error {
 	}
 	if c.BootstrapExpect < 0 {
 		bad("BootstrapExpect", "must be >= 0")
+	}
+	if c.KnownMembersMax < 0 {
+		bad("KnownMembersMax", "%d: must be >= 0 (0: keep no known-members file)", c.KnownMembersMax)
+	}
+	if c.KnownMembersMax > 0 && c.KnownMembersInterval <= 0 {
+		bad("KnownMembersInterval", "must be > 0 when KnownMembersMax is")
 	}
 	if c.RaftVoters < 1 || c.RaftVoters > 7 {
 		bad("RaftVoters", "%d: want 1, 3 or 5 (an odd number up to 7)", c.RaftVoters)

@@ -36,6 +36,7 @@
 //	node.go            Node: start, gossip, Raft and transport wiring, close
 //	config.go          Config, GossipConfig, DefaultConfig and FastConfig
 //	identity.go        the node's persistent identity in its data dir
+//	knownmembers.go    the members a node knows, kept in its data dir to rejoin them on restart
 //	meta.go            gossip metadata (id, QUIC address, role, version)
 //	members.go         the member table fed by memberlist events
 //	loops.go           background loops: formation, voters, role, reconnect

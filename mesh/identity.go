@@ -15,7 +15,8 @@ import (
 )
 
 // identity is what a node keeps across restarts in its data dir, besides
-// its certificate and Raft state.
+// its certificate (tls/), its Raft state (raft/) and the members it knows
+// (known-members.json, knownmembers.go).
 type identity struct {
 	name     string
 	resetKey quic.StatelessResetKey
@@ -82,9 +83,24 @@ func loadIdentity(dir, wantName string) (identity, error) {
 	return id, nil
 }
 
+// writeFileAtomic replaces path with data through a temporary file that is
+// synced before the rename, so that a crash (or power loss) leaves either
+// the old content or the new one, never a truncated file.
 func writeFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
 		return err
 	}
 	return os.Rename(tmp, path)

@@ -15,13 +15,21 @@ import (
 // formationLoop bootstraps Raft the first time the cluster forms: alone in
 // dev mode, or, with BootstrapExpect, together with the other lowest-named
 // members once enough of them are seen (Consul's bootstrap_expect). A node
-// restarted with Raft state never bootstraps again.
+// restarted with Raft state never bootstraps again, nor does a node whose
+// data dir records other members (knownmembers.go).
 func (n *Node) formationLoop() {
 	defer n.wg.Done()
 	if n.raft.HasState() {
 		return
 	}
 	if n.cfg.BootstrapExpect == 0 {
+		if n.knewOthers {
+			// Restarted without --join (and without Raft state: it was not
+			// a voter) by a node that was part of a cluster: it rejoins
+			// the members it knew rather than start a cluster of its own.
+			n.log.Info("not bootstrapping alone: the data dir records other members", "file", knownMembersFile)
+			return
+		}
 		if len(n.cfg.Join) == 0 {
 			self := []raftstate.Server{{ID: n.name, Addr: n.addr}}
 			if err := n.raft.Bootstrap(self); err != nil {

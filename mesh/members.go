@@ -32,8 +32,9 @@ type memberTable struct {
 	deadRetention time.Duration
 	changed       chan struct{} // capacity 1: a coalesced "something changed"
 
-	mu      sync.Mutex
-	entries map[string]*memberEntry
+	mu       sync.Mutex
+	entries  map[string]*memberEntry
+	watchers []chan struct{} // more coalesced "something changed", one per watch
 }
 
 func newMemberTable(log *slog.Logger, retention, deadRetention time.Duration) *memberTable {
@@ -47,10 +48,29 @@ func newMemberTable(log *slog.Logger, retention, deadRetention time.Duration) *m
 }
 
 func (t *memberTable) notify() {
+	signal(t.changed)
+	t.mu.Lock()
+	for _, c := range t.watchers {
+		signal(c)
+	}
+	t.mu.Unlock()
+}
+
+func signal(c chan struct{}) {
 	select {
-	case t.changed <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
+}
+
+// watch returns one more coalesced "something changed" signal, for a loop
+// other than formation (which reads changed).
+func (t *memberTable) watch() <-chan struct{} {
+	c := make(chan struct{}, 1)
+	t.mu.Lock()
+	t.watchers = append(t.watchers, c)
+	t.mu.Unlock()
+	return c
 }
 
 // set records what gossip says of n. memberlist's Node.State is not kept

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +51,14 @@ type Node struct {
 	delegate *delegate
 	members  *memberTable
 
+	// known keeps the members this node knows in its data dir;
+	// knownAtStart is what it held at start, and knewOthers whether there
+	// was such a file at all (then the node was part of a cluster and never
+	// bootstraps alone).
+	known        *knownMembers
+	knownAtStart []knownMember
+	knewOthers   bool
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -75,6 +84,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, name: id.name, resetKey: id.resetKey, log: log.With("node", id.name)}
+	n.known, n.knownAtStart, n.knewOthers = newKnownMembers(cfg.DataDir, cfg.KnownMembersMax, n.log)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	if err := n.start(ctx); err != nil {
 		n.shutdown(false)
@@ -149,6 +159,10 @@ func (n *Node) start(ctx context.Context) error {
 	go n.roleLoop()
 	go n.jobLoop()
 	go n.reconnectLoop()
+	if n.cfg.KnownMembersMax > 0 {
+		n.wg.Add(1)
+		go n.knownMembersLoop(n.members.watch())
+	}
 	return nil
 }
 
@@ -235,7 +249,17 @@ func (n *Node) startGossip(ctx context.Context) error {
 	// rewrites, so reading it later would race.
 	ln := ml.LocalNode()
 	n.gossipAddr = net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
+	known := knownAddrs(n.knownAtStart, n.name)
 	if len(cfg.Join) == 0 {
+		if len(known) == 0 {
+			return nil
+		}
+		// Restarted without --join: rejoin the members this node last saw,
+		// in the background, so that Start does not wait on members that
+		// are down too (this node may be the first one back).
+		n.log.Info("rejoining the members known from the data dir", "members", len(known), "file", knownMembersFile)
+		n.wg.Add(1)
+		go n.retryJoin(known, n.rejoinInterval(), true)
 		return nil
 	}
 	joined, err := ml.Join(cfg.Join)
@@ -250,36 +274,91 @@ func (n *Node) startGossip(ctx context.Context) error {
 		return jerr
 	}
 	// Nodes of a new cluster start in any order: keep trying, like
-	// Consul's retry_join, rather than making start order matter.
+	// Consul's retry_join, rather than making start order matter; a
+	// restarted node tries the members it knew as well.
 	n.log.Warn("join failed, retrying in the background", "every", cfg.RetryJoinInterval, "err", jerr)
 	n.wg.Add(1)
-	go n.retryJoin()
+	go n.retryJoin(union(cfg.Join, known), cfg.RetryJoinInterval, false)
 	return nil
 }
 
-// retryJoin joins cfg.Join until one address answers or the node closes.
-func (n *Node) retryJoin() {
+// rejoinInterval is how often a restarted node retries the members it
+// knew: RetryJoinInterval, or, when that is 0, the reconnect interval
+// (0: one attempt).
+func (n *Node) rejoinInterval() time.Duration {
+	if n.cfg.RetryJoinInterval > 0 {
+		return n.cfg.RetryJoinInterval
+	}
+	return n.cfg.Gossip.ReconnectInterval
+}
+
+// retryJoin joins addrs, at once when now is set and then every interval,
+// until one address answers or the node closes (with interval 0, it makes
+// one attempt). It joins one address at a time so that Close waits for at
+// most one dial (Gossip.TCPTimeout), not one per address that is down.
+func (n *Node) retryJoin(addrs []string, every time.Duration, now bool) {
 	defer n.wg.Done()
-	t := time.NewTicker(n.cfg.RetryJoinInterval)
-	defer t.Stop()
+	var tick <-chan time.Time
+	if every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		tick = t.C
+	}
 	for attempt := 1; ; attempt++ {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-t.C:
+		if !now || attempt > 1 {
+			if tick == nil {
+				return
+			}
+			select {
+			case <-n.ctx.Done():
+				return
+			case <-tick:
+			}
 		}
-		joined, err := n.ml.Join(n.cfg.Join)
+		joined, err := n.joinEach(addrs)
+		if n.ctx.Err() != nil {
+			return
+		}
 		if joined > 0 {
 			n.log.Info("joined", "members", joined, "attempts", attempt)
 			return
 		}
-		jerr := joinError(n.cfg.Join, err)
+		jerr := joinError(addrs, err)
 		if errors.Is(jerr, ErrGossipKeyMismatch) {
 			n.log.Error("cannot join", "err", jerr)
 		} else {
 			n.log.Debug("join retry failed", "attempt", attempt, "err", jerr)
 		}
 	}
+}
+
+// joinEach joins addrs one by one, stopping early if the node closes, and
+// returns how many answered and what the others said.
+func (n *Node) joinEach(addrs []string) (int, error) {
+	joined := 0
+	var errs []error
+	for _, a := range addrs {
+		if n.ctx.Err() != nil || n.leaving.Load() {
+			break
+		}
+		k, err := n.ml.Join([]string{a})
+		joined += k
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return joined, errors.Join(errs...)
+}
+
+// union is a followed by the elements of b that a lacks.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, s := range b {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // joinError explains a failed join; a key mismatch is named as such, since
@@ -380,6 +459,15 @@ func (n *Node) shutdown(graceful bool) error {
 	t0 := time.Now()
 	defer func() { n.log.Debug("shutdown took", "d", time.Since(t0)) }()
 	mark := func(what string) { n.log.Debug("shutdown step", "step", what, "at", time.Since(t0)) }
+	if n.known != nil {
+		// Record the members as this node last sees them, before leaving
+		// changes anything; a crash (Kill) writes nothing.
+		var final []knownMember
+		if graceful && n.members != nil {
+			final = n.pickKnownMembers()
+		}
+		n.known.close(final)
+	}
 	if graceful && n.ml != nil {
 		// Say we are leaving, so peers record "left" rather than "dead".
 		role := "none"

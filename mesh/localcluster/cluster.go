@@ -157,6 +157,12 @@ func alive(ms []api.Member) int {
 
 // start launches s's node, joining every running node.
 func (c *Cluster) start(s *slot, expect int) error {
+	return c.startJoining(s, expect, true)
+}
+
+// startJoining launches s's node; with join, it is given every running
+// node's gossip address, as --join.
+func (c *Cluster) startJoining(s *slot, expect int, join bool) error {
 	cfg := mesh.FastConfig()
 	cfg.Name = s.name
 	cfg.DataDir = s.dir
@@ -165,8 +171,10 @@ func (c *Cluster) start(s *slot, expect int) error {
 	cfg.Port = s.port
 	cfg.BootstrapExpect = expect
 	cfg.RaftVoters = c.opts.voters
-	for _, o := range c.running() {
-		cfg.Join = append(cfg.Join, o.node.GossipAddr())
+	if join {
+		for _, o := range c.running() {
+			cfg.Join = append(cfg.Join, o.node.GossipAddr())
+		}
 	}
 	if c.opts.logs {
 		cfg.Logger = slog.New(slog.NewTextHandler(c.opts.logOut, &slog.HandlerOptions{Level: c.opts.logLevel}))
@@ -305,6 +313,20 @@ func (c *Cluster) Restart(i int) error {
 		return fmt.Errorf("localcluster: %s is running", s.name)
 	}
 	return c.start(s, 0)
+}
+
+// RestartNoJoin starts node i again with its data dir and ports but no
+// join addresses, as a node restarted by hand with a command line that has
+// no --join; bootstrapExpect is that command line's --bootstrap-expect. It
+// does not wait for anything: use WaitFor.
+func (c *Cluster) RestartNoJoin(i, bootstrapExpect int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.slots[i]
+	if s.node != nil {
+		return fmt.Errorf("localcluster: %s is running", s.name)
+	}
+	return c.startJoining(s, bootstrapExpect, false)
 }
 
 // Add starts one more node that joins the cluster (it does not bootstrap)

@@ -11,6 +11,6 @@
 //
 // Files:
 //
-//	cluster.go  options, New, the nodes' lifecycle (Kill, Stop, Restart, Add), Leader, Wait, Poll, Close
+//	cluster.go  options, New, the nodes' lifecycle (Kill, Stop, Restart, RestartNoJoin, Add), Leader, Wait, Poll, Close
 //	faults.go   the socket and gossip-transport wrappers that drop traffic across a partition
 package localcluster
