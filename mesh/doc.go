@@ -33,11 +33,12 @@
 //
 // Files:
 //
-//	node.go            Node: start, gossip, Raft and transport wiring, close
+//	node.go            Node: start, Raft and transport wiring, close
+//	gossip.go          memberlist setup and joining: --join, the recorded members, retries
 //	config.go          Config, GossipConfig, DefaultConfig and FastConfig
 //	identity.go        the node's persistent identity in its data dir
 //	knownmembers.go    the members a node knows, kept in its data dir to rejoin them on restart
-//	meta.go            gossip metadata (id, QUIC address, role, version)
+//	meta.go            gossip metadata (id, QUIC address, role, version) and publishing it
 //	members.go         the member table fed by memberlist events
 //	loops.go           background loops: formation, voters, role, reconnect
 //	control.go         control handlers and forwarding to the leader

@@ -58,3 +58,22 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 	}
 	return m, nil
 }
+
+// setMeta and setMetaLeaving publish this node's gossip metadata; the
+// delegate hands it to memberlist.
+func (n *Node) setMeta(role string) error {
+	return n.storeMeta(nodeMeta{Addr: n.addr, Raft: role, Version: Version, NoWorker: n.cfg.Worker.Disabled})
+}
+
+func (n *Node) setMetaLeaving(role string) error {
+	return n.storeMeta(nodeMeta{Addr: n.addr, Raft: role, Version: Version, Leaving: true, NoWorker: n.cfg.Worker.Disabled})
+}
+
+func (n *Node) storeMeta(m nodeMeta) error {
+	b, err := m.encode()
+	if err != nil {
+		return err
+	}
+	n.delegate.meta.Store(&b)
+	return nil
+}
