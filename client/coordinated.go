@@ -34,7 +34,9 @@ import (
 // taken by an earlier instance of the consumer), or when the worker has
 // reached its end of data. The iteration ends when every worker that serves
 // a round from the current one on has ended or is expired: every consumer
-// sees the same answers, so all end at the same round.
+// sees the same answers, so all end at the same round. Expiry is final: a
+// worker expired from the job is out of it for good and never re-enters
+// its rotation, so a round skipped for it is never served by it later.
 //
 // A consumer restarted with the same job and index resumes at the round its
 // previous instance had reported; an index not seen before starts at round 0

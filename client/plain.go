@@ -15,7 +15,10 @@ import (
 // putting batches into the Iterator's prefetch buffer. A failed stream is
 // reopened after the retry policy's delay while its worker is alive; an
 // expired worker is dropped; the iteration ends once every worker that was
-// not dropped has sent its end of data.
+// not dropped has sent its end of data. Dropping is final, and safe: a
+// worker expired from a job is out of it for good (the leader never
+// assigns it to the job again, and its leases are refused), so it holds no
+// split the iteration would wait for; the splits it held were counted lost.
 
 // workerStreams is what the plain engine knows of one worker's streams.
 type workerStreams struct {

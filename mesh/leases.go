@@ -79,9 +79,14 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.Split, error) {
 		select {
 		case r := <-p.answer:
 			if errors.Is(r.err, api.ErrNotAssigned) {
-				// Expired while alive (a gossip blip): the job counts this
-				// worker's leases as lost and goes on without it, so this
-				// worker's part ends here, cleanly, not as a job failure.
+				// Expired while alive (a pause, a gossip blip): the job
+				// counted this worker's leases as lost, its consumers
+				// dropped it, and it is out of the job for good (the
+				// leader never assigns it again), so this worker's part
+				// ends here, cleanly, not as a job failure. It leases
+				// nothing more; the splits it read before knowing were
+				// counted lost and are never leased again, so a consumer
+				// still reading its open streams gets no element twice.
 				p.policy.answered(time.Now(), true)
 				p.n.log.Warn("worker expired from the job while running; ending its part", "job", p.job)
 				p.queue = nil

@@ -118,13 +118,24 @@ func NewExpireConsumers(now int64) Command {
 	return newCommand(TypeExpireConsumers, 1, ExpireConsumersBody{Now: now})
 }
 
-// NewAssignTask assigns worker a task for job. It is idempotent; an
-// expired worker is assigned again (it restarted). ErrLimit if MaxWorkers
-// live workers are assigned already; ErrNotAssigned if the job is STATIC
-// and worker is not in its StaticWorkers. Result: bool, whether the worker
-// was newly (re)assigned.
+// NewAssignTask assigns worker a task for job. It is idempotent. ErrLimit
+// if MaxWorkers live workers are assigned already; ErrNotAssigned if the
+// job is STATIC and worker is not in its StaticWorkers, or if worker was
+// expired from the job. Result: bool, whether the worker was newly
+// assigned.
+//
+// Version 2 (this one): a worker expired from a job is out of it for good.
+// ExpireWorker counted the splits it held as lost, and the job's consumers
+// drop a worker they see expired and never read it again, so a worker put
+// back into the job would lease splits that no consumer reads: a loss that
+// nobody counts. It also stays expired in the job's share group when it is
+// assigned to another job of that group (it cannot lease there, so that
+// job gets its end of data at once), and is never put back into a
+// coordinated job's rotation. A restarted node serves the jobs it was not
+// expired from. Version 1 assigned an expired worker again, in the job and
+// its share group.
 func NewAssignTask(job, worker string) Command {
-	return newCommand(TypeAssignTask, 1, AssignTaskBody{Job: job, Worker: worker})
+	return newCommand(TypeAssignTask, 2, AssignTaskBody{Job: job, Worker: worker})
 }
 
 // NewLeaseSplits leases up to n splits of a DYNAMIC job to worker, which
@@ -436,6 +447,10 @@ func applyAssignTask(s *State, c Command) (any, error) {
 	if known && !st.Expired {
 		return false, nil
 	}
+	if known && c.Version >= 2 {
+		return nil, fmt.Errorf("%w: worker %q was expired from job %q (declared dead, the splits it held counted lost) and does not rejoin it: its consumers have dropped it",
+			ErrNotAssigned, b.Worker, b.Job)
+	}
 	if j.Options.Sharding == splits.Static {
 		if _, ok := slices.BinarySearch(j.StaticWorkers, b.Worker); !ok {
 			return nil, fmt.Errorf("%w: job %q is static over %v, chosen at creation; %q is not among them",
@@ -451,7 +466,7 @@ func applyAssignTask(s *State, c Command) (any, error) {
 		return nil, fmt.Errorf("%w: job %q has had %d workers", ErrLimit, b.Job, len(j.Workers))
 	}
 	j.Workers[b.Worker] = WorkerState{Since: c.At}
-	s.assignShareGroup(j, b.Worker, c.At)
+	s.assignShareGroup(j, b.Worker, c.At, c.Version >= 2)
 	if j.Rounds != nil {
 		j.Rounds.addWorker(b.Worker)
 	}

@@ -62,8 +62,8 @@ var (
 	// ErrLimit: a job's NumConsumers or MaxWorkers, or one of the Max*
 	// bounds of the state, would be exceeded.
 	ErrLimit = errors.New("raftstate: limit reached")
-	// ErrNotAssigned: the worker has no live task for the job (never
-	// assigned, or expired since; AssignTask again).
+	// ErrNotAssigned: the worker has no live task for the job: never
+	// assigned, or expired since, which is final (NewAssignTask).
 	ErrNotAssigned = errors.New("raftstate: worker not assigned to the job")
 	// ErrNotDynamic: split leases exist only for DYNAMIC jobs.
 	ErrNotDynamic = errors.New("raftstate: job does not use dynamic sharding")
@@ -218,7 +218,8 @@ type WorkerState struct {
 	// Since is when the task was (last) assigned, Unix nanoseconds.
 	Since int64 `cbor:"1,keyasint" json:"since"`
 	// Expired: the worker was declared dead; its DYNAMIC leases were lost.
-	// AssignTask revives it (the node restarted).
+	// It is out of the job for good (AssignTask v2 refuses it; v1, in old
+	// logs, revived it).
 	Expired bool `cbor:"2,keyasint" json:"expired"`
 }
 

@@ -17,6 +17,14 @@ func at(c Command, t int64) Command {
 	return c
 }
 
+// assignV1 is AssignTask as version 1 wrote it, in logs older than the
+// rule that an expired worker is out of its jobs for good.
+func assignV1(job, worker string) Command {
+	c := NewAssignTask(job, worker)
+	c.Version = 1
+	return c
+}
+
 // applyOK applies c (through encode/decode, as the FSM does) and fails on error.
 func applyOK(t *testing.T, s *State, c Command) any {
 	t.Helper()
@@ -225,10 +233,17 @@ func TestAssignTask(t *testing.T) {
 		t.Fatalf("second expire: %v", got)
 	}
 	applyOK(t, s, at(NewAssignTask("j1", "w3"), 13))
-	applyErr(t, s, NewAssignTask("j1", "w1"), ErrLimit) // back, but the job is full again
+	applyErr(t, s, assignV1("j1", "w1"), ErrLimit) // v1: back, but the job is full again
 	applyOK(t, s, NewExpireWorker("w2"))
-	if got := applyOK(t, s, at(NewAssignTask("j1", "w1"), 14)); got != true {
-		t.Fatalf("re-assign after restart: %v", got)
+	// An expired worker is out of the job for good, even with room for it:
+	// its consumers have dropped it.
+	err := applyErr(t, s, at(NewAssignTask("j1", "w1"), 14), ErrNotAssigned)
+	if !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("refusal does not say why: %v", err)
+	}
+	// Version 1, replayed from an older log, still assigns it again.
+	if got := applyOK(t, s, at(assignV1("j1", "w1"), 14)); got != true {
+		t.Fatalf("v1 re-assign after restart: %v", got)
 	}
 	v, _ := s.Job("j1")
 	if !slices.Equal(v.LiveWorkers(), []string{"w1", "w3"}) || v.Workers["w1"] != (WorkerState{Since: 14}) || !v.Workers["w2"].Expired {
@@ -277,11 +292,17 @@ func TestLeaseSplits(t *testing.T) {
 	}
 	applyErr(t, s, NewLeaseSplits("j1", "w2", 2, 4), ErrNotAssigned)
 	applyErr(t, s, NewFinishSplits("j1", "w2", 0, l2.Splits[6:7]), splits.ErrNotLeased)
-	// w2 comes back; the lost splits are never leased again in epoch 0.
-	applyOK(t, s, NewAssignTask("j1", "w2"))
+	// w2 comes back: it stays out of the job and leases nothing.
+	applyErr(t, s, NewAssignTask("j1", "w2"), ErrNotAssigned)
+	applyErr(t, s, NewLeaseSplits("j1", "w2", 2, 4), ErrNotAssigned)
+	// The lost splits are never leased again in epoch 0, to anyone: not
+	// to a new worker, nor to w2 put back by an older log's AssignTask v1.
+	applyOK(t, s, NewAssignTask("j1", "w3"))
+	applyOK(t, s, assignV1("j1", "w2"))
 	seen := map[int64]bool{}
 	for req := uint64(2); ; req++ {
-		l := applyOK(t, s, NewLeaseSplits("j1", "w2", req, 3)).(splits.Lease)
+		w := []string{"w2", "w3"}[req%2]
+		l := applyOK(t, s, NewLeaseSplits("j1", w, req, 3)).(splits.Lease)
 		if l.Epoch != 0 {
 			break
 		}

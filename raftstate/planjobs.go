@@ -96,8 +96,10 @@ func AssignableWorkers(members []JobMember, max int) []string {
 }
 
 // PlanJobWorkers plans the AssignTask steps that give job to every
-// assignable member not working on it yet, in name order, up to the job's
-// MaxWorkers live workers. A STATIC job keeps the workers agreed at its
+// assignable member that has never worked on it, in name order, up to the
+// job's MaxWorkers live workers. A worker expired from the job is out of it
+// for good (NewAssignTask), even once gossip holds it alive again: its
+// consumers dropped it. A STATIC job keeps the workers agreed at its
 // creation, and a share group gets its workers through its jobs: neither
 // gets a step. The steps are meant to be applied in order, stopping at the
 // first that fails.
@@ -116,8 +118,8 @@ func planAssign(job *Job, live []string) []JobStep {
 		if job.Options.MaxWorkers > 0 && active >= job.Options.MaxWorkers {
 			break
 		}
-		if w, ok := job.Workers[name]; ok && !w.Expired {
-			continue
+		if _, ok := job.Workers[name]; ok {
+			continue // working on it, or expired from it for good
 		}
 		steps = append(steps, JobStep{Command: NewAssignTask(job.Name, name), Job: job.Name, Worker: name})
 		active++

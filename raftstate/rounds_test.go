@@ -66,8 +66,12 @@ func TestRotationChanges(t *testing.T) {
 	if got := applyOK(t, s, NewReportRound("j1", 0, 7)); got != int64(10) {
 		t.Fatalf("lower report: %v", got)
 	}
+	// An expired worker never comes back into the rotation (its consumers
+	// skip its rounds for good); AssignTask v1, from an older log, put it
+	// back like a joining worker.
+	applyErr(t, s, NewAssignTask("j1", "w2"), ErrNotAssigned)
 	// After: a joining worker from max(reached) + RoundLookahead.
-	applyOK(t, s, NewAssignTask("j1", "w2"))
+	applyOK(t, s, assignV1("j1", "w2"))
 	want = append(want, bucketing.Change{From: 10 + RoundLookahead, Workers: []string{"w1", "w3", "w2"}})
 	if got := schedOf(t, s, "j1").Changes; !reflect.DeepEqual(got, want) {
 		t.Fatalf("join after start: %+v", got)
@@ -112,6 +116,9 @@ func coordLog(t testing.TB, r *rand.Rand, n int) [][]byte {
 			c = NewCreateJob(job, "fp1", JobOptions{Sharding: splits.Dynamic, NumConsumers: 3, Coordinated: true, PadFinalRound: r.IntN(2) == 0}, nil)
 		case 1, 2:
 			c = NewAssignTask(job, worker)
+			if r.IntN(2) == 0 {
+				c = assignV1(job, worker) // an older log's: revives the expired
+			}
 		case 3:
 			c = NewExpireWorker(worker)
 		case 4, 5, 6:

@@ -26,7 +26,11 @@ import (
 //     creates one (a later sweep over a finished dataset starts afresh).
 //   - AssignTask of a worker to a sharing job assigns it to the group too,
 //     so the worker may lease there; ExpireWorker expires it in the group
-//     like in every job, losing its outstanding leases (at-most-once).
+//     like in every job, losing its outstanding leases (at-most-once). A
+//     worker expired from the group is out of it for good, like out of a
+//     job (NewAssignTask): assigned to another job of the group, it stays
+//     expired in the group, so it leases nothing that the group's older
+//     jobs, which dropped it, would never read.
 //   - The group has no consumers. It is collected with the last job that
 //     references it; GarbageCollectJob of a group still referenced is
 //     rejected (ErrJobInUse).
@@ -70,13 +74,16 @@ func (s *State) newShareGroup(ds Dataset, o JobOptions, at int64) string {
 }
 
 // assignShareGroup assigns worker to j's share group, if j has one; the
-// group accepts every worker its jobs accept.
-func (s *State) assignShareGroup(j *Job, worker string, at int64) {
+// group accepts every worker its jobs accept, except, with final (AssignTask
+// v2), one expired from the group: that worker is out of the group for good,
+// as out of a job (NewAssignTask), since every job of the group has dropped
+// it. It then cannot lease for j either, and its part of j ends at once.
+func (s *State) assignShareGroup(j *Job, worker string, at int64, final bool) {
 	g, ok := s.Jobs[j.ShareGroup]
 	if j.ShareGroup == "" || !ok {
 		return
 	}
-	if st, known := g.Workers[worker]; known && !st.Expired {
+	if st, known := g.Workers[worker]; known && (!st.Expired || final) {
 		return
 	}
 	if _, known := g.Workers[worker]; !known && len(g.Workers) >= MaxJobWorkers {

@@ -53,9 +53,19 @@ func TestShareGroupLifecycle(t *testing.T) {
 	if !reflect.DeepEqual(lost[g], []int64{0, 1, 2, 3}) {
 		t.Fatalf("lost %v", lost)
 	}
-	applyOK(t, s, at(NewAssignTask("b", "w1"), 3000)) // restarted
+	// w1 comes back: it is out of the group for good, as out of a. Given
+	// b, which reads the group too, it stays expired there and leases
+	// nothing that a's consumers, which dropped it, would never read.
+	applyOK(t, s, at(NewAssignTask("b", "w1"), 3000))
+	if !s.Jobs[g].Workers["w1"].Expired {
+		t.Fatal("assigning the expired worker to another job of the group revived it in the group")
+	}
+	applyErr(t, s, NewLeaseSplits(g, "w1", 2, 4), ErrNotAssigned)
+	applyErr(t, s, NewAssignTask("a", "w1"), ErrNotAssigned)
+	// AssignTask v1, from an older log, revived it in the group.
+	applyOK(t, s, at(assignV1("a", "w1"), 3000))
 	if s.Jobs[g].Workers["w1"].Expired {
-		t.Fatal("reassigning the worker to a job did not revive it in the group")
+		t.Fatal("v1: reassigning the worker to a job did not revive it in the group")
 	}
 
 	// The group outlives a, goes with b, and cannot be collected alone.

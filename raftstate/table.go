@@ -23,7 +23,7 @@ var commandTable = map[CommandType]handler{
 	TypeAttachConsumer:    {name: "AttachConsumer", minVersion: 1, maxVersion: 1, apply: applyAttachConsumer},
 	TypeDetachConsumer:    {name: "DetachConsumer", minVersion: 1, maxVersion: 2, apply: applyDetachConsumer},
 	TypeExpireConsumers:   {name: "ExpireConsumers", minVersion: 1, maxVersion: 1, apply: applyExpireConsumers},
-	TypeAssignTask:        {name: "AssignTask", minVersion: 1, maxVersion: 1, apply: applyAssignTask},
+	TypeAssignTask:        {name: "AssignTask", minVersion: 1, maxVersion: 2, apply: applyAssignTask},
 	TypeLeaseSplits:       {name: "LeaseSplits", minVersion: 1, maxVersion: 1, apply: applyLeaseSplits},
 	TypeFinishSplits:      {name: "FinishSplits", minVersion: 1, maxVersion: 1, apply: applyFinishSplits},
 	TypeExpireWorker:      {name: "ExpireWorker", minVersion: 1, maxVersion: 1, apply: applyExpireWorker},

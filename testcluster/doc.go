@@ -1,8 +1,8 @@
 // Package testcluster runs real feedmesh nodes (memberlist, Raft with
 // raft-boltdb on disk, QUIC on loopback) inside one test process, with
 // faults injected by wrapping each node's UDP socket and gossip transport:
-// Kill, Stop, Restart, Partition and Heal. Tests wait for conditions with
-// WaitFor, never by sleeping.
+// Kill, Stop, Restart, Partition, Isolate and Heal. Tests wait for
+// conditions with WaitFor, never by sleeping.
 //
 // The cluster itself is mesh/localcluster, which links no testing code so
 // that `feedmesh demo` can run it; this package adds the test glue: Start

@@ -189,7 +189,8 @@ type DistributeRequest struct {
 type WorkerInfo struct {
 	Name string `json:"name"`
 	Addr string `json:"addr"`
-	// Expired: the worker died; its unfinished splits were lost.
+	// Expired: the worker was declared dead; its unfinished splits were
+	// lost, and it is out of the job for good (a consumer drops it).
 	Expired bool `json:"expired,omitempty"`
 }
 

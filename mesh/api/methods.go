@@ -26,5 +26,6 @@ const (
 
 // ErrNotAssigned is the answer to a lease from a worker the job no longer
 // counts on (it was declared dead and expired, perhaps wrongly): that
-// worker's part of the job is over. It crosses the wire by its code.
+// worker's part of the job is over for good, as its consumers dropped it.
+// It crosses the wire by its code.
 var ErrNotAssigned = &transport.Error{Code: "not_assigned"}

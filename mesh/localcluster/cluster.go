@@ -43,9 +43,9 @@ func WithConfig(f func(i int, c *mesh.Config)) Option { return func(o *options) 
 // turns them on (stderr by default).
 func WithLogOutput(w io.Writer) Option { return func(o *options) { o.logOut = w } }
 
-// WithoutFaults leaves the nodes' sockets unwrapped: Partition does nothing,
-// and QUIC keeps its fast paths (GSO, batched I/O), which the wrapper's
-// plain net.PacketConn hides. For benchmarks.
+// WithoutFaults leaves the nodes' sockets unwrapped: Partition and Isolate
+// do nothing, and QUIC keeps its fast paths (GSO, batched I/O), which the
+// wrapper's plain net.PacketConn hides. For benchmarks.
 func WithoutFaults() Option { return func(o *options) { o.noFaults = true } }
 
 // WithStartTimeout bounds how long Start waits for the cluster to form.
@@ -352,8 +352,14 @@ func (c *Cluster) Partition(groups ...[]int) {
 	c.net.partition(g) // absent indexes read as group 0
 }
 
-// Heal removes every partition.
-func (c *Cluster) Heal() { c.net.partition(nil) }
+// Isolate cuts node i off from every address, other nodes and clients
+// alike, as a paused process (SIGSTOP) is cut off: its goroutines run on,
+// but nothing it sends arrives and nothing sent to it reaches it, until
+// Heal.
+func (c *Cluster) Isolate(i int) { c.net.isolate(i) }
+
+// Heal removes every partition and isolation.
+func (c *Cluster) Heal() { c.net.heal() }
 
 // Leader returns the running node that is Raft leader, if exactly one
 // running node believes it leads (-1, nil otherwise).

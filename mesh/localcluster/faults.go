@@ -15,14 +15,24 @@ var errPartitioned = errors.New("localcluster: partitioned")
 // faultNet decides which node may talk to which. Addresses (gossip and
 // QUIC) map to node indexes; a packet or dial between two nodes in
 // different partition groups is dropped. Unknown addresses (clients, CLI
-// tools) are never blocked.
+// tools) are blocked only to and from an isolated node.
 type faultNet struct {
-	mu      sync.RWMutex
-	addrs   map[string]int
-	groupOf map[int]int // nil: no partition
+	mu       sync.RWMutex
+	addrs    map[string]int
+	groupOf  map[int]int  // nil: no partition
+	isolated map[int]bool // cut off from every address, clients included
 }
 
 func newFaultNet() *faultNet { return &faultNet{addrs: map[string]int{}} }
+
+func (f *faultNet) isolate(idx int) {
+	f.mu.Lock()
+	if f.isolated == nil {
+		f.isolated = map[int]bool{}
+	}
+	f.isolated[idx] = true
+	f.mu.Unlock()
+}
 
 func (f *faultNet) register(addr string, idx int) {
 	f.mu.Lock()
@@ -36,20 +46,31 @@ func (f *faultNet) partition(groupOf map[int]int) {
 	f.mu.Unlock()
 }
 
+// heal ends every partition and isolation.
+func (f *faultNet) heal() {
+	f.mu.Lock()
+	f.groupOf, f.isolated = nil, nil
+	f.mu.Unlock()
+}
+
 func (f *faultNet) blocked(from int, to string) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if f.groupOf == nil {
+	idx, ok := f.addrs[to]
+	if ok && idx == from {
 		return false
 	}
-	idx, ok := f.addrs[to]
-	if !ok {
+	if f.isolated[from] || (ok && f.isolated[idx]) {
+		return true
+	}
+	if f.groupOf == nil || !ok {
 		return false
 	}
 	return f.groupOf[from] != f.groupOf[idx]
 }
 
-// packetConn drops QUIC datagrams to and from nodes across a partition.
+// packetConn drops QUIC datagrams to and from nodes across a partition,
+// and every datagram of an isolated node.
 type packetConn struct {
 	net.PacketConn
 	f    *faultNet
