@@ -55,7 +55,7 @@ type Stats struct {
 	Elapsed time.Duration `json:"-"`
 	// Bounding is the index in Ops of the op that bounds throughput: the
 	// one with the largest StallSeconds. -1 when statistics are off or
-	// nothing ran.
+	// nothing ran (the source gave no element).
 	Bounding int `json:"bounding"`
 }
 
@@ -223,6 +223,11 @@ func (p *plan) snapshot(elapsed time.Duration) Stats {
 			best, s.Bounding = o.StallSeconds, k
 		}
 		s.Ops = append(s.Ops, o)
+	}
+	if len(s.Ops) > 0 && s.Ops[0].ElementsOut == 0 {
+		// The source gave nothing (an empty file, say): the time spent
+		// opening it bounds nothing.
+		s.Bounding = -1
 	}
 	return s
 }

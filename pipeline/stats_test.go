@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -99,5 +101,22 @@ func TestStatsOff(t *testing.T) {
 	}
 	if r.Elements != 100 || r.Batches != 10 || len(r.Ops) != 0 || r.Bounding != -1 {
 		t.Fatalf("%+v", r)
+	}
+}
+
+// An empty file names no op as the bottleneck: the source's time opening
+// it bounds nothing.
+func TestEmptySourceBoundsNothing(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "empty.txt")
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := RunLocal(context.Background(), NewSpec(FromFiles("lines", path)).Batch(10, false), RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Elements != 0 || r.Bounding != -1 || r.BoundingOp != "" {
+		t.Fatalf("empty file: elements %d, bounding %d %q; want none", r.Elements, r.Bounding, r.BoundingOp)
 	}
 }
