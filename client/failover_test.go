@@ -41,7 +41,7 @@ func TestClientFailsOverWhenDialedNodeDies(t *testing.T) {
 	checkExactly(t, d, n, 1)
 	// The consumer is still attached through another node: its lease was
 	// renewed after the kill.
-	_, leader := c.Leader()
+	_, leader := c.WaitLeader(t, 10*time.Second)
 	view, ok := leader.Raft().Job("failover")
 	if !ok || len(view.Consumers) != 1 {
 		t.Fatalf("job after failover: found=%v consumers=%v", ok, view.Consumers)

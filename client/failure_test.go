@@ -76,7 +76,7 @@ func TestDynamicWorkerKilledMidEpoch(t *testing.T) {
 			}
 		}
 	}
-	_, leader := c.Leader()
+	_, leader := c.WaitLeader(t, 10*time.Second)
 	view, ok := leader.Raft().Job("kill-worker")
 	if !ok {
 		t.Fatal("job gone")
@@ -172,8 +172,11 @@ func TestAbandonedJobIsCollected(t *testing.T) {
 	}
 	// The client vanishes: its socket closes, no detach is sent.
 	cl.Close()
-	_, leader := c.Leader()
 	c.WaitFor(t, 15*time.Second, "the job to be garbage-collected", func() bool {
+		_, leader := c.Leader()
+		if leader == nil {
+			return false // an election is under way
+		}
 		_, ok := leader.Raft().Job("abandoned")
 		return !ok
 	})

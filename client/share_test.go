@@ -234,7 +234,7 @@ func TestShareDynamicFirstJobLeaves(t *testing.T) {
 		}
 	}
 	first.Close()
-	_, leader := c.Leader()
+	_, leader := c.WaitLeader(t, 10*time.Second)
 	gone := false
 	d, err := collect(second, 60*time.Second, func(batches int) {
 		if !gone && batches == 20 {

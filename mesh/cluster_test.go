@@ -74,7 +74,7 @@ func TestThreeNodesFormCluster(t *testing.T) {
 // data dir, rejoins as a voter and serves what was written before.
 func TestLeaderFailoverAndRestart(t *testing.T) {
 	c := testcluster.Start(t, 3)
-	li, leader := c.Leader()
+	li, leader := c.WaitLeader(t, 10*time.Second)
 	put(t, leader, "before", "kill")
 
 	killed := time.Now()
@@ -118,7 +118,7 @@ func TestLeaderFailoverAndRestart(t *testing.T) {
 // Test 4: five nodes, three voters; a dead voter is replaced.
 func TestDeadVoterReplaced(t *testing.T) {
 	c := testcluster.Start(t, 5, testcluster.WithVoters(3))
-	li, leader := c.Leader()
+	li, leader := c.WaitLeader(t, 10*time.Second)
 	voters := voterIDs(leader.Status().Voters)
 	if len(voters) != 3 {
 		t.Fatalf("voters %v, want 3", voters)
@@ -151,7 +151,7 @@ func TestDeadVoterReplaced(t *testing.T) {
 		}
 		return n == 3
 	})
-	_, l := c.Leader()
+	_, l := c.WaitLeader(t, 10*time.Second)
 	t.Logf("voters now %v (killed %s)", voterIDs(l.Status().Voters), c.Name(victim))
 	put(t, l, "still", "writable")
 }
@@ -160,7 +160,7 @@ func TestDeadVoterReplaced(t *testing.T) {
 // can; after healing everything converges.
 func TestPartitionMinorityHasNoQuorum(t *testing.T) {
 	c := testcluster.Start(t, 3)
-	li, _ := c.Leader()
+	li, _ := c.WaitLeader(t, 10*time.Second)
 	minority := (li + 1) % 3
 	var majority []int
 	for i := 0; i < 3; i++ {

@@ -79,7 +79,7 @@ func dialNode(t *testing.T, c *testcluster.Cluster, i int) *client.Client {
 // alive everywhere, keep its Raft state, and answer control requests.
 func TestGracefulRestartWithoutJoinRejoins(t *testing.T) {
 	c := testcluster.Start(t, 3)
-	_, leader := c.Leader()
+	_, leader := c.WaitLeader(t, 10*time.Second)
 	put(t, leader, "before", "restart")
 
 	const i = 0 // the README's n1: the one started without --join
@@ -144,7 +144,7 @@ func TestGracefulRestartWithoutJoinRejoins(t *testing.T) {
 // has never known another).
 func TestNonVoterRestartWithoutJoinDoesNotBootstrapAlone(t *testing.T) {
 	c := testcluster.Start(t, 4, testcluster.WithVoters(3))
-	_, leader := c.Leader()
+	_, leader := c.WaitLeader(t, 10*time.Second)
 	voters := voterIDs(leader.Status().Voters)
 	i := -1
 	for j := 0; j < c.N(); j++ {

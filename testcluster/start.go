@@ -49,6 +49,24 @@ func (c *Cluster) WaitFor(t testing.TB, timeout time.Duration, what string, cond
 	}
 }
 
+// WaitLeader waits until the running nodes agree on one leader and
+// returns it; it fails the test after timeout. Cluster.Leader alone
+// returns none for a moment during an election (or while a deposed
+// leader has not yet stepped down), which a test on loaded cores does
+// see.
+func (c *Cluster) WaitLeader(t testing.TB, timeout time.Duration) (int, *mesh.Node) {
+	t.Helper()
+	var (
+		idx  int
+		node *mesh.Node
+	)
+	c.WaitFor(t, timeout, "one leader", func() bool {
+		idx, node = c.Leader()
+		return node != nil
+	})
+	return idx, node
+}
+
 // Poll evaluates cond every few milliseconds until it returns true (true)
 // or timeout passes (false).
 func Poll(timeout time.Duration, cond func() bool) bool { return localcluster.Poll(timeout, cond) }
