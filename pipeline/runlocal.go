@@ -135,6 +135,12 @@ func (r *RunReport) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, o := range r.Ops {
+		if o.Skipped > 0 || o.Replaced > 0 {
+			fmt.Fprintf(w, "%s: %d records skipped, %d lines with invalid UTF-8 replaced (skip_corrupt, on_invalid)\n",
+				o.Name, o.Skipped, o.Replaced)
+		}
+	}
 	if r.Bounding >= 0 {
 		fmt.Fprintf(w, "* bounds throughput: %s (its consumer waited longest on it: stall_s)\n", r.BoundingOp)
 	}
