@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -136,9 +137,15 @@ func (r *RunReport) WriteTable(w io.Writer) error {
 		return err
 	}
 	for _, o := range r.Ops {
-		if o.Skipped > 0 || o.Replaced > 0 {
-			fmt.Fprintf(w, "%s: %d records skipped, %d lines with invalid UTF-8 replaced (skip_corrupt, on_invalid)\n",
-				o.Name, o.Skipped, o.Replaced)
+		var notes []string
+		if o.Skipped > 0 {
+			notes = append(notes, fmt.Sprintf("%d bad records skipped", o.Skipped))
+		}
+		if o.Replaced > 0 {
+			notes = append(notes, fmt.Sprintf("%d lines with invalid UTF-8 repaired (U+FFFD)", o.Replaced))
+		}
+		if len(notes) > 0 {
+			fmt.Fprintf(w, "%s: %s\n", o.Name, strings.Join(notes, ", "))
 		}
 	}
 	if r.Bounding >= 0 {

@@ -151,8 +151,8 @@ func TestInvalidUTF8CountedInStats(t *testing.T) {
 		skipped, replaced int64
 		note              string
 	}{
-		{"skip", 301 - bad, bad, 0, "source:files:lines: 61 records skipped, 0 lines with invalid UTF-8 replaced"},
-		{"replace", 301, 0, bad, "source:files:lines: 0 records skipped, 61 lines with invalid UTF-8 replaced"},
+		{"skip", 301 - bad, bad, 0, "source:files:lines: 61 bad records skipped\n"},
+		{"replace", 301, 0, bad, "source:files:lines: 61 lines with invalid UTF-8 repaired (U+FFFD)\n"},
 	} {
 		for _, splitBytes := range []int{0, 37, 500} {
 			yaml := fmt.Sprintf("source: {files: {paths: [%q], format: lines, on_invalid: %s, split_bytes: %d}}\nops: [{prefetch: {buffer: 4}}]\n", path, c.mode, splitBytes)
