@@ -328,6 +328,9 @@ func (s *sourceIter) closeCur() {
 	if sk, ok := s.cur.(interface{ Skipped() int64 }); ok {
 		s.p.stats[0].skipped.Add(sk.Skipped())
 	}
+	if rp, ok := s.cur.(interface{ Replaced() int64 }); ok {
+		s.p.stats[0].replaced.Add(rp.Replaced())
+	}
 	s.cur.Close()
 	s.cur = nil
 }

@@ -29,6 +29,9 @@ func FuzzParseYAML(f *testing.F) {
 	f.Add([]byte("source: {range: {stop: 5}}\nops:\n  - take: 3\n  - repeat:\n"))
 	f.Add([]byte("source: {synthetic: {kind: text, count: 10}}\nops: [{padded_batch: {size: 2, pad_value: 1.5}}]"))
 	f.Add([]byte("source: {files: {paths: [a.csv], format: csv, fields: [{name: x, dtype: int32}]}}"))
+	f.Add([]byte("source: {files: {paths: [a.txt], format: lines, encoding: utf8, on_invalid: replace}}"))
+	f.Add([]byte("source: {files: {paths: [a.jsonl], format: jsonl, on_invalid: fail}}"))
+	f.Add([]byte("source: {files: {paths: [a.txt], format: lines, encoding: bytes}}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ParseYAML(data)
 		fuzzSpec(t, s, err)

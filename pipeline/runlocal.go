@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -134,6 +135,18 @@ func (r *RunReport) WriteTable(w io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, o := range r.Ops {
+		var notes []string
+		if o.Skipped > 0 {
+			notes = append(notes, fmt.Sprintf("%d bad records skipped", o.Skipped))
+		}
+		if o.Replaced > 0 {
+			notes = append(notes, fmt.Sprintf("%d lines with invalid UTF-8 repaired (U+FFFD)", o.Replaced))
+		}
+		if len(notes) > 0 {
+			fmt.Fprintf(w, "%s: %s\n", o.Name, strings.Join(notes, ", "))
+		}
 	}
 	if r.Bounding >= 0 {
 		fmt.Fprintf(w, "* bounds throughput: %s (its consumer waited longest on it: stall_s)\n", r.BoundingOp)

@@ -32,6 +32,7 @@ func filesOptions(f *FilesSource) (formats.FilesOptions, error) {
 	o := formats.FilesOptions{
 		Paths: f.Paths, Format: f.Format, SplitBytes: f.SplitBytes,
 		SkipCorrupt: f.SkipCorrupt, MaxRecordBytes: f.MaxRecordBytes,
+		Encoding: f.Encoding, OnInvalid: f.OnInvalid,
 	}
 	if f.Delimiter != "" {
 		r, size := utf8.DecodeRuneInString(f.Delimiter)
@@ -82,6 +83,7 @@ func fillSourceDefaults(src *Source) {
 		if f.MaxRecordBytes == 0 {
 			f.MaxRecordBytes = formats.DefaultMaxRecordBytes
 		}
+		omitTextDefaults(f)
 		for i := range f.Fields {
 			if f.Fields[i].Tensor == "" {
 				f.Fields[i].Tensor = f.Fields[i].Name
@@ -104,6 +106,25 @@ func fillSourceDefaults(src *Source) {
 			Width: o.Width, Height: o.Height, Channels: o.Channels, Encoding: o.Encoding, Classes: o.Classes,
 			RecordBytes: o.RecordBytes,
 		}
+	}
+}
+
+// omitTextDefaults clears encoding and on_invalid where they spell out
+// what leaving them out means. Unlike the older fields, these are encoded
+// only when they differ from their defaults, so that specs written before
+// they existed keep their canonical encoding and fingerprint. Only valid
+// combinations are cleared, so that validation still sees (and rejects)
+// `encoding: utf8` on csv or `on_invalid: fail` with `encoding: bytes`.
+// For jsonl an explicit on_invalid is kept: unset means no check of its own.
+func omitTextDefaults(f *FilesSource) {
+	if f.Format != formats.FormatLines && f.Format != formats.FormatJSONL {
+		return
+	}
+	if f.Encoding == formats.EncodingUTF8 {
+		f.Encoding = ""
+	}
+	if f.Format == formats.FormatLines && f.Encoding == "" && f.OnInvalid == formats.OnInvalidFail {
+		f.OnInvalid = ""
 	}
 }
 

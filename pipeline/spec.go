@@ -55,6 +55,15 @@ type FilesSource struct {
 	// SkipCorrupt makes the tfrecord reader skip (and count) corrupt
 	// records instead of failing.
 	SkipCorrupt bool `yaml:"skip_corrupt" json:"skip_corrupt,omitempty" cbor:"skip_corrupt,omitempty"`
+	// Encoding of lines and jsonl: utf8 (default: lines must be valid
+	// UTF-8) or bytes (lines only: raw bytes, never checked).
+	Encoding string `yaml:"encoding" json:"encoding,omitempty" cbor:"encoding,omitempty"`
+	// OnInvalid is what lines and jsonl do with a line that is not valid
+	// UTF-8: fail (the default for lines), skip or replace (each invalid
+	// sequence by U+FFFD); skipped and replaced lines are counted in the
+	// source's statistics. Unset for jsonl, lines are not checked beyond
+	// what the JSON decoder does (it replaces invalid bytes in strings).
+	OnInvalid string `yaml:"on_invalid" json:"on_invalid,omitempty" cbor:"on_invalid,omitempty"`
 	// MaxRecordBytes bounds one line, record or whole file (default
 	// formats.DefaultMaxRecordBytes).
 	MaxRecordBytes int64 `yaml:"max_record_bytes" json:"max_record_bytes,omitempty" cbor:"max_record_bytes,omitempty"`

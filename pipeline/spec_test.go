@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -181,6 +182,15 @@ func TestValidationMessages(t *testing.T) {
 		{"huge bucket", "source: {range: {stop: 5}}\nops:\n  - bucket_by_sequence_length: {tensor: t, boundaries: [3], batch_sizes: [1, 100000000000]}\n",
 			[]string{"ops[0].bucket_by_sequence_length.batch_sizes[1]: must be <= 16777216"}},
 		{"files format", "source: {files: {paths: [a], format: parquet}}\n", []string{"source.files: format:"}},
+		{"encoding value", "source: {files: {paths: [a], format: lines, encoding: latin1}}\n", []string{`source.files: encoding: "latin1" is not utf8 or bytes`}},
+		{"on_invalid value", "source: {files: {paths: [a], format: lines, on_invalid: drop}}\n", []string{`source.files: on_invalid: "drop" is not fail, skip or replace`}},
+		{"on_invalid with bytes", "source: {files: {paths: [a], format: lines, encoding: bytes, on_invalid: replace}}\n",
+			[]string{"source.files: on_invalid: replace needs encoding utf8; encoding bytes never checks lines"}},
+		{"on_invalid fail with bytes", "source: {files: {paths: [a], format: lines, encoding: bytes, on_invalid: fail}}\n",
+			[]string{"source.files: on_invalid: fail needs encoding utf8"}},
+		{"encoding bytes on jsonl", "source: {files: {paths: [a], format: jsonl, encoding: bytes}}\n", []string{"source.files: encoding: jsonl is JSON text, which is UTF-8"}},
+		{"encoding on csv", "source: {files: {paths: [a], format: csv, encoding: utf8}}\n", []string{"source.files: encoding: only lines and jsonl take an encoding, not csv"}},
+		{"on_invalid on tfrecord", "source: {files: {paths: [a], format: tfrecord, on_invalid: fail}}\n", []string{"source.files: on_invalid: only lines and jsonl take on_invalid, not tfrecord"}},
 		{"synthetic kind", "source: {synthetic: {kind: video, count: 3}}\n", []string{"source.synthetic: kind:"}},
 		{"two documents", "source: {range: {stop: 5}}\n---\nsource: {range: {stop: 5}}\n", []string{"want one document"}},
 	}
@@ -282,6 +292,21 @@ func TestIssueExampleFingerprint(t *testing.T) {
 	if fs, fb := fingerprint(t, s), fingerprint(t, b); fs != goldenIssueFingerprint || fb != fs {
 		t.Fatalf("yaml %s builder %s golden %s", fs, fb, goldenIssueFingerprint)
 	}
+	// The encoding and on_invalid keys came later: spelling out their
+	// defaults leaves the golden encoding and fingerprint as they were.
+	explicit := strings.Replace(issueYAML, "format: lines}", "format: lines, encoding: utf8, on_invalid: fail}", 1)
+	e, err := ParseYAML([]byte(explicit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fe := fingerprint(t, e); fe != goldenIssueFingerprint {
+		t.Fatalf("explicit defaults: %s, golden %s", fe, goldenIssueFingerprint)
+	}
+	be, _ := b.CanonicalEncoding()
+	ee, _ := e.CanonicalEncoding()
+	if !bytes.Equal(be, ee) || bytes.Contains(ee, []byte("encoding")) || bytes.Contains(ee, []byte("on_invalid")) {
+		t.Fatalf("canonical encoding changed or names the new keys: %x", ee)
+	}
 }
 
 func TestSourceFieldsChangeFingerprint(t *testing.T) {
@@ -307,6 +332,18 @@ func TestSourceFieldsChangeFingerprint(t *testing.T) {
 	add("split_bytes", files, func(s *Spec) { s.Source.Files.SplitBytes = 1 << 20 })
 	add("skip_corrupt", files, func(s *Spec) { s.Source.Files.SkipCorrupt = true })
 	add("max_record_bytes", files, func(s *Spec) { s.Source.Files.MaxRecordBytes = 1 << 10 })
+	lines := func() *Spec {
+		return &Spec{Source: Source{Files: &FilesSource{Paths: []string{"a/*.txt"}, Format: "lines"}}}
+	}
+	jsonl := func() *Spec {
+		return &Spec{Source: Source{Files: &FilesSource{Paths: []string{"a/*.txt"}, Format: "jsonl"}}}
+	}
+	cases["lines"], cases["jsonl"] = lines(), jsonl()
+	add("encoding", lines, func(s *Spec) { s.Source.Files.Encoding = "bytes" })
+	add("on_invalid skip", lines, func(s *Spec) { s.Source.Files.OnInvalid = "skip" })
+	add("on_invalid replace", lines, func(s *Spec) { s.Source.Files.OnInvalid = "replace" })
+	add("jsonl on_invalid fail", jsonl, func(s *Spec) { s.Source.Files.OnInvalid = "fail" })
+	add("jsonl on_invalid skip", jsonl, func(s *Spec) { s.Source.Files.OnInvalid = "skip" })
 	add("kind", synth, func(s *Spec) { s.Source.Synthetic.Kind = "records" })
 	add("count", synth, func(s *Spec) { s.Source.Synthetic.Count = 101 })
 	add("seed", synth, func(s *Spec) { s.Source.Synthetic.Seed = 1 })
@@ -329,6 +366,16 @@ func TestSourceFieldsChangeFingerprint(t *testing.T) {
 	s.Source.Files.Fields[0].Tensor = "x"
 	if fingerprint(t, s) != fingerprint(t, files()) {
 		t.Fatal("explicit defaults changed the files fingerprint")
+	}
+	l := lines()
+	l.Source.Files.Encoding, l.Source.Files.OnInvalid = "utf8", "fail"
+	if fingerprint(t, l) != fingerprint(t, lines()) {
+		t.Fatal("explicit encoding: utf8, on_invalid: fail changed the lines fingerprint")
+	}
+	j := jsonl()
+	j.Source.Files.Encoding = "utf8"
+	if fingerprint(t, j) != fingerprint(t, jsonl()) {
+		t.Fatal("explicit encoding: utf8 changed the jsonl fingerprint")
 	}
 	y := synth()
 	y.Source.Synthetic.MeanWords = 32

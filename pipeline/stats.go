@@ -42,9 +42,12 @@ type OpStats struct {
 	StallSeconds float64 `json:"stall_seconds"`
 	// Parallelism is how many elements the op works on at once.
 	Parallelism int `json:"parallelism"`
-	// Skipped counts corrupt records a source skipped (tfrecord
-	// skip_corrupt).
+	// Skipped counts records a source skipped: corrupt tfrecord records
+	// (skip_corrupt), lines with invalid UTF-8 (on_invalid: skip).
 	Skipped int64 `json:"skipped,omitempty"`
+	// Replaced counts lines a source passed on with their invalid UTF-8
+	// replaced by U+FFFD (on_invalid: replace).
+	Replaced int64 `json:"replaced,omitempty"`
 }
 
 // Stats are a pipeline's statistics.
@@ -68,6 +71,7 @@ type opStats struct {
 	nextNanos   atomic.Int64
 	busyNanos   atomic.Int64 // concurrent ops only
 	skipped     atomic.Int64
+	replaced    atomic.Int64
 }
 
 // timed wraps a stage to count its output and time its Next.
@@ -205,6 +209,7 @@ func (p *plan) snapshot(elapsed time.Duration) Stats {
 			BytesOut:    st.bytesOut.Load(),
 			Parallelism: st.parallelism,
 			Skipped:     st.skipped.Load(),
+			Replaced:    st.replaced.Load(),
 		}
 		own := st.nextNanos.Load()
 		var wait int64

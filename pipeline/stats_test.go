@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,5 +119,77 @@ func TestEmptySourceBoundsNothing(t *testing.T) {
 	}
 	if r.Elements != 0 || r.Bounding != -1 || r.BoundingOp != "" {
 		t.Fatalf("empty file: elements %d, bounding %d %q; want none", r.Elements, r.Bounding, r.BoundingOp)
+	}
+}
+
+// Lines with invalid UTF-8 that a lines source skips or repairs are
+// counted on the source, whatever the split layout, and run-local shows
+// the counts in its table and its JSON. Before on_invalid existed this
+// spec was rejected: `source.files: unknown field "on_invalid"`.
+func TestInvalidUTF8CountedInStats(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := 0; i < 300; i++ {
+		switch i % 10 {
+		case 3:
+			fmt.Fprintf(&b, "line %d \xff\xfe\n", i)
+		case 7:
+			fmt.Fprintf(&b, "\x80 line %d\r\n", i)
+		default:
+			fmt.Fprintf(&b, "line %d\n", i)
+		}
+	}
+	b.WriteString("last \xe2\x82") // invalid, no newline
+	path := filepath.Join(dir, "web.txt")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const bad = 61
+	for _, c := range []struct {
+		mode              string
+		elements          int64
+		skipped, replaced int64
+		note              string
+	}{
+		{"skip", 301 - bad, bad, 0, "source:files:lines: 61 bad records skipped\n"},
+		{"replace", 301, 0, bad, "source:files:lines: 61 lines with invalid UTF-8 repaired (U+FFFD)\n"},
+	} {
+		for _, splitBytes := range []int{0, 37, 500} {
+			yaml := fmt.Sprintf("source: {files: {paths: [%q], format: lines, on_invalid: %s, split_bytes: %d}}\nops: [{prefetch: {buffer: 4}}]\n", path, c.mode, splitBytes)
+			s, err := ParseYAML([]byte(yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := RunLocal(context.Background(), s, RunOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := r.Ops[0]
+			if r.Elements != c.elements || src.Skipped != c.skipped || src.Replaced != c.replaced {
+				t.Fatalf("%s split_bytes %d: %d elements, skipped %d, replaced %d; want %d, %d, %d",
+					c.mode, splitBytes, r.Elements, src.Skipped, src.Replaced, c.elements, c.skipped, c.replaced)
+			}
+			var table bytes.Buffer
+			if err := r.WriteTable(&table); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(table.String(), c.note) {
+				t.Fatalf("table lacks %q:\n%s", c.note, table.String())
+			}
+			js, _ := json.Marshal(r)
+			want := fmt.Sprintf(`"skipped":%d`, c.skipped)
+			if c.mode == "replace" {
+				want = fmt.Sprintf(`"replaced":%d`, c.replaced)
+			}
+			if !strings.Contains(string(js), want) {
+				t.Fatalf("JSON lacks %s: %s", want, js)
+			}
+		}
+	}
+	// The default fails on the first bad line, naming file, line and offset.
+	s, _ := ParseYAML([]byte(fmt.Sprintf("source: {files: {paths: [%q], format: lines}}\n", path)))
+	if _, err := RunLocal(context.Background(), s, RunOptions{}); err == nil ||
+		!strings.Contains(err.Error(), path+":4: invalid UTF-8 at byte 7 of the line (file offset 28)") {
+		t.Fatalf("default: %v", err)
 	}
 }

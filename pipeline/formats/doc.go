@@ -10,6 +10,7 @@
 //	synthetic.go  the synthetic sources (text, image, records)
 //	files.go      file sources: path expansion, splits, the readers of each format
 //	lines.go      lines and jsonl files cut at line starts
+//	textenc.go    encoding and on_invalid: checking, skipping and repairing UTF-8
 //	csv.go        csv files cut at record boundaries
 //	tfrecord.go   TFRecord files, their CRCs, and WriteTFRecord for tests and tools
 //	jsonvalue.go  JSON values to tensors

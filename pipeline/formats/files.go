@@ -95,10 +95,11 @@ func (f Field) tensorName() string {
 //
 // Elements per format:
 //   - lines: tensor "text" (bytes scalar), one per line without its "\n"
-//     or "\r\n"; lines must be UTF-8.
+//     or "\r\n"; lines must be UTF-8 unless Encoding is bytes, and
+//     OnInvalid says what to do with those that are not.
 //   - jsonl: one per non-blank line, holding the selected Fields; with no
 //     Fields, tensor "json" (bytes scalar) holds the line, checked to be a
-//     JSON object.
+//     JSON object. Lines are checked for UTF-8 only when OnInvalid is set.
 //   - csv: one per record after the header row; the selected columns (all
 //     as bytes when Fields is empty) become scalar tensors.
 //   - tfrecord: tensor "record" (bytes scalar), CRCs verified.
@@ -123,6 +124,16 @@ type FilesOptions struct {
 	// and count them (see the Skipped method of its iterator) instead of
 	// failing.
 	SkipCorrupt bool
+	// Encoding of lines and jsonl: "" or EncodingUTF8 (lines must be valid
+	// UTF-8), or EncodingBytes (lines only: raw bytes, never checked).
+	Encoding string
+	// OnInvalid says what a lines or jsonl reader does with a line that is
+	// not valid UTF-8: OnInvalidFail, OnInvalidSkip or OnInvalidReplace
+	// (skipped and replaced lines are counted: see the Skipped and
+	// Replaced methods of its iterator). "" means fail for lines and, for
+	// jsonl, no check of its own: the JSON decoder replaces invalid bytes
+	// inside strings and a line read without Fields is passed on as is.
+	OnInvalid string
 	// MaxRecordBytes bounds one line, record or whole file; 0 means
 	// DefaultMaxRecordBytes. Larger ones are an error, never an allocation.
 	MaxRecordBytes int64
@@ -191,6 +202,9 @@ func (o FilesOptions) Validate() error {
 		if d == '"' || d == '\r' || d == '\n' || d == utf8.RuneError || !utf8.ValidRune(d) {
 			return fmt.Errorf("delimiter: %q cannot be a csv delimiter", d)
 		}
+	}
+	if err := o.validateTextEncoding(); err != nil {
+		return err
 	}
 	if o.SplitBytes < 0 {
 		return errors.New("split_bytes: must be >= 0 (0: one split per file)")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/feedmesh/feedmesh/pipeline/tensor"
 )
@@ -78,6 +79,27 @@ func FuzzJSONLReader(f *testing.F) {
 		fuzzRead(t, "f.jsonl", data, FilesOptions{Format: FormatJSONL, Fields: fields}, splitBytes%512)
 		fuzzRead(t, "g.jsonl", data, FilesOptions{Format: FormatJSONL}, 0)
 		fuzzRead(t, "h.txt", data, FilesOptions{Format: FormatLines}, splitBytes%512)
+		for _, mode := range []string{OnInvalidSkip, OnInvalidReplace} {
+			fuzzRead(t, "i.txt", data, FilesOptions{Format: FormatLines, OnInvalid: mode}, splitBytes%512)
+			fuzzRead(t, "j.jsonl", data, FilesOptions{Format: FormatJSONL, Fields: fields, OnInvalid: mode}, splitBytes%512)
+		}
+		fuzzRead(t, "k.txt", data, FilesOptions{Format: FormatLines, Encoding: EncodingBytes}, splitBytes%512)
+		// skip and replace never fail on a text file, and yield UTF-8.
+		p := filepath.Join(t.TempDir(), "u.txt")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, mode := range []string{OnInvalidSkip, OnInvalidReplace} {
+			els, err := readAllFiles(t, FilesOptions{Paths: []string{p}, Format: FormatLines, OnInvalid: mode})
+			if err != nil {
+				t.Fatalf("%s: %v", mode, err)
+			}
+			for _, e := range els {
+				if tt, _ := e.Get("text"); !utf8.Valid(tt.Entry(0)) {
+					t.Fatalf("%s yielded invalid UTF-8 %q", mode, tt.Entry(0))
+				}
+			}
+		}
 	})
 }
 

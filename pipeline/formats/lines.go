@@ -57,16 +57,20 @@ func nextLineStart(f io.ReaderAt, off, size int64) (int64, error) {
 // lineIter reads the lines or JSON lines whose first byte lies in the
 // split's range.
 type lineIter struct {
-	fr      *fileRange
-	jsonl   bool
-	fields  []Field
-	max     int64
-	r       *bufio.Reader
-	pos     int64 // offset of the next line
-	first   int64 // offset of the split's first line
-	lineIdx int64 // lines read so far in this split
-	long    []byte
-	slab    slab
+	fr        *fileRange
+	jsonl     bool
+	fields    []Field
+	max       int64
+	onInvalid string // fail, skip, replace, or "" for no UTF-8 check
+	r         *bufio.Reader
+	pos       int64 // offset of the next line
+	lineStart int64 // offset of the line just read
+	first     int64 // offset of the split's first line
+	lineIdx   int64 // lines read so far in this split
+	long      []byte
+	slab      slab
+	skipped   int64
+	replaced  int64
 }
 
 func newLineIter(fr *fileRange, o FilesOptions) (Iterator, error) {
@@ -74,7 +78,8 @@ func newLineIter(fr *fileRange, o FilesOptions) (Iterator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", fr.path, err)
 	}
-	it := &lineIter{fr: fr, jsonl: o.Format == FormatJSONL, fields: o.Fields, max: o.MaxRecordBytes, pos: start, first: start}
+	it := &lineIter{fr: fr, jsonl: o.Format == FormatJSONL, fields: o.Fields, max: o.MaxRecordBytes,
+		onInvalid: o.onInvalid(), pos: start, first: start}
 	it.r = bufio.NewReaderSize(io.NewSectionReader(fr.f, start, fr.size-start), readBufferBytes)
 	return it, nil
 }
@@ -107,6 +112,7 @@ func (it *lineIter) readLine() ([]byte, error) {
 	if len(b) == 0 {
 		return nil, io.EOF
 	}
+	it.lineStart = it.pos
 	it.pos += int64(len(b))
 	it.lineIdx++
 	if int64(len(b)) > it.max+1 {
@@ -128,18 +134,56 @@ func (it *lineIter) Next(ctx context.Context) (tensor.Element, error) {
 		if err != nil {
 			return tensor.Element{}, err
 		}
-		if !it.jsonl {
-			if !utf8.Valid(line) {
-				return tensor.Element{}, it.errAt(ErrBadRecord, "invalid UTF-8")
-			}
-			return tensor.Element{Tensors: []tensor.Tensor{tensor.BytesScalar("text", it.slab.copy(line))}}, nil
-		}
-		if len(bytes.TrimSpace(line)) == 0 {
+		if it.jsonl && len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		return it.jsonElement(line)
+		owned := false // line is already a copy the element may keep
+		if it.onInvalid != "" && !utf8.Valid(line) {
+			switch it.onInvalid {
+			case OnInvalidSkip:
+				it.skipped++
+				continue
+			case OnInvalidReplace:
+				it.replaced++
+				line, owned = it.replace(line), true
+			default:
+				return tensor.Element{}, it.invalidUTF8(invalidUTF8At(line))
+			}
+		}
+		if it.jsonl {
+			return it.jsonElement(line)
+		}
+		if !owned {
+			line = it.slab.copy(line)
+		}
+		return tensor.Element{Tensors: []tensor.Tensor{tensor.BytesScalar("text", line)}}, nil
 	}
 }
+
+// replace returns a copy of line with its invalid sequences replaced by
+// U+FFFD: at most 3 × max_record_bytes.
+func (it *lineIter) replace(line []byte) []byte {
+	buf := it.slab.alloc(replacedLen(line))
+	return appendReplacingInvalid(buf[:0], line)
+}
+
+// invalidUTF8 is the on_invalid: fail error for the line just read, whose
+// byte at is where valid UTF-8 stops.
+func (it *lineIter) invalidUTF8(at int) error {
+	hint := "on_invalid: skip or replace reads past such lines"
+	if !it.jsonl {
+		hint += ", encoding: bytes reads them as they are"
+	}
+	return it.errAt(ErrBadRecord, "invalid UTF-8 at byte %d of the line (file offset %d); %s", at, it.lineStart+int64(at), hint)
+}
+
+// Skipped is the number of lines dropped so far for invalid UTF-8
+// (on_invalid: skip).
+func (it *lineIter) Skipped() int64 { return it.skipped }
+
+// Replaced is the number of lines whose invalid UTF-8 was replaced so far
+// (on_invalid: replace).
+func (it *lineIter) Replaced() int64 { return it.replaced }
 
 func (it *lineIter) jsonElement(line []byte) (tensor.Element, error) {
 	if len(it.fields) == 0 {

@@ -44,7 +44,7 @@ func TestLinesErrors(t *testing.T) {
 	dir := t.TempDir()
 	p := writeFile(t, dir, "bad.txt", "ok\nfine\nbad \xff byte\n")
 	_, err := readAllFiles(t, FilesOptions{Paths: []string{p}, Format: FormatLines})
-	if want := p + ":3: invalid UTF-8"; err == nil || err.Error() != want || !errors.Is(err, ErrBadRecord) {
+	if want := p + ":3: invalid UTF-8 at byte 4 of the line (file offset 12); on_invalid: skip or replace reads past such lines, encoding: bytes reads them as they are"; err == nil || err.Error() != want || !errors.Is(err, ErrBadRecord) {
 		t.Fatalf("got %v, want %q", err, want)
 	}
 	long := writeFile(t, dir, "long.txt", "short\n"+strings.Repeat("x", 200000)+"\nafter\n")
@@ -119,6 +119,14 @@ func TestOptionsValidate(t *testing.T) {
 		{FilesOptions{Paths: []string{"x"}, Format: FormatJSONL, Fields: []Field{{Name: "a"}, {Name: "b", Tensor: "a"}}}, "fields[1].tensor"},
 		{FilesOptions{Paths: []string{"x"}, Format: FormatCSV, Delimiter: '"'}, "delimiter:"},
 		{FilesOptions{Paths: []string{"x"}, Format: FormatLines, SplitBytes: -1}, "split_bytes:"},
+		{FilesOptions{Paths: []string{"x"}, Format: FormatLines, Encoding: "latin1"}, `encoding: "latin1" is not utf8 or bytes`},
+		{FilesOptions{Paths: []string{"x"}, Format: FormatLines, OnInvalid: "ignore"}, `on_invalid: "ignore" is not fail, skip or replace`},
+		{FilesOptions{Paths: []string{"x"}, Format: FormatLines, Encoding: EncodingBytes, OnInvalid: OnInvalidSkip}, "on_invalid: skip needs encoding utf8"},
+		{FilesOptions{Paths: []string{"x"}, Format: FormatLines, Encoding: EncodingBytes, OnInvalid: OnInvalidFail}, "on_invalid: fail needs encoding utf8"},
+		{FilesOptions{Paths: []string{"x"}, Format: FormatJSONL, Encoding: EncodingBytes}, "encoding: jsonl is JSON text, which is UTF-8"},
+		{FilesOptions{Paths: []string{"x"}, Format: FormatCSV, Encoding: EncodingUTF8}, "encoding: only lines and jsonl take an encoding, not csv"},
+		{FilesOptions{Paths: []string{"x"}, Format: FormatTFRecord, OnInvalid: OnInvalidSkip}, "on_invalid: only lines and jsonl take on_invalid, not tfrecord"},
+		{FilesOptions{Paths: []string{"x"}, Format: FormatWholeFile, OnInvalid: OnInvalidFail}, "on_invalid: only lines and jsonl take on_invalid, not whole_file"},
 	}
 	for _, c := range cases {
 		err := c.o.Validate()
