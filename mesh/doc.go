@@ -44,7 +44,8 @@
 //	control.go         control handlers and forwarding to the leader
 //	jobs.go            job handlers (distribute, heartbeat, leases) and job upkeep
 //	sharestats.go      the leader's sum of the workers' sharing counters
-//	logging.go         slog adapters for the libraries' loggers
+//	logging.go         slog adapters for the libraries' loggers; the node's handler: quiet close, limits
+//	loglimit.go        rate-limiting WARN/ERROR lines per cause, with counts (pure)
 //	workerconfig.go    WorkerConfig: what a node does as a worker
 //	worker.go          the worker: task registry, data stream accept, encoding
 //	task.go            a task and the producer interface

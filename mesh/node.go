@@ -31,6 +31,7 @@ type Node struct {
 
 	cfg        Config
 	log        *slog.Logger
+	logs       *nodeLogs // rate-limits log's WARN/ERROR lines per cause (logging.go)
 	name       string
 	addr       string // advertised QUIC address
 	gossipAddr string // advertised gossip address
@@ -81,9 +82,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, name: id.name, resetKey: id.resetKey, log: log.With("node", id.name)}
+	n := &Node{cfg: cfg, name: id.name, resetKey: id.resetKey}
+	log, n.logs = newNodeLogs(log, n.leaving.Load)
+	n.log = log.With("node", id.name)
 	n.known, n.knownAtStart, n.knewOthers = newKnownMembers(cfg.DataDir, cfg.KnownMembersMax, n.log)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.wg.Add(1)
+	go n.logSummaryLoop()
 	if err := n.start(ctx); err != nil {
 		n.shutdown(false)
 		return nil, err
@@ -122,7 +127,7 @@ func (n *Node) start(ctx context.Context) error {
 	rcfg := cfg.Raft
 	rcfg.ID, rcfg.Addr, rcfg.DataDir = n.name, n.addr, filepath.Join(cfg.DataDir, "raft")
 	if rcfg.Logger == nil {
-		rcfg.Logger = n.log.With("component", "raft")
+		rcfg.Logger = n.log // raftstate adds component=raft
 	}
 	adv, err := net.ResolveUDPAddr("udp", n.addr)
 	if err != nil {
@@ -307,6 +312,7 @@ func (n *Node) shutdown(graceful bool) error {
 	if n.pc != nil {
 		n.pc.Close()
 	}
+	n.logs.flush(time.Now(), true) // the counts of lines left out since the last summary
 	n.log.Info("node stopped", "graceful", graceful)
 	return errors.Join(errs...)
 }
