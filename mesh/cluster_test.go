@@ -24,7 +24,10 @@ func voterIDs(vs []api.Voter) []string {
 
 func put(t *testing.T, n *mesh.Node, key, value string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Put retries across leader changes until ctx ends: on two loaded
+	// cores under the race detector, the fast preset's 100 ms timeouts
+	// were seen to move leadership for 5 s on end.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if _, err := n.Put(ctx, key, []byte(value)); err != nil {
 		t.Fatalf("put %s through %s: %v", key, n.Name(), err)

@@ -167,7 +167,7 @@ func TestNonVoterRestartWithoutJoinDoesNotBootstrapAlone(t *testing.T) {
 		t.Fatalf("%s bootstrapped a cluster of its own (raft state %v, leader %v)", c.Name(i), n.Raft().HasState(), n.Raft().IsLeader())
 	}
 	put(t, n, "nonvoter", "back") // forwarded to the leader it learns from gossip
-	_, l := c.Leader()
+	_, l := c.WaitLeader(t, 10*time.Second)
 	if got := voterIDs(l.Status().Voters); !slices.Equal(got, voters) {
 		t.Errorf("voters %v after the restart, want %v", got, voters)
 	}
