@@ -263,6 +263,9 @@ func (c *Cluster) Node(i int) *mesh.Node {
 // Name returns node i's name (stable across restarts).
 func (c *Cluster) Name(i int) string { return c.slots[i].name }
 
+// DataDir returns node i's data dir (stable across restarts).
+func (c *Cluster) DataDir(i int) string { return c.slots[i].dir }
+
 // Index returns the index of the node with the given name, or -1.
 func (c *Cluster) Index(name string) int {
 	for _, s := range c.slots {
