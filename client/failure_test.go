@@ -94,7 +94,7 @@ func TestDynamicWorkerKilledMidEpoch(t *testing.T) {
 // Test 3: the leader dies mid-job; workers (which are not Raft voters
 // here) keep leasing from the new leader; exactly once.
 func TestLeaderKilledMidJob(t *testing.T) {
-	c := testcluster.Start(t, 5, testcluster.WithConfig(func(i int, cfg *mesh.Config) {
+	c := testcluster.Start(t, 5, testcluster.WithVoters(3), testcluster.WithConfig(func(i int, cfg *mesh.Config) {
 		cfg.Worker.Disabled = i < 3 // the three voters only coordinate
 	}))
 	cl := dial(t, c, 3)

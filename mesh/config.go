@@ -14,6 +14,10 @@ import (
 	"github.com/feedmesh/feedmesh/transport"
 )
 
+// AutoVoters as Config.RaftVoters lets the leader pick the voter count
+// from the cluster's size (raftstate.VoterTarget).
+const AutoVoters = raftstate.AutoVoters
+
 // Version is the build version a node advertises in its gossip metadata.
 var Version = "0.1.0-dev"
 
@@ -49,7 +53,11 @@ type Config struct {
 	// 0 with no Join: bootstrap alone (single-node dev mode). 0 with Join:
 	// never bootstrap; join an existing cluster.
 	BootstrapExpect int
-	// RaftVoters is the voter count the leader maintains (1, 3 or 5).
+	// RaftVoters is the voter count the leader maintains. 0 (AutoVoters,
+	// the default) adapts it to the cluster: 3 voters, 5 once at least 5
+	// members are live, back to 3 only as voters dead past VoterGrace are
+	// removed (raftstate.VoterTarget). 1, 3 or 5 fix it: 1 tolerates no
+	// failure, 3 one, 5 two.
 	RaftVoters int
 	// VoterGrace is how long a voter must be dead before the leader
 	// replaces it. Shorter reacts faster; longer rides out restarts.
@@ -146,7 +154,7 @@ type GossipConfig struct {
 func DefaultConfig() Config {
 	return Config{
 		BindAddr:              "127.0.0.1",
-		RaftVoters:            3,
+		RaftVoters:            AutoVoters,
 		VoterGrace:            10 * time.Second,
 		ReconcileInterval:     time.Second,
 		RequestTimeout:        10 * time.Second,
@@ -250,8 +258,8 @@ func (c *Config) Validate() error {
 	if c.KnownMembersMax > 0 && c.KnownMembersInterval <= 0 {
 		bad("KnownMembersInterval", "must be > 0 when KnownMembersMax is")
 	}
-	if c.RaftVoters < 1 || c.RaftVoters > 7 {
-		bad("RaftVoters", "%d: want 1, 3 or 5 (an odd number up to 7)", c.RaftVoters)
+	if c.RaftVoters < 0 || c.RaftVoters > 7 {
+		bad("RaftVoters", "%d: want 0 (auto: 3, or 5 from 5 members on), or 1, 3 or 5 (an odd number up to 7)", c.RaftVoters)
 	}
 	if c.GossipKey != nil && len(c.GossipKey) != 32 {
 		bad("GossipKey", "must be 32 bytes, got %d", len(c.GossipKey))

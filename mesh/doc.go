@@ -41,6 +41,7 @@
 //	meta.go            gossip metadata (id, QUIC address, role, version) and publishing it
 //	members.go         the member table fed by memberlist events
 //	loops.go           background loops: formation, voters, role, reconnect
+//	recover.go         Recover: survivors' data dirs made the only voters after losing quorum
 //	control.go         control handlers and forwarding to the leader
 //	jobs.go            job handlers (distribute, heartbeat, leases) and job upkeep
 //	sharestats.go      the leader's sum of the workers' sharing counters

@@ -82,12 +82,14 @@ func (n *Node) formationLoop() {
 }
 
 // voterLoop runs on every node but acts only on the leader: it keeps the
-// voter set at RaftVoters by promoting live members and removing voters that
-// have been dead past VoterGrace, as raftstate.PlanVoters decides.
+// voter set at RaftVoters (with AutoVoters: 3, or 5 from 5 live members on)
+// by promoting live members and removing voters that have been dead past
+// VoterGrace, as raftstate.PlanVoters decides.
 func (n *Node) voterLoop() {
 	defer n.wg.Done()
 	ticker := time.NewTicker(n.cfg.ReconcileInterval)
 	defer ticker.Stop()
+	lastTarget := 0
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -102,7 +104,12 @@ func (n *Node) voterLoop() {
 			n.log.Warn("read raft configuration", "err", err)
 			continue
 		}
-		changes := raftstate.PlanVoters(n.cfg.RaftVoters, n.cfg.VoterGrace, time.Now(), n.name, cfg, raftMembers(n.Members()))
+		members := raftMembers(n.Members())
+		if t := raftstate.VoterTarget(n.cfg.RaftVoters, n.name, cfg, members); t != lastTarget {
+			n.log.Info("voter target", "voters", t, "auto", n.cfg.RaftVoters == AutoVoters)
+			lastTarget = t
+		}
+		changes := raftstate.PlanVoters(n.cfg.RaftVoters, n.cfg.VoterGrace, time.Now(), n.name, cfg, members)
 		for _, ch := range changes {
 			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
 			switch ch.Kind {

@@ -125,7 +125,7 @@ func (n *Node) start(ctx context.Context) error {
 	}
 
 	rcfg := cfg.Raft
-	rcfg.ID, rcfg.Addr, rcfg.DataDir = n.name, n.addr, filepath.Join(cfg.DataDir, "raft")
+	rcfg.ID, rcfg.Addr, rcfg.DataDir = n.name, n.addr, filepath.Join(cfg.DataDir, raftDir)
 	if rcfg.Logger == nil {
 		rcfg.Logger = n.log // raftstate adds component=raft
 	}

@@ -14,7 +14,8 @@
 //     planners, which take gossip's members (and, where time matters, the
 //     clock) as arguments and return what to do: cluster formation à la
 //     Consul's bootstrap_expect (formation.go), the leader's voter
-//     maintenance (voters.go) and the leader's job upkeep, PlanJobs
+//     maintenance (voters.go: the voter target, 3 or 5 by default, and
+//     the changes toward it) and the leader's job upkeep, PlanJobs
 //     (planjobs.go: which dead workers to expire, which jobs to collect,
 //     which live workers to assign, as commands to apply in order). These
 //     are tested by tables, properties and fuzzing. fsm.go adapts State to
@@ -24,7 +25,9 @@
 //     the node's data dir, over a raft.StreamLayer that the mesh supplies
 //     (QUIC streams in production, TCP in this package's tests). conns.go
 //     tracks the layer's connections so Close leaves no goroutine behind;
-//     logger.go bridges raft's hclog to slog.
+//     logger.go bridges raft's hclog to slog. recover.go rewrites a stopped
+//     server's configuration after a permanent loss of quorum (raft's
+//     RecoverCluster), on the same stores Open uses.
 //
 // Every id and timestamp a command needs is chosen by the proposer before
 // Apply and travels inside the command, so replaying the log on any node, at

@@ -82,6 +82,9 @@ var (
 	ErrRejected = errors.New("raftstate: command rejected by the state machine")
 	// ErrClosed: the node was closed.
 	ErrClosed = errors.New("raftstate: node closed")
+	// ErrDataDirInUse: another process (a running node) holds the data
+	// dir's Raft log.
+	ErrDataDirInUse = errors.New("raftstate: data dir in use by a running node")
 )
 
 // Node is one Raft server: raft, its stores in the data dir, the FSM.
@@ -118,21 +121,11 @@ func Open(cfg Config, layer raft.StreamLayer) (_ *Node, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("raft data dir: %w", err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotRetain, n.log.Named("snapshots"))
+	st, err := openStores(cfg, n.log)
 	if err != nil {
-		return nil, fmt.Errorf("raft snapshot store in %s: %w", cfg.DataDir, err)
+		return nil, err
 	}
-	dbPath := filepath.Join(cfg.DataDir, "raft.db")
-	// The lock timeout turns "another process has this data dir" into an
-	// error instead of a hang.
-	n.store, err = raftboltdb.New(raftboltdb.Options{Path: dbPath, BoltOptions: &bbolt.Options{Timeout: time.Second}})
-	if err != nil {
-		return nil, fmt.Errorf("open raft log %s (is another node using this data dir?): %w", dbPath, err)
-	}
-	n.hasState, err = raft.HasExistingState(n.store, n.store, snaps)
-	if err != nil {
-		return nil, fmt.Errorf("read raft state in %s: %w", cfg.DataDir, err)
-	}
+	n.store, n.hasState = st.log, st.hasState
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  tl,
 		MaxPool: cfg.MaxPool,
@@ -147,24 +140,57 @@ func Open(cfg Config, layer raft.StreamLayer) (_ *Node, err error) {
 		Timeout:         cfg.TransportTimeout,
 		Logger:          n.log.Named("transport"),
 	})
-	n.raft, err = raft.NewRaft(n.raftConfig(), n.fsm, n.store, n.store, snaps, n.trans)
+	n.raft, err = raft.NewRaft(raftConfig(n.cfg, n.log), n.fsm, n.store, n.store, st.snaps, n.trans)
 	if err != nil {
 		return nil, fmt.Errorf("start raft %s: %w", cfg.ID, err)
 	}
 	return n, nil
 }
 
-func (n *Node) raftConfig() *raft.Config {
+// stores are a server's Raft storage in its data dir: raft-boltdb as log
+// and stable store, and the file snapshot store. Open and Recover use them.
+type stores struct {
+	snaps    *raft.FileSnapshotStore
+	log      *raftboltdb.BoltStore
+	hasState bool
+}
+
+// openStores opens the stores in cfg.DataDir. A data dir that a running
+// node holds fails with ErrDataDirInUse after a second (bolt's file lock)
+// instead of hanging. On success the caller closes st.log.
+func openStores(cfg Config, log hclog.Logger) (st stores, err error) {
+	st.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotRetain, log.Named("snapshots"))
+	if err != nil {
+		return stores{}, fmt.Errorf("raft snapshot store in %s: %w", cfg.DataDir, err)
+	}
+	dbPath := filepath.Join(cfg.DataDir, "raft.db")
+	st.log, err = raftboltdb.New(raftboltdb.Options{Path: dbPath, BoltOptions: &bbolt.Options{Timeout: time.Second}})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return stores{}, fmt.Errorf("open raft log %s: %w (stop that node first): %w", dbPath, ErrDataDirInUse, err)
+	}
+	if err != nil {
+		return stores{}, fmt.Errorf("open raft log %s: %w", dbPath, err)
+	}
+	st.hasState, err = raft.HasExistingState(st.log, st.log, st.snaps)
+	if err != nil {
+		st.log.Close()
+		return stores{}, fmt.Errorf("read raft state in %s: %w", cfg.DataDir, err)
+	}
+	return st, nil
+}
+
+// raftConfig is hashicorp/raft's config for cfg.
+func raftConfig(cfg Config, log hclog.Logger) *raft.Config {
 	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(n.cfg.ID)
-	rc.HeartbeatTimeout = n.cfg.HeartbeatTimeout
-	rc.ElectionTimeout = n.cfg.ElectionTimeout
-	rc.LeaderLeaseTimeout = n.cfg.LeaderLeaseTimeout
-	rc.CommitTimeout = n.cfg.CommitTimeout
-	rc.SnapshotInterval = n.cfg.SnapshotInterval
-	rc.SnapshotThreshold = n.cfg.SnapshotThreshold
-	rc.TrailingLogs = n.cfg.TrailingLogs
-	rc.Logger = n.log
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.Logger = log
 	// A removed server keeps running as a follower outside the
 	// configuration (Status.Role "none"), so the leader can add it back
 	// without a restart; the mesh decides what a "none" node does.

@@ -38,8 +38,57 @@ type Change struct {
 // quorum is the majority of n voters.
 func quorum(n int) int { return n/2 + 1 }
 
+// AutoVoters, as PlanVoters' target, lets the planner pick the voter count
+// from the cluster's size (VoterTarget): the default.
+const AutoVoters = 0
+
+// Auto voter counts: small clusters run 3 voters (tolerating 1 failure);
+// from autoGrowAt live members on they run 5 (tolerating 2), as Consul and
+// etcd recommend. Both odd: an even count adds a voter to wait for without
+// tolerating one more failure.
+const (
+	autoSmall  = 3
+	autoLarge  = 5
+	autoGrowAt = 5
+)
+
+// VoterTarget is the voter count PlanVoters works toward. An explicit
+// target (>= 1) is returned as is. AutoVoters gives 5 once at least 5
+// members are live (the leader counts as live) and 3 below that, with
+// hysteresis: while the configuration has more than 3 voters the target
+// stays 5, so a member that is briefly suspect or dead never makes the
+// planner shed a live voter. The voter count only falls back to 3 through
+// the removal of voters dead past grace (PlanVoters rule 4), and grows to 5
+// again as members come back.
+func VoterTarget(target int, leaderID string, cfg []ConfigServer, members []Member) int {
+	if target != AutoVoters {
+		return target
+	}
+	voters := map[string]bool{}
+	for _, s := range cfg {
+		if s.Suffrage == SuffrageVoter {
+			voters[s.ID] = true
+		}
+	}
+	live := 0
+	mem := indexMembers(members)
+	for id, m := range mem {
+		if m.Alive || id == leaderID {
+			live++
+		}
+	}
+	if _, ok := mem[leaderID]; !ok && leaderID != "" {
+		live++
+	}
+	if live >= autoGrowAt || len(voters) > autoSmall {
+		return autoLarge
+	}
+	return autoSmall
+}
+
 // PlanVoters plans, on the leader, the changes that bring the voter set
-// toward target. The mesh calls it every interval and applies the changes in
+// toward target, or, when target is AutoVoters, toward VoterTarget's
+// choice (3 voters, 5 once 5 members are live). The mesh calls it every interval and applies the changes in
 // order, stopping at the first error (the next round re-plans from the new
 // configuration). The rules, in order:
 //
@@ -69,6 +118,7 @@ func quorum(n int) int { return n/2 + 1 }
 // The leader is never removed. Members with an empty ID or Addr are ignored.
 // The output depends only on the inputs, not on their order.
 func PlanVoters(target int, grace time.Duration, now time.Time, leaderID string, cfg []ConfigServer, members []Member) []Change {
+	target = VoterTarget(target, leaderID, cfg, members)
 	if target < 1 {
 		return nil
 	}

@@ -80,12 +80,98 @@ func TestPlanVotersTable(t *testing.T) {
 	}
 }
 
+// TestPlanVotersAuto covers the default, adaptive target: 3 voters, 5 once
+// 5 members are live, never shedding a live voter because a member is
+// briefly down.
+func TestPlanVotersAuto(t *testing.T) {
+	long, short := 2*grace, grace/2
+	five := []string{"a", "b", "c", "d", "e"}
+	cases := []struct {
+		name    string
+		target  int
+		cfg     []ConfigServer
+		members []Member
+		want    []Change
+	}{
+		{"1 member", AutoVoters, cfgOf([]string{"a"}), alive("a"), nil},
+		{"3 members grow to 3", AutoVoters, cfgOf([]string{"a"}), alive("a", "b", "c"), []Change{add("b"), add("c")}},
+		{"3 members, 3 voters", AutoVoters, cfgOf([]string{"a", "b", "c"}), alive("a", "b", "c"), nil},
+		{"4 members stay at 3 (odd)", AutoVoters, cfgOf([]string{"a", "b", "c"}), alive("a", "b", "c", "d"), nil},
+		{"5 members grow to 5", AutoVoters, cfgOf([]string{"a", "b", "c"}), alive("a", "b", "c", "d", "e"),
+			[]Change{add("d"), add("e")}},
+		{"7 members grow to 5, not 7", AutoVoters, cfgOf([]string{"a", "b", "c"}), alive("a", "b", "c", "d", "e", "f", "g"),
+			[]Change{add("d"), add("e")}},
+		{"7 members, 5 voters", AutoVoters, cfgOf(five), alive("a", "b", "c", "d", "e", "f", "g"), nil},
+		{"leader missing from gossip still counts", AutoVoters, cfgOf([]string{"a", "b", "c"}), alive("b", "c", "d", "e"),
+			[]Change{add("d"), add("e")}},
+		{"5 members, 2 briefly down: no growth", AutoVoters, cfgOf([]string{"a", "b", "c"}),
+			append(alive("a", "b", "c"), deadFor("d", short), deadFor("e", short)), nil},
+		{"nonvoter promoted first", AutoVoters, cfgOf([]string{"a", "b", "c"}, "z"), alive("a", "b", "c", "d", "z"),
+			[]Change{add("z"), add("d")}},
+		{"hysteresis: voter briefly down, no shedding", AutoVoters, cfgOf(five),
+			append(alive("a", "b", "c", "d"), deadFor("e", short)), nil},
+		{"hysteresis: two voters briefly down", AutoVoters, cfgOf(five),
+			append(alive("a", "b", "c"), deadFor("d", short), deadFor("e", short)), nil},
+		{"dead voter replaced at 5", AutoVoters, cfgOf(five),
+			append(alive("a", "b", "c", "d", "f"), deadFor("e", long)), []Change{add("f"), remove("e")}},
+		{"two dead voters, no spare: shrink to 3 by removal", AutoVoters, cfgOf(five),
+			append(alive("a", "b", "c"), deadFor("d", long), deadFor("e", long)), []Change{remove("d"), remove("e")}},
+		{"after the shrink: stays 3", AutoVoters, cfgOf([]string{"a", "b", "c"}),
+			append(alive("a", "b", "c"), deadFor("d", long), deadFor("e", long)), nil},
+		{"two dead voters, one spare", AutoVoters, cfgOf(five),
+			append(alive("a", "b", "c", "f"), deadFor("d", long), deadFor("e", long)),
+			[]Change{add("f"), remove("d"), remove("e")}},
+		{"4 voters keep growing to 5", AutoVoters, cfgOf([]string{"a", "b", "c", "f"}), alive("a", "b", "c", "f", "g"),
+			[]Change{add("g")}},
+		{"4 voters, no spare: wait", AutoVoters, cfgOf([]string{"a", "b", "c", "f"}), alive("a", "b", "c", "f"), nil},
+		{"no quorum: nothing", AutoVoters, cfgOf(five),
+			append(alive("a", "b", "f", "g", "h"), deadFor("c", long), deadFor("d", long), deadFor("e", long)), nil},
+		{"explicit 3 with 7 members", 3, cfgOf([]string{"a", "b", "c"}), alive("a", "b", "c", "d", "e", "f", "g"), nil},
+		{"explicit 3 sheds a fifth voter", 3, cfgOf(five), alive("a", "b", "c", "d", "e"), []Change{remove("e")}},
+		{"explicit 5 with 3 members", 5, cfgOf([]string{"a"}), alive("a", "b", "c"), []Change{add("b"), add("c")}},
+		{"explicit 1 with 5 members", 1, cfgOf([]string{"a"}), alive("a", "b", "c", "d", "e"), nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := PlanVoters(tc.target, grace, now, "a", tc.cfg, tc.members)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %v\nwant %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestVoterTarget(t *testing.T) {
+	cases := []struct {
+		name    string
+		target  int
+		voters  []string
+		members []Member
+		want    int
+	}{
+		{"auto, 1 member", AutoVoters, []string{"a"}, alive("a"), 3},
+		{"auto, 4 members", AutoVoters, []string{"a", "b", "c"}, alive("a", "b", "c", "d"), 3},
+		{"auto, 5 members", AutoVoters, []string{"a", "b", "c"}, alive("a", "b", "c", "d", "e"), 5},
+		{"auto, 4 voters, 4 members", AutoVoters, []string{"a", "b", "c", "d"}, alive("a", "b", "c", "d"), 5},
+		{"auto, 5 voters, 3 live", AutoVoters, []string{"a", "b", "c", "d", "e"}, alive("a", "b", "c"), 5},
+		{"explicit 3, 7 members", 3, []string{"a", "b", "c"}, alive("a", "b", "c", "d", "e", "f", "g"), 3},
+		{"explicit 7", 7, []string{"a"}, alive("a"), 7},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := VoterTarget(tc.target, "a", cfgOf(tc.voters), tc.members); got != tc.want {
+				t.Fatalf("got %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestPlanVotersProperties applies random plans step by step and checks the
 // invariants the mesh relies on.
 func TestPlanVotersProperties(t *testing.T) {
 	r := rand.New(rand.NewPCG(2024, 11))
 	for iter := range 5000 {
-		target := []int{1, 3, 5}[r.IntN(3)]
+		target := []int{AutoVoters, 1, 3, 5}[r.IntN(4)]
 		cfg, members, leader := randomCluster(r)
 		plan := PlanVoters(target, grace, now, leader, cfg, members)
 
@@ -96,7 +182,11 @@ func TestPlanVotersProperties(t *testing.T) {
 		if again := PlanVoters(target, grace, now, leader, c2, m2); !reflect.DeepEqual(again, plan) {
 			t.Fatalf("iter %d: plan depends on input order:\n%v\n%v", iter, plan, again)
 		}
-		checkPlan(t, iter, target, leader, cfg, members, plan)
+		eff := VoterTarget(target, leader, cfg, members)
+		if target == AutoVoters && eff != 3 && eff != 5 {
+			t.Fatalf("iter %d: auto target %d, want 3 or 5", iter, eff)
+		}
+		checkPlan(t, iter, eff, leader, cfg, members, plan)
 	}
 }
 

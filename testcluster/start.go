@@ -18,7 +18,8 @@ type Cluster struct {
 // Option changes how Start builds the cluster.
 type Option = localcluster.Option
 
-// WithVoters sets the Raft voter target (mesh.Config.RaftVoters).
+// WithVoters sets the Raft voter target (mesh.Config.RaftVoters); the
+// default is mesh.AutoVoters, as for a node started by hand.
 func WithVoters(n int) Option { return localcluster.WithVoters(n) }
 
 // WithConfig edits each node's config before it starts.

@@ -8,6 +8,7 @@
 //	read.go     feedmesh read and jobs: run a job and read its batches; list the jobs
 //	runlocal.go feedmesh run-local: a pipeline spec in-process with per-op statistics
 //	demo.go     feedmesh demo: an in-process cluster, a built-in dataset, live progress, a leader killed
+//	recover.go  feedmesh recover: after losing a Raft quorum for good, make the stopped survivors the only voters
 //	version.go  feedmesh version
 //	flags.go    flags that also read FEEDMESH_* environment variables
 //

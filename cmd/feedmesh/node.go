@@ -28,7 +28,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	port := fs.Int("port", 7947, "QUIC port (UDP): Raft, control and data")
 	join := fs.String("join", "", "comma-separated gossip addresses (host:port) of nodes to join; give all you know")
 	expect := fs.Int("bootstrap-expect", 0, "form the first Raft group once this many nodes are seen (0 with no --join: single-node dev mode)")
-	voters := fs.Int("raft-voters", d.RaftVoters, "number of Raft voters the leader maintains (1, 3 or 5)")
+	voters := fs.Int("raft-voters", d.RaftVoters, "number of Raft voters the leader maintains: 0 = auto (3, or 5 once 5 nodes are live), or 1, 3 or 5")
 	voterGrace := fs.Duration("voter-grace", d.VoterGrace, "how long a voter may be dead before it is replaced")
 	gossipKey := fs.String("gossip-key", "", "gossip encryption key: base64 of 32 bytes, or a file holding it")
 	tlsCA := fs.String("tls-ca", "", "CA certificate (PEM) to verify peers and clients (mutual TLS)")

@@ -33,7 +33,8 @@ type options struct {
 	timeout   time.Duration
 }
 
-// WithVoters sets the Raft voter target (mesh.Config.RaftVoters).
+// WithVoters sets the Raft voter target (mesh.Config.RaftVoters); the
+// default is mesh.AutoVoters, as for a node started by hand.
 func WithVoters(n int) Option { return func(o *options) { o.voters = n } }
 
 // WithConfig edits each node's config before it starts.
@@ -74,7 +75,7 @@ type slot struct {
 // caller must Close the cluster; on error the returned cluster (if not nil)
 // still needs Close.
 func New(dir string, n int, opts ...Option) (*Cluster, error) {
-	o := options{voters: 3, timeout: 20 * time.Second}
+	o := options{voters: mesh.AutoVoters, timeout: 20 * time.Second}
 	if lv, ok := envLogLevel(); ok {
 		o.logs, o.logLevel = true, lv
 	}
@@ -86,6 +87,9 @@ func New(dir string, n int, opts ...Option) (*Cluster, error) {
 	}
 	if o.expect == 0 {
 		o.expect = min(n, o.voters)
+		if o.voters == mesh.AutoVoters {
+			o.expect = min(n, 3) // formation starts with 3; the leader grows it
+		}
 	}
 	if o.logOut == nil {
 		o.logOut = os.Stderr
@@ -258,6 +262,9 @@ func (c *Cluster) Node(i int) *mesh.Node {
 
 // Name returns node i's name (stable across restarts).
 func (c *Cluster) Name(i int) string { return c.slots[i].name }
+
+// DataDir returns node i's data dir (stable across restarts).
+func (c *Cluster) DataDir(i int) string { return c.slots[i].dir }
 
 // Index returns the index of the node with the given name, or -1.
 func (c *Cluster) Index(name string) int {
