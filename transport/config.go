@@ -61,6 +61,44 @@ type Config struct {
 	// control streams wait in the accept backlog.
 	MaxConcurrentRPCs int
 
+	// MaxConnsPerAddr bounds the incoming connections from one remote IP
+	// address (any port); further connection attempts from it are closed at
+	// once. It keeps one address from taking all of MaxIncomingConns. A peer
+	// node holds 1+DataConns connections, a client one or two: raise it when
+	// many nodes or clients share one IP (a NAT, many processes on one host).
+	MaxConnsPerAddr int
+
+	// MaxRPCStreamsPerConn bounds the control streams one incoming connection
+	// may have open at the node (queued for or in an RPCServer, from their
+	// kind byte until the request is answered); further control streams on it
+	// are reset at once. With MaxRPCStreamsPerAddr it keeps one peer's streams
+	// from taking every one of MaxConcurrentRPCs and the accept backlog.
+	MaxRPCStreamsPerConn int
+
+	// MaxRPCStreamsPerAddr is MaxRPCStreamsPerConn summed over all
+	// connections from one remote IP address.
+	MaxRPCStreamsPerAddr int
+
+	// RPCIdleTimeout is how long an RPCServer waits for the next bytes of a
+	// request (or for request-byte budget) before it refuses the request and
+	// frees the stream. A request as a whole still has the server's read
+	// timeout (DefaultRPCReadTimeout). It frees slots that idle streams hold.
+	RPCIdleTimeout time.Duration
+
+	// MaxRPCBytesInFlight bounds the request bytes all RPCServers on this
+	// transport hold at once, summed over requests being read or handled. A
+	// request body is read as its bytes arrive (never allocated from the length
+	// it announces); beyond its first 64 KiB, every byte is taken from this
+	// budget (and MaxRPCBytesPerConn) before it is read, and given back when
+	// the handler returns. A request that cannot get budget within
+	// RPCIdleTimeout is refused as unavailable. Small requests (all of a
+	// member's usual control traffic) never wait for it.
+	MaxRPCBytesInFlight int64
+
+	// MaxRPCBytesPerConn is MaxRPCBytesInFlight for one incoming connection,
+	// so one connection cannot take the whole node budget.
+	MaxRPCBytesPerConn int64
+
 	// StreamReceiveWindow is the largest flow-control window of one stream
 	// (quic-go's MaxStreamReceiveWindow): how many bytes a sender may have in
 	// flight on a stream.
@@ -121,6 +159,12 @@ func DefaultConfig() Config {
 		MaxIncomingConns:        1024,
 		MaxIncomingStreams:      1024,
 		MaxConcurrentRPCs:       256,
+		MaxConnsPerAddr:         64,
+		MaxRPCStreamsPerConn:    64,
+		MaxRPCStreamsPerAddr:    128,
+		RPCIdleTimeout:          2 * time.Second,
+		MaxRPCBytesInFlight:     64 << 20,
+		MaxRPCBytesPerConn:      16 << 20,
 		StreamReceiveWindow:     16 << 20,
 		ConnectionReceiveWindow: 48 << 20,
 		DataConns:               1,
@@ -137,6 +181,7 @@ func FastConfig() Config {
 	c.MaxIdleTimeout = 1500 * time.Millisecond
 	c.KindHeaderTimeout = 500 * time.Millisecond
 	c.MaxFrameBytes = 64 << 20
+	c.RPCIdleTimeout = time.Second
 	return c
 }
 
@@ -185,6 +230,24 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConcurrentRPCs <= 0 {
 		bad("MaxConcurrentRPCs", "is %d, must be positive", c.MaxConcurrentRPCs)
+	}
+	if c.MaxConnsPerAddr <= 0 {
+		bad("MaxConnsPerAddr", "is %d, must be positive", c.MaxConnsPerAddr)
+	}
+	if c.MaxRPCStreamsPerConn <= 0 {
+		bad("MaxRPCStreamsPerConn", "is %d, must be positive", c.MaxRPCStreamsPerConn)
+	}
+	if c.MaxRPCStreamsPerAddr < c.MaxRPCStreamsPerConn {
+		bad("MaxRPCStreamsPerAddr", "is %d, must be at least MaxRPCStreamsPerConn (%d)", c.MaxRPCStreamsPerAddr, c.MaxRPCStreamsPerConn)
+	}
+	if c.RPCIdleTimeout <= 0 {
+		bad("RPCIdleTimeout", "is %s, must be positive", c.RPCIdleTimeout)
+	}
+	if c.MaxRPCBytesPerConn < DefaultMaxRPCRequestBytes {
+		bad("MaxRPCBytesPerConn", "is %d, must be at least DefaultMaxRPCRequestBytes (%d)", c.MaxRPCBytesPerConn, DefaultMaxRPCRequestBytes)
+	}
+	if c.MaxRPCBytesInFlight < c.MaxRPCBytesPerConn {
+		bad("MaxRPCBytesInFlight", "is %d, must be at least MaxRPCBytesPerConn (%d)", c.MaxRPCBytesInFlight, c.MaxRPCBytesPerConn)
 	}
 	if c.StreamReceiveWindow < 64<<10 {
 		bad("StreamReceiveWindow", "is %d, must be at least 64 KiB", c.StreamReceiveWindow)

@@ -167,32 +167,9 @@ func (c *Codec) ReadFrame(r io.Reader, header any) (tail []byte, err error) {
 // read into its first n bytes. alloc is not called for an empty tail. A nil alloc
 // allocates.
 func (c *Codec) ReadFrameInto(r io.Reader, header any, alloc func(n int) []byte) (tail []byte, err error) {
-	var prefix [prefixLen]byte
-	if _, err := io.ReadFull(r, prefix[:]); err != nil {
-		if err == io.EOF {
-			return nil, io.EOF
-		}
-		return nil, readErr("prefix", err)
-	}
-	if prefix[0] != frameVersion {
-		return nil, fmt.Errorf("%w: unknown frame version %d", ErrMalformedFrame, prefix[0])
-	}
-	hl := binary.BigEndian.Uint32(prefix[1:5])
-	tl := binary.BigEndian.Uint64(prefix[5:13])
-	if hl == 0 {
-		return nil, fmt.Errorf("%w: empty header", ErrMalformedFrame)
-	}
-	if uint64(hl) > uint64(c.maxHeader) {
-		return nil, fmt.Errorf("%w: header of %d bytes, limit %d", ErrFrameTooLarge, hl, c.maxHeader)
-	}
-	if tl > uint64(c.maxFrame) || uint64(hl)+tl > uint64(c.maxFrame) {
-		return nil, fmt.Errorf("%w: frame of %d header + %d tail bytes, limit %d", ErrFrameTooLarge, hl, tl, c.maxFrame)
-	}
-	if err := c.readHeader(r, int(hl), header); err != nil {
+	tl, err := c.readHead(r, header)
+	if err != nil || tl == 0 {
 		return nil, err
-	}
-	if tl == 0 {
-		return nil, nil
 	}
 	n := int(tl)
 	if alloc == nil {
@@ -208,6 +185,75 @@ func (c *Codec) ReadFrameInto(r io.Reader, header any, alloc func(n int) []byte)
 		return nil, readErr("tail", err)
 	}
 	return tail, nil
+}
+
+// ReadFrameGrow is ReadFrame for peers that may lie about the tail length: it
+// allocates the tail as its bytes arrive, never from the announced length. The
+// first buffer holds up to first bytes; when it is full the buffer doubles (up
+// to the tail length), and reserve(n) is called before each growth by n bytes
+// (the caller's memory budget; its error aborts the read and is returned
+// wrapped). The tail bytes read so far are then the only memory a stalled or
+// truncated frame holds. reserve may be nil.
+func (c *Codec) ReadFrameGrow(r io.Reader, header any, first int, reserve func(n int) error) ([]byte, error) {
+	tl, err := c.readHead(r, header)
+	if err != nil || tl == 0 {
+		return nil, err
+	}
+	n := int(tl)
+	buf := make([]byte, min(n, max(first, 1)))
+	filled := 0
+	for filled < n {
+		if filled == len(buf) {
+			grown := min(n, 2*len(buf))
+			if reserve != nil {
+				if err := reserve(grown - len(buf)); err != nil {
+					return nil, fmt.Errorf("read frame tail: %w", err)
+				}
+			}
+			nb := make([]byte, grown)
+			copy(nb, buf)
+			buf = nb
+		}
+		m, err := r.Read(buf[filled:])
+		filled += m
+		if err != nil && filled < n {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, readErr("tail", err)
+		}
+	}
+	return buf, nil
+}
+
+// readHead reads a frame's prefix and header, checks the bounds and returns
+// the tail length.
+func (c *Codec) readHead(r io.Reader, header any) (uint64, error) {
+	var prefix [prefixLen]byte
+	if _, err := io.ReadFull(r, prefix[:]); err != nil {
+		if err == io.EOF {
+			return 0, io.EOF
+		}
+		return 0, readErr("prefix", err)
+	}
+	if prefix[0] != frameVersion {
+		return 0, fmt.Errorf("%w: unknown frame version %d", ErrMalformedFrame, prefix[0])
+	}
+	hl := binary.BigEndian.Uint32(prefix[1:5])
+	tl := binary.BigEndian.Uint64(prefix[5:13])
+	if hl == 0 {
+		return 0, fmt.Errorf("%w: empty header", ErrMalformedFrame)
+	}
+	if uint64(hl) > uint64(c.maxHeader) {
+		return 0, fmt.Errorf("%w: header of %d bytes, limit %d", ErrFrameTooLarge, hl, c.maxHeader)
+	}
+	if tl > uint64(c.maxFrame) || uint64(hl)+tl > uint64(c.maxFrame) {
+		return 0, fmt.Errorf("%w: frame of %d header + %d tail bytes, limit %d", ErrFrameTooLarge, hl, tl, c.maxFrame)
+	}
+	if err := c.readHeader(r, int(hl), header); err != nil {
+		return 0, err
+	}
+	return tl, nil
 }
 
 // readHeader reads and decodes a header of n bytes using a pooled scratch

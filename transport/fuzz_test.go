@@ -16,9 +16,19 @@ func FuzzReadFrame(f *testing.F) {
 	c := mustCodec(f, maxHeader, maxFrame)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := bytes.NewReader(data)
+		rg := bytes.NewReader(data) // the same frames through ReadFrameGrow
 		for range 16 {
 			var h any
 			tail, err := c.ReadFrame(r, &h)
+			var hg any
+			reserved := 0
+			gtail, gerr := c.ReadFrameGrow(rg, &hg, 7, func(n int) error { reserved += n; return nil })
+			if (err == nil) != (gerr == nil) || !bytes.Equal(tail, gtail) {
+				t.Fatalf("ReadFrameGrow: %v and %d tail bytes, ReadFrame: %v and %d", gerr, len(gtail), err, len(tail))
+			}
+			if gerr == nil && len(gtail) > 7 && reserved != len(gtail)-7 {
+				t.Fatalf("ReadFrameGrow reserved %d bytes for a %d-byte tail read into 7 free ones", reserved, len(gtail))
+			}
 			if err != nil {
 				if err != io.EOF && !errors.Is(err, ErrMalformedFrame) && !errors.Is(err, ErrFrameTooLarge) {
 					t.Fatalf("unexpected error kind: %v", err)

@@ -167,9 +167,9 @@ func (s *RPCServer) serveStream(conn net.Conn) {
 	s.mu.Lock()
 	readTimeout, reqCodec := s.readTimeout, s.reqCodec
 	s.mu.Unlock()
-	_ = conn.SetReadDeadline(time.Now().Add(readTimeout))
 	var req rpcRequest
-	body, err := reqCodec.ReadFrame(conn, &req)
+	body, release, err := readRequest(conn, reqCodec, readTimeout, &req)
+	defer release()
 	if err != nil {
 		s.log.Debug("bad request", "remote", conn.RemoteAddr().String(), "err", err)
 		code := ErrUnavailable // timeout or reset: the caller is likely gone
@@ -180,7 +180,6 @@ func (s *RPCServer) serveStream(conn net.Conn) {
 		s.writeResponse(conn, nil, Errorf(code, "read request: %v", err))
 		return
 	}
-	_ = conn.SetReadDeadline(time.Time{})
 
 	ctx, cancel := s.ctx, context.CancelFunc(func() {})
 	writeDeadline := time.Now().Add(readTimeout)
@@ -204,6 +203,46 @@ func (s *RPCServer) serveStream(conn net.Conn) {
 	}
 	_ = conn.SetWriteDeadline(writeDeadline)
 	s.writeResponse(conn, resp, err)
+}
+
+// readRequest reads one request frame from conn within readTimeout. On a
+// stream the transport accepted, the request must also make progress every
+// RPCIdleTimeout, and its body is read as its bytes arrive, with every byte
+// past the first rpcFreeBytes taken from the connection's and the node's byte
+// budgets (MaxRPCBytesPerConn, MaxRPCBytesInFlight) before it is read; release
+// gives them back, after the request has been handled.
+func readRequest(conn net.Conn, codec *Codec, readTimeout time.Duration, req *rpcRequest) (body []byte, release func(), err error) {
+	r := &idleReader{c: conn, final: time.Now().Add(readTimeout)}
+	var budgets []*byteBudget
+	if st, ok := conn.(*Stream); ok {
+		r.idle = st.t.cfg.RPCIdleTimeout
+		if st.in != nil {
+			budgets = []*byteBudget{st.in.budget, st.t.rpcBudget}
+		}
+	}
+	var held int64
+	release = func() {
+		for _, b := range budgets {
+			b.release(held)
+		}
+		held = 0
+	}
+	reserve := func(n int) error {
+		dl := r.deadline()
+		for i, b := range budgets {
+			if err := b.acquire(int64(n), dl); err != nil {
+				for _, taken := range budgets[:i] {
+					taken.release(int64(n))
+				}
+				return err
+			}
+		}
+		held += int64(n)
+		return nil
+	}
+	body, err = codec.ReadFrameGrow(r, req, rpcFreeBytes, reserve)
+	_ = conn.SetReadDeadline(time.Time{})
+	return body, release, err
 }
 
 // call runs a handler, turning a panic into ErrInternal: a bug in one handler

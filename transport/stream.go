@@ -28,6 +28,10 @@ type Stream struct {
 	qs     *quic.Stream
 	key    connKey // cache key of a dialled stream, zero for accepted ones
 	closed atomic.Bool
+	in     *connState // accounting of an accepted stream's connection, nil for dialled ones
+	// release gives back what an accepted control stream counts against its
+	// connection's and address's limits; Close calls it once.
+	release func()
 
 	// quic-go forbids SendStream.Close concurrent with Write, but net.Conn
 	// users (raft's pipelines) close a conn to unblock a writer: Close resets
@@ -89,6 +93,9 @@ func (s *Stream) Close() error {
 	}
 	writing := s.writing
 	s.wmu.Unlock()
+	if s.release != nil {
+		s.release()
+	}
 	s.qs.CancelRead(codeStreamClose)
 	if writing {
 		s.qs.CancelWrite(codeStreamClose)

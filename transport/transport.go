@@ -47,9 +47,9 @@ const ALPN = "feedmesh/1"
 // Application error codes sent when this side closes or resets.
 const (
 	codeClosed       quic.ApplicationErrorCode = 0 // transport closed normally
-	codeTooManyConns quic.ApplicationErrorCode = 1 // MaxIncomingConns reached
+	codeTooManyConns quic.ApplicationErrorCode = 1 // MaxIncomingConns or MaxConnsPerAddr reached
 	codeStreamClose  quic.StreamErrorCode      = 0 // Stream.Close: stop reading
-	codeRejected     quic.StreamErrorCode      = 1 // unknown kind, no kind byte, backlog full
+	codeRejected     quic.StreamErrorCode      = 1 // unknown kind, no kind byte, backlog full, per-peer stream limit
 )
 
 // udpBufferBytes is what quic-go asks of the kernel for socket buffers.
@@ -76,7 +76,9 @@ type Transport struct {
 	listeners map[StreamKind]*kindListener
 	dialed    map[connKey]*dialEntry
 	dataLane  atomic.Uint32
-	incoming  map[*quic.Conn]struct{}
+	incoming  map[*quic.Conn]*connState
+	addrs     map[string]*addrState // remote IPs with incoming connections
+	rpcBudget *byteBudget           // MaxRPCBytesInFlight
 	closeOnce sync.Once
 }
 
@@ -142,7 +144,9 @@ func New(pc net.PacketConn, serverTLS, clientTLS *tls.Config, cfg Config, log *s
 		clientTLS: withALPN(clientTLS),
 		listeners: make(map[StreamKind]*kindListener),
 		dialed:    make(map[connKey]*dialEntry),
-		incoming:  make(map[*quic.Conn]struct{}),
+		incoming:  make(map[*quic.Conn]*connState),
+		addrs:     make(map[string]*addrState),
+		rpcBudget: newByteBudget("MaxRPCBytesInFlight", cfg.MaxRPCBytesInFlight),
 	}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	for _, k := range []StreamKind{KindRaft, KindControl, KindData} {
@@ -281,18 +285,35 @@ func (t *Transport) acceptConns() {
 			_ = c.CloseWithError(codeTooManyConns, "too many connections")
 			continue
 		}
-		t.incoming[c] = struct{}{}
+		ip := remoteIP(c.RemoteAddr())
+		as := t.addrs[ip]
+		if as != nil && as.conns >= t.cfg.MaxConnsPerAddr {
+			t.mu.Unlock()
+			t.log.Debug("connection refused: MaxConnsPerAddr reached", "remote", c.RemoteAddr().String(), "max", t.cfg.MaxConnsPerAddr)
+			_ = c.CloseWithError(codeTooManyConns, "too many connections from this address")
+			continue
+		}
+		if as == nil {
+			as = &addrState{ip: ip}
+			t.addrs[ip] = as
+		}
+		as.conns++
+		cs := &connState{addr: as, budget: newByteBudget("MaxRPCBytesPerConn", t.cfg.MaxRPCBytesPerConn)}
+		t.incoming[c] = cs
 		t.mu.Unlock()
-		t.wg.Go(func() { t.serveConn(c) })
+		t.wg.Go(func() { t.serveConn(c, cs) })
 	}
 }
 
 // serveConn accepts the streams of one incoming connection; quic-go bounds how
 // many are open at once (MaxIncomingStreams), which bounds routeStream goroutines.
-func (t *Transport) serveConn(c *quic.Conn) {
+func (t *Transport) serveConn(c *quic.Conn, cs *connState) {
 	defer func() {
 		t.mu.Lock()
 		delete(t.incoming, c)
+		if cs.addr.conns--; cs.addr.conns == 0 && cs.addr.rpcStreams == 0 {
+			delete(t.addrs, cs.addr.ip)
+		}
 		t.mu.Unlock()
 	}()
 	for {
@@ -300,14 +321,35 @@ func (t *Transport) serveConn(c *quic.Conn) {
 		if err != nil {
 			return
 		}
-		t.wg.Go(func() { t.routeStream(c, qs) })
+		t.wg.Go(func() { t.routeStream(c, cs, qs) })
+	}
+}
+
+// admitControl counts a control stream against its connection's and
+// address's limits; it returns the function that gives it back, or nil when
+// a limit is reached.
+func (t *Transport) admitControl(cs *connState) func() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if cs.rpcStreams >= t.cfg.MaxRPCStreamsPerConn || cs.addr.rpcStreams >= t.cfg.MaxRPCStreamsPerAddr {
+		return nil
+	}
+	cs.rpcStreams++
+	cs.addr.rpcStreams++
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		cs.rpcStreams--
+		if cs.addr.rpcStreams--; cs.addr.conns == 0 && cs.addr.rpcStreams == 0 && t.addrs[cs.addr.ip] == cs.addr {
+			delete(t.addrs, cs.addr.ip)
+		}
 	}
 }
 
 // routeStream reads the kind byte of an accepted stream and queues the stream
 // on that kind's listener; it resets streams that are slow, of unknown kind, or
 // that find the backlog full.
-func (t *Transport) routeStream(c *quic.Conn, qs *quic.Stream) {
+func (t *Transport) routeStream(c *quic.Conn, cs *connState, qs *quic.Stream) {
 	_ = qs.SetReadDeadline(time.Now().Add(t.cfg.KindHeaderTimeout))
 	var b [1]byte
 	_, err := qs.Read(b[:])
@@ -324,8 +366,18 @@ func (t *Transport) routeStream(c *quic.Conn, qs *quic.Stream) {
 		resetStream(qs, codeRejected)
 		return
 	}
-	if !l.offer(newStream(t, c, qs, connKey{})) {
+	s := newStream(t, c, qs, connKey{})
+	s.in = cs
+	if kind == KindControl {
+		if s.release = t.admitControl(cs); s.release == nil {
+			t.log.Debug("control stream reset: MaxRPCStreamsPerConn or MaxRPCStreamsPerAddr reached", "remote", c.RemoteAddr().String())
+			resetStream(qs, codeRejected)
+			return
+		}
+	}
+	if !l.offer(s) {
 		t.log.Warn("stream reset: listener closed or backlog full", "remote", c.RemoteAddr().String(), "kind", kind.String())
+		s.Close()
 		resetStream(qs, codeRejected)
 	}
 }

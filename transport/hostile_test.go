@@ -1,0 +1,238 @@
+package transport
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Hostile-peer tests: an unauthenticated peer (dev TLS lets anyone connect)
+// attacks a node's control plane; the node's memory must stay within its
+// budgets and a member's control requests must still be served promptly.
+
+// heapInuse returns the heap in use after a collection.
+func heapInuse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// rawPrefix is a frame prefix announcing a header of hl and a tail of tl bytes.
+func rawPrefix(hl uint32, tl uint64) []byte {
+	p := make([]byte, prefixLen)
+	p[0] = frameVersion
+	binary.BigEndian.PutUint32(p[1:5], hl)
+	binary.BigEndian.PutUint64(p[5:13], tl)
+	return p
+}
+
+// TestHostileRPCTailsStayWithinBudget: 256 control streams over 2
+// connections each announce a request of DefaultMaxRPCRequestBytes and send
+// 90 % of it, then stall. The node must not hold more than its RPC byte
+// budget (plus QUIC's receive windows and slack) for them. Before requests
+// were read as their bytes arrived, the node allocated every announced tail
+// up front and the heap grew by 2,057 MiB (+52-59 MiB after).
+func TestHostileRPCTailsStayWithinBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves ~1.8 GB over loopback")
+	}
+	for _, tc := range []struct {
+		name        string
+		streamLimit bool
+	}{{"defaults", true}, {"byte budgets alone", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := FastConfig()
+			if !tc.streamLimit { // every stream reaches the RPC server
+				cfg.MaxRPCStreamsPerConn, cfg.MaxRPCStreamsPerAddr = 256, 256
+			}
+			rpcTailAttack(t, cfg)
+		})
+	}
+}
+
+func rpcTailAttack(t *testing.T, cfg Config) {
+	b := startNode(t, nodeOpts{cfg: &cfg})
+	const conns, perConn = 2, 128
+	tl := uint64(DefaultMaxRPCRequestBytes - 1)
+	sent := make([]byte, tl*9/10)
+	head := append(rawPrefix(1, tl), 0xf6) // header: CBOR null
+
+	before := heapInuse()
+	attackers := make([]*node, conns)
+	for i := range attackers {
+		attackers[i] = startNode(t, nodeOpts{noServer: true})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var streams sync.Map
+	for _, a := range attackers {
+		for range perConn {
+			wg.Go(func() {
+				s, err := a.t.Dial(ctx, b.addr(), KindControl)
+				if err != nil {
+					return
+				}
+				streams.Store(s, struct{}{})
+				dl, _ := ctx.Deadline()
+				_ = s.SetWriteDeadline(dl)
+				if _, err := s.Write(head); err != nil {
+					return
+				}
+				_, _ = s.Write(sent) // blocks once the node stops reading
+			})
+		}
+	}
+	writersDone := make(chan struct{})
+	go func() { wg.Wait(); close(writersDone) }()
+	var peak uint64
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+sample:
+	for {
+		select {
+		case <-writersDone:
+			break sample
+		case <-ctx.Done():
+			break sample
+		case <-tick.C:
+			peak = max(peak, heapInuse())
+		}
+	}
+	<-writersDone
+	peak = max(peak, heapInuse())
+	growth := int64(peak) - int64(before)
+	t.Logf("heap in use: %d MiB before, %d MiB at the peak of the attack (+%d MiB)", before>>20, peak>>20, growth>>20)
+
+	// What may grow: the RPC byte budget, the unbudgeted first chunk of each
+	// request in service, the receive windows of the two connections (quic-go
+	// buffers what the node has not read yet) and the attackers' own state.
+	limit := cfg.MaxRPCBytesInFlight + int64(cfg.MaxConcurrentRPCs)*rpcFreeBytes +
+		conns*int64(cfg.ConnectionReceiveWindow) + 64<<20
+	if growth > limit {
+		t.Errorf("heap grew by %d MiB under the attack, budget %d MiB", growth>>20, limit>>20)
+	}
+	streams.Range(func(k, _ any) bool { k.(*Stream).Close(); return true })
+	b.echo(t, b.addr())
+}
+
+// TestIdleControlStreamsDoNotStarveMembers: a stranger holding 300 idle
+// control streams on one connection must not delay a member's request (from
+// another address) by more than a moment. Before per-connection limits, the
+// idle streams took every RPC slot until their read timeout and the member's
+// echo took 10.0 s (4 ms after).
+func TestIdleControlStreamsDoNotStarveMembers(t *testing.T) {
+	b := startNode(t, nodeOpts{})
+	a := startNode(t, nodeOpts{noServer: true})
+	member := startNode(t, nodeOpts{noServer: true, addr: "127.0.0.2:0"})
+	var idle []*Stream
+	defer func() {
+		for _, s := range idle {
+			s.Close()
+		}
+	}()
+	for range 300 {
+		s, err := a.t.Dial(ctxT(t, 3*time.Second), b.addr(), KindControl)
+		if err != nil {
+			break // the node refused further streams: fine
+		}
+		idle = append(idle, s)
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var got string
+	err := Call(ctx, member.t, member.codec, b.addr(), "echo", "ping", &got)
+	d := time.Since(start)
+	t.Logf("member's echo with %d idle control streams open: %s", len(idle), d)
+	if err != nil || got != "ping" {
+		t.Fatalf("member's echo: %q, %v", got, err)
+	}
+	if d > time.Second {
+		t.Errorf("member's echo took %s, want under 1s", d)
+	}
+}
+
+// TestIdleConnsDoNotLockOutMembers: a stranger opening more idle connections
+// than MaxIncomingConns from one address must not keep a member (another
+// address) from connecting. Before MaxConnsPerAddr, the member was refused
+// ("too many connections").
+func TestIdleConnsDoNotLockOutMembers(t *testing.T) {
+	cfg := FastConfig()
+	cfg.MaxIncomingConns = 48
+	cfg.MaxConnsPerAddr = 16
+	b := startNode(t, nodeOpts{cfg: &cfg})
+	a := startNode(t, nodeOpts{noServer: true})
+	member := startNode(t, nodeOpts{noServer: true, addr: "127.0.0.2:0"})
+	opened := 0
+	for range cfg.MaxIncomingConns + 16 {
+		c, err := a.t.dial(ctxT(t, 3*time.Second), b.addr())
+		if err != nil {
+			continue
+		}
+		defer c.CloseWithError(0, "")
+		opened++
+	}
+	t.Logf("stranger opened %d connections", opened)
+	start := time.Now()
+	err := Call(ctxT(t, 5*time.Second), member.t, member.codec, b.addr(), "echo", "x", nil)
+	d := time.Since(start)
+	t.Logf("member's echo: %s, %v", d, err)
+	if err != nil {
+		t.Fatalf("member's echo with a stranger's idle connections open: %v", err)
+	}
+	if d > time.Second {
+		t.Errorf("member's echo took %s, want under 1s", d)
+	}
+}
+
+// TestLargeRequestsGiveBudgetBack: requests larger than the unbudgeted first
+// buffer take from the byte budgets and give it back; five 6 MiB requests in
+// a row fit an 8 MiB per-connection budget only if each returns its share.
+func TestLargeRequestsGiveBudgetBack(t *testing.T) {
+	cfg := FastConfig()
+	cfg.MaxRPCBytesPerConn = DefaultMaxRPCRequestBytes
+	b := startNode(t, nodeOpts{cfg: &cfg})
+	a := startNode(t, nodeOpts{noServer: true})
+	big := string(make([]byte, 6<<20))
+	for i := range 5 {
+		var got string
+		if err := Call(ctxT(t, 5*time.Second), a.t, a.codec, b.addr(), "echo", big, &got); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if len(got) != len(big) {
+			t.Fatalf("request %d: echoed %d bytes, sent %d", i, len(got), len(big))
+		}
+	}
+}
+
+// TestByteBudget: acquire takes what fits, waits for a release, and refuses
+// what never fits or does not fit by the deadline.
+func TestByteBudget(t *testing.T) {
+	b := newByteBudget("MaxTest", 100)
+	if err := b.acquire(101, time.Now().Add(time.Second)); err == nil {
+		t.Fatal("took more than the budget")
+	}
+	if err := b.acquire(60, time.Now()); err != nil {
+		t.Fatalf("60 of 100: %v", err)
+	}
+	err := b.acquire(60, time.Now().Add(20*time.Millisecond))
+	var eb *errBudget
+	if !errors.As(err, &eb) || eb.name != "MaxTest" {
+		t.Fatalf("120 of 100 by the deadline: %v, want a budget error", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.acquire(60, time.Now().Add(5*time.Second)) }()
+	b.release(60)
+	if err := <-done; err != nil {
+		t.Fatalf("after a release: %v", err)
+	}
+	if got := b.inUse(); got != 60 {
+		t.Fatalf("in use %d, want 60", got)
+	}
+}
