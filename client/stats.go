@@ -31,6 +31,23 @@ type Stats struct {
 	// reached its end of data).
 	Rounds        int64 `json:"rounds,omitempty"`
 	SkippedRounds int64 `json:"skipped_rounds,omitempty"`
+	// JobState is the job's state as the cluster last reported it
+	// (api.JobRunning, JobFinished, JobFailed), and JobFailure why it
+	// failed. They are refreshed every HeartbeatInterval and once more
+	// when the iteration ends.
+	JobState   string `json:"job_state,omitempty"`
+	JobFailure string `json:"job_failure,omitempty"`
+	// NumSplits and SplitsLost (DYNAMIC jobs): the dataset's splits per
+	// epoch, and how many splits the job lost, as the cluster last
+	// reported them (refreshed as JobState). DYNAMIC is at most once
+	// under failure: a split is lost when the worker that leased it was
+	// declared dead, or restarted, before it reported the split finished;
+	// the elements of a lost split that the worker had not sent are
+	// missing from this job's data for good, and it is never read again
+	// in that epoch. SplitsLost counts every consumer's loss, not this
+	// iterator's alone (the consumers of a job share its splits).
+	NumSplits  int64 `json:"num_splits,omitempty"`
+	SplitsLost int64 `json:"splits_lost"`
 }
 
 // Stats returns what was delivered so far.

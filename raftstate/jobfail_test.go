@@ -1,0 +1,104 @@
+package raftstate
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/feedmesh/feedmesh/splits"
+)
+
+// TestFailJob: the first failure is recorded and kept, later ones change
+// nothing, and the failure survives a snapshot.
+func TestFailJob(t *testing.T) {
+	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Epochs: 1})
+	applyErr(t, s, NewFailJob("nope", "w1", "boom"), ErrUnknownJob)
+	applyErr(t, s, NewFailJob("j1", "", "boom"), ErrInvalidCommand)
+	bad := NewFailJob("j1", "w1", "x")
+	bad.Body = mustBody(t, FailJobBody{Job: "j1", Worker: "w1", Reason: strings.Repeat("x", MaxFailureBytes+1)})
+	applyErr(t, s, bad, ErrInvalidCommand)
+
+	if v := applyOK(t, s, at(NewFailJob("j1", "w1", "read /data/a.txt: invalid UTF-8"), 5000)); v != true {
+		t.Fatalf("first failure recorded = %v", v)
+	}
+	if v := applyOK(t, s, at(NewFailJob("j1", "w2", "later"), 6000)); v != false {
+		t.Fatalf("second failure recorded = %v", v)
+	}
+	want := &JobFailure{Worker: "w1", Reason: "read /data/a.txt: invalid UTF-8", At: 5000}
+	v, _ := s.Job("j1")
+	if !reflect.DeepEqual(v.Failure, want) {
+		t.Fatalf("failure %+v, want %+v", v.Failure, want)
+	}
+	b, err := s.MarshalSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := UnmarshalSnapshot(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(r.Jobs["j1"].Failure, want) {
+		t.Fatalf("after snapshot: %+v", r.Jobs["j1"].Failure)
+	}
+
+	// A long reason is cut by the constructor, not rejected.
+	long := applyOK(t, s, NewFailJob("j1", "w1", strings.Repeat("é", MaxFailureBytes)))
+	if long != false {
+		t.Fatalf("long reason: %v", long)
+	}
+	var fb FailJobBody
+	if err := decodeBody(NewFailJob("j1", "w1", strings.Repeat("é", MaxFailureBytes)), &fb); err != nil || len(fb.Reason) > MaxFailureBytes || !strings.HasSuffix(fb.Reason, "...") {
+		t.Fatalf("cut reason: %d bytes, %v", len(fb.Reason), err)
+	}
+}
+
+// TestLeaseSplitsIncarnation: a worker restarted under the same name
+// before it was declared dead loses its old process's leases (counted
+// lost, never leased again) on its new process's first lease, stays in the
+// job, and a late lease of the old process is refused.
+func TestLeaseSplitsIncarnation(t *testing.T) {
+	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Epochs: 1})
+	applyOK(t, s, NewAssignTask("j1", "w1"))
+	applyOK(t, s, NewAssignTask("j1", "w2"))
+
+	l1 := applyOK(t, s, NewLeaseSplitsAs("j1", "w1", 100, 1, 4)).(splits.Lease) // 0..3
+	applyOK(t, s, NewFinishSplits("j1", "w1", 0, l1.Splits[:1]))
+	// The same incarnation leases again: nothing is lost.
+	l2 := applyOK(t, s, NewLeaseSplitsAs("j1", "w1", 100, 2, 2)).(splits.Lease) // 4, 5
+	if v, _ := s.Job("j1"); v.Progress.Total.Lost != 0 {
+		t.Fatalf("lost %d after leases of one incarnation", v.Progress.Total.Lost)
+	}
+	// w1 restarts (incarnation 200): 1, 2, 3, 4, 5 are lost.
+	l3 := applyOK(t, s, NewLeaseSplitsAs("j1", "w1", 200, 1, 2)).(splits.Lease)
+	if !reflect.DeepEqual(l3.Splits, []int64{6, 7}) {
+		t.Fatalf("new incarnation's lease %v", l3.Splits)
+	}
+	v, _ := s.Job("j1")
+	if v.Progress.Total.Lost != 5 || v.Progress.Outstanding != 2 || v.Workers["w1"].Expired || v.Workers["w1"].Incarnation != 200 {
+		t.Fatalf("after restart: progress %+v, worker %+v", v.Progress, v.Workers["w1"])
+	}
+	// The old process's late requests: its lease is refused, its finish
+	// finds nothing outstanding.
+	applyErr(t, s, NewLeaseSplitsAs("j1", "w1", 100, 3, 2), ErrNotAssigned)
+	applyErr(t, s, NewFinishSplits("j1", "w1", 0, l2.Splits), splits.ErrNotLeased)
+	// Version 1 leases (and incarnation 0) leave incarnations alone; a v1
+	// body may not carry one.
+	applyOK(t, s, NewLeaseSplits("j1", "w2", 1, 2))
+	applyOK(t, s, NewLeaseSplitsAs("j1", "w1", 0, 9, 1))
+	if v, _ := s.Job("j1"); v.Progress.Total.Lost != 5 || v.Workers["w1"].Incarnation != 200 {
+		t.Fatalf("after v1 leases: %+v %+v", v.Progress, v.Workers["w1"])
+	}
+	v1 := NewLeaseSplitsAs("j1", "w2", 7, 2, 1)
+	v1.Version = 1
+	applyErr(t, s, v1, ErrInvalidCommand)
+}
+
+// mustBody encodes a command body as the FSM expects it.
+func mustBody(t *testing.T, body any) []byte {
+	t.Helper()
+	b, err := encMode.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
