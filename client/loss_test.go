@@ -186,10 +186,23 @@ func TestLossReportedAfterQuickRestart(t *testing.T) {
 }
 
 // A job whose pipeline fails on a worker shows failed in `jobs`, with the
-// worker's reason, and the reader's Stats say so too.
-func TestFailedJobShowsFailed(t *testing.T) {
+// worker's reason; an OFF job read to its end shows finished.
+func TestJobStateInJobs(t *testing.T) {
 	c := testcluster.Start(t, 2)
 	cl := dial(t, c, 0)
+	off, err := cl.Distribute(context.Background(), slowSpec(200, 20, 10, 1), client.JobOptions{Name: "off", Sharding: client.Off})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer off.Close()
+	if d := drain(t, off, 20*time.Second, nil); len(d.counts) != 200 {
+		t.Fatalf("off job delivered %d distinct elements", len(d.counts))
+	}
+	c.WaitFor(t, 10*time.Second, "the off job to show finished in `jobs`", func() bool {
+		j, ok := jobInfo(t, cl, "off")
+		return ok && j.State == api.JobFinished
+	})
+
 	dir := t.TempDir()
 	for _, name := range []string{"a.tfrecord", "b.tfrecord"} {
 		p := filepath.Join(dir, name)

@@ -10,48 +10,52 @@ import (
 )
 
 // A job's state as `feedmesh jobs` and the clients' heartbeats show it:
-// running, finished (DYNAMIC: every split handed out and each finished or
-// lost), or failed, with the reason a worker recorded through Raft when
-// its pipeline failed (reportFailure).
+// running, finished or failed (raftstate.JobView.State), with the reason a
+// worker recorded through Raft when its task failed. Workers record the
+// end of each task (reportTaskEnd): that is how the cluster knows an OFF
+// or STATIC job has finished, and why a job failed.
 
 func (n *Node) registerJobStateHandlers(handle func(string, func(context.Context, func(any) error) (any, error))) {
-	handle(api.MethodFail, func(ctx context.Context, decode func(any) error) (any, error) {
-		var req api.FailRequest
+	handle(api.MethodEndTask, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req api.EndTaskRequest
 		if err := decode(&req); err != nil {
-			return nil, transport.Errorf(transport.ErrInvalid, "decode fail: %v", err)
+			return nil, transport.Errorf(transport.ErrInvalid, "decode endtask: %v", err)
 		}
-		return struct{}{}, n.fail(ctx, req)
+		return struct{}{}, n.endTask(ctx, req)
 	})
 }
 
-func (n *Node) fail(ctx context.Context, req api.FailRequest) error {
-	return n.onLeader(ctx, req.Forwarded, api.MethodFail, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
+func (n *Node) endTask(ctx context.Context, req api.EndTaskRequest) error {
+	return n.onLeader(ctx, req.Forwarded, api.MethodEndTask, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
 		func(ctx context.Context) error {
-			_, err := n.raft.Apply(ctx, raftstate.NewFailJob(req.Job, req.Worker, req.Reason))
+			_, err := n.raft.Apply(ctx, raftstate.NewEndTask(req.Job, req.Worker, req.Failure))
 			return err
 		})
 }
 
-// reportFailure records in Raft that this worker's task of job failed
-// with err. The task's consumers already get the error at the end of their
-// streams; this is for everyone else (`feedmesh jobs`, consumers that
-// attach later), so a failure that cannot be recorded (no leader for a
-// whole RequestTimeout) is logged, not retried.
-func (n *Node) reportFailure(job string, err error) {
+// reportTaskEnd records in Raft that this worker's task of job ended,
+// failed with taskErr if not nil. The task's consumers already know (the
+// end of their streams says it, error included); this is for everyone else
+// (`feedmesh jobs`, consumers that come later), so a report that cannot
+// be made (no leader for a whole RequestTimeout) is logged, not retried.
+func (n *Node) reportTaskEnd(job string, taskErr error) {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
 	defer cancel()
-	req := api.FailRequest{Job: job, Worker: n.name, Reason: err.Error()}
-	if ferr := n.fail(ctx, req); ferr != nil && ctx.Err() == nil {
-		n.log.Warn("record the job's failure", "job", job, "err", ferr)
+	req := api.EndTaskRequest{Job: job, Worker: n.name}
+	if taskErr != nil {
+		req.Failure = taskErr.Error()
+	}
+	if err := n.endTask(ctx, req); err != nil && ctx.Err() == nil {
+		n.log.Warn("record the end of a task", "job", job, "failed", taskErr != nil, "err", err)
 	}
 }
 
 // jobState is v's state and, when it failed, why.
 func jobState(v raftstate.JobView) (state, failure string) {
-	switch {
-	case v.Failure != nil:
+	switch v.State() {
+	case raftstate.JobFailed:
 		return api.JobFailed, fmt.Sprintf("worker %s: %s", v.Failure.Worker, v.Failure.Reason)
-	case v.Progress != nil && v.Progress.Complete:
+	case raftstate.JobFinished:
 		return api.JobFinished, ""
 	default:
 		return api.JobRunning, ""

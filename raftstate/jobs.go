@@ -37,8 +37,8 @@ const (
 	// MaxConsumerTTL and MaxGCAfter bound the job's durations.
 	MaxConsumerTTL = 24 * time.Hour
 	MaxGCAfter     = 30 * 24 * time.Hour
-	// MaxFailureBytes bounds a FailJob's reason; NewFailJob cuts longer
-	// ones.
+	// MaxFailureBytes bounds an EndTask's failure; NewEndTask cuts
+	// longer ones.
 	MaxFailureBytes = 1024
 )
 
@@ -229,17 +229,20 @@ type WorkerState struct {
 	// incarnation means the worker restarted before it was declared dead:
 	// the leases of the old process are lost then (see NewLeaseSplitsAs).
 	Incarnation uint64 `cbor:"3,keyasint,omitempty" json:"incarnation,omitempty"`
+	// Ended: the worker's task of the job has ended (EndTask): its data
+	// ended, or it failed.
+	Ended bool `cbor:"4,keyasint,omitempty" json:"ended,omitempty"`
 }
 
-// JobFailure is why a job failed (FailJob): the first failure a worker
-// reported. A failed job keeps running on its other workers, but its
+// JobFailure is why a job failed (EndTask with a failure): the first
+// failure a worker reported. A failed job keeps running on its other workers, but its
 // consumers stop with the error, and `feedmesh jobs` shows it failed.
 type JobFailure struct {
 	// Worker is the worker whose task failed.
 	Worker string `cbor:"1,keyasint" json:"worker"`
 	// Reason is the task's error, at most MaxFailureBytes.
 	Reason string `cbor:"2,keyasint" json:"reason"`
-	// At is the FailJob's At, Unix nanoseconds.
+	// At is the EndTask's At, Unix nanoseconds.
 	At int64 `cbor:"3,keyasint" json:"at"`
 }
 
@@ -288,8 +291,8 @@ type Job struct {
 	// that reaches the leader after its consumer's detach cannot attach it
 	// again and keep the job alive for a whole ConsumerTTL.
 	Detached map[string]int64 `cbor:"15,keyasint,omitempty" json:"detached,omitempty"`
-	// Failure is set once a worker reported that the job's pipeline failed
-	// (FailJob); nil while it has not. It never changes after that.
+	// Failure is set once a worker reported that its task of the job
+	// failed (EndTask); nil while none has. It never changes after that.
 	Failure *JobFailure `cbor:"16,keyasint,omitempty" json:"failure,omitempty"`
 }
 

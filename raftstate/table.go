@@ -29,5 +29,5 @@ var commandTable = map[CommandType]handler{
 	TypeExpireWorker:      {name: "ExpireWorker", minVersion: 1, maxVersion: 1, apply: applyExpireWorker},
 	TypeGarbageCollectJob: {name: "GarbageCollectJob", minVersion: 1, maxVersion: 1, apply: applyGarbageCollectJob},
 	TypeReportRound:       {name: "ReportRound", minVersion: 1, maxVersion: 1, apply: applyReportRound},
-	TypeFailJob:           {name: "FailJob", minVersion: 1, maxVersion: 1, apply: applyFailJob},
+	TypeEndTask:           {name: "EndTask", minVersion: 1, maxVersion: 1, apply: applyEndTask},
 }

@@ -229,12 +229,11 @@ type JobInfo struct {
 
 // Job states (JobInfo.State).
 const (
-	// JobRunning: the job has data left to hand out or to finish, or (OFF
-	// and STATIC jobs, whose end the cluster does not track) it exists and
-	// has not failed.
+	// JobRunning: neither finished nor failed.
 	JobRunning = "running"
 	// JobFinished: a DYNAMIC job has handed out every split of every epoch
-	// and each was finished or lost.
+	// and each was finished or lost; an OFF or STATIC job's live workers
+	// have all reached the end of their data.
 	JobFinished = "finished"
 	// JobFailed: a worker's pipeline failed (JobInfo.Failure says why);
 	// the job's consumers stop with that error.
@@ -309,11 +308,12 @@ type LeaseResponse struct {
 	Done bool `cbor:"3,keyasint"`
 }
 
-// FailRequest reports that a worker's task of a job failed (MethodFail).
-type FailRequest struct {
+// EndTaskRequest reports that a worker's task of a job ended
+// (MethodEndTask): its data ended (Failure empty), or it failed.
+type EndTaskRequest struct {
 	Job       string `cbor:"1,keyasint"`
 	Worker    string `cbor:"2,keyasint"`
-	Reason    string `cbor:"3,keyasint"`
+	Failure   string `cbor:"3,keyasint,omitempty"`
 	Forwarded bool   `cbor:"4,keyasint,omitempty"`
 }
 
