@@ -41,11 +41,12 @@ type Stats struct {
 	// epoch, and how many splits the job lost, as the cluster last
 	// reported them (refreshed as JobState). DYNAMIC is at most once
 	// under failure: a split is lost when the worker that leased it was
-	// declared dead, or restarted, before it reported the split finished;
-	// the elements of a lost split that the worker had not sent are
-	// missing from this job's data for good, and it is never read again
-	// in that epoch. SplitsLost counts every consumer's loss, not this
-	// iterator's alone (the consumers of a job share its splits).
+	// declared dead, or restarted, before it reported the split finished
+	// (which it does once its pipeline has read it); the elements of a
+	// lost split that the worker had not sent are missing for good, as
+	// are batches of finished splits still queued on the worker when it
+	// died (README, "Job state and loss"). SplitsLost counts the whole
+	// job's loss, not this iterator's alone.
 	NumSplits  int64 `json:"num_splits,omitempty"`
 	SplitsLost int64 `json:"splits_lost"`
 }

@@ -59,12 +59,12 @@ func applyEndTask(s *State, c Command) (any, error) {
 	if len(b.Failure) > MaxFailureBytes {
 		return nil, fmt.Errorf("%w: failure of %d bytes, limit %d", ErrInvalidCommand, len(b.Failure), MaxFailureBytes)
 	}
+	// A worker not assigned to the job (a task started by a consumer's
+	// stream before or without an assignment) has no end to record, but
+	// its failure is the job's all the same: its consumers got it.
 	st, ok := j.Workers[b.Worker]
-	if !ok {
-		return nil, fmt.Errorf("%w: worker %q in job %q", ErrNotAssigned, b.Worker, b.Job)
-	}
 	changed := false
-	if !st.Ended {
+	if ok && !st.Ended {
 		st.Ended = true
 		j.Workers[b.Worker] = st
 		changed = true

@@ -16,7 +16,9 @@ func TestEndTask(t *testing.T) {
 	applyOK(t, s, NewAssignTask("j1", "w2"))
 	applyErr(t, s, NewEndTask("nope", "w1", "boom"), ErrUnknownJob)
 	applyErr(t, s, NewEndTask("j1", "", "boom"), ErrInvalidCommand)
-	applyErr(t, s, NewEndTask("j1", "w9", "boom"), ErrNotAssigned)
+	if v := applyOK(t, s, NewEndTask("j1", "w9", "")); v != false { // not assigned: nothing to record
+		t.Fatalf("end of an unassigned worker's task changed the job")
+	}
 	bad := NewEndTask("j1", "w1", "x")
 	bad.Body = mustBody(t, EndTaskBody{Job: "j1", Worker: "w1", Failure: strings.Repeat("x", MaxFailureBytes+1)})
 	applyErr(t, s, bad, ErrInvalidCommand)
@@ -97,6 +99,11 @@ func TestJobState(t *testing.T) {
 	applyOK(t, s, NewFinishSplits("j1", "w2", 0, l.Splits))
 	if got := state(s, "j1"); got != JobFinished {
 		t.Fatalf("dynamic job, every split finished: %s", got)
+	}
+	// A failure on a worker the job has not assigned is the job's too.
+	applyOK(t, s, NewEndTask("off", "w9", "boom"))
+	if got := state(s, "off"); got != JobFailed {
+		t.Fatalf("off job after a failure on an unassigned worker: %s", got)
 	}
 }
 

@@ -209,7 +209,8 @@ type JobInfo struct {
 	// Lost (DYNAMIC jobs) counts the splits lost at most once: leased to
 	// a worker that was declared dead, or that restarted, before it
 	// reported them finished. Their elements that the worker had not sent
-	// are missing from the job's output for good (see README, "Loss").
+	// are missing from the job's data for good (README, "Job state and
+	// loss", says what this count does not yet cover).
 	Lost      int64     `json:"splits_lost"`
 	CreatedAt time.Time `json:"created_at"`
 	// State is the job's state: JobRunning, JobFinished or JobFailed.
