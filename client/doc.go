@@ -35,7 +35,7 @@
 //	retry.go        the retry policy: delay after n failures (pure)
 //	budget.go       the byte bound of the prefetch buffer
 //	batch.go        Batch, Rows, Release and buffer recycling
-//	stats.go        Stats and WorkerStats
+//	stats.go        Stats and WorkerStats; the job's state and lost splits as the cluster reports them
 //	plain.go        the plain engine: StreamsPerWorker streams to every worker
 //	coordinated.go  the coordinated engine: rounds in order, horizon, end of rounds
 //	rounds.go       reading one worker's rounds (the coordinated engine's fetchers)

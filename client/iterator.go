@@ -92,6 +92,7 @@ func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, ind
 		kick:   make(chan struct{}, 1),
 		stats:  Stats{Workers: map[string]WorkerStats{}},
 	}
+	it.setInfo(info)
 	// A compression this client does not know (a newer cluster's) is
 	// not asked for: the batches come uncompressed.
 	it.comp, _ = batch.ParseCompression(info.Options.Compression)
@@ -128,6 +129,7 @@ func (it *Iterator) run() {
 	}()
 	err := it.eng.run(it.ctx, beats)
 	if err == nil {
+		it.refreshInfo()
 		err = io.EOF
 	}
 	it.fail(err)
@@ -237,7 +239,21 @@ func (it *Iterator) workerAddr(name string) string {
 func (it *Iterator) setInfo(info api.JobInfo) {
 	it.mu.Lock()
 	it.info = info
+	it.stats.JobState, it.stats.JobFailure = info.State, info.Failure
+	it.stats.NumSplits, it.stats.SplitsLost = info.NumSplits, info.Lost
 	it.mu.Unlock()
+}
+
+// refreshInfo asks for the job's state once more at the end of the data,
+// so that Stats then reports the loss as it stands then, not as of the
+// last heartbeat. It is best effort: on failure, Stats keeps the last.
+func (it *Iterator) refreshInfo() {
+	var resp api.JobGetResponse
+	if err := it.c.call(it.ctx, api.MethodJobGet, api.JobRequest{Job: it.job}, &resp); err != nil {
+		it.logger().Debug("job state at the end of data", "job", it.job, "err", err)
+		return
+	}
+	it.setInfo(resp.Job)
 }
 
 func (it *Iterator) logger() *slog.Logger { return it.c.opts.Logger }

@@ -31,6 +31,24 @@ type Stats struct {
 	// reached its end of data).
 	Rounds        int64 `json:"rounds,omitempty"`
 	SkippedRounds int64 `json:"skipped_rounds,omitempty"`
+	// JobState is the job's state as the cluster last reported it
+	// (api.JobRunning, JobFinished, JobFailed), and JobFailure why it
+	// failed. They are refreshed every HeartbeatInterval and once more
+	// when the iteration ends.
+	JobState   string `json:"job_state,omitempty"`
+	JobFailure string `json:"job_failure,omitempty"`
+	// NumSplits and SplitsLost (DYNAMIC jobs): the dataset's splits per
+	// epoch, and how many splits the job lost, as the cluster last
+	// reported them (refreshed as JobState). DYNAMIC is at most once
+	// under failure: a split is lost when the worker that leased it was
+	// declared dead, or restarted, before it reported the split finished
+	// (which it does once its pipeline has read it); the elements of a
+	// lost split that the worker had not sent are missing for good, as
+	// are batches of finished splits still queued on the worker when it
+	// died (README, "Job state and loss"). SplitsLost counts the whole
+	// job's loss, not this iterator's alone.
+	NumSplits  int64 `json:"num_splits,omitempty"`
+	SplitsLost int64 `json:"splits_lost"`
 }
 
 // Stats returns what was delivered so far.

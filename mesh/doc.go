@@ -44,6 +44,7 @@
 //	recover.go         Recover: survivors' data dirs made the only voters after losing quorum
 //	control.go         control handlers and forwarding to the leader
 //	jobs.go            job handlers (distribute, heartbeat, leases) and job upkeep
+//	jobstate.go        a job's state (running, finished, failed) and recording a task's failure
 //	sharestats.go      the leader's sum of the workers' sharing counters
 //	logging.go         slog adapters for the libraries' loggers; the node's handler: quiet close, limits
 //	loglimit.go        rate-limiting WARN/ERROR lines per cause, with counts (pure)

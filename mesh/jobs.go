@@ -68,6 +68,7 @@ func (n *Node) registerJobHandlers() {
 		}
 		return struct{}{}, n.finish(ctx, req)
 	})
+	n.registerJobStateHandlers(handle)
 	handle(api.MethodShareStats, func(ctx context.Context, decode func(any) error) (any, error) {
 		var req api.ShareStatsRequest
 		if err := decode(&req); err != nil {
@@ -225,7 +226,7 @@ func (n *Node) lease(ctx context.Context, req api.LeaseRequest) (api.LeaseRespon
 	var resp api.LeaseResponse
 	err := n.onLeader(ctx, req.Forwarded, api.MethodLease, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
 		func(ctx context.Context) error {
-			res, err := n.raft.Apply(ctx, raftstate.NewLeaseSplits(req.Job, req.Worker, req.RequestID, req.N))
+			res, err := n.raft.Apply(ctx, raftstate.NewLeaseSplitsAs(req.Job, req.Worker, req.Incarnation, req.RequestID, req.N))
 			if err != nil {
 				return err
 			}
@@ -425,6 +426,7 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 	if p := v.Progress; p != nil {
 		info.Epoch, info.Leased, info.Finished, info.Lost = p.Epoch, p.Total.Leased, p.Total.Finished, p.Total.Lost
 	}
+	info.State, info.Failure = jobState(v)
 	return info
 }
 

@@ -119,7 +119,7 @@ func (p *leaseProvider) ask(n int) {
 	p.reqID++
 	finished := p.finished
 	p.finished = nil
-	req := api.LeaseRequest{Job: p.job, Worker: p.n.name, RequestID: p.reqID, N: n}
+	req := api.LeaseRequest{Job: p.job, Worker: p.n.name, RequestID: p.reqID, N: n, Incarnation: p.n.incarnation}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()

@@ -35,6 +35,11 @@ type Node struct {
 	name       string
 	addr       string // advertised QUIC address
 	gossipAddr string // advertised gossip address
+	// incarnation grows with each start of this node (its start time): a
+	// lease tells the leader which process of the worker asks, so that a
+	// quick restart does not leave the old process's leases held for good
+	// (raftstate.NewLeaseSplitsAs).
+	incarnation uint64
 
 	resetKey quic.StatelessResetKey
 
@@ -82,7 +87,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, name: id.name, resetKey: id.resetKey}
+	n := &Node{cfg: cfg, name: id.name, resetKey: id.resetKey, incarnation: uint64(time.Now().UnixNano())}
 	log, n.logs = newNodeLogs(log, n.leaving.Load)
 	n.log = log.With("node", id.name)
 	n.known, n.knownAtStart, n.knewOthers = newKnownMembers(cfg.DataDir, cfg.KnownMembersMax, n.log)

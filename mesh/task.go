@@ -99,6 +99,11 @@ func (t *task) run() {
 	if err != nil && t.ctx.Err() == nil {
 		t.w.n.log.Warn("task failed", "job", t.job.Name, "err", err)
 	}
+	if t.ctx.Err() == nil {
+		// The data ended, or production failed: not a cancellation
+		// (node closing, job gone), which is no end of the task's data.
+		t.w.n.reportTaskEnd(t.job.Name, err)
+	}
 	// Stay around, ended, so consumers that connect later get the end of
 	// data at once, until the job is garbage-collected.
 	t.waitForJobGone()

@@ -44,6 +44,8 @@ const (
 	TypeGarbageCollectJob CommandType = 19
 	// TypeReportRound: NewReportRound (body: ReportRoundBody).
 	TypeReportRound CommandType = 20
+	// TypeEndTask: NewEndTask (body: EndTaskBody).
+	TypeEndTask CommandType = 21
 )
 
 // String names the type for errors and logs.

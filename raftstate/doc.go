@@ -8,7 +8,8 @@
 //     Command envelope (command.go), its dispatch table (table.go) and the
 //     KV commands (kv.go), the dataset and job commands (jobs.go: types,
 //     bounds, read access; jobcmds.go: bodies, constructors, handlers, with
-//     DYNAMIC leases kept by the splits package), the State they apply to
+//     DYNAMIC leases kept by the splits package; taskend.go: EndTask,
+//     a task's end or failure, and a job's State), the State they apply to
 //     (state.go) and its versioned snapshot format (snapshot.go), share
 //     groups (sharegroup.go) and coordinated-read rounds (rounds.go), and the
 //     planners, which take gossip's members (and, where time matters, the

@@ -50,6 +50,8 @@ type LeaseSplitsBody struct {
 	Worker    string `cbor:"2,keyasint"`
 	RequestID uint64 `cbor:"3,keyasint"`
 	N         int    `cbor:"4,keyasint"`
+	// Incarnation (version 2 only) identifies the worker process asking.
+	Incarnation uint64 `cbor:"5,keyasint,omitempty"`
 }
 
 // FinishSplitsBody is the body of TypeFinishSplits.
@@ -148,6 +150,21 @@ func NewAssignTask(job, worker string) Command {
 // splits.Lease.
 func NewLeaseSplits(job, worker string, requestID uint64, n int) Command {
 	return newCommand(TypeLeaseSplits, 1, LeaseSplitsBody{Job: job, Worker: worker, RequestID: requestID, N: n})
+}
+
+// NewLeaseSplitsAs is LeaseSplits version 2: NewLeaseSplits from one
+// incarnation of the worker (a number that grows with each start of its
+// process, such as its start time; 0 behaves as version 1). A worker that
+// restarts under the same name before it is declared dead would otherwise
+// hold its old process's leases for good: nobody reads them, nobody
+// expires them. So the first lease of a newer incarnation first counts the
+// worker's outstanding leases as lost (at most once: the old process may
+// have delivered part of them), as ExpireWorker would, but keeps the
+// worker in the job. A lease from an older incarnation than the last seen
+// (a request of the dead process still on its way) is rejected with
+// ErrNotAssigned.
+func NewLeaseSplitsAs(job, worker string, incarnation, requestID uint64, n int) Command {
+	return newCommand(TypeLeaseSplits, 2, LeaseSplitsBody{Job: job, Worker: worker, RequestID: requestID, N: n, Incarnation: incarnation})
 }
 
 // NewFinishSplits reports that worker finished ids of epoch in a DYNAMIC
@@ -497,9 +514,23 @@ func applyLeaseSplits(s *State, c Command) (any, error) {
 	if err := decodeBody(c, &b); err != nil {
 		return nil, err
 	}
+	if c.Version < 2 && b.Incarnation != 0 {
+		return nil, fmt.Errorf("%w: LeaseSplits v1 with an incarnation", ErrInvalidCommand)
+	}
 	j, err := s.dynamicJobOf(b.Job, b.Worker, true)
 	if err != nil {
 		return nil, err
+	}
+	if st := j.Workers[b.Worker]; b.Incarnation != 0 && b.Incarnation != st.Incarnation {
+		if b.Incarnation < st.Incarnation {
+			return nil, fmt.Errorf("%w: worker %q in job %q: incarnation %d was superseded by %d (a restart)",
+				ErrNotAssigned, b.Worker, b.Job, b.Incarnation, st.Incarnation)
+		}
+		if st.Incarnation != 0 {
+			j.Dynamic.Expire(b.Worker) // the previous process's leases: lost
+		}
+		st.Incarnation = b.Incarnation
+		j.Workers[b.Worker] = st
 	}
 	return j.Dynamic.Lease(b.Worker, b.RequestID, min(max(b.N, 1), MaxLeaseSplits)), nil
 }

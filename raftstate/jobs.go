@@ -37,6 +37,9 @@ const (
 	// MaxConsumerTTL and MaxGCAfter bound the job's durations.
 	MaxConsumerTTL = 24 * time.Hour
 	MaxGCAfter     = 30 * 24 * time.Hour
+	// MaxFailureBytes bounds an EndTask's failure; NewEndTask cuts
+	// longer ones.
+	MaxFailureBytes = 1024
 )
 
 // Defaults applied to zero JobOptions fields by CreateJob.
@@ -221,6 +224,26 @@ type WorkerState struct {
 	// It is out of the job for good (AssignTask v2 refuses it; v1, in old
 	// logs, revived it).
 	Expired bool `cbor:"2,keyasint" json:"expired"`
+	// Incarnation is the worker process's incarnation that leased last
+	// (LeaseSplits v2; 0 before any v2 lease). A lease from a newer
+	// incarnation means the worker restarted before it was declared dead:
+	// the leases of the old process are lost then (see NewLeaseSplitsAs).
+	Incarnation uint64 `cbor:"3,keyasint,omitempty" json:"incarnation,omitempty"`
+	// Ended: the worker's task of the job has ended (EndTask): its data
+	// ended, or it failed.
+	Ended bool `cbor:"4,keyasint,omitempty" json:"ended,omitempty"`
+}
+
+// JobFailure is why a job failed (EndTask with a failure): the first
+// failure a worker reported. A failed job keeps running on its other workers, but its
+// consumers stop with the error, and `feedmesh jobs` shows it failed.
+type JobFailure struct {
+	// Worker is the worker whose task failed.
+	Worker string `cbor:"1,keyasint" json:"worker"`
+	// Reason is the task's error, at most MaxFailureBytes.
+	Reason string `cbor:"2,keyasint" json:"reason"`
+	// At is the EndTask's At, Unix nanoseconds.
+	At int64 `cbor:"3,keyasint" json:"at"`
 }
 
 // Job is a named run of a dataset, as stored in the state.
@@ -268,6 +291,9 @@ type Job struct {
 	// that reaches the leader after its consumer's detach cannot attach it
 	// again and keep the job alive for a whole ConsumerTTL.
 	Detached map[string]int64 `cbor:"15,keyasint,omitempty" json:"detached,omitempty"`
+	// Failure is set once a worker reported that its task of the job
+	// failed (EndTask); nil while none has. It never changes after that.
+	Failure *JobFailure `cbor:"16,keyasint,omitempty" json:"failure,omitempty"`
 }
 
 // clone returns a deep copy.
@@ -279,6 +305,10 @@ func (j *Job) clone() *Job {
 	c.StaticWorkers = slices.Clone(j.StaticWorkers)
 	c.Dynamic = j.Dynamic.Clone()
 	c.Rounds = j.Rounds.clone()
+	if j.Failure != nil {
+		f := *j.Failure
+		c.Failure = &f
+	}
 	return &c
 }
 

@@ -32,6 +32,13 @@ type readSummary struct {
 	Seconds   float64                  `json:"seconds"`
 	Workers   int                      `json:"workers"`
 	PerWorker map[string]workerSummary `json:"per_worker"`
+	// JobState is the job's state when the read ended (running, finished,
+	// failed); SplitsLost and NumSplits (DYNAMIC) say how many of the
+	// dataset's splits the job lost, at most once, to workers that died or
+	// restarted while they held them (client.Stats.SplitsLost).
+	JobState   string `json:"job_state,omitempty"`
+	SplitsLost int64  `json:"splits_lost"`
+	NumSplits  int64  `json:"num_splits,omitempty"`
 	// Note says what the reader should know about a surprising result:
 	// nothing read from a job that had already run to its end, or the
 	// copies that sharing off delivers.
@@ -182,7 +189,8 @@ func consume(ctx context.Context, it *client.Iterator, take int64, p progressLin
 		per[n] = workerSummary{Batches: ws.Batches, Elements: ws.Rows, Bytes: ws.Bytes, WireBytes: ws.WireBytes}
 	}
 	return readSummary{Job: it.Job(), Batches: s.Batches, Elements: s.Rows, Bytes: s.Bytes, WireBytes: s.WireBytes,
-		Seconds: time.Since(start).Seconds(), Workers: len(s.Workers), PerWorker: per, padded: padded, tokens: tokens}, nil
+		Seconds: time.Since(start).Seconds(), Workers: len(s.Workers), PerWorker: per, padded: padded, tokens: tokens,
+		JobState: s.JobState, SplitsLost: s.SplitsLost, NumSplits: s.NumSplits}, nil
 }
 
 // progressLine is where and how consume reports progress: nowhere (w nil),
@@ -231,6 +239,9 @@ func readNote(s readSummary, existing *api.JobInfo, sh api.Sharding) string {
 			s.Job, existing.CreatedAt.Format(time.RFC3339))
 	case sh == api.Off && s.Workers > 1:
 		return fmt.Sprintf("sharding off: each of the %d workers read the whole dataset, so this is %d copies of it (--sharding dynamic reads it once, split among the workers)", s.Workers, s.Workers)
+	case s.SplitsLost > 0:
+		return fmt.Sprintf("data lost: %d of the dataset's %d splits were lost (DYNAMIC sharding is at most once under failure: a worker died or restarted while it held them, and what it had not sent of them is not read again); `feedmesh jobs` shows the job's loss",
+			s.SplitsLost, s.NumSplits)
 	}
 	return ""
 }
@@ -257,6 +268,9 @@ func printReadSummary(w io.Writer, s readSummary) {
 	if sh := s.Share; sh != nil {
 		fmt.Fprintf(w, "sharing: %d batches read from share windows (%d hits, %d produced for this job), %d evicted before this job read them\n",
 			sh.Read, sh.Hits, sh.Produced, sh.EvictedBeforeRead)
+	}
+	if s.SplitsLost > 0 {
+		fmt.Fprintf(w, "lost: %d of %d splits (at most once: their worker died or restarted)\n", s.SplitsLost, s.NumSplits)
 	}
 	if s.Note != "" {
 		fmt.Fprintln(w, "note: "+s.Note)
@@ -296,7 +310,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return cli.WriteJSON(stdout, jobs)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSHARDING\tCOMPRESSION\tCONSUMERS\tWORKERS\tEPOCH\tSPLITS leased/finished/lost/total\tSHARE read/hits/produced/evicted\tDATASET")
+	fmt.Fprintln(tw, "JOB\tSTATE\tSHARDING\tCOMPRESSION\tCONSUMERS\tWORKERS\tEPOCH\tSPLITS leased/finished/lost/total\tSHARE read/hits/produced/evicted\tDATASET")
 	for _, j := range jobs {
 		live := 0
 		for _, w := range j.Workers {
@@ -308,10 +322,18 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if comp == "" {
 			comp = "none"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d (%d expired)\t%d/%d\t%d/%d/%d/%d\t%s\t%.12s\n", j.Name, j.Options.Sharding, comp, len(j.Consumers),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d (%d expired)\t%d/%d\t%d/%d/%d/%d\t%s\t%.12s\n", j.Name, j.State, j.Options.Sharding, comp, len(j.Consumers),
 			live, len(j.Workers)-live, j.Epoch+1, j.Options.Epochs, j.Leased, j.Finished, j.Lost, j.NumSplits, shareColumn(j), j.Fingerprint)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		if j.State == api.JobFailed {
+			fmt.Fprintf(stdout, "job %s failed: %s\n", j.Name, j.Failure)
+		}
+	}
+	return nil
 }
 
 // shareColumn is the SHARE column of `feedmesh jobs`: the job's sharing

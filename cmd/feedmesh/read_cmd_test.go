@@ -73,11 +73,31 @@ func TestReadNote(t *testing.T) {
 		{readSummary{Job: "j", Elements: 0}, nil, api.Dynamic, ""}, // an empty dataset, freshly created
 		{readSummary{Job: "j", Elements: 30, Workers: 3}, nil, api.Off, "3 copies"},
 		{readSummary{Job: "j", Elements: 10, Workers: 1}, nil, api.Off, ""},
+		{readSummary{Job: "j", Elements: 90, Workers: 2, SplitsLost: 2, NumSplits: 50}, nil, api.Dynamic, "2 of the dataset's 50 splits were lost"},
+		{readSummary{Job: "j", Elements: 90, Workers: 2, NumSplits: 50}, nil, api.Dynamic, ""},
 	} {
 		got := readNote(tc.s, tc.existing, tc.sh)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("readNote(%+v, %v, %s) = %q, want one containing %q", tc.s, tc.existing != nil, tc.sh, got, tc.want)
 		}
+	}
+}
+
+// The summary says how much was lost; JSON always has splits_lost.
+func TestReadSummaryReportsLoss(t *testing.T) {
+	var b strings.Builder
+	printReadSummary(&b, readSummary{Job: "j", Batches: 9, Elements: 90, Seconds: 1, SplitsLost: 2, NumSplits: 50, Note: "n"})
+	if !strings.Contains(b.String(), "lost: 2 of 50 splits") {
+		t.Errorf("summary without the loss:\n%s", b.String())
+	}
+	b.Reset()
+	printReadSummary(&b, readSummary{Job: "j", Batches: 9, Elements: 90, Seconds: 1, NumSplits: 50})
+	if strings.Contains(b.String(), "lost") {
+		t.Errorf("summary reports a loss that did not happen:\n%s", b.String())
+	}
+	js, err := json.Marshal(readSummary{Job: "j", JobState: api.JobFinished})
+	if err != nil || !strings.Contains(string(js), `"splits_lost":0`) || !strings.Contains(string(js), `"job_state":"finished"`) {
+		t.Errorf("json %s, %v", js, err)
 	}
 }
 

@@ -206,8 +206,17 @@ type JobInfo struct {
 	Epoch       int64        `json:"epoch"`
 	Leased      int64        `json:"splits_leased"`
 	Finished    int64        `json:"splits_finished"`
-	Lost        int64        `json:"splits_lost"`
-	CreatedAt   time.Time    `json:"created_at"`
+	// Lost (DYNAMIC jobs) counts the splits lost at most once: leased to
+	// a worker that was declared dead, or that restarted, before it
+	// reported them finished. Their elements that the worker had not sent
+	// are missing from the job's data for good (README, "Job state and
+	// loss", says what this count does not yet cover).
+	Lost      int64     `json:"splits_lost"`
+	CreatedAt time.Time `json:"created_at"`
+	// State is the job's state: JobRunning, JobFinished or JobFailed.
+	State string `json:"state"`
+	// Failure (JobFailed) says which worker's pipeline failed, and how.
+	Failure string `json:"failure,omitempty"`
 	// ShareGroup (DYNAMIC jobs with Share) is the hidden job whose split
 	// leases all sharing jobs of the dataset use (raftstate share groups);
 	// workers lease under it. Leased/Finished/Lost are the group's.
@@ -218,6 +227,19 @@ type JobInfo struct {
 	// Rounds (coordinated jobs) is the round schedule and progress.
 	Rounds *RoundsInfo `json:"rounds,omitempty"`
 }
+
+// Job states (JobInfo.State).
+const (
+	// JobRunning: neither finished nor failed.
+	JobRunning = "running"
+	// JobFinished: a DYNAMIC job has handed out every split of every epoch
+	// and each was finished or lost; an OFF or STATIC job's live workers
+	// have all reached the end of their data.
+	JobFinished = "finished"
+	// JobFailed: a worker's pipeline failed (JobInfo.Failure says why);
+	// the job's consumers stop with that error.
+	JobFailed = "failed"
+)
 
 // ErrVersionMismatch: an answer whose job options are unset, which a node
 // never sends (it stores them with their defaults): the other side encodes
@@ -273,6 +295,10 @@ type LeaseRequest struct {
 	RequestID uint64 `cbor:"3,keyasint"`
 	N         int    `cbor:"4,keyasint"`
 	Forwarded bool   `cbor:"5,keyasint,omitempty"`
+	// Incarnation identifies the worker's process (its start time): the
+	// first lease of a restarted worker makes the leases of its previous
+	// process lost (raftstate.NewLeaseSplitsAs). 0: not said.
+	Incarnation uint64 `cbor:"6,keyasint,omitempty"`
 }
 
 // LeaseResponse carries the leased splits.
@@ -281,6 +307,15 @@ type LeaseResponse struct {
 	Splits []int64 `cbor:"2,keyasint"`
 	// Done: every epoch has been handed out; no more splits will come.
 	Done bool `cbor:"3,keyasint"`
+}
+
+// EndTaskRequest reports that a worker's task of a job ended
+// (MethodEndTask): its data ended (Failure empty), or it failed.
+type EndTaskRequest struct {
+	Job       string `cbor:"1,keyasint"`
+	Worker    string `cbor:"2,keyasint"`
+	Failure   string `cbor:"3,keyasint,omitempty"`
+	Forwarded bool   `cbor:"4,keyasint,omitempty"`
 }
 
 // FinishRequest reports splits a worker has read completely.

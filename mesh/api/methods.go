@@ -18,6 +18,7 @@ const (
 	MethodJobGet     = "job.get"        // JobRequest → JobGetResponse: a job and its dataset spec (workers use it)
 	MethodLease      = "worker.lease"   // LeaseRequest → LeaseResponse: DYNAMIC split leases
 	MethodFinish     = "worker.finish"  // FinishRequest: DYNAMIC splits read completely
+	MethodEndTask    = "worker.endtask" // EndTaskRequest: a worker's task of the job ended, or failed
 
 	// MethodShareStats (ShareStatsRequest → WorkerShareStats) is answered
 	// by the worker asked, never forwarded: its own sharing counters.

@@ -1,0 +1,102 @@
+package raftstate
+
+import (
+	"fmt"
+	"strings"
+)
+
+// A worker tells the leader when its task of a job ends: its data ended
+// (every epoch of OFF and STATIC, or its DYNAMIC leases), or its pipeline
+// failed (a corrupt file, a bad op). The job's state (State) follows from
+// it: the cluster would otherwise not know that an OFF or STATIC job has
+// finished, and a failure would be known only to the consumers reading
+// when it happened, not to `feedmesh jobs`.
+
+// Job states (Job.State).
+const (
+	// JobRunning: not finished, not failed.
+	JobRunning = "running"
+	// JobFinished: DYNAMIC, every split of every epoch handed out and
+	// each finished or lost; OFF and STATIC, every live worker's task
+	// has ended.
+	JobFinished = "finished"
+	// JobFailed: a worker's task failed (Job.Failure).
+	JobFailed = "failed"
+)
+
+// EndTaskBody is the body of TypeEndTask.
+type EndTaskBody struct {
+	Job    string `cbor:"1,keyasint"`
+	Worker string `cbor:"2,keyasint"`
+	// Failure is the task's error; empty when its data ended.
+	Failure string `cbor:"3,keyasint,omitempty"`
+}
+
+// NewEndTask records that worker's task of job ended: with failure "" its
+// data ended; otherwise it failed with that error (cut to
+// MaxFailureBytes), and the job is failed for as long as it exists. Only
+// the first failure is kept. Idempotent. Result: bool, whether the command
+// changed the job.
+func NewEndTask(job, worker, failure string) Command {
+	if len(failure) > MaxFailureBytes {
+		failure = strings.ToValidUTF8(failure[:MaxFailureBytes-3], "") + "..."
+	}
+	return newCommand(TypeEndTask, 1, EndTaskBody{Job: job, Worker: worker, Failure: failure})
+}
+
+func applyEndTask(s *State, c Command) (any, error) {
+	var b EndTaskBody
+	if err := decodeBody(c, &b); err != nil {
+		return nil, err
+	}
+	j, err := s.jobOf(b.Job)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkName("worker id", b.Worker); err != nil {
+		return nil, err
+	}
+	if len(b.Failure) > MaxFailureBytes {
+		return nil, fmt.Errorf("%w: failure of %d bytes, limit %d", ErrInvalidCommand, len(b.Failure), MaxFailureBytes)
+	}
+	// A worker not assigned to the job (a task started by a consumer's
+	// stream before or without an assignment) has no end to record, but
+	// its failure is the job's all the same: its consumers got it.
+	st, ok := j.Workers[b.Worker]
+	changed := false
+	if ok && !st.Ended {
+		st.Ended = true
+		j.Workers[b.Worker] = st
+		changed = true
+	}
+	if b.Failure != "" && j.Failure == nil {
+		j.Failure = &JobFailure{Worker: b.Worker, Reason: b.Failure, At: c.At}
+		changed = true
+	}
+	return changed, nil
+}
+
+// State is the job's state: JobFailed once a task failed; JobFinished
+// once its data has ended (see the constants); JobRunning otherwise. A job
+// with no live worker has not finished: it waits for one.
+func (v JobView) State() string {
+	switch {
+	case v.Failure != nil:
+		return JobFailed
+	case v.Progress != nil:
+		if v.Progress.Complete {
+			return JobFinished
+		}
+		return JobRunning
+	}
+	live := v.LiveWorkers()
+	for _, w := range live {
+		if !v.Workers[w].Ended {
+			return JobRunning
+		}
+	}
+	if len(live) == 0 {
+		return JobRunning
+	}
+	return JobFinished
+}
