@@ -47,21 +47,7 @@ func TestPausedWorkerStaysOutOfTheJob(t *testing.T) {
 	defer it.Close()
 	name := c.Name(victim)
 	leader := c.Node(0)
-	held := func() map[int64]bool { // the victim's outstanding splits
-		v, ok := leader.Raft().Job(job)
-		if !ok || v.Dynamic == nil {
-			return nil
-		}
-		ids := map[int64]bool{}
-		for _, out := range v.Dynamic.Outstanding {
-			for id, w := range out {
-				if w == name {
-					ids[id] = true
-				}
-			}
-		}
-		return ids
-	}
+	held := func() map[int64]bool { return heldBy(c, job, name) } // the victim's outstanding splits
 	// The pause outlasts the client's QUIC idle timeout (dial uses the fast
 	// transport preset), as a 15 s SIGSTOP outlasts the default 5 s: the
 	// client's connections to the victim die, and it never reads the
