@@ -64,8 +64,10 @@ type Config struct {
 	// MaxConnsPerAddr bounds the incoming connections from one remote IP
 	// address (any port); further connection attempts from it are closed at
 	// once. It keeps one address from taking all of MaxIncomingConns. A peer
-	// node holds 1+DataConns connections, a client one or two: raise it when
-	// many nodes or clients share one IP (a NAT, many processes on one host).
+	// node holds 1+DataConns connections, a client 1+StreamsPerWorker: the
+	// default, a quarter of MaxIncomingConns, leaves room for a machine that
+	// runs several nodes and dozens of trainer processes (they share its
+	// IP, as a NAT's clients do) while one address still cannot take them all.
 	MaxConnsPerAddr int
 
 	// MaxRPCStreamsPerConn bounds the control streams one incoming connection
@@ -159,7 +161,7 @@ func DefaultConfig() Config {
 		MaxIncomingConns:        1024,
 		MaxIncomingStreams:      1024,
 		MaxConcurrentRPCs:       256,
-		MaxConnsPerAddr:         64,
+		MaxConnsPerAddr:         256,
 		MaxRPCStreamsPerConn:    64,
 		MaxRPCStreamsPerAddr:    128,
 		RPCIdleTimeout:          2 * time.Second,
