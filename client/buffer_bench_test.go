@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/transport"
 )
 
 // BenchmarkClientBuffer measures the client's buffer as the iterator uses it
@@ -17,18 +18,18 @@ func BenchmarkClientBuffer(b *testing.B) {
 	for _, size := range []int{64 << 10, 1 << 20, 16 << 20} {
 		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
 			el := tensor.Element{Tensors: []tensor.Tensor{{Name: "data", DType: tensor.Uint8, Shape: []int64{int64(size)}, Data: make([]byte, size)}}}
-			budget := newByteBudget(256 << 20)
+			budget := transport.NewByteBudget("PrefetchBytes", 256<<20)
 			items := make(chan item, 16)
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
 				n := int64(el.ByteSize())
-				if err := budget.acquire(ctx, n); err != nil {
+				if err := budget.Acquire(ctx, n); err != nil {
 					b.Fatal(err)
 				}
 				items <- item{b: Batch{Element: el, Worker: "w"}, size: n}
 				x := <-items
-				budget.release(x.size)
+				budget.Release(x.size)
 			}
 		})
 	}

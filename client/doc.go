@@ -29,11 +29,10 @@
 //
 //	client.go       Options, Dial, the control client with failover, Distribute, Attach
 //	control.go      the cluster's other control methods: Members, Status, Jobs, Put, Get
-//	iterator.go     the skeleton: Iterator, the engine and host interfaces, Next, Close
+//	iterator.go     the skeleton: Iterator, the engine and host interfaces, Next, Close, the prefetch byte budget (transport.ByteBudget)
 //	heartbeat.go    the heartbeat loop: lease renewal, the job's state, the job gone
 //	streams.go      opening a batch stream to a worker, and how a stream ended
 //	retry.go        the retry policy: delay after n failures (pure)
-//	budget.go       the byte bound of the prefetch buffer
 //	batch.go        Batch, Rows, Release and buffer recycling
 //	stats.go        Stats and WorkerStats; the job's state and lost splits as the cluster reports them
 //	plain.go        the plain engine: StreamsPerWorker streams to every worker

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/transport"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
@@ -72,8 +73,8 @@ type Iterator struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	items  chan item
-	budget *byteBudget
-	kick   chan struct{} // heartbeat now
+	budget *transport.ByteBudget // Options.PrefetchBytes
+	kick   chan struct{}         // heartbeat now
 	wg     sync.WaitGroup
 
 	mu    sync.Mutex
@@ -88,7 +89,7 @@ func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, ind
 	it := &Iterator{
 		c: c, job: info.Name, consumer: consumer, info: info,
 		items:  make(chan item, c.opts.PrefetchBatches),
-		budget: newByteBudget(c.opts.PrefetchBytes),
+		budget: transport.NewByteBudget("PrefetchBytes", c.opts.PrefetchBytes),
 		kick:   make(chan struct{}, 1),
 		stats:  Stats{Workers: map[string]WorkerStats{}},
 	}
@@ -151,7 +152,7 @@ func (it *Iterator) Next(ctx context.Context) (Batch, error) {
 			defer it.mu.Unlock()
 			return Batch{}, it.err
 		}
-		it.budget.release(x.held)
+		it.budget.Release(x.held)
 		it.countDelivered(x)
 		return x.b, nil
 	case <-ctx.Done():
@@ -209,15 +210,18 @@ func (it *Iterator) fail(err error) {
 }
 
 func (it *Iterator) put(ctx context.Context, x item) error {
-	if err := it.budget.acquire(ctx, x.size); err != nil {
-		return err
+	// A batch larger than the whole budget takes all of it, alone, rather
+	// than waiting for ever.
+	held := min(x.size, it.budget.Size())
+	if err := it.budget.Acquire(ctx, held); err != nil {
+		return ctx.Err()
 	}
-	x.held = x.size
+	x.held = held
 	select {
 	case it.items <- x:
 		return nil
 	case <-ctx.Done():
-		it.budget.release(x.held)
+		it.budget.Release(x.held)
 		return ctx.Err()
 	}
 }

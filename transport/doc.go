@@ -26,7 +26,8 @@
 //	transport.go  Transport: the QUIC endpoint on one UDP socket, stream kinds, dial with its connection cache
 //	config.go     Config, its presets (DefaultConfig, FastConfig) and bounds
 //	listener.go   the per-kind listener that accepted streams are routed to, bounded by AcceptBacklog
-//	limits.go     limits against hostile peers: per-address and per-connection counts, request-byte budgets, idle reads
+//	limits.go     limits against hostile peers: per-address and per-connection counts, idle reads
+//	budget.go     ByteBudget: a counting semaphore of bytes (request bytes here, the client's prefetch bytes)
 //	stream.go     Stream: a QUIC stream as a net.Conn (Raft's transport needs one)
 //	frame.go      Codec: frames of a CBOR header and a raw tail, with their size bounds; HeaderDecoder
 //	rpc.go        RPCServer and Call: one request/response per control stream

@@ -211,28 +211,33 @@ func TestLargeRequestsGiveBudgetBack(t *testing.T) {
 	}
 }
 
-// TestByteBudget: acquire takes what fits, waits for a release, and refuses
-// what never fits or does not fit by the deadline.
+// TestByteBudget: Acquire takes what fits, waits for a Release, and refuses
+// what never fits (at once) or does not fit before its context ends.
 func TestByteBudget(t *testing.T) {
-	b := newByteBudget("MaxTest", 100)
-	if err := b.acquire(101, time.Now().Add(time.Second)); err == nil {
-		t.Fatal("took more than the budget")
+	b := NewByteBudget("MaxTest", 100)
+	within := func(d time.Duration) context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		t.Cleanup(cancel)
+		return ctx
 	}
-	if err := b.acquire(60, time.Now()); err != nil {
+	var eb *BudgetError
+	if err := b.Acquire(within(time.Second), 101); !errors.As(err, &eb) || eb.Err != nil {
+		t.Fatalf("took more than the budget: %v", err)
+	}
+	if err := b.Acquire(context.Background(), 60); err != nil {
 		t.Fatalf("60 of 100: %v", err)
 	}
-	err := b.acquire(60, time.Now().Add(20*time.Millisecond))
-	var eb *errBudget
-	if !errors.As(err, &eb) || eb.name != "MaxTest" {
+	err := b.Acquire(within(20*time.Millisecond), 60)
+	if !errors.As(err, &eb) || eb.Name != "MaxTest" || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("120 of 100 by the deadline: %v, want a budget error", err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- b.acquire(60, time.Now().Add(5*time.Second)) }()
-	b.release(60)
+	go func() { done <- b.Acquire(within(5*time.Second), 60) }()
+	b.Release(60)
 	if err := <-done; err != nil {
 		t.Fatalf("after a release: %v", err)
 	}
-	if got := b.inUse(); got != 60 {
+	if got := b.InUse(); got != 60 {
 		t.Fatalf("in use %d, want 60", got)
 	}
 }

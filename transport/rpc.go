@@ -213,26 +213,30 @@ func (s *RPCServer) serveStream(conn net.Conn) {
 // gives them back, after the request has been handled.
 func readRequest(conn net.Conn, codec *Codec, readTimeout time.Duration, req *rpcRequest) (body []byte, release func(), err error) {
 	r := &idleReader{c: conn, final: time.Now().Add(readTimeout)}
-	var budgets []*byteBudget
+	var budgets []*ByteBudget
 	if st, ok := conn.(*Stream); ok {
 		r.idle = st.t.cfg.RPCIdleTimeout
 		if st.in != nil {
-			budgets = []*byteBudget{st.in.budget, st.t.rpcBudget}
+			budgets = []*ByteBudget{st.in.budget, st.t.rpcBudget}
 		}
 	}
 	var held int64
 	release = func() {
 		for _, b := range budgets {
-			b.release(held)
+			b.Release(held)
 		}
 		held = 0
 	}
 	reserve := func(n int) error {
-		dl := r.deadline()
+		if len(budgets) == 0 {
+			return nil
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), r.deadline())
+		defer cancel()
 		for i, b := range budgets {
-			if err := b.acquire(int64(n), dl); err != nil {
+			if err := b.Acquire(ctx, int64(n)); err != nil {
 				for _, taken := range budgets[:i] {
-					taken.release(int64(n))
+					taken.Release(int64(n))
 				}
 				return err
 			}

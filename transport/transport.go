@@ -78,7 +78,7 @@ type Transport struct {
 	dataLane  atomic.Uint32
 	incoming  map[*quic.Conn]*connState
 	addrs     map[string]*addrState // remote IPs with incoming connections
-	rpcBudget *byteBudget           // MaxRPCBytesInFlight
+	rpcBudget *ByteBudget           // MaxRPCBytesInFlight
 	closeOnce sync.Once
 }
 
@@ -146,7 +146,7 @@ func New(pc net.PacketConn, serverTLS, clientTLS *tls.Config, cfg Config, log *s
 		dialed:    make(map[connKey]*dialEntry),
 		incoming:  make(map[*quic.Conn]*connState),
 		addrs:     make(map[string]*addrState),
-		rpcBudget: newByteBudget("MaxRPCBytesInFlight", cfg.MaxRPCBytesInFlight),
+		rpcBudget: NewByteBudget("MaxRPCBytesInFlight", cfg.MaxRPCBytesInFlight),
 	}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	for _, k := range []StreamKind{KindRaft, KindControl, KindData} {
@@ -298,7 +298,7 @@ func (t *Transport) acceptConns() {
 			t.addrs[ip] = as
 		}
 		as.conns++
-		cs := &connState{addr: as, budget: newByteBudget("MaxRPCBytesPerConn", t.cfg.MaxRPCBytesPerConn)}
+		cs := &connState{addr: as, budget: NewByteBudget("MaxRPCBytesPerConn", t.cfg.MaxRPCBytesPerConn)}
 		t.incoming[c] = cs
 		t.mu.Unlock()
 		t.wg.Go(func() { t.serveConn(c, cs) })
