@@ -202,9 +202,12 @@ func TestWorkerEnforcesJobCompression(t *testing.T) {
 			t.Fatal(err)
 		}
 		// (That frames follow the Accept is TestAcceptWithChoosesCompression's.)
+		// The job may have run out of splits for node 0 already (the
+		// iterator reads it meanwhile): an end of data after the Accept
+		// still says what the worker put in force.
 		_, _, err = rcv.Next(ctx)
 		rcv.Close()
-		if err != nil {
+		if err != nil && !errors.Is(err, io.EOF) {
 			t.Fatalf("job %s, asking %v: %v", tc.job, tc.ask, err)
 		}
 		if got := rcv.Compression(); got != tc.want {
