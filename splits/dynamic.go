@@ -50,13 +50,29 @@ type Lease struct {
 	Splits []int64 `cbor:"2,keyasint" json:"splits"`
 	// Done is true when, after this lease, no split of any epoch remains to
 	// be handed out: the worker should stop asking (outstanding leases of
-	// other workers may still be running).
+	// other workers may still be running). Exactly-once: no split remains
+	// to be handed out for the first time, but a worker's death may still
+	// orphan splits, so workers keep asking, rarely, until Complete.
 	Done bool `cbor:"3,keyasint" json:"done"`
+	// Exclude (exactly-once), when not empty, has one entry per split:
+	// the element indices already delivered, which the worker must not
+	// yield again (a split leased again after its worker died).
+	Exclude []Ranges `cbor:"4,keyasint,omitempty" json:"exclude,omitempty"`
+	// Complete: the job's data has ended (DynamicState.Complete); a
+	// worker stops asking.
+	Complete bool `cbor:"5,keyasint,omitempty" json:"complete,omitempty"`
 }
 
 // Clone returns a copy that shares nothing with l.
 func (l Lease) Clone() Lease {
 	l.Splits = slices.Clone(l.Splits)
+	if l.Exclude != nil {
+		ex := make([]Ranges, len(l.Exclude))
+		for i, r := range l.Exclude {
+			ex[i] = r.Clone()
+		}
+		l.Exclude = ex
+	}
 	return l
 }
 
@@ -112,6 +128,9 @@ type DynamicState struct {
 	// LastLease is each worker's last lease, for idempotent retries. A
 	// worker's record is dropped when it is expired.
 	LastLease map[string]LeaseRecord `cbor:"8,keyasint" json:"last_lease"`
+	// Exact is the exactly-once bookkeeping (exactly.go); nil for an
+	// at-most-once job.
+	Exact *ExactState `cbor:"9,keyasint,omitempty" json:"exact,omitempty"`
 }
 
 // NewDynamic returns the bookkeeping of a job over numSplits splits per
@@ -156,6 +175,13 @@ func (d *DynamicState) Lease(worker string, requestID uint64, n int) Lease {
 			return r.Lease.Clone()
 		}
 	}
+	if d.Exact != nil {
+		if l, ok := d.leaseOrphans(worker, n); ok {
+			l.Done = d.done()
+			d.LastLease[worker] = LeaseRecord{RequestID: requestID, Lease: l.Clone()}
+			return l
+		}
+	}
 	l := Lease{Epoch: d.Epoch}
 	if !d.done() {
 		n = min(max(n, 1), MaxLease)
@@ -184,6 +210,7 @@ func (d *DynamicState) Lease(worker string, requestID uint64, n int) Lease {
 		}
 	}
 	l.Done = d.done()
+	l.Complete = d.Complete()
 	d.LastLease[worker] = LeaseRecord{RequestID: requestID, Lease: l.Clone()}
 	return l
 }
@@ -193,6 +220,9 @@ func (d *DynamicState) Lease(worker string, requestID uint64, n int) Lease {
 // returns an error wrapping ErrNotLeased (or naming the duplicate) and
 // changes nothing.
 func (d *DynamicState) Finish(worker string, epoch int64, splits []int64) error {
+	if d.Exact != nil {
+		return fmt.Errorf("%w: Finish on an exactly-once job (Produce)", ErrExactlyOnce)
+	}
 	if len(splits) == 0 {
 		return nil
 	}
@@ -264,6 +294,9 @@ func (d *DynamicState) Expire(worker string) (lost []int64) {
 
 // prune drops the counts of an earlier epoch with nothing outstanding.
 func (d *DynamicState) prune(epoch int64) {
+	if x := d.Exact; x != nil && (len(x.Produced[epoch]) > 0 || len(x.Orphaned[epoch]) > 0) {
+		return
+	}
 	if epoch < d.Epoch && len(d.Outstanding[epoch]) == 0 {
 		delete(d.PerEpoch, epoch)
 	}
@@ -293,6 +326,8 @@ type Progress struct {
 	// outstanding any more, so the job's data has ended.
 	Done     bool `json:"done"`
 	Complete bool `json:"complete"`
+	// Exact is the exactly-once progress; nil for an at-most-once job.
+	Exact *ExactProgress `json:"exact,omitempty"`
 }
 
 // Progress summarizes d.
@@ -317,7 +352,8 @@ func (d *DynamicState) Progress() Progress {
 	default:
 		p.Remaining = (d.Epochs-1-d.Epoch)*d.NumSplits + p.RemainingInEpoch
 	}
-	p.Complete = p.Done && p.Outstanding == 0
+	p.Complete = d.Complete()
+	p.Exact = d.Exact.progress()
 	return p
 }
 
@@ -332,6 +368,7 @@ func (d *DynamicState) Clone() *DynamicState {
 		c.Outstanding[e] = maps.Clone(out)
 	}
 	c.PerEpoch = maps.Clone(d.PerEpoch)
+	c.Exact = d.Exact.clone()
 	c.LastLease = make(map[string]LeaseRecord, len(d.LastLease))
 	for w, r := range d.LastLease {
 		r.Lease = r.Lease.Clone()

@@ -28,6 +28,17 @@ func (d *DynamicState) Validate() error {
 		return bad("no counts for the current epoch %d", d.Epoch)
 	}
 	var outstanding int64
+	held := map[int64]int64{} // epoch → produced + orphaned (exactly-once)
+	if x := d.Exact; x != nil {
+		n, err := x.validate(d)
+		if err != nil {
+			return bad("%v", err)
+		}
+		held = n
+		for _, k := range held {
+			outstanding += k
+		}
+	}
 	for e, out := range d.Outstanding {
 		if e < 0 || e > d.Epoch || len(out) == 0 {
 			return bad("outstanding leases of epoch %d (current %d): %d", e, d.Epoch, len(out))
@@ -44,7 +55,7 @@ func (d *DynamicState) Validate() error {
 	}
 	var sum Counts
 	for e, c := range d.PerEpoch {
-		if e < 0 || e > d.Epoch || (e < d.Epoch && len(d.Outstanding[e]) == 0) {
+		if e < 0 || e > d.Epoch || (e < d.Epoch && len(d.Outstanding[e]) == 0 && held[e] == 0) {
 			return bad("counts kept for epoch %d (current %d)", e, d.Epoch)
 		}
 		want := d.NumSplits
@@ -52,7 +63,7 @@ func (d *DynamicState) Validate() error {
 			want = d.Next
 		}
 		if c.Leased != want || c.Finished < 0 || c.Lost < 0 || c.Finished > c.Leased || c.Lost > c.Leased ||
-			c.Leased-c.Finished-c.Lost != int64(len(d.Outstanding[e])) {
+			c.Leased-c.Finished-c.Lost != int64(len(d.Outstanding[e]))+held[e] {
 			return bad("epoch %d counts %+v with %d outstanding and %d handed out", e, c, len(d.Outstanding[e]), want)
 		}
 		sum.Leased += c.Leased

@@ -1,0 +1,550 @@
+package splits
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// Exactly-once DYNAMIC sharding (DynamicState.ExactlyOnce).
+//
+// At-most-once (the DynamicState of dynamic.go) loses a dead worker's
+// leases: some of their elements may have been delivered, so running them
+// again could deliver an element twice. Exactly-once runs them again and
+// skips what was delivered, which needs three facts the at-most-once state
+// does not have:
+//
+//   - what was delivered: consumers report the elements they received
+//     (Receive, in receipts a few times a second), by (epoch, split,
+//     element index);
+//   - what a split yields: a worker that has emitted every element of a
+//     split says which indices it emitted (Produce; filters drop some, so
+//     this is not simply [0, n));
+//   - that nothing more will arrive from a dead worker: each consumer that
+//     was attached when the worker was expired fences it (Fence: it has
+//     stopped reading from it and its receipts cover everything it got).
+//
+// A split's life: leased (Outstanding) → produced (Produced: the worker has
+// emitted it) → settled, once the receipts cover every index it emitted:
+// the split is delivered and forgotten. When its worker is expired, a split
+// that is leased or produced but not settled becomes orphaned (Orphaned);
+// once every consumer that must fence the worker has, it is leased again,
+// first, with the delivered indices excluded (Lease.Exclude), and goes
+// round the same life. Nothing is lost and nothing repeats as long as the
+// consumers stay attached.
+//
+// A consumer that leaves (Depart) may have taken elements with it that it
+// never receipted (a crash), and batches on their way to it are read by no
+// one. So when a consumer departs, every split then produced settles at once
+// and every split then leased settles as soon as it is produced, whatever
+// the receipts say; what they did not cover is counted in Abandoned, and
+// receipts that arrive later for those splits (elements that were on their
+// way to consumers still attached) take it back off. Abandoned is thus
+// exact once the job has ended: the elements that reached no consumer still
+// attached.
+//
+// The job has ended (Complete) when every split of every epoch was handed
+// out and every one settled. Until then a worker whose lease said Done keeps
+// asking, rarely: a worker's death can orphan splits at any time before.
+
+// ErrExactlyOnce: a call that belongs to the other delivery mode (Finish on
+// an exactly-once state, Produce or Receive on an at-most-once one).
+var ErrExactlyOnce = errors.New("splits: wrong delivery mode")
+
+// MaxReceiptIntervals bounds the intervals of one Receive, and of one
+// Produce entry.
+const MaxReceiptIntervals = 1 << 16
+
+// ProducedSplit is a split whose worker has emitted every element.
+type ProducedSplit struct {
+	// Worker emitted it.
+	Worker string `cbor:"1,keyasint" json:"worker"`
+	// Emitted are the indices it emitted, excluded ones not counted.
+	Emitted Ranges `cbor:"2,keyasint" json:"emitted"`
+}
+
+// SplitEmitted is one entry of Produce.
+type SplitEmitted struct {
+	Split   int64  `cbor:"1,keyasint" json:"split"`
+	Emitted Ranges `cbor:"2,keyasint" json:"emitted"`
+}
+
+// ExactCounts counts what exactly-once delivery did, over every epoch.
+type ExactCounts struct {
+	// Requeued is how many times an orphaned split was leased again.
+	Requeued int64 `cbor:"1,keyasint" json:"requeued"`
+	// Delivered is how many element receipts were new.
+	Delivered int64 `cbor:"2,keyasint" json:"delivered"`
+	// Duplicates is how many receipted elements had been receipted
+	// before: an element delivered twice. It stays 0 unless something is
+	// wrong.
+	Duplicates int64 `cbor:"3,keyasint" json:"duplicates"`
+	// Abandoned is how many emitted elements reached no consumer that
+	// stayed attached (see Depart).
+	Abandoned int64 `cbor:"4,keyasint" json:"abandoned"`
+	// Departures counts consumers that left while the job ran.
+	Departures int64 `cbor:"5,keyasint" json:"departures"`
+}
+
+// ExactState is the exactly-once part of a DynamicState, nil when the job is
+// at-most-once. Maps are epoch → split → …; inner maps are never empty.
+type ExactState struct {
+	// Produced: emitted, not settled.
+	Produced map[int64]map[int64]ProducedSplit `cbor:"1,keyasint" json:"produced"`
+	// Delivered: receipts of splits not settled yet.
+	Delivered map[int64]map[int64]Ranges `cbor:"2,keyasint" json:"delivered"`
+	// Orphaned: split → the expired worker that held it.
+	Orphaned map[int64]map[int64]string `cbor:"3,keyasint" json:"orphaned"`
+	// Fences: expired worker → consumers whose fence is awaited (sorted).
+	Fences map[string][]string `cbor:"4,keyasint" json:"fences"`
+	// Lenient: leased splits that settle as soon as they are produced (a
+	// consumer departed while they were leased).
+	Lenient map[int64]map[int64]bool `cbor:"5,keyasint" json:"lenient"`
+	// Unreceipted: splits settled by a departure, with the emitted
+	// indices no receipt covered yet (counted in Abandoned).
+	Unreceipted map[int64]map[int64]Ranges `cbor:"6,keyasint" json:"unreceipted"`
+	Counts      ExactCounts                `cbor:"7,keyasint" json:"counts"`
+}
+
+func newExact() *ExactState {
+	return &ExactState{
+		Produced:    map[int64]map[int64]ProducedSplit{},
+		Delivered:   map[int64]map[int64]Ranges{},
+		Orphaned:    map[int64]map[int64]string{},
+		Fences:      map[string][]string{},
+		Lenient:     map[int64]map[int64]bool{},
+		Unreceipted: map[int64]map[int64]Ranges{},
+	}
+}
+
+// NewDynamicExactlyOnce is NewDynamic for an exactly-once job.
+func NewDynamicExactlyOnce(numSplits, epochs int64) *DynamicState {
+	d := NewDynamic(numSplits, epochs)
+	d.Exact = newExact()
+	return d
+}
+
+// ExactlyOnce reports whether d re-runs a dead worker's splits.
+func (d *DynamicState) ExactlyOnce() bool { return d.Exact != nil }
+
+func put[V any](m map[int64]map[int64]V, e, s int64, v V) {
+	in := m[e]
+	if in == nil {
+		in = map[int64]V{}
+		m[e] = in
+	}
+	in[s] = v
+}
+
+func del[V any](m map[int64]map[int64]V, e, s int64) {
+	if in := m[e]; in != nil {
+		delete(in, s)
+		if len(in) == 0 {
+			delete(m, e)
+		}
+	}
+}
+
+func get[V any](m map[int64]map[int64]V, e, s int64) (V, bool) {
+	v, ok := m[e][s]
+	return v, ok
+}
+
+// leaseOrphans hands worker up to n orphaned splits whose fences are all
+// in, of the earliest epoch that has any, with their delivered indices as
+// exclusions. ok is false when there is none.
+func (d *DynamicState) leaseOrphans(worker string, n int) (l Lease, ok bool) {
+	x := d.Exact
+	for _, e := range slices.Sorted(maps.Keys(x.Orphaned)) {
+		var ids []int64
+		for s, dead := range x.Orphaned[e] {
+			if len(x.Fences[dead]) == 0 {
+				ids = append(ids, s)
+			}
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		slices.Sort(ids)
+		ids = ids[:min(len(ids), min(max(n, 1), MaxLease))]
+		l = Lease{Epoch: e, Splits: ids, Exclude: make([]Ranges, len(ids))}
+		for i, s := range ids {
+			del(x.Orphaned, e, s)
+			put(d.Outstanding, e, s, worker)
+			l.Exclude[i] = x.Delivered[e][s].Clone()
+		}
+		x.Counts.Requeued += int64(len(ids))
+		return l, true
+	}
+	return Lease{}, false
+}
+
+// Produce records that worker has emitted every element of the given
+// splits of epoch, which it holds. Each entry says which indices it emitted
+// (excluded ones not counted). A split whose receipts already cover them
+// settles. Every split must be outstanding for worker in that epoch and
+// listed once; otherwise Produce changes nothing and returns an error
+// wrapping ErrNotLeased.
+func (d *DynamicState) Produce(worker string, epoch int64, done []SplitEmitted) error {
+	x := d.Exact
+	if x == nil {
+		return fmt.Errorf("%w: Produce on an at-most-once job", ErrExactlyOnce)
+	}
+	seen := make(map[int64]bool, len(done))
+	for _, p := range done {
+		if seen[p.Split] {
+			return fmt.Errorf("produce epoch %d: split %d listed twice", epoch, p.Split)
+		}
+		seen[p.Split] = true
+		if p.Emitted.Intervals() > MaxReceiptIntervals {
+			return fmt.Errorf("produce epoch %d split %d: %d intervals, limit %d", epoch, p.Split, p.Emitted.Intervals(), MaxReceiptIntervals)
+		}
+		if err := p.Emitted.Validate(); err != nil {
+			return fmt.Errorf("produce epoch %d split %d: %w", epoch, p.Split, err)
+		}
+		holder, ok := get(d.Outstanding, epoch, p.Split)
+		if !ok {
+			return fmt.Errorf("%w: split %d of epoch %d is not outstanding", ErrNotLeased, p.Split, epoch)
+		}
+		if holder != worker {
+			return fmt.Errorf("%w: split %d of epoch %d is leased to %q, not %q", ErrNotLeased, p.Split, epoch, holder, worker)
+		}
+	}
+	for _, p := range done {
+		del(d.Outstanding, epoch, p.Split)
+		put(x.Produced, epoch, p.Split, ProducedSplit{Worker: worker, Emitted: p.Emitted.Clone()})
+		if _, lenient := get(x.Lenient, epoch, p.Split); lenient {
+			del(x.Lenient, epoch, p.Split)
+			d.settle(epoch, p.Split, true)
+		} else if covers(x.Delivered[epoch][p.Split], p.Emitted) {
+			d.settle(epoch, p.Split, false)
+		}
+	}
+	return nil
+}
+
+// covers reports whether have holds every index of want.
+func covers(have, want Ranges) bool { return want.Minus(have).Empty() }
+
+// settle forgets a produced split: delivered, or given up on by a
+// departure (abandon), whose unreceipted indices are then counted.
+func (d *DynamicState) settle(e, s int64, abandon bool) {
+	x := d.Exact
+	p := x.Produced[e][s]
+	if abandon {
+		if rest := p.Emitted.Minus(x.Delivered[e][s]); !rest.Empty() {
+			put(x.Unreceipted, e, s, rest)
+			x.Counts.Abandoned += rest.Len()
+		}
+	}
+	del(x.Produced, e, s)
+	del(x.Delivered, e, s)
+	c := d.PerEpoch[e]
+	c.Finished++
+	d.PerEpoch[e] = c
+	d.Total.Finished++
+	d.prune(e)
+}
+
+// Receive records that consumer received the elements got of split s of
+// epoch. Receipts of elements received before count as Duplicates; of a
+// split already settled, they take back what a departure counted as
+// abandoned (or, if none was, count as Duplicates). A receipt naming a
+// split never handed out is an error and changes nothing.
+func (d *DynamicState) Receive(consumer string, epoch, s int64, got Ranges) error {
+	x := d.Exact
+	if x == nil {
+		return fmt.Errorf("%w: Receive on an at-most-once job", ErrExactlyOnce)
+	}
+	if got.Intervals() > MaxReceiptIntervals {
+		return fmt.Errorf("receipt of epoch %d split %d: %d intervals, limit %d", epoch, s, got.Intervals(), MaxReceiptIntervals)
+	}
+	if err := got.Validate(); err != nil {
+		return fmt.Errorf("receipt of epoch %d split %d: %w", epoch, s, err)
+	}
+	if epoch < 0 || epoch > d.Epoch || s < 0 || s >= d.NumSplits || (epoch == d.Epoch && s >= d.Next && !d.done()) {
+		return fmt.Errorf("receipt of epoch %d split %d: never handed out (epoch %d, next %d of %d)", epoch, s, d.Epoch, d.Next, d.NumSplits)
+	}
+	if got.Empty() {
+		return nil
+	}
+	_, out := get(d.Outstanding, epoch, s)
+	_, prod := get(x.Produced, epoch, s)
+	_, orph := get(x.Orphaned, epoch, s)
+	if !out && !prod && !orph {
+		// Settled (or its epoch forgotten): late receipts.
+		if rest, ok := get(x.Unreceipted, epoch, s); ok {
+			back := rest.Intersect(got)
+			x.Counts.Abandoned -= back.Len()
+			x.Counts.Delivered += back.Len()
+			x.Counts.Duplicates += got.Len() - back.Len()
+			if rest = rest.Minus(got); rest.Empty() {
+				del(x.Unreceipted, epoch, s)
+			} else {
+				put(x.Unreceipted, epoch, s, rest)
+			}
+			return nil
+		}
+		x.Counts.Duplicates += got.Len()
+		return nil
+	}
+	have := x.Delivered[epoch][s]
+	dup := have.Intersect(got).Len()
+	x.Counts.Duplicates += dup
+	x.Counts.Delivered += got.Len() - dup
+	have = have.Clone()
+	have.AddAll(got)
+	put(x.Delivered, epoch, s, have)
+	if p, ok := get(x.Produced, epoch, s); ok && covers(have, p.Emitted) {
+		d.settle(epoch, s, false)
+	}
+	return nil
+}
+
+// Fence records that consumer will take nothing more from the expired
+// worker, and that its receipts so far cover all it took. The worker's
+// orphaned splits are leased again once every consumer it waits for has
+// fenced it (or departed). Fencing a worker nobody waits for is a no-op.
+func (d *DynamicState) Fence(consumer, worker string) {
+	if d.Exact == nil {
+		return
+	}
+	d.unwait(consumer, worker)
+}
+
+func (d *DynamicState) unwait(consumer, worker string) {
+	x := d.Exact
+	cs := x.Fences[worker]
+	if i, ok := slices.BinarySearch(cs, consumer); ok {
+		cs = slices.Delete(cs, i, i+1)
+	}
+	if len(cs) == 0 {
+		delete(x.Fences, worker)
+	} else {
+		x.Fences[worker] = cs
+	}
+}
+
+// ExpireWorker declares worker dead. At-most-once: Expire. Exactly-once:
+// its leased and produced-but-unsettled splits, in every epoch, become
+// orphaned, and are leased again once every one of consumers (the job's
+// attached consumers: each may hold elements from the worker it has not
+// receipted yet) has fenced it. It returns how many splits became lost
+// (at-most-once) or orphaned (exactly-once).
+func (d *DynamicState) ExpireWorker(worker string, consumers []string) (lost, orphaned int) {
+	x := d.Exact
+	if x == nil {
+		return len(d.Expire(worker)), 0
+	}
+	delete(d.LastLease, worker)
+	for e, out := range maps.Clone(d.Outstanding) {
+		for s, w := range out {
+			if w == worker {
+				del(d.Outstanding, e, s)
+				del(x.Lenient, e, s) // the departure it noted took nothing of a re-run
+				put(x.Orphaned, e, s, worker)
+				orphaned++
+			}
+		}
+	}
+	for e, ps := range maps.Clone(x.Produced) {
+		for s, p := range ps {
+			if p.Worker == worker {
+				del(x.Produced, e, s)
+				put(x.Orphaned, e, s, worker)
+				orphaned++
+			}
+		}
+	}
+	if orphaned > 0 && len(consumers) > 0 {
+		cs := slices.Clone(consumers)
+		slices.Sort(cs)
+		x.Fences[worker] = slices.Compact(cs)
+	}
+	return 0, orphaned
+}
+
+// Depart records that consumer left the job (detached, or expired): no
+// fence is awaited from it any more, and what it may have taken without
+// receipting can no longer be told from what is still on its way, so
+// every produced split settles now and every leased one as soon as it is
+// produced (see the package comment above).
+func (d *DynamicState) Depart(consumer string) {
+	x := d.Exact
+	if x == nil {
+		return
+	}
+	x.Counts.Departures++
+	for w := range maps.Clone(x.Fences) {
+		d.unwait(consumer, w)
+	}
+	for e, ps := range maps.Clone(x.Produced) {
+		for s := range ps {
+			d.settle(e, s, true)
+		}
+	}
+	for e, out := range d.Outstanding {
+		for s := range out {
+			put(x.Lenient, e, s, true)
+		}
+	}
+}
+
+// Complete reports whether the job's data has ended: every split of every
+// epoch handed out, and none outstanding (at-most-once), or every one
+// settled (exactly-once).
+func (d *DynamicState) Complete() bool {
+	if !d.done() || len(d.Outstanding) > 0 {
+		return false
+	}
+	x := d.Exact
+	return x == nil || (len(x.Produced) == 0 && len(x.Orphaned) == 0)
+}
+
+// ExactProgress summarizes the exactly-once part for status pages.
+type ExactProgress struct {
+	ExactCounts
+	// Produced, Orphaned: splits in those states now; Fencing: expired
+	// workers whose orphaned splits wait for consumers' fences.
+	Produced int64 `json:"produced"`
+	Orphaned int64 `json:"orphaned"`
+	Fencing  int   `json:"fencing"`
+}
+
+func (x *ExactState) progress() *ExactProgress {
+	if x == nil {
+		return nil
+	}
+	p := &ExactProgress{ExactCounts: x.Counts, Fencing: len(x.Fences)}
+	for _, m := range x.Produced {
+		p.Produced += int64(len(m))
+	}
+	for _, m := range x.Orphaned {
+		p.Orphaned += int64(len(m))
+	}
+	return p
+}
+
+func (x *ExactState) clone() *ExactState {
+	if x == nil {
+		return nil
+	}
+	c := &ExactState{
+		Produced:    map[int64]map[int64]ProducedSplit{},
+		Delivered:   map[int64]map[int64]Ranges{},
+		Orphaned:    map[int64]map[int64]string{},
+		Fences:      map[string][]string{},
+		Lenient:     map[int64]map[int64]bool{},
+		Unreceipted: map[int64]map[int64]Ranges{},
+		Counts:      x.Counts,
+	}
+	for e, m := range x.Produced {
+		for s, p := range m {
+			p.Emitted = p.Emitted.Clone()
+			put(c.Produced, e, s, p)
+		}
+	}
+	for e, m := range x.Delivered {
+		for s, r := range m {
+			put(c.Delivered, e, s, r.Clone())
+		}
+	}
+	for e, m := range x.Orphaned {
+		c.Orphaned[e] = maps.Clone(m)
+	}
+	for w, cs := range x.Fences {
+		c.Fences[w] = slices.Clone(cs)
+	}
+	for e, m := range x.Lenient {
+		c.Lenient[e] = maps.Clone(m)
+	}
+	for e, m := range x.Unreceipted {
+		for s, r := range m {
+			put(c.Unreceipted, e, s, r.Clone())
+		}
+	}
+	return c
+}
+
+// validate checks the exactly-once invariants against d and returns, per
+// epoch, how many splits are produced or orphaned.
+func (x *ExactState) validate(d *DynamicState) (map[int64]int64, error) {
+	if x.Produced == nil || x.Delivered == nil || x.Orphaned == nil || x.Fences == nil || x.Lenient == nil || x.Unreceipted == nil {
+		return nil, fmt.Errorf("exactly-once: missing map")
+	}
+	handedOut := func(e, s int64) bool {
+		return e >= 0 && e <= d.Epoch && s >= 0 && s < d.NumSplits && (e < d.Epoch || s < d.Next || d.done())
+	}
+	held := map[int64]int64{}
+	for e, m := range x.Produced {
+		if len(m) == 0 {
+			return nil, fmt.Errorf("exactly-once: empty produced map of epoch %d", e)
+		}
+		for s, p := range m {
+			if !handedOut(e, s) {
+				return nil, fmt.Errorf("exactly-once: produced split %d of epoch %d was never handed out", s, e)
+			}
+			if _, ok := d.Outstanding[e][s]; ok {
+				return nil, fmt.Errorf("exactly-once: split %d of epoch %d both leased and produced", s, e)
+			}
+			if err := p.Emitted.Validate(); err != nil {
+				return nil, fmt.Errorf("exactly-once: produced split %d of epoch %d: %w", s, e, err)
+			}
+			held[e]++
+		}
+	}
+	for e, m := range x.Orphaned {
+		if len(m) == 0 {
+			return nil, fmt.Errorf("exactly-once: empty orphaned map of epoch %d", e)
+		}
+		for s := range m {
+			_, out := d.Outstanding[e][s]
+			_, prod := x.Produced[e][s]
+			if !handedOut(e, s) || out || prod {
+				return nil, fmt.Errorf("exactly-once: orphaned split %d of epoch %d is also leased or produced, or was never handed out", s, e)
+			}
+			held[e]++
+		}
+	}
+	for e, m := range x.Delivered {
+		if len(m) == 0 {
+			return nil, fmt.Errorf("exactly-once: empty delivered map of epoch %d", e)
+		}
+		for s, r := range m {
+			_, out := d.Outstanding[e][s]
+			_, prod := x.Produced[e][s]
+			_, orph := x.Orphaned[e][s]
+			if !out && !prod && !orph {
+				return nil, fmt.Errorf("exactly-once: receipts kept for split %d of epoch %d, which is settled", s, e)
+			}
+			if err := r.Validate(); err != nil {
+				return nil, fmt.Errorf("exactly-once: receipts of split %d of epoch %d: %w", s, e, err)
+			}
+		}
+	}
+	for e, m := range x.Lenient {
+		for s := range m {
+			if _, out := d.Outstanding[e][s]; !out {
+				return nil, fmt.Errorf("exactly-once: lenient split %d of epoch %d is not leased", s, e)
+			}
+		}
+	}
+	for e, m := range x.Unreceipted {
+		for s, r := range m {
+			if err := r.Validate(); err != nil || r.Empty() {
+				return nil, fmt.Errorf("exactly-once: unreceipted split %d of epoch %d: %v (%v)", s, e, r, err)
+			}
+		}
+	}
+	for w, cs := range x.Fences {
+		if len(cs) == 0 || !slices.IsSorted(cs) || len(slices.Compact(slices.Clone(cs))) != len(cs) {
+			return nil, fmt.Errorf("exactly-once: fences awaited for %q: %v", w, cs)
+		}
+	}
+	c := x.Counts
+	if c.Requeued < 0 || c.Delivered < 0 || c.Duplicates < 0 || c.Abandoned < 0 || c.Departures < 0 {
+		return nil, fmt.Errorf("exactly-once: negative counts %+v", c)
+	}
+	return held, nil
+}
