@@ -46,6 +46,12 @@ const (
 	TypeReportRound CommandType = 20
 	// TypeEndTask: NewEndTask (body: EndTaskBody).
 	TypeEndTask CommandType = 21
+	// TypeProduceSplits: a worker emitted every element of splits of an
+	// exactly-once DYNAMIC job (NewProduceSplits).
+	TypeProduceSplits CommandType = 22
+	// TypeReceipts: a consumer's receipts and fences for an exactly-once
+	// DYNAMIC job (NewReceipts).
+	TypeReceipts CommandType = 23
 )
 
 // String names the type for errors and logs.

@@ -62,6 +62,32 @@ type FinishSplitsBody struct {
 	IDs    []int64 `cbor:"4,keyasint"`
 }
 
+// ProduceSplitsBody is the body of TypeProduceSplits.
+type ProduceSplitsBody struct {
+	Job    string                `cbor:"1,keyasint"`
+	Worker string                `cbor:"2,keyasint"`
+	Epoch  int64                 `cbor:"3,keyasint"`
+	Splits []splits.SplitEmitted `cbor:"4,keyasint"`
+}
+
+// Receipt is one entry of a ReceiptsBody: elements of one split a
+// consumer received.
+type Receipt struct {
+	Epoch int64         `cbor:"1,keyasint" json:"epoch"`
+	Split int64         `cbor:"2,keyasint" json:"split"`
+	Got   splits.Ranges `cbor:"3,keyasint" json:"got"`
+}
+
+// ReceiptsBody is the body of TypeReceipts.
+type ReceiptsBody struct {
+	Job      string    `cbor:"1,keyasint"`
+	Consumer string    `cbor:"2,keyasint"`
+	Receipts []Receipt `cbor:"3,keyasint,omitempty"`
+	// Fenced are expired workers the consumer has stopped reading from;
+	// Receipts cover everything it took from them.
+	Fenced []string `cbor:"4,keyasint,omitempty"`
+}
+
 // WorkerBody is the body of TypeExpireWorker.
 type WorkerBody struct {
 	Worker string `cbor:"1,keyasint"`
@@ -176,6 +202,21 @@ func NewFinishSplits(job, worker string, epoch int64, ids []int64) Command {
 	return newCommand(TypeFinishSplits, 1, FinishSplitsBody{Job: job, Worker: worker, Epoch: epoch, IDs: ids})
 }
 
+// NewProduceSplits reports that worker has emitted every element of the
+// given splits of epoch of an exactly-once DYNAMIC job, with the indices
+// it emitted (splits.DynamicState.Produce). Result: splits.Progress.
+func NewProduceSplits(job, worker string, epoch int64, done []splits.SplitEmitted) Command {
+	return newCommand(TypeProduceSplits, 1, ProduceSplitsBody{Job: job, Worker: worker, Epoch: epoch, Splits: done})
+}
+
+// NewReceipts reports, for an exactly-once DYNAMIC job, the elements
+// consumer received since its last receipts, and the expired workers it
+// fences (splits.DynamicState.Receive, Fence). The whole command applies or
+// nothing does. Result: splits.Progress.
+func NewReceipts(job, consumer string, receipts []Receipt, fenced []string) Command {
+	return newCommand(TypeReceipts, 1, ReceiptsBody{Job: job, Consumer: consumer, Receipts: receipts, Fenced: fenced})
+}
+
 // NewExpireWorker declares worker dead in every job: it is marked Expired
 // and its outstanding DYNAMIC leases are lost, never leased again in their
 // epoch. Idempotent. Result: map[string][]int64, job → lost split ids
@@ -283,7 +324,11 @@ func applyCreateJob(s *State, c Command) (any, error) {
 		if epochs < 0 {
 			epochs = 0 // splits: 0 repeats forever
 		}
-		j.Dynamic = splits.NewDynamic(ds.NumSplits, epochs)
+		if o.Delivery == DeliveryExactlyOnce {
+			j.Dynamic = splits.NewDynamicExactlyOnce(ds.NumSplits, epochs)
+		} else {
+			j.Dynamic = splits.NewDynamic(ds.NumSplits, epochs)
+		}
 		if o.Share {
 			if group == "" {
 				group = s.newShareGroup(ds, o, c.At)
@@ -386,6 +431,9 @@ func applyDetachConsumer(s *State, c Command) (any, error) {
 		return false, nil
 	}
 	delete(j.Consumers, b.Consumer)
+	if j.Dynamic != nil {
+		j.Dynamic.Depart(b.Consumer)
+	}
 	if len(j.Consumers) == 0 {
 		j.NoConsumersSince = c.At
 	}
@@ -439,6 +487,9 @@ func applyExpireConsumers(s *State, c Command) (any, error) {
 		}
 		for _, id := range gone {
 			delete(j.Consumers, id)
+			if j.Dynamic != nil {
+				j.Dynamic.Depart(id)
+			}
 		}
 		if len(j.Consumers) == 0 {
 			j.NoConsumersSince = last
@@ -527,7 +578,7 @@ func applyLeaseSplits(s *State, c Command) (any, error) {
 				ErrNotAssigned, b.Worker, b.Job, b.Incarnation, st.Incarnation)
 		}
 		if st.Incarnation != 0 {
-			j.Dynamic.Expire(b.Worker) // the previous process's leases: lost
+			expireLeases(j, b.Worker) // the previous process's leases: lost, or orphaned
 		}
 		st.Incarnation = b.Incarnation
 		j.Workers[b.Worker] = st
@@ -573,11 +624,7 @@ func applyExpireWorker(s *State, c Command) (any, error) {
 		if j.Rounds != nil {
 			j.Rounds.evictWorker(b.Worker)
 		}
-		var l []int64
-		if j.Dynamic != nil {
-			l = j.Dynamic.Expire(b.Worker)
-		}
-		lost[name] = l
+		lost[name] = expireLeases(j, b.Worker)
 	}
 	return lost, nil
 }
@@ -613,4 +660,90 @@ func applyGarbageCollectJob(s *State, c Command) (any, error) {
 		delete(s.Jobs, g) // its last job is gone: so are its leases
 	}
 	return true, nil
+}
+
+// expireLeases applies a worker's death to a DYNAMIC job's leases: lost
+// (at-most-once; returned) or orphaned until the job's consumers fence the
+// worker (exactly-once).
+func expireLeases(j *Job, worker string) (lost []int64) {
+	switch {
+	case j.Dynamic == nil:
+		return nil
+	case j.Dynamic.ExactlyOnce():
+		j.Dynamic.ExpireWorker(worker, slices.Sorted(maps.Keys(j.Consumers)))
+		return nil
+	default:
+		return j.Dynamic.Expire(worker)
+	}
+}
+
+// MaxReceipts bounds the entries of one Receipts command (and of one
+// ProduceSplits), and MaxReceiptIntervals their intervals in total.
+const (
+	MaxReceipts         = 1 << 14
+	MaxReceiptIntervals = splits.MaxReceiptIntervals
+)
+
+func applyProduceSplits(s *State, c Command) (any, error) {
+	var b ProduceSplitsBody
+	if err := decodeBody(c, &b); err != nil {
+		return nil, err
+	}
+	j, err := s.dynamicJobOf(b.Job, b.Worker, false)
+	if err != nil {
+		return nil, err
+	}
+	if len(b.Splits) > MaxReceipts {
+		return nil, fmt.Errorf("%w: %d splits, limit %d", ErrInvalidCommand, len(b.Splits), MaxReceipts)
+	}
+	if err := j.Dynamic.Produce(b.Worker, b.Epoch, b.Splits); err != nil {
+		return nil, fmt.Errorf("job %q: %w", b.Job, err)
+	}
+	return j.Dynamic.Progress(), nil
+}
+
+func applyReceipts(s *State, c Command) (any, error) {
+	var b ReceiptsBody
+	if err := decodeBody(c, &b); err != nil {
+		return nil, err
+	}
+	j, err := s.jobOf(b.Job)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkName("consumer id", b.Consumer); err != nil {
+		return nil, err
+	}
+	if j.Dynamic == nil || !j.Dynamic.ExactlyOnce() {
+		return nil, fmt.Errorf("%w: job %q is not exactly-once DYNAMIC (receipts)", ErrNotDynamic, b.Job)
+	}
+	if len(b.Receipts) > MaxReceipts || len(b.Fenced) > MaxJobWorkers {
+		return nil, fmt.Errorf("%w: %d receipts, %d fences (limits %d, %d)", ErrInvalidCommand, len(b.Receipts), len(b.Fenced), MaxReceipts, MaxJobWorkers)
+	}
+	intervals := 0
+	for _, r := range b.Receipts {
+		intervals += r.Got.Intervals()
+		if err := j.Dynamic.CheckReceipt(r.Epoch, r.Split, r.Got); err != nil {
+			return nil, fmt.Errorf("%w: job %q: %v", ErrInvalidCommand, b.Job, err)
+		}
+	}
+	if intervals > MaxReceiptIntervals {
+		return nil, fmt.Errorf("%w: %d receipt intervals, limit %d", ErrInvalidCommand, intervals, MaxReceiptIntervals)
+	}
+	for _, w := range b.Fenced {
+		if err := checkName("worker id", w); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range b.Receipts {
+		if err := j.Dynamic.Receive(b.Consumer, r.Epoch, r.Split, r.Got); err != nil {
+			// CheckReceipt passed, so this cannot happen; fail loudly
+			// rather than leave half a command applied unnoticed.
+			return nil, fmt.Errorf("job %q: receipts partly applied: %w", b.Job, err)
+		}
+	}
+	for _, w := range b.Fenced {
+		j.Dynamic.Fence(b.Consumer, w)
+	}
+	return j.Dynamic.Progress(), nil
 }

@@ -127,7 +127,20 @@ type JobOptions struct {
 	// apply a job naming a compression a newer node added exactly as that
 	// node does.
 	Compression string `cbor:"10,keyasint,omitempty" json:"compression,omitempty"`
+	// Delivery is what a DYNAMIC job guarantees when a worker dies:
+	// DeliveryExactlyOnce (its splits run again, skipping what consumers
+	// received) or "" (at-most-once: its splits are lost). "" is also
+	// every job of a log written before exactly-once existed; the proposer
+	// (mesh) chooses the default. Exactly-once needs DYNAMIC sharding
+	// without sharing or coordinated reads.
+	Delivery string `cbor:"11,keyasint,omitempty" json:"delivery,omitempty"`
 }
+
+// Delivery names (JobOptions.Delivery).
+const (
+	DeliveryExactlyOnce = "exactly-once"
+	DeliveryAtMostOnce  = "at-most-once" // stored as ""
+)
 
 // maxCompressionName bounds JobOptions.Compression.
 const maxCompressionName = 16
@@ -161,6 +174,9 @@ func (o JobOptions) Normalized() JobOptions {
 	if o.GCAfter == 0 {
 		o.GCAfter = DefaultGCAfter
 	}
+	if o.Delivery == DeliveryAtMostOnce {
+		o.Delivery = ""
+	}
 	return o
 }
 
@@ -188,6 +204,13 @@ func (o JobOptions) validate() error {
 	if !validCompressionName(o.Compression) {
 		errs = append(errs, fmt.Sprintf("compression %q (want a lowercase name, or empty for none)", o.Compression))
 	}
+	switch {
+	case o.Delivery == "":
+	case o.Delivery != DeliveryExactlyOnce:
+		errs = append(errs, fmt.Sprintf("delivery %q (want %s or %s)", o.Delivery, DeliveryExactlyOnce, DeliveryAtMostOnce))
+	case o.Sharding != splits.Dynamic || o.Share || o.Coordinated:
+		errs = append(errs, fmt.Sprintf("delivery %s needs sharding=dynamic without share or coordinated (have sharding=%v share=%v coordinated=%v)", o.Delivery, o.Sharding, o.Share, o.Coordinated))
+	}
 	errs = append(errs, o.validateCoordinated()...)
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: job options: %s", ErrInvalidCommand, strings.Join(errs, ", "))
@@ -213,6 +236,7 @@ func (o JobOptions) diff(want JobOptions) []string {
 	add("gc_after", o.GCAfter, want.GCAfter)
 	add("pad_final_round", o.PadFinalRound, want.PadFinalRound)
 	add("compression", o.Compression, want.Compression)
+	add("delivery", deliveryName(o.Delivery), deliveryName(want.Delivery))
 	return d
 }
 
@@ -413,3 +437,11 @@ func addSat(t int64, d time.Duration) int64 {
 
 // timeDiff is a - b as a Duration, for messages.
 func timeDiff(a, b int64) time.Duration { return time.Duration(a - b) }
+
+// deliveryName is the name of a stored JobOptions.Delivery.
+func deliveryName(d string) string {
+	if d == "" {
+		return DeliveryAtMostOnce
+	}
+	return d
+}

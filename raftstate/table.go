@@ -30,4 +30,6 @@ var commandTable = map[CommandType]handler{
 	TypeGarbageCollectJob: {name: "GarbageCollectJob", minVersion: 1, maxVersion: 1, apply: applyGarbageCollectJob},
 	TypeReportRound:       {name: "ReportRound", minVersion: 1, maxVersion: 1, apply: applyReportRound},
 	TypeEndTask:           {name: "EndTask", minVersion: 1, maxVersion: 1, apply: applyEndTask},
+	TypeProduceSplits:     {name: "ProduceSplits", minVersion: 1, maxVersion: 1, apply: applyProduceSplits},
+	TypeReceipts:          {name: "Receipts", minVersion: 1, maxVersion: 1, apply: applyReceipts},
 }

@@ -257,14 +257,8 @@ func (d *DynamicState) Receive(consumer string, epoch, s int64, got Ranges) erro
 	if x == nil {
 		return fmt.Errorf("%w: Receive on an at-most-once job", ErrExactlyOnce)
 	}
-	if got.Intervals() > MaxReceiptIntervals {
-		return fmt.Errorf("receipt of epoch %d split %d: %d intervals, limit %d", epoch, s, got.Intervals(), MaxReceiptIntervals)
-	}
-	if err := got.Validate(); err != nil {
-		return fmt.Errorf("receipt of epoch %d split %d: %w", epoch, s, err)
-	}
-	if epoch < 0 || epoch > d.Epoch || s < 0 || s >= d.NumSplits || (epoch == d.Epoch && s >= d.Next && !d.done()) {
-		return fmt.Errorf("receipt of epoch %d split %d: never handed out (epoch %d, next %d of %d)", epoch, s, d.Epoch, d.Next, d.NumSplits)
+	if err := d.CheckReceipt(epoch, s, got); err != nil {
+		return err
 	}
 	if got.Empty() {
 		return nil
@@ -298,6 +292,23 @@ func (d *DynamicState) Receive(consumer string, epoch, s int64, got Ranges) erro
 	put(x.Delivered, epoch, s, have)
 	if p, ok := get(x.Produced, epoch, s); ok && covers(have, p.Emitted) {
 		d.settle(epoch, s, false)
+	}
+	return nil
+}
+
+// CheckReceipt returns the error Receive would return, changing nothing.
+func (d *DynamicState) CheckReceipt(epoch, s int64, got Ranges) error {
+	if d.Exact == nil {
+		return fmt.Errorf("%w: Receive on an at-most-once job", ErrExactlyOnce)
+	}
+	if got.Intervals() > MaxReceiptIntervals {
+		return fmt.Errorf("receipt of epoch %d split %d: %d intervals, limit %d", epoch, s, got.Intervals(), MaxReceiptIntervals)
+	}
+	if err := got.Validate(); err != nil {
+		return fmt.Errorf("receipt of epoch %d split %d: %w", epoch, s, err)
+	}
+	if epoch < 0 || epoch > d.Epoch || s < 0 || s >= d.NumSplits || (epoch == d.Epoch && s >= d.Next && !d.done()) {
+		return fmt.Errorf("receipt of epoch %d split %d: never handed out (epoch %d, next %d of %d)", epoch, s, d.Epoch, d.Next, d.NumSplits)
 	}
 	return nil
 }

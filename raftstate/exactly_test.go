@@ -1,0 +1,98 @@
+package raftstate
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/feedmesh/feedmesh/splits"
+)
+
+// TestExactlyOnceCommands drives an exactly-once DYNAMIC job through the
+// FSM: a dead worker's splits wait for the consumers' fences, come back with
+// the delivered elements excluded, and the job completes once receipts
+// cover what was produced; the state survives a snapshot; bad commands
+// change nothing.
+func TestExactlyOnceCommands(t *testing.T) {
+	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Epochs: 1, Delivery: DeliveryExactlyOnce})
+	applyOK(t, s, NewAttachConsumer("j1", "c1"))
+	applyOK(t, s, NewAssignTask("j1", "w1"))
+	applyOK(t, s, NewAssignTask("j1", "w2"))
+	n := testDataset.NumSplits
+	l1 := applyOK(t, s, NewLeaseSplits("j1", "w1", 1, 1)).(splits.Lease)
+	if len(l1.Splits) != 1 {
+		t.Fatalf("lease: %+v", l1)
+	}
+	sp := l1.Splits[0]
+	applyOK(t, s, NewReceipts("j1", "c1", []Receipt{{Epoch: 0, Split: sp, Got: splits.Span(0, 2)}}, nil))
+	applyOK(t, s, NewExpireWorker("w1"))
+	// Everything else goes to w2; the orphan waits for c1's fence.
+	l2 := applyOK(t, s, NewLeaseSplits("j1", "w2", 1, int(n))).(splits.Lease)
+	if int64(len(l2.Splits)) != n-1 || l2.Exclude != nil {
+		t.Fatalf("lease before the fence: %+v", l2)
+	}
+	var done []splits.SplitEmitted
+	for _, id := range l2.Splits {
+		done = append(done, splits.SplitEmitted{Split: id, Emitted: splits.Span(0, 3)})
+	}
+	applyOK(t, s, NewProduceSplits("j1", "w2", 0, done))
+	var rs []Receipt
+	for _, id := range l2.Splits {
+		rs = append(rs, Receipt{Epoch: 0, Split: id, Got: splits.Span(0, 3)})
+	}
+	applyOK(t, s, NewReceipts("j1", "c1", rs, []string{"w1"}))
+	l3 := applyOK(t, s, NewLeaseSplits("j1", "w2", 2, 4)).(splits.Lease)
+	if len(l3.Splits) != 1 || l3.Splits[0] != sp || len(l3.Exclude) != 1 || l3.Exclude[0].String() != "[0,2)" {
+		t.Fatalf("re-lease: %+v", l3)
+	}
+	// Bad commands change nothing.
+	before, err := s.MarshalSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyErr(t, s, NewReceipts("j1", "c1", []Receipt{{Epoch: 0, Split: n, Got: splits.Span(0, 1)}}, nil), ErrInvalidCommand)
+	applyErr(t, s, NewReceipts("j1", "c1", []Receipt{{Epoch: 0, Split: sp, Got: splits.Span(2, 3)}, {Epoch: 0, Split: sp, Got: splits.Ranges{5, 4}}}, nil), ErrInvalidCommand)
+	applyErr(t, s, NewProduceSplits("j1", "w1", 0, []splits.SplitEmitted{{Split: sp}}), splits.ErrNotLeased)
+	applyErr(t, s, NewReceipts("nope", "c1", nil, nil), ErrUnknownJob)
+	after, _ := s.MarshalSnapshot()
+	if !reflect.DeepEqual(before, after) {
+		t.Fatal("a rejected command changed the state")
+	}
+	applyOK(t, s, NewProduceSplits("j1", "w2", 0, []splits.SplitEmitted{{Split: sp, Emitted: splits.Span(2, 3)}}))
+	if p := s.Jobs["j1"].Dynamic.Progress(); p.Complete {
+		t.Fatal("complete before the last receipt")
+	}
+	applyOK(t, s, NewReceipts("j1", "c1", []Receipt{{Epoch: 0, Split: sp, Got: splits.Span(2, 3)}}, nil))
+	p := s.Jobs["j1"].Dynamic.Progress()
+	if !p.Complete || p.Exact.Duplicates != 0 || p.Exact.Requeued != 1 || p.Total.Finished != n {
+		t.Fatalf("progress %+v %+v", p, p.Exact)
+	}
+	b, err := s.MarshalSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := UnmarshalSnapshot(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(r.Jobs["j1"].Dynamic, s.Jobs["j1"].Dynamic) {
+		t.Fatalf("after snapshot: %+v", r.Jobs["j1"].Dynamic)
+	}
+}
+
+// TestExactlyOnceOptions: exactly-once is only for plain DYNAMIC jobs, and
+// a job re-created with the other delivery is a mismatch.
+func TestExactlyOnceOptions(t *testing.T) {
+	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Delivery: DeliveryExactlyOnce})
+	applyErr(t, s, NewCreateJob("j1", "fp1", JobOptions{Sharding: splits.Dynamic, Delivery: DeliveryAtMostOnce}, nil), ErrMismatch)
+	for _, o := range []JobOptions{
+		{Sharding: splits.Off, Delivery: DeliveryExactlyOnce},
+		{Sharding: splits.Dynamic, Share: true, Delivery: DeliveryExactlyOnce},
+		{Sharding: splits.Dynamic, Delivery: "twice"},
+	} {
+		applyErr(t, s, NewCreateJob("j2", "fp1", o, nil), ErrInvalidCommand)
+	}
+	applyOK(t, s, NewCreateJob("j3", "fp1", JobOptions{Sharding: splits.Dynamic, Delivery: DeliveryAtMostOnce}, nil))
+	if s.Jobs["j3"].Dynamic.ExactlyOnce() || s.Jobs["j3"].Options.Delivery != "" {
+		t.Fatalf("at-most-once job stored as %+v", s.Jobs["j3"].Options)
+	}
+}
