@@ -3,7 +3,6 @@ package mesh
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sort"
 	"time"
 
@@ -67,6 +66,20 @@ func (n *Node) registerJobHandlers() {
 			return nil, transport.Errorf(transport.ErrInvalid, "decode finish: %v", err)
 		}
 		return struct{}{}, n.finish(ctx, req)
+	})
+	handle(api.MethodProduce, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req api.ProduceRequest
+		if err := decode(&req); err != nil {
+			return nil, transport.Errorf(transport.ErrInvalid, "decode produce: %v", err)
+		}
+		return struct{}{}, n.produce(ctx, req)
+	})
+	handle(api.MethodReceipts, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req api.ReceiptsRequest
+		if err := decode(&req); err != nil {
+			return nil, transport.Errorf(transport.ErrInvalid, "decode receipts: %v", err)
+		}
+		return struct{}{}, n.receipts(ctx, req)
 	})
 	n.registerJobStateHandlers(handle)
 	handle(api.MethodShareStats, func(ctx context.Context, decode func(any) error) (any, error) {
@@ -222,32 +235,6 @@ func (n *Node) jobGet(ctx context.Context, req api.JobRequest) (api.JobGetRespon
 	return resp, err
 }
 
-func (n *Node) lease(ctx context.Context, req api.LeaseRequest) (api.LeaseResponse, error) {
-	var resp api.LeaseResponse
-	err := n.onLeader(ctx, req.Forwarded, api.MethodLease, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
-		func(ctx context.Context) error {
-			res, err := n.raft.Apply(ctx, raftstate.NewLeaseSplitsAs(req.Job, req.Worker, req.Incarnation, req.RequestID, req.N))
-			if err != nil {
-				return err
-			}
-			l, ok := res.Value.(splits.Lease)
-			if !ok {
-				return fmt.Errorf("lease splits: unexpected result %T", res.Value)
-			}
-			resp = api.LeaseResponse{Epoch: l.Epoch, Splits: l.Splits, Done: l.Done}
-			return nil
-		})
-	return resp, err
-}
-
-func (n *Node) finish(ctx context.Context, req api.FinishRequest) error {
-	return n.onLeader(ctx, req.Forwarded, api.MethodFinish, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
-		func(ctx context.Context) error {
-			_, err := n.raft.Apply(ctx, raftstate.NewFinishSplits(req.Job, req.Worker, req.Epoch, req.Splits))
-			return err
-		})
-}
-
 // liveWorkers lists the members that may be given a task, sorted, at most
 // max (0: all), as raftstate.AssignableWorkers decides.
 func (n *Node) liveWorkers(max int) []string {
@@ -378,7 +365,7 @@ func toRaftOptions(o api.JobOptions) (raftstate.JobOptions, error) {
 	return raftstate.JobOptions{
 		Sharding: p, Epochs: o.Epochs, NumConsumers: o.NumConsumers, Share: o.Share,
 		Coordinated: o.Coordinated, PadFinalRound: o.PadFinalRound, MaxWorkers: o.MaxWorkers, ConsumerTTL: o.ConsumerTTL, GCAfter: o.GCAfter,
-		Compression: comp,
+		Compression: comp, Delivery: o.Delivery,
 	}, nil
 }
 
@@ -395,6 +382,7 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 			Sharding: api.Sharding(v.Options.Sharding.String()), Epochs: v.Options.Epochs, NumConsumers: v.Options.NumConsumers,
 			Share: v.Options.Share, Coordinated: v.Options.Coordinated, PadFinalRound: v.Options.PadFinalRound, MaxWorkers: v.Options.MaxWorkers,
 			ConsumerTTL: v.Options.ConsumerTTL, GCAfter: v.Options.GCAfter, Compression: v.Options.Compression,
+			Delivery: v.Options.Delivery,
 		},
 		CreatedAt: time.Unix(0, v.CreatedAt),
 	}
@@ -425,6 +413,12 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 	}
 	if p := v.Progress; p != nil {
 		info.Epoch, info.Leased, info.Finished, info.Lost = p.Epoch, p.Total.Leased, p.Total.Finished, p.Total.Lost
+		if x := p.Exact; x != nil {
+			info.Exact = &api.ExactInfo{Delivered: x.Delivered, Requeued: x.Requeued, Orphaned: x.Orphaned, Duplicates: x.Duplicates, Abandoned: x.Abandoned}
+		}
+	}
+	if v.Options.Sharding == splits.Dynamic && info.Options.Delivery == "" {
+		info.Options.Delivery = api.AtMostOnce
 	}
 	info.State, info.Failure = jobState(v)
 	return info

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/bucketing"
+	"github.com/feedmesh/feedmesh/splits"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
@@ -102,6 +103,32 @@ type JobOptions struct {
 	// Part of the job's options: every consumer of the job gets the same,
 	// and a worker grants a stream only its job's compression.
 	Compression string `cbor:"12,keyasint,omitempty" json:"compression,omitempty"`
+	// Delivery is what a DYNAMIC job guarantees when a node dies:
+	// ExactlyOnce (the default for DYNAMIC jobs without Share or
+	// Coordinated: a dead worker's splits are read again by another,
+	// skipping every element a consumer received, so each element of each
+	// epoch reaches the job's consumers once) or AtMostOnce (the dead
+	// worker's unfinished splits are lost, never repeated; the default,
+	// and the only choice, for Share and Coordinated jobs). OFF and STATIC
+	// jobs take "" (each worker reads its own splits; see the README).
+	Delivery string `cbor:"13,keyasint,omitempty" json:"delivery,omitempty"`
+}
+
+// Delivery guarantees (JobOptions.Delivery).
+const (
+	ExactlyOnce = "exactly-once"
+	AtMostOnce  = "at-most-once"
+)
+
+// ParseDelivery parses a delivery name as the CLI takes it ("" is the
+// default).
+func ParseDelivery(s string) (string, error) {
+	d := strings.ToLower(strings.TrimSpace(s))
+	switch d {
+	case "", ExactlyOnce, AtMostOnce:
+		return d, nil
+	}
+	return "", fmt.Errorf("delivery %q: want exactly-once or at-most-once", s)
 }
 
 // Defaults of the zero JobOptions fields.
@@ -117,6 +144,12 @@ func (o JobOptions) WithDefaults() JobOptions {
 		o.Sharding = Off
 		if o.Coordinated {
 			o.Sharding = Dynamic
+		}
+	}
+	if o.Delivery == "" && o.Sharding == Dynamic {
+		o.Delivery = ExactlyOnce
+		if o.Share || o.Coordinated {
+			o.Delivery = AtMostOnce
 		}
 	}
 	if o.Epochs == 0 {
@@ -169,6 +202,14 @@ func (o JobOptions) Validate() error {
 	if _, err := batch.ParseCompression(o.Compression); err != nil {
 		return fmt.Errorf("compression: %w", err)
 	}
+	switch {
+	case o.Delivery != "" && o.Delivery != ExactlyOnce && o.Delivery != AtMostOnce:
+		return fmt.Errorf("delivery: %q is not exactly-once or at-most-once", o.Delivery)
+	case o.Delivery != "" && o.Sharding != Dynamic:
+		return fmt.Errorf("delivery %s: only for sharding dynamic (with sharding %s each worker reads its own splits; see the README)", o.Delivery, o.Sharding)
+	case o.Delivery == ExactlyOnce && (o.Share || o.Coordinated):
+		return fmt.Errorf("delivery exactly-once: not yet with share or coordinated reads (use at-most-once)")
+	}
 	if o.Share && o.Sharding == Static {
 		return fmt.Errorf("share: ephemeral sharing works with sharing off or dynamic, not static (each static job fixes its own worker list)")
 	}
@@ -211,8 +252,11 @@ type JobInfo struct {
 	// reported them finished. Their elements that the worker had not sent
 	// are missing from the job's data for good (README, "Job state and
 	// loss", says what this count does not yet cover).
-	Lost      int64     `json:"splits_lost"`
-	CreatedAt time.Time `json:"created_at"`
+	Lost int64 `json:"splits_lost"`
+	// Exact (exactly-once DYNAMIC jobs) counts what exactly-once
+	// delivery did.
+	Exact     *ExactInfo `json:"exactly_once,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
 	// State is the job's state: JobRunning, JobFinished or JobFailed.
 	State string `json:"state"`
 	// Failure (JobFailed) says which worker's pipeline failed, and how.
@@ -226,6 +270,22 @@ type JobInfo struct {
 	Share *JobShareSummary `json:"share,omitempty"`
 	// Rounds (coordinated jobs) is the round schedule and progress.
 	Rounds *RoundsInfo `json:"rounds,omitempty"`
+}
+
+// ExactInfo is an exactly-once job's delivery counters (JobInfo.Exact).
+type ExactInfo struct {
+	// Delivered is how many elements consumers have receipted.
+	Delivered int64 `json:"delivered"`
+	// Requeued is how many splits of dead workers were read again.
+	Requeued int64 `json:"requeued"`
+	// Orphaned is how many splits of dead workers wait to be read again
+	// (for their consumers' fences, or a worker to take them).
+	Orphaned int64 `json:"orphaned"`
+	// Duplicates: elements receipted twice. 0 unless something is wrong.
+	Duplicates int64 `json:"duplicates"`
+	// Abandoned: elements that reached no consumer that stayed attached
+	// (a consumer left mid-job with them, or they were on their way to it).
+	Abandoned int64 `json:"abandoned"`
 }
 
 // Job states (JobInfo.State).
@@ -305,8 +365,43 @@ type LeaseRequest struct {
 type LeaseResponse struct {
 	Epoch  int64   `cbor:"1,keyasint"`
 	Splits []int64 `cbor:"2,keyasint"`
-	// Done: every epoch has been handed out; no more splits will come.
+	// Done: every epoch has been handed out; no more splits will come
+	// for the first time (exactly-once: a dead worker's may still come
+	// back until Complete).
 	Done bool `cbor:"3,keyasint"`
+	// Exclude (exactly-once), if not empty, has one entry per split: the
+	// element indices consumers already received, not to be sent again.
+	Exclude []splits.Ranges `cbor:"4,keyasint,omitempty"`
+	// Complete (exactly-once): every split is delivered; stop asking.
+	Complete bool `cbor:"5,keyasint,omitempty"`
+}
+
+// ProduceRequest (exactly-once) reports splits whose every element a
+// worker has emitted, with the indices it emitted.
+type ProduceRequest struct {
+	Job       string                `cbor:"1,keyasint"`
+	Worker    string                `cbor:"2,keyasint"`
+	Epoch     int64                 `cbor:"3,keyasint"`
+	Splits    []splits.SplitEmitted `cbor:"4,keyasint"`
+	Forwarded bool                  `cbor:"5,keyasint,omitempty"`
+}
+
+// Receipt is one split's elements a consumer received.
+type Receipt struct {
+	Epoch int64         `cbor:"1,keyasint"`
+	Split int64         `cbor:"2,keyasint"`
+	Got   splits.Ranges `cbor:"3,keyasint"`
+}
+
+// ReceiptsRequest (exactly-once) reports the elements a consumer received
+// since its last report, and the dead workers it has stopped reading
+// from (fences: its receipts cover all it got from them).
+type ReceiptsRequest struct {
+	Job       string    `cbor:"1,keyasint"`
+	Consumer  string    `cbor:"2,keyasint"`
+	Receipts  []Receipt `cbor:"3,keyasint,omitempty"`
+	Fenced    []string  `cbor:"4,keyasint,omitempty"`
+	Forwarded bool      `cbor:"5,keyasint,omitempty"`
 }
 
 // EndTaskRequest reports that a worker's task of a job ended

@@ -19,6 +19,8 @@ const (
 	MethodLease      = "worker.lease"   // LeaseRequest → LeaseResponse: DYNAMIC split leases
 	MethodFinish     = "worker.finish"  // FinishRequest: DYNAMIC splits read completely
 	MethodEndTask    = "worker.endtask" // EndTaskRequest: a worker's task of the job ended, or failed
+	MethodProduce    = "worker.produce" // ProduceRequest: exactly-once splits whose elements were all emitted
+	MethodReceipts   = "job.receipts"   // ReceiptsRequest: a consumer's receipts and fences (exactly-once)
 
 	// MethodShareStats (ShareStatsRequest → WorkerShareStats) is answered
 	// by the worker asked, never forwarded: its own sharing counters.

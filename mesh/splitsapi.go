@@ -1,0 +1,61 @@
+package mesh
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/raftstate"
+	"github.com/feedmesh/feedmesh/splits"
+)
+
+// The DYNAMIC split RPCs, each answered on the leader: workers lease
+// splits and report them finished (at-most-once) or produced
+// (exactly-once); consumers of exactly-once jobs report what they
+// received and fence dead workers (splits/exactly.go says why).
+
+func (n *Node) lease(ctx context.Context, req api.LeaseRequest) (api.LeaseResponse, error) {
+	var resp api.LeaseResponse
+	err := n.onLeader(ctx, req.Forwarded, api.MethodLease, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
+		func(ctx context.Context) error {
+			res, err := n.raft.Apply(ctx, raftstate.NewLeaseSplitsAs(req.Job, req.Worker, req.Incarnation, req.RequestID, req.N))
+			if err != nil {
+				return err
+			}
+			l, ok := res.Value.(splits.Lease)
+			if !ok {
+				return fmt.Errorf("lease splits: unexpected result %T", res.Value)
+			}
+			resp = api.LeaseResponse{Epoch: l.Epoch, Splits: l.Splits, Done: l.Done, Exclude: l.Exclude, Complete: l.Complete}
+			return nil
+		})
+	return resp, err
+}
+
+func (n *Node) finish(ctx context.Context, req api.FinishRequest) error {
+	return n.onLeader(ctx, req.Forwarded, api.MethodFinish, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
+		func(ctx context.Context) error {
+			_, err := n.raft.Apply(ctx, raftstate.NewFinishSplits(req.Job, req.Worker, req.Epoch, req.Splits))
+			return err
+		})
+}
+
+func (n *Node) produce(ctx context.Context, req api.ProduceRequest) error {
+	return n.onLeader(ctx, req.Forwarded, api.MethodProduce, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
+		func(ctx context.Context) error {
+			_, err := n.raft.Apply(ctx, raftstate.NewProduceSplits(req.Job, req.Worker, req.Epoch, req.Splits))
+			return err
+		})
+}
+
+func (n *Node) receipts(ctx context.Context, req api.ReceiptsRequest) error {
+	return n.onLeader(ctx, req.Forwarded, api.MethodReceipts, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
+		func(ctx context.Context) error {
+			rs := make([]raftstate.Receipt, len(req.Receipts))
+			for i, r := range req.Receipts {
+				rs[i] = raftstate.Receipt{Epoch: r.Epoch, Split: r.Split, Got: r.Got}
+			}
+			_, err := n.raft.Apply(ctx, raftstate.NewReceipts(req.Job, req.Consumer, rs, req.Fenced))
+			return err
+		})
+}
