@@ -3,9 +3,11 @@ package mesh
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"time"
 
+	"github.com/feedmesh/feedmesh/internal/testhooks"
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/raftstate"
@@ -217,22 +219,46 @@ func (n *Node) jobs(ctx context.Context, forwarded bool) ([]api.JobInfo, error) 
 	return out, err
 }
 
+// jobGet reads a job and its dataset spec on the leader. A miss is answered
+// only once the leader's state machine has applied everything committed
+// before the request (a Barrier): a leader reads its own FSM, which after an
+// election (or a leadership transfer) can still lack entries the previous
+// leader committed, such as the CreateJob a client has just been told
+// about. The Barrier runs on a miss only; if it cannot commit (no quorum,
+// leadership lost) the request is retried like any other and ends in
+// ErrNoQuorum, never in a not-found the leader could not vouch for.
 func (n *Node) jobGet(ctx context.Context, req api.JobRequest) (api.JobGetResponse, error) {
 	var resp api.JobGetResponse
 	err := n.onLeader(ctx, req.Forwarded, api.MethodJobGet, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
 		func(ctx context.Context) error {
-			view, ok := n.raft.Job(req.Job)
-			if !ok || view.Group {
-				return transport.Errorf(transport.ErrNotFound, "job %q not found", req.Job)
+			var err error
+			resp, err = n.jobGetLocal(req.Job)
+			if !errors.Is(err, transport.ErrNotFound) {
+				return err
 			}
-			d, ok := n.raft.Dataset(view.Fingerprint)
-			if !ok {
-				return transport.Errorf(transport.ErrNotFound, "job %q: dataset %s not found", req.Job, view.Fingerprint)
+			if h := testhooks.LeaderCatchingUp.Load(); h != nil {
+				(*h)(n.addr, req.Job)
 			}
-			resp = api.JobGetResponse{Job: n.jobInfo(view), Spec: d.Spec}
-			return nil
+			if err := n.raft.Barrier(ctx); err != nil {
+				return fmt.Errorf("job %q not in this leader's state; catching up with the log before answering: %w", req.Job, err)
+			}
+			resp, err = n.jobGetLocal(req.Job)
+			return err
 		})
 	return resp, err
+}
+
+// jobGetLocal reads job and its dataset from this node's FSM.
+func (n *Node) jobGetLocal(job string) (api.JobGetResponse, error) {
+	view, ok := n.raft.Job(job)
+	if !ok || view.Group {
+		return api.JobGetResponse{}, transport.Errorf(transport.ErrNotFound, "job %q not found", job)
+	}
+	d, ok := n.raft.Dataset(view.Fingerprint)
+	if !ok {
+		return api.JobGetResponse{}, transport.Errorf(transport.ErrNotFound, "job %q: dataset %s not found", job, view.Fingerprint)
+	}
+	return api.JobGetResponse{Job: n.jobInfo(view), Spec: d.Spec}, nil
 }
 
 // liveWorkers lists the members that may be given a task, sorted, at most

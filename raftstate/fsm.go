@@ -6,11 +6,14 @@ import (
 	"sync"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/feedmesh/feedmesh/internal/testhooks"
 )
 
 // fsm adapts State to raft.FSM. raft calls Apply, Snapshot and Restore from
 // its FSM goroutine; Get may be called from any goroutine, hence the lock.
 type fsm struct {
+	addr  string // the node's Raft address, for testhooks.BeforeFSMApply
 	mu    sync.RWMutex
 	state *State
 }
@@ -26,8 +29,14 @@ type applyResult struct {
 
 func newFSM() *fsm { return &fsm{state: NewState()} }
 
+// newNodeFSM is the FSM of the node with that Raft address.
+func newNodeFSM(addr string) *fsm { return &fsm{addr: addr, state: NewState()} }
+
 // Apply implements raft.FSM. Only LogCommand entries reach it.
 func (f *fsm) Apply(l *raft.Log) any {
+	if h := testhooks.BeforeFSMApply.Load(); h != nil {
+		(*h)(f.addr, l.Index)
+	}
 	c, err := DecodeCommand(l.Data)
 	if err != nil {
 		return applyResult{err: err}
