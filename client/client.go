@@ -75,6 +75,11 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// RequestTimeout bounds each control request. Default 10 s.
 	RequestTimeout time.Duration
+	// ReceiptInterval (exactly-once jobs) is how often the client reports
+	// the elements it received to the cluster (client/receipts.go): a
+	// split is settled, and the job can end, only once receipts cover it.
+	// Default 200 ms.
+	ReceiptInterval time.Duration
 	// Logger receives the client's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -103,6 +108,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 10 * time.Second
+	}
+	if o.ReceiptInterval <= 0 {
+		o.ReceiptInterval = 200 * time.Millisecond
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

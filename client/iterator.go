@@ -69,6 +69,7 @@ type Iterator struct {
 	consumer string
 	comp     batch.Compression // the job's, asked of every worker
 	eng      engine
+	ledger   *ledger // exactly-once jobs: what this consumer received (receipts.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -101,10 +102,28 @@ func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, ind
 	if info.Options.Coordinated {
 		it.eng = newCoordinator(it, info, consumer, c.opts, batched, index)
 	} else {
-		it.eng = newPlain(it, info, consumer, c.opts, batched)
+		var l *ledger
+		if info.Options.Delivery == api.ExactlyOnce {
+			l = newLedger()
+			it.ledger = l
+		}
+		it.eng = newPlain(it, info, consumer, c.opts, batched, l)
 	}
 	it.wg.Add(1)
 	go it.run()
+	if it.ledger != nil {
+		r := &reporter{l: it.ledger, job: it.job, consumer: consumer, interval: c.opts.ReceiptInterval,
+			send: func(ctx context.Context, req api.ReceiptsRequest) error {
+				return it.c.call(ctx, api.MethodReceipts, req, nil)
+			},
+			onErr: func(err error) { it.logger().Warn("exactly-once receipts; will resend", "job", it.job, "err", err) },
+		}
+		it.wg.Add(1)
+		go func() {
+			defer it.wg.Done()
+			r.run(it.ctx, c.opts.RequestTimeout)
+		}()
+	}
 	if info.Options.Share && !info.Options.Coordinated {
 		it.wg.Add(1)
 		go it.refreshShareStats()
@@ -245,6 +264,11 @@ func (it *Iterator) setInfo(info api.JobInfo) {
 	it.info = info
 	it.stats.JobState, it.stats.JobFailure = info.State, info.Failure
 	it.stats.NumSplits, it.stats.SplitsLost = info.NumSplits, info.Lost
+	it.stats.Delivery = info.Options.Delivery
+	if info.Exact != nil {
+		x := *info.Exact
+		it.stats.Exact = &x
+	}
 	it.mu.Unlock()
 }
 

@@ -22,6 +22,10 @@ import (
 
 // workerStreams is what the plain engine knows of one worker's streams.
 type workerStreams struct {
+	// ctx ends the worker's streams (cancel: when it is dropped).
+	ctx     context.Context
+	cancel  context.CancelFunc
+	fenced  bool // exactly-once: its fence was queued (dropped, no stream left)
 	addr    string
 	running int  // streams open to the worker (up to StreamsPerWorker)
 	done    bool // the worker sent its end of data on a stream
@@ -72,6 +76,7 @@ type plain struct {
 	window    int
 	retry     retryPolicy
 	log       *slog.Logger
+	ledger    *ledger // exactly-once jobs; nil otherwise
 
 	info    api.JobInfo   // as last heard; owned by run
 	wake    chan struct{} // a stream ended: reconcile
@@ -81,10 +86,10 @@ type plain struct {
 	workers map[string]*workerStreams
 }
 
-func newPlain(it host, info api.JobInfo, consumer string, o Options, batched bool) *plain {
+func newPlain(it host, info api.JobInfo, consumer string, o Options, batched bool, l *ledger) *plain {
 	return &plain{
 		it: it, job: info.Name, consumer: consumer, batched: batched, perWorker: o.StreamsPerWorker, window: o.Window,
-		retry: defaultRetry, log: o.Logger, info: info,
+		retry: defaultRetry, log: o.Logger, info: info, ledger: l,
 		wake: make(chan struct{}, 1), workers: map[string]*workerStreams{},
 	}
 }
@@ -140,6 +145,7 @@ func (p *plain) reconcile(ctx context.Context) (ended bool, next time.Time) {
 		s := p.workers[w.Name]
 		if s == nil {
 			s = &workerStreams{}
+			s.ctx, s.cancel = context.WithCancel(ctx)
 			p.workers[w.Name] = s
 		}
 		if w.Addr != "" {
@@ -150,6 +156,8 @@ func (p *plain) reconcile(ctx context.Context) (ended bool, next time.Time) {
 				p.log.Info("worker expired; dropping it", "job", p.job, "worker", w.Name)
 			}
 			s.dropped = true
+			s.cancel() // exactly-once: nothing more may be read from it
+			p.fenceIfIdle(w.Name, s)
 			continue
 		}
 		for s.canOpen(now, p.perWorker) {
@@ -158,7 +166,7 @@ func (p *plain) reconcile(ctx context.Context) (ended bool, next time.Time) {
 			}
 			s.running++
 			p.streams.Add(1)
-			go p.stream(ctx, w.Name, s.addr)
+			go p.stream(s.ctx, w.Name, s.addr)
 		}
 		if s.waiting(now, p.perWorker) && (next.IsZero() || s.retryAt.Before(next)) {
 			next = s.retryAt
@@ -189,10 +197,21 @@ func (p *plain) stream(ctx context.Context, worker, addr string) {
 		s.retryAt = time.Now().Add(p.retry.delay(s.fails))
 		p.log.Warn("worker stream failed; will retry unless the worker is expired", "job", p.job, "worker", worker, "err", err)
 	}
+	p.fenceIfIdle(worker, s)
 	p.mu.Unlock()
 	select {
 	case p.wake <- struct{}{}:
 	default:
+	}
+}
+
+// fenceIfIdle queues the fence of a dropped worker of an exactly-once job
+// once none of its streams is reading: everything read from it is then in
+// the ledger. p.mu is held.
+func (p *plain) fenceIfIdle(worker string, s *workerStreams) {
+	if p.ledger != nil && s.dropped && s.running == 0 && !s.fenced {
+		s.fenced = true
+		p.ledger.fence(worker)
 	}
 }
 
@@ -214,6 +233,14 @@ func (p *plain) read(ctx context.Context, worker, addr string) (ending, string, 
 			p.mu.Lock()
 			p.workers[worker].fails = 0
 			p.mu.Unlock()
+		}
+		if p.ledger != nil {
+			if dup, n := p.ledger.record(h.Prov); n > 0 {
+				p.log.Error("exactly-once: received elements a second time (a bug: please report it)", "job", p.job, "worker", worker, "elements", n, "batch_dropped", dup)
+				if dup {
+					continue
+				}
+			}
 		}
 		size := int64(el.ByteSize())
 		if err := p.it.put(ctx, item{b: st.batch(h, el, p.batched), size: size, wire: st.wireBytes()}); err != nil {

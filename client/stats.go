@@ -49,6 +49,18 @@ type Stats struct {
 	// job's loss, not this iterator's alone.
 	NumSplits  int64 `json:"num_splits,omitempty"`
 	SplitsLost int64 `json:"splits_lost"`
+	// Delivery is the job's guarantee (api.ExactlyOnce, api.AtMostOnce;
+	// "" for OFF and STATIC jobs).
+	Delivery string `json:"delivery,omitempty"`
+	// Exact (exactly-once jobs) is the job's delivery counters as the
+	// cluster last reported them (refreshed as JobState): splits of dead
+	// workers read again, elements abandoned by consumers that left.
+	Exact *api.ExactInfo `json:"exactly_once,omitempty"`
+	// DuplicatesDropped (exactly-once jobs) counts elements this iterator
+	// received a second time; a batch made only of such elements is
+	// dropped. The protocol never sends one: a non-zero count is a bug to
+	// report.
+	DuplicatesDropped int64 `json:"duplicates_dropped,omitempty"`
 }
 
 // Stats returns what was delivered so far.
@@ -56,6 +68,13 @@ func (it *Iterator) Stats() Stats {
 	it.mu.Lock()
 	defer it.mu.Unlock()
 	s := it.stats
+	if it.stats.Exact != nil {
+		x := *it.stats.Exact
+		s.Exact = &x
+	}
+	if it.ledger != nil {
+		s.DuplicatesDropped = it.ledger.duplicates()
+	}
 	if it.stats.Share != nil {
 		sh := *it.stats.Share
 		sh.Workers = append([]api.WorkerShare(nil), sh.Workers...)

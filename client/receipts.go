@@ -1,0 +1,207 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/transport/batch"
+)
+
+// Exactly-once delivery, the consumer's side (splits/exactly.go has the
+// whole protocol). Every batch of an exactly-once job names its source
+// elements (batch.Header.Prov). The consumer:
+//   - records them as they come off a stream, and drops a batch whose
+//     elements it has all received before (the last line of defence: the
+//     protocol never sends one);
+//   - reports what it received since its last report to the cluster every
+//     Options.ReceiptInterval (receipts settle a split once they cover
+//     what its worker emitted);
+//   - fences a dead worker: once it has stopped reading every stream from
+//     it, its next report says so, and the worker's unsettled splits are
+//     read again by others, without what the receipts cover.
+//
+// Receipts lost with a failed report are sent again with the next one;
+// a consumer that crashes takes its unreported receipts with it, and the
+// cluster counts what it may have taken as abandoned (JobInfo.Exact).
+
+// key is a split of an epoch.
+type key struct{ epoch, split int64 }
+
+// ledger is an exactly-once consumer's record of what it received. Safe
+// for concurrent use (every stream goroutine records into it).
+type ledger struct {
+	mu      sync.Mutex
+	seen    map[key]splits.Ranges // everything received
+	pending map[key]splits.Ranges // not yet reported
+	fences  []string              // dead workers to fence in the next report
+	dups    int64                 // elements received twice (batches dropped or, if partly new, kept)
+	kick    chan struct{}         // a fence or a full report is waiting
+}
+
+func newLedger() *ledger {
+	return &ledger{seen: map[key]splits.Ranges{}, pending: map[key]splits.Ranges{}, kick: make(chan struct{}, 1)}
+}
+
+// maxPendingIntervals is how many receipt intervals wait before a report
+// goes out without waiting for the next tick; well under what one report
+// may carry (raftstate.MaxReceiptIntervals).
+const maxPendingIntervals = 4096
+
+// record notes a batch's elements and reports whether all of them had been
+// received before (drop the batch) and how many of them had.
+func (l *ledger) record(prov []batch.ProvRange) (dup bool, dups int64) {
+	if len(prov) == 0 {
+		return false, 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var total int64
+	for _, r := range prov {
+		k := key{r.Epoch, r.Split}
+		have := l.seen[k]
+		n := r.Hi - r.Lo
+		total += n
+		dups += have.Intersect(splits.Span(r.Lo, r.Hi)).Len()
+		have.AddSpan(r.Lo, r.Hi)
+		l.seen[k] = have
+	}
+	l.dups += dups
+	if dups == total {
+		return true, dups
+	}
+	intervals := 0
+	for _, r := range prov {
+		k := key{r.Epoch, r.Split}
+		p := l.pending[k]
+		p.AddSpan(r.Lo, r.Hi)
+		l.pending[k] = p
+		intervals += p.Intervals()
+	}
+	if intervals > maxPendingIntervals || len(l.pending) > maxPendingIntervals {
+		l.wake()
+	}
+	return false, dups
+}
+
+// fence queues a dead worker's fence: the caller has stopped reading from
+// it, and recorded everything it read.
+func (l *ledger) fence(worker string) {
+	l.mu.Lock()
+	if !slices.Contains(l.fences, worker) {
+		l.fences = append(l.fences, worker)
+	}
+	l.mu.Unlock()
+	l.wake()
+}
+
+func (l *ledger) wake() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// take removes and returns the next report; ok is false when there is
+// nothing to report.
+func (l *ledger) take(job, consumer string) (req api.ReceiptsRequest, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.pending) == 0 && len(l.fences) == 0 {
+		return req, false
+	}
+	req = api.ReceiptsRequest{Job: job, Consumer: consumer, Fenced: l.fences}
+	ks := slices.SortedFunc(maps.Keys(l.pending), func(a, b key) int {
+		if a.epoch != b.epoch {
+			return cmpInt(a.epoch, b.epoch)
+		}
+		return cmpInt(a.split, b.split)
+	})
+	for _, k := range ks {
+		req.Receipts = append(req.Receipts, api.Receipt{Epoch: k.epoch, Split: k.split, Got: l.pending[k]})
+	}
+	l.pending, l.fences = map[key]splits.Ranges{}, nil
+	return req, true
+}
+
+// putBack returns a report that could not be sent, to go with the next.
+func (l *ledger) putBack(req api.ReceiptsRequest) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range req.Receipts {
+		k := key{r.Epoch, r.Split}
+		p := l.pending[k]
+		p.AddAll(r.Got)
+		l.pending[k] = p
+	}
+	for _, w := range req.Fenced {
+		if !slices.Contains(l.fences, w) {
+			l.fences = append(l.fences, w)
+		}
+	}
+}
+
+// duplicates is how many elements were received more than once.
+func (l *ledger) duplicates() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dups
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// reporter sends a ledger's reports every interval, and at once when the
+// ledger asks (a fence, or many receipts), until ctx ends; then it sends
+// what is left once more, bounded by flushTimeout.
+type reporter struct {
+	l        *ledger
+	job      string
+	consumer string
+	interval time.Duration
+	send     func(ctx context.Context, req api.ReceiptsRequest) error
+	onErr    func(error)
+}
+
+func (r *reporter) run(ctx context.Context, flushTimeout time.Duration) {
+	t := time.NewTicker(r.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+			r.flush(fctx)
+			cancel()
+			return
+		case <-t.C:
+		case <-r.l.kick:
+		}
+		r.flush(ctx)
+	}
+}
+
+// flush sends one report; a failed one goes back to the ledger.
+func (r *reporter) flush(ctx context.Context) {
+	req, ok := r.l.take(r.job, r.consumer)
+	if !ok {
+		return
+	}
+	if err := r.send(ctx, req); err != nil {
+		r.l.putBack(req)
+		if r.onErr != nil {
+			r.onErr(fmt.Errorf("report receipts: %w", err))
+		}
+	}
+}
