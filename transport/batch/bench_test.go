@@ -41,7 +41,7 @@ func BenchmarkEncodeDecode(b *testing.B) {
 			}
 			var rd bytes.Reader
 			round := func(i int) {
-				f, err := Encode(codec, Header{Seq: uint64(i), Worker: "w1", Splits: []int64{7}}, e)
+				f, err := Encode(codec, Header{Seq: uint64(i), Worker: "w1", Prov: []ProvRange{{Epoch: 0, Split: 7, Lo: 0, Hi: 64}}}, e)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -64,7 +64,7 @@ func TestCompressedRoundTrip(t *testing.T) {
 	for name, e := range elems {
 		for _, unpadded := range []bool{false, true} {
 			for _, c := range compressions {
-				f, err := EncodeWith(codec, Header{Seq: 7, Worker: "w", Splits: []int64{3}}, e, EncodeOptions{Unpadded: unpadded})
+				f, err := EncodeWith(codec, Header{Seq: 7, Worker: "w", Prov: []ProvRange{{0, 3, 10, 20}}}, e, EncodeOptions{Unpadded: unpadded})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -89,7 +89,7 @@ func TestCompressedRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s/%v/unpadded=%v: %v", name, c, unpadded, err)
 				}
-				if what, ok := equalElements(e, got); !ok || h.Seq != 7 || h.Worker != "w" || len(h.Splits) != 1 {
+				if what, ok := equalElements(e, got); !ok || h.Seq != 7 || h.Worker != "w" || len(h.Prov) != 1 || h.Prov[0] != (ProvRange{0, 3, 10, 20}) {
 					t.Fatalf("%s/%v/unpadded=%v: decoded batch differs (%s, %+v)", name, c, unpadded, what, h)
 				}
 			}

@@ -157,8 +157,8 @@ func planTail(m *wireMsg, lim Limits, n int64) ([]segment, error) {
 	if len(m.Tensors) > lim.MaxTensors {
 		return nil, malformed("%d tensors, limit %d", len(m.Tensors), lim.MaxTensors)
 	}
-	if len(m.Splits) > lim.MaxSplits {
-		return nil, malformed("%d splits, limit %d", len(m.Splits), lim.MaxSplits)
+	if err := checkWireProv(m.Prov, lim); err != nil {
+		return nil, err
 	}
 	plan := make([]segment, len(m.Tensors))
 	var pos int64

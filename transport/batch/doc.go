@@ -6,13 +6,25 @@
 //
 // One batch is one transport frame ([transport.Codec]). Its CBOR header names
 // the message kind and describes the tensors (name, dtype, shape, byte counts)
-// plus provenance (worker, epoch, splits, sequence); its raw tail holds the
-// tensor bytes, so bulk bytes never go through CBOR. [Encode] builds a
+// plus where the batch comes from (worker, epoch, sequence, provenance); its
+// raw tail holds the tensor bytes, so bulk bytes never go through CBOR. [Encode] builds a
 // [Frame] that references the tensors' buffers without copying them and can be
 // written to any number of streams, also concurrently (ephemeral sharing hands
 // one encoded frame to every reader). [Decode] checks the header against
 // [Limits] and the tail length against the metadata before it allocates, reads
 // the tail into one buffer and slices the tensors out of it.
+//
+// Provenance (Header.Prov, for exactly-once delivery): the source elements
+// the batch holds, as [ProvRange]s, runs [Lo, Hi) of element indices (positions
+// within a split) per (epoch, split), sorted and merged, so a batch read in
+// order from one split costs one range however many elements it has
+// ([AppendProv] builds it from a splits.Ranges per split; [Header.Elements]
+// counts it). On the wire it is one flat array of integers, four a range
+// (key 23); [Decode] rejects more than Limits.MaxProvRanges ranges and any
+// range that is negative, empty, out of order or overlaps or touches another
+// of its split. A worker that does not track provenance leaves it empty. The
+// header key 5 (Splits, a list of split ids nothing filled) is gone and not
+// reused; a receiver ignores it like any unknown key.
 //
 // Tail layout: for each tensor in header order, its data, then for Bytes
 // tensors its offsets table (NumOffsets little-endian int64). Every segment

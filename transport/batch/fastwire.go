@@ -10,7 +10,7 @@ import (
 )
 
 // A hand-written decoder for the common batch header: the fields a batch
-// message has (kind, seq, tensors, worker, epoch, splits, compression),
+// message has (kind, seq, tensors, worker, epoch, compression, provenance),
 // definite lengths, map keys in increasing order, as EncodeWith writes them.
 // The CBOR library decodes each header in about 1.9 µs with 17 allocations
 // (a text batch's header is ~100 bytes), a twentieth of a text batch's
@@ -67,7 +67,7 @@ type fastDec struct {
 	b     []byte
 	i     int
 	names *fastNames
-	arr   []int64 // backing for the header's int arrays (shapes, splits), carved up
+	arr   []int64 // backing for the header's int arrays (shapes, provenance), carved up
 }
 
 // head reads an item's initial byte and argument. Indefinite lengths and
@@ -222,15 +222,16 @@ func (d *fastDec) msg(m *wireMsg) bool {
 			m.Worker, ok = d.text()
 		case 4:
 			m.Epoch, ok = d.int64()
-		case 5:
-			m.Splits, ok = d.ints()
 		case 18:
 			ok = byteField(d, &m.Comp)
 		case 19:
 			m.RawTail, ok = d.int64()
+		case 23:
+			m.Prov, ok = d.ints()
 		}
 		// Any other key: other kinds' fields, Extra, fields this version
-		// does not know (ok stays false).
+		// does not know, key 5 of old senders (Splits, never filled) (ok
+		// stays false: the CBOR mode decodes the header, ignoring unknown keys).
 		return ok
 	})
 }

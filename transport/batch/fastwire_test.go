@@ -3,6 +3,7 @@ package batch
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 	"reflect"
 	"testing"
 
@@ -44,14 +45,14 @@ func encodedHeader(tb testing.TB, codec *transport.Codec, h Header, e tensor.Ele
 // writes for batches) and ones it must leave to the CBOR library.
 func fastHeaderSeeds(tb testing.TB, codec *transport.Codec) (take, leave map[string][]byte) {
 	take = map[string][]byte{
-		"all dtypes":        encodedHeader(tb, codec, Header{Seq: 3, Worker: "w", Epoch: 1, Splits: []int64{1, 2}}, allDTypes(tb), EncodeOptions{}, CompressNone),
+		"all dtypes":        encodedHeader(tb, codec, Header{Seq: 3, Worker: "w", Epoch: 1, Prov: []ProvRange{{1, 1, 0, 2}, {1, 2, 5, 9}}}, allDTypes(tb), EncodeOptions{}, CompressNone),
 		"empty":             encodedHeader(tb, codec, Header{}, tensor.Element{}, EncodeOptions{}, CompressNone),
-		"negative epoch":    encodedHeader(tb, codec, Header{Seq: 1 << 40, Worker: "wörker", Epoch: -5, Splits: []int64{}}, numbered(tb, 3, 100), EncodeOptions{}, CompressNone),
+		"negative epoch":    encodedHeader(tb, codec, Header{Seq: 1 << 40, Worker: "wörker", Epoch: -5, Prov: []ProvRange{}}, numbered(tb, 3, 100), EncodeOptions{}, CompressNone),
 		"unpadded":          encodedHeader(tb, codec, Header{Seq: 9}, paddedBatch([]int32{3, 40, 0, 7}, 40, -1), EncodeOptions{Unpadded: true}, CompressNone),
 		"narrow lz4":        encodedHeader(tb, codec, Header{Seq: 4, Worker: "w"}, tokenBatch(8, 32), ShippedEncodeOptions, CompressLZ4),
 		"narrow zstd":       encodedHeader(tb, codec, Header{Seq: 4, Worker: "w"}, tokenBatch(8, 32), ShippedEncodeOptions, CompressZstd),
-		"shipped text":      encodedHeader(tb, codec, Header{Seq: 77, Worker: "node-1", Epoch: 2, Splits: []int64{12}}, tokenBatch(64, 40), ShippedEncodeOptions, CompressNone),
-		"long splits":       encodedHeader(tb, codec, Header{Splits: []int64{0, 23, 24, 255, 256, 65535, 65536, 1 << 32, -1, -25, -257}}, tensor.Element{}, EncodeOptions{}, CompressNone),
+		"shipped text":      encodedHeader(tb, codec, Header{Seq: 77, Worker: "node-1", Epoch: 2, Prov: []ProvRange{{2, 12, 0, 64}}}, tokenBatch(64, 40), ShippedEncodeOptions, CompressNone),
+		"long prov":         encodedHeader(tb, codec, Header{Prov: []ProvRange{{0, 0, 0, 23}, {0, 0, 24, 255}, {0, 23, 256, 65535}, {24, 1 << 32, 65536, 1 << 32}, {1<<63 - 1, 1<<63 - 1, 0, 1<<63 - 1}}}, tensor.Element{}, EncodeOptions{}, CompressNone),
 		"max int64 seq/ep":  encodedHeader(tb, codec, Header{Seq: 1<<64 - 1, Epoch: -1 << 63}, tensor.Element{}, EncodeOptions{}, CompressNone),
 		"non-minimal seq 5": {0xa2, 0x00, 0x01, 0x01, 0x18, 0x05},
 	}
@@ -62,6 +63,8 @@ func fastHeaderSeeds(tb testing.TB, codec *transport.Codec) (take, leave map[str
 		}
 		return b
 	}
+	// The fast path decodes any integers; planTail checks them.
+	take["prov, unchecked"] = marshal(&wireMsg{Kind: kindBatch, Prov: []int64{-1, -25, -257, 1 << 32, 5, math.MinInt64, math.MaxInt64}})
 	leave = map[string][]byte{
 		"extra":             encodedHeader(tb, codec, Header{Extra: marshal(map[string]int{"round": 3})}, tensor.Element{}, EncodeOptions{}, CompressNone),
 		"open":              marshal(&wireMsg{Kind: kindOpen, Version: ProtocolVersion, Job: "j", Consumer: "c", Window: 4}),
@@ -80,7 +83,10 @@ func fastHeaderSeeds(tb testing.TB, codec *transport.Codec) (take, leave map[str
 		"bad utf-8":         {0xa1, 0x03, 0x62, 0xff, 0xfe},
 		"byte string name":  {0xa1, 0x03, 0x42, 'h', 'i'},
 		"null worker":       {0xa1, 0x03, 0xf6},
-		"huge array":        {0xa1, 0x05, 0x9b, 0, 0, 0, 1, 0, 0, 0, 0},
+		"huge array":        {0xa1, 0x17, 0x9b, 0, 0, 0, 1, 0, 0, 0, 0},
+		"old splits key 5":  {0xa2, 0x00, 0x01, 0x05, 0x82, 0x01, 0x02},
+		"prov of text":      {0xa2, 0x00, 0x01, 0x17, 0x81, 0x61, 'a'},
+		"prov indefinite":   {0xa2, 0x00, 0x01, 0x17, 0x9f, 0x00, 0x00, 0x00, 0x01, 0xff},
 		"truncated":         {0xa2, 0x00, 0x01, 0x01},
 		"tag":               {0xa1, 0x01, 0xc1, 0x01},
 		"not a map":         {0x80},
@@ -186,7 +192,7 @@ func FuzzFastHeader(f *testing.F) {
 // fast path (as a Receiver, names cached) and by the CBOR library.
 func BenchmarkHeaderDecode(b *testing.B) {
 	codec := testCodec(b)
-	h := encodedHeader(b, codec, Header{Seq: 77, Worker: "node-1", Epoch: 2, Splits: []int64{12}}, tokenBatch(64, 40), ShippedEncodeOptions, CompressNone)
+	h := encodedHeader(b, codec, Header{Seq: 77, Worker: "node-1", Epoch: 2, Prov: []ProvRange{{2, 12, 0, 64}}}, tokenBatch(64, 40), ShippedEncodeOptions, CompressNone)
 	b.Run("fast", func(b *testing.B) {
 		var names fastNames
 		b.ReportAllocs()
@@ -213,14 +219,14 @@ func BenchmarkHeaderDecode(b *testing.B) {
 func TestFastHeaderRefusesTooManyElements(t *testing.T) {
 	codec := testCodec(t)
 	n := transport.MaxCBORElements + 1
-	b := append([]byte{0xa1, 0x05, 0x9a}, binary.BigEndian.AppendUint32(nil, uint32(n))...)
-	b = append(b, make([]byte, n)...) // n splits, each 0
+	b := append([]byte{0xa1, 0x17, 0x9a}, binary.BigEndian.AppendUint32(nil, uint32(n))...)
+	b = append(b, make([]byte, n)...) // n provenance integers, each 0
 	var ref wireMsg
 	if err := codec.Unmarshal(b, &ref); err == nil {
 		t.Fatal("the CBOR mode took an array over its bound: the test tests nothing")
 	}
 	var m wireMsg
 	if m.DecodeHeader(b) {
-		t.Fatalf("the fast path took %d splits", n)
+		t.Fatalf("the fast path took %d provenance integers", n)
 	}
 }

@@ -27,7 +27,7 @@ var hostLittleEndian = func() bool {
 // Frame is an encoded batch ready to send: the encoded CBOR header and the
 // list of tail segments, which reference the tensors' buffers. A Frame is
 // immutable: it can be written to many streams, also concurrently, and the
-// tensors it was encoded from, and the Header's slices (Splits, Extra),
+// tensors it was encoded from, and the Header's slices (Prov, Extra),
 // must not change while it is in use (its tail references the tensors'
 // bytes, and its compressed variants are built from the tail and the
 // header when first needed).
@@ -57,9 +57,12 @@ func EncodeWith(codec *transport.Codec, h Header, e tensor.Element, o EncodeOpti
 		Seq:     h.Seq,
 		Worker:  h.Worker,
 		Epoch:   h.Epoch,
-		Splits:  h.Splits,
+		Prov:    flatProv(h.Prov),
 		Extra:   h.Extra,
 		Tensors: make([]TensorMeta, len(e.Tensors)),
+	}
+	if err := checkProv(h.Prov); err != nil {
+		return nil, fmt.Errorf("encode batch: %w", err)
 	}
 	f := &Frame{codec: codec, tail: make([][]byte, 0, 2*len(e.Tensors))}
 	for i := range e.Tensors {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"testing"
 
@@ -61,7 +62,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decode the re-encoded batch: %v", err)
 		}
-		if what, ok := equalElements(e, e2); !ok || h2.Seq != h.Seq || h2.Worker != h.Worker || h2.Epoch != h.Epoch || len(h2.Splits) != len(h.Splits) || !bytes.Equal(h2.Extra, h.Extra) {
+		if what, ok := equalElements(e, e2); !ok || h2.Seq != h.Seq || h2.Worker != h.Worker || h2.Epoch != h.Epoch || !slices.Equal(h2.Prov, h.Prov) || !bytes.Equal(h2.Extra, h.Extra) {
 			t.Fatalf("re-encoded batch differs (%s)", what)
 		}
 	})
@@ -81,7 +82,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		"valid numbered":   numbered(t, 3, 100),
 	}
 	for name, e := range valid {
-		f, err := Encode(codec, Header{Seq: 3, Worker: "w", Epoch: 1, Splits: []int64{1, 2}}, e)
+		f, err := Encode(codec, Header{Seq: 3, Worker: "w", Epoch: 1, Prov: []ProvRange{{1, 1, 0, 2}, {1, 2, 5, 9}}}, e)
 		if err != nil {
 			t.Fatal(err)
 		}

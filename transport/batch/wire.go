@@ -92,8 +92,13 @@ type Header struct {
 	Worker string
 	// Epoch is the epoch the batch belongs to.
 	Epoch int64
-	// Splits are the splits that contributed elements to the batch (may be empty).
-	Splits []int64
+	// Prov is the batch's provenance: the source elements it holds, as
+	// runs of element indices per (epoch, split) (see ProvRange and
+	// AppendProv). Sorted by (Epoch, Split, Lo); within one (Epoch, Split)
+	// the intervals are disjoint and not adjacent (merged); Lo >= 0,
+	// Lo < Hi, Epoch >= 0, Split >= 0. Encode refuses and Decode rejects
+	// anything else. Empty when the worker does not track provenance.
+	Prov []ProvRange
 	// Extra is room for later features (coordinated reads: round, bucket).
 	Extra cbor.RawMessage `cbor:",omitempty"`
 }
@@ -126,8 +131,14 @@ type wireMsg struct {
 	Tensors []TensorMeta    `cbor:"2,keyasint,omitempty"`
 	Worker  string          `cbor:"3,keyasint,omitempty"`
 	Epoch   int64           `cbor:"4,keyasint,omitempty"`
-	Splits  []int64         `cbor:"5,keyasint,omitempty"`
 	Extra   cbor.RawMessage `cbor:"6,keyasint,omitempty"`
+	// Prov is Header.Prov flattened, four integers a range: Epoch, Split,
+	// Lo, Hi, Epoch, Split … (planTail checks the length and the order).
+	// Key 23 is the last one-byte key, the largest the fast path reads.
+	Prov []int64 `cbor:"23,keyasint,omitempty"`
+	// Key 5 was Splits, a list of split ids nothing ever filled (so no
+	// sender put it on the wire); it is not reused, and a header that
+	// still carries it decodes with the key ignored, like any unknown key.
 
 	// kindOpen
 	Job       string          `cbor:"7,keyasint,omitempty"`
@@ -135,7 +146,7 @@ type wireMsg struct {
 	Window    int             `cbor:"9,keyasint,omitempty"`
 	OpenExtra cbor.RawMessage `cbor:"10,keyasint,omitempty"`
 	// Keys 17 and 20 were flags of unversioned clients (WantAccept,
-	// Widens); they are not reused.
+	// Widens); they are not reused, nor is 5 (see Prov).
 
 	// kindOpen: the protocol version the client speaks. kindAccept: the
 	// version in force (the Open's). kindEnd: set only when the worker
@@ -168,7 +179,7 @@ type wireMsg struct {
 }
 
 func (m *wireMsg) header() Header {
-	return Header{Seq: m.Seq, Tensors: m.Tensors, Worker: m.Worker, Epoch: m.Epoch, Splits: m.Splits, Extra: m.Extra}
+	return Header{Seq: m.Seq, Tensors: m.Tensors, Worker: m.Worker, Epoch: m.Epoch, Prov: provView(m.Prov), Extra: m.Extra}
 }
 
 // Limits bound what a decoder accepts from the network, on top of the codec's
@@ -180,8 +191,10 @@ type Limits struct {
 	MaxDims int
 	// MaxNameBytes bounds the length of a tensor name.
 	MaxNameBytes int
-	// MaxSplits bounds the split ids one batch header may list.
-	MaxSplits int
+	// MaxProvRanges bounds the provenance ranges (Header.Prov) one batch
+	// header may carry. The header bound (transport.Config.MaxHeaderBytes)
+	// bounds them too: a range takes 4 to 36 bytes of header.
+	MaxProvRanges int
 	// MaxUnpaddedBytes bounds the padded size an unpadded tensor may expand
 	// to on the receiver (its tail bytes are bounded by the frame size, its
 	// padding is not).
@@ -191,7 +204,7 @@ type Limits struct {
 // DefaultLimits returns limits generous for real batches and small enough to
 // keep a hostile header cheap to reject.
 func DefaultLimits() Limits {
-	return Limits{MaxTensors: 256, MaxDims: 16, MaxNameBytes: 256, MaxSplits: 4096, MaxUnpaddedBytes: 256 << 20}
+	return Limits{MaxTensors: 256, MaxDims: 16, MaxNameBytes: 256, MaxProvRanges: 16384, MaxUnpaddedBytes: 256 << 20}
 }
 
 func (l Limits) withDefaults() Limits {
@@ -205,8 +218,8 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxNameBytes <= 0 {
 		l.MaxNameBytes = d.MaxNameBytes
 	}
-	if l.MaxSplits <= 0 {
-		l.MaxSplits = d.MaxSplits
+	if l.MaxProvRanges <= 0 {
+		l.MaxProvRanges = d.MaxProvRanges
 	}
 	if l.MaxUnpaddedBytes <= 0 {
 		l.MaxUnpaddedBytes = d.MaxUnpaddedBytes
