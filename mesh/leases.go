@@ -59,7 +59,7 @@ func newLeaseProvider(ctx context.Context, n *Node, job string, all []pipeline.S
 
 // Next implements pipeline.SplitProvider. Being asked for the next split
 // means the pipeline's source has read the previous one completely.
-func (p *leaseProvider) Next(ctx context.Context) (pipeline.Split, error) {
+func (p *leaseProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error) {
 	finished := p.reading
 	if finished {
 		p.finished = append(p.finished, p.current)
@@ -71,7 +71,7 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.Split, error) {
 	for len(p.queue) == 0 {
 		n, end := p.policy.empty(time.Now())
 		if end {
-			return pipeline.Split{}, io.EOF
+			return pipeline.ProvidedSplit{}, io.EOF
 		}
 		if n > 0 {
 			p.ask(n)
@@ -90,27 +90,27 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.Split, error) {
 				p.policy.answered(time.Now(), true)
 				p.n.log.Warn("worker expired from the job while running; ending its part", "job", p.job)
 				p.queue = nil
-				return pipeline.Split{}, io.EOF
+				return pipeline.ProvidedSplit{}, io.EOF
 			}
 			p.policy.answered(time.Now(), r.err == nil && r.resp.Done)
 			if r.err != nil {
-				return pipeline.Split{}, fmt.Errorf("lease splits: %w", r.err)
+				return pipeline.ProvidedSplit{}, fmt.Errorf("lease splits: %w", r.err)
 			}
 			for _, id := range r.resp.Splits {
 				p.queue = append(p.queue, leasedSplit{id: id, epoch: r.resp.Epoch})
 			}
 		case <-ctx.Done():
-			return pipeline.Split{}, ctx.Err()
+			return pipeline.ProvidedSplit{}, ctx.Err()
 		}
 	}
 	ls := p.queue[0]
 	p.queue = p.queue[1:]
 	s, err := splitByID(p.splits, ls.id)
 	if err != nil {
-		return pipeline.Split{}, err
+		return pipeline.ProvidedSplit{}, err
 	}
 	p.current, p.reading = ls, true
-	return s, nil
+	return pipeline.ProvidedSplit{Split: s, Epoch: ls.epoch}, nil
 }
 
 // ask reports the finished splits and asks for a lease of n splits, each

@@ -31,6 +31,21 @@
 // element index), so their output does not depend on thread timing or on
 // which worker reads a split.
 //
+// # Provenance
+//
+// A SplitProvider hands out each split with the job epoch it is read for
+// and the element indices to exclude (delivered before): the source still
+// reads them, to keep positions stable, but drops them before the first
+// op. Options.Track makes the iterator a Tracker as well: for each element
+// Next returns, LastProvenance names the source elements it was made of
+// (a batch: the union of its members'), grouped by (epoch, split); and
+// Completed lists the splits that have been read to their end and all of
+// whose elements have left the pipeline, returned or dropped by an op
+// (filter, skip, a dropped remainder), with the indices returned. That is
+// what exactly-once delivery acknowledges and, for a split re-read by
+// another worker, excludes. Off, tracking costs a nil check per drop and
+// per batch.
+//
 // # Statistics
 //
 // Every op records elements in and out, bytes out, time in its own work
@@ -51,7 +66,8 @@
 //	validate.go     the checks and bounds every spec passes before it runs
 //	fingerprint.go  the canonical encoding and the dataset's fingerprint
 //	source.go       the sources' splits (Splits) and how a pipeline opens them
-//	provider.go     SplitProvider: splits handed out one at a time (DYNAMIC leases)
+//	provider.go     SplitProvider: splits handed out one at a time (DYNAMIC leases), with exclusions
+//	provenance.go   Tracker: which source elements each output holds, which splits have left
 //	exec.go         Open: the pull-based chain of iterators, one per op
 //	ops.go          the single-goroutine ops (map, filter, shuffle, batch, bucket, take, …)
 //	concurrent.go   the ops that own goroutines: prefetch and parallel map

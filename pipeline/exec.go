@@ -49,6 +49,11 @@ type Options struct {
 	// Provider, when set, supplies the splits lazily instead of the splits
 	// argument (which must then be nil).
 	Provider SplitProvider
+	// Track makes the iterator account for the provenance of its elements:
+	// it then also implements Tracker, which says which source elements
+	// each returned element was made of and which splits have entirely
+	// left the pipeline. Off, it costs nothing.
+	Track bool
 }
 
 // Splits enumerates the source's splits, in the deterministic order that
@@ -75,7 +80,14 @@ func OpenWithOptions(ctx context.Context, spec *Spec, splits []Split, o Options)
 	if err != nil {
 		return nil, err
 	}
-	return openCompiled(ctx, c, c.source.open, splits, o)
+	x, err := openCompiled(ctx, c, c.source.open, splits, o)
+	if err != nil {
+		return nil, err
+	}
+	if x.p.track != nil {
+		return &trackingIter{pipelineIter: x, t: x.p.track}, nil
+	}
+	return x, nil
 }
 
 func openCompiled(ctx context.Context, c *compiled, open sourceOpener, splits []Split, o Options) (*pipelineIter, error) {
@@ -87,6 +99,9 @@ func openCompiled(ctx context.Context, c *compiled, open sourceOpener, splits []
 		splits:   append([]Split(nil), splits...),
 		provider: o.Provider,
 		statsOn:  !o.DisableStats,
+	}
+	if o.Track {
+		p.track = &tracker{}
 	}
 	if o.Provider != nil && len(splits) > 0 {
 		cancel()
@@ -120,8 +135,16 @@ type item struct {
 	// split is the ID of the split the element (or a batch's first
 	// element) came from; index its position in that split.
 	split, index int64
-	// epoch identifies the pass of enclosing repeats (0 on the first).
+	// epoch identifies the pass of enclosing repeats (0 on the first), or
+	// the job epoch of a ProvidedSplit.
 	epoch uint64
+	// trk is the reading of the split the element (or a batch's first
+	// element) came from: nil when tracking is off.
+	trk *splitTrack
+	// members are a tracked batch's source elements (nil for an element
+	// straight from the source: it is its own provenance). A pointer, to
+	// keep items small when tracking is off.
+	members *[]member
 }
 
 // iter is the internal pull interface of every stage.
@@ -139,6 +162,7 @@ type plan struct {
 	provider SplitProvider
 	statsOn  bool
 	stats    []*opStats // [0] source, [i+1] ops[i]
+	track    *tracker   // nil unless Options.Track
 }
 
 // openStage opens the iterator producing stage k's output (k = 0 is the
@@ -148,9 +172,13 @@ type plan struct {
 func (p *plan) openStage(k int, epoch uint64, seg *segment, head bool) (iter, error) {
 	var it iter
 	if k == 0 && p.provider != nil {
-		it = &providerIter{p: p, epoch: epoch}
+		it = &providerIter{p: p}
 	} else if k == 0 {
-		it = &sourceIter{p: p, epoch: epoch}
+		s := &sourceIter{p: p, epoch: epoch}
+		if p.track != nil {
+			s.pass = p.track.passes.Add(1) - 1
+		}
+		it = s
 	} else {
 		op := &p.c.ops[k-1]
 		st := p.stats[k]
@@ -240,11 +268,16 @@ type pipelineIter struct {
 }
 
 func (x *pipelineIter) Next(ctx context.Context) (Element, error) {
+	it, err := x.nextItem(ctx)
+	return it.el, err
+}
+
+func (x *pipelineIter) nextItem(ctx context.Context) (item, error) {
 	if x.err != nil {
-		return Element{}, x.err
+		return item{}, x.err
 	}
 	if err := ctx.Err(); err != nil {
-		return Element{}, err
+		return item{}, err
 	}
 	it, err := x.it.next(ctx)
 	if err != nil {
@@ -258,9 +291,9 @@ func (x *pipelineIter) Next(ctx context.Context) (Element, error) {
 		x.mu.Lock()
 		x.end = time.Now()
 		x.mu.Unlock()
-		return Element{}, err
+		return item{}, err
 	}
-	return it.el, nil
+	return it, nil
 }
 
 func (x *pipelineIter) Close() error {
@@ -293,9 +326,11 @@ func (x *pipelineIter) Stats() Stats {
 type sourceIter struct {
 	p     *plan
 	epoch uint64
+	pass  int64 // the tracking epoch: how many sources were opened before
 	i     int
 	cur   formats.Iterator
 	index int64
+	trk   *splitTrack
 }
 
 func (s *sourceIter) next(ctx context.Context) (item, error) {
@@ -309,17 +344,27 @@ func (s *sourceIter) next(ctx context.Context) (item, error) {
 				return item{}, fmt.Errorf("source: split %d: %w", s.p.splits[s.i].ID, err)
 			}
 			s.cur, s.index = cur, 0
+			if s.p.track != nil {
+				s.trk = s.p.track.newSplit(s.pass, s.p.splits[s.i].ID)
+			}
 		}
 		el, err := s.cur.Next(ctx)
 		if err == nil {
-			it := item{el: el, split: s.p.splits[s.i].ID, index: s.index, epoch: s.epoch}
+			it := item{el: el, split: s.p.splits[s.i].ID, index: s.index, epoch: s.epoch, trk: s.trk}
 			s.index++
+			if s.trk != nil {
+				s.trk.yielded++
+			}
 			return it, nil
 		}
 		if !errors.Is(err, io.EOF) {
 			return item{}, fmt.Errorf("source: split %d: %w", s.p.splits[s.i].ID, err)
 		}
 		s.closeCur()
+		if s.trk != nil {
+			s.trk.end()
+			s.trk = nil
+		}
 		s.i++
 	}
 }

@@ -97,6 +97,7 @@ func (it *filterIter) next(ctx context.Context) (item, error) {
 		if keep {
 			return x, nil
 		}
+		dropItem(&x)
 		if err := ctx.Err(); err != nil {
 			return item{}, err
 		}
@@ -182,7 +183,14 @@ func (it *batchIter) next(ctx context.Context) (item, error) {
 		}
 		it.items = append(it.items, x)
 	}
-	if len(it.items) == 0 || (it.drop && int64(len(it.items)) < it.size) {
+	if len(it.items) == 0 {
+		return item{}, io.EOF
+	}
+	if it.drop && int64(len(it.items)) < it.size {
+		for i := range it.items {
+			dropItem(&it.items[i])
+		}
+		clear(it.items)
 		return item{}, io.EOF
 	}
 	return assembleItems(it.items, &it.elems, it.pad, it.padValue, nil, it.name)
@@ -220,6 +228,7 @@ func assembleItems(items []item, elems *[]tensor.Element, pad bool, padValue flo
 	}
 	first := items[0]
 	first.el = out
+	first.members = batchMembers(items)
 	return first, nil
 }
 
@@ -254,6 +263,12 @@ func (it *bucketIter) next(ctx context.Context) (item, error) {
 			it.eof = true
 			if !it.o.DropRemainder {
 				it.ready = it.b.Flush()
+			} else if it.b.Pending() > 0 {
+				for _, b := range it.b.Flush() {
+					for i := range b.Items {
+						dropItem(&b.Items[i])
+					}
+				}
 			}
 			continue
 		}
@@ -357,9 +372,11 @@ type skipIter struct {
 func (it *skipIter) next(ctx context.Context) (item, error) {
 	if !it.skipped {
 		for i := int64(0); i < it.count; i++ {
-			if _, err := it.in.next(ctx); err != nil {
+			x, err := it.in.next(ctx)
+			if err != nil {
 				return item{}, err
 			}
+			dropItem(&x)
 		}
 		it.skipped = true
 	}

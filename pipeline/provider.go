@@ -7,7 +7,24 @@ import (
 	"io"
 
 	"github.com/feedmesh/feedmesh/pipeline/formats"
+	"github.com/feedmesh/feedmesh/splits"
 )
+
+// ProvidedSplit is one split a SplitProvider hands out.
+type ProvidedSplit struct {
+	Split Split
+	// Epoch is the job epoch the split is read for (DYNAMIC epochs
+	// overlap, so one pipeline may read splits of two epochs). It tags the
+	// elements' provenance and seeds random functions exactly as a repeat
+	// pass does.
+	Epoch int64
+	// Exclude lists element indices of the split (positions as the source
+	// yields them, 0-based, before any op) that must not be yielded: they
+	// were delivered before. The source still reads them (it must, to
+	// count positions) but drops them before the first op, so they cost no
+	// op work.
+	Exclude splits.Ranges
+}
 
 // SplitProvider hands a pipeline its splits one at a time, as it needs
 // them: DYNAMIC sharding leases splits from the cluster this way instead of
@@ -15,16 +32,19 @@ import (
 // A call to Next also tells the provider that the split it returned before
 // has been read completely.
 type SplitProvider interface {
-	Next(ctx context.Context) (Split, error)
+	Next(ctx context.Context) (ProvidedSplit, error)
 }
 
 // providerIter is sourceIter's twin for a SplitProvider.
 type providerIter struct {
 	p       *plan
-	epoch   uint64
 	cur     formats.Iterator
 	split   Split
-	index   int64
+	epoch   uint64 // the current split's
+	exclude splits.Ranges
+	ex      int   // offset in exclude of the first interval ending after index
+	index   int64 // position in the split, excluded ones counted
+	trk     *splitTrack
 	drained bool
 }
 
@@ -34,7 +54,7 @@ func (s *providerIter) next(ctx context.Context) (item, error) {
 			if s.drained {
 				return item{}, io.EOF
 			}
-			sp, err := s.p.provider.Next(ctx)
+			ps, err := s.p.provider.Next(ctx)
 			if errors.Is(err, io.EOF) {
 				// A provider is consumed once: a repeat around it sees an
 				// empty second pass (the job's epochs do the repeating).
@@ -44,24 +64,50 @@ func (s *providerIter) next(ctx context.Context) (item, error) {
 			if err != nil {
 				return item{}, fmt.Errorf("source: next split: %w", err)
 			}
-			cur, err := s.p.open(s.p.ctx, sp)
-			if err != nil {
-				return item{}, fmt.Errorf("source: split %d: %w", sp.ID, err)
+			if err := ps.Exclude.Validate(); err != nil {
+				return item{}, fmt.Errorf("source: split %d epoch %d: exclude: %w", ps.Split.ID, ps.Epoch, err)
 			}
-			s.cur, s.split, s.index = cur, sp, 0
+			cur, err := s.p.open(s.p.ctx, ps.Split)
+			if err != nil {
+				return item{}, fmt.Errorf("source: split %d: %w", ps.Split.ID, err)
+			}
+			s.cur, s.split, s.index = cur, ps.Split, 0
+			s.epoch, s.exclude, s.ex = uint64(ps.Epoch), ps.Exclude, 0
+			if s.p.track != nil {
+				s.trk = s.p.track.newSplit(ps.Epoch, ps.Split.ID)
+			}
 		}
 		el, err := s.cur.Next(ctx)
 		if err == nil {
-			it := item{el: el, split: s.split.ID, index: s.index, epoch: s.epoch}
+			i := s.index
 			s.index++
-			return it, nil
+			if s.excluded(i) {
+				continue
+			}
+			if s.trk != nil {
+				s.trk.yielded++
+			}
+			return item{el: el, split: s.split.ID, index: i, epoch: s.epoch, trk: s.trk}, nil
 		}
 		if !errors.Is(err, io.EOF) {
 			return item{}, fmt.Errorf("source: split %d: %w", s.split.ID, err)
 		}
 		s.cur.Close()
 		s.cur = nil
+		if s.trk != nil {
+			s.trk.end()
+			s.trk = nil
+		}
 	}
+}
+
+// excluded reports whether position i (ascending from one call to the
+// next) is in the split's Exclude set.
+func (s *providerIter) excluded(i int64) bool {
+	for s.ex < len(s.exclude) && s.exclude[s.ex+1] <= i {
+		s.ex += 2
+	}
+	return s.ex < len(s.exclude) && s.exclude[s.ex] <= i
 }
 
 func (s *providerIter) close() {

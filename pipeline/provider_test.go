@@ -12,14 +12,14 @@ type sliceProvider struct {
 	calls  int
 }
 
-func (p *sliceProvider) Next(ctx context.Context) (Split, error) {
+func (p *sliceProvider) Next(ctx context.Context) (ProvidedSplit, error) {
 	p.calls++
 	if len(p.splits) == 0 {
-		return Split{}, io.EOF
+		return ProvidedSplit{}, io.EOF
 	}
 	s := p.splits[0]
 	p.splits = p.splits[1:]
-	return s, nil
+	return ProvidedSplit{Split: s}, nil
 }
 
 func TestSplitProviderFeedsPipeline(t *testing.T) {

@@ -1,0 +1,237 @@
+package pipeline
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/feedmesh/feedmesh/splits"
+)
+
+// Provenance: with Options.Track, every item carries the source elements
+// it was made of, and the pipeline accounts for every element each split
+// yields until it leaves the pipeline (returned by Next inside some
+// element, or dropped by an op). Exactly-once delivery is built on this:
+// what was delivered is excluded when a split is read again
+// (ProvidedSplit.Exclude), and a split whose elements have all left can be
+// acknowledged.
+//
+// The cost when tracking is off is a nil check where an op drops an
+// element or assembles a batch: items carry no provenance beyond the
+// split and index they always had.
+
+// Tracker reports provenance. Its methods are called from the goroutine
+// that calls Next. The Iterator that OpenWithOptions returns implements it
+// when Options.Track is set.
+type Tracker interface {
+	// LastProvenance is the provenance of the element last returned by
+	// Next: the source elements it was made of, grouped by (Epoch, Split),
+	// sorted by epoch then split. Valid until the next call to Next.
+	LastProvenance() []SplitElements
+	// Completed returns, and forgets, the splits whose reading has ended
+	// (the source moved to the next split, or the provider said io.EOF)
+	// and all of whose read elements have left the pipeline: returned by
+	// Next (inside an element) or dropped by an op. In the order they
+	// completed.
+	Completed() []CompletedSplit
+}
+
+// SplitElements are elements of one split read in one epoch.
+type SplitElements struct {
+	// Epoch is the ProvidedSplit's Epoch; over a fixed split list (Open),
+	// the number of times the source was opened before (the repeat pass,
+	// counting the passes of nested repeats in order).
+	Epoch, Split int64
+	// Indices are positions in the split as the source yields them
+	// (0-based, counting excluded positions).
+	Indices splits.Ranges
+}
+
+// CompletedSplit is a split all of whose read elements have left the
+// pipeline.
+type CompletedSplit struct {
+	Epoch, Split int64
+	// Emitted are the indices that were returned by Next (within some
+	// element); Read is how many elements the source yielded (excluded ones
+	// not counted), Dropped how many an op dropped. Read = Emitted.Len() +
+	// Dropped.
+	Emitted       splits.Ranges
+	Read, Dropped int64
+}
+
+// tracker is the bookkeeping of one tracked pipeline. Sources (which may
+// run on a prefetch or parallel map goroutine), dropping ops and Next all
+// update it, under mu.
+type tracker struct {
+	mu        sync.Mutex
+	completed []CompletedSplit
+	seq       atomic.Int64 // numbers splitTracks, to order equal keys
+	passes    atomic.Int64 // source opens over a fixed split list
+}
+
+// splitTrack accounts for one reading of one split. Items point at it, so
+// two readings of a split id (two epochs, or a split listed twice) never
+// mix. The source alone writes yielded; the fields below mu are written
+// under tracker.mu.
+type splitTrack struct {
+	t            *tracker
+	epoch, split int64
+	seq          int64
+	yielded      int64 // source goroutine only
+
+	ended   bool  // reading has ended; read is final
+	read    int64 // = yielded once ended
+	left    int64 // emitted or dropped
+	dropped int64
+	emitted splits.Ranges
+	done    bool
+}
+
+func (t *tracker) newSplit(epoch, split int64) *splitTrack {
+	return &splitTrack{t: t, epoch: epoch, split: split, seq: t.seq.Add(1)}
+}
+
+// end records that the source has read the whole split.
+func (s *splitTrack) end() {
+	s.t.mu.Lock()
+	s.ended, s.read = true, s.yielded
+	s.checkLocked()
+	s.t.mu.Unlock()
+}
+
+// checkLocked moves the split to the completed list once every element it
+// yielded has left.
+func (s *splitTrack) checkLocked() {
+	if s.done || !s.ended || s.left != s.read {
+		return
+	}
+	s.done = true
+	s.t.completed = append(s.t.completed, CompletedSplit{Epoch: s.epoch, Split: s.split,
+		Emitted: s.emitted, Read: s.read, Dropped: s.dropped})
+	s.emitted = nil
+}
+
+// member is one source element inside a tracked batch.
+type member struct {
+	trk   *splitTrack
+	index int64
+}
+
+// members returns the source elements x was made of (appended to dst).
+func (x *item) appendMembers(dst []member) []member {
+	if x.members != nil {
+		return append(dst, *x.members...)
+	}
+	return append(dst, member{x.trk, x.index})
+}
+
+// dropItem records that an op dropped x (an element or a batch) for good.
+// It costs a nil check when tracking is off.
+func dropItem(x *item) {
+	if x.trk == nil {
+		return
+	}
+	t := x.trk.t
+	t.mu.Lock()
+	if x.members == nil {
+		x.trk.left++
+		x.trk.dropped++
+		x.trk.checkLocked()
+	} else {
+		for _, m := range *x.members {
+			m.trk.left++
+			m.trk.dropped++
+			m.trk.checkLocked()
+		}
+	}
+	t.mu.Unlock()
+}
+
+// batchMembers gives a batch assembled from items the union of their
+// provenance (nothing when tracking is off).
+func batchMembers(items []item) *[]member {
+	if items[0].trk == nil {
+		return nil
+	}
+	n := 0
+	for i := range items {
+		if items[i].members != nil {
+			n += len(*items[i].members)
+		} else {
+			n++
+		}
+	}
+	ms := make([]member, 0, n)
+	for i := range items {
+		ms = items[i].appendMembers(ms)
+	}
+	return &ms
+}
+
+// trackingIter is the Iterator OpenWithOptions returns with Track.
+type trackingIter struct {
+	*pipelineIter
+	t       *tracker
+	last    []SplitElements
+	scratch []member
+}
+
+var _ Tracker = (*trackingIter)(nil)
+
+func (x *trackingIter) Next(ctx context.Context) (Element, error) {
+	x.last = nil
+	it, err := x.nextItem(ctx)
+	if err != nil {
+		return Element{}, err
+	}
+	x.last = x.emit(&it)
+	return it.el, nil
+}
+
+// emit records x as returned by Next and returns its provenance.
+func (x *trackingIter) emit(it *item) []SplitElements {
+	ms := it.appendMembers(x.scratch[:0])
+	slices.SortFunc(ms, func(a, b member) int {
+		if c := cmp.Compare(a.trk.epoch, b.trk.epoch); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.trk.split, b.trk.split); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.trk.seq, b.trk.seq); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.index, b.index)
+	})
+	var out []SplitElements
+	x.t.mu.Lock()
+	for i := 0; i < len(ms); {
+		trk := ms[i].trk
+		var r splits.Ranges
+		j := i
+		for ; j < len(ms) && ms[j].trk == trk; j++ {
+			r.Add(ms[j].index)
+		}
+		out = append(out, SplitElements{Epoch: trk.epoch, Split: trk.split, Indices: r})
+		trk.emitted.AddAll(r)
+		trk.left += int64(j - i)
+		trk.checkLocked()
+		i = j
+	}
+	x.t.mu.Unlock()
+	clear(ms)
+	x.scratch = ms[:0]
+	return out
+}
+
+func (x *trackingIter) LastProvenance() []SplitElements { return x.last }
+
+func (x *trackingIter) Completed() []CompletedSplit {
+	x.t.mu.Lock()
+	defer x.t.mu.Unlock()
+	c := x.t.completed
+	x.t.completed = nil
+	return c
+}
