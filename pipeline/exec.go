@@ -138,13 +138,9 @@ type item struct {
 	// epoch identifies the pass of enclosing repeats (0 on the first), or
 	// the job epoch of a ProvidedSplit.
 	epoch uint64
-	// trk is the reading of the split the element (or a batch's first
-	// element) came from: nil when tracking is off.
-	trk *splitTrack
-	// members are a tracked batch's source elements (nil for an element
-	// straight from the source: it is its own provenance). A pointer, to
-	// keep items small when tracking is off.
-	members *[]member
+	// prov is the element's provenance when tracking (nil when off): the
+	// reading of its split, or a batch's members.
+	prov *prov
 }
 
 // iter is the internal pull interface of every stage.
@@ -350,7 +346,10 @@ func (s *sourceIter) next(ctx context.Context) (item, error) {
 		}
 		el, err := s.cur.Next(ctx)
 		if err == nil {
-			it := item{el: el, split: s.p.splits[s.i].ID, index: s.index, epoch: s.epoch, trk: s.trk}
+			it := item{el: el, split: s.p.splits[s.i].ID, index: s.index, epoch: s.epoch}
+			if s.trk != nil {
+				it.prov = &s.trk.prov
+			}
 			s.index++
 			if s.trk != nil {
 				s.trk.yielded++

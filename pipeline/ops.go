@@ -228,7 +228,7 @@ func assembleItems(items []item, elems *[]tensor.Element, pad bool, padValue flo
 	}
 	first := items[0]
 	first.el = out
-	first.members = batchMembers(items)
+	first.prov = batchProv(items)
 	return first, nil
 }
 

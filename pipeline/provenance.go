@@ -18,9 +18,9 @@ import (
 // (ProvidedSplit.Exclude), and a split whose elements have all left can be
 // acknowledged.
 //
-// The cost when tracking is off is a nil check where an op drops an
-// element or assembles a batch: items carry no provenance beyond the
-// split and index they always had.
+// The cost when tracking is off is one nil pointer more per item and a nil
+// check where the source yields, an op drops an element or a batch is
+// assembled.
 
 // Tracker reports provenance. Its methods are called from the goroutine
 // that calls Next. The Iterator that OpenWithOptions returns implements it
@@ -76,6 +76,7 @@ type tracker struct {
 // mix. The source alone writes yielded; the fields below mu are written
 // under tracker.mu.
 type splitTrack struct {
+	prov         prov // {self, nil}: what its elements point at
 	t            *tracker
 	epoch, split int64
 	seq          int64
@@ -90,7 +91,9 @@ type splitTrack struct {
 }
 
 func (t *tracker) newSplit(epoch, split int64) *splitTrack {
-	return &splitTrack{t: t, epoch: epoch, split: split, seq: t.seq.Add(1)}
+	s := &splitTrack{t: t, epoch: epoch, split: split, seq: t.seq.Add(1)}
+	s.prov.trk = s
+	return s
 }
 
 // end records that the source has read the whole split.
@@ -113,34 +116,43 @@ func (s *splitTrack) checkLocked() {
 	s.emitted = nil
 }
 
+// prov is a tracked item's provenance. An element from the source points
+// at its split reading's own prov (members nil: the element is its own
+// provenance, item.index its position); a batch at a prov of its own.
+type prov struct {
+	trk     *splitTrack
+	members []member
+}
+
 // member is one source element inside a tracked batch.
 type member struct {
 	trk   *splitTrack
 	index int64
 }
 
-// members returns the source elements x was made of (appended to dst).
+// appendMembers appends the source elements x was made of to dst.
 func (x *item) appendMembers(dst []member) []member {
-	if x.members != nil {
-		return append(dst, *x.members...)
+	if x.prov.members != nil {
+		return append(dst, x.prov.members...)
 	}
-	return append(dst, member{x.trk, x.index})
+	return append(dst, member{x.prov.trk, x.index})
 }
 
 // dropItem records that an op dropped x (an element or a batch) for good.
 // It costs a nil check when tracking is off.
 func dropItem(x *item) {
-	if x.trk == nil {
+	if x.prov == nil {
 		return
 	}
-	t := x.trk.t
+	t := x.prov.trk.t
 	t.mu.Lock()
-	if x.members == nil {
-		x.trk.left++
-		x.trk.dropped++
-		x.trk.checkLocked()
+	if x.prov.members == nil {
+		trk := x.prov.trk
+		trk.left++
+		trk.dropped++
+		trk.checkLocked()
 	} else {
-		for _, m := range *x.members {
+		for _, m := range x.prov.members {
 			m.trk.left++
 			m.trk.dropped++
 			m.trk.checkLocked()
@@ -149,25 +161,21 @@ func dropItem(x *item) {
 	t.mu.Unlock()
 }
 
-// batchMembers gives a batch assembled from items the union of their
+// batchProv gives a batch assembled from items the union of their
 // provenance (nothing when tracking is off).
-func batchMembers(items []item) *[]member {
-	if items[0].trk == nil {
+func batchProv(items []item) *prov {
+	if items[0].prov == nil {
 		return nil
 	}
 	n := 0
 	for i := range items {
-		if items[i].members != nil {
-			n += len(*items[i].members)
-		} else {
-			n++
-		}
+		n += max(len(items[i].prov.members), 1)
 	}
-	ms := make([]member, 0, n)
+	p := &prov{trk: items[0].prov.trk, members: make([]member, 0, n)}
 	for i := range items {
-		ms = items[i].appendMembers(ms)
+		p.members = items[i].appendMembers(p.members)
 	}
-	return &ms
+	return p
 }
 
 // trackingIter is the Iterator OpenWithOptions returns with Track.

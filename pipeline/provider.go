@@ -87,7 +87,11 @@ func (s *providerIter) next(ctx context.Context) (item, error) {
 			if s.trk != nil {
 				s.trk.yielded++
 			}
-			return item{el: el, split: s.split.ID, index: i, epoch: s.epoch, trk: s.trk}, nil
+			x := item{el: el, split: s.split.ID, index: i, epoch: s.epoch}
+			if s.trk != nil {
+				x.prov = &s.trk.prov
+			}
+			return x, nil
 		}
 		if !errors.Is(err, io.EOF) {
 			return item{}, fmt.Errorf("source: split %d: %w", s.split.ID, err)
