@@ -30,6 +30,12 @@ const (
 	Static  = api.Static
 )
 
+// The delivery guarantees of a DYNAMIC job (JobOptions.Delivery).
+const (
+	ExactlyOnce = api.ExactlyOnce
+	AtMostOnce  = api.AtMostOnce
+)
+
 // JobOptions describe the job to create or join: Name is required, every
 // other field has a default (see api.JobOptions, the type on the wire).
 type JobOptions = api.JobOptions

@@ -111,7 +111,7 @@ func TestLossReportedWhenWorkerKilled(t *testing.T) {
 	cl := dial(t, c, 0)
 	const job = "kill-loss"
 	it, err := cl.Distribute(context.Background(), slowSpec(n, splitSize, 10, 300),
-		client.JobOptions{Name: job, Sharding: client.Dynamic})
+		client.JobOptions{Name: job, Sharding: client.Dynamic, Delivery: client.AtMostOnce})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestLossReportedAfterQuickRestart(t *testing.T) {
 	cl := dial(t, c, 0)
 	const job = "restart-loss"
 	it, err := cl.Distribute(context.Background(), slowSpec(n, splitSize, 10, 300),
-		client.JobOptions{Name: job, Sharding: client.Dynamic})
+		client.JobOptions{Name: job, Sharding: client.Dynamic, Delivery: client.AtMostOnce})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,9 +23,16 @@ import (
 // workerStreams is what the plain engine knows of one worker's streams.
 type workerStreams struct {
 	// ctx ends the worker's streams (cancel: when it is dropped).
-	ctx     context.Context
-	cancel  context.CancelFunc
-	fenced  bool // exactly-once: its fence was queued (dropped, no stream left)
+	ctx    context.Context
+	cancel context.CancelFunc
+	fenced bool // exactly-once: its fence was queued (dropped, no stream left)
+	// inc is the worker's incarnation as last heard; refence: it changed
+	// (a restart) after streams were opened, so the streams are being
+	// stopped to fence the old process (exactly-once).
+	inc     uint64
+	opened  bool
+	broke   bool // a stream failed since the last fence
+	refence bool
 	addr    string
 	running int  // streams open to the worker (up to StreamsPerWorker)
 	done    bool // the worker sent its end of data on a stream
@@ -37,7 +44,7 @@ type workerStreams struct {
 // canOpen reports whether another stream to the worker may be opened at
 // now, with up to perWorker streams per worker.
 func (s *workerStreams) canOpen(now time.Time, perWorker int) bool {
-	return s.running < perWorker && !s.done && !s.dropped && s.addr != "" && !now.Before(s.retryAt)
+	return s.running < perWorker && !s.done && !s.dropped && !s.refence && s.addr != "" && !now.Before(s.retryAt)
 }
 
 // waiting reports whether the worker would get another stream but for its
@@ -151,6 +158,24 @@ func (p *plain) reconcile(ctx context.Context) (ended bool, next time.Time) {
 		if w.Addr != "" {
 			s.addr = w.Addr
 		}
+		if p.ledger != nil && w.Incarnation != s.inc {
+			if s.opened && !s.dropped && (s.inc != 0 || s.broke) {
+				// A restart (from a known incarnation, or one this
+				// consumer did not hear of but whose stream broke): the
+				// old process's leases are orphaned until this consumer
+				// fences it. Stop every stream (one may still be the old
+				// process's) and fence once none reads; the new process
+				// resends what its stopped streams had not credited. The
+				// first incarnation heard after streams opened normally
+				// is the worker's first lease, not a restart.
+				p.log.Info("worker restarted; reopening its streams", "job", p.job, "worker", w.Name)
+				s.cancel()
+				s.ctx, s.cancel = context.WithCancel(ctx)
+				s.refence = true
+				p.fenceIfIdle(w.Name, s)
+			}
+			s.inc = w.Incarnation
+		}
 		if w.Expired && !s.done {
 			if !s.dropped {
 				p.log.Info("worker expired; dropping it", "job", p.job, "worker", w.Name)
@@ -165,6 +190,7 @@ func (p *plain) reconcile(ctx context.Context) (ended bool, next time.Time) {
 				p.it.countReconnect()
 			}
 			s.running++
+			s.opened = true
 			p.streams.Add(1)
 			go p.stream(s.ctx, w.Name, s.addr)
 		}
@@ -193,6 +219,7 @@ func (p *plain) stream(ctx context.Context, worker, addr string) {
 		// The worker's pipeline failed: the job fails with its message.
 		p.it.fail(workerFailed(p.job, worker, msg, err))
 	case ctx.Err() == nil:
+		s.broke = true
 		s.fails++
 		s.retryAt = time.Now().Add(p.retry.delay(s.fails))
 		p.log.Warn("worker stream failed; will retry unless the worker is expired", "job", p.job, "worker", worker, "err", err)
@@ -209,9 +236,20 @@ func (p *plain) stream(ctx context.Context, worker, addr string) {
 // once none of its streams is reading: everything read from it is then in
 // the ledger. p.mu is held.
 func (p *plain) fenceIfIdle(worker string, s *workerStreams) {
-	if p.ledger != nil && s.dropped && s.running == 0 && !s.fenced {
+	if p.ledger == nil || s.running > 0 {
+		return
+	}
+	switch {
+	case s.dropped && !s.fenced:
 		s.fenced = true
 		p.ledger.fence(worker)
+	case s.refence:
+		s.refence, s.broke = false, false
+		p.ledger.fence(worker)
+		select { // reopen now, not at the next heartbeat
+		case p.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -235,16 +273,24 @@ func (p *plain) read(ctx context.Context, worker, addr string) (ending, string, 
 			p.mu.Unlock()
 		}
 		if p.ledger != nil {
-			if dup, n := p.ledger.record(h.Prov); n > 0 {
-				p.log.Error("exactly-once: received elements a second time (a bug: please report it)", "job", p.job, "worker", worker, "elements", n, "batch_dropped", dup)
-				if dup {
-					continue
-				}
+			if dup, n := p.ledger.claim(h.Prov); dup {
+				// A batch its worker sent again after a stream failed
+				// that had in fact reached this consumer.
+				p.log.Debug("exactly-once: dropped a batch received before", "job", p.job, "worker", worker, "elements", n)
+				continue
+			} else if n > 0 {
+				p.log.Error("exactly-once: a batch partly received before (a bug: please report it)", "job", p.job, "worker", worker, "elements", n)
 			}
 		}
 		size := int64(el.ByteSize())
 		if err := p.it.put(ctx, item{b: st.batch(h, el, p.batched), size: size, wire: st.wireBytes()}); err != nil {
+			if p.ledger != nil {
+				p.ledger.unclaim(h.Prov)
+			}
 			return endBroken, "", err
+		}
+		if p.ledger != nil {
+			p.ledger.confirm(h.Prov)
 		}
 	}
 }

@@ -53,9 +53,12 @@ func newLedger() *ledger {
 // may carry (raftstate.MaxReceiptIntervals).
 const maxPendingIntervals = 4096
 
-// record notes a batch's elements and reports whether all of them had been
-// received before (drop the batch) and how many of them had.
-func (l *ledger) record(prov []batch.ProvRange) (dup bool, dups int64) {
+// claim notes a batch's elements as received, for the duplicate check,
+// and reports whether all of them had been received before (drop the
+// batch) and how many of them had. A claimed batch is reported only once
+// confirmed (it reached the iterator's buffer); one that did not is
+// unclaimed, and its worker sends it again.
+func (l *ledger) claim(prov []batch.ProvRange) (dup bool, dups int64) {
 	if len(prov) == 0 {
 		return false, 0
 	}
@@ -72,9 +75,23 @@ func (l *ledger) record(prov []batch.ProvRange) (dup bool, dups int64) {
 		l.seen[k] = have
 	}
 	l.dups += dups
-	if dups == total {
-		return true, dups
+	return dups == total, dups
+}
+
+// unclaim forgets a claimed batch that did not reach the buffer.
+func (l *ledger) unclaim(prov []batch.ProvRange) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range prov {
+		k := key{r.Epoch, r.Split}
+		l.seen[k] = l.seen[k].Minus(splits.Span(r.Lo, r.Hi))
 	}
+}
+
+// confirm queues a claimed batch's elements for the next report.
+func (l *ledger) confirm(prov []batch.ProvRange) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	intervals := 0
 	for _, r := range prov {
 		k := key{r.Epoch, r.Split}
@@ -86,7 +103,6 @@ func (l *ledger) record(prov []batch.ProvRange) (dup bool, dups int64) {
 	if intervals > maxPendingIntervals || len(l.pending) > maxPendingIntervals {
 		l.wake()
 	}
-	return false, dups
 }
 
 // fence queues a dead worker's fence: the caller has stopped reading from

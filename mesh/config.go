@@ -179,15 +179,16 @@ func DefaultConfig() Config {
 		Transport: transport.DefaultConfig(),
 		Raft:      raftstate.DefaultConfig(),
 		Worker: WorkerConfig{
-			TaskBuffer:       8,
-			LeaseSplits:      256,
-			LeaseDuration:    250 * time.Millisecond,
-			MaxWindow:        64,
-			SendCoalesce:     16,
-			JobPollInterval:  2 * time.Second,
-			ShareWindowBytes: share.DefaultWindowBytes,
-			RoundsAhead:      DefaultRoundsAhead,
-			RoundsHeld:       DefaultRoundsHeld,
+			TaskBuffer:         8,
+			LeaseSplits:        256,
+			LeaseDuration:      250 * time.Millisecond,
+			OrphanPollInterval: 250 * time.Millisecond,
+			MaxWindow:          64,
+			SendCoalesce:       16,
+			JobPollInterval:    2 * time.Second,
+			ShareWindowBytes:   share.DefaultWindowBytes,
+			RoundsAhead:        DefaultRoundsAhead,
+			RoundsHeld:         DefaultRoundsHeld,
 		},
 	}
 }
@@ -219,6 +220,7 @@ func FastConfig() Config {
 	c.Transport = transport.FastConfig()
 	c.Raft = raftstate.FastConfig()
 	c.Worker.JobPollInterval = 200 * time.Millisecond
+	c.Worker.OrphanPollInterval = 100 * time.Millisecond
 	c.Worker.ShareWindowBytes = share.FastConfig().WindowBytes
 	return c
 }
@@ -283,8 +285,8 @@ func (c *Config) Validate() error {
 			bad(name, "must be > 0")
 		}
 	}
-	if c.Worker.TaskBuffer < 1 || c.Worker.LeaseSplits < 1 || c.Worker.LeaseDuration <= 0 || c.Worker.MaxWindow < 1 || c.Worker.SendCoalesce < 1 || c.Worker.JobPollInterval <= 0 {
-		bad("Worker", "TaskBuffer, LeaseSplits, MaxWindow, SendCoalesce and JobPollInterval must be > 0")
+	if c.Worker.TaskBuffer < 1 || c.Worker.LeaseSplits < 1 || c.Worker.LeaseDuration <= 0 || c.Worker.OrphanPollInterval <= 0 || c.Worker.MaxWindow < 1 || c.Worker.SendCoalesce < 1 || c.Worker.JobPollInterval <= 0 {
+		bad("Worker", "TaskBuffer, LeaseSplits, LeaseDuration, OrphanPollInterval, MaxWindow, SendCoalesce and JobPollInterval must be > 0")
 	}
 	if c.Worker.RoundsAhead < 0 || c.Worker.RoundsHeld < 0 {
 		bad("Worker.RoundsAhead/RoundsHeld", "must be >= 0 (0: the default)")

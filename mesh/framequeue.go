@@ -2,21 +2,73 @@ package mesh
 
 import (
 	"context"
+	"sync"
 
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
 // frameQueue is the queue of encoded batches between a plain or sharing
 // task's production and its consumer streams; each batch goes to exactly
 // one stream. Its producers embed it for end, serve and queued.
+//
+// Exactly-once jobs (resend): a batch sent on a stream that then fails
+// may not have reached the consumer, and nothing else would ever send its
+// elements again while this worker lives. So a failed stream's batches
+// not yet credited back (at most its window), and those it did not get to
+// send, go back to the front of the queue for the other streams (or the
+// consumer's next one); a consumer that did receive one drops it as a
+// duplicate (client/receipts.go).
 type frameQueue struct {
 	t   *task
 	out chan *batch.Frame // closed when production ends; err says how
 	err error             // set before out is closed
+
+	resend bool // exactly-once: resend what a failed stream may not have delivered
+	mu     sync.Mutex
+	again  []*batch.Frame // to send before out's; at most streams × (window + SendCoalesce)
+	kick   chan struct{}  // capacity 1: again got frames
 }
 
 func newFrameQueue(t *task) frameQueue {
-	return frameQueue{t: t, out: make(chan *batch.Frame, t.w.n.cfg.Worker.TaskBuffer)}
+	return frameQueue{t: t, out: make(chan *batch.Frame, t.w.n.cfg.Worker.TaskBuffer),
+		resend: t.job.Options.Delivery == api.ExactlyOnce, kick: make(chan struct{}, 1)}
+}
+
+// requeue puts frames back for another stream to send.
+func (q *frameQueue) requeue(fs []*batch.Frame) {
+	if len(fs) == 0 {
+		return
+	}
+	q.mu.Lock()
+	q.again = append(q.again, fs...)
+	q.mu.Unlock()
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// takeAgain appends up to max frames to resend to *fs.
+func (q *frameQueue) takeAgain(fs *[]*batch.Frame, max int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	k := min(max-len(*fs), len(q.again))
+	if k <= 0 {
+		return
+	}
+	*fs = append(*fs, q.again[:k]...)
+	clear(q.again[:k])
+	q.again = q.again[k:]
+	if len(q.again) == 0 {
+		q.again = nil
+	}
+}
+
+func (q *frameQueue) hasAgain() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.again) > 0
 }
 
 // offer queues f for the consumers (offer.go), blocking while the queue is
@@ -40,32 +92,60 @@ func (q *frameQueue) queued() int { return len(q.out) }
 // the consumer goes away, or the node closes.
 func (q *frameQueue) serve(ctx context.Context, s *batch.Sender, _ batch.OpenRequest) {
 	t := q.t
-	fs := make([]*batch.Frame, 0, t.w.n.cfg.Worker.SendCoalesce)
+	coalesce := t.w.n.cfg.Worker.SendCoalesce
+	fs := make([]*batch.Frame, 0, coalesce)
+	var sent []*batch.Frame // exactly-once: sent, maybe not yet credited back
 	for {
-		select {
-		case f, ok := <-q.out:
-			if !ok {
-				q.endStream(s)
+		fs = fs[:0]
+		open := true
+		if q.resend {
+			q.takeAgain(&fs, min(max(s.Available(), 1), coalesce))
+		}
+		if len(fs) == 0 {
+			select {
+			case f, ok := <-q.out:
+				if !ok {
+					if q.resend && q.hasAgain() {
+						continue
+					}
+					q.endStream(s)
+					return
+				}
+				fs = append(fs, f)
+			case <-q.kick:
+				continue
+			case <-s.Gone():
+				// The consumer left while this stream had nothing to
+				// send: what it had not credited back goes to others.
+				if q.resend {
+					q.requeue(uncredited(sent, s.Outstanding()))
+				}
+				return
+			case <-ctx.Done():
 				return
 			}
-			// Take the batches already waiting, as many as the client has
-			// credit for, and write them together.
-			fs = append(fs[:0], f)
-			open := q.gather(&fs, min(s.Available(), t.w.n.cfg.Worker.SendCoalesce))
-			_, err := s.SendAll(ctx, fs)
-			clear(fs) // do not keep sent batches alive while waiting for the next
+		}
+		// Take the batches already waiting, as many as the client has
+		// credit for, and write them together.
+		open = q.gather(&fs, min(s.Available(), coalesce))
+		n, err := s.SendAll(ctx, fs)
+		if q.resend {
+			sent = uncredited(append(sent, fs[:n]...), s.Outstanding())
 			if err != nil {
-				// The consumer is gone; these batches (up to SendCoalesce,
-				// the unsent ones included) are lost with it (at-most-once),
-				// as tf.data service does.
-				t.w.n.log.Debug("consumer stream ended", "job", t.job.Name, "err", err)
-				return
+				q.requeue(append(sent, fs[n:]...))
+				sent = nil
 			}
-			if !open {
-				q.endStream(s)
-				return
-			}
-		case <-ctx.Done():
+		}
+		clear(fs) // do not keep sent batches alive while waiting for the next
+		if err != nil {
+			// The consumer is gone. At-most-once: these batches (up to
+			// SendCoalesce, the unsent ones included) are lost with it,
+			// as tf.data service does; exactly-once: requeued above.
+			t.w.n.log.Debug("consumer stream ended", "job", t.job.Name, "err", err)
+			return
+		}
+		if !open && !(q.resend && q.hasAgain()) {
+			q.endStream(s)
 			return
 		}
 	}
@@ -97,4 +177,15 @@ func (q *frameQueue) endStream(s *batch.Sender) {
 		return
 	}
 	s.End(q.err)
+}
+
+// uncredited keeps the last k frames of sent, the ones the client has not
+// credited back (credits come back in order); the others were delivered.
+func uncredited(sent []*batch.Frame, k int) []*batch.Frame {
+	if len(sent) <= k {
+		return sent
+	}
+	d := len(sent) - k
+	clear(sent[:d])
+	return append(sent[:0], sent[d:]...)
 }

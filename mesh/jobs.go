@@ -428,7 +428,8 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 	}
 	sort.Strings(names)
 	for _, w := range names {
-		info.Workers = append(info.Workers, api.WorkerInfo{Name: w, Addr: addrs[w], Expired: v.Workers[w].Expired})
+		st := v.Workers[w]
+		info.Workers = append(info.Workers, api.WorkerInfo{Name: w, Addr: addrs[w], Expired: st.Expired, Incarnation: st.Incarnation})
 	}
 	info.ShareGroup = v.ShareGroup
 	if r := v.Rounds; r != nil {

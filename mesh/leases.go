@@ -10,6 +10,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/splits"
 )
 
 // leaseProvider is a DYNAMIC production's lease loop: it feeds the
@@ -28,6 +29,11 @@ type leaseProvider struct {
 	job    string // the lease identity: the job, or its share group
 	splits []pipeline.Split
 	policy leasePolicy
+	// exact: the job is exactly-once (splits/exactly.go): the pipeline
+	// reports what it emitted (produced), not what it read (finished), and
+	// leases may carry exclusions. A phase ends when the leases are done;
+	// awaitMore then waits for a dead worker's splits, or the job's end.
+	exact bool
 
 	queue   []leasedSplit
 	current leasedSplit
@@ -39,7 +45,10 @@ type leaseProvider struct {
 	wg       sync.WaitGroup
 }
 
-type leasedSplit struct{ id, epoch int64 }
+type leasedSplit struct {
+	id, epoch int64
+	exclude   splits.Ranges // exactly-once: indices already delivered
+}
 
 type leaseResult struct {
 	resp api.LeaseResponse
@@ -48,11 +57,11 @@ type leaseResult struct {
 
 // newLeaseProvider leases splits of all under job's name (a job, or a
 // share group) for this node, until ctx ends.
-func newLeaseProvider(ctx context.Context, n *Node, job string, all []pipeline.Split) *leaseProvider {
+func newLeaseProvider(ctx context.Context, n *Node, job string, all []pipeline.Split, exact bool) *leaseProvider {
 	// Request ids start from the clock, not 1: a provider created again for
 	// the same (job, worker), as a shared production is after its jobs all
 	// left, must not have its first lease taken for a retry of the last.
-	return &leaseProvider{ctx: ctx, n: n, job: job, splits: all, answer: make(chan leaseResult, 1),
+	return &leaseProvider{ctx: ctx, n: n, job: job, splits: all, exact: exact, answer: make(chan leaseResult, 1),
 		policy: newLeasePolicy(n.cfg.Worker.LeaseSplits, n.cfg.Worker.LeaseDuration),
 		reqID:  uint64(time.Now().UnixNano())}
 }
@@ -62,7 +71,9 @@ func newLeaseProvider(ctx context.Context, n *Node, job string, all []pipeline.S
 func (p *leaseProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error) {
 	finished := p.reading
 	if finished {
-		p.finished = append(p.finished, p.current)
+		if !p.exact {
+			p.finished = append(p.finished, p.current)
+		}
 		p.reading = false
 	}
 	if n := p.policy.next(time.Now(), finished, len(p.queue)); n > 0 {
@@ -96,9 +107,7 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error
 			if r.err != nil {
 				return pipeline.ProvidedSplit{}, fmt.Errorf("lease splits: %w", r.err)
 			}
-			for _, id := range r.resp.Splits {
-				p.queue = append(p.queue, leasedSplit{id: id, epoch: r.resp.Epoch})
-			}
+			p.enqueue(r.resp)
 		case <-ctx.Done():
 			return pipeline.ProvidedSplit{}, ctx.Err()
 		}
@@ -110,7 +119,93 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error
 		return pipeline.ProvidedSplit{}, err
 	}
 	p.current, p.reading = ls, true
-	return pipeline.ProvidedSplit{Split: s, Epoch: ls.epoch}, nil
+	return pipeline.ProvidedSplit{Split: s, Epoch: ls.epoch, Exclude: ls.exclude}, nil
+}
+
+// enqueue queues a lease's splits.
+func (p *leaseProvider) enqueue(resp api.LeaseResponse) {
+	for i, id := range resp.Splits {
+		ls := leasedSplit{id: id, epoch: resp.Epoch}
+		if i < len(resp.Exclude) {
+			ls.exclude = resp.Exclude[i]
+		}
+		p.queue = append(p.queue, ls)
+	}
+}
+
+// awaitMore (exactly-once) is called when a phase has ended: every split
+// this worker leased is produced, and the leases are done. It asks again
+// every OrphanPollInterval until a lease brings splits (a dead worker's,
+// to read again: true, and Next hands them out) or says the job is
+// complete (false). The caller runs a new pipeline for each phase, so
+// that the last one's partial batches are flushed, not held back waiting.
+func (p *leaseProvider) awaitMore() (bool, error) {
+	p.wg.Wait() // a report in flight goes first
+	t := time.NewTicker(p.n.cfg.Worker.OrphanPollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-p.ctx.Done():
+			return false, p.ctx.Err()
+		}
+		p.reqID++
+		resp, err := p.n.lease(p.ctx, api.LeaseRequest{Job: p.job, Worker: p.n.name, RequestID: p.reqID, N: p.policy.size(), Incarnation: p.n.incarnation})
+		switch {
+		case errors.Is(err, api.ErrNotAssigned):
+			return false, nil // expired: as in Next
+		case err != nil:
+			if p.ctx.Err() != nil {
+				return false, p.ctx.Err()
+			}
+			p.n.log.Warn("exactly-once: asking for splits to read again; will retry", "job", p.job, "err", err)
+			continue
+		case resp.Complete:
+			return false, nil
+		case len(resp.Splits) > 0:
+			p.enqueue(resp)
+			p.policy.done = resp.Done
+			return true, nil
+		}
+	}
+}
+
+// produced (exactly-once) reports splits whose every element the
+// pipeline has emitted, in the background, one request per epoch. Unlike
+// finished splits, produced ones are part of delivery (the job cannot end
+// without them), so a failed report is retried until it lands, is refused
+// for good, or the task ends.
+func (p *leaseProvider) produced(cs []pipeline.CompletedSplit) {
+	if len(cs) == 0 {
+		return
+	}
+	byEpoch := map[int64][]splits.SplitEmitted{}
+	for _, c := range cs {
+		byEpoch[c.Epoch] = append(byEpoch[c.Epoch], splits.SplitEmitted{Split: c.Split, Emitted: c.Emitted})
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for epoch, done := range byEpoch {
+			req := api.ProduceRequest{Job: p.job, Worker: p.n.name, Epoch: epoch, Splits: done}
+			for attempt := 1; ; attempt++ {
+				err := p.n.produce(p.ctx, req)
+				if err == nil || p.ctx.Err() != nil {
+					break
+				}
+				if !retriable(err) {
+					p.n.log.Warn("exactly-once: produced splits refused (worker expired?): they will be read again elsewhere", "job", p.job, "splits", len(done), "err", err)
+					break
+				}
+				p.n.log.Warn("exactly-once: report produced splits; will retry", "job", p.job, "splits", len(done), "attempt", attempt, "err", err)
+				select {
+				case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
+				case <-p.ctx.Done():
+					return
+				}
+			}
+		}
+	}()
 }
 
 // ask reports the finished splits and asks for a lease of n splits, each

@@ -29,10 +29,20 @@ func (p *plainProducer) produce() error {
 	o := t.job.Options
 	switch o.Sharding {
 	case api.Dynamic:
-		lp := newLeaseProvider(t.ctx, t.w.n, t.job.Name, t.splits)
-		err := p.pump(pipeline.Options{Provider: lp}, nil, -1)
-		lp.close()
-		return err
+		exact := o.Delivery == api.ExactlyOnce
+		lp := newLeaseProvider(t.ctx, t.w.n, t.job.Name, t.splits, exact)
+		defer lp.close()
+		for {
+			// One pipeline per phase (exactly-once: a phase ends when
+			// the leases are done; a dead worker's splits start another).
+			if err := p.pump(pipeline.Options{Provider: lp, Track: exact}, nil, -1, lp); err != nil || !exact {
+				return err
+			}
+			more, err := lp.awaitMore()
+			if err != nil || !more {
+				return err
+			}
+		}
 	case api.Static:
 		ids := splits.StaticAssignment(int64(len(t.splits)), workerNames(t.job), t.w.n.name)
 		mine := make([]pipeline.Split, 0, len(ids))
@@ -44,14 +54,14 @@ func (p *plainProducer) produce() error {
 			mine = append(mine, s)
 		}
 		for e := int64(0); e < o.Epochs; e++ {
-			if err := p.pump(pipeline.Options{}, mine, e); err != nil {
+			if err := p.pump(pipeline.Options{}, mine, e, nil); err != nil {
 				return err
 			}
 		}
 		return nil
 	default: // off: the whole dataset on every worker
 		for e := int64(0); e < o.Epochs; e++ {
-			if err := p.pump(pipeline.Options{}, t.splits, e); err != nil {
+			if err := p.pump(pipeline.Options{}, t.splits, e, nil); err != nil {
 				return err
 			}
 		}
@@ -60,8 +70,10 @@ func (p *plainProducer) produce() error {
 }
 
 // pump runs one pipeline to its end, encoding each batch and offering it.
-// A full queue blocks the pipeline: that is the task's back-pressure.
-func (p *plainProducer) pump(o pipeline.Options, ss []pipeline.Split, epoch int64) error {
+// A full queue blocks the pipeline: that is the task's back-pressure. With
+// o.Track (exactly-once), each batch names its elements (Header.Prov) and
+// the splits whose elements have all been offered are reported to lp.
+func (p *plainProducer) pump(o pipeline.Options, ss []pipeline.Split, epoch int64, lp *leaseProvider) error {
 	t := p.t
 	it, err := pipeline.OpenWithOptions(t.ctx, t.spec, ss, o)
 	if err != nil {
@@ -71,6 +83,9 @@ func (p *plainProducer) pump(o pipeline.Options, ss []pipeline.Split, epoch int6
 	for {
 		el, err := it.Next(t.ctx)
 		if errors.Is(err, io.EOF) {
+			if tr, ok := it.(pipeline.Tracker); ok && o.Track && lp != nil {
+				lp.produced(tr.Completed()) // splits whose last elements were dropped
+			}
 			return nil
 		}
 		if err != nil {
@@ -78,6 +93,12 @@ func (p *plainProducer) pump(o pipeline.Options, ss []pipeline.Split, epoch int6
 		}
 		h := batch.Header{Seq: p.seq, Worker: t.w.n.name, Epoch: epoch}
 		p.seq++
+		tr, tracked := it.(pipeline.Tracker)
+		if tracked && o.Track {
+			for _, se := range tr.LastProvenance() {
+				h.Prov = batch.AppendProv(h.Prov, se.Epoch, se.Split, se.Indices)
+			}
+		}
 		f, err := t.w.n.encodeBatch(h, el)
 		if err != nil {
 			return fmt.Errorf("encode batch: %w", err)
@@ -85,6 +106,9 @@ func (p *plainProducer) pump(o pipeline.Options, ss []pipeline.Split, epoch int6
 		t.w.countEncoded(el)
 		if err := p.offer(f); err != nil {
 			return err
+		}
+		if tracked && o.Track && lp != nil {
+			lp.produced(tr.Completed())
 		}
 	}
 }

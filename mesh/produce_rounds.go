@@ -46,7 +46,7 @@ func newRoundProducer(t *task) (*roundProducer, error) {
 // (padded or dropped as the job says).
 func (p *roundProducer) produce() error {
 	t := p.t
-	lp := newLeaseProvider(t.ctx, t.w.n, t.job.Name, t.splits)
+	lp := newLeaseProvider(t.ctx, t.w.n, t.job.Name, t.splits, false)
 	defer lp.close()
 	it, err := pipeline.OpenWithOptions(t.ctx, t.spec, nil, pipeline.Options{Provider: lp})
 	if err != nil {

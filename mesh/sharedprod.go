@@ -165,7 +165,7 @@ func (p *sharedProd) open() error {
 			return io.EOF
 		}
 		p.opened = true
-		p.provider = newLeaseProvider(p.ctx, p.w.n, p.key.group, p.splits)
+		p.provider = newLeaseProvider(p.ctx, p.w.n, p.key.group, p.splits, false)
 		o.Provider = p.provider
 	default:
 		if p.epoch >= p.key.epochs {

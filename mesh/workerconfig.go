@@ -27,6 +27,11 @@ type WorkerConfig struct {
 	// milliseconds. Longer means fewer commits, and more splits lost when
 	// a worker dies (at-most-once).
 	LeaseDuration time.Duration
+	// OrphanPollInterval (exactly-once DYNAMIC jobs) is how often a task
+	// whose leases are done asks again, until its job is complete: a dead
+	// worker's splits come back to be read again (splits/exactly.go).
+	// Default 250 ms.
+	OrphanPollInterval time.Duration
 	// MaxWindow caps the credit a client may grant on one stream.
 	MaxWindow int
 	// SendCoalesce is the most ready batches a stream writes at once (no

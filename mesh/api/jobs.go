@@ -233,6 +233,11 @@ type WorkerInfo struct {
 	// Expired: the worker was declared dead; its unfinished splits were
 	// lost, and it is out of the job for good (a consumer drops it).
 	Expired bool `json:"expired,omitempty"`
+	// Incarnation identifies the worker's process that leased last (0:
+	// none yet). A change means the worker restarted: a consumer of an
+	// exactly-once job stops reading the old process's streams and fences
+	// it, so that its splits are read again.
+	Incarnation uint64 `json:"incarnation,omitempty"`
 }
 
 // JobInfo describes a job, as `feedmesh jobs` shows it.

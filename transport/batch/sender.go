@@ -452,6 +452,11 @@ func (s *Sender) Close() error {
 	return nil
 }
 
+// Gone is closed once the client has gone away (closed or reset the
+// stream, or the connection was lost) or broke the protocol: a worker
+// waiting for its next batch learns it without writing.
+func (s *Sender) Gone() <-chan struct{} { return s.gone }
+
 // Outstanding returns the batches sent and not yet credited back: at most the
 // window.
 func (s *Sender) Outstanding() int {
