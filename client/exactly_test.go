@@ -1,0 +1,139 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/fn"
+	"github.com/feedmesh/feedmesh/testcluster"
+)
+
+// shuffledSpec is issue 20's pipeline: it shuffles across splits, maps,
+// spends sleepUs per element and batches, over range [0, n).
+func shuffledSpec(n, splitSize, batch, sleepUs int64) *pipeline.Spec {
+	s := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: n, SplitSize: splitSize}})
+	s.Shuffle(64, 7)
+	s.Map("cast", fn.Args{"tensor": "value", "dtype": "int64"}, 2)
+	s.Cost(0, sleepUs)
+	s.Batch(batch, false)
+	return s
+}
+
+// TestExactlyOnceSurvivesKills: on a 5-node cluster with 3 voters, a
+// DYNAMIC job (exactly-once by default) whose pipeline shuffles, maps and
+// batches loses a node mid-epoch (a worker, the Raft leader, or the node
+// the client dialed): every element of every epoch still arrives exactly
+// once, and the read ends by itself.
+func TestExactlyOnceSurvivesKills(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		epochs int64
+		victim func(c *testcluster.Cluster, dialed int) int
+	}{
+		{"worker", 1, func(c *testcluster.Cluster, dialed int) int {
+			l, _ := c.WaitLeader(t, 10*time.Second)
+			for i := range 5 {
+				if i != l && i != dialed {
+					return i
+				}
+			}
+			return -1
+		}},
+		{"leader", 1, func(c *testcluster.Cluster, _ int) int { l, _ := c.WaitLeader(t, 10*time.Second); return l }},
+		{"dialed", 1, func(_ *testcluster.Cluster, dialed int) int { return dialed }},
+		{"worker-3-epochs", 3, func(c *testcluster.Cluster, dialed int) int {
+			l, _ := c.WaitLeader(t, 10*time.Second)
+			for i := 4; i >= 0; i-- {
+				if i != l && i != dialed {
+					return i
+				}
+			}
+			return -1
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testcluster.Start(t, 5, testcluster.WithVoters(3))
+			const dialed = 3
+			cl := dial(t, c, dialed)
+			const n = 4000
+			it, err := cl.Distribute(context.Background(), shuffledSpec(n, 20, 10, 200),
+				client.JobOptions{Name: "eo-" + tc.name, Sharding: client.Dynamic, Epochs: tc.epochs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer it.Close()
+			if got := it.Stats().Delivery; got != client.ExactlyOnce {
+				t.Fatalf("a DYNAMIC job's delivery is %q, want the default %q", got, client.ExactlyOnce)
+			}
+			victim, killed := tc.victim(c, dialed), false
+			d := drain(t, it, 120*time.Second, func(b client.Batch) {
+				if !killed && it.Stats().Batches >= 40 {
+					killed = true
+					c.Kill(victim)
+				}
+			})
+			if !killed {
+				t.Fatal("the job ended before the kill")
+			}
+			checkExactly(t, d, n, int(tc.epochs))
+			st := it.Stats()
+			t.Logf("killed %s (node %d); %d batches; exactly-once counters %+v; duplicates dropped by the client %d",
+				c.Name(victim), victim, d.batches, st.Exact, st.DuplicatesDropped)
+			if st.Exact != nil && st.Exact.Duplicates != 0 {
+				t.Fatalf("the cluster counted %d elements receipted twice", st.Exact.Duplicates)
+			}
+		})
+	}
+}
+
+// TestExactlyOnceTwoConsumersWorkerKilled: two consumers of one job, a
+// worker killed: together they still get every element once.
+func TestExactlyOnceTwoConsumersWorkerKilled(t *testing.T) {
+	c := testcluster.Start(t, 5, testcluster.WithVoters(3))
+	const n = 3000
+	opts := client.JobOptions{Name: "eo-two", Sharding: client.Dynamic}
+	a, err := dial(t, c, 0).Distribute(context.Background(), shuffledSpec(n, 20, 10, 300), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := dial(t, c, 1).Distribute(context.Background(), shuffledSpec(n, 20, 10, 300), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	l, _ := c.WaitLeader(t, 10*time.Second)
+	victim := 4
+	if l == victim {
+		victim = 3
+	}
+	killed := make(chan struct{})
+	da, db := make(chan delivery, 1), make(chan delivery, 1)
+	go func() {
+		da <- drain(t, a, 120*time.Second, func(client.Batch) {
+			if a.Stats().Batches == 30 {
+				c.Kill(victim)
+				close(killed)
+			}
+		})
+	}()
+	go func() { db <- drain(t, b, 120*time.Second, nil) }()
+	x, y := <-da, <-db
+	select {
+	case <-killed:
+	default:
+		t.Fatal("the job ended before the kill")
+	}
+	merged := delivery{counts: map[int64]int{}}
+	for _, dd := range []delivery{x, y} {
+		for v, k := range dd.counts {
+			merged.counts[v] += k
+		}
+	}
+	checkExactly(t, merged, n, 1)
+	t.Logf("consumer a %d batches, b %d; killed %s", x.batches, y.batches, fmt.Sprint(c.Name(victim)))
+}
