@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,4 +137,25 @@ func TestExactlyOnceTwoConsumersWorkerKilled(t *testing.T) {
 	}
 	checkExactly(t, merged, n, 1)
 	t.Logf("consumer a %d batches, b %d; killed %s", x.batches, y.batches, fmt.Sprint(c.Name(victim)))
+}
+
+// TestExactlyOnceRefusesTake: take and skip count per worker, so an
+// exactly-once job refuses them with an error that says what to do; the
+// same spec runs at-most-once.
+func TestExactlyOnceRefusesTake(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	cl := dial(t, c, 0)
+	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 100, SplitSize: 10}}).Take(50).Batch(10, false)
+	_, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: "eo-take", Sharding: client.Dynamic})
+	if err == nil || !strings.Contains(err.Error(), "exactly-once cannot take") || !strings.Contains(err.Error(), "at-most-once") {
+		t.Fatalf("take in an exactly-once job: %v", err)
+	}
+	it, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: "amo-take", Sharding: client.Dynamic, Delivery: client.AtMostOnce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	if d := drain(t, it, 30*time.Second, nil); len(d.counts) != 50 {
+		t.Fatalf("at-most-once take(50) on one worker delivered %d elements", len(d.counts))
+	}
 }

@@ -145,6 +145,11 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest) (
 			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)
 		}
 	}
+	if req.Options.Delivery == api.ExactlyOnce {
+		if err := exactlyOnceSpec(spec); err != nil {
+			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)
+		}
+	}
 	opts, err := toRaftOptions(req.Options)
 	if err != nil {
 		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)

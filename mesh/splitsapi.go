@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/raftstate"
 	"github.com/feedmesh/feedmesh/splits"
 )
@@ -58,4 +59,20 @@ func (n *Node) receipts(ctx context.Context, req api.ReceiptsRequest) error {
 			_, err := n.raft.Apply(ctx, raftstate.NewReceipts(req.Job, req.Consumer, rs, req.Fenced))
 			return err
 		})
+}
+
+// exactlyOnceSpec refuses the specs an exactly-once job cannot run: take
+// and skip count per worker pipeline (under DYNAMIC sharding each worker
+// reads its own share), and take would end a worker's pipeline before its
+// leased splits are read, so they could never be delivered.
+func exactlyOnceSpec(spec *pipeline.Spec) error {
+	for i, op := range spec.Ops {
+		switch {
+		case op.Take != nil:
+			return fmt.Errorf("ops[%d].take: delivery exactly-once cannot take (it would count per worker and leave leased splits unread): take in the trainer, or ask for delivery at-most-once", i)
+		case op.Skip != nil:
+			return fmt.Errorf("ops[%d].skip: delivery exactly-once cannot skip (it would count per worker): skip in the trainer, or ask for delivery at-most-once", i)
+		}
+	}
+	return nil
 }

@@ -84,13 +84,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer cl.Close()
 	spec := demoSpec(*elements)
-	step("client dialed %s (any node works) and starts job \"demo\": %d synthetic sentences → tokenize → bucket by length, DYNAMIC sharding", c.Name(entry), *elements)
+	step("client dialed %s (any node works) and starts job \"demo\": %d synthetic sentences → tokenize → bucket by length, DYNAMIC sharding, exactly once", c.Name(entry), *elements)
 	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "demo", Sharding: client.Dynamic})
 	if err != nil {
 		return err
 	}
 	defer it.Close()
 
+	seen := newIDCounter(*elements)
 	killAt := *elements / 3
 	killed := !*failover || *nodes < 3
 	readStart := time.Now()
@@ -101,6 +102,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			break
 		}
 		if err != nil {
+			return err
+		}
+		if err := seen.add(b); err != nil {
 			return err
 		}
 		b.Release() // only counted: its buffers can take the next batch
@@ -139,12 +143,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(tw, "          %s\t%d\t%d\t%.1f\t%.0f\n", w, ws.Batches, ws.Rows, float64(ws.Bytes)/1e6, float64(ws.Rows)/el)
 	}
 	tw.Flush()
-	if s.Rows < *elements {
-		jobs, err := cl.Jobs(ctx)
-		if err == nil && len(jobs) > 0 {
-			step("%d sentences were in the %d splits the killed worker had leased and not finished: lost, never delivered twice (at-most-once, as in tf.data service)",
-				*elements-s.Rows, jobs[0].Lost)
-		}
+	missing, twice := seen.result()
+	switch {
+	case missing == 0 && twice == 0 && s.Exact != nil && s.Exact.Requeued > 0:
+		step("every one of the %d sentences delivered exactly once (ids checked): the %d splits the killed leader held were read again by the others, without the sentences it had already delivered", *elements, s.Exact.Requeued)
+	case missing == 0 && twice == 0:
+		step("every one of the %d sentences delivered exactly once (ids checked)", *elements)
+	default:
+		return fmt.Errorf("exactly-once broken: %d sentences missing, %d delivered more than once (please report this)", missing, twice)
 	}
 	step("next: a real cluster, `feedmesh read` and `feedmesh jobs` (see README.md)")
 	return nil
@@ -187,4 +193,43 @@ func printMembers(w io.Writer, ms []api.Member) {
 		fmt.Fprintf(tw, "          %s\t%s\t%s\t%s\n", m.Name, m.Status, m.Raft, m.Addr)
 	}
 	tw.Flush()
+}
+
+// idCounter counts how often each sentence id of the demo's dataset was
+// delivered.
+type idCounter struct{ n []uint8 }
+
+func newIDCounter(elements int64) *idCounter { return &idCounter{n: make([]uint8, elements)} }
+
+func (c *idCounter) add(b client.Batch) error {
+	t, ok := b.Get("id")
+	if !ok {
+		return fmt.Errorf("demo batch without an id tensor")
+	}
+	ids, err := t.Int64s()
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if id < 0 || id >= int64(len(c.n)) {
+			return fmt.Errorf("demo batch with sentence id %d, outside the dataset", id)
+		}
+		if c.n[id] < 255 {
+			c.n[id]++
+		}
+	}
+	return nil
+}
+
+// result counts the ids never delivered and those delivered more than once.
+func (c *idCounter) result() (missing, twice int) {
+	for _, k := range c.n {
+		switch {
+		case k == 0:
+			missing++
+		case k > 1:
+			twice++
+		}
+	}
+	return missing, twice
 }

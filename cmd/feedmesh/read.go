@@ -39,6 +39,11 @@ type readSummary struct {
 	JobState   string `json:"job_state,omitempty"`
 	SplitsLost int64  `json:"splits_lost"`
 	NumSplits  int64  `json:"num_splits,omitempty"`
+	// Delivery is the job's guarantee (DYNAMIC: exactly-once or
+	// at-most-once); Requeued (exactly-once) counts splits of workers
+	// that died, read again by others without what was delivered.
+	Delivery string `json:"delivery,omitempty"`
+	Requeued int64  `json:"splits_requeued,omitempty"`
 	// Note says what the reader should know about a surprising result:
 	// nothing read from a job that had already run to its end, or the
 	// copies that sharing off delivers.
@@ -75,6 +80,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cf := addClientFlags(fs)
 	specPath := fs.String("spec", "", "dataset spec, YAML or JSON (required)")
 	job := fs.String("job", "", "job name; readers that name the same job share its data (required)")
+	delivery := fs.String("delivery", "", "with --sharding dynamic: exactly-once (the default: a dead worker's splits are read again, skipping what was delivered) or at-most-once (they are lost; the default with --share or --coordinated)")
 	sharding := fs.String("sharding", "dynamic", "dynamic (each element once, split among the workers), off (every worker reads the whole dataset: one copy per worker) or static")
 	epochs := fs.Int64("epochs", 1, "passes over the dataset")
 	take := fs.Int64("take", 0, "stop after N batches (0: read to the end)")
@@ -107,6 +113,10 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("--sharding: %w", err)
 	}
+	dl, err := api.ParseDelivery(*delivery)
+	if err != nil {
+		return fmt.Errorf("--delivery: %w", err)
+	}
 	spec, err := pipeline.LoadFile(*specPath)
 	if err != nil {
 		return err
@@ -123,7 +133,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	it, err := c.Distribute(ctx, spec, client.JobOptions{
 		Name: *job, Sharding: sh, Epochs: *epochs, MaxWorkers: *maxWorkers, Share: *shareFlag,
 		Coordinated: *coordinated, NumConsumers: *consumers, ConsumerIndex: *index, PadFinalRound: *padFinal,
-		Compression: *compression,
+		Compression: *compression, Delivery: dl,
 	})
 	if err != nil {
 		return err
@@ -190,7 +200,7 @@ func consume(ctx context.Context, it *client.Iterator, take int64, p progressLin
 	}
 	return readSummary{Job: it.Job(), Batches: s.Batches, Elements: s.Rows, Bytes: s.Bytes, WireBytes: s.WireBytes,
 		Seconds: time.Since(start).Seconds(), Workers: len(s.Workers), PerWorker: per, padded: padded, tokens: tokens,
-		JobState: s.JobState, SplitsLost: s.SplitsLost, NumSplits: s.NumSplits}, nil
+		JobState: s.JobState, SplitsLost: s.SplitsLost, NumSplits: s.NumSplits, Delivery: s.Delivery, Requeued: requeued(s)}, nil
 }
 
 // progressLine is where and how consume reports progress: nowhere (w nil),
@@ -240,7 +250,7 @@ func readNote(s readSummary, existing *api.JobInfo, sh api.Sharding) string {
 	case sh == api.Off && s.Workers > 1:
 		return fmt.Sprintf("sharding off: each of the %d workers read the whole dataset, so this is %d copies of it (--sharding dynamic reads it once, split among the workers)", s.Workers, s.Workers)
 	case s.SplitsLost > 0:
-		return fmt.Sprintf("data lost: %d of the dataset's %d splits were lost (DYNAMIC sharding is at most once under failure: a worker died or restarted while it held them, and what it had not sent of them is not read again); `feedmesh jobs` shows the job's loss",
+		return fmt.Sprintf("data lost: %d of the dataset's %d splits were lost (delivery at-most-once: a worker died or restarted while it held them, and what it had not sent of them is not read again; the default, exactly-once, reads them again); `feedmesh jobs` shows the job's loss",
 			s.SplitsLost, s.NumSplits)
 	}
 	return ""
@@ -271,6 +281,9 @@ func printReadSummary(w io.Writer, s readSummary) {
 	}
 	if s.SplitsLost > 0 {
 		fmt.Fprintf(w, "lost: %d of %d splits (at most once: their worker died or restarted)\n", s.SplitsLost, s.NumSplits)
+	}
+	if s.Requeued > 0 {
+		fmt.Fprintf(w, "exactly once: %d splits of workers that died were read again elsewhere, without the elements already delivered\n", s.Requeued)
 	}
 	if s.Note != "" {
 		fmt.Fprintln(w, "note: "+s.Note)
@@ -351,4 +364,12 @@ func shareColumn(j api.JobInfo) string {
 		out += fmt.Sprintf(" (%d workers unreachable)", len(sh.Unreachable))
 	}
 	return out
+}
+
+// requeued is how many splits an exactly-once job read again.
+func requeued(s client.Stats) int64 {
+	if s.Exact == nil {
+		return 0
+	}
+	return s.Exact.Requeued
 }
