@@ -13,6 +13,8 @@
 // out more than are left in the epoch.
 //
 // Files: policy.go (Policy), static.go (STATIC assignment), dynamic.go
-// (DYNAMIC leases, epochs, at-most-once expiry), validate.go (the
-// invariants of a DynamicState decoded from a snapshot).
+// (DYNAMIC leases, epochs, at-most-once expiry), exactly.go (exactly-once:
+// receipts, produced splits, orphans and fences), ranges.go (sets of
+// element indices), validate.go (the invariants of a DynamicState decoded
+// from a snapshot).
 package splits
