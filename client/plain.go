@@ -192,7 +192,7 @@ func (p *plain) reconcile(ctx context.Context) (ended bool, next time.Time) {
 			s.running++
 			s.opened = true
 			p.streams.Add(1)
-			go p.stream(s.ctx, w.Name, s.addr)
+			go p.stream(ctx, s.ctx, w.Name, s.addr)
 		}
 		if s.waiting(now, p.perWorker) && (next.IsZero() || s.retryAt.Before(next)) {
 			next = s.retryAt
@@ -203,9 +203,13 @@ func (p *plain) reconcile(ctx context.Context) (ended bool, next time.Time) {
 
 // stream reads one stream of a worker into the Iterator's buffer, and
 // records how it ended.
-func (p *plain) stream(ctx context.Context, worker, addr string) {
+// ctx is the engine's; sctx, a child, ends this worker's streams (dropped
+// or restarted): it stops the reading, not the put of a batch already
+// received (exactly-once has reported it received).
+func (p *plain) stream(ctx, sctx context.Context, worker, addr string) {
 	defer p.streams.Done()
-	end, msg, err := p.read(ctx, worker, addr)
+	end, msg, err := p.read(ctx, sctx, worker, addr)
+	ctx = sctx
 	p.mu.Lock()
 	s := p.workers[worker]
 	s.running--
@@ -255,14 +259,14 @@ func (p *plain) fenceIfIdle(worker string, s *workerStreams) {
 
 // read opens a stream to the worker and puts its batches into the
 // Iterator's buffer until the stream ends.
-func (p *plain) read(ctx context.Context, worker, addr string) (ending, string, error) {
-	st, err := p.it.openStream(ctx, worker, addr, streamRequest{Window: p.window, Grow: true})
+func (p *plain) read(ctx, sctx context.Context, worker, addr string) (ending, string, error) {
+	st, err := p.it.openStream(sctx, worker, addr, streamRequest{Window: p.window, Grow: true})
 	if err != nil {
 		return endBroken, "", err
 	}
 	defer st.close()
 	for first := true; ; first = false {
-		h, el, err := st.next(ctx)
+		h, el, err := st.next(sctx)
 		if err != nil {
 			end, msg := endingOf(err)
 			return end, msg, err
@@ -273,7 +277,11 @@ func (p *plain) read(ctx context.Context, worker, addr string) (ending, string, 
 			p.mu.Unlock()
 		}
 		if p.ledger != nil {
-			if dup, n := p.ledger.claim(h.Prov); dup {
+			// Received is delivered: the receipt goes out now, not once
+			// the batch is in the buffer, so that no consumer's end of
+			// data waits on another consumer's trainer taking its
+			// buffered batches.
+			if dup, n := p.ledger.record(h.Prov); dup {
 				// A batch its worker sent again after a stream failed
 				// that had in fact reached this consumer.
 				p.log.Debug("exactly-once: dropped a batch received before", "job", p.job, "worker", worker, "elements", n)
@@ -284,13 +292,7 @@ func (p *plain) read(ctx context.Context, worker, addr string) (ending, string, 
 		}
 		size := int64(el.ByteSize())
 		if err := p.it.put(ctx, item{b: st.batch(h, el, p.batched), size: size, wire: st.wireBytes()}); err != nil {
-			if p.ledger != nil {
-				p.ledger.unclaim(h.Prov)
-			}
 			return endBroken, "", err
-		}
-		if p.ledger != nil {
-			p.ledger.confirm(h.Prov)
 		}
 	}
 }

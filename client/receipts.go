@@ -53,12 +53,10 @@ func newLedger() *ledger {
 // may carry (raftstate.MaxReceiptIntervals).
 const maxPendingIntervals = 4096
 
-// claim notes a batch's elements as received, for the duplicate check,
-// and reports whether all of them had been received before (drop the
-// batch) and how many of them had. A claimed batch is reported only once
-// confirmed (it reached the iterator's buffer); one that did not is
-// unclaimed, and its worker sends it again.
-func (l *ledger) claim(prov []batch.ProvRange) (dup bool, dups int64) {
+// record notes a batch's elements as received and queues them for the next
+// report, unless all of them had been received before: then it reports a
+// duplicate (drop the batch). dups is how many had been.
+func (l *ledger) record(prov []batch.ProvRange) (dup bool, dups int64) {
 	if len(prov) == 0 {
 		return false, 0
 	}
@@ -68,30 +66,15 @@ func (l *ledger) claim(prov []batch.ProvRange) (dup bool, dups int64) {
 	for _, r := range prov {
 		k := key{r.Epoch, r.Split}
 		have := l.seen[k]
-		n := r.Hi - r.Lo
-		total += n
+		total += r.Hi - r.Lo
 		dups += have.Intersect(splits.Span(r.Lo, r.Hi)).Len()
 		have.AddSpan(r.Lo, r.Hi)
 		l.seen[k] = have
 	}
 	l.dups += dups
-	return dups == total, dups
-}
-
-// unclaim forgets a claimed batch that did not reach the buffer.
-func (l *ledger) unclaim(prov []batch.ProvRange) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range prov {
-		k := key{r.Epoch, r.Split}
-		l.seen[k] = l.seen[k].Minus(splits.Span(r.Lo, r.Hi))
+	if dups == total {
+		return true, dups
 	}
-}
-
-// confirm queues a claimed batch's elements for the next report.
-func (l *ledger) confirm(prov []batch.ProvRange) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	intervals := 0
 	for _, r := range prov {
 		k := key{r.Epoch, r.Split}
@@ -103,6 +86,7 @@ func (l *ledger) confirm(prov []batch.ProvRange) {
 	if intervals > maxPendingIntervals || len(l.pending) > maxPendingIntervals {
 		l.wake()
 	}
+	return false, dups
 }
 
 // fence queues a dead worker's fence: the caller has stopped reading from

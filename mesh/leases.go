@@ -136,8 +136,9 @@ func (p *leaseProvider) enqueue(resp api.LeaseResponse) {
 // awaitMore (exactly-once) is called when a phase has ended: every split
 // this worker leased is produced, and the leases are done. It asks again
 // every OrphanPollInterval until a lease brings splits (a dead worker's,
-// to read again: true, and Next hands them out) or says the job is
-// complete (false). The caller runs a new pipeline for each phase, so
+// to read again: true, and Next hands them out) or says every split of
+// the job is produced (false: the task ends, and its streams end once
+// they have sent its queue). The caller runs a new pipeline for each phase, so
 // that the last one's partial batches are flushed, not held back waiting.
 func (p *leaseProvider) awaitMore() (bool, error) {
 	p.wg.Wait() // a report in flight goes first
@@ -160,7 +161,7 @@ func (p *leaseProvider) awaitMore() (bool, error) {
 			}
 			p.n.log.Warn("exactly-once: asking for splits to read again; will retry", "job", p.job, "err", err)
 			continue
-		case resp.Complete:
+		case resp.Complete, resp.AllProduced:
 			return false, nil
 		case len(resp.Splits) > 0:
 			p.enqueue(resp)

@@ -61,6 +61,10 @@ type Lease struct {
 	// Complete: the job's data has ended (DynamicState.Complete); a
 	// worker stops asking.
 	Complete bool `cbor:"5,keyasint,omitempty" json:"complete,omitempty"`
+	// AllProduced (exactly-once): every split is handed out and emitted
+	// by a live worker (DynamicState.AllProduced); a worker whose own
+	// splits are all emitted ends its part.
+	AllProduced bool `cbor:"6,keyasint,omitempty" json:"all_produced,omitempty"`
 }
 
 // Clone returns a copy that shares nothing with l.
@@ -211,6 +215,7 @@ func (d *DynamicState) Lease(worker string, requestID uint64, n int) Lease {
 	}
 	l.Done = d.done()
 	l.Complete = d.Complete()
+	l.AllProduced = d.AllProduced()
 	d.LastLease[worker] = LeaseRecord{RequestID: requestID, Lease: l.Clone()}
 	return l
 }

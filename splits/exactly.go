@@ -45,8 +45,9 @@ import (
 // attached.
 //
 // The job has ended (Complete) when every split of every epoch was handed
-// out and every one settled. Until then a worker whose lease said Done keeps
-// asking, rarely: a worker's death can orphan splits at any time before.
+// out and every one settled. Workers end their part earlier, once every
+// split is produced (AllProduced); until then a worker whose lease said
+// Done keeps asking, rarely: a worker's death can orphan splits.
 
 // ErrExactlyOnce: a call that belongs to the other delivery mode (Finish on
 // an exactly-once state, Produce or Receive on an at-most-once one).
@@ -411,6 +412,18 @@ func (d *DynamicState) Complete() bool {
 	}
 	x := d.Exact
 	return x == nil || (len(x.Produced) == 0 && len(x.Orphaned) == 0)
+}
+
+// AllProduced reports whether every split of every epoch was handed out
+// and emitted by a worker not declared dead: nothing is leased or
+// orphaned. Workers end their part then, without waiting for the receipts
+// (Complete): a consumer's end of data must not wait on another consumer
+// reading what is buffered for it. A worker that dies after this point
+// orphans what it had emitted and no consumer had received; nobody reads
+// it again (its consumers may have ended): ExactProgress.Orphaned then
+// stays above 0, and the job never reports itself complete.
+func (d *DynamicState) AllProduced() bool {
+	return d.done() && len(d.Outstanding) == 0 && (d.Exact == nil || len(d.Exact.Orphaned) == 0)
 }
 
 // ExactProgress summarizes the exactly-once part for status pages.

@@ -379,6 +379,9 @@ type LeaseResponse struct {
 	Exclude []splits.Ranges `cbor:"4,keyasint,omitempty"`
 	// Complete (exactly-once): every split is delivered; stop asking.
 	Complete bool `cbor:"5,keyasint,omitempty"`
+	// AllProduced (exactly-once): every split was emitted by a live
+	// worker; a worker ends its part (splits.DynamicState.AllProduced).
+	AllProduced bool `cbor:"6,keyasint,omitempty"`
 }
 
 // ProduceRequest (exactly-once) reports splits whose every element a
