@@ -10,18 +10,26 @@ import "time"
 //
 // Its rules:
 //   - Size: LeaseDuration's worth of splits at the rate the pipeline reads
-//     them, at most LeaseSplits and at least 1; 4 before the rate is known,
-//     so the first leases spread the start of a job over the workers. The
-//     policy does not see the epoch: the leader hands out fewer splits than
-//     asked when fewer are left in the epoch, and the policy asks again.
+//     them, or as many as the queue lacks to cover a failover (ahead, see
+//     below) if more, at most LeaseSplits and at least 1; 4 before the rate
+//     is known, so the first leases spread the start of a job over the
+//     workers. The policy does not see the epoch: the leader hands out
+//     fewer splits than asked when fewer are left in the epoch, and the
+//     policy asks again.
 //   - Ask ahead: while the splits queued still cover at most twice the time
 //     a lease takes to come back, ask for the next one, so the pipeline
 //     never waits on Raft (an fsync on a quorum).
+//   - Ride out a failover: also while they cover less than ahead
+//     (WorkerConfig.FailoverAhead: about the time Raft takes to elect a new
+//     leader, during which no lease is granted) and number fewer than
+//     LeaseSplits, ask for the next one, so the pipeline does not run dry
+//     while the leader is replaced.
 //   - One lease in flight at a time; none once a lease said done (the job,
 //     or share group, has handed out everything).
 type leasePolicy struct {
 	maxSplits int           // WorkerConfig.LeaseSplits
 	duration  time.Duration // WorkerConfig.LeaseDuration
+	ahead     time.Duration // WorkerConfig.FailoverAhead, its default applied
 
 	inflight bool // a lease was asked for and has not been answered
 	done     bool // a lease said no more will be handed out
@@ -32,8 +40,8 @@ type leasePolicy struct {
 	lastNext, askedAt    time.Time
 }
 
-func newLeasePolicy(maxSplits int, duration time.Duration) leasePolicy {
-	return leasePolicy{maxSplits: maxSplits, duration: duration}
+func newLeasePolicy(maxSplits int, duration, ahead time.Duration) leasePolicy {
+	return leasePolicy{maxSplits: maxSplits, duration: duration, ahead: ahead}
 }
 
 // next records that the pipeline asks for a split at now (finished: it
@@ -45,10 +53,18 @@ func (p *leasePolicy) next(now time.Time, finished bool, queued int) (ask int) {
 		p.splitTime = ewma(p.splitTime, now.Sub(p.lastNext))
 	}
 	p.lastNext = now
-	if !p.done && !p.inflight && time.Duration(queued)*p.splitTime <= 2*p.leaseTime {
-		return p.ask(now)
+	if !p.done && !p.inflight && p.short(queued) {
+		return p.ask(now, queued)
 	}
 	return 0
+}
+
+// short reports whether queued splits are too few to go on without asking
+// for more: they cover at most twice a lease's round trip, or less than a
+// failover (ahead) while fewer than LeaseSplits.
+func (p *leasePolicy) short(queued int) bool {
+	covered := time.Duration(queued) * p.splitTime
+	return covered <= 2*p.leaseTime || (covered < p.ahead && queued < p.maxSplits)
 }
 
 // empty decides what to do, at now, when no leased split is queued: ask for
@@ -61,7 +77,7 @@ func (p *leasePolicy) empty(now time.Time) (ask int, end bool) {
 	case p.inflight:
 		return 0, false
 	default:
-		return p.ask(now), false
+		return p.ask(now, 0), false
 	}
 }
 
@@ -74,18 +90,24 @@ func (p *leasePolicy) answered(now time.Time, done bool) {
 	p.done = p.done || done
 }
 
-func (p *leasePolicy) ask(now time.Time) int {
+func (p *leasePolicy) ask(now time.Time, queued int) int {
 	p.inflight = true
 	p.askedAt = now
-	return p.size()
+	return p.size(queued)
 }
 
-// size is how many splits the next lease asks for.
-func (p *leasePolicy) size() int {
+// size is how many splits the next lease asks for, with queued splits
+// queued: LeaseDuration's worth, or more if that leaves the queue short
+// of a failover's worth (ahead), at most LeaseSplits.
+func (p *leasePolicy) size(queued int) int {
 	if p.splitTime <= 0 {
 		return min(4, p.maxSplits)
 	}
-	return int(max(1, min(int64(p.maxSplits), int64(p.duration/p.splitTime))))
+	n := p.duration / p.splitTime
+	if missing := p.ahead - time.Duration(queued)*p.splitTime; missing > 0 {
+		n = max(n, (missing+p.splitTime-1)/p.splitTime)
+	}
+	return int(max(1, min(int64(p.maxSplits), int64(n))))
 }
 
 // ewma folds sample into a moving average (the first sample sets it).

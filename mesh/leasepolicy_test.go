@@ -13,29 +13,40 @@ func TestLeasePolicySize(t *testing.T) {
 		maxSplits int
 		splitTime time.Duration
 		want      int
+		ahead     time.Duration // FailoverAhead
+		queued    int
 	}{
-		{"rate unknown: 4 to spread the start of a job", 256, 0, 4},
-		{"rate unknown, LeaseSplits below 4", 2, 0, 2},
-		{"fast pipeline: LeaseDuration's worth, capped at LeaseSplits", 256, 100 * time.Microsecond, 256},
-		{"1ms splits: 250ms worth", 256, ms, 250},
-		{"4ms splits", 256, 4 * ms, 62},
-		{"one split takes LeaseDuration", 256, 250 * ms, 1},
-		{"slow pipeline: one split at a time", 256, time.Second, 1},
-		{"LeaseSplits 1", 1, ms, 1},
+		{"rate unknown: 4 to spread the start of a job", 256, 0, 4, 0, 0},
+		{"rate unknown, LeaseSplits below 4", 2, 0, 2, 0, 0},
+		{"fast pipeline: LeaseDuration's worth, capped at LeaseSplits", 256, 100 * time.Microsecond, 256, 0, 0},
+		{"1ms splits: 250ms worth", 256, ms, 250, 0, 0},
+		{"4ms splits", 256, 4 * ms, 62, 0, 0},
+		{"one split takes LeaseDuration", 256, 250 * ms, 1, 0, 0},
+		{"slow pipeline: one split at a time", 256, time.Second, 1, 0, 0},
+		{"LeaseSplits 1", 1, ms, 1, 0, 0},
+		{"rate unknown: 4 whatever the failover", 256, 0, 4, 3 * time.Second, 0},
+		{"failover: what the queue lacks to cover it", 256, 10 * ms, 100, time.Second, 0},
+		{"failover: rounded up", 256, 30 * ms, 34, time.Second, 0},
+		{"failover: the queue covers part of it", 256, 10 * ms, 70, time.Second, 30},
+		{"failover: LeaseDuration's worth when the queue lacks less", 256, 10 * ms, 25, time.Second, 90},
+		{"failover: LeaseDuration's worth when the queue covers it", 256, 10 * ms, 25, time.Second, 150},
+		{"failover: capped at LeaseSplits", 256, ms, 256, 3 * time.Second, 0},
+		{"failover: slow pipeline", 256, time.Second, 3, 3 * time.Second, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newLeasePolicy(tc.maxSplits, 250*ms)
+			p := newLeasePolicy(tc.maxSplits, 250*ms, tc.ahead)
 			p.splitTime = tc.splitTime
-			if got := p.size(); got != tc.want {
-				t.Errorf("size() = %d, want %d", got, tc.want)
+			if got := p.size(tc.queued); got != tc.want {
+				t.Errorf("size(%d) = %d, want %d", tc.queued, got, tc.want)
 			}
 		})
 	}
 }
 
 // TestLeasePolicyAskAhead: the next lease is asked for while the queued
-// splits cover at most twice the time a lease takes, never with one in
+// splits cover at most twice the time a lease takes, or less than a
+// failover (FailoverAhead) while fewer than LeaseSplits; never with one in
 // flight, never once done.
 func TestLeasePolicyAskAhead(t *testing.T) {
 	cases := []struct {
@@ -44,21 +55,29 @@ func TestLeasePolicyAskAhead(t *testing.T) {
 		queued               int
 		inflight, done       bool
 		want                 bool
+		ahead                time.Duration // FailoverAhead
 	}{
-		{"nothing known, nothing queued", 0, 0, 0, false, false, true},
-		{"rate unknown, splits queued", 10 * ms, 0, 100, false, false, true},
-		{"queue covers exactly twice the lease time", 10 * ms, 2 * ms, 10, false, false, true},
-		{"queue covers more", 10 * ms, 2 * ms, 11, false, false, false},
-		{"slow pipeline, one split queued", 10 * ms, time.Second, 1, false, false, false},
-		{"slow pipeline, queue empty", 10 * ms, time.Second, 0, false, false, true},
-		{"slow leases: ask further ahead", 3 * time.Second, time.Second, 6, false, false, true},
-		{"a lease in flight", 10 * ms, 2 * ms, 0, true, false, false},
-		{"done", 10 * ms, 2 * ms, 0, false, true, false},
+		{"nothing known, nothing queued", 0, 0, 0, false, false, true, 0},
+		{"rate unknown, splits queued", 10 * ms, 0, 100, false, false, true, 0},
+		{"queue covers exactly twice the lease time", 10 * ms, 2 * ms, 10, false, false, true, 0},
+		{"queue covers more", 10 * ms, 2 * ms, 11, false, false, false, 0},
+		{"slow pipeline, one split queued", 10 * ms, time.Second, 1, false, false, false, 0},
+		{"slow pipeline, queue empty", 10 * ms, time.Second, 0, false, false, true, 0},
+		{"slow leases: ask further ahead", 3 * time.Second, time.Second, 6, false, false, true, 0},
+		{"a lease in flight", 10 * ms, 2 * ms, 0, true, false, false, 0},
+		{"done", 10 * ms, 2 * ms, 0, false, true, false, 0},
+		{"failover: the queue covers less than it", 10 * ms, 2 * ms, 100, false, false, true, time.Second},
+		{"failover: the queue covers just less", 10 * ms, 20 * ms, 49, false, false, true, time.Second},
+		{"failover: the queue covers it exactly", 10 * ms, 20 * ms, 50, false, false, false, time.Second},
+		{"failover: LeaseSplits queued bound it", 10 * ms, 100 * time.Microsecond, 256, false, false, false, 3 * time.Second},
+		{"failover: just below LeaseSplits queued", 10 * ms, 100 * time.Microsecond, 255, false, false, true, 3 * time.Second},
+		{"failover: a lease in flight", 10 * ms, 2 * ms, 0, true, false, false, time.Second},
+		{"failover: done", 10 * ms, 2 * ms, 0, false, true, false, time.Second},
 	}
 	t0 := time.Unix(1000, 0)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newLeasePolicy(256, 250*ms)
+			p := newLeasePolicy(256, 250*ms, tc.ahead)
 			p.leaseTime, p.splitTime, p.inflight, p.done = tc.leaseTime, tc.splitTime, tc.inflight, tc.done
 			got := p.next(t0, false, tc.queued)
 			if (got > 0) != tc.want {
@@ -91,9 +110,10 @@ func TestLeasePolicyScript(t *testing.T) {
 	scripts := []struct {
 		name      string
 		maxSplits int
+		ahead     time.Duration // FailoverAhead
 		steps     []leaseStep
 	}{
-		{"start of a job, rate learned, then done", 256, []leaseStep{
+		{"start of a job, rate learned, then done", 256, 0, []leaseStep{
 			{op: "next", at: 0, ask: 4},
 			{op: "empty", at: 0},                                          // wait for the lease in flight
 			{op: "answered", at: 10 * ms},                                 // leaseTime 10ms
@@ -107,7 +127,7 @@ func TestLeasePolicyScript(t *testing.T) {
 			{op: "next", at: 44 * ms, finished: true, queued: 0},
 			{op: "empty", at: 44 * ms, end: true},
 		}},
-		{"slow pipeline: one split per lease, asked when the queue runs out", 256, []leaseStep{
+		{"slow pipeline: one split per lease, asked when the queue runs out", 256, 0, []leaseStep{
 			{op: "next", at: 0, ask: 4},
 			{op: "answered", at: 10 * ms},
 			{op: "next", at: 10 * ms, queued: 4, ask: 4},
@@ -115,7 +135,7 @@ func TestLeasePolicyScript(t *testing.T) {
 			{op: "next", at: 1020 * ms, finished: true, queued: 1},         // splitTime 1010ms
 			{op: "next", at: 2020 * ms, finished: true, queued: 0, ask: 1}, // 250ms / ~1s
 		}},
-		{"a short lease (the end of an epoch): ask again as soon as it runs out", 256, []leaseStep{
+		{"a short lease (the end of an epoch): ask again as soon as it runs out", 256, 0, []leaseStep{
 			{op: "next", at: 0, ask: 4},
 			{op: "answered", at: 10 * ms},
 			{op: "next", at: 10 * ms, queued: 1, ask: 4},
@@ -125,14 +145,15 @@ func TestLeasePolicyScript(t *testing.T) {
 			{op: "answered", at: 40 * ms},
 			{op: "empty", at: 40 * ms, ask: 12}, // answered with nothing: ask again
 		}},
-		{"LeaseSplits caps a fast pipeline", 100, []leaseStep{
+		{"LeaseSplits caps a fast pipeline", 100, 0, []leaseStep{
 			{op: "next", at: 0, ask: 4},
 			{op: "answered", at: 1 * ms},
 			{op: "next", at: 1 * ms, queued: 4, ask: 4},
 			{op: "answered", at: 2 * ms}, // leaseTime 1ms
 			{op: "next", at: 2*ms + 100*time.Microsecond, finished: true, queued: 1, ask: 100}, // 100µs splits
 		}},
-		{"expired from the job: ends like done", 256, []leaseStep{
+		{"a failover: the queue covers it", 256, time.Second, failoverScript()},
+		{"expired from the job: ends like done", 256, 0, []leaseStep{
 			{op: "next", at: 0, ask: 4},
 			{op: "empty", at: 0},
 			{op: "answered", at: 10 * ms, done: true},
@@ -142,7 +163,7 @@ func TestLeasePolicyScript(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	for _, sc := range scripts {
 		t.Run(sc.name, func(t *testing.T) {
-			p := newLeasePolicy(sc.maxSplits, 250*ms)
+			p := newLeasePolicy(sc.maxSplits, 250*ms, sc.ahead)
 			for i, s := range sc.steps {
 				now := t0.Add(s.at)
 				switch s.op {
@@ -164,6 +185,43 @@ func TestLeasePolicyScript(t *testing.T) {
 			}
 		})
 	}
+}
+
+// failoverScript: with FailoverAhead 1s, a lease loop whose leases take
+// 10ms keeps a second's worth of its 20ms splits queued (not just twice a
+// lease's round trip, 20ms), so a lease that takes 950ms to come back (the
+// leader died with it in flight) finds the pipeline still reading.
+func failoverScript() []leaseStep {
+	steps := []leaseStep{
+		{op: "next", at: 0, ask: 4},
+		{op: "answered", at: 10 * ms}, // leaseTime 10ms
+		{op: "next", at: 10 * ms, queued: 4, ask: 4},
+		{op: "answered", at: 20 * ms},
+		{op: "next", at: 30 * ms, finished: true, queued: 7, ask: 43}, // splitTime 20ms: 140ms queued, 860ms missing
+		{op: "answered", at: 40 * ms},
+		{op: "next", at: 50 * ms, finished: true, queued: 49, ask: 12}, // 980ms: 20ms missing, LeaseDuration's worth
+		{op: "answered", at: 60 * ms},
+		{op: "next", at: 70 * ms, finished: true, queued: 60}, // 1.2s: no ask
+	}
+	// reads: the pipeline reads a split every 20ms, from queued down to
+	// last, asking for no lease.
+	at := 70 * ms
+	reads := func(queued, last int) {
+		for ; queued >= last; queued-- {
+			at += 20 * ms
+			steps = append(steps, leaseStep{op: "next", at: at, finished: true, queued: queued})
+		}
+	}
+	reads(59, 50) // down to exactly 1s: no ask
+	at += 20 * ms
+	steps = append(steps, leaseStep{op: "next", at: at, finished: true, queued: 49, ask: 12}) // 290ms: under 1s
+	// The leader dies with this lease in flight; the new leader answers it
+	// at 1240ms. The queue runs down to 2 splits, not out.
+	reads(48, 2)
+	return append(steps,
+		leaseStep{op: "answered", at: 1240 * ms},                                  // leaseTime (3*10+950)/4 = 245ms
+		leaseStep{op: "next", at: 1250 * ms, finished: true, queued: 13, ask: 37}, // 260ms queued: 740ms missing
+	)
 }
 
 func TestEWMA(t *testing.T) {

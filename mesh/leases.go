@@ -53,7 +53,7 @@ func newLeaseProvider(ctx context.Context, n *Node, job string, all []pipeline.S
 	// the same (job, worker), as a shared production is after its jobs all
 	// left, must not have its first lease taken for a retry of the last.
 	return &leaseProvider{ctx: ctx, n: n, job: job, splits: all, answer: make(chan leaseResult, 1),
-		policy: newLeasePolicy(n.cfg.Worker.LeaseSplits, n.cfg.Worker.LeaseDuration),
+		policy: newLeasePolicy(n.cfg.Worker.LeaseSplits, n.cfg.Worker.LeaseDuration, n.cfg.Worker.failoverAhead(n.cfg.Raft)),
 		reqID:  uint64(time.Now().UnixNano())}
 }
 
