@@ -65,6 +65,7 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.Split, error) {
 		p.finished = append(p.finished, p.current)
 		p.reading = false
 	}
+	p.collect()
 	if n := p.policy.next(time.Now(), finished, len(p.queue)); n > 0 {
 		p.ask(n)
 	}
@@ -111,6 +112,28 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.Split, error) {
 	}
 	p.current, p.reading = ls, true
 	return s, nil
+}
+
+// collect queues the splits of a lease answered while the queue still
+// holds some. Taken only once the queue ran out, an answer kept the policy
+// from asking ahead meanwhile (the lease still counted in flight) and made
+// leases look as slow as the queue was long: the queue then swung between
+// a failover's worth and a lease's worth, and a leader that died while it
+// was low stalled the worker. A failed answer is left for when the queue
+// runs out, as before, so the splits queued are read first.
+func (p *leaseProvider) collect() {
+	select {
+	case r := <-p.answer:
+		if r.err != nil {
+			p.answer <- r // capacity 1, just emptied; the one lease in flight has answered
+			return
+		}
+		p.policy.answered(time.Now(), r.resp.Done)
+		for _, id := range r.resp.Splits {
+			p.queue = append(p.queue, leasedSplit{id: id, epoch: r.resp.Epoch})
+		}
+	default:
+	}
 }
 
 // ask reports the finished splits and asks for a lease of n splits, each
