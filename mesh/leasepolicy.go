@@ -10,12 +10,10 @@ import "time"
 //
 // Its rules:
 //   - Size: LeaseDuration's worth of splits at the rate the pipeline reads
-//     them, or as many as the queue lacks to cover a failover (ahead, see
-//     below) if more, at most LeaseSplits and at least 1; 4 before the rate
-//     is known, so the first leases spread the start of a job over the
-//     workers. The policy does not see the epoch: the leader hands out
-//     fewer splits than asked when fewer are left in the epoch, and the
-//     policy asks again.
+//     them, at most LeaseSplits and at least 1; 4 before the rate is known,
+//     so the first leases spread the start of a job over the workers. The
+//     policy does not see the epoch: the leader hands out fewer splits than
+//     asked when fewer are left in the epoch, and the policy asks again.
 //   - Ask ahead: while the splits queued still cover at most twice the time
 //     a lease takes to come back, ask for the next one, so the pipeline
 //     never waits on Raft (an fsync on a quorum).
@@ -23,7 +21,11 @@ import "time"
 //     (WorkerConfig.FailoverAhead: about the time Raft takes to elect a new
 //     leader, during which no lease is granted) and number fewer than
 //     LeaseSplits, ask for the next one, so the pipeline does not run dry
-//     while the leader is replaced.
+//     while the leader is replaced. The queue grows to it no faster than
+//     the loop runs (it covers at most the time since the first split was
+//     asked for), a lease of the usual size at a time, so the workers that
+//     start a job together still share it when it is short: a failover's
+//     worth at once would go to the first worker that asks.
 //   - One lease in flight at a time; none once a lease said done (the job,
 //     or share group, has handed out everything).
 type leasePolicy struct {
@@ -38,6 +40,7 @@ type leasePolicy struct {
 	// the pipeline spends on one split (between two asks for a split).
 	leaseTime, splitTime time.Duration
 	lastNext, askedAt    time.Time
+	start                time.Time // the first ask for a split
 }
 
 func newLeasePolicy(maxSplits int, duration, ahead time.Duration) leasePolicy {
@@ -53,18 +56,23 @@ func (p *leasePolicy) next(now time.Time, finished bool, queued int) (ask int) {
 		p.splitTime = ewma(p.splitTime, now.Sub(p.lastNext))
 	}
 	p.lastNext = now
-	if !p.done && !p.inflight && p.short(queued) {
-		return p.ask(now, queued)
+	if p.start.IsZero() {
+		p.start = now
+	}
+	if !p.done && !p.inflight && p.short(now, queued) {
+		return p.ask(now)
 	}
 	return 0
 }
 
-// short reports whether queued splits are too few to go on without asking
-// for more: they cover at most twice a lease's round trip, or less than a
-// failover (ahead) while fewer than LeaseSplits.
-func (p *leasePolicy) short(queued int) bool {
+// short reports whether queued splits are too few, at now, to go on
+// without asking for more: they cover at most twice a lease's round trip,
+// or less than a failover (ahead, but no more than the loop has been
+// running) while fewer than LeaseSplits.
+func (p *leasePolicy) short(now time.Time, queued int) bool {
 	covered := time.Duration(queued) * p.splitTime
-	return covered <= 2*p.leaseTime || (covered < p.ahead && queued < p.maxSplits)
+	ahead := min(p.ahead, now.Sub(p.start))
+	return covered <= 2*p.leaseTime || (covered < ahead && queued < p.maxSplits)
 }
 
 // empty decides what to do, at now, when no leased split is queued: ask for
@@ -77,7 +85,7 @@ func (p *leasePolicy) empty(now time.Time) (ask int, end bool) {
 	case p.inflight:
 		return 0, false
 	default:
-		return p.ask(now, 0), false
+		return p.ask(now), false
 	}
 }
 
@@ -90,24 +98,18 @@ func (p *leasePolicy) answered(now time.Time, done bool) {
 	p.done = p.done || done
 }
 
-func (p *leasePolicy) ask(now time.Time, queued int) int {
+func (p *leasePolicy) ask(now time.Time) int {
 	p.inflight = true
 	p.askedAt = now
-	return p.size(queued)
+	return p.size()
 }
 
-// size is how many splits the next lease asks for, with queued splits
-// queued: LeaseDuration's worth, or more if that leaves the queue short
-// of a failover's worth (ahead), at most LeaseSplits.
-func (p *leasePolicy) size(queued int) int {
+// size is how many splits the next lease asks for.
+func (p *leasePolicy) size() int {
 	if p.splitTime <= 0 {
 		return min(4, p.maxSplits)
 	}
-	n := p.duration / p.splitTime
-	if missing := p.ahead - time.Duration(queued)*p.splitTime; missing > 0 {
-		n = max(n, (missing+p.splitTime-1)/p.splitTime)
-	}
-	return int(max(1, min(int64(p.maxSplits), int64(n))))
+	return int(max(1, min(int64(p.maxSplits), int64(p.duration/p.splitTime))))
 }
 
 // ewma folds sample into a moving average (the first sample sets it).

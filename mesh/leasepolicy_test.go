@@ -13,32 +13,24 @@ func TestLeasePolicySize(t *testing.T) {
 		maxSplits int
 		splitTime time.Duration
 		want      int
-		ahead     time.Duration // FailoverAhead
-		queued    int
 	}{
-		{"rate unknown: 4 to spread the start of a job", 256, 0, 4, 0, 0},
-		{"rate unknown, LeaseSplits below 4", 2, 0, 2, 0, 0},
-		{"fast pipeline: LeaseDuration's worth, capped at LeaseSplits", 256, 100 * time.Microsecond, 256, 0, 0},
-		{"1ms splits: 250ms worth", 256, ms, 250, 0, 0},
-		{"4ms splits", 256, 4 * ms, 62, 0, 0},
-		{"one split takes LeaseDuration", 256, 250 * ms, 1, 0, 0},
-		{"slow pipeline: one split at a time", 256, time.Second, 1, 0, 0},
-		{"LeaseSplits 1", 1, ms, 1, 0, 0},
-		{"rate unknown: 4 whatever the failover", 256, 0, 4, 3 * time.Second, 0},
-		{"failover: what the queue lacks to cover it", 256, 10 * ms, 100, time.Second, 0},
-		{"failover: rounded up", 256, 30 * ms, 34, time.Second, 0},
-		{"failover: the queue covers part of it", 256, 10 * ms, 70, time.Second, 30},
-		{"failover: LeaseDuration's worth when the queue lacks less", 256, 10 * ms, 25, time.Second, 90},
-		{"failover: LeaseDuration's worth when the queue covers it", 256, 10 * ms, 25, time.Second, 150},
-		{"failover: capped at LeaseSplits", 256, ms, 256, 3 * time.Second, 0},
-		{"failover: slow pipeline", 256, time.Second, 3, 3 * time.Second, 0},
+		{"rate unknown: 4 to spread the start of a job", 256, 0, 4},
+		{"rate unknown, LeaseSplits below 4", 2, 0, 2},
+		{"fast pipeline: LeaseDuration's worth, capped at LeaseSplits", 256, 100 * time.Microsecond, 256},
+		{"1ms splits: 250ms worth", 256, ms, 250},
+		{"4ms splits", 256, 4 * ms, 62},
+		{"one split takes LeaseDuration", 256, 250 * ms, 1},
+		{"slow pipeline: one split at a time", 256, time.Second, 1},
+		{"LeaseSplits 1", 1, ms, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newLeasePolicy(tc.maxSplits, 250*ms, tc.ahead)
+			// FailoverAhead does not change the size: the queue grows to
+			// it a lease at a time.
+			p := newLeasePolicy(tc.maxSplits, 250*ms, 3*time.Second)
 			p.splitTime = tc.splitTime
-			if got := p.size(tc.queued); got != tc.want {
-				t.Errorf("size(%d) = %d, want %d", tc.queued, got, tc.want)
+			if got := p.size(); got != tc.want {
+				t.Errorf("size() = %d, want %d", got, tc.want)
 			}
 		})
 	}
@@ -56,29 +48,34 @@ func TestLeasePolicyAskAhead(t *testing.T) {
 		inflight, done       bool
 		want                 bool
 		ahead                time.Duration // FailoverAhead
+		running              time.Duration // since the first ask for a split
 	}{
-		{"nothing known, nothing queued", 0, 0, 0, false, false, true, 0},
-		{"rate unknown, splits queued", 10 * ms, 0, 100, false, false, true, 0},
-		{"queue covers exactly twice the lease time", 10 * ms, 2 * ms, 10, false, false, true, 0},
-		{"queue covers more", 10 * ms, 2 * ms, 11, false, false, false, 0},
-		{"slow pipeline, one split queued", 10 * ms, time.Second, 1, false, false, false, 0},
-		{"slow pipeline, queue empty", 10 * ms, time.Second, 0, false, false, true, 0},
-		{"slow leases: ask further ahead", 3 * time.Second, time.Second, 6, false, false, true, 0},
-		{"a lease in flight", 10 * ms, 2 * ms, 0, true, false, false, 0},
-		{"done", 10 * ms, 2 * ms, 0, false, true, false, 0},
-		{"failover: the queue covers less than it", 10 * ms, 2 * ms, 100, false, false, true, time.Second},
-		{"failover: the queue covers just less", 10 * ms, 20 * ms, 49, false, false, true, time.Second},
-		{"failover: the queue covers it exactly", 10 * ms, 20 * ms, 50, false, false, false, time.Second},
-		{"failover: LeaseSplits queued bound it", 10 * ms, 100 * time.Microsecond, 256, false, false, false, 3 * time.Second},
-		{"failover: just below LeaseSplits queued", 10 * ms, 100 * time.Microsecond, 255, false, false, true, 3 * time.Second},
-		{"failover: a lease in flight", 10 * ms, 2 * ms, 0, true, false, false, time.Second},
-		{"failover: done", 10 * ms, 2 * ms, 0, false, true, false, time.Second},
+		{"nothing known, nothing queued", 0, 0, 0, false, false, true, 0, time.Hour},
+		{"rate unknown, splits queued", 10 * ms, 0, 100, false, false, true, 0, time.Hour},
+		{"queue covers exactly twice the lease time", 10 * ms, 2 * ms, 10, false, false, true, 0, time.Hour},
+		{"queue covers more", 10 * ms, 2 * ms, 11, false, false, false, 0, time.Hour},
+		{"slow pipeline, one split queued", 10 * ms, time.Second, 1, false, false, false, 0, time.Hour},
+		{"slow pipeline, queue empty", 10 * ms, time.Second, 0, false, false, true, 0, time.Hour},
+		{"slow leases: ask further ahead", 3 * time.Second, time.Second, 6, false, false, true, 0, time.Hour},
+		{"a lease in flight", 10 * ms, 2 * ms, 0, true, false, false, 0, time.Hour},
+		{"done", 10 * ms, 2 * ms, 0, false, true, false, 0, time.Hour},
+		{"failover: the queue covers less than it", 10 * ms, 2 * ms, 100, false, false, true, time.Second, time.Hour},
+		{"failover: the queue covers just less", 10 * ms, 20 * ms, 49, false, false, true, time.Second, time.Hour},
+		{"failover: the queue covers it exactly", 10 * ms, 20 * ms, 50, false, false, false, time.Second, time.Hour},
+		{"failover: LeaseSplits queued bound it", 10 * ms, 100 * time.Microsecond, 256, false, false, false, 3 * time.Second, time.Hour},
+		{"failover: just below LeaseSplits queued", 10 * ms, 100 * time.Microsecond, 255, false, false, true, 3 * time.Second, time.Hour},
+		{"failover: a lease in flight", 10 * ms, 2 * ms, 0, true, false, false, time.Second, time.Hour},
+		{"failover: done", 10 * ms, 2 * ms, 0, false, true, false, time.Second, time.Hour},
+		{"failover, early: the queue covers less than the time running", 10 * ms, 2 * ms, 50, false, false, true, time.Second, 200 * ms},
+		{"failover, early: the queue covers the time running", 10 * ms, 2 * ms, 100, false, false, false, time.Second, 200 * ms},
+		{"failover, just started: twice the lease time only", 10 * ms, 2 * ms, 11, false, false, false, time.Second, 0},
 	}
 	t0 := time.Unix(1000, 0)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newLeasePolicy(256, 250*ms, tc.ahead)
 			p.leaseTime, p.splitTime, p.inflight, p.done = tc.leaseTime, tc.splitTime, tc.inflight, tc.done
+			p.start = t0.Add(-tc.running)
 			got := p.next(t0, false, tc.queued)
 			if (got > 0) != tc.want {
 				t.Fatalf("next(queued %d) = %d, want an ask: %v", tc.queued, got, tc.want)
@@ -188,40 +185,44 @@ func TestLeasePolicyScript(t *testing.T) {
 }
 
 // failoverScript: with FailoverAhead 1s, a lease loop whose leases take
-// 10ms keeps a second's worth of its 20ms splits queued (not just twice a
-// lease's round trip, 20ms), so a lease that takes 950ms to come back (the
-// leader died with it in flight) finds the pipeline still reading.
+// 10ms grows its queue, as it runs, to a second's worth of its 100ms
+// splits (not just twice a lease's round trip, 20ms), so a lease that
+// takes 850ms to come back (the leader died with it in flight) finds the
+// pipeline still reading.
 func failoverScript() []leaseStep {
-	steps := []leaseStep{
+	return []leaseStep{
 		{op: "next", at: 0, ask: 4},
 		{op: "answered", at: 10 * ms}, // leaseTime 10ms
 		{op: "next", at: 10 * ms, queued: 4, ask: 4},
 		{op: "answered", at: 20 * ms},
-		{op: "next", at: 30 * ms, finished: true, queued: 7, ask: 43}, // splitTime 20ms: 140ms queued, 860ms missing
-		{op: "answered", at: 40 * ms},
-		{op: "next", at: 50 * ms, finished: true, queued: 49, ask: 12}, // 980ms: 20ms missing, LeaseDuration's worth
-		{op: "answered", at: 60 * ms},
-		{op: "next", at: 70 * ms, finished: true, queued: 60}, // 1.2s: no ask
+		{op: "next", at: 110 * ms, finished: true, queued: 7}, // splitTime 100ms: 700ms queued, running 110ms
+		{op: "next", at: 210 * ms, finished: true, queued: 6},
+		{op: "next", at: 310 * ms, finished: true, queued: 5},
+		{op: "next", at: 410 * ms, finished: true, queued: 4, ask: 2}, // 400ms < 410ms running; 250ms/100ms
+		{op: "answered", at: 420 * ms},
+		{op: "next", at: 510 * ms, finished: true, queued: 5, ask: 2},
+		{op: "answered", at: 520 * ms},
+		{op: "next", at: 610 * ms, finished: true, queued: 6, ask: 2},
+		{op: "answered", at: 620 * ms},
+		{op: "next", at: 710 * ms, finished: true, queued: 7, ask: 2},
+		{op: "answered", at: 720 * ms},
+		{op: "next", at: 810 * ms, finished: true, queued: 8, ask: 2},
+		{op: "answered", at: 820 * ms},
+		{op: "next", at: 910 * ms, finished: true, queued: 9, ask: 2},
+		{op: "answered", at: 920 * ms},
+		{op: "next", at: 1010 * ms, finished: true, queued: 10},        // 1s: covered
+		{op: "next", at: 1110 * ms, finished: true, queued: 9, ask: 2}, // the leader dies with this lease in flight
+		{op: "next", at: 1210 * ms, finished: true, queued: 8},
+		{op: "next", at: 1310 * ms, finished: true, queued: 7},
+		{op: "next", at: 1410 * ms, finished: true, queued: 6},
+		{op: "next", at: 1510 * ms, finished: true, queued: 5},
+		{op: "next", at: 1610 * ms, finished: true, queued: 4},
+		{op: "next", at: 1710 * ms, finished: true, queued: 3},
+		{op: "next", at: 1810 * ms, finished: true, queued: 2},
+		{op: "next", at: 1910 * ms, finished: true, queued: 1},
+		{op: "answered", at: 1960 * ms},                                // by the new leader; leaseTime (3*10+850)/4 = 220ms
+		{op: "next", at: 2010 * ms, finished: true, queued: 2, ask: 2}, // the queue never ran out
 	}
-	// reads: the pipeline reads a split every 20ms, from queued down to
-	// last, asking for no lease.
-	at := 70 * ms
-	reads := func(queued, last int) {
-		for ; queued >= last; queued-- {
-			at += 20 * ms
-			steps = append(steps, leaseStep{op: "next", at: at, finished: true, queued: queued})
-		}
-	}
-	reads(59, 50) // down to exactly 1s: no ask
-	at += 20 * ms
-	steps = append(steps, leaseStep{op: "next", at: at, finished: true, queued: 49, ask: 12}) // 290ms: under 1s
-	// The leader dies with this lease in flight; the new leader answers it
-	// at 1240ms. The queue runs down to 2 splits, not out.
-	reads(48, 2)
-	return append(steps,
-		leaseStep{op: "answered", at: 1240 * ms},                                  // leaseTime (3*10+950)/4 = 245ms
-		leaseStep{op: "next", at: 1250 * ms, finished: true, queued: 13, ask: 37}, // 260ms queued: 740ms missing
-	)
 }
 
 func TestEWMA(t *testing.T) {
