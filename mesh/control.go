@@ -231,7 +231,8 @@ func mapRaftErr(err error) error {
 
 // leaderAddr is the leader's QUIC address: from Raft when this node takes
 // part in it, else from gossip, where the leader advertises its role
-// (non-voters hold no Raft state and learn the leader only that way).
+// (non-voters hold no Raft state and learn the leader only that way; after
+// a failover, two members may advertise it for a while: newestLeader).
 func (n *Node) leaderAddr() string {
 	if _, addr := n.raft.Leader(); addr != "" {
 		return addr
@@ -243,12 +244,7 @@ func (n *Node) leaderAddr() string {
 		// elected.
 		return ""
 	}
-	for _, m := range n.members.snapshot() {
-		if m.Raft == "leader" && m.Status == api.StatusAlive && m.Name != n.name {
-			return m.Addr
-		}
-	}
-	return ""
+	return n.members.newestLeader(n.name)
 }
 
 // inRaftConfig reports whether this node is in the latest Raft
