@@ -34,8 +34,9 @@ type WorkerConfig struct {
 	// FailoverAhead is how much work a DYNAMIC task keeps leased ahead, at
 	// least, so that its pipeline does not run dry while a dead Raft
 	// leader is replaced (no lease is granted meanwhile): it asks for the
-	// next lease while its queued splits cover less than this, and number
-	// fewer than LeaseSplits. 0 means the default, derived from the Raft
+	// next lease while its queued splits cover less than this (or than the
+	// time it has been reading, early in a job), and number fewer than
+	// LeaseSplits. 0 means the default, derived from the Raft
 	// timing (failoverTime: 3 s with the default preset, 300 ms with the
 	// fast one); negative turns it off (splits are then asked for only
 	// twice a lease's round trip ahead). Longer rides out slower
