@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
 	"github.com/feedmesh/feedmesh/raftstate"
@@ -95,7 +96,11 @@ func checkIncreasing(t *testing.T, out []consumerRounds) {
 }
 
 func TestCoordinatedReads(t *testing.T) {
-	c := testcluster.Start(t, 3)
+	// The job is ~0.1 s of work per worker: a worker that keeps a
+	// failover's worth of splits leased ahead (the fast preset's 300 ms)
+	// may take all of it before the others start, and this test wants
+	// every worker to serve rounds.
+	c := testcluster.Start(t, 3, testcluster.WithConfig(func(_ int, cfg *mesh.Config) { cfg.Worker.FailoverAhead = -1 }))
 	cl := dial(t, c, 0)
 	const m = 4
 	out := readCoordinated(t, cl, textSpec(3000, 100), "coord", m, true, nil)

@@ -129,9 +129,7 @@ func (n *Node) onLeader(ctx context.Context, forwarded bool, method string, mkRe
 		} else if forwarded {
 			return transport.Errorf(transport.ErrNoLeader, "%s is not the leader", n.name)
 		} else if addr := n.leaderAddr(); addr != "" && addr != n.addr {
-			actx, cancel := context.WithTimeout(ctx, n.cfg.ForwardAttemptTimeout)
-			err := transport.Call(actx, n.tr, n.codec, addr, method, mkReq(true), resp)
-			cancel()
+			err := n.forward(ctx, addr, method, mkReq(true), resp)
 			if err == nil {
 				return nil
 			}
@@ -153,6 +151,53 @@ func (n *Node) onLeader(ctx context.Context, forwarded bool, method string, mkRe
 		case <-t.C:
 		}
 	}
+}
+
+// leaderWatchInterval is how often a forwarded request checks that the
+// leader it was sent to is still the one this node knows.
+const leaderWatchInterval = 10 * time.Millisecond
+
+// forward makes one attempt of a request at the leader at addr, for at most
+// ForwardAttemptTimeout. The attempt is given up, retriably, as soon as
+// this node learns of another leader or of none: a leader that died (or
+// was cut off) answers nothing, and waiting out the attempt's timeout on
+// it would add up to ForwardAttemptTimeout (2 s by default) to every
+// request in flight at a failover, a DYNAMIC worker's lease among them.
+// Giving up is safe: requests that change state carry what makes their
+// retry idempotent (a lease its request id).
+func (n *Node) forward(ctx context.Context, addr, method string, req, resp any) error {
+	actx, cancel := context.WithTimeout(ctx, n.cfg.ForwardAttemptTimeout)
+	defer cancel()
+	moved := make(chan string, 1)
+	go func() {
+		t := time.NewTicker(leaderWatchInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-actx.Done():
+				return
+			case <-t.C:
+				if now := n.leaderAddr(); now != addr {
+					moved <- now
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	err := transport.Call(actx, n.tr, n.codec, addr, method, req, resp)
+	cancel() // ends the watch
+	if err != nil {
+		select {
+		case now := <-moved:
+			if now == "" {
+				now = "none known yet"
+			}
+			return fmt.Errorf("leader changed from %s (now %s) before it answered %s: %w", addr, now, method, err)
+		default:
+		}
+	}
+	return err
 }
 
 // retriable reports whether err may go away with another attempt, possibly
@@ -186,15 +231,34 @@ func mapRaftErr(err error) error {
 
 // leaderAddr is the leader's QUIC address: from Raft when this node takes
 // part in it, else from gossip, where the leader advertises its role
-// (non-voters hold no Raft state and learn the leader only that way).
+// (non-voters hold no Raft state and learn the leader only that way; after
+// a failover, two members may advertise it for a while: newestLeader).
 func (n *Node) leaderAddr() string {
 	if _, addr := n.raft.Leader(); addr != "" {
 		return addr
 	}
-	for _, m := range n.members.snapshot() {
-		if m.Raft == "leader" && m.Status == api.StatusAlive && m.Name != n.name {
-			return m.Addr
+	if n.inRaftConfig() {
+		// Between a leader's death and the next election, gossip still
+		// advertises the dead leader for seconds (until it is declared
+		// dead); Raft tells this node the new one as soon as it is
+		// elected.
+		return ""
+	}
+	return n.members.newestLeader(n.name)
+}
+
+// inRaftConfig reports whether this node is in the latest Raft
+// configuration (a voter or nonvoter), so Raft, not gossip, tells it the
+// leader.
+func (n *Node) inRaftConfig() bool {
+	cfg, err := n.raft.Configuration()
+	if err != nil {
+		return false
+	}
+	for _, s := range cfg {
+		if s.ID == n.name {
+			return true
 		}
 	}
-	return ""
+	return false
 }

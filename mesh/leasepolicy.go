@@ -17,11 +17,21 @@ import "time"
 //   - Ask ahead: while the splits queued still cover at most twice the time
 //     a lease takes to come back, ask for the next one, so the pipeline
 //     never waits on Raft (an fsync on a quorum).
+//   - Ride out a failover: also while they cover less than ahead
+//     (WorkerConfig.FailoverAhead: about the time Raft takes to elect a new
+//     leader, during which no lease is granted) and number fewer than
+//     LeaseSplits, ask for the next one, so the pipeline does not run dry
+//     while the leader is replaced. The queue grows to it no faster than
+//     the loop runs (it covers at most the time since the first split was
+//     asked for), a lease of the usual size at a time, so the workers that
+//     start a job together still share it when it is short: a failover's
+//     worth at once would go to the first worker that asks.
 //   - One lease in flight at a time; none once a lease said done (the job,
 //     or share group, has handed out everything).
 type leasePolicy struct {
 	maxSplits int           // WorkerConfig.LeaseSplits
 	duration  time.Duration // WorkerConfig.LeaseDuration
+	ahead     time.Duration // WorkerConfig.FailoverAhead, its default applied
 
 	inflight bool // a lease was asked for and has not been answered
 	done     bool // a lease said no more will be handed out
@@ -30,10 +40,11 @@ type leasePolicy struct {
 	// the pipeline spends on one split (between two asks for a split).
 	leaseTime, splitTime time.Duration
 	lastNext, askedAt    time.Time
+	start                time.Time // the first ask for a split
 }
 
-func newLeasePolicy(maxSplits int, duration time.Duration) leasePolicy {
-	return leasePolicy{maxSplits: maxSplits, duration: duration}
+func newLeasePolicy(maxSplits int, duration, ahead time.Duration) leasePolicy {
+	return leasePolicy{maxSplits: maxSplits, duration: duration, ahead: ahead}
 }
 
 // next records that the pipeline asks for a split at now (finished: it
@@ -45,10 +56,23 @@ func (p *leasePolicy) next(now time.Time, finished bool, queued int) (ask int) {
 		p.splitTime = ewma(p.splitTime, now.Sub(p.lastNext))
 	}
 	p.lastNext = now
-	if !p.done && !p.inflight && time.Duration(queued)*p.splitTime <= 2*p.leaseTime {
+	if p.start.IsZero() {
+		p.start = now
+	}
+	if !p.done && !p.inflight && p.short(now, queued) {
 		return p.ask(now)
 	}
 	return 0
+}
+
+// short reports whether queued splits are too few, at now, to go on
+// without asking for more: they cover at most twice a lease's round trip,
+// or less than a failover (ahead, but no more than the loop has been
+// running) while fewer than LeaseSplits.
+func (p *leasePolicy) short(now time.Time, queued int) bool {
+	covered := time.Duration(queued) * p.splitTime
+	ahead := min(p.ahead, now.Sub(p.start))
+	return covered <= 2*p.leaseTime || (covered < ahead && queued < p.maxSplits)
 }
 
 // empty decides what to do, at now, when no leased split is queued: ask for

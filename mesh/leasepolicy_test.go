@@ -25,7 +25,9 @@ func TestLeasePolicySize(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newLeasePolicy(tc.maxSplits, 250*ms)
+			// FailoverAhead does not change the size: the queue grows to
+			// it a lease at a time.
+			p := newLeasePolicy(tc.maxSplits, 250*ms, 3*time.Second)
 			p.splitTime = tc.splitTime
 			if got := p.size(); got != tc.want {
 				t.Errorf("size() = %d, want %d", got, tc.want)
@@ -35,7 +37,8 @@ func TestLeasePolicySize(t *testing.T) {
 }
 
 // TestLeasePolicyAskAhead: the next lease is asked for while the queued
-// splits cover at most twice the time a lease takes, never with one in
+// splits cover at most twice the time a lease takes, or less than a
+// failover (FailoverAhead) while fewer than LeaseSplits; never with one in
 // flight, never once done.
 func TestLeasePolicyAskAhead(t *testing.T) {
 	cases := []struct {
@@ -44,22 +47,35 @@ func TestLeasePolicyAskAhead(t *testing.T) {
 		queued               int
 		inflight, done       bool
 		want                 bool
+		ahead                time.Duration // FailoverAhead
+		running              time.Duration // since the first ask for a split
 	}{
-		{"nothing known, nothing queued", 0, 0, 0, false, false, true},
-		{"rate unknown, splits queued", 10 * ms, 0, 100, false, false, true},
-		{"queue covers exactly twice the lease time", 10 * ms, 2 * ms, 10, false, false, true},
-		{"queue covers more", 10 * ms, 2 * ms, 11, false, false, false},
-		{"slow pipeline, one split queued", 10 * ms, time.Second, 1, false, false, false},
-		{"slow pipeline, queue empty", 10 * ms, time.Second, 0, false, false, true},
-		{"slow leases: ask further ahead", 3 * time.Second, time.Second, 6, false, false, true},
-		{"a lease in flight", 10 * ms, 2 * ms, 0, true, false, false},
-		{"done", 10 * ms, 2 * ms, 0, false, true, false},
+		{"nothing known, nothing queued", 0, 0, 0, false, false, true, 0, time.Hour},
+		{"rate unknown, splits queued", 10 * ms, 0, 100, false, false, true, 0, time.Hour},
+		{"queue covers exactly twice the lease time", 10 * ms, 2 * ms, 10, false, false, true, 0, time.Hour},
+		{"queue covers more", 10 * ms, 2 * ms, 11, false, false, false, 0, time.Hour},
+		{"slow pipeline, one split queued", 10 * ms, time.Second, 1, false, false, false, 0, time.Hour},
+		{"slow pipeline, queue empty", 10 * ms, time.Second, 0, false, false, true, 0, time.Hour},
+		{"slow leases: ask further ahead", 3 * time.Second, time.Second, 6, false, false, true, 0, time.Hour},
+		{"a lease in flight", 10 * ms, 2 * ms, 0, true, false, false, 0, time.Hour},
+		{"done", 10 * ms, 2 * ms, 0, false, true, false, 0, time.Hour},
+		{"failover: the queue covers less than it", 10 * ms, 2 * ms, 100, false, false, true, time.Second, time.Hour},
+		{"failover: the queue covers just less", 10 * ms, 20 * ms, 49, false, false, true, time.Second, time.Hour},
+		{"failover: the queue covers it exactly", 10 * ms, 20 * ms, 50, false, false, false, time.Second, time.Hour},
+		{"failover: LeaseSplits queued bound it", 10 * ms, 100 * time.Microsecond, 256, false, false, false, 3 * time.Second, time.Hour},
+		{"failover: just below LeaseSplits queued", 10 * ms, 100 * time.Microsecond, 255, false, false, true, 3 * time.Second, time.Hour},
+		{"failover: a lease in flight", 10 * ms, 2 * ms, 0, true, false, false, time.Second, time.Hour},
+		{"failover: done", 10 * ms, 2 * ms, 0, false, true, false, time.Second, time.Hour},
+		{"failover, early: the queue covers less than the time running", 10 * ms, 2 * ms, 50, false, false, true, time.Second, 200 * ms},
+		{"failover, early: the queue covers the time running", 10 * ms, 2 * ms, 100, false, false, false, time.Second, 200 * ms},
+		{"failover, just started: twice the lease time only", 10 * ms, 2 * ms, 11, false, false, false, time.Second, 0},
 	}
 	t0 := time.Unix(1000, 0)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newLeasePolicy(256, 250*ms)
+			p := newLeasePolicy(256, 250*ms, tc.ahead)
 			p.leaseTime, p.splitTime, p.inflight, p.done = tc.leaseTime, tc.splitTime, tc.inflight, tc.done
+			p.start = t0.Add(-tc.running)
 			got := p.next(t0, false, tc.queued)
 			if (got > 0) != tc.want {
 				t.Fatalf("next(queued %d) = %d, want an ask: %v", tc.queued, got, tc.want)
@@ -91,9 +107,10 @@ func TestLeasePolicyScript(t *testing.T) {
 	scripts := []struct {
 		name      string
 		maxSplits int
+		ahead     time.Duration // FailoverAhead
 		steps     []leaseStep
 	}{
-		{"start of a job, rate learned, then done", 256, []leaseStep{
+		{"start of a job, rate learned, then done", 256, 0, []leaseStep{
 			{op: "next", at: 0, ask: 4},
 			{op: "empty", at: 0},                                          // wait for the lease in flight
 			{op: "answered", at: 10 * ms},                                 // leaseTime 10ms
@@ -107,7 +124,7 @@ func TestLeasePolicyScript(t *testing.T) {
 			{op: "next", at: 44 * ms, finished: true, queued: 0},
 			{op: "empty", at: 44 * ms, end: true},
 		}},
-		{"slow pipeline: one split per lease, asked when the queue runs out", 256, []leaseStep{
+		{"slow pipeline: one split per lease, asked when the queue runs out", 256, 0, []leaseStep{
 			{op: "next", at: 0, ask: 4},
 			{op: "answered", at: 10 * ms},
 			{op: "next", at: 10 * ms, queued: 4, ask: 4},
@@ -115,7 +132,7 @@ func TestLeasePolicyScript(t *testing.T) {
 			{op: "next", at: 1020 * ms, finished: true, queued: 1},         // splitTime 1010ms
 			{op: "next", at: 2020 * ms, finished: true, queued: 0, ask: 1}, // 250ms / ~1s
 		}},
-		{"a short lease (the end of an epoch): ask again as soon as it runs out", 256, []leaseStep{
+		{"a short lease (the end of an epoch): ask again as soon as it runs out", 256, 0, []leaseStep{
 			{op: "next", at: 0, ask: 4},
 			{op: "answered", at: 10 * ms},
 			{op: "next", at: 10 * ms, queued: 1, ask: 4},
@@ -125,14 +142,15 @@ func TestLeasePolicyScript(t *testing.T) {
 			{op: "answered", at: 40 * ms},
 			{op: "empty", at: 40 * ms, ask: 12}, // answered with nothing: ask again
 		}},
-		{"LeaseSplits caps a fast pipeline", 100, []leaseStep{
+		{"LeaseSplits caps a fast pipeline", 100, 0, []leaseStep{
 			{op: "next", at: 0, ask: 4},
 			{op: "answered", at: 1 * ms},
 			{op: "next", at: 1 * ms, queued: 4, ask: 4},
 			{op: "answered", at: 2 * ms}, // leaseTime 1ms
 			{op: "next", at: 2*ms + 100*time.Microsecond, finished: true, queued: 1, ask: 100}, // 100µs splits
 		}},
-		{"expired from the job: ends like done", 256, []leaseStep{
+		{"a failover: the queue covers it", 256, time.Second, failoverScript()},
+		{"expired from the job: ends like done", 256, 0, []leaseStep{
 			{op: "next", at: 0, ask: 4},
 			{op: "empty", at: 0},
 			{op: "answered", at: 10 * ms, done: true},
@@ -142,7 +160,7 @@ func TestLeasePolicyScript(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	for _, sc := range scripts {
 		t.Run(sc.name, func(t *testing.T) {
-			p := newLeasePolicy(sc.maxSplits, 250*ms)
+			p := newLeasePolicy(sc.maxSplits, 250*ms, sc.ahead)
 			for i, s := range sc.steps {
 				now := t0.Add(s.at)
 				switch s.op {
@@ -163,6 +181,47 @@ func TestLeasePolicyScript(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// failoverScript: with FailoverAhead 1s, a lease loop whose leases take
+// 10ms grows its queue, as it runs, to a second's worth of its 100ms
+// splits (not just twice a lease's round trip, 20ms), so a lease that
+// takes 850ms to come back (the leader died with it in flight) finds the
+// pipeline still reading.
+func failoverScript() []leaseStep {
+	return []leaseStep{
+		{op: "next", at: 0, ask: 4},
+		{op: "answered", at: 10 * ms}, // leaseTime 10ms
+		{op: "next", at: 10 * ms, queued: 4, ask: 4},
+		{op: "answered", at: 20 * ms},
+		{op: "next", at: 110 * ms, finished: true, queued: 7}, // splitTime 100ms: 700ms queued, running 110ms
+		{op: "next", at: 210 * ms, finished: true, queued: 6},
+		{op: "next", at: 310 * ms, finished: true, queued: 5},
+		{op: "next", at: 410 * ms, finished: true, queued: 4, ask: 2}, // 400ms < 410ms running; 250ms/100ms
+		{op: "answered", at: 420 * ms},
+		{op: "next", at: 510 * ms, finished: true, queued: 5, ask: 2},
+		{op: "answered", at: 520 * ms},
+		{op: "next", at: 610 * ms, finished: true, queued: 6, ask: 2},
+		{op: "answered", at: 620 * ms},
+		{op: "next", at: 710 * ms, finished: true, queued: 7, ask: 2},
+		{op: "answered", at: 720 * ms},
+		{op: "next", at: 810 * ms, finished: true, queued: 8, ask: 2},
+		{op: "answered", at: 820 * ms},
+		{op: "next", at: 910 * ms, finished: true, queued: 9, ask: 2},
+		{op: "answered", at: 920 * ms},
+		{op: "next", at: 1010 * ms, finished: true, queued: 10},        // 1s: covered
+		{op: "next", at: 1110 * ms, finished: true, queued: 9, ask: 2}, // the leader dies with this lease in flight
+		{op: "next", at: 1210 * ms, finished: true, queued: 8},
+		{op: "next", at: 1310 * ms, finished: true, queued: 7},
+		{op: "next", at: 1410 * ms, finished: true, queued: 6},
+		{op: "next", at: 1510 * ms, finished: true, queued: 5},
+		{op: "next", at: 1610 * ms, finished: true, queued: 4},
+		{op: "next", at: 1710 * ms, finished: true, queued: 3},
+		{op: "next", at: 1810 * ms, finished: true, queued: 2},
+		{op: "next", at: 1910 * ms, finished: true, queued: 1},
+		{op: "answered", at: 1960 * ms},                                // by the new leader; leaseTime (3*10+850)/4 = 220ms
+		{op: "next", at: 2010 * ms, finished: true, queued: 2, ask: 2}, // the queue never ran out
 	}
 }
 

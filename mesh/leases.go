@@ -62,7 +62,7 @@ func newLeaseProvider(ctx context.Context, n *Node, job string, all []pipeline.S
 	// the same (job, worker), as a shared production is after its jobs all
 	// left, must not have its first lease taken for a retry of the last.
 	return &leaseProvider{ctx: ctx, n: n, job: job, splits: all, exact: exact, answer: make(chan leaseResult, 1),
-		policy: newLeasePolicy(n.cfg.Worker.LeaseSplits, n.cfg.Worker.LeaseDuration),
+		policy: newLeasePolicy(n.cfg.Worker.LeaseSplits, n.cfg.Worker.LeaseDuration, n.cfg.Worker.failoverAhead(n.cfg.Raft)),
 		reqID:  uint64(time.Now().UnixNano())}
 }
 
@@ -76,6 +76,7 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error
 		}
 		p.reading = false
 	}
+	p.collect()
 	if n := p.policy.next(time.Now(), finished, len(p.queue)); n > 0 {
 		p.ask(n)
 	}
@@ -207,6 +208,26 @@ func (p *leaseProvider) produced(cs []pipeline.CompletedSplit) {
 			}
 		}
 	}()
+}
+
+// collect queues the splits of a lease answered while the queue still
+// holds some. Taken only once the queue ran out, an answer kept the policy
+// from asking ahead meanwhile (the lease still counted in flight) and made
+// leases look as slow as the queue was long: the queue then swung between
+// a failover's worth and a lease's worth, and a leader that died while it
+// was low stalled the worker. A failed answer is left for when the queue
+// runs out, as before, so the splits queued are read first.
+func (p *leaseProvider) collect() {
+	select {
+	case r := <-p.answer:
+		if r.err != nil {
+			p.answer <- r // capacity 1, just emptied; the one lease in flight has answered
+			return
+		}
+		p.policy.answered(time.Now(), r.resp.Done)
+		p.enqueue(r.resp)
+	default:
+	}
 }
 
 // ask reports the finished splits and asks for a lease of n splits, each

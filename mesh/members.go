@@ -18,6 +18,9 @@ type memberEntry struct {
 	meta       nodeMeta
 	status     string
 	since      time.Time
+	// leaderSince is when the member last began to advertise itself as
+	// the Raft leader (newestLeader).
+	leaderSince time.Time
 }
 
 // memberTable remembers every member gossip told us about, including the
@@ -89,6 +92,9 @@ func (t *memberTable) set(n *memberlist.Node, status string) {
 		t.entries[n.Name] = e
 	}
 	if err == nil {
+		if meta.Raft == raftstate.RoleLeader && e.meta.Raft != raftstate.RoleLeader {
+			e.leaderSince = time.Now()
+		}
 		e.meta = meta
 	}
 	if status == api.StatusDead && e.meta.Leaving {
@@ -114,6 +120,28 @@ func (t *memberTable) NotifyLeave(n *memberlist.Node) {
 
 // NotifyUpdate implements memberlist.EventDelegate.
 func (t *memberTable) NotifyUpdate(n *memberlist.Node) { t.set(n, api.StatusAlive) }
+
+// newestLeader is the QUIC address of the member, other than self, that
+// gossip holds alive and that began to advertise itself as the Raft leader
+// most recently; "" if none does. Right after a leader dies, gossip still
+// holds it alive, and advertising itself as leader, until it is declared
+// dead (~3 s with the default preset), while its successor advertises
+// itself as soon as it is elected: the newest claim is the one to believe.
+func (t *memberTable) newestLeader(self string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var addr string
+	var since time.Time
+	for name, e := range t.entries {
+		if name == self || e.status != api.StatusAlive || e.meta.Raft != raftstate.RoleLeader {
+			continue
+		}
+		if addr == "" || e.leaderSince.After(since) || (e.leaderSince.Equal(since) && e.meta.Addr < addr) {
+			addr, since = e.meta.Addr, e.leaderSince
+		}
+	}
+	return addr
+}
 
 // snapshot lists the members, dropping those that departed longer than the
 // retention ago, or stayed dead longer than the dead retention.

@@ -29,6 +29,8 @@ type task struct {
 	// poll paces the checks that the job still exists (offer.go); only
 	// the task's goroutine reads it.
 	poll *time.Ticker
+	// checking: a check that the job exists runs (offer.go's checkJob).
+	checking atomic.Bool
 
 	ended chan struct{} // closed when production ends
 

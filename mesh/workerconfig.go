@@ -1,6 +1,10 @@
 package mesh
 
-import "time"
+import (
+	"time"
+
+	"github.com/feedmesh/feedmesh/raftstate"
+)
 
 // WorkerConfig bounds what a node does as a worker.
 type WorkerConfig struct {
@@ -32,6 +36,19 @@ type WorkerConfig struct {
 	// worker's splits come back to be read again (splits/exactly.go).
 	// Default 250 ms.
 	OrphanPollInterval time.Duration
+	// FailoverAhead is how much work a DYNAMIC task keeps leased ahead, at
+	// least, so that its pipeline does not run dry while a dead Raft
+	// leader is replaced (no lease is granted meanwhile): it asks for the
+	// next lease while its queued splits cover less than this (or than the
+	// time it has been reading, early in a job), and number fewer than
+	// LeaseSplits. 0 means the default, derived from the Raft
+	// timing (failoverTime: 3 s with the default preset, 300 ms with the
+	// fast one); negative turns it off (splits are then asked for only
+	// twice a lease's round trip ahead). Longer rides out slower
+	// elections, and holds more splits per worker: up to this much more
+	// work is lost when a worker dies (at-most-once), and the end of an
+	// epoch waits for the slowest worker's queue.
+	FailoverAhead time.Duration
 	// MaxWindow caps the credit a client may grant on one stream.
 	MaxWindow int
 	// SendCoalesce is the most ready batches a stream writes at once (no
@@ -90,4 +107,24 @@ func (c WorkerConfig) roundsHeld() int {
 		return DefaultRoundsHeld
 	}
 	return c.RoundsHeld
+}
+
+// failoverAhead is FailoverAhead with its default applied (0: off).
+func (c WorkerConfig) failoverAhead(r raftstate.Config) time.Duration {
+	switch {
+	case c.FailoverAhead < 0:
+		return 0
+	case c.FailoverAhead == 0:
+		return failoverTime(r)
+	}
+	return c.FailoverAhead
+}
+
+// failoverTime is about the longest a Raft leader's death leaves the
+// cluster without one: a follower notices within 2 HeartbeatTimeouts
+// (Raft randomizes the timeout between one and two), and an election
+// whose first round fails (a vote refused by a peer that has not noticed
+// yet, or split) is retried after an ElectionTimeout.
+func failoverTime(r raftstate.Config) time.Duration {
+	return 2*r.HeartbeatTimeout + r.ElectionTimeout
 }
