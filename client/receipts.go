@@ -129,23 +129,6 @@ func (l *ledger) take(job, consumer string) (req api.ReceiptsRequest, ok bool) {
 	return req, true
 }
 
-// putBack returns a report that could not be sent, to go with the next.
-func (l *ledger) putBack(req api.ReceiptsRequest) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range req.Receipts {
-		k := key{r.Epoch, r.Split}
-		p := l.pending[k]
-		p.AddAll(r.Got)
-		l.pending[k] = p
-	}
-	for _, w := range req.Fenced {
-		if !slices.Contains(l.fences, w) {
-			l.fences = append(l.fences, w)
-		}
-	}
-}
-
 // duplicates is how many elements were received more than once.
 func (l *ledger) duplicates() int64 {
 	l.mu.Lock()
@@ -168,6 +151,8 @@ func cmpInt(a, b int64) int {
 // what is left once more, bounded by flushTimeout.
 type reporter struct {
 	l        *ledger
+	seq      uint64               // of the last report taken
+	retry    *api.ReceiptsRequest // a report whose sending failed: sent again as it is
 	job      string
 	consumer string
 	interval time.Duration
@@ -192,16 +177,24 @@ func (r *reporter) run(ctx context.Context, flushTimeout time.Duration) {
 	}
 }
 
-// flush sends one report; a failed one goes back to the ledger.
+// flush sends one report. A failed one is sent again, unchanged and with
+// its number, before anything newer: it may have been applied (only its
+// answer lost), and the cluster applies each number once.
 func (r *reporter) flush(ctx context.Context) {
-	req, ok := r.l.take(r.job, r.consumer)
-	if !ok {
-		return
+	if r.retry == nil {
+		req, ok := r.l.take(r.job, r.consumer)
+		if !ok {
+			return
+		}
+		r.seq++
+		req.Seq = r.seq
+		r.retry = &req
 	}
-	if err := r.send(ctx, req); err != nil {
-		r.l.putBack(req)
+	if err := r.send(ctx, *r.retry); err != nil {
 		if r.onErr != nil {
 			r.onErr(fmt.Errorf("report receipts: %w", err))
 		}
+		return
 	}
+	r.retry = nil
 }

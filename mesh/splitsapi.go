@@ -56,7 +56,7 @@ func (n *Node) receipts(ctx context.Context, req api.ReceiptsRequest) error {
 			for i, r := range req.Receipts {
 				rs[i] = raftstate.Receipt{Epoch: r.Epoch, Split: r.Split, Got: r.Got}
 			}
-			_, err := n.raft.Apply(ctx, raftstate.NewReceipts(req.Job, req.Consumer, rs, req.Fenced))
+			_, err := n.raft.Apply(ctx, raftstate.NewReceipts(req.Job, req.Consumer, req.Seq, rs, req.Fenced))
 			return err
 		})
 }

@@ -23,7 +23,7 @@ func TestExactlyOnceCommands(t *testing.T) {
 		t.Fatalf("lease: %+v", l1)
 	}
 	sp := l1.Splits[0]
-	applyOK(t, s, NewReceipts("j1", "c1", []Receipt{{Epoch: 0, Split: sp, Got: splits.Span(0, 2)}}, nil))
+	applyOK(t, s, NewReceipts("j1", "c1", 0, []Receipt{{Epoch: 0, Split: sp, Got: splits.Span(0, 2)}}, nil))
 	applyOK(t, s, NewExpireWorker("w1"))
 	// Everything else goes to w2; the orphan waits for c1's fence.
 	l2 := applyOK(t, s, NewLeaseSplits("j1", "w2", 1, int(n))).(splits.Lease)
@@ -39,7 +39,7 @@ func TestExactlyOnceCommands(t *testing.T) {
 	for _, id := range l2.Splits {
 		rs = append(rs, Receipt{Epoch: 0, Split: id, Got: splits.Span(0, 3)})
 	}
-	applyOK(t, s, NewReceipts("j1", "c1", rs, []string{"w1"}))
+	applyOK(t, s, NewReceipts("j1", "c1", 0, rs, []string{"w1"}))
 	l3 := applyOK(t, s, NewLeaseSplits("j1", "w2", 2, 4)).(splits.Lease)
 	if len(l3.Splits) != 1 || l3.Splits[0] != sp || len(l3.Exclude) != 1 || l3.Exclude[0].String() != "[0,2)" {
 		t.Fatalf("re-lease: %+v", l3)
@@ -49,10 +49,10 @@ func TestExactlyOnceCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	applyErr(t, s, NewReceipts("j1", "c1", []Receipt{{Epoch: 0, Split: n, Got: splits.Span(0, 1)}}, nil), ErrInvalidCommand)
-	applyErr(t, s, NewReceipts("j1", "c1", []Receipt{{Epoch: 0, Split: sp, Got: splits.Span(2, 3)}, {Epoch: 0, Split: sp, Got: splits.Ranges{5, 4}}}, nil), ErrInvalidCommand)
+	applyErr(t, s, NewReceipts("j1", "c1", 0, []Receipt{{Epoch: 0, Split: n, Got: splits.Span(0, 1)}}, nil), ErrInvalidCommand)
+	applyErr(t, s, NewReceipts("j1", "c1", 0, []Receipt{{Epoch: 0, Split: sp, Got: splits.Span(2, 3)}, {Epoch: 0, Split: sp, Got: splits.Ranges{5, 4}}}, nil), ErrInvalidCommand)
 	applyErr(t, s, NewProduceSplits("j1", "w1", 0, []splits.SplitEmitted{{Split: sp}}), splits.ErrNotLeased)
-	applyErr(t, s, NewReceipts("nope", "c1", nil, nil), ErrUnknownJob)
+	applyErr(t, s, NewReceipts("nope", "c1", 0, nil, nil), ErrUnknownJob)
 	after, _ := s.MarshalSnapshot()
 	if !reflect.DeepEqual(before, after) {
 		t.Fatal("a rejected command changed the state")
@@ -61,7 +61,7 @@ func TestExactlyOnceCommands(t *testing.T) {
 	if p := s.Jobs["j1"].Dynamic.Progress(); p.Complete {
 		t.Fatal("complete before the last receipt")
 	}
-	applyOK(t, s, NewReceipts("j1", "c1", []Receipt{{Epoch: 0, Split: sp, Got: splits.Span(2, 3)}}, nil))
+	applyOK(t, s, NewReceipts("j1", "c1", 0, []Receipt{{Epoch: 0, Split: sp, Got: splits.Span(2, 3)}}, nil))
 	p := s.Jobs["j1"].Dynamic.Progress()
 	if !p.Complete || p.Exact.Duplicates != 0 || p.Exact.Requeued != 1 || p.Total.Finished != n {
 		t.Fatalf("progress %+v %+v", p, p.Exact)
@@ -94,5 +94,29 @@ func TestExactlyOnceOptions(t *testing.T) {
 	applyOK(t, s, NewCreateJob("j3", "fp1", JobOptions{Sharding: splits.Dynamic, Delivery: DeliveryAtMostOnce}, nil))
 	if s.Jobs["j3"].Dynamic.ExactlyOnce() || s.Jobs["j3"].Options.Delivery != "" {
 		t.Fatalf("at-most-once job stored as %+v", s.Jobs["j3"].Options)
+	}
+}
+
+// TestReceiptsApplyOnce: a report sent again with its number (its answer
+// was lost) is applied once; a new number is applied; departure forgets
+// the consumer's numbers.
+func TestReceiptsApplyOnce(t *testing.T) {
+	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Epochs: 1, Delivery: DeliveryExactlyOnce})
+	applyOK(t, s, NewAttachConsumer("j1", "c1"))
+	applyOK(t, s, NewAssignTask("j1", "w1"))
+	applyOK(t, s, NewLeaseSplits("j1", "w1", 1, 2))
+	r := []Receipt{{Epoch: 0, Split: 0, Got: splits.Span(0, 5)}}
+	applyOK(t, s, NewReceipts("j1", "c1", 1, r, nil))
+	applyOK(t, s, NewReceipts("j1", "c1", 1, r, nil))
+	if x := s.Jobs["j1"].Dynamic.Progress().Exact; x.Delivered != 5 || x.Duplicates != 0 {
+		t.Fatalf("a report sent twice counted %+v", x)
+	}
+	applyOK(t, s, NewReceipts("j1", "c1", 2, r, nil)) // a new report of the same elements: a real duplicate
+	if x := s.Jobs["j1"].Dynamic.Progress().Exact; x.Duplicates != 5 {
+		t.Fatalf("a second delivery not counted: %+v", x)
+	}
+	applyOK(t, s, NewDetachConsumer("j1", "c1"))
+	if seq := s.Jobs["j1"].Dynamic.Exact.ReceiptSeq; seq != nil {
+		t.Fatalf("departed consumer's numbers kept: %v", seq)
 	}
 }

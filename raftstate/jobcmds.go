@@ -86,6 +86,10 @@ type ReceiptsBody struct {
 	// Fenced are expired workers the consumer has stopped reading from;
 	// Receipts cover everything it took from them.
 	Fenced []string `cbor:"4,keyasint,omitempty"`
+	// Seq numbers the consumer's reports from 1; a report whose number
+	// was applied already (sent again after its answer was lost) changes
+	// nothing. 0: unnumbered.
+	Seq uint64 `cbor:"5,keyasint,omitempty"`
 }
 
 // WorkerBody is the body of TypeExpireWorker.
@@ -213,8 +217,8 @@ func NewProduceSplits(job, worker string, epoch int64, done []splits.SplitEmitte
 // consumer received since its last receipts, and the expired workers it
 // fences (splits.DynamicState.Receive, Fence). The whole command applies or
 // nothing does. Result: splits.Progress.
-func NewReceipts(job, consumer string, receipts []Receipt, fenced []string) Command {
-	return newCommand(TypeReceipts, 1, ReceiptsBody{Job: job, Consumer: consumer, Receipts: receipts, Fenced: fenced})
+func NewReceipts(job, consumer string, seq uint64, receipts []Receipt, fenced []string) Command {
+	return newCommand(TypeReceipts, 1, ReceiptsBody{Job: job, Consumer: consumer, Seq: seq, Receipts: receipts, Fenced: fenced})
 }
 
 // NewExpireWorker declares worker dead in every job: it is marked Expired
@@ -734,6 +738,9 @@ func applyReceipts(s *State, c Command) (any, error) {
 		if err := checkName("worker id", w); err != nil {
 			return nil, err
 		}
+	}
+	if !j.Dynamic.NewReport(b.Consumer, b.Seq) {
+		return j.Dynamic.Progress(), nil // applied before: its answer was lost
 	}
 	for _, r := range b.Receipts {
 		if err := j.Dynamic.Receive(b.Consumer, r.Epoch, r.Split, r.Got); err != nil {

@@ -106,6 +106,10 @@ type ExactState struct {
 	// indices no receipt covered yet (counted in Abandoned).
 	Unreceipted map[int64]map[int64]Ranges `cbor:"6,keyasint" json:"unreceipted"`
 	Counts      ExactCounts                `cbor:"7,keyasint" json:"counts"`
+	// ReceiptSeq is each attached consumer's last applied report number
+	// (ApplyReport): a report sent again after its answer was lost is
+	// applied once.
+	ReceiptSeq map[string]uint64 `cbor:"8,keyasint,omitempty" json:"receipt_seq,omitempty"`
 }
 
 func newExact() *ExactState {
@@ -314,6 +318,24 @@ func (d *DynamicState) CheckReceipt(epoch, s int64, got Ranges) error {
 	return nil
 }
 
+// NewReport reports whether report seq of consumer has not been applied
+// yet (seq 0: unnumbered, always new), and records it as applied: call it
+// only when the report will be applied.
+func (d *DynamicState) NewReport(consumer string, seq uint64) bool {
+	x := d.Exact
+	if x == nil || seq == 0 {
+		return true
+	}
+	if seq <= x.ReceiptSeq[consumer] {
+		return false
+	}
+	if x.ReceiptSeq == nil {
+		x.ReceiptSeq = map[string]uint64{}
+	}
+	x.ReceiptSeq[consumer] = seq
+	return true
+}
+
 // Fence records that consumer will take nothing more from the expired
 // worker, and that its receipts so far cover all it took. The worker's
 // orphaned splits are leased again once every consumer it waits for has
@@ -388,6 +410,10 @@ func (d *DynamicState) Depart(consumer string) {
 		return
 	}
 	x.Counts.Departures++
+	delete(x.ReceiptSeq, consumer)
+	if len(x.ReceiptSeq) == 0 {
+		x.ReceiptSeq = nil
+	}
 	for w := range maps.Clone(x.Fences) {
 		d.unwait(consumer, w)
 	}
@@ -462,6 +488,7 @@ func (x *ExactState) clone() *ExactState {
 		Lenient:     map[int64]map[int64]bool{},
 		Unreceipted: map[int64]map[int64]Ranges{},
 		Counts:      x.Counts,
+		ReceiptSeq:  maps.Clone(x.ReceiptSeq),
 	}
 	for e, m := range x.Produced {
 		for s, p := range m {

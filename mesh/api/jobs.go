@@ -410,6 +410,9 @@ type ReceiptsRequest struct {
 	Receipts  []Receipt `cbor:"3,keyasint,omitempty"`
 	Fenced    []string  `cbor:"4,keyasint,omitempty"`
 	Forwarded bool      `cbor:"5,keyasint,omitempty"`
+	// Seq numbers the consumer's reports from 1: one sent again after a
+	// failure keeps its number and is applied once.
+	Seq uint64 `cbor:"6,keyasint,omitempty"`
 }
 
 // EndTaskRequest reports that a worker's task of a job ended
