@@ -41,6 +41,11 @@ type leaseProvider struct {
 	reqID   uint64 // of the last lease asked for
 
 	finished []leasedSplit    // read completely, not yet reported
+
+	// exactly-once: produced splits waiting for the report in flight
+	pmu     sync.Mutex
+	pending []pipeline.CompletedSplit
+	sending bool
 	answer   chan leaseResult // capacity 1: the background lease's answer
 	wg       sync.WaitGroup
 }
@@ -173,41 +178,70 @@ func (p *leaseProvider) awaitMore() (bool, error) {
 }
 
 // produced (exactly-once) reports splits whose every element the
-// pipeline has emitted, in the background, one request per epoch. Unlike
-// finished splits, produced ones are part of delivery (the job cannot end
-// without them), so a failed report is retried until it lands, is refused
-// for good, or the task ends.
+// pipeline has emitted, in the background. One report is in flight at a
+// time, and it carries every split completed while the one before was on
+// its way (one request per epoch), so a fast pipeline of small splits
+// costs a few Raft commands a second, not one per split. Unlike finished
+// splits, produced ones are part of delivery (the job cannot end without
+// them), so a failed report is retried until it lands, is refused for good
+// (a retry of one that landed is refused as not leased), or the task ends.
 func (p *leaseProvider) produced(cs []pipeline.CompletedSplit) {
 	if len(cs) == 0 {
 		return
 	}
+	p.pmu.Lock()
+	defer p.pmu.Unlock()
+	p.pending = append(p.pending, cs...)
+	if p.sending {
+		return
+	}
+	p.sending = true
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			p.pmu.Lock()
+			batch := p.pending
+			p.pending = nil
+			if len(batch) == 0 || p.ctx.Err() != nil {
+				p.sending = false
+				p.pmu.Unlock()
+				return
+			}
+			p.pmu.Unlock()
+			p.sendProduced(batch)
+		}
+	}()
+}
+
+// sendProduced sends one report of produced splits, one request per
+// epoch, retrying as produced says.
+func (p *leaseProvider) sendProduced(cs []pipeline.CompletedSplit) {
 	byEpoch := map[int64][]splits.SplitEmitted{}
 	for _, c := range cs {
 		byEpoch[c.Epoch] = append(byEpoch[c.Epoch], splits.SplitEmitted{Split: c.Split, Emitted: c.Emitted})
 	}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for epoch, done := range byEpoch {
-			req := api.ProduceRequest{Job: p.job, Worker: p.n.name, Epoch: epoch, Splits: done}
-			for attempt := 1; ; attempt++ {
-				err := p.n.produce(p.ctx, req)
-				if err == nil || p.ctx.Err() != nil {
-					break
-				}
-				if !retriable(err) {
+	for epoch, done := range byEpoch {
+		req := api.ProduceRequest{Job: p.job, Worker: p.n.name, Epoch: epoch, Splits: done}
+		for attempt := 1; ; attempt++ {
+			err := p.n.produce(p.ctx, req)
+			if err == nil || p.ctx.Err() != nil {
+				break
+			}
+			if !retriable(err) {
+				if attempt == 1 {
 					p.n.log.Warn("exactly-once: produced splits refused (worker expired?): they will be read again elsewhere", "job", p.job, "splits", len(done), "err", err)
-					break
 				}
-				p.n.log.Warn("exactly-once: report produced splits; will retry", "job", p.job, "splits", len(done), "attempt", attempt, "err", err)
-				select {
-				case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
-				case <-p.ctx.Done():
-					return
-				}
+				break
+			}
+			p.n.log.Warn("exactly-once: report produced splits; will retry", "job", p.job, "splits", len(done), "attempt", attempt, "err", err)
+			select {
+			case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
+			case <-p.ctx.Done():
+				return
 			}
 		}
-	}()
+	}
 }
 
 // collect queues the splits of a lease answered while the queue still

@@ -197,7 +197,7 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	splitSize := fs.Int64("split-size", 2000, "elements per split")
 	seconds := fs.Float64("seconds", 2, "steady-state window measured per run, after 0.5 s of warm-up")
 	runs := fs.Int("runs", 3, "alternating runs of each policy; medians are reported")
-	jsonOut := fs.Bool("json", false, "print a JSON array of rows: sharding, runs, batches_per_s, ratio_vs_off")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: sharding, delivery, runs, batches_per_s, ratio_vs_off, ratio_vs_at_most_once")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -217,25 +217,33 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 1 << 28, SplitSize: *splitSize}})
 	spec.Batch(*batch, false)
 	window := time.Duration(*seconds * float64(time.Second))
-	rates := map[client.Sharding][]float64{}
+	// OFF, DYNAMIC exactly-once (the default) and DYNAMIC at-most-once,
+	// alternating within each run.
+	type variant struct {
+		sh       client.Sharding
+		delivery string
+	}
+	variants := []variant{{client.Off, ""}, {client.Dynamic, client.ExactlyOnce}, {client.Dynamic, client.AtMostOnce}}
+	rates := map[variant][]float64{}
 	for r := 0; r < *runs; r++ {
-		for _, sh := range []client.Sharding{client.Off, client.Dynamic} {
-			rows, err := steadyRate(ctx, c, cl, spec, client.JobOptions{Name: fmt.Sprintf("%s-%d", sh, r), Sharding: sh}, window)
+		for _, v := range variants {
+			rows, err := steadyRate(ctx, c, cl, spec, client.JobOptions{Name: fmt.Sprintf("%s-%s-%d", v.sh, v.delivery, r), Sharding: v.sh, Delivery: v.delivery}, window)
 			if err != nil {
 				return err
 			}
 			rate := rows / float64(*batch)
-			rates[sh] = append(rates[sh], rate)
-			fmt.Fprintf(stderr, "  run %d %-8s %8.0f batches/s\n", r, sh, rate)
+			rates[v] = append(rates[v], rate)
+			fmt.Fprintf(stderr, "  run %d %-8s %-12s %8.0f batches/s\n", r, v.sh, v.delivery, rate)
 		}
 	}
-	off := medianF(rates[client.Off])
+	off := medianF(rates[variants[0]])
+	amo := medianF(rates[variants[2]])
 	var rows []benchRow
-	for _, sh := range []client.Sharding{client.Off, client.Dynamic} {
-		m := medianF(rates[sh])
-		rows = append(rows, benchRow{"sharding": string(sh), "runs": *runs, "batches_per_s": m, "ratio_vs_off": m / off})
+	for _, v := range variants {
+		m := medianF(rates[v])
+		rows = append(rows, benchRow{"sharding": string(v.sh), "delivery": v.delivery, "runs": *runs, "batches_per_s": m, "ratio_vs_off": m / off, "ratio_vs_at_most_once": m / amo})
 	}
-	return printRows(stdout, *jsonOut, []string{"sharding", "runs", "batches_per_s", "ratio_vs_off"}, rows)
+	return printRows(stdout, *jsonOut, []string{"sharding", "delivery", "runs", "batches_per_s", "ratio_vs_off", "ratio_vs_at_most_once"}, rows)
 }
 
 // waitIdle waits until the previous job is garbage-collected and no node
