@@ -40,14 +40,14 @@ type leaseProvider struct {
 	reading bool   // current was handed to the pipeline, not yet finished
 	reqID   uint64 // of the last lease asked for
 
-	finished []leasedSplit    // read completely, not yet reported
+	finished []leasedSplit // read completely, not yet reported
 
 	// exactly-once: produced splits waiting for the report in flight
 	pmu     sync.Mutex
 	pending []pipeline.CompletedSplit
 	sending bool
-	answer   chan leaseResult // capacity 1: the background lease's answer
-	wg       sync.WaitGroup
+	answer  chan leaseResult // capacity 1: the background lease's answer
+	wg      sync.WaitGroup
 }
 
 type leasedSplit struct {
