@@ -37,7 +37,8 @@ type key struct{ epoch, split int64 }
 // for concurrent use (every stream goroutine records into it).
 type ledger struct {
 	mu      sync.Mutex
-	seen    map[key]splits.Ranges // everything received
+	seen    map[key]splits.Ranges // everything received, in the last two epochs seen
+	epoch   int64                 // the latest epoch received
 	pending map[key]splits.Ranges // not yet reported
 	fences  []string              // dead workers to fence in the next report
 	dups    int64                 // elements received twice (batches dropped or, if partly new, kept)
@@ -64,6 +65,17 @@ func (l *ledger) record(prov []batch.ProvRange) (dup bool, dups int64) {
 	defer l.mu.Unlock()
 	var total int64
 	for _, r := range prov {
+		if r.Epoch > l.epoch {
+			// Bound seen to the two latest epochs: this check is the
+			// last line of defence (the cluster's exclusions are the
+			// first), and older epochs have all but ended.
+			l.epoch = r.Epoch
+			for k := range l.seen {
+				if k.epoch < l.epoch-1 {
+					delete(l.seen, k)
+				}
+			}
+		}
 		k := key{r.Epoch, r.Split}
 		have := l.seen[k]
 		total += r.Hi - r.Lo

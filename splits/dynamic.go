@@ -304,6 +304,12 @@ func (d *DynamicState) prune(epoch int64) {
 	}
 	if epoch < d.Epoch && len(d.Outstanding[epoch]) == 0 {
 		delete(d.PerEpoch, epoch)
+		if d.Exact != nil {
+			// What departures left unreceipted in an epoch that has
+			// ended stays counted abandoned: later receipts of it are
+			// not expected, and the map must not grow epoch after epoch.
+			delete(d.Exact.Unreceipted, epoch)
+		}
 	}
 }
 
