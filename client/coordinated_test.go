@@ -96,14 +96,16 @@ func checkIncreasing(t *testing.T, out []consumerRounds) {
 }
 
 func TestCoordinatedReads(t *testing.T) {
-	// The job is ~0.1 s of work per worker: a worker that keeps a
+	// The job is ~0.3 s of work per worker (a tenth of that was too
+	// little on a loaded machine: a worker whose task started late found
+	// the splits gone, CI). A worker that keeps a
 	// failover's worth of splits leased ahead (the fast preset's 300 ms)
 	// may take all of it before the others start, and this test wants
 	// every worker to serve rounds.
 	c := testcluster.Start(t, 3, testcluster.WithConfig(func(_ int, cfg *mesh.Config) { cfg.Worker.FailoverAhead = -1 }))
 	cl := dial(t, c, 0)
 	const m = 4
-	out := readCoordinated(t, cl, textSpec(3000, 100), "coord", m, true, nil)
+	out := readCoordinated(t, cl, textSpec(9000, 100), "coord", m, true, nil)
 	checkIncreasing(t, out)
 	n := len(out[0].rounds)
 	if n < 20 {
@@ -153,8 +155,8 @@ func TestCoordinatedReads(t *testing.T) {
 		}
 	}
 	// Padded out: every element arrives exactly once over all consumers.
-	if rows != 3000 {
-		t.Fatalf("%d rows delivered, want 3000", rows)
+	if rows != 9000 {
+		t.Fatalf("%d rows delivered, want 9000", rows)
 	}
 }
 
