@@ -167,7 +167,7 @@ func (p *leaseProvider) awaitMore() (bool, error) {
 			}
 			p.n.log.Warn("exactly-once: asking for splits to read again; will retry", "job", p.job, "err", err)
 			continue
-		case resp.Complete, resp.AllProduced:
+		case resp.AllProduced:
 			return false, nil
 		case len(resp.Splits) > 0:
 			p.enqueue(resp)

@@ -58,9 +58,7 @@ type Lease struct {
 	// the element indices already delivered, which the worker must not
 	// yield again (a split leased again after its worker died).
 	Exclude []Ranges `cbor:"4,keyasint,omitempty" json:"exclude,omitempty"`
-	// Complete: the job's data has ended (DynamicState.Complete); a
-	// worker stops asking.
-	Complete bool `cbor:"5,keyasint,omitempty" json:"complete,omitempty"`
+	// Key 5 held Complete, which AllProduced implies; not reused.
 	// AllProduced (exactly-once): every split is handed out and emitted
 	// by a live worker (DynamicState.AllProduced); a worker whose own
 	// splits are all emitted ends its part.
@@ -214,7 +212,6 @@ func (d *DynamicState) Lease(worker string, requestID uint64, n int) Lease {
 		}
 	}
 	l.Done = d.done()
-	l.Complete = d.Complete()
 	l.AllProduced = d.AllProduced()
 	d.LastLease[worker] = LeaseRecord{RequestID: requestID, Lease: l.Clone()}
 	return l
@@ -266,7 +263,12 @@ func (d *DynamicState) Finish(worker string, epoch int64, splits []int64) error 
 // It returns the lost split ids ordered by epoch, then id; a worker holding
 // the same split in two overlapping epochs lists it twice. The worker's
 // retry record is dropped, so if it comes back its next request is new.
+// An exactly-once job takes ExpireWorker instead; Expire on one changes
+// nothing and returns nil.
 func (d *DynamicState) Expire(worker string) (lost []int64) {
+	if d.Exact != nil {
+		return nil
+	}
 	delete(d.LastLease, worker)
 	for _, e := range slices.Sorted(maps.Keys(d.Outstanding)) {
 		out := d.Outstanding[e]

@@ -360,16 +360,16 @@ func (d *DynamicState) unwait(consumer, worker string) {
 	}
 }
 
-// ExpireWorker declares worker dead. At-most-once: Expire. Exactly-once:
-// its leased and produced-but-unsettled splits, in every epoch, become
-// orphaned, and are leased again once every one of consumers (the job's
-// attached consumers: each may hold elements from the worker it has not
-// receipted yet) has fenced it. It returns how many splits became lost
-// (at-most-once) or orphaned (exactly-once).
-func (d *DynamicState) ExpireWorker(worker string, consumers []string) (lost, orphaned int) {
+// ExpireWorker declares worker dead in an exactly-once job (Expire is the
+// at-most-once one): its leased and produced-but-unsettled splits, in
+// every epoch, become orphaned, and are leased again once every one of
+// consumers (the job's attached consumers: each may hold elements from the
+// worker it has not receipted yet) has fenced it. It returns how many
+// splits became orphaned.
+func (d *DynamicState) ExpireWorker(worker string, consumers []string) (orphaned int) {
 	x := d.Exact
 	if x == nil {
-		return len(d.Expire(worker)), 0
+		return 0
 	}
 	delete(d.LastLease, worker)
 	for e, out := range maps.Clone(d.Outstanding) {
@@ -396,7 +396,7 @@ func (d *DynamicState) ExpireWorker(worker string, consumers []string) (lost, or
 		slices.Sort(cs)
 		x.Fences[worker] = slices.Compact(cs)
 	}
-	return 0, orphaned
+	return orphaned
 }
 
 // Depart records that consumer left the job (detached, or expired): no

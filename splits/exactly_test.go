@@ -242,7 +242,7 @@ func TestExactlyOnceFenceGatesRelease(t *testing.T) {
 	if err := d.Receive("c1", 0, 0, Span(0, 3)); err != nil {
 		t.Fatal(err)
 	}
-	if _, n := d.ExpireWorker("w1", []string{"c2", "c1"}); n != 1 {
+	if n := d.ExpireWorker("w1", []string{"c2", "c1"}); n != 1 {
 		t.Fatalf("orphaned %d, want 1", n)
 	}
 	// Not yet: c1 and c2 must fence w1 first; w2 gets the next fresh split.
@@ -250,7 +250,7 @@ func TestExactlyOnceFenceGatesRelease(t *testing.T) {
 		t.Fatalf("lease before fences: %+v", l)
 	}
 	d.Fence("c1", "w1")
-	if l := d.Lease("w2", 2, 5); len(l.Splits) != 0 || !l.Done || l.Complete {
+	if l := d.Lease("w2", 2, 5); len(l.Splits) != 0 || !l.Done || l.AllProduced {
 		t.Fatalf("lease with one fence missing: %+v", l)
 	}
 	// c2 got elements 3 and 4 from w1 after c1's fence, before its own.

@@ -377,8 +377,7 @@ type LeaseResponse struct {
 	// Exclude (exactly-once), if not empty, has one entry per split: the
 	// element indices consumers already received, not to be sent again.
 	Exclude []splits.Ranges `cbor:"4,keyasint,omitempty"`
-	// Complete (exactly-once): every split is delivered; stop asking.
-	Complete bool `cbor:"5,keyasint,omitempty"`
+	// Key 5 held Complete, which AllProduced implies; not reused.
 	// AllProduced (exactly-once): every split was emitted by a live
 	// worker; a worker ends its part (splits.DynamicState.AllProduced).
 	AllProduced bool `cbor:"6,keyasint,omitempty"`
