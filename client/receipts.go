@@ -79,7 +79,7 @@ func (l *ledger) record(prov []batch.ProvRange) (dup bool, dups int64) {
 		k := key{r.Epoch, r.Split}
 		have := l.seen[k]
 		total += r.Hi - r.Lo
-		dups += have.Intersect(splits.Span(r.Lo, r.Hi)).Len()
+		dups += have.CountIn(r.Lo, r.Hi)
 		have.AddSpan(r.Lo, r.Hi)
 		l.seen[k] = have
 	}

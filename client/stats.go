@@ -58,8 +58,10 @@ type Stats struct {
 	Exact *api.ExactInfo `json:"exactly_once,omitempty"`
 	// DuplicatesDropped (exactly-once jobs) counts elements this iterator
 	// received a second time; a batch made only of such elements is
-	// dropped. The protocol never sends one: a non-zero count is a bug to
-	// report.
+	// dropped. A worker sends a batch again when the stream it went out on
+	// broke before the consumer credited it back, so a few are expected
+	// after a failure; a batch only partly received before is a bug, and
+	// is logged as an error.
 	DuplicatesDropped int64 `json:"duplicates_dropped,omitempty"`
 }
 

@@ -95,6 +95,20 @@ func (r Ranges) ContainsSpan(lo, hi int64) bool {
 	return k < len(r)/2 && r[2*k] <= lo && r[2*k+1] >= hi
 }
 
+// CountIn is how many indices of [lo, hi) are in the set, without
+// allocating (Intersect(Span(lo, hi)).Len()).
+func (r Ranges) CountIn(lo, hi int64) int64 {
+	if hi <= lo {
+		return 0
+	}
+	var n int64
+	k := sort.Search(len(r)/2, func(k int) bool { return r[2*k+1] > lo })
+	for ; k < len(r)/2 && r[2*k] < hi; k++ {
+		n += min(hi, r[2*k+1]) - max(lo, r[2*k])
+	}
+	return n
+}
+
 // Add adds index i.
 func (r *Ranges) Add(i int64) { r.AddSpan(i, i+1) }
 

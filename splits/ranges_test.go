@@ -45,8 +45,15 @@ func TestRangesAgainstModel(t *testing.T) {
 			}
 			for j := i; j < i+5; j++ {
 				all := true
+				var in int64
 				for k := i; k < j; k++ {
 					all = all && m[k]
+					if m[k] {
+						in++
+					}
+				}
+				if got := r.CountIn(i, j); got != in {
+					t.Fatalf("round %d: CountIn(%d, %d) = %d, want %d", round, i, j, got, in)
 				}
 				if r.ContainsSpan(i, j) != all {
 					t.Fatalf("round %d: ContainsSpan(%d, %d) = %v", round, i, j, !all)
