@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/feedmesh/feedmesh/internal/testhooks"
@@ -400,61 +399,6 @@ func toRaftOptions(o api.JobOptions) (raftstate.JobOptions, error) {
 	}, nil
 }
 
-// jobInfo converts the replicated job to its wire form, with each
-// worker's current QUIC address from gossip.
-func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
-	addrs := map[string]string{}
-	for _, m := range n.Members() {
-		addrs[m.Name] = m.Addr
-	}
-	info := api.JobInfo{
-		ID: v.ID, Name: v.Name, Fingerprint: v.Fingerprint,
-		Options: api.JobOptions{
-			Sharding: api.Sharding(v.Options.Sharding.String()), Epochs: v.Options.Epochs, NumConsumers: v.Options.NumConsumers,
-			Share: v.Options.Share, Coordinated: v.Options.Coordinated, PadFinalRound: v.Options.PadFinalRound, MaxWorkers: v.Options.MaxWorkers,
-			ConsumerTTL: v.Options.ConsumerTTL, GCAfter: v.Options.GCAfter, Compression: v.Options.Compression,
-			Delivery: v.Options.Delivery,
-		},
-		CreatedAt: time.Unix(0, v.CreatedAt),
-	}
-	if d, ok := n.raft.Dataset(v.Fingerprint); ok {
-		info.NumSplits = d.NumSplits
-	}
-	for c := range v.Consumers {
-		info.Consumers = append(info.Consumers, c)
-	}
-	sort.Strings(info.Consumers)
-	names := make([]string, 0, len(v.Workers))
-	for w := range v.Workers {
-		names = append(names, w)
-	}
-	if v.Options.Sharding == splits.Static {
-		names = v.StaticWorkers
-	}
-	sort.Strings(names)
-	for _, w := range names {
-		st := v.Workers[w]
-		info.Workers = append(info.Workers, api.WorkerInfo{Name: w, Addr: addrs[w], Expired: st.Expired, Incarnation: st.Incarnation})
-	}
-	info.ShareGroup = v.ShareGroup
-	if r := v.Rounds; r != nil {
-		info.Rounds = &api.RoundsInfo{Changes: r.Schedule.Changes, Reached: r.Reached, Lookahead: raftstate.RoundLookahead}
-	}
-	if g, ok := n.raft.Job(v.ShareGroup); ok && v.ShareGroup != "" {
-		v.Progress = g.Progress // the group leases for the job
-	}
-	if p := v.Progress; p != nil {
-		info.Epoch, info.Leased, info.Finished, info.Lost = p.Epoch, p.Total.Leased, p.Total.Finished, p.Total.Lost
-		if x := p.Exact; x != nil {
-			info.Exact = &api.ExactInfo{Delivered: x.Delivered, Requeued: x.Requeued, Orphaned: x.Orphaned, Duplicates: x.Duplicates, Abandoned: x.Abandoned}
-		}
-	}
-	if v.Options.Sharding == splits.Dynamic && info.Options.Delivery == "" {
-		info.Options.Delivery = api.AtMostOnce
-	}
-	info.State, info.Failure = jobState(v)
-	return info
-}
 
 // errorsIsRejected reports an FSM rejection (a command that was valid CBOR
 // but broke a rule: bad options, unknown job).
