@@ -80,10 +80,11 @@ func (p *plainProducer) pump(o pipeline.Options, ss []pipeline.Split, epoch int6
 		return err
 	}
 	defer it.Close()
+	tr, _ := it.(pipeline.Tracker) // nil unless o.Track
 	for {
 		el, err := it.Next(t.ctx)
 		if errors.Is(err, io.EOF) {
-			if tr, ok := it.(pipeline.Tracker); ok && o.Track && lp != nil {
+			if tr != nil && lp != nil {
 				lp.produced(tr.Completed()) // splits whose last elements were dropped
 			}
 			return nil
@@ -93,8 +94,7 @@ func (p *plainProducer) pump(o pipeline.Options, ss []pipeline.Split, epoch int6
 		}
 		h := batch.Header{Seq: p.seq, Worker: t.w.n.name, Epoch: epoch}
 		p.seq++
-		tr, tracked := it.(pipeline.Tracker)
-		if tracked && o.Track {
+		if tr != nil {
 			for _, se := range tr.LastProvenance() {
 				h.Prov = batch.AppendProv(h.Prov, se.Epoch, se.Split, se.Indices)
 			}
@@ -107,7 +107,7 @@ func (p *plainProducer) pump(o pipeline.Options, ss []pipeline.Split, epoch int6
 		if err := p.offer(f); err != nil {
 			return err
 		}
-		if tracked && o.Track && lp != nil {
+		if tr != nil && lp != nil {
 			lp.produced(tr.Completed())
 		}
 	}

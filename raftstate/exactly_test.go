@@ -115,6 +115,10 @@ func TestReceiptsApplyOnce(t *testing.T) {
 	if x := s.Jobs["j1"].Dynamic.Progress().Exact; x.Duplicates != 5 {
 		t.Fatalf("a second delivery not counted: %+v", x)
 	}
+	applyOK(t, s, NewReceipts("j1", "ghost", 7, []Receipt{{Epoch: 0, Split: 1, Got: splits.Span(0, 1)}}, nil))
+	if _, kept := s.Jobs["j1"].Dynamic.Exact.ReceiptSeq["ghost"]; kept {
+		t.Fatal("a consumer that is not attached had its report number kept")
+	}
 	applyOK(t, s, NewDetachConsumer("j1", "c1"))
 	if seq := s.Jobs["j1"].Dynamic.Exact.ReceiptSeq; seq != nil {
 		t.Fatalf("departed consumer's numbers kept: %v", seq)

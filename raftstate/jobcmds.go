@@ -739,7 +739,14 @@ func applyReceipts(s *State, c Command) (any, error) {
 			return nil, err
 		}
 	}
-	if !j.Dynamic.NewReport(b.Consumer, b.Seq) {
+	// Report numbers are kept for attached consumers only, so that names
+	// sent by anyone cannot grow the state; a consumer that is not (yet,
+	// or any more) attached has its receipts applied unnumbered.
+	seq := b.Seq
+	if _, attached := j.Consumers[b.Consumer]; !attached {
+		seq = 0
+	}
+	if !j.Dynamic.NewReport(b.Consumer, seq) {
 		return j.Dynamic.Progress(), nil // applied before: its answer was lost
 	}
 	for _, r := range b.Receipts {
