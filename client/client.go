@@ -327,6 +327,13 @@ func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptio
 		return nil, err
 	}
 	req := api.DistributeRequest{Spec: canon, Options: o, Consumer: consumer}
+	var from *checkpoint
+	if len(o.Resume) > 0 {
+		if from, req.Resume, err = resumeFrom(o.Resume, spec, o); err != nil {
+			return nil, fmt.Errorf("distribute %q: resume: %w", o.Name, err)
+		}
+		req.Options.Resume = nil
+	}
 	var info api.JobInfo
 	if err := c.call(ctx, api.MethodDistribute, req, &info); err != nil {
 		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
@@ -334,7 +341,7 @@ func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptio
 	if err := api.CheckJobInfo(info); err != nil {
 		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
 	}
-	return newIterator(c, info, consumer, spec.Batched(), o.ConsumerIndex), nil
+	return newIterator(c, info, consumer, spec.Batched(), o.ConsumerIndex, from), nil
 }
 
 // Attach joins an existing job by name, without its spec (a trainer that
@@ -358,7 +365,7 @@ func (c *Client) Attach(ctx context.Context, job string) (*Iterator, error) {
 		return nil, fmt.Errorf("attach to job %q: it uses coordinated reads; join it with Distribute and JobOptions.ConsumerIndex", job)
 	}
 	// Without the spec, assume batches (the common case for training).
-	return newIterator(c, info, consumer, true, 0), nil
+	return newIterator(c, info, consumer, true, 0, nil), nil
 }
 
 func newConsumerID() (string, error) {

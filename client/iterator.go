@@ -56,6 +56,7 @@ type host interface {
 // item is a batch on its way to Next.
 type item struct {
 	b    Batch
+	prov []batch.ProvRange // exactly-once: the batch's elements (a copy)
 	size int64
 	wire int64 // bytes on the stream
 	held int64 // bytes of the prefetch budget it holds
@@ -67,9 +68,11 @@ type Iterator struct {
 	c        *Client
 	job      string
 	consumer string
+	jobID    uint64            // the job's ID: a job resumed under the same name is another
 	comp     batch.Compression // the job's, asked of every worker
 	eng      engine
-	ledger   *ledger // exactly-once jobs: what this consumer received (receipts.go)
+	ledger   *ledger  // exactly-once jobs: what this consumer received (receipts.go)
+	track    *tracker // exactly-once jobs: what reached the trainer (checkpoint.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -86,9 +89,9 @@ type Iterator struct {
 	closeOnce sync.Once
 }
 
-func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, index int) *Iterator {
+func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, index int, from *checkpoint) *Iterator {
 	it := &Iterator{
-		c: c, job: info.Name, consumer: consumer, info: info,
+		c: c, job: info.Name, jobID: info.ID, consumer: consumer, info: info,
 		items:  make(chan item, c.opts.PrefetchBatches),
 		budget: transport.NewByteBudget("PrefetchBytes", c.opts.PrefetchBytes),
 		kick:   make(chan struct{}, 1),
@@ -104,7 +107,8 @@ func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, ind
 	} else {
 		var l *ledger
 		if info.Options.Delivery == api.ExactlyOnce {
-			l = newLedger()
+			it.track = newTracker(from)
+			l = newLedger(it.track)
 			it.ledger = l
 		}
 		it.eng = newPlain(it, info, consumer, c.opts, batched, l)
@@ -173,6 +177,9 @@ func (it *Iterator) Next(ctx context.Context) (Batch, error) {
 		}
 		it.budget.Release(x.held)
 		it.countDelivered(x)
+		if it.track != nil {
+			it.track.returned(x.prov)
+		}
 		return x.b, nil
 	case <-ctx.Done():
 		return Batch{}, ctx.Err()
@@ -270,6 +277,9 @@ func (it *Iterator) setInfo(info api.JobInfo) {
 		it.stats.Exact = &x
 	}
 	it.mu.Unlock()
+	if it.track != nil {
+		it.track.beat(info, it.consumer)
+	}
 }
 
 // refreshInfo asks for the job's state once more at the end of the data,

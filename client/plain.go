@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -291,7 +292,11 @@ func (p *plain) read(ctx, sctx context.Context, worker, addr string) (ending, st
 			}
 		}
 		size := int64(el.ByteSize())
-		if err := p.it.put(ctx, item{b: st.batch(h, el, p.batched), size: size, wire: st.wireBytes()}); err != nil {
+		x := item{b: st.batch(h, el, p.batched), size: size, wire: st.wireBytes()}
+		if p.ledger != nil {
+			x.prov = slices.Clone(h.Prov) // h.Prov is the decoder's, reused
+		}
+		if err := p.it.put(ctx, x); err != nil {
 			return endBroken, "", err
 		}
 	}

@@ -43,10 +43,11 @@ type ledger struct {
 	fences  []string              // dead workers to fence in the next report
 	dups    int64                 // elements received twice (batches dropped or, if partly new, kept)
 	kick    chan struct{}         // a fence or a full report is waiting
+	track   *tracker              // what reaches the trainer (checkpoint.go)
 }
 
-func newLedger() *ledger {
-	return &ledger{seen: map[key]splits.Ranges{}, pending: map[key]splits.Ranges{}, kick: make(chan struct{}, 1)}
+func newLedger(t *tracker) *ledger {
+	return &ledger{seen: map[key]splits.Ranges{}, pending: map[key]splits.Ranges{}, kick: make(chan struct{}, 1), track: t}
 }
 
 // maxPendingIntervals is how many receipt intervals wait before a report
@@ -87,6 +88,9 @@ func (l *ledger) record(prov []batch.ProvRange) (dup bool, dups int64) {
 	if dups == total {
 		return true, dups
 	}
+	// In the buffer before any receipt of it can go out: a heartbeat that
+	// finds its epoch settled must find it here (tracker.beat).
+	l.track.received(prov)
 	intervals := 0
 	for _, r := range prov {
 		k := key{r.Epoch, r.Split}

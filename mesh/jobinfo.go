@@ -55,7 +55,9 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 	if p := v.Progress; p != nil {
 		info.Epoch, info.Leased, info.Finished, info.Lost = p.Epoch, p.Total.Leased, p.Total.Finished, p.Total.Lost
 		if x := p.Exact; x != nil {
-			info.Exact = &api.ExactInfo{Delivered: x.Delivered, Requeued: x.Requeued, Orphaned: x.Orphaned, Duplicates: x.Duplicates, Abandoned: x.Abandoned}
+			info.Exact = &api.ExactInfo{Delivered: x.Delivered, Requeued: x.Requeued, Orphaned: x.Orphaned, Duplicates: x.Duplicates, Abandoned: x.Abandoned,
+				Departures: x.Departures, Skipped: x.Skipped, SettledBefore: x.SettledBefore,
+				ResumeFrom: x.ResumeFrom, ResumeWant: x.ResumeWant, ResumeHave: x.ResumeHave}
 		}
 	}
 	if v.Options.Sharding == splits.Dynamic && info.Options.Delivery == "" {

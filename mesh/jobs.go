@@ -157,7 +157,11 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest) (
 	if opts.Sharding == splits.Static {
 		static = n.liveWorkers(opts.MaxWorkers)
 	}
-	if _, err := n.raft.Apply(ctx, raftstate.NewCreateJob(req.Options.Name, fp, opts, static)); err != nil {
+	create := raftstate.NewCreateJob(req.Options.Name, fp, opts, static)
+	if r := req.Resume; r != nil {
+		create = raftstate.NewResumeJob(req.Options.Name, fp, opts, raftstate.ResumeBody{From: r.From, Part: r.Part, Want: r.Want, Delivered: r.Delivered})
+	}
+	if _, err := n.raft.Apply(ctx, create); err != nil {
 		return api.JobInfo{}, err
 	}
 	if _, err := n.raft.Apply(ctx, raftstate.NewAttachConsumer(req.Options.Name, req.Consumer)); err != nil {
@@ -398,7 +402,6 @@ func toRaftOptions(o api.JobOptions) (raftstate.JobOptions, error) {
 		Compression: comp, Delivery: o.Delivery,
 	}, nil
 }
-
 
 // errorsIsRejected reports an FSM rejection (a command that was valid CBOR
 // but broke a rule: bad options, unknown job).

@@ -28,7 +28,7 @@ func (n *Node) registerJobStateHandlers(handle func(string, func(context.Context
 func (n *Node) endTask(ctx context.Context, req api.EndTaskRequest) error {
 	return n.onLeader(ctx, req.Forwarded, api.MethodEndTask, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
 		func(ctx context.Context) error {
-			_, err := n.raft.Apply(ctx, raftstate.NewEndTask(req.Job, req.Worker, req.Failure))
+			_, err := n.raft.Apply(ctx, raftstate.NewEndTaskOfJob(req.Job, req.JobID, req.Worker, req.Failure))
 			return err
 		})
 }
@@ -38,10 +38,10 @@ func (n *Node) endTask(ctx context.Context, req api.EndTaskRequest) error {
 // end of their streams says it, error included); this is for everyone else
 // (`feedmesh jobs`, consumers that come later), so a report that cannot
 // be made (no leader for a whole RequestTimeout) is logged, not retried.
-func (n *Node) reportTaskEnd(job string, taskErr error) {
+func (n *Node) reportTaskEnd(job string, jobID uint64, taskErr error) {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
 	defer cancel()
-	req := api.EndTaskRequest{Job: job, Worker: n.name}
+	req := api.EndTaskRequest{Job: job, Worker: n.name, JobID: jobID}
 	if taskErr != nil {
 		req.Failure = taskErr.Error()
 	}

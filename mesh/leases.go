@@ -39,6 +39,7 @@ type leaseProvider struct {
 	current leasedSplit
 	reading bool   // current was handed to the pipeline, not yet finished
 	reqID   uint64 // of the last lease asked for
+	jobID   uint64 // the ID of the job the task runs (0: unchecked; a share group's)
 
 	finished []leasedSplit // read completely, not yet reported
 
@@ -157,7 +158,7 @@ func (p *leaseProvider) awaitMore() (bool, error) {
 			return false, p.ctx.Err()
 		}
 		p.reqID++
-		resp, err := p.n.lease(p.ctx, api.LeaseRequest{Job: p.job, Worker: p.n.name, RequestID: p.reqID, N: p.policy.size(), Incarnation: p.n.incarnation})
+		resp, err := p.n.lease(p.ctx, api.LeaseRequest{Job: p.job, Worker: p.n.name, RequestID: p.reqID, N: p.policy.size(), Incarnation: p.n.incarnation, JobID: p.jobID})
 		switch {
 		case errors.Is(err, api.ErrNotAssigned):
 			return false, nil // expired: as in Next
@@ -222,7 +223,7 @@ func (p *leaseProvider) sendProduced(cs []pipeline.CompletedSplit) {
 		byEpoch[c.Epoch] = append(byEpoch[c.Epoch], splits.SplitEmitted{Split: c.Split, Emitted: c.Emitted})
 	}
 	for epoch, done := range byEpoch {
-		req := api.ProduceRequest{Job: p.job, Worker: p.n.name, Epoch: epoch, Splits: done}
+		req := api.ProduceRequest{Job: p.job, Worker: p.n.name, Epoch: epoch, Splits: done, JobID: p.jobID}
 		for attempt := 1; ; attempt++ {
 			err := p.n.produce(p.ctx, req)
 			if err == nil || p.ctx.Err() != nil {
@@ -270,7 +271,7 @@ func (p *leaseProvider) ask(n int) {
 	p.reqID++
 	finished := p.finished
 	p.finished = nil
-	req := api.LeaseRequest{Job: p.job, Worker: p.n.name, RequestID: p.reqID, N: n, Incarnation: p.n.incarnation}
+	req := api.LeaseRequest{Job: p.job, Worker: p.n.name, RequestID: p.reqID, N: n, Incarnation: p.n.incarnation, JobID: p.jobID}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()

@@ -19,7 +19,7 @@ func (n *Node) lease(ctx context.Context, req api.LeaseRequest) (api.LeaseRespon
 	var resp api.LeaseResponse
 	err := n.onLeader(ctx, req.Forwarded, api.MethodLease, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
 		func(ctx context.Context) error {
-			res, err := n.raft.Apply(ctx, raftstate.NewLeaseSplitsAs(req.Job, req.Worker, req.Incarnation, req.RequestID, req.N))
+			res, err := n.raft.Apply(ctx, raftstate.NewLeaseSplitsOfJob(req.Job, req.JobID, req.Worker, req.Incarnation, req.RequestID, req.N))
 			if err != nil {
 				return err
 			}
@@ -44,7 +44,7 @@ func (n *Node) finish(ctx context.Context, req api.FinishRequest) error {
 func (n *Node) produce(ctx context.Context, req api.ProduceRequest) error {
 	return n.onLeader(ctx, req.Forwarded, api.MethodProduce, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
 		func(ctx context.Context) error {
-			_, err := n.raft.Apply(ctx, raftstate.NewProduceSplits(req.Job, req.Worker, req.Epoch, req.Splits))
+			_, err := n.raft.Apply(ctx, raftstate.NewProduceSplitsOfJob(req.Job, req.JobID, req.Worker, req.Epoch, req.Splits))
 			return err
 		})
 }

@@ -104,7 +104,7 @@ func (t *task) run() {
 	if t.ctx.Err() == nil {
 		// The data ended, or production failed: not a cancellation
 		// (node closing, job gone), which is no end of the task's data.
-		t.w.n.reportTaskEnd(t.job.Name, err)
+		t.w.n.reportTaskEnd(t.job.Name, t.job.ID, err)
 	}
 	// Stay around, ended, so consumers that connect later get the end of
 	// data at once, until the job is garbage-collected.

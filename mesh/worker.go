@@ -60,7 +60,7 @@ func (w *worker) handleStream(conn net.Conn) {
 		if w.n.cfg.Worker.Disabled {
 			return batch.CompressNone
 		}
-		if t, terr = w.task(ctx, req.Job); terr != nil {
+		if t, terr = w.task(ctx, req.Job, req.JobID); terr != nil {
 			return batch.CompressNone
 		}
 		return t.compression()
@@ -92,12 +92,24 @@ func (w *worker) handleStream(conn net.Conn) {
 	t.prod.serve(ctx, sender, req)
 }
 
-// task returns the running task for job, starting it on first use.
-func (w *worker) task(ctx context.Context, job string) (*task, error) {
+// task returns the running task for job, starting it on first use. id,
+// when not 0, is the job's ID as the consumer knows it: a task of an
+// older job of that name (replaced by a resume) is stopped and the new
+// one started; a consumer of an older job than the task's is refused.
+func (w *worker) task(ctx context.Context, job string, id uint64) (*task, error) {
 	w.mu.Lock()
 	t := w.tasks[job]
+	if t != nil && id != 0 && t.job.ID < id {
+		w.n.log.Info("task stopped: its job was replaced under the same name", "job", job, "id", t.job.ID, "new_id", id)
+		t.cancel()
+		delete(w.tasks, job)
+		t = nil
+	}
 	w.mu.Unlock()
 	if t != nil {
+		if id != 0 && t.job.ID != id {
+			return nil, fmt.Errorf("worker %s: job %q is id %d now, not %d (it was replaced: a resume)", w.n.name, job, t.job.ID, id)
+		}
 		return t, nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, w.n.cfg.RequestTimeout)
@@ -108,6 +120,9 @@ func (w *worker) task(ctx context.Context, job string) (*task, error) {
 	}
 	if err := api.CheckJobInfo(resp.Job); err != nil {
 		return nil, fmt.Errorf("worker %s loading job %q: %w", w.n.name, job, err)
+	}
+	if id != 0 && resp.Job.ID != id {
+		return nil, fmt.Errorf("worker %s: job %q is id %d, not %d (it was replaced: a resume)", w.n.name, job, resp.Job.ID, id)
 	}
 	spec, err := pipeline.DecodeCanonical(resp.Spec)
 	if err != nil {

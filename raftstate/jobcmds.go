@@ -24,6 +24,22 @@ type CreateJobBody struct {
 	Fingerprint   string     `cbor:"2,keyasint"`
 	Options       JobOptions `cbor:"3,keyasint"`
 	StaticWorkers []string   `cbor:"4,keyasint,omitempty"`
+	// Resume (exactly-once DYNAMIC only) creates the job to resume from a
+	// consumer's checkpoint, or adds one to a job that waits for them.
+	Resume *ResumeBody `cbor:"5,keyasint,omitempty"`
+}
+
+// ResumeBody is one consumer's checkpoint (CreateJobBody.Resume).
+type ResumeBody struct {
+	// From is the ID of the job the checkpoint was taken of.
+	From uint64 `cbor:"1,keyasint"`
+	// Part is the consumer (of job From) that took it.
+	Part string `cbor:"2,keyasint"`
+	// Want is how many consumers job From had then: the resumed job
+	// waits for as many checkpoints.
+	Want int `cbor:"3,keyasint"`
+	// Delivered is what reached the trainer through that consumer.
+	Delivered splits.Delivered `cbor:"4,keyasint"`
 }
 
 // ConsumerBody is the body of TypeAttachConsumer and TypeDetachConsumer.
@@ -52,6 +68,9 @@ type LeaseSplitsBody struct {
 	N         int    `cbor:"4,keyasint"`
 	// Incarnation (version 2 only) identifies the worker process asking.
 	Incarnation uint64 `cbor:"5,keyasint,omitempty"`
+	// JobID, when set, is the job the worker's task runs: a lease for a
+	// job since replaced under the same name (a resume) is refused.
+	JobID uint64 `cbor:"6,keyasint,omitempty"`
 }
 
 // FinishSplitsBody is the body of TypeFinishSplits.
@@ -68,6 +87,8 @@ type ProduceSplitsBody struct {
 	Worker string                `cbor:"2,keyasint"`
 	Epoch  int64                 `cbor:"3,keyasint"`
 	Splits []splits.SplitEmitted `cbor:"4,keyasint"`
+	// JobID: as LeaseSplitsBody's.
+	JobID uint64 `cbor:"5,keyasint,omitempty"`
 }
 
 // Receipt is one entry of a ReceiptsBody: elements of one split a
@@ -121,6 +142,22 @@ func NewRegisterDataset(d Dataset) Command {
 // creation stands). Result: uint64, the job ID.
 func NewCreateJob(name, fingerprint string, o JobOptions, staticWorkers []string) Command {
 	return newCommand(TypeCreateJob, 1, CreateJobBody{Name: name, Fingerprint: fingerprint, Options: o, StaticWorkers: staticWorkers})
+}
+
+// NewResumeJob is NewCreateJob for an exactly-once DYNAMIC job resumed
+// from checkpoints (splits/resume.go), one command per checkpoint:
+//   - a job of that name that waits for the checkpoints of job r.From
+//     takes this one (again: no change);
+//   - any other job of that name with the same dataset and options and no
+//     consumer attached is replaced by a new one (a new ID) that waits for
+//     r.Want checkpoints, this one first; with consumers attached it is
+//     ErrJobInUse (stop them, or wait for their leases to expire);
+//   - without a job of that name, that new job is created.
+//
+// A checkpoint for a resumed job that has started is refused
+// (splits.ErrResumed). Result: uint64, the job ID.
+func NewResumeJob(name, fingerprint string, o JobOptions, r ResumeBody) Command {
+	return newCommand(TypeCreateJob, 1, CreateJobBody{Name: name, Fingerprint: fingerprint, Options: o, Resume: &r})
 }
 
 // NewAttachConsumer attaches consumer to job, or renews its lease: the
@@ -197,6 +234,13 @@ func NewLeaseSplitsAs(job, worker string, incarnation, requestID uint64, n int) 
 	return newCommand(TypeLeaseSplits, 2, LeaseSplitsBody{Job: job, Worker: worker, RequestID: requestID, N: n, Incarnation: incarnation})
 }
 
+// NewLeaseSplitsOfJob is NewLeaseSplitsAs from a task of the job with ID
+// jobID (0: unchecked): refused with ErrNotAssigned once a job resumed
+// from checkpoints has replaced it under its name.
+func NewLeaseSplitsOfJob(job string, jobID uint64, worker string, incarnation, requestID uint64, n int) Command {
+	return newCommand(TypeLeaseSplits, 2, LeaseSplitsBody{Job: job, Worker: worker, RequestID: requestID, N: n, Incarnation: incarnation, JobID: jobID})
+}
+
 // NewFinishSplits reports that worker finished ids of epoch in a DYNAMIC
 // job. Every id must be outstanding for the worker (else the command is
 // rejected, wrapping splits.ErrNotLeased, and nothing changes; a retry of a
@@ -211,6 +255,12 @@ func NewFinishSplits(job, worker string, epoch int64, ids []int64) Command {
 // it emitted (splits.DynamicState.Produce). Result: splits.Progress.
 func NewProduceSplits(job, worker string, epoch int64, done []splits.SplitEmitted) Command {
 	return newCommand(TypeProduceSplits, 1, ProduceSplitsBody{Job: job, Worker: worker, Epoch: epoch, Splits: done})
+}
+
+// NewProduceSplitsOfJob is NewProduceSplits from a task of the job with
+// ID jobID, as NewLeaseSplitsOfJob.
+func NewProduceSplitsOfJob(job string, jobID uint64, worker string, epoch int64, done []splits.SplitEmitted) Command {
+	return newCommand(TypeProduceSplits, 1, ProduceSplitsBody{Job: job, Worker: worker, Epoch: epoch, Splits: done, JobID: jobID})
 }
 
 // NewReceipts reports, for an exactly-once DYNAMIC job, the elements
@@ -286,6 +336,9 @@ func applyCreateJob(s *State, c Command) (any, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	if b.Resume != nil && (o.Sharding != splits.Dynamic || o.Delivery != DeliveryExactlyOnce || o.Share || o.Coordinated) {
+		return nil, fmt.Errorf("%w: job %q: only exactly-once DYNAMIC jobs without share or coordinated reads resume from checkpoints", ErrInvalidCommand, b.Name)
+	}
 	if j, ok := s.Jobs[b.Name]; ok {
 		d := j.Options.diff(o)
 		if j.Fingerprint != b.Fingerprint {
@@ -294,7 +347,26 @@ func applyCreateJob(s *State, c Command) (any, error) {
 		if len(d) > 0 {
 			return nil, fmt.Errorf("%w: job %q exists with %s", ErrMismatch, b.Name, strings.Join(d, "; "))
 		}
-		return j.ID, nil
+		if b.Resume == nil {
+			return j.ID, nil
+		}
+		if r := j.Dynamic.Resume; r != nil && r.From == b.Resume.From {
+			_, in := slices.BinarySearch(r.Parts, b.Resume.Part)
+			switch {
+			case j.Dynamic.Waiting():
+				if _, err := j.Dynamic.AddPart(b.Resume.Part, b.Resume.Want, b.Resume.Delivered); err != nil {
+					return nil, fmt.Errorf("%w: job %q: %v", ErrInvalidCommand, b.Name, err)
+				}
+				return j.ID, nil
+			case in && len(j.Consumers) > 0:
+				return j.ID, nil // a retry, or a consumer of the job joining again
+			}
+		}
+		if len(j.Consumers) > 0 {
+			return nil, fmt.Errorf("%w: job %q (id %d) still has %d consumer(s) attached; a job resumes from checkpoints once every consumer of it has stopped (Close) or its lease has expired (consumer_ttl %v)",
+				ErrJobInUse, b.Name, j.ID, len(j.Consumers), j.Options.ConsumerTTL)
+		}
+		delete(s.Jobs, b.Name) // replaced by the resumed job below
 	}
 	if strings.HasPrefix(b.Name, ShareGroupPrefix) {
 		return nil, fmt.Errorf("%w: job name %q: the prefix %q is reserved for share groups", ErrInvalidCommand, b.Name, ShareGroupPrefix)
@@ -328,7 +400,12 @@ func applyCreateJob(s *State, c Command) (any, error) {
 		if epochs < 0 {
 			epochs = 0 // splits: 0 repeats forever
 		}
-		if o.Delivery == DeliveryExactlyOnce {
+		if b.Resume != nil {
+			j.Dynamic = splits.NewDynamicResumed(ds.NumSplits, epochs, b.Resume.From)
+			if _, err := j.Dynamic.AddPart(b.Resume.Part, b.Resume.Want, b.Resume.Delivered); err != nil {
+				return nil, fmt.Errorf("%w: job %q: %v", ErrInvalidCommand, b.Name, err)
+			}
+		} else if o.Delivery == DeliveryExactlyOnce {
 			j.Dynamic = splits.NewDynamicExactlyOnce(ds.NumSplits, epochs)
 		} else {
 			j.Dynamic = splits.NewDynamic(ds.NumSplits, epochs)
@@ -576,6 +653,9 @@ func applyLeaseSplits(s *State, c Command) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkJobID(j, b.JobID); err != nil {
+		return nil, err
+	}
 	if st := j.Workers[b.Worker]; b.Incarnation != 0 && b.Incarnation != st.Incarnation {
 		if b.Incarnation < st.Incarnation {
 			return nil, fmt.Errorf("%w: worker %q in job %q: incarnation %d was superseded by %d (a restart)",
@@ -588,6 +668,15 @@ func applyLeaseSplits(s *State, c Command) (any, error) {
 		j.Workers[b.Worker] = st
 	}
 	return j.Dynamic.Lease(b.Worker, b.RequestID, min(max(b.N, 1), MaxLeaseSplits)), nil
+}
+
+// checkJobID refuses a worker's request for a job that has been replaced
+// under its name since its task started (id 0: not checked).
+func checkJobID(j *Job, id uint64) error {
+	if id != 0 && id != j.ID {
+		return fmt.Errorf("%w: job %q is now id %d; the task is of id %d, replaced (a resume)", ErrNotAssigned, j.Name, j.ID, id)
+	}
+	return nil
 }
 
 func applyFinishSplits(s *State, c Command) (any, error) {
@@ -695,6 +784,9 @@ func applyProduceSplits(s *State, c Command) (any, error) {
 	}
 	j, err := s.dynamicJobOf(b.Job, b.Worker, false)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkJobID(j, b.JobID); err != nil {
 		return nil, err
 	}
 	if len(b.Splits) > MaxReceipts {

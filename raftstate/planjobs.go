@@ -109,8 +109,8 @@ func PlanJobWorkers(members []JobMember, job JobView) []JobStep {
 
 // planAssign is PlanJobWorkers over the sorted assignable members live.
 func planAssign(job *Job, live []string) []JobStep {
-	if job.Group || job.Options.Sharding == splits.Static {
-		return nil
+	if job.Group || job.Options.Sharding == splits.Static || (job.Dynamic != nil && job.Dynamic.Waiting()) {
+		return nil // a resumed job waiting for checkpoints gets workers once they are in
 	}
 	active := len(job.LiveWorkers())
 	var steps []JobStep

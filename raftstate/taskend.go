@@ -30,6 +30,9 @@ type EndTaskBody struct {
 	Worker string `cbor:"2,keyasint"`
 	// Failure is the task's error; empty when its data ended.
 	Failure string `cbor:"3,keyasint,omitempty"`
+	// JobID, when set, is the job the task ran: the end of a task of a
+	// job since replaced under its name is refused (ErrNotAssigned).
+	JobID uint64 `cbor:"4,keyasint,omitempty"`
 }
 
 // NewEndTask records that worker's task of job ended: with failure "" its
@@ -38,10 +41,17 @@ type EndTaskBody struct {
 // the first failure is kept. Idempotent. Result: bool, whether the command
 // changed the job.
 func NewEndTask(job, worker, failure string) Command {
+	return NewEndTaskOfJob(job, 0, worker, failure)
+}
+
+// NewEndTaskOfJob is NewEndTask from a task of the job with ID jobID (0:
+// unchecked): refused with ErrNotAssigned once a job resumed from
+// checkpoints has replaced it under its name.
+func NewEndTaskOfJob(job string, jobID uint64, worker, failure string) Command {
 	if len(failure) > MaxFailureBytes {
 		failure = strings.ToValidUTF8(failure[:MaxFailureBytes-3], "") + "..."
 	}
-	return newCommand(TypeEndTask, 1, EndTaskBody{Job: job, Worker: worker, Failure: failure})
+	return newCommand(TypeEndTask, 1, EndTaskBody{Job: job, Worker: worker, Failure: failure, JobID: jobID})
 }
 
 func applyEndTask(s *State, c Command) (any, error) {
@@ -51,6 +61,9 @@ func applyEndTask(s *State, c Command) (any, error) {
 	}
 	j, err := s.jobOf(b.Job)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkJobID(j, b.JobID); err != nil {
 		return nil, err
 	}
 	if err := checkName("worker id", b.Worker); err != nil {

@@ -133,6 +133,8 @@ type DynamicState struct {
 	// Exact is the exactly-once bookkeeping (exactly.go); nil for an
 	// at-most-once job.
 	Exact *ExactState `cbor:"9,keyasint,omitempty" json:"exact,omitempty"`
+	// Resume is set for a job resumed from checkpoints (resume.go).
+	Resume *ResumeState `cbor:"10,keyasint,omitempty" json:"resume,omitempty"`
 }
 
 // NewDynamic returns the bookkeeping of a job over numSplits splits per
@@ -184,37 +186,67 @@ func (d *DynamicState) Lease(worker string, requestID uint64, n int) Lease {
 			return l
 		}
 	}
+	if d.Waiting() {
+		// A resumed job hands out nothing before its checkpoints are in.
+		l := Lease{Epoch: d.Epoch}
+		d.LastLease[worker] = LeaseRecord{RequestID: requestID, Lease: l.Clone()}
+		return l
+	}
+	d.skipResumed()
 	l := Lease{Epoch: d.Epoch}
 	if !d.done() {
 		n = min(max(n, 1), MaxLease)
-		k := min(int64(n), d.NumSplits-d.Next)
-		l.Splits = make([]int64, 0, k)
+		l.Splits = make([]int64, 0, min(int64(n), d.NumSplits-d.Next))
 		out := d.Outstanding[d.Epoch]
 		if out == nil {
-			out = make(map[int64]string, k)
-			d.Outstanding[d.Epoch] = out
+			out = map[int64]string{}
 		}
-		for i := range k {
-			s := d.Next + i
+		for len(l.Splits) < n && d.Next < d.NumSplits {
+			s := d.Next
+			d.Next++
+			ex, skip := d.takePrior(d.Epoch, s)
+			if skip {
+				d.countSkipped(1)
+				continue
+			}
+			if !ex.Empty() {
+				if l.Exclude == nil {
+					l.Exclude = make([]Ranges, len(l.Splits), cap(l.Splits))
+				}
+				put(d.Exact.Delivered, d.Epoch, s, ex.Clone())
+			}
+			if l.Exclude != nil {
+				l.Exclude = append(l.Exclude, ex)
+			}
 			out[s] = worker
 			l.Splits = append(l.Splits, s)
 		}
-		d.Next += k
+		if len(out) > 0 {
+			d.Outstanding[d.Epoch] = out
+		}
+		k := int64(len(l.Splits))
 		c := d.PerEpoch[d.Epoch]
 		c.Leased += k
 		d.PerEpoch[d.Epoch] = c
 		d.Total.Leased += k
-		if d.Next == d.NumSplits && !d.done() {
-			d.Epoch++
-			d.Next = 0
-			d.PerEpoch[d.Epoch] = Counts{}
-			d.prune(d.Epoch - 1)
-		}
+		d.advance()
+		d.skipResumed()
 	}
 	l.Done = d.done()
 	l.AllProduced = d.AllProduced()
 	d.LastLease[worker] = LeaseRecord{RequestID: requestID, Lease: l.Clone()}
 	return l
+}
+
+// advance moves to the next epoch once the current one is handed out, if
+// another remains.
+func (d *DynamicState) advance() {
+	if d.Next == d.NumSplits && !d.done() {
+		d.Epoch++
+		d.Next = 0
+		d.PerEpoch[d.Epoch] = Counts{}
+		d.prune(d.Epoch - 1)
+	}
 }
 
 // Finish records that worker finished splits of epoch. Every split must be
@@ -367,6 +399,12 @@ func (d *DynamicState) Progress() Progress {
 	}
 	p.Complete = d.Complete()
 	p.Exact = d.Exact.progress()
+	if p.Exact != nil {
+		p.Exact.SettledBefore = d.SettledBefore()
+		if r := d.Resume; r != nil {
+			p.Exact.ResumeFrom, p.Exact.ResumeWant, p.Exact.ResumeHave = r.From, r.Want, len(r.Parts)
+		}
+	}
 	return p
 }
 
@@ -382,6 +420,7 @@ func (d *DynamicState) Clone() *DynamicState {
 	}
 	c.PerEpoch = maps.Clone(d.PerEpoch)
 	c.Exact = d.Exact.clone()
+	c.Resume = d.Resume.clone()
 	c.LastLease = make(map[string]LeaseRecord, len(d.LastLease))
 	for w, r := range d.LastLease {
 		r.Lease = r.Lease.Clone()

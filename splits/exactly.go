@@ -86,6 +86,9 @@ type ExactCounts struct {
 	Abandoned int64 `cbor:"4,keyasint" json:"abandoned"`
 	// Departures counts consumers that left while the job ran.
 	Departures int64 `cbor:"5,keyasint" json:"departures"`
+	// Skipped counts the splits a resumed job did not hand out: its
+	// checkpoints say they were delivered completely (resume.go).
+	Skipped int64 `cbor:"6,keyasint,omitempty" json:"skipped,omitempty"`
 }
 
 // ExactState is the exactly-once part of a DynamicState, nil when the job is
@@ -460,6 +463,39 @@ type ExactProgress struct {
 	Produced int64 `json:"produced"`
 	Orphaned int64 `json:"orphaned"`
 	Fencing  int   `json:"fencing"`
+	// SettledBefore is the first epoch not settled completely: every
+	// split of every epoch before it was handed out and settled.
+	SettledBefore int64 `json:"settled_before"`
+	// ResumeFrom, ResumeWant, ResumeHave (a resumed job): the job the
+	// checkpoints are of, how many it waits for, how many are in.
+	ResumeFrom uint64 `json:"resume_from,omitempty"`
+	ResumeWant int    `json:"resume_want,omitempty"`
+	ResumeHave int    `json:"resume_have,omitempty"`
+}
+
+// SettledBefore is the first epoch of an exactly-once job with a split
+// not settled (not handed out, leased, produced or orphaned); Epochs once
+// every split of every epoch is settled.
+func (d *DynamicState) SettledBefore() int64 {
+	if d.Waiting() {
+		return 0
+	}
+	low := d.Epoch
+	if d.done() {
+		low = d.Epoch + 1
+	}
+	for e := range d.Outstanding {
+		low = min(low, e)
+	}
+	if x := d.Exact; x != nil {
+		for e := range x.Produced {
+			low = min(low, e)
+		}
+		for e := range x.Orphaned {
+			low = min(low, e)
+		}
+	}
+	return low
 }
 
 func (x *ExactState) progress() *ExactProgress {
@@ -594,7 +630,7 @@ func (x *ExactState) validate(d *DynamicState) (map[int64]int64, error) {
 		}
 	}
 	c := x.Counts
-	if c.Requeued < 0 || c.Delivered < 0 || c.Duplicates < 0 || c.Abandoned < 0 || c.Departures < 0 {
+	if c.Requeued < 0 || c.Skipped < 0 || c.Delivered < 0 || c.Duplicates < 0 || c.Abandoned < 0 || c.Departures < 0 {
 		return nil, fmt.Errorf("exactly-once: negative counts %+v", c)
 	}
 	return held, nil

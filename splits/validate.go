@@ -39,6 +39,11 @@ func (d *DynamicState) Validate() error {
 			outstanding += k
 		}
 	}
+	if r := d.Resume; r != nil {
+		if err := r.validate(d); err != nil {
+			return bad("%v", err)
+		}
+	}
 	for e, out := range d.Outstanding {
 		if e < 0 || e > d.Epoch || len(out) == 0 {
 			return bad("outstanding leases of epoch %d (current %d): %d", e, d.Epoch, len(out))

@@ -112,6 +112,12 @@ type JobOptions struct {
 	// and the only choice, for Share and Coordinated jobs). OFF and STATIC
 	// jobs take "" (each worker reads its own splits; see the README).
 	Delivery string `cbor:"13,keyasint,omitempty" json:"delivery,omitempty"`
+	// Resume (client only, never on the wire as an option) is a
+	// checkpoint (Iterator.Checkpoint) to resume the job from: the job is
+	// created again, or joined, without what reached the trainer through
+	// the consumer that took it. Exactly-once DYNAMIC jobs only; the
+	// dataset, Epochs and Name must be the checkpoint's.
+	Resume []byte `cbor:"-" json:"-"`
 }
 
 // Delivery guarantees (JobOptions.Delivery).
@@ -210,6 +216,9 @@ func (o JobOptions) Validate() error {
 	case o.Delivery == ExactlyOnce && (o.Share || o.Coordinated):
 		return fmt.Errorf("delivery exactly-once: not yet with share or coordinated reads (use at-most-once)")
 	}
+	if len(o.Resume) > 0 && (o.Sharding != Dynamic || o.Delivery == AtMostOnce || o.Share || o.Coordinated) {
+		return fmt.Errorf("resume: only exactly-once DYNAMIC jobs resume from a checkpoint (no share, no coordinated reads)")
+	}
 	if o.Share && o.Sharding == Static {
 		return fmt.Errorf("share: ephemeral sharing works with sharing off or dynamic, not static (each static job fixes its own worker list)")
 	}
@@ -224,6 +233,19 @@ type DistributeRequest struct {
 	Options   JobOptions `cbor:"2,keyasint"`
 	Consumer  string     `cbor:"3,keyasint"`
 	Forwarded bool       `cbor:"4,keyasint,omitempty"`
+	// Resume (an exactly-once DYNAMIC job resumed from a checkpoint) is
+	// the consumer's checkpoint, decoded and checked by the client.
+	Resume *ResumePart `cbor:"5,keyasint,omitempty"`
+}
+
+// ResumePart is one consumer's checkpoint as the cluster takes it
+// (DistributeRequest.Resume): what reached the trainer through consumer
+// Part of job From, which had Want consumers then.
+type ResumePart struct {
+	From      uint64           `cbor:"1,keyasint"`
+	Part      string           `cbor:"2,keyasint"`
+	Want      int              `cbor:"3,keyasint"`
+	Delivered splits.Delivered `cbor:"4,keyasint"`
 }
 
 // WorkerInfo is one worker of a job.
@@ -291,6 +313,19 @@ type ExactInfo struct {
 	// Abandoned: elements that reached no consumer that stayed attached
 	// (a consumer left mid-job with them, or they were on their way to it).
 	Abandoned int64 `json:"abandoned"`
+	// Departures: consumers that left the job while it ran.
+	Departures int64 `json:"departures"`
+	// Skipped: splits a resumed job did not read, its checkpoints saying
+	// they were delivered completely.
+	Skipped int64 `json:"skipped,omitempty"`
+	// SettledBefore: every element of every epoch before it was delivered.
+	SettledBefore int64 `json:"settled_before"`
+	// ResumeFrom, ResumeWant, ResumeHave (a job resumed from checkpoints):
+	// the job they were taken of, how many the job waits for before it
+	// starts, how many are in.
+	ResumeFrom uint64 `json:"resume_from,omitempty"`
+	ResumeWant int    `json:"resume_want,omitempty"`
+	ResumeHave int    `json:"resume_have,omitempty"`
 }
 
 // Job states (JobInfo.State).
@@ -364,6 +399,10 @@ type LeaseRequest struct {
 	// first lease of a restarted worker makes the leases of its previous
 	// process lost (raftstate.NewLeaseSplitsAs). 0: not said.
 	Incarnation uint64 `cbor:"6,keyasint,omitempty"`
+	// JobID is the ID of the job the worker's task runs (0: unchecked): a
+	// lease for a job replaced since under its name is refused
+	// (ErrNotAssigned).
+	JobID uint64 `cbor:"7,keyasint,omitempty"`
 }
 
 // LeaseResponse carries the leased splits.
@@ -391,6 +430,8 @@ type ProduceRequest struct {
 	Epoch     int64                 `cbor:"3,keyasint"`
 	Splits    []splits.SplitEmitted `cbor:"4,keyasint"`
 	Forwarded bool                  `cbor:"5,keyasint,omitempty"`
+	// JobID: as LeaseRequest's.
+	JobID uint64 `cbor:"6,keyasint,omitempty"`
 }
 
 // Receipt is one split's elements a consumer received.
@@ -421,6 +462,8 @@ type EndTaskRequest struct {
 	Worker    string `cbor:"2,keyasint"`
 	Failure   string `cbor:"3,keyasint,omitempty"`
 	Forwarded bool   `cbor:"4,keyasint,omitempty"`
+	// JobID: as LeaseRequest's.
+	JobID uint64 `cbor:"5,keyasint,omitempty"`
 }
 
 // FinishRequest reports splits a worker has read completely.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ func TestJobOptionsDefaults(t *testing.T) {
 		{JobOptions{Name: "j", Sharding: Dynamic, Share: true}, JobOptions{Name: "j", Sharding: Dynamic, Share: true, Epochs: 1, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter, Delivery: AtMostOnce}},
 		{JobOptions{Name: "j", Sharding: Static, Epochs: 3, ConsumerTTL: time.Second, GCAfter: 2 * time.Second}, JobOptions{Name: "j", Sharding: Static, Epochs: 3, ConsumerTTL: time.Second, GCAfter: 2 * time.Second}},
 	} {
-		if got := tc.in.WithDefaults(); got != tc.want {
+		if got := tc.in.WithDefaults(); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%+v.WithDefaults() = %+v, want %+v", tc.in, got, tc.want)
 		}
 	}
@@ -90,7 +91,7 @@ func TestDistributeRequestRoundTrip(t *testing.T) {
 	if err := cbor.Unmarshal(b, &out); err != nil {
 		t.Fatal(err)
 	}
-	if out.Options != in.Options || out.Consumer != in.Consumer || string(out.Spec) != string(in.Spec) {
+	if !reflect.DeepEqual(out.Options, in.Options) || out.Consumer != in.Consumer || string(out.Spec) != string(in.Spec) {
 		t.Fatalf("round trip: %+v, want %+v", out, in)
 	}
 	var keys map[int]cbor.RawMessage

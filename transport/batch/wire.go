@@ -118,6 +118,10 @@ type OpenRequest struct {
 	// Compression asks the worker to compress the batches it sends; its
 	// Accept says the compression in force (the one asked for, or none).
 	Compression Compression
+	// JobID, when set, is the ID of the job as the client knows it: a
+	// worker still running a task of a job since replaced under the same
+	// name (a resume) starts the new one instead of serving the old.
+	JobID uint64
 }
 
 // wireMsg is the header of every frame on a batch stream: one flat CBOR map
@@ -145,6 +149,9 @@ type wireMsg struct {
 	Consumer  string          `cbor:"8,keyasint,omitempty"`
 	Window    int             `cbor:"9,keyasint,omitempty"`
 	OpenExtra cbor.RawMessage `cbor:"10,keyasint,omitempty"`
+	// JobID: OpenRequest.JobID (read by the generic decoder: an Open
+	// never takes the fast path).
+	JobID uint64 `cbor:"24,keyasint,omitempty"`
 	// Keys 17 and 20 were flags of unversioned clients (WantAccept,
 	// Widens); they are not reused, nor is 5 (see Prov).
 

@@ -1,0 +1,316 @@
+package client
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"sync"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/transport/batch"
+)
+
+// Checkpoints of exactly-once DYNAMIC jobs (splits/resume.go has the
+// cluster's side).
+//
+// Iterator.Checkpoint covers exactly the batches Next (or All) has
+// returned: batches prefetched and not yet returned are not in it, and a
+// job resumed from it delivers them again. JobOptions.Resume resumes: the
+// job is created again without what the checkpoint covers (an existing job
+// of that name with no consumer attached is replaced), in a new process,
+// on a cluster restarted from its data dirs, or on one with more or fewer
+// nodes. A job with several consumers (data-parallel ranks) resumes once
+// every consumer it had when the checkpoints were taken has resumed with
+// its own; until then it hands out nothing.
+//
+// The encoding: "FMCK", a format version (2 bytes, big endian), the CBOR
+// body, and a CRC-32C of everything before it (4 bytes, big endian).
+
+// CheckpointVersion is the checkpoint format this client writes and reads.
+const CheckpointVersion = 1
+
+const checkpointMagic = "FMCK"
+
+// ErrBadCheckpoint is wrapped by every error about a checkpoint that
+// cannot be used: not one, truncated, corrupted, of a newer format, or of
+// another job, dataset or options.
+var ErrBadCheckpoint = errors.New("bad checkpoint")
+
+// checkpoint is a checkpoint's body.
+type checkpoint struct {
+	Job         string `cbor:"1,keyasint"`
+	JobID       uint64 `cbor:"2,keyasint"`
+	Fingerprint string `cbor:"3,keyasint"`
+	Epochs      int64  `cbor:"4,keyasint"`
+	NumSplits   int64  `cbor:"5,keyasint"`
+	// Consumer took it; Consumers is how many the job had then.
+	Consumer  string `cbor:"6,keyasint"`
+	Consumers int    `cbor:"7,keyasint"`
+	// Batches: how many the consumer had returned (its resumed iterator
+	// goes on counting from there).
+	Batches   int64            `cbor:"8,keyasint"`
+	Delivered splits.Delivered `cbor:"9,keyasint"`
+}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+func (c *checkpoint) encode() ([]byte, error) {
+	body, err := cbor.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(checkpointMagic)+2+len(body)+4)
+	out = append(out, checkpointMagic...)
+	out = binary.BigEndian.AppendUint16(out, CheckpointVersion)
+	out = append(out, body...)
+	return binary.BigEndian.AppendUint32(out, crc32.Checksum(out, crcTable)), nil
+}
+
+// maxCheckpointIntervals bounds the intervals of a checkpoint a client
+// takes in: a checkpoint goes to the cluster in one Raft command.
+const maxCheckpointIntervals = splits.MaxReceiptIntervals
+
+func decodeCheckpoint(b []byte) (*checkpoint, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrBadCheckpoint, fmt.Sprintf(format, args...))
+	}
+	const head = len(checkpointMagic) + 2
+	switch {
+	case len(b) < len(checkpointMagic) || !bytes.Equal(b[:len(checkpointMagic)], []byte(checkpointMagic)):
+		return nil, bad("not a feedmesh checkpoint (it does not start with %q)", checkpointMagic)
+	case len(b) < head+4:
+		return nil, bad("truncated (%d bytes)", len(b))
+	}
+	if v := binary.BigEndian.Uint16(b[len(checkpointMagic):]); v != CheckpointVersion {
+		if v > CheckpointVersion {
+			return nil, bad("format version %d, written by a newer feedmesh; this one reads version %d", v, CheckpointVersion)
+		}
+		return nil, bad("format version %d is not one this feedmesh reads (%d)", v, CheckpointVersion)
+	}
+	n := len(b) - 4
+	if got, want := crc32.Checksum(b[:n], crcTable), binary.BigEndian.Uint32(b[n:]); got != want {
+		return nil, bad("corrupted or truncated (checksum %08x, want %08x)", got, want)
+	}
+	var c checkpoint
+	if err := cbor.Unmarshal(b[head:n], &c); err != nil {
+		return nil, bad("corrupted: %v", err)
+	}
+	switch {
+	case c.Job == "" || c.Fingerprint == "" || c.Consumer == "":
+		return nil, bad("incomplete: job %q, dataset %q, consumer %q", c.Job, c.Fingerprint, c.Consumer)
+	case c.Epochs < 1 || c.NumSplits < 0 || c.Consumers < 1 || c.Consumers > splits.MaxResumeParts || c.Batches < 0:
+		return nil, bad("epochs %d, splits %d, consumers %d, batches %d", c.Epochs, c.NumSplits, c.Consumers, c.Batches)
+	}
+	if err := c.Delivered.Validate(c.NumSplits, c.Epochs, maxCheckpointIntervals); err != nil {
+		return nil, bad("%v", err)
+	}
+	return &c, nil
+}
+
+// resumeFrom checks checkpoint b against the job about to be distributed
+// and returns its part for the cluster.
+func resumeFrom(b []byte, spec *pipeline.Spec, o JobOptions) (*checkpoint, *api.ResumePart, error) {
+	c, err := decodeCheckpoint(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	fp, err := spec.Fingerprint()
+	if err != nil {
+		return nil, nil, err
+	}
+	o = o.WithDefaults()
+	var diffs []string
+	if c.Job != o.Name {
+		diffs = append(diffs, fmt.Sprintf("it is of job %q, not %q", c.Job, o.Name))
+	}
+	if c.Fingerprint != fp {
+		diffs = append(diffs, fmt.Sprintf("it is of another dataset (spec fingerprint %s, this spec's %s)", c.Fingerprint, fp))
+	}
+	if c.Epochs != o.Epochs {
+		diffs = append(diffs, fmt.Sprintf("it is of a job of %d epochs, not %d", c.Epochs, o.Epochs))
+	}
+	if len(diffs) > 0 {
+		return nil, nil, fmt.Errorf("%w: %s", ErrBadCheckpoint, joinDiffs(diffs))
+	}
+	return c, &api.ResumePart{From: c.JobID, Part: c.Consumer, Want: c.Consumers, Delivered: c.Delivered}, nil
+}
+
+func joinDiffs(d []string) string {
+	var b bytes.Buffer
+	for i, s := range d {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+// tracker is what reached the trainer through this consumer of an
+// exactly-once job: the batches Next returned. Safe for concurrent use.
+type tracker struct {
+	mu         sync.Mutex
+	part       splits.Delivered
+	unreturned map[key]splits.Ranges // received, not yet returned by Next
+	batches    int64                 // returned, over the checkpoints resumed from
+	// resumedPart: the iterator resumed from a checkpoint (and so may claim
+	// epochs done only if the job resumed from that one checkpoint alone).
+	resumedPart bool
+}
+
+func newTracker(from *checkpoint) *tracker {
+	t := &tracker{unreturned: map[key]splits.Ranges{}}
+	if from != nil {
+		t.part, t.batches, t.resumedPart = from.Delivered.Clone(), from.Batches, true
+	}
+	return t
+}
+
+// received notes a batch's elements as received (in the buffer).
+func (t *tracker) received(prov []batch.ProvRange) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range prov {
+		k := key{r.Epoch, r.Split}
+		u := t.unreturned[k]
+		u.AddSpan(r.Lo, r.Hi)
+		t.unreturned[k] = u
+	}
+}
+
+// returned notes a batch as returned to the trainer.
+func (t *tracker) returned(prov []batch.ProvRange) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.batches++
+	for _, r := range prov {
+		k := key{r.Epoch, r.Split}
+		span := splits.Ranges{r.Lo, r.Hi}
+		if u := t.unreturned[k].Minus(span); u.Empty() {
+			delete(t.unreturned, k)
+		} else {
+			t.unreturned[k] = u
+		}
+		if r.Epoch < t.part.DoneBefore {
+			if m := t.part.Missing[r.Epoch][r.Split].Minus(span); m.Empty() {
+				delMap(t.part.Missing, r.Epoch, r.Split)
+			} else {
+				t.part.Missing[r.Epoch][r.Split] = m
+			}
+			continue
+		}
+		if t.part.Returned == nil {
+			t.part.Returned = map[int64]map[int64]splits.Ranges{}
+		}
+		in := t.part.Returned[r.Epoch]
+		if in == nil {
+			in = map[int64]splits.Ranges{}
+			t.part.Returned[r.Epoch] = in
+		}
+		have := in[r.Split]
+		have.AddSpan(r.Lo, r.Hi)
+		in[r.Split] = have
+	}
+}
+
+func delMap(m map[int64]map[int64]splits.Ranges, e, s int64) {
+	if in := m[e]; in != nil {
+		delete(in, s)
+		if len(in) == 0 {
+			delete(m, e)
+		}
+	}
+}
+
+// beat takes a heartbeat's news: while this consumer is the only one the
+// job has had (none left, and it is the job's only checkpoint if the job
+// resumed), every element of a settled epoch went to it, so the part says
+// "done, except what is in the buffer" for those epochs instead of listing
+// what was returned. That keeps a single consumer's checkpoint small over
+// many epochs.
+func (t *tracker) beat(info api.JobInfo, consumer string) {
+	x := info.Exact
+	if x == nil || len(info.Consumers) != 1 || info.Consumers[0] != consumer || x.Departures != 0 {
+		return
+	}
+	if x.ResumeWant > 0 && (!t.resumedPart || x.ResumeWant != 1 || x.ResumeHave != 1) {
+		return
+	}
+	if x.ResumeWant == 0 && t.resumedPart {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if x.SettledBefore <= t.part.DoneBefore {
+		return
+	}
+	for e := t.part.DoneBefore; e < x.SettledBefore; e++ {
+		delete(t.part.Returned, e)
+	}
+	for k, u := range t.unreturned {
+		if k.epoch >= t.part.DoneBefore && k.epoch < x.SettledBefore {
+			if t.part.Missing == nil {
+				t.part.Missing = map[int64]map[int64]splits.Ranges{}
+			}
+			in := t.part.Missing[k.epoch]
+			if in == nil {
+				in = map[int64]splits.Ranges{}
+				t.part.Missing[k.epoch] = in
+			}
+			in[k.split] = u.Clone()
+		}
+	}
+	t.part.DoneBefore = x.SettledBefore
+	if len(t.part.Returned) == 0 {
+		t.part.Returned = nil
+	}
+}
+
+// snapshot returns a copy of the part, and the batches returned.
+func (t *tracker) snapshot() (splits.Delivered, int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.part.Clone()
+	if len(p.Missing) == 0 {
+		p.Missing = nil
+	}
+	if len(p.Returned) == 0 {
+		p.Returned = nil
+	}
+	return p, t.batches
+}
+
+// Checkpoint returns the iterator's checkpoint: what reached the trainer
+// through this consumer, exactly the batches Next (or All) returned.
+// Store it with the model's checkpoint, and pass it as JobOptions.Resume
+// to go on from there (see the package comment on checkpoint.go's
+// semantics). Only exactly-once DYNAMIC jobs checkpoint. Call it from the
+// goroutine that calls Next, between two calls.
+func (it *Iterator) Checkpoint() ([]byte, error) {
+	if it.track == nil {
+		return nil, fmt.Errorf("checkpoint of job %q: only exactly-once DYNAMIC jobs (without share or coordinated reads) checkpoint", it.job)
+	}
+	part, n := it.track.snapshot()
+	if k := part.Intervals(); k > maxCheckpointIntervals {
+		return nil, fmt.Errorf("checkpoint of job %q: %d intervals, more than a checkpoint may hold (%d)", it.job, k, maxCheckpointIntervals)
+	}
+	it.mu.Lock()
+	info := it.info
+	it.mu.Unlock()
+	consumers := max(len(info.Consumers), 1)
+	if !slices.Contains(info.Consumers, it.consumer) {
+		consumers = max(len(info.Consumers)+1, 1)
+	}
+	c := checkpoint{
+		Job: it.job, JobID: it.jobID, Fingerprint: info.Fingerprint, Epochs: info.Options.Epochs, NumSplits: info.NumSplits,
+		Consumer: it.consumer, Consumers: consumers, Batches: n, Delivered: part,
+	}
+	return c.encode()
+}

@@ -1,0 +1,352 @@
+package splits
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Resuming an exactly-once DYNAMIC job from its consumers' checkpoints.
+//
+// A consumer's checkpoint holds a Delivered: what reached its trainer
+// through it (the batches Next returned, not those prefetched). A job
+// resumed from checkpoints starts with a ResumeState that waits until the
+// checkpoints of Want consumers (its parts) are in, merged; then every
+// split is handed out as usual except that what the parts delivered is
+// excluded: a split delivered completely is skipped (counted in
+// ExactCounts.Skipped), one delivered in part is leased with the delivered
+// indices as Lease.Exclude, an epoch delivered completely is skipped
+// whole. Together the parts and the resumed job deliver each element once
+// per epoch.
+//
+// A Delivered is compact in the common case. While a consumer is the only
+// one a job has ever had, every element of an epoch the cluster has
+// settled went to it, so its checkpoint can say "every epoch before
+// DoneBefore, except Missing" (the few elements it had received and not
+// yet returned) instead of listing what it returned. With several
+// consumers, each lists what it returned (Returned), per split: about one
+// interval per batch it received.
+
+// ResumeEnd is the open end of the exclusions a resumed split of a
+// DoneBefore epoch gets: every index from its last missing one on.
+const ResumeEnd = math.MaxInt64
+
+// MaxResumeParts bounds the checkpoints a resumed job waits for.
+const MaxResumeParts = 1024
+
+// Delivered is what reached a trainer through one consumer of an
+// exactly-once job, or, merged, through all of them (Merge).
+type Delivered struct {
+	// DoneBefore: every element of every epoch before it reached the
+	// trainer(s), except Missing.
+	DoneBefore int64 `cbor:"1,keyasint" json:"done_before"`
+	// Missing (epochs < DoneBefore): epoch → split → indices that did not.
+	Missing map[int64]map[int64]Ranges `cbor:"2,keyasint,omitempty" json:"missing,omitempty"`
+	// Returned (epochs >= DoneBefore): epoch → split → indices that did.
+	Returned map[int64]map[int64]Ranges `cbor:"3,keyasint,omitempty" json:"returned,omitempty"`
+}
+
+// Clone returns a deep copy.
+func (p Delivered) Clone() Delivered {
+	return Delivered{DoneBefore: p.DoneBefore, Missing: cloneRanges(p.Missing), Returned: cloneRanges(p.Returned)}
+}
+
+func cloneRanges(m map[int64]map[int64]Ranges) map[int64]map[int64]Ranges {
+	if m == nil {
+		return nil
+	}
+	c := make(map[int64]map[int64]Ranges, len(m))
+	for e, in := range m {
+		for s, r := range in {
+			put(c, e, s, r.Clone())
+		}
+	}
+	return c
+}
+
+// Intervals is how many intervals p holds.
+func (p Delivered) Intervals() int {
+	n := 0
+	for _, m := range []map[int64]map[int64]Ranges{p.Missing, p.Returned} {
+		for _, in := range m {
+			for _, r := range in {
+				n += r.Intervals()
+			}
+		}
+	}
+	return n
+}
+
+// Validate checks p against a job of numSplits splits per epoch and epochs
+// epochs (0: forever): epochs and splits in range, Missing only before
+// DoneBefore and Returned only from it on, valid non-empty ranges, at
+// most maxIntervals intervals in all.
+func (p Delivered) Validate(numSplits, epochs int64, maxIntervals int) error {
+	if p.DoneBefore < 0 || (epochs > 0 && p.DoneBefore > epochs) {
+		return fmt.Errorf("delivered: done before epoch %d, job has %d epochs", p.DoneBefore, epochs)
+	}
+	if n := p.Intervals(); n > maxIntervals {
+		return fmt.Errorf("delivered: %d intervals, limit %d", n, maxIntervals)
+	}
+	check := func(what string, m map[int64]map[int64]Ranges, ok func(e int64) bool) error {
+		for e, in := range m {
+			if !ok(e) || (epochs > 0 && e >= epochs) {
+				return fmt.Errorf("delivered: %s in epoch %d (done before %d, %d epochs)", what, e, p.DoneBefore, epochs)
+			}
+			if len(in) == 0 {
+				return fmt.Errorf("delivered: %s: empty epoch %d", what, e)
+			}
+			for s, r := range in {
+				if s < 0 || s >= numSplits {
+					return fmt.Errorf("delivered: %s: split %d of epoch %d, job has %d splits", what, s, e, numSplits)
+				}
+				if r.Empty() {
+					return fmt.Errorf("delivered: %s: split %d of epoch %d: empty", what, s, e)
+				}
+				if err := r.Validate(); err != nil {
+					return fmt.Errorf("delivered: %s: split %d of epoch %d: %w", what, s, e, err)
+				}
+			}
+		}
+		return nil
+	}
+	if err := check("missing", p.Missing, func(e int64) bool { return e >= 0 && e < p.DoneBefore }); err != nil {
+		return err
+	}
+	return check("returned", p.Returned, func(e int64) bool { return e >= p.DoneBefore })
+}
+
+// Merge folds o into p: what reached the trainers through either.
+// Only one consumer's checkpoint can claim an epoch done (it was then the
+// job's only consumer), but if both do, an element is missing only if
+// both miss it; what either returned is never missing.
+func (p *Delivered) Merge(o Delivered) {
+	hi := max(p.DoneBefore, o.DoneBefore)
+	out := Delivered{DoneBefore: hi, Missing: map[int64]map[int64]Ranges{}, Returned: map[int64]map[int64]Ranges{}}
+	missing := func(d Delivered, e int64) (map[int64]Ranges, bool) { return d.Missing[e], e < d.DoneBefore }
+	epochs := map[int64]bool{}
+	for _, d := range []Delivered{*p, o} {
+		for _, m := range []map[int64]map[int64]Ranges{d.Missing, d.Returned} {
+			for e := range m {
+				epochs[e] = true
+			}
+		}
+	}
+	for e := range epochs {
+		if e >= hi {
+			for _, d := range []Delivered{*p, o} {
+				for s, r := range d.Returned[e] {
+					have := out.Returned[e][s].Clone()
+					have.AddAll(r)
+					put(out.Returned, e, s, have)
+				}
+			}
+			continue
+		}
+		// e < hi: at least one side claims it done.
+		mp, pc := missing(*p, e)
+		mo, oc := missing(o, e)
+		var miss map[int64]Ranges
+		var returned []map[int64]Ranges
+		switch {
+		case pc && oc:
+			miss = map[int64]Ranges{}
+			for s, r := range mp {
+				if x := r.Intersect(mo[s]); !x.Empty() {
+					miss[s] = x
+				}
+			}
+		case pc:
+			miss, returned = mp, append(returned, o.Returned[e])
+		default:
+			miss, returned = mo, append(returned, p.Returned[e])
+		}
+		for s, r := range miss {
+			for _, ret := range returned {
+				r = r.Minus(ret[s])
+			}
+			if !r.Empty() {
+				put(out.Missing, e, s, r.Clone())
+			}
+		}
+	}
+	if len(out.Missing) == 0 {
+		out.Missing = nil
+	}
+	if len(out.Returned) == 0 {
+		out.Returned = nil
+	}
+	*p = out
+}
+
+// ResumeState is a resumed job's part of its DynamicState.
+type ResumeState struct {
+	// From is the job (its raftstate ID) the checkpoints were taken of.
+	From uint64 `cbor:"1,keyasint" json:"from"`
+	// Want is how many consumers' checkpoints the job waits for before it
+	// hands out anything (the largest count a checkpoint named).
+	Want int `cbor:"2,keyasint" json:"want"`
+	// Parts are the consumers (of job From) whose checkpoints are in,
+	// sorted.
+	Parts []string `cbor:"3,keyasint" json:"parts"`
+	// Prior is the parts merged, less what leases have consumed: a split
+	// leased takes its entry away (into the exclusions).
+	Prior Delivered `cbor:"4,keyasint" json:"prior"`
+}
+
+// NewDynamicResumed is NewDynamicExactlyOnce for a job resumed from the
+// checkpoints of job from; it hands out nothing until AddPart has taken
+// the first.
+func NewDynamicResumed(numSplits, epochs int64, from uint64) *DynamicState {
+	d := NewDynamicExactlyOnce(numSplits, epochs)
+	d.Resume = &ResumeState{From: from, Want: 1}
+	return d
+}
+
+// Waiting reports whether a resumed job still waits for checkpoints.
+func (d *DynamicState) Waiting() bool {
+	return d.Resume != nil && len(d.Resume.Parts) < d.Resume.Want
+}
+
+// ErrResumed: a checkpoint came for a resumed job that has started.
+var ErrResumed = fmt.Errorf("splits: the job has already resumed")
+
+// AddPart merges the checkpoint of consumer part, which says the job had
+// want consumers when it was taken. A part already in changes nothing
+// (added false). A part that comes once the job has started (every part
+// it waited for is in) is refused with ErrResumed: what it delivered may
+// have been handed out again already.
+func (d *DynamicState) AddPart(part string, want int, p Delivered) (added bool, err error) {
+	r := d.Resume
+	if r == nil {
+		return false, fmt.Errorf("%w: the job was not created to resume", ErrResumed)
+	}
+	if _, ok := slices.BinarySearch(r.Parts, part); ok {
+		return false, nil
+	}
+	if !d.Waiting() {
+		return false, fmt.Errorf("%w from %d checkpoints; this one (consumer %s) came after the job started", ErrResumed, len(r.Parts), part)
+	}
+	if want < 1 || want > MaxResumeParts {
+		return false, fmt.Errorf("resume: a checkpoint of %d consumers, want 1 to %d", want, MaxResumeParts)
+	}
+	if err := p.Validate(d.NumSplits, d.Epochs, MaxReceiptIntervals*16); err != nil {
+		return false, err
+	}
+	if len(r.Parts) == 0 {
+		r.Prior = p.Clone()
+	} else {
+		r.Prior.Merge(p)
+	}
+	i, _ := slices.BinarySearch(r.Parts, part)
+	r.Parts = slices.Insert(r.Parts, i, part)
+	r.Want = max(r.Want, want)
+	return true, nil
+}
+
+// takePrior is what the checkpoints say of split s of epoch e, which is
+// being handed out: skip (delivered completely), or the indices to
+// exclude (none: deliver all). It consumes the entry.
+func (d *DynamicState) takePrior(e, s int64) (exclude Ranges, skip bool) {
+	r := d.Resume
+	if r == nil {
+		return nil, false
+	}
+	if e < r.Prior.DoneBefore {
+		miss, ok := get(r.Prior.Missing, e, s)
+		if !ok {
+			return nil, true
+		}
+		del(r.Prior.Missing, e, s)
+		return complement(miss), false
+	}
+	ret, _ := get(r.Prior.Returned, e, s)
+	del(r.Prior.Returned, e, s)
+	return ret, false
+}
+
+// complement is every index from 0 on not in r (r not empty).
+func complement(r Ranges) Ranges {
+	var c Ranges
+	lo := int64(0)
+	for i := 0; i < len(r); i += 2 {
+		if r[i] > lo {
+			c = append(c, lo, r[i])
+		}
+		lo = r[i+1]
+	}
+	if lo < ResumeEnd {
+		c = append(c, lo, ResumeEnd)
+	}
+	return c
+}
+
+// skipResumed hands out, as skipped, the splits at the head of the
+// current epoch that the checkpoints say were delivered completely, and
+// whole epochs that were. It stops at a split to lease, or at the end.
+func (d *DynamicState) skipResumed() {
+	r := d.Resume
+	if r == nil {
+		return
+	}
+	for !d.done() && d.Epoch < r.Prior.DoneBefore {
+		var k int64
+		if len(r.Prior.Missing[d.Epoch]) == 0 {
+			k = d.NumSplits - d.Next // the whole rest of the epoch
+		} else if _, ok := r.Prior.Missing[d.Epoch][d.Next]; !ok {
+			k = 1
+		} else {
+			return
+		}
+		d.countSkipped(k)
+		d.Next += k
+		d.advance()
+	}
+}
+
+// countSkipped counts k splits handed out and settled at once.
+func (d *DynamicState) countSkipped(k int64) {
+	if k == 0 {
+		return
+	}
+	c := d.PerEpoch[d.Epoch]
+	c.Leased += k
+	c.Finished += k
+	d.PerEpoch[d.Epoch] = c
+	d.Total.Leased += k
+	d.Total.Finished += k
+	d.Exact.Counts.Skipped += k
+}
+
+func (r *ResumeState) clone() *ResumeState {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Parts = slices.Clone(r.Parts)
+	c.Prior = r.Prior.Clone()
+	return &c
+}
+
+func (r *ResumeState) validate(d *DynamicState) error {
+	if d.Exact == nil {
+		return fmt.Errorf("resume: an at-most-once job")
+	}
+	if r.Want < 1 || r.Want > MaxResumeParts || len(r.Parts) > r.Want || !slices.IsSorted(r.Parts) ||
+		len(slices.Compact(slices.Clone(r.Parts))) != len(r.Parts) {
+		return fmt.Errorf("resume: want %d, parts %v", r.Want, r.Parts)
+	}
+	if err := r.Prior.Validate(d.NumSplits, d.Epochs, math.MaxInt); err != nil {
+		return err
+	}
+	for _, m := range []map[int64]map[int64]Ranges{r.Prior.Missing, r.Prior.Returned} {
+		for e, in := range m {
+			for s := range in {
+				if e < d.Epoch || (e == d.Epoch && s < d.Next) {
+					return fmt.Errorf("resume: checkpoint entry for split %d of epoch %d, handed out already", s, e)
+				}
+			}
+		}
+	}
+	return nil
+}
