@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"slices"
 	"sync"
 
 	"github.com/fxamacker/cbor/v2"
@@ -160,6 +159,10 @@ type tracker struct {
 	part       splits.Delivered
 	unreturned map[key]splits.Ranges // received, not yet returned by Next
 	batches    int64                 // returned, over the checkpoints resumed from
+	// consumers is the most consumers the job was heard to have at once:
+	// a job resumed from this consumer's checkpoint waits for as many.
+	// (Once a rank has closed, the others hear of one consumer fewer.)
+	consumers int
 	// resumedPart: the iterator resumed from a checkpoint (and so may claim
 	// epochs done only if the job resumed from that one checkpoint alone).
 	resumedPart bool
@@ -236,6 +239,9 @@ func delMap(m map[int64]map[int64]splits.Ranges, e, s int64) {
 // what was returned. That keeps a single consumer's checkpoint small over
 // many epochs.
 func (t *tracker) beat(info api.JobInfo, consumer string) {
+	t.mu.Lock()
+	t.consumers = max(t.consumers, len(info.Consumers))
+	t.mu.Unlock()
 	x := info.Exact
 	if x == nil || len(info.Consumers) != 1 || info.Consumers[0] != consumer || x.Departures != 0 {
 		return
@@ -273,8 +279,9 @@ func (t *tracker) beat(info api.JobInfo, consumer string) {
 	}
 }
 
-// snapshot returns a copy of the part, and the batches returned.
-func (t *tracker) snapshot() (splits.Delivered, int64) {
+// snapshot returns a copy of the part, the batches returned and the most
+// consumers heard of.
+func (t *tracker) snapshot() (splits.Delivered, int64, int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	p := t.part.Clone()
@@ -284,7 +291,7 @@ func (t *tracker) snapshot() (splits.Delivered, int64) {
 	if len(p.Returned) == 0 {
 		p.Returned = nil
 	}
-	return p, t.batches
+	return p, t.batches, t.consumers
 }
 
 // Checkpoint returns the iterator's checkpoint: what reached the trainer
@@ -297,17 +304,14 @@ func (it *Iterator) Checkpoint() ([]byte, error) {
 	if it.track == nil {
 		return nil, fmt.Errorf("checkpoint of job %q: only exactly-once DYNAMIC jobs (without share or coordinated reads) checkpoint", it.job)
 	}
-	part, n := it.track.snapshot()
+	part, n, consumers := it.track.snapshot()
 	if k := part.Intervals(); k > maxCheckpointIntervals {
 		return nil, fmt.Errorf("checkpoint of job %q: %d intervals, more than a checkpoint may hold (%d)", it.job, k, maxCheckpointIntervals)
 	}
 	it.mu.Lock()
 	info := it.info
 	it.mu.Unlock()
-	consumers := max(len(info.Consumers), 1)
-	if !slices.Contains(info.Consumers, it.consumer) {
-		consumers = max(len(info.Consumers)+1, 1)
-	}
+	consumers = max(consumers, len(info.Consumers), 1)
 	c := checkpoint{
 		Job: it.job, JobID: it.jobID, Fingerprint: info.Fingerprint, Epochs: info.Options.Epochs, NumSplits: info.NumSplits,
 		Consumer: it.consumer, Consumers: consumers, Batches: n, Delivered: part,

@@ -18,6 +18,16 @@
 // serves the round (coordinated.go). Batch.Round gives per batch its
 // round, bucket and every consumer's padded token count.
 //
+// DYNAMIC jobs are exactly-once by default (JobOptions.Delivery): when a
+// worker, the Raft leader or the node the client dialed dies, every
+// element of every epoch still reaches the job's consumers once
+// (receipts.go). Iterator.Checkpoint returns bytes that cover exactly the
+// batches Next returned; JobOptions.Resume goes on from them, in a new
+// process and on a cluster of any size (checkpoint.go):
+//
+//	ckpt, err := it.Checkpoint()  // with the model's checkpoint
+//	it, err = c.Distribute(ctx, spec, client.JobOptions{Name: "resnet-run-7", Sharding: client.Dynamic, Resume: ckpt})
+//
 // An Iterator is one skeleton with two engines. The skeleton owns the
 // iteration's lifecycle (context, heartbeat loop, prefetch buffer, end of
 // data, Close waiting for every goroutine it started) and the parts both
@@ -39,4 +49,6 @@
 //	coordinated.go  the coordinated engine: rounds in order, horizon, end of rounds
 //	rounds.go       reading one worker's rounds (the coordinated engine's fetchers)
 //	sharestats.go   ShareStats: a sharing job's counters from its workers
+//	receipts.go     exactly-once: the ledger of what was received, duplicates dropped, receipts and fences reported
+//	checkpoint.go   exactly-once: Checkpoint, its format, what reached the trainer, resuming (JobOptions.Resume)
 package client

@@ -23,7 +23,7 @@ func rangeSpec(n, splitSize, batch int64) *pipeline.Spec {
 	return s
 }
 
-func dial(t *testing.T, c *testcluster.Cluster, i int) *client.Client {
+func dial(t testing.TB, c *testcluster.Cluster, i int) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

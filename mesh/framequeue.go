@@ -16,9 +16,14 @@ import (
 // may not have reached the consumer, and nothing else would ever send its
 // elements again while this worker lives. So a failed stream's batches
 // not yet credited back (at most its window), and those it did not get to
-// send, go back to the front of the queue for the other streams (or the
-// consumer's next one); a consumer that did receive one drops it as a
-// duplicate (client/receipts.go).
+// send, are sent first on that consumer's next stream; the consumer drops
+// those it did receive as duplicates (client/receipts.go). They go to the
+// same consumer, never another: the consumer may have received them, and
+// credits lag (a quarter window at a time), so another consumer could get
+// an element twice. If the consumer never comes back (it left, or
+// crashed), the cluster counts what it did not receipt as abandoned
+// (splits.DynamicState.Depart); the frames of a consumer that detached are
+// dropped at the next requeue.
 type frameQueue struct {
 	t   *task
 	out chan *batch.Frame // closed when production ends; err says how
@@ -26,8 +31,8 @@ type frameQueue struct {
 
 	resend bool // exactly-once: resend what a failed stream may not have delivered
 	mu     sync.Mutex
-	again  []*batch.Frame // to send before out's; at most streams × (window + SendCoalesce)
-	kick   chan struct{}  // capacity 1: again got frames
+	again  map[string][]*batch.Frame // consumer → to send first on its next stream; at most streams × (window + SendCoalesce)
+	kick   chan struct{}             // capacity 1: again got frames
 }
 
 func newFrameQueue(t *task) frameQueue {
@@ -35,13 +40,26 @@ func newFrameQueue(t *task) frameQueue {
 		resend: t.job.Options.Delivery == api.ExactlyOnce, kick: make(chan struct{}, 1)}
 }
 
-// requeue puts frames back for another stream to send.
-func (q *frameQueue) requeue(fs []*batch.Frame) {
+// requeue puts frames back for consumer's next stream to send, and drops
+// those of consumers that have detached from the job.
+func (q *frameQueue) requeue(consumer string, fs []*batch.Frame) {
 	if len(fs) == 0 {
 		return
 	}
+	var detached map[string]int64
+	if v, ok := q.t.w.n.raft.Job(q.t.job.Name); ok && v.ID == q.t.job.ID {
+		detached = v.Detached
+	}
 	q.mu.Lock()
-	q.again = append(q.again, fs...)
+	if q.again == nil {
+		q.again = map[string][]*batch.Frame{}
+	}
+	q.again[consumer] = append(q.again[consumer], fs...)
+	for c := range q.again {
+		if _, gone := detached[c]; gone {
+			delete(q.again, c)
+		}
+	}
 	q.mu.Unlock()
 	select {
 	case q.kick <- struct{}{}:
@@ -49,26 +67,28 @@ func (q *frameQueue) requeue(fs []*batch.Frame) {
 	}
 }
 
-// takeAgain appends up to max frames to resend to *fs.
-func (q *frameQueue) takeAgain(fs *[]*batch.Frame, max int) {
+// takeAgain appends to *fs, up to max, frames to send consumer again.
+func (q *frameQueue) takeAgain(consumer string, fs *[]*batch.Frame, max int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	k := min(max-len(*fs), len(q.again))
+	again := q.again[consumer]
+	k := min(max-len(*fs), len(again))
 	if k <= 0 {
 		return
 	}
-	*fs = append(*fs, q.again[:k]...)
-	clear(q.again[:k])
-	q.again = q.again[k:]
-	if len(q.again) == 0 {
-		q.again = nil
+	*fs = append(*fs, again[:k]...)
+	clear(again[:k])
+	if again = again[k:]; len(again) == 0 {
+		delete(q.again, consumer)
+	} else {
+		q.again[consumer] = again
 	}
 }
 
-func (q *frameQueue) hasAgain() bool {
+func (q *frameQueue) hasAgain(consumer string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.again) > 0
+	return len(q.again[consumer]) > 0
 }
 
 // offer queues f for the consumers (offer.go), blocking while the queue is
@@ -90,7 +110,8 @@ func (q *frameQueue) queued() int { return len(q.out) }
 
 // serve streams the queue's batches to one consumer until production ends,
 // the consumer goes away, or the node closes.
-func (q *frameQueue) serve(ctx context.Context, s *batch.Sender, _ batch.OpenRequest) {
+func (q *frameQueue) serve(ctx context.Context, s *batch.Sender, req batch.OpenRequest) {
+	me := req.Consumer
 	t := q.t
 	coalesce := t.w.n.cfg.Worker.SendCoalesce
 	fs := make([]*batch.Frame, 0, coalesce)
@@ -99,13 +120,13 @@ func (q *frameQueue) serve(ctx context.Context, s *batch.Sender, _ batch.OpenReq
 		fs = fs[:0]
 		open := true
 		if q.resend {
-			q.takeAgain(&fs, min(max(s.Available(), 1), coalesce))
+			q.takeAgain(me, &fs, min(max(s.Available(), 1), coalesce))
 		}
 		if len(fs) == 0 {
 			select {
 			case f, ok := <-q.out:
 				if !ok {
-					if q.resend && q.hasAgain() {
+					if q.resend && q.hasAgain(me) {
 						continue
 					}
 					q.endStream(s)
@@ -116,9 +137,10 @@ func (q *frameQueue) serve(ctx context.Context, s *batch.Sender, _ batch.OpenReq
 				continue
 			case <-s.Gone():
 				// The consumer left while this stream had nothing to
-				// send: what it had not credited back goes to others.
+				// send: what it had not credited back waits for its
+				// next stream.
 				if q.resend {
-					q.requeue(uncredited(sent, s.Outstanding()))
+					q.requeue(me, uncredited(sent, s.Outstanding()))
 				}
 				return
 			case <-ctx.Done():
@@ -132,7 +154,7 @@ func (q *frameQueue) serve(ctx context.Context, s *batch.Sender, _ batch.OpenReq
 		if q.resend {
 			sent = uncredited(append(sent, fs[:n]...), s.Outstanding())
 			if err != nil {
-				q.requeue(append(sent, fs[n:]...))
+				q.requeue(me, append(sent, fs[n:]...))
 				sent = nil
 			}
 		}
@@ -144,7 +166,7 @@ func (q *frameQueue) serve(ctx context.Context, s *batch.Sender, _ batch.OpenReq
 			t.w.n.log.Debug("consumer stream ended", "job", t.job.Name, "err", err)
 			return
 		}
-		if !open && !(q.resend && q.hasAgain()) {
+		if !open && !(q.resend && q.hasAgain(me)) {
 			q.endStream(s)
 			return
 		}

@@ -14,7 +14,9 @@
 //
 // Files: policy.go (Policy), static.go (STATIC assignment), dynamic.go
 // (DYNAMIC leases, epochs, at-most-once expiry), exactly.go (exactly-once:
-// receipts, produced splits, orphans and fences), ranges.go (sets of
+// receipts, produced splits, orphans and fences), resume.go (a job resumed
+// from its consumers' checkpoints: Delivered, skipped splits and epochs,
+// exclusions), ranges.go (sets of
 // element indices), validate.go (the invariants of a DynamicState decoded
 // from a snapshot).
 package splits
