@@ -23,13 +23,23 @@ func BenchmarkCheckpointBytes(b *testing.B) {
 		return pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: n, SplitSize: 1000}}).Batch(100, false)
 	}
 	c := testcluster.Start(b, 3)
-	read := func(it *client.Iterator, batches int) []byte {
+	read := func(it *client.Iterator, batches int, settled int64) []byte {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		for range batches {
 			if _, err := it.Next(ctx); err != nil {
 				b.Fatal(err)
 			}
+		}
+		// A trainer reads for hours; this loop for a second: let the
+		// receipts and a heartbeat catch up with what was read, as they
+		// would have.
+		deadline := time.Now().Add(30 * time.Second)
+		for x := it.Stats().Exact; x == nil || x.SettledBefore < settled; x = it.Stats().Exact {
+			if time.Now().After(deadline) {
+				b.Fatalf("epoch %d not settled after 30 s: %+v", settled-1, x)
+			}
+			time.Sleep(10 * time.Millisecond) // polling the iterator's stats
 		}
 		ck, err := it.Checkpoint()
 		if err != nil {
@@ -43,14 +53,14 @@ func BenchmarkCheckpointBytes(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.ReportMetric(float64(len(read(it, n/100/2))), "bytes-1-consumer-half-epoch")
+		b.ReportMetric(float64(len(read(it, n/100/2, 0))), "bytes-1-consumer-half-epoch")
 		it.Close()
 
 		it, err = cl.Distribute(context.Background(), spec(), client.JobOptions{Name: fmt.Sprintf("ck3-%d", i), Sharding: client.Dynamic, Epochs: 3})
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.ReportMetric(float64(len(read(it, n/100*3/2))), "bytes-1-consumer-epoch-2-of-3")
+		b.ReportMetric(float64(len(read(it, n/100*3/2, 1))), "bytes-1-consumer-epoch-2-of-3")
 		it.Close()
 
 		o := client.JobOptions{Name: fmt.Sprintf("ck2-%d", i), Sharding: client.Dynamic}
@@ -63,8 +73,8 @@ func BenchmarkCheckpointBytes(b *testing.B) {
 			b.Fatal(err)
 		}
 		done := make(chan []byte, 1)
-		go func() { done <- read(y, n/100/4) }()
-		b.ReportMetric(float64(len(read(x, n/100/4))+len(<-done))/2, "bytes-each-of-2-consumers-half-epoch")
+		go func() { done <- read(y, n/100/4, 0) }()
+		b.ReportMetric(float64(len(read(x, n/100/4, 0))+len(<-done))/2, "bytes-each-of-2-consumers-half-epoch")
 		x.Close()
 		y.Close()
 	}
