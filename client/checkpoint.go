@@ -166,6 +166,7 @@ type tracker struct {
 	// resumedPart: the iterator resumed from a checkpoint (and so may claim
 	// epochs done only if the job resumed from that one checkpoint alone).
 	resumedPart bool
+	saidWaiting bool // beat has reported the job waiting for checkpoints
 }
 
 func newTracker(from *checkpoint) *tracker {
@@ -238,24 +239,30 @@ func delMap(m map[int64]map[int64]splits.Ranges, e, s int64) {
 // "done, except what is in the buffer" for those epochs instead of listing
 // what was returned. That keeps a single consumer's checkpoint small over
 // many epochs.
-func (t *tracker) beat(info api.JobInfo, consumer string) {
+//
+// It reports whether the job has just been found waiting for other
+// consumers' checkpoints (once per iterator, for the log).
+func (t *tracker) beat(info api.JobInfo, consumer string) (waiting bool) {
+	x := info.Exact
 	t.mu.Lock()
 	t.consumers = max(t.consumers, len(info.Consumers))
+	if x != nil && x.ResumeHave < x.ResumeWant && !t.saidWaiting {
+		t.saidWaiting, waiting = true, true
+	}
 	t.mu.Unlock()
-	x := info.Exact
 	if x == nil || len(info.Consumers) != 1 || info.Consumers[0] != consumer || x.Departures != 0 {
-		return
+		return waiting
 	}
 	if x.ResumeWant > 0 && (!t.resumedPart || x.ResumeWant != 1 || x.ResumeHave != 1) {
-		return
+		return waiting
 	}
 	if x.ResumeWant == 0 && t.resumedPart {
-		return
+		return waiting
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if x.SettledBefore <= t.part.DoneBefore {
-		return
+		return waiting
 	}
 	for e := t.part.DoneBefore; e < x.SettledBefore; e++ {
 		delete(t.part.Returned, e)
@@ -277,6 +284,7 @@ func (t *tracker) beat(info api.JobInfo, consumer string) {
 	if len(t.part.Returned) == 0 {
 		t.part.Returned = nil
 	}
+	return waiting
 }
 
 // snapshot returns a copy of the part, the batches returned and the most

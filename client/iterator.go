@@ -278,7 +278,10 @@ func (it *Iterator) setInfo(info api.JobInfo) {
 	}
 	it.mu.Unlock()
 	if it.track != nil {
-		it.track.beat(info, it.consumer)
+		if it.track.beat(info, it.consumer) {
+			it.logger().Info("the resumed job waits for the checkpoints of its other consumers (each rank resumes with its own)",
+				"job", it.job, "have", info.Exact.ResumeHave, "want", info.Exact.ResumeWant)
+		}
 	}
 }
 
