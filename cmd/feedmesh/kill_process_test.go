@@ -63,8 +63,32 @@ type nodeProcess struct {
 	name    string
 	gossip  int
 	port    int
+	args    []string // of `feedmesh node`
 	cmd     *exec.Cmd
 	waitErr chan error
+}
+
+// start starts the node's process (again, after a kill: same data dir,
+// ports and arguments).
+func (np *nodeProcess) start(t *testing.T) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestHelperNodeProcess$", "--"}, np.args...)...)
+	cmd.Env = append(os.Environ(), helperNodeEnv+"=1")
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if testing.Verbose() {
+		cmd.Stderr = os.Stderr
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	np.cmd, np.waitErr = cmd, make(chan error, 1)
+	go func() { np.waitErr <- cmd.Wait() }()
+}
+
+// kill SIGKILLs the node's process and waits for it to exit.
+func (np *nodeProcess) kill() {
+	np.cmd.Process.Kill()
+	<-np.waitErr
 }
 
 // startNodes starts n real `feedmesh node` processes (fast preset) that
@@ -77,31 +101,51 @@ func startNodes(t *testing.T, n int) []*nodeProcess {
 		nodes[i] = &nodeProcess{name: fmt.Sprintf("p%d", i), gossip: freePort(t), port: freePort(t)}
 	}
 	for i, np := range nodes {
-		args := []string{"node", "--name", np.name, "--data-dir", filepath.Join(dir, np.name), "--bind", "127.0.0.1",
+		np.args = []string{"node", "--name", np.name, "--data-dir", filepath.Join(dir, np.name), "--bind", "127.0.0.1",
 			"--gossip-port", strconv.Itoa(np.gossip), "--port", strconv.Itoa(np.port), "--bootstrap-expect", strconv.Itoa(n),
 			"--preset", "fast", "--log-level", "warn"}
 		if i > 0 {
-			args = append(args, "--join", fmt.Sprintf("127.0.0.1:%d", nodes[0].gossip))
+			np.args = append(np.args, "--join", fmt.Sprintf("127.0.0.1:%d", nodes[0].gossip))
 		}
-		cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestHelperNodeProcess$", "--"}, args...)...)
-		cmd.Env = append(os.Environ(), helperNodeEnv+"=1")
-		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-		if testing.Verbose() {
-			cmd.Stderr = os.Stderr
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		np.cmd, np.waitErr = cmd, make(chan error, 1)
-		go func() { np.waitErr <- cmd.Wait() }()
+		np.start(t)
 	}
 	t.Cleanup(func() {
 		for _, np := range nodes {
-			np.cmd.Process.Kill()
-			<-np.waitErr
+			np.kill()
 		}
 	})
 	return nodes
+}
+
+// dialFormed dials node i once the cluster of len(nodes) processes has
+// formed with a leader, and returns the client and the leader's name.
+func dialFormed(t *testing.T, ctx context.Context, nodes []*nodeProcess, i int) (*client.Client, string) {
+	t.Helper()
+	fast := transport.FastConfig()
+	var cl *client.Client
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var err error
+		if cl == nil {
+			dctx, dcancel := context.WithTimeout(ctx, 2*time.Second)
+			cl, err = client.Dial(dctx, fmt.Sprintf("127.0.0.1:%d", nodes[i].port), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond})
+			dcancel()
+		}
+		if err == nil {
+			var ms []api.Member
+			ms, err = cl.Members(ctx)
+			st, serr := cl.Status(ctx)
+			if err == nil && serr == nil && st.Leader != "" && len(ms) == len(nodes) {
+				return cl, st.Leader
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster of %d processes did not form: %v", len(nodes), err)
+		}
+		<-tick.C
+	}
 }
 
 // TestExactlyOnceProcessKilled: three real node processes; a DYNAMIC job
@@ -113,35 +157,9 @@ func TestExactlyOnceProcessKilled(t *testing.T) {
 		t.Skip("starts 3 node processes")
 	}
 	nodes := startNodes(t, 3)
-	fast := transport.FastConfig()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	var cl *client.Client
-	var leader string
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		var err error
-		if cl == nil {
-			dctx, dcancel := context.WithTimeout(ctx, 2*time.Second)
-			cl, err = client.Dial(dctx, fmt.Sprintf("127.0.0.1:%d", nodes[1].port), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond})
-			dcancel()
-		}
-		if err == nil {
-			var ms []api.Member
-			ms, err = cl.Members(ctx)
-			st, serr := cl.Status(ctx)
-			if err == nil && serr == nil && st.Leader != "" && len(ms) == 3 {
-				leader = st.Leader
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cluster of 3 processes did not form: %v", err)
-		}
-		<-tick.C
-	}
+	cl, leader := dialFormed(t, ctx, nodes, 1)
 	defer cl.Close()
 	const n = 6000
 	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: n, SplitSize: 20}})
