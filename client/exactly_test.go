@@ -71,10 +71,15 @@ func TestExactlyOnceSurvivesKills(t *testing.T) {
 				t.Fatalf("a DYNAMIC job's delivery is %q, want the default %q", got, client.ExactlyOnce)
 			}
 			victim, killed := tc.victim(c, dialed), false
+			var killedAt time.Time
+			var requeued time.Duration // from the kill to the client hearing of a split leased again
 			d := drain(t, it, 120*time.Second, func(b client.Batch) {
 				if !killed && it.Stats().Batches >= 40 {
-					killed = true
+					killed, killedAt = true, time.Now()
 					c.Kill(victim)
+				}
+				if x := it.Stats().Exact; killed && requeued == 0 && x != nil && x.Requeued > 0 {
+					requeued = time.Since(killedAt)
 				}
 			})
 			if !killed {
@@ -82,8 +87,12 @@ func TestExactlyOnceSurvivesKills(t *testing.T) {
 			}
 			checkExactly(t, d, n, int(tc.epochs))
 			st := it.Stats()
-			t.Logf("killed %s (node %d); %d batches; exactly-once counters %+v; duplicates dropped by the client %d",
-				c.Name(victim), victim, d.batches, st.Exact, st.DuplicatesDropped)
+			again := "none leased again"
+			if requeued > 0 {
+				again = fmt.Sprintf("first leased again %v after the kill", requeued.Round(time.Millisecond))
+			}
+			t.Logf("killed %s (node %d); %d batches; splits: %s (as the client heard it, fast preset); exactly-once counters %+v; duplicates dropped by the client %d",
+				c.Name(victim), victim, d.batches, again, st.Exact, st.DuplicatesDropped)
 			if st.Exact != nil && st.Exact.Duplicates != 0 {
 				t.Fatalf("the cluster counted %d elements receipted twice", st.Exact.Duplicates)
 			}
