@@ -80,9 +80,11 @@ func (p Delivered) Intervals() int {
 // Validate checks p against a job of numSplits splits per epoch and epochs
 // epochs (0: forever): epochs and splits in range, Missing only before
 // DoneBefore and Returned only from it on, valid non-empty ranges, at
-// most maxIntervals intervals in all.
+// most maxIntervals intervals in all. DoneBefore is at most MaxEpochs
+// even for a job that runs forever: a resumed job skips the epochs before
+// it one by one (skipResumed), inside one Lease.
 func (p Delivered) Validate(numSplits, epochs int64, maxIntervals int) error {
-	if p.DoneBefore < 0 || (epochs > 0 && p.DoneBefore > epochs) {
+	if p.DoneBefore < 0 || p.DoneBefore > MaxEpochs || (epochs > 0 && p.DoneBefore > epochs) {
 		return fmt.Errorf("delivered: done before epoch %d, job has %d epochs", p.DoneBefore, epochs)
 	}
 	if n := p.Intervals(); n > maxIntervals {

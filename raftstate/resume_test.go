@@ -1,0 +1,288 @@
+package raftstate
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/feedmesh/feedmesh/splits"
+)
+
+// eoOpts is an exactly-once DYNAMIC job of two epochs: one that resumes.
+var eoOpts = JobOptions{Sharding: splits.Dynamic, Epochs: 2, Delivery: DeliveryExactlyOnce}
+
+// resume is NewResumeJob of job name over testDataset, a second before
+// planNow.
+func resume(name string, from uint64, part string, want int, p splits.Delivered) Command {
+	return at(NewResumeJob(name, "fp1", eoOpts, ResumeBody{From: from, Part: part, Want: want, Delivered: p}), ago(time.Second))
+}
+
+// snapshotRoundTrip checks that s survives a snapshot: the restored
+// state encodes to the same bytes, shows the same progress, and goes on
+// the same way. (Not reflect.DeepEqual: a resume's consumed checkpoint
+// maps are empty in the live state, nil once restored; both encode alike.)
+func snapshotRoundTrip(t *testing.T, s *State) {
+	t.Helper()
+	b, err := s.MarshalSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := UnmarshalSnapshot(b)
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	b2, err := r.MarshalSnapshot()
+	if err != nil || !slices.Equal(b, b2) {
+		t.Fatalf("the restored state encodes differently (%v)", err)
+	}
+	for name, j := range s.Jobs {
+		rj := r.Jobs[name]
+		if rj == nil || rj.ID != j.ID || (j.Dynamic == nil) != (rj.Dynamic == nil) {
+			t.Fatalf("job %q after a snapshot: %+v", name, rj)
+		}
+		if j.Dynamic == nil {
+			continue
+		}
+		if p, rp := j.Dynamic.Progress(), rj.Dynamic.Progress(); !reflect.DeepEqual(p, rp) || !reflect.DeepEqual(resumeParts(j), resumeParts(rj)) {
+			t.Fatalf("job %q after a snapshot: progress %+v %+v, want %+v %+v", name, rp, rp.Exact, p, p.Exact)
+		}
+		// Both go on alike: the same leases, to the end.
+		a, c := j.Dynamic.Clone(), rj.Dynamic.Clone()
+		for i := range 200 {
+			la, lc := a.Lease("snap", uint64(1000+i), 7), c.Lease("snap", uint64(1000+i), 7)
+			if !reflect.DeepEqual(la, lc) {
+				t.Fatalf("job %q after a snapshot leases %+v, the live state %+v", name, lc, la)
+			}
+			if la.Done || a.Waiting() {
+				break
+			}
+		}
+		if !reflect.DeepEqual(a.Progress(), c.Progress()) {
+			t.Fatalf("job %q after a snapshot: progress differs once leased out", name)
+		}
+	}
+}
+
+func resumeParts(j *Job) []string {
+	if j.Dynamic.Resume == nil {
+		return nil
+	}
+	return j.Dynamic.Resume.Parts
+}
+
+// TestResumeJobWaits: a resumed job waits for every consumer's
+// checkpoint, getting no worker meanwhile; the last starts it; a new one
+// after that is refused; one already in is a no-op while consumers are
+// attached.
+func TestResumeJobWaits(t *testing.T) {
+	s := newJobState(t, nil)
+	members := up("w1", "w2")
+	pa := splits.Delivered{Returned: map[int64]map[int64]splits.Ranges{0: {0: splits.Span(0, 3)}}}
+	pb := splits.Delivered{Returned: map[int64]map[int64]splits.Ranges{0: {0: splits.Span(3, 5), 1: splits.Span(0, 2)}}}
+	idx := s.Index + 1
+	id := applyOK(t, s, resume("j1", 7, "a", 2, pa))
+	if id != idx {
+		t.Fatalf("id %v, want the log index %d", id, idx)
+	}
+	j := s.Jobs["j1"]
+	if r := j.Dynamic.Resume; !j.Dynamic.Waiting() || r.From != 7 || r.Want != 2 || !slices.Equal(r.Parts, []string{"a"}) {
+		t.Fatalf("resumed job %+v", j.Dynamic.Resume)
+	}
+	if got := PlanJobs(planNow, members, s.JobList()); !reflect.DeepEqual(got, []JobStep{expireC()}) {
+		t.Fatalf("plan while waiting: %s", stepsString(got))
+	}
+	v, _ := s.Job("j1")
+	if got := PlanJobWorkers(members, v); got != nil {
+		t.Fatalf("workers planned while waiting: %s", stepsString(got))
+	}
+	if v.Progress.Exact.ResumeWant != 2 || v.Progress.Exact.ResumeHave != 1 || v.Progress.Exact.ResumeFrom != 7 || v.State() != JobRunning {
+		t.Fatalf("progress while waiting %+v, state %s", v.Progress.Exact, v.State())
+	}
+	// A worker assigned anyway (a consumer's stream) gets nothing yet.
+	applyOK(t, s, NewAssignTask("j1", "w0"))
+	if l := applyOK(t, s, NewLeaseSplitsOfJob("j1", idx, "w0", 0, 1, 8)).(splits.Lease); len(l.Splits) != 0 || l.Done {
+		t.Fatalf("lease while waiting: %+v", l)
+	}
+	snapshotRoundTrip(t, s)
+
+	// The same part again: no change.
+	before := s.Jobs["j1"].clone()
+	if again := applyOK(t, s, resume("j1", 7, "a", 2, pb)); again != id {
+		t.Fatalf("part again: id %v, want %v", again, id)
+	}
+	if !reflect.DeepEqual(s.Jobs["j1"], before) {
+		t.Fatal("a part already in changed the job")
+	}
+	// An invalid part is refused and changes nothing.
+	bad := splits.Delivered{Returned: map[int64]map[int64]splits.Ranges{0: {testDataset.NumSplits: splits.Span(0, 1)}}}
+	applyErr(t, s, resume("j1", 7, "b", 2, bad), ErrInvalidCommand)
+
+	// The second part starts it.
+	if got := applyOK(t, s, resume("j1", 7, "b", 2, pb)); got != id {
+		t.Fatalf("second part: id %v, want %v", got, id)
+	}
+	j = s.Jobs["j1"]
+	if j.Dynamic.Waiting() || !slices.Equal(j.Dynamic.Resume.Parts, []string{"a", "b"}) {
+		t.Fatalf("after the second part: %+v", j.Dynamic.Resume)
+	}
+	want := splits.Delivered{Returned: map[int64]map[int64]splits.Ranges{0: {0: splits.Span(0, 5), 1: splits.Span(0, 2)}}}
+	if !reflect.DeepEqual(j.Dynamic.Resume.Prior, want) {
+		t.Fatalf("prior %+v, want %+v", j.Dynamic.Resume.Prior, want)
+	}
+	if got := PlanJobs(planNow, members, s.JobList()); !reflect.DeepEqual(got, []JobStep{expireC(), assign("j1", "w1"), assign("j1", "w2")}) {
+		t.Fatalf("plan once started: %s", stepsString(got))
+	}
+	l := applyOK(t, s, NewLeaseSplitsOfJob("j1", idx, "w0", 0, 2, 2)).(splits.Lease)
+	if !slices.Equal(l.Splits, []int64{0, 1}) || len(l.Exclude) != 2 || !slices.Equal(l.Exclude[0], splits.Span(0, 5)) || !slices.Equal(l.Exclude[1], splits.Span(0, 2)) {
+		t.Fatalf("first lease: %+v", l)
+	}
+	snapshotRoundTrip(t, s)
+
+	// Consumers attach. A part that was not in is refused now, whatever
+	// its count; one that was in (a consumer joining again) is a no-op.
+	applyOK(t, s, at(NewAttachConsumer("j1", "a2"), ago(time.Second)))
+	err := applyErr(t, s, resume("j1", 7, "c", 3, splits.Delivered{}), ErrJobInUse)
+	if !strings.Contains(err.Error(), "1 consumer(s) attached") {
+		t.Fatalf("message %q does not name the consumers", err)
+	}
+	before = s.Jobs["j1"].clone()
+	if again := applyOK(t, s, resume("j1", 7, "b", 2, pb)); again != id {
+		t.Fatalf("part again after the start: id %v, want %v", again, id)
+	}
+	if !reflect.DeepEqual(s.Jobs["j1"], before) {
+		t.Fatal("a part already in changed the started job")
+	}
+	snapshotRoundTrip(t, s)
+
+	// Every consumer gone: the same checkpoints resume the job anew
+	// (a new ID, waiting again).
+	applyOK(t, s, NewDetachConsumer("j1", "a2"))
+	idx2 := s.Index + 1
+	if id2 := applyOK(t, s, resume("j1", 7, "a", 2, pa)); id2 != idx2 || id2 == id {
+		t.Fatalf("resume again: id %v, want %d", id2, idx2)
+	}
+	if j := s.Jobs["j1"]; !j.Dynamic.Waiting() || len(j.Workers) != 0 || j.Dynamic.Total.Leased != 0 {
+		t.Fatalf("resumed again: workers %v, %+v", j.Workers, j.Dynamic.Progress())
+	}
+}
+
+// TestResumeReplacesJob: a resume replaces a job with no consumer
+// attached by a new one (a new ID); tasks of the old job are refused;
+// with consumers attached it is ErrJobInUse.
+func TestResumeReplacesJob(t *testing.T) {
+	s := newJobState(t, nil)
+	old := applyOK(t, s, at(NewCreateJob("j1", "fp1", eoOpts, nil), ago(time.Second))).(uint64)
+	applyOK(t, s, at(NewAttachConsumer("j1", "c1"), ago(time.Second)))
+	applyOK(t, s, at(NewAttachConsumer("j1", "c2"), ago(time.Second)))
+	applyOK(t, s, NewAssignTask("j1", "w1"))
+	if l := applyOK(t, s, NewLeaseSplitsOfJob("j1", old, "w1", 0, 1, 3)).(splits.Lease); len(l.Splits) != 3 {
+		t.Fatalf("lease %+v", l)
+	}
+	part := splits.Delivered{DoneBefore: 1, Missing: map[int64]map[int64]splits.Ranges{0: {1: splits.Span(2, 4)}}}
+	err := applyErr(t, s, resume("j1", old, "c1", 2, part), ErrJobInUse)
+	if !strings.Contains(err.Error(), "2 consumer(s) attached") {
+		t.Fatalf("message %q does not name the consumers", err)
+	}
+	applyOK(t, s, NewDetachConsumer("j1", "c1"))
+	applyErr(t, s, resume("j1", old, "c1", 2, part), ErrJobInUse)
+	later := planNow.Add(MaxConsumerTTL).UnixNano()
+	applyOK(t, s, at(NewExpireConsumers(later), later)) // c2's lease ran out
+
+	// Options or dataset that differ are a mismatch, not a replacement.
+	other := eoOpts
+	other.Epochs = 3
+	applyErr(t, s, at(NewResumeJob("j1", "fp1", other, ResumeBody{From: old, Part: "c1", Want: 1, Delivered: part}), ago(time.Second)), ErrMismatch)
+
+	idx := s.Index + 1
+	id := applyOK(t, s, resume("j1", old, "c1", 1, part)).(uint64)
+	if id != idx || id == old {
+		t.Fatalf("resumed id %d (old %d), want %d", id, old, idx)
+	}
+	j := s.Jobs["j1"]
+	if j.Dynamic.Waiting() || j.Dynamic.Resume.From != old || len(j.Workers) != 0 || len(j.Consumers) != 0 || j.Dynamic.Total.Leased != 0 {
+		t.Fatalf("resumed job: workers %v consumers %v %+v", j.Workers, j.Consumers, j.Dynamic.Progress())
+	}
+
+	// w1 joins the new job; its old task's requests are refused.
+	applyOK(t, s, NewAssignTask("j1", "w1"))
+	err = applyErr(t, s, NewLeaseSplitsOfJob("j1", old, "w1", 0, 1, 3), ErrNotAssigned)
+	if !strings.Contains(err.Error(), "replaced") {
+		t.Fatalf("stale lease: %v", err)
+	}
+	l := applyOK(t, s, NewLeaseSplitsOfJob("j1", id, "w1", 0, 2, 3)).(splits.Lease)
+	// Split 0 of epoch 0 is skipped; split 1 excludes all but 2 and 3.
+	if l.Epoch != 0 || !slices.Equal(l.Splits, []int64{1}) || len(l.Exclude) != 1 || !slices.Equal(l.Exclude[0], splits.Ranges{0, 2, 4, splits.ResumeEnd}) {
+		t.Fatalf("lease %+v", l)
+	}
+	if p := s.Jobs["j1"].Dynamic.Progress(); p.Exact.Skipped != testDataset.NumSplits-1 || p.Epoch != 1 {
+		t.Fatalf("progress %+v %+v", p, p.Exact)
+	}
+	produce := []splits.SplitEmitted{{Split: 1, Emitted: splits.Span(2, 4)}}
+	applyErr(t, s, NewProduceSplitsOfJob("j1", old, "w1", 0, produce), ErrNotAssigned)
+	applyErr(t, s, NewEndTaskOfJob("j1", old, "w1", "boom"), ErrNotAssigned)
+	applyErr(t, s, NewEndTaskOfJob("j1", old, "w1", ""), ErrNotAssigned)
+	if s.Jobs["j1"].Failure != nil {
+		t.Fatal("a stale task failed the job")
+	}
+	applyOK(t, s, NewProduceSplitsOfJob("j1", id, "w1", 0, produce))
+	applyOK(t, s, NewProduceSplitsOfJob("j1", 0, "w1", 0, nil)) // 0: unchecked
+	if changed := applyOK(t, s, NewEndTaskOfJob("j1", id, "w1", "")); changed != true {
+		t.Fatalf("end task: %v", changed)
+	}
+	snapshotRoundTrip(t, s)
+}
+
+// TestResumeRefused: only exactly-once DYNAMIC jobs without share or
+// coordinated reads resume; a checkpoint that does not fit the job is
+// refused; nothing changes.
+func TestResumeRefused(t *testing.T) {
+	s := newJobState(t, nil)
+	body := ResumeBody{From: 1, Part: "a", Want: 1}
+	for _, o := range []JobOptions{
+		{Sharding: splits.Dynamic, Epochs: 2},
+		{Sharding: splits.Dynamic, Epochs: 2, Share: true},
+		{Sharding: splits.Dynamic, Epochs: 2, Coordinated: true, NumConsumers: 2},
+		{Sharding: splits.Off, Epochs: 2},
+	} {
+		err := applyErr(t, s, NewResumeJob("j1", "fp1", o, body), ErrInvalidCommand)
+		if !strings.Contains(err.Error(), "resume from checkpoints") {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+	// Invalid options are refused as such.
+	applyErr(t, s, NewResumeJob("j1", "fp1", JobOptions{Sharding: splits.Dynamic, Share: true, Delivery: DeliveryExactlyOnce}, body), ErrInvalidCommand)
+	// An existing job of another kind: a mismatch.
+	applyOK(t, s, NewCreateJob("plain", "fp1", JobOptions{Sharding: splits.Dynamic, Epochs: 2}, nil))
+	applyErr(t, s, NewResumeJob("plain", "fp1", eoOpts, body), ErrMismatch)
+	// Checkpoints that do not fit.
+	for _, b := range []ResumeBody{
+		{From: 1, Part: "a", Want: 0},
+		{From: 1, Part: "a", Want: splits.MaxResumeParts + 1},
+		{From: 1, Part: "a", Want: 1, Delivered: splits.Delivered{DoneBefore: 3}},
+		{From: 1, Part: "a", Want: 1, Delivered: splits.Delivered{Returned: map[int64]map[int64]splits.Ranges{0: {0: {4, 2}}}}},
+	} {
+		applyErr(t, s, NewResumeJob("j1", "fp1", eoOpts, b), ErrInvalidCommand)
+	}
+	applyErr(t, s, NewResumeJob("j1", "nope", eoOpts, body), ErrUnknownDataset)
+	// A job that runs forever: epochs before DoneBefore are skipped one
+	// by one inside a lease, so DoneBefore is bounded.
+	forever := eoOpts
+	forever.Epochs = -1
+	applyErr(t, s, NewResumeJob("j1", "fp1", forever, ResumeBody{From: 1, Part: "a", Want: 1, Delivered: splits.Delivered{DoneBefore: 1 << 40}}), ErrInvalidCommand)
+	applyOK(t, s, NewResumeJob("j1", "fp1", forever, ResumeBody{From: 1, Part: "a", Want: 1, Delivered: splits.Delivered{DoneBefore: 3}}))
+	applyOK(t, s, NewAssignTask("j1", "w1"))
+	if l := applyOK(t, s, NewLeaseSplits("j1", "w1", 1, 1)).(splits.Lease); l.Epoch != 3 || !slices.Equal(l.Splits, []int64{0}) {
+		t.Fatalf("forever job's lease %+v", l)
+	}
+}
+
+// TestStaleJobIDUnknownJob: a job ID is checked only against a job that
+// exists; a task of a job that is gone gets ErrUnknownJob.
+func TestStaleJobIDUnknownJob(t *testing.T) {
+	s := newJobState(t, nil)
+	applyErr(t, s, NewLeaseSplitsOfJob("j1", 5, "w1", 0, 1, 1), ErrUnknownJob)
+	applyErr(t, s, NewProduceSplitsOfJob("j1", 5, "w1", 0, nil), ErrUnknownJob)
+	applyErr(t, s, NewEndTaskOfJob("j1", 5, "w1", ""), ErrUnknownJob)
+}
