@@ -154,8 +154,9 @@ func NewCreateJob(name, fingerprint string, o JobOptions, staticWorkers []string
 //     ErrJobInUse (stop them, or wait for their leases to expire);
 //   - without a job of that name, that new job is created.
 //
-// A checkpoint for a resumed job that has started is refused
-// (splits.ErrResumed). Result: uint64, the job ID.
+// A checkpoint of job r.From that is not in yet, for the job resumed from
+// it once that has started, is ErrJobInUse while consumers read it (and
+// replaces it once none does). Result: uint64, the job ID.
 func NewResumeJob(name, fingerprint string, o JobOptions, r ResumeBody) Command {
 	return newCommand(TypeCreateJob, 1, CreateJobBody{Name: name, Fingerprint: fingerprint, Options: o, Resume: &r})
 }
@@ -360,6 +361,9 @@ func applyCreateJob(s *State, c Command) (any, error) {
 				return j.ID, nil
 			case in && len(j.Consumers) > 0:
 				return j.ID, nil // a retry, or a consumer of the job joining again
+			case len(j.Consumers) > 0:
+				return nil, fmt.Errorf("%w: job %q (id %d) resumed from %d checkpoint(s) and is being read by %d consumer(s); the checkpoint of consumer %s came after it started (a job waits for as many checkpoints as it had consumers when they were taken)",
+					ErrJobInUse, b.Name, j.ID, len(r.Parts), len(j.Consumers), b.Resume.Part)
 			}
 		}
 		if len(j.Consumers) > 0 {

@@ -144,7 +144,7 @@ func TestResumeJobWaits(t *testing.T) {
 	// its count; one that was in (a consumer joining again) is a no-op.
 	applyOK(t, s, at(NewAttachConsumer("j1", "a2"), ago(time.Second)))
 	err := applyErr(t, s, resume("j1", 7, "c", 3, splits.Delivered{}), ErrJobInUse)
-	if !strings.Contains(err.Error(), "1 consumer(s) attached") {
+	if !strings.Contains(err.Error(), "read by 1 consumer(s)") || !strings.Contains(err.Error(), "came after it started") {
 		t.Fatalf("message %q does not name the consumers", err)
 	}
 	before = s.Jobs["j1"].clone()
