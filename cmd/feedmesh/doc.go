@@ -5,7 +5,10 @@
 //	main.go     the program (cmd/internal/cli: registry, dispatch, usage, exit codes)
 //	node.go     feedmesh node: run a node (mesh.Config from flags and environment)
 //	members.go  feedmesh members and status: a node's view of the cluster (and the flags every client command shares)
-//	read.go     feedmesh read and jobs: run a job and read its batches; list the jobs
+//	read.go     feedmesh read: run a job and read its batches
+//	jobs.go     feedmesh jobs: list the cluster's jobs
+//	readck.go   feedmesh read --checkpoint and --resume: an exactly-once job's checkpoint file
+//	dump.go     feedmesh read --dump: the elements read as JSON lines
 //	runlocal.go feedmesh run-local: a pipeline spec in-process with per-op statistics
 //	demo.go     feedmesh demo: an in-process cluster, a built-in dataset, live progress, a leader killed
 //	recover.go  feedmesh recover: after losing a Raft quorum for good, make the stopped survivors the only voters

@@ -19,7 +19,6 @@ import (
 
 func init() {
 	register(cli.Command{Name: "read", Summary: "read a job's batches from the cluster (creates or joins the job)", Run: runRead})
-	register(cli.Command{Name: "jobs", Summary: "list the cluster's jobs", Run: runJobs})
 }
 
 // readSummary is `feedmesh read --json`'s output.
@@ -54,6 +53,20 @@ type readSummary struct {
 	// Coordinated (with --coordinated): rounds read and skipped, and the
 	// padded and real tokens of this consumer's batches.
 	Coordinated *coordSummary `json:"coordinated,omitempty"`
+	// Stopped says why reading stopped: "end" (the job's data ended, also
+	// before --take), "take" (--take batches read) or "interrupted"
+	// (SIGINT or SIGTERM). Take is --take.
+	Stopped string `json:"stopped"`
+	Take    int64  `json:"take,omitempty"`
+	// Dump (with --dump) is the file the elements went to, Dumped how many.
+	Dump   string `json:"dump,omitempty"`
+	Dumped int64  `json:"dumped,omitempty"`
+	// ResumedFrom (with --resume) is the checkpoint the job resumed from;
+	// Checkpoint and CheckpointBytes (with --checkpoint) the one written
+	// when reading stopped.
+	ResumedFrom     string `json:"resumed_from,omitempty"`
+	Checkpoint      string `json:"checkpoint,omitempty"`
+	CheckpointBytes int    `json:"checkpoint_bytes,omitempty"`
 
 	padded, tokens int64 // coordinated: this consumer's token counts
 }
@@ -83,7 +96,10 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	delivery := fs.String("delivery", "", "with --sharding dynamic: exactly-once (the default: a dead worker's splits are read again, skipping what was delivered) or at-most-once (they are lost; the default with --share or --coordinated)")
 	sharding := fs.String("sharding", "dynamic", "dynamic (each element once, split among the workers), off (every worker reads the whole dataset: one copy per worker) or static")
 	epochs := fs.Int64("epochs", 1, "passes over the dataset")
-	take := fs.Int64("take", 0, "stop after N batches (0: read to the end)")
+	take := fs.Int64("take", 0, "stop after `N` batches, then leave the job (0: read to the end; the data may end first)")
+	dumpPath := fs.String("dump", "", dumpHelp)
+	ckPath := fs.String("checkpoint", "", "when reading stops (--take reached, the data's end, or Ctrl-C), write the job's checkpoint to `FILE` (atomically): it covers exactly the batches this read returned; --resume FILE goes on from there. Exactly-once jobs only")
+	resumePath := fs.String("resume", "", "resume the job from the checkpoint in `FILE` (written by --checkpoint), without what it covers; same --spec, --job and --epochs. Exactly-once jobs only")
 	window := fs.Int("window", 4, "batches each worker may send ahead")
 	maxWorkers := fs.Int("max-workers", 0, "cap on workers serving the job (0: all)")
 	shareFlag := fs.Bool("share", false, "ephemeral sharing: jobs of the same spec, sharding (off or dynamic) and epochs that all pass --share compute each batch once per worker; a job that lags more than the worker's share window behind skips batches instead of slowing the others")
@@ -106,6 +122,9 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("--coordinated needs --consumers m >= 1 and --index i in [0, m), got m=%d i=%d", *consumers, *index)
 		}
 	}
+	if *take < 0 {
+		return cli.InputError(fmt.Errorf("--take %d: want N >= 1 batches (or 0: read to the end)", *take))
+	}
 	if _, err := batch.ParseCompression(*compression); err != nil {
 		return fmt.Errorf("--compression: %w", err)
 	}
@@ -117,33 +136,82 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("--delivery: %w", err)
 	}
+	opts := client.JobOptions{
+		Name: *job, Sharding: sh, Epochs: *epochs, MaxWorkers: *maxWorkers, Share: *shareFlag,
+		Coordinated: *coordinated, NumConsumers: *consumers, ConsumerIndex: *index, PadFinalRound: *padFinal,
+		Compression: *compression, Delivery: dl,
+	}
+	// Everything the flags get wrong fails here, before anything is
+	// created: the dump, the job, the checkpoint.
+	if *ckPath != "" {
+		if err := checkpointable("--checkpoint", opts); err != nil {
+			return err
+		}
+		if err := checkCheckpointPath(*ckPath); err != nil {
+			return err
+		}
+	}
+	if *resumePath != "" {
+		if err := checkpointable("--resume", opts); err != nil {
+			return err
+		}
+		if opts.Resume, err = readResume(*resumePath); err != nil {
+			return err
+		}
+	}
 	spec, err := pipeline.LoadFile(*specPath)
 	if err != nil {
 		return err
 	}
-	c, err := cf.dial(ctx, client.Options{Window: *window})
+	summaryOut := stdout
+	var dump *elementWriter
+	if *dumpPath != "" {
+		if dump, err = openDump(*dumpPath, spec, stdout); err != nil {
+			return cli.InputError(err)
+		}
+		if *dumpPath == "-" {
+			summaryOut = stderr // stdout carries the elements
+		}
+	}
+	it, existing, c, err := startRead(ctx, cf, *window, spec, opts)
 	if err != nil {
-		return err
+		if dump != nil {
+			dump.discard()
+		}
+		return resumeError(*resumePath, err)
 	}
 	defer c.Close()
-	existing, err := findJob(ctx, c, *job, *cf.timeout)
-	if err != nil {
-		return err
-	}
-	it, err := c.Distribute(ctx, spec, client.JobOptions{
-		Name: *job, Sharding: sh, Epochs: *epochs, MaxWorkers: *maxWorkers, Share: *shareFlag,
-		Coordinated: *coordinated, NumConsumers: *consumers, ConsumerIndex: *index, PadFinalRound: *padFinal,
-		Compression: *compression, Delivery: dl,
-	})
-	if err != nil {
-		return err
-	}
 	defer it.Close()
-	sum, err := consume(ctx, it, *take, progressTo(*progress, tty, stderr))
+	sum, err := consume(ctx, it, *take, progressTo(*progress, tty, stderr), dump)
+	if dump != nil {
+		// Before the checkpoint: it must not cover elements the dump
+		// does not hold.
+		if cerr := dump.close(); err == nil {
+			err = cerr
+		}
+		sum.Dump, sum.Dumped = *dumpPath, dump.elements
+	}
 	if err != nil {
 		return err
+	}
+	sum.Take, sum.ResumedFrom = *take, *resumePath
+	if *ckPath != "" {
+		ck, err := it.Checkpoint()
+		if err != nil {
+			return err
+		}
+		if err := writeCheckpoint(*ckPath, ck); err != nil {
+			return err
+		}
+		sum.Checkpoint, sum.CheckpointBytes = *ckPath, len(ck)
+	}
+	if *resumePath != "" {
+		existing = nil // replaced by the resumed job, not joined
 	}
 	sum.Note = readNote(sum, existing, sh)
+	if sum.Note == "" && *resumePath != "" && sum.Elements == 0 && sum.Stopped == "end" {
+		sum.Note = "nothing left to read: the checkpoint covered the whole job"
+	}
 	if *shareFlag {
 		sctx, cancel := context.WithTimeout(ctx, *cf.timeout)
 		if st, err := it.ShareStats(sctx); err == nil {
@@ -156,26 +224,70 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		cs := &coordSummary{Index: *index, Rounds: st.Rounds, SkippedRounds: st.SkippedRounds, PaddedTokens: sum.padded, Tokens: sum.tokens}
 		sum.Coordinated = cs
 	}
-	if *cf.jsonOut {
-		return cli.WriteJSON(stdout, sum)
+	if err := it.Close(); err != nil {
+		fmt.Fprintf(stderr, "feedmesh read: warning: leaving job %q: %v (the job keeps this reader until its lease expires, and refuses a --resume until then)\n", *job, err)
 	}
-	printReadSummary(stdout, sum)
+	if *cf.jsonOut {
+		return cli.WriteJSON(summaryOut, sum)
+	}
+	printReadSummary(summaryOut, sum)
 	return nil
 }
 
-// consume reads it to the end (or take batches), reporting progress to p.
-func consume(ctx context.Context, it *client.Iterator, take int64, p progressLine) (readSummary, error) {
+// startRead dials the cluster and creates, joins or resumes the job; it
+// also returns the job of that name that existed before, if any.
+func startRead(ctx context.Context, cf *clientFlags, window int, spec *pipeline.Spec, opts client.JobOptions) (*client.Iterator, *api.JobInfo, *client.Client, error) {
+	c, err := cf.dial(ctx, client.Options{Window: window})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	existing, err := findJob(ctx, c, opts.Name, *cf.timeout)
+	if err != nil {
+		c.Close()
+		return nil, nil, nil, err
+	}
+	it, err := c.Distribute(ctx, spec, opts)
+	if err != nil {
+		c.Close()
+		return nil, nil, nil, err
+	}
+	return it, existing, c, nil
+}
+
+// consume reads it to the end, or take batches, or until ctx ends
+// (SIGINT, SIGTERM: a clean stop, not an error), writing each batch's
+// elements to dump (if not nil) and reporting progress to p.
+func consume(ctx context.Context, it *client.Iterator, take int64, p progressLine, dump *elementWriter) (readSummary, error) {
 	start := time.Now()
 	last := start
 	var lastBytes, lastBatches int64
-	var padded, tokens int64
-	for take <= 0 || it.Stats().Batches < take {
+	var padded, tokens, n int64
+	stopped := "end"
+	for {
+		if take > 0 && n >= take {
+			stopped = "take"
+			break
+		}
+		if ctx.Err() != nil {
+			stopped = "interrupted"
+			break
+		}
 		b, err := it.Next(ctx)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
+			if ctx.Err() != nil {
+				stopped = "interrupted"
+				break
+			}
 			return readSummary{}, err
+		}
+		n++
+		if dump != nil {
+			if err := dump.write(b.Element); err != nil {
+				return readSummary{}, err
+			}
 		}
 		if h := b.Round; h != nil && h.Index >= 0 && h.Index < len(h.PaddedTokens) {
 			padded += h.PaddedTokens[h.Index]
@@ -200,7 +312,8 @@ func consume(ctx context.Context, it *client.Iterator, take int64, p progressLin
 	}
 	return readSummary{Job: it.Job(), Batches: s.Batches, Elements: s.Rows, Bytes: s.Bytes, WireBytes: s.WireBytes,
 		Seconds: time.Since(start).Seconds(), Workers: len(s.Workers), PerWorker: per, padded: padded, tokens: tokens,
-		JobState: s.JobState, SplitsLost: s.SplitsLost, NumSplits: s.NumSplits, Delivery: s.Delivery, Requeued: requeued(s)}, nil
+		JobState: s.JobState, SplitsLost: s.SplitsLost, NumSplits: s.NumSplits, Delivery: s.Delivery, Requeued: requeued(s),
+		Stopped: stopped}, nil
 }
 
 // progressLine is where and how consume reports progress: nowhere (w nil),
@@ -285,6 +398,23 @@ func printReadSummary(w io.Writer, s readSummary) {
 	if s.Requeued > 0 {
 		fmt.Fprintf(w, "exactly once: %d splits of workers that died were read again elsewhere, without the elements already delivered\n", s.Requeued)
 	}
+	if s.ResumedFrom != "" {
+		fmt.Fprintf(w, "resumed from checkpoint %s\n", s.ResumedFrom)
+	}
+	switch {
+	case s.Stopped == "take":
+		fmt.Fprintf(w, "stopped after --take %d batches\n", s.Take)
+	case s.Stopped == "interrupted":
+		fmt.Fprintf(w, "interrupted: stopped reading after %d batches\n", s.Batches)
+	case s.Take > 0:
+		fmt.Fprintf(w, "the data ended before --take %d: read %d batches\n", s.Take, s.Batches)
+	}
+	if s.Dump != "" {
+		fmt.Fprintf(w, "dump: %d elements written to %s\n", s.Dumped, s.Dump)
+	}
+	if s.Checkpoint != "" {
+		fmt.Fprintf(w, "checkpoint: %d bytes written to %s (it covers every batch read so far; go on with --resume %s)\n", s.CheckpointBytes, s.Checkpoint, s.Checkpoint)
+	}
 	if s.Note != "" {
 		fmt.Fprintln(w, "note: "+s.Note)
 	}
@@ -297,73 +427,6 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := prog.NewFlagSet("jobs", "[--addr host:port] [--json]", stderr)
-	cf := addClientFlags(fs)
-	if err := parseWithEnv(fs, args); err != nil {
-		return err
-	}
-	c, err := cf.dial(ctx, client.Options{})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, *cf.timeout)
-	defer cancel()
-	jobs, err := c.Jobs(ctx)
-	if err != nil {
-		return err
-	}
-	if *cf.jsonOut {
-		if jobs == nil {
-			jobs = []api.JobInfo{}
-		}
-		return cli.WriteJSON(stdout, jobs)
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSTATE\tSHARDING\tCOMPRESSION\tCONSUMERS\tWORKERS\tEPOCH\tSPLITS leased/finished/lost/total\tSHARE read/hits/produced/evicted\tDATASET")
-	for _, j := range jobs {
-		live := 0
-		for _, w := range j.Workers {
-			if !w.Expired {
-				live++
-			}
-		}
-		comp := j.Options.Compression
-		if comp == "" {
-			comp = "none"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d (%d expired)\t%d/%d\t%d/%d/%d/%d\t%s\t%.12s\n", j.Name, j.State, j.Options.Sharding, comp, len(j.Consumers),
-			live, len(j.Workers)-live, j.Epoch+1, j.Options.Epochs, j.Leased, j.Finished, j.Lost, j.NumSplits, shareColumn(j), j.Fingerprint)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, j := range jobs {
-		if j.State == api.JobFailed {
-			fmt.Fprintf(stdout, "job %s failed: %s\n", j.Name, j.Failure)
-		}
-	}
-	return nil
-}
-
-// shareColumn is the SHARE column of `feedmesh jobs`: the job's sharing
-// counters summed over its workers, and how many workers did not answer.
-func shareColumn(j api.JobInfo) string {
-	sh := j.Share
-	if !j.Options.Share {
-		return "-"
-	}
-	if sh == nil {
-		return "?"
-	}
-	out := fmt.Sprintf("%d/%d/%d/%d", sh.Read, sh.Hits, sh.Produced, sh.EvictedBeforeRead)
-	if len(sh.Unreachable) > 0 {
-		out += fmt.Sprintf(" (%d workers unreachable)", len(sh.Unreachable))
-	}
-	return out
 }
 
 // requeued is how many splits an exactly-once job read again.

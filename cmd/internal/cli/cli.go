@@ -5,7 +5,8 @@
 //
 // Exit codes: 0 done (or --help), 1 the subcommand failed (its error is
 // printed as "<program> <subcommand>: <error>"), 2 a usage error (unknown
-// subcommand, bad flags, no subcommand).
+// subcommand, bad flags, no subcommand, or an error the subcommand marked
+// with InputError: a flag's value or a file it names that cannot be used).
 package cli
 
 import (
@@ -25,6 +26,22 @@ import (
 // ErrUsage marks an error already explained by a usage text: the program
 // exits 2 without printing it again.
 var ErrUsage = errors.New("usage")
+
+// InputError marks err as the command line's fault (a flag value that
+// cannot be used together with the others, a file a flag names that is
+// missing or invalid): the program prints it like any error but exits 2.
+// errors.Is and errors.As see through it to err.
+func InputError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &inputError{err}
+}
+
+type inputError struct{ err error }
+
+func (e *inputError) Error() string { return e.err.Error() }
+func (e *inputError) Unwrap() error { return e.err }
 
 // Command is one subcommand.
 type Command struct {
@@ -116,6 +133,10 @@ func (p *Program) Run(ctx context.Context, args []string, stdout, stderr io.Writ
 			return 2
 		}
 		fmt.Fprintf(stderr, "%s %s: %v\n", p.Name, c.Name, err)
+		var in *inputError
+		if errors.As(err, &in) {
+			return 2
+		}
 		return 1
 	}
 	return 0

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -25,6 +26,9 @@ func testProgram() *Program {
 	p.Register(Command{Name: "fails", Summary: "fails", Run: func(context.Context, []string, io.Writer, io.Writer) error {
 		return errors.New("boom")
 	}})
+	p.Register(Command{Name: "badfile", Summary: "rejects its input", Run: func(context.Context, []string, io.Writer, io.Writer) error {
+		return fmt.Errorf("reading: %w", InputError(errors.New("--in x: not a valid file")))
+	}})
 	return p
 }
 
@@ -42,6 +46,7 @@ func TestProgramRun(t *testing.T) {
 		{[]string{"ok", "--n", "three"}, 2, "", "invalid value"},
 		{[]string{"ok", "extra"}, 2, "", "unexpected arguments: [extra]"},
 		{[]string{"fails"}, 1, "", "prog fails: boom"},
+		{[]string{"badfile"}, 2, "", "prog badfile: reading: --in x: not a valid file"},
 		{[]string{"nope"}, 2, "", `prog: unknown command "nope"`},
 		{[]string{"old"}, 2, "", "prog old: moved to other"},
 	} {
@@ -51,7 +56,7 @@ func TestProgramRun(t *testing.T) {
 			t.Errorf("%v: code %d, stdout %q, stderr %q; want %d, %q, one containing %q", tc.args, code, out.String(), errb.String(), tc.code, tc.stdout, tc.stderr)
 		}
 	}
-	if got := p.Names(); !slices.Equal(got, []string{"fails", "ok"}) {
+	if got := p.Names(); !slices.Equal(got, []string{"badfile", "fails", "ok"}) {
 		t.Errorf("Names() = %v", got)
 	}
 }

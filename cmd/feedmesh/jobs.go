@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
+	"github.com/feedmesh/feedmesh/mesh/api"
+)
+
+func init() {
+	register(cli.Command{Name: "jobs", Summary: "list the cluster's jobs", Run: runJobs})
+}
+
+func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := prog.NewFlagSet("jobs", "[--addr host:port] [--json]", stderr)
+	cf := addClientFlags(fs)
+	if err := parseWithEnv(fs, args); err != nil {
+		return err
+	}
+	c, err := cf.dial(ctx, client.Options{})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, *cf.timeout)
+	defer cancel()
+	jobs, err := c.Jobs(ctx)
+	if err != nil {
+		return err
+	}
+	if *cf.jsonOut {
+		if jobs == nil {
+			jobs = []api.JobInfo{}
+		}
+		return cli.WriteJSON(stdout, jobs)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tSTATE\tSHARDING\tCOMPRESSION\tCONSUMERS\tWORKERS\tEPOCH\tSPLITS leased/finished/lost/total\tSHARE read/hits/produced/evicted\tDATASET")
+	for _, j := range jobs {
+		live := 0
+		for _, w := range j.Workers {
+			if !w.Expired {
+				live++
+			}
+		}
+		comp := j.Options.Compression
+		if comp == "" {
+			comp = "none"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d (%d expired)\t%d/%d\t%d/%d/%d/%d\t%s\t%.12s\n", j.Name, j.State, j.Options.Sharding, comp, len(j.Consumers),
+			live, len(j.Workers)-live, j.Epoch+1, j.Options.Epochs, j.Leased, j.Finished, j.Lost, j.NumSplits, shareColumn(j), j.Fingerprint)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		if j.State == api.JobFailed {
+			fmt.Fprintf(stdout, "job %s failed: %s\n", j.Name, j.Failure)
+		}
+	}
+	return nil
+}
+
+// shareColumn is the SHARE column of `feedmesh jobs`: the job's sharing
+// counters summed over its workers, and how many workers did not answer.
+func shareColumn(j api.JobInfo) string {
+	sh := j.Share
+	if !j.Options.Share {
+		return "-"
+	}
+	if sh == nil {
+		return "?"
+	}
+	out := fmt.Sprintf("%d/%d/%d/%d", sh.Read, sh.Hits, sh.Produced, sh.EvictedBeforeRead)
+	if len(sh.Unreachable) > 0 {
+		out += fmt.Sprintf(" (%d workers unreachable)", len(sh.Unreachable))
+	}
+	return out
+}
