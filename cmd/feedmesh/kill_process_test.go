@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -91,6 +92,15 @@ func (np *nodeProcess) kill() {
 	<-np.waitErr
 }
 
+// logLevel is the node processes': info with -v (their stderr is the
+// test's then), warn otherwise.
+func logLevel() string {
+	if testing.Verbose() {
+		return "info"
+	}
+	return "warn"
+}
+
 // startNodes starts n real `feedmesh node` processes (fast preset) that
 // form one cluster, and kills whatever is left when the test ends.
 func startNodes(t *testing.T, n int) []*nodeProcess {
@@ -103,7 +113,7 @@ func startNodes(t *testing.T, n int) []*nodeProcess {
 	for i, np := range nodes {
 		np.args = []string{"node", "--name", np.name, "--data-dir", filepath.Join(dir, np.name), "--bind", "127.0.0.1",
 			"--gossip-port", strconv.Itoa(np.gossip), "--port", strconv.Itoa(np.port), "--bootstrap-expect", strconv.Itoa(n),
-			"--preset", "fast", "--log-level", "warn"}
+			"--preset", "fast", "--log-level", logLevel()}
 		if i > 0 {
 			np.args = append(np.args, "--join", fmt.Sprintf("127.0.0.1:%d", nodes[0].gossip))
 		}
@@ -122,6 +132,10 @@ func startNodes(t *testing.T, n int) []*nodeProcess {
 func dialFormed(t *testing.T, ctx context.Context, nodes []*nodeProcess, i int) (*client.Client, string) {
 	t.Helper()
 	fast := transport.FastConfig()
+	opts := client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond}
+	if testing.Verbose() {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("side", "client")
+	}
 	var cl *client.Client
 	deadline := time.Now().Add(30 * time.Second)
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -130,7 +144,7 @@ func dialFormed(t *testing.T, ctx context.Context, nodes []*nodeProcess, i int) 
 		var err error
 		if cl == nil {
 			dctx, dcancel := context.WithTimeout(ctx, 2*time.Second)
-			cl, err = client.Dial(dctx, fmt.Sprintf("127.0.0.1:%d", nodes[i].port), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond})
+			cl, err = client.Dial(dctx, fmt.Sprintf("127.0.0.1:%d", nodes[i].port), opts)
 			dcancel()
 		}
 		if err == nil {
