@@ -167,6 +167,13 @@ type tracker struct {
 	// epochs done only if the job resumed from that one checkpoint alone).
 	resumedPart bool
 	saidWaiting bool // beat has reported the job waiting for checkpoints
+	// intervals counts the part's intervals, roughly (an upper bound:
+	// merges are not subtracted) until beat recounts them; past
+	// maxCheckpointIntervals the part is dropped (overflow) and the
+	// tracker keeps nothing more: the memory stays bounded, and
+	// Checkpoint says why it cannot.
+	intervals int
+	overflow  bool
 }
 
 func newTracker(from *checkpoint) *tracker {
@@ -210,6 +217,9 @@ func (t *tracker) returned(prov []batch.ProvRange) {
 			}
 			continue
 		}
+		if t.overflow {
+			continue
+		}
 		if t.part.Returned == nil {
 			t.part.Returned = map[int64]map[int64]splits.Ranges{}
 		}
@@ -221,6 +231,11 @@ func (t *tracker) returned(prov []batch.ProvRange) {
 		have := in[r.Split]
 		have.AddSpan(r.Lo, r.Hi)
 		in[r.Split] = have
+		if t.intervals++; t.intervals > maxCheckpointIntervals {
+			if t.intervals = t.part.Intervals(); t.intervals > maxCheckpointIntervals {
+				t.overflow, t.part = true, splits.Delivered{}
+			}
+		}
 	}
 }
 
@@ -261,7 +276,7 @@ func (t *tracker) beat(info api.JobInfo, consumer string) (waiting bool) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if x.SettledBefore <= t.part.DoneBefore {
+	if x.SettledBefore <= t.part.DoneBefore || t.overflow {
 		return waiting
 	}
 	for e := t.part.DoneBefore; e < x.SettledBefore; e++ {
@@ -284,14 +299,18 @@ func (t *tracker) beat(info api.JobInfo, consumer string) (waiting bool) {
 	if len(t.part.Returned) == 0 {
 		t.part.Returned = nil
 	}
+	t.intervals = t.part.Intervals()
 	return waiting
 }
 
 // snapshot returns a copy of the part, the batches returned and the most
-// consumers heard of.
-func (t *tracker) snapshot() (splits.Delivered, int64, int) {
+// consumers heard of; an error once the part has outgrown a checkpoint.
+func (t *tracker) snapshot() (splits.Delivered, int64, int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.overflow {
+		return splits.Delivered{}, 0, 0, fmt.Errorf("what this consumer returned outgrew a checkpoint (%d intervals; with several consumers each lists what it returned, about one interval per batch per epoch)", maxCheckpointIntervals)
+	}
 	p := t.part.Clone()
 	if len(p.Missing) == 0 {
 		p.Missing = nil
@@ -299,7 +318,7 @@ func (t *tracker) snapshot() (splits.Delivered, int64, int) {
 	if len(p.Returned) == 0 {
 		p.Returned = nil
 	}
-	return p, t.batches, t.consumers
+	return p, t.batches, t.consumers, nil
 }
 
 // Checkpoint returns the iterator's checkpoint: what reached the trainer
@@ -312,9 +331,14 @@ func (it *Iterator) Checkpoint() ([]byte, error) {
 	if it.track == nil {
 		return nil, fmt.Errorf("checkpoint of job %q: only exactly-once DYNAMIC jobs (without share or coordinated reads) checkpoint", it.job)
 	}
-	part, n, consumers := it.track.snapshot()
-	if k := part.Intervals(); k > maxCheckpointIntervals {
-		return nil, fmt.Errorf("checkpoint of job %q: %d intervals, more than a checkpoint may hold (%d)", it.job, k, maxCheckpointIntervals)
+	part, n, consumers, err := it.track.snapshot()
+	if err == nil {
+		if k := part.Intervals(); k > maxCheckpointIntervals {
+			err = fmt.Errorf("%d intervals, more than a checkpoint may hold (%d)", k, maxCheckpointIntervals)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint of job %q: %w", it.job, err)
 	}
 	it.mu.Lock()
 	info := it.info
