@@ -16,7 +16,9 @@ import (
 // (bounded memory) and Checkpoint says why.
 func TestTracker(t *testing.T) {
 	tr := newTracker(nil)
-	prov := func(e, s, lo, hi int64) []batch.ProvRange { return []batch.ProvRange{{Epoch: e, Split: s, Lo: lo, Hi: hi}} }
+	prov := func(e, s, lo, hi int64) []batch.ProvRange {
+		return []batch.ProvRange{{Epoch: e, Split: s, Lo: lo, Hi: hi}}
+	}
 	tr.received(prov(0, 1, 0, 10))
 	tr.received(prov(0, 2, 0, 10))
 	tr.received(prov(1, 0, 0, 5))
