@@ -185,40 +185,29 @@ func TestExactlyOnceProcessKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer it.Close()
-	victim := -1 // the leader, which may also be the node the client dialed
-	for i, np := range nodes {
-		if np.name == leader {
-			victim = i
+	victim := -1 // the leader at the kill, which may also be the node the client dialed
+	leaderIndex := func() int {
+		if st, err := cl.Status(ctx); err == nil && st.Leader != "" {
+			leader = st.Leader // leadership may have moved since the cluster formed
 		}
-	}
-	if victim < 0 {
+		for i, np := range nodes {
+			if np.name == leader {
+				return i
+			}
+		}
 		t.Fatalf("leader %q is none of the processes", leader)
+		return -1
 	}
 	counts := make([]int, n)
 	killed := false
-	for batches := 0; ; batches++ {
-		b, err := it.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("after %d batches: %v", batches, err)
-		}
-		tv, _ := b.Get("value")
-		vs, err := tv.Int64s()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range vs {
-			counts[v]++
-		}
+	readValues(t, ctx, it, counts, 1<<30, func(batches int) {
 		if !killed && batches == 60 {
-			killed = true
+			killed, victim = true, leaderIndex()
 			if err := nodes[victim].cmd.Process.Kill(); err != nil { // SIGKILL
 				t.Fatal(err)
 			}
 		}
-	}
+	})
 	if !killed {
 		t.Fatal("the job ended before the kill")
 	}
@@ -229,4 +218,34 @@ func TestExactlyOnceProcessKilled(t *testing.T) {
 	}
 	st := it.Stats()
 	t.Logf("SIGKILLed the leader %s (dialed: %v): all %d elements exactly once; exactly-once counters %+v", nodes[victim].name, victim == 1, n, st.Exact)
+}
+
+// readValues reads it until io.EOF or max batches, counting each element
+// of tensor "value" in counts; each, if not nil, runs after every batch
+// with the number read so far. It returns the number of batches read.
+func readValues(t *testing.T, ctx context.Context, it *client.Iterator, counts []int, max int, each func(batches int)) int {
+	t.Helper()
+	got := 0
+	for got < max {
+		b, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d batches: %v", got, err)
+		}
+		tv, _ := b.Get("value")
+		vs, err := tv.Int64s()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vs {
+			counts[v]++
+		}
+		got++
+		if each != nil {
+			each(got)
+		}
+	}
+	return got
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"io"
 	"testing"
 	"time"
 
@@ -32,34 +30,13 @@ func TestResumeAfterClusterKilled(t *testing.T) {
 		return s
 	}
 	counts := make([]int, n)
-	read := func(it *client.Iterator, max int) int {
-		got := 0
-		for ; got < max; got++ {
-			b, err := it.Next(ctx)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("after %d batches: %v", got, err)
-			}
-			tv, _ := b.Get("value")
-			vs, err := tv.Int64s()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, v := range vs {
-				counts[v]++
-			}
-		}
-		return got
-	}
 	opts := client.JobOptions{Name: "resume-process", Sharding: client.Dynamic, Epochs: epochs}
 	cl, _ := dialFormed(t, ctx, nodes, 0)
 	it, err := cl.Distribute(ctx, spec(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := read(it, 250)
+	first := readValues(t, ctx, it, counts, 250, nil)
 	ck, err := it.Checkpoint()
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +57,7 @@ func TestResumeAfterClusterKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer it.Close()
-	rest := read(it, 1<<30)
+	rest := readValues(t, ctx, it, counts, 1<<30, nil)
 	for v, k := range counts {
 		if k != epochs {
 			t.Fatalf("element %d delivered %d times, want %d", v, k, epochs)
