@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"strings"
 	"sync"
 
 	"github.com/fxamacker/cbor/v2"
@@ -136,20 +137,9 @@ func resumeFrom(b []byte, spec *pipeline.Spec, o JobOptions) (*checkpoint, *api.
 		diffs = append(diffs, fmt.Sprintf("it is of a job of %d epochs, not %d", c.Epochs, o.Epochs))
 	}
 	if len(diffs) > 0 {
-		return nil, nil, fmt.Errorf("%w: %s", ErrBadCheckpoint, joinDiffs(diffs))
+		return nil, nil, fmt.Errorf("%w: %s", ErrBadCheckpoint, strings.Join(diffs, "; "))
 	}
 	return c, &api.ResumePart{From: c.JobID, Part: c.Consumer, Want: c.Consumers, Delivered: c.Delivered}, nil
-}
-
-func joinDiffs(d []string) string {
-	var b bytes.Buffer
-	for i, s := range d {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(s)
-	}
-	return b.String()
 }
 
 // tracker is what reached the trainer through this consumer of an
@@ -167,11 +157,10 @@ type tracker struct {
 	// epochs done only if the job resumed from that one checkpoint alone).
 	resumedPart bool
 	saidWaiting bool // beat has reported the job waiting for checkpoints
-	// intervals counts the part's intervals, roughly (an upper bound:
-	// merges are not subtracted) until beat recounts them; past
-	// maxCheckpointIntervals the part is dropped (overflow) and the
-	// tracker keeps nothing more: the memory stays bounded, and
-	// Checkpoint says why it cannot.
+	// intervals bounds the part's intervals (returns that shrink Missing
+	// are not subtracted; beat recounts); past maxCheckpointIntervals the
+	// part is dropped (overflow) and the tracker keeps nothing more: the
+	// memory stays bounded, and Checkpoint says why it cannot.
 	intervals int
 	overflow  bool
 }
@@ -180,6 +169,7 @@ func newTracker(from *checkpoint) *tracker {
 	t := &tracker{unreturned: map[key]splits.Ranges{}}
 	if from != nil {
 		t.part, t.batches, t.resumedPart = from.Delivered.Clone(), from.Batches, true
+		t.intervals = t.part.Intervals()
 	}
 	return t
 }
@@ -203,47 +193,16 @@ func (t *tracker) returned(prov []batch.ProvRange) {
 	t.batches++
 	for _, r := range prov {
 		k := key{r.Epoch, r.Split}
-		span := splits.Ranges{r.Lo, r.Hi}
-		if u := t.unreturned[k].Minus(span); u.Empty() {
+		if u := t.unreturned[k].Minus(splits.Ranges{r.Lo, r.Hi}); u.Empty() {
 			delete(t.unreturned, k)
 		} else {
 			t.unreturned[k] = u
 		}
-		if r.Epoch < t.part.DoneBefore {
-			if m := t.part.Missing[r.Epoch][r.Split].Minus(span); m.Empty() {
-				delMap(t.part.Missing, r.Epoch, r.Split)
-			} else {
-				t.part.Missing[r.Epoch][r.Split] = m
-			}
-			continue
-		}
 		if t.overflow {
 			continue
 		}
-		if t.part.Returned == nil {
-			t.part.Returned = map[int64]map[int64]splits.Ranges{}
-		}
-		in := t.part.Returned[r.Epoch]
-		if in == nil {
-			in = map[int64]splits.Ranges{}
-			t.part.Returned[r.Epoch] = in
-		}
-		have := in[r.Split]
-		have.AddSpan(r.Lo, r.Hi)
-		in[r.Split] = have
-		if t.intervals++; t.intervals > maxCheckpointIntervals {
-			if t.intervals = t.part.Intervals(); t.intervals > maxCheckpointIntervals {
-				t.overflow, t.part = true, splits.Delivered{}
-			}
-		}
-	}
-}
-
-func delMap(m map[int64]map[int64]splits.Ranges, e, s int64) {
-	if in := m[e]; in != nil {
-		delete(in, s)
-		if len(in) == 0 {
-			delete(m, e)
+		if t.intervals += t.part.Return(r.Epoch, r.Split, r.Lo, r.Hi); t.intervals > maxCheckpointIntervals {
+			t.overflow, t.part = true, splits.Delivered{}
 		}
 	}
 }
@@ -279,26 +238,16 @@ func (t *tracker) beat(info api.JobInfo, consumer string) (waiting bool) {
 	if x.SettledBefore <= t.part.DoneBefore || t.overflow {
 		return waiting
 	}
-	for e := t.part.DoneBefore; e < x.SettledBefore; e++ {
-		delete(t.part.Returned, e)
-	}
+	pending := map[int64]map[int64]splits.Ranges{}
 	for k, u := range t.unreturned {
 		if k.epoch >= t.part.DoneBefore && k.epoch < x.SettledBefore {
-			if t.part.Missing == nil {
-				t.part.Missing = map[int64]map[int64]splits.Ranges{}
+			if pending[k.epoch] == nil {
+				pending[k.epoch] = map[int64]splits.Ranges{}
 			}
-			in := t.part.Missing[k.epoch]
-			if in == nil {
-				in = map[int64]splits.Ranges{}
-				t.part.Missing[k.epoch] = in
-			}
-			in[k.split] = u.Clone()
+			pending[k.epoch][k.split] = u
 		}
 	}
-	t.part.DoneBefore = x.SettledBefore
-	if len(t.part.Returned) == 0 {
-		t.part.Returned = nil
-	}
+	t.part.Settle(x.SettledBefore, pending)
 	t.intervals = t.part.Intervals()
 	return waiting
 }

@@ -31,7 +31,9 @@ import (
 // DoneBefore epoch gets: every index from its last missing one on.
 const ResumeEnd = math.MaxInt64
 
-// MaxResumeParts bounds the checkpoints a resumed job waits for.
+// MaxResumeParts bounds the checkpoints a resumed job waits for. Each
+// holds at most MaxReceiptIntervals intervals (and travels in one Raft
+// command).
 const MaxResumeParts = 1024
 
 // Delivered is what reached a trainer through one consumer of an
@@ -62,6 +64,52 @@ func cloneRanges(m map[int64]map[int64]Ranges) map[int64]map[int64]Ranges {
 		}
 	}
 	return c
+}
+
+// Return records that indices [lo, hi) of split s of epoch e reached the
+// trainer: off Missing before DoneBefore, into Returned from it on. It
+// returns how many intervals Returned gained (at most 1).
+func (p *Delivered) Return(e, s, lo, hi int64) (added int) {
+	span := Ranges{lo, hi}
+	if e < p.DoneBefore {
+		if m := p.Missing[e][s].Minus(span); m.Empty() {
+			del(p.Missing, e, s)
+		} else {
+			p.Missing[e][s] = m
+		}
+		return 0
+	}
+	if p.Returned == nil {
+		p.Returned = map[int64]map[int64]Ranges{}
+	}
+	have, _ := get(p.Returned, e, s)
+	n := have.Intervals()
+	have.AddSpan(lo, hi)
+	put(p.Returned, e, s, have)
+	return have.Intervals() - n
+}
+
+// Settle moves DoneBefore up to before, for a consumer that every element
+// of the epochs in between went to: their Returned entries become the
+// Missing ones, the indices still pending (received, not returned:
+// epoch → split → indices).
+func (p *Delivered) Settle(before int64, pending map[int64]map[int64]Ranges) {
+	if before <= p.DoneBefore {
+		return
+	}
+	for e := p.DoneBefore; e < before; e++ {
+		delete(p.Returned, e)
+		for s, r := range pending[e] {
+			if p.Missing == nil {
+				p.Missing = map[int64]map[int64]Ranges{}
+			}
+			put(p.Missing, e, s, r.Clone())
+		}
+	}
+	p.DoneBefore = before
+	if len(p.Returned) == 0 {
+		p.Returned = nil
+	}
 }
 
 // Intervals is how many intervals p holds.
@@ -232,7 +280,7 @@ func (d *DynamicState) AddPart(part string, want int, p Delivered) (added bool, 
 	if want < 1 || want > MaxResumeParts {
 		return false, fmt.Errorf("resume: a checkpoint of %d consumers, want 1 to %d", want, MaxResumeParts)
 	}
-	if err := p.Validate(d.NumSplits, d.Epochs, MaxReceiptIntervals*16); err != nil {
+	if err := p.Validate(d.NumSplits, d.Epochs, MaxReceiptIntervals); err != nil {
 		return false, err
 	}
 	if len(r.Parts) == 0 {

@@ -940,3 +940,33 @@ func resumeSim(t *testing.T, seed uint64, st *resumeStats) {
 		fail("elements out of range returned: %v", returned)
 	}
 }
+
+// Return and Settle: the consumer-side arithmetic of a checkpoint part.
+func TestDeliveredReturnSettle(t *testing.T) {
+	var p Delivered
+	if n := p.Return(0, 1, 0, 10); n != 1 {
+		t.Fatalf("first return added %d intervals", n)
+	}
+	if n := p.Return(0, 1, 10, 20); n != 0 {
+		t.Fatalf("an adjacent return added %d intervals", n)
+	}
+	p.Return(1, 0, 0, 5)
+	p.Settle(1, map[int64]map[int64]Ranges{0: {2: {3, 7}}})
+	if p.DoneBefore != 1 || p.Returned[0] != nil || !p.Returned[1][0].ContainsSpan(0, 5) || !p.Missing[0][2].ContainsSpan(3, 7) {
+		t.Fatalf("after Settle(1): %+v", p)
+	}
+	if n := p.Return(0, 2, 3, 5); n != 0 || !p.Missing[0][2].ContainsSpan(5, 7) || p.Missing[0][2].Contains(4) {
+		t.Fatalf("a return of a missing span: %+v", p.Missing)
+	}
+	p.Return(0, 2, 5, 7)
+	if p.Missing != nil && len(p.Missing) != 0 {
+		t.Fatalf("missing left after every missing index returned: %+v", p.Missing)
+	}
+	p.Settle(1, nil) // not past DoneBefore: no change
+	if p.DoneBefore != 1 || p.Returned[1] == nil {
+		t.Fatalf("Settle to the same epoch changed the part: %+v", p)
+	}
+	if err := p.Validate(4, 3, 100); err != nil {
+		t.Fatal(err)
+	}
+}
