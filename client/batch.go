@@ -27,6 +27,9 @@ type Batch struct {
 // Rows is the number of elements in the batch: its leading dimension,
 // taken from its first tensor, or 1 when the job's spec does not batch.
 func (b *Batch) Rows() int64 {
+	if b.Round != nil && b.Round.Filler && len(b.Tensors) == 0 {
+		return 0
+	}
 	if !b.batched || len(b.Tensors) == 0 || len(b.Tensors[0].Shape) == 0 {
 		return 1
 	}

@@ -28,7 +28,9 @@ import (
 // on a cluster restarted from its data dirs, or on one with more or fewer
 // nodes. A job with several consumers (data-parallel ranks) resumes once
 // every consumer it had when the checkpoints were taken has resumed with
-// its own; until then it hands out nothing.
+// its own; until then it hands out nothing. A coordinated job's checkpoint
+// names its consumer index and waits for all NumConsumers ranks; the
+// resumed job's rounds start at 0 again, every rank at once.
 //
 // The encoding: "FMCK", a format version (2 bytes, big endian), the CBOR
 // body, and a CRC-32C of everything before it (4 bytes, big endian).
@@ -57,6 +59,9 @@ type checkpoint struct {
 	// goes on counting from there).
 	Batches   int64            `cbor:"8,keyasint"`
 	Delivered splits.Delivered `cbor:"9,keyasint"`
+	// Coordinated jobs: the consumer's index (its rank).
+	Coordinated bool `cbor:"10,keyasint,omitempty"`
+	Index       int  `cbor:"11,keyasint,omitempty"`
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -135,6 +140,14 @@ func resumeFrom(b []byte, spec *pipeline.Spec, o JobOptions) (*checkpoint, *api.
 	}
 	if c.Epochs != o.Epochs {
 		diffs = append(diffs, fmt.Sprintf("it is of a job of %d epochs, not %d", c.Epochs, o.Epochs))
+	}
+	switch {
+	case c.Coordinated != o.Coordinated:
+		diffs = append(diffs, fmt.Sprintf("it is of a job with coordinated reads %v, not %v", c.Coordinated, o.Coordinated))
+	case c.Coordinated && c.Consumers != o.NumConsumers:
+		diffs = append(diffs, fmt.Sprintf("it is of a coordinated job of %d consumers, not %d", c.Consumers, o.NumConsumers))
+	case c.Coordinated && c.Index != o.ConsumerIndex:
+		diffs = append(diffs, fmt.Sprintf("it is consumer index %d's, not %d's", c.Index, o.ConsumerIndex))
 	}
 	if len(diffs) > 0 {
 		return nil, nil, fmt.Errorf("%w: %s", ErrBadCheckpoint, strings.Join(diffs, "; "))
@@ -278,7 +291,7 @@ func (t *tracker) snapshot() (splits.Delivered, int64, int, error) {
 // goroutine that calls Next, between two calls.
 func (it *Iterator) Checkpoint() ([]byte, error) {
 	if it.track == nil {
-		return nil, fmt.Errorf("checkpoint of job %q: only exactly-once DYNAMIC jobs (without share or coordinated reads) checkpoint", it.job)
+		return nil, fmt.Errorf("checkpoint of job %q: only exactly-once DYNAMIC jobs (without share) checkpoint", it.job)
 	}
 	part, n, consumers, err := it.track.snapshot()
 	if err == nil {
@@ -293,9 +306,14 @@ func (it *Iterator) Checkpoint() ([]byte, error) {
 	info := it.info
 	it.mu.Unlock()
 	consumers = max(consumers, len(info.Consumers), 1)
+	if info.Options.Coordinated {
+		// Its resumed job waits for every rank's checkpoint.
+		consumers = info.Options.NumConsumers
+	}
 	c := checkpoint{
 		Job: it.job, JobID: it.jobID, Fingerprint: info.Fingerprint, Epochs: info.Options.Epochs, NumSplits: info.NumSplits,
 		Consumer: it.consumer, Consumers: consumers, Batches: n, Delivered: part,
+		Coordinated: info.Options.Coordinated, Index: it.index,
 	}
 	return c.encode()
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/bucketing"
 	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/pipeline/tensor"
 )
 
 // Coordinated reads on the client (JobOptions.Coordinated).
@@ -38,6 +39,18 @@ import (
 // worker expired from the job is out of it for good and never re-enters
 // its rotation, so a round skipped for it is never served by it later.
 //
+// Exactly-once (JobOptions.Delivery, splits/exactly.go): batches carry
+// their elements, recorded in the ledger as they arrive and receipted as
+// for a plain job. A worker that is expired, or restarted, is fenced once
+// its fetcher has returned; its unreceipted splits are read again by the
+// others and come back in later rounds. Each round this consumer loses
+// (roundLost: its worker died or was restarted before serving it, or
+// answered skip) while data goes on becomes a filler, an empty batch with
+// Round.Filler set, so every consumer still gets one batch per round and
+// data-parallel ranks take the same number of steps. A lost round's filler
+// waits for the next batch: lost rounds after the last batch (a dead
+// worker's rounds at the end of data) give none.
+//
 // A consumer restarted with the same job and index resumes at the round its
 // previous instance had reported; an index not seen before starts at round 0
 // (the workers still hold the rounds the others have read ahead, up to
@@ -51,9 +64,12 @@ type coordinator struct {
 	consumer string
 	index    int
 	batched  bool
+	m        int // the job's consumers
 	window   int // rounds asked for ahead: PrefetchBatches
 	retry    retryPolicy
 	log      *slog.Logger
+
+	ledger *ledger // exactly-once jobs; nil otherwise
 
 	disp    atomic.Int64 // the next round to ask for; reported by beat
 	resCh   chan roundResult
@@ -67,11 +83,15 @@ type coordinator struct {
 	expired map[string]bool
 	results map[int64]roundResult
 	fetch   map[string]*fetcher
+	inc     map[string]uint64 // exactly-once: each worker's incarnation heard
+	lost    []roundResult     // exactly-once: lost rounds whose fillers wait for a batch
+	tmpl    *tensor.Element   // exactly-once: a batch's tensors with no rows, a filler's
 }
 
-func newCoordinator(it host, info api.JobInfo, consumer string, o Options, batched bool, index int) *coordinator {
+func newCoordinator(it host, info api.JobInfo, consumer string, o Options, batched bool, index int, l *ledger) *coordinator {
 	co := &coordinator{
-		it: it, job: info.Name, consumer: consumer, index: index, batched: batched,
+		it: it, job: info.Name, consumer: consumer, index: index, batched: batched, ledger: l, inc: map[string]uint64{},
+		m:      info.Options.NumConsumers,
 		window: o.PrefetchBatches, retry: roundRetry(o.HeartbeatInterval), log: o.Logger,
 		resCh: make(chan roundResult, o.PrefetchBatches),
 		ended: map[string]bool{}, expired: map[string]bool{},
@@ -109,8 +129,17 @@ func (co *coordinator) run(ctx context.Context, beats <-chan api.JobInfo) error 
 			case roundFail:
 				return r.err
 			case roundBatch:
-				if err := co.deliver(ctx, r, beats); err != nil {
+				if err := co.fill(ctx, beats); err != nil {
 					return err
+				}
+				if err := co.deliver(ctx, co.item(r), beats); err != nil {
+					return err
+				}
+			case roundLost:
+				if co.ledger != nil {
+					co.lost = append(co.lost, r)
+				} else {
+					co.it.countRound(true)
 				}
 			case roundSkip:
 				co.it.countRound(true)
@@ -119,6 +148,9 @@ func (co *coordinator) run(ctx context.Context, beats <-chan api.JobInfo) error 
 		}
 		if co.next == co.disp.Load() && co.started {
 			if done, anyEnded := roundsEnded(co.sched, co.next, co.ended, co.expired); done && anyEnded {
+				for range co.lost { // no batch came after them: no fillers
+					co.it.countRound(true)
+				}
 				return io.EOF
 			} else if done {
 				return fmt.Errorf("job %q: every worker of the rotation is gone", co.job)
@@ -161,8 +193,10 @@ func (co *coordinator) dispatch(ctx context.Context) {
 		if err != nil {
 			return // no rotation yet: wait for a heartbeat
 		}
-		if co.ended[w] || co.expired[w] {
+		if co.ended[w] {
 			co.results[d] = roundResult{round: d, worker: w, kind: roundSkip}
+		} else if co.expired[w] {
+			co.results[d] = roundResult{round: d, worker: w, kind: roundLost}
 		} else if !co.fetcher(ctx, w).ask(d) {
 			return // that worker's queue is full; try after a result
 		}
@@ -184,11 +218,37 @@ func (co *coordinator) collect(r roundResult) {
 	}
 }
 
+// item is a batch's way to Next; the first batch of an exactly-once job
+// is the fillers' template.
+func (co *coordinator) item(r roundResult) item {
+	if co.ledger != nil && co.tmpl == nil {
+		e := r.b.Element.Empty()
+		co.tmpl = &e
+	}
+	return item{b: r.b, prov: r.prov, size: r.size, wire: r.wire}
+}
+
+// fill delivers the fillers of the lost rounds before a batch.
+func (co *coordinator) fill(ctx context.Context, beats <-chan api.JobInfo) error {
+	for _, r := range co.lost {
+		rh := &api.RoundHeader{Round: r.round, Index: co.index, Bucket: -1, PaddedTokens: make([]int64, co.m), Filler: true}
+		b := Batch{Worker: r.worker, Round: rh, batched: co.batched}
+		if co.tmpl != nil {
+			b.Element = co.tmpl.Empty()
+		}
+		if err := co.deliver(ctx, item{b: b}, beats); err != nil {
+			return err
+		}
+	}
+	co.lost = co.lost[:0]
+	return nil
+}
+
 // deliver hands a batch to Next, still taking heartbeats meanwhile.
-func (co *coordinator) deliver(ctx context.Context, r roundResult, beats <-chan api.JobInfo) error {
+func (co *coordinator) deliver(ctx context.Context, x item, beats <-chan api.JobInfo) error {
 	for {
 		select {
-		case co.it.queue() <- item{b: r.b, size: r.size, wire: r.wire}:
+		case co.it.queue() <- x:
 			co.it.countRound(false)
 			return nil
 		case info := <-beats:
@@ -234,12 +294,35 @@ func (co *coordinator) apply(info api.JobInfo) {
 	for _, w := range info.Workers {
 		if w.Expired && !co.expired[w.Name] {
 			co.expired[w.Name] = true
-			if f := co.fetch[w.Name]; f != nil {
-				f.stop()
-				delete(co.fetch, w.Name)
-			}
+			co.drop(w.Name)
 		} else if !w.Expired {
 			delete(co.expired, w.Name)
 		}
+		if co.ledger == nil {
+			continue
+		}
+		if prev, ok := co.inc[w.Name]; ok && prev != 0 && prev != w.Incarnation && co.fetch[w.Name] != nil && !w.Expired {
+			// A restart: the old process's leases are orphaned until this
+			// consumer fences it. Its queued rounds are lost; the next
+			// round asked of it starts a new fetcher.
+			co.log.Info("worker restarted; fencing its old process", "job", co.job, "worker", w.Name)
+			co.drop(w.Name)
+		}
+		co.inc[w.Name] = w.Incarnation
 	}
+}
+
+// drop stops reading from worker (expired or restarted) and, for an
+// exactly-once job, fences it once nothing more is read from it.
+func (co *coordinator) drop(worker string) {
+	f := co.fetch[worker]
+	if f == nil {
+		if co.ledger != nil {
+			co.ledger.fence(worker)
+		}
+		return
+	}
+	f.fence.Store(true)
+	f.stop()
+	delete(co.fetch, worker)
 }

@@ -296,12 +296,17 @@ func TestCoordinatedConsumerRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer again.Close()
+	// Exactly-once (the default) gives the restarted consumer a filler
+	// for each round its earlier instance took, so that it stays aligned
+	// with the other rank; the batches start after them.
 	var resumed []int64
 	for b, err := range again.All(ctx) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resumed = append(resumed, b.Round.Round)
+		if !b.Round.Filler {
+			resumed = append(resumed, b.Round.Round)
+		}
 	}
 	rounds1 := <-other
 	if len(resumed) == 0 || resumed[0] <= last {

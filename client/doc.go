@@ -16,7 +16,9 @@
 // synchronous training step) instead read in rounds: in each round every
 // one gets a batch of the same length bucket from the one worker that
 // serves the round (coordinated.go). Batch.Round gives per batch its
-// round, bucket and every consumer's padded token count.
+// round, bucket and every consumer's padded token count. Exactly-once
+// coordinated jobs give a rank an empty filler batch (Round.Filler) for a
+// round it lost with a dead worker, so every rank takes the same steps.
 //
 // DYNAMIC jobs are exactly-once by default (JobOptions.Delivery): when a
 // worker, the Raft leader or the node the client dialed dies, every

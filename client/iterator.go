@@ -68,6 +68,7 @@ type Iterator struct {
 	c        *Client
 	job      string
 	consumer string
+	index    int               // coordinated jobs: the consumer's index
 	jobID    uint64            // the job's ID: a job resumed under the same name is another
 	comp     batch.Compression // the job's, asked of every worker
 	eng      engine
@@ -91,7 +92,7 @@ type Iterator struct {
 
 func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, index int, from *checkpoint) *Iterator {
 	it := &Iterator{
-		c: c, job: info.Name, jobID: info.ID, consumer: consumer, info: info,
+		c: c, job: info.Name, jobID: info.ID, consumer: consumer, index: index, info: info,
 		items:  make(chan item, c.opts.PrefetchBatches),
 		budget: transport.NewByteBudget("PrefetchBytes", c.opts.PrefetchBytes),
 		kick:   make(chan struct{}, 1),
@@ -102,16 +103,14 @@ func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, ind
 	// not asked for: the batches come uncompressed.
 	it.comp, _ = batch.ParseCompression(info.Options.Compression)
 	it.ctx, it.cancel = context.WithCancel(context.Background())
+	if info.Options.Delivery == api.ExactlyOnce {
+		it.track = newTracker(from)
+		it.ledger = newLedger(it.track)
+	}
 	if info.Options.Coordinated {
-		it.eng = newCoordinator(it, info, consumer, c.opts, batched, index)
+		it.eng = newCoordinator(it, info, consumer, c.opts, batched, index, it.ledger)
 	} else {
-		var l *ledger
-		if info.Options.Delivery == api.ExactlyOnce {
-			it.track = newTracker(from)
-			l = newLedger(it.track)
-			it.ledger = l
-		}
-		it.eng = newPlain(it, info, consumer, c.opts, batched, l)
+		it.eng = newPlain(it, info, consumer, c.opts, batched, it.ledger)
 	}
 	it.wg.Add(1)
 	go it.run()

@@ -3,11 +3,14 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
 // Reading rounds (coordinated reads): one fetcher per worker asks it for
@@ -18,7 +21,14 @@ type roundKind int
 
 const (
 	roundBatch roundKind = iota
+	// roundSkip: a round no consumer gets a batch of (its worker has
+	// ended).
 	roundSkip
+	// roundLost: this consumer's batch of the round will not come (its
+	// worker is expired or restarted, or answered skip); other consumers
+	// may have theirs. Exactly-once jobs give a filler for it (see
+	// coordinated.go); otherwise it is skipped.
+	roundLost
 	roundEnd
 	roundFail
 )
@@ -28,6 +38,7 @@ type roundResult struct {
 	worker string
 	kind   roundKind
 	b      Batch
+	prov   []batch.ProvRange // exactly-once: the batch's elements (a copy)
 	size   int64
 	wire   int64 // bytes on the stream
 	err    error
@@ -38,6 +49,9 @@ type fetcher struct {
 	queue  chan int64
 	ctx    context.Context
 	cancel context.CancelFunc
+	// fence (exactly-once): once stopped, the worker is fenced when the
+	// fetcher has returned, so every batch it read is in the ledger.
+	fence atomic.Bool
 }
 
 // ask queues round for the worker; false if its queue is full.
@@ -74,6 +88,11 @@ func (co *coordinator) fetcher(ctx context.Context, w string) *fetcher {
 // (then the round is skipped).
 func (co *coordinator) fetchRounds(ctx context.Context, worker string, f *fetcher) {
 	defer co.wg.Done()
+	defer func() {
+		if f.fence.Load() && co.ledger != nil {
+			co.ledger.fence(worker)
+		}
+	}()
 	for round := range f.queue {
 		r := co.fetchRound(f.ctx, worker, round)
 		select {
@@ -96,7 +115,7 @@ func (co *coordinator) fetchRound(ctx context.Context, worker string, round int6
 			}
 		}
 		if ctx.Err() != nil {
-			return roundResult{round: round, worker: worker, kind: roundSkip}
+			return roundResult{round: round, worker: worker, kind: roundLost}
 		}
 		if fails > 0 {
 			co.it.countReconnect()
@@ -130,7 +149,7 @@ func (co *coordinator) readRound(ctx context.Context, worker string, round int64
 		case end == endOfData:
 			res.kind = roundEnd
 		case end == endRefused && api.IsRoundSkipped(msg):
-			res.kind = roundSkip
+			res.kind = roundLost
 		case end == endRefused:
 			res.kind, res.err = roundFail, workerFailed(co.job, worker, msg, err)
 		default:
@@ -142,6 +161,18 @@ func (co *coordinator) readRound(ctx context.Context, worker string, round int64
 	if err := cbor.Unmarshal(h.Extra, &rh); err != nil || rh.Round != round {
 		res.kind, res.err = roundFail, fmt.Errorf("job %q: worker %s sent round %d without a valid round header", co.job, worker, round)
 		return res, false
+	}
+	if co.ledger != nil {
+		// Received is delivered (receipts.go): recorded now, before the
+		// fetcher can return and fence the worker.
+		if dup, n := co.ledger.record(h.Prov); dup {
+			co.log.Error("exactly-once: a round's batch received before (a bug: please report it)", "job", co.job, "worker", worker, "round", round, "elements", n)
+			res.kind = roundLost
+			return res, false
+		} else if n > 0 {
+			co.log.Error("exactly-once: a batch partly received before (a bug: please report it)", "job", co.job, "worker", worker, "round", round, "elements", n)
+		}
+		res.prov = slices.Clone(h.Prov) // h.Prov is the decoder's, reused
 	}
 	res.kind = roundBatch
 	res.size, res.wire = int64(el.ByteSize()), st.wireBytes()

@@ -96,9 +96,7 @@ func (p *plainProducer) pump(o pipeline.Options, ss []pipeline.Split, epoch int6
 		h := batch.Header{Seq: p.seq, Worker: t.w.n.name, Epoch: epoch}
 		p.seq++
 		if tr != nil {
-			for _, se := range tr.LastProvenance() {
-				h.Prov = batch.AppendProv(h.Prov, se.Epoch, se.Split, se.Indices)
-			}
+			h.Prov = appendProvenance(h.Prov, tr)
 		}
 		f, err := t.w.n.encodeBatch(h, el)
 		if err != nil {
@@ -112,6 +110,15 @@ func (p *plainProducer) pump(o pipeline.Options, ss []pipeline.Split, epoch int6
 			lp.produced(tr.Completed())
 		}
 	}
+}
+
+// appendProvenance appends the provenance of the element tr's pipeline
+// last returned to dst (Header.Prov's form).
+func appendProvenance(dst []batch.ProvRange, tr pipeline.Tracker) []batch.ProvRange {
+	for _, se := range tr.LastProvenance() {
+		dst = batch.AppendProv(dst, se.Epoch, se.Split, se.Indices)
+	}
+	return dst
 }
 
 // workerNames are the names of a job's workers, in its order (a STATIC

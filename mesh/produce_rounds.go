@@ -33,35 +33,80 @@ func newRoundProducer(t *task) (*roundProducer, error) {
 	if m < 1 {
 		return nil, fmt.Errorf("coordinated: num_consumers %d: must be >= 1", m)
 	}
-	g, err := newWindowGrouper(m, op, t.job.Options.PadFinalRound)
+	// Exactly-once pads the final partial windows: dropping them would
+	// lose their elements.
+	pad := t.job.Options.PadFinalRound || t.job.Options.Delivery == api.ExactlyOnce
+	g, err := newWindowGrouper(m, op, pad)
 	if err != nil {
 		return nil, err
 	}
 	cfg := t.w.n.cfg.Worker
-	return &roundProducer{t: t, rs: newRoundServer(m, cfg.roundsAhead(), cfg.roundsHeld()), grouper: g}, nil
+	rs := newRoundServer(m, cfg.roundsAhead(), cfg.roundsHeld())
+	rs.keep = t.job.Options.Delivery == api.ExactlyOnce
+	return &roundProducer{t: t, rs: rs, grouper: g}, nil
 }
 
 // produce runs the pipeline over DYNAMIC leases, groups its batches into
 // windows and offers them; at the end it flushes the partial windows
-// (padded or dropped as the job says).
+// (padded or dropped as the job says; an exactly-once job always pads:
+// dropping would lose their elements).
+//
+// Exactly-once (splits/exactly.go), as a plain DYNAMIC task: each batch
+// names its elements (coordBatch.prov → Header.Prov), the splits whose
+// elements have all been emitted are reported, and once the leases are
+// done the task waits for a dead worker's splits (read again, without
+// what was delivered, in the next phase) until every split is produced.
+// Meanwhile it has flushed its partial windows and is idle: a round that
+// asks it for a window then is not served (roundServer.idle), or the
+// consumers would wait on it while the workers still producing wait on
+// the consumers.
 func (p *roundProducer) produce() error {
 	t := p.t
-	lp := newLeaseProvider(t.ctx, t.w.n, t.job.Name, t.splits, false)
+	exact := t.job.Options.Delivery == api.ExactlyOnce
+	lp := newLeaseProvider(t.ctx, t.w.n, t.job.Name, t.splits, exact)
+	lp.jobID = t.job.ID
 	defer lp.close()
-	it, err := pipeline.OpenWithOptions(t.ctx, t.spec, nil, pipeline.Options{Provider: lp})
+	for {
+		if err := p.phase(lp, exact); err != nil {
+			return err
+		}
+		if err := p.flush(); err != nil || !exact {
+			return err
+		}
+		p.rs.setIdle(true)
+		more, err := lp.awaitMore()
+		p.rs.setIdle(false)
+		if err != nil || !more {
+			return err
+		}
+	}
+}
+
+// phase runs one pipeline over the leases until they are done.
+func (p *roundProducer) phase(lp *leaseProvider, exact bool) error {
+	t := p.t
+	it, err := pipeline.OpenWithOptions(t.ctx, t.spec, nil, pipeline.Options{Provider: lp, Track: exact})
 	if err != nil {
 		return err
 	}
 	defer it.Close()
+	tr, _ := it.(pipeline.Tracker) // nil unless exact
 	for {
 		el, err := it.Next(t.ctx)
 		if errors.Is(err, io.EOF) {
-			break
+			if tr != nil {
+				lp.produced(tr.Completed()) // splits whose last elements were dropped
+			}
+			return nil
 		}
 		if err != nil {
 			return err
 		}
-		w, ok, err := p.grouper.add(el)
+		var prov []batch.ProvRange
+		if tr != nil {
+			prov = appendProvenance(nil, tr)
+		}
+		w, ok, err := p.grouper.add(el, prov)
 		if err != nil {
 			return err
 		}
@@ -71,7 +116,16 @@ func (p *roundProducer) produce() error {
 				return err
 			}
 		}
+		if tr != nil {
+			// Emitted into a window: the split's receipts come once its
+			// consumers take their batches.
+			lp.produced(tr.Completed())
+		}
 	}
+}
+
+// flush offers the partial windows at the end of data.
+func (p *roundProducer) flush() error {
 	for _, w := range p.grouper.flush() {
 		if err := p.offer(w); err != nil {
 			return err
@@ -126,7 +180,7 @@ func (p *roundProducer) serve(ctx context.Context, s *batch.Sender, open batch.O
 		s.End(err)
 		return
 	}
-	h := batch.Header{Seq: uint64(req.Round), Worker: t.w.n.name, Extra: raw}
+	h := batch.Header{Seq: uint64(req.Round), Worker: t.w.n.name, Extra: raw, Prov: a.b.prov}
 	f, err := t.w.n.encodeBatch(h, a.b.el)
 	if err != nil {
 		s.End(fmt.Errorf("encode batch: %w", err))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/bucketing"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
 // Coordinated reads on a worker.
@@ -28,6 +29,9 @@ import (
 // at or below the highest fixed round that is no longer held (dropped past
 // RoundsHeld, or every batch taken) answers "skip", as does a batch already
 // taken by an earlier instance of the consumer: nothing is delivered twice.
+// An exactly-once task drops no round (keep: past RoundsHeld rounds with
+// batches not taken it fixes no new one), and a round asked for while it
+// waits for splits with no window left (idle) is fixed as "skip".
 //
 // roundServer decides those answers; the coordinated task
 // (produce_rounds.go) feeds it windows and carries its answers to the
@@ -38,6 +42,7 @@ type coordBatch struct {
 	el             pipeline.Element
 	tokens, padded int64
 	filler         bool
+	prov           []batch.ProvRange // exactly-once: the batch's elements
 }
 
 // roundSlot is a fixed round's window and which batches are taken.
@@ -52,6 +57,17 @@ type roundServer struct {
 	m       int
 	held    int
 	windows chan bucketing.Window[coordBatch] // ready windows; closed when production ends
+	// keep (exactly-once): a round is never dropped while a batch of it is
+	// not taken; once held rounds wait for takers, the next round is fixed
+	// only when one of them has been taken completely (room).
+	keep bool
+	room chan struct{} // capacity 1: a round was taken completely
+	// idle is closed while the producer has flushed its windows and waits
+	// for splits (exactly-once): a round that would wait for a window is
+	// fixed as not served instead. Replaced by an open one when it
+	// produces again.
+	idle   chan struct{}
+	isIdle bool
 
 	assignMu sync.Mutex // one assignment (a wait for a window) at a time
 
@@ -66,7 +82,7 @@ type roundServer struct {
 // and holds at most held rounds not fully taken.
 func newRoundServer(m, ahead, held int) *roundServer {
 	return &roundServer{m: m, held: held, windows: make(chan bucketing.Window[coordBatch], ahead),
-		slots: map[int64]*roundSlot{}, maxFixed: -1, endFrom: -1}
+		room: make(chan struct{}, 1), idle: make(chan struct{}), slots: map[int64]*roundSlot{}, maxFixed: -1, endFrom: -1}
 }
 
 // end records how production ended (err nil: end of data) and closes the
@@ -110,10 +126,22 @@ func (rs *roundServer) take(ctx context.Context, round int64, index int) roundAn
 	if a, ok := rs.lookup(round, index); ok {
 		return a
 	}
+	if err := rs.waitForRoom(ctx); err != nil {
+		return roundAnswer{err: err}
+	}
 	var w bucketing.Window[coordBatch]
-	var open bool
+	var open, none bool
+	rs.mu.Lock()
+	idle := rs.idle
+	rs.mu.Unlock()
 	select {
 	case w, open = <-rs.windows:
+	case <-idle:
+		select { // a window that came with the idleness goes first
+		case w, open = <-rs.windows:
+		default:
+			none = true
+		}
 	case <-ctx.Done():
 		return roundAnswer{err: ctx.Err()}
 	}
@@ -124,6 +152,9 @@ func (rs *roundServer) take(ctx context.Context, round int64, index int) roundAn
 		return roundAnswer{skip: true}
 	}
 	rs.maxFixed = round
+	if none {
+		return roundAnswer{skip: true} // fixed as not served: lookup says skip too
+	}
 	if !open {
 		if rs.err != nil {
 			return roundAnswer{err: rs.err}
@@ -141,6 +172,40 @@ func (rs *roundServer) take(ctx context.Context, round int64, index int) roundAn
 		delete(rs.slots, oldest)
 	}
 	return rs.takeLocked(round, s, index)
+}
+
+// setIdle says whether the producer waits for splits with no window left
+// to offer (see idle).
+func (rs *roundServer) setIdle(on bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	switch {
+	case on && !rs.isIdle:
+		close(rs.idle)
+	case !on && rs.isIdle:
+		rs.idle = make(chan struct{})
+	}
+	rs.isIdle = on
+}
+
+// waitForRoom (keep) waits while held rounds have batches not taken.
+// assignMu is held: requests for fixed rounds (lookup) go on meanwhile, and
+// their takes make the room.
+func (rs *roundServer) waitForRoom(ctx context.Context) error {
+	for rs.keep {
+		rs.mu.Lock()
+		full := len(rs.slots) >= rs.held
+		rs.mu.Unlock()
+		if !full {
+			return nil
+		}
+		select {
+		case <-rs.room:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // lookup answers a round already fixed (ok false: it must be assigned).
@@ -166,6 +231,10 @@ func (rs *roundServer) takeLocked(round int64, s *roundSlot, index int) roundAns
 	s.taken[index] = true
 	if s.left--; s.left == 0 {
 		delete(rs.slots, round)
+		select {
+		case rs.room <- struct{}{}:
+		default:
+		}
 	}
 	a := roundAnswer{b: s.w.Batches[index], bucket: s.w.Bucket, padded: make([]int64, rs.m)}
 	for i, b := range s.w.Batches {

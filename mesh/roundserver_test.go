@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/feedmesh/feedmesh/bucketing"
 )
@@ -200,5 +201,83 @@ func TestRoundServerConcurrentConsumers(t *testing.T) {
 		if a.err != nil || a.skip || a.end || a.bucket != 2 || a.b.tokens != int64(10+i) {
 			t.Errorf("consumer %d: %+v, want batch %d of bucket 2", i, a, 10+i)
 		}
+	}
+}
+
+// TestRoundServerKeep: an exactly-once server drops no round with a batch
+// not taken; past RoundsHeld such rounds it fixes the next round only once
+// one of them is taken completely, while the fixed rounds stay served.
+func TestRoundServerKeep(t *testing.T) {
+	rs := newRoundServer(2, 4, 2)
+	rs.keep = true
+	for k := range int64(4) {
+		rs.windows <- testWindow(0, 10*k, 10*k+1)
+	}
+	ctx := context.Background()
+	for r := range int64(2) { // consumer 0 takes rounds 0 and 1; consumer 1 is slow
+		if a := rs.take(ctx, r, 0); a.err != nil || a.skip || a.b.tokens != 10*r {
+			t.Fatalf("round %d index 0: %+v", r, a)
+		}
+	}
+	// Round 2 would be a third round waiting for consumer 1: it waits.
+	got := make(chan roundAnswer, 1)
+	go func() { got <- rs.take(ctx, 2, 0) }()
+	select {
+	case a := <-got:
+		t.Fatalf("round 2 was fixed while 2 held rounds waited for a taker: %+v", a)
+	case <-time.After(50 * time.Millisecond):
+	}
+	// Consumer 1 takes round 0 (still held: not dropped) and so makes room.
+	if a := rs.take(ctx, 0, 1); a.err != nil || a.skip || a.b.tokens != 1 {
+		t.Fatalf("round 0 index 1 (held): %+v", a)
+	}
+	select {
+	case a := <-got:
+		if a.err != nil || a.skip || a.b.tokens != 20 {
+			t.Fatalf("round 2 index 0: %+v", a)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("round 2 not fixed after round 0 was taken completely")
+	}
+	if a := rs.take(ctx, 1, 1); a.err != nil || a.skip || a.b.tokens != 11 {
+		t.Fatalf("round 1 index 1 (held): %+v", a)
+	}
+	// A round waiting for room gives up with its context.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	rs.take(ctx, 3, 0)
+	if a := rs.take(cctx, 4, 0); !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("round 4 with rounds 2 and 3 held and a cancelled context: %+v", a)
+	}
+}
+
+// TestRoundServerIdle: while the producer waits for splits with no window
+// (exactly-once, between phases), a round that would wait for a window is
+// fixed as not served, for every consumer; once it produces again, later
+// rounds are served.
+func TestRoundServerIdle(t *testing.T) {
+	rs := newRoundServer(2, 2, 8)
+	ctx := context.Background()
+	waiting := make(chan roundAnswer, 1)
+	go func() { waiting <- rs.take(ctx, 0, 0) }() // waits for a window
+	rs.setIdle(true)
+	if a := <-waiting; !a.skip {
+		t.Fatalf("round 0 asked before the producer went idle: %+v, want skip", a)
+	}
+	if a := rs.take(ctx, 0, 1); !a.skip {
+		t.Fatalf("round 0, the other consumer: %+v, want skip", a)
+	}
+	rs.setIdle(false)
+	rs.windows <- testWindow(3, 30, 31)
+	for i := range 2 {
+		if a := rs.take(ctx, 1, i); a.err != nil || a.skip || a.b.tokens != int64(30+i) {
+			t.Fatalf("round 1 index %d after the producer resumed: %+v", i, a)
+		}
+	}
+	// A window offered just before going idle is served, not skipped.
+	rs.windows <- testWindow(4, 40, 41)
+	rs.setIdle(true)
+	if a := rs.take(ctx, 2, 0); a.skip || a.b.tokens != 40 {
+		t.Fatalf("round 2 with a window ready while idle: %+v", a)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/feedmesh/feedmesh/bucketing"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
 // windowGrouper turns a coordinated task's bucketed batches into round
@@ -41,12 +42,14 @@ func newWindowGrouper(m int, op *pipeline.BucketOp, pad bool) (*windowGrouper, e
 		g: g, templates: map[int]pipeline.Element{}}, nil
 }
 
-// add groups el; ok when it completes a window.
-func (wg *windowGrouper) add(el pipeline.Element) (w bucketing.Window[coordBatch], ok bool, err error) {
+// add groups el, whose elements are prov (exactly-once; nil otherwise);
+// ok when it completes a window.
+func (wg *windowGrouper) add(el pipeline.Element, prov []batch.ProvRange) (w bucketing.Window[coordBatch], ok bool, err error) {
 	b, bucket, err := wg.measure(el)
 	if err != nil {
 		return w, false, err
 	}
+	b.prov = prov
 	if _, ok := wg.templates[bucket]; !ok {
 		wg.templates[bucket] = el
 	}
@@ -57,7 +60,8 @@ func (wg *windowGrouper) add(el pipeline.Element) (w bucketing.Window[coordBatch
 // fillers or none (dropped), as the job says.
 func (wg *windowGrouper) flush() []bucketing.Window[coordBatch] {
 	pad := func(bucket int) coordBatch {
-		return coordBatch{el: emptyLike(wg.templates[bucket]), filler: true}
+		tmpl := wg.templates[bucket]
+		return coordBatch{el: tmpl.Empty(), filler: true}
 	}
 	return wg.g.Flush(pad, !wg.pad)
 }
@@ -83,22 +87,4 @@ func (wg *windowGrouper) measure(el pipeline.Element) (coordBatch, int, error) {
 		longest = max(longest, l)
 	}
 	return coordBatch{el: el, tokens: tokens, padded: bucketing.PaddedTokens(lens)}, bucketing.Index(longest, wg.boundaries), nil
-}
-
-// emptyLike returns a batch of the template's tensors with zero rows: the
-// filler of a padded-out final window.
-func emptyLike(tmpl pipeline.Element) pipeline.Element {
-	var out pipeline.Element
-	for _, t := range tmpl.Tensors {
-		shape := append([]int64(nil), t.Shape...)
-		if len(shape) > 0 {
-			shape[0] = 0
-		}
-		e := tensor.Tensor{Name: t.Name, DType: t.DType, Shape: shape, Data: []byte{}}
-		if t.DType == tensor.Bytes {
-			e.Offsets = []int64{0}
-		}
-		out.Tensors = append(out.Tensors, e)
-	}
-	return out
 }

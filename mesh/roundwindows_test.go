@@ -37,7 +37,7 @@ func TestWindowGrouper(t *testing.T) {
 		}
 		var windows []bucketing.Window[coordBatch]
 		for _, lens := range [][]int32{{2, 3}, {5, 7}, {1}, {9, 9, 2}} {
-			w, ok, err := g.add(seqBatch(t, lens...))
+			w, ok, err := g.add(seqBatch(t, lens...), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +88,7 @@ func TestWindowGrouperNeedsLengths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := g.add(seqBatch(t, 1, 2)); err == nil || !strings.Contains(err.Error(), `"y_length"`) {
+	if _, _, err := g.add(seqBatch(t, 1, 2), nil); err == nil || !strings.Contains(err.Error(), `"y_length"`) {
 		t.Fatalf("a batch without the lengths tensor: %v", err)
 	}
 }

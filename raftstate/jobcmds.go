@@ -337,8 +337,8 @@ func applyCreateJob(s *State, c Command) (any, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	if b.Resume != nil && (o.Sharding != splits.Dynamic || o.Delivery != DeliveryExactlyOnce || o.Share || o.Coordinated) {
-		return nil, fmt.Errorf("%w: job %q: only exactly-once DYNAMIC jobs without share or coordinated reads resume from checkpoints", ErrInvalidCommand, b.Name)
+	if b.Resume != nil && (o.Sharding != splits.Dynamic || o.Delivery != DeliveryExactlyOnce || o.Share) {
+		return nil, fmt.Errorf("%w: job %q: only exactly-once DYNAMIC jobs without share resume from checkpoints", ErrInvalidCommand, b.Name)
 	}
 	if j, ok := s.Jobs[b.Name]; ok {
 		d := j.Options.diff(o)

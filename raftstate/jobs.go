@@ -208,8 +208,8 @@ func (o JobOptions) validate() error {
 	case o.Delivery == "":
 	case o.Delivery != DeliveryExactlyOnce:
 		errs = append(errs, fmt.Sprintf("delivery %q (want %s or %s)", o.Delivery, DeliveryExactlyOnce, DeliveryAtMostOnce))
-	case o.Sharding != splits.Dynamic || o.Share || o.Coordinated:
-		errs = append(errs, fmt.Sprintf("delivery %s needs sharding=dynamic without share or coordinated (have sharding=%v share=%v coordinated=%v)", o.Delivery, o.Sharding, o.Share, o.Coordinated))
+	case o.Sharding != splits.Dynamic || o.Share:
+		errs = append(errs, fmt.Sprintf("delivery %s needs sharding=dynamic without share (have sharding=%v share=%v)", o.Delivery, o.Sharding, o.Share))
 	}
 	errs = append(errs, o.validateCoordinated()...)
 	if len(errs) > 0 {

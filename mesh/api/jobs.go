@@ -88,8 +88,9 @@ type JobOptions struct {
 	ConsumerIndex int `cbor:"10,keyasint,omitempty" json:"consumer_index,omitempty"`
 	// PadFinalRound (coordinated jobs): at the end of the data each
 	// worker's last partial windows are padded out with empty (zero-row)
-	// batches; false drops them. Every consumer ends at the same round
-	// either way.
+	// batches; false drops them (at-most-once only: exactly-once jobs always
+	// pad, or the elements would be lost). Every consumer ends at the same
+	// round either way.
 	PadFinalRound bool `cbor:"11,keyasint,omitempty" json:"pad_final_round,omitempty"`
 	// Compression has the workers compress the job's batches on the wire:
 	// "lz4" (cheap to decompress) or "zstd" (smaller, but compressing costs
@@ -104,12 +105,12 @@ type JobOptions struct {
 	// and a worker grants a stream only its job's compression.
 	Compression string `cbor:"12,keyasint,omitempty" json:"compression,omitempty"`
 	// Delivery is what a DYNAMIC job guarantees when a node dies:
-	// ExactlyOnce (the default for DYNAMIC jobs without Share or
-	// Coordinated: a dead worker's splits are read again by another,
+	// ExactlyOnce (the default for DYNAMIC jobs without Share, coordinated
+	// ones included: a dead worker's splits are read again by another,
 	// skipping every element a consumer received, so each element of each
 	// epoch reaches the job's consumers once) or AtMostOnce (the dead
 	// worker's unfinished splits are lost, never repeated; the default,
-	// and the only choice, for Share and Coordinated jobs). OFF and STATIC
+	// and the only choice, for Share jobs). OFF and STATIC
 	// jobs take "" (each worker reads its own splits; see the README).
 	Delivery string `cbor:"13,keyasint,omitempty" json:"delivery,omitempty"`
 	// Resume (client only, never on the wire as an option) is a
@@ -154,7 +155,7 @@ func (o JobOptions) WithDefaults() JobOptions {
 	}
 	if o.Delivery == "" && o.Sharding == Dynamic {
 		o.Delivery = ExactlyOnce
-		if o.Share || o.Coordinated {
+		if o.Share {
 			o.Delivery = AtMostOnce
 		}
 	}
@@ -213,11 +214,11 @@ func (o JobOptions) Validate() error {
 		return fmt.Errorf("delivery: %q is not exactly-once or at-most-once", o.Delivery)
 	case o.Delivery != "" && o.Sharding != Dynamic:
 		return fmt.Errorf("delivery %s: only for sharding dynamic (with sharding %s each worker reads its own splits; see the README)", o.Delivery, o.Sharding)
-	case o.Delivery == ExactlyOnce && (o.Share || o.Coordinated):
-		return fmt.Errorf("delivery exactly-once: not yet with share or coordinated reads (use at-most-once)")
+	case o.Delivery == ExactlyOnce && o.Share:
+		return fmt.Errorf("delivery exactly-once: not yet with share (use at-most-once)")
 	}
-	if len(o.Resume) > 0 && (o.Sharding != Dynamic || o.Delivery == AtMostOnce || o.Share || o.Coordinated) {
-		return fmt.Errorf("resume: only exactly-once DYNAMIC jobs resume from a checkpoint (no share, no coordinated reads)")
+	if len(o.Resume) > 0 && (o.Sharding != Dynamic || o.Delivery == AtMostOnce || o.Share) {
+		return fmt.Errorf("resume: only exactly-once DYNAMIC jobs resume from a checkpoint (no share)")
 	}
 	if o.Share && o.Sharding == Static {
 		return fmt.Errorf("share: ephemeral sharing works with sharing off or dynamic, not static (each static job fixes its own worker list)")

@@ -151,6 +151,24 @@ func (e *Element) Get(name string) (*Tensor, bool) {
 	return nil, false
 }
 
+// Empty returns a batch of e's tensors (names, types, trailing dimensions)
+// with no rows: a filler that keeps a batch's shape.
+func (e *Element) Empty() Element {
+	var out Element
+	for _, t := range e.Tensors {
+		shape := append([]int64(nil), t.Shape...)
+		if len(shape) > 0 {
+			shape[0] = 0
+		}
+		z := Tensor{Name: t.Name, DType: t.DType, Shape: shape, Data: []byte{}}
+		if t.DType == Bytes {
+			z.Offsets = []int64{0}
+		}
+		out.Tensors = append(out.Tensors, z)
+	}
+	return out
+}
+
 // ByteSize is the total payload of all tensors.
 func (e *Element) ByteSize() int {
 	n := 0
