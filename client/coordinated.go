@@ -132,24 +132,24 @@ func (co *coordinator) run(ctx context.Context, beats <-chan api.JobInfo) error 
 				if err := co.fill(ctx, beats); err != nil {
 					return err
 				}
-				if err := co.deliver(ctx, co.item(r), beats); err != nil {
+				if err := co.deliver(ctx, co.item(r), roundDelivered, beats); err != nil {
 					return err
 				}
 			case roundLost:
 				if co.ledger != nil {
 					co.lost = append(co.lost, r)
 				} else {
-					co.it.countRound(true)
+					co.it.countRound(roundSkipped)
 				}
 			case roundSkip:
-				co.it.countRound(true)
+				co.it.countRound(roundSkipped)
 			}
 			co.next++
 		}
 		if co.next == co.disp.Load() && co.started {
 			if done, anyEnded := roundsEnded(co.sched, co.next, co.ended, co.expired); done && anyEnded {
 				for range co.lost { // no batch came after them: no fillers
-					co.it.countRound(true)
+					co.it.countRound(roundSkipped)
 				}
 				return io.EOF
 			} else if done {
@@ -236,7 +236,7 @@ func (co *coordinator) fill(ctx context.Context, beats <-chan api.JobInfo) error
 		if co.tmpl != nil {
 			b.Element = co.tmpl.Empty()
 		}
-		if err := co.deliver(ctx, item{b: b}, beats); err != nil {
+		if err := co.deliver(ctx, item{b: b}, roundFiller, beats); err != nil {
 			return err
 		}
 	}
@@ -245,11 +245,11 @@ func (co *coordinator) fill(ctx context.Context, beats <-chan api.JobInfo) error
 }
 
 // deliver hands a batch to Next, still taking heartbeats meanwhile.
-func (co *coordinator) deliver(ctx context.Context, x item, beats <-chan api.JobInfo) error {
+func (co *coordinator) deliver(ctx context.Context, x item, k roundCount, beats <-chan api.JobInfo) error {
 	for {
 		select {
 		case co.it.queue() <- x:
-			co.it.countRound(false)
+			co.it.countRound(k)
 			return nil
 		case info := <-beats:
 			co.apply(info)

@@ -49,7 +49,7 @@ type host interface {
 	fail(err error)
 	kickHeartbeat()
 	countReconnect()
-	countRound(skipped bool)
+	countRound(k roundCount)
 	logger() *slog.Logger
 }
 

@@ -26,10 +26,12 @@ type Stats struct {
 	// the workers last reported them: refreshed every HeartbeatInterval
 	// and by ShareStats. Nil for jobs that do not share.
 	Share *api.JobShareSummary `json:"share,omitempty"`
-	// Rounds (coordinated jobs) counts the rounds delivered, and
-	// SkippedRounds those skipped (their worker died, dropped them, or had
-	// reached its end of data).
+	// Rounds (coordinated jobs) counts the rounds delivered, FillerRounds
+	// those of them delivered as an empty filler (exactly-once: the round
+	// was lost with its worker), and SkippedRounds those skipped (their
+	// worker died, dropped them, or had reached its end of data).
 	Rounds        int64 `json:"rounds,omitempty"`
+	FillerRounds  int64 `json:"filler_rounds,omitempty"`
 	SkippedRounds int64 `json:"skipped_rounds,omitempty"`
 	// JobState is the job's state as the cluster last reported it
 	// (api.JobRunning, JobFinished, JobFailed), and JobFailure why it
@@ -113,13 +115,27 @@ func (it *Iterator) countReconnect() {
 	it.mu.Unlock()
 }
 
-// countRound counts a coordinated round handed to Next, or skipped.
-func (it *Iterator) countRound(skipped bool) {
+// countRound counts a coordinated round handed to Next (a filler or not),
+// or skipped.
+func (it *Iterator) countRound(k roundCount) {
 	it.mu.Lock()
-	if skipped {
+	switch k {
+	case roundSkipped:
 		it.stats.SkippedRounds++
-	} else {
+	case roundFiller:
+		it.stats.FillerRounds++
+		it.stats.Rounds++
+	default:
 		it.stats.Rounds++
 	}
 	it.mu.Unlock()
 }
+
+// roundCount is what countRound counts.
+type roundCount int
+
+const (
+	roundDelivered roundCount = iota
+	roundFiller
+	roundSkipped
+)

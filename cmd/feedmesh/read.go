@@ -83,6 +83,7 @@ type workerSummary struct {
 type coordSummary struct {
 	Index         int   `json:"index"`
 	Rounds        int64 `json:"rounds"`
+	FillerRounds  int64 `json:"filler_rounds"`
 	SkippedRounds int64 `json:"skipped_rounds"`
 	PaddedTokens  int64 `json:"padded_tokens"`
 	Tokens        int64 `json:"tokens"`
@@ -93,7 +94,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cf := addClientFlags(fs)
 	specPath := fs.String("spec", "", "dataset spec, YAML or JSON (required)")
 	job := fs.String("job", "", "job name; readers that name the same job share its data (required)")
-	delivery := fs.String("delivery", "", "with --sharding dynamic: exactly-once (the default: a dead worker's splits are read again, skipping what was delivered) or at-most-once (they are lost; the default with --share or --coordinated)")
+	delivery := fs.String("delivery", "", "with --sharding dynamic: exactly-once (the default: a dead worker's splits are read again, skipping what was delivered) or at-most-once (they are lost; the default with --share)")
 	sharding := fs.String("sharding", "dynamic", "dynamic (each element once, split among the workers), off (every worker reads the whole dataset: one copy per worker) or static")
 	epochs := fs.Int64("epochs", 1, "passes over the dataset")
 	take := fs.Int64("take", 0, "stop after `N` batches, then leave the job (0: read to the end; the data may end first)")
@@ -221,7 +222,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if *coordinated {
 		st := it.Stats()
-		cs := &coordSummary{Index: *index, Rounds: st.Rounds, SkippedRounds: st.SkippedRounds, PaddedTokens: sum.padded, Tokens: sum.tokens}
+		cs := &coordSummary{Index: *index, Rounds: st.Rounds, FillerRounds: st.FillerRounds, SkippedRounds: st.SkippedRounds, PaddedTokens: sum.padded, Tokens: sum.tokens}
 		sum.Coordinated = cs
 	}
 	if err := it.Close(); err != nil {
@@ -385,8 +386,8 @@ func printReadSummary(w io.Writer, s readSummary) {
 	}
 	tw.Flush()
 	if c := s.Coordinated; c != nil {
-		fmt.Fprintf(w, "coordinated: consumer %d read %d rounds (%d skipped), %d padded tokens of which %d real\n",
-			c.Index, c.Rounds, c.SkippedRounds, c.PaddedTokens, c.Tokens)
+		fmt.Fprintf(w, "coordinated: consumer %d read %d rounds (%d of them fillers, %d skipped), %d padded tokens of which %d real\n",
+			c.Index, c.Rounds, c.FillerRounds, c.SkippedRounds, c.PaddedTokens, c.Tokens)
 	}
 	if sh := s.Share; sh != nil {
 		fmt.Fprintf(w, "sharing: %d batches read from share windows (%d hits, %d produced for this job), %d evicted before this job read them\n",

@@ -19,7 +19,7 @@ import (
 // the flags set them) cannot checkpoint or resume, or nil if it can.
 func checkpointable(flag string, o client.JobOptions) error {
 	o = o.WithDefaults()
-	if o.Sharding == api.Dynamic && o.Delivery == api.ExactlyOnce && !o.Share && !o.Coordinated {
+	if o.Sharding == api.Dynamic && o.Delivery == api.ExactlyOnce && !o.Share {
 		return nil
 	}
 	why := fmt.Sprintf("this read is sharding %s", o.Sharding)
@@ -27,12 +27,10 @@ func checkpointable(flag string, o client.JobOptions) error {
 	case o.Sharding != api.Dynamic:
 	case o.Share:
 		why += " with --share (at most once)"
-	case o.Coordinated:
-		why += " with --coordinated (at most once)"
 	default:
 		why += ", delivery " + o.Delivery
 	}
-	return cli.InputError(fmt.Errorf("%s: only exactly-once jobs checkpoint and resume (--sharding dynamic, the default delivery exactly-once, no --share or --coordinated); %s", flag, why))
+	return cli.InputError(fmt.Errorf("%s: only exactly-once jobs checkpoint and resume (--sharding dynamic, the default delivery exactly-once, no --share); %s", flag, why))
 }
 
 // checkCheckpointPath fails early if the checkpoint could not be written

@@ -16,7 +16,7 @@ func TestJobOptionsDefaults(t *testing.T) {
 		want JobOptions
 	}{
 		{JobOptions{Name: "j"}, JobOptions{Name: "j", Sharding: Off, Epochs: 1, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter}},
-		{JobOptions{Name: "j", Coordinated: true, NumConsumers: 2}, JobOptions{Name: "j", Sharding: Dynamic, Epochs: 1, Coordinated: true, NumConsumers: 2, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter, Delivery: AtMostOnce}},
+		{JobOptions{Name: "j", Coordinated: true, NumConsumers: 2}, JobOptions{Name: "j", Sharding: Dynamic, Epochs: 1, Coordinated: true, NumConsumers: 2, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter, Delivery: ExactlyOnce}},
 		{JobOptions{Name: "j", Sharding: Dynamic}, JobOptions{Name: "j", Sharding: Dynamic, Epochs: 1, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter, Delivery: ExactlyOnce}},
 		{JobOptions{Name: "j", Sharding: Dynamic, Share: true}, JobOptions{Name: "j", Sharding: Dynamic, Share: true, Epochs: 1, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter, Delivery: AtMostOnce}},
 		{JobOptions{Name: "j", Sharding: Static, Epochs: 3, ConsumerTTL: time.Second, GCAfter: 2 * time.Second}, JobOptions{Name: "j", Sharding: Static, Epochs: 3, ConsumerTTL: time.Second, GCAfter: 2 * time.Second}},
