@@ -192,9 +192,9 @@ class Batch(dict):
         )
 
 
-def _make_batch(cb):
-    """A Batch of the fm_batch the library returned."""
-    owner = _Owner(cb.handle)
+def _make_batch(cb, owner):
+    """A Batch of the fm_batch the library returned, whose arrays all
+    reference owner."""
     b = Batch()
     b._owner, b._released = owner, False
     b.worker = cb.worker.decode("utf-8", "replace")
@@ -379,7 +379,11 @@ class Iterator:
         self.job = job
         self._handle = handle
         self._final_checkpoint = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # close
+        self._next_lock = threading.Lock()  # next: one caller at a time, as the Go Iterator wants
+        # Where fm_next puts a batch: not NULL while a batch is there that
+        # no Batch owns yet (see _claim).
+        self._out = ctypes.POINTER(_lib.CBatch)()
 
     def _live(self):
         _lib.check_fork()
@@ -397,27 +401,60 @@ class Iterator:
         """The next Batch; StopIteration at the end of the data, TimeoutError
         when timeout (seconds) passes first. The wait releases the GIL and
         is cut in slices of 100 ms, so Ctrl-C raises KeyboardInterrupt
-        promptly (the iterator stays usable)."""
+        promptly (the iterator stays usable, and a batch that arrived with
+        the interrupt is not lost: the next call returns it)."""
         h = self._live()
         lib = _lib.lib()
         deadline = None if timeout is None else time.monotonic() + timeout
-        out = ctypes.POINTER(_lib.CBatch)()
         errp = ctypes.c_void_p()
-        while True:
-            ms = WAIT_SLICE_MS
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError("feedmesh: no batch of job %r within %gs" % (self.job, timeout))
-                ms = max(1, min(ms, int(left * 1000)))
-            rc = lib.fm_next(h, ms, ctypes.byref(out), ctypes.byref(errp))
-            if rc == _lib.OK:
-                return _make_batch(out.contents)
-            if rc == _lib.END:
-                raise StopIteration
-            if rc != _lib.TIMEOUT:
-                raise _lib.error(rc, errp)
-            h = self._live()  # closed by another thread meanwhile?
+        with self._next_lock:
+            while True:
+                if self._out:
+                    return self._claim()
+                ms = WAIT_SLICE_MS
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError("feedmesh: no batch of job %r within %gs" % (self.job, timeout))
+                    ms = max(1, min(ms, int(left * 1000)))
+                rc = lib.fm_next(h, ms, ctypes.byref(self._out), ctypes.byref(errp))
+                if rc == _lib.OK:
+                    return self._claim()
+                if rc == _lib.END:
+                    raise StopIteration
+                if rc != _lib.TIMEOUT:
+                    raise _lib.error(rc, errp)
+                h = self._live()  # closed by another thread meanwhile?
+
+    def _claim(self):
+        """The Batch of the batch fm_next left in self._out. A
+        KeyboardInterrupt may strike at any call here (CPython raises it
+        after a call returns), so nothing is lost or freed twice: until the
+        last two statements the owner holds no handle (dropping it releases
+        nothing) and self._out still holds the batch (the next call claims it
+        again); those two are attribute stores, after which CPython does not
+        raise it."""
+        cb = self._out.contents
+        h = cb.handle
+        owner = _Owner(0)
+        b = _make_batch(cb, owner)
+        empty = ctypes.POINTER(_lib.CBatch)()
+        self._out = empty
+        owner.handle = h
+        return b
+
+    def _drop_pending(self):
+        """Releases a batch fm_next returned that no Batch owns (a call cut
+        short by an interrupt), unless a next() is running."""
+        if not self._next_lock.acquire(blocking=False):
+            return
+        try:
+            if self._out and _lib.usable():
+                h = self._out.contents.handle
+                self._out = ctypes.POINTER(_lib.CBatch)()
+                _lib._lib.fm_batch_release(h)
+        finally:
+            self._next_lock.release()
 
     def checkpoint(self):
         """The checkpoint (bytes) of exactly the batches this iterator
@@ -456,6 +493,7 @@ class Iterator:
             except Exception:
                 pass
             self._handle = 0
+        self._drop_pending()
         _lib.call("fm_iter_close", h)
 
     def _forget(self):
@@ -467,6 +505,7 @@ class Iterator:
                 except Exception:
                     pass
             self._handle = 0
+        self._drop_pending()
 
     def __enter__(self):
         return self

@@ -18,6 +18,12 @@ them (with DYNAMIC exactly-once sharding, every element reaches one
 worker once). Forked workers (the default start method on Linux) cannot
 use a library their parent loaded: they raise feedmesh.ForkError.
 
+Epochs: a job is one run of its dataset (give it epochs= for several
+passes, read in one DataLoader pass); a second iteration of the same job
+name delivers nothing new. To iterate the DataLoader once per epoch, call
+set_epoch(e) before each, as with DistributedSampler: the job is then
+named "<job>-epoch<e>".
+
 Checkpoints: state_dict() / load_state_dict() carry Iterator.checkpoint()
 of the iteration in this process (num_workers=0): load_state_dict() makes
 the next iteration resume the job from it (exactly-once DYNAMIC jobs).
@@ -66,6 +72,15 @@ class FeedmeshDataset(IterableDataset):
         self._resume = None
         self._client = None
         self._it = None
+        self._epoch = None
+
+    def set_epoch(self, epoch):
+        """Names the job of the next iteration "<job>-epoch<epoch>"."""
+        self._epoch = int(epoch)
+
+    def job_name(self):
+        """The job the next iteration reads."""
+        return self.job if self._epoch is None else "%s-epoch%d" % (self.job, self._epoch)
 
     def __getstate__(self):  # a spawned worker gets the recipe, not the connections
         s = self.__dict__.copy()
@@ -80,7 +95,7 @@ class FeedmeshDataset(IterableDataset):
     def __iter__(self):
         client = self._get_client()
         self._close_iterator()
-        it = client.distribute(self.spec, self.job, resume=self._resume, **self.job_options)
+        it = client.distribute(self.spec, self.job_name(), resume=self._resume, **self.job_options)
         self._resume = None
         self._it = it
         return self._batches(it)
@@ -96,12 +111,13 @@ class FeedmeshDataset(IterableDataset):
             it.close()
 
     def state_dict(self):
-        """{"job": name, "checkpoint": bytes or None}: exactly the batches
-        this process's iteration yielded (None before any iteration)."""
+        """{"job", "epoch" (set_epoch's, or None), "checkpoint": bytes or
+        None}: exactly the batches this process's iteration yielded (None
+        before any iteration)."""
         ck = self._resume
         if self._it is not None:
             ck = self._it.checkpoint()
-        return {"job": self.job, "checkpoint": ck}
+        return {"job": self.job, "epoch": self._epoch, "checkpoint": ck}
 
     def load_state_dict(self, state):
         """Makes the next iteration resume from state's checkpoint (stops
@@ -111,6 +127,7 @@ class FeedmeshDataset(IterableDataset):
             raise Error("feedmesh: state_dict of job %r loaded into a dataset of job %r" % (state.get("job"), self.job))
         self._close_iterator()
         self._it = None
+        self._epoch = state.get("epoch")
         self._resume = state.get("checkpoint")
 
     def _close_iterator(self):

@@ -363,6 +363,33 @@ class BadInputTest(unittest.TestCase):
             self.assertTrue((d["value"] == b["value"]).all())
 
 
+    def test_batch_of_an_interrupted_call(self):
+        # A KeyboardInterrupt raised as fm_next returns a batch leaves it in
+        # the iterator's slot: the next next() returns it, close() frees it.
+        import ctypes
+
+        from feedmesh import _lib
+
+        gc.collect()
+        base = feedmesh.live_batches()
+
+        def raw_next(it):  # what next() does, up to the interrupt
+            err = ctypes.c_void_p()
+            rc = _lib.lib().fm_next(it._handle, 5000, ctypes.byref(it._out), ctypes.byref(err))
+            self.assertEqual(rc, _lib.OK)
+
+        with self.c.distribute(range_spec(100, 10, split=100), job=job_name("pending"), max_workers=1) as it:
+            raw_next(it)
+            self.assertEqual(feedmesh.live_batches(), base + 1)
+            vals = read_values(it)
+            assert_once(self, vals, 100)  # the pending batch came first, then the rest
+            self.assertEqual(feedmesh.live_batches(), base)
+        it = self.c.distribute(range_spec(100, 10), job=job_name("pending2"))
+        raw_next(it)
+        it.close()
+        self.assertEqual(feedmesh.live_batches(), base)
+
+
 class SignalTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -547,6 +574,15 @@ class TorchTest(unittest.TestCase):
         vals += [b["value"].numpy().copy() for b in torch.utils.data.DataLoader(ds, batch_size=None)]
         ds.close()
         assert_once(self, np.concatenate(vals), n)
+
+    def test_set_epoch(self):
+        n = 300
+        ds = fmtorch.FeedmeshDataset(ADDR, range_spec(n, 50, split=100), job=job_name("tep"), client_options=CLIENT_OPTS)
+        for epoch in range(2):
+            ds.set_epoch(epoch)
+            vals = [b["value"].numpy().copy() for b in torch.utils.data.DataLoader(ds, batch_size=None)]
+            assert_once(self, np.concatenate(vals), n)
+        ds.close()
 
     def test_bfloat16(self):
         a = np.array([0x3F80, 0x4000], dtype=np.uint16)  # 1.0, 2.0 in bfloat16
