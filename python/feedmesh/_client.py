@@ -10,7 +10,7 @@ import time
 import weakref
 
 from . import _lib
-from ._errors import Closed, InvalidSpec
+from ._errors import Closed, Error, InvalidSpec
 
 # How long one fm_next call may wait: between two calls Python handles
 # signals (Ctrl-C raises KeyboardInterrupt within about this long).
@@ -24,7 +24,10 @@ def _numpy():
     """numpy, imported on first use so that `import feedmesh` stays cheap."""
     global _np, _BF16
     if _np is None:
-        import numpy
+        try:
+            import numpy
+        except ImportError as e:
+            raise _lib.Error("feedmesh needs numpy (%s): on Debian or Ubuntu, apt-get install python3-numpy" % e) from None
 
         try:  # bfloat16 as a numpy dtype, where ml_dtypes (a JAX dependency) is installed
             import ml_dtypes
@@ -247,6 +250,19 @@ def _spec_arg(spec):
     return 0, spec.encode()
 
 
+def _close_on_exit(obj, exc_type):
+    """close() at the end of a with block: its error (say, Unavailable when
+    the detach finds no node) is raised, unless another exception is
+    already on its way out, which it must not replace."""
+    if exc_type is None:
+        obj.close()
+        return
+    try:
+        obj.close()
+    except Error:
+        pass
+
+
 # Clients not yet closed, closed at exit so that their consumers detach
 # at once instead of holding their jobs for their lease.
 _open_clients = weakref.WeakSet()
@@ -290,6 +306,7 @@ class Client:
         self.addr = addr
         self._handle = 0
         self._iters = weakref.WeakSet()
+        _numpy()  # batches are numpy arrays: say now if numpy is missing
         h = ctypes.c_uint64()
         _lib.call("fm_dial", addr.encode(), json.dumps(opts).encode(), ctypes.byref(h))
         self._handle = h.value
@@ -359,8 +376,8 @@ class Client:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, *_):
+        _close_on_exit(self, exc_type)
 
     def __del__(self):
         try:
@@ -510,8 +527,8 @@ class Iterator:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, *_):
+        _close_on_exit(self, exc_type)
 
     def __del__(self):
         try:

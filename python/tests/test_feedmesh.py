@@ -306,6 +306,10 @@ class BadInputTest(unittest.TestCase):
             self.c.distribute(range_spec(10, 5), job=job_name("bad"), sharding="sideways")
         with self.assertRaises(TypeError):
             self.c.distribute(42, job=job_name("bad"))
+        job = job_name("mismatch")
+        with self.c.distribute(range_spec(10, 5), job=job, epochs=1):
+            with self.assertRaises(feedmesh.InvalidArgument):  # same name, other options
+                self.c.distribute(range_spec(10, 5), job=job, epochs=2)
 
     def test_not_found(self):
         with self.assertRaises(feedmesh.NotFound):
@@ -525,6 +529,26 @@ class ForkTest(unittest.TestCase):
             it.close()
             c.close()
 
+    def test_fork_before_first_client(self):
+        # A process that forks before it loads the library can use feedmesh
+        # in its children (a fresh interpreter: this one has loaded it).
+        import subprocess
+
+        code = """if True:
+            import os, sys, feedmesh
+            pid = os.fork()
+            if pid == 0:
+                c = feedmesh.Client(os.environ["FEEDMESH_TEST_ADDR"], transport="fast", log_level="error")
+                with c.distribute({"source": {"range": {"stop": 30}}, "ops": [{"batch": {"size": 10}}]}, job=sys.argv[1]) as it:
+                    n = sum(len(b["value"]) for b in it)
+                c.close()
+                os._exit(0 if n == 30 else 1)
+            _, status = os.waitpid(pid, 0)
+            sys.exit(os.waitstatus_to_exitcode(status))
+        """
+        r = subprocess.run([sys.executable, "-c", code, job_name("prefork")], capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr.decode())
+
     def test_torch_fork_workers(self):
         need_torch(self)
         client().close()  # the library is loaded in this process
@@ -599,6 +623,7 @@ class StressTest(unittest.TestCase):
                                           job=job_name("stress"), delivery="at-most-once") as it:
             base = None
             peak_live, peak_rss, count = 0, 0, 0
+            start = time.monotonic()
             for b in it:
                 count += 1
                 b["value"][0]  # touch it, keep nothing
@@ -609,12 +634,13 @@ class StressTest(unittest.TestCase):
                     peak_rss = max(peak_rss, rss_bytes())
                     peak_live = max(peak_live, feedmesh.live_batches())
             del b
+            secs = time.monotonic() - start
             self.assertEqual(count, batches)
             self.assertLessEqual(peak_live, 2, "batches handed out and not yet back")
             self.assertEqual(feedmesh.live_batches(), 0)
             grew = peak_rss - base
-            print("stress: %d batches of %d KiB, RSS %d MiB at the start, grew by %.1f MiB at most"
-                  % (batches, size * 8 // 1024, base >> 20, grew / 2**20), file=sys.stderr)
+            print("stress: %d batches of %d KiB in %.1fs, RSS %d MiB at the start, grew by %.1f MiB at most"
+                  % (batches, size * 8 // 1024, secs, base >> 20, grew / 2**20), file=sys.stderr)
             # Leaking every batch would grow RSS by batches x 8 KiB (78 MiB
             # for 10,000); the client's own bounds (prefetch, windows,
             # recycled buffers) are far below that.
