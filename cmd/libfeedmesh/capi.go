@@ -43,7 +43,13 @@ import (
 	"unsafe"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/pipeline"
 )
+
+// maxCheckpointBytes bounds a checkpoint fm_distribute copies in: far
+// above what a checkpoint of 65,536 intervals takes (the client refuses
+// more), far below what C.GoBytes' int length allows.
+const maxCheckpointBytes = 64 << 20
 
 // Every exported function returns a status code (errors.go) and, for an
 // error, sets *errOut to a message in C memory that the caller frees with
@@ -122,6 +128,10 @@ func fm_distribute(h C.uint64_t, specKind C.int32_t, spec *C.char, specLen C.int
 	c, err := typed[clientObj](uint64(h), "client")
 	if err != nil {
 		return fail(errOut, codeClosed, err)
+	}
+	if specLen < 0 || specLen > pipeline.MaxSpecBytes || resumeLen < 0 || resumeLen > maxCheckpointBytes {
+		err := fmt.Errorf("%w: a spec of %d bytes (at most %d) or a checkpoint of %d (at most %d)", errArg, specLen, pipeline.MaxSpecBytes, resumeLen, maxCheckpointBytes)
+		return fail(errOut, codeInvalidArgument, err)
 	}
 	s, err := parseSpec(int(specKind), C.GoBytes(unsafe.Pointer(spec), C.int(specLen)))
 	if err != nil {
