@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+// dialOptions are fm_dial's options, a JSON object from the caller (the
+// Python package's Client keywords): client.Options under snake_case
+// names, durations in seconds. Absent fields keep client.Options'
+// defaults.
+type dialOptions struct {
+	TLSCA   string `json:"tls_ca"`
+	TLSCert string `json:"tls_cert"`
+	TLSKey  string `json:"tls_key"`
+
+	Window           int     `json:"window"`
+	WindowBytes      int64   `json:"window_bytes"`
+	StreamsPerWorker int     `json:"streams_per_worker"`
+	PrefetchBatches  int     `json:"prefetch_batches"`
+	PrefetchBytes    int64   `json:"prefetch_bytes"`
+	RecycleBytes     int64   `json:"recycle_bytes"`
+	Heartbeat        float64 `json:"heartbeat_interval"`
+	RequestTimeout   float64 `json:"request_timeout"`
+	ReceiptInterval  float64 `json:"receipt_interval"`
+	// Transport is "default" (transport.DefaultConfig) or "fast"
+	// (transport.FastConfig: a dead node noticed in ~1.5 s, for clusters
+	// run with --preset fast, as the tests do).
+	Transport string `json:"transport"`
+	// DialTimeout bounds fm_dial (seconds; default 10).
+	DialTimeout float64 `json:"dial_timeout"`
+	// LogLevel: the client's log to stderr: "debug", "info", "warn"
+	// (default), "error" or "off".
+	LogLevel string `json:"log_level"`
+}
+
+// decodeStrict decodes one JSON object into v; unknown fields are errors
+// naming them, so a misspelt keyword does not pass unnoticed.
+func decodeStrict(text string, v any) error {
+	if strings.TrimSpace(text) == "" {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("more than one JSON value")
+	}
+	return nil
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// clientOptions turns fm_dial's JSON into the client's options and the
+// dial's timeout. Errors wrap errArg.
+func clientOptions(addr, text string) (client.Options, time.Duration, error) {
+	var d dialOptions
+	if err := decodeStrict(text, &d); err != nil {
+		return client.Options{}, 0, fmt.Errorf("%w: client options: %v", errArg, err)
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return client.Options{}, 0, fmt.Errorf("%w: node address %q: want host:port (the node's QUIC --port): %v", errArg, addr, err)
+	}
+	o := client.Options{
+		Window: d.Window, WindowBytes: d.WindowBytes, StreamsPerWorker: d.StreamsPerWorker,
+		PrefetchBatches: d.PrefetchBatches, PrefetchBytes: d.PrefetchBytes, RecycleBytes: d.RecycleBytes,
+		HeartbeatInterval: seconds(d.Heartbeat), RequestTimeout: seconds(d.RequestTimeout),
+		ReceiptInterval: seconds(d.ReceiptInterval),
+	}
+	switch d.Transport {
+	case "", "default":
+	case "fast":
+		fast := transport.FastConfig()
+		o.Transport = &fast
+	default:
+		return client.Options{}, 0, fmt.Errorf("%w: transport %q: want default or fast", errArg, d.Transport)
+	}
+	if d.TLSCA != "" || d.TLSCert != "" || d.TLSKey != "" {
+		tlsConf, err := transport.ClientTLS(d.TLSCA, d.TLSCert, d.TLSKey)
+		if err != nil {
+			return client.Options{}, 0, fmt.Errorf("%w: %v", errArg, err)
+		}
+		o.TLS = tlsConf
+	}
+	var level slog.Level
+	switch strings.ToLower(d.LogLevel) {
+	case "debug":
+		level = slog.LevelDebug
+	case "info":
+		level = slog.LevelInfo
+	case "", "warn", "warning":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	case "off", "none":
+		level = slog.LevelError + 100
+	default:
+		return client.Options{}, 0, fmt.Errorf("%w: log_level %q: want debug, info, warn, error or off", errArg, d.LogLevel)
+	}
+	o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "feedmesh-client")
+	timeout := seconds(d.DialTimeout)
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	return o, timeout, nil
+}
+
+// jobOptions decodes fm_distribute's options: api.JobOptions as JSON,
+// under its own json names (name, sharding, epochs, num_consumers,
+// consumer_index, share, coordinated, pad_final_round, compression,
+// delivery, max_workers, consumer_ttl and gc_after in nanoseconds), and
+// checks them as the client would. Errors wrap errArg.
+func jobOptions(text string, resume []byte) (client.JobOptions, error) {
+	var o client.JobOptions
+	if err := decodeStrict(text, &o); err != nil {
+		return o, fmt.Errorf("%w: job options: %v", errArg, err)
+	}
+	o.Resume = resume
+	if err := o.WithDefaults().Validate(); err != nil {
+		return o, fmt.Errorf("%w: job %q: %v", errArg, o.Name, err)
+	}
+	return o, nil
+}
+
+// Where fm_distribute's spec argument comes from.
+const (
+	specText = 0 // YAML or JSON text (JSON when it starts with '{')
+	specPath = 1 // a file, read as `feedmesh read --spec` reads it
+)
+
+// parseSpec parses and validates a dataset spec. Errors wrap errSpec.
+func parseSpec(kind int, spec []byte) (*pipeline.Spec, error) {
+	var (
+		s   *pipeline.Spec
+		err error
+	)
+	switch kind {
+	case specPath:
+		s, err = pipeline.LoadFile(string(spec))
+	case specText:
+		if bytes.HasPrefix(bytes.TrimSpace(spec), []byte("{")) {
+			s, err = pipeline.ParseJSON(spec)
+		} else {
+			s, err = pipeline.ParseYAML(spec)
+		}
+	default:
+		return nil, fmt.Errorf("%w: spec kind %d", errArg, kind)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errSpec, err)
+	}
+	return s, nil
+}

@@ -1,0 +1,50 @@
+// Command libfeedmesh is feedmesh's Go client (package client) as a C
+// shared library, for the Python package in python/feedmesh (ctypes) and
+// any other language with a C FFI:
+//
+//	go build -buildmode=c-shared -o python/feedmesh/libfeedmesh.so ./cmd/libfeedmesh
+//
+// The library is the Go client itself, so a Python trainer gets the same
+// semantics (failover, exactly-once delivery, checkpoints, coordinated
+// reads, sharing) and the same messages. It links what the client links
+// (mesh/api, transport, pipeline), never Raft, bbolt or memberlist.
+//
+// # The C API
+//
+// Handle-based: fm_dial returns a client handle, fm_distribute and
+// fm_attach an iterator handle, fm_next a batch (an fm_batch in C memory
+// carrying its handle). Handles are numbers in a table (objects.go), so a
+// stale or released handle is an error (FM_ERR_CLOSED), never a crash.
+// Every function returns a status code and, on error, a message in C
+// memory (fm_free it); errors.go maps the Go client's errors to kinds:
+// not found, no quorum, invalid spec, job in use, bad checkpoint,
+// closed, invalid argument, unavailable, other. fm_abi_version lets a
+// caller refuse a library built from another version of the API.
+//
+// fm_next waits at most the timeout it is given, so a caller waits in
+// slices and handles signals (Ctrl-C) between them; the Go runtime does
+// not take over SIGINT in a c-shared library (os/signal).
+//
+// # Memory
+//
+// A batch's tensor bytes are not copied: the fm_batch points into the
+// buffers it was received into, pinned with runtime.Pinner until
+// fm_batch_release, which hands them back to the client's pool
+// (client.Batch.Release). capi.go says why that is legal under cgo's
+// pointer rules. The Python package releases a batch once no array views
+// it any more.
+//
+// # Fork
+//
+// The Go runtime does not survive fork(): a child process cannot call
+// into a library its parent had loaded. The Python package refuses that
+// use with feedmesh.ForkError; spawned processes load their own copy.
+//
+// Files:
+//
+//	capi.go     the exported C functions, the fm_batch layout, pinning
+//	objects.go  the handle table, clients, iterators (Next with a timeout, Checkpoint, Stats)
+//	config.go   client and job options from JSON, dataset specs from text or a file
+//	errors.go   status codes, and the Go errors' kinds
+//	python_test.go  builds the library and runs the Python package's tests against a real cluster
+package main

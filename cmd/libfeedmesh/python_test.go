@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/feedmesh/feedmesh/testcluster"
+)
+
+// The Python suite (python/tests) runs under /usr/bin/python3, the
+// interpreter Debian's python3-numpy and python3-torch install into, or
+// $FEEDMESH_PYTHON. Without it, numpy, or a C compiler for cgo, the test
+// skips and says what to install; with FEEDMESH_REQUIRE_PYTHON=1 (CI) it
+// fails instead.
+const installHint = "apt-get install python3-numpy python3-torch"
+
+func requirePython() bool { return os.Getenv("FEEDMESH_REQUIRE_PYTHON") == "1" }
+
+// skipOrFail skips the test, or fails it where Python is required.
+func skipOrFail(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if requirePython() {
+		t.Fatalf(format+" (FEEDMESH_REQUIRE_PYTHON=1)", args...)
+	}
+	t.Skipf(format, args...)
+}
+
+func pythonPath() string {
+	if p := os.Getenv("FEEDMESH_PYTHON"); p != "" {
+		return p
+	}
+	return "/usr/bin/python3"
+}
+
+// goTool is the go command of the toolchain running the test.
+func goTool() string {
+	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+		return p
+	}
+	return "go"
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// buildLibrary builds this package as a C shared library into dir. With
+// FEEDMESH_CGOCHECK2=1 it is built with GOEXPERIMENT=cgocheck2, which
+// checks every store of a Go pointer into C memory (the pinned batch
+// buffers) at run time.
+func buildLibrary(t *testing.T, dir string) string {
+	t.Helper()
+	out, err := exec.Command(goTool(), "env", "CGO_ENABLED").Output()
+	if err != nil {
+		t.Fatalf("go env: %v", err)
+	}
+	if strings.TrimSpace(string(out)) != "1" {
+		skipOrFail(t, "cgo is off (no C compiler?): the library needs it (apt-get install gcc)")
+	}
+	lib := filepath.Join(dir, "libfeedmesh.so")
+	cmd := exec.Command(goTool(), "build", "-buildmode=c-shared", "-o", lib, ".")
+	cmd.Env = os.Environ()
+	if os.Getenv("FEEDMESH_CGOCHECK2") == "1" {
+		cmd.Env = append(cmd.Env, "GOEXPERIMENT=cgocheck2")
+	}
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the library: %v\n%s", err, out)
+	}
+	t.Logf("built %s in %v", lib, time.Since(start).Round(time.Millisecond))
+	return lib
+}
+
+// TestPython builds the library, starts a 3-node cluster and runs the
+// Python package's unittest suite against it.
+func TestPython(t *testing.T) {
+	if raceEnabled {
+		// Not skipOrFail: this is no missing package. A library built
+		// with -race fails to start ThreadSanitizer when Python loads it
+		// ("failed to allocate"); the Go side's concurrency is raced in
+		// TestIteratorObject instead.
+		t.Skip("the Python suite runs without -race: ThreadSanitizer cannot start in a library loaded by Python")
+	}
+	py := pythonPath()
+	if !fileExists(py) {
+		if _, err := exec.LookPath(py); err != nil {
+			skipOrFail(t, "no Python at %s (set FEEDMESH_PYTHON, or apt-get install python3 python3-numpy python3-torch)", py)
+		}
+	}
+	if out, err := exec.Command(py, "-c", "import numpy").CombinedOutput(); err != nil {
+		skipOrFail(t, "%s cannot import numpy: %s\n%s", py, installHint, out)
+	}
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := buildLibrary(t, t.TempDir())
+	c := testcluster.Start(t, 3)
+
+	stress := "10000"
+	if testing.Short() {
+		stress = "2000"
+	}
+	args := []string{"-m", "unittest", "-v"}
+	if run := os.Getenv("FEEDMESH_PYTHON_TESTS"); run != "" {
+		args = append(args, strings.Fields(run)...) // e.g. test_feedmesh.TorchTest
+	} else {
+		args = append(args, "test_feedmesh")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, args...)
+	cmd.Dir = filepath.Join(repo, "python", "tests")
+	cmd.Env = append(os.Environ(),
+		"PYTHONPATH="+filepath.Join(repo, "python"),
+		"PYTHONDONTWRITEBYTECODE=1",
+		"PYTHONUNBUFFERED=1",
+		"FEEDMESH_LIB="+lib,
+		"FEEDMESH_TEST_ADDR="+c.Node(0).Addr(),
+		"FEEDMESH_STRESS_BATCHES="+stress,
+		// cgo's default pointer checks, whatever the environment says.
+		"GODEBUG=cgocheck=1",
+	)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err = cmd.Run()
+	t.Logf("python %s (%v):\n%s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond), out.String())
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) || ctx.Err() != nil {
+			t.Fatalf("the Python suite failed: %v (ctx: %v)", err, ctx.Err())
+		}
+		t.Fatal(err)
+	}
+	if bytes.Contains(out.Bytes(), []byte("skipped")) && requirePython() {
+		t.Fatalf("the Python suite skipped tests under FEEDMESH_REQUIRE_PYTHON=1")
+	}
+}

@@ -1,0 +1,36 @@
+"""feedmesh: read a feedmesh cluster's jobs from Python, zero-copy.
+
+    import feedmesh
+    client = feedmesh.Client("10.0.0.5:7947")              # any node
+    it = client.distribute("spec.yaml", job="run-7", epochs=3)
+    for batch in it:                                        # dict: tensor name -> numpy.ndarray
+        step(batch["tokens"], batch["tokens_length"])
+    print(it.stats())
+
+The package is the Go client (package client) built as a C shared library
+(cmd/libfeedmesh), loaded with ctypes on first use: the same behaviour
+under failure, the same messages. It needs only the standard library and
+numpy; feedmesh.torch adds a PyTorch IterableDataset. README.md, section
+"Python", has the whole story (install, fork, signals, errors).
+"""
+
+from ._errors import (
+    BadCheckpoint,
+    Closed,
+    Error,
+    ForkError,
+    InvalidArgument,
+    InvalidSpec,
+    JobInUse,
+    NoQuorum,
+    NotFound,
+    Unavailable,
+)
+from ._client import Batch, BytesTensor, Client, Iterator, live_batches
+from ._lib import library_path
+
+__all__ = [
+    "Client", "Iterator", "Batch", "BytesTensor", "live_batches", "library_path",
+    "Error", "NotFound", "NoQuorum", "InvalidSpec", "InvalidArgument", "JobInUse",
+    "BadCheckpoint", "Closed", "Unavailable", "ForkError",
+]

@@ -1,0 +1,538 @@
+"""Client, Iterator and Batch: the Go client (package client) through
+libfeedmesh."""
+
+import atexit
+import ctypes
+import json
+import os
+import threading
+import time
+import weakref
+
+from . import _lib
+from ._errors import Closed, Error, InvalidSpec
+
+# How long one fm_next call may wait: between two calls Python handles
+# signals (Ctrl-C raises KeyboardInterrupt within about this long).
+WAIT_SLICE_MS = 100
+
+_np = None
+_BF16 = None
+
+
+def _numpy():
+    """numpy, imported on first use so that `import feedmesh` stays cheap."""
+    global _np, _BF16
+    if _np is None:
+        try:
+            import numpy
+        except ImportError as e:
+            raise _lib.Error("feedmesh needs numpy (%s): on Debian or Ubuntu, apt-get install python3-numpy" % e) from None
+
+        try:  # bfloat16 as a numpy dtype, where ml_dtypes (a JAX dependency) is installed
+            import ml_dtypes
+
+            _BF16 = numpy.dtype(ml_dtypes.bfloat16)
+        except ImportError:
+            _BF16 = None
+        _np = numpy
+    return _np
+
+
+# pipeline/tensor.DType -> numpy typestr (little-endian, as on the wire).
+# bfloat16 (6) is read as uint16 and viewed as ml_dtypes.bfloat16 when
+# available.
+_TYPESTR = {1: "|u1", 2: "|i1", 3: "<i4", 4: "<i8", 5: "<f2", 6: "<u2", 7: "<f4", 8: "<f8", 9: "|b1"}
+_ITEMSIZE = {1: 1, 2: 1, 3: 4, 4: 8, 5: 2, 6: 2, 7: 4, 8: 8, 9: 1}
+
+
+class _Owner:
+    """Holds one batch of the library. Every array of the batch references
+    it (through its base), so it is collected, and the batch's buffers go
+    back to the client's pool, only once no array of the batch is left."""
+
+    __slots__ = ("handle", "__weakref__")
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __del__(self):
+        h, self.handle = self.handle, 0
+        if h and _lib.usable():
+            try:
+                _lib._lib.fm_batch_release(h)
+            except Exception:  # interpreter shutdown
+                pass
+
+
+class _View:
+    """Exposes a span of a batch's memory to numpy (array interface) and
+    keeps the batch alive while an array views it."""
+
+    __slots__ = ("__array_interface__", "_owner")
+
+    def __init__(self, owner, ptr, shape, typestr):
+        self._owner = owner
+        self.__array_interface__ = {"version": 3, "shape": shape, "typestr": typestr, "data": (ptr, False)}
+
+
+def _array(owner, ptr, nbytes, shape, dtype):
+    np = _numpy()
+    typestr = _TYPESTR.get(dtype)
+    if typestr is None:
+        raise _lib.Error("feedmesh: tensor of unknown dtype %d: rebuild the library and package from one checkout" % dtype)
+    if nbytes == 0 or not ptr:
+        a = np.zeros(shape, dtype=typestr)
+    else:
+        a = np.asarray(_View(owner, ptr, shape, typestr))
+    if dtype == 6 and _BF16 is not None:
+        a = a.view(_BF16)
+    return a
+
+
+class BytesTensor:
+    """A bytes tensor: one byte string per entry of `shape`, as the Go
+    batch holds it: `data` (uint8 array, the entries concatenated) and
+    `offsets` (int64 array of product(shape)+1 entries; entry i is
+    data[offsets[i]:offsets[i+1]]). Both are views of the batch's memory."""
+
+    __slots__ = ("data", "offsets", "shape")
+
+    def __init__(self, data, offsets, shape):
+        self.data, self.offsets, self.shape = data, offsets, tuple(shape)
+
+    def __len__(self):
+        return self.shape[0] if self.shape else 1
+
+    def entry(self, i):
+        """The i-th byte string (flat index)."""
+        return self.data[self.offsets[i] : self.offsets[i + 1]].tobytes()
+
+    def tolist(self):
+        """Every entry as bytes, flat."""
+        o = self.offsets.tolist()
+        d = self.data.tobytes()
+        return [d[o[i] : o[i + 1]] for i in range(len(o) - 1)]
+
+    def __reduce__(self):  # pickles (e.g. to another process) as copies
+        return (BytesTensor, (self.data.copy(), self.offsets.copy(), self.shape))
+
+    def __repr__(self):
+        return "BytesTensor(shape=%r, %d bytes)" % (self.shape, self.data.size)
+
+
+class Batch(dict):
+    """One batch: a dict of tensor name -> numpy.ndarray (BytesTensor for
+    bytes tensors), each a zero-copy view of the buffer the batch was
+    received into; plus `worker`, `seq`, `epoch`, `rows`, and for
+    coordinated jobs `round` and `bucket` (else -1).
+
+    The buffer goes back to the client for reuse once neither the batch
+    nor any of its arrays is referenced any more. release() drops the
+    batch's own references at once; using the batch afterwards raises
+    feedmesh.Closed, while arrays taken from it before stay valid (the
+    buffer is reused only once they are gone too)."""
+
+    __slots__ = ("_owner", "_released", "worker", "seq", "epoch", "rows", "round", "bucket")
+
+    def release(self):
+        """Hands the batch back: see the class doc."""
+        self._released = True
+        self._owner = None
+        dict.clear(self)
+
+    @property
+    def released(self):
+        return self._released
+
+    def _check(self):
+        if self._released:
+            raise Closed("feedmesh: batch %s/%d used after release()" % (self.worker, self.seq))
+
+    def __getitem__(self, k):
+        self._check()
+        return dict.__getitem__(self, k)
+
+    def get(self, k, default=None):
+        self._check()
+        return dict.get(self, k, default)
+
+    def __iter__(self):
+        self._check()
+        return dict.__iter__(self)
+
+    def __len__(self):
+        self._check()
+        return dict.__len__(self)
+
+    def __contains__(self, k):
+        self._check()
+        return dict.__contains__(self, k)
+
+    def keys(self):
+        self._check()
+        return dict.keys(self)
+
+    def values(self):
+        self._check()
+        return dict.values(self)
+
+    def items(self):
+        self._check()
+        return dict.items(self)
+
+    def __reduce__(self):  # pickles as a plain dict (numpy pickles copies)
+        self._check()
+        return (dict, (dict(self),))
+
+    def __repr__(self):
+        if self._released:
+            return "<feedmesh.Batch released>"
+        return "<feedmesh.Batch %s/%d: %s>" % (
+            self.worker,
+            self.seq,
+            ", ".join("%s%s" % (k, list(v.shape)) for k, v in dict.items(self)),
+        )
+
+
+def _make_batch(cb, owner):
+    """A Batch of the fm_batch the library returned, whose arrays all
+    reference owner."""
+    b = Batch()
+    b._owner, b._released = owner, False
+    b.worker = cb.worker.decode("utf-8", "replace")
+    b.seq, b.epoch, b.rows, b.round, b.bucket = cb.seq, cb.epoch, cb.rows, cb.round, cb.bucket
+    for i in range(cb.ntensors):
+        t = cb.tensors[i]
+        shape = tuple(t.shape[j] for j in range(t.ndim))
+        if t.dtype == _lib.BYTES:
+            data = _array(owner, t.data, t.nbytes, (t.nbytes,), 1)
+            offsets = _array(owner, t.offsets, 8 * t.noffsets, (t.noffsets,), 4)
+            v = BytesTensor(data, offsets, shape)
+        else:
+            v = _array(owner, t.data, t.nbytes, shape, t.dtype)
+        dict.__setitem__(b, t.name.decode("utf-8", "replace"), v)
+    return b
+
+
+def live_batches():
+    """How many batches the library has handed out and not yet had back
+    (a test's view of the pool: it stays small under a consumer that keeps
+    nothing)."""
+    return _lib.lib().fm_live_batches()
+
+
+def _seconds_ns(name, v):
+    if v is None:
+        return None
+    if v < 0:
+        raise ValueError("%s must be >= 0 seconds" % name)
+    return int(v * 1e9)
+
+
+def _spec_arg(spec):
+    """(kind, bytes) of a spec: a dict (sent as JSON), a path (read as
+    `feedmesh read --spec` reads it: relative files resolve against its
+    directory), or YAML/JSON text."""
+    if isinstance(spec, dict):
+        return 0, json.dumps(spec).encode()
+    if isinstance(spec, os.PathLike):
+        return 1, os.fsencode(os.path.abspath(spec))
+    if isinstance(spec, bytes):
+        spec = spec.decode("utf-8")
+    if not isinstance(spec, str):
+        raise TypeError("spec: want a path, YAML or JSON text, or a dict, not %s" % type(spec).__name__)
+    one_line = "\n" not in spec.strip()
+    if one_line and os.path.isfile(spec):
+        return 1, os.fsencode(os.path.abspath(spec))
+    if one_line and spec.strip().lower().endswith((".yaml", ".yml", ".json")):
+        raise InvalidSpec("invalid dataset spec: no such file: %s" % spec)
+    return 0, spec.encode()
+
+
+def _close_on_exit(obj, exc_type):
+    """close() at the end of a with block: its error (say, Unavailable when
+    the detach finds no node) is raised, unless another exception is
+    already on its way out, which it must not replace."""
+    if exc_type is None:
+        obj.close()
+        return
+    try:
+        obj.close()
+    except Error:
+        pass
+
+
+# Clients not yet closed, closed at exit so that their consumers detach
+# at once instead of holding their jobs for their lease.
+_open_clients = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all():
+    if not _lib.usable():
+        return
+    for c in list(_open_clients):
+        try:
+            c.close()
+        except Exception:
+            pass
+
+
+class Client:
+    """A connection to a feedmesh cluster through any of its nodes
+    (the Go client.Dial). addr is a node's QUIC address, host:port.
+
+    Keywords are client.Options: tls_ca, tls_cert, tls_key (mutual TLS),
+    window, window_bytes, streams_per_worker, prefetch_batches,
+    prefetch_bytes, recycle_bytes, heartbeat_interval, request_timeout,
+    receipt_interval (seconds), transport ("default" or "fast"),
+    dial_timeout (seconds, default 10) and log_level ("warn" by default, to
+    stderr; "off" silences it)."""
+
+    def __init__(self, addr, *, tls_ca=None, tls_cert=None, tls_key=None, window=None, window_bytes=None,
+                 streams_per_worker=None, prefetch_batches=None, prefetch_bytes=None, recycle_bytes=None,
+                 heartbeat_interval=None, request_timeout=None, receipt_interval=None, transport=None,
+                 dial_timeout=None, log_level=None):
+        opts = {
+            "tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key, "window": window,
+            "window_bytes": window_bytes, "streams_per_worker": streams_per_worker,
+            "prefetch_batches": prefetch_batches, "prefetch_bytes": prefetch_bytes,
+            "recycle_bytes": recycle_bytes, "heartbeat_interval": heartbeat_interval,
+            "request_timeout": request_timeout, "receipt_interval": receipt_interval,
+            "transport": transport, "dial_timeout": dial_timeout, "log_level": log_level,
+        }
+        opts = {k: (os.fspath(v) if k.startswith("tls_") else v) for k, v in opts.items() if v is not None}
+        self.addr = addr
+        self._handle = 0
+        self._iters = weakref.WeakSet()
+        _numpy()  # batches are numpy arrays: say now if numpy is missing
+        h = ctypes.c_uint64()
+        _lib.call("fm_dial", addr.encode(), json.dumps(opts).encode(), ctypes.byref(h))
+        self._handle = h.value
+        _open_clients.add(self)
+
+    def _live(self):
+        _lib.check_fork()
+        if not self._handle:
+            raise Closed("feedmesh: client of %s is closed" % self.addr)
+        return self._handle
+
+    def distribute(self, spec, job, *, sharding="dynamic", epochs=None, delivery=None, num_consumers=None,
+                   consumer_index=None, coordinated=None, pad_final_round=None, share=None, compression=None,
+                   max_workers=None, consumer_ttl=None, gc_after=None, resume=None):
+        """Creates the job (or joins it, if one of that name exists with the
+        same options) and returns an Iterator over its batches.
+
+        spec: a path, YAML/JSON text, or a dict. Keywords are
+        client.JobOptions: sharding ("dynamic" by default, as `feedmesh
+        read`; "off", "static"), epochs, delivery ("exactly-once",
+        "at-most-once"), num_consumers and consumer_index (a rank: with
+        consumer_index, coordinated defaults to True), pad_final_round,
+        share, compression ("lz4", "zstd"), max_workers, consumer_ttl and
+        gc_after (seconds), resume (bytes of Iterator.checkpoint())."""
+        h = self._live()
+        if coordinated is None:
+            coordinated = consumer_index is not None
+        opts = {
+            "name": job, "sharding": sharding, "epochs": epochs, "delivery": delivery,
+            "num_consumers": num_consumers, "consumer_index": consumer_index, "coordinated": coordinated,
+            "pad_final_round": pad_final_round, "share": share, "compression": compression,
+            "max_workers": max_workers, "consumer_ttl": _seconds_ns("consumer_ttl", consumer_ttl),
+            "gc_after": _seconds_ns("gc_after", gc_after),
+        }
+        opts = {k: v for k, v in opts.items() if v is not None}
+        kind, text = _spec_arg(spec)
+        if resume is not None:
+            resume = bytes(resume)
+        out = ctypes.c_uint64()
+        _lib.call("fm_distribute", h, kind, text, len(text), json.dumps(opts).encode(),
+                  resume, len(resume) if resume else 0, ctypes.byref(out))
+        return self._iterator(out.value, job)
+
+    def attach(self, job):
+        """Joins an existing job by name, without its spec (NotFound if
+        there is none)."""
+        h = self._live()
+        out = ctypes.c_uint64()
+        _lib.call("fm_attach", h, job.encode(), ctypes.byref(out))
+        return self._iterator(out.value, job)
+
+    def _iterator(self, handle, job):
+        it = Iterator(self, handle, job)
+        self._iters.add(it)
+        return it
+
+    def close(self):
+        """Closes the client's iterators (detaching them from their jobs),
+        then the client. Batches already returned stay valid."""
+        h, self._handle = self._handle, 0
+        for it in list(self._iters):
+            it._forget()
+        if h and _lib.usable():
+            _lib.call("fm_client_close", h)
+        _open_clients.discard(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *_):
+        _close_on_exit(self, exc_type)
+
+    def __del__(self):
+        try:
+            if self._handle and _lib.usable():
+                self.close()
+        except Exception:
+            pass
+
+
+class Iterator:
+    """A job's batches (the Go client.Iterator): iterate it for Batch
+    objects; it ends at the end of the job's data."""
+
+    def __init__(self, client, handle, job):
+        self.client = client
+        self.job = job
+        self._handle = handle
+        self._final_checkpoint = None
+        self._lock = threading.Lock()  # close
+        self._next_lock = threading.Lock()  # next: one caller at a time, as the Go Iterator wants
+        # Where fm_next puts a batch: not NULL while a batch is there that
+        # no Batch owns yet (see _claim).
+        self._out = ctypes.POINTER(_lib.CBatch)()
+
+    def _live(self):
+        _lib.check_fork()
+        if not self._handle:
+            raise Closed("feedmesh: iterator of job %r is closed" % self.job)
+        return self._handle
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self.next()
+
+    def next(self, timeout=None):
+        """The next Batch; StopIteration at the end of the data, TimeoutError
+        when timeout (seconds) passes first. The wait releases the GIL and
+        is cut in slices of 100 ms, so Ctrl-C raises KeyboardInterrupt
+        promptly (the iterator stays usable, and a batch that arrived with
+        the interrupt is not lost: the next call returns it)."""
+        h = self._live()
+        lib = _lib.lib()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        errp = ctypes.c_void_p()
+        with self._next_lock:
+            while True:
+                if self._out:
+                    return self._claim()
+                ms = WAIT_SLICE_MS
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError("feedmesh: no batch of job %r within %gs" % (self.job, timeout))
+                    ms = max(1, min(ms, int(left * 1000)))
+                rc = lib.fm_next(h, ms, ctypes.byref(self._out), ctypes.byref(errp))
+                if rc == _lib.OK:
+                    return self._claim()
+                if rc == _lib.END:
+                    raise StopIteration
+                if rc != _lib.TIMEOUT:
+                    raise _lib.error(rc, errp)
+                h = self._live()  # closed by another thread meanwhile?
+
+    def _claim(self):
+        """The Batch of the batch fm_next left in self._out. A
+        KeyboardInterrupt may strike at any call here (CPython raises it
+        after a call returns), so nothing is lost or freed twice: until the
+        last two statements the owner holds no handle (dropping it releases
+        nothing) and self._out still holds the batch (the next call claims it
+        again); those two are attribute stores, after which CPython does not
+        raise it."""
+        cb = self._out.contents
+        h = cb.handle
+        owner = _Owner(0)
+        b = _make_batch(cb, owner)
+        empty = ctypes.POINTER(_lib.CBatch)()
+        self._out = empty
+        owner.handle = h
+        return b
+
+    def _drop_pending(self):
+        """Releases a batch fm_next returned that no Batch owns (a call cut
+        short by an interrupt), unless a next() is running."""
+        if not self._next_lock.acquire(blocking=False):
+            return
+        try:
+            if self._out and _lib.usable():
+                h = self._out.contents.handle
+                self._out = ctypes.POINTER(_lib.CBatch)()
+                _lib._lib.fm_batch_release(h)
+        finally:
+            self._next_lock.release()
+
+    def checkpoint(self):
+        """The checkpoint (bytes) of exactly the batches this iterator
+        returned; pass it as distribute(..., resume=) to go on from there.
+        Exactly-once DYNAMIC jobs only. After close(), the checkpoint as of
+        the close."""
+        if not self._handle and self._final_checkpoint is not None:
+            return self._final_checkpoint
+        h = self._live()
+        data, n = ctypes.c_void_p(), ctypes.c_int64()
+        _lib.call("fm_checkpoint", h, ctypes.byref(data), ctypes.byref(n))
+        try:
+            return ctypes.string_at(data.value, n.value) if n.value else b""
+        finally:
+            _lib.lib().fm_free(data.value)
+
+    def stats(self):
+        """What was delivered so far (client.Stats as a dict): batches,
+        elements, bytes, wire_bytes, seconds, workers (per worker:
+        batches, rows, bytes, wire_bytes), job_state, delivery, ..."""
+        h = self._live()
+        out = ctypes.c_void_p()
+        _lib.call("fm_stats", h, ctypes.byref(out))
+        return json.loads(_lib.take_string(out.value))
+
+    def close(self):
+        """Stops reading and detaches from the job. Batches already
+        returned stay valid."""
+        with self._lock:
+            h = self._handle
+            if not h or not _lib.usable():
+                self._handle = 0
+                return
+            try:  # keep the checkpoint as of the close, for checkpoint()
+                self._final_checkpoint = self.checkpoint()
+            except Exception:
+                pass
+            self._handle = 0
+        self._drop_pending()
+        _lib.call("fm_iter_close", h)
+
+    def _forget(self):
+        """The client closed this iterator."""
+        with self._lock:
+            if self._handle and _lib.usable():
+                try:
+                    self._final_checkpoint = self.checkpoint()
+                except Exception:
+                    pass
+            self._handle = 0
+        self._drop_pending()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *_):
+        _close_on_exit(self, exc_type)
+
+    def __del__(self):
+        try:
+            if self._handle and _lib.usable():
+                self.close()
+        except Exception:
+            pass

@@ -1,0 +1,60 @@
+"""feedmesh's exceptions: one per kind of error the Go client reports."""
+
+
+class Error(Exception):
+    """Any error of feedmesh; the message is the Go client's."""
+
+
+class NotFound(Error, LookupError):
+    """The named job (or dataset) does not exist on the cluster."""
+
+
+class NoQuorum(Error):
+    """The cluster cannot commit: too few Raft voters reachable, or no leader."""
+
+
+class InvalidSpec(Error, ValueError):
+    """The dataset spec does not parse or validate."""
+
+
+class InvalidArgument(Error, ValueError):
+    """Bad options (a misspelt keyword, an unknown sharding) or a bad address."""
+
+
+class JobInUse(Error):
+    """Resuming a job that still has consumers attached (close them first)."""
+
+
+class BadCheckpoint(Error, ValueError):
+    """A checkpoint that is truncated, corrupted, of another job or dataset."""
+
+
+class Closed(Error):
+    """A closed client or iterator, or a batch used after release()."""
+
+
+class Unavailable(Error, ConnectionError):
+    """No node answered (a wrong address, or the cluster is down)."""
+
+
+class ForkError(Error):
+    """feedmesh used in a process forked after its Go library was loaded."""
+
+
+# Status codes of the C library (cmd/libfeedmesh/errors.go) to exceptions.
+_BY_CODE = {
+    10: Error,
+    11: NotFound,
+    12: NoQuorum,
+    13: InvalidSpec,
+    14: JobInUse,
+    15: BadCheckpoint,
+    16: Closed,
+    17: InvalidArgument,
+    18: Unavailable,
+}
+
+
+def from_code(code, message):
+    """The exception for a status code of the library."""
+    return _BY_CODE.get(code, Error)(message)

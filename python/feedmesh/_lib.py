@@ -1,0 +1,175 @@
+"""Loading libfeedmesh (the Go client as a C shared library) with ctypes,
+its C declarations, and the fork guard.
+
+The library is loaded on first use (the first Client), not at import: a
+process that only imports feedmesh starts no Go runtime, and a child it
+forks before that first use can load the library itself.
+"""
+
+import ctypes
+import os
+import sys
+import threading
+
+from ._errors import Error, ForkError, from_code
+
+# Must equal abiVersion in cmd/libfeedmesh/errors.go.
+ABI_VERSION = 1
+
+# Outcomes of fm_next (cmd/libfeedmesh/errors.go); errors are 10 and above.
+OK, END, TIMEOUT = 0, 1, 2
+
+# The dtypes' numbers (pipeline/tensor.DType).
+BYTES = 10
+
+
+class CTensor(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("dtype", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("data", ctypes.c_void_p),
+        ("nbytes", ctypes.c_int64),
+        ("offsets", ctypes.c_void_p),
+        ("noffsets", ctypes.c_int64),
+    ]
+
+
+class CBatch(ctypes.Structure):
+    _fields_ = [
+        ("handle", ctypes.c_uint64),
+        ("worker", ctypes.c_char_p),
+        ("seq", ctypes.c_uint64),
+        ("epoch", ctypes.c_int64),
+        ("rows", ctypes.c_int64),
+        ("ntensors", ctypes.c_int32),
+        ("bucket", ctypes.c_int32),
+        ("tensors", ctypes.POINTER(CTensor)),
+        ("round", ctypes.c_int64),
+    ]
+
+
+_u64, _i32, _i64, _vp = ctypes.c_uint64, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p
+_P = ctypes.POINTER
+
+# name: (restype, argtypes). Messages come back as void* (not c_char_p,
+# which would convert them and lose the pointer to free).
+_SIGNATURES = {
+    "fm_abi_version": (_i32, []),
+    "fm_free": (None, [_vp]),
+    "fm_dial": (_i32, [ctypes.c_char_p, ctypes.c_char_p, _P(_u64), _P(_vp)]),
+    "fm_client_close": (_i32, [_u64, _P(_vp)]),
+    "fm_distribute": (_i32, [_u64, _i32, ctypes.c_char_p, _i64, ctypes.c_char_p, ctypes.c_char_p, _i64, _P(_u64), _P(_vp)]),
+    "fm_attach": (_i32, [_u64, ctypes.c_char_p, _P(_u64), _P(_vp)]),
+    "fm_next": (_i32, [_u64, _i32, _P(_P(CBatch)), _P(_vp)]),
+    "fm_batch_release": (_i32, [_u64]),
+    "fm_live_batches": (_i64, []),
+    "fm_checkpoint": (_i32, [_u64, _P(_vp), _P(_i64), _P(_vp)]),
+    "fm_stats": (_i32, [_u64, _P(_vp), _P(_vp)]),
+    "fm_iter_close": (_i32, [_u64, _P(_vp)]),
+}
+
+_lib = None
+_lock = threading.Lock()
+_forked_from = None  # in a forked child: the pid of the parent that had loaded the library
+
+FORK_MESSAGE = (
+    "feedmesh cannot be used in a process forked (pid {child}) after feedmesh's Go library "
+    "was loaded in its parent (pid {parent}): the Go runtime does not survive fork(). "
+    "Supported patterns: read in the main process (torch DataLoader num_workers=0: the data is "
+    "already prepared by the cluster), or start worker processes with the spawn method "
+    "(DataLoader(..., multiprocessing_context=\"spawn\"), multiprocessing.get_context(\"spawn\")); "
+    "each spawned worker is its own consumer of the same job."
+)
+
+
+def _after_fork_in_child():
+    global _forked_from
+    if _lib is not None and _forked_from is None:
+        _forked_from = os.getppid()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def check_fork():
+    """Raises ForkError in a process forked after the library was loaded."""
+    if _forked_from is not None:
+        raise ForkError(FORK_MESSAGE.format(child=os.getpid(), parent=_forked_from))
+
+
+def usable():
+    """Whether finalizers may call the library: loaded, and not in a forked
+    child (where calling into the dead Go runtime would hang)."""
+    return _lib is not None and _forked_from is None
+
+
+def library_path():
+    """Where the library is looked for: $FEEDMESH_LIB, else next to this
+    package."""
+    env = os.environ.get("FEEDMESH_LIB")
+    if env:
+        return env
+    name = "libfeedmesh.dylib" if sys.platform == "darwin" else "libfeedmesh.so"
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+
+
+def lib():
+    """The loaded library (loading it on first use)."""
+    check_fork()
+    if _lib is None:
+        with _lock:
+            if _lib is None:
+                _load()
+    return _lib
+
+
+def _load():
+    global _lib
+    path = library_path()
+    if not os.path.exists(path):
+        raise Error(
+            "feedmesh: the Go library was not found at %s. Build it from a feedmesh checkout: "
+            "go build -buildmode=c-shared -o python/feedmesh/libfeedmesh.so ./cmd/libfeedmesh "
+            "(or set FEEDMESH_LIB to its path)" % path
+        )
+    # CDLL (not PyDLL): every call releases the GIL, so other Python
+    # threads run while one waits for a batch.
+    handle = ctypes.CDLL(path)
+    for name, (res, args) in _SIGNATURES.items():
+        try:
+            f = getattr(handle, name)
+        except AttributeError:
+            raise Error("feedmesh: %s lacks %s: rebuild it from the same checkout as this package" % (path, name)) from None
+        f.restype, f.argtypes = res, args
+    v = handle.fm_abi_version()
+    if v != ABI_VERSION:
+        raise Error(
+            "feedmesh: %s speaks C API version %d, this package %d: rebuild the library "
+            "from the same checkout as this package" % (path, v, ABI_VERSION)
+        )
+    _lib = handle
+
+
+def take_string(ptr):
+    """The text of a C string the library allocated, which it frees."""
+    if not ptr:
+        return ""
+    try:
+        return ctypes.string_at(ptr).decode("utf-8", "replace")
+    finally:
+        _lib.fm_free(ptr)
+
+
+def error(code, errp):
+    """The exception for a failed call's code and message."""
+    return from_code(code, take_string(errp.value))
+
+
+def call(name, *args):
+    """Calls fm_<name>(*args, &err) and raises its error, if any."""
+    errp = ctypes.c_void_p()
+    rc = getattr(lib(), name)(*args, ctypes.byref(errp))
+    if rc != OK:
+        raise error(rc, errp)

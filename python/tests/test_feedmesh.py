@@ -1,0 +1,651 @@
+"""Tests of the feedmesh Python package against a real cluster.
+
+Run by cmd/libfeedmesh's TestPython (go test ./cmd/libfeedmesh), which
+builds the library, starts an in-process cluster and sets:
+
+  FEEDMESH_LIB              the library
+  FEEDMESH_TEST_ADDR        a node's QUIC address
+  FEEDMESH_STRESS_BATCHES   batches of the stress test (10000; fewer with -short)
+  FEEDMESH_REQUIRE_PYTHON   1: a missing torch fails instead of skipping
+"""
+
+import _thread
+import atexit
+import gc
+import multiprocessing
+import os
+import pickle
+import signal
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import uuid
+
+import numpy as np
+
+import feedmesh
+
+ADDR = os.environ.get("FEEDMESH_TEST_ADDR", "")
+REQUIRE = os.environ.get("FEEDMESH_REQUIRE_PYTHON") == "1"
+# The test cluster runs the fast preset: so does the client's transport.
+CLIENT_OPTS = {"transport": "fast", "heartbeat_interval": 0.1, "log_level": "error"}
+
+try:
+    import torch
+    import torch.utils.data
+
+    import feedmesh.torch as fmtorch
+
+    TORCH = None
+except ImportError as e:  # reported by the torch tests
+    torch = None
+    TORCH = "torch is not installed (%s): apt-get install python3-torch" % e
+
+
+def setUpModule():
+    if not ADDR:
+        raise unittest.SkipTest("FEEDMESH_TEST_ADDR is not set: run these tests with go test ./cmd/libfeedmesh")
+
+
+def need_torch(test):
+    if TORCH and REQUIRE:
+        raise AssertionError(TORCH + " (FEEDMESH_REQUIRE_PYTHON=1)")
+    if TORCH:
+        raise unittest.SkipTest(TORCH)
+
+
+def job_name(prefix):
+    return "%s-%s" % (prefix, uuid.uuid4().hex[:8])
+
+
+def range_spec(n, batch, split=500, ops=()):
+    return {"source": {"range": {"stop": n, "split_size": split}}, "ops": list(ops) + [{"batch": {"size": batch}}]}
+
+
+# A job whose first batch takes ~100 s: for waiting.
+SLOW_SPEC = {"source": {"range": {"stop": 1000, "split_size": 1000}},
+             "ops": [{"cost": {"sleep_us": 100000}}, {"batch": {"size": 1000}}]}
+
+TEXT_SPEC = {"source": {"synthetic": {"kind": "text", "count": 400, "seed": 3, "split_size": 50, "max_words": 200}},
+             "ops": [{"map": {"fn": "tokenize_whitespace", "args": {"vocab_size": 1000}}},
+                     {"bucket_by_sequence_length": {"tensor": "tokens", "boundaries": [16, 32, 64], "batch_sizes": [8, 4, 2, 1]}}]}
+
+
+def client():
+    return feedmesh.Client(ADDR, **CLIENT_OPTS)
+
+
+def read_values(it, key="value", limit=None):
+    """Copies of key's values of every batch (up to limit batches)."""
+    out = []
+    for b in it:
+        out.append(np.array(b[key]))
+        if limit is not None and len(out) == limit:
+            break
+    return np.concatenate(out) if out else np.array([], dtype=np.int64)
+
+
+def assert_once(tc, values, n):
+    values = np.sort(np.asarray(values))
+    tc.assertEqual(len(values), n, "elements received")
+    tc.assertTrue((values == np.arange(n)).all(), "every element of range(%d) once" % n)
+
+
+def rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class ReadTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.c = client()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def test_range_every_element_once(self):
+        n = 20000
+        with self.c.distribute(range_spec(n, 64), job=job_name("range")) as it:
+            b = next(it)
+            self.assertIsInstance(b, dict)
+            self.assertEqual(b["value"].dtype, np.int64)
+            self.assertEqual(b["value"].shape, (64,))
+            self.assertEqual(b.rows, 64)
+            vals = np.concatenate([np.array(b["value"]), read_values(it)])
+            assert_once(self, vals, n)
+            st = it.stats()
+            self.assertEqual(st["elements"], n)
+            # Each worker's last batch may be partial.
+            self.assertGreaterEqual(st["batches"], -(-n // 64))
+            self.assertEqual(sum(w["batches"] for w in st["workers"].values()), st["batches"])
+            self.assertGreater(st["seconds"], 0)
+            self.assertEqual(sum(w["rows"] for w in st["workers"].values()), n)
+            self.assertEqual(st["delivery"], "exactly-once")
+            with self.assertRaises(StopIteration):
+                next(it)
+
+    def test_zero_copy_views(self):
+        with self.c.distribute(range_spec(256, 64), job=job_name("view")) as it:
+            b = next(it)
+            a = b["value"]
+            self.assertFalse(a.flags.owndata, "a view of the batch's buffer, not a copy")
+            self.assertTrue(a.flags.writeable and a.flags.aligned)
+            self.assertIs(b["value"], a)
+
+    def test_dtypes_and_variable_length(self):
+        spec = range_spec(100, 8, ops=[{"map": {"fn": "cast", "args": {"tensor": "value", "dtype": "float32"}}}])
+        with self.c.distribute(spec, job=job_name("f32")) as it:
+            vals = read_values(it)
+            self.assertEqual(vals.dtype, np.float32)
+            self.assertEqual(sorted(vals.tolist()), list(map(float, range(100))))
+        with self.c.distribute(TEXT_SPEC, job=job_name("text")) as it:
+            ids = []
+            for b in it:
+                toks, lens, text = b["tokens"], b["tokens_length"], b["text"]
+                self.assertEqual(toks.dtype, np.int32)
+                self.assertEqual(toks.ndim, 2)
+                self.assertEqual(toks.shape[1], lens.max())
+                self.assertIsInstance(text, feedmesh.BytesTensor)
+                self.assertEqual(len(text.tolist()), toks.shape[0])
+                for i, t in enumerate(text.tolist()):
+                    self.assertEqual(len(t.split()), lens[i])  # one token per word
+                    self.assertEqual(text.entry(i), t)
+                ids.extend(b["id"].tolist())
+            self.assertEqual(sorted(ids), list(range(400)))
+
+    def test_spec_forms(self):
+        n = 50
+        spec = range_spec(n, 10)
+        import json
+
+        yaml = "source:\n  range: {stop: %d, split_size: 500}\nops:\n  - batch: {size: 10}\n" % n
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "spec.yaml")
+            with open(path, "w") as f:
+                f.write(yaml)
+            for i, form in enumerate([spec, json.dumps(spec), yaml, path]):
+                with self.c.distribute(form, job=job_name("form%d" % i)) as it:
+                    assert_once(self, read_values(it), n)
+
+    def test_coordinated_two_ranks(self):
+        job = job_name("coord")
+        out = [None, None]
+
+        def rank(i):
+            try:
+                with self.c.distribute(TEXT_SPEC, job=job, num_consumers=2, consumer_index=i, pad_final_round=True) as it:
+                    out[i] = [(b.round, b.bucket, b["id"].tolist()) for b in it]
+            except Exception as e:
+                out[i] = e
+
+        ts = [threading.Thread(target=rank, args=(i,)) for i in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60)
+        for i in range(2):
+            self.assertIsInstance(out[i], list, "rank %d: %r" % (i, out[i]))
+        r0, r1 = out
+        self.assertEqual([r for r, _, _ in r0], [r for r, _, _ in r1], "both ranks read the same rounds")
+        self.assertEqual([b for _, b, _ in r0], [b for _, b, _ in r1], "in each round, the same bucket")
+        ids = [x for rnk in out for _, _, batch in rnk for x in batch]
+        self.assertEqual(sorted(ids), list(range(400)), "every id once across the ranks")
+
+    def test_sharing(self):
+        n = 4000
+        spec = range_spec(n, 50)
+        res = {}
+
+        def read(job):
+            try:
+                with self.c.distribute(spec, job=job, share=True) as it:
+                    res[job] = (read_values(it), it.stats())
+            except Exception as e:
+                res[job] = e
+
+        jobs = [job_name("share-a"), job_name("share-b")]
+        ts = [threading.Thread(target=read, args=(j,)) for j in jobs]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60)
+        for j in jobs:
+            self.assertIsInstance(res[j], tuple, "job %s: %r" % (j, res[j]))
+            vals, st = res[j]
+            assert_once(self, vals, n)  # each sharing job reads every batch
+            self.assertEqual(st["delivery"], "at-most-once")
+
+    def test_attach(self):
+        n = 2000
+        job = job_name("attach")
+        # Slow enough (1 ms an element) that the job is still running when
+        # the second consumer attaches.
+        spec = range_spec(n, 20, split=100, ops=[{"cost": {"sleep_us": 1000}}])
+        with self.c.distribute(spec, job=job) as it1:
+            first = read_values(it1, limit=5)
+            with self.c.attach(job) as it2:
+                res = {}
+
+                def read(name, it):
+                    try:
+                        res[name] = read_values(it)
+                    except Exception as e:
+                        res[name] = e
+
+                ts = [threading.Thread(target=read, args=a) for a in (("it1", it1), ("it2", it2))]
+                for t in ts:
+                    t.start()
+                for t in ts:
+                    t.join(60)
+        for k in ("it1", "it2"):
+            self.assertIsInstance(res[k], np.ndarray, "%s: %r" % (k, res[k]))
+        self.assertGreater(len(res["it2"]), 0, "the attached iterator got batches too")
+        assert_once(self, np.concatenate([first, res["it1"], res["it2"]]), n)
+
+
+class CheckpointTest(unittest.TestCase):
+    def test_checkpoint_resume_exactly_once(self):
+        n = 3000
+        spec, job = range_spec(n, 30, split=100), job_name("ck")
+        with client() as c:
+            it = c.distribute(spec, job=job)
+            before = read_values(it, limit=25)
+            ck = it.checkpoint()
+            self.assertIsInstance(ck, bytes)
+            with self.assertRaises(feedmesh.JobInUse):
+                c.distribute(spec, job=job, resume=ck)
+            it.close()
+            ck = it.checkpoint()  # as of the close: the same batches
+            with c.distribute(spec, job=job, resume=ck) as it2:
+                after = read_values(it2)
+        assert_once(self, np.concatenate([before, after]), n)
+
+    def test_bad_checkpoint(self):
+        with client() as c:
+            with self.assertRaises(feedmesh.BadCheckpoint):
+                c.distribute(range_spec(100, 10), job=job_name("badck"), resume=b"not a checkpoint")
+            with c.distribute(range_spec(100, 10), job=job_name("offck"), sharding="off") as it:
+                next(it)
+                with self.assertRaises(feedmesh.Error):
+                    it.checkpoint()
+
+
+class BadInputTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.c = client()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def test_wrong_address(self):
+        t0 = time.monotonic()
+        with self.assertRaises(feedmesh.Unavailable) as cm:
+            feedmesh.Client("127.0.0.1:1", dial_timeout=3, **CLIENT_OPTS)
+        self.assertIn("127.0.0.1:1", str(cm.exception))
+        self.assertLess(time.monotonic() - t0, 10)
+        with self.assertRaises(feedmesh.InvalidArgument):
+            feedmesh.Client("no-port-here", **CLIENT_OPTS)
+        with self.assertRaises(feedmesh.InvalidArgument):
+            feedmesh.Client(ADDR, transport="warp", log_level="error")
+
+    def test_invalid_spec(self):
+        with self.assertRaises(feedmesh.InvalidSpec) as cm:
+            self.c.distribute("source:\n  range: {stop: 10, bogus: 1}\n", job=job_name("bad"))
+        self.assertIn("bogus", str(cm.exception))
+        with self.assertRaises(feedmesh.InvalidSpec):
+            self.c.distribute("no/such/spec.yaml", job=job_name("bad"))
+        with self.assertRaises(feedmesh.InvalidSpec):
+            self.c.distribute({"source": {"files": {"paths": ["/no/such/*.txt"], "format": "lines"}}}, job=job_name("bad"))
+        with self.assertRaises(feedmesh.InvalidArgument):
+            self.c.distribute(range_spec(10, 5), job=job_name("bad"), sharding="sideways")
+        with self.assertRaises(TypeError):
+            self.c.distribute(42, job=job_name("bad"))
+        job = job_name("mismatch")
+        with self.c.distribute(range_spec(10, 5), job=job, epochs=1):
+            with self.assertRaises(feedmesh.InvalidArgument):  # same name, other options
+                self.c.distribute(range_spec(10, 5), job=job, epochs=2)
+
+    def test_not_found(self):
+        with self.assertRaises(feedmesh.NotFound):
+            self.c.attach(job_name("nobody"))
+
+    def test_closed(self):
+        it = self.c.distribute(range_spec(100, 10), job=job_name("closed"))
+        it.close()
+        it.close()  # again: nothing
+        with self.assertRaises(feedmesh.Closed):
+            next(it)
+        with self.assertRaises(feedmesh.Closed):
+            it.stats()
+        c = client()
+        it = c.distribute(range_spec(100, 10), job=job_name("closed2"))
+        c.close()
+        with self.assertRaises(feedmesh.Closed):
+            c.distribute(range_spec(100, 10), job=job_name("closed3"))
+        with self.assertRaises(feedmesh.Closed):
+            next(it)  # the client closed its iterators
+
+    def test_batch_after_release(self):
+        gc.collect()
+        base = feedmesh.live_batches()
+        with self.c.distribute(range_spec(100, 10), job=job_name("rel")) as it:
+            b = next(it)
+            a = b["value"]
+            want = a.copy()
+            b.release()
+            b.release()  # again: nothing
+            self.assertTrue(b.released)
+            with self.assertRaises(feedmesh.Closed):
+                b["value"]
+            with self.assertRaises(feedmesh.Closed):
+                list(b.items())
+            # An array taken before the release keeps the buffer alive.
+            self.assertEqual(feedmesh.live_batches(), base + 1)
+            self.assertTrue((a == want).all())
+            del a
+            self.assertEqual(feedmesh.live_batches(), base)
+            # Arrays outlive the iterator and the batch object.
+            b2 = next(it)
+            v = b2["value"]
+            del b2
+        self.assertEqual(len(v), 10)
+        self.assertEqual(feedmesh.live_batches(), base + 1)
+        del v
+        self.assertEqual(feedmesh.live_batches(), base)
+
+    def test_pickle_batch(self):
+        with self.c.distribute(range_spec(20, 10), job=job_name("pickle")) as it:
+            b = next(it)
+            d = pickle.loads(pickle.dumps(b))
+            self.assertEqual(type(d), dict)
+            self.assertTrue((d["value"] == b["value"]).all())
+
+
+    def test_batch_of_an_interrupted_call(self):
+        # A KeyboardInterrupt raised as fm_next returns a batch leaves it in
+        # the iterator's slot: the next next() returns it, close() frees it.
+        import ctypes
+
+        from feedmesh import _lib
+
+        gc.collect()
+        base = feedmesh.live_batches()
+
+        def raw_next(it):  # what next() does, up to the interrupt
+            err = ctypes.c_void_p()
+            rc = _lib.lib().fm_next(it._handle, 5000, ctypes.byref(it._out), ctypes.byref(err))
+            self.assertEqual(rc, _lib.OK)
+
+        with self.c.distribute(range_spec(100, 10, split=100), job=job_name("pending"), max_workers=1) as it:
+            raw_next(it)
+            self.assertEqual(feedmesh.live_batches(), base + 1)
+            vals = read_values(it)
+            assert_once(self, vals, 100)  # the pending batch came first, then the rest
+            self.assertEqual(feedmesh.live_batches(), base)
+        it = self.c.distribute(range_spec(100, 10), job=job_name("pending2"))
+        raw_next(it)
+        it.close()
+        self.assertEqual(feedmesh.live_batches(), base)
+
+
+class SignalTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.c = client()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def _interrupted(self, interrupt):
+        with self.c.distribute(SLOW_SPEC, job=job_name("sig"), gc_after=1) as it:
+            fired = []
+
+            def fire():
+                fired.append(time.monotonic())
+                interrupt()
+
+            timer = threading.Timer(0.3, fire)
+            timer.start()
+            try:
+                with self.assertRaises(KeyboardInterrupt):
+                    next(it)
+            finally:
+                timer.cancel()
+            delay = time.monotonic() - fired[0]
+            self.assertLess(delay, 1.0, "KeyboardInterrupt %.2fs after the signal" % delay)
+            # The iterator is still usable afterwards.
+            with self.assertRaises(TimeoutError):
+                it.next(timeout=0.2)
+
+    def test_interrupt_main(self):
+        self._interrupted(_thread.interrupt_main)
+
+    def test_sigint(self):
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            self.skipTest("SIGINT is not Python's default handler here")
+        self._interrupted(lambda: os.kill(os.getpid(), signal.SIGINT))
+
+    def test_wait_releases_gil(self):
+        def spin(stop, count):
+            while not stop.is_set():
+                count[0] += 1
+
+        # The rate of a spinning thread alone, then while this one waits in
+        # next(): a wait that held the GIL would leave it a few percent.
+        stop, alone = threading.Event(), [0]
+        t = threading.Thread(target=spin, args=(stop, alone))
+        t.start()
+        time.sleep(0.25)
+        stop.set()
+        t.join()
+        with self.c.distribute(SLOW_SPEC, job=job_name("gil"), gc_after=1) as it:
+            stop, during = threading.Event(), [0]
+            t = threading.Thread(target=spin, args=(stop, during))
+            t.start()
+            try:
+                with self.assertRaises(TimeoutError):
+                    it.next(timeout=0.5)
+            finally:
+                stop.set()
+                t.join()
+        rate_alone, rate_during = alone[0] / 0.25, during[0] / 0.5
+        self.assertGreater(rate_during, 0.2 * rate_alone,
+                           "another thread ran at %.0f/s while next() waited, %.0f/s alone" % (rate_during, rate_alone))
+
+
+def _child_report(w, fn):
+    """In a forked child: run fn, write what it raised to w, exit at once."""
+    try:
+        fn()
+        msg = "no error"
+    except BaseException as e:
+        msg = "%s: %s" % (type(e).__name__, e)
+    os.write(w, msg.encode()[:4000])
+    os._exit(0)
+
+
+class ForkTest(unittest.TestCase):
+    def _in_child(self, fn, exit_normally=False):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            if exit_normally:
+                # Run what an exiting interpreter runs (finalizers, atexit)
+                # with feedmesh objects inherited from the parent: it must
+                # not call into the dead Go runtime, which would hang.
+                try:
+                    fn()
+                    msg = "no error"
+                except BaseException as e:
+                    msg = "%s: %s" % (type(e).__name__, e)
+                gc.collect()
+                atexit._run_exitfuncs()
+                os.write(w, msg.encode()[:4000])
+                os._exit(0)
+            _child_report(w, fn)
+        os.close(w)
+        deadline = time.monotonic() + 30
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                self.fail("the forked child hung")
+            time.sleep(0.05)
+        with os.fdopen(r, "rb") as f:
+            msg = f.read().decode()
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0, msg)
+        return msg
+
+    def test_fork_error(self):
+        c = client()  # the library is loaded in this process
+        it = c.distribute(range_spec(100, 10), job=job_name("fork"))
+        b = next(it)
+        try:
+            msg = self._in_child(lambda: feedmesh.Client(ADDR, **CLIENT_OPTS))
+            self.assertTrue(msg.startswith("ForkError:"), msg)
+            self.assertIn("num_workers=0", msg)
+            self.assertIn("spawn", msg)
+            msg = self._in_child(lambda: next(it))
+            self.assertTrue(msg.startswith("ForkError:"), msg)
+            msg = self._in_child(lambda: it.stats(), exit_normally=True)
+            self.assertTrue(msg.startswith("ForkError:"), msg)
+            # The child's inherited batch stays readable (it is plain memory).
+            msg = self._in_child(lambda: b["value"].sum(), exit_normally=True)
+            self.assertEqual(msg, "no error")
+            # The parent goes on as before.
+            self.assertEqual(len(read_values(it)), 90)
+        finally:
+            it.close()
+            c.close()
+
+    def test_fork_before_first_client(self):
+        # A process that forks before it loads the library can use feedmesh
+        # in its children (a fresh interpreter: this one has loaded it).
+        import subprocess
+
+        code = """if True:
+            import os, sys, feedmesh
+            pid = os.fork()
+            if pid == 0:
+                c = feedmesh.Client(os.environ["FEEDMESH_TEST_ADDR"], transport="fast", log_level="error")
+                with c.distribute({"source": {"range": {"stop": 30}}, "ops": [{"batch": {"size": 10}}]}, job=sys.argv[1]) as it:
+                    n = sum(len(b["value"]) for b in it)
+                c.close()
+                os._exit(0 if n == 30 else 1)
+            _, status = os.waitpid(pid, 0)
+            sys.exit(os.waitstatus_to_exitcode(status))
+        """
+        r = subprocess.run([sys.executable, "-c", code, job_name("prefork")], capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr.decode())
+
+    def test_torch_fork_workers(self):
+        need_torch(self)
+        client().close()  # the library is loaded in this process
+        ds = fmtorch.FeedmeshDataset(ADDR, range_spec(100, 10), job=job_name("tfork"), client_options=CLIENT_OPTS)
+        loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=1, multiprocessing_context="fork")
+        with self.assertRaises(feedmesh.ForkError) as cm:
+            list(loader)
+        self.assertIn("spawn", str(cm.exception))
+
+
+class TorchTest(unittest.TestCase):
+    def setUp(self):
+        need_torch(self)
+
+    def test_num_workers_0(self):
+        n = 3000
+        ds = fmtorch.FeedmeshDataset(ADDR, range_spec(n, 50, split=100), job=job_name("t0"), client_options=CLIENT_OPTS)
+        loader = torch.utils.data.DataLoader(ds, batch_size=None)
+        vals = []
+        for b in loader:
+            self.assertIsInstance(b["value"], torch.Tensor)
+            self.assertEqual(b["value"].dtype, torch.int64)
+            vals.append(b["value"].numpy().copy())
+        ds.close()
+        assert_once(self, np.concatenate(vals), n)
+
+    def test_spawn_workers(self):
+        n = 3000
+        ds = fmtorch.FeedmeshDataset(ADDR, range_spec(n, 50, split=100), job=job_name("t2"), client_options=CLIENT_OPTS)
+        loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="spawn")
+        vals = [b["value"].numpy().copy() for b in loader]
+        assert_once(self, np.concatenate(vals), n)
+
+    def test_state_dict_resume(self):
+        n = 3000
+        ds = fmtorch.FeedmeshDataset(ADDR, range_spec(n, 30, split=100), job=job_name("tsd"), client_options=CLIENT_OPTS)
+        self.assertEqual(ds.state_dict()["checkpoint"], None)
+        vals = []
+        for i, b in enumerate(torch.utils.data.DataLoader(ds, batch_size=None)):
+            vals.append(b["value"].numpy().copy())
+            if i == 19:
+                break
+        sd = ds.state_dict()
+        self.assertIsInstance(sd["checkpoint"], bytes)
+        ds.load_state_dict(sd)
+        self.assertEqual(ds.state_dict(), sd)
+        vals += [b["value"].numpy().copy() for b in torch.utils.data.DataLoader(ds, batch_size=None)]
+        ds.close()
+        assert_once(self, np.concatenate(vals), n)
+
+    def test_set_epoch(self):
+        n = 300
+        ds = fmtorch.FeedmeshDataset(ADDR, range_spec(n, 50, split=100), job=job_name("tep"), client_options=CLIENT_OPTS)
+        for epoch in range(2):
+            ds.set_epoch(epoch)
+            vals = [b["value"].numpy().copy() for b in torch.utils.data.DataLoader(ds, batch_size=None)]
+            assert_once(self, np.concatenate(vals), n)
+        ds.close()
+
+    def test_bfloat16(self):
+        a = np.array([0x3F80, 0x4000], dtype=np.uint16)  # 1.0, 2.0 in bfloat16
+        t = fmtorch.to_torch(a)
+        self.assertEqual(t.dtype, torch.bfloat16)
+        self.assertEqual(t.float().tolist(), [1.0, 2.0])
+
+
+class StressTest(unittest.TestCase):
+    def test_keep_nothing_bounded_memory(self):
+        batches = int(os.environ.get("FEEDMESH_STRESS_BATCHES", "10000"))
+        size = 1024  # 8 KiB batches: large enough for the client's buffer pool
+        with client() as c, c.distribute(range_spec(batches * size, size, split=16 * size),
+                                          job=job_name("stress"), delivery="at-most-once") as it:
+            base = None
+            peak_live, peak_rss, count = 0, 0, 0
+            start = time.monotonic()
+            for b in it:
+                count += 1
+                b["value"][0]  # touch it, keep nothing
+                if count == min(1000, batches // 4):
+                    gc.collect()
+                    base = rss_bytes()
+                elif base is not None and count % 100 == 0:
+                    peak_rss = max(peak_rss, rss_bytes())
+                    peak_live = max(peak_live, feedmesh.live_batches())
+            del b
+            secs = time.monotonic() - start
+            self.assertEqual(count, batches)
+            self.assertLessEqual(peak_live, 2, "batches handed out and not yet back")
+            self.assertEqual(feedmesh.live_batches(), 0)
+            grew = peak_rss - base
+            print("stress: %d batches of %d KiB in %.1fs, RSS %d MiB at the start, grew by %.1f MiB at most"
+                  % (batches, size * 8 // 1024, secs, base >> 20, grew / 2**20), file=sys.stderr)
+            # Leaking every batch would grow RSS by batches x 8 KiB (78 MiB
+            # for 10,000); the client's own bounds (prefetch, windows,
+            # recycled buffers) are far below that.
+            self.assertLess(grew, 48 << 20)
+
+
+if __name__ == "__main__":
+    unittest.main()
