@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -255,6 +256,23 @@ func (c *Client) refreshNodes(ctx context.Context) error {
 	}
 	c.nodes = nodes
 	return nil
+}
+
+// maxNodes bounds the node addresses a client keeps for failover.
+const maxNodes = 64
+
+// learnNodes adds the job's live workers, which are nodes, to the
+// addresses control requests fail over to. The member list taken at Dial
+// may be one node's (a client started while the cluster formed); without
+// this, that node's death would leave the client nothing to call.
+func (c *Client) learnNodes(ws []api.WorkerInfo) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range ws {
+		if w.Addr != "" && !w.Expired && len(c.nodes) < maxNodes && !slices.Contains(c.nodes, w.Addr) {
+			c.nodes = append(c.nodes, w.Addr)
+		}
+	}
 }
 
 // call sends a control request to the first node that answers, moving a

@@ -276,6 +276,7 @@ func (it *Iterator) setInfo(info api.JobInfo) {
 		it.stats.Exact = &x
 	}
 	it.mu.Unlock()
+	it.c.learnNodes(info.Workers)
 	if it.track != nil {
 		if it.track.beat(info, it.consumer) {
 			it.logger().Info("the resumed job waits for the checkpoints of its other consumers (each rank resumes with its own)",

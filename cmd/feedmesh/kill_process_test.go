@@ -137,7 +137,7 @@ func dialFormed(t *testing.T, ctx context.Context, nodes []*nodeProcess, i int) 
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("side", "client")
 	}
 	var cl *client.Client
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second) // node processes start slowly on a loaded machine
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
