@@ -43,10 +43,11 @@ type leaseProvider struct {
 
 	finished []leasedSplit // read completely, not yet reported
 
-	// exactly-once: produced splits waiting for the report in flight
+	// exactly-once: produced splits waiting for the next report
 	pmu     sync.Mutex
 	pending []pipeline.CompletedSplit
 	sending bool
+	flushed chan struct{}    // capacity 1: send what is pending now (flush)
 	answer  chan leaseResult // capacity 1: the background lease's answer
 	wg      sync.WaitGroup
 }
@@ -67,7 +68,7 @@ func newLeaseProvider(ctx context.Context, n *Node, job string, all []pipeline.S
 	// Request ids start from the clock, not 1: a provider created again for
 	// the same (job, worker), as a shared production is after its jobs all
 	// left, must not have its first lease taken for a retry of the last.
-	return &leaseProvider{ctx: ctx, n: n, job: job, splits: all, exact: exact, answer: make(chan leaseResult, 1),
+	return &leaseProvider{ctx: ctx, n: n, job: job, splits: all, exact: exact, answer: make(chan leaseResult, 1), flushed: make(chan struct{}, 1),
 		policy: newLeasePolicy(n.cfg.Worker.LeaseSplits, n.cfg.Worker.LeaseDuration, n.cfg.Worker.failoverAhead(n.cfg.Raft)),
 		reqID:  uint64(time.Now().UnixNano())}
 }
@@ -148,7 +149,8 @@ func (p *leaseProvider) enqueue(resp api.LeaseResponse) {
 // they have sent its queue). The caller runs a new pipeline for each phase, so
 // that the last one's partial batches are flushed, not held back waiting.
 func (p *leaseProvider) awaitMore() (bool, error) {
-	p.wg.Wait() // a report in flight goes first
+	p.flush()
+	p.wg.Wait() // the last reports go first
 	t := time.NewTicker(p.n.cfg.Worker.OrphanPollInterval)
 	defer t.Stop()
 	for {
@@ -180,12 +182,15 @@ func (p *leaseProvider) awaitMore() (bool, error) {
 
 // produced (exactly-once) reports splits whose every element the
 // pipeline has emitted, in the background. One report is in flight at a
-// time, and it carries every split completed while the one before was on
-// its way (one request per epoch), so a fast pipeline of small splits
-// costs a few Raft commands a second, not one per split. Unlike finished
-// splits, produced ones are part of delivery (the job cannot end without
-// them), so a failed report is retried until it lands, is refused for good
-// (a retry of one that landed is refused as not leased), or the task ends.
+// time, at most one starts every WorkerConfig.ProduceInterval, and each
+// carries every split completed since the one before (one request per
+// epoch), so a fast pipeline of small splits costs a few Raft commands a
+// second, not one per split nor one per commit's round trip. flush sends
+// what is pending without waiting for the interval (the end of a phase).
+// Unlike finished splits, produced ones are part of delivery (the job
+// cannot end without them), so a failed report is retried until it lands,
+// is refused for good (a retry of one that landed is refused as not
+// leased), or the task ends.
 func (p *leaseProvider) produced(cs []pipeline.CompletedSplit) {
 	if len(cs) == 0 {
 		return
@@ -200,6 +205,7 @@ func (p *leaseProvider) produced(cs []pipeline.CompletedSplit) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
+		interval := p.n.cfg.Worker.produceInterval()
 		for {
 			p.pmu.Lock()
 			batch := p.pending
@@ -210,9 +216,28 @@ func (p *leaseProvider) produced(cs []pipeline.CompletedSplit) {
 				return
 			}
 			p.pmu.Unlock()
+			start := time.Now()
 			p.sendProduced(batch)
+			if wait := interval - time.Since(start); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+				case <-p.flushed:
+				case <-p.ctx.Done():
+				}
+				t.Stop()
+			}
 		}
 	}()
+}
+
+// flush has the produced splits pending reported now, not at the next
+// ProduceInterval.
+func (p *leaseProvider) flush() {
+	select {
+	case p.flushed <- struct{}{}:
+	default:
+	}
 }
 
 // sendProduced sends one report of produced splits, one request per
@@ -307,6 +332,7 @@ func (p *leaseProvider) report(ctx context.Context, finished []leasedSplit) {
 
 // close waits for a lease in flight and reports what is left.
 func (p *leaseProvider) close() {
+	p.flush()
 	p.wg.Wait()
 	if p.reading {
 		p.finished = append(p.finished, p.current)
