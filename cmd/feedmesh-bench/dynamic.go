@@ -10,6 +10,7 @@ import (
 	"runtime/trace"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
@@ -28,7 +29,7 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	runs := fs.Int("runs", 3, "alternating runs of each policy; medians are reported")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each measured window to PREFIX-<sharding>-<delivery>-<run>.pprof")
 	traceOut := fs.String("trace", "", "write an execution trace (go tool trace) of each measured window to PREFIX-<sharding>-<delivery>-<run>.trace")
-	jsonOut := fs.Bool("json", false, "print a JSON array of rows: sharding, delivery, runs, batches_per_s, ratio_vs_off, ratio_vs_at_most_once (of the medians), run_ratio_vs_off, run_ratio_vs_at_most_once (medians of the ratios within each run), raft_cmds_per_s_per_worker, raft_cmds_per_s (by command type, the whole cluster)")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: sharding, delivery, runs, batches_per_s, ratio_vs_off, ratio_vs_at_most_once (of the medians), run_ratio_vs_off, run_ratio_vs_at_most_once (medians of the ratios within each run), cpu_us_per_batch (CPU time of the whole process, cluster and client, per batch delivered: less sensitive to the machine's other load than batches/s), raft_cmds_per_s_per_worker, raft_cmds_per_s (by command type, the whole cluster)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -57,6 +58,7 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	variants := []variant{{client.Off, ""}, {client.Dynamic, client.ExactlyOnce}, {client.Dynamic, client.AtMostOnce}}
 	rates := map[variant][]float64{}
 	cmdRates := map[variant][]map[string]float64{} // per run: command type → commands/s
+	cpuPerBatch := map[variant][]float64{}         // per run: the process's CPU µs per batch delivered
 	workers := len(c.Running())
 	for r := 0; r < *runs; r++ {
 		for _, v := range variants {
@@ -72,7 +74,9 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			rate := rows / float64(*batch)
 			rates[v] = append(rates[v], rate)
 			cmdRates[v] = append(cmdRates[v], w.cmdRates)
-			fmt.Fprintf(stderr, "  run %d %-8s %-12s %8.0f batches/s  raft %5.1f cmds/s/worker (%s)\n", r, v.sh, v.delivery, rate, sumRates(w.cmdRates)/float64(workers), fmtRates(w.cmdRates))
+			cpu := w.cpu.Seconds() * 1e6 / (rate * w.elapsed.Seconds())
+			cpuPerBatch[v] = append(cpuPerBatch[v], cpu)
+			fmt.Fprintf(stderr, "  run %d %-8s %-12s %8.0f batches/s  %5.1f CPU µs/batch  raft %5.1f cmds/s/worker (%s)\n", r, v.sh, v.delivery, rate, cpu, sumRates(w.cmdRates)/float64(workers), fmtRates(w.cmdRates))
 		}
 		exo, amo, off := rates[variants[1]][r], rates[variants[2]][r], rates[variants[0]][r]
 		fmt.Fprintf(stderr, "  run %d ratios: exactly-once/at-most-once %.3f, exactly-once/off %.3f, at-most-once/off %.3f\n", r, exo/amo, exo/off, amo/off)
@@ -94,9 +98,10 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		byType := medianRates(cmdRates[v])
 		rows = append(rows, benchRow{"sharding": string(v.sh), "delivery": v.delivery, "runs": *runs, "batches_per_s": m, "ratio_vs_off": m / off, "ratio_vs_at_most_once": m / amo,
 			"run_ratio_vs_off": runRatio(v, variants[0]), "run_ratio_vs_at_most_once": runRatio(v, variants[2]),
+			"cpu_us_per_batch":           medianF(cpuPerBatch[v]),
 			"raft_cmds_per_s_per_worker": sumRates(byType) / float64(workers), "raft_cmds_per_s": byType})
 	}
-	return printRows(stdout, *jsonOut, []string{"sharding", "delivery", "runs", "batches_per_s", "ratio_vs_off", "ratio_vs_at_most_once", "run_ratio_vs_off", "run_ratio_vs_at_most_once", "raft_cmds_per_s_per_worker"}, rows)
+	return printRows(stdout, *jsonOut, []string{"sharding", "delivery", "runs", "batches_per_s", "ratio_vs_off", "ratio_vs_at_most_once", "run_ratio_vs_off", "run_ratio_vs_at_most_once", "cpu_us_per_batch", "raft_cmds_per_s_per_worker"}, rows)
 }
 
 // dynamicWindow is what benchDynamic does as a measured window starts and
@@ -107,9 +112,12 @@ type dynamicWindow struct {
 	name              string
 
 	t0       time.Time
+	cpu0     time.Duration
 	cmds0    map[string]uint64
 	files    []*os.File
 	cmdRates map[string]float64 // command type → commands/s over the window
+	elapsed  time.Duration      // the window
+	cpu      time.Duration      // the process's CPU time (user and system) over the window
 	err      error
 }
 
@@ -131,11 +139,13 @@ func (w *dynamicWindow) start() {
 		w.setErr(err)
 	}
 	w.cmds0 = w.commands()
+	w.cpu0 = processCPU()
 	w.t0 = time.Now()
 }
 
 func (w *dynamicWindow) end() {
-	d := time.Since(w.t0).Seconds()
+	w.elapsed, w.cpu = time.Since(w.t0), processCPU()-w.cpu0
+	d := w.elapsed.Seconds()
 	w.cmdRates = map[string]float64{}
 	for t, n := range w.commands() {
 		if k := n - w.cmds0[t]; k > 0 {
@@ -164,6 +174,15 @@ func (w *dynamicWindow) setErr(err error) {
 // leads (leadership may move under load).
 func (w *dynamicWindow) commands() map[string]uint64 {
 	return w.c.Node(0).Raft().AppliedCommands()
+}
+
+// processCPU is the CPU time the process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func sumRates(m map[string]float64) float64 {
