@@ -11,6 +11,7 @@ import (
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
+	"github.com/feedmesh/feedmesh/raftstate"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
 
@@ -200,5 +201,27 @@ func TestExactlyOnceProduceReportsPaced(t *testing.T) {
 	t.Logf("%d splits of 10 elements read in %v: %d produce reports (limit %d)", n/10*epochs, elapsed.Round(time.Millisecond), reports, limit)
 	if reports > limit {
 		t.Fatalf("%d produce reports in %v from %d workers, want at most %d (one per %v each)", reports, elapsed, workers, limit, interval)
+	}
+}
+
+// TestExactlyOnceProduceReportsChunked: a report of more produced splits
+// than one Raft command may carry (raftstate.MaxReceipts) goes out as
+// several, so a fast pipeline of tiny splits still ends, exactly once.
+func TestExactlyOnceProduceReportsChunked(t *testing.T) {
+	const n = raftstate.MaxReceipts + 4000 // splits of one element
+	c := testcluster.Start(t, 3, testcluster.WithConfig(func(_ int, cfg *mesh.Config) {
+		cfg.Worker.ProduceInterval = time.Hour // one report at the start, the rest at the end
+	}))
+	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: n, SplitSize: 1}})
+	spec.Batch(256, false)
+	it, err := dial(t, c, 0).Distribute(context.Background(), spec, client.JobOptions{Name: "eo-chunked", Sharding: client.Dynamic, MaxWorkers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	d := drain(t, it, 60*time.Second, nil)
+	checkExactly(t, d, n, 1)
+	if x := it.Stats().Exact; x == nil || x.Duplicates != 0 {
+		t.Fatalf("exactly-once counters %+v", x)
 	}
 }

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/raftstate"
 	"github.com/feedmesh/feedmesh/splits"
 )
 
@@ -46,8 +49,9 @@ type leaseProvider struct {
 	// exactly-once: produced splits waiting for the next report
 	pmu     sync.Mutex
 	pending []pipeline.CompletedSplit
-	sending bool
-	flushed chan struct{}    // capacity 1: send what is pending now (flush)
+	sending bool             // the reporting goroutine runs
+	urgent  bool             // flushed: report without waiting, until nothing is pending
+	flushed chan struct{}    // capacity 1: wakes the reporting goroutine (flush)
 	answer  chan leaseResult // capacity 1: the background lease's answer
 	wg      sync.WaitGroup
 }
@@ -211,14 +215,21 @@ func (p *leaseProvider) produced(cs []pipeline.CompletedSplit) {
 			batch := p.pending
 			p.pending = nil
 			if len(batch) == 0 || p.ctx.Err() != nil {
-				p.sending = false
+				p.sending, p.urgent = false, false
+				select {
+				case <-p.flushed: // a flush this goroutine has served
+				default:
+				}
 				p.pmu.Unlock()
 				return
 			}
 			p.pmu.Unlock()
 			start := time.Now()
 			p.sendProduced(batch)
-			if wait := interval - time.Since(start); wait > 0 {
+			p.pmu.Lock()
+			urgent := p.urgent
+			p.pmu.Unlock()
+			if wait := interval - time.Since(start); wait > 0 && !urgent {
 				t := time.NewTimer(wait)
 				select {
 				case <-t.C:
@@ -232,40 +243,75 @@ func (p *leaseProvider) produced(cs []pipeline.CompletedSplit) {
 }
 
 // flush has the produced splits pending reported now, not at the next
-// ProduceInterval.
+// ProduceInterval, and the reporting goroutine end as soon as nothing is
+// pending (awaitMore and close wait for it).
 func (p *leaseProvider) flush() {
+	p.pmu.Lock()
+	defer p.pmu.Unlock()
+	if !p.sending {
+		return
+	}
+	p.urgent = true
 	select {
 	case p.flushed <- struct{}{}:
 	default:
 	}
 }
 
+// Bounds of one produced-splits request: what one ProduceSplits command
+// may carry (raftstate.MaxReceipts entries), and intervals enough to stay
+// well under the default raftstate.Config.MaxCommandBytes (1 MiB) at up
+// to 18 bytes an interval. A report over either goes out as several.
+const (
+	maxProduceSplits    = raftstate.MaxReceipts
+	maxProduceIntervals = 1 << 15
+)
+
 // sendProduced sends one report of produced splits, one request per
-// epoch, retrying as produced says.
+// epoch (more past maxProduceSplits or maxProduceIntervals), retrying as
+// produced says.
 func (p *leaseProvider) sendProduced(cs []pipeline.CompletedSplit) {
 	byEpoch := map[int64][]splits.SplitEmitted{}
 	for _, c := range cs {
 		byEpoch[c.Epoch] = append(byEpoch[c.Epoch], splits.SplitEmitted{Split: c.Split, Emitted: c.Emitted})
 	}
-	for epoch, done := range byEpoch {
-		req := api.ProduceRequest{Job: p.job, Worker: p.n.name, Epoch: epoch, Splits: done, JobID: p.jobID}
-		for attempt := 1; ; attempt++ {
-			err := p.n.produce(p.ctx, req)
-			if err == nil || p.ctx.Err() != nil {
-				break
+	for _, epoch := range slices.Sorted(maps.Keys(byEpoch)) {
+		for done := byEpoch[epoch]; len(done) > 0; {
+			n, intervals := 0, 0
+			for n < len(done) && n < maxProduceSplits && (n == 0 || intervals+done[n].Emitted.Intervals() <= maxProduceIntervals) {
+				intervals += done[n].Emitted.Intervals()
+				n++
 			}
-			if !retriable(err) {
-				if attempt == 1 {
-					p.n.log.Warn("exactly-once: produced splits refused (worker expired?): they will be read again elsewhere", "job", p.job, "splits", len(done), "err", err)
-				}
-				break
-			}
-			p.n.log.Warn("exactly-once: report produced splits; will retry", "job", p.job, "splits", len(done), "attempt", attempt, "err", err)
-			select {
-			case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
-			case <-p.ctx.Done():
+			if !p.sendProducedOnce(api.ProduceRequest{Job: p.job, Worker: p.n.name, Epoch: epoch, Splits: done[:n], JobID: p.jobID}) {
 				return
 			}
+			done = done[n:]
+		}
+	}
+}
+
+// sendProducedOnce sends one request until it lands or is refused for
+// good; false if the task ended first.
+func (p *leaseProvider) sendProducedOnce(req api.ProduceRequest) bool {
+	for attempt := 1; ; attempt++ {
+		err := p.n.produce(p.ctx, req)
+		if err == nil {
+			return true
+		}
+		if p.ctx.Err() != nil {
+			return false
+		}
+		if !retriable(err) {
+			if attempt == 1 {
+				p.n.log.Warn("exactly-once: produced splits refused (worker expired?): they will be read again elsewhere", "job", p.job, "splits", len(req.Splits), "err", err)
+			}
+			return true
+		}
+		p.n.log.Warn("exactly-once: report produced splits; will retry", "job", p.job, "splits", len(req.Splits), "attempt", attempt, "err", err)
+		select {
+		case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
+		case <-p.ctx.Done():
+			return false
 		}
 	}
 }
