@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
+	"github.com/feedmesh/feedmesh/raftstate"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
 
@@ -166,5 +168,60 @@ func TestExactlyOnceRefusesTake(t *testing.T) {
 	defer it.Close()
 	if d := drain(t, it, 30*time.Second, nil); len(d.counts) != 50 {
 		t.Fatalf("at-most-once take(50) on one worker delivered %d elements", len(d.counts))
+	}
+}
+
+// TestExactlyOnceProduceReportsPaced: on a cheap pipeline of small splits,
+// each worker sends at most one report of the splits it has emitted per
+// WorkerConfig.ProduceInterval (one Raft command per epoch the report
+// covers), plus the one that ends its leases: not one per split, nor one
+// per Raft commit's round trip. Delivery stays exact.
+func TestExactlyOnceProduceReportsPaced(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	const workers, n, epochs = 3, 60000, 2
+	c := testcluster.Start(t, workers, testcluster.WithConfig(func(_ int, cfg *mesh.Config) { cfg.Worker.ProduceInterval = interval }))
+	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: n, SplitSize: 10}})
+	spec.Batch(32, false)
+	counted := func() uint64 { return c.Node(0).Raft().AppliedCommands()["ProduceSplits"] }
+	before, start := counted(), time.Now()
+	it, err := dial(t, c, 0).Distribute(context.Background(), spec, client.JobOptions{Name: "eo-paced", Sharding: client.Dynamic, Epochs: epochs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	d := drain(t, it, 120*time.Second, nil)
+	elapsed := time.Since(start)
+	checkExactly(t, d, n, epochs)
+	// Node 0 may not have applied the last reports yet: an upper bound
+	// only, which is what pacing promises.
+	reports := counted() - before
+	// Per worker: one per interval elapsed and the last one, each split in
+	// two where it crosses an epoch boundary.
+	limit := uint64(workers * (int(elapsed/interval) + 2 + epochs))
+	t.Logf("%d splits of 10 elements read in %v: %d produce reports (limit %d)", n/10*epochs, elapsed.Round(time.Millisecond), reports, limit)
+	if reports > limit {
+		t.Fatalf("%d produce reports in %v from %d workers, want at most %d (one per %v each)", reports, elapsed, workers, limit, interval)
+	}
+}
+
+// TestExactlyOnceProduceReportsChunked: a report of more produced splits
+// than one Raft command may carry (raftstate.MaxReceipts) goes out as
+// several, so a fast pipeline of tiny splits still ends, exactly once.
+func TestExactlyOnceProduceReportsChunked(t *testing.T) {
+	const n = raftstate.MaxReceipts + 4000 // splits of one element
+	c := testcluster.Start(t, 3, testcluster.WithConfig(func(_ int, cfg *mesh.Config) {
+		cfg.Worker.ProduceInterval = time.Hour // one report at the start, the rest at the end
+	}))
+	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: n, SplitSize: 1}})
+	spec.Batch(256, false)
+	it, err := dial(t, c, 0).Distribute(context.Background(), spec, client.JobOptions{Name: "eo-chunked", Sharding: client.Dynamic, MaxWorkers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	d := drain(t, it, 60*time.Second, nil)
+	checkExactly(t, d, n, 1)
+	if x := it.Stats().Exact; x == nil || x.Duplicates != 0 {
+		t.Fatalf("exactly-once counters %+v", x)
 	}
 }

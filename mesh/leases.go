@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/raftstate"
 	"github.com/feedmesh/feedmesh/splits"
 )
 
@@ -43,10 +46,12 @@ type leaseProvider struct {
 
 	finished []leasedSplit // read completely, not yet reported
 
-	// exactly-once: produced splits waiting for the report in flight
+	// exactly-once: produced splits waiting for the next report
 	pmu     sync.Mutex
 	pending []pipeline.CompletedSplit
-	sending bool
+	sending bool             // the reporting goroutine runs
+	urgent  bool             // flushed: report without waiting, until nothing is pending
+	flushed chan struct{}    // capacity 1: wakes the reporting goroutine (flush)
 	answer  chan leaseResult // capacity 1: the background lease's answer
 	wg      sync.WaitGroup
 }
@@ -67,7 +72,7 @@ func newLeaseProvider(ctx context.Context, n *Node, job string, all []pipeline.S
 	// Request ids start from the clock, not 1: a provider created again for
 	// the same (job, worker), as a shared production is after its jobs all
 	// left, must not have its first lease taken for a retry of the last.
-	return &leaseProvider{ctx: ctx, n: n, job: job, splits: all, exact: exact, answer: make(chan leaseResult, 1),
+	return &leaseProvider{ctx: ctx, n: n, job: job, splits: all, exact: exact, answer: make(chan leaseResult, 1), flushed: make(chan struct{}, 1),
 		policy: newLeasePolicy(n.cfg.Worker.LeaseSplits, n.cfg.Worker.LeaseDuration, n.cfg.Worker.failoverAhead(n.cfg.Raft)),
 		reqID:  uint64(time.Now().UnixNano())}
 }
@@ -148,7 +153,8 @@ func (p *leaseProvider) enqueue(resp api.LeaseResponse) {
 // they have sent its queue). The caller runs a new pipeline for each phase, so
 // that the last one's partial batches are flushed, not held back waiting.
 func (p *leaseProvider) awaitMore() (bool, error) {
-	p.wg.Wait() // a report in flight goes first
+	p.flush()
+	p.wg.Wait() // the last reports go first
 	t := time.NewTicker(p.n.cfg.Worker.OrphanPollInterval)
 	defer t.Stop()
 	for {
@@ -180,12 +186,15 @@ func (p *leaseProvider) awaitMore() (bool, error) {
 
 // produced (exactly-once) reports splits whose every element the
 // pipeline has emitted, in the background. One report is in flight at a
-// time, and it carries every split completed while the one before was on
-// its way (one request per epoch), so a fast pipeline of small splits
-// costs a few Raft commands a second, not one per split. Unlike finished
-// splits, produced ones are part of delivery (the job cannot end without
-// them), so a failed report is retried until it lands, is refused for good
-// (a retry of one that landed is refused as not leased), or the task ends.
+// time, at most one starts every WorkerConfig.ProduceInterval, and each
+// carries every split completed since the one before (one request per
+// epoch), so a fast pipeline of small splits costs a few Raft commands a
+// second, not one per split nor one per commit's round trip. flush sends
+// what is pending without waiting for the interval (the end of a phase).
+// Unlike finished splits, produced ones are part of delivery (the job
+// cannot end without them), so a failed report is retried until it lands,
+// is refused for good (a retry of one that landed is refused as not
+// leased), or the task ends.
 func (p *leaseProvider) produced(cs []pipeline.CompletedSplit) {
 	if len(cs) == 0 {
 		return
@@ -200,47 +209,109 @@ func (p *leaseProvider) produced(cs []pipeline.CompletedSplit) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
+		interval := p.n.cfg.Worker.produceInterval()
 		for {
 			p.pmu.Lock()
 			batch := p.pending
 			p.pending = nil
 			if len(batch) == 0 || p.ctx.Err() != nil {
-				p.sending = false
+				p.sending, p.urgent = false, false
+				select {
+				case <-p.flushed: // a flush this goroutine has served
+				default:
+				}
 				p.pmu.Unlock()
 				return
 			}
 			p.pmu.Unlock()
+			start := time.Now()
 			p.sendProduced(batch)
+			p.pmu.Lock()
+			urgent := p.urgent
+			p.pmu.Unlock()
+			if wait := interval - time.Since(start); wait > 0 && !urgent {
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+				case <-p.flushed:
+				case <-p.ctx.Done():
+				}
+				t.Stop()
+			}
 		}
 	}()
 }
 
+// flush has the produced splits pending reported now, not at the next
+// ProduceInterval, and the reporting goroutine end as soon as nothing is
+// pending (awaitMore and close wait for it).
+func (p *leaseProvider) flush() {
+	p.pmu.Lock()
+	defer p.pmu.Unlock()
+	if !p.sending {
+		return
+	}
+	p.urgent = true
+	select {
+	case p.flushed <- struct{}{}:
+	default:
+	}
+}
+
+// Bounds of one produced-splits request: what one ProduceSplits command
+// may carry (raftstate.MaxReceipts entries), and intervals enough to stay
+// well under the default raftstate.Config.MaxCommandBytes (1 MiB) at up
+// to 18 bytes an interval. A report over either goes out as several.
+const (
+	maxProduceSplits    = raftstate.MaxReceipts
+	maxProduceIntervals = 1 << 15
+)
+
 // sendProduced sends one report of produced splits, one request per
-// epoch, retrying as produced says.
+// epoch (more past maxProduceSplits or maxProduceIntervals), retrying as
+// produced says.
 func (p *leaseProvider) sendProduced(cs []pipeline.CompletedSplit) {
 	byEpoch := map[int64][]splits.SplitEmitted{}
 	for _, c := range cs {
 		byEpoch[c.Epoch] = append(byEpoch[c.Epoch], splits.SplitEmitted{Split: c.Split, Emitted: c.Emitted})
 	}
-	for epoch, done := range byEpoch {
-		req := api.ProduceRequest{Job: p.job, Worker: p.n.name, Epoch: epoch, Splits: done, JobID: p.jobID}
-		for attempt := 1; ; attempt++ {
-			err := p.n.produce(p.ctx, req)
-			if err == nil || p.ctx.Err() != nil {
-				break
+	for _, epoch := range slices.Sorted(maps.Keys(byEpoch)) {
+		for done := byEpoch[epoch]; len(done) > 0; {
+			n, intervals := 0, 0
+			for n < len(done) && n < maxProduceSplits && (n == 0 || intervals+done[n].Emitted.Intervals() <= maxProduceIntervals) {
+				intervals += done[n].Emitted.Intervals()
+				n++
 			}
-			if !retriable(err) {
-				if attempt == 1 {
-					p.n.log.Warn("exactly-once: produced splits refused (worker expired?): they will be read again elsewhere", "job", p.job, "splits", len(done), "err", err)
-				}
-				break
-			}
-			p.n.log.Warn("exactly-once: report produced splits; will retry", "job", p.job, "splits", len(done), "attempt", attempt, "err", err)
-			select {
-			case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
-			case <-p.ctx.Done():
+			if !p.sendProducedOnce(api.ProduceRequest{Job: p.job, Worker: p.n.name, Epoch: epoch, Splits: done[:n], JobID: p.jobID}) {
 				return
 			}
+			done = done[n:]
+		}
+	}
+}
+
+// sendProducedOnce sends one request until it lands or is refused for
+// good; false if the task ended first.
+func (p *leaseProvider) sendProducedOnce(req api.ProduceRequest) bool {
+	for attempt := 1; ; attempt++ {
+		err := p.n.produce(p.ctx, req)
+		if err == nil {
+			return true
+		}
+		if p.ctx.Err() != nil {
+			return false
+		}
+		if !retriable(err) {
+			if attempt == 1 {
+				p.n.log.Warn("exactly-once: produced splits refused (worker expired?): they will be read again elsewhere", "job", p.job, "splits", len(req.Splits), "err", err)
+			}
+			return true
+		}
+		p.n.log.Warn("exactly-once: report produced splits; will retry", "job", p.job, "splits", len(req.Splits), "attempt", attempt, "err", err)
+		select {
+		case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
+		case <-p.ctx.Done():
+			return false
 		}
 	}
 }
@@ -307,6 +378,7 @@ func (p *leaseProvider) report(ctx context.Context, finished []leasedSplit) {
 
 // close waits for a lease in flight and reports what is left.
 func (p *leaseProvider) close() {
+	p.flush()
 	p.wg.Wait()
 	if p.reading {
 		p.finished = append(p.finished, p.current)

@@ -36,6 +36,16 @@ type WorkerConfig struct {
 	// worker's splits come back to be read again (splits/exactly.go).
 	// Default 250 ms.
 	OrphanPollInterval time.Duration
+	// ProduceInterval (exactly-once DYNAMIC jobs) paces a task's reports
+	// of the splits it has emitted completely (each one Raft command per
+	// epoch it covers): at most one starts per interval, carrying every
+	// split completed since the last. A split settles once its report and
+	// the consumers' receipts are in, so this adds up to an interval to
+	// when a split settles, not to delivery; the end of a task's leases
+	// is reported at once. 0 means DefaultProduceInterval; negative
+	// sends each report as soon as the one before has landed (a Raft
+	// command per commit round trip on a fast pipeline).
+	ProduceInterval time.Duration
 	// FailoverAhead is how much work a DYNAMIC task keeps leased ahead, at
 	// least, so that its pipeline does not run dry while a dead Raft
 	// leader is replaced (no lease is granted meanwhile): it asks for the
@@ -92,6 +102,21 @@ const (
 	DefaultRoundsAhead = 4
 	DefaultRoundsHeld  = 512
 )
+
+// DefaultProduceInterval is WorkerConfig.ProduceInterval's default.
+const DefaultProduceInterval = 250 * time.Millisecond
+
+// produceInterval is ProduceInterval with its default applied (0: no
+// pause between reports).
+func (c WorkerConfig) produceInterval() time.Duration {
+	switch {
+	case c.ProduceInterval < 0:
+		return 0
+	case c.ProduceInterval == 0:
+		return DefaultProduceInterval
+	}
+	return c.ProduceInterval
+}
 
 // roundsAhead is RoundsAhead with its default applied.
 func (c WorkerConfig) roundsAhead() int {

@@ -124,18 +124,33 @@ type prov struct {
 	members []member
 }
 
-// member is one source element inside a tracked batch.
+// member is a run of source elements inside a tracked batch: positions
+// [lo, hi) of one split reading. A batch of consecutive elements, the
+// usual case, holds one run per split it spans, not one entry per element.
 type member struct {
-	trk   *splitTrack
-	index int64
+	trk    *splitTrack
+	lo, hi int64
+}
+
+// appendRun appends m to dst, extending dst's last run when m continues
+// it.
+func appendRun(dst []member, m member) []member {
+	if n := len(dst); n > 0 && dst[n-1].trk == m.trk && dst[n-1].hi == m.lo {
+		dst[n-1].hi = m.hi
+		return dst
+	}
+	return append(dst, m)
 }
 
 // appendMembers appends the source elements x was made of to dst.
 func (x *item) appendMembers(dst []member) []member {
-	if x.prov.members != nil {
-		return append(dst, x.prov.members...)
+	if x.prov.members == nil {
+		return appendRun(dst, member{x.prov.trk, x.index, x.index + 1})
 	}
-	return append(dst, member{x.prov.trk, x.index})
+	for _, m := range x.prov.members {
+		dst = appendRun(dst, m)
+	}
+	return dst
 }
 
 // dropItem records that an op dropped x (an element or a batch) for good.
@@ -153,8 +168,8 @@ func dropItem(x *item) {
 		trk.checkLocked()
 	} else {
 		for _, m := range x.prov.members {
-			m.trk.left++
-			m.trk.dropped++
+			m.trk.left += m.hi - m.lo
+			m.trk.dropped += m.hi - m.lo
 			m.trk.checkLocked()
 		}
 	}
@@ -167,15 +182,11 @@ func batchProv(items []item) *prov {
 	if items[0].prov == nil {
 		return nil
 	}
-	n := 0
+	var ms []member
 	for i := range items {
-		n += max(len(items[i].prov.members), 1)
+		ms = items[i].appendMembers(ms)
 	}
-	p := &prov{trk: items[0].prov.trk, members: make([]member, 0, n)}
-	for i := range items {
-		p.members = items[i].appendMembers(p.members)
-	}
-	return p
+	return &prov{trk: items[0].prov.trk, members: slices.Clip(ms)}
 }
 
 // trackingIter is the Iterator OpenWithOptions returns with Track.
@@ -201,7 +212,7 @@ func (x *trackingIter) Next(ctx context.Context) (Element, error) {
 // emit records x as returned by Next and returns its provenance.
 func (x *trackingIter) emit(it *item) []SplitElements {
 	ms := it.appendMembers(x.scratch[:0])
-	slices.SortFunc(ms, func(a, b member) int {
+	byPosition := func(a, b member) int {
 		if c := cmp.Compare(a.trk.epoch, b.trk.epoch); c != 0 {
 			return c
 		}
@@ -211,20 +222,25 @@ func (x *trackingIter) emit(it *item) []SplitElements {
 		if c := cmp.Compare(a.trk.seq, b.trk.seq); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.index, b.index)
-	})
+		return cmp.Compare(a.lo, b.lo)
+	}
+	if !slices.IsSortedFunc(ms, byPosition) {
+		slices.SortFunc(ms, byPosition)
+	}
 	var out []SplitElements
 	x.t.mu.Lock()
 	for i := 0; i < len(ms); {
 		trk := ms[i].trk
 		var r splits.Ranges
+		var n int64
 		j := i
 		for ; j < len(ms) && ms[j].trk == trk; j++ {
-			r.Add(ms[j].index)
+			r.AddSpan(ms[j].lo, ms[j].hi)
+			n += ms[j].hi - ms[j].lo
 		}
 		out = append(out, SplitElements{Epoch: trk.epoch, Split: trk.split, Indices: r})
 		trk.emitted.AddAll(r)
-		trk.left += int64(j - i)
+		trk.left += n
 		trk.checkLocked()
 		i = j
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
@@ -16,7 +17,13 @@ type fsm struct {
 	addr  string // the node's Raft address, for testhooks.BeforeFSMApply
 	mu    sync.RWMutex
 	state *State
+	// applied counts the commands applied, by type (the last slot: types
+	// beyond the table's, and entries that did not decode).
+	applied [maxCountedType + 1]atomic.Uint64
 }
+
+// maxCountedType bounds the command types fsm.applied counts one by one.
+const maxCountedType = 31
 
 var _ raft.FSM = (*fsm)(nil)
 
@@ -39,8 +46,10 @@ func (f *fsm) Apply(l *raft.Log) any {
 	}
 	c, err := DecodeCommand(l.Data)
 	if err != nil {
+		f.applied[maxCountedType].Add(1)
 		return applyResult{err: err}
 	}
+	f.applied[min(int(c.Type), maxCountedType)].Add(1)
 	f.mu.Lock()
 	v, err := f.state.ApplyIndex(l.Index, c)
 	f.mu.Unlock()
@@ -114,4 +123,19 @@ func (f *fsm) dataset(fingerprint string) (Dataset, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.state.Dataset(fingerprint)
+}
+
+// appliedCommands returns the commands applied so far, by type name.
+func (f *fsm) appliedCommands() map[string]uint64 {
+	out := map[string]uint64{}
+	for t := range f.applied {
+		if n := f.applied[t].Load(); n > 0 {
+			name := CommandType(t).String()
+			if t == maxCountedType {
+				name = "other"
+			}
+			out[name] += n
+		}
+	}
+	return out
 }

@@ -307,6 +307,13 @@ func (n *Node) Jobs() []JobView { return n.fsm.jobs() }
 // from the local FSM.
 func (n *Node) Dataset(fingerprint string) (Dataset, bool) { return n.fsm.dataset(fingerprint) }
 
+// AppliedCommands counts the commands this node's state machine has
+// applied since it started, by type name (CommandType.String; "other" for
+// a type beyond the known ones or an entry that did not decode). Every
+// node applies every committed command, so any node's counts give the
+// cluster's command rate (benchmarks).
+func (n *Node) AppliedCommands() map[string]uint64 { return n.fsm.appliedCommands() }
+
 // IsLeader reports whether this node is the leader right now.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 

@@ -189,63 +189,6 @@ func raftLeaseRate(ctx context.Context, workers, perLease int, d time.Duration) 
 	})
 }
 
-// ---- dynamic vs off
-
-func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := prog.NewFlagSet("dynamic", "[--seconds S] [--runs N] [--json]", stderr)
-	batch := fs.Int64("batch", 256, "batch size")
-	splitSize := fs.Int64("split-size", 2000, "elements per split")
-	seconds := fs.Float64("seconds", 2, "steady-state window measured per run, after 0.5 s of warm-up")
-	runs := fs.Int("runs", 3, "alternating runs of each policy; medians are reported")
-	jsonOut := fs.Bool("json", false, "print a JSON array of rows: sharding, delivery, runs, batches_per_s, ratio_vs_off, ratio_vs_at_most_once")
-	if err := cli.ParseFlags(fs, args); err != nil {
-		return err
-	}
-	c, cleanup, err := jobsCluster(3)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	cl, err := benchClient(ctx, c, 0)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	// A range that outlasts the measurement: both policies are measured in steady state, so job
-	// start and end (which DYNAMIC, with a third of OFF's data to deliver,
-	// would pay proportionally more for) do not count.
-	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 1 << 28, SplitSize: *splitSize}})
-	spec.Batch(*batch, false)
-	window := time.Duration(*seconds * float64(time.Second))
-	// OFF, DYNAMIC exactly-once (the default) and DYNAMIC at-most-once,
-	// alternating within each run.
-	type variant struct {
-		sh       client.Sharding
-		delivery string
-	}
-	variants := []variant{{client.Off, ""}, {client.Dynamic, client.ExactlyOnce}, {client.Dynamic, client.AtMostOnce}}
-	rates := map[variant][]float64{}
-	for r := 0; r < *runs; r++ {
-		for _, v := range variants {
-			rows, err := steadyRate(ctx, c, cl, spec, client.JobOptions{Name: fmt.Sprintf("%s-%s-%d", v.sh, v.delivery, r), Sharding: v.sh, Delivery: v.delivery}, window)
-			if err != nil {
-				return err
-			}
-			rate := rows / float64(*batch)
-			rates[v] = append(rates[v], rate)
-			fmt.Fprintf(stderr, "  run %d %-8s %-12s %8.0f batches/s\n", r, v.sh, v.delivery, rate)
-		}
-	}
-	off := medianF(rates[variants[0]])
-	amo := medianF(rates[variants[2]])
-	var rows []benchRow
-	for _, v := range variants {
-		m := medianF(rates[v])
-		rows = append(rows, benchRow{"sharding": string(v.sh), "delivery": v.delivery, "runs": *runs, "batches_per_s": m, "ratio_vs_off": m / off, "ratio_vs_at_most_once": m / amo})
-	}
-	return printRows(stdout, *jsonOut, []string{"sharding", "delivery", "runs", "batches_per_s", "ratio_vs_off", "ratio_vs_at_most_once"}, rows)
-}
-
 // waitIdle waits until the previous job is garbage-collected and no node
 // runs a task, so runs do not share the CPU with leftovers.
 func waitIdle(c *localcluster.Cluster) error {
@@ -334,7 +277,7 @@ func benchScaleout(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var base float64
 	for _, k := range counts {
 		rate, err := steadyRate(ctx, c, cl, sleepySpec(1<<24, 64, *sleepUs, 16),
-			client.JobOptions{Name: fmt.Sprintf("scale-%d", k), Sharding: client.Dynamic, MaxWorkers: k}, window)
+			client.JobOptions{Name: fmt.Sprintf("scale-%d", k), Sharding: client.Dynamic, MaxWorkers: k}, window, nil)
 		if err != nil {
 			return err
 		}
@@ -351,13 +294,14 @@ func benchScaleout(ctx context.Context, args []string, stdout, stderr io.Writer)
 // steadyRate runs one job, measures its rows/s over window after 0.5 s of
 // warm-up, closes it and waits until its tasks are gone, so the next
 // measurement has the machine to itself.
-func steadyRate(ctx context.Context, c *localcluster.Cluster, cl *client.Client, spec *pipeline.Spec, o client.JobOptions, window time.Duration) (float64, error) {
+// hooks, if not nil, are called as the window starts and ends.
+func steadyRate(ctx context.Context, c *localcluster.Cluster, cl *client.Client, spec *pipeline.Spec, o client.JobOptions, window time.Duration, hooks *windowHooks) (float64, error) {
 	o.GCAfter = 200 * time.Millisecond
 	it, err := cl.Distribute(ctx, spec, o)
 	if err != nil {
 		return 0, err
 	}
-	rate, err := rowsPerSecond(ctx, it, 500*time.Millisecond, window)
+	rate, err := rowsPerSecond(ctx, it, 500*time.Millisecond, window, hooks)
 	it.Close()
 	if err != nil {
 		return 0, err
@@ -365,8 +309,12 @@ func steadyRate(ctx context.Context, c *localcluster.Cluster, cl *client.Client,
 	return rate, waitIdle(c)
 }
 
+// windowHooks are called, if not nil, when a measured window starts and
+// ends (profiles, counters of the window alone).
+type windowHooks struct{ start, end func() }
+
 // rowsPerSecond reads for warm+window and returns the rows/s of the window.
-func rowsPerSecond(ctx context.Context, it *client.Iterator, warm, window time.Duration) (float64, error) {
+func rowsPerSecond(ctx context.Context, it *client.Iterator, warm, window time.Duration, hooks *windowHooks) (float64, error) {
 	start := time.Now()
 	var r0 int64
 	var t0 time.Time
@@ -376,10 +324,18 @@ func rowsPerSecond(ctx context.Context, it *client.Iterator, warm, window time.D
 		}
 		now := time.Now()
 		if t0.IsZero() && now.Sub(start) >= warm {
+			if hooks != nil && hooks.start != nil {
+				hooks.start()
+				now = time.Now()
+			}
 			t0, r0 = now, it.Stats().Rows
 		}
 		if !t0.IsZero() && now.Sub(t0) >= window {
-			return float64(it.Stats().Rows-r0) / now.Sub(t0).Seconds(), nil
+			rate := float64(it.Stats().Rows-r0) / now.Sub(t0).Seconds()
+			if hooks != nil && hooks.end != nil {
+				hooks.end()
+			}
+			return rate, nil
 		}
 	}
 }
@@ -431,7 +387,7 @@ func recoveryRun(ctx context.Context, workers int, sleepUs int64, stderr io.Writ
 	defer it.Close()
 	victim := workers - 1
 	// Warm up, then measure the survivors' rate before the kill.
-	if _, err := rowsPerSecond(ctx, it, 0, time.Second); err != nil {
+	if _, err := rowsPerSecond(ctx, it, 0, time.Second, nil); err != nil {
 		return nil, 0, err
 	}
 	survivors := func() int64 {
@@ -444,7 +400,7 @@ func recoveryRun(ctx context.Context, workers int, sleepUs int64, stderr io.Writ
 		return n
 	}
 	s0, t0 := survivors(), time.Now()
-	if _, err := rowsPerSecond(ctx, it, 0, time.Second); err != nil {
+	if _, err := rowsPerSecond(ctx, it, 0, time.Second, nil); err != nil {
 		return nil, 0, err
 	}
 	before := float64(survivors()-s0) / time.Since(t0).Seconds()

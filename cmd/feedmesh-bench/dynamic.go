@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"runtime/pprof"
+	"runtime/trace"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
+	"github.com/feedmesh/feedmesh/mesh/localcluster"
+	"github.com/feedmesh/feedmesh/pipeline"
+)
+
+// ---- dynamic vs off
+
+func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := prog.NewFlagSet("dynamic", "[--seconds S] [--runs N] [--json]", stderr)
+	batch := fs.Int64("batch", 256, "batch size")
+	splitSize := fs.Int64("split-size", 2000, "elements per split")
+	seconds := fs.Float64("seconds", 2, "steady-state window measured per run, after 0.5 s of warm-up")
+	runs := fs.Int("runs", 3, "alternating runs of each policy; medians are reported")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each measured window to PREFIX-<sharding>-<delivery>-<run>.pprof")
+	traceOut := fs.String("trace", "", "write an execution trace (go tool trace) of each measured window to PREFIX-<sharding>-<delivery>-<run>.trace")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: sharding, delivery, runs, batches_per_s, ratio_vs_off, ratio_vs_at_most_once (of the medians), run_ratio_vs_off, run_ratio_vs_at_most_once (medians of the ratios within each run), cpu_us_per_batch (CPU time of the whole process, cluster and client, per batch delivered: less sensitive to the machine's other load than batches/s), raft_cmds_per_s_per_worker, raft_cmds_per_s (by command type, the whole cluster)")
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	c, cleanup, err := jobsCluster(3)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	cl, err := benchClient(ctx, c, 0)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	// A range that outlasts the measurement: both policies are measured in steady state, so job
+	// start and end (which DYNAMIC, with a third of OFF's data to deliver,
+	// would pay proportionally more for) do not count.
+	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 1 << 28, SplitSize: *splitSize}})
+	spec.Batch(*batch, false)
+	window := time.Duration(*seconds * float64(time.Second))
+	// OFF, DYNAMIC exactly-once (the default) and DYNAMIC at-most-once,
+	// alternating within each run.
+	type variant struct {
+		sh       client.Sharding
+		delivery string
+	}
+	variants := []variant{{client.Off, ""}, {client.Dynamic, client.ExactlyOnce}, {client.Dynamic, client.AtMostOnce}}
+	rates := map[variant][]float64{}
+	cmdRates := map[variant][]map[string]float64{} // per run: command type → commands/s
+	cpuPerBatch := map[variant][]float64{}         // per run: the process's CPU µs per batch delivered
+	workers := len(c.Running())
+	for r := 0; r < *runs; r++ {
+		for _, v := range variants {
+			name := fmt.Sprintf("%s-%s-%d", v.sh, v.delivery, r)
+			w := &dynamicWindow{c: c, cpuProfile: *cpuProfile, trace: *traceOut, name: strings.ReplaceAll(name, "--", "-")}
+			rows, err := steadyRate(ctx, c, cl, spec, client.JobOptions{Name: name, Sharding: v.sh, Delivery: v.delivery}, window, &windowHooks{start: w.start, end: w.end})
+			if err != nil {
+				return err
+			}
+			if w.err != nil {
+				return w.err
+			}
+			rate := rows / float64(*batch)
+			rates[v] = append(rates[v], rate)
+			cmdRates[v] = append(cmdRates[v], w.cmdRates)
+			cpu := w.cpu.Seconds() * 1e6 / (rate * w.elapsed.Seconds())
+			cpuPerBatch[v] = append(cpuPerBatch[v], cpu)
+			fmt.Fprintf(stderr, "  run %d %-8s %-12s %8.0f batches/s  %5.1f CPU µs/batch  raft %5.1f cmds/s/worker (%s)\n", r, v.sh, v.delivery, rate, cpu, sumRates(w.cmdRates)/float64(workers), fmtRates(w.cmdRates))
+		}
+		exo, amo, off := rates[variants[1]][r], rates[variants[2]][r], rates[variants[0]][r]
+		fmt.Fprintf(stderr, "  run %d ratios: exactly-once/at-most-once %.3f, exactly-once/off %.3f, at-most-once/off %.3f\n", r, exo/amo, exo/off, amo/off)
+	}
+	// Ratios within each run: the machine's other load changes from one
+	// run to the next, less within one.
+	runRatio := func(v, base variant) float64 {
+		var xs []float64
+		for r := range rates[v] {
+			xs = append(xs, rates[v][r]/rates[base][r])
+		}
+		return medianF(xs)
+	}
+	off := medianF(rates[variants[0]])
+	amo := medianF(rates[variants[2]])
+	var rows []benchRow
+	for _, v := range variants {
+		m := medianF(rates[v])
+		byType := medianRates(cmdRates[v])
+		rows = append(rows, benchRow{"sharding": string(v.sh), "delivery": v.delivery, "runs": *runs, "batches_per_s": m, "ratio_vs_off": m / off, "ratio_vs_at_most_once": m / amo,
+			"run_ratio_vs_off": runRatio(v, variants[0]), "run_ratio_vs_at_most_once": runRatio(v, variants[2]),
+			"cpu_us_per_batch":           medianF(cpuPerBatch[v]),
+			"raft_cmds_per_s_per_worker": sumRates(byType) / float64(workers), "raft_cmds_per_s": byType})
+	}
+	return printRows(stdout, *jsonOut, []string{"sharding", "delivery", "runs", "batches_per_s", "ratio_vs_off", "ratio_vs_at_most_once", "run_ratio_vs_off", "run_ratio_vs_at_most_once", "cpu_us_per_batch", "raft_cmds_per_s_per_worker"}, rows)
+}
+
+// dynamicWindow is what benchDynamic does as a measured window starts and
+// ends: profiles, and the Raft commands committed meanwhile.
+type dynamicWindow struct {
+	c                 *localcluster.Cluster
+	cpuProfile, trace string // file prefixes, "" for none
+	name              string
+
+	t0       time.Time
+	cpu0     time.Duration
+	cmds0    map[string]uint64
+	files    []*os.File
+	cmdRates map[string]float64 // command type → commands/s over the window
+	elapsed  time.Duration      // the window
+	cpu      time.Duration      // the process's CPU time (user and system) over the window
+	err      error
+}
+
+func (w *dynamicWindow) start() {
+	if w.cpuProfile != "" {
+		f, err := os.Create(w.cpuProfile + "-" + w.name + ".pprof")
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+			w.files = append(w.files, f)
+		}
+		w.setErr(err)
+	}
+	if w.trace != "" {
+		f, err := os.Create(w.trace + "-" + w.name + ".trace")
+		if err == nil {
+			err = trace.Start(f)
+			w.files = append(w.files, f)
+		}
+		w.setErr(err)
+	}
+	w.cmds0 = w.commands()
+	w.cpu0 = processCPU()
+	w.t0 = time.Now()
+}
+
+func (w *dynamicWindow) end() {
+	w.elapsed, w.cpu = time.Since(w.t0), processCPU()-w.cpu0
+	d := w.elapsed.Seconds()
+	w.cmdRates = map[string]float64{}
+	for t, n := range w.commands() {
+		if k := n - w.cmds0[t]; k > 0 {
+			w.cmdRates[t] = float64(k) / d
+		}
+	}
+	if w.cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	if w.trace != "" {
+		trace.Stop()
+	}
+	for _, f := range w.files {
+		w.setErr(f.Close())
+	}
+}
+
+func (w *dynamicWindow) setErr(err error) {
+	if w.err == nil {
+		w.err = err
+	}
+}
+
+// commands are the commands node 0 applied, by type: every node applies
+// every committed command, and node 0 stays the same node whichever
+// leads (leadership may move under load).
+func (w *dynamicWindow) commands() map[string]uint64 {
+	return w.c.Node(0).Raft().AppliedCommands()
+}
+
+// processCPU is the CPU time the process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func sumRates(m map[string]float64) float64 {
+	var s float64
+	for _, v := range m {
+		s += v
+	}
+	return s
+}
+
+func fmtRates(m map[string]float64) string {
+	var parts []string
+	for _, t := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %.1f", t, m[t]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// medianRates is the median of each command type's rate over runs (0 in
+// a run that had none).
+func medianRates(runs []map[string]float64) map[string]float64 {
+	types := map[string]bool{}
+	for _, r := range runs {
+		for t := range r {
+			types[t] = true
+		}
+	}
+	out := map[string]float64{}
+	for t := range types {
+		var xs []float64
+		for _, r := range runs {
+			xs = append(xs, r[t])
+		}
+		out[t] = medianF(xs)
+	}
+	return out
+}
