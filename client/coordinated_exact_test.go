@@ -143,15 +143,7 @@ func TestCoordinatedExactlyOnceWorkerKilled(t *testing.T) {
 		if i != 0 || b.Round.Round < 10 {
 			return
 		}
-		once.Do(func() {
-			for _, k := range c.Running() {
-				if k != 0 && c.Name(k) != b.Worker {
-					victim = c.Name(k)
-					c.Kill(k)
-					return
-				}
-			}
-		})
+		once.Do(func() { victim = killUpcoming(c, b) })
 	})
 	if victim == "" {
 		t.Fatal("no worker was killed")

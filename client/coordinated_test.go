@@ -170,17 +170,7 @@ func TestCoordinatedWorkerKilled(t *testing.T) {
 		if i != 0 || b.Round.Round < 10 {
 			return
 		}
-		once.Do(func() {
-			// Kill a worker that serves an upcoming round (never the node
-			// the client dialed).
-			for _, k := range c.Running() {
-				if k != 0 && c.Name(k) != b.Worker {
-					victim = c.Name(k)
-					c.Kill(k)
-					return
-				}
-			}
-		})
+		once.Do(func() { victim = killUpcoming(c, b) })
 	})
 	if victim == "" {
 		t.Fatal("no worker was killed")
@@ -238,6 +228,19 @@ func TestCoordinatedWorkerJoins(t *testing.T) {
 		t.Fatalf("the joined worker served round %d, before the earliest round it may be added at (%d)", first, raftstate.RoundLookahead)
 	}
 	t.Logf("worker %s joined; first served round %d", joined, first)
+}
+
+// killUpcoming kills a worker that serves an upcoming round: not the one
+// that served b, and never node 0 (the one the tests' clients dial); it
+// returns its name ("" if none).
+func killUpcoming(c *testcluster.Cluster, b client.Batch) string {
+	for _, k := range c.Running() {
+		if k != 0 && c.Name(k) != b.Worker {
+			c.Kill(k)
+			return c.Name(k)
+		}
+	}
+	return ""
 }
 
 // slowText is textSpec with a per-element cost, so the job runs long enough

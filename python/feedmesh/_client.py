@@ -250,17 +250,31 @@ def _spec_arg(spec):
     return 0, spec.encode()
 
 
-def _close_on_exit(obj, exc_type):
-    """close() at the end of a with block: its error (say, Unavailable when
-    the detach finds no node) is raised, unless another exception is
-    already on its way out, which it must not replace."""
-    if exc_type is None:
-        obj.close()
-        return
-    try:
-        obj.close()
-    except Error:
-        pass
+class _Closing:
+    """A handle's owner: closed at the end of a with block, and when it is
+    garbage-collected while its handle is open. At the end of a with block,
+    close()'s error (say, Unavailable when the detach finds no node) is
+    raised, unless another exception is already on its way out, which it
+    must not replace."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *_):
+        if exc_type is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except Error:
+            pass
+
+    def __del__(self):
+        try:
+            if self._handle and _lib.usable():
+                self.close()
+        except Exception:
+            pass
 
 
 # Clients not yet closed, closed at exit so that their consumers detach
@@ -279,7 +293,7 @@ def _close_all():
             pass
 
 
-class Client:
+class Client(_Closing):
     """A connection to a feedmesh cluster through any of its nodes
     (the Go client.Dial). addr is a node's QUIC address, host:port.
 
@@ -373,21 +387,9 @@ class Client:
             _lib.call("fm_client_close", h)
         _open_clients.discard(self)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, *_):
-        _close_on_exit(self, exc_type)
-
-    def __del__(self):
-        try:
-            if self._handle and _lib.usable():
-                self.close()
-        except Exception:
-            pass
 
 
-class Iterator:
+class Iterator(_Closing):
     """A job's batches (the Go client.Iterator): iterate it for Batch
     objects; it ends at the end of the job's data."""
 
@@ -524,15 +526,3 @@ class Iterator:
             self._handle = 0
         self._drop_pending()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, *_):
-        _close_on_exit(self, exc_type)
-
-    def __del__(self):
-        try:
-            if self._handle and _lib.usable():
-                self.close()
-        except Exception:
-            pass
