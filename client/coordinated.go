@@ -129,10 +129,11 @@ func (co *coordinator) run(ctx context.Context, beats <-chan api.JobInfo) error 
 			case roundFail:
 				return r.err
 			case roundBatch:
+				x := co.item(r) // before the fillers: their template
 				if err := co.fill(ctx, beats); err != nil {
 					return err
 				}
-				if err := co.deliver(ctx, co.item(r), roundDelivered, beats); err != nil {
+				if err := co.deliver(ctx, x, roundDelivered, beats); err != nil {
 					return err
 				}
 			case roundLost:
@@ -219,7 +220,8 @@ func (co *coordinator) collect(r roundResult) {
 }
 
 // item is a batch's way to Next; the first batch of an exactly-once job
-// is the fillers' template.
+// is the fillers' template, so every filler has the job's tensors (with
+// no rows), the fillers before the first batch included.
 func (co *coordinator) item(r roundResult) item {
 	if co.ledger != nil && co.tmpl == nil {
 		e := r.b.Element.Empty()
