@@ -22,7 +22,7 @@ type roundKind int
 const (
 	roundBatch roundKind = iota
 	// roundSkip: a round no consumer gets a batch of (its worker has
-	// ended).
+	// ended, or was idle when the round was fixed).
 	roundSkip
 	// roundLost: this consumer's batch of the round will not come (its
 	// worker is expired or restarted, or answered skip); other consumers
@@ -148,6 +148,8 @@ func (co *coordinator) readRound(ctx context.Context, worker string, round int64
 		switch end, msg := endingOf(err); {
 		case end == endOfData:
 			res.kind = roundEnd
+		case end == endRefused && api.IsRoundIdle(msg):
+			res.kind = roundSkip // the same for every consumer: no filler
 		case end == endRefused && api.IsRoundSkipped(msg):
 			res.kind = roundLost
 		case end == endRefused:

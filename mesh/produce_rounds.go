@@ -57,7 +57,7 @@ func newRoundProducer(t *task) (*roundProducer, error) {
 // done the task waits for a dead worker's splits (read again, without
 // what was delivered, in the next phase) until every split is produced.
 // Meanwhile it has flushed its partial windows and is idle: a round that
-// asks it for a window then is not served (roundServer.idle), or the
+// asks it for a window then is served to no consumer (api.RoundIdle), or the
 // consumers would wait on it while the workers still producing wait on
 // the consumers.
 func (p *roundProducer) produce() error {
@@ -169,6 +169,9 @@ func (p *roundProducer) serve(ctx context.Context, s *batch.Sender, open batch.O
 		return
 	case a.end:
 		s.End(nil)
+		return
+	case a.idle:
+		s.End(fmt.Errorf("%s: round %d, index %d", api.RoundIdle, req.Round, req.Index))
 		return
 	case a.skip:
 		s.End(fmt.Errorf("%s: round %d, index %d", api.RoundSkipped, req.Round, req.Index))

@@ -31,7 +31,8 @@ import (
 // taken by an earlier instance of the consumer: nothing is delivered twice.
 // An exactly-once task drops no round (keep: past RoundsHeld rounds with
 // batches not taken it fixes no new one), and a round asked for while it
-// waits for splits with no window left (idle) is fixed as "skip".
+// waits for splits with no window left (idle) is fixed as not served to
+// any consumer ("idle": unlike a skip, the same for every consumer).
 //
 // roundServer decides those answers; the coordinated task
 // (produce_rounds.go) feeds it windows and carries its answers to the
@@ -45,9 +46,12 @@ type coordBatch struct {
 	prov           []batch.ProvRange // exactly-once: the batch's elements
 }
 
-// roundSlot is a fixed round's window and which batches are taken.
+// roundSlot is a fixed round's window and which batches are taken; an
+// idle slot has no window (the round was fixed while the producer was
+// idle) and answers idle to each consumer once.
 type roundSlot struct {
 	w     bucketing.Window[coordBatch]
+	idle  bool
 	taken []bool
 	left  int
 }
@@ -101,7 +105,8 @@ type roundAnswer struct {
 	bucket int
 	padded []int64
 	end    bool  // end of data
-	skip   bool  // round not served
+	skip   bool  // round not served to this consumer
+	idle   bool  // round not served to any consumer: the producer was idle
 	err    error // production failed
 }
 
@@ -152,17 +157,16 @@ func (rs *roundServer) take(ctx context.Context, round int64, index int) roundAn
 		return roundAnswer{skip: true}
 	}
 	rs.maxFixed = round
-	if none {
-		return roundAnswer{skip: true} // fixed as not served: lookup says skip too
-	}
-	if !open {
+	if !open && !none {
 		if rs.err != nil {
 			return roundAnswer{err: rs.err}
 		}
 		rs.endFrom = round
 		return roundAnswer{end: true}
 	}
-	s := &roundSlot{w: w, taken: make([]bool, rs.m), left: rs.m}
+	// An idle round is held like any other, so that every consumer gets
+	// the same answer for it (idle, not a skip of its own).
+	s := &roundSlot{w: w, idle: none, taken: make([]bool, rs.m), left: rs.m}
 	rs.slots[round] = s
 	for len(rs.slots) > rs.held {
 		oldest := round
@@ -235,6 +239,9 @@ func (rs *roundServer) takeLocked(round int64, s *roundSlot, index int) roundAns
 		case rs.room <- struct{}{}:
 		default:
 		}
+	}
+	if s.idle {
+		return roundAnswer{idle: true}
 	}
 	a := roundAnswer{b: s.w.Batches[index], bucket: s.w.Bucket, padded: make([]int64, rs.m)}
 	for i, b := range s.w.Batches {

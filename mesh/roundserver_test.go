@@ -261,11 +261,14 @@ func TestRoundServerIdle(t *testing.T) {
 	waiting := make(chan roundAnswer, 1)
 	go func() { waiting <- rs.take(ctx, 0, 0) }() // waits for a window
 	rs.setIdle(true)
-	if a := <-waiting; !a.skip {
-		t.Fatalf("round 0 asked before the producer went idle: %+v, want skip", a)
+	if a := <-waiting; !a.idle {
+		t.Fatalf("round 0 asked before the producer went idle: %+v, want not served (idle)", a)
 	}
-	if a := rs.take(ctx, 0, 1); !a.skip {
-		t.Fatalf("round 0, the other consumer: %+v, want skip", a)
+	if a := rs.take(ctx, 0, 1); !a.idle {
+		t.Fatalf("round 0, the other consumer: %+v, want not served (idle), as the first", a)
+	}
+	if a := rs.take(ctx, 0, 1); !a.skip || a.idle {
+		t.Fatalf("round 0 asked again by the same index: %+v, want skip (taken)", a)
 	}
 	rs.setIdle(false)
 	rs.windows <- testWindow(3, 30, 31)
@@ -277,7 +280,7 @@ func TestRoundServerIdle(t *testing.T) {
 	// A window offered just before going idle is served, not skipped.
 	rs.windows <- testWindow(4, 40, 41)
 	rs.setIdle(true)
-	if a := rs.take(ctx, 2, 0); a.skip || a.b.tokens != 40 {
+	if a := rs.take(ctx, 2, 0); a.skip || a.idle || a.b.tokens != 40 {
 		t.Fatalf("round 2 with a window ready while idle: %+v", a)
 	}
 }

@@ -16,6 +16,17 @@ const RoundSkipped = "coordinated: round not served"
 // round (see RoundSkipped).
 func IsRoundSkipped(msg string) bool { return strings.HasPrefix(msg, RoundSkipped) }
 
+// RoundIdle starts the message of the stream end a worker sends for a
+// round it fixed while it had no batch to give (exactly-once, waiting for
+// a dead worker's splits): no consumer gets that round, unlike a
+// RoundSkipped one, which others may have got. It starts with RoundSkipped,
+// so a client that does not know it skips the round.
+const RoundIdle = RoundSkipped + " by any consumer (the worker had no batch ready)"
+
+// IsRoundIdle reports whether a worker's end message says no consumer gets
+// the round (see RoundIdle).
+func IsRoundIdle(msg string) bool { return strings.HasPrefix(msg, RoundIdle) }
+
 // RoundRequest is the OpenRequest.Extra of a coordinated read: which round
 // and which batch of its window the consumer wants.
 type RoundRequest struct {
