@@ -65,6 +65,8 @@ func TestWorkerStreamsCanOpen(t *testing.T) {
 		{"backing off, all open", workerStreams{addr: "a", running: 2, fails: 1, retryAt: now.Add(time.Millisecond)}, false, false},
 		{"expired while backing off", workerStreams{addr: "a", dropped: true, fails: 1, retryAt: now.Add(time.Millisecond)}, false, false},
 		{"backoff over", workerStreams{addr: "a", fails: 1, retryAt: now}, true, false},
+		{"paused (drained)", workerStreams{addr: "a", paused: true}, false, false},
+		{"paused while backing off", workerStreams{addr: "a", paused: true, fails: 1, retryAt: now.Add(time.Millisecond)}, false, false},
 	} {
 		if got := tc.s.canOpen(now, 2); got != tc.want {
 			t.Errorf("%s: canOpen = %v, want %v", tc.name, got, tc.want)
@@ -77,19 +79,25 @@ func TestWorkerStreamsCanOpen(t *testing.T) {
 
 func TestAllFinished(t *testing.T) {
 	done := func() *workerStreams { return &workerStreams{done: true} }
+	paused := func() *workerStreams { return &workerStreams{paused: true} }
 	for _, tc := range []struct {
-		name string
-		ws   map[string]*workerStreams
-		want bool
+		name    string
+		ws      map[string]*workerStreams
+		stopped bool // the job is no longer running
+		want    bool
 	}{
-		{"no worker yet", map[string]*workerStreams{}, false},
-		{"one reading", map[string]*workerStreams{"a": {running: 1}}, false},
-		{"all done", map[string]*workerStreams{"a": done(), "b": done()}, true},
-		{"done, another stream still delivering", map[string]*workerStreams{"a": {done: true, running: 1}}, false},
-		{"one done, one expired", map[string]*workerStreams{"a": done(), "b": {dropped: true, running: 1}}, true},
-		{"one done, one failing", map[string]*workerStreams{"a": done(), "b": {fails: 3}}, false},
+		{"no worker yet", map[string]*workerStreams{}, false, false},
+		{"one reading", map[string]*workerStreams{"a": {running: 1}}, false, false},
+		{"all done", map[string]*workerStreams{"a": done(), "b": done()}, false, true},
+		{"done, another stream still delivering", map[string]*workerStreams{"a": {done: true, running: 1}}, false, false},
+		{"one done, one expired", map[string]*workerStreams{"a": done(), "b": {dropped: true, running: 1}}, false, true},
+		{"one done, one failing", map[string]*workerStreams{"a": done(), "b": {fails: 3}}, false, false},
+		// A drained worker's next process may bring more while the job runs.
+		{"one done, one paused, job running", map[string]*workerStreams{"a": done(), "b": paused()}, false, false},
+		{"one done, one paused and expired, job running", map[string]*workerStreams{"a": done(), "b": {paused: true, dropped: true}}, false, false},
+		{"one done, one paused, job finished", map[string]*workerStreams{"a": done(), "b": paused()}, true, true},
 	} {
-		if got := allFinished(tc.ws); got != tc.want {
+		if got := allFinished(tc.ws, !tc.stopped); got != tc.want {
 			t.Errorf("%s: allFinished = %v, want %v", tc.name, got, tc.want)
 		}
 	}

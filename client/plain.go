@@ -37,7 +37,12 @@ type workerStreams struct {
 	addr    string
 	running int  // streams open to the worker (up to StreamsPerWorker)
 	done    bool // the worker sent its end of data on a stream
-	dropped bool // the worker was expired: it will never finish
+	// paused: the worker's process drained (a graceful shutdown) and
+	// ended its streams; its next process rejoins the job (assigned
+	// afresh: since changes) and the worker's streams start over.
+	paused  bool
+	since   int64 // when the worker was assigned the job (api.WorkerInfo.Since)
+	dropped bool  // the worker was expired: it will never finish
 	fails   int  // consecutive failed streams; reset by a batch
 	retryAt time.Time
 }
@@ -45,30 +50,36 @@ type workerStreams struct {
 // canOpen reports whether another stream to the worker may be opened at
 // now, with up to perWorker streams per worker.
 func (s *workerStreams) canOpen(now time.Time, perWorker int) bool {
-	return s.running < perWorker && !s.done && !s.dropped && !s.refence && s.addr != "" && !now.Before(s.retryAt)
+	return s.running < perWorker && !s.done && !s.paused && !s.dropped && !s.refence && s.addr != "" && !now.Before(s.retryAt)
 }
 
 // waiting reports whether the worker would get another stream but for its
 // retry delay.
 func (s *workerStreams) waiting(now time.Time, perWorker int) bool {
-	return s.running < perWorker && !s.done && !s.dropped && s.addr != "" && now.Before(s.retryAt)
+	return s.running < perWorker && !s.done && !s.paused && !s.dropped && s.addr != "" && now.Before(s.retryAt)
 }
 
 // finished reports whether the worker has nothing more to deliver: it was
 // dropped, or it sent its end of data and its other streams have delivered
-// what they held before theirs.
-func (s *workerStreams) finished() bool {
-	return s.dropped || (s.done && s.running == 0)
+// what they held before theirs. A worker that paused (drained) is finished
+// only once the job is not running any more (jobRunning false): until
+// then its next process may rejoin with more, or, if it never comes back,
+// the others read what is left and the job finishes.
+func (s *workerStreams) finished(jobRunning bool) bool {
+	if s.paused && jobRunning {
+		return false
+	}
+	return s.dropped || ((s.done || s.paused) && s.running == 0)
 }
 
 // allFinished reports whether the job has ended: at least one worker is
 // known and every one has finished.
-func allFinished(ws map[string]*workerStreams) bool {
+func allFinished(ws map[string]*workerStreams, jobRunning bool) bool {
 	if len(ws) == 0 {
 		return false
 	}
 	for _, s := range ws {
-		if !s.finished() {
+		if !s.finished(jobRunning) {
 			return false
 		}
 	}
@@ -151,8 +162,14 @@ func (p *plain) reconcile(ctx context.Context) (ended bool, next time.Time) {
 	now := time.Now()
 	for _, w := range p.info.Workers {
 		s := p.workers[w.Name]
+		if s != nil && w.Since != s.since && s.since != 0 && w.Since != 0 && s.running == 0 {
+			// Assigned afresh: a drained worker's next process rejoined.
+			p.log.Info("worker rejoined the job after a drain; reading from it again", "job", p.job, "worker", w.Name)
+			s.cancel()
+			s = nil
+		}
 		if s == nil {
-			s = &workerStreams{}
+			s = &workerStreams{since: w.Since}
 			s.ctx, s.cancel = context.WithCancel(ctx)
 			p.workers[w.Name] = s
 		}
@@ -199,7 +216,8 @@ func (p *plain) reconcile(ctx context.Context) (ended bool, next time.Time) {
 			next = s.retryAt
 		}
 	}
-	return allFinished(p.workers), next
+	running := p.info.State == "" || p.info.State == api.JobRunning
+	return allFinished(p.workers, running), next
 }
 
 // stream reads one stream of a worker into the Iterator's buffer, and
@@ -217,6 +235,8 @@ func (p *plain) stream(ctx, sctx context.Context, worker, addr string) {
 	switch {
 	case end == endOfData:
 		s.done = true
+	case end == endPaused:
+		s.paused = true
 	case end == endRefused && s.dropped:
 		// A worker already expired from the job: what it says no longer
 		// matters to the job.

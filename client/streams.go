@@ -73,6 +73,9 @@ const (
 	// version (batch.ErrUnsupportedVersion). Asking again gets the same
 	// answer.
 	endRefused
+	// endPaused: the worker's process drained (a graceful shutdown) after
+	// sending everything; its next process may bring more of the job.
+	endPaused
 	// endBroken: the stream failed on the way (the worker died or shut
 	// down, a transport failure, a cancelled context): another stream may
 	// succeed.
@@ -84,6 +87,8 @@ const (
 func endingOf(err error) (e ending, msg string) {
 	var re *batch.RemoteError
 	switch {
+	case errors.Is(err, batch.ErrPaused):
+		return endPaused, ""
 	case errors.Is(err, io.EOF):
 		return endOfData, ""
 	case errors.Is(err, batch.ErrUnsupportedVersion):

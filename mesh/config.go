@@ -65,6 +65,13 @@ type Config struct {
 	// ReconcileInterval is how often the leader checks the voter set, and
 	// how often a node refreshes the Raft role it advertises.
 	ReconcileInterval time.Duration
+	// DrainTimeout bounds the drain of a graceful Close (drain.go): the
+	// node's DYNAMIC tasks hand back the splits they have not started,
+	// read the one in progress, and let their consumers read what is
+	// queued before the node leaves. 0 leaves at once, as a crash would
+	// for the splits held (lost at-most-once, read again exactly-once).
+	// Default 30 s; 10 s in the fast preset.
+	DrainTimeout time.Duration
 	// RequestTimeout bounds a control request that arrives without a
 	// deadline of its own, including forwarding to the leader.
 	RequestTimeout time.Duration
@@ -158,6 +165,7 @@ func DefaultConfig() Config {
 		VoterGrace:            10 * time.Second,
 		ReconcileInterval:     time.Second,
 		RequestTimeout:        10 * time.Second,
+		DrainTimeout:          30 * time.Second,
 		RetryJoinInterval:     time.Second,
 		ForwardAttemptTimeout: 2 * time.Second,
 		DeadMemberRetention:   time.Hour,
@@ -201,6 +209,7 @@ func FastConfig() Config {
 	c.VoterGrace = 500 * time.Millisecond
 	c.ReconcileInterval = 100 * time.Millisecond
 	c.RequestTimeout = 5 * time.Second
+	c.DrainTimeout = 10 * time.Second
 	c.RetryJoinInterval = 100 * time.Millisecond
 	c.ForwardAttemptTimeout = 500 * time.Millisecond
 	c.KnownMembersInterval = 100 * time.Millisecond
@@ -250,6 +259,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Port < 0 || c.Port > 65535 {
 		bad("Port", "%d out of range", c.Port)
+	}
+	if c.DrainTimeout < 0 {
+		bad("DrainTimeout", "%v: must be >= 0 (0: no drain)", c.DrainTimeout)
 	}
 	if c.BootstrapExpect < 0 {
 		bad("BootstrapExpect", "must be >= 0")

@@ -26,8 +26,12 @@ import (
 // dropped at the next requeue.
 type frameQueue struct {
 	t   *task
-	out chan *batch.Frame // closed when production ends; err says how
+	out chan *batch.Frame // closed when production ends; err and paused say how
 	err error             // set before out is closed
+	// paused: production ended because the node drains (drain.go), and
+	// the job's next process on this node takes over: streams end with
+	// EndPaused, not a plain end of data. Set before out is closed.
+	paused bool
 
 	resend bool // exactly-once: resend what a failed stream may not have delivered
 	mu     sync.Mutex
@@ -103,6 +107,7 @@ func (q *frameQueue) offer(f *batch.Frame) error {
 
 func (q *frameQueue) end(err error) {
 	q.err = err
+	q.paused = err == nil && q.t.w.draining() && !q.t.job.Options.Share
 	close(q.out)
 }
 
@@ -196,6 +201,10 @@ func (q *frameQueue) endStream(s *batch.Sender) {
 		// Cancelled (node closing, job collected), not failed: no End, so
 		// the client reconnects or moves on instead of failing the job
 		// with "context canceled".
+		return
+	}
+	if q.paused {
+		s.EndPaused()
 		return
 	}
 	s.End(q.err)

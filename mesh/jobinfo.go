@@ -41,9 +41,14 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 		names = v.StaticWorkers
 	}
 	sort.Strings(names)
+	var held map[string]int
+	if v.Dynamic != nil {
+		held = v.Dynamic.Held()
+	}
 	for _, w := range names {
 		st := v.Workers[w]
-		info.Workers = append(info.Workers, api.WorkerInfo{Name: w, Addr: addrs[w], Expired: st.Expired, Incarnation: st.Incarnation})
+		info.Workers = append(info.Workers, api.WorkerInfo{Name: w, Addr: addrs[w], Expired: st.Expired, Incarnation: st.Incarnation,
+			Drained: st.Drained, Since: st.Since, Held: held[w]})
 	}
 	info.ShareGroup = v.ShareGroup
 	if r := v.Rounds; r != nil {

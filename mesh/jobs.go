@@ -75,6 +75,20 @@ func (n *Node) registerJobHandlers() {
 		}
 		return struct{}{}, n.produce(ctx, req)
 	})
+	handle(api.MethodHandBack, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req api.HandBackRequest
+		if err := decode(&req); err != nil {
+			return nil, transport.Errorf(transport.ErrInvalid, "decode handback: %v", err)
+		}
+		return struct{}{}, n.handBack(ctx, req)
+	})
+	handle(api.MethodDrained, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req api.DrainedRequest
+		if err := decode(&req); err != nil {
+			return nil, transport.Errorf(transport.ErrInvalid, "decode drained: %v", err)
+		}
+		return struct{}{}, n.drained(ctx, req)
+	})
 	handle(api.MethodReceipts, func(ctx context.Context, decode func(any) error) (any, error) {
 		var req api.ReceiptsRequest
 		if err := decode(&req); err != nil {
@@ -279,7 +293,7 @@ func (n *Node) liveWorkers(max int) []string {
 func jobMembers(ms []api.Member) []raftstate.JobMember {
 	out := make([]raftstate.JobMember, 0, len(ms))
 	for _, m := range ms {
-		jm := raftstate.JobMember{ID: m.Name, Addr: m.Addr, Worker: m.Worker}
+		jm := raftstate.JobMember{ID: m.Name, Addr: m.Addr, Worker: m.Worker, Incarnation: m.Incarnation}
 		switch m.Status {
 		case api.StatusAlive:
 			jm.Status = raftstate.MemberAlive
@@ -374,6 +388,12 @@ func (n *Node) applyJobSteps(ctx context.Context, steps []raftstate.JobStep) {
 					stopped = map[string]bool{}
 				}
 				stopped[st.Job] = true
+			}
+		case raftstate.TypeDrainTask:
+			if err != nil {
+				n.log.Warn("rejoin a drained worker to its job", "job", st.Job, "worker", st.Worker, "err", err)
+			} else {
+				n.log.Info("drained worker rejoins its job", "job", st.Job, "worker", st.Worker)
 			}
 		default:
 			if err != nil {

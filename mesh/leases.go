@@ -38,6 +38,13 @@ type leaseProvider struct {
 	// awaitMore then waits for a dead worker's splits, or the job's end.
 	exact bool
 
+	// drain, closed when the node starts a graceful shutdown (nil: this
+	// production does not drain, a coordinated one): the provider asks
+	// for nothing more, hands the splits it has not started back to the
+	// others, and ends once the split in progress is read (drained).
+	drain   <-chan struct{}
+	drained bool
+
 	queue   []leasedSplit
 	current leasedSplit
 	reading bool   // current was handed to the pipeline, not yet finished
@@ -72,7 +79,7 @@ func newLeaseProvider(ctx context.Context, n *Node, job string, all []pipeline.S
 	// Request ids start from the clock, not 1: a provider created again for
 	// the same (job, worker), as a shared production is after its jobs all
 	// left, must not have its first lease taken for a retry of the last.
-	return &leaseProvider{ctx: ctx, n: n, job: job, splits: all, exact: exact, answer: make(chan leaseResult, 1), flushed: make(chan struct{}, 1),
+	return &leaseProvider{ctx: ctx, n: n, job: job, splits: all, exact: exact, answer: make(chan leaseResult, 1), flushed: make(chan struct{}, 1), drain: n.worker.drainCh,
 		policy: newLeasePolicy(n.cfg.Worker.LeaseSplits, n.cfg.Worker.LeaseDuration, n.cfg.Worker.failoverAhead(n.cfg.Raft)),
 		reqID:  uint64(time.Now().UnixNano())}
 }
@@ -87,11 +94,18 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error
 		}
 		p.reading = false
 	}
-	p.collect()
-	if n := p.policy.next(time.Now(), finished, len(p.queue)); n > 0 {
-		p.ask(n)
+	if p.draining() {
+		p.handBack(ctx)
+	} else {
+		p.collect()
+		if n := p.policy.next(time.Now(), finished, len(p.queue)); n > 0 {
+			p.ask(n)
+		}
 	}
 	for len(p.queue) == 0 {
+		if p.drained {
+			return pipeline.ProvidedSplit{}, io.EOF
+		}
 		n, end := p.policy.empty(time.Now())
 		if end {
 			return pipeline.ProvidedSplit{}, io.EOF
@@ -120,6 +134,8 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error
 				return pipeline.ProvidedSplit{}, fmt.Errorf("lease splits: %w", r.err)
 			}
 			p.enqueue(r.resp)
+		case <-p.drain:
+			p.handBack(ctx)
 		case <-ctx.Done():
 			return pipeline.ProvidedSplit{}, ctx.Err()
 		}
@@ -132,6 +148,60 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error
 	}
 	p.current, p.reading = ls, true
 	return pipeline.ProvidedSplit{Split: s, Epoch: ls.epoch, Exclude: ls.exclude}, nil
+}
+
+// draining reports whether the node has started to drain.
+func (p *leaseProvider) draining() bool {
+	select {
+	case <-p.drain:
+		return true
+	default:
+		return false
+	}
+}
+
+// handBack (once the node drains) stops leasing and hands the splits
+// queued, and those of a lease in flight, back to the job's other workers
+// (splits/handback.go). What the leader refuses (this is the job's last
+// live worker; at-most-once, every split is handed out) or what cannot
+// reach it stays queued, and the pipeline reads it before the task ends.
+func (p *leaseProvider) handBack(ctx context.Context) {
+	if p.drained {
+		return
+	}
+	p.drained = true
+	p.policy.done = true // ask for nothing more
+	if p.policy.inflight {
+		select {
+		case r := <-p.answer:
+			p.policy.answered(time.Now(), true)
+			if r.err == nil {
+				p.enqueue(r.resp)
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+	byEpoch := map[int64][]int64{}
+	for _, ls := range p.queue {
+		byEpoch[ls.epoch] = append(byEpoch[ls.epoch], ls.id)
+	}
+	back := map[[2]int64]bool{}
+	for _, epoch := range slices.Sorted(maps.Keys(byEpoch)) {
+		ids := byEpoch[epoch]
+		rctx, cancel := context.WithTimeout(ctx, p.n.cfg.RequestTimeout)
+		err := p.n.handBack(rctx, api.HandBackRequest{Job: p.job, Worker: p.n.name, Epoch: epoch, Splits: ids, JobID: p.jobID})
+		cancel()
+		if err != nil {
+			p.n.log.Info("draining: splits not handed back; reading them before leaving", "job", p.job, "epoch", epoch, "splits", len(ids), "reason", err)
+			continue
+		}
+		for _, id := range ids {
+			back[[2]int64{epoch, id}] = true
+		}
+		p.n.log.Info("draining: splits handed back to the other workers", "job", p.job, "epoch", epoch, "splits", len(ids))
+	}
+	p.queue = slices.DeleteFunc(p.queue, func(ls leasedSplit) bool { return back[[2]int64{ls.epoch, ls.id}] })
 }
 
 // enqueue queues a lease's splits.
@@ -158,8 +228,13 @@ func (p *leaseProvider) awaitMore() (bool, error) {
 	t := time.NewTicker(p.n.cfg.Worker.OrphanPollInterval)
 	defer t.Stop()
 	for {
+		if p.drained || p.draining() {
+			return false, nil // the others read what is orphaned from now on
+		}
 		select {
 		case <-t.C:
+		case <-p.drain:
+			continue
 		case <-p.ctx.Done():
 			return false, p.ctx.Err()
 		}

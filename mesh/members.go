@@ -164,7 +164,7 @@ func (t *memberTable) snapshot() []api.Member {
 		}
 		out = append(out, api.Member{
 			Name: name, GossipAddr: e.gossipAddr, Addr: e.meta.Addr,
-			Status: e.status, Raft: raftRole, Version: e.meta.Version, Worker: !e.meta.NoWorker, Since: e.since,
+			Status: e.status, Raft: raftRole, Version: e.meta.Version, Worker: !e.meta.NoWorker, Since: e.since, Incarnation: e.meta.Incarnation,
 		})
 	}
 	t.mu.Unlock()

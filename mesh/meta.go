@@ -22,6 +22,8 @@ type nodeMeta struct {
 	Leaving bool `cbor:"4,keyasint,omitempty"`
 	// NoWorker: the node runs no tasks (WorkerConfig.Disabled).
 	NoWorker bool `cbor:"5,keyasint,omitempty"`
+	// Incarnation is the node's process (Node.incarnation).
+	Incarnation uint64 `cbor:"6,keyasint,omitempty"`
 }
 
 var metaDec = func() cbor.DecMode {
@@ -62,11 +64,11 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 // setMeta and setMetaLeaving publish this node's gossip metadata; the
 // delegate hands it to memberlist.
 func (n *Node) setMeta(role string) error {
-	return n.storeMeta(nodeMeta{Addr: n.addr, Raft: role, Version: Version, NoWorker: n.cfg.Worker.Disabled})
+	return n.storeMeta(nodeMeta{Addr: n.addr, Raft: role, Version: Version, NoWorker: n.cfg.Worker.Disabled, Incarnation: n.incarnation})
 }
 
 func (n *Node) setMetaLeaving(role string) error {
-	return n.storeMeta(nodeMeta{Addr: n.addr, Raft: role, Version: Version, Leaving: true, NoWorker: n.cfg.Worker.Disabled})
+	return n.storeMeta(nodeMeta{Addr: n.addr, Raft: role, Version: Version, Leaving: true, NoWorker: n.cfg.Worker.Disabled, Incarnation: n.incarnation})
 }
 
 func (n *Node) storeMeta(m nodeMeta) error {

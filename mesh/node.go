@@ -255,6 +255,17 @@ func (n *Node) shutdown(graceful bool) error {
 	t0 := time.Now()
 	defer func() { n.log.Debug("shutdown took", "d", time.Since(t0)) }()
 	mark := func(what string) { n.log.Debug("shutdown step", "step", what, "at", time.Since(t0)) }
+	if graceful && n.worker != nil && n.cfg.DrainTimeout > 0 {
+		// Before anything else: the node is still a full member while
+		// its tasks hand back their splits and their consumers read
+		// what is queued.
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.DrainTimeout)
+		if n.worker.drain(ctx) {
+			n.log.Info("drained", "took", time.Since(t0).Round(time.Millisecond))
+		}
+		cancel()
+		mark("drained")
+	}
 	if n.known != nil {
 		// Record the members as this node last sees them, before leaving
 		// changes anything; a crash (Kill) writes nothing.

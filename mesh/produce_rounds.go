@@ -64,6 +64,7 @@ func (p *roundProducer) produce() error {
 	t := p.t
 	exact := t.job.Options.Delivery == api.ExactlyOnce
 	lp := newLeaseProvider(t.ctx, t.w.n, t.job.Name, t.splits, exact)
+	lp.drain = nil // a coordinated task does not drain: its rounds are fixed per worker
 	lp.jobID = t.job.ID
 	defer lp.close()
 	for {

@@ -49,6 +49,22 @@ func (n *Node) produce(ctx context.Context, req api.ProduceRequest) error {
 		})
 }
 
+func (n *Node) handBack(ctx context.Context, req api.HandBackRequest) error {
+	return n.onLeader(ctx, req.Forwarded, api.MethodHandBack, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
+		func(ctx context.Context) error {
+			_, err := n.raft.Apply(ctx, raftstate.NewHandBackSplits(req.Job, req.JobID, req.Worker, req.Epoch, req.Splits))
+			return err
+		})
+}
+
+func (n *Node) drained(ctx context.Context, req api.DrainedRequest) error {
+	return n.onLeader(ctx, req.Forwarded, api.MethodDrained, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
+		func(ctx context.Context) error {
+			_, err := n.raft.Apply(ctx, raftstate.NewDrainTask(req.Job, req.JobID, req.Worker, req.Incarnation))
+			return err
+		})
+}
+
 func (n *Node) receipts(ctx context.Context, req api.ReceiptsRequest) error {
 	return n.onLeader(ctx, req.Forwarded, api.MethodReceipts, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
 		func(ctx context.Context) error {

@@ -35,6 +35,7 @@ type task struct {
 	ended chan struct{} // closed when production ends
 
 	produced atomic.Int64 // batches queued for consumers
+	streams  atomic.Int64 // consumer streams being served
 }
 
 // producer is one way of making a task's batches: plain (the task runs its
@@ -101,9 +102,10 @@ func (t *task) run() {
 	if err != nil && t.ctx.Err() == nil {
 		t.w.n.log.Warn("task failed", "job", t.job.Name, "err", err)
 	}
-	if t.ctx.Err() == nil {
+	if t.ctx.Err() == nil && (err != nil || !t.w.draining()) {
 		// The data ended, or production failed: not a cancellation
-		// (node closing, job gone), which is no end of the task's data.
+		// (node closing, job gone) or a drain, which is no end of the
+		// task's data.
 		t.w.n.reportTaskEnd(t.job.Name, t.job.ID, err)
 	}
 	// Stay around, ended, so consumers that connect later get the end of

@@ -24,6 +24,11 @@ type worker struct {
 	shares map[shareKey]*sharedProd // productions new sharing jobs join
 	prods  map[*sharedProd]bool     // every live production, joinable or not
 
+	// drainCh is closed when a graceful shutdown starts to drain the
+	// worker (drain.go).
+	drainCh   chan struct{}
+	drainOnce sync.Once
+
 	// Counters of the batches this worker encoded, over all tasks and
 	// shared productions: the preprocessing work it did.
 	encodedBatches, encodedRows atomic.Int64
@@ -31,7 +36,7 @@ type worker struct {
 }
 
 func newWorker(n *Node) *worker {
-	return &worker{n: n, tasks: map[string]*task{}, shares: map[shareKey]*sharedProd{}, prods: map[*sharedProd]bool{}}
+	return &worker{n: n, tasks: map[string]*task{}, shares: map[shareKey]*sharedProd{}, prods: map[*sharedProd]bool{}, drainCh: make(chan struct{})}
 }
 
 // serve accepts data streams until l closes.
@@ -81,7 +86,7 @@ func (w *worker) handleStream(conn net.Conn) {
 		return
 	}
 	if err := terr; err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || w.draining() {
 			// The node is closing: not the job's failure. Close the
 			// stream without an error so the consumer retries elsewhere.
 			return
@@ -89,7 +94,17 @@ func (w *worker) handleStream(conn net.Conn) {
 		sender.End(err)
 		return
 	}
+	t.streams.Add(1)
+	defer t.streams.Add(-1)
 	t.prod.serve(ctx, sender, req)
+	if w.draining() {
+		// The consumer reads the end after the batches before it: the
+		// node must not close the connection before it has (drain.go).
+		select {
+		case <-sender.Gone():
+		case <-ctx.Done():
+		}
+	}
 }
 
 // task returns the running task for job, starting it on first use. id,
@@ -137,7 +152,7 @@ func (w *worker) task(ctx context.Context, job string, id uint64) (*task, error)
 	if t := w.tasks[job]; t != nil {
 		return t, nil
 	}
-	if w.n.ctx.Err() != nil {
+	if w.n.ctx.Err() != nil || w.draining() {
 		return nil, errors.New("worker is shutting down")
 	}
 	t, err = w.newTaskLocked(resp.Job, spec, all)

@@ -52,6 +52,13 @@ const (
 	// TypeReceipts: a consumer's receipts and fences for an exactly-once
 	// DYNAMIC job (NewReceipts).
 	TypeReceipts CommandType = 23
+	// TypeHandBackSplits: a draining worker returns DYNAMIC splits it has
+	// not started (NewHandBackSplits).
+	TypeHandBackSplits CommandType = 24
+	// TypeDrainTask: a worker drained its task before a graceful
+	// shutdown, or a later process of it rejoins the job (NewDrainTask,
+	// NewRejoinTask).
+	TypeDrainTask CommandType = 25
 )
 
 // String names the type for errors and logs.

@@ -81,6 +81,28 @@ type FinishSplitsBody struct {
 	IDs    []int64 `cbor:"4,keyasint"`
 }
 
+// HandBackSplitsBody is the body of TypeHandBackSplits.
+type HandBackSplitsBody struct {
+	Job    string  `cbor:"1,keyasint"`
+	Worker string  `cbor:"2,keyasint"`
+	Epoch  int64   `cbor:"3,keyasint"`
+	IDs    []int64 `cbor:"4,keyasint"`
+	// JobID: as LeaseSplitsBody's.
+	JobID uint64 `cbor:"5,keyasint,omitempty"`
+}
+
+// DrainTaskBody is the body of TypeDrainTask.
+type DrainTaskBody struct {
+	Job    string `cbor:"1,keyasint"`
+	Worker string `cbor:"2,keyasint"`
+	// JobID: as LeaseSplitsBody's (drain only).
+	JobID uint64 `cbor:"3,keyasint,omitempty"`
+	// Incarnation is the draining process's (drain only).
+	Incarnation uint64 `cbor:"4,keyasint,omitempty"`
+	// Rejoin: a later process of the worker rejoins the job.
+	Rejoin bool `cbor:"5,keyasint,omitempty"`
+}
+
 // ProduceSplitsBody is the body of TypeProduceSplits.
 type ProduceSplitsBody struct {
 	Job    string                `cbor:"1,keyasint"`
@@ -262,6 +284,34 @@ func NewProduceSplits(job, worker string, epoch int64, done []splits.SplitEmitte
 // ID jobID, as NewLeaseSplitsOfJob.
 func NewProduceSplitsOfJob(job string, jobID uint64, worker string, epoch int64, done []splits.SplitEmitted) Command {
 	return newCommand(TypeProduceSplits, 1, ProduceSplitsBody{Job: job, Worker: worker, Epoch: epoch, Splits: done, JobID: jobID})
+}
+
+// NewHandBackSplits returns splits of epoch that worker leased and has not
+// started reading, from a task of the job with ID jobID (0: unchecked), so
+// that other workers read them: a drain (splits.DynamicState.HandBack).
+// It is refused with an error wrapping splits.ErrHandBackRefused when no
+// other worker would take them: the worker is the job's last live one, or
+// (at-most-once) everything is handed out. Result: splits.Progress.
+func NewHandBackSplits(job string, jobID uint64, worker string, epoch int64, ids []int64) Command {
+	return newCommand(TypeHandBackSplits, 1, HandBackSplitsBody{Job: job, Worker: worker, Epoch: epoch, IDs: ids, JobID: jobID})
+}
+
+// NewDrainTask records that worker's process incarnation drained its task
+// of a DYNAMIC job before a graceful shutdown (mesh/drain.go): it holds no
+// split of the job, leased or produced and not settled. Expiring the worker
+// then loses nothing, and a later process of the node rejoins the job
+// (NewRejoinTask). Refused while the worker holds a split. Result: nil.
+func NewDrainTask(job string, jobID uint64, worker string, incarnation uint64) Command {
+	return newCommand(TypeDrainTask, 1, DrainTaskBody{Job: job, JobID: jobID, Worker: worker, Incarnation: incarnation})
+}
+
+// NewRejoinTask gives a drained worker's job back to it, expired or not
+// (the leader plans it when a newer process of the node is alive): it is
+// assigned afresh (Since is the command's At), and its consumers, who
+// took the drained process's end of data, open streams to it again.
+// Result: nil.
+func NewRejoinTask(job, worker string) Command {
+	return newCommand(TypeDrainTask, 1, DrainTaskBody{Job: job, Worker: worker, Rejoin: true})
 }
 
 // NewReceipts reports, for an exactly-once DYNAMIC job, the elements
@@ -699,6 +749,70 @@ func applyFinishSplits(s *State, c Command) (any, error) {
 		return nil, fmt.Errorf("job %q: %w", b.Job, err)
 	}
 	return j.Dynamic.Progress(), nil
+}
+
+func applyHandBackSplits(s *State, c Command) (any, error) {
+	var b HandBackSplitsBody
+	if err := decodeBody(c, &b); err != nil {
+		return nil, err
+	}
+	j, err := s.dynamicJobOf(b.Job, b.Worker, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkJobID(j, b.JobID); err != nil {
+		return nil, err
+	}
+	if len(b.IDs) > MaxLeaseSplits {
+		return nil, fmt.Errorf("%w: %d split ids, limit %d", ErrInvalidCommand, len(b.IDs), MaxLeaseSplits)
+	}
+	if j.servingWorkers() < 2 {
+		return nil, fmt.Errorf("job %q: %w: %q is its only worker that is neither expired nor drained", b.Job, splits.ErrHandBackRefused, b.Worker)
+	}
+	if err := j.Dynamic.HandBack(b.Worker, b.Epoch, b.IDs); err != nil {
+		return nil, fmt.Errorf("job %q: %w", b.Job, err)
+	}
+	return j.Dynamic.Progress(), nil
+}
+
+func applyDrainTask(s *State, c Command) (any, error) {
+	var b DrainTaskBody
+	if err := decodeBody(c, &b); err != nil {
+		return nil, err
+	}
+	if b.Rejoin {
+		j, err := s.jobOf(b.Job)
+		if err != nil {
+			return nil, err
+		}
+		st, ok := j.Workers[b.Worker]
+		if !ok || !st.Drained {
+			return nil, fmt.Errorf("%w: worker %q of job %q has not drained: it does not rejoin", ErrNotAssigned, b.Worker, b.Job)
+		}
+		if mw := j.Options.MaxWorkers; mw > 0 && st.Expired && len(j.LiveWorkers()) >= mw {
+			return nil, fmt.Errorf("%w: job %q has %d live workers (max_workers %d)", ErrLimit, b.Job, len(j.LiveWorkers()), mw)
+		}
+		j.Workers[b.Worker] = WorkerState{Since: c.At}
+		return nil, nil
+	}
+	j, err := s.dynamicJobOf(b.Job, b.Worker, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkJobID(j, b.JobID); err != nil {
+		return nil, err
+	}
+	if j.Group || j.Rounds != nil || j.ShareGroup != "" {
+		return nil, fmt.Errorf("%w: job %q is shared or coordinated: its tasks do not drain", ErrInvalidCommand, b.Job)
+	}
+	if held := j.Dynamic.Held()[b.Worker]; held > 0 {
+		return nil, fmt.Errorf("%w: worker %q still holds %d splits of job %q", ErrNotAssigned, b.Worker, held, b.Job)
+	}
+	st := j.Workers[b.Worker]
+	st.Drained = true
+	st.Incarnation = max(st.Incarnation, b.Incarnation)
+	j.Workers[b.Worker] = st
+	return nil, nil
 }
 
 func applyExpireWorker(s *State, c Command) (any, error) {

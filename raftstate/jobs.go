@@ -256,6 +256,11 @@ type WorkerState struct {
 	// Ended: the worker's task of the job has ended (EndTask): its data
 	// ended, or it failed.
 	Ended bool `cbor:"4,keyasint,omitempty" json:"ended,omitempty"`
+	// Drained: the worker's process (Incarnation) shut down gracefully
+	// and drained its task (NewDrainTask): it held nothing of the job
+	// when it left, so a later process of the same node rejoins the job
+	// (NewRejoinTask), expired or not, instead of being out of it for good.
+	Drained bool `cbor:"5,keyasint,omitempty" json:"drained,omitempty"`
 }
 
 // JobFailure is why a job failed (EndTask with a failure): the first
@@ -334,6 +339,17 @@ func (j *Job) clone() *Job {
 		c.Failure = &f
 	}
 	return &c
+}
+
+// servingWorkers counts the assigned workers neither expired nor drained.
+func (j *Job) servingWorkers() int {
+	n := 0
+	for _, st := range j.Workers {
+		if !st.Expired && !st.Drained {
+			n++
+		}
+	}
+	return n
 }
 
 // LiveWorkers returns the assigned workers that are not expired, sorted.

@@ -3,6 +3,7 @@ package raftstate
 import (
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/feedmesh/feedmesh/splits"
@@ -54,6 +55,10 @@ type JobMember struct {
 	Status MemberStatus
 	// Worker: the node runs tasks (false for control-only nodes).
 	Worker bool
+	// Incarnation is the member's process (its start time, from gossip;
+	// 0 if it does not say): a drained worker rejoins its jobs from a
+	// newer one.
+	Incarnation uint64
 }
 
 // assignable: gossip holds it alive (a suspect gets nothing new), it has an
@@ -104,17 +109,33 @@ func AssignableWorkers(members []JobMember, max int) []string {
 // gets a step. The steps are meant to be applied in order, stopping at the
 // first that fails.
 func PlanJobWorkers(members []JobMember, job JobView) []JobStep {
-	return planAssign(&job.Job, AssignableWorkers(members, 0))
+	return planAssign(&job.Job, members)
 }
 
-// planAssign is PlanJobWorkers over the sorted assignable members live.
-func planAssign(job *Job, live []string) []JobStep {
+// planAssign is PlanJobWorkers. A drained worker whose node runs a newer
+// process rejoins the job first (NewRejoinTask).
+func planAssign(job *Job, members []JobMember) []JobStep {
 	if job.Group || job.Options.Sharding == splits.Static || (job.Dynamic != nil && job.Dynamic.Waiting()) {
 		return nil // a resumed job waiting for checkpoints gets workers once they are in
 	}
 	active := len(job.LiveWorkers())
 	var steps []JobStep
-	for _, name := range live {
+	for _, m := range members {
+		st, ok := job.Workers[m.ID]
+		if !ok || !st.Drained || !m.assignable() || m.Incarnation <= st.Incarnation {
+			continue
+		}
+		if st.Expired {
+			if job.Options.MaxWorkers > 0 && active >= job.Options.MaxWorkers {
+				continue
+			}
+			active++
+		}
+		steps = append(steps, JobStep{Command: NewRejoinTask(job.Name, m.ID), Job: job.Name, Worker: m.ID})
+	}
+	slices.SortFunc(steps, func(a, b JobStep) int { return strings.Compare(a.Worker, b.Worker) })
+	steps = slices.CompactFunc(steps, func(a, b JobStep) bool { return a.Worker == b.Worker })
+	for _, name := range AssignableWorkers(members, 0) {
 		if job.Options.MaxWorkers > 0 && active >= job.Options.MaxWorkers {
 			break
 		}
@@ -194,7 +215,6 @@ func PlanJobs(now time.Time, members []JobMember, jobs []JobView) []JobStep {
 	}
 
 	// 3.
-	live := AssignableWorkers(members, 0)
 	for _, name := range slices.Sorted(maps.Keys(state.Jobs)) {
 		j := state.Jobs[name]
 		if j.Group {
@@ -204,7 +224,7 @@ func PlanJobs(now time.Time, members []JobMember, jobs []JobView) []JobStep {
 			steps = append(steps, JobStep{Command: NewGarbageCollectJob(name), Job: name})
 			continue
 		}
-		steps = append(steps, planAssign(j, live)...)
+		steps = append(steps, planAssign(j, members)...)
 	}
 	return steps
 }

@@ -31,5 +31,7 @@ var commandTable = map[CommandType]handler{
 	TypeReportRound:       {name: "ReportRound", minVersion: 1, maxVersion: 1, apply: applyReportRound},
 	TypeEndTask:           {name: "EndTask", minVersion: 1, maxVersion: 1, apply: applyEndTask},
 	TypeProduceSplits:     {name: "ProduceSplits", minVersion: 1, maxVersion: 1, apply: applyProduceSplits},
+	TypeHandBackSplits:    {name: "HandBackSplits", minVersion: 1, maxVersion: 1, apply: applyHandBackSplits},
+	TypeDrainTask:         {name: "DrainTask", minVersion: 1, maxVersion: 1, apply: applyDrainTask},
 	TypeReceipts:          {name: "Receipts", minVersion: 1, maxVersion: 1, apply: applyReceipts},
 }

@@ -39,6 +39,11 @@ type Counts struct {
 	Finished int64 `cbor:"2,keyasint" json:"finished"`
 	// Lost is how many were outstanding when their worker was expired.
 	Lost int64 `cbor:"3,keyasint" json:"lost"`
+	// HandedBack counts the times a draining worker returned a split it
+	// had not started (handback.go). Such a split stays counted in Leased
+	// (and is outstanding or handed back until it finishes or is lost):
+	// this count is not part of the sum above.
+	HandedBack int64 `cbor:"4,keyasint,omitempty" json:"handed_back,omitempty"`
 }
 
 // Lease is the result of one Lease call.
@@ -135,6 +140,10 @@ type DynamicState struct {
 	Exact *ExactState `cbor:"9,keyasint,omitempty" json:"exact,omitempty"`
 	// Resume is set for a job resumed from checkpoints (resume.go).
 	Resume *ResumeState `cbor:"10,keyasint,omitempty" json:"resume,omitempty"`
+	// HandedBack maps epoch → split for the splits a draining worker
+	// returned unread, leased again first (handback.go); nil when there
+	// are none. Inner maps are never empty.
+	HandedBack map[int64]map[int64]bool `cbor:"11,keyasint,omitempty" json:"handed_back,omitempty"`
 }
 
 // NewDynamic returns the bookkeeping of a job over numSplits splits per
@@ -161,6 +170,11 @@ func (d *DynamicState) done() bool {
 	return d.Epochs > 0 && d.Epoch == d.Epochs-1 && d.Next >= d.NumSplits
 }
 
+// allOut reports whether every split of every epoch has been handed out
+// and none waits, handed back, to be leased again: workers may stop
+// asking (Lease.Done).
+func (d *DynamicState) allOut() bool { return d.done() && len(d.HandedBack) == 0 }
+
 // Lease hands worker up to n splits of the current epoch, in id order, and
 // records them as outstanding for it. n is clamped to [1, MaxLease]. One
 // lease never spans two epochs: when it takes the last split of an epoch
@@ -179,21 +193,23 @@ func (d *DynamicState) Lease(worker string, requestID uint64, n int) Lease {
 			return r.Lease.Clone()
 		}
 	}
-	if d.Exact != nil {
-		if l, ok := d.leaseOrphans(worker, n); ok {
-			l.Done = d.done()
-			d.LastLease[worker] = LeaseRecord{RequestID: requestID, Lease: l.Clone()}
-			return l
-		}
+	l, ok := d.leaseHandedBack(worker, n)
+	if !ok && d.Exact != nil {
+		l, ok = d.leaseOrphans(worker, n)
+	}
+	if ok {
+		l.Done = d.allOut()
+		d.LastLease[worker] = LeaseRecord{RequestID: requestID, Lease: l.Clone()}
+		return l
 	}
 	if d.Waiting() {
 		// A resumed job hands out nothing before its checkpoints are in.
-		l := Lease{Epoch: d.Epoch}
+		l = Lease{Epoch: d.Epoch}
 		d.LastLease[worker] = LeaseRecord{RequestID: requestID, Lease: l.Clone()}
 		return l
 	}
 	d.skipResumed()
-	l := Lease{Epoch: d.Epoch}
+	l = Lease{Epoch: d.Epoch}
 	if !d.done() {
 		n = min(max(n, 1), MaxLease)
 		l.Splits = make([]int64, 0, min(int64(n), d.NumSplits-d.Next))
@@ -232,7 +248,7 @@ func (d *DynamicState) Lease(worker string, requestID uint64, n int) Lease {
 		d.advance()
 		d.skipResumed()
 	}
-	l.Done = d.done()
+	l.Done = d.allOut()
 	l.AllProduced = d.AllProduced()
 	d.LastLease[worker] = LeaseRecord{RequestID: requestID, Lease: l.Clone()}
 	return l
@@ -336,7 +352,7 @@ func (d *DynamicState) prune(epoch int64) {
 	if x := d.Exact; x != nil && (len(x.Produced[epoch]) > 0 || len(x.Orphaned[epoch]) > 0) {
 		return
 	}
-	if epoch < d.Epoch && len(d.Outstanding[epoch]) == 0 {
+	if epoch < d.Epoch && len(d.Outstanding[epoch]) == 0 && len(d.HandedBack[epoch]) == 0 {
 		delete(d.PerEpoch, epoch)
 		if d.Exact != nil {
 			// What departures left unreceipted in an epoch that has
@@ -361,6 +377,9 @@ type Progress struct {
 	// Outstanding is how many leases are neither finished nor lost, over
 	// every epoch.
 	Outstanding int64 `json:"outstanding"`
+	// Waiting is how many splits handed back by draining workers wait to
+	// be leased again.
+	Waiting int64 `json:"waiting,omitempty"`
 	// RemainingInEpoch is how many splits of Epoch are still to be handed
 	// out.
 	RemainingInEpoch int64 `json:"remaining_in_epoch"`
@@ -384,13 +403,16 @@ func (d *DynamicState) Progress() Progress {
 		Total:            d.Total,
 		Current:          d.PerEpoch[d.Epoch],
 		RemainingInEpoch: d.NumSplits - d.Next,
-		Done:             d.done(),
+		Done:             d.allOut(),
 	}
 	for _, out := range d.Outstanding {
 		p.Outstanding += int64(len(out))
 	}
+	for _, k := range d.handedBack() {
+		p.Waiting += k
+	}
 	switch {
-	case p.Done:
+	case d.done():
 		p.RemainingInEpoch, p.Remaining = 0, 0
 	case d.Epochs == 0:
 		p.Remaining = -1
@@ -419,6 +441,12 @@ func (d *DynamicState) Clone() *DynamicState {
 		c.Outstanding[e] = maps.Clone(out)
 	}
 	c.PerEpoch = maps.Clone(d.PerEpoch)
+	if d.HandedBack != nil {
+		c.HandedBack = make(map[int64]map[int64]bool, len(d.HandedBack))
+		for e, m := range d.HandedBack {
+			c.HandedBack[e] = maps.Clone(m)
+		}
+	}
 	c.Exact = d.Exact.clone()
 	c.Resume = d.Resume.clone()
 	c.LastLease = make(map[string]LeaseRecord, len(d.LastLease))

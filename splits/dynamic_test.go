@@ -226,12 +226,13 @@ type sim struct {
 	last    map[string]Lease
 	held    map[string]map[[2]int64]bool // worker → (epoch, split)
 	leased  map[int64]map[int64]int      // epoch → split → times handed out
+	back    map[[2]int64]bool            // handed back, not leased again
 	lost    int64
 }
 
 func newSim(d *DynamicState, nWorkers int) *sim {
 	s := &sim{d: d, reqs: map[string]uint64{}, last: map[string]Lease{},
-		held: map[string]map[[2]int64]bool{}, leased: map[int64]map[int64]int{}}
+		held: map[string]map[[2]int64]bool{}, leased: map[int64]map[int64]int{}, back: map[[2]int64]bool{}}
 	for i := range nWorkers {
 		w := fmt.Sprintf("w%d", i)
 		s.workers = append(s.workers, w)
@@ -263,11 +264,19 @@ func (s *sim) step(t testing.TB, op uint32, expire bool) {
 			s.leased[l.Epoch] = map[int64]int{}
 		}
 		for _, sp := range l.Splits {
-			s.leased[l.Epoch][sp]++
+			key := [2]int64{l.Epoch, sp}
+			if s.back[key] {
+				delete(s.back, key) // handed back unread: leased again
+			} else {
+				s.leased[l.Epoch][sp]++
+			}
 			if s.leased[l.Epoch][sp] > 1 {
 				t.Fatalf("split %d of epoch %d handed out twice", sp, l.Epoch)
 			}
-			s.held[w][[2]int64{l.Epoch, sp}] = true
+			s.held[w][key] = true
+		}
+		if l.Done && len(s.back) > 0 {
+			t.Fatalf("lease says done with %d splits handed back and not leased again", len(s.back))
 		}
 	case kind < 9:
 		s.finishSome(t, w, arg)
@@ -275,6 +284,10 @@ func (s *sim) step(t testing.TB, op uint32, expire bool) {
 		if !expire {
 			s.finishSome(t, w, arg)
 			return
+		}
+		if arg%2 == 0 {
+			s.handBack(t, w)
+			break
 		}
 		lost := s.d.Expire(w)
 		if len(lost) != len(s.held[w]) {
@@ -286,6 +299,40 @@ func (s *sim) step(t testing.TB, op uint32, expire bool) {
 		delete(s.last, w)
 	}
 	s.check(t)
+}
+
+// handBack hands back w's splits of its newest held epoch (a drain):
+// refused only once everything is handed out.
+func (s *sim) handBack(t testing.TB, w string) {
+	t.Helper()
+	var epoch int64 = -1
+	for key := range s.held[w] {
+		epoch = max(epoch, key[0])
+	}
+	if epoch < 0 {
+		return
+	}
+	var ids []int64
+	for key := range s.held[w] {
+		if key[0] == epoch {
+			ids = append(ids, key[1])
+		}
+	}
+	wasDone := s.d.done()
+	err := s.d.HandBack(w, epoch, ids)
+	if wasDone {
+		if !errors.Is(err, ErrHandBackRefused) {
+			t.Fatalf("hand back after everything was handed out: %v", err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("hand back %s epoch %d %v: %v", w, epoch, ids, err)
+	}
+	for _, id := range ids {
+		delete(s.held[w], [2]int64{epoch, id})
+		s.back[[2]int64{epoch, id}] = true
+	}
 }
 
 // finishSome finishes up to k of w's splits of its oldest held epoch.
@@ -327,8 +374,8 @@ func (s *sim) check(t testing.TB) {
 		held += int64(len(h))
 	}
 	p := s.d.Progress()
-	if p.Outstanding != held || p.Total.Lost != s.lost ||
-		p.Total.Leased != p.Total.Finished+p.Total.Lost+p.Outstanding {
+	if p.Outstanding != held || p.Total.Lost != s.lost || p.Waiting != int64(len(s.back)) ||
+		p.Total.Leased != p.Total.Finished+p.Total.Lost+p.Outstanding+p.Waiting {
 		t.Fatalf("progress %+v; model holds %d, lost %d", p, held, s.lost)
 	}
 }
@@ -345,6 +392,10 @@ func (s *sim) drain(t testing.TB) {
 		l := s.d.Lease(w, s.reqs[w], 1+i%7)
 		for _, sp := range l.Splits {
 			s.leased[l.Epoch] = mapOr(s.leased[l.Epoch])
+			if key := [2]int64{l.Epoch, sp}; s.back[key] {
+				delete(s.back, key)
+				continue
+			}
 			s.leased[l.Epoch][sp]++
 		}
 		if err := s.d.Finish(w, l.Epoch, l.Splits); err != nil {
@@ -400,11 +451,13 @@ func TestDynamicExactlyOnceWithoutFailures(t *testing.T) {
 	}
 }
 
-// TestDynamicAtMostOnceWithExpiry: with workers expiring, no split is
+// TestDynamicAtMostOnceWithExpiry: with workers expiring or handing back
+// what they hold, no split is
 // handed out twice in an epoch (checked in step), and leased = finished +
 // lost + outstanding throughout (checked in check).
 func TestDynamicAtMostOnceWithExpiry(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
+	var handedBack int64
 	for range 200 {
 		s := newSim(NewDynamic(r.Int64N(50), r.Int64N(4)), 1+r.IntN(5))
 		for range 400 {
@@ -416,6 +469,10 @@ func TestDynamicAtMostOnceWithExpiry(t *testing.T) {
 				t.Fatalf("complete job leased %d of %d×%d", p.Total.Leased, s.d.NumSplits, s.d.Epochs)
 			}
 		}
+		handedBack += s.d.Total.HandedBack
+	}
+	if handedBack == 0 {
+		t.Fatal("no split was handed back: the simulation does not exercise HandBack")
 	}
 }
 

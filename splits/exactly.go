@@ -274,7 +274,7 @@ func (d *DynamicState) Receive(consumer string, epoch, s int64, got Ranges) erro
 	_, out := get(d.Outstanding, epoch, s)
 	_, prod := get(x.Produced, epoch, s)
 	_, orph := get(x.Orphaned, epoch, s)
-	if !out && !prod && !orph {
+	if !out && !prod && !orph && !d.HandedBack[epoch][s] {
 		// Settled (or its epoch forgotten): late receipts.
 		if rest, ok := get(x.Unreceipted, epoch, s); ok {
 			back := rest.Intersect(got)
@@ -436,7 +436,7 @@ func (d *DynamicState) Depart(consumer string) {
 // epoch handed out, and none outstanding (at-most-once), or every one
 // settled (exactly-once).
 func (d *DynamicState) Complete() bool {
-	if !d.done() || len(d.Outstanding) > 0 {
+	if !d.allOut() || len(d.Outstanding) > 0 {
 		return false
 	}
 	x := d.Exact
@@ -452,7 +452,7 @@ func (d *DynamicState) Complete() bool {
 // it again (its consumers may have ended): ExactProgress.Orphaned then
 // stays above 0, and the job never reports itself complete.
 func (d *DynamicState) AllProduced() bool {
-	return d.done() && len(d.Outstanding) == 0 && (d.Exact == nil || len(d.Exact.Orphaned) == 0)
+	return d.allOut() && len(d.Outstanding) == 0 && (d.Exact == nil || len(d.Exact.Orphaned) == 0)
 }
 
 // ExactProgress summarizes the exactly-once part for status pages.
@@ -494,6 +494,9 @@ func (d *DynamicState) SettledBefore() int64 {
 		for e := range x.Orphaned {
 			low = min(low, e)
 		}
+	}
+	for e := range d.HandedBack {
+		low = min(low, e)
 	}
 	return low
 }
@@ -602,7 +605,8 @@ func (x *ExactState) validate(d *DynamicState) (map[int64]int64, error) {
 			_, out := d.Outstanding[e][s]
 			_, prod := x.Produced[e][s]
 			_, orph := x.Orphaned[e][s]
-			if !out && !prod && !orph {
+			back := d.HandedBack[e][s]
+			if !out && !prod && !orph && !back {
 				return nil, fmt.Errorf("exactly-once: receipts kept for split %d of epoch %d, which is settled", s, e)
 			}
 			if err := r.Validate(); err != nil {

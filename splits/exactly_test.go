@@ -98,6 +98,26 @@ func simulate(t *testing.T, seed uint64) {
 	var reqID uint64
 	for step := 0; step < 20000 && !d.Complete(); step++ {
 		switch r := rng.IntN(100); {
+		case r < 3: // a live worker drains: hands back the leases it has not started
+			w := workers[rng.IntN(len(workers))]
+			if w.dead || w.exp || len(w.leases) == 0 {
+				continue
+			}
+			e := w.leases[len(w.leases)-1].e
+			var ids []int64
+			keep := w.leases[:0]
+			for _, l := range w.leases {
+				if l.next == 0 && l.e == e {
+					ids = append(ids, l.s)
+				} else {
+					keep = append(keep, l)
+				}
+			}
+			if err := d.HandBack(w.name, e, ids); err != nil {
+				t.Fatalf("hand back %v of epoch %d: %v", ids, e, err)
+			}
+			w.leases = keep
+			check("hand back")
 		case r < 25: // a live worker leases
 			w := workers[rng.IntN(len(workers))]
 			if w.dead || w.exp || len(w.leases) > 2 {

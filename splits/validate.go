@@ -39,6 +39,26 @@ func (d *DynamicState) Validate() error {
 			outstanding += k
 		}
 	}
+	for e, m := range d.HandedBack {
+		if len(m) == 0 {
+			return bad("empty handed-back map of epoch %d", e)
+		}
+		for s, ok := range m {
+			_, out := d.Outstanding[e][s]
+			if x := d.Exact; x != nil {
+				_, prod := x.Produced[e][s]
+				_, orph := x.Orphaned[e][s]
+				out = out || prod || orph
+			}
+			if !ok || out || e < 0 || e > d.Epoch || s < 0 || s >= d.NumSplits || (e == d.Epoch && s >= d.Next) {
+				return bad("handed-back split %d of epoch %d is also leased, or was never handed out", s, e)
+			}
+		}
+	}
+	for e, k := range d.handedBack() {
+		held[e] += k
+		outstanding += k
+	}
 	if r := d.Resume; r != nil {
 		if err := r.validate(d); err != nil {
 			return bad("%v", err)
@@ -76,6 +96,9 @@ func (d *DynamicState) Validate() error {
 		sum.Lost += c.Lost
 	}
 	t := d.Total
+	if t.HandedBack < 0 {
+		return bad("total counts %+v", t)
+	}
 	if t.Finished < sum.Finished || t.Lost < sum.Lost || t.Leased < sum.Leased || t.Finished < 0 || t.Lost < 0 ||
 		t.Finished > t.Leased || t.Lost > t.Leased || t.Leased-t.Finished-t.Lost != outstanding {
 		return bad("total counts %+v with %d outstanding", t, outstanding)

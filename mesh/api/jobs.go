@@ -261,6 +261,17 @@ type WorkerInfo struct {
 	// exactly-once job stops reading the old process's streams and fences
 	// it, so that its splits are read again.
 	Incarnation uint64 `json:"incarnation,omitempty"`
+	// Drained: the worker's process drained its task before a graceful
+	// shutdown; it holds nothing of the job. A later process of the node
+	// rejoins the job, assigned afresh (Since changes).
+	Drained bool `json:"drained,omitempty"`
+	// Held (DYNAMIC jobs) is how many splits the worker holds: leased,
+	// or (exactly-once) produced and not yet settled by receipts.
+	Held int `json:"held,omitempty"`
+	// Since is when the worker was (last) assigned the job, Unix
+	// nanoseconds: a consumer that took a drained process's end of data
+	// reads from the worker again when it changes.
+	Since int64 `json:"since,omitempty"`
 }
 
 // JobInfo describes a job, as `feedmesh jobs` shows it.
@@ -465,6 +476,29 @@ type EndTaskRequest struct {
 	Forwarded bool   `cbor:"4,keyasint,omitempty"`
 	// JobID: as LeaseRequest's.
 	JobID uint64 `cbor:"5,keyasint,omitempty"`
+}
+
+// HandBackRequest returns DYNAMIC splits a draining worker leased and has
+// not started, for other workers to read. The leader refuses it when no
+// other worker would take them; the worker then reads them itself.
+type HandBackRequest struct {
+	Job       string  `cbor:"1,keyasint"`
+	Worker    string  `cbor:"2,keyasint"`
+	Epoch     int64   `cbor:"3,keyasint"`
+	Splits    []int64 `cbor:"4,keyasint"`
+	JobID     uint64  `cbor:"5,keyasint,omitempty"`
+	Forwarded bool    `cbor:"6,keyasint,omitempty"`
+}
+
+// DrainedRequest says that a worker's process drained its task of a
+// DYNAMIC job before a graceful shutdown: it holds nothing of the job, and
+// a later process of the node rejoins it.
+type DrainedRequest struct {
+	Job         string `cbor:"1,keyasint"`
+	Worker      string `cbor:"2,keyasint"`
+	JobID       uint64 `cbor:"3,keyasint,omitempty"`
+	Incarnation uint64 `cbor:"4,keyasint,omitempty"`
+	Forwarded   bool   `cbor:"5,keyasint,omitempty"`
 }
 
 // FinishRequest reports splits a worker has read completely.

@@ -12,15 +12,17 @@ const (
 	MethodGet     = "kv.get"    // GetRequest → GetResponse
 	MethodJobs    = "jobs.list" // JobRequest{} → []JobInfo
 
-	MethodDistribute = "job.distribute" // DistributeRequest → JobInfo: register the dataset, create or join the job, attach a consumer
-	MethodHeartbeat  = "job.heartbeat"  // JobRequest → JobInfo: renew a consumer's lease and learn the job's workers
-	MethodDetach     = "job.detach"     // JobRequest: a consumer leaves
-	MethodJobGet     = "job.get"        // JobRequest → JobGetResponse: a job and its dataset spec (workers use it)
-	MethodLease      = "worker.lease"   // LeaseRequest → LeaseResponse: DYNAMIC split leases
-	MethodFinish     = "worker.finish"  // FinishRequest: DYNAMIC splits read completely
-	MethodEndTask    = "worker.endtask" // EndTaskRequest: a worker's task of the job ended, or failed
-	MethodProduce    = "worker.produce" // ProduceRequest: exactly-once splits whose elements were all emitted
-	MethodReceipts   = "job.receipts"   // ReceiptsRequest: a consumer's receipts and fences (exactly-once)
+	MethodDistribute = "job.distribute"  // DistributeRequest → JobInfo: register the dataset, create or join the job, attach a consumer
+	MethodHeartbeat  = "job.heartbeat"   // JobRequest → JobInfo: renew a consumer's lease and learn the job's workers
+	MethodDetach     = "job.detach"      // JobRequest: a consumer leaves
+	MethodJobGet     = "job.get"         // JobRequest → JobGetResponse: a job and its dataset spec (workers use it)
+	MethodLease      = "worker.lease"    // LeaseRequest → LeaseResponse: DYNAMIC split leases
+	MethodFinish     = "worker.finish"   // FinishRequest: DYNAMIC splits read completely
+	MethodEndTask    = "worker.endtask"  // EndTaskRequest: a worker's task of the job ended, or failed
+	MethodProduce    = "worker.produce"  // ProduceRequest: exactly-once splits whose elements were all emitted
+	MethodHandBack   = "worker.handback" // HandBackRequest: a draining worker's unstarted DYNAMIC splits
+	MethodDrained    = "worker.drained"  // DrainedRequest: a worker drained its task (it holds nothing of the job)
+	MethodReceipts   = "job.receipts"    // ReceiptsRequest: a consumer's receipts and fences (exactly-once)
 
 	// MethodShareStats (ShareStatsRequest → WorkerShareStats) is answered
 	// by the worker asked, never forwarded: its own sharing counters.

@@ -26,6 +26,9 @@ type Member struct {
 	Worker bool `json:"worker"`
 	// Since is when the member entered its current status, as seen there.
 	Since time.Time `json:"since"`
+	// Incarnation identifies the member's process (its start time, Unix
+	// nanoseconds; 0 from a node that does not say).
+	Incarnation uint64 `json:"incarnation,omitempty"`
 }
 
 // Status is a node's view of the Raft group, as `feedmesh status` shows it.

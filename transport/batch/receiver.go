@@ -17,6 +17,11 @@ import (
 // ErrReceiverClosed is returned by Next after Close.
 var ErrReceiverClosed = errors.New("receiver closed")
 
+// ErrPaused ends a stream whose worker's process drained before a graceful
+// shutdown (Sender.EndPaused): everything it sent arrived, and its next
+// process may bring more of the job. It is io.EOF too.
+var ErrPaused = fmt.Errorf("worker drained its part of the job for now: %w", io.EOF)
+
 // ReceiverConfig tunes a Receiver beyond Open's arguments.
 type ReceiverConfig struct {
 	// Limits bound what the receiver accepts in batch headers (zero fields:
@@ -258,6 +263,8 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 			return r.fail(fmt.Errorf("open batch stream to %s: %w", r.addr, &VersionError{Client: ProtocolVersion}))
 		case m.Sent != r.received:
 			return r.fail(malformed("end of stream from %s after %d batches, but %d were sent", r.addr, r.received, m.Sent))
+		case m.Paused:
+			r.err = ErrPaused
 		default:
 			r.err = io.EOF
 		}

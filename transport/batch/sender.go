@@ -393,8 +393,19 @@ func (s *Sender) End(err error) error {
 	return s.EndContext(ctx, err)
 }
 
+// EndPaused ends the stream cleanly, as End(nil), saying that the worker's
+// process drained: the client reads ErrPaused (which is io.EOF too) after
+// the batches sent so far.
+func (s *Sender) EndPaused() error {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultEndTimeout)
+	defer cancel()
+	return s.end(ctx, nil, true)
+}
+
 // EndContext is End bounded by ctx instead of DefaultEndTimeout.
-func (s *Sender) EndContext(ctx context.Context, err error) error {
+func (s *Sender) EndContext(ctx context.Context, err error) error { return s.end(ctx, err, false) }
+
+func (s *Sender) end(ctx context.Context, err error, paused bool) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.mu.Lock()
@@ -411,6 +422,8 @@ func (s *Sender) EndContext(ctx context.Context, err error) error {
 	s.mu.Unlock()
 	if err != nil {
 		m.Failed, m.Error = true, errorText(err)
+	} else {
+		m.Paused = paused
 	}
 	stop := interruptOn(ctx, s.conn.SetWriteDeadline)
 	werr := s.ctl.WriteFrame(s.conn, &m)

@@ -179,6 +179,10 @@ type wireMsg struct {
 	Failed bool   `cbor:"12,keyasint,omitempty"` // the worker ended with an error
 	Error  string `cbor:"13,keyasint,omitempty"` // its message
 	Sent   uint64 `cbor:"14,keyasint,omitempty"` // batches sent on this stream before End
+	// Paused: a clean end from a worker whose process drained (a
+	// graceful shutdown): its next process may bring more of the job
+	// (ErrPaused). A client that does not know the key reads a plain end.
+	Paused bool `cbor:"25,keyasint,omitempty"`
 
 	// names, when set, caches the strings of the headers a Receiver read
 	// before, for DecodeHeader (not on the wire).
