@@ -36,6 +36,13 @@ func applyEnv(fs *flag.FlagSet) error {
 	return err
 }
 
+// flagGiven reports whether the flag was set, on the command line or
+// from the environment.
+func flagGiven(fs *flag.FlagSet, name string) (given bool) {
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
 // addEnvToUsage appends each flag's environment variable to its help text.
 func addEnvToUsage(fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {

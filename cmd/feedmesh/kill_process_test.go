@@ -9,8 +9,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,7 +38,11 @@ func TestHelperNodeProcess(t *testing.T) {
 			break
 		}
 	}
-	os.Exit(run(context.Background(), args, os.Stdout, os.Stderr))
+	// SIGTERM and Ctrl-C stop the node gracefully, as in the real binary.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, args, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 // freePort returns a port free for both TCP and UDP on loopback (gossip
@@ -84,6 +90,23 @@ func (np *nodeProcess) start(t *testing.T) {
 	}
 	np.cmd, np.waitErr = cmd, make(chan error, 1)
 	go func() { np.waitErr <- cmd.Wait() }()
+}
+
+// stop SIGTERMs the node's process (a graceful shutdown: it drains) and
+// waits up to timeout for it to exit.
+func (np *nodeProcess) stop(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	if err := np.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-np.waitErr:
+		if err != nil {
+			t.Errorf("%s exited after SIGTERM: %v", np.name, err)
+		}
+	case <-time.After(timeout):
+		t.Fatalf("%s still running %v after SIGTERM", np.name, timeout)
+	}
 }
 
 // kill SIGKILLs the node's process and waits for it to exit.

@@ -35,6 +35,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	tlsCert := fs.String("tls-cert", "", "this node's certificate (PEM), signed by --tls-ca")
 	tlsKey := fs.String("tls-key", "", "this node's private key (PEM)")
 	shareWindow := fs.Int64("share-window", d.Worker.ShareWindowBytes>>20, "MiB of batches a worker keeps per shared dataset for jobs that share it (share.window_bytes)")
+	drainTimeout := fs.Duration("drain-timeout", d.DrainTimeout, "on SIGTERM/Ctrl-C, how long to drain before leaving: DYNAMIC tasks hand back unstarted splits and consumers read what is queued (0: leave at once; default of the fast preset: 10s)")
 	preset := fs.String("preset", "default", "timing preset: default, or fast (in-process tests and demos)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	if err := parseWithEnv(fs, args); err != nil {
@@ -64,6 +65,9 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg.RaftVoters, cfg.VoterGrace, cfg.GossipKey = *voters, *voterGrace, key
 	cfg.TLSCA, cfg.TLSCert, cfg.TLSKey = *tlsCA, *tlsCert, *tlsKey
 	cfg.Worker.ShareWindowBytes = *shareWindow << 20
+	if flagGiven(fs, "drain-timeout") { // else the preset's
+		cfg.DrainTimeout = *drainTimeout
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -78,7 +82,11 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "  %s members --addr %s\n  %s status --addr %s\n", self, n.Addr(), self, n.Addr())
 	}
 	<-ctx.Done()
-	fmt.Fprintln(stdout, "shutting down (leaving the cluster)")
+	if cfg.DrainTimeout > 0 {
+		fmt.Fprintf(stdout, "shutting down: draining (up to %v), then leaving the cluster\n", cfg.DrainTimeout)
+	} else {
+		fmt.Fprintln(stdout, "shutting down (leaving the cluster)")
+	}
 	return n.Close()
 }
 
