@@ -43,7 +43,7 @@ type workerStreams struct {
 	paused  bool
 	since   int64 // when the worker was assigned the job (api.WorkerInfo.Since)
 	dropped bool  // the worker was expired: it will never finish
-	fails   int  // consecutive failed streams; reset by a batch
+	fails   int   // consecutive failed streams; reset by a batch
 	retryAt time.Time
 }
 
