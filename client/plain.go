@@ -163,8 +163,14 @@ func (p *plain) reconcile(ctx context.Context) (ended bool, next time.Time) {
 	for _, w := range p.info.Workers {
 		s := p.workers[w.Name]
 		if s != nil && w.Since != s.since && s.since != 0 && w.Since != 0 && s.running == 0 {
-			// Assigned afresh: a drained worker's next process rejoined.
-			p.log.Info("worker rejoined the job after a drain; reading from it again", "job", p.job, "worker", w.Name)
+			// Assigned afresh: a new process of a worker that drained, or
+			// was expired, rejoined the job. Exactly-once: nothing of the
+			// old process is read any more (no stream runs), so it is
+			// fenced, as a dropped worker is, before reading the new one.
+			p.log.Info("worker rejoined the job; reading from it again", "job", p.job, "worker", w.Name)
+			if p.ledger != nil && !s.fenced {
+				p.ledger.fence(w.Name)
+			}
 			s.cancel()
 			s = nil
 		}

@@ -305,11 +305,15 @@ func NewDrainTask(job string, jobID uint64, worker string, incarnation uint64) C
 	return newCommand(TypeDrainTask, 1, DrainTaskBody{Job: job, JobID: jobID, Worker: worker, Incarnation: incarnation})
 }
 
-// NewRejoinTask gives a drained worker's job back to it, expired or not
-// (the leader plans it when a newer process of the node is alive): it is
-// assigned afresh (Since is the command's At), and its consumers, who
-// took the drained process's end of data, open streams to it again.
-// Result: nil.
+// NewRejoinTask gives a job back to a worker that drained or was expired
+// from it (the leader plans it when a newer process of the node is alive:
+// the process that drained, or was declared dead, holds nothing of the job
+// any more): it is assigned afresh (Since is the command's At), and its
+// consumers, who took the old process's end of data or dropped it, open
+// streams to it again (a consumer of an exactly-once job fences the old
+// process first). DYNAMIC jobs only, and not coordinated or sharing ones,
+// whose workers are tied to rounds or a share group (an OFF job would
+// deliver the whole dataset again). Result: nil.
 func NewRejoinTask(job, worker string) Command {
 	return newCommand(TypeDrainTask, 1, DrainTaskBody{Job: job, Worker: worker, Rejoin: true})
 }
@@ -775,6 +779,12 @@ func applyHandBackSplits(s *State, c Command) (any, error) {
 	return j.Dynamic.Progress(), nil
 }
 
+// rejoinable reports whether a job takes back a worker that drained or
+// was expired (NewRejoinTask).
+func rejoinable(j *Job) bool {
+	return j.Dynamic != nil && !j.Group && j.ShareGroup == "" && j.Rounds == nil
+}
+
 func applyDrainTask(s *State, c Command) (any, error) {
 	var b DrainTaskBody
 	if err := decodeBody(c, &b); err != nil {
@@ -786,8 +796,8 @@ func applyDrainTask(s *State, c Command) (any, error) {
 			return nil, err
 		}
 		st, ok := j.Workers[b.Worker]
-		if !ok || !st.Drained {
-			return nil, fmt.Errorf("%w: worker %q of job %q has not drained: it does not rejoin", ErrNotAssigned, b.Worker, b.Job)
+		if !ok || !(st.Drained || st.Expired) || !rejoinable(j) {
+			return nil, fmt.Errorf("%w: worker %q of job %q is not drained or expired, or the job's workers are fixed: it does not rejoin", ErrNotAssigned, b.Worker, b.Job)
 		}
 		if mw := j.Options.MaxWorkers; mw > 0 && st.Expired && len(j.LiveWorkers()) >= mw {
 			return nil, fmt.Errorf("%w: job %q has %d live workers (max_workers %d)", ErrLimit, b.Job, len(j.LiveWorkers()), mw)

@@ -246,7 +246,8 @@ type WorkerState struct {
 	Since int64 `cbor:"1,keyasint" json:"since"`
 	// Expired: the worker was declared dead; its DYNAMIC leases were lost.
 	// It is out of the job for good (AssignTask v2 refuses it; v1, in old
-	// logs, revived it).
+	// logs, revived it), unless a newer process of its node rejoins a
+	// DYNAMIC job (NewRejoinTask).
 	Expired bool `cbor:"2,keyasint" json:"expired"`
 	// Incarnation is the worker process's incarnation that leased last
 	// (LeaseSplits v2; 0 before any v2 lease). A lease from a newer

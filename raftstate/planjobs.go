@@ -112,8 +112,9 @@ func PlanJobWorkers(members []JobMember, job JobView) []JobStep {
 	return planAssign(&job.Job, members)
 }
 
-// planAssign is PlanJobWorkers. A drained worker whose node runs a newer
-// process rejoins the job first (NewRejoinTask).
+// planAssign is PlanJobWorkers. A worker that drained or was expired, and
+// whose node now runs a newer process, rejoins the job first
+// (NewRejoinTask).
 func planAssign(job *Job, members []JobMember) []JobStep {
 	if job.Group || job.Options.Sharding == splits.Static || (job.Dynamic != nil && job.Dynamic.Waiting()) {
 		return nil // a resumed job waiting for checkpoints gets workers once they are in
@@ -122,7 +123,7 @@ func planAssign(job *Job, members []JobMember) []JobStep {
 	var steps []JobStep
 	for _, m := range members {
 		st, ok := job.Workers[m.ID]
-		if !ok || !st.Drained || !m.assignable() || m.Incarnation <= st.Incarnation {
+		if !ok || !(st.Drained || st.Expired) || !rejoinable(job) || !m.assignable() || m.Incarnation <= st.Incarnation {
 			continue
 		}
 		if st.Expired {

@@ -254,7 +254,9 @@ type WorkerInfo struct {
 	Name string `json:"name"`
 	Addr string `json:"addr"`
 	// Expired: the worker was declared dead; its unfinished splits were
-	// lost, and it is out of the job for good (a consumer drops it).
+	// lost (at-most-once) or are read again (exactly-once), and a consumer
+	// drops it. A newer process of the node rejoins a DYNAMIC job (Since
+	// changes); the same process, back from a pause, does not.
 	Expired bool `json:"expired,omitempty"`
 	// Incarnation identifies the worker's process that leased last (0:
 	// none yet). A change means the worker restarted: a consumer of an
