@@ -7,9 +7,11 @@
 //
 //	go run ./cmd/feedmesh-bench transport --workload text --baseline /tmp/fm-baseline
 //
-// The transport and fanin benchmarks measure separate processes: they
+// The transport, fanin and python benchmarks measure separate processes: they
 // re-execute this binary (os.Executable) in a hidden mode, `transport --peer`
-// for each sender and receiver and `fanin --client` for the measured client.
+// for each sender and receiver, `fanin --client` for the measured client and
+// `python --go-reader` for the Go side of the Python client's comparison
+// (its Python side runs python/bench/read_job.py and dataloader.py).
 // The others run in-process clusters (mesh/localcluster) on loopback.
 //
 // Files, one per benchmark family:
@@ -22,4 +24,5 @@
 //	coordinated.go  coordinated: modelled training time with coordinated reads on vs off
 //	transport.go    transport: the batch stream vs quic-go, gRPC+TLS, TCP+TLS, TCP (bench/transportbench)
 //	fanin.go        fanin: one client process reading from 1…8 workers, its CPU and memory
+//	python.go       python: the Python client vs the Go client, and a torch DataLoader vs feedmesh.torch
 package main
