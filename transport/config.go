@@ -111,6 +111,14 @@ type Config struct {
 	// Together with the number of peers it bounds receive buffering.
 	ConnectionReceiveWindow uint64
 
+	// MaxReceiveWindowBytes bounds, over all of this transport's
+	// connections together, how much quic-go's window auto-tuning may add
+	// to their flow-control windows beyond the initial 512 KiB each
+	// (window.go): what peers can make this node buffer unread is at most
+	// this plus 512 KiB per connection. A connection denied an increase
+	// keeps working at its current window. Default 256 MiB.
+	MaxReceiveWindowBytes int64
+
 	// DataConns is how many QUIC connections to one peer carry data streams;
 	// new data streams take them in turn. quic-go spends its CPU per packet
 	// and per connection on one goroutine, so on a fast path several
@@ -169,6 +177,7 @@ func DefaultConfig() Config {
 		MaxRPCBytesPerConn:      16 << 20,
 		StreamReceiveWindow:     16 << 20,
 		ConnectionReceiveWindow: 48 << 20,
+		MaxReceiveWindowBytes:   256 << 20,
 		DataConns:               1,
 		GROBuffers:              8,
 	}
@@ -256,6 +265,9 @@ func (c Config) Validate() error {
 	}
 	if c.ConnectionReceiveWindow < c.StreamReceiveWindow {
 		bad("ConnectionReceiveWindow", "is %d, must be at least StreamReceiveWindow (%d)", c.ConnectionReceiveWindow, c.StreamReceiveWindow)
+	}
+	if c.MaxReceiveWindowBytes <= 0 {
+		bad("MaxReceiveWindowBytes", "is %d, must be positive", c.MaxReceiveWindowBytes)
 	}
 	return errors.Join(errs...)
 }

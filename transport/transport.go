@@ -79,6 +79,7 @@ type Transport struct {
 	incoming  map[*quic.Conn]*connState
 	addrs     map[string]*addrState // remote IPs with incoming connections
 	rpcBudget *ByteBudget           // MaxRPCBytesInFlight
+	windows   *windowBudget         // MaxReceiveWindowBytes
 	closeOnce sync.Once
 }
 
@@ -147,6 +148,7 @@ func New(pc net.PacketConn, serverTLS, clientTLS *tls.Config, cfg Config, log *s
 		incoming:  make(map[*quic.Conn]*connState),
 		addrs:     make(map[string]*addrState),
 		rpcBudget: NewByteBudget("MaxRPCBytesInFlight", cfg.MaxRPCBytesInFlight),
+		windows:   newWindowBudget(cfg.MaxReceiveWindowBytes),
 	}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	for _, k := range []StreamKind{KindRaft, KindControl, KindData} {
@@ -179,6 +181,7 @@ func (t *Transport) quicConfig() *quic.Config {
 		MaxConnectionReceiveWindow:     t.cfg.ConnectionReceiveWindow,
 		InitialStreamReceiveWindow:     min(t.cfg.StreamReceiveWindow, 512<<10),
 		InitialConnectionReceiveWindow: min(t.cfg.ConnectionReceiveWindow, 512<<10),
+		AllowConnectionWindowIncrease:  t.windows.allow,
 	}
 }
 

@@ -126,3 +126,20 @@ func TestDemo(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeLimitFlags: the node's transport limits and drain timeout are
+// flags; a bad value is refused at start with the config field named.
+func TestNodeLimitFlags(t *testing.T) {
+	for flag, field := range map[string]string{
+		"--max-conns=0":                "MaxIncomingConns",
+		"--max-conns-per-addr=-1":      "MaxConnsPerAddr",
+		"--max-rpc-streams-per-conn=0": "MaxRPCStreamsPerConn",
+		"--max-receive-window=0":       "MaxReceiveWindowBytes",
+		"--drain-timeout=-1s":          "DrainTimeout",
+	} {
+		_, errOut, code := runCmd(t, "node", "--data-dir", t.TempDir(), "--port", "0", "--gossip-port", "0", flag)
+		if code == 0 || !strings.Contains(errOut, field) {
+			t.Errorf("%s: exit %d, %q: want a refusal naming %s", flag, code, errOut, field)
+		}
+	}
+}

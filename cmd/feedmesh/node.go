@@ -35,6 +35,16 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	tlsCert := fs.String("tls-cert", "", "this node's certificate (PEM), signed by --tls-ca")
 	tlsKey := fs.String("tls-key", "", "this node's private key (PEM)")
 	shareWindow := fs.Int64("share-window", d.Worker.ShareWindowBytes>>20, "MiB of batches a worker keeps per shared dataset for jobs that share it (share.window_bytes)")
+	tc := d.Transport
+	maxConns := fs.Int("max-conns", tc.MaxIncomingConns, "incoming QUIC connections in total (Limits against hostile peers)")
+	maxConnsPerAddr := fs.Int("max-conns-per-addr", tc.MaxConnsPerAddr, "incoming connections from one remote IP")
+	maxRPCs := fs.Int("max-concurrent-rpcs", tc.MaxConcurrentRPCs, "control requests served at once")
+	maxRPCStreamsPerConn := fs.Int("max-rpc-streams-per-conn", tc.MaxRPCStreamsPerConn, "open control streams per connection; more are reset")
+	maxRPCStreamsPerAddr := fs.Int("max-rpc-streams-per-addr", tc.MaxRPCStreamsPerAddr, "open control streams per remote IP")
+	rpcIdle := fs.Duration("rpc-idle-timeout", tc.RPCIdleTimeout, "wait for a control request's next bytes (or for byte budget)")
+	maxRPCBytes := fs.Int64("max-rpc-bytes", tc.MaxRPCBytesInFlight>>20, "MiB of control-request bytes the node holds")
+	maxRPCBytesPerConn := fs.Int64("max-rpc-bytes-per-conn", tc.MaxRPCBytesPerConn>>20, "MiB of control-request bytes held per connection")
+	maxWindow := fs.Int64("max-receive-window", tc.MaxReceiveWindowBytes>>20, "MiB by which QUIC flow-control windows may grow beyond 512 KiB each, all connections together")
 	drainTimeout := fs.Duration("drain-timeout", d.DrainTimeout, "on SIGTERM/Ctrl-C, how long to drain before leaving: DYNAMIC tasks hand back unstarted splits and consumers read what is queued (0: leave at once; default of the fast preset: 10s)")
 	preset := fs.String("preset", "default", "timing preset: default, or fast (in-process tests and demos)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -67,6 +77,28 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg.Worker.ShareWindowBytes = *shareWindow << 20
 	if flagGiven(fs, "drain-timeout") { // else the preset's
 		cfg.DrainTimeout = *drainTimeout
+	}
+	// The transport limits, where given (else the preset's).
+	setInt := func(name string, dst *int, v int) {
+		if flagGiven(fs, name) {
+			*dst = v
+		}
+	}
+	setInt64 := func(name string, dst *int64, v int64) {
+		if flagGiven(fs, name) {
+			*dst = v
+		}
+	}
+	setInt("max-conns", &cfg.Transport.MaxIncomingConns, *maxConns)
+	setInt("max-conns-per-addr", &cfg.Transport.MaxConnsPerAddr, *maxConnsPerAddr)
+	setInt("max-concurrent-rpcs", &cfg.Transport.MaxConcurrentRPCs, *maxRPCs)
+	setInt("max-rpc-streams-per-conn", &cfg.Transport.MaxRPCStreamsPerConn, *maxRPCStreamsPerConn)
+	setInt("max-rpc-streams-per-addr", &cfg.Transport.MaxRPCStreamsPerAddr, *maxRPCStreamsPerAddr)
+	setInt64("max-rpc-bytes", &cfg.Transport.MaxRPCBytesInFlight, *maxRPCBytes<<20)
+	setInt64("max-rpc-bytes-per-conn", &cfg.Transport.MaxRPCBytesPerConn, *maxRPCBytesPerConn<<20)
+	setInt64("max-receive-window", &cfg.Transport.MaxReceiveWindowBytes, *maxWindow<<20)
+	if flagGiven(fs, "rpc-idle-timeout") {
+		cfg.Transport.RPCIdleTimeout = *rpcIdle
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 
