@@ -182,35 +182,42 @@ func (r *reporter) run(ctx context.Context, flushTimeout time.Duration) {
 	for {
 		select {
 		case <-ctx.Done():
+			// The last report: a failure now is final, so it is said.
 			fctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
-			r.flush(fctx)
+			r.report(r.flush(fctx))
 			cancel()
 			return
 		case <-t.C:
 		case <-r.l.kick:
 		}
-		r.flush(ctx)
+		if err := r.flush(ctx); ctx.Err() == nil {
+			r.report(err) // cut short by the end: sent again just above, not a failure
+		}
+	}
+}
+
+func (r *reporter) report(err error) {
+	if err != nil && r.onErr != nil {
+		r.onErr(fmt.Errorf("report receipts: %w", err))
 	}
 }
 
 // flush sends one report. A failed one is sent again, unchanged and with
 // its number, before anything newer: it may have been applied (only its
 // answer lost), and the cluster applies each number once.
-func (r *reporter) flush(ctx context.Context) {
+func (r *reporter) flush(ctx context.Context) error {
 	if r.retry == nil {
 		req, ok := r.l.take(r.job, r.consumer)
 		if !ok {
-			return
+			return nil
 		}
 		r.seq++
 		req.Seq = r.seq
 		r.retry = &req
 	}
 	if err := r.send(ctx, *r.retry); err != nil {
-		if r.onErr != nil {
-			r.onErr(fmt.Errorf("report receipts: %w", err))
-		}
-		return
+		return err
 	}
 	r.retry = nil
+	return nil
 }
