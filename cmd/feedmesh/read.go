@@ -43,6 +43,11 @@ type readSummary struct {
 	// that died, read again by others without what was delivered.
 	Delivery string `json:"delivery,omitempty"`
 	Requeued int64  `json:"splits_requeued,omitempty"`
+	// Orphaned (exactly-once) counts splits of workers that died after
+	// the job's last split was handed out, not read again when the read
+	// ended: what they had produced and no consumer had received is
+	// missing (splits.DynamicState.AllProduced).
+	Orphaned int64 `json:"splits_orphaned,omitempty"`
 	// Note says what the reader should know about a surprising result:
 	// nothing read from a job that had already run to its end, or the
 	// copies that sharing off delivers.
@@ -314,7 +319,7 @@ func consume(ctx context.Context, it *client.Iterator, take int64, p progressLin
 	return readSummary{Job: it.Job(), Batches: s.Batches, Elements: s.Rows, Bytes: s.Bytes, WireBytes: s.WireBytes,
 		Seconds: time.Since(start).Seconds(), Workers: len(s.Workers), PerWorker: per, padded: padded, tokens: tokens,
 		JobState: s.JobState, SplitsLost: s.SplitsLost, NumSplits: s.NumSplits, Delivery: s.Delivery, Requeued: requeued(s),
-		Stopped: stopped}, nil
+		Orphaned: orphaned(s, stopped), Stopped: stopped}, nil
 }
 
 // progressLine is where and how consume reports progress: nowhere (w nil),
@@ -363,6 +368,8 @@ func readNote(s readSummary, existing *api.JobInfo, sh api.Sharding) string {
 			s.Job, existing.CreatedAt.Format(time.RFC3339))
 	case sh == api.Off && s.Workers > 1:
 		return fmt.Sprintf("sharding off: each of the %d workers read the whole dataset, so this is %d copies of it (--sharding dynamic reads it once, split among the workers)", s.Workers, s.Workers)
+	case s.Orphaned > 0:
+		return fmt.Sprintf("data may be missing: %d splits were held by workers that died after the job's last split was handed out, and no worker was left reading to read them again; what those workers had produced and this consumer had not received is missing (`feedmesh jobs` shows the job as not finished)", s.Orphaned)
 	case s.SplitsLost > 0:
 		return fmt.Sprintf("data lost: %d of the dataset's %d splits were lost (delivery at-most-once: a worker died or restarted while it held them, and what it had not sent of them is not read again; the default, exactly-once, reads them again); `feedmesh jobs` shows the job's loss",
 			s.SplitsLost, s.NumSplits)
@@ -399,6 +406,9 @@ func printReadSummary(w io.Writer, s readSummary) {
 	if s.Requeued > 0 {
 		fmt.Fprintf(w, "exactly once: %d splits of workers that died were read again elsewhere, without the elements already delivered\n", s.Requeued)
 	}
+	if s.Orphaned > 0 {
+		fmt.Fprintf(w, "not read again: %d splits of workers that died at the end of the job (their undelivered elements are missing)\n", s.Orphaned)
+	}
 	if s.ResumedFrom != "" {
 		fmt.Fprintf(w, "resumed from checkpoint %s\n", s.ResumedFrom)
 	}
@@ -428,6 +438,16 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// orphaned is how many splits of dead workers an exactly-once job had not
+// read again when the data ended (not when reading stopped early: they
+// may still be read).
+func orphaned(s client.Stats, stopped string) int64 {
+	if s.Exact == nil || stopped != "end" {
+		return 0
+	}
+	return s.Exact.Orphaned
 }
 
 // requeued is how many splits an exactly-once job read again.

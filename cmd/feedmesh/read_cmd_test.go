@@ -95,6 +95,14 @@ func TestReadSummaryReportsLoss(t *testing.T) {
 	if strings.Contains(b.String(), "lost") {
 		t.Errorf("summary reports a loss that did not happen:\n%s", b.String())
 	}
+	// Exactly-once: splits of a worker that died at the end, not read again.
+	b.Reset()
+	sum := readSummary{Job: "j", Batches: 9, Elements: 90, Seconds: 1, NumSplits: 50, Orphaned: 3}
+	sum.Note = readNote(sum, nil, api.Dynamic)
+	printReadSummary(&b, sum)
+	if !strings.Contains(b.String(), "not read again: 3 splits") || !strings.Contains(b.String(), "note: data may be missing: 3 splits") {
+		t.Errorf("summary without the orphaned splits:\n%s", b.String())
+	}
 	js, err := json.Marshal(readSummary{Job: "j", JobState: api.JobFinished})
 	if err != nil || !strings.Contains(string(js), `"splits_lost":0`) || !strings.Contains(string(js), `"job_state":"finished"`) {
 		t.Errorf("json %s, %v", js, err)
