@@ -10,6 +10,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/raftstate"
+	"github.com/feedmesh/feedmesh/splits"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -204,7 +205,7 @@ func (n *Node) forward(ctx context.Context, addr, method string, req, resp any) 
 // at another leader.
 func retriable(err error) bool {
 	switch {
-	case errorsIsRejected(err), errors.Is(err, api.ErrNotAssigned):
+	case errorsIsRejected(err), errors.Is(err, api.ErrNotAssigned), errors.Is(err, api.ErrHandBackRefused):
 		return false
 	case errors.Is(err, transport.ErrInvalid), errors.Is(err, transport.ErrNotFound),
 		errors.Is(err, transport.ErrUnknownMethod):
@@ -219,6 +220,8 @@ func mapRaftErr(err error) error {
 		return transport.Errorf(transport.ErrNotFound, "%v", err)
 	case errors.Is(err, raftstate.ErrNotAssigned):
 		return transport.Errorf(api.ErrNotAssigned, "%v", err)
+	case errors.Is(err, splits.ErrHandBackRefused):
+		return transport.Errorf(api.ErrHandBackRefused, "%v", err)
 	case errorsIsRejected(err):
 		return transport.Errorf(transport.ErrInvalid, "%v", err)
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raftstate.ErrNotLeader):

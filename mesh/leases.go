@@ -163,8 +163,10 @@ func (p *leaseProvider) draining() bool {
 // handBack (once the node drains) stops leasing and hands the splits
 // queued, and those of a lease in flight, back to the job's other workers
 // (splits/handback.go). What the leader refuses (this is the job's last
-// live worker; at-most-once, every split is handed out) or what cannot
-// reach it stays queued, and the pipeline reads it before the task ends.
+// live worker; at-most-once, every split is handed out) stays queued, and
+// the pipeline reads it before the task ends. What may or may not have
+// been handed back (the request failed on the way) is not read: reading a
+// split another worker leased could deliver its elements twice.
 func (p *leaseProvider) handBack(ctx context.Context) {
 	if p.drained {
 		return
@@ -192,14 +194,23 @@ func (p *leaseProvider) handBack(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, p.n.cfg.RequestTimeout)
 		err := p.n.handBack(rctx, api.HandBackRequest{Job: p.job, Worker: p.n.name, Epoch: epoch, Splits: ids, JobID: p.jobID})
 		cancel()
-		if err != nil {
+		if errors.Is(err, api.ErrHandBackRefused) {
+			// Refused, nothing changed: they are this worker's to read.
 			p.n.log.Info("draining: splits not handed back; reading them before leaving", "job", p.job, "epoch", epoch, "splits", len(ids), "reason", err)
 			continue
+		}
+		if err != nil {
+			// Unknown outcome (the hand-back may have committed, and
+			// another worker may read them): never read them here. They
+			// stay this worker's if it did not commit: lost at-most-once,
+			// read again exactly-once, once the node has left.
+			p.n.log.Warn("draining: handing splits back failed; not reading them", "job", p.job, "epoch", epoch, "splits", len(ids), "err", err)
+		} else {
+			p.n.log.Info("draining: splits handed back to the other workers", "job", p.job, "epoch", epoch, "splits", len(ids))
 		}
 		for _, id := range ids {
 			back[[2]int64{epoch, id}] = true
 		}
-		p.n.log.Info("draining: splits handed back to the other workers", "job", p.job, "epoch", epoch, "splits", len(ids))
 	}
 	p.queue = slices.DeleteFunc(p.queue, func(ls leasedSplit) bool { return back[[2]int64{ls.epoch, ls.id}] })
 }

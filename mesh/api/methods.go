@@ -34,3 +34,8 @@ const (
 // worker's part of the job is over for good, as its consumers dropped it.
 // It crosses the wire by its code.
 var ErrNotAssigned = &transport.Error{Code: "not_assigned"}
+
+// ErrHandBackRefused answers a draining worker's hand-back that the leader
+// refused, changing nothing (no other worker would take the splits): the
+// worker reads them itself. Any other failure leaves the outcome unknown.
+var ErrHandBackRefused = &transport.Error{Code: "handback_refused"}
