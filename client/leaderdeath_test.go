@@ -149,10 +149,20 @@ func leaderDeathRun(t *testing.T, defaultPreset, nonVoterWorkers bool) gapRun {
 		}
 		if killAt.IsZero() && now.Sub(start) >= warmup+window {
 			// On loaded cores the fast preset's leader may have moved
-			// since: kill the leader of now, unless it is the node read
-			// through.
-			if leader, _ = c.Leader(); leader < 0 || leader == dialed {
-				t.Fatalf("no leader to kill but the node read through (leader: %d, read through: %d)", leader, dialed)
+			// since: kill the leader of now; if it is the node read
+			// through, first move leadership off it.
+			if leader, _ = c.Leader(); leader == dialed {
+				// Hand leadership on, then kill the new leader.
+				if err := c.Node(dialed).Raft().Raft().LeadershipTransfer().Error(); err != nil {
+					t.Logf("leadership transfer away from the node read through: %v", err)
+				}
+				c.WaitFor(t, 10*time.Second, "a leader other than the node read through", func() bool {
+					leader, _ = c.Leader()
+					return leader >= 0 && leader != dialed
+				})
+			}
+			if leader < 0 {
+				t.Fatalf("no leader to kill (read through: %d)", dialed)
 			}
 			killAt = time.Now()
 			go func() {
