@@ -90,17 +90,21 @@ func TestRollingRestartDrains(t *testing.T) {
 }
 
 // alive reports whether the leader lists node i alive.
-func alive(c *testcluster.Cluster, i int) bool {
+func alive(c *testcluster.Cluster, i int) bool { return memberStatus(c, i) == api.StatusAlive }
+
+// memberStatus is node i's status as the leader lists it ("" if no leader
+// or not listed).
+func memberStatus(c *testcluster.Cluster, i int) string {
 	_, l := c.Leader()
 	if l == nil {
-		return false
+		return ""
 	}
 	for _, m := range l.Members() {
 		if m.Name == c.Name(i) {
-			return m.Status == api.StatusAlive
+			return m.Status
 		}
 	}
-	return false
+	return ""
 }
 
 // TestKilledWorkerRejoins: a worker SIGKILLed mid-job (declared dead, its
@@ -132,18 +136,7 @@ func TestKilledWorkerRejoins(t *testing.T) {
 				case !restarted && it.Stats().Batches >= 100:
 					restarted = true
 					c.Kill(victim)
-					c.WaitFor(t, 20*time.Second, c.Name(victim)+" declared dead", func() bool {
-						_, l := c.Leader()
-						if l == nil {
-							return false
-						}
-						for _, m := range l.Members() {
-							if m.Name == c.Name(victim) {
-								return m.Status == api.StatusDead
-							}
-						}
-						return false
-					})
+					c.WaitFor(t, 20*time.Second, c.Name(victim)+" declared dead", func() bool { return memberStatus(c, victim) == api.StatusDead })
 					if err := c.Restart(victim); err != nil {
 						t.Fatal(err)
 					}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/mesh"
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
 
@@ -46,18 +45,7 @@ func TestRollingRestartExactlyOnce(t *testing.T) {
 			if err := c.Restart(i); err != nil {
 				t.Fatalf("restart %s: %v", c.Name(i), err)
 			}
-			c.WaitFor(t, 30*time.Second, c.Name(i)+" back in the cluster", func() bool {
-				_, l := c.Leader()
-				if l == nil {
-					return false
-				}
-				for _, m := range l.Members() {
-					if m.Name == c.Name(i) {
-						return m.Status == api.StatusAlive
-					}
-				}
-				return false
-			})
+			c.WaitFor(t, 30*time.Second, c.Name(i)+" back in the cluster", func() bool { return alive(c, i) })
 		}
 	})
 	if next < 5 {
