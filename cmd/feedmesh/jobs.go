@@ -41,18 +41,12 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tSTATE\tSHARDING\tCOMPRESSION\tCONSUMERS\tWORKERS\tEPOCH\tSPLITS leased/finished/lost/total\tSHARE read/hits/produced/evicted\tDATASET")
 	for _, j := range jobs {
-		live := 0
-		for _, w := range j.Workers {
-			if !w.Expired {
-				live++
-			}
-		}
 		comp := j.Options.Compression
 		if comp == "" {
 			comp = "none"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d (%d expired)\t%d/%d\t%d/%d/%d/%d\t%s\t%.12s\n", j.Name, j.State, j.Options.Sharding, comp, len(j.Consumers),
-			live, len(j.Workers)-live, j.Epoch+1, j.Options.Epochs, j.Leased, j.Finished, j.Lost, j.NumSplits, shareColumn(j), j.Fingerprint)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%d/%d/%d/%d\t%s\t%.12s\n", j.Name, j.State, j.Options.Sharding, comp, len(j.Consumers),
+			workersColumn(j), j.Epoch+1, j.Options.Epochs, j.Leased, j.Finished, j.Lost, j.NumSplits, shareColumn(j), j.Fingerprint)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -63,6 +57,27 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	return nil
+}
+
+// workersColumn is the WORKERS column of `feedmesh jobs`: the workers
+// serving the job, then those expired and those drained (stopped
+// gracefully: their next process rejoins).
+func workersColumn(j api.JobInfo) string {
+	live, expired, drained := 0, 0, 0
+	for _, w := range j.Workers {
+		switch {
+		case w.Expired:
+			expired++
+		case w.Drained:
+			drained++
+		default:
+			live++
+		}
+	}
+	if drained > 0 {
+		return fmt.Sprintf("%d (%d expired, %d drained)", live, expired, drained)
+	}
+	return fmt.Sprintf("%d (%d expired)", live, expired)
 }
 
 // shareColumn is the SHARE column of `feedmesh jobs`: the job's sharing

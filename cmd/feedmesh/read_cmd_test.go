@@ -120,3 +120,13 @@ func TestProgressTo(t *testing.T) {
 		t.Errorf("not a terminal: %+v", p)
 	}
 }
+
+func TestWorkersColumn(t *testing.T) {
+	j := api.JobInfo{Workers: []api.WorkerInfo{{Name: "a"}, {Name: "b", Expired: true}, {Name: "c", Drained: true}, {Name: "d", Expired: true, Drained: true}}}
+	if got := workersColumn(j); got != "1 (2 expired, 1 drained)" {
+		t.Errorf("workers column %q", got)
+	}
+	if got := workersColumn(api.JobInfo{Workers: []api.WorkerInfo{{Name: "a"}}}); got != "1 (0 expired)" {
+		t.Errorf("workers column %q", got)
+	}
+}
