@@ -77,8 +77,8 @@ func TestRollingRestartDrains(t *testing.T) {
 			}
 			checkExactly(t, d, n, 1)
 			st := it.Stats()
-			if st.SplitsLost != 0 {
-				t.Errorf("%d splits counted lost", st.SplitsLost)
+			if st.SplitsLost != 0 || st.WorkersDropped != 0 {
+				t.Errorf("%d splits counted lost, %d workers dropped: a drained worker is neither", st.SplitsLost, st.WorkersDropped)
 			}
 			if st.Exact != nil && st.Exact.Requeued != 0 {
 				t.Errorf("exactly-once read %d splits again: the drains left some held", st.Exact.Requeued)
@@ -136,7 +136,17 @@ func TestKilledWorkerRejoins(t *testing.T) {
 				case !restarted && it.Stats().Batches >= 100:
 					restarted = true
 					c.Kill(victim)
-					c.WaitFor(t, 20*time.Second, c.Name(victim)+" declared dead", func() bool { return memberStatus(c, victim) == api.StatusDead })
+					// Declared dead and expired from the job (else a quick
+					// restart is the same worker's new incarnation, with no
+					// rejoin to see).
+					c.WaitFor(t, 20*time.Second, c.Name(victim)+" expired from the job", func() bool {
+						_, l := c.Leader()
+						if l == nil {
+							return false
+						}
+						v, ok := l.Raft().Job("rejoin")
+						return ok && v.Workers[c.Name(victim)].Expired
+					})
 					if err := c.Restart(victim); err != nil {
 						t.Fatal(err)
 					}
@@ -162,6 +172,9 @@ func TestKilledWorkerRejoins(t *testing.T) {
 			}
 			if after == 0 {
 				t.Fatalf("%s's new process delivered nothing: it did not rejoin the job", c.Name(victim))
+			}
+			if st.WorkersDropped != 1 {
+				t.Errorf("workers dropped %d, want 1 (the killed one)", st.WorkersDropped)
 			}
 			t.Logf("%s: %s killed at batch 100 and restarted; its new process delivered %d of %d batches; %d elements missing (%d splits counted lost); exactly-once %+v",
 				delivery, c.Name(victim), after, d.batches, missing, st.SplitsLost, st.Exact)

@@ -49,6 +49,7 @@ type host interface {
 	fail(err error)
 	kickHeartbeat()
 	countReconnect()
+	countDropped()
 	countRound(k roundCount)
 	logger() *slog.Logger
 }

@@ -171,6 +171,9 @@ func (p *plain) reconcile(ctx context.Context) (ended bool, next time.Time) {
 			if p.ledger != nil && !s.fenced {
 				p.ledger.fence(w.Name)
 			}
+			if s.opened && !s.done && !s.paused && !s.dropped {
+				p.it.countDropped() // the old process died mid-stream, unseen
+			}
 			s.cancel()
 			s = nil
 		}
@@ -181,6 +184,12 @@ func (p *plain) reconcile(ctx context.Context) (ended bool, next time.Time) {
 		}
 		if w.Addr != "" {
 			s.addr = w.Addr
+		}
+		if w.Incarnation != s.inc && s.inc != 0 && s.opened && !s.dropped && !s.done && !s.paused {
+			// The worker's process restarted while it streamed to this
+			// consumer (before it was declared dead): what the old one had
+			// made and not sent is gone (at-most-once), or read again.
+			p.it.countDropped()
 		}
 		if p.ledger != nil && w.Incarnation != s.inc {
 			if s.opened && !s.dropped && (s.inc != 0 || s.broke) {
@@ -198,11 +207,14 @@ func (p *plain) reconcile(ctx context.Context) (ended bool, next time.Time) {
 				s.refence = true
 				p.fenceIfIdle(w.Name, s)
 			}
-			s.inc = w.Incarnation
 		}
+		s.inc = w.Incarnation
 		if w.Expired && !s.done {
 			if !s.dropped {
 				p.log.Info("worker expired; dropping it", "job", p.job, "worker", w.Name)
+				if s.opened && !s.paused {
+					p.it.countDropped()
+				}
 			}
 			s.dropped = true
 			s.cancel() // exactly-once: nothing more may be read from it

@@ -51,6 +51,12 @@ type Stats struct {
 	// job's loss, not this iterator's alone.
 	NumSplits  int64 `json:"num_splits,omitempty"`
 	SplitsLost int64 `json:"splits_lost"`
+	// WorkersDropped counts the workers this iterator dropped mid-stream:
+	// declared dead before they had sent their end of data. At-most-once,
+	// what such a worker had made and not yet sent is lost, beyond the
+	// splits counted in SplitsLost (at most its task buffer and the
+	// stream windows); exactly-once reads it again.
+	WorkersDropped int64 `json:"workers_dropped,omitempty"`
 	// Delivery is the job's guarantee (api.ExactlyOnce, api.AtMostOnce;
 	// "" for OFF and STATIC jobs).
 	Delivery string `json:"delivery,omitempty"`
@@ -109,6 +115,12 @@ func (it *Iterator) countDelivered(x item) {
 }
 
 // countReconnect counts a stream reopened after a failure.
+func (it *Iterator) countDropped() {
+	it.mu.Lock()
+	it.stats.WorkersDropped++
+	it.mu.Unlock()
+}
+
 func (it *Iterator) countReconnect() {
 	it.mu.Lock()
 	it.stats.Reconnects++

@@ -48,6 +48,10 @@ type readSummary struct {
 	// ended: what they had produced and no consumer had received is
 	// missing (splits.DynamicState.AllProduced).
 	Orphaned int64 `json:"splits_orphaned,omitempty"`
+	// WorkersDropped counts workers declared dead while they streamed to
+	// this reader (client.Stats.WorkersDropped): at-most-once, what they
+	// had made and not sent is lost beyond the splits counted lost.
+	WorkersDropped int64 `json:"workers_dropped,omitempty"`
 	// Note says what the reader should know about a surprising result:
 	// nothing read from a job that had already run to its end, or the
 	// copies that sharing off delivers.
@@ -319,7 +323,7 @@ func consume(ctx context.Context, it *client.Iterator, take int64, p progressLin
 	return readSummary{Job: it.Job(), Batches: s.Batches, Elements: s.Rows, Bytes: s.Bytes, WireBytes: s.WireBytes,
 		Seconds: time.Since(start).Seconds(), Workers: len(s.Workers), PerWorker: per, padded: padded, tokens: tokens,
 		JobState: s.JobState, SplitsLost: s.SplitsLost, NumSplits: s.NumSplits, Delivery: s.Delivery, Requeued: requeued(s),
-		Orphaned: orphaned(s, stopped), Stopped: stopped}, nil
+		Orphaned: orphaned(s, stopped), WorkersDropped: s.WorkersDropped, Stopped: stopped}, nil
 }
 
 // progressLine is where and how consume reports progress: nowhere (w nil),
@@ -373,6 +377,8 @@ func readNote(s readSummary, existing *api.JobInfo, sh api.Sharding) string {
 	case s.SplitsLost > 0:
 		return fmt.Sprintf("data lost: %d of the dataset's %d splits were lost (delivery at-most-once: a worker died or restarted while it held them, and what it had not sent of them is not read again; the default, exactly-once, reads them again); `feedmesh jobs` shows the job's loss",
 			s.SplitsLost, s.NumSplits)
+	case s.WorkersDropped > 0 && s.Delivery == api.AtMostOnce:
+		return fmt.Sprintf("data may be lost: %d workers were declared dead while streaming to this reader; at most once, batches they had made and not yet sent are lost even when no split is counted lost (the default, exactly-once, reads them again)", s.WorkersDropped)
 	}
 	return ""
 }
@@ -402,6 +408,9 @@ func printReadSummary(w io.Writer, s readSummary) {
 	}
 	if s.SplitsLost > 0 {
 		fmt.Fprintf(w, "lost: %d of %d splits (at most once: their worker died or restarted)\n", s.SplitsLost, s.NumSplits)
+	}
+	if s.WorkersDropped > 0 && s.Delivery == api.AtMostOnce {
+		fmt.Fprintf(w, "workers dropped: %d declared dead while streaming (at most once: what they had made and not sent is lost too)\n", s.WorkersDropped)
 	}
 	if s.Requeued > 0 {
 		fmt.Fprintf(w, "exactly once: %d splits of workers that died were read again elsewhere, without the elements already delivered\n", s.Requeued)

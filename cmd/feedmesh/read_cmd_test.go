@@ -103,6 +103,15 @@ func TestReadSummaryReportsLoss(t *testing.T) {
 	if !strings.Contains(b.String(), "not read again: 3 splits") || !strings.Contains(b.String(), "note: data may be missing: 3 splits") {
 		t.Errorf("summary without the orphaned splits:\n%s", b.String())
 	}
+	// At-most-once: a worker dropped mid-stream with no split counted lost
+	// is still said.
+	b.Reset()
+	sum = readSummary{Job: "j", Batches: 9, Elements: 90, Seconds: 1, NumSplits: 50, WorkersDropped: 1, Delivery: api.AtMostOnce}
+	sum.Note = readNote(sum, nil, api.Dynamic)
+	printReadSummary(&b, sum)
+	if !strings.Contains(b.String(), "workers dropped: 1") || !strings.Contains(b.String(), "note: data may be lost") {
+		t.Errorf("summary without the dropped worker:\n%s", b.String())
+	}
 	js, err := json.Marshal(readSummary{Job: "j", JobState: api.JobFinished})
 	if err != nil || !strings.Contains(string(js), `"splits_lost":0`) || !strings.Contains(string(js), `"job_state":"finished"`) {
 		t.Errorf("json %s, %v", js, err)
