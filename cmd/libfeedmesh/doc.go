@@ -13,7 +13,12 @@
 //
 // Handle-based: fm_dial returns a client handle, fm_distribute and
 // fm_attach an iterator handle, fm_next a batch (an fm_batch in C memory
-// carrying its handle). Handles are numbers in a table (objects.go), so a
+// carrying its handle). fm_next_meta is fm_next for callers that want no C
+// structs (the Python package): it describes the batch as one flat record
+// of int64 words in a buffer the caller owns and reuses, with the names
+// (tensors', workers') as numbers that fm_iter_name resolves once per
+// iterator, so a batch costs the caller one call and no allocation to
+// read. Handles are numbers in a table (objects.go), so a
 // stale or released handle is an error (FM_ERR_CLOSED), never a crash.
 // Every function returns a status code and, on error, a message in C
 // memory (fm_free it); errors.go maps the Go client's errors to kinds:
@@ -27,7 +32,7 @@
 //
 // # Memory
 //
-// A batch's tensor bytes are not copied: the fm_batch points into the
+// A batch's tensor bytes are not copied: the fm_batch (or record) points into the
 // buffers it was received into, pinned with runtime.Pinner until
 // fm_batch_release, which hands them back to the client's pool
 // (client.Batch.Release). capi.go says why that is legal under cgo's

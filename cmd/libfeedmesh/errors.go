@@ -10,12 +10,13 @@ import (
 )
 
 // Status codes of the C API (FM_* in the header, the same numbers in
-// python/feedmesh/_lib.py). 0-2 are outcomes; 10 and above are errors,
+// python/feedmesh/_lib.py). 0-3 are outcomes; 10 and above are errors,
 // each a kind a caller may branch on, with the Go error's text as message.
 const (
 	codeOK      = 0 // FM_OK
 	codeEnd     = 1 // FM_END: the iterator reached the end of the job's data
 	codeTimeout = 2 // FM_TIMEOUT: no batch within the timeout; call again
+	codeMore    = 3 // FM_MORE: fm_next_meta's buffer is too small for the batch's record; call again with one of meta[1] words
 
 	codeOther           = 10 // FM_ERR_OTHER
 	codeNotFound        = 11 // FM_ERR_NOT_FOUND: no such job (transport.ErrNotFound)
@@ -31,7 +32,7 @@ const (
 // abiVersion is what fm_abi_version returns: the Python package refuses a
 // library of another version (a stale build) instead of misreading its
 // structs. Bump it whenever a C signature, struct or code changes.
-const abiVersion = 1
+const abiVersion = 2
 
 // errClosed is the library's own "closed" condition: a handle that was
 // closed or released (or never existed).

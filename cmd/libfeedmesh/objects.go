@@ -135,6 +135,18 @@ type iterObj struct {
 	start  time.Time
 	mu     sync.Mutex
 	closed atomic.Bool
+	// wait is next's context, reused while its timer has not fired.
+	// Guarded by mu.
+	wait *waitCtx
+	// held is a batch fm_next_meta could not describe in the caller's
+	// buffer (too small): the next call returns it first. Guarded by mu.
+	held *client.Batch
+
+	// The names (tensors' and workers') fm_next_meta's records refer to
+	// by number: ids[name] indexes names. Guarded by nmu.
+	nmu   sync.Mutex
+	ids   map[string]int64
+	names []string
 }
 
 // next waits up to timeout for a batch. It returns codeOK with the batch,
@@ -145,9 +157,20 @@ func (o *iterObj) next(timeout time.Duration) (client.Batch, int, error) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
+	if b := o.held; b != nil {
+		o.held = nil
+		return *b, codeOK, nil
+	}
+	ctx := o.wait
+	if ctx == nil {
+		ctx = newWaitCtx()
+		o.wait = ctx
+	}
+	ctx.arm(timeout)
 	b, err := o.it.Next(ctx)
+	if !ctx.timer.Stop() {
+		o.wait = nil // its timer fired: its Done is closed (or about to be)
+	}
 	switch {
 	case err == nil:
 		return b, codeOK, nil
@@ -161,6 +184,81 @@ func (o *iterObj) next(timeout time.Duration) (client.Batch, int, error) {
 		return client.Batch{}, codeTimeout, nil
 	}
 	return client.Batch{}, kindOf(err), err
+}
+
+// waitCtx is the context of a wait of next: Done is closed when the
+// wait's timer fires. context.WithTimeout would cost a new timer and five
+// allocations per batch; a waitCtx serves call after call until a wait
+// runs out (most calls find a batch waiting), then the next call makes a
+// new one.
+type waitCtx struct {
+	done     chan struct{}
+	timer    *time.Timer
+	deadline time.Time
+}
+
+func newWaitCtx() *waitCtx {
+	done := make(chan struct{})
+	t := time.AfterFunc(time.Hour, func() { close(done) })
+	t.Stop()
+	return &waitCtx{done: done, timer: t}
+}
+
+// arm starts the timer of a wait of timeout.
+func (c *waitCtx) arm(timeout time.Duration) {
+	c.deadline = time.Now().Add(timeout)
+	c.timer.Reset(timeout)
+}
+
+func (c *waitCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *waitCtx) Done() <-chan struct{}       { return c.done }
+func (c *waitCtx) Value(any) any               { return nil }
+
+func (c *waitCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// hold keeps b for the next call of next, or releases it if the iterator
+// closed meanwhile (false).
+func (o *iterObj) hold(b client.Batch) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed.Load() {
+		b.Release()
+		return false
+	}
+	o.held = &b
+	return true
+}
+
+// nameID is name's number in the iterator's table of names, added if new.
+// The caller holds nmu.
+func (o *iterObj) nameID(name string) int64 {
+	if id, ok := o.ids[name]; ok {
+		return id
+	}
+	if o.ids == nil {
+		o.ids = map[string]int64{}
+	}
+	id := int64(len(o.names))
+	o.ids[name] = id
+	o.names = append(o.names, name)
+	return id
+}
+
+// name is the name numbered id (false if there is none).
+func (o *iterObj) name(id int64) (string, bool) {
+	o.nmu.Lock()
+	defer o.nmu.Unlock()
+	if id < 0 || id >= int64(len(o.names)) {
+		return "", false
+	}
+	return o.names[id], true
 }
 
 func (o *iterObj) checkpoint() ([]byte, error) {
@@ -190,5 +288,14 @@ func (o *iterObj) close() error {
 	if o.closed.Swap(true) {
 		return nil
 	}
-	return o.it.Close()
+	err := o.it.Close()
+	// A held batch goes back to the client (a next in progress has
+	// returned: Close ended it).
+	o.mu.Lock()
+	if b := o.held; b != nil {
+		o.held = nil
+		b.Release()
+	}
+	o.mu.Unlock()
+	return err
 }

@@ -148,3 +148,34 @@ func TestIteratorObject(t *testing.T) {
 		t.Error("an iterator opened on a closed client")
 	}
 }
+
+// TestWaitCtx: next's reusable context serves waits that end before their
+// timer (call after call) and closes Done with DeadlineExceeded once one
+// runs out.
+func TestWaitCtx(t *testing.T) {
+	c := newWaitCtx()
+	for range 3 { // reused while its timer does not fire
+		c.arm(time.Hour)
+		if err := c.Err(); err != nil {
+			t.Fatalf("Err of an armed context: %v", err)
+		}
+		if d, ok := c.Deadline(); !ok || time.Until(d) < 59*time.Minute {
+			t.Fatalf("Deadline: %v %v", d, ok)
+		}
+		if !c.timer.Stop() {
+			t.Fatal("the timer fired an hour early")
+		}
+	}
+	c.arm(10 * time.Millisecond)
+	select {
+	case <-c.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done not closed 5 s after a 10 ms wait")
+	}
+	if err := c.Err(); err != context.DeadlineExceeded {
+		t.Fatalf("Err after the wait: %v", err)
+	}
+	if c.timer.Stop() {
+		t.Fatal("Stop of a fired timer returned true")
+	}
+}

@@ -12,7 +12,11 @@ import weakref
 from . import _lib
 from ._errors import Closed, Error, InvalidSpec
 
-# How long one fm_next call may wait: between two calls Python handles
+# The words of an iterator's record buffer at first (fm_next_meta): a
+# batch of up to 20 tensors of 4 dimensions fits.
+_META_WORDS = 256
+
+# How long one fm_next_meta call may wait: between two calls Python handles
 # signals (Ctrl-C raises KeyboardInterrupt within about this long).
 WAIT_SLICE_MS = 100
 
@@ -48,43 +52,38 @@ _ITEMSIZE = {1: 1, 2: 1, 3: 4, 4: 8, 5: 2, 6: 2, 7: 4, 8: 8, 9: 1}
 
 class _Owner:
     """Holds one batch of the library. Every array of the batch references
-    it (through its base), so it is collected, and the batch's buffers go
-    back to the client's pool, only once no array of the batch is left."""
+    it (it is each array's base: the arrays are made with
+    numpy.asarray(owner) while its __array_interface__ describes one
+    tensor), so it is collected, and the batch's buffers go back to the
+    client's pool, only once no array of the batch is left."""
 
-    __slots__ = ("handle", "__weakref__")
+    __slots__ = ("handle", "__array_interface__", "__weakref__")
 
     def __init__(self, handle):
         self.handle = handle
 
     def __del__(self):
-        h, self.handle = self.handle, 0
-        if h and _lib.usable():
-            try:
-                _lib._lib.fm_batch_release(h)
-            except Exception:  # interpreter shutdown
-                pass
-
-
-class _View:
-    """Exposes a span of a batch's memory to numpy (array interface) and
-    keeps the batch alive while an array views it."""
-
-    __slots__ = ("__array_interface__", "_owner")
-
-    def __init__(self, owner, ptr, shape, typestr):
-        self._owner = owner
-        self.__array_interface__ = {"version": 3, "shape": shape, "typestr": typestr, "data": (ptr, False)}
+        h = self.handle
+        if h:
+            self.handle = 0
+            if _lib._lib is not None and _lib._forked_from is None:  # _lib.usable(), inlined
+                try:
+                    _lib._lib.fm_batch_release(h)
+                except Exception:  # interpreter shutdown
+                    pass
 
 
 def _array(owner, ptr, nbytes, shape, dtype):
-    np = _numpy()
+    """An array of shape and dtype (a dtype number) viewing nbytes at ptr,
+    whose base is owner."""
     typestr = _TYPESTR.get(dtype)
     if typestr is None:
         raise _lib.Error("feedmesh: tensor of unknown dtype %d: rebuild the library and package from one checkout" % dtype)
     if nbytes == 0 or not ptr:
-        a = np.zeros(shape, dtype=typestr)
+        a = _np.zeros(shape, dtype=typestr)
     else:
-        a = np.asarray(_View(owner, ptr, shape, typestr))
+        owner.__array_interface__ = {"version": 3, "shape": shape, "typestr": typestr, "data": (ptr, False)}
+        a = _np.asarray(owner)
     if dtype == 6 and _BF16 is not None:
         a = a.view(_BF16)
     return a
@@ -195,23 +194,30 @@ class Batch(dict):
         )
 
 
-def _make_batch(cb, owner):
-    """A Batch of the fm_batch the library returned, whose arrays all
-    reference owner."""
+def _make_batch(rec, names, owner):
+    """A Batch of fm_next_meta's record rec (a list of ints, the record
+    from its word 1, the handle, on), whose arrays all reference owner;
+    names is the iterator's list of names by number."""
     b = Batch()
     b._owner, b._released = owner, False
-    b.worker = cb.worker.decode("utf-8", "replace")
-    b.seq, b.epoch, b.rows, b.round, b.bucket = cb.seq, cb.epoch, cb.rows, cb.round, cb.bucket
-    for i in range(cb.ntensors):
-        t = cb.tensors[i]
-        shape = tuple(t.shape[j] for j in range(t.ndim))
-        if t.dtype == _lib.BYTES:
-            data = _array(owner, t.data, t.nbytes, (t.nbytes,), 1)
-            offsets = _array(owner, t.offsets, 8 * t.noffsets, (t.noffsets,), 4)
-            v = BytesTensor(data, offsets, shape)
+    _, seq, b.epoch, b.rows, b.round, b.bucket, worker, n, _ = rec[:9]
+    b.seq = seq & 0xFFFFFFFFFFFFFFFF  # a uint64 sent as int64
+    b.worker = names[worker]
+    i = 9
+    setitem = dict.__setitem__
+    for _ in range(n):
+        name, dtype, ndim, data, nbytes, offsets, noffsets = rec[i : i + 7]
+        shape = tuple(rec[i + 7 : i + 7 + ndim])
+        i += 7 + ndim
+        if dtype == _lib.BYTES:
+            v = BytesTensor(_array(owner, data, nbytes, (nbytes,), 1), _array(owner, offsets, 8 * noffsets, (noffsets,), 4), shape)
         else:
-            v = _array(owner, t.data, t.nbytes, shape, t.dtype)
-        dict.__setitem__(b, t.name.decode("utf-8", "replace"), v)
+            v = _array(owner, data, nbytes, shape, dtype)
+        setitem(b, names[name], v)
+    # The arrays hold owner: drop the last tensor's interface (set first,
+    # so that the del finds it even in a batch of empty tensors).
+    owner.__array_interface__ = None
+    del owner.__array_interface__
     return b
 
 
@@ -400,9 +406,14 @@ class Iterator(_Closing):
         self._final_checkpoint = None
         self._lock = threading.Lock()  # close
         self._next_lock = threading.Lock()  # next: one caller at a time, as the Go Iterator wants
-        # Where fm_next puts a batch: not NULL while a batch is there that
-        # no Batch owns yet (see _claim).
-        self._out = ctypes.POINTER(_lib.CBatch)()
+        # Where fm_next_meta describes a batch: word 0 (the record's
+        # length) is not 0 while a batch is there that no Batch owns yet
+        # (see _claim). Grown when the library asks for more (FM_MORE).
+        self._meta = (ctypes.c_int64 * _META_WORDS)()
+        self._meta_addr = ctypes.addressof(self._meta)
+        self._names = []  # the iterator's names, by number (fm_iter_name)
+        self._errp = ctypes.c_void_p()
+        self._errp_ref = ctypes.byref(self._errp)
 
     def _live(self):
         _lib.check_fork()
@@ -413,9 +424,6 @@ class Iterator(_Closing):
     def __iter__(self):
         return self
 
-    def __next__(self):
-        return self.next()
-
     def next(self, timeout=None):
         """The next Batch; StopIteration at the end of the data, TimeoutError
         when timeout (seconds) passes first. The wait releases the GIL and
@@ -423,12 +431,11 @@ class Iterator(_Closing):
         promptly (the iterator stays usable, and a batch that arrived with
         the interrupt is not lost: the next call returns it)."""
         h = self._live()
-        lib = _lib.lib()
+        lib = _lib._lib  # loaded: the handle is live
         deadline = None if timeout is None else time.monotonic() + timeout
-        errp = ctypes.c_void_p()
         with self._next_lock:
             while True:
-                if self._out:
+                if self._meta[0]:
                     return self._claim()
                 ms = WAIT_SLICE_MS
                 if deadline is not None:
@@ -436,41 +443,67 @@ class Iterator(_Closing):
                     if left <= 0:
                         raise TimeoutError("feedmesh: no batch of job %r within %gs" % (self.job, timeout))
                     ms = max(1, min(ms, int(left * 1000)))
-                rc = lib.fm_next(h, ms, ctypes.byref(self._out), ctypes.byref(errp))
+                rc = lib.fm_next_meta(h, ms, self._meta_addr, len(self._meta), self._errp_ref)
                 if rc == _lib.OK:
                     return self._claim()
                 if rc == _lib.END:
                     raise StopIteration
+                if rc == _lib.MORE:  # the library keeps the batch for the next call
+                    self._grow(self._meta[1])
+                    continue
                 if rc != _lib.TIMEOUT:
-                    raise _lib.error(rc, errp)
+                    raise _lib.error(rc, self._errp)
                 h = self._live()  # closed by another thread meanwhile?
 
+    __next__ = next  # (no wrapper: one call less per batch)
+
+    def _grow(self, words):
+        """A record buffer of at least words words (new, so word 0 is 0:
+        no batch pending)."""
+        self._meta = (ctypes.c_int64 * max(words, 2 * len(self._meta)))()
+        self._meta_addr = ctypes.addressof(self._meta)
+
     def _claim(self):
-        """The Batch of the batch fm_next left in self._out. A
+        """The Batch of the batch fm_next_meta described in self._meta. A
         KeyboardInterrupt may strike at any call here (CPython raises it
         after a call returns), so nothing is lost or freed twice: until the
         last two statements the owner holds no handle (dropping it releases
-        nothing) and self._out still holds the batch (the next call claims it
-        again); those two are attribute stores, after which CPython does not
-        raise it."""
-        cb = self._out.contents
-        h = cb.handle
+        nothing) and word 0 of self._meta still marks the batch as pending
+        (the next call claims it again); those two are stores (an item, an
+        attribute), after which CPython does not raise it."""
+        meta = self._meta
+        rec = meta[1 : meta[0]]
+        h = rec[0]
+        if rec[8] > len(self._names):
+            try:
+                self._fetch_names(rec[8])
+            except Error:  # the iterator closed meanwhile: the batch is nobody's
+                meta[0] = 0
+                _lib._lib.fm_batch_release(h)
+                raise
         owner = _Owner(0)
-        b = _make_batch(cb, owner)
-        empty = ctypes.POINTER(_lib.CBatch)()
-        self._out = empty
+        b = _make_batch(rec, self._names, owner)
+        meta[0] = 0
         owner.handle = h
         return b
 
+    def _fetch_names(self, n):
+        """Caches the iterator's first n names (those not cached yet)."""
+        names = self._names
+        out = ctypes.c_void_p()
+        while len(names) < n:
+            _lib.call("fm_iter_name", self._handle, len(names), ctypes.byref(out))
+            names.append(_lib.take_string(out.value))
+
     def _drop_pending(self):
-        """Releases a batch fm_next returned that no Batch owns (a call cut
-        short by an interrupt), unless a next() is running."""
+        """Releases a batch fm_next_meta returned that no Batch owns (a
+        call cut short by an interrupt), unless a next() is running."""
         if not self._next_lock.acquire(blocking=False):
             return
         try:
-            if self._out and _lib.usable():
-                h = self._out.contents.handle
-                self._out = ctypes.POINTER(_lib.CBatch)()
+            if self._meta[0] and _lib.usable():
+                h = self._meta[1]
+                self._meta[0] = 0
                 _lib._lib.fm_batch_release(h)
         finally:
             self._next_lock.release()

@@ -14,15 +14,25 @@ import threading
 from ._errors import Error, ForkError, from_code
 
 # Must equal abiVersion in cmd/libfeedmesh/errors.go.
-ABI_VERSION = 1
+ABI_VERSION = 2
 
-# Outcomes of fm_next (cmd/libfeedmesh/errors.go); errors are 10 and above.
-OK, END, TIMEOUT = 0, 1, 2
+# Outcomes of fm_next and fm_next_meta (cmd/libfeedmesh/errors.go);
+# errors are 10 and above. MORE: fm_next_meta's buffer is too small.
+OK, END, TIMEOUT, MORE = 0, 1, 2, 3
+
+# fm_next_meta's record (cmd/libfeedmesh/capi.go): a header of META_HEADER
+# int64 words (length, handle, seq, epoch, rows, round, bucket, worker's
+# name number, number of tensors, number of names the iterator has), then
+# per tensor META_TENSOR words (name number, dtype, ndim, data address,
+# nbytes, offsets address, noffsets) and its ndim dimensions.
+META_HEADER, META_TENSOR = 10, 7
 
 # The dtypes' numbers (pipeline/tensor.DType).
 BYTES = 10
 
 
+# fm_next's structs: the package reads batches with fm_next_meta; these
+# stay for callers of fm_next (and its test).
 class CTensor(ctypes.Structure):
     _fields_ = [
         ("name", ctypes.c_char_p),
@@ -63,6 +73,8 @@ _SIGNATURES = {
     "fm_distribute": (_i32, [_u64, _i32, ctypes.c_char_p, _i64, ctypes.c_char_p, ctypes.c_char_p, _i64, _P(_u64), _P(_vp)]),
     "fm_attach": (_i32, [_u64, ctypes.c_char_p, _P(_u64), _P(_vp)]),
     "fm_next": (_i32, [_u64, _i32, _P(_P(CBatch)), _P(_vp)]),
+    "fm_next_meta": (_i32, [_u64, _i32, _vp, _i64, _P(_vp)]),
+    "fm_iter_name": (_i32, [_u64, _i64, _P(_vp), _P(_vp)]),
     "fm_batch_release": (_i32, [_u64]),
     "fm_live_batches": (_i64, []),
     "fm_checkpoint": (_i32, [_u64, _P(_vp), _P(_i64), _P(_vp)]),

@@ -368,8 +368,9 @@ class BadInputTest(unittest.TestCase):
 
 
     def test_batch_of_an_interrupted_call(self):
-        # A KeyboardInterrupt raised as fm_next returns a batch leaves it in
-        # the iterator's slot: the next next() returns it, close() frees it.
+        # A KeyboardInterrupt raised as fm_next_meta returns a batch leaves
+        # it in the iterator's slot: the next next() returns it, close()
+        # frees it.
         import ctypes
 
         from feedmesh import _lib
@@ -379,8 +380,9 @@ class BadInputTest(unittest.TestCase):
 
         def raw_next(it):  # what next() does, up to the interrupt
             err = ctypes.c_void_p()
-            rc = _lib.lib().fm_next(it._handle, 5000, ctypes.byref(it._out), ctypes.byref(err))
+            rc = _lib.lib().fm_next_meta(it._handle, 5000, it._meta_addr, len(it._meta), ctypes.byref(err))
             self.assertEqual(rc, _lib.OK)
+            self.assertNotEqual(it._meta[0], 0)
 
         with self.c.distribute(range_spec(100, 10, split=100), job=job_name("pending"), max_workers=1) as it:
             raw_next(it)
@@ -391,6 +393,76 @@ class BadInputTest(unittest.TestCase):
         it = self.c.distribute(range_spec(100, 10), job=job_name("pending2"))
         raw_next(it)
         it.close()
+        self.assertEqual(feedmesh.live_batches(), base)
+
+
+    def test_record_buffer_grows(self):
+        # A batch whose record does not fit the iterator's buffer waits in
+        # the library (FM_MORE) while the buffer grows: nothing is lost.
+        import ctypes
+
+        gc.collect()
+        base = feedmesh.live_batches()
+        spec = range_spec(200, 10, ops=[{"map": {"fn": "cast", "args": {"tensor": "value", "dtype": "float32"}}}])
+        with self.c.distribute(TEXT_SPEC, job=job_name("grow")) as it:
+            it._meta = (ctypes.c_int64 * 10)()  # the header alone
+            it._meta_addr = ctypes.addressof(it._meta)
+            ids = []
+            for b in it:
+                ids.extend(b["id"].tolist())
+                self.assertEqual(b["tokens"].shape[1], b["tokens_length"].max())
+            self.assertEqual(sorted(ids), list(range(400)))
+            self.assertGreater(len(it._meta), 10)
+            del b
+        with self.c.distribute(spec, job=job_name("grow2")) as it:
+            it._meta = (ctypes.c_int64 * 10)()
+            it._meta_addr = ctypes.addressof(it._meta)
+            self.assertEqual(sorted(read_values(it).tolist()), list(map(float, range(200))))
+        gc.collect()
+        self.assertEqual(feedmesh.live_batches(), base)
+
+    def test_batch_fields(self):
+        with self.c.distribute(TEXT_SPEC, job=job_name("fields")) as it:
+            seqs = {}
+            for b in it:
+                self.assertIsInstance(b.worker, str)
+                self.assertTrue(b.worker)
+                self.assertEqual(sorted(b.keys()), ["id", "text", "tokens", "tokens_length"])
+                self.assertEqual(b.rows, len(b["id"]))
+                self.assertEqual((b.round, b.bucket), (-1, -1))
+                self.assertIsInstance(b.epoch, int)
+                seqs.setdefault(b.worker, []).append(b.seq)
+                self.assertIs(b["tokens"].base, b["id"].base, "every array's base is the batch's owner")
+                self.assertFalse(hasattr(b["tokens"].base, "__array_interface__"))
+            for w, s in seqs.items():
+                self.assertEqual(len(s), len(set(s)), "worker %s: seqs repeat" % w)
+
+    def test_fm_next_struct(self):
+        # fm_next (the fm_batch struct), which the package no longer uses,
+        # still serves C callers.
+        import ctypes
+
+        from feedmesh import _lib
+
+        gc.collect()
+        base = feedmesh.live_batches()
+        with self.c.distribute(range_spec(30, 10), job=job_name("struct")) as it:
+            vals = []
+            out, err = ctypes.POINTER(_lib.CBatch)(), ctypes.c_void_p()
+            while True:
+                rc = _lib.lib().fm_next(it._handle, 5000, ctypes.byref(out), ctypes.byref(err))
+                if rc == _lib.END:
+                    break
+                self.assertEqual(rc, _lib.OK)
+                cb = out.contents
+                self.assertEqual(cb.ntensors, 1)
+                t = cb.tensors[0]
+                self.assertEqual((t.name, t.dtype, t.ndim), (b"value", 4, 1))
+                vals.extend((ctypes.c_int64 * t.shape[0]).from_address(t.data))
+                self.assertEqual(feedmesh.live_batches(), base + 1)
+                self.assertEqual(_lib.lib().fm_batch_release(cb.handle), _lib.OK)
+                self.assertEqual(_lib.lib().fm_batch_release(cb.handle), 16)  # FM_ERR_CLOSED: released already
+            assert_once(self, vals, 30)
         self.assertEqual(feedmesh.live_batches(), base)
 
 
