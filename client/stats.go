@@ -20,7 +20,9 @@ type Stats struct {
 	// WireBytes is what the batches took on the network (see WorkerStats).
 	WireBytes int64                  `json:"wire_bytes"`
 	Workers   map[string]WorkerStats `json:"workers"`
-	// Reconnects counts worker streams reopened after a failure.
+	// Reconnects counts worker streams reopened after a failure. At most
+	// once, the batches on their way on a stream that broke are lost
+	// (exactly-once sends them again).
 	Reconnects int64 `json:"reconnects"`
 	// Share (jobs with JobOptions.Share) are the job's sharing counters as
 	// the workers last reported them: refreshed every HeartbeatInterval

@@ -52,6 +52,10 @@ type readSummary struct {
 	// this reader (client.Stats.WorkersDropped): at-most-once, what they
 	// had made and not sent is lost beyond the splits counted lost.
 	WorkersDropped int64 `json:"workers_dropped,omitempty"`
+	// Reconnects counts streams reopened after they broke
+	// (client.Stats.Reconnects): at-most-once, the batches on their way
+	// on a broken stream are lost.
+	Reconnects int64 `json:"reconnects,omitempty"`
 	// Note says what the reader should know about a surprising result:
 	// nothing read from a job that had already run to its end, or the
 	// copies that sharing off delivers.
@@ -323,7 +327,7 @@ func consume(ctx context.Context, it *client.Iterator, take int64, p progressLin
 	return readSummary{Job: it.Job(), Batches: s.Batches, Elements: s.Rows, Bytes: s.Bytes, WireBytes: s.WireBytes,
 		Seconds: time.Since(start).Seconds(), Workers: len(s.Workers), PerWorker: per, padded: padded, tokens: tokens,
 		JobState: s.JobState, SplitsLost: s.SplitsLost, NumSplits: s.NumSplits, Delivery: s.Delivery, Requeued: requeued(s),
-		Orphaned: orphaned(s, stopped), WorkersDropped: s.WorkersDropped, Stopped: stopped}, nil
+		Orphaned: orphaned(s, stopped), WorkersDropped: s.WorkersDropped, Reconnects: s.Reconnects, Stopped: stopped}, nil
 }
 
 // progressLine is where and how consume reports progress: nowhere (w nil),
@@ -377,8 +381,8 @@ func readNote(s readSummary, existing *api.JobInfo, sh api.Sharding) string {
 	case s.SplitsLost > 0:
 		return fmt.Sprintf("data lost: %d of the dataset's %d splits were lost (delivery at-most-once: a worker died or restarted while it held them, and what it had not sent of them is not read again; the default, exactly-once, reads them again); `feedmesh jobs` shows the job's loss",
 			s.SplitsLost, s.NumSplits)
-	case s.WorkersDropped > 0 && s.Delivery == api.AtMostOnce:
-		return fmt.Sprintf("data may be lost: %d workers were declared dead while streaming to this reader; at most once, batches they had made and not yet sent are lost even when no split is counted lost (the default, exactly-once, reads them again)", s.WorkersDropped)
+	case (s.WorkersDropped > 0 || s.Reconnects > 0) && s.Delivery == api.AtMostOnce:
+		return fmt.Sprintf("data may be lost: %d workers were declared dead (or restarted) while streaming to this reader and %d streams broke and were reopened; at most once, batches a dead worker had made and not sent, and those on their way on a broken stream, are lost even when no split is counted lost (the default, exactly-once, sends them again)", s.WorkersDropped, s.Reconnects)
 	}
 	return ""
 }
@@ -409,8 +413,8 @@ func printReadSummary(w io.Writer, s readSummary) {
 	if s.SplitsLost > 0 {
 		fmt.Fprintf(w, "lost: %d of %d splits (at most once: their worker died or restarted)\n", s.SplitsLost, s.NumSplits)
 	}
-	if s.WorkersDropped > 0 && s.Delivery == api.AtMostOnce {
-		fmt.Fprintf(w, "workers dropped: %d declared dead while streaming (at most once: what they had made and not sent is lost too)\n", s.WorkersDropped)
+	if (s.WorkersDropped > 0 || s.Reconnects > 0) && s.Delivery == api.AtMostOnce {
+		fmt.Fprintf(w, "workers dropped: %d declared dead or restarted while streaming; streams reopened: %d (at most once: what was on its way is lost too)\n", s.WorkersDropped, s.Reconnects)
 	}
 	if s.Requeued > 0 {
 		fmt.Fprintf(w, "exactly once: %d splits of workers that died were read again elsewhere, without the elements already delivered\n", s.Requeued)
