@@ -180,6 +180,8 @@ func explain(nodes []node, c config, b binding, x, cores float64) (int, string) 
 		total := 0.0
 		for _, j := range b.nodes {
 			total += nodes[j].load
+		}
+		for _, j := range b.nodes {
 			if j != k && nodes[j].load > 0.05*total {
 				others = append(others, nodes[j].name)
 			}

@@ -81,17 +81,17 @@ func TestAnalyze(t *testing.T) {
 			plan: Plan{Parallelism: map[int]int{1: 4}, PrefetchAfter: []int{2}},
 		},
 		{
-			// Two maps share 4 cores: 10 and 30 ms per output, 0.1 ms
-			// for the source. The LP gives the second map 3 cores (3
-			// workers) and the first one a core, but the first then
-			// shares its goroutine with the source, which would make it
-			// 10.1 ms: a prefetch splits them.
+			// Two maps share 4 cores: 10 and 30 ms per output, 2 ms for
+			// the source. The LP gives the second map 2.86 cores (3
+			// workers) and the first 0.95 (1), but the first then shares
+			// its goroutine with the source, which would make it 12 ms:
+			// a prefetch splits them.
 			name:  "two ops sharing cores",
 			spec:  sharing,
-			stats: []st{{100, 0.01, 8}, {100, 1, 4}, {100, 3, 4}},
+			stats: []st{{100, 0.2, 8}, {100, 1, 4}, {100, 3, 4}},
 			cores: 4, bounding: 2,
-			share: []float64{0.01 / 4.01, 1 / 4.01, 3 / 4.01},
-			x:     100 / 4.01, xRec: 4 / 0.0401,
+			share: []float64{0.2 / 4.2, 1 / 4.2, 3 / 4.2},
+			x:     100 / 4.2, xRec: 4 / 0.042,
 			plan: Plan{Parallelism: map[int]int{1: 3}, PrefetchAfter: []int{-1, 1}},
 		},
 		{
@@ -196,8 +196,8 @@ func TestAnalyzeRowsAndErrors(t *testing.T) {
 
 // TestRealisedPlanMeetsTheLP: on random pipelines, the integer
 // parallelism and prefetches the recommendation picks reach the LP's
-// optimum exactly, and the optimum is never below the throughput as
-// configured.
+// optimum to within Slack, and the optimum is never below the throughput
+// as configured.
 func TestRealisedPlanMeetsTheLP(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for trial := 0; trial < 2000; trial++ {
@@ -224,7 +224,7 @@ func TestRealisedPlanMeetsTheLP(t *testing.T) {
 			continue
 		}
 		xRec, _ := predict(nodes, realise(nodes, xStar), cores)
-		if !near(xRec, xStar) || xStar < x*(1-1e-9) {
+		if xRec > xStar*(1+1e-9) || xRec < xStar/(1+Slack)*(1-1e-9) || xStar < x*(1-1e-9) {
 			t.Fatalf("trial %d: %+v on %g cores: configured %v, LP %v, realised %v", trial, nodes, cores, x, xStar, xRec)
 		}
 	}

@@ -43,7 +43,9 @@
 // ops of R_k, N / Σ_k load_k). The recommendation realises it: each map
 // gets parallelism ⌈X*·load_k⌉ and prefetches cut the segments whose
 // summed load exceeds 1/X* (a greedy cut, which is optimal for contiguous
-// groups), so the recommended configuration's prediction is X* again.
+// groups), so the recommended configuration's prediction is X* again, to
+// within Slack (5 %): a worker or a prefetch that would gain less is left
+// out.
 //
 // # Caching
 //
@@ -60,5 +62,6 @@
 //	model.go    the input (Run, Budget), the constraints and the prediction
 //	analyze.go  Analyze: the Report, the bounding op and why, the LP and its realisation
 //	cache.go    the cache recommendation
+//	epoch.go    how many elements the source yields per epoch, counted or estimated
 //	rewrite.go  Rewrite and RewriteYAML: the recommendation applied to a spec
 package diagnose

@@ -37,6 +37,13 @@ type Run struct {
 // same mean rate, small enough to hold a few images at most.
 const PrefetchBuffer = 4
 
+// Slack is how far below the LP's optimum the recommendation may stay to
+// save a worker or a prefetch: a map gets ⌈θ/(1+Slack)⌉ workers, and a
+// segment is cut only where its load exceeds (1+Slack)/X*. Without it a
+// source that costs 0.3 % of the bounding op would earn a prefetch of its
+// own.
+const Slack = 0.05
+
 // kind is how an op runs, as far as the model cares.
 type kind int
 
@@ -143,19 +150,20 @@ func lpOptimum(nodes []node, cores float64) float64 {
 }
 
 // realise turns the LP's optimum x into a configuration: each map gets
-// ⌈x·load⌉ workers, and prefetches cut every segment whose load exceeds
-// 1/x into contiguous groups that do not (greedily, which needs the fewest
-// cuts), plus one at the end so the consumer overlaps the pipeline.
+// ⌈x·load/(1+Slack)⌉ workers, and prefetches cut every segment whose load
+// exceeds (1+Slack)/x into contiguous groups that do not (greedily, which
+// needs the fewest cuts), plus one at the end so the consumer overlaps the
+// pipeline. Its throughput is within Slack of x.
 func realise(nodes []node, x float64) config {
 	c := config{par: make([]int, len(nodes)), cutAfter: make([]bool, len(nodes))}
 	for k, n := range nodes {
 		c.par[k] = 1
 		if n.kind == mapOp && n.load > 0 && !math.IsInf(x, 1) {
-			c.par[k] = int(min(max(math.Ceil(x*n.load-1e-9), 1), pipeline.MaxParallelism))
+			c.par[k] = int(min(max(math.Ceil(x*n.load/(1+Slack)-1e-9), 1), pipeline.MaxParallelism))
 		}
 	}
 	if !math.IsInf(x, 1) && x > 0 {
-		limit := (1 / x) * (1 + 1e-9)
+		limit := (1 / x) * (1 + Slack)
 		acc, prev := 0.0, -1
 		for k, n := range nodes {
 			parallel := n.kind == mapOp && c.par[k] > 1
