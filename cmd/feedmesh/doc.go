@@ -10,6 +10,7 @@
 //	readck.go   feedmesh read --checkpoint and --resume: an exactly-once job's checkpoint file
 //	dump.go     feedmesh read --dump: the elements read as JSON lines
 //	runlocal.go feedmesh run-local: a pipeline spec in-process with per-op statistics
+//	diagnose.go feedmesh diagnose: what bounds a spec's throughput, Plumber's allocation, --write the tuned spec
 //	demo.go     feedmesh demo: an in-process cluster, a built-in dataset, live progress, a leader killed
 //	recover.go  feedmesh recover: after losing a Raft quorum for good, make the stopped survivors the only voters
 //	version.go  feedmesh version

@@ -14,4 +14,5 @@ func init() {
 	RegisterMapFactory("normalize", normalize)
 	RegisterMapFactory("cast", cast)
 	RegisterMapFactory("json_field", jsonField)
+	RegisterMapFactory("cost", cost)
 }

@@ -9,6 +9,7 @@
 //	text.go       tokenize_whitespace, tokenize_bytes, length_between
 //	image.go      decode_image, resize, random_crop, random_flip, normalize (bounded by DefaultMaxPixels)
 //	cast.go       cast and json_field
+//	cost.go       cost: busy CPU or a wait per element, a parallelisable stand-in for expensive work
 //	common.go     helpers every function uses (its input tensor, replacing a tensor)
 //	args.go       Args: a function's arguments from the spec, typed (args_list.go: lists)
 package fn
