@@ -47,9 +47,10 @@ type leaseProvider struct {
 
 	queue   []leasedSplit
 	current leasedSplit
-	reading bool   // current was handed to the pipeline, not yet finished
-	reqID   uint64 // of the last lease asked for
-	jobID   uint64 // the ID of the job the task runs (0: unchecked; a share group's)
+	reading bool             // current was handed to the pipeline, not yet finished
+	reqID   uint64           // of the last lease asked for
+	lastReq api.LeaseRequest // the last lease asked for, sent again after a failure whose outcome is unknown
+	jobID   uint64           // the ID of the job the task runs (0: unchecked; a share group's)
 
 	finished []leasedSplit // read completely, not yet reported
 
@@ -130,6 +131,17 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error
 				return pipeline.ProvidedSplit{}, io.EOF
 			}
 			p.policy.answered(time.Now(), r.err == nil && r.resp.Done)
+			if r.err != nil && retriable(r.err) && ctx.Err() == nil {
+				// No leader for longer than a request waits (an election
+				// on loaded cores, a partition): the job waits for one,
+				// it does not fail. The same request goes out again (it
+				// may have committed: its id makes the leader answer
+				// with the same lease); each waits up to RequestTimeout.
+				p.n.log.Warn("lease splits: no answer; asking again", "job", p.job, "err", r.err)
+				p.policy.ask(time.Now())
+				p.send(p.lastReq)
+				continue
+			}
 			if r.err != nil {
 				return pipeline.ProvidedSplit{}, fmt.Errorf("lease splits: %w", r.err)
 			}
@@ -429,12 +441,7 @@ func (p *leaseProvider) ask(n int) {
 	finished := p.finished
 	p.finished = nil
 	req := api.LeaseRequest{Job: p.job, Worker: p.n.name, RequestID: p.reqID, N: n, Incarnation: p.n.incarnation, JobID: p.jobID}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		resp, err := p.n.lease(p.ctx, req)
-		p.answer <- leaseResult{resp: resp, err: err}
-	}()
+	p.send(req)
 	if len(finished) > 0 {
 		// The report is not on the lease's critical path.
 		p.wg.Add(1)
@@ -443,6 +450,18 @@ func (p *leaseProvider) ask(n int) {
 			p.report(p.ctx, finished)
 		}()
 	}
+}
+
+// send asks for a lease in a goroutine that close waits for; the answer
+// comes on p.answer.
+func (p *leaseProvider) send(req api.LeaseRequest) {
+	p.lastReq = req
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		resp, err := p.n.lease(p.ctx, req)
+		p.answer <- leaseResult{resp: resp, err: err}
+	}()
 }
 
 // report sends finished splits, one request per epoch. It is bookkeeping
