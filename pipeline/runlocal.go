@@ -109,11 +109,11 @@ func (r *RunReport) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "dataset %s\n", r.Fingerprint)
 	if r.Batches > 0 {
 		fmt.Fprintf(w, "%d elements in %d batches, %s in %.3f s: %.0f elements/s, %.1f batches/s, %s/s\n",
-			r.Elements, r.Batches, humanBytes(float64(r.Bytes)), r.Seconds, r.ElementsPerSecond,
-			float64(r.Batches)/max(r.Seconds, 1e-9), humanBytes(r.BytesPerSecond))
+			r.Elements, r.Batches, HumanBytes(float64(r.Bytes)), r.Seconds, r.ElementsPerSecond,
+			float64(r.Batches)/max(r.Seconds, 1e-9), HumanBytes(r.BytesPerSecond))
 	} else {
 		fmt.Fprintf(w, "%d elements, %s in %.3f s: %.0f elements/s, %s/s\n",
-			r.Elements, humanBytes(float64(r.Bytes)), r.Seconds, r.ElementsPerSecond, humanBytes(r.BytesPerSecond))
+			r.Elements, HumanBytes(float64(r.Bytes)), r.Seconds, r.ElementsPerSecond, HumanBytes(r.BytesPerSecond))
 	}
 	if len(r.Ops) == 0 {
 		_, err := fmt.Fprintln(w, "(statistics off)")
@@ -131,7 +131,7 @@ func (r *RunReport) WriteTable(w io.Writer) error {
 			in = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%.3f\t%.3f\t%.3f\t\n", mark, o.Name, o.Parallelism, in, o.ElementsOut,
-			humanBytes(float64(o.BytesOut)), o.BusySeconds, o.WaitSeconds, o.StallSeconds)
+			HumanBytes(float64(o.BytesOut)), o.BusySeconds, o.WaitSeconds, o.StallSeconds)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -154,7 +154,8 @@ func (r *RunReport) WriteTable(w io.Writer) error {
 	return nil
 }
 
-func humanBytes(b float64) string {
+// HumanBytes writes a byte count in decimal units (1.5 MB).
+func HumanBytes(b float64) string {
 	units := []string{"B", "KB", "MB", "GB", "TB"}
 	i := 0
 	for b >= 1000 && i < len(units)-1 {

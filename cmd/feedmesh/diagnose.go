@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -44,24 +43,9 @@ func runDiagnose(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	seconds := fs.Float64("seconds", 5, "run the pipeline for at most `S` seconds")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	write := fs.String("write", "", "write the spec with the recommendation applied to `FILE` (YAML)")
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if err == flag.ErrHelp {
-				return err
-			}
-			return cli.ErrUsage
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-	if len(positional) != 1 {
-		fmt.Fprintf(stderr, "diagnose: want exactly one SPEC file, got %d\n", len(positional))
-		fs.Usage()
-		return cli.ErrUsage
+	specArg, err := parseSpecArg(fs, args, stderr)
+	if err != nil {
+		return err
 	}
 	if !(*cores > 0) || math.IsInf(*cores, 0) || *cores > 1<<16 {
 		return cli.InputError(fmt.Errorf("--cores must be in (0, 65536], got %v", *cores))
@@ -76,7 +60,7 @@ func runDiagnose(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *write != "" && strings.HasSuffix(strings.ToLower(*write), ".json") {
 		return cli.InputError(fmt.Errorf("--write %s: the rewritten spec is YAML; give a .yaml or .yml name", *write))
 	}
-	specPath, err := filepath.Abs(positional[0])
+	specPath, err := filepath.Abs(specArg)
 	if err != nil {
 		return cli.InputError(err)
 	}
@@ -247,7 +231,7 @@ func writeDiagnosis(w io.Writer, fingerprint string, run diagnose.Run, r *diagno
 			mark = "*"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.4g\t%.4g\t%s\t%.4g\t%.0f %%\t\n", mark, opLabel(o), o.Parallelism, o.RecommendedParallelism,
-			o.ElementsPerSecond, o.CPUSecondsPerElement*1e3, diagnose.HumanBytes(o.BytesPerElement), o.CPUSecondsPerOutput*1e3, 100*o.CriticalPathShare)
+			o.ElementsPerSecond, o.CPUSecondsPerElement*1e3, pipeline.HumanBytes(o.BytesPerElement), o.CPUSecondsPerOutput*1e3, 100*o.CriticalPathShare)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -275,7 +259,7 @@ func writeDiagnosis(w io.Writer, fingerprint string, run diagnose.Run, r *diagno
 		if c.Estimated {
 			est = " (epoch size estimated)"
 		}
-		fmt.Fprintf(w, "cache: after %s: %s per epoch%s within %s", opLabel(r.Ops[c.AfterIndex+1]), diagnose.HumanBytes(float64(c.Bytes)), est, diagnose.HumanBytes(float64(c.MemoryBytes)))
+		fmt.Fprintf(w, "cache: after %s: %s per epoch%s within %s", opLabel(r.Ops[c.AfterIndex+1]), pipeline.HumanBytes(float64(c.Bytes)), est, pipeline.HumanBytes(float64(c.MemoryBytes)))
 		if c.PredictedElementsPerSecond > 0 {
 			fmt.Fprintf(w, "; %.4g outputs/s predicted from the second epoch", c.PredictedElementsPerSecond)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -79,4 +80,30 @@ func loadGossipKey(v string) ([]byte, error) {
 		return nil, fmt.Errorf("--gossip-key: decodes to %d bytes, want 32", len(key))
 	}
 	return key, nil
+}
+
+// parseSpecArg parses args for a command that takes one SPEC file, with
+// flags before or after it (`run-local`, `diagnose`), and returns it. A
+// wrong count prints usage and returns cli.ErrUsage.
+func parseSpecArg(fs *flag.FlagSet, args []string, stderr io.Writer) (string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if err == flag.ErrHelp {
+				return "", err
+			}
+			return "", cli.ErrUsage
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(positional) != 1 {
+		fmt.Fprintf(stderr, "%s: want exactly one SPEC file, got %d\n", fs.Name(), len(positional))
+		fs.Usage()
+		return "", cli.ErrUsage
+	}
+	return positional[0], nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 
@@ -26,30 +25,15 @@ func runLocal(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	take := fs.Int64("take", 0, "stop after `N` outputs of the last op (batches when it batches); 0 runs to the end")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	noStats := fs.Bool("no-stats", false, "turn per-op statistics off (to measure their overhead)")
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if err == flag.ErrHelp {
-				return err
-			}
-			return cli.ErrUsage
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-	if len(positional) != 1 {
-		fmt.Fprintf(stderr, "run-local: want exactly one SPEC file, got %d\n", len(positional))
-		fs.Usage()
-		return cli.ErrUsage
+	specArg, err := parseSpecArg(fs, args, stderr)
+	if err != nil {
+		return err
 	}
 	if *take < 0 {
 		fmt.Fprintln(stderr, "run-local: --take must be >= 0")
 		return cli.ErrUsage
 	}
-	spec, err := pipeline.LoadFile(positional[0])
+	spec, err := pipeline.LoadFile(specArg)
 	if err != nil {
 		return err
 	}

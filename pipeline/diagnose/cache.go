@@ -87,7 +87,7 @@ func recommendCache(spec *pipeline.Spec, run Run, nodes []node, b Budget) (*Cach
 		elems := float64(run.EpochSourceElements) * float64(o.ElementsOut) / float64(src)
 		bytes := elems * float64(o.BytesOut) / float64(o.ElementsOut)
 		if bytes > float64(b.MemoryBytes) {
-			tooBig = append(tooBig, fmt.Sprintf("after %s: %s", o.Name, HumanBytes(bytes)))
+			tooBig = append(tooBig, fmt.Sprintf("after %s: %s", o.Name, pipeline.HumanBytes(bytes)))
 			continue
 		}
 		best = &Cache{AfterIndex: k - 1, AfterOp: o.Name, Bytes: int64(math.Ceil(bytes)),
@@ -101,13 +101,13 @@ func recommendCache(spec *pipeline.Spec, run Run, nodes []node, b Budget) (*Cach
 		}
 	}
 	if best == nil {
-		why := fmt.Sprintf("no cacheable prefix fits %s", HumanBytes(float64(b.MemoryBytes)))
+		why := fmt.Sprintf("no cacheable prefix fits %s", pipeline.HumanBytes(float64(b.MemoryBytes)))
 		if len(tooBig) > 0 {
 			why += " (" + joinMax(tooBig, 4) + ")"
 		}
 		return nil, why + stop
 	}
-	why := fmt.Sprintf("the longest cacheable prefix that fits %s", HumanBytes(float64(b.MemoryBytes)))
+	why := fmt.Sprintf("the longest cacheable prefix that fits %s", pipeline.HumanBytes(float64(b.MemoryBytes)))
 	if len(tooBig) > 0 {
 		why += "; these do not: " + joinMax(tooBig, 4)
 	}
@@ -126,18 +126,4 @@ func joinMax(s []string, n int) string {
 		out += x
 	}
 	return out
-}
-
-// HumanBytes writes a byte count in decimal units (1.5 MB).
-func HumanBytes(b float64) string {
-	units := []string{"B", "KB", "MB", "GB", "TB"}
-	i := 0
-	for b >= 1000 && i < len(units)-1 {
-		b /= 1000
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%.0f B", b)
-	}
-	return fmt.Sprintf("%.1f %s", b, units[i])
 }
