@@ -104,6 +104,13 @@ func (n *Node) registerJobHandlers() {
 		}
 		return n.ShareStats(req.Job), nil
 	})
+	handle(api.MethodOpStats, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req api.OpStatsRequest
+		if err := decode(&req); err != nil {
+			return nil, transport.Errorf(transport.ErrInvalid, "decode opstats: %v", err)
+		}
+		return n.OpStats(req.Job), nil
+	})
 }
 
 // Distribute registers spec's dataset, creates (or joins) the job and

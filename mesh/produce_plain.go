@@ -80,6 +80,8 @@ func (p *plainProducer) pump(o pipeline.Options, ss []pipeline.Split, epoch int6
 	if err != nil {
 		return err
 	}
+	t.stats.begin(it)
+	defer t.stats.end(it)
 	defer it.Close()
 	tr, _ := it.(pipeline.Tracker) // nil unless o.Track
 	for {

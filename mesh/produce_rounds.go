@@ -90,6 +90,8 @@ func (p *roundProducer) phase(lp *leaseProvider, exact bool) error {
 	if err != nil {
 		return err
 	}
+	t.stats.begin(it)
+	defer t.stats.end(it)
 	defer it.Close()
 	tr, _ := it.(pipeline.Tracker) // nil unless exact
 	for {

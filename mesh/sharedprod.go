@@ -68,6 +68,10 @@ type sharedProd struct {
 	provider *leaseProvider
 	opened   bool // DYNAMIC: the one pipeline was opened
 	seq      uint64
+
+	// stats are the per-op statistics of the production's pipelines
+	// (opstats.go): the tasks of the jobs that share it report them.
+	stats opStatsLog
 }
 
 // joinShareLocked joins job to the production of its key, creating it if
@@ -129,6 +133,7 @@ func (p *sharedProd) produce(context.Context) (*batch.Frame, error) {
 		el, err := p.it.Next(p.ctx)
 		if errors.Is(err, io.EOF) {
 			p.it.Close()
+			p.stats.end(p.it)
 			p.it = nil
 			p.epoch++
 			continue
@@ -178,6 +183,7 @@ func (p *sharedProd) open() error {
 		return err
 	}
 	p.it = it
+	p.stats.begin(it)
 	return nil
 }
 
@@ -207,6 +213,7 @@ func (p *sharedProd) leave(job string) (share.JobStats, bool) {
 		p.cancel()
 		if p.it != nil {
 			p.it.Close()
+			p.stats.end(p.it)
 			p.it = nil
 		}
 		p.closeProvider()

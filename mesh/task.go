@@ -36,6 +36,18 @@ type task struct {
 
 	produced atomic.Int64 // batches queued for consumers
 	streams  atomic.Int64 // consumer streams being served
+
+	// stats are the per-op statistics of the pipelines the task ran
+	// (opstats.go); a sharing task reads its production's instead.
+	stats opStatsLog
+}
+
+// opStatsLog is where the statistics of the task's pipelines are kept.
+func (t *task) opStatsLog() *opStatsLog {
+	if r, ok := t.prod.(*sharedReader); ok {
+		return &r.prod.stats
+	}
+	return &t.stats
 }
 
 // producer is one way of making a task's batches: plain (the task runs its

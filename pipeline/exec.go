@@ -168,7 +168,7 @@ type plan struct {
 func (p *plan) openStage(k int, epoch uint64, seg *segment, head bool) (iter, error) {
 	var it iter
 	if k == 0 && p.provider != nil {
-		it = &providerIter{p: p}
+		it = &providerIter{p: p, seg: seg}
 	} else if k == 0 {
 		s := &sourceIter{p: p, epoch: epoch}
 		if p.track != nil {

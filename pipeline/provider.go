@@ -38,6 +38,7 @@ type SplitProvider interface {
 // providerIter is sourceIter's twin for a SplitProvider.
 type providerIter struct {
 	p       *plan
+	seg     *segment // the timing segment the source runs in
 	cur     formats.Iterator
 	split   Split
 	epoch   uint64 // the current split's
@@ -54,7 +55,7 @@ func (s *providerIter) next(ctx context.Context) (item, error) {
 			if s.drained {
 				return item{}, io.EOF
 			}
-			ps, err := s.p.provider.Next(ctx)
+			ps, err := s.nextSplit(ctx)
 			if errors.Is(err, io.EOF) {
 				// A provider is consumed once: a repeat around it sees an
 				// empty second pass (the job's epochs do the repeating).
@@ -107,6 +108,23 @@ func (s *providerIter) next(ctx context.Context) (item, error) {
 
 // excluded reports whether position i (ascending from one call to the
 // next) is in the split's Exclude set.
+// nextSplit asks the provider for the next split. With statistics on, the
+// time it waits is the source's wait (its input is the provider: a
+// DYNAMIC job's leases), timed exactly (once per split, not sampled), and
+// taken out of the times of the stages it runs under (segment.external),
+// so that waiting for splits is not counted as any op's work.
+func (s *providerIter) nextSplit(ctx context.Context) (ProvidedSplit, error) {
+	if !s.p.statsOn {
+		return s.p.provider.Next(ctx)
+	}
+	t0 := mono()
+	ps, err := s.p.provider.Next(ctx)
+	d := mono() - t0
+	s.seg.external += d
+	s.p.stats[0].splitWaitNanos.Add(d)
+	return ps, err
+}
+
 func (s *providerIter) excluded(i int64) bool {
 	for s.ex < len(s.exclude) && s.exclude[s.ex+1] <= i {
 		s.ex += 2

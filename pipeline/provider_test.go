@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"time"
 )
 
 type sliceProvider struct {
@@ -64,5 +65,67 @@ func TestSplitProviderFeedsPipeline(t *testing.T) {
 	}
 	if _, err := OpenWithOptions(ctx, spec, all, Options{Provider: &sliceProvider{}}); err == nil {
 		t.Fatal("splits and a provider together were accepted")
+	}
+}
+
+// slowProvider stands in for a worker whose leases take a while: each
+// split comes after a fixed delay.
+type slowProvider struct {
+	sliceProvider
+	delay time.Duration
+}
+
+func (p *slowProvider) Next(ctx context.Context) (ProvidedSplit, error) {
+	t := time.NewTimer(p.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return ProvidedSplit{}, ctx.Err()
+	}
+	return p.sliceProvider.Next(ctx)
+}
+
+// Time the source waits for splits is its wait, not its work nor any op's:
+// a diagnosis must not call a DYNAMIC worker's source the bound because
+// leases took a while.
+func TestSplitWaitIsNoOpsWork(t *testing.T) {
+	spec := NewSpec(Source{Range: &RangeSource{Start: 0, Stop: 2000, SplitSize: 100}}).
+		Map("cast", map[string]any{"tensor": "value", "dtype": "float32"}, 1).
+		Batch(10, false)
+	all, err := Splits(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const delay = 20 * time.Millisecond
+	p := &slowProvider{sliceProvider: sliceProvider{splits: all}, delay: delay}
+	ctx := context.Background()
+	it, err := OpenWithOptions(ctx, spec, nil, Options{Provider: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	for {
+		if _, err := it.Next(ctx); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := it.Stats()
+	waited := time.Duration(len(all)+1) * delay // one more call says EOF
+	src := st.Ops[0]
+	if src.WaitSeconds < waited.Seconds() {
+		t.Errorf("source waited %.3f s for splits, want at least %.3f", src.WaitSeconds, waited.Seconds())
+	}
+	var work float64
+	for _, o := range st.Ops {
+		work += o.BusySeconds + o.StallSeconds
+	}
+	// The ops' own work on 2,000 small elements takes a few ms; the
+	// waits, 420 ms. A wait counted as work shows up as ≥ 20 ms at once
+	// (and a sampled call counts 32 times over).
+	if work > waited.Seconds()/4 {
+		t.Errorf("busy+stall over all ops %.3f s against %.3f s of split waits: waits counted as work\n%+v", work, waited.Seconds(), st.Ops)
 	}
 }

@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -31,7 +33,10 @@ type OpStats struct {
 	// BusySeconds is time spent in the op's own work, summed over its
 	// goroutines for a parallel map.
 	BusySeconds float64 `json:"busy_seconds"`
-	// WaitSeconds is time the op spent waiting on its input.
+	// WaitSeconds is time the op spent waiting on its input. For the
+	// source over a split provider (a DYNAMIC job's worker), it is the
+	// time spent waiting for the next split (leases): counted as no op's
+	// work, and not in StallSeconds.
 	WaitSeconds float64 `json:"wait_seconds"`
 	// StallSeconds is the time the op's consumer spent waiting on it
 	// beyond the time the op itself spent waiting on its input: the op's
@@ -72,6 +77,9 @@ type opStats struct {
 	busyNanos   atomic.Int64 // concurrent ops only
 	skipped     atomic.Int64
 	replaced    atomic.Int64
+	// splitWaitNanos (the source over a split provider): time spent
+	// waiting for the next split, exact.
+	splitWaitNanos atomic.Int64
 }
 
 // timed wraps a stage to count its output and time its Next.
@@ -112,6 +120,10 @@ type timed struct {
 type segment struct {
 	weight int64 // 0: this call is not timed
 	pairs  int64 // clock-read pairs taken in the segment so far
+	// external is the time spent so far waiting outside the pipeline's
+	// work (the source waiting for splits from a provider); a timed call
+	// leaves out what it grew by during the call.
+	external int64
 }
 
 const (
@@ -137,10 +149,10 @@ func (t *timed) next(ctx context.Context) (item, error) {
 		t.count(err)
 		return x, err
 	}
-	p0 := t.seg.pairs
+	p0, ext0 := t.seg.pairs, t.seg.external
 	start := mono()
 	x, err := t.it.next(ctx)
-	d := mono() - start
+	d := mono() - start - (t.seg.external - ext0)
 	t.nanos += d * w
 	t.seg.pairs++
 	if t.head {
@@ -216,6 +228,9 @@ func (p *plan) snapshot(elapsed time.Duration) Stats {
 		if k > 0 {
 			o.ElementsIn = p.stats[k-1].out.Load()
 			wait = p.stats[k-1].nextNanos.Load()
+		} else {
+			wait = st.splitWaitNanos.Load() // not part of own: see segment.external
+			own += wait
 		}
 		busy := own - wait
 		o.StallSeconds = float64(max(busy, 0)) / 1e9
@@ -234,5 +249,54 @@ func (p *plan) snapshot(elapsed time.Duration) Stats {
 		// opening it bounds nothing.
 		s.Bounding = -1
 	}
+	return s
+}
+
+// Sum returns s with o's counts and times added op by op, as the
+// statistics of two runs of the same spec (one after the other, or side by
+// side on two workers): elements, bytes, skipped and replaced records and
+// busy, wait and stall seconds add up, Elapsed adds up, Parallelism is the
+// larger, and Bounding is recomputed. Stats of a different shape (another
+// spec) are an error.
+func (s Stats) Sum(o Stats) (Stats, error) {
+	switch {
+	case len(o.Ops) == 0:
+		return s.clone(), nil
+	case len(s.Ops) == 0:
+		c := o.clone()
+		c.Elapsed += s.Elapsed
+		return c, nil
+	case len(s.Ops) != len(o.Ops):
+		return Stats{}, fmt.Errorf("pipeline stats of %d and %d ops do not add up", len(s.Ops), len(o.Ops))
+	}
+	out := Stats{Ops: make([]OpStats, len(s.Ops)), Elapsed: s.Elapsed + o.Elapsed, Bounding: -1}
+	best := 0.0
+	for k, a := range s.Ops {
+		b := o.Ops[k]
+		if a.Name != b.Name || a.Index != b.Index {
+			return Stats{}, fmt.Errorf("pipeline stats: op %d is %q in one and %q in the other", k, a.Name, b.Name)
+		}
+		a.ElementsIn += b.ElementsIn
+		a.ElementsOut += b.ElementsOut
+		a.BytesOut += b.BytesOut
+		a.BusySeconds += b.BusySeconds
+		a.WaitSeconds += b.WaitSeconds
+		a.StallSeconds += b.StallSeconds
+		a.Parallelism = max(a.Parallelism, b.Parallelism)
+		a.Skipped += b.Skipped
+		a.Replaced += b.Replaced
+		out.Ops[k] = a
+		if a.StallSeconds > best {
+			best, out.Bounding = a.StallSeconds, k
+		}
+	}
+	if out.Ops[0].ElementsOut == 0 {
+		out.Bounding = -1
+	}
+	return out, nil
+}
+
+func (s Stats) clone() Stats {
+	s.Ops = slices.Clone(s.Ops)
 	return s
 }

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestStatsCountsAndBoundingOp(t *testing.T) {
@@ -191,5 +193,42 @@ func TestInvalidUTF8CountedInStats(t *testing.T) {
 	if _, err := RunLocal(context.Background(), s, RunOptions{}); err == nil ||
 		!strings.Contains(err.Error(), path+":4: invalid UTF-8 at byte 7 of the line (file offset 28)") {
 		t.Fatalf("default: %v", err)
+	}
+}
+
+func TestStatsSum(t *testing.T) {
+	a := Stats{Elapsed: time.Second, Ops: []OpStats{
+		{Name: "source:range", Index: -1, ElementsOut: 10, BusySeconds: 1, StallSeconds: 1, WaitSeconds: 0.5, Parallelism: 1},
+		{Name: "map(cost)", Index: 0, ElementsIn: 10, ElementsOut: 10, BusySeconds: 2, StallSeconds: 0.5, Parallelism: 1, BytesOut: 40},
+	}}
+	b := Stats{Elapsed: 2 * time.Second, Ops: []OpStats{
+		{Name: "source:range", Index: -1, ElementsOut: 30, BusySeconds: 1, StallSeconds: 1, Parallelism: 1, Skipped: 2},
+		{Name: "map(cost)", Index: 0, ElementsIn: 30, ElementsOut: 30, BusySeconds: 6, StallSeconds: 3, Parallelism: 4, BytesOut: 120},
+	}}
+	s, err := a.Sum(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, m := s.Ops[0], s.Ops[1]
+	if s.Elapsed != 3*time.Second || src.ElementsOut != 40 || src.WaitSeconds != 0.5 || src.Skipped != 2 ||
+		m.ElementsIn != 40 || m.BusySeconds != 8 || m.StallSeconds != 3.5 || m.Parallelism != 4 || m.BytesOut != 160 {
+		t.Fatalf("sum %+v", s)
+	}
+	if s.Bounding != 1 {
+		t.Errorf("bounding %d, want the map (1): its stall 3.5 s beats the source's 2 s", s.Bounding)
+	}
+	if a.Ops[1].BusySeconds != 2 {
+		t.Error("Sum changed its receiver's ops")
+	}
+	if e, err := (Stats{}).Sum(a); err != nil || len(e.Ops) != 2 || e.Elapsed != time.Second {
+		t.Errorf("empty + a: %+v, %v", e, err)
+	}
+	if _, err := a.Sum(Stats{Ops: a.Ops[:1]}); err == nil {
+		t.Error("stats of 2 and 1 ops added up")
+	}
+	other := slices.Clone(b.Ops)
+	other[1].Name = "map(cast)"
+	if _, err := a.Sum(Stats{Ops: other}); err == nil || !strings.Contains(err.Error(), "map(cast)") {
+		t.Errorf("stats of another spec: %v", err)
 	}
 }

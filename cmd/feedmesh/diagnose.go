@@ -33,25 +33,37 @@ func init() {
 const maxDiagnoseSeconds = 3600
 
 // runDiagnose is `feedmesh diagnose SPEC [--cores N] [--memory BYTES]
-// [--seconds S] [--json] [--write FILE]`: the shell around package
-// pipeline/diagnose. It runs the pipeline in-process, hands the per-op
-// statistics to diagnose.Analyze and prints the report.
+// [--seconds S] [--json] [--write FILE]` or `feedmesh diagnose --job NAME
+// [--addr NODE] [SPEC] …`: the shell around package pipeline/diagnose. It
+// runs the pipeline in-process, or gathers a running job's statistics from
+// its workers, hands the per-op statistics to diagnose.Analyze and prints
+// the report.
 func runDiagnose(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := prog.NewFlagSet("diagnose", "SPEC [--cores N] [--memory BYTES] [--seconds S] [--json] [--write tuned.yaml]", stderr)
-	cores := fs.Float64("cores", float64(runtime.NumCPU()), "the core budget `N` the recommendation may use (Plumber's LP); more than the machine has emulates a bigger one with ops that sleep")
+	const synopsis = "SPEC [--cores N] [--memory BYTES] [--seconds S] [--json] [--write tuned.yaml]\n" +
+		"       feedmesh diagnose --job NAME [--addr NODE] [SPEC] [--cores N] [--memory BYTES] [--json] [--write tuned.yaml]"
+	fs := prog.NewFlagSet("diagnose", synopsis, stderr)
+	cores := fs.Float64("cores", float64(runtime.NumCPU()), "the core budget `N` the recommendation may use (Plumber's LP); more than the machine has emulates a bigger one with ops that sleep; with --job, per worker (default: the workers' GOMAXPROCS)")
 	memory := fs.String("memory", "0", "memory budget for a cache, in `BYTES` (suffixes KB, MB, GB, KiB, MiB, GiB); 0: no cache recommendation")
-	seconds := fs.Float64("seconds", 5, "run the pipeline for at most `S` seconds")
+	seconds := fs.Float64("seconds", 5, "run the pipeline for at most `S` seconds (not with --job)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
-	write := fs.String("write", "", "write the spec with the recommendation applied to `FILE` (YAML)")
-	specArg, err := parseSpecArg(fs, args, stderr)
+	write := fs.String("write", "", "write the spec with the recommendation applied to `FILE` (YAML); with --job, give the job's SPEC file too")
+	job := fs.String("job", "", "diagnose the running job `NAME` from its workers' statistics instead of running SPEC here")
+	cf := addConnFlags(fs)
+	positional, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
+	var specArg string
+	switch {
+	case len(positional) == 1:
+		specArg = positional[0]
+	case len(positional) > 1 || *job == "":
+		fmt.Fprintf(stderr, "diagnose: want one SPEC file, or --job NAME, got %d arguments\n", len(positional))
+		fs.Usage()
+		return cli.ErrUsage
+	}
 	if !(*cores > 0) || math.IsInf(*cores, 0) || *cores > 1<<16 {
 		return cli.InputError(fmt.Errorf("--cores must be in (0, 65536], got %v", *cores))
-	}
-	if !(*seconds > 0) || *seconds > maxDiagnoseSeconds {
-		return cli.InputError(fmt.Errorf("--seconds must be in (0, %d], got %v", maxDiagnoseSeconds, *seconds))
 	}
 	mem, err := parseBytes(*memory)
 	if err != nil {
@@ -60,37 +72,88 @@ func runDiagnose(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *write != "" && strings.HasSuffix(strings.ToLower(*write), ".json") {
 		return cli.InputError(fmt.Errorf("--write %s: the rewritten spec is YAML; give a .yaml or .yml name", *write))
 	}
-	specPath, err := filepath.Abs(specArg)
-	if err != nil {
-		return cli.InputError(err)
+	out := diagnoseOut{cores: *cores, memory: mem, asJSON: *asJSON, write: *write}
+	if *job != "" {
+		if flagGiven(fs, "seconds") {
+			return cli.InputError(errors.New("--seconds runs SPEC here; with --job the figures are the job's, since its workers started it"))
+		}
+		if *write != "" && specArg == "" {
+			return cli.InputError(errors.New("--write with --job needs the SPEC file the job was started from (the rewrite keeps its layout and comments)"))
+		}
+		out.coresGiven = flagGiven(fs, "cores")
+		return diagnoseJob(ctx, cf, *job, specArg, out, stdout, stderr)
 	}
-	spec, err := pipeline.LoadFile(specPath)
+	for _, f := range []string{"addr", "tls-ca", "tls-cert", "tls-key", "timeout"} {
+		if flagGiven(fs, f) {
+			return cli.InputError(fmt.Errorf("--%s reaches a node: it goes with --job NAME", f))
+		}
+	}
+	if !(*seconds > 0) || *seconds > maxDiagnoseSeconds {
+		return cli.InputError(fmt.Errorf("--seconds must be in (0, %d], got %v", maxDiagnoseSeconds, *seconds))
+	}
+	specPath, spec, err := loadSpecArg(specArg)
 	if err != nil {
-		return cli.InputError(err)
+		return err
 	}
 	run, err := measure(ctx, spec, time.Duration(*seconds*float64(time.Second)), stderr)
 	if err != nil {
 		return err
 	}
-	report, err := diagnose.Analyze(spec, run, diagnose.Budget{Cores: *cores, MemoryBytes: mem})
+	return out.report(stdout, spec, specPath, run, nil)
+}
+
+// diagnoseOut is what the flags ask of a diagnosis beside its input.
+type diagnoseOut struct {
+	cores      float64
+	coresGiven bool
+	memory     int64
+	asJSON     bool
+	write      string
+}
+
+// loadSpecArg loads the SPEC argument and returns its absolute path too.
+func loadSpecArg(arg string) (string, *pipeline.Spec, error) {
+	specPath, err := filepath.Abs(arg)
+	if err != nil {
+		return "", nil, cli.InputError(err)
+	}
+	spec, err := pipeline.LoadFile(specPath)
+	if err != nil {
+		return "", nil, cli.InputError(err)
+	}
+	return specPath, spec, nil
+}
+
+// report analyses run, writes the rewritten spec if asked, and prints the
+// diagnosis (a table, or JSON with the job's fields first when job is
+// not nil).
+func (o diagnoseOut) report(stdout io.Writer, spec *pipeline.Spec, specPath string, run diagnose.Run, job *jobDiagnosis) error {
+	report, err := diagnose.Analyze(spec, run, diagnose.Budget{Cores: o.cores, MemoryBytes: o.memory})
 	if err != nil {
 		return err
 	}
 	var wrote string
-	if *write != "" {
-		if wrote, err = writeTuned(specPath, spec, report.Plan, *write); err != nil {
+	if o.write != "" {
+		if wrote, err = writeTuned(specPath, spec, report.Plan, o.write); err != nil {
 			return err
 		}
 	}
-	if *asJSON {
+	if o.asJSON {
+		if job != nil {
+			job.Report = report
+			return json.NewEncoder(stdout).Encode(job)
+		}
 		return json.NewEncoder(stdout).Encode(report)
 	}
 	fp, _ := spec.Fingerprint()
+	if job != nil {
+		job.writeHeader(stdout)
+	}
 	if err := writeDiagnosis(stdout, fp, run, report); err != nil {
 		return err
 	}
 	if wrote != "" {
-		fmt.Fprintf(stdout, "wrote %s (dataset %s)\n", *write, wrote)
+		fmt.Fprintf(stdout, "wrote %s (dataset %s)\n", o.write, wrote)
 	}
 	return nil
 }

@@ -191,8 +191,8 @@ func TestDiagnoseErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"diagnose"}, "want exactly one SPEC"},
-		{[]string{"diagnose", good, good}, "want exactly one SPEC"},
+		{[]string{"diagnose"}, "want one SPEC file, or --job NAME"},
+		{[]string{"diagnose", good, good}, "want one SPEC file, or --job NAME"},
 		{[]string{"diagnose", filepath.Join(dir, "missing.yaml")}, "no such file"},
 		{[]string{"diagnose", bad}, `unknown field "bufer"`},
 		{[]string{"diagnose", good, "--cores", "0"}, "--cores must be"},

@@ -86,19 +86,9 @@ func loadGossipKey(v string) ([]byte, error) {
 // flags before or after it (`run-local`, `diagnose`), and returns it. A
 // wrong count prints usage and returns cli.ErrUsage.
 func parseSpecArg(fs *flag.FlagSet, args []string, stderr io.Writer) (string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if err == flag.ErrHelp {
-				return "", err
-			}
-			return "", cli.ErrUsage
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
+	positional, err := parseInterleaved(fs, args)
+	if err != nil {
+		return "", err
 	}
 	if len(positional) != 1 {
 		fmt.Fprintf(stderr, "%s: want exactly one SPEC file, got %d\n", fs.Name(), len(positional))
@@ -106,4 +96,23 @@ func parseSpecArg(fs *flag.FlagSet, args []string, stderr io.Writer) (string, er
 		return "", cli.ErrUsage
 	}
 	return positional[0], nil
+}
+
+// parseInterleaved parses args with flags before, between or after the
+// positional arguments, and returns those.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if err == flag.ErrHelp {
+				return nil, err
+			}
+			return nil, cli.ErrUsage
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }

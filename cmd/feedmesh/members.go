@@ -28,9 +28,16 @@ type clientFlags struct {
 }
 
 func addClientFlags(fs *flag.FlagSet) *clientFlags {
+	cf := addConnFlags(fs)
+	cf.jsonOut = fs.Bool("json", false, "print JSON instead of a table")
+	return cf
+}
+
+// addConnFlags adds the flags that reach a node (all of clientFlags but
+// --json, for commands whose --json means something of their own).
+func addConnFlags(fs *flag.FlagSet) *clientFlags {
 	return &clientFlags{
 		addr:    fs.String("addr", "127.0.0.1:7947", "QUIC address (host:port) of any node"),
-		jsonOut: fs.Bool("json", false, "print JSON instead of a table"),
 		timeout: fs.Duration("timeout", 10*time.Second, "how long to wait for the answer"),
 		tlsCA:   fs.String("tls-ca", "", "CA certificate to verify the node (default: dev mode, not verified)"),
 		tlsCert: fs.String("tls-cert", "", "client certificate for mutual TLS"),

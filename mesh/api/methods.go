@@ -27,6 +27,10 @@ const (
 	// MethodShareStats (ShareStatsRequest → WorkerShareStats) is answered
 	// by the worker asked, never forwarded: its own sharing counters.
 	MethodShareStats = "worker.sharestats"
+	// MethodOpStats (OpStatsRequest → WorkerOpStats) is answered by the
+	// worker asked, never forwarded: the per-op statistics of its tasks'
+	// pipelines (`feedmesh diagnose --job`, the status page).
+	MethodOpStats = "worker.opstats"
 )
 
 // ErrNotAssigned is the answer to a lease from a worker the job no longer

@@ -1,0 +1,47 @@
+package api
+
+import "github.com/feedmesh/feedmesh/pipeline"
+
+// Wire types of the per-op pipeline statistics a worker keeps for its tasks
+// (MethodOpStats): what `feedmesh diagnose --job` analyses and the status
+// page draws.
+
+// OpStatsRequest asks a worker for the per-op statistics of its tasks.
+type OpStatsRequest struct {
+	// Job limits the answer to one job; empty means every job.
+	Job string `cbor:"1,keyasint,omitempty"`
+}
+
+// WorkerOpStats are one worker's per-op statistics, one entry per task.
+type WorkerOpStats struct {
+	// Worker is the node's name.
+	Worker string `cbor:"1,keyasint" json:"worker"`
+	// Cores is how many cores the node's Go runtime may use (GOMAXPROCS):
+	// the budget a diagnosis of its pipelines allocates.
+	Cores int `cbor:"2,keyasint" json:"cores"`
+	// Tasks are the worker's tasks, sorted by job name.
+	Tasks []TaskOpStats `cbor:"3,keyasint" json:"tasks"`
+}
+
+// TaskOpStats are the per-op statistics of the pipelines one task ran: a
+// DYNAMIC exactly-once task may run several one after another (one per
+// phase), an OFF or STATIC task one per epoch; the counts and times are
+// their sums. A task of a sharing job reports the shared production it
+// reads (the same figures for every job that shares it).
+type TaskOpStats struct {
+	Job string `cbor:"1,keyasint" json:"job"`
+	// Seconds is the wall time the pipelines were open (summed): with the
+	// ops' busy and stall times, what an analysis needs for rates.
+	Seconds float64 `cbor:"2,keyasint" json:"seconds"`
+	// Ops has the source first, then one entry per op of the spec.
+	Ops []pipeline.OpStats `cbor:"3,keyasint" json:"ops"`
+	// Bounding is the index in Ops of the op with the most stall (-1 when
+	// nothing ran).
+	Bounding int `cbor:"4,keyasint" json:"bounding"`
+	// Batches counts the batches the task queued for its consumers, and
+	// Queued how many of them wait for one now.
+	Batches int64 `cbor:"5,keyasint" json:"batches"`
+	Queued  int   `cbor:"6,keyasint" json:"queued"`
+	// Ended: the task's production has ended.
+	Ended bool `cbor:"7,keyasint" json:"ended"`
+}
