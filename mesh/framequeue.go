@@ -98,10 +98,12 @@ func (q *frameQueue) hasAgain(consumer string) bool {
 // offer queues f for the consumers (offer.go), blocking while the queue is
 // full.
 func (q *frameQueue) offer(f *batch.Frame) error {
+	size := f.Size()
 	if err := offer(q.t, q.out, f); err != nil {
 		return err
 	}
 	q.t.produced.Add(1)
+	q.t.producedBytes.Add(size)
 	return nil
 }
 

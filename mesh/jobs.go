@@ -433,3 +433,17 @@ func toRaftOptions(o api.JobOptions) (raftstate.JobOptions, error) {
 // errorsIsRejected reports an FSM rejection (a command that was valid CBOR
 // but broke a rule: bad options, unknown job).
 func errorsIsRejected(err error) bool { return errors.Is(err, raftstate.ErrRejected) }
+
+// LocalJobs lists the jobs as this node's own replica of the cluster state
+// has them, asking no other node: it may lag the leader by what this node
+// has not applied yet, and it carries no sharing counters. For metrics and
+// the status page, which must answer without a quorum.
+func (n *Node) LocalJobs() []api.JobInfo {
+	var out []api.JobInfo
+	for _, v := range n.raft.Jobs() {
+		if !v.Group {
+			out = append(out, n.jobInfo(v))
+		}
+	}
+	return out
+}

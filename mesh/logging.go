@@ -5,6 +5,7 @@ import (
 	"context"
 	"log"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 )
@@ -66,6 +67,39 @@ type nodeLogs struct {
 
 	mu  sync.Mutex
 	lim *logLimiter
+	// counts are the WARN and ERROR lines by level and component, written
+	// or left out by the limiter (for the node's metrics), at most
+	// maxLogCountKeys keys (then "other").
+	counts map[LogCountKey]int64
+}
+
+// LogCountKey is a level and a component of Node.LogCounts.
+type LogCountKey struct{ Level, Component string }
+
+// maxLogCountKeys bounds nodeLogs.counts: components are the node's own
+// (mesh, raft, memberlist, transport, …), but a bound costs nothing.
+const maxLogCountKeys = 64
+
+func (l *nodeLogs) count(level slog.Level, component string) {
+	k := LogCountKey{level.String(), component}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.counts == nil {
+		l.counts = map[LogCountKey]int64{}
+	}
+	if _, ok := l.counts[k]; !ok && len(l.counts) >= maxLogCountKeys {
+		k.Component = "other"
+	}
+	l.counts[k]++
+}
+
+// LogCounts returns how many WARN and ERROR lines the node has logged
+// (or counted and left out) by level and component since it started;
+// libraries' lines demoted to DEBUG while the node closes are not counted.
+func (n *Node) LogCounts() map[LogCountKey]int64 {
+	n.logs.mu.Lock()
+	defer n.logs.mu.Unlock()
+	return maps.Clone(n.logs.counts)
 }
 
 // limitedHandler is the node's slog.Handler: it demotes the libraries'
@@ -121,6 +155,11 @@ func (h *limitedHandler) Handle(ctx context.Context, r slog.Record) error {
 		}
 		r.Level = slog.LevelDebug
 		return h.inner.Handle(ctx, r)
+	}
+	if component == "" {
+		h.logs.count(r.Level, "mesh")
+	} else {
+		h.logs.count(r.Level, component)
 	}
 	cause := r.Message
 	if h.valuesInMessage {

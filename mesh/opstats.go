@@ -1,12 +1,14 @@
 package mesh
 
 import (
+	"context"
 	"runtime"
 	"sort"
 	"sync"
 
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/transport"
 )
 
 // opStatsLog keeps the per-op statistics of the pipelines one task (or one
@@ -82,4 +84,19 @@ func (n *Node) OpStats(job string) api.WorkerOpStats {
 	}
 	sort.Slice(out.Tasks, func(i, j int) bool { return out.Tasks[i].Job < out.Tasks[j].Job })
 	return out
+}
+
+// WorkerOpStats asks one worker for the per-op statistics of its tasks (of
+// job only, unless job is empty): this node directly, another over
+// api.MethodOpStats within ctx.
+func (n *Node) WorkerOpStats(ctx context.Context, name, addr, job string) (api.WorkerOpStats, error) {
+	if name == n.name {
+		return n.OpStats(job), nil
+	}
+	if addr == "" {
+		return api.WorkerOpStats{}, transport.Errorf(transport.ErrUnavailable, "no address for worker %s", name)
+	}
+	var st api.WorkerOpStats
+	err := transport.Call(ctx, n.tr, n.codec, addr, api.MethodOpStats, api.OpStatsRequest{Job: job}, &st)
+	return st, err
 }

@@ -34,7 +34,8 @@ type task struct {
 
 	ended chan struct{} // closed when production ends
 
-	produced atomic.Int64 // batches queued for consumers
+	produced      atomic.Int64 // batches queued for consumers
+	producedBytes atomic.Int64 // their encoded size (plain and shared tasks)
 	streams  atomic.Int64 // consumer streams being served
 
 	// stats are the per-op statistics of the pipelines the task ran

@@ -14,8 +14,10 @@ import (
 // TaskStats describes one task running on this node.
 type TaskStats struct {
 	Job string
-	// Produced counts batches the task encoded and queued.
-	Produced int64
+	// Produced counts batches the task encoded and queued, and
+	// ProducedBytes their encoded size (0 for coordinated jobs' tasks).
+	Produced      int64
+	ProducedBytes int64
 	// Queued is how many of them wait for a consumer.
 	Queued int
 	// Ended: the task's production has ended (end of data or failure); the
@@ -29,7 +31,7 @@ func (n *Node) Tasks() []TaskStats {
 	defer n.worker.mu.Unlock()
 	out := make([]TaskStats, 0, len(n.worker.tasks))
 	for _, t := range n.worker.tasks {
-		out = append(out, TaskStats{Job: t.job.Name, Produced: t.produced.Load(), Queued: t.prod.queued(), Ended: t.hasEnded()})
+		out = append(out, TaskStats{Job: t.job.Name, Produced: t.produced.Load(), ProducedBytes: t.producedBytes.Load(), Queued: t.prod.queued(), Ended: t.hasEnded()})
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -97,6 +98,10 @@ type Node struct {
 	trans    *raft.NetworkTransport
 	layer    *trackedLayer
 	hasState bool
+
+	// applied and applyNanos count the commands Apply committed on this
+	// node (as leader) and the time from the call to the FSM's answer.
+	applied, applyNanos atomic.Int64
 
 	waiters  sync.WaitGroup // goroutines waiting on raft futures for a ctx
 	done     chan struct{}  // closed by Close
@@ -259,10 +264,13 @@ func (n *Node) Apply(ctx context.Context, cmd Command) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("apply %v: %w", cmd.Type, err)
 	}
+	start := time.Now()
 	f := n.raft.Apply(data, timeout)
 	if err := n.wait(ctx, f); err != nil {
 		return Result{}, fmt.Errorf("apply %v: %w", cmd.Type, n.mapErr(err))
 	}
+	n.applyNanos.Add(int64(time.Since(start)))
+	n.applied.Add(1)
 	res := Result{Index: f.Index()}
 	r, ok := f.Response().(applyResult)
 	if !ok {
@@ -273,6 +281,13 @@ func (n *Node) Apply(ctx context.Context, cmd Command) (Result, error) {
 		return res, fmt.Errorf("apply %v at index %d: %w: %w", cmd.Type, res.Index, ErrRejected, r.err)
 	}
 	return res, nil
+}
+
+// ApplyLatency returns how many commands Apply has committed through this
+// node (as leader) since it opened, and their summed latency from the call
+// to the state machine's answer (commit on a quorum, then apply).
+func (n *Node) ApplyLatency() (count int64, total time.Duration) {
+	return n.applied.Load(), time.Duration(n.applyNanos.Load())
 }
 
 // Barrier waits, on the leader, until every entry committed before it has

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +79,29 @@ ops:
 	}
 	if r.Ops[2].ElementsPerSecond <= 0 || r.Ops[2].CPUSecondsPerElement < 300e-6 {
 		t.Errorf("cost map row %+v: want a rate and >= 300 µs of CPU per element", r.Ops[2])
+	}
+
+	// `feedmesh top` shows the job, its workers and its bounding op; the
+	// second frame has a rate.
+	out, errOut, code = runCmd(t, "top", "--addr", addr, "--iterations", "2", "--interval", "200ms")
+	if code != 0 {
+		t.Fatalf("top exited %d: %s", code, errOut)
+	}
+	frames := strings.Split(out, "JOB ")
+	if len(frames) != 3 || !strings.Contains(frames[2], "ops[1] map(cost)") {
+		t.Fatalf("top: want 2 frames, the second naming ops[1] map(cost):\n%s", out)
+	}
+	var row []string
+	for _, line := range strings.Split(frames[2], "\n") {
+		if f := strings.Fields(line); len(f) > 6 && f[0] == "diag" {
+			row = f
+		}
+	}
+	if row == nil || row[1] != "running" {
+		t.Fatalf("top: no running row for diag:\n%s", out)
+	}
+	if _, err := strconv.ParseFloat(row[6], 64); err != nil {
+		t.Errorf("top: the second frame's BATCHES/S for diag is %q, want a rate:\n%s", row[6], out)
 	}
 
 	// The table, and --write of the job's spec file.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/mesh"
+	"github.com/feedmesh/feedmesh/mesh/observe"
 )
 
 func init() {
@@ -48,6 +49,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	drainTimeout := fs.Duration("drain-timeout", d.DrainTimeout, "on SIGTERM/Ctrl-C, how long to drain before leaving: DYNAMIC tasks hand back unstarted splits and consumers read what is queued (0: leave at once; default of the fast preset: 10s)")
 	preset := fs.String("preset", "default", "timing preset: default, or fast (in-process tests and demos)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (/metrics), a status page (/) and its JSON (/status.json) over HTTP on this host:port (default: off)")
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
 	}
@@ -112,6 +114,15 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if os.Getenv("FEEDMESH_QUIET") == "" && !strings.Contains(*logLevel, "error") {
 		self := invokedAs()
 		fmt.Fprintf(stdout, "  %s members --addr %s\n  %s status --addr %s\n", self, n.Addr(), self, n.Addr())
+	}
+	if *metricsAddr != "" {
+		srv, err := observe.Listen(*metricsAddr, n, observe.Options{})
+		if err != nil {
+			n.Close()
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+		defer srv.Close()
+		fmt.Fprintf(stdout, "  status page http://%s/, metrics http://%s/metrics\n", srv.Addr(), srv.Addr())
 	}
 	<-ctx.Done()
 	if cfg.DrainTimeout > 0 {

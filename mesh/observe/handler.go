@@ -1,0 +1,71 @@
+package observe
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/feedmesh/feedmesh/mesh"
+)
+
+// Options configure the handler.
+type Options struct {
+	// RequestTimeout bounds each request a status snapshot makes to other
+	// nodes (the jobs from the leader, per-op statistics from each
+	// worker); default 2 s.
+	RequestTimeout time.Duration
+	// MaxConcurrentSnapshots bounds the /status.json requests served at
+	// once (each may ask every worker); more get 503. Default 4.
+	MaxConcurrentSnapshots int
+}
+
+func (o Options) withDefaults() Options {
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 2 * time.Second
+	}
+	if o.MaxConcurrentSnapshots <= 0 {
+		o.MaxConcurrentSnapshots = 4
+	}
+	return o
+}
+
+//go:embed page.html
+var page []byte
+
+// NewHandler serves n's metrics on /metrics (Prometheus text exposition,
+// with the Go runtime's and the process's own collectors), the snapshot on
+// /status.json and the status page on /.
+func NewHandler(n *mesh.Node, o Options) http.Handler {
+	o = o.withDefaults()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector{n: n}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	slots := make(chan struct{}, o.MaxConcurrentSnapshots)
+	mux.HandleFunc("GET /status.json", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+		default:
+			http.Error(w, "too many status requests at once; try again", http.StatusServiceUnavailable)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 4*o.RequestTimeout)
+		defer cancel()
+		s := snapshot(ctx, n, o)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(s)
+	})
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write(page)
+	})
+	return mux
+}
