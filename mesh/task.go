@@ -36,7 +36,7 @@ type task struct {
 
 	produced      atomic.Int64 // batches queued for consumers
 	producedBytes atomic.Int64 // their encoded size (plain and shared tasks)
-	streams  atomic.Int64 // consumer streams being served
+	streams       atomic.Int64 // consumer streams being served
 
 	// stats are the per-op statistics of the pipelines the task ran
 	// (opstats.go); a sharing task reads its production's instead.
