@@ -8,6 +8,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
+	_ "github.com/feedmesh/feedmesh/pipeline/diagnose" // registers the tuner of `parallelism: auto`
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -99,4 +100,19 @@ func (n *Node) WorkerOpStats(ctx context.Context, name, addr, job string) (api.W
 	var st api.WorkerOpStats
 	err := transport.Call(ctx, n.tr, n.codec, addr, api.MethodOpStats, api.OpStatsRequest{Job: job}, &st)
 	return st, err
+}
+
+// coreShare is the core budget an autotuned pipeline on this node may
+// allocate (pipeline.Options.Cores, asked at every revision): GOMAXPROCS
+// shared equally by the tasks still producing.
+func (w *worker) coreShare() float64 {
+	w.mu.Lock()
+	n := 0
+	for _, t := range w.tasks {
+		if !t.hasEnded() {
+			n++
+		}
+	}
+	w.mu.Unlock()
+	return float64(runtime.GOMAXPROCS(0)) / float64(max(n, 1))
 }

@@ -76,6 +76,7 @@ func (p *plainProducer) produce() error {
 // the splits whose elements have all been offered are reported to lp.
 func (p *plainProducer) pump(o pipeline.Options, ss []pipeline.Split, epoch int64, lp *leaseProvider) error {
 	t := p.t
+	o.Cores = t.w.coreShare
 	it, err := pipeline.OpenWithOptions(t.ctx, t.spec, ss, o)
 	if err != nil {
 		return err

@@ -86,7 +86,7 @@ func (p *roundProducer) produce() error {
 // phase runs one pipeline over the leases until they are done.
 func (p *roundProducer) phase(lp *leaseProvider, exact bool) error {
 	t := p.t
-	it, err := pipeline.OpenWithOptions(t.ctx, t.spec, nil, pipeline.Options{Provider: lp, Track: exact})
+	it, err := pipeline.OpenWithOptions(t.ctx, t.spec, nil, pipeline.Options{Provider: lp, Track: exact, Cores: t.w.coreShare})
 	if err != nil {
 		return err
 	}

@@ -178,6 +178,7 @@ func (p *sharedProd) open() error {
 		}
 		ss = p.splits
 	}
+	o.Cores = p.w.coreShare
 	it, err := pipeline.OpenWithOptions(p.ctx, p.spec, ss, o)
 	if err != nil {
 		return err

@@ -95,6 +95,10 @@ type parallelMapIter struct {
 	out     chan []result      // not deterministic: results as they finish
 	st      *opStats
 	statsOn bool
+	// gate (tuned maps) bounds the workers that run at once; stopWake
+	// unregisters its wake-up on ctx.
+	gate     *gate
+	stopWake func() bool
 
 	// Work measured by the workers, to size chunks.
 	workNanos, workElems atomic.Int64
@@ -113,10 +117,13 @@ type mapJob struct {
 	res chan []result // deterministic mode: capacity 1, written once
 }
 
-func newParallelMap(parent context.Context, in iter, m *mapper, parallelism int, deterministic bool, st *opStats, statsOn bool) *parallelMapIter {
+func newParallelMap(parent context.Context, in iter, m *mapper, parallelism int, deterministic bool, st *opStats, statsOn bool, g *gate) *parallelMapIter {
 	ctx, cancel := context.WithCancel(parent)
 	it := &parallelMapIter{in: in, m: m, ctx: ctx, cancel: cancel, st: st, statsOn: statsOn,
-		jobs: make(chan mapJob, parallelism)}
+		jobs: make(chan mapJob, parallelism), gate: g}
+	if g != nil {
+		it.stopWake = context.AfterFunc(ctx, g.wake)
+	}
 	if deterministic {
 		it.order = make(chan chan []result, parallelism)
 	} else {
@@ -218,34 +225,52 @@ func (it *parallelMapIter) dispatch(job mapJob) bool {
 }
 
 func (it *parallelMapIter) work() {
+	if it.gate != nil {
+		for it.gate.acquire(it.ctx) {
+			job, ok := <-it.jobs
+			if ok {
+				it.do(job)
+			}
+			it.gate.release()
+			if !ok {
+				return
+			}
+		}
+		return
+	}
 	for job := range it.jobs {
-		rs := make([]result, 0, len(job.xs))
-		if err := it.ctx.Err(); err != nil {
-			rs = append(rs, result{err: err})
-		} else {
-			start := mono()
-			for _, x := range job.xs {
-				y, err := it.m.apply(x)
-				rs = append(rs, result{y, err})
-				if err != nil {
-					break // the error ends the iteration
-				}
+		it.do(job)
+	}
+}
+
+// do runs one job and hands out its results.
+func (it *parallelMapIter) do(job mapJob) {
+	rs := make([]result, 0, len(job.xs))
+	if err := it.ctx.Err(); err != nil {
+		rs = append(rs, result{err: err})
+	} else {
+		start := mono()
+		for _, x := range job.xs {
+			y, err := it.m.apply(x)
+			rs = append(rs, result{y, err})
+			if err != nil {
+				break // the error ends the iteration
 			}
-			d := mono() - start
-			it.workNanos.Add(d)
-			it.workElems.Add(int64(len(rs)))
-			if it.statsOn {
-				it.st.busyNanos.Add(d)
-			}
 		}
-		if job.res != nil {
-			job.res <- rs // capacity 1, never blocks
-			continue
+		d := mono() - start
+		it.workNanos.Add(d)
+		it.workElems.Add(int64(len(rs)))
+		if it.statsOn {
+			it.st.busyNanos.Add(d)
 		}
-		select {
-		case it.out <- rs:
-		case <-it.ctx.Done():
-		}
+	}
+	if job.res != nil {
+		job.res <- rs // capacity 1, never blocks
+		return
+	}
+	select {
+	case it.out <- rs:
+	case <-it.ctx.Done():
 	}
 }
 
@@ -314,5 +339,8 @@ func (it *parallelMapIter) endErr() error {
 func (it *parallelMapIter) close() {
 	it.cancel()
 	it.wg.Wait()
+	if it.stopWake != nil {
+		it.stopWake()
+	}
 	it.in.close()
 }

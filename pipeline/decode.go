@@ -225,6 +225,10 @@ func decodeValue(path string, v any, rv reflect.Value) error {
 		rv.SetBool(b)
 		return nil
 	case reflect.Int, reflect.Int64, reflect.Int32:
+		if s, ok := v.(string); ok && s == "auto" && strings.HasSuffix(path, ".map.parallelism") {
+			rv.SetInt(ParallelismAuto)
+			return nil
+		}
 		n, err := genericInt(v)
 		if err != nil {
 			return fmt.Errorf("%s: %w", errPath(path), err)

@@ -54,6 +54,14 @@ type Options struct {
 	// each returned element was made of and which splits have entirely
 	// left the pipeline. Off, it costs nothing.
 	Track bool
+	// Tuner sets the parallelism of the maps the spec leaves to the
+	// pipeline (`parallelism: auto`, or every map with `autotune: true`);
+	// nil: the one registered (RegisterTuner), if any. Cores is the core
+	// budget it allocates (nil: GOMAXPROCS), asked at every revision, and
+	// TuneInterval the time between revisions (DefaultTuneInterval).
+	Tuner        Tuner
+	Cores        func() float64
+	TuneInterval time.Duration
 }
 
 // Splits enumerates the source's splits, in the deterministic order that
@@ -107,13 +115,20 @@ func openCompiled(ctx context.Context, c *compiled, open sourceOpener, splits []
 		cancel()
 		return nil, fmt.Errorf("open pipeline: give splits or a split provider, not both")
 	}
+	p.tune = planTuning(c.spec, c, o)
 	p.stats = make([]*opStats, len(c.ops)+1)
-	p.stats[0] = &opStats{name: "source:" + c.source.kind, parallelism: 1}
+	p.stats[0] = &opStats{name: "source:" + c.source.kind}
+	p.stats[0].parallelism.Store(1)
 	for i, op := range c.ops {
-		st := &opStats{name: op.name, parallelism: 1}
-		switch {
+		st := &opStats{name: op.name}
+		st.parallelism.Store(1)
+		switch tm := p.tune.find(i); {
+		case tm != nil:
+			tm.st = st
+			st.parallelism.Store(int64(tm.gate.limit))
+			st.concurrent = true
 		case op.op.Map != nil && op.op.Map.Parallelism > 1:
-			st.parallelism = op.op.Map.Parallelism
+			st.parallelism.Store(int64(op.op.Map.Parallelism))
 			st.concurrent = true
 		case op.op.Prefetch != nil:
 			st.concurrent = true
@@ -125,7 +140,15 @@ func openCompiled(ctx context.Context, c *compiled, open sourceOpener, splits []
 		cancel()
 		return nil, err
 	}
-	return &pipelineIter{p: p, it: it, cancel: cancel, start: time.Now()}, nil
+	x := &pipelineIter{p: p, it: it, cancel: cancel, start: time.Now()}
+	if p.tune != nil && p.tune.tuner != nil && p.statsOn {
+		x.tuneDone = make(chan struct{})
+		go func() {
+			defer close(x.tuneDone)
+			p.tune.run(pctx, x.Stats)
+		}()
+	}
+	return x, nil
 }
 
 // item is an element with its provenance, which random functions and
@@ -158,6 +181,7 @@ type plan struct {
 	provider SplitProvider
 	statsOn  bool
 	stats    []*opStats // [0] source, [i+1] ops[i]
+	tune     *tuning    // nil unless some map is tuned
 	track    *tracker   // nil unless Options.Track
 }
 
@@ -188,7 +212,7 @@ func (p *plan) openStage(k int, epoch uint64, seg *segment, head bool) (iter, er
 			}}
 		} else {
 			inSeg, inHead := seg, false
-			if op.op.Prefetch != nil || (op.op.Map != nil && op.op.Map.Parallelism > 1) {
+			if op.op.Prefetch != nil || (op.op.Map != nil && op.op.Map.Parallelism > 1) || p.tune.find(k-1) != nil {
 				// Its input runs in its own goroutine: a new segment.
 				inSeg, inHead = &segment{}, true
 			}
@@ -223,8 +247,11 @@ func (p *plan) newOp(i int, op *compiledOp, st *opStats, in iter, epoch uint64) 
 	switch {
 	case o.Map != nil:
 		m := &mapper{f: op.mapFn, seed: op.seed, name: fmt.Sprintf("ops[%d].%s", i, op.name)}
+		if tm := p.tune.find(i); tm != nil {
+			return newParallelMap(p.ctx, in, m, tm.max, *o.Map.Deterministic, st, p.statsOn, tm.gate), nil
+		}
 		if o.Map.Parallelism > 1 {
-			return newParallelMap(p.ctx, in, m, o.Map.Parallelism, *o.Map.Deterministic, st, p.statsOn), nil
+			return newParallelMap(p.ctx, in, m, o.Map.Parallelism, *o.Map.Deterministic, st, p.statsOn, nil), nil
 		}
 		return &mapIter{in: in, m: m}, nil
 	case o.Filter != nil:
@@ -259,6 +286,7 @@ type pipelineIter struct {
 
 	err       error // sticky: EOF or the first failure
 	closeOnce sync.Once
+	tuneDone  chan struct{} // closed when the tuner has stopped; nil without one
 	mu        sync.Mutex
 	end       time.Time // when Next first returned an error, or Close
 }
@@ -295,6 +323,9 @@ func (x *pipelineIter) nextItem(ctx context.Context) (item, error) {
 func (x *pipelineIter) Close() error {
 	x.closeOnce.Do(func() {
 		x.cancel()
+		if x.tuneDone != nil {
+			<-x.tuneDone
+		}
 		x.it.close()
 		x.mu.Lock()
 		if x.end.IsZero() {

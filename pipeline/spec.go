@@ -15,6 +15,10 @@ type Spec struct {
 	// Seed is the dataset seed: random map and filter functions without a
 	// seed of their own derive theirs from it and their op index.
 	Seed uint64 `yaml:"seed" json:"seed,omitempty" cbor:"seed,omitempty"`
+	// Autotune tunes every map's parallelism live, as `parallelism: auto`
+	// does for one map (a map's configured parallelism is where it
+	// starts).
+	Autotune bool `yaml:"autotune" json:"autotune,omitempty" cbor:"autotune,omitempty"`
 }
 
 // Source is a union: exactly one field is set.
@@ -128,7 +132,9 @@ type MapOp struct {
 	Args fn.Args `yaml:"args" json:"args,omitempty" cbor:"args,omitempty"`
 	// Parallelism is the number of elements transformed at once (default
 	// 1). At most 2×Parallelism jobs of up to 64 elements (one element
-	// unless the function is cheap) are in flight.
+	// unless the function is cheap) are in flight. ParallelismAuto (`auto`
+	// in YAML and JSON) lets the pipeline choose and revise it from its
+	// own measurements (autotune.go).
 	Parallelism int `yaml:"parallelism" json:"parallelism,omitempty" cbor:"parallelism,omitempty"`
 	// Deterministic keeps the input order when Parallelism > 1 (default
 	// true); false lets faster elements overtake slower ones.

@@ -69,7 +69,7 @@ type Stats struct {
 
 type opStats struct {
 	name        string
-	parallelism int
+	parallelism atomic.Int64 // live for tuned maps
 	concurrent  bool
 	out         atomic.Int64
 	bytesOut    atomic.Int64
@@ -219,7 +219,7 @@ func (p *plan) snapshot(elapsed time.Duration) Stats {
 			Index:       k - 1,
 			ElementsOut: st.out.Load(),
 			BytesOut:    st.bytesOut.Load(),
-			Parallelism: st.parallelism,
+			Parallelism: int(st.parallelism.Load()),
 			Skipped:     st.skipped.Load(),
 			Replaced:    st.replaced.Load(),
 		}
@@ -299,4 +299,34 @@ func (s Stats) Sum(o Stats) (Stats, error) {
 func (s Stats) clone() Stats {
 	s.Ops = slices.Clone(s.Ops)
 	return s
+}
+
+// Minus returns what s counted since prev, an earlier snapshot of the same
+// pipeline: counts and times subtracted op by op, Elapsed too;
+// Parallelism is s's. Stats of a different shape are an error.
+func (s Stats) Minus(prev Stats) (Stats, error) {
+	if len(prev.Ops) == 0 {
+		return s.clone(), nil
+	}
+	if len(s.Ops) != len(prev.Ops) {
+		return Stats{}, fmt.Errorf("pipeline stats of %d and %d ops do not subtract", len(s.Ops), len(prev.Ops))
+	}
+	out := Stats{Ops: make([]OpStats, len(s.Ops)), Elapsed: s.Elapsed - prev.Elapsed, Bounding: -1}
+	best := 0.0
+	for k, a := range s.Ops {
+		b := prev.Ops[k]
+		a.ElementsIn -= b.ElementsIn
+		a.ElementsOut -= b.ElementsOut
+		a.BytesOut -= b.BytesOut
+		a.BusySeconds -= b.BusySeconds
+		a.WaitSeconds -= b.WaitSeconds
+		a.StallSeconds -= b.StallSeconds
+		a.Skipped -= b.Skipped
+		a.Replaced -= b.Replaced
+		out.Ops[k] = a
+		if a.StallSeconds > best {
+			best, out.Bounding = a.StallSeconds, k
+		}
+	}
+	return out, nil
 }

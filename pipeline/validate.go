@@ -13,6 +13,10 @@ import (
 const (
 	// MaxParallelism bounds a map op's parallelism.
 	MaxParallelism = 1024
+	// ParallelismAuto is a map's parallelism when the spec says
+	// `parallelism: auto`: the pipeline sets it live from its own
+	// measurements (autotune.go).
+	ParallelismAuto = -1
 	// MaxCostMicros bounds a cost op's per-element CPU or sleep time (10 s).
 	MaxCostMicros = 10_000_000
 	// DefaultPrefetchBuffer is a prefetch op's buffer when the spec does
@@ -224,8 +228,8 @@ func compileOp(i int, op *Op, specSeed uint64, add func(path, format string, arg
 		m := op.Map
 		co.name = "map(" + m.Fn + ")"
 		co.seed = opSeed(m.Seed, specSeed, i)
-		if m.Parallelism < 1 || m.Parallelism > MaxParallelism {
-			add(at+".parallelism", "must be in [1, %d]", MaxParallelism)
+		if (m.Parallelism < 1 || m.Parallelism > MaxParallelism) && m.Parallelism != ParallelismAuto {
+			add(at+".parallelism", "must be in [1, %d], or auto", MaxParallelism)
 		}
 		if m.Fn == "" {
 			add(at+".fn", "missing; known map functions: %s", strings.Join(fn.MapNames(), ", "))

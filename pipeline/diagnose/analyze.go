@@ -92,6 +92,11 @@ func Analyze(spec *pipeline.Spec, run Run, b Budget) (*Report, error) {
 		return nil, err
 	}
 	cfg := configured(spec)
+	for i, op := range spec.Ops {
+		if tuned(spec, op) {
+			cfg.par[i+1] = max(run.Ops[i+1].Parallelism, 1) // as the tuner had set it
+		}
+	}
 	x, bind := predict(nodes, cfg, b.Cores)
 	if math.IsInf(x, 1) {
 		return nil, fmt.Errorf("diagnose: no op measured any busy time (were statistics off?)")
@@ -232,8 +237,8 @@ func nodeNames(nodes []node, ns []int) string {
 func planOf(spec *pipeline.Spec, rec config) Plan {
 	p := Plan{Parallelism: map[int]int{}}
 	for i, op := range spec.Ops {
-		if op.Map == nil {
-			continue
+		if op.Map == nil || tuned(spec, op) {
+			continue // the pipeline sets a tuned map's parallelism itself
 		}
 		cur := max(op.Map.Parallelism, 1)
 		if rec.par[i+1] != cur {
@@ -249,4 +254,10 @@ func planOf(spec *pipeline.Spec, rec config) Plan {
 		p.Parallelism = nil
 	}
 	return p
+}
+
+// tuned reports whether the pipeline tunes op's parallelism itself
+// (`parallelism: auto`, or a map of a spec with `autotune: true`).
+func tuned(spec *pipeline.Spec, op pipeline.Op) bool {
+	return op.Map != nil && (op.Map.Parallelism == pipeline.ParallelismAuto || spec.Autotune)
 }
