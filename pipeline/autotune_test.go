@@ -36,6 +36,26 @@ func TestParseParallelismAuto(t *testing.T) {
 	if fy != fa {
 		t.Error("the YAML and the builder's auto map differ")
 	}
+	// autotune is part of the dataset, and survives the canonical form
+	// workers get from the cluster.
+	tunedAll := *fixed
+	tunedAll.Autotune = true
+	ft, _ := tunedAll.Fingerprint()
+	if ft == ff {
+		t.Error("autotune: true did not change the fingerprint")
+	}
+	canon, err := tunedAll.CanonicalEncoding()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeCanonical(canon)
+	if err != nil || !back.Autotune || back.Ops[0].Map.Parallelism != 1 {
+		t.Errorf("canonical round trip: %+v, %v", back, err)
+	}
+	canon, _ = auto.CanonicalEncoding()
+	if back, err := DecodeCanonical(canon); err != nil || back.Ops[0].Map.Parallelism != ParallelismAuto {
+		t.Errorf("canonical round trip of an auto map: %v", err)
+	}
 	for _, bad := range []struct{ text, want string }{
 		{"source:\n  range: {stop: 10}\nops:\n  - map: {fn: test_double, parallelism: automatic}\n", "ops[0].map.parallelism"},
 		{"source:\n  range: {stop: 10}\nops:\n  - map: {fn: test_double, parallelism: -2}\n", "or auto"},

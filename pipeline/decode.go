@@ -225,11 +225,15 @@ func decodeValue(path string, v any, rv reflect.Value) error {
 		rv.SetBool(b)
 		return nil
 	case reflect.Int, reflect.Int64, reflect.Int32:
-		if s, ok := v.(string); ok && s == "auto" && strings.HasSuffix(path, ".map.parallelism") {
+		autoField := strings.HasSuffix(path, ".map.parallelism")
+		if s, ok := v.(string); ok && s == "auto" && autoField {
 			rv.SetInt(ParallelismAuto)
 			return nil
 		}
 		n, err := genericInt(v)
+		if err == nil && autoField && n == ParallelismAuto {
+			return fmt.Errorf("%s: must be in [1, %d], or auto (write auto, not %d)", path, MaxParallelism, n)
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", errPath(path), err)
 		}

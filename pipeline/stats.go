@@ -131,6 +131,12 @@ const (
 	headExactCalls = 4
 	headExactNanos = 5_000
 	publishEvery   = 64
+	// publishNanos also publishes a stage's counts once its (weighted)
+	// time since the last publication reaches it, so that the live
+	// statistics of a slow pipeline (diagnose --job, metrics, the
+	// autotuner's windows) lag by at most about that much time, not by
+	// publishEvery slow elements.
+	publishNanos = 10_000_000
 )
 
 // monoEpoch anchors mono: time.Since on a time with a monotonic reading
@@ -171,7 +177,7 @@ func (t *timed) count(err error) {
 		t.out++
 	}
 	t.unpublished++
-	if t.unpublished >= publishEvery || err != nil {
+	if t.unpublished >= publishEvery || t.nanos >= publishNanos || err != nil {
 		t.publish()
 	}
 }

@@ -54,7 +54,7 @@ func (s *Spec) Validate() error {
 // and function args in canonical form: the value that is fingerprinted and
 // run. It does not validate.
 func (s *Spec) Normalized() (*Spec, error) {
-	out := &Spec{Seed: s.Seed}
+	out := &Spec{Seed: s.Seed, Autotune: s.Autotune}
 	src := s.Source
 	if src.Range != nil {
 		r := *src.Range

@@ -16,7 +16,7 @@ func TestUnknownBenchmarkAndHelp(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("--help: code %d %q", code, errOut)
 	}
-	for _, name := range []string{"cluster", "coordinated", "dynamic", "fanin", "recovery", "scaleout", "sharing", "splits", "transport"} {
+	for _, name := range []string{"cluster", "coordinated", "dynamic", "fanin", "recovery", "scaleout", "sharing", "splits", "transport", "tune"} {
 		if _, ok := prog.Lookup(name); !ok || !strings.Contains(errOut, "  "+name+" ") {
 			t.Errorf("benchmark %s is not registered or not listed by --help:\n%s", name, errOut)
 		}
