@@ -2,18 +2,19 @@ package main
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
 
-// median of durations (0 for none).
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
+// median is the median of xs (the mean of the middle two when even; 0
+// when empty).
+func median[T int64 | float64 | time.Duration](xs []T) T {
+	if len(xs) == 0 {
 		return 0
 	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	s := slices.Clone(xs)
+	slices.Sort(s)
 	if len(s)%2 == 1 {
 		return s[len(s)/2]
 	}

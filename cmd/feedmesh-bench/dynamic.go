@@ -88,17 +88,17 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		for r := range rates[v] {
 			xs = append(xs, rates[v][r]/rates[base][r])
 		}
-		return medianF(xs)
+		return median(xs)
 	}
-	off := medianF(rates[variants[0]])
-	amo := medianF(rates[variants[2]])
+	off := median(rates[variants[0]])
+	amo := median(rates[variants[2]])
 	var rows []benchRow
 	for _, v := range variants {
-		m := medianF(rates[v])
+		m := median(rates[v])
 		byType := medianRates(cmdRates[v])
 		rows = append(rows, benchRow{"sharding": string(v.sh), "delivery": v.delivery, "runs": *runs, "batches_per_s": m, "ratio_vs_off": m / off, "ratio_vs_at_most_once": m / amo,
 			"run_ratio_vs_off": runRatio(v, variants[0]), "run_ratio_vs_at_most_once": runRatio(v, variants[2]),
-			"cpu_us_per_batch":           medianF(cpuPerBatch[v]),
+			"cpu_us_per_batch":           median(cpuPerBatch[v]),
 			"raft_cmds_per_s_per_worker": sumRates(byType) / float64(workers), "raft_cmds_per_s": byType})
 	}
 	return printRows(stdout, *jsonOut, []string{"sharding", "delivery", "runs", "batches_per_s", "ratio_vs_off", "ratio_vs_at_most_once", "run_ratio_vs_off", "run_ratio_vs_at_most_once", "cpu_us_per_batch", "raft_cmds_per_s_per_worker"}, rows)
@@ -216,7 +216,7 @@ func medianRates(runs []map[string]float64) map[string]float64 {
 		for _, r := range runs {
 			xs = append(xs, r[t])
 		}
-		out[t] = medianF(xs)
+		out[t] = median(xs)
 	}
 	return out
 }

@@ -518,7 +518,7 @@ func faninMeasure(ctx context.Context, cl *client.Client, it *client.Iterator, w
 		res.PerWorkerBatches[w] = s.Batches - st0.Workers[w].Batches
 	}
 	res.RSSSamples = len(rss)
-	res.RSSMaxBytes, res.RSSMedianBytes = slicesMax(rss), medianInt(rss)
+	res.RSSMaxBytes, res.RSSMedianBytes = slicesMax(rss), median(rss)
 	res.HeapMaxBytes, res.PoolMaxBytes = slicesMax(heap), slicesMax(pool)
 	// Linux updates VmHWM lazily (it can trail VmRSS), so the peak is
 	// the larger of it and the samples.
@@ -586,16 +586,4 @@ func slicesMax(xs []int64) int64 {
 		m = max(m, x)
 	}
 	return m
-}
-
-func medianInt(xs []int64) int64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]int64(nil), xs...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

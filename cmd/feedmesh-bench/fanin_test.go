@@ -137,7 +137,7 @@ func TestProcStatusBytes(t *testing.T) {
 	if _, err := procStatusBytes("NoSuchField"); err == nil {
 		t.Errorf("a missing field gave no error")
 	}
-	if medianInt([]int64{5, 1, 3, 2}) != 2 || slicesMax([]int64{5, 1, 3}) != 5 || medianInt(nil) != 0 {
-		t.Errorf("medianInt/slicesMax")
+	if median([]int64{5, 1, 3, 2}) != 2 || slicesMax([]int64{5, 1, 3}) != 5 || median[int64](nil) != 0 {
+		t.Errorf("median/slicesMax")
 	}
 }

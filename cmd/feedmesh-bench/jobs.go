@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -219,18 +218,6 @@ func drainAll(ctx context.Context, it *client.Iterator) error {
 			return err
 		}
 	}
-}
-
-func medianF(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // ---- scale-out

@@ -486,7 +486,7 @@ func (b *pyBench) compare(ctx context.Context, workload string, spec *pipeline.S
 		fmt.Fprintf(b.stderr, "  %s run %d python/go: batches/s %.3f, CPU-s/GB %.3f\n", workload, r, ratios[r], cpuRatios[r])
 	}
 	fmt.Fprintf(b.stderr, "%s: python/go medians over %d runs: batches/s %.3f (runs %s), CPU-s/GB %.3f (runs %s)\n",
-		workload, runs, medianF(ratios), fmtFloats(ratios), medianF(cpuRatios), fmtFloats(cpuRatios))
+		workload, runs, median(ratios), fmtFloats(ratios), median(cpuRatios), fmtFloats(cpuRatios))
 	var rows []benchRow
 	for _, cl := range clients {
 		var bps, cpu []float64
@@ -496,9 +496,9 @@ func (b *pyBench) compare(ctx context.Context, workload string, spec *pipeline.S
 		}
 		ratio := 1.0
 		if cl == "python" {
-			ratio = medianF(ratios)
+			ratio = median(ratios)
 		}
-		rows = append(rows, benchRow{"workload": workload, "client": cl, "batches_per_s": medianF(bps), "client_cpu_s_per_gb": medianF(cpu), "ratio_vs_go": ratio})
+		rows = append(rows, benchRow{"workload": workload, "client": cl, "batches_per_s": median(bps), "client_cpu_s_per_gb": median(cpu), "ratio_vs_go": ratio})
 	}
 	return rows, nil
 }
@@ -632,7 +632,7 @@ func (b *pyBench) dataLoader(ctx context.Context, lines int64, runs int) ([]benc
 			bps = append(bps, x.batchesPerS())
 			cpu = append(cpu, x.cpuPerGB())
 		}
-		rows = append(rows, benchRow{"workload": pyDataLoader, "client": v, "batches_per_s": medianF(bps), "client_cpu_s_per_gb": medianF(cpu), "ratio_vs_feedmesh": medianF(ratios[v])})
+		rows = append(rows, benchRow{"workload": pyDataLoader, "client": v, "batches_per_s": median(bps), "client_cpu_s_per_gb": median(cpu), "ratio_vs_feedmesh": median(ratios[v])})
 	}
 	return rows, nil
 }

@@ -80,12 +80,13 @@ func benchTune(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	seconds := fs.Float64("seconds", 1.5, "measurement window per run (after the warm-up)")
 	warmup := fs.Float64("warmup", 0.5, "warm-up before each measurement; autotune runs get 3× it to converge")
 	names := fs.String("pipelines", "", "comma-separated subset of: expensive_map, expensive_decode, wrong_op_parallel, prefetch_starved (default all)")
-	jsonOut := fs.Bool("json", false, "print a JSON array of rows: pipeline, variant, elements_per_second, predicted_elements_per_second (rewritten), parallelism, runs")
+	rounds := fs.Int("rounds", 3, "rounds in which every variant's chosen configuration runs in turn (the figures are their medians)")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: pipeline, variant, elements_per_second (median over the rounds), predicted_elements_per_second (rewritten), ratio_vs_best_sweep, parallelism (live, last round), cores_used (busy seconds over wall time), cores (the budget), runs (of its search), rounds")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	if !(*seconds > 0) || !(*warmup >= 0) {
-		return cli.InputError(errors.New("--seconds must be > 0 and --warmup >= 0"))
+	if !(*seconds > 0) || !(*warmup >= 0) || *rounds < 1 {
+		return cli.InputError(errors.New("--seconds must be > 0, --warmup >= 0 and --rounds >= 1"))
 	}
 	pick := tunePipelines
 	if *names != "" {
@@ -101,13 +102,13 @@ func benchTune(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	m := tuneMeasurer{ctx: ctx, warm: dur(*warmup), window: dur(*seconds), stderr: stderr}
 	var rows []benchRow
 	for _, tp := range pick {
-		r, err := m.pipeline(tp)
+		r, err := m.pipeline(tp, *rounds)
 		if err != nil {
 			return fmt.Errorf("%s: %w", tp.name, err)
 		}
 		rows = append(rows, r...)
 	}
-	return printRows(stdout, *jsonOut, []string{"pipeline", "variant", "elements_per_second", "predicted_elements_per_second", "ratio_vs_best_sweep", "parallelism", "runs"}, rows)
+	return printRows(stdout, *jsonOut, []string{"pipeline", "variant", "elements_per_second", "predicted_elements_per_second", "ratio_vs_best_sweep", "parallelism", "cores_used", "runs"}, rows)
 }
 
 func dur(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
@@ -188,24 +189,31 @@ func sumPar(par map[int]int) int {
 	return n
 }
 
-func (m tuneMeasurer) pipeline(tp tunePipeline) ([]benchRow, error) {
+// tuneVariant is a variant's configuration, chosen in the search phase.
+type tuneVariant struct {
+	name string
+	spec *pipeline.Spec
+	opts pipeline.Options
+	warm time.Duration
+	runs int // runs its search took
+}
+
+// pipeline measures one pipeline: a search phase in which each tuner
+// chooses its configuration (diagnose from one run as written, hill
+// climbing step by step, the sweep over every allocation), then rounds
+// in which every variant's configuration runs in turn, so that the
+// machine's load falls on all of them alike; the figures are the medians
+// over the rounds.
+func (m tuneMeasurer) pipeline(tp tunePipeline, rounds int) ([]benchRow, error) {
 	spec, err := pipeline.ParseYAML([]byte(tp.yaml))
 	if err != nil {
 		return nil, err
 	}
-	row := func(variant string, eps float64, par map[int]int, runs int) benchRow {
-		fmt.Fprintf(m.stderr, "tune: %s %s: %.1f outputs/s (parallelism %v)\n", tp.name, variant, eps, par)
-		return benchRow{"pipeline": tp.name, "variant": variant, "elements_per_second": eps, "parallelism": fmt.Sprint(par), "runs": runs, "cores": tp.cores}
-	}
 	budget := func() float64 { return tp.cores }
-	var rows []benchRow
-
 	asWritten, st, err := m.measure(spec, pipeline.Options{}, m.warm)
 	if err != nil {
 		return nil, err
 	}
-	rows = append(rows, row(tuneAsWritten, asWritten, parallelisms(spec), 1))
-
 	report, err := diagnose.Analyze(spec, diagnose.Run{Ops: st.Ops, Seconds: st.Elapsed.Seconds()}, diagnose.Budget{Cores: tp.cores})
 	if err != nil {
 		return nil, err
@@ -214,31 +222,12 @@ func (m tuneMeasurer) pipeline(tp tunePipeline) ([]benchRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	rw, _, err := m.measure(rewritten, pipeline.Options{}, m.warm)
-	if err != nil {
-		return nil, err
-	}
-	r := row(tuneRewritten, rw, parallelisms(rewritten), 1)
-	r["predicted_elements_per_second"] = report.RecommendedPredictedElementsPerSecond
-	rows = append(rows, r)
-
 	auto := *spec
 	auto.Autotune = true
-	at, ast, err := m.measure(&auto, pipeline.Options{Cores: budget, TuneInterval: 250 * time.Millisecond}, 3*m.warm+time.Second)
-	if err != nil {
-		return nil, err
-	}
-	livePar := map[int]int{}
-	for i, op := range auto.Ops {
-		if op.Map != nil {
-			livePar[i] = ast.Ops[i+1].Parallelism
-		}
-	}
-	rows = append(rows, row(tuneAutotune, at, livePar, 1))
 
 	// Hill climbing: one more worker for the map with the most stall, kept
 	// while it gains hillClimbGain, within the budget.
-	cur, curRate, curStats, runs := parallelisms(spec), asWritten, st, 1
+	cur, curRate, curStats, climbRuns := parallelisms(spec), asWritten, st, 1
 	for len(cur) > 0 && float64(sumPar(cur)) < tp.cores {
 		best, bestStall := -1, -1.0
 		for i := range cur {
@@ -252,32 +241,84 @@ func (m tuneMeasurer) pipeline(tp tunePipeline) ([]benchRow, error) {
 		if err != nil {
 			return nil, err
 		}
-		runs++
+		climbRuns++
 		if rate < curRate*hillClimbGain {
 			break
 		}
 		cur, curRate, curStats = try, rate, s
 	}
-	rows = append(rows, row(tuneHillClimb, curRate, cur, runs))
+	fmt.Fprintf(m.stderr, "tune: %s: hill climbing chose %v in %d runs\n", tp.name, cur, climbRuns)
 
-	// The sweep: every allocation of the budget's cores to the maps (each
-	// at least 1), on the rewritten spec's structure (its prefetches).
-	sweepBest, bestPar, runs := 0.0, map[int]int(nil), 0
-	for _, par := range allocations(parallelisms(rewritten), int(tp.cores)) {
-		rate, _, err := m.measure(withParallelism(rewritten, par), pipeline.Options{}, m.warm)
+	// The sweep: every allocation of workers to the maps on the rewritten
+	// spec's structure (its prefetches), each map at least 1, using at
+	// most the budget's cores as measured (busy seconds over wall time;
+	// a map's first worker may idle, hence a worker count up to the
+	// budget plus one per map beyond the first).
+	sweepBest, bestPar, sweepRuns := 0.0, parallelisms(rewritten), 0
+	for _, par := range allocations(parallelisms(rewritten), int(tp.cores)+max(len(parallelisms(rewritten))-1, 0)) {
+		rate, s, err := m.measure(withParallelism(rewritten, par), pipeline.Options{}, m.warm)
 		if err != nil {
 			return nil, err
 		}
-		runs++
-		if rate > sweepBest {
+		sweepRuns++
+		if coresUsed(s) <= tp.cores*1.05 && rate > sweepBest {
 			sweepBest, bestPar = rate, par
 		}
 	}
-	rows = append(rows, row(tuneBestSweep, sweepBest, bestPar, runs))
-	for _, r := range rows {
-		r["ratio_vs_best_sweep"] = r["elements_per_second"].(float64) / sweepBest
+	fmt.Fprintf(m.stderr, "tune: %s: the sweep's best of %d runs: %v\n", tp.name, sweepRuns, bestPar)
+
+	variants := []tuneVariant{
+		{name: tuneAsWritten, spec: spec, warm: m.warm, runs: 1},
+		{name: tuneRewritten, spec: rewritten, warm: m.warm, runs: 1},
+		{name: tuneAutotune, spec: &auto, warm: 3*m.warm + time.Second, opts: pipeline.Options{Cores: budget, TuneInterval: 250 * time.Millisecond}},
+		{name: tuneHillClimb, spec: withParallelism(spec, cur), warm: m.warm, runs: climbRuns},
+		{name: tuneBestSweep, spec: withParallelism(rewritten, bestPar), warm: m.warm, runs: sweepRuns},
+	}
+	rates := make([][]float64, len(variants))
+	used := make([][]float64, len(variants))
+	live := make([]map[int]int, len(variants))
+	for r := 0; r < rounds; r++ {
+		for i, v := range variants {
+			rate, s, err := m.measure(v.spec, v.opts, v.warm)
+			if err != nil {
+				return nil, err
+			}
+			rates[i] = append(rates[i], rate)
+			used[i] = append(used[i], coresUsed(s))
+			live[i] = map[int]int{}
+			for k, op := range v.spec.Ops {
+				if op.Map != nil {
+					live[i][k] = s.Ops[k+1].Parallelism
+				}
+			}
+		}
+	}
+	var rows []benchRow
+	bestMedian := median(rates[len(variants)-1])
+	for i, v := range variants {
+		eps := median(rates[i])
+		fmt.Fprintf(m.stderr, "tune: %s %s: %.1f outputs/s (rounds %v, parallelism %v)\n", tp.name, v.name, eps, rates[i], live[i])
+		r := benchRow{"pipeline": tp.name, "variant": v.name, "elements_per_second": eps, "ratio_vs_best_sweep": eps / bestMedian,
+			"parallelism": fmt.Sprint(live[i]), "cores_used": median(used[i]), "cores": tp.cores, "runs": v.runs, "rounds": rounds}
+		if v.name == tuneRewritten {
+			r["predicted_elements_per_second"] = report.RecommendedPredictedElementsPerSecond
+		}
+		rows = append(rows, r)
 	}
 	return rows, nil
+}
+
+// coresUsed is the cores a window of statistics kept busy: the ops' busy
+// seconds over its wall time (waits standing in for CPU count as busy).
+func coresUsed(s pipeline.Stats) float64 {
+	if s.Elapsed <= 0 {
+		return 0
+	}
+	var busy float64
+	for _, o := range s.Ops {
+		busy += max(o.BusySeconds, 0)
+	}
+	return busy / s.Elapsed.Seconds()
 }
 
 func mapsClone(m map[int]int) map[int]int {
