@@ -1,0 +1,356 @@
+package raftstate
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// Autoscaling after Cachew (Graur et al., ATC'22, §4.3), decided purely:
+// StepAutoscale turns one job's stream of consumer metrics into the number
+// of workers the job should have, and AllocateWorkers turns every job's
+// number into nodes. The mesh gathers the metrics (the consumers' batch
+// time and result-queue fill, in their heartbeats), records the decisions
+// through Raft and applies them; nothing here reads a clock or the
+// network.
+//
+// The policy: a job starts on one worker. Each metric is the consumers'
+// batch time (seconds per batch, over the last BatchesPerMetric batches).
+// After a worker is added, the batch time must improve by more than
+// Threshold for the worker to stay and another to be tried; the first
+// worker that does not improve it is taken back and the decision
+// converges. A converged job is revisited every RevisitEvery metrics: a
+// batch time more than UpRatio above the converged one adds a worker and
+// scales up again; a result queue more than DownQueueRatio above the
+// converged one (workers outpacing the model) removes a worker and scales
+// down while the batch time grows by less than Threshold. The queue is
+// checked first: when the model slows down, the batch time rises too, but
+// more workers would only grow the queue. After each
+// change the next PauseMetrics metrics are ignored: they straddle the
+// change.
+
+// AutoscaleConfig are the policy's knobs; DefaultAutoscaleConfig has
+// Cachew's values.
+type AutoscaleConfig struct {
+	// Threshold is the relative batch-time improvement a new worker must
+	// bring to stay (Cachew: 3 %), and the relative increase that stops a
+	// scale-down.
+	Threshold float64
+	// RevisitEvery is how many metrics a converged decision stands before
+	// it is revisited (Cachew: 10).
+	RevisitEvery int
+	// UpRatio: at a revisit, a batch time more than this much above the
+	// converged one adds a worker (Cachew: "significantly higher").
+	UpRatio float64
+	// DownQueueRatio: at a revisit, a result queue more than this much
+	// above the converged one removes a worker (Cachew: 40 %).
+	DownQueueRatio float64
+	// PauseMetrics is how many metrics are ignored after each change
+	// (Cachew pauses collection for 150 batches: 2 metrics of 100).
+	PauseMetrics int
+	// BatchesPerMetric is how many batches one metric averages over
+	// (Cachew: 100); the consumers use it.
+	BatchesPerMetric int
+}
+
+// DefaultAutoscaleConfig returns Cachew's values (UpRatio, which the paper
+// leaves as "significantly higher", is 10 %).
+func DefaultAutoscaleConfig() AutoscaleConfig {
+	return AutoscaleConfig{Threshold: 0.03, RevisitEvery: 10, UpRatio: 0.10, DownQueueRatio: 0.40, PauseMetrics: 2, BatchesPerMetric: 100}
+}
+
+// Validate rejects knobs the policy cannot work with.
+func (c AutoscaleConfig) Validate() error {
+	switch {
+	case !(c.Threshold > 0 && c.Threshold < 1):
+		return fmt.Errorf("autoscale threshold %v: want in (0, 1)", c.Threshold)
+	case c.RevisitEvery < 1:
+		return fmt.Errorf("autoscale revisit interval %d metrics: want >= 1", c.RevisitEvery)
+	case !(c.UpRatio > 0), !(c.DownQueueRatio > 0):
+		return fmt.Errorf("autoscale up ratio %v, down queue ratio %v: want > 0", c.UpRatio, c.DownQueueRatio)
+	case c.PauseMetrics < 0:
+		return fmt.Errorf("autoscale pause %d metrics: want >= 0", c.PauseMetrics)
+	case c.BatchesPerMetric < 1:
+		return fmt.Errorf("autoscale batches per metric %d: want >= 1", c.BatchesPerMetric)
+	}
+	return nil
+}
+
+// ScaleMetric is one report of a job's consumers.
+type ScaleMetric struct {
+	// BatchTime is the time to get and process a batch, averaged over the
+	// last BatchesPerMetric batches (seconds).
+	BatchTime float64 `cbor:"1,keyasint" json:"batch_time"`
+	// ResultQueue is the batches buffered in the consumers, waiting for
+	// the model (averaged over the same batches).
+	ResultQueue float64 `cbor:"2,keyasint" json:"result_queue"`
+}
+
+// ScalePhase is where a job is in the policy.
+type ScalePhase uint8
+
+// The phases.
+const (
+	ScaleUp        ScalePhase = iota // adding workers while they help
+	ScaleConverged                   // holding, revisited now and then
+	ScaleDown                        // removing workers while they are not missed
+)
+
+func (p ScalePhase) String() string {
+	switch p {
+	case ScaleUp:
+		return "scaling up"
+	case ScaleConverged:
+		return "converged"
+	case ScaleDown:
+		return "scaling down"
+	}
+	return fmt.Sprintf("phase %d", uint8(p))
+}
+
+// ScaleState is one job's autoscaling state. The zero value is not
+// valid: start from NewScaleState.
+type ScaleState struct {
+	Phase ScalePhase `cbor:"1,keyasint" json:"phase"`
+	// Workers is the count the policy wants now.
+	Workers int `cbor:"2,keyasint" json:"workers"`
+	// Base is the batch time measured before the last change (0: none
+	// yet): what the next metric is compared with.
+	Base float64 `cbor:"3,keyasint" json:"base"`
+	// ConvergedBatchTime and ConvergedQueue are the metric recorded when
+	// the decision converged (ConvergedQueue < 0: not recorded yet).
+	ConvergedBatchTime float64 `cbor:"4,keyasint" json:"converged_batch_time"`
+	ConvergedQueue     float64 `cbor:"5,keyasint" json:"converged_queue"`
+	// Pause counts the metrics still to ignore; SinceRevisit the metrics
+	// since the converged decision was last revisited.
+	Pause        int `cbor:"6,keyasint" json:"pause"`
+	SinceRevisit int `cbor:"7,keyasint" json:"since_revisit"`
+	// Reason says why the last decision was taken, for `feedmesh jobs`.
+	Reason string `cbor:"8,keyasint" json:"reason"`
+}
+
+// NewScaleState is a new job's state: one worker, scaling up.
+func NewScaleState() ScaleState {
+	return ScaleState{Phase: ScaleUp, Workers: 1, ConvergedQueue: -1, Reason: "new job: one worker, measuring"}
+}
+
+// changed records a change of the worker count to w.
+func (s *ScaleState) changed(w int, cfg AutoscaleConfig, reason string) {
+	s.Workers, s.Pause, s.Reason = w, cfg.PauseMetrics, reason
+}
+
+// converge holds at w workers.
+func (s *ScaleState) converge(w int, batchTime float64, cfg AutoscaleConfig, reason string) {
+	if w != s.Workers {
+		s.changed(w, cfg, reason)
+	} else {
+		s.Reason = reason
+	}
+	s.Phase, s.ConvergedBatchTime, s.ConvergedQueue, s.SinceRevisit = ScaleConverged, batchTime, -1, 0
+}
+
+// WorkerLost tells the policy that one of the job's workers died or left:
+// the next metrics straddle the replacement, so they are ignored as after
+// a change of its own.
+func (s ScaleState) WorkerLost(cfg AutoscaleConfig) ScaleState {
+	s.Pause = cfg.PauseMetrics
+	return s
+}
+
+// StepAutoscale applies one metric to s and returns the new state. limit
+// is the most workers the job may have now (the mesh's worker nodes, or
+// the job's MaxWorkers): the count never exceeds it, and a limit below
+// the count lowers it at once. A metric with no batch time is ignored.
+func StepAutoscale(s ScaleState, m ScaleMetric, cfg AutoscaleConfig, limit int) ScaleState {
+	limit = max(limit, 1)
+	if s.Workers > limit {
+		s.changed(limit, cfg, fmt.Sprintf("the mesh has %d workers for the job", limit))
+		if s.Phase == ScaleUp {
+			s.Phase, s.ConvergedQueue = ScaleConverged, -1
+		}
+		return s
+	}
+	if !(m.BatchTime > 0) || m.ResultQueue < 0 {
+		return s
+	}
+	if s.Pause > 0 {
+		s.Pause--
+		return s
+	}
+	switch s.Phase {
+	case ScaleUp:
+		switch {
+		case s.Base == 0:
+			s.Base = m.BatchTime
+			if s.Workers < limit {
+				s.changed(s.Workers+1, cfg, fmt.Sprintf("batch time %s with %d workers: trying %d", ms(m.BatchTime), s.Workers, s.Workers+1))
+			} else {
+				s.converge(s.Workers, m.BatchTime, cfg, fmt.Sprintf("at the limit of %d workers", limit))
+			}
+		case gain(s.Base, m.BatchTime) > cfg.Threshold:
+			why := fmt.Sprintf("worker %d improved batch time %s → %s (%.1f %%)", s.Workers, ms(s.Base), ms(m.BatchTime), 100*gain(s.Base, m.BatchTime))
+			s.Base = m.BatchTime
+			if s.Workers < limit {
+				s.changed(s.Workers+1, cfg, why+fmt.Sprintf(": trying %d", s.Workers+1))
+			} else {
+				s.converge(s.Workers, m.BatchTime, cfg, why+fmt.Sprintf("; at the limit of %d workers", limit))
+			}
+		default:
+			s.converge(s.Workers-1, s.Base, cfg, fmt.Sprintf("worker %d improved batch time by %.1f %% only (threshold %.0f %%): converged at %d",
+				s.Workers, max(100*gain(s.Base, m.BatchTime), 0), 100*cfg.Threshold, s.Workers-1))
+		}
+	case ScaleConverged:
+		if s.ConvergedQueue < 0 {
+			s.ConvergedQueue = m.ResultQueue // the first metric at the converged count
+			return s
+		}
+		s.SinceRevisit++
+		if s.SinceRevisit < cfg.RevisitEvery {
+			return s
+		}
+		s.SinceRevisit = 0
+		switch {
+		case m.ResultQueue > s.ConvergedQueue*(1+cfg.DownQueueRatio) && m.ResultQueue > 0 && s.Workers > 1:
+			s.Phase, s.Base = ScaleDown, m.BatchTime
+			s.changed(s.Workers-1, cfg, fmt.Sprintf("result queue %.1f is %.0f %% above the converged %.1f (workers outpace the model): trying %d",
+				m.ResultQueue, 100*(m.ResultQueue/max(s.ConvergedQueue, 1e-9)-1), s.ConvergedQueue, s.Workers-1))
+		case m.BatchTime > s.ConvergedBatchTime*(1+cfg.UpRatio) && s.Workers < limit:
+			s.Phase, s.Base = ScaleUp, m.BatchTime
+			s.changed(s.Workers+1, cfg, fmt.Sprintf("batch time %s is %.0f %% above the converged %s: trying %d",
+				ms(m.BatchTime), 100*(m.BatchTime/s.ConvergedBatchTime-1), ms(s.ConvergedBatchTime), s.Workers+1))
+		}
+	case ScaleDown:
+		if -gain(s.Base, m.BatchTime) >= cfg.Threshold {
+			s.converge(s.Workers+1, s.Base, cfg, fmt.Sprintf("with %d workers batch time rose %.1f %%: back to %d", s.Workers, -100*gain(s.Base, m.BatchTime), s.Workers+1))
+			return s
+		}
+		if s.Workers == 1 {
+			s.converge(1, m.BatchTime, cfg, "one worker is enough")
+			return s
+		}
+		s.Base = m.BatchTime
+		s.changed(s.Workers-1, cfg, fmt.Sprintf("%d workers keep the batch time (%s): trying %d", s.Workers, ms(m.BatchTime), s.Workers-1))
+	}
+	return s
+}
+
+// gain is the relative improvement from before to after (negative when
+// after is slower).
+func gain(before, after float64) float64 { return (before - after) / before }
+
+func ms(seconds float64) string { return fmt.Sprintf("%.3g ms", 1e3*seconds) }
+
+// AllocateWorkers assigns worker nodes to jobs: want is each job's worker
+// count (StepAutoscale's), nodes the live worker nodes, current each job's
+// nodes now. It keeps current assignments where it can (a node moves only
+// when its job wants fewer, or another job's fair share needs it).
+//
+// While the jobs want no more nodes than there are, each node serves at
+// most one job and each job gets what it wants. When they want more, the
+// nodes are shared out max-min fairly (water-filling: no job gets more
+// than it wants, and no job gets more than another that wants more) and
+// still each node serves one job; only when there are more jobs than nodes
+// does a node serve several, every job then getting one node, the least
+// loaded. A job that wants 0 gets none. Jobs are returned sorted, each
+// with its nodes sorted.
+func AllocateWorkers(want map[string]int, nodes []string, current map[string][]string) map[string][]string {
+	jobs := slices.Sorted(maps.Keys(want))
+	live := slices.Sorted(slices.Values(nodes))
+	live = slices.Compact(live)
+	out := make(map[string][]string, len(jobs))
+	if len(live) == 0 {
+		for _, j := range jobs {
+			out[j] = nil
+		}
+		return out
+	}
+	var active []string
+	for _, j := range jobs {
+		if want[j] > 0 {
+			active = append(active, j)
+		} else {
+			out[j] = nil
+		}
+	}
+	if len(active) > len(live) {
+		// Fewer nodes than jobs: one node each, nodes shared, the least
+		// loaded first (a job keeps a current node if it has one).
+		load := map[string]int{}
+		for _, j := range active {
+			if n := firstLive(current[j], live); n != "" {
+				out[j] = []string{n}
+				load[n]++
+			}
+		}
+		for _, j := range active {
+			if out[j] != nil {
+				continue
+			}
+			best := live[0]
+			for _, n := range live {
+				if load[n] < load[best] {
+					best = n
+				}
+			}
+			out[j] = []string{best}
+			load[best]++
+		}
+		return out
+	}
+	share := waterFill(active, want, len(live))
+	used := map[string]bool{}
+	for _, j := range active {
+		var keep []string
+		for _, n := range slices.Sorted(slices.Values(current[j])) {
+			if len(keep) < share[j] && slices.Contains(live, n) && !used[n] {
+				keep = append(keep, n)
+				used[n] = true
+			}
+		}
+		out[j] = keep
+	}
+	for _, j := range active {
+		for _, n := range live {
+			if len(out[j]) >= share[j] {
+				break
+			}
+			if !used[n] {
+				out[j] = append(out[j], n)
+				used[n] = true
+			}
+		}
+		slices.Sort(out[j])
+	}
+	return out
+}
+
+// waterFill shares n nodes among jobs max-min fairly, each at least 1 and
+// at most what it wants (len(jobs) <= n).
+func waterFill(jobs []string, want map[string]int, n int) map[string]int {
+	share := make(map[string]int, len(jobs))
+	left := n
+	open := slices.Clone(jobs)
+	for len(open) > 0 && left > 0 {
+		level := max(left/len(open), 1)
+		var still []string
+		for _, j := range open {
+			give := min(want[j]-share[j], level, left)
+			share[j] += give
+			left -= give
+			if share[j] < want[j] {
+				still = append(still, j)
+			}
+		}
+		open = still // each round gives at least one node while any is left
+	}
+	return share
+}
+
+func firstLive(ns []string, live []string) string {
+	for _, n := range slices.Sorted(slices.Values(ns)) {
+		if slices.Contains(live, n) {
+			return n
+		}
+	}
+	return ""
+}

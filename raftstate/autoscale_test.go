@@ -1,0 +1,217 @@
+package raftstate
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// scaleModel is a job as the autoscaler sees it: workers each deliver a
+// batch in worker seconds, the model takes model seconds per batch; the
+// batch time is the slower of the two, and the result queue grows when the
+// workers outpace the model.
+type scaleModel struct{ worker, model float64 }
+
+func (m scaleModel) metric(w int, noise float64) ScaleMetric {
+	supply := m.worker / float64(w)
+	bt := max(supply, m.model) * (1 + noise)
+	q := max(0, 8*(m.model/supply-1))
+	return ScaleMetric{BatchTime: bt, ResultQueue: q}
+}
+
+var testScaleConfig = AutoscaleConfig{Threshold: 0.03, RevisitEvery: 3, UpRatio: 0.10, DownQueueRatio: 0.40, PauseMetrics: 1, BatchesPerMetric: 100}
+
+// run feeds n metrics of model (with noise[i%len(noise)]) to s.
+func runScale(s ScaleState, m scaleModel, n, limit int, noise []float64) ScaleState {
+	for i := 0; i < n; i++ {
+		nz := 0.0
+		if len(noise) > 0 {
+			nz = noise[i%len(noise)]
+		}
+		s = StepAutoscale(s, m.metric(s.Workers, nz), testScaleConfig, limit)
+	}
+	return s
+}
+
+func TestStepAutoscale(t *testing.T) {
+	// 100 ms of work per batch, a model that takes 25 ms: 4 workers keep
+	// up, a fifth brings nothing.
+	m := scaleModel{worker: 0.100, model: 0.025}
+	for _, c := range []struct {
+		name  string
+		noise []float64
+		limit int
+		want  int
+	}{
+		{"improving, then the plateau", nil, 16, 4},
+		{"noise within the threshold", []float64{0.01, -0.01, 0.005, -0.012, 0}, 16, 4},
+		{"the mesh's limit", nil, 3, 3},
+	} {
+		s := runScale(NewScaleState(), m, 40, c.limit, c.noise)
+		if s.Phase != ScaleConverged || s.Workers != c.want {
+			t.Errorf("%s: %v at %d workers (%s), want converged at %d", c.name, s.Phase, s.Workers, s.Reason, c.want)
+		}
+	}
+
+	// Converged at 4, then the model slows to 50 ms a batch: the workers
+	// outpace it, the queue grows, and the job gives back workers down to
+	// the 2 that still keep up.
+	s := runScale(NewScaleState(), m, 40, 16, nil)
+	slow := scaleModel{worker: 0.100, model: 0.050}
+	s = runScale(s, slow, 40, 16, nil)
+	if s.Phase != ScaleConverged || s.Workers != 2 || !strings.Contains(s.Reason, "back to 2") {
+		t.Errorf("ingestion slowed: %v at %d workers (%s), want converged at 2", s.Phase, s.Workers, s.Reason)
+	}
+	// Then the pipeline gets costlier (200 ms of work a batch): the batch
+	// time rises well above the converged one, and workers are added up
+	// to the 4 that keep up with the model again. (A model that speeds up
+	// while the data keeps it waiting leaves the batch time as it was:
+	// Cachew's policy does not see that, nor does this one.)
+	costly := scaleModel{worker: 0.200, model: 0.050}
+	s = runScale(s, costly, 60, 16, nil)
+	if s.Phase != ScaleConverged || s.Workers != 4 {
+		t.Errorf("pipeline costlier: %v at %d workers (%s), want converged at 4", s.Phase, s.Workers, s.Reason)
+	}
+
+	// A worker dies after convergence: the metrics that straddle its
+	// replacement (a spike) are ignored, and the count stays.
+	s = runScale(NewScaleState(), m, 40, 16, nil)
+	s = s.WorkerLost(testScaleConfig)
+	s = StepAutoscale(s, ScaleMetric{BatchTime: 0.5, ResultQueue: 0}, testScaleConfig, 16)
+	s = runScale(s, m, 20, 16, nil)
+	if s.Phase != ScaleConverged || s.Workers != 4 {
+		t.Errorf("after a worker's death: %v at %d workers (%s)", s.Phase, s.Workers, s.Reason)
+	}
+
+	// The mesh shrinks below the count: it follows at once.
+	s = StepAutoscale(s, m.metric(4, 0), testScaleConfig, 2)
+	if s.Workers != 2 {
+		t.Errorf("limit 2: %d workers", s.Workers)
+	}
+	// Metrics without a batch time change nothing.
+	if got := StepAutoscale(NewScaleState(), ScaleMetric{}, testScaleConfig, 8); got != NewScaleState() {
+		t.Errorf("an empty metric changed the state: %+v", got)
+	}
+}
+
+func TestAutoscaleConfigValidate(t *testing.T) {
+	if err := DefaultAutoscaleConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bad := DefaultAutoscaleConfig()
+	bad.Threshold = 0
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "threshold") {
+		t.Errorf("threshold 0: %v", err)
+	}
+	bad = DefaultAutoscaleConfig()
+	bad.RevisitEvery = 0
+	if err := bad.Validate(); err == nil {
+		t.Error("revisit 0 accepted")
+	}
+}
+
+func TestAllocateWorkers(t *testing.T) {
+	nodes := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	got := AllocateWorkers(map[string]int{"a": 2, "b": 3}, nodes, map[string][]string{"a": {"n5", "n6"}})
+	if !slices.Equal(got["a"], []string{"n5", "n6"}) || len(got["b"]) != 3 || slices.Contains(got["b"], "n5") {
+		t.Errorf("enough nodes: %v (a keeps n5, n6)", got)
+	}
+	// More wanted than there is: max-min fair shares, one job per node.
+	got = AllocateWorkers(map[string]int{"a": 1, "b": 8, "c": 8}, nodes, nil)
+	if len(got["a"]) != 1 || len(got["b"])+len(got["c"]) != 5 || absInt(len(got["b"])-len(got["c"])) > 1 {
+		t.Errorf("contended: %v", got)
+	}
+	// More jobs than nodes: one node each, shared evenly.
+	got = AllocateWorkers(map[string]int{"a": 3, "b": 3, "c": 3}, nodes[:2], nil)
+	load := map[string]int{}
+	for _, ns := range got {
+		if len(ns) != 1 {
+			t.Fatalf("more jobs than nodes: %v", got)
+		}
+		load[ns[0]]++
+	}
+	if load["n1"]+load["n2"] != 3 || absInt(load["n1"]-load["n2"]) > 1 {
+		t.Errorf("more jobs than nodes: %v", got)
+	}
+}
+
+func absInt(x int) int { return int(math.Abs(float64(x))) }
+
+// Property: over random wants, nodes and current assignments, no job gets
+// a node that is not live or more nodes than it wants; every job that
+// wants workers gets one; while the wants fit, no node serves two jobs and
+// each job gets what it wants; when they do not fit (and jobs <= nodes),
+// no node idles and the shares are max-min fair.
+func TestAllocateWorkersProperty(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	for iter := 0; iter < 5000; iter++ {
+		var nodes []string
+		for i := range r.IntN(9) {
+			nodes = append(nodes, string(rune('a'+i)))
+		}
+		want := map[string]int{}
+		current := map[string][]string{}
+		for j := range r.IntN(6) {
+			name := "job" + string(rune('0'+j))
+			want[name] = r.IntN(6)
+			for _, n := range nodes {
+				if r.IntN(4) == 0 {
+					current[name] = append(current[name], n)
+				}
+			}
+			if r.IntN(3) == 0 {
+				current[name] = append(current[name], "gone")
+			}
+		}
+		got := AllocateWorkers(want, nodes, current)
+		total, active := 0, 0
+		for _, w := range want {
+			total += w
+			if w > 0 {
+				active++
+			}
+		}
+		perNode := map[string]int{}
+		for j, ns := range got {
+			if len(ns) > want[j] {
+				t.Fatalf("job %s wants %d, got %v", j, want[j], ns)
+			}
+			if want[j] > 0 && len(nodes) > 0 && len(ns) == 0 {
+				t.Fatalf("job %s wants %d and got nothing: %v over %v", j, want[j], got, nodes)
+			}
+			for _, n := range ns {
+				if !slices.Contains(nodes, n) {
+					t.Fatalf("job %s got %s, not a live node", j, n)
+				}
+				perNode[n]++
+			}
+		}
+		if active <= len(nodes) {
+			for n, k := range perNode {
+				if k > 1 {
+					t.Fatalf("node %s serves %d jobs though %d jobs fit on %d nodes: %v", n, k, active, len(nodes), got)
+				}
+			}
+		}
+		if total <= len(nodes) {
+			for j, w := range want {
+				if len(got[j]) != w {
+					t.Fatalf("wants fit (%d on %d nodes) but %s got %d of %d", total, len(nodes), j, len(got[j]), w)
+				}
+			}
+		} else if active <= len(nodes) {
+			if len(perNode) != len(nodes) {
+				t.Fatalf("wants exceed the nodes but %d of %d are used: %v", len(perNode), len(nodes), got)
+			}
+			for a, wa := range want {
+				for b, wb := range want {
+					if wa > 0 && wb > 0 && len(got[a]) < wa && len(got[b]) > len(got[a])+1 {
+						t.Fatalf("unfair: %s wants %d has %d, %s has %d: %v", a, wa, len(got[a]), b, len(got[b]), got)
+					}
+				}
+			}
+		}
+	}
+}
