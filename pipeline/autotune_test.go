@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/feedmesh/feedmesh/splits"
 )
 
 func TestParseParallelismAuto(t *testing.T) {
@@ -201,4 +203,23 @@ func mustSplits(t *testing.T, spec *Spec) []Split {
 		t.Fatal(err)
 	}
 	return ss
+}
+
+// With autotune: true (tuned maps and the prefetch it adds at the end),
+// provenance tracking still accounts for every element exactly once and
+// completes every split: exactly-once workers run such specs.
+func TestAutotuneKeepsProvenance(t *testing.T) {
+	spec := NewSpec(rangeSource(300, 30)).Map("test_double", nil, ParallelismAuto).Batch(7, false)
+	spec.Autotune = true
+	all := mustSplits(t, spec)
+	it, err := OpenWithOptions(context.Background(), spec, all, Options{Track: true, Cores: func() float64 { return 4 }, TuneInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	want := map[splitKey]splits.Ranges{}
+	for _, s := range all {
+		want[splitKey{0, s.ID}] = splits.Span(0, s.End-s.Start)
+	}
+	checkTracked(t, it, want, nil)
 }

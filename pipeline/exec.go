@@ -140,6 +140,12 @@ func openCompiled(ctx context.Context, c *compiled, open sourceOpener, splits []
 		cancel()
 		return nil, err
 	}
+	if c.spec.Autotune && (len(c.ops) == 0 || c.ops[len(c.ops)-1].op.Prefetch == nil) {
+		// autotune: true also overlaps the consumer with the pipeline, as
+		// diagnose recommends (a prefetch at the end, outside the
+		// statistics: it is no op of the spec).
+		it = newPrefetch(pctx, it, DefaultPrefetchBuffer)
+	}
 	x := &pipelineIter{p: p, it: it, cancel: cancel, start: time.Now()}
 	if p.tune != nil && p.tune.tuner != nil && p.statsOn {
 		x.tuneDone = make(chan struct{})
