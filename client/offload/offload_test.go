@@ -1,0 +1,116 @@
+package offload
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDecide(t *testing.T) {
+	c := DefaultConfig()
+	for _, tc := range []struct {
+		name string
+		p    Profile
+		want func(Decision) bool
+	}{
+		{"no stall: everything local", Profile{Ingest: 100, Local: 200, Candidates: []Candidate{{Cut: 1, Remote: 1000}}},
+			func(d Decision) bool { return !d.Offload && d.Predicted == 100 }},
+		{"a stall below the speed-up threshold: local", Profile{Ingest: 105, Local: 100, Candidates: []Candidate{{Cut: 1, Remote: 1000}}},
+			func(d Decision) bool { return !d.Offload }},
+		{"remote faster, plenty of bandwidth: mostly remote", Profile{Ingest: 1000, Local: 100, Candidates: []Candidate{{Cut: 2, Remote: 2000, OverheadRatio: 0.05}}},
+			func(d Decision) bool { return d.Offload && d.Cut == 2 && d.Fraction >= 0.9 && d.Predicted == 1000 }},
+		{"neither side alone: shared by capacity", Profile{Ingest: 1000, Local: 300, Candidates: []Candidate{{Cut: 1, Remote: 200, OverheadRatio: 0.1}}},
+			func(d Decision) bool { return d.Offload && d.Fraction > 0.35 && d.Fraction < 0.45 && strings.Contains(d.Reason, "shared by capacity") }},
+	} {
+		d, err := Decide(tc.p, c)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if !tc.want(d) {
+			t.Errorf("%s: %+v", tc.name, d)
+		}
+	}
+	if _, err := Decide(Profile{Ingest: 100, Local: 10}, c); err == nil {
+		t.Error("a stall with no candidate decided something")
+	}
+	for _, bad := range []Profile{{Ingest: 0, Local: 1}, {Ingest: 1, Local: -1}, {Ingest: 10, Local: 1, Candidates: []Candidate{{Cut: 0, Remote: 5}}}} {
+		if _, err := Decide(bad, c); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
+
+// A slow link and a pipeline whose first op shrinks the data (a decode
+// and crop: 500 KB in, 50 KB out) then a cheap augmentation: shipping
+// the raw elements is link-bound, shipping after the shrinking op is not,
+// so the cut goes after it (a partial offload), and the host does the rest.
+func TestEstimateSlowLinkPartialOffload(t *testing.T) {
+	ops := []OpCost{
+		{CPUSeconds: 0.000, Bytes: 500e3}, // read: raw JPEG bytes
+		{CPUSeconds: 0.020, Bytes: 50e3},  // decode + crop: expensive, shrinks
+		{CPUSeconds: 0.002, Bytes: 50e3},  // augment: cheap
+	}
+	env := Env{Ingest: 400, LocalCores: 2, RemoteCores: 16, LinkBytesPerSecond: 12.5e6, ReceiveSecondsPerByte: 2e-9, SourceBytes: 500e3}
+	p, err := Estimate(ops, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Local > 100 || len(p.Candidates) != 3 {
+		t.Fatalf("profile %+v", p)
+	}
+	if r := p.Candidates[0].Remote; r > 26 { // 12.5 MB/s over 500 KB
+		t.Errorf("cutting after the read ships 500 KB an element: %v elements/s, want the link's 25", r)
+	}
+	d, err := Decide(p, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Offload || d.Cut < 2 || d.Predicted <= 2*p.Local {
+		t.Errorf("decision %+v on %+v: want a cut after the shrinking op (2 or later) and more than twice the host alone", d, p)
+	}
+	// With a fast link the same pipeline is cut the same way or later,
+	// never before the shrinking op.
+	env.LinkBytesPerSecond = 10e9
+	p, _ = Estimate(ops, env)
+	if d, _ := Decide(p, DefaultConfig()); !d.Offload || d.Cut < 2 {
+		t.Errorf("fast link: %+v", d)
+	}
+	// No stall: the host keeps up alone, no remote worker.
+	env.Ingest = 50
+	p, _ = Estimate(ops, env)
+	if d, _ := Decide(p, DefaultConfig()); d.Offload {
+		t.Errorf("no stall: %+v", d)
+	}
+}
+
+// Measurements that move within the hysteresis do not flip a decision;
+// a real change does.
+func TestReviseHysteresis(t *testing.T) {
+	c := DefaultConfig()
+	base := Profile{Ingest: 1000, Local: 300, Candidates: []Candidate{{Cut: 1, Remote: 400, OverheadRatio: 0.1}, {Cut: 2, Remote: 380, OverheadRatio: 0.1}}}
+	d, err := Decide(base, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, noise := range []float64{0.97, 1.02, 0.99, 1.03, 0.98} {
+		p := base
+		p.Candidates = []Candidate{{Cut: 1, Remote: 400 * noise, OverheadRatio: 0.1}, {Cut: 2, Remote: 380 / noise, OverheadRatio: 0.1}}
+		p.Local = 300 * noise
+		got, err := Revise(d, p, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != d {
+			t.Fatalf("noise %.2f flipped %+v to %+v", noise, d, got)
+		}
+	}
+	// The remote side doubles: the decision moves.
+	p := base
+	p.Candidates = []Candidate{{Cut: 1, Remote: 800, OverheadRatio: 0.1}}
+	got, err := Revise(d, p, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got == d || got.Fraction <= d.Fraction {
+		t.Errorf("the mesh doubled: %+v → %+v", d, got)
+	}
+}
