@@ -19,7 +19,9 @@ func TestDecide(t *testing.T) {
 		{"remote faster, plenty of bandwidth: mostly remote", Profile{Ingest: 1000, Local: 100, Candidates: []Candidate{{Cut: 2, Remote: 2000, OverheadRatio: 0.05}}},
 			func(d Decision) bool { return d.Offload && d.Cut == 2 && d.Fraction >= 0.9 && d.Predicted == 1000 }},
 		{"neither side alone: shared by capacity", Profile{Ingest: 1000, Local: 300, Candidates: []Candidate{{Cut: 1, Remote: 200, OverheadRatio: 0.1}}},
-			func(d Decision) bool { return d.Offload && d.Fraction > 0.35 && d.Fraction < 0.45 && strings.Contains(d.Reason, "shared by capacity") }},
+			func(d Decision) bool {
+				return d.Offload && d.Fraction > 0.35 && d.Fraction < 0.45 && strings.Contains(d.Reason, "shared by capacity")
+			}},
 	} {
 		d, err := Decide(tc.p, c)
 		if err != nil {
