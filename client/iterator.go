@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/transport"
@@ -84,6 +85,7 @@ type Iterator struct {
 	wg     sync.WaitGroup
 
 	mu    sync.Mutex
+	stall stallMeter // guarded by mu
 	info  api.JobInfo // as last heard
 	stats Stats
 	err   error // terminal error, or io.EOF once the job ended
@@ -168,6 +170,7 @@ func (it *Iterator) Job() string { return it.job }
 // job's last epoch, or the error that ended the job (a worker's pipeline
 // failure names the worker and the split).
 func (it *Iterator) Next(ctx context.Context) (Batch, error) {
+	entered, queued := time.Now(), len(it.items)
 	select {
 	case x, ok := <-it.items:
 		if !ok {
@@ -176,7 +179,7 @@ func (it *Iterator) Next(ctx context.Context) (Batch, error) {
 			return Batch{}, it.err
 		}
 		it.budget.Release(x.held)
-		it.countDelivered(x)
+		it.countDelivered(x, entered, queued)
 		if it.track != nil {
 			it.track.returned(x.prov)
 		}

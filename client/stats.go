@@ -1,6 +1,10 @@
 package client
 
-import "github.com/feedmesh/feedmesh/mesh/api"
+import (
+	"time"
+
+	"github.com/feedmesh/feedmesh/mesh/api"
+)
 
 // WorkerStats counts what one worker delivered.
 type WorkerStats struct {
@@ -73,6 +77,20 @@ type Stats struct {
 	// after a failure; a batch only partly received before is a bug, and
 	// is logged as an error.
 	DuplicatesDropped int64 `json:"duplicates_dropped,omitempty"`
+	// The training loop's stall (stall.go): WaitSeconds is the time spent
+	// inside Next waiting for a batch, StallFraction that time over the
+	// loop's whole time since the first batch (waiting plus its own work
+	// between Next calls), RecentStallFraction the same over the last
+	// StallWindow batches, BatchTimeSeconds the mean time per batch (wait
+	// plus work) over them, and ResultQueue the mean number of batches
+	// already buffered when Next was called. A loop that is never
+	// starved has a stall near 0 and a queue near the prefetch bound; a
+	// stall near 1 means the mesh, not the model, sets the pace.
+	WaitSeconds         float64 `json:"wait_seconds"`
+	StallFraction       float64 `json:"stall_fraction"`
+	RecentStallFraction float64 `json:"recent_stall_fraction"`
+	BatchTimeSeconds    float64 `json:"batch_time_seconds"`
+	ResultQueue         float64 `json:"result_queue"`
 }
 
 // Stats returns what was delivered so far.
@@ -87,6 +105,7 @@ func (it *Iterator) Stats() Stats {
 	if it.ledger != nil {
 		s.DuplicatesDropped = it.ledger.duplicates()
 	}
+	it.stall.fill(&s)
 	if it.stats.Share != nil {
 		sh := *it.stats.Share
 		sh.Workers = append([]api.WorkerShare(nil), sh.Workers...)
@@ -100,10 +119,12 @@ func (it *Iterator) Stats() Stats {
 	return s
 }
 
-// countDelivered counts a batch Next returns.
-func (it *Iterator) countDelivered(x item) {
+// countDelivered counts a batch Next returns; entered is when Next was
+// called and queued the batches buffered then.
+func (it *Iterator) countDelivered(x item, entered time.Time, queued int) {
 	it.mu.Lock()
 	defer it.mu.Unlock()
+	it.stall.record(entered, time.Now(), queued)
 	it.stats.Batches++
 	it.stats.Rows += x.b.Rows()
 	it.stats.Bytes += x.size

@@ -56,6 +56,12 @@ type readSummary struct {
 	// (client.Stats.Reconnects): at-most-once, the batches on their way
 	// on a broken stream are lost.
 	Reconnects int64 `json:"reconnects,omitempty"`
+	// StallFraction is the share of the read's time spent waiting for
+	// data inside Next (the rest: writing --dump, the loop's own work);
+	// BatchTimeSeconds the mean time per batch over the last 100
+	// (client.Stats).
+	StallFraction    float64 `json:"stall_fraction"`
+	BatchTimeSeconds float64 `json:"batch_time_seconds"`
 	// Note says what the reader should know about a surprising result:
 	// nothing read from a job that had already run to its end, or the
 	// copies that sharing off delivers.
@@ -327,7 +333,8 @@ func consume(ctx context.Context, it *client.Iterator, take int64, p progressLin
 	return readSummary{Job: it.Job(), Batches: s.Batches, Elements: s.Rows, Bytes: s.Bytes, WireBytes: s.WireBytes,
 		Seconds: time.Since(start).Seconds(), Workers: len(s.Workers), PerWorker: per, padded: padded, tokens: tokens,
 		JobState: s.JobState, SplitsLost: s.SplitsLost, NumSplits: s.NumSplits, Delivery: s.Delivery, Requeued: requeued(s),
-		Orphaned: orphaned(s, stopped), WorkersDropped: s.WorkersDropped, Reconnects: s.Reconnects, Stopped: stopped}, nil
+		Orphaned: orphaned(s, stopped), WorkersDropped: s.WorkersDropped, Reconnects: s.Reconnects, Stopped: stopped,
+		StallFraction: s.StallFraction, BatchTimeSeconds: s.BatchTimeSeconds}, nil
 }
 
 // progressLine is where and how consume reports progress: nowhere (w nil),
@@ -405,6 +412,9 @@ func printReadSummary(w io.Writer, s readSummary) {
 	if c := s.Coordinated; c != nil {
 		fmt.Fprintf(w, "coordinated: consumer %d read %d rounds (%d of them fillers, %d skipped), %d padded tokens of which %d real\n",
 			c.Index, c.Rounds, c.FillerRounds, c.SkippedRounds, c.PaddedTokens, c.Tokens)
+	}
+	if s.Batches > 0 {
+		fmt.Fprintf(w, "waited for data %.0f %% of the time (%.3g ms a batch over the last 100)\n", 100*s.StallFraction, 1e3*s.BatchTimeSeconds)
 	}
 	if sh := s.Share; sh != nil {
 		fmt.Fprintf(w, "sharing: %d batches read from share windows (%d hits, %d produced for this job), %d evicted before this job read them\n",

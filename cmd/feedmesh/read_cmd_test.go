@@ -42,6 +42,9 @@ func TestReadShardingAndNotes(t *testing.T) {
 	if once.Elements != 3000 || once.Note != "" {
 		t.Errorf("default sharding: %d elements, note %q; want the dataset once (3000), no note", once.Elements, once.Note)
 	}
+	if !(once.StallFraction > 0 && once.StallFraction <= 1) || !(once.BatchTimeSeconds > 0) {
+		t.Errorf("stall %v, batch time %v s: want a fraction in (0, 1] and a time", once.StallFraction, once.BatchTimeSeconds)
+	}
 	var perWorker int64
 	for _, w := range once.PerWorker {
 		perWorker += w.Elements

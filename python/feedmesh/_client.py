@@ -526,7 +526,9 @@ class Iterator(_Closing):
     def stats(self):
         """What was delivered so far (client.Stats as a dict): batches,
         elements, bytes, wire_bytes, seconds, workers (per worker:
-        batches, rows, bytes, wire_bytes), job_state, delivery, ..."""
+        batches, rows, bytes, wire_bytes), job_state, delivery,
+        stall_fraction (the share of the loop's time spent waiting for
+        data), batch_time_seconds, ..."""
         h = self._live()
         out = ctypes.c_void_p()
         _lib.call("fm_stats", h, ctypes.byref(out))
