@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -396,5 +397,40 @@ func TestYAMLSyntaxError(t *testing.T) {
 	}
 	if _, err := ParseYAML([]byte("source: [range\n")); err == nil || !strings.Contains(err.Error(), "line") {
 		t.Errorf("syntax error without a line: %v", err)
+	}
+}
+
+// TestTokenizeBPESpecFile: a spec's relative tokenizer path is relative to
+// the spec file, and the tokens are GPT-2's.
+func TestTokenizeBPESpecFile(t *testing.T) {
+	dir := t.TempDir()
+	tok, err := os.ReadFile("fn/testdata/bpe/gpt2-tokenizer.json.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"gpt2.json.gz": tok, "a.txt": []byte("Hello world\n<|endoftext|>It's 2026\n")} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	specPath := filepath.Join(dir, "spec.yaml")
+	spec := "source:\n  files: {paths: [a.txt], format: lines}\nops:\n  - map: {fn: tokenize_bpe, args: {tokenizer: gpt2.json.gz}}\n"
+	if err := os.WriteFile(specPath, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadFile(specPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][]int32
+	for _, e := range run(t, s) {
+		tt, _ := e.Get("tokens")
+		v, _ := tt.Int32s()
+		got = append(got, append([]int32{}, v...))
+	}
+	// js-tiktoken r50k_base: "Hello world", "<|endoftext|>It's 2026".
+	want := [][]int32{{15496, 995}, {50256, 1026, 338, 1160, 2075}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
 	}
 }

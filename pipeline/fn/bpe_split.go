@@ -1,0 +1,130 @@
+package fn
+
+import (
+	"unicode"
+	"unicode/utf8"
+)
+
+// GPT-2's pre-tokenizer is the regular expression
+//
+//	's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//
+// (the ByteLevel pre-tokenizer of Hugging Face tokenizers, tiktoken's
+// r50k_base). Go's regexp has no lookahead, so splitGPT2 implements the
+// same leftmost-first alternation by hand.
+//
+// Classes follow Unicode as the Rust and Python references do: \s is
+// White_Space (unicode.IsSpace), \p{L} letters, \p{N} numbers. JavaScript's
+// \s differs on two code points (it excludes U+0085 and includes U+FEFF).
+// Bytes that are not valid UTF-8 (the references never see them: they take
+// strings) count as one "other" character each, so they end up in
+// punctuation pieces and are encoded byte by byte like everything else.
+
+// runeClass is what the pattern distinguishes about a character.
+type runeClass uint8
+
+const (
+	classOther runeClass = iota
+	classSpace
+	classLetter
+	classNumber
+)
+
+// classAt returns the class and byte width of the character at b[i].
+func classAt(b []byte, i int) (runeClass, int) {
+	c := b[i]
+	if c < utf8.RuneSelf {
+		return asciiClass[c], 1
+	}
+	r, size := utf8.DecodeRune(b[i:])
+	if r == utf8.RuneError && size == 1 {
+		return classOther, 1
+	}
+	switch {
+	case unicode.IsSpace(r):
+		return classSpace, size
+	case unicode.IsLetter(r):
+		return classLetter, size
+	case unicode.IsNumber(r):
+		return classNumber, size
+	}
+	return classOther, size
+}
+
+var asciiClass = func() (t [utf8.RuneSelf]runeClass) {
+	for c := 0; c < utf8.RuneSelf; c++ {
+		r := rune(c)
+		switch {
+		case unicode.IsSpace(r):
+			t[c] = classSpace
+		case unicode.IsLetter(r):
+			t[c] = classLetter
+		case unicode.IsNumber(r):
+			t[c] = classNumber
+		}
+	}
+	return t
+}()
+
+// splitGPT2 calls f with each piece of b, in order; the pieces concatenate
+// to b.
+func splitGPT2(b []byte, f func(piece []byte)) {
+	for i := 0; i < len(b); {
+		n := gpt2PieceLen(b, i)
+		f(b[i : i+n])
+		i += n
+	}
+}
+
+// gpt2PieceLen returns the length of the piece starting at b[i] (> 0).
+func gpt2PieceLen(b []byte, i int) int {
+	// 's|'t|'re|'ve|'m|'ll|'d
+	if b[i] == '\'' && i+1 < len(b) {
+		switch b[i+1] {
+		case 's', 't', 'm', 'd':
+			return 2
+		case 'r', 'v':
+			if i+2 < len(b) && b[i+2] == 'e' {
+				return 3
+			}
+		case 'l':
+			if i+2 < len(b) && b[i+2] == 'l' {
+				return 3
+			}
+		}
+	}
+	// ` ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+`
+	j := i
+	if b[j] == ' ' && j+1 < len(b) {
+		j++
+	}
+	// When the optional space is followed by white space, the pattern
+	// retries without it and the space itself is \s: the same branch.
+	cls, size := classAt(b, j)
+	if cls != classSpace {
+		k := j + size
+		for k < len(b) {
+			c, s := classAt(b, k)
+			if c != cls {
+				break
+			}
+			k += s
+		}
+		return k - i
+	}
+	// `\s+(?!\S)|\s+`: the whole run of white space when it ends the text
+	// or is one character, else all but its last character (which then
+	// prefixes the next piece, or stands alone before a non-space).
+	k, last := i, 0
+	for k < len(b) {
+		c, s := classAt(b, k)
+		if c != classSpace {
+			break
+		}
+		k, last = k+s, s
+	}
+	if k < len(b) && k-last > i {
+		return k - last - i
+	}
+	return k - i
+}
