@@ -48,6 +48,12 @@ type OpStats struct {
 	// Replaced counts lines a source passed on with their invalid UTF-8
 	// replaced by U+FFFD (on_invalid: replace).
 	Replaced int64 `json:"replaced,omitempty"`
+	// PackedTokens and PaddingTokens count, for a pack op, the tokens
+	// placed in the rows it produced and the padding that filled them up;
+	// PaddingFraction is PaddingTokens / (PackedTokens + PaddingTokens).
+	PackedTokens    int64   `json:"packed_tokens,omitempty"`
+	PaddingTokens   int64   `json:"padding_tokens,omitempty"`
+	PaddingFraction float64 `json:"padding_fraction,omitempty"`
 }
 
 // Stats are a pipeline's statistics.
@@ -72,6 +78,8 @@ type opStats struct {
 	busyNanos   atomic.Int64 // concurrent ops only
 	skipped     atomic.Int64
 	replaced    atomic.Int64
+	packTokens  atomic.Int64 // pack: tokens placed in rows
+	packPadding atomic.Int64 // pack: padding tokens
 }
 
 // timed wraps a stage to count its output and time its Next.
@@ -210,6 +218,10 @@ func (p *plan) snapshot(elapsed time.Duration) Stats {
 			Parallelism: st.parallelism,
 			Skipped:     st.skipped.Load(),
 			Replaced:    st.replaced.Load(),
+		}
+		o.PackedTokens, o.PaddingTokens = st.packTokens.Load(), st.packPadding.Load()
+		if slots := o.PackedTokens + o.PaddingTokens; slots > 0 {
+			o.PaddingFraction = float64(o.PaddingTokens) / float64(slots)
 		}
 		own := st.nextNanos.Load()
 		var wait int64
