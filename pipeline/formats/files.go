@@ -15,11 +15,12 @@ import (
 
 // File formats understood by the files source.
 const (
-	FormatLines     = "lines"
-	FormatJSONL     = "jsonl"
-	FormatCSV       = "csv"
-	FormatTFRecord  = "tfrecord"
-	FormatWholeFile = "whole_file"
+	FormatLines      = "lines"
+	FormatJSONL      = "jsonl"
+	FormatCSV        = "csv"
+	FormatTFRecord   = "tfrecord"
+	FormatWholeFile  = "whole_file"
+	FormatWebDataset = "webdataset"
 )
 
 // DefaultMaxRecordBytes bounds one line, CSV record, TFRecord record or
@@ -176,13 +177,16 @@ func (o FilesOptions) Validate() error {
 		}
 	}
 	switch o.Format {
-	case FormatLines, FormatTFRecord, FormatWholeFile:
+	case FormatLines, FormatTFRecord, FormatWholeFile, FormatWebDataset:
 		if len(o.Fields) > 0 {
 			return fmt.Errorf("fields: only jsonl and csv take fields, not %s", o.Format)
 		}
 	case FormatJSONL, FormatCSV:
 	default:
-		return fmt.Errorf("format: %q is not lines, jsonl, csv, tfrecord or whole_file", o.Format)
+		return fmt.Errorf("format: %q is not lines, jsonl, csv, tfrecord, whole_file or webdataset", o.Format)
+	}
+	if o.Format == FormatWebDataset && o.SplitBytes != 0 {
+		return errors.New("split_bytes: webdataset shards are read whole, front to back (each shard is a split): leave it out")
 	}
 	names := map[string]bool{}
 	for i, f := range o.Fields {
@@ -262,7 +266,7 @@ func FileSplits(o FilesOptions) ([]Split, error) {
 	}
 	var out []Split
 	for _, p := range paths {
-		if o.SplitBytes == 0 || o.Format == FormatWholeFile {
+		if o.SplitBytes == 0 || o.Format == FormatWholeFile || o.Format == FormatWebDataset {
 			out = append(out, Split{ID: int64(len(out)), Path: p, Start: 0, End: -1})
 			continue
 		}
@@ -345,6 +349,12 @@ func OpenFiles(ctx context.Context, o FilesOptions, s Split) (Iterator, error) {
 		it, err = newCSVIter(fr, o)
 	case FormatTFRecord:
 		it, err = newTFRecordIter(fr, o)
+	case FormatWebDataset:
+		if fr.start != 0 {
+			err = fmt.Errorf("split %d: a webdataset shard is read whole, not from offset %d", s.ID, s.Start)
+			break
+		}
+		it, err = newWebDatasetIter(fr, o)
 	default:
 		it, err = newWholeFileIter(fr, o)
 	}
