@@ -43,7 +43,8 @@ type FilesSource struct {
 	// Paths are globs; relative ones resolve against the spec file's
 	// directory when the spec is loaded with LoadFile.
 	Paths []string `yaml:"paths" json:"paths" cbor:"paths,omitempty"`
-	// Format is lines | jsonl | csv | tfrecord | whole_file.
+	// Format is lines | jsonl | csv | tfrecord | whole_file | webdataset |
+	// image_folder.
 	Format string `yaml:"format" json:"format" cbor:"format,omitempty"`
 	// Fields selects jsonl fields or csv columns and their types.
 	Fields []Field `yaml:"fields" json:"fields,omitempty" cbor:"fields,omitempty"`
