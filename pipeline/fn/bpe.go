@@ -20,6 +20,14 @@ type bpeModel struct {
 	ignoreMerges bool
 	// special are the added tokens matched in the text before it is split.
 	special specialMatcher
+	// split is the pre-tokenizer: it cuts text into the pieces merged
+	// separately.
+	split func(b []byte, f func(piece []byte))
+	// tokBytes and ranks are set for a tiktoken rank file: there the
+	// merge of two tokens is the token of their concatenated bytes, ranked
+	// by its own rank (which is its id), so no merge table is needed.
+	tokBytes [][]byte
+	ranks    map[string]int32
 
 	cache wordCache
 }
@@ -28,20 +36,37 @@ type bpeMerge struct{ rank, id int32 }
 
 func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
 
+// pair returns the merge of the adjacent tokens a and b, if any.
+func (m *bpeModel) pair(a, b int32) (bpeMerge, bool) {
+	if m.tokBytes == nil {
+		mg, ok := m.merges[pairKey(a, b)]
+		return mg, ok
+	}
+	x, y := m.tokBytes[a], m.tokBytes[b]
+	var buf [64]byte
+	k := buf[:0]
+	if len(x)+len(y) > len(buf) {
+		k = make([]byte, 0, len(x)+len(y))
+	}
+	k = append(append(k, x...), y...)
+	r, ok := m.ranks[string(k)]
+	return bpeMerge{rank: r, id: r}, ok
+}
+
 // longWord is the length above which a word is merged with a heap
 // (O(n log n)) instead of by rescanning (O(n²), faster for short words).
 const longWord = 48
 
 // encode appends the ids of text to ids: added tokens first, then the
 // pre-tokenizer's pieces, each merged on its own.
-func (m *bpeModel) encode(ids []int32, text []byte, split func([]byte, func([]byte))) []int32 {
+func (m *bpeModel) encode(ids []int32, text []byte) []int32 {
 	emit := func(piece []byte) { ids = m.encodeWord(ids, piece) }
 	m.special.split(text, func(seg []byte, id int32) {
 		if id >= 0 {
 			ids = append(ids, id)
 			return
 		}
-		split(seg, emit)
+		m.split(seg, emit)
 	})
 	return ids
 }
@@ -85,7 +110,7 @@ func (m *bpeModel) mergeScan(sym []int32) int {
 	for len(sym) > 1 {
 		best, at := bpeMerge{rank: -1}, -1
 		for i := 0; i+1 < len(sym); i++ {
-			if mg, ok := m.merges[pairKey(sym[i], sym[i+1])]; ok && (at < 0 || mg.rank < best.rank) {
+			if mg, ok := m.pair(sym[i], sym[i+1]); ok && (at < 0 || mg.rank < best.rank) {
 				best, at = mg, i
 			}
 		}
@@ -116,7 +141,7 @@ func (m *bpeModel) mergeHeap(sym []int32) int {
 			return
 		}
 		j := next[i]
-		if mg, ok := m.merges[pairKey(sym[i], sym[j])]; ok {
+		if mg, ok := m.pair(sym[i], sym[j]); ok {
 			heap.Push(h, pairCand{rank: mg.rank, pos: i, left: sym[i], right: sym[j], id: mg.id})
 		}
 	}

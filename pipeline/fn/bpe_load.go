@@ -27,11 +27,11 @@ func tokenizeBPE(a Args) (MapFn, error) {
 	if err != nil {
 		return nil, argError("tokenize_bpe", err)
 	}
-	m, err := loadCached(path, loadHFTokenizer)
+	m, err := loadCached(path, "", loadHFTokenizer)
 	if err != nil {
 		return nil, argError("tokenize_bpe", fmt.Errorf("tokenizer: %w", err))
 	}
-	return bpeMapFn(m, in, out, splitGPT2), nil
+	return bpeMapFn(m, in, out), nil
 }
 
 func tokenizerArgs(a Args) (in, out, path string, err error) {
@@ -52,7 +52,7 @@ func tokenizerArgs(a Args) (in, out, path string, err error) {
 	return
 }
 
-func bpeMapFn(m *bpeModel, in, out string, split func([]byte, func([]byte))) MapFn {
+func bpeMapFn(m *bpeModel, in, out string) MapFn {
 	return func(_ *FnContext, e tensor.Element) (tensor.Element, error) {
 		t, err := input(e, in)
 		if err != nil {
@@ -62,7 +62,7 @@ func bpeMapFn(m *bpeModel, in, out string, split func([]byte, func([]byte))) Map
 		if err != nil {
 			return e, err
 		}
-		ids := m.encode(make([]int32, 0, len(text)/3+1), text, split)
+		ids := m.encode(make([]int32, 0, len(text)/3+1), text)
 		data := make([]byte, 4*len(ids))
 		for i, id := range ids {
 			binary.LittleEndian.PutUint32(data[4*i:], uint32(id))
@@ -80,9 +80,10 @@ var tokenizers = struct {
 }{m: map[tokenizerKey]*tokenizerEntry{}}
 
 type tokenizerKey struct {
-	path  string
-	size  int64
-	mtime int64
+	path    string
+	size    int64
+	mtime   int64
+	variant string // what else the model depends on (tiktoken's encoding)
 }
 
 type tokenizerEntry struct {
@@ -91,7 +92,7 @@ type tokenizerEntry struct {
 	err  error
 }
 
-func loadCached(path string, load func(path string, data []byte) (*bpeModel, error)) (*bpeModel, error) {
+func loadCached(path, variant string, load func(path string, data []byte) (*bpeModel, error)) (*bpeModel, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
@@ -100,7 +101,7 @@ func loadCached(path string, load func(path string, data []byte) (*bpeModel, err
 	if err != nil {
 		return nil, err
 	}
-	k := tokenizerKey{abs, st.Size(), st.ModTime().UnixNano()}
+	k := tokenizerKey{abs, st.Size(), st.ModTime().UnixNano(), variant}
 	tokenizers.Lock()
 	e := tokenizers.m[k]
 	if e == nil {
@@ -168,11 +169,84 @@ type hfTokenizer struct {
 	} `json:"model"`
 }
 
-// byteLevelPre is the ByteLevel pre-tokenizer's configuration.
-type byteLevelPre struct {
+// hfPre is a pre-tokenizer's configuration: ByteLevel, Split or Sequence.
+type hfPre struct {
 	Type           string `json:"type"`
 	AddPrefixSpace bool   `json:"add_prefix_space"`
 	UseRegex       *bool  `json:"use_regex"`
+	Pattern        struct {
+		Regex  *string `json:"Regex"`
+		String *string `json:"String"`
+	} `json:"pattern"`
+	Behavior      string            `json:"behavior"`
+	Invert        bool              `json:"invert"`
+	PreTokenizers []json.RawMessage `json:"pretokenizers"`
+}
+
+// splitPatterns are the Split regular expressions tokenize_bpe knows, each
+// implemented by hand (Go's regexp has no lookahead).
+var splitPatterns = map[string]func([]byte, func([]byte)){
+	patternGPT2:   splitGPT2,
+	patternCL100K: splitCL100K,
+}
+
+// hfPreTokenizer returns the splitter of the two layouts byte-level BPE
+// files use: ByteLevel with its GPT-2 regex (GPT-2, RoBERTa), or a
+// Sequence of a Split by a known pattern then ByteLevel without regex
+// (Llama 3, tiktoken conversions).
+func hfPreTokenizer(raw json.RawMessage) (func([]byte, func([]byte)), error) {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...))
+	}
+	var p hfPre
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, bad("pre_tokenizer", "%s is not supported (want ByteLevel, or a Sequence of Split and ByteLevel)", clip(raw))
+	}
+	byteLevel := func(p hfPre, raw json.RawMessage, field string, regex bool) error {
+		if p.Type != "ByteLevel" {
+			return bad(field, "%s is not supported (want {\"type\": \"ByteLevel\"})", clip(raw))
+		}
+		if p.AddPrefixSpace {
+			return bad(field+".add_prefix_space", "true is not supported")
+		}
+		if got := p.UseRegex == nil || *p.UseRegex; got != regex {
+			return bad(field+".use_regex", "%v is not supported here (want %v)", got, regex)
+		}
+		return nil
+	}
+	switch p.Type {
+	case "ByteLevel":
+		if err := byteLevel(p, raw, "pre_tokenizer", true); err != nil {
+			return nil, err
+		}
+		return splitGPT2, nil
+	case "Sequence":
+		if len(p.PreTokenizers) != 2 {
+			return nil, bad("pre_tokenizer.pretokenizers", "%d steps are not supported (want Split, then ByteLevel)", len(p.PreTokenizers))
+		}
+		var sp, bl hfPre
+		if json.Unmarshal(p.PreTokenizers[0], &sp) != nil || sp.Type != "Split" {
+			return nil, bad("pre_tokenizer.pretokenizers[0]", "%s is not supported (want a Split)", clip(p.PreTokenizers[0]))
+		}
+		if sp.Pattern.Regex == nil {
+			return nil, bad("pre_tokenizer.pretokenizers[0].pattern", "want a Regex")
+		}
+		split, ok := splitPatterns[*sp.Pattern.Regex]
+		if !ok {
+			return nil, bad("pre_tokenizer.pretokenizers[0].pattern.Regex", "%q is not a pattern tokenize_bpe implements (GPT-2's and cl100k's / Llama 3's are)", clip([]byte(*sp.Pattern.Regex)))
+		}
+		if sp.Behavior != "Isolated" || sp.Invert {
+			return nil, bad("pre_tokenizer.pretokenizers[0]", "behavior %q, invert %v is not supported (want Isolated, false)", sp.Behavior, sp.Invert)
+		}
+		if json.Unmarshal(p.PreTokenizers[1], &bl) != nil {
+			return nil, bad("pre_tokenizer.pretokenizers[1]", "%s is not supported", clip(p.PreTokenizers[1]))
+		}
+		if err := byteLevel(bl, p.PreTokenizers[1], "pre_tokenizer.pretokenizers[1]", false); err != nil {
+			return nil, err
+		}
+		return split, nil
+	}
+	return nil, bad("pre_tokenizer", "%s is not supported (want ByteLevel, or a Sequence of Split and ByteLevel)", clip(raw))
 }
 
 // loadHFTokenizer builds a model from a tokenizer.json. Errors name the
@@ -211,18 +285,11 @@ func loadHFTokenizer(path string, data []byte) (*bpeModel, error) {
 	if n := bytes.TrimSpace(tj.Normalizer); len(n) > 0 && string(n) != "null" {
 		return nil, bad("normalizer", "%s is not supported (want null)", clip(n))
 	}
-	var pre byteLevelPre
-	if err := json.Unmarshal(tj.PreTokenizer, &pre); err != nil || pre.Type != "ByteLevel" {
-		return nil, bad("pre_tokenizer", "%s is not supported (want {\"type\": \"ByteLevel\"} as GPT-2's)", clip(tj.PreTokenizer))
+	split, err := hfPreTokenizer(tj.PreTokenizer)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if pre.AddPrefixSpace {
-		return nil, bad("pre_tokenizer.add_prefix_space", "true is not supported")
-	}
-	if pre.UseRegex != nil && !*pre.UseRegex {
-		return nil, bad("pre_tokenizer.use_regex", "false is not supported")
-	}
-
-	m := &bpeModel{merges: make(map[uint64]bpeMerge, len(md.Merges)), vocab: make(map[string]int32, len(md.Vocab)), ignoreMerges: md.IgnoreMerges}
+	m := &bpeModel{merges: make(map[uint64]bpeMerge, len(md.Merges)), vocab: make(map[string]int32, len(md.Vocab)), ignoreMerges: md.IgnoreMerges, split: split}
 	for tok, id := range md.Vocab {
 		raw, ok := unByteLevel(tok)
 		if !ok {

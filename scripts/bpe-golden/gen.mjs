@@ -113,3 +113,106 @@ for (const text of cases) {
 fs.writeFileSync(path.join(out, "gpt2-golden.jsonl"), lines.join("\n") + "\n");
 console.log(`${lines.length} cases agreed by js-tiktoken, @huggingface/tokenizers, gpt-3-encoder (and gpt-tokenizer without special tokens); ${disagreements} disagreements left out`);
 if (disagreements > 0) process.exitCode = 1;
+
+// 4. cl100k_base (GPT-3.5/4's encoding; its pattern is Llama 3's) as a
+//    Hugging Face tokenizer.json in Llama 3's layout: a Split pre-tokenizer
+//    with the pattern, then ByteLevel without its own regex, and
+//    ignore_merges (a piece that is a whole token is that token, as
+//    tiktoken encodes). The vocabulary is js-tiktoken's ranks; the merges
+//    are derived from them as Hugging Face's tiktoken converter does (the
+//    last merge BPE makes on a token's bytes using lower ranks only).
+const CL100K_PATTERN = String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`;
+const cl = require("js-tiktoken").getEncoding("cl100k_base");
+const b2u = (() => {
+  const bs = [];
+  for (let b = 33; b <= 126; b++) bs.push(b);
+  for (let b = 161; b <= 172; b++) bs.push(b);
+  for (let b = 174; b <= 255; b++) bs.push(b);
+  const m = new Array(256);
+  let n = 0;
+  for (let b = 0; b < 256; b++) m[b] = bs.includes(b) ? String.fromCharCode(b) : String.fromCharCode(256 + n++);
+  return m;
+})();
+const toU = (bytes) => Array.from(bytes, (b) => b2u[b]).join("");
+const rankOf = new Map();
+for (const [rank, bytes] of cl.textMap) rankOf.set(Buffer.from(bytes).toString("latin1"), rank);
+const bpeParts = (bytes, maxRank) => {
+  let parts = Array.from(bytes, (b) => Buffer.from([b]).toString("latin1"));
+  for (;;) {
+    let best = -1, bestRank = Infinity;
+    for (let i = 0; i + 1 < parts.length; i++) {
+      const r = rankOf.get(parts[i] + parts[i + 1]);
+      if (r !== undefined && r < maxRank && r < bestRank) { best = i; bestRank = r; }
+    }
+    if (best < 0) return parts;
+    parts.splice(best, 2, parts[best] + parts[best + 1]);
+  }
+};
+const clVocab = {};
+const clMerges = [];
+const ranks = [...cl.textMap.keys()].sort((a, b) => a - b);
+for (const rank of ranks) {
+  const bytes = cl.textMap.get(rank);
+  clVocab[toU(bytes)] = rank;
+  if (bytes.length < 2) continue;
+  const parts = bpeParts(bytes, rank);
+  if (parts.length !== 2) throw new Error(`rank ${rank}: ${parts.length} parts`);
+  clMerges.push([toU(Buffer.from(parts[0], "latin1")), toU(Buffer.from(parts[1], "latin1"))]);
+}
+const clJSON = {
+  version: "1.0",
+  truncation: null,
+  padding: null,
+  added_tokens: Object.entries(cl.specialTokens).map(([content, id]) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true })),
+  normalizer: null,
+  pre_tokenizer: { type: "Sequence", pretokenizers: [
+    { type: "Split", pattern: { Regex: CL100K_PATTERN }, behavior: "Isolated", invert: false },
+    { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: false },
+  ] },
+  post_processor: { type: "ByteLevel", add_prefix_space: true, trim_offsets: false, use_regex: true },
+  decoder: { type: "ByteLevel", add_prefix_space: true, trim_offsets: true, use_regex: true },
+  model: { type: "BPE", dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false, byte_fallback: false, ignore_merges: true, vocab: clVocab, merges: clMerges },
+};
+const clText = JSON.stringify(clJSON);
+fs.writeFileSync(path.join(out, "cl100k-tokenizer.json.gz"), zlib.gzipSync(clText, { level: 9 }));
+
+// Texts: the cases above, plus what cl100k's pattern distinguishes: runs
+// of digits (cut every three), case-insensitive contractions, a
+// punctuation or space prefix on words, CR/LF runs.
+const clCases = cases.slice(0, -1).concat([
+  "1234567 12 123456789012 ٣٤٥٦٧ ½½½½", "I'M YOU'RE WE'LL THEY'VE IT'S I'D DON'T 'S 'Ll 'rE",
+  "$hello (world) !yes ?no \tTab\tbefore", "a\r\n\r\nb \n\n\n c \r d\t\n e  \n  f",
+  "foo/bar/baz.go:12:3: x != y\n\tif err != nil {\n\t\treturn err\n\t}\n",
+  "<|endoftext|><|fim_prefix|>def f():<|fim_suffix|>\n<|fim_middle|>  return 1<|endofprompt|>",
+]);
+const clAlphabet = [..."aZé中😀1٣½'sSlLvVeErRmMdD .,!?-_/\"$\t\n\r\u00a0\u2003\u3000\u0301<>|"];
+for (let i = 0; i < 300; i++) {
+  const n = 1 + Math.floor(rnd() * 40);
+  let s = "";
+  for (let j = 0; j < n; j++) s += clAlphabet[Math.floor(rnd() * clAlphabet.length)];
+  if (i % 10 === 0) s += "<|endoftext|>" + s;
+  clCases.push(s);
+}
+clCases.push(fs.readFileSync(path.join(encDir, "LICENSE"), "utf8"));
+const clGptTokenizer = require("gpt-tokenizer/cjs/encoding/cl100k_base");
+const clHF = new Tokenizer(JSON.parse(clText), {});
+const clLines = [];
+let clDisagreements = 0;
+for (const text of clCases) {
+  const refs = {
+    tiktoken: Array.from(cl.encode(text, "all")),
+    hf: clHF.encode(text, { add_special_tokens: false }).ids,
+  };
+  if (!text.includes("<|")) refs.gptTokenizer = clGptTokenizer.encode(text);
+  const ids = refs.tiktoken;
+  if (!Object.values(refs).every((r) => same(r, ids))) {
+    clDisagreements++;
+    console.error("DISAGREE cl100k", JSON.stringify(text), JSON.stringify(refs));
+    continue;
+  }
+  clLines.push(JSON.stringify({ text, ids }));
+}
+fs.writeFileSync(path.join(out, "cl100k-golden.jsonl"), clLines.join("\n") + "\n");
+console.log(`cl100k: ${clLines.length} cases agreed by js-tiktoken, @huggingface/tokenizers (on cl100k-tokenizer.json) and gpt-tokenizer (without special tokens); ${clDisagreements} disagreements left out`);
+if (clDisagreements > 0) process.exitCode = 1;
+
