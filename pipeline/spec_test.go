@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -432,5 +433,28 @@ func TestTokenizeBPESpecFile(t *testing.T) {
 	want := [][]int32{{15496, 995}, {50256, 1026, 338, 1160, 2075}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// TestTokenizeBPEParallel: workers of a parallel map share one loaded
+// tokenizer (and its word cache) and give what one worker gives.
+func TestTokenizeBPEParallel(t *testing.T) {
+	dir := t.TempDir()
+	var text strings.Builder
+	for i := 0; i < 2000; i++ {
+		fmt.Fprintf(&text, "line %d: the quick brown fox's %d jumps over the lazy dog — naïve café 中文 %x\n", i, i*i, i)
+	}
+	p := filepath.Join(dir, "a.txt")
+	if err := os.WriteFile(p, []byte(text.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := filepath.Abs("fn/testdata/bpe/gpt2-tokenizer.json.gz")
+	spec := func(par int) *Spec {
+		return NewSpec(Source{Files: &FilesSource{Paths: []string{p}, Format: "lines"}}).
+			Then(Op{Map: &MapOp{Fn: "tokenize_bpe", Args: map[string]any{"tokenizer": tok}, Parallelism: par}})
+	}
+	one, four := run(t, spec(1)), run(t, spec(4))
+	if len(one) != 2000 || !reflect.DeepEqual(one, four) {
+		t.Fatalf("parallelism 4 differs from 1 (%d vs %d elements)", len(four), len(one))
 	}
 }
