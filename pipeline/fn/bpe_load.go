@@ -188,6 +188,7 @@ type hfPre struct {
 var splitPatterns = map[string]func([]byte, func([]byte)){
 	patternGPT2:   splitGPT2,
 	patternCL100K: splitCL100K,
+	patternO200K:  splitO200K,
 }
 
 // hfPreTokenizer returns the splitter of the two layouts byte-level BPE
@@ -233,7 +234,7 @@ func hfPreTokenizer(raw json.RawMessage) (func([]byte, func([]byte)), error) {
 		}
 		split, ok := splitPatterns[*sp.Pattern.Regex]
 		if !ok {
-			return nil, bad("pre_tokenizer.pretokenizers[0].pattern.Regex", "%q is not a pattern tokenize_bpe implements (GPT-2's and cl100k's / Llama 3's are)", clip([]byte(*sp.Pattern.Regex)))
+			return nil, bad("pre_tokenizer.pretokenizers[0].pattern.Regex", "%q is not a pattern tokenize_bpe implements (GPT-2's, cl100k's / Llama 3's and o200k's are)", clip([]byte(*sp.Pattern.Regex)))
 		}
 		if sp.Behavior != "Isolated" || sp.Invert {
 			return nil, bad("pre_tokenizer.pretokenizers[0]", "behavior %q, invert %v is not supported (want Isolated, false)", sp.Behavior, sp.Invert)

@@ -294,7 +294,7 @@ func FuzzTokenizeBPE(f *testing.F) {
 		if got := decodeIDs(m, int32s(t, e, "tokens")); got != s {
 			t.Fatalf("round trip: %q -> %q", s, got)
 		}
-		for _, split := range []func([]byte, func([]byte)){splitGPT2, splitCL100K} {
+		for _, split := range []func([]byte, func([]byte)){splitGPT2, splitCL100K, splitO200K} {
 			var n int
 			split([]byte(s), func(p []byte) {
 				if len(p) == 0 {
@@ -476,11 +476,42 @@ func TestTokenizeTiktokenGolden(t *testing.T) {
 	for _, c := range []struct{ enc, tokenizer, golden string }{
 		{"cl100k_base", cl100kTokenizer, "testdata/bpe/cl100k-golden.jsonl"},
 		{"r50k_base", gpt2Tokenizer, "testdata/bpe/gpt2-golden.jsonl"},
+		{"o200k_base", "", "testdata/bpe/o200k-golden.jsonl"},
 	} {
 		t.Run(c.enc, func(t *testing.T) {
-			ranks := writeRankFile(t, c.tokenizer)
-			checkGolden(t, mustMap(t, "tokenize_tiktoken", Args{"tokenizer": ranks, "encoding": c.enc}), readGoldenFile(t, c.golden))
+			if testing.Short() && c.enc == "o200k_base" {
+				t.Skip("-short: loading 200,000 ranks is slow under -race; go test without -short checks it")
+			}
+			ranks := "testdata/bpe/o200k_base.tiktoken.gz" // as OpenAI publishes it, gzipped
+			if c.tokenizer != "" {
+				ranks = writeRankFile(t, c.tokenizer)
+			}
+			golden := readGoldenFile(t, c.golden)
+			if len(golden) < 300 {
+				t.Fatalf("only %d golden cases", len(golden))
+			}
+			checkGolden(t, mustMap(t, "tokenize_tiktoken", Args{"tokenizer": ranks, "encoding": c.enc}), golden)
 		})
+	}
+}
+
+func TestSplitO200K(t *testing.T) {
+	cases := map[string][]string{
+		"HelloWorld":       {"Hello", "World"},
+		"XMLHttpRequest":   {"XMLHttp", "Request"},
+		"McDonald's DON'T": {"Mc", "Donald's", " DON'T"},
+		"iPhone 12345":     {"i", "Phone", " ", "123", "45"},
+		"a/b// \n":         {"a", "/b", "//", " \n"},
+		"中文 e\u0301te":     {"中文", " e\u0301te"},
+		"\u0301alone":      {"\u0301alone"},
+		"x  y\xff\xfez":    {"x", " ", " y", "\xff\xfe", "z"},
+	}
+	for in, want := range cases {
+		var got []string
+		splitO200K([]byte(in), func(p []byte) { got = append(got, string(p)) })
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%q: got %q, want %q", in, got, want)
+		}
 	}
 }
 
@@ -503,7 +534,7 @@ func TestTokenizeTiktokenRejects(t *testing.T) {
 		args Args
 		want string
 	}{
-		{Args{"tokenizer": write("a", all("")), "encoding": "o200k_base"}, `encoding: "o200k_base" is not supported (known: cl100k_base, p50k_base, r50k_base)`},
+		{Args{"tokenizer": write("a", all("")), "encoding": "o100k_base"}, `encoding: "o100k_base" is not supported (known: cl100k_base, o200k_base, p50k_base, r50k_base)`},
 		{Args{"tokenizer": write("b", all(""))}, "encoding: required"},
 		{Args{"tokenizer": write("c", all("YWI=\n")), "encoding": "cl100k_base"}, "c:257: want a base64 token, a space and its rank"},
 		{Args{"tokenizer": write("d", all("!!! 300\n")), "encoding": "cl100k_base"}, `d:257: token "!!!" is not base64`},
@@ -545,6 +576,9 @@ func TestSplitCL100K(t *testing.T) {
 // TestTiktokenMergeHeapMatchesScan: with a rank file, the two merge loops
 // agree on long words (random letters: pieces of hundreds of bytes).
 func TestTiktokenMergeHeapMatchesScan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: TestBPEMergeHeapMatchesScan checks the same loops")
+	}
 	ranks := writeRankFile(t, cl100kTokenizer)
 	data, _ := os.ReadFile(ranks)
 	m, err := loadTiktoken(ranks, data, splitCL100K, nil)

@@ -10,6 +10,7 @@
 //	bpe_load.go   tokenize_bpe: a Hugging Face tokenizer.json read once per process, what is refused
 //	bpe.go        byte-level BPE: added tokens, merges by rank (scan or heap), the word cache
 //	bpe_split.go  GPT-2's and cl100k's pre-tokenizer patterns, by hand (Go's regexp has no lookahead)
+//	bpe_o200k.go  o200k_base's pattern, on a small backtracking matcher over character classes
 //	tiktoken.go   tokenize_tiktoken: OpenAI's rank files and encodings
 //	image.go      decode_image, resize, random_crop, random_flip, normalize (bounded by DefaultMaxPixels)
 //	cast.go       cast and json_field

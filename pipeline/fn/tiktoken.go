@@ -19,6 +19,7 @@ var tiktokenEncodings = map[string]struct {
 	"r50k_base":   {splitGPT2, map[string]int32{"<|endoftext|>": 50256}},
 	"p50k_base":   {splitGPT2, map[string]int32{"<|endoftext|>": 50256}},
 	"cl100k_base": {splitCL100K, map[string]int32{"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}},
+	"o200k_base":  {splitO200K, map[string]int32{"<|endoftext|>": 199999, "<|endofprompt|>": 200018}},
 }
 
 // maxTiktokenRank bounds a rank (tokBytes is indexed by it).

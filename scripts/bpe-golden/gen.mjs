@@ -216,3 +216,45 @@ fs.writeFileSync(path.join(out, "cl100k-golden.jsonl"), clLines.join("\n") + "\n
 console.log(`cl100k: ${clLines.length} cases agreed by js-tiktoken, @huggingface/tokenizers (on cl100k-tokenizer.json) and gpt-tokenizer (without special tokens); ${clDisagreements} disagreements left out`);
 if (clDisagreements > 0) process.exitCode = 1;
 
+// 5. o200k_base (GPT-4o's encoding): its rank file as OpenAI publishes it
+//    (base64 token, rank), from js-tiktoken's ranks, for tokenize_tiktoken;
+//    golden texts where js-tiktoken and gpt-tokenizer (texts without
+//    special tokens) agree.
+const o2 = require("js-tiktoken").getEncoding("o200k_base");
+const o2Ranks = [...o2.textMap.entries()].sort((a, b) => a[0] - b[0])
+  .map(([rank, bytes]) => Buffer.from(bytes).toString("base64") + " " + rank).join("\n") + "\n";
+fs.writeFileSync(path.join(out, "o200k_base.tiktoken.gz"), zlib.gzipSync(o2Ranks, { level: 9 }));
+const o2Cases = clCases.slice(0, -1).concat([
+  "HelloWorld iPhone McDonald's ÉCOLE normale DON'T don'T camelCaseWord XMLHttpRequest",
+  "ǅungla ǈudevit ʰaspirated ˈstress 中文漢字 かなカナ 한국어",
+  "e\u0301te\u0301 a\u0308b n\u0303 \u0301alone x\u20dd",
+  "path/to/file/ a//b ///x ! /\n? /\r\n", "12345 ١٢٣٤ ⅫⅢ ½¼",
+  "<|endoftext|>text<|endofprompt|>",
+]);
+const o2Alphabet = [..."aAzZéÉǅʰ中カ1٣½'sSlLvVeErRmMdD .,!?-_/\"$\t\n\r\u00a0\u3000\u0301\u20dd<>|"];
+for (let i = 0; i < 300; i++) {
+  const n = 1 + Math.floor(rnd() * 40);
+  let s = "";
+  for (let j = 0; j < n; j++) s += o2Alphabet[Math.floor(rnd() * o2Alphabet.length)];
+  if (i % 10 === 0) s += "<|endoftext|>" + s;
+  o2Cases.push(s);
+}
+o2Cases.push(fs.readFileSync(path.join(encDir, "LICENSE"), "utf8"));
+const o2GptTokenizer = require("gpt-tokenizer/cjs/encoding/o200k_base");
+const o2Lines = [];
+let o2Disagreements = 0;
+for (const text of o2Cases) {
+  const refs = { tiktoken: Array.from(o2.encode(text, "all")) };
+  if (!text.includes("<|")) refs.gptTokenizer = o2GptTokenizer.encode(text);
+  const ids = refs.tiktoken;
+  if (!Object.values(refs).every((r) => same(r, ids))) {
+    o2Disagreements++;
+    console.error("DISAGREE o200k", JSON.stringify(text), JSON.stringify(refs));
+    continue;
+  }
+  o2Lines.push(JSON.stringify({ text, ids }));
+}
+fs.writeFileSync(path.join(out, "o200k-golden.jsonl"), o2Lines.join("\n") + "\n");
+console.log(`o200k: ${o2Lines.length} cases agreed by js-tiktoken and gpt-tokenizer (without special tokens); ${o2Disagreements} disagreements left out`);
+if (o2Disagreements > 0) process.exitCode = 1;
+
