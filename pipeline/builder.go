@@ -60,6 +60,9 @@ func (s *Spec) PaddedBatch(size int64, padValue float64) *Spec {
 	return s.Then(Op{PaddedBatch: &PaddedBatchOp{Size: size, PadValue: padValue}})
 }
 
+// Pack appends a pack op.
+func (s *Spec) Pack(p PackOp) *Spec { return s.Then(Op{Pack: &p}) }
+
 // BucketBySequenceLength appends a bucket_by_sequence_length op.
 func (s *Spec) BucketBySequenceLength(b BucketOp) *Spec {
 	return s.Then(Op{BucketBySequenceLength: &b})

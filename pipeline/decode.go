@@ -80,14 +80,22 @@ func LoadFile(path string) (*Spec, error) {
 	return s, nil
 }
 
-// ResolvePaths makes the files source's relative globs relative to dir.
+// ResolvePaths makes the files source's relative globs, and the relative
+// `tokenizer` paths of the tokenizing map functions, relative to dir.
 func (s *Spec) ResolvePaths(dir string) {
-	if s.Source.Files == nil {
-		return
+	if s.Source.Files != nil {
+		for i, p := range s.Source.Files.Paths {
+			if p != "" && !filepath.IsAbs(p) {
+				s.Source.Files.Paths[i] = filepath.Join(dir, p)
+			}
+		}
 	}
-	for i, p := range s.Source.Files.Paths {
-		if p != "" && !filepath.IsAbs(p) {
-			s.Source.Files.Paths[i] = filepath.Join(dir, p)
+	for _, op := range s.Ops {
+		if op.Map == nil || !fn.TakesTokenizerFile(op.Map.Fn) {
+			continue
+		}
+		if p, ok := op.Map.Args["tokenizer"].(string); ok && p != "" && !filepath.IsAbs(p) {
+			op.Map.Args["tokenizer"] = filepath.Join(dir, p)
 		}
 	}
 }

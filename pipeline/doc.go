@@ -71,6 +71,7 @@
 //	exec.go         Open: the pull-based chain of iterators, one per op
 //	ops.go          the single-goroutine ops (map, filter, shuffle, batch, bucket, take, …)
 //	concurrent.go   the ops that own goroutines: prefetch and parallel map
+//	pack.go         pack: documents into fixed-length rows (concat, first_fit) with document ids and positions
 //	stats.go        per-op statistics and the bounding op
 //	runlocal.go     RunLocal: a spec run in-process with its report (feedmesh run-local)
 //	batched.go      whether a spec's elements are batches

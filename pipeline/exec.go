@@ -277,6 +277,8 @@ func (p *plan) newOp(i int, op *compiledOp, st *opStats, in iter, epoch uint64) 
 		return &skipIter{in: in, count: o.Skip.Count}, nil
 	case o.Prefetch != nil:
 		return newPrefetch(p.ctx, in, int(o.Prefetch.Buffer)), nil
+	case o.Pack != nil:
+		return newPackIter(in, o.Pack, st, fmt.Sprintf("ops[%d].pack", i)), nil
 	case o.Cost != nil:
 		return &costIter{in: in, cpu: time.Duration(o.Cost.CPUMicros) * time.Microsecond, sleep: time.Duration(o.Cost.SleepMicros) * time.Microsecond}, nil
 	}

@@ -144,6 +144,9 @@ func (r *RunReport) WriteTable(w io.Writer) error {
 		if o.Replaced > 0 {
 			notes = append(notes, fmt.Sprintf("%d lines with invalid UTF-8 repaired (U+FFFD)", o.Replaced))
 		}
+		if o.PackedTokens+o.PaddingTokens > 0 {
+			notes = append(notes, fmt.Sprintf("%d tokens packed, %d padding (%.1f %% of the rows)", o.PackedTokens, o.PaddingTokens, 100*o.PaddingFraction))
+		}
 		if len(notes) > 0 {
 			fmt.Fprintf(w, "%s: %s\n", o.Name, strings.Join(notes, ", "))
 		}

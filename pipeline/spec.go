@@ -47,7 +47,8 @@ type FilesSource struct {
 	// Paths are globs; relative ones resolve against the spec file's
 	// directory when the spec is loaded with LoadFile.
 	Paths []string `yaml:"paths" json:"paths" cbor:"paths,omitempty"`
-	// Format is lines | jsonl | csv | tfrecord | whole_file.
+	// Format is lines | jsonl | csv | tfrecord | whole_file | webdataset |
+	// image_folder.
 	Format string `yaml:"format" json:"format" cbor:"format,omitempty"`
 	// Fields selects jsonl fields or csv columns and their types.
 	Fields []Field `yaml:"fields" json:"fields,omitempty" cbor:"fields,omitempty"`
@@ -123,6 +124,7 @@ type Op struct {
 	Skip                   *SkipOp        `yaml:"skip" json:"skip,omitempty" cbor:"skip,omitempty"`
 	Prefetch               *PrefetchOp    `yaml:"prefetch" json:"prefetch,omitempty" cbor:"prefetch,omitempty"`
 	Cost                   *CostOp        `yaml:"cost" json:"cost,omitempty" cbor:"cost,omitempty"`
+	Pack                   *PackOp        `yaml:"pack" json:"pack,omitempty" cbor:"pack,omitempty"`
 }
 
 // MapOp applies a registered map function to every element.
@@ -232,8 +234,31 @@ type CostOp struct {
 	SleepMicros int64 `yaml:"sleep_us" json:"sleep_us,omitempty" cbor:"sleep_us,omitempty"`
 }
 
+// PackOp packs variable-length token sequences (documents) into rows of
+// exactly Length tokens, as language-model pretraining feeds them, with
+// document_ids and positions tensors so that attention can be masked per
+// document. See pack.go and SPEC.md.
+type PackOp struct {
+	// Tensor is the documents' int32 or int64 [n] tensor (tokens); the
+	// rows' tensor of the same name and dtype is [Length].
+	Tensor string `yaml:"tensor" json:"tensor" cbor:"tensor,omitempty"`
+	// Length is the row length in tokens.
+	Length int64 `yaml:"length" json:"length" cbor:"length,omitempty"`
+	// EOS, when set, is appended to every document before packing.
+	EOS *int64 `yaml:"eos" json:"eos,omitempty" cbor:"eos,omitempty"`
+	// Strategy is concat (documents one after another, cut at row ends;
+	// the default) or first_fit (whole documents into the first open row
+	// with room; longer ones are cut into rows first).
+	Strategy string `yaml:"strategy" json:"strategy,omitempty" cbor:"strategy,omitempty"`
+	// MaxOpenBins bounds the rows first_fit keeps open (default
+	// DefaultPackOpenBins): its memory is MaxOpenBins × Length tokens.
+	MaxOpenBins int64 `yaml:"max_open_bins" json:"max_open_bins,omitempty" cbor:"max_open_bins,omitempty"`
+	// PadValue fills the end of rows that are not full.
+	PadValue int64 `yaml:"pad_value" json:"pad_value,omitempty" cbor:"pad_value,omitempty"`
+}
+
 // opNames lists the op keys, sorted, for error messages.
-var opNames = []string{"batch", "bucket_by_sequence_length", "cost", "filter", "map", "padded_batch", "prefetch", "repeat", "shuffle", "skip", "take"}
+var opNames = []string{"batch", "bucket_by_sequence_length", "cost", "filter", "map", "pack", "padded_batch", "prefetch", "repeat", "shuffle", "skip", "take"}
 
 // sourceNames lists the source kinds, sorted.
 var sourceNames = []string{"files", "range", "synthetic"}
@@ -266,6 +291,7 @@ func (o *Op) names() []string {
 	add(o.Skip != nil, "skip")
 	add(o.Prefetch != nil, "prefetch")
 	add(o.Cost != nil, "cost")
+	add(o.Pack != nil, "pack")
 	return n
 }
 

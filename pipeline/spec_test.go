@@ -2,8 +2,10 @@ package pipeline
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -158,7 +160,7 @@ func TestValidationMessages(t *testing.T) {
 		{"shuffle buffer", "source: {range: {stop: 5}}\nops:\n  - take: 1\n  - skip: 0\n  - shuffle: {buffer: 0}\n",
 			[]string{"ops[2].shuffle.buffer: must be > 0"}},
 		{"unknown op", "source: {range: {stop: 5}}\nops:\n  - shufle: {buffer: 3}\n",
-			[]string{`ops[0]: unknown op "shufle" (known: batch, bucket_by_sequence_length, cost, filter, map, padded_batch, prefetch, repeat, shuffle, skip, take)`}},
+			[]string{`ops[0]: unknown op "shufle" (known: batch, bucket_by_sequence_length, cost, filter, map, pack, padded_batch, prefetch, repeat, shuffle, skip, take)`}},
 		{"unknown field", "source: {range: {stop: 5}}\nops:\n  - shuffle: {bufer: 3}\n",
 			[]string{`ops[0].shuffle: unknown field "bufer" (known: buffer, seed)`}},
 		{"unknown top-level key", "source: {range: {stop: 5}}\nopz: []\n", []string{`spec: unknown field "opz"`}},
@@ -397,5 +399,63 @@ func TestYAMLSyntaxError(t *testing.T) {
 	}
 	if _, err := ParseYAML([]byte("source: [range\n")); err == nil || !strings.Contains(err.Error(), "line") {
 		t.Errorf("syntax error without a line: %v", err)
+	}
+}
+
+// TestTokenizeBPESpecFile: a spec's relative tokenizer path is relative to
+// the spec file, and the tokens are GPT-2's.
+func TestTokenizeBPESpecFile(t *testing.T) {
+	dir := t.TempDir()
+	tok, err := os.ReadFile("fn/testdata/bpe/gpt2-tokenizer.json.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"gpt2.json.gz": tok, "a.txt": []byte("Hello world\n<|endoftext|>It's 2026\n")} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	specPath := filepath.Join(dir, "spec.yaml")
+	spec := "source:\n  files: {paths: [a.txt], format: lines}\nops:\n  - map: {fn: tokenize_bpe, args: {tokenizer: gpt2.json.gz}}\n"
+	if err := os.WriteFile(specPath, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadFile(specPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][]int32
+	for _, e := range run(t, s) {
+		tt, _ := e.Get("tokens")
+		v, _ := tt.Int32s()
+		got = append(got, append([]int32{}, v...))
+	}
+	// js-tiktoken r50k_base: "Hello world", "<|endoftext|>It's 2026".
+	want := [][]int32{{15496, 995}, {50256, 1026, 338, 1160, 2075}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// TestTokenizeBPEParallel: workers of a parallel map share one loaded
+// tokenizer (and its word cache) and give what one worker gives.
+func TestTokenizeBPEParallel(t *testing.T) {
+	dir := t.TempDir()
+	var text strings.Builder
+	for i := 0; i < 2000; i++ {
+		fmt.Fprintf(&text, "line %d: the quick brown fox's %d jumps over the lazy dog — naïve café 中文 %x\n", i, i*i, i)
+	}
+	p := filepath.Join(dir, "a.txt")
+	if err := os.WriteFile(p, []byte(text.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := filepath.Abs("fn/testdata/bpe/gpt2-tokenizer.json.gz")
+	spec := func(par int) *Spec {
+		return NewSpec(Source{Files: &FilesSource{Paths: []string{p}, Format: "lines"}}).
+			Then(Op{Map: &MapOp{Fn: "tokenize_bpe", Args: map[string]any{"tokenizer": tok}, Parallelism: par}})
+	}
+	one, four := run(t, spec(1)), run(t, spec(4))
+	if len(one) != 2000 || !reflect.DeepEqual(one, four) {
+		t.Fatalf("parallelism 4 differs from 1 (%d vs %d elements)", len(four), len(one))
 	}
 }

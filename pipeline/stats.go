@@ -53,6 +53,12 @@ type OpStats struct {
 	// Replaced counts lines a source passed on with their invalid UTF-8
 	// replaced by U+FFFD (on_invalid: replace).
 	Replaced int64 `json:"replaced,omitempty"`
+	// PackedTokens and PaddingTokens count, for a pack op, the tokens
+	// placed in the rows it produced and the padding that filled them up;
+	// PaddingFraction is PaddingTokens / (PackedTokens + PaddingTokens).
+	PackedTokens    int64   `json:"packed_tokens,omitempty"`
+	PaddingTokens   int64   `json:"padding_tokens,omitempty"`
+	PaddingFraction float64 `json:"padding_fraction,omitempty"`
 }
 
 // Stats are a pipeline's statistics.
@@ -80,6 +86,8 @@ type opStats struct {
 	// splitWaitNanos (the source over a split provider): time spent
 	// waiting for the next split, exact.
 	splitWaitNanos atomic.Int64
+	packTokens     atomic.Int64 // pack: tokens placed in rows
+	packPadding    atomic.Int64 // pack: padding tokens
 }
 
 // timed wraps a stage to count its output and time its Next.
@@ -229,6 +237,8 @@ func (p *plan) snapshot(elapsed time.Duration) Stats {
 			Skipped:     st.skipped.Load(),
 			Replaced:    st.replaced.Load(),
 		}
+		o.PackedTokens, o.PaddingTokens = st.packTokens.Load(), st.packPadding.Load()
+		o.PaddingFraction = paddingFraction(o)
 		own := st.nextNanos.Load()
 		var wait int64
 		if k > 0 {
@@ -291,6 +301,9 @@ func (s Stats) Sum(o Stats) (Stats, error) {
 		a.Parallelism = max(a.Parallelism, b.Parallelism)
 		a.Skipped += b.Skipped
 		a.Replaced += b.Replaced
+		a.PackedTokens += b.PackedTokens
+		a.PaddingTokens += b.PaddingTokens
+		a.PaddingFraction = paddingFraction(a)
 		out.Ops[k] = a
 		if a.StallSeconds > best {
 			best, out.Bounding = a.StallSeconds, k
@@ -329,10 +342,22 @@ func (s Stats) Minus(prev Stats) (Stats, error) {
 		a.StallSeconds -= b.StallSeconds
 		a.Skipped -= b.Skipped
 		a.Replaced -= b.Replaced
+		a.PackedTokens -= b.PackedTokens
+		a.PaddingTokens -= b.PaddingTokens
+		a.PaddingFraction = paddingFraction(a)
 		out.Ops[k] = a
 		if a.StallSeconds > best {
 			best, out.Bounding = a.StallSeconds, k
 		}
 	}
 	return out, nil
+}
+
+// paddingFraction is a pack op's PaddingTokens over the slots it filled
+// (0 when none).
+func paddingFraction(o OpStats) float64 {
+	if slots := o.PackedTokens + o.PaddingTokens; slots > 0 {
+		return float64(o.PaddingTokens) / float64(slots)
+	}
+	return 0
 }

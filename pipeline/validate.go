@@ -155,6 +155,20 @@ func normalizeOp(op Op) (Op, error) {
 		x := *op.Cost
 		out.Cost = &x
 	}
+	if op.Pack != nil {
+		x := *op.Pack
+		if x.EOS != nil {
+			e := *x.EOS
+			x.EOS = &e
+		}
+		if x.Strategy == "" {
+			x.Strategy = PackConcat
+		}
+		if x.Strategy == PackFirstFit && x.MaxOpenBins == 0 {
+			x.MaxOpenBins = DefaultPackOpenBins
+		}
+		out.Pack = &x
+	}
 	return out, nil
 }
 
@@ -311,6 +325,8 @@ func compileOp(i int, op *Op, specSeed uint64, add func(path, format string, arg
 		if c.CPUMicros > MaxCostMicros || c.SleepMicros > MaxCostMicros {
 			add(at, "at most %d µs per element", MaxCostMicros)
 		}
+	case op.Pack != nil:
+		validatePack(op.Pack, at, add)
 	}
 	return co
 }

@@ -29,7 +29,7 @@ type Cache struct {
 // their input. random_crop and random_flip are not; functions a program
 // registers are unknown, so they are treated as random.
 var deterministicFns = map[string]bool{
-	"tokenize_whitespace": true, "tokenize_bytes": true, "length_between": true,
+	"tokenize_whitespace": true, "tokenize_bytes": true, "tokenize_bpe": true, "tokenize_tiktoken": true, "length_between": true,
 	"decode_image": true, "resize": true, "normalize": true,
 	"cast": true, "json_field": true, "cost": true,
 }

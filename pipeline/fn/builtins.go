@@ -6,6 +6,8 @@ package fn
 func init() {
 	RegisterMapFactory("tokenize_whitespace", tokenizeWhitespace)
 	RegisterMapFactory("tokenize_bytes", tokenizeBytes)
+	RegisterMapFactory("tokenize_bpe", tokenizeBPE)
+	RegisterMapFactory("tokenize_tiktoken", tokenizeTiktoken)
 	RegisterFilterFactory("length_between", lengthBetween)
 	RegisterMapFactory("decode_image", decodeImage)
 	RegisterMapFactory("resize", resize)
@@ -15,4 +17,11 @@ func init() {
 	RegisterMapFactory("cast", cast)
 	RegisterMapFactory("json_field", jsonField)
 	RegisterMapFactory("cost", cost)
+}
+
+// TakesTokenizerFile reports whether the built-in map function name reads
+// the file named by its `tokenizer` arg (relative paths in a spec file are
+// resolved against the spec's directory).
+func TakesTokenizerFile(name string) bool {
+	return name == "tokenize_bpe" || name == "tokenize_tiktoken"
 }

@@ -7,6 +7,11 @@
 //	registry.go   the registry (RegisterMap, RegisterFilter, LookupMap, …) and FnContext
 //	builtins.go   the table of built-in functions by name
 //	text.go       tokenize_whitespace, tokenize_bytes, length_between
+//	bpe_load.go   tokenize_bpe: a Hugging Face tokenizer.json read once per process, what is refused
+//	bpe.go        byte-level BPE: added tokens, merges by rank (scan or heap), the word cache
+//	bpe_split.go  GPT-2's and cl100k's pre-tokenizer patterns, by hand (Go's regexp has no lookahead)
+//	bpe_o200k.go  o200k_base's pattern, on a small backtracking matcher over character classes
+//	tiktoken.go   tokenize_tiktoken: OpenAI's rank files and encodings
 //	image.go      decode_image, resize, random_crop, random_flip, normalize (bounded by DefaultMaxPixels)
 //	cast.go       cast and json_field
 //	cost.go       cost: busy CPU or a wait per element, a parallelisable stand-in for expensive work

@@ -1,5 +1,6 @@
 // Package formats reads source data for pipelines: range and synthetic
-// sources and files (lines, jsonl, csv, tfrecord, whole_file). Each source
+// sources and files (lines, jsonl, csv, tfrecord, whole_file, webdataset,
+// image_folder). Each source
 // enumerates its splits deterministically and opens an Iterator on any one
 // split, which is the hook that DYNAMIC and STATIC sharding use.
 //
@@ -14,4 +15,6 @@
 //	csv.go        csv files cut at record boundaries
 //	tfrecord.go   TFRecord files, their CRCs, and WriteTFRecord for tests and tools
 //	jsonvalue.go  JSON values to tensors
+//	webdataset.go WebDataset tar shards, streamed: members grouped by key into samples
+//	imagefolder.go  root/<class>/<image> trees: images and labels by sorted class name
 package formats

@@ -15,11 +15,13 @@ import (
 
 // File formats understood by the files source.
 const (
-	FormatLines     = "lines"
-	FormatJSONL     = "jsonl"
-	FormatCSV       = "csv"
-	FormatTFRecord  = "tfrecord"
-	FormatWholeFile = "whole_file"
+	FormatLines       = "lines"
+	FormatJSONL       = "jsonl"
+	FormatCSV         = "csv"
+	FormatTFRecord    = "tfrecord"
+	FormatWholeFile   = "whole_file"
+	FormatWebDataset  = "webdataset"
+	FormatImageFolder = "image_folder"
 )
 
 // DefaultMaxRecordBytes bounds one line, CSV record, TFRecord record or
@@ -176,13 +178,24 @@ func (o FilesOptions) Validate() error {
 		}
 	}
 	switch o.Format {
-	case FormatLines, FormatTFRecord, FormatWholeFile:
+	case FormatLines, FormatTFRecord, FormatWholeFile, FormatWebDataset, FormatImageFolder:
 		if len(o.Fields) > 0 {
 			return fmt.Errorf("fields: only jsonl and csv take fields, not %s", o.Format)
 		}
 	case FormatJSONL, FormatCSV:
 	default:
-		return fmt.Errorf("format: %q is not lines, jsonl, csv, tfrecord or whole_file", o.Format)
+		return fmt.Errorf("format: %q is not lines, jsonl, csv, tfrecord, whole_file, webdataset or image_folder", o.Format)
+	}
+	if o.Format == FormatImageFolder {
+		if o.SplitBytes != 0 {
+			return fmt.Errorf("split_bytes: image_folder cuts every class into splits of %d images: leave it out", ImageFolderSplitSize)
+		}
+		if len(o.Paths) != 1 {
+			return fmt.Errorf("paths: image_folder takes exactly one root directory, got %d paths", len(o.Paths))
+		}
+	}
+	if o.Format == FormatWebDataset && o.SplitBytes != 0 {
+		return errors.New("split_bytes: webdataset shards are read whole, front to back (each shard is a split): leave it out")
 	}
 	names := map[string]bool{}
 	for i, f := range o.Fields {
@@ -256,13 +269,20 @@ func FileSplits(o FilesOptions) ([]Split, error) {
 		return nil, fmt.Errorf("files source: %w", err)
 	}
 	o = o.WithDefaults()
+	if o.Format == FormatImageFolder {
+		out, err := imageFolderSplits(o)
+		if err != nil {
+			return nil, fmt.Errorf("files source: %w", err)
+		}
+		return out, nil
+	}
 	paths, err := ExpandPaths(o.Paths)
 	if err != nil {
 		return nil, fmt.Errorf("files source: %w", err)
 	}
 	var out []Split
 	for _, p := range paths {
-		if o.SplitBytes == 0 || o.Format == FormatWholeFile {
+		if o.SplitBytes == 0 || o.Format == FormatWholeFile || o.Format == FormatWebDataset {
 			out = append(out, Split{ID: int64(len(out)), Path: p, Start: 0, End: -1})
 			continue
 		}
@@ -317,6 +337,13 @@ func OpenFiles(ctx context.Context, o FilesOptions, s Split) (Iterator, error) {
 	if s.Path == "" {
 		return nil, fmt.Errorf("files source: split %d has no path", s.ID)
 	}
+	if o.Format == FormatImageFolder {
+		it, err := openImageFolder(o, s)
+		if err != nil {
+			return nil, fmt.Errorf("files source: %w", err)
+		}
+		return it, nil
+	}
 	if s.Start < 0 || (s.End != -1 && s.End < s.Start) {
 		return nil, fmt.Errorf("files source: split %d: bad byte range [%d, %d)", s.ID, s.Start, s.End)
 	}
@@ -345,6 +372,12 @@ func OpenFiles(ctx context.Context, o FilesOptions, s Split) (Iterator, error) {
 		it, err = newCSVIter(fr, o)
 	case FormatTFRecord:
 		it, err = newTFRecordIter(fr, o)
+	case FormatWebDataset:
+		if fr.start != 0 {
+			err = fmt.Errorf("split %d: a webdataset shard is read whole, not from offset %d", s.ID, s.Start)
+			break
+		}
+		it, err = newWebDatasetIter(fr, o)
 	default:
 		it, err = newWholeFileIter(fr, o)
 	}
