@@ -85,7 +85,7 @@ type Iterator struct {
 	wg     sync.WaitGroup
 
 	mu    sync.Mutex
-	stall stallMeter // guarded by mu
+	stall stallMeter  // guarded by mu
 	info  api.JobInfo // as last heard
 	stats Stats
 	err   error // terminal error, or io.EOF once the job ended
