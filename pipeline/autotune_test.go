@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -158,7 +159,7 @@ func TestAutotuneAppliesTuner(t *testing.T) {
 			seen++
 		}
 	})
-	if want := seq(0, 400); !slicesEqual(got, want) {
+	if want := seq(0, 400); !slices.Equal(got, want) {
 		t.Fatalf("got %d values, not 0..399 in order", len(got))
 	}
 	calls.Wait()
@@ -182,18 +183,6 @@ func TestAutoWithoutTuner(t *testing.T) {
 	if p := it.Stats().Ops[1].Parallelism; p != 3 {
 		t.Errorf("parallelism %d, want the budget's 3 cores", p)
 	}
-}
-
-func slicesEqual(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func mustSplits(t *testing.T, spec *Spec) []Split {

@@ -153,23 +153,7 @@ func (t *o200kText) matchWord(atoms []atom, ci int) int {
 // contraction returns the characters of (?i:'s|'t|'re|'ve|'m|'ll|'d) at
 // character ci (ASCII case), 0 if none.
 func (t *o200kText) contraction(ci int) int {
-	i, b := t.starts[ci], t.b
-	if i+1 >= len(b) || b[i] != '\'' {
-		return 0
-	}
-	switch lowerASCII(b[i+1]) {
-	case 's', 't', 'm', 'd':
-		return 2
-	case 'r', 'v':
-		if i+2 < len(b) && lowerASCII(b[i+2]) == 'e' {
-			return 3
-		}
-	case 'l':
-		if i+2 < len(b) && lowerASCII(b[i+2]) == 'l' {
-			return 3
-		}
-	}
-	return 0
+	return contractionLen(t.b, t.starts[ci]) // ASCII: bytes are characters
 }
 
 // splitO200K calls f with each piece of b under o200k_base's pattern.

@@ -164,22 +164,31 @@ func run(b []byte, k int, cls runeClass) int {
 
 func lowerASCII(c byte) byte { return c | 0x20 }
 
+// contractionLen is the length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at b[i]
+// (ASCII case only), 0 if none: cl100k's and o200k's first alternative.
+func contractionLen(b []byte, i int) int {
+	if i+1 >= len(b) || b[i] != '\'' {
+		return 0
+	}
+	switch lowerASCII(b[i+1]) {
+	case 's', 't', 'm', 'd':
+		return 2
+	case 'r', 'v':
+		if i+2 < len(b) && lowerASCII(b[i+2]) == 'e' {
+			return 3
+		}
+	case 'l':
+		if i+2 < len(b) && lowerASCII(b[i+2]) == 'l' {
+			return 3
+		}
+	}
+	return 0
+}
+
 func cl100kPieceLen(b []byte, i int) int {
 	c0 := b[i]
-	// (?i:'s|'t|'re|'ve|'m|'ll|'d)
-	if c0 == '\'' && i+1 < len(b) {
-		switch lowerASCII(b[i+1]) {
-		case 's', 't', 'm', 'd':
-			return 2
-		case 'r', 'v':
-			if i+2 < len(b) && lowerASCII(b[i+2]) == 'e' {
-				return 3
-			}
-		case 'l':
-			if i+2 < len(b) && lowerASCII(b[i+2]) == 'l' {
-				return 3
-			}
-		}
+	if n := contractionLen(b, i); n > 0 {
+		return n
 	}
 	cls, size := classAt(b, i)
 	// [^\r\n\p{L}\p{N}]?\p{L}+
