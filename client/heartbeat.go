@@ -27,7 +27,9 @@ func (it *Iterator) heartbeat(beats chan api.JobInfo) {
 		case <-it.kick:
 		}
 		var info api.JobInfo
-		err := it.c.call(it.ctx, api.MethodHeartbeat, it.eng.beat(), &info)
+		req := it.eng.beat()
+		req.Metrics = it.consumerMetrics()
+		err := it.c.call(it.ctx, api.MethodHeartbeat, req, &info)
 		switch {
 		case it.ctx.Err() != nil:
 			return

@@ -55,6 +55,23 @@ func TestJobOpStatsAndAutotune(t *testing.T) {
 			t.Fatalf("the auto map's parallelism stayed at %d for a minute", peak)
 		}
 	}
+	// The consumer's heartbeats carry its training loop's figures to the
+	// job.
+	c.WaitFor(t, 30*time.Second, "the consumer's metrics in the job", func() bool {
+		jobs, err := cl.Jobs(ctx)
+		if err != nil {
+			return false
+		}
+		for _, j := range jobs {
+			if j.Name != "tuned" || len(j.Consumers) != 1 {
+				continue
+			}
+			if m, ok := j.ConsumerMetrics[j.Consumers[0]]; ok {
+				return m.Batches > 0 && m.BatchTimeSeconds > 0 && m.Stall >= 0 && m.Stall <= 1
+			}
+		}
+		return false
+	})
 	if _, err := cl.JobOpStats(ctx, "no-such-job"); !errors.Is(err, transport.ErrNotFound) {
 		t.Errorf("an unknown job: %v, want not found", err)
 	}

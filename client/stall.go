@@ -1,6 +1,10 @@
 package client
 
-import "time"
+import (
+	"time"
+
+	"github.com/feedmesh/feedmesh/mesh/api"
+)
 
 // How much of the training loop's time goes to waiting for data: the
 // measure FastFlow calls a preprocessing stall, and the batch time that
@@ -64,4 +68,17 @@ func (m *stallMeter) fill(s *Stats) {
 		s.RecentStallFraction = float64(wait) / float64(total)
 	}
 	s.ResultQueue = float64(queued) / float64(k)
+}
+
+// consumerMetrics is what the heartbeat reports of the training loop (nil
+// before the first batch): the figures over the last StallWindow batches.
+func (it *Iterator) consumerMetrics() *api.ConsumerMetrics {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	if it.stall.n == 0 {
+		return nil
+	}
+	var s Stats
+	it.stall.fill(&s)
+	return &api.ConsumerMetrics{BatchTimeSeconds: s.BatchTimeSeconds, ResultQueue: s.ResultQueue, Stall: min(max(s.RecentStallFraction, 0), 1), Batches: it.stats.Batches}
 }

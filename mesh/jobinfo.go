@@ -31,6 +31,12 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 	}
 	for c := range v.Consumers {
 		info.Consumers = append(info.Consumers, c)
+		if m, ok := v.ConsumerMetrics[c]; ok {
+			if info.ConsumerMetrics == nil {
+				info.ConsumerMetrics = map[string]api.ConsumerMetrics{}
+			}
+			info.ConsumerMetrics[c] = api.ConsumerMetrics{BatchTimeSeconds: m.BatchTime, ResultQueue: m.ResultQueue, Stall: m.Stall, Batches: m.Batches}
+		}
 	}
 	sort.Strings(info.Consumers)
 	names := make([]string, 0, len(v.Workers))

@@ -202,7 +202,14 @@ func (n *Node) heartbeat(ctx context.Context, req api.JobRequest) (api.JobInfo, 
 	var info api.JobInfo
 	err := n.onLeader(ctx, req.Forwarded, api.MethodHeartbeat, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &info,
 		func(ctx context.Context) error {
-			if _, err := n.raft.Apply(ctx, raftstate.NewAttachConsumer(req.Job, req.Consumer)); err != nil {
+			var m *raftstate.ScaleMetric
+			if x := req.Metrics; x != nil {
+				m = &raftstate.ScaleMetric{BatchTime: x.BatchTimeSeconds, ResultQueue: x.ResultQueue, Stall: x.Stall, Batches: x.Batches}
+				if err := m.Validate(); err != nil {
+					return transport.Errorf(transport.ErrInvalid, "heartbeat of %q: %v", req.Consumer, err)
+				}
+			}
+			if _, err := n.raft.Apply(ctx, raftstate.NewHeartbeat(req.Job, req.Consumer, m)); err != nil {
 				return err
 			}
 			if req.Report {

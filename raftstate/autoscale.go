@@ -3,6 +3,7 @@ package raftstate
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 )
 
@@ -76,7 +77,8 @@ func (c AutoscaleConfig) Validate() error {
 	return nil
 }
 
-// ScaleMetric is one report of a job's consumers.
+// ScaleMetric is one report of a job's consumer (its heartbeat carries
+// it; the job keeps each consumer's last, Job.ConsumerMetrics).
 type ScaleMetric struct {
 	// BatchTime is the time to get and process a batch, averaged over the
 	// last BatchesPerMetric batches (seconds).
@@ -84,6 +86,20 @@ type ScaleMetric struct {
 	// ResultQueue is the batches buffered in the consumers, waiting for
 	// the model (averaged over the same batches).
 	ResultQueue float64 `cbor:"2,keyasint" json:"result_queue"`
+	// Stall is the share of the training loop's time spent waiting for
+	// data over the same batches; Batches the batches the consumer has
+	// received in all.
+	Stall   float64 `cbor:"3,keyasint,omitempty" json:"stall"`
+	Batches int64   `cbor:"4,keyasint,omitempty" json:"batches"`
+}
+
+// Validate rejects a metric no consumer can have measured.
+func (m ScaleMetric) Validate() error {
+	ok := func(x float64) bool { return x >= 0 && !math.IsInf(x, 0) }
+	if !ok(m.BatchTime) || !ok(m.ResultQueue) || !ok(m.Stall) || m.Stall > 1 || m.Batches < 0 {
+		return fmt.Errorf("consumer metric %+v: want finite batch time, queue and batches >= 0 and a stall in [0, 1]", m)
+	}
+	return nil
 }
 
 // ScalePhase is where a job is in the policy.

@@ -215,3 +215,26 @@ func TestAllocateWorkersProperty(t *testing.T) {
 		}
 	}
 }
+
+// A heartbeat with a metric keeps it for its consumer; a detach removes
+// it; a metric out of range or in a v1 command is refused, changing
+// nothing.
+func TestHeartbeatMetrics(t *testing.T) {
+	s := newJobState(t, &JobOptions{ConsumerTTL: 10_000, GCAfter: 100_000})
+	m := &ScaleMetric{BatchTime: 0.02, ResultQueue: 3, Stall: 0.25, Batches: 400}
+	applyOK(t, s, at(NewHeartbeat("j1", "c1", m), 2000))
+	applyOK(t, s, at(NewHeartbeat("j1", "c2", nil), 2000))
+	j := s.Jobs["j1"]
+	if got, ok := j.ConsumerMetrics["c1"]; !ok || got != *m || len(j.ConsumerMetrics) != 1 {
+		t.Fatalf("metrics %v", j.ConsumerMetrics)
+	}
+	for _, bad := range []ScaleMetric{{BatchTime: -1}, {Stall: 1.5}, {BatchTime: math.Inf(1)}} {
+		applyErr(t, s, at(NewHeartbeat("j1", "c1", &bad), 2000), ErrInvalidCommand)
+	}
+	v1 := newCommand(TypeAttachConsumer, 1, ConsumerBody{Job: "j1", Consumer: "c1", Metrics: m})
+	applyErr(t, s, at(v1, 2000), ErrInvalidCommand)
+	applyOK(t, s, at(NewDetachConsumer("j1", "c1"), 3000))
+	if _, ok := s.Jobs["j1"].ConsumerMetrics["c1"]; ok {
+		t.Error("a detached consumer's metric stayed")
+	}
+}

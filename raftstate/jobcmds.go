@@ -46,6 +46,9 @@ type ResumeBody struct {
 type ConsumerBody struct {
 	Job      string `cbor:"1,keyasint"`
 	Consumer string `cbor:"2,keyasint"`
+	// Metrics (AttachConsumer v2) is the consumer's latest metric, kept
+	// in Job.ConsumerMetrics; nil keeps the one it had.
+	Metrics *ScaleMetric `cbor:"3,keyasint,omitempty"`
 }
 
 // ExpireConsumersBody is the body of TypeExpireConsumers.
@@ -190,6 +193,16 @@ func NewResumeJob(name, fingerprint string, o JobOptions, r ResumeBody) Command 
 // the lease expiry (Unix nanoseconds).
 func NewAttachConsumer(job, consumer string) Command {
 	return newCommand(TypeAttachConsumer, 1, ConsumerBody{Job: job, Consumer: consumer})
+}
+
+// NewHeartbeat is NewAttachConsumer with the consumer's latest metric
+// (version 2): the job keeps it in ConsumerMetrics. A nil m is version 1.
+func NewHeartbeat(job, consumer string, m *ScaleMetric) Command {
+	if m == nil {
+		return NewAttachConsumer(job, consumer)
+	}
+	mc := *m
+	return newCommand(TypeAttachConsumer, 2, ConsumerBody{Job: job, Consumer: consumer, Metrics: &mc})
 }
 
 // NewDetachConsumer detaches consumer from job (absent is not an error).
@@ -545,8 +558,22 @@ func applyAttachConsumer(s *State, c Command) (any, error) {
 				ErrLimit, b.Job, len(j.Consumers), j.Options.NumConsumers, j.Options.ConsumerTTL)
 		}
 	}
+	if b.Metrics != nil {
+		if c.Version < 2 {
+			return nil, fmt.Errorf("%w: AttachConsumer v1 carries no metric", ErrInvalidCommand)
+		}
+		if err := b.Metrics.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidCommand, err)
+		}
+	}
 	exp := addSat(c.At, j.Options.ConsumerTTL)
 	j.Consumers[b.Consumer] = exp
+	if b.Metrics != nil {
+		if j.ConsumerMetrics == nil {
+			j.ConsumerMetrics = map[string]ScaleMetric{}
+		}
+		j.ConsumerMetrics[b.Consumer] = *b.Metrics
+	}
 	j.NoConsumersSince = 0
 	return exp, nil
 }
@@ -570,6 +597,7 @@ func applyDetachConsumer(s *State, c Command) (any, error) {
 		return false, nil
 	}
 	delete(j.Consumers, b.Consumer)
+	delete(j.ConsumerMetrics, b.Consumer)
 	if j.Dynamic != nil {
 		j.Dynamic.Depart(b.Consumer)
 	}
@@ -626,6 +654,7 @@ func applyExpireConsumers(s *State, c Command) (any, error) {
 		}
 		for _, id := range gone {
 			delete(j.Consumers, id)
+			delete(j.ConsumerMetrics, id)
 			if j.Dynamic != nil {
 				j.Dynamic.Depart(id)
 			}

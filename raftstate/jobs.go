@@ -324,6 +324,11 @@ type Job struct {
 	// Failure is set once a worker reported that its task of the job
 	// failed (EndTask); nil while none has. It never changes after that.
 	Failure *JobFailure `cbor:"16,keyasint,omitempty" json:"failure,omitempty"`
+	// ConsumerMetrics maps an attached consumer to the last metric its
+	// heartbeat carried (AttachConsumer v2): its batch time, result
+	// queue and stall, what autoscaling follows. A consumer's entry goes
+	// with it.
+	ConsumerMetrics map[string]ScaleMetric `cbor:"17,keyasint,omitempty" json:"consumer_metrics,omitempty"`
 }
 
 // clone returns a deep copy.
@@ -331,6 +336,7 @@ func (j *Job) clone() *Job {
 	c := *j
 	c.Consumers = maps.Clone(j.Consumers)
 	c.Detached = maps.Clone(j.Detached)
+	c.ConsumerMetrics = maps.Clone(j.ConsumerMetrics)
 	c.Workers = maps.Clone(j.Workers)
 	c.StaticWorkers = slices.Clone(j.StaticWorkers)
 	c.Dynamic = j.Dynamic.Clone()

@@ -185,6 +185,14 @@ func checkJob(s *State, name string, j *Job) error {
 			return fmt.Errorf("detached consumer %q", id)
 		}
 	}
+	for id, m := range j.ConsumerMetrics {
+		if _, ok := j.Consumers[id]; !ok {
+			return fmt.Errorf("metric of consumer %q, which is not attached", id)
+		}
+		if err := m.Validate(); err != nil {
+			return err
+		}
+	}
 	for w := range j.Workers {
 		if checkName("worker", w) != nil {
 			return fmt.Errorf("worker %q", w)

@@ -39,14 +39,14 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return cli.WriteJSON(stdout, jobs)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSTATE\tSHARDING\tCOMPRESSION\tCONSUMERS\tWORKERS\tEPOCH\tSPLITS leased/finished/lost/total\tSHARE read/hits/produced/evicted\tDATASET")
+	fmt.Fprintln(tw, "JOB\tSTATE\tSHARDING\tCOMPRESSION\tCONSUMERS\tWORKERS\tEPOCH\tSPLITS leased/finished/lost/total\tSHARE read/hits/produced/evicted\tSTALL batch-ms\tDATASET")
 	for _, j := range jobs {
 		comp := j.Options.Compression
 		if comp == "" {
 			comp = "none"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%d/%d/%d/%d\t%s\t%.12s\n", j.Name, j.State, j.Options.Sharding, comp, len(j.Consumers),
-			workersColumn(j), j.Epoch+1, j.Options.Epochs, j.Leased, j.Finished, j.Lost, j.NumSplits, shareColumn(j), j.Fingerprint)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%d/%d/%d/%d\t%s\t%s\t%.12s\n", j.Name, j.State, j.Options.Sharding, comp, len(j.Consumers),
+			workersColumn(j), j.Epoch+1, j.Options.Epochs, j.Leased, j.Finished, j.Lost, j.NumSplits, shareColumn(j), stallColumn(j), j.Fingerprint)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -95,4 +95,20 @@ func shareColumn(j api.JobInfo) string {
 		out += fmt.Sprintf(" (%d workers unreachable)", len(sh.Unreachable))
 	}
 	return out
+}
+
+// stallColumn is the STALL column of `feedmesh jobs`: the consumers' mean
+// share of time waiting for data and mean time per batch over their last
+// 100 batches, as their heartbeats last reported; "-" before any.
+func stallColumn(j api.JobInfo) string {
+	if len(j.ConsumerMetrics) == 0 {
+		return "-"
+	}
+	var stall, batch float64
+	for _, m := range j.ConsumerMetrics {
+		stall += m.Stall
+		batch += m.BatchTimeSeconds
+	}
+	n := float64(len(j.ConsumerMetrics))
+	return fmt.Sprintf("%.0f%% %.3g", 100*stall/n, 1e3*batch/n)
 }

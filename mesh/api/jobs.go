@@ -283,6 +283,9 @@ type JobInfo struct {
 	Fingerprint string       `json:"fingerprint"`
 	Options     JobOptions   `json:"options"`
 	Consumers   []string     `json:"consumers"`
+	// ConsumerMetrics maps a consumer to the metric of its last heartbeat
+	// (absent before its first batch).
+	ConsumerMetrics map[string]ConsumerMetrics `json:"consumer_metrics,omitempty"`
 	Workers     []WorkerInfo `json:"workers"`
 	NumSplits   int64        `json:"num_splits"`
 	Epoch       int64        `json:"epoch"`
@@ -393,6 +396,21 @@ type JobRequest struct {
 	Report bool  `cbor:"4,keyasint,omitempty"`
 	Index  int   `cbor:"5,keyasint,omitempty"`
 	Round  int64 `cbor:"6,keyasint,omitempty"`
+	// Metrics (heartbeats) is the consumer's latest measure of its
+	// training loop, kept by the job (JobInfo.ConsumerMetrics); nil
+	// before its first batch.
+	Metrics *ConsumerMetrics `cbor:"7,keyasint,omitempty"`
+}
+
+// ConsumerMetrics is what a consumer measures of its training loop over
+// its last 100 batches (client.Stats): the mean time per batch, the
+// batches already buffered when it asked for the next, and the share of
+// its time spent waiting for data; and the batches it has received.
+type ConsumerMetrics struct {
+	BatchTimeSeconds float64 `cbor:"1,keyasint" json:"batch_time_seconds"`
+	ResultQueue      float64 `cbor:"2,keyasint" json:"result_queue"`
+	Stall            float64 `cbor:"3,keyasint" json:"stall"`
+	Batches          int64   `cbor:"4,keyasint" json:"batches"`
 }
 
 // JobGetResponse is a job with its dataset, for workers.
