@@ -278,19 +278,19 @@ type WorkerInfo struct {
 
 // JobInfo describes a job, as `feedmesh jobs` shows it.
 type JobInfo struct {
-	ID          uint64       `json:"id"`
-	Name        string       `json:"name"`
-	Fingerprint string       `json:"fingerprint"`
-	Options     JobOptions   `json:"options"`
-	Consumers   []string     `json:"consumers"`
+	ID          uint64     `json:"id"`
+	Name        string     `json:"name"`
+	Fingerprint string     `json:"fingerprint"`
+	Options     JobOptions `json:"options"`
+	Consumers   []string   `json:"consumers"`
 	// ConsumerMetrics maps a consumer to the metric of its last heartbeat
 	// (absent before its first batch).
 	ConsumerMetrics map[string]ConsumerMetrics `json:"consumer_metrics,omitempty"`
-	Workers     []WorkerInfo `json:"workers"`
-	NumSplits   int64        `json:"num_splits"`
-	Epoch       int64        `json:"epoch"`
-	Leased      int64        `json:"splits_leased"`
-	Finished    int64        `json:"splits_finished"`
+	Workers         []WorkerInfo               `json:"workers"`
+	NumSplits       int64                      `json:"num_splits"`
+	Epoch           int64                      `json:"epoch"`
+	Leased          int64                      `json:"splits_leased"`
+	Finished        int64                      `json:"splits_finished"`
 	// Lost (DYNAMIC jobs) counts the splits lost at most once: leased to
 	// a worker that was declared dead, or that restarted, before it
 	// reported them finished. Their elements that the worker had not sent
