@@ -16,6 +16,7 @@ import (
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/mesh/localcluster"
+	"github.com/feedmesh/feedmesh/mesh/observe"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
 	"github.com/feedmesh/feedmesh/transport"
@@ -42,6 +43,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	elements := fs.Int64("elements", 300000, "elements in the built-in text dataset")
 	failover := fs.Bool("failover", true, "kill the leader (also a worker) in the middle of the read")
 	keep := fs.Bool("keep", false, "keep the nodes' data dir instead of deleting it")
+	statusAddr := fs.String("status-addr", "", "serve the entry node's status page and metrics on this host:port while the demo runs (e.g. 127.0.0.1:9947)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -77,6 +79,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	printMembers(stdout, leader.Members())
 
 	entry := (li + 1) % *nodes
+	if *statusAddr != "" {
+		srv, err := observe.Listen(*statusAddr, c.Node(entry), observe.Options{})
+		if err != nil {
+			return fmt.Errorf("--status-addr: %w", err)
+		}
+		defer srv.Close()
+		step("status page of %s: http://%s/ (metrics: http://%s/metrics)", c.Name(entry), srv.Addr(), srv.Addr())
+	}
 	fast := transport.FastConfig()
 	cl, err := client.Dial(ctx, c.Node(entry).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 200 * time.Millisecond})
 	if err != nil {
@@ -134,8 +144,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	s := it.Stats()
 	el := time.Since(readStart).Seconds()
-	step("job done: %d batches, %d of %d sentences, %.1f MB in %.2f s (%.0f sentences/s)",
-		s.Batches, s.Rows, *elements, float64(s.Bytes)/1e6, el, float64(s.Rows)/el)
+	step("job done: %d batches, %d of %d sentences, %.1f MB in %.2f s (%.0f sentences/s); the loop, which does nothing with them, waited for data %.0f %% of the time",
+		s.Batches, s.Rows, *elements, float64(s.Bytes)/1e6, el, float64(s.Rows)/el, 100*s.StallFraction)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "          WORKER\tBATCHES\tSENTENCES\tMB\tSENTENCES/s")
 	for _, w := range sortedKeys(s.Workers) {
