@@ -22,7 +22,7 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 			Sharding: api.Sharding(v.Options.Sharding.String()), Epochs: v.Options.Epochs, NumConsumers: v.Options.NumConsumers,
 			Share: v.Options.Share, Coordinated: v.Options.Coordinated, PadFinalRound: v.Options.PadFinalRound, MaxWorkers: v.Options.MaxWorkers,
 			ConsumerTTL: v.Options.ConsumerTTL, GCAfter: v.Options.GCAfter, Compression: v.Options.Compression,
-			Delivery: v.Options.Delivery,
+			Delivery: v.Options.Delivery, Autoscale: v.Options.Autoscale,
 		},
 		CreatedAt: time.Unix(0, v.CreatedAt),
 	}
@@ -57,6 +57,9 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 			Drained: st.Drained, Since: st.Since, Held: held[w]})
 	}
 	info.ShareGroup = v.ShareGroup
+	if sc := v.Scale; sc != nil {
+		info.Scale = &api.ScaleInfo{Workers: sc.Workers, Phase: sc.Phase.String(), Reason: sc.Reason, Changes: sc.Changes}
+	}
 	if r := v.Rounds; r != nil {
 		info.Rounds = &api.RoundsInfo{Changes: r.Schedule.Changes, Reached: r.Reached, Lookahead: raftstate.RoundLookahead}
 	}

@@ -433,7 +433,7 @@ func toRaftOptions(o api.JobOptions) (raftstate.JobOptions, error) {
 	return raftstate.JobOptions{
 		Sharding: p, Epochs: o.Epochs, NumConsumers: o.NumConsumers, Share: o.Share,
 		Coordinated: o.Coordinated, PadFinalRound: o.PadFinalRound, MaxWorkers: o.MaxWorkers, ConsumerTTL: o.ConsumerTTL, GCAfter: o.GCAfter,
-		Compression: comp, Delivery: o.Delivery,
+		Compression: comp, Delivery: o.Delivery, Autoscale: o.Autoscale,
 	}, nil
 }
 

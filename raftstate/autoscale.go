@@ -143,6 +143,12 @@ type ScaleState struct {
 	SinceRevisit int `cbor:"7,keyasint" json:"since_revisit"`
 	// Reason says why the last decision was taken, for `feedmesh jobs`.
 	Reason string `cbor:"8,keyasint" json:"reason"`
+	// StepBatches (in a job) is the reporting consumer's batch count at
+	// the last step; Changes counts the changes of Workers.
+	StepBatches int64 `cbor:"9,keyasint,omitempty" json:"step_batches,omitempty"`
+	Changes     int64 `cbor:"10,keyasint,omitempty" json:"changes,omitempty"`
+	// Speaker is the consumer whose metrics the job follows.
+	Speaker string `cbor:"11,keyasint,omitempty" json:"speaker,omitempty"`
 }
 
 // NewScaleState is a new job's state: one worker, scaling up.
@@ -369,4 +375,61 @@ func firstLive(ns []string, live []string) string {
 		}
 	}
 	return ""
+}
+
+// The policy in the state machine: a job with Options.Autoscale steps its
+// Scale on its consumers' metrics as their heartbeats bring them (the
+// same on every replica: the metric is in the command). One consumer
+// speaks for the job, the attached one with the smallest id that reports
+// (Cachew has one client per job), and only once per
+// BatchesPerMetric batches of it, so that each step sees a fresh window.
+
+// scaleConfig is the policy's configuration in the state machine:
+// Cachew's values, fixed so that every replica steps alike.
+var scaleConfig = DefaultAutoscaleConfig()
+
+// stepScale applies consumer's metric m to the job's Scale, if the job
+// autoscales, the consumer speaks for it and a window has passed.
+func (j *Job) stepScale(consumer string, m ScaleMetric) {
+	if j.Scale == nil {
+		return
+	}
+	for id := range j.ConsumerMetrics {
+		if id < consumer {
+			return // another consumer speaks for the job
+		}
+	}
+	if j.Scale.Speaker != consumer {
+		// A new speaker (the first, or the last one left): its window
+		// starts now.
+		j.Scale.Speaker, j.Scale.StepBatches = consumer, m.Batches
+		return
+	}
+	if m.Batches < j.Scale.StepBatches+int64(scaleConfig.BatchesPerMetric) {
+		return
+	}
+	limit := MaxJobWorkers
+	if j.Options.MaxWorkers > 0 {
+		limit = j.Options.MaxWorkers
+	}
+	before := j.Scale.Workers
+	next := StepAutoscale(*j.Scale, m, scaleConfig, limit)
+	next.StepBatches = m.Batches
+	if next.Workers != before {
+		next.Changes++
+	}
+	*j.Scale = next
+}
+
+// scaledLimit is how many live workers the job may have: its Scale's
+// count when it autoscales (at least 1), else MaxWorkers (0: no limit).
+func (j *Job) scaledLimit() int {
+	if j.Scale != nil {
+		w := max(j.Scale.Workers, 1)
+		if mw := j.Options.MaxWorkers; mw > 0 {
+			w = min(w, mw)
+		}
+		return w
+	}
+	return j.Options.MaxWorkers
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/feedmesh/feedmesh/splits"
 )
 
 // scaleModel is a job as the autoscaler sees it: workers each deliver a
@@ -236,5 +238,47 @@ func TestHeartbeatMetrics(t *testing.T) {
 	applyOK(t, s, at(NewDetachConsumer("j1", "c1"), 3000))
 	if _, ok := s.Jobs["j1"].ConsumerMetrics["c1"]; ok {
 		t.Error("a detached consumer's metric stayed")
+	}
+}
+
+// In the state machine: an autoscaling job wants one worker at first,
+// refuses a second AssignTask, and steps its count on its speaking
+// consumer's metrics, once per window of batches; another consumer's
+// metrics do not step it.
+func TestAutoscaleJob(t *testing.T) {
+	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Autoscale: true, ConsumerTTL: 1e12, GCAfter: 1e12})
+	j := s.Jobs["j1"]
+	if j.Scale == nil || j.Scale.Workers != 1 || j.scaledLimit() != 1 {
+		t.Fatalf("a new autoscaling job: %+v", j.Scale)
+	}
+	applyOK(t, s, at(NewAssignTask("j1", "w1"), 1100))
+	applyErr(t, s, at(NewAssignTask("j1", "w2"), 1100), ErrLimit)
+
+	beat := func(consumer string, batches int64, bt float64) {
+		t.Helper()
+		applyOK(t, s, at(NewHeartbeat("j1", consumer, &ScaleMetric{BatchTime: bt, Batches: batches}), 2000))
+	}
+	beat("a", 10, 0.010)  // a speaks from now on
+	beat("a", 50, 0.010)  // within its first window
+	beat("b", 500, 0.001) // b is not the speaker
+	if w := s.Jobs["j1"].Scale.Workers; w != 1 {
+		t.Fatalf("stepped before a window passed, or on another consumer: %d workers", w)
+	}
+	beat("a", 110, 0.010) // a window: the base; try 2
+	if sc := s.Jobs["j1"].Scale; sc.Workers != 2 || sc.Changes != 1 {
+		t.Fatalf("after the first window: %+v", sc)
+	}
+	applyOK(t, s, at(NewAssignTask("j1", "w2"), 3000))
+	// Two paused windows, then a 50 % better batch time: try 3.
+	beat("a", 210, 0.009)
+	beat("a", 310, 0.008)
+	beat("a", 410, 0.005)
+	if sc := s.Jobs["j1"].Scale; sc.Workers != 3 || !strings.Contains(sc.Reason, "trying 3") {
+		t.Fatalf("after an improvement: %+v", sc)
+	}
+	// Options other than dynamic reject autoscale.
+	o := JobOptions{Sharding: splits.Static, Autoscale: true}
+	if err := o.Normalized().validate(); err == nil || !strings.Contains(err.Error(), "autoscale") {
+		t.Errorf("static autoscale: %v", err)
 	}
 }

@@ -491,6 +491,10 @@ func applyCreateJob(s *State, c Command) (any, error) {
 	if o.Coordinated {
 		j.Rounds = &RoundState{Reached: map[int]int64{}}
 	}
+	if o.Autoscale {
+		sc := NewScaleState()
+		j.Scale = &sc
+	}
 	s.Jobs[b.Name] = j
 	return j.ID, nil
 }
@@ -573,6 +577,7 @@ func applyAttachConsumer(s *State, c Command) (any, error) {
 			j.ConsumerMetrics = map[string]ScaleMetric{}
 		}
 		j.ConsumerMetrics[b.Consumer] = *b.Metrics
+		j.stepScale(b.Consumer, *b.Metrics)
 	}
 	j.NoConsumersSince = 0
 	return exp, nil
@@ -693,9 +698,9 @@ func applyAssignTask(s *State, c Command) (any, error) {
 				ErrNotAssigned, b.Job, j.StaticWorkers, b.Worker)
 		}
 	}
-	if mw := j.Options.MaxWorkers; mw > 0 {
+	if mw := j.scaledLimit(); mw > 0 {
 		if live := len(j.LiveWorkers()); live >= mw {
-			return nil, fmt.Errorf("%w: job %q has %d live workers (max_workers %d)", ErrLimit, b.Job, live, mw)
+			return nil, fmt.Errorf("%w: job %q has %d live workers (its limit: max_workers, or what autoscaling chose, %d)", ErrLimit, b.Job, live, mw)
 		}
 	}
 	if !known && len(j.Workers) >= MaxJobWorkers {
@@ -828,7 +833,7 @@ func applyDrainTask(s *State, c Command) (any, error) {
 		if !ok || !(st.Drained || st.Expired) || !rejoinable(j) {
 			return nil, fmt.Errorf("%w: worker %q of job %q is not drained or expired, or the job's workers are fixed: it does not rejoin", ErrNotAssigned, b.Worker, b.Job)
 		}
-		if mw := j.Options.MaxWorkers; mw > 0 && st.Expired && len(j.LiveWorkers()) >= mw {
+		if mw := j.scaledLimit(); mw > 0 && st.Expired && len(j.LiveWorkers()) >= mw {
 			return nil, fmt.Errorf("%w: job %q has %d live workers (max_workers %d)", ErrLimit, b.Job, len(j.LiveWorkers()), mw)
 		}
 		j.Workers[b.Worker] = WorkerState{Since: c.At}

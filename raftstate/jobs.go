@@ -134,6 +134,9 @@ type JobOptions struct {
 	// (mesh) chooses the default. Exactly-once needs DYNAMIC sharding
 	// without sharing or coordinated reads.
 	Delivery string `cbor:"11,keyasint,omitempty" json:"delivery,omitempty"`
+	// Autoscale: Job.Scale decides how many workers the job gets (DYNAMIC
+	// without Share or Coordinated; autoscale.go).
+	Autoscale bool `cbor:"12,keyasint,omitempty" json:"autoscale,omitempty"`
 }
 
 // Delivery names (JobOptions.Delivery).
@@ -211,6 +214,9 @@ func (o JobOptions) validate() error {
 	case o.Sharding != splits.Dynamic || o.Share:
 		errs = append(errs, fmt.Sprintf("delivery %s needs sharding=dynamic without share (have sharding=%v share=%v)", o.Delivery, o.Sharding, o.Share))
 	}
+	if o.Autoscale && (o.Sharding != splits.Dynamic || o.Share || o.Coordinated) {
+		errs = append(errs, fmt.Sprintf("autoscale needs sharding=dynamic without share or coordinated reads (have sharding=%v share=%v coordinated=%v)", o.Sharding, o.Share, o.Coordinated))
+	}
 	errs = append(errs, o.validateCoordinated()...)
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: job options: %s", ErrInvalidCommand, strings.Join(errs, ", "))
@@ -237,6 +243,7 @@ func (o JobOptions) diff(want JobOptions) []string {
 	add("pad_final_round", o.PadFinalRound, want.PadFinalRound)
 	add("compression", o.Compression, want.Compression)
 	add("delivery", deliveryName(o.Delivery), deliveryName(want.Delivery))
+	add("autoscale", o.Autoscale, want.Autoscale)
 	return d
 }
 
@@ -329,6 +336,9 @@ type Job struct {
 	// queue and stall, what autoscaling follows. A consumer's entry goes
 	// with it.
 	ConsumerMetrics map[string]ScaleMetric `cbor:"17,keyasint,omitempty" json:"consumer_metrics,omitempty"`
+	// Scale (Options.Autoscale) is the autoscaling policy's state: how
+	// many workers the job should have, and why.
+	Scale *ScaleState `cbor:"18,keyasint,omitempty" json:"scale,omitempty"`
 }
 
 // clone returns a deep copy.
@@ -341,6 +351,10 @@ func (j *Job) clone() *Job {
 	c.StaticWorkers = slices.Clone(j.StaticWorkers)
 	c.Dynamic = j.Dynamic.Clone()
 	c.Rounds = j.Rounds.clone()
+	if j.Scale != nil {
+		sc := *j.Scale
+		c.Scale = &sc
+	}
 	if j.Failure != nil {
 		f := *j.Failure
 		c.Failure = &f

@@ -127,7 +127,7 @@ func planAssign(job *Job, members []JobMember) []JobStep {
 			continue
 		}
 		if st.Expired {
-			if job.Options.MaxWorkers > 0 && active >= job.Options.MaxWorkers {
+			if lim := job.scaledLimit(); lim > 0 && active >= lim {
 				continue
 			}
 			active++
@@ -137,7 +137,7 @@ func planAssign(job *Job, members []JobMember) []JobStep {
 	slices.SortFunc(steps, func(a, b JobStep) int { return strings.Compare(a.Worker, b.Worker) })
 	steps = slices.CompactFunc(steps, func(a, b JobStep) bool { return a.Worker == b.Worker })
 	for _, name := range AssignableWorkers(members, 0) {
-		if job.Options.MaxWorkers > 0 && active >= job.Options.MaxWorkers {
+		if lim := job.scaledLimit(); lim > 0 && active >= lim {
 			break
 		}
 		if _, ok := job.Workers[name]; ok {

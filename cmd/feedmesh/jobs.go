@@ -55,6 +55,9 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if j.State == api.JobFailed {
 			fmt.Fprintf(stdout, "job %s failed: %s\n", j.Name, j.Failure)
 		}
+		if sc := j.Scale; sc != nil {
+			fmt.Fprintf(stdout, "job %s autoscaling: %d workers wanted, %s (%d changes): %s\n", j.Name, sc.Workers, sc.Phase, sc.Changes, sc.Reason)
+		}
 	}
 	return nil
 }

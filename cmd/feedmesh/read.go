@@ -122,6 +122,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	resumePath := fs.String("resume", "", "resume the job from the checkpoint in `FILE` (written by --checkpoint), without what it covers; same --spec, --job and --epochs. Exactly-once jobs only")
 	window := fs.Int("window", 4, "batches each worker may send ahead")
 	maxWorkers := fs.Int("max-workers", 0, "cap on workers serving the job (0: all)")
+	autoscale := fs.Bool("autoscale", false, "let the cluster choose the job's number of workers from this reader's batch time (DYNAMIC; starts at one worker and adds them while they help; see the README)")
 	shareFlag := fs.Bool("share", false, "ephemeral sharing: jobs of the same spec, sharding (off or dynamic) and epochs that all pass --share compute each batch once per worker; a job that lags more than the worker's share window behind skips batches instead of slowing the others")
 	coordinated := fs.Bool("coordinated", false, "coordinated reads: the --consumers readers of the job get, in each round, batches of the same length bucket from one worker (spec must end in bucket_by_sequence_length; sharding becomes dynamic)")
 	consumers := fs.Int("consumers", 0, "with --coordinated: how many consumers (trainer ranks) read the job in rounds")
@@ -157,7 +158,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("--delivery: %w", err)
 	}
 	opts := client.JobOptions{
-		Name: *job, Sharding: sh, Epochs: *epochs, MaxWorkers: *maxWorkers, Share: *shareFlag,
+		Name: *job, Sharding: sh, Epochs: *epochs, MaxWorkers: *maxWorkers, Share: *shareFlag, Autoscale: *autoscale,
 		Coordinated: *coordinated, NumConsumers: *consumers, ConsumerIndex: *index, PadFinalRound: *padFinal,
 		Compression: *compression, Delivery: dl,
 	}

@@ -113,6 +113,13 @@ type JobOptions struct {
 	// and the only choice, for Share jobs). OFF and STATIC
 	// jobs take "" (each worker reads its own splits; see the README).
 	Delivery string `cbor:"13,keyasint,omitempty" json:"delivery,omitempty"`
+	// Autoscale (DYNAMIC jobs without Share or Coordinated) lets the
+	// cluster choose the job's number of workers from its consumers'
+	// batch time, after Cachew: one worker at first, one more while each
+	// improves the batch time by more than 3 %, more again when the batch
+	// time rises well above the converged one. MaxWorkers, if set, caps
+	// it. Scaling down is not built yet: a job keeps the workers it got.
+	Autoscale bool `cbor:"14,keyasint,omitempty" json:"autoscale,omitempty"`
 	// Resume (client only, never on the wire as an option) is a
 	// checkpoint (Iterator.Checkpoint) to resume the job from: the job is
 	// created again, or joined, without what reached the trainer through
@@ -217,6 +224,9 @@ func (o JobOptions) Validate() error {
 	case o.Delivery == ExactlyOnce && o.Share:
 		return fmt.Errorf("delivery exactly-once: not yet with share (use at-most-once)")
 	}
+	if o.Autoscale && (o.Sharding != Dynamic || o.Share || o.Coordinated) {
+		return fmt.Errorf("autoscale: only for sharding dynamic without share or coordinated reads (have sharding %s, share %v, coordinated %v)", o.Sharding, o.Share, o.Coordinated)
+	}
 	if len(o.Resume) > 0 && (o.Sharding != Dynamic || o.Delivery == AtMostOnce || o.Share) {
 		return fmt.Errorf("resume: only exactly-once DYNAMIC jobs resume from a checkpoint (no share)")
 	}
@@ -286,6 +296,10 @@ type JobInfo struct {
 	// ConsumerMetrics maps a consumer to the metric of its last heartbeat
 	// (absent before its first batch).
 	ConsumerMetrics map[string]ConsumerMetrics `json:"consumer_metrics,omitempty"`
+	// Scale (Options.Autoscale) is the autoscaling decision: how many
+	// workers the job should have, the policy's phase, why, and how many
+	// times the count changed.
+	Scale *ScaleInfo `json:"scale,omitempty"`
 	Workers         []WorkerInfo               `json:"workers"`
 	NumSplits       int64                      `json:"num_splits"`
 	Epoch           int64                      `json:"epoch"`
@@ -400,6 +414,14 @@ type JobRequest struct {
 	// training loop, kept by the job (JobInfo.ConsumerMetrics); nil
 	// before its first batch.
 	Metrics *ConsumerMetrics `cbor:"7,keyasint,omitempty"`
+}
+
+// ScaleInfo is a job's autoscaling decision (JobInfo.Scale).
+type ScaleInfo struct {
+	Workers int    `json:"workers"`
+	Phase   string `json:"phase"`
+	Reason  string `json:"reason"`
+	Changes int64  `json:"changes"`
 }
 
 // ConsumerMetrics is what a consumer measures of its training loop over
