@@ -299,12 +299,12 @@ type JobInfo struct {
 	// Scale (Options.Autoscale) is the autoscaling decision: how many
 	// workers the job should have, the policy's phase, why, and how many
 	// times the count changed.
-	Scale *ScaleInfo `json:"scale,omitempty"`
-	Workers         []WorkerInfo               `json:"workers"`
-	NumSplits       int64                      `json:"num_splits"`
-	Epoch           int64                      `json:"epoch"`
-	Leased          int64                      `json:"splits_leased"`
-	Finished        int64                      `json:"splits_finished"`
+	Scale     *ScaleInfo   `json:"scale,omitempty"`
+	Workers   []WorkerInfo `json:"workers"`
+	NumSplits int64        `json:"num_splits"`
+	Epoch     int64        `json:"epoch"`
+	Leased    int64        `json:"splits_leased"`
+	Finished  int64        `json:"splits_finished"`
 	// Lost (DYNAMIC jobs) counts the splits lost at most once: leased to
 	// a worker that was declared dead, or that restarted, before it
 	// reported them finished. Their elements that the worker had not sent
