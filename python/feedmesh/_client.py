@@ -340,7 +340,7 @@ class Client(_Closing):
 
     def distribute(self, spec, job, *, sharding="dynamic", epochs=None, delivery=None, num_consumers=None,
                    consumer_index=None, coordinated=None, pad_final_round=None, share=None, compression=None,
-                   max_workers=None, consumer_ttl=None, gc_after=None, resume=None):
+                   max_workers=None, consumer_ttl=None, gc_after=None, resume=None, autoscale=None):
         """Creates the job (or joins it, if one of that name exists with the
         same options) and returns an Iterator over its batches.
 
@@ -349,8 +349,10 @@ class Client(_Closing):
         read`; "off", "static"), epochs, delivery ("exactly-once",
         "at-most-once"), num_consumers and consumer_index (a rank: with
         consumer_index, coordinated defaults to True), pad_final_round,
-        share, compression ("lz4", "zstd"), max_workers, consumer_ttl and
-        gc_after (seconds), resume (bytes of Iterator.checkpoint())."""
+        share, compression ("lz4", "zstd"), max_workers, autoscale (the
+        cluster chooses the number of workers from this reader's batch
+        time), consumer_ttl and gc_after (seconds), resume (bytes of
+        Iterator.checkpoint())."""
         h = self._live()
         if coordinated is None:
             coordinated = consumer_index is not None
@@ -359,7 +361,7 @@ class Client(_Closing):
             "num_consumers": num_consumers, "consumer_index": consumer_index, "coordinated": coordinated,
             "pad_final_round": pad_final_round, "share": share, "compression": compression,
             "max_workers": max_workers, "consumer_ttl": _seconds_ns("consumer_ttl", consumer_ttl),
-            "gc_after": _seconds_ns("gc_after", gc_after),
+            "gc_after": _seconds_ns("gc_after", gc_after), "autoscale": autoscale,
         }
         opts = {k: v for k, v in opts.items() if v is not None}
         kind, text = _spec_arg(spec)

@@ -128,6 +128,19 @@ class ReadTest(unittest.TestCase):
             with self.assertRaises(StopIteration):
                 next(it)
 
+    def test_stall_and_autoscale(self):
+        n = 3000
+        with self.c.distribute(range_spec(n, 32), job=job_name("auto"), autoscale=True) as it:
+            vals = read_values(it)
+            assert_once(self, vals, n)
+            st = it.stats()
+            self.assertGreaterEqual(st["stall_fraction"], 0)
+            self.assertLessEqual(st["stall_fraction"], 1)
+            self.assertGreater(st["batch_time_seconds"], 0)
+        with self.assertRaises(feedmesh.InvalidArgument) as cm:
+            self.c.distribute(range_spec(10, 5), job=job_name("auto-off"), sharding="off", autoscale=True)
+        self.assertIn("autoscale", str(cm.exception))
+
     def test_zero_copy_views(self):
         with self.c.distribute(range_spec(256, 64), job=job_name("view")) as it:
             b = next(it)
