@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"runtime/metrics"
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
@@ -29,7 +30,7 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	runs := fs.Int("runs", 3, "alternating runs of each policy; medians are reported")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each measured window to PREFIX-<sharding>-<delivery>-<run>.pprof")
 	traceOut := fs.String("trace", "", "write an execution trace (go tool trace) of each measured window to PREFIX-<sharding>-<delivery>-<run>.trace")
-	jsonOut := fs.Bool("json", false, "print a JSON array of rows: sharding, delivery, runs, batches_per_s, ratio_vs_off, ratio_vs_at_most_once (of the medians), run_ratio_vs_off, run_ratio_vs_at_most_once (medians of the ratios within each run), cpu_us_per_batch (CPU time of the whole process, cluster and client, per batch delivered: less sensitive to the machine's other load than batches/s), raft_cmds_per_s_per_worker, raft_cmds_per_s (by command type, the whole cluster)")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: sharding, delivery, runs, batches_per_s, ratio_vs_off, ratio_vs_at_most_once (of the medians), run_ratio_vs_off, run_ratio_vs_at_most_once (medians of the ratios within each run), cpu_us_per_batch (CPU time of the whole process, cluster and client, per batch delivered: less sensitive to the machine's other load than batches/s), allocs_per_batch (heap objects the whole process allocated per batch delivered: insensitive to it), raft_cmds_per_s_per_worker, raft_cmds_per_s (by command type, the whole cluster)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -59,6 +60,7 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	rates := map[variant][]float64{}
 	cmdRates := map[variant][]map[string]float64{} // per run: command type → commands/s
 	cpuPerBatch := map[variant][]float64{}         // per run: the process's CPU µs per batch delivered
+	allocsPerBatch := map[variant][]float64{}      // per run: heap objects allocated per batch delivered
 	workers := len(c.Running())
 	for r := 0; r < *runs; r++ {
 		for _, v := range variants {
@@ -76,7 +78,10 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			cmdRates[v] = append(cmdRates[v], w.cmdRates)
 			cpu := w.cpu.Seconds() * 1e6 / (rate * w.elapsed.Seconds())
 			cpuPerBatch[v] = append(cpuPerBatch[v], cpu)
-			fmt.Fprintf(stderr, "  run %d %-8s %-12s %8.0f batches/s  %5.1f CPU µs/batch  raft %5.1f cmds/s/worker (%s)\n", r, v.sh, v.delivery, rate, cpu, sumRates(w.cmdRates)/float64(workers), fmtRates(w.cmdRates))
+			batches := rate * w.elapsed.Seconds()
+			allocs := float64(w.allocs[0]) / batches
+			allocsPerBatch[v] = append(allocsPerBatch[v], allocs)
+			fmt.Fprintf(stderr, "  run %d %-8s %-12s %8.0f batches/s  %5.1f CPU µs/batch  %5.0f allocs (%3.1f KiB)/batch  raft %5.1f cmds/s/worker (%s)\n", r, v.sh, v.delivery, rate, cpu, allocs, float64(w.allocs[1])/batches/1024, sumRates(w.cmdRates)/float64(workers), fmtRates(w.cmdRates))
 		}
 		exo, amo, off := rates[variants[1]][r], rates[variants[2]][r], rates[variants[0]][r]
 		fmt.Fprintf(stderr, "  run %d ratios: exactly-once/at-most-once %.3f, exactly-once/off %.3f, at-most-once/off %.3f\n", r, exo/amo, exo/off, amo/off)
@@ -99,9 +104,10 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		rows = append(rows, benchRow{"sharding": string(v.sh), "delivery": v.delivery, "runs": *runs, "batches_per_s": m, "ratio_vs_off": m / off, "ratio_vs_at_most_once": m / amo,
 			"run_ratio_vs_off": runRatio(v, variants[0]), "run_ratio_vs_at_most_once": runRatio(v, variants[2]),
 			"cpu_us_per_batch":           medianF(cpuPerBatch[v]),
+			"allocs_per_batch":           medianF(allocsPerBatch[v]),
 			"raft_cmds_per_s_per_worker": sumRates(byType) / float64(workers), "raft_cmds_per_s": byType})
 	}
-	return printRows(stdout, *jsonOut, []string{"sharding", "delivery", "runs", "batches_per_s", "ratio_vs_off", "ratio_vs_at_most_once", "run_ratio_vs_off", "run_ratio_vs_at_most_once", "cpu_us_per_batch", "raft_cmds_per_s_per_worker"}, rows)
+	return printRows(stdout, *jsonOut, []string{"sharding", "delivery", "runs", "batches_per_s", "ratio_vs_off", "ratio_vs_at_most_once", "run_ratio_vs_off", "run_ratio_vs_at_most_once", "cpu_us_per_batch", "allocs_per_batch", "raft_cmds_per_s_per_worker"}, rows)
 }
 
 // dynamicWindow is what benchDynamic does as a measured window starts and
@@ -118,7 +124,18 @@ type dynamicWindow struct {
 	cmdRates map[string]float64 // command type → commands/s over the window
 	elapsed  time.Duration      // the window
 	cpu      time.Duration      // the process's CPU time (user and system) over the window
-	err      error
+	// heap allocations (objects, bytes) over the window: unlike CPU
+	// time, the machine's other load does not move them
+	allocs0, allocs [2]uint64
+	err             error
+}
+
+// heapAllocs reads the process's cumulative heap allocations: objects and
+// bytes.
+func heapAllocs() [2]uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	return [2]uint64{s[0].Value.Uint64(), s[1].Value.Uint64()}
 }
 
 func (w *dynamicWindow) start() {
@@ -139,12 +156,15 @@ func (w *dynamicWindow) start() {
 		w.setErr(err)
 	}
 	w.cmds0 = w.commands()
+	w.allocs0 = heapAllocs()
 	w.cpu0 = processCPU()
 	w.t0 = time.Now()
 }
 
 func (w *dynamicWindow) end() {
 	w.elapsed, w.cpu = time.Since(w.t0), processCPU()-w.cpu0
+	a := heapAllocs()
+	w.allocs = [2]uint64{a[0] - w.allocs0[0], a[1] - w.allocs0[1]}
 	d := w.elapsed.Seconds()
 	w.cmdRates = map[string]float64{}
 	for t, n := range w.commands() {
