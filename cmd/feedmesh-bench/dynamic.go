@@ -63,7 +63,11 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	allocsPerBatch := map[variant][]float64{}      // per run: heap objects allocated per batch delivered
 	workers := len(c.Running())
 	for r := 0; r < *runs; r++ {
-		for _, v := range variants {
+		// Each run starts with the next variant, so that none always
+		// follows the same one (a job's end, its GC, overlaps the next
+		// job's start).
+		for i := range variants {
+			v := variants[(i+r)%len(variants)]
 			name := fmt.Sprintf("%s-%s-%d", v.sh, v.delivery, r)
 			w := &dynamicWindow{c: c, cpuProfile: *cpuProfile, trace: *traceOut, name: strings.ReplaceAll(name, "--", "-")}
 			rows, err := steadyRate(ctx, c, cl, spec, client.JobOptions{Name: name, Sharding: v.sh, Delivery: v.delivery}, window, &windowHooks{start: w.start, end: w.end})
@@ -81,7 +85,7 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			batches := rate * w.elapsed.Seconds()
 			allocs := float64(w.allocs[0]) / batches
 			allocsPerBatch[v] = append(allocsPerBatch[v], allocs)
-			fmt.Fprintf(stderr, "  run %d %-8s %-12s %8.0f batches/s  %5.1f CPU µs/batch  %5.0f allocs (%3.1f KiB)/batch  raft %5.1f cmds/s/worker (%s)\n", r, v.sh, v.delivery, rate, cpu, allocs, float64(w.allocs[1])/batches/1024, sumRates(w.cmdRates)/float64(workers), fmtRates(w.cmdRates))
+			fmt.Fprintf(stderr, "  run %d %-8s %-12s %8.0f batches/s  %5.1f CPU µs/batch  %5.0f allocs (%3.1f KiB)/batch  heap %.1f MiB (scan %.1f) %d GCs  raft %5.1f cmds/s/worker (%s)\n", r, v.sh, v.delivery, rate, cpu, allocs, float64(w.allocs[1])/batches/1024, float64(w.live)/(1<<20), float64(w.scan)/(1<<20), w.gcCycles, sumRates(w.cmdRates)/float64(workers), fmtRates(w.cmdRates))
 		}
 		exo, amo, off := rates[variants[1]][r], rates[variants[2]][r], rates[variants[0]][r]
 		fmt.Fprintf(stderr, "  run %d ratios: exactly-once/at-most-once %.3f, exactly-once/off %.3f, at-most-once/off %.3f\n", r, exo/amo, exo/off, amo/off)
@@ -127,6 +131,8 @@ type dynamicWindow struct {
 	// heap allocations (objects, bytes) over the window: unlike CPU
 	// time, the machine's other load does not move them
 	allocs0, allocs [2]uint64
+	live, scan      uint64 // heap live and scannable at the window's end
+	gc0, gcCycles   uint64 // GC cycles before and over the window
 	err             error
 }
 
@@ -136,6 +142,14 @@ func heapAllocs() [2]uint64 {
 	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/heap/allocs:bytes"}}
 	metrics.Read(s)
 	return [2]uint64{s[0].Value.Uint64(), s[1].Value.Uint64()}
+}
+
+// gcFigures reads the heap marked live by the last GC cycle, the part of
+// it the GC scans (pointers), and the GC cycles so far.
+func gcFigures() (live, scan, cycles uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/heap:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64()
 }
 
 func (w *dynamicWindow) start() {
@@ -157,6 +171,7 @@ func (w *dynamicWindow) start() {
 	}
 	w.cmds0 = w.commands()
 	w.allocs0 = heapAllocs()
+	_, _, w.gc0 = gcFigures()
 	w.cpu0 = processCPU()
 	w.t0 = time.Now()
 }
@@ -165,6 +180,9 @@ func (w *dynamicWindow) end() {
 	w.elapsed, w.cpu = time.Since(w.t0), processCPU()-w.cpu0
 	a := heapAllocs()
 	w.allocs = [2]uint64{a[0] - w.allocs0[0], a[1] - w.allocs0[1]}
+	var gcs uint64
+	w.live, w.scan, gcs = gcFigures()
+	w.gcCycles = gcs - w.gc0
 	d := w.elapsed.Seconds()
 	w.cmdRates = map[string]float64{}
 	for t, n := range w.commands() {

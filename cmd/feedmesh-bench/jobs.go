@@ -347,12 +347,13 @@ func benchRecovery(ctx context.Context, args []string, stdout, stderr io.Writer)
 	workers := fs.Int("workers", 4, "workers (in-process nodes); one of them, not the one the client dialed, is killed")
 	runs := fs.Int("runs", 3, "kills measured (a fresh cluster each)")
 	sleepUs := fs.Int64("sleep-us", 2000, "time each element spends in the cost op")
-	jsonOut := fs.Bool("json", false, "print a JSON array of rows: run, before_per_s, target_per_s, recovery_ms, dip_per_s")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: run, before_per_s, target_per_s, recovery_ms, dip_per_s, orphaned_ms (kill → the dead worker's unsettled splits orphaned: its expiry committed), released_ms (kill → the last of them leased again), requeued (how many)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	var rows []benchRow
 	var recs []time.Duration
+	var orphaned, released []float64
 	for r := 0; r < *runs; r++ {
 		row, rec, err := recoveryRun(ctx, *workers, *sleepUs, stderr)
 		if err != nil {
@@ -361,9 +362,11 @@ func benchRecovery(ctx context.Context, args []string, stdout, stderr io.Writer)
 		row["run"] = r
 		rows = append(rows, row)
 		recs = append(recs, rec)
+		orphaned = append(orphaned, row["orphaned_ms"].(float64))
+		released = append(released, row["released_ms"].(float64))
 	}
-	rows = append(rows, benchRow{"run": "median", "recovery_ms": ms(median(recs))})
-	return printRows(stdout, *jsonOut, []string{"run", "before_per_s", "target_per_s", "dip_per_s", "recovery_ms"}, rows)
+	rows = append(rows, benchRow{"run": "median", "recovery_ms": ms(median(recs)), "orphaned_ms": medianF(orphaned), "released_ms": medianF(released)})
+	return printRows(stdout, *jsonOut, []string{"run", "before_per_s", "target_per_s", "dip_per_s", "recovery_ms", "orphaned_ms", "released_ms", "requeued"}, rows)
 }
 
 // recoveryRun measures throughput in 100 ms buckets; after 2 s it kills a
@@ -407,6 +410,8 @@ func recoveryRun(ctx context.Context, workers int, sleepUs int64, stderr io.Writ
 	target := 0.9 * before
 	killed := time.Now()
 	c.Kill(victim)
+	rw := watchReleases(ctx, cl, "recovery", killed, 10*time.Millisecond)
+	defer func() { rw.cancel(); <-rw.done }()
 	type sample struct {
 		at   time.Time
 		rows int64
@@ -429,7 +434,15 @@ func recoveryRun(ctx context.Context, workers int, sleepUs int64, stderr io.Writ
 				rec := now.Sub(killed) - 300*time.Millisecond // the window that proved it began then
 				rec = max(rec, 0)
 				fmt.Fprintf(stderr, "  kill of %s: survivors' rate %.0f/s before, lowest window %.0f/s, recovered after %s\n", c.Name(victim), before, dip, rec.Round(time.Millisecond))
-				return benchRow{"before_per_s": before, "target_per_s": target, "dip_per_s": dip, "recovery_ms": ms(rec)}, rec, nil
+				// The reading goes on meanwhile: the survivors' streams
+				// stay open while the job leases the dead one's splits.
+				orphaned, released, requeued, err := rw.wait(30 * time.Second)
+				if err != nil {
+					return nil, 0, err
+				}
+				fmt.Fprintf(stderr, "  its splits orphaned after %s, the last of %d leased again after %s\n", orphaned.Round(time.Millisecond), requeued, released.Round(time.Millisecond))
+				return benchRow{"before_per_s": before, "target_per_s": target, "dip_per_s": dip, "recovery_ms": ms(rec),
+					"orphaned_ms": ms(orphaned), "released_ms": ms(released), "requeued": requeued}, rec, nil
 			}
 		}
 		if now.Sub(killed) > 30*time.Second {
