@@ -30,7 +30,7 @@ type leaseProvider struct {
 	ctx    context.Context
 	n      *Node
 	job    string // the lease identity: the job, or its share group
-	splits []pipeline.Split
+	splits pipeline.SplitList
 	policy leasePolicy
 	// exact: the job is exactly-once (splits/exactly.go): the pipeline
 	// reports what it emitted (produced), not what it read (finished), and
@@ -76,7 +76,7 @@ type leaseResult struct {
 
 // newLeaseProvider leases splits of all under job's name (a job, or a
 // share group) for this node, until ctx ends.
-func newLeaseProvider(ctx context.Context, n *Node, job string, all []pipeline.Split, exact bool) *leaseProvider {
+func newLeaseProvider(ctx context.Context, n *Node, job string, all pipeline.SplitList, exact bool) *leaseProvider {
 	// Request ids start from the clock, not 1: a provider created again for
 	// the same (job, worker), as a shared production is after its jobs all
 	// left, must not have its first lease taken for a retry of the last.
@@ -501,9 +501,10 @@ func (p *leaseProvider) close() {
 
 // splitByID returns the split with the given id: ids are positions in the
 // deterministic enumeration every node computes.
-func splitByID(all []pipeline.Split, id int64) (pipeline.Split, error) {
-	if id < 0 || id >= int64(len(all)) || all[id].ID != id {
-		return pipeline.Split{}, fmt.Errorf("split %d does not exist in this worker's view of the dataset (%d splits): do all nodes see the same files?", id, len(all))
+func splitByID(all pipeline.SplitList, id int64) (pipeline.Split, error) {
+	s, ok := all.ByID(id)
+	if !ok {
+		return pipeline.Split{}, fmt.Errorf("split %d does not exist in this worker's view of the dataset (%d splits): do all nodes see the same files?", id, all.Len())
 	}
-	return all[id], nil
+	return s, nil
 }

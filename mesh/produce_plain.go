@@ -45,7 +45,7 @@ func (p *plainProducer) produce() error {
 			}
 		}
 	case api.Static:
-		ids := splits.StaticAssignment(int64(len(t.splits)), workerNames(t.job), t.w.n.name)
+		ids := splits.StaticAssignment(t.splits.Len(), workerNames(t.job), t.w.n.name)
 		mine := make([]pipeline.Split, 0, len(ids))
 		for _, id := range ids {
 			s, err := splitByID(t.splits, id)
@@ -61,8 +61,9 @@ func (p *plainProducer) produce() error {
 		}
 		return nil
 	default: // off: the whole dataset on every worker
+		all := t.splits.All()
 		for e := int64(0); e < o.Epochs; e++ {
-			if err := p.pump(pipeline.Options{}, t.splits, e, nil); err != nil {
+			if err := p.pump(pipeline.Options{}, all, e, nil); err != nil {
 				return err
 			}
 		}

@@ -20,7 +20,7 @@ type task struct {
 	w      *worker
 	job    api.JobInfo
 	spec   *pipeline.Spec
-	splits []pipeline.Split
+	splits pipeline.SplitList
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -60,7 +60,7 @@ type producer interface {
 
 // newTaskLocked creates job's task and its producer; run starts it. w.mu
 // is held (a sharing task joins its production under it).
-func (w *worker) newTaskLocked(job api.JobInfo, spec *pipeline.Spec, all []pipeline.Split) (*task, error) {
+func (w *worker) newTaskLocked(job api.JobInfo, spec *pipeline.Spec, all pipeline.SplitList) (*task, error) {
 	t := &task{w: w, job: job, spec: spec, splits: all, ended: make(chan struct{})}
 	t.ctx, t.cancel = context.WithCancel(w.n.ctx)
 	var err error

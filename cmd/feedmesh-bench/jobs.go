@@ -247,7 +247,8 @@ func benchScaleout(ctx context.Context, args []string, stdout, stderr io.Writer)
 	workersFlag := fs.String("workers", "1,2,4,8,16", "worker counts to measure")
 	seconds := fs.Float64("seconds", 3, "measurement window per worker count (after 0.5 s of warm-up)")
 	sleepUs := fs.Int64("sleep-us", 2000, "time each element spends in the cost op (waiting, not CPU)")
-	jsonOut := fs.Bool("json", false, "print a JSON array of rows: workers, elements_per_s, ratio_vs_1, ideal")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: workers, elements_per_s, ratio_vs_1, ideal, cpu_percent (the process's CPU time, cluster and client, over the window: 200 is both cores of this machine), raft_cmds_per_s (by type)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each measured window to PREFIX-<workers>.pprof")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -276,19 +277,24 @@ func benchScaleout(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var rows []benchRow
 	var base float64
 	for _, k := range counts {
+		w := &dynamicWindow{c: c, cpuProfile: *cpuProfile, name: strconv.Itoa(k)}
 		rate, err := steadyRate(ctx, c, cl, sleepySpec(1<<24, 64, *sleepUs, 16),
-			client.JobOptions{Name: fmt.Sprintf("scale-%d", k), Sharding: client.Dynamic, MaxWorkers: k}, window, nil)
+			client.JobOptions{Name: fmt.Sprintf("scale-%d", k), Sharding: client.Dynamic, MaxWorkers: k}, window, &windowHooks{start: w.start, end: w.end})
 		if err != nil {
 			return err
 		}
+		if w.err != nil {
+			return w.err
+		}
+		cpu := 100 * w.cpu.Seconds() / w.elapsed.Seconds()
 		if base == 0 {
 			base = rate / float64(k)
 		}
 		ideal := float64(k) * 1e6 / float64(*sleepUs)
-		fmt.Fprintf(stderr, "  %2d workers: %8.0f elements/s (ideal %.0f)\n", k, rate, ideal)
-		rows = append(rows, benchRow{"workers": k, "elements_per_s": rate, "ratio_vs_1": rate / base, "ideal": ideal})
+		fmt.Fprintf(stderr, "  %2d workers: %8.0f elements/s (ideal %.0f)  CPU %3.0f %%  raft %s\n", k, rate, ideal, cpu, fmtRates(w.cmdRates))
+		rows = append(rows, benchRow{"workers": k, "elements_per_s": rate, "ratio_vs_1": rate / base, "ideal": ideal, "cpu_percent": cpu, "raft_cmds_per_s": w.cmdRates})
 	}
-	return printRows(stdout, *jsonOut, []string{"workers", "elements_per_s", "ratio_vs_1", "ideal"}, rows)
+	return printRows(stdout, *jsonOut, []string{"workers", "elements_per_s", "ratio_vs_1", "ideal", "cpu_percent"}, rows)
 }
 
 // steadyRate runs one job, measures its rows/s over window after 0.5 s of
