@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/feedmesh/feedmesh/mesh/api"
@@ -53,6 +54,7 @@ type leaseProvider struct {
 	jobID   uint64           // the ID of the job the task runs (0: unchecked; a share group's)
 
 	finished []leasedSplit // read completely, not yet reported
+	waited   *atomic.Int64 // if not nil, adds the ns Next waited with no split queued
 
 	// exactly-once: produced splits waiting for the next report
 	pmu     sync.Mutex
@@ -102,6 +104,10 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error
 		if n := p.policy.next(time.Now(), finished, len(p.queue)); n > 0 {
 			p.ask(n)
 		}
+	}
+	if len(p.queue) == 0 && p.waited != nil {
+		start := time.Now()
+		defer func() { p.waited.Add(int64(time.Since(start))) }()
 	}
 	for len(p.queue) == 0 {
 		if p.drained {

@@ -31,7 +31,7 @@ func (p *plainProducer) produce() error {
 	case api.Dynamic:
 		exact := o.Delivery == api.ExactlyOnce
 		lp := newLeaseProvider(t.ctx, t.w.n, t.job.Name, t.splits, exact)
-		lp.jobID = t.job.ID
+		lp.jobID, lp.waited = t.job.ID, &t.leaseWait
 		defer lp.close()
 		for {
 			// One pipeline per phase (exactly-once: a phase ends when

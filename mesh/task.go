@@ -36,6 +36,11 @@ type task struct {
 
 	produced atomic.Int64 // batches queued for consumers
 	streams  atomic.Int64 // consumer streams being served
+
+	// Time the production waited (ns): for a lease with no split queued
+	// (leases.go), and for room in its full queue, its consumers slower
+	// than its pipeline (offer.go).
+	leaseWait, offerWait atomic.Int64
 }
 
 // producer is one way of making a task's batches: plain (the task runs its

@@ -247,7 +247,7 @@ func benchScaleout(ctx context.Context, args []string, stdout, stderr io.Writer)
 	workersFlag := fs.String("workers", "1,2,4,8,16", "worker counts to measure")
 	seconds := fs.Float64("seconds", 3, "measurement window per worker count (after 0.5 s of warm-up)")
 	sleepUs := fs.Int64("sleep-us", 2000, "time each element spends in the cost op (waiting, not CPU)")
-	jsonOut := fs.Bool("json", false, "print a JSON array of rows: workers, elements_per_s, ratio_vs_1, ideal, cpu_percent (the process's CPU time, cluster and client, over the window: 200 is both cores of this machine), raft_cmds_per_s (by type)")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: workers, elements_per_s, ratio_vs_1, ideal, cpu_percent (the process's CPU time, cluster and client, over the window: 200 is both cores of this machine), lease_wait and client_wait (the share of the workers' time in the window their productions waited for a lease with no split queued, and for the client to take batches), raft_cmds_per_s (by type)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each measured window to PREFIX-<workers>.pprof")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
@@ -278,8 +278,14 @@ func benchScaleout(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var base float64
 	for _, k := range counts {
 		w := &dynamicWindow{c: c, cpuProfile: *cpuProfile, name: strconv.Itoa(k)}
+		job := fmt.Sprintf("scale-%d", k)
+		var lease0, offer0, leaseW, offerW time.Duration
+		hooks := &windowHooks{
+			start: func() { w.start(); lease0, offer0 = taskWaits(c, job) },
+			end:   func() { w.end(); l, o := taskWaits(c, job); leaseW, offerW = l-lease0, o-offer0 },
+		}
 		rate, err := steadyRate(ctx, c, cl, sleepySpec(1<<24, 64, *sleepUs, 16),
-			client.JobOptions{Name: fmt.Sprintf("scale-%d", k), Sharding: client.Dynamic, MaxWorkers: k}, window, &windowHooks{start: w.start, end: w.end})
+			client.JobOptions{Name: job, Sharding: client.Dynamic, MaxWorkers: k}, window, hooks)
 		if err != nil {
 			return err
 		}
@@ -287,14 +293,33 @@ func benchScaleout(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return w.err
 		}
 		cpu := 100 * w.cpu.Seconds() / w.elapsed.Seconds()
+		// The share of the workers' time spent waiting for a lease, and
+		// for the client to take batches.
+		workerTime := float64(k) * w.elapsed.Seconds()
+		leaseFrac, offerFrac := leaseW.Seconds()/workerTime, offerW.Seconds()/workerTime
 		if base == 0 {
 			base = rate / float64(k)
 		}
 		ideal := float64(k) * 1e6 / float64(*sleepUs)
-		fmt.Fprintf(stderr, "  %2d workers: %8.0f elements/s (ideal %.0f)  CPU %3.0f %%  raft %s\n", k, rate, ideal, cpu, fmtRates(w.cmdRates))
-		rows = append(rows, benchRow{"workers": k, "elements_per_s": rate, "ratio_vs_1": rate / base, "ideal": ideal, "cpu_percent": cpu, "raft_cmds_per_s": w.cmdRates})
+		fmt.Fprintf(stderr, "  %2d workers: %8.0f elements/s (ideal %.0f)  CPU %3.0f %%  waiting: for leases %.1f %%, for the client %.1f %%  raft %s\n", k, rate, ideal, cpu, 100*leaseFrac, 100*offerFrac, fmtRates(w.cmdRates))
+		rows = append(rows, benchRow{"workers": k, "elements_per_s": rate, "ratio_vs_1": rate / base, "ideal": ideal, "cpu_percent": cpu,
+			"lease_wait": leaseFrac, "client_wait": offerFrac, "raft_cmds_per_s": w.cmdRates})
 	}
-	return printRows(stdout, *jsonOut, []string{"workers", "elements_per_s", "ratio_vs_1", "ideal", "cpu_percent"}, rows)
+	return printRows(stdout, *jsonOut, []string{"workers", "elements_per_s", "ratio_vs_1", "ideal", "cpu_percent", "lease_wait", "client_wait"}, rows)
+}
+
+// taskWaits sums, over the running nodes' tasks of job, the time their
+// productions waited for a lease and for their consumers.
+func taskWaits(c *localcluster.Cluster, job string) (lease, offer time.Duration) {
+	for _, i := range c.Running() {
+		for _, t := range c.Node(i).Tasks() {
+			if t.Job == job {
+				lease += t.LeaseWait
+				offer += t.OfferWait
+			}
+		}
+	}
+	return lease, offer
 }
 
 // steadyRate runs one job, measures its rows/s over window after 0.5 s of
