@@ -206,7 +206,7 @@ func (t *tracker) returned(prov []batch.ProvRange) {
 	t.batches++
 	for _, r := range prov {
 		k := key{r.Epoch, r.Split}
-		if u := t.unreturned[k].Minus(splits.Ranges{r.Lo, r.Hi}); u.Empty() {
+		if u := withoutSpan(t.unreturned[k], r.Lo, r.Hi); u.Empty() {
 			delete(t.unreturned, k)
 		} else {
 			t.unreturned[k] = u
@@ -218,6 +218,21 @@ func (t *tracker) returned(prov []batch.ProvRange) {
 			t.overflow, t.part = true, splits.Delivered{}
 		}
 	}
+}
+
+// withoutSpan returns u without [lo, hi). Batches are returned in the
+// order they were received, so [lo, hi) is usually u's first interval or
+// its start: that case trims u in place (u is the tracker's own) instead of
+// allocating.
+func withoutSpan(u splits.Ranges, lo, hi int64) splits.Ranges {
+	if len(u) >= 2 && u[0] == lo && hi <= u[1] {
+		if hi == u[1] {
+			return u[2:]
+		}
+		u[0] = hi
+		return u
+	}
+	return u.Minus(splits.Ranges{lo, hi})
 }
 
 // beat takes a heartbeat's news: while this consumer is the only one the

@@ -54,3 +54,27 @@ func TestTracker(t *testing.T) {
 		t.Fatal("an overflowed tracker keeps its part")
 	}
 }
+
+// withoutSpan trims in place when the span starts the set, and otherwise
+// agrees with Minus.
+func TestWithoutSpan(t *testing.T) {
+	for _, c := range []struct {
+		u      splits.Ranges
+		lo, hi int64
+		want   splits.Ranges
+	}{
+		{splits.Ranges{0, 10}, 0, 10, nil},
+		{splits.Ranges{0, 10}, 0, 4, splits.Ranges{4, 10}},
+		{splits.Ranges{0, 10, 20, 30}, 0, 10, splits.Ranges{20, 30}},
+		{splits.Ranges{0, 10, 20, 30}, 20, 30, splits.Ranges{0, 10}},
+		{splits.Ranges{0, 10}, 3, 5, splits.Ranges{0, 3, 5, 10}},
+		{splits.Ranges{0, 10}, 5, 15, splits.Ranges{0, 5}},
+		{nil, 0, 5, nil},
+	} {
+		want := c.u.Minus(splits.Ranges{c.lo, c.hi})
+		got := withoutSpan(slices.Clone(c.u), c.lo, c.hi)
+		if !slices.Equal(got, c.want) || !slices.Equal(got, want) {
+			t.Errorf("withoutSpan(%v, %d, %d) = %v, want %v (Minus: %v)", c.u, c.lo, c.hi, got, c.want, want)
+		}
+	}
+}

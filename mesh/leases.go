@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/feedmesh/feedmesh/mesh/api"
@@ -30,7 +31,7 @@ type leaseProvider struct {
 	ctx    context.Context
 	n      *Node
 	job    string // the lease identity: the job, or its share group
-	splits []pipeline.Split
+	splits pipeline.SplitList
 	policy leasePolicy
 	// exact: the job is exactly-once (splits/exactly.go): the pipeline
 	// reports what it emitted (produced), not what it read (finished), and
@@ -53,6 +54,7 @@ type leaseProvider struct {
 	jobID   uint64           // the ID of the job the task runs (0: unchecked; a share group's)
 
 	finished []leasedSplit // read completely, not yet reported
+	waited   *atomic.Int64 // if not nil, adds the ns Next waited with no split queued
 
 	// exactly-once: produced splits waiting for the next report
 	pmu     sync.Mutex
@@ -76,7 +78,7 @@ type leaseResult struct {
 
 // newLeaseProvider leases splits of all under job's name (a job, or a
 // share group) for this node, until ctx ends.
-func newLeaseProvider(ctx context.Context, n *Node, job string, all []pipeline.Split, exact bool) *leaseProvider {
+func newLeaseProvider(ctx context.Context, n *Node, job string, all pipeline.SplitList, exact bool) *leaseProvider {
 	// Request ids start from the clock, not 1: a provider created again for
 	// the same (job, worker), as a shared production is after its jobs all
 	// left, must not have its first lease taken for a retry of the last.
@@ -102,6 +104,10 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error
 		if n := p.policy.next(time.Now(), finished, len(p.queue)); n > 0 {
 			p.ask(n)
 		}
+	}
+	if len(p.queue) == 0 && p.waited != nil {
+		start := time.Now()
+		defer func() { p.waited.Add(int64(time.Since(start))) }()
 	}
 	for len(p.queue) == 0 {
 		if p.drained {
@@ -501,9 +507,10 @@ func (p *leaseProvider) close() {
 
 // splitByID returns the split with the given id: ids are positions in the
 // deterministic enumeration every node computes.
-func splitByID(all []pipeline.Split, id int64) (pipeline.Split, error) {
-	if id < 0 || id >= int64(len(all)) || all[id].ID != id {
-		return pipeline.Split{}, fmt.Errorf("split %d does not exist in this worker's view of the dataset (%d splits): do all nodes see the same files?", id, len(all))
+func splitByID(all pipeline.SplitList, id int64) (pipeline.Split, error) {
+	s, ok := all.ByID(id)
+	if !ok {
+		return pipeline.Split{}, fmt.Errorf("split %d does not exist in this worker's view of the dataset (%d splits): do all nodes see the same files?", id, all.Len())
 	}
-	return all[id], nil
+	return s, nil
 }

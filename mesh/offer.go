@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/transport"
@@ -28,6 +29,13 @@ import (
 // it does not (checkJob, without blocking). It returns the task's context
 // error once cancelled. Every producer queues through it.
 func offer[T any](t *task, ch chan<- T, v T) error {
+	select {
+	case ch <- v:
+		return nil
+	default:
+	}
+	start := time.Now()
+	defer func() { t.offerWait.Add(int64(time.Since(start))) }()
 	for {
 		select {
 		case ch <- v:

@@ -31,7 +31,7 @@ func (p *plainProducer) produce() error {
 	case api.Dynamic:
 		exact := o.Delivery == api.ExactlyOnce
 		lp := newLeaseProvider(t.ctx, t.w.n, t.job.Name, t.splits, exact)
-		lp.jobID = t.job.ID
+		lp.jobID, lp.waited = t.job.ID, &t.leaseWait
 		defer lp.close()
 		for {
 			// One pipeline per phase (exactly-once: a phase ends when
@@ -45,7 +45,7 @@ func (p *plainProducer) produce() error {
 			}
 		}
 	case api.Static:
-		ids := splits.StaticAssignment(int64(len(t.splits)), workerNames(t.job), t.w.n.name)
+		ids := splits.StaticAssignment(t.splits.Len(), workerNames(t.job), t.w.n.name)
 		mine := make([]pipeline.Split, 0, len(ids))
 		for _, id := range ids {
 			s, err := splitByID(t.splits, id)
@@ -61,8 +61,9 @@ func (p *plainProducer) produce() error {
 		}
 		return nil
 	default: // off: the whole dataset on every worker
+		all := t.splits.All()
 		for e := int64(0); e < o.Epochs; e++ {
-			if err := p.pump(pipeline.Options{}, t.splits, e, nil); err != nil {
+			if err := p.pump(pipeline.Options{}, all, e, nil); err != nil {
 				return err
 			}
 		}

@@ -65,7 +65,7 @@ func (p *roundProducer) produce() error {
 	exact := t.job.Options.Delivery == api.ExactlyOnce
 	lp := newLeaseProvider(t.ctx, t.w.n, t.job.Name, t.splits, exact)
 	lp.drain = nil // a coordinated task does not drain: its rounds are fixed per worker
-	lp.jobID = t.job.ID
+	lp.jobID, lp.waited = t.job.ID, &t.leaseWait
 	defer lp.close()
 	for {
 		if err := p.phase(lp, exact); err != nil {

@@ -53,7 +53,7 @@ type sharedProd struct {
 	w      *worker
 	key    shareKey
 	spec   *pipeline.Spec
-	splits []pipeline.Split
+	splits pipeline.SplitList
 	shared *share.Shared[*batch.Frame]
 	ctx    context.Context // the pipeline's: ends when the last job leaves
 	cancel context.CancelFunc
@@ -76,7 +76,7 @@ type sharedProd struct {
 
 // joinShareLocked joins job to the production of its key, creating it if
 // none is joinable. w.mu is held.
-func (w *worker) joinShareLocked(job api.JobInfo, spec *pipeline.Spec, all []pipeline.Split) (*sharedProd, error) {
+func (w *worker) joinShareLocked(job api.JobInfo, spec *pipeline.Spec, all pipeline.SplitList) (*sharedProd, error) {
 	key := shareKey{fingerprint: job.Fingerprint, sharding: job.Options.Sharding, epochs: job.Options.Epochs, group: job.ShareGroup}
 	if key.sharding == api.Dynamic && key.group == "" {
 		return nil, fmt.Errorf("job %q shares with dynamic sharding but has no share group: is the leader older than this worker?", job.Name)
@@ -176,7 +176,7 @@ func (p *sharedProd) open() error {
 		if p.epoch >= p.key.epochs {
 			return io.EOF
 		}
-		ss = p.splits
+		ss = p.splits.All()
 	}
 	o.Cores = p.w.coreShare
 	it, err := pipeline.OpenWithOptions(p.ctx, p.spec, ss, o)

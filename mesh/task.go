@@ -20,7 +20,7 @@ type task struct {
 	w      *worker
 	job    api.JobInfo
 	spec   *pipeline.Spec
-	splits []pipeline.Split
+	splits pipeline.SplitList
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -37,6 +37,11 @@ type task struct {
 	produced      atomic.Int64 // batches queued for consumers
 	producedBytes atomic.Int64 // their encoded size (plain and shared tasks)
 	streams       atomic.Int64 // consumer streams being served
+
+	// Time the production waited (ns): for a lease with no split queued
+	// (leases.go), and for room in its full queue, its consumers slower
+	// than its pipeline (offer.go).
+	leaseWait, offerWait atomic.Int64
 
 	// stats are the per-op statistics of the pipelines the task ran
 	// (opstats.go); a sharing task reads its production's instead.
@@ -73,7 +78,7 @@ type producer interface {
 
 // newTaskLocked creates job's task and its producer; run starts it. w.mu
 // is held (a sharing task joins its production under it).
-func (w *worker) newTaskLocked(job api.JobInfo, spec *pipeline.Spec, all []pipeline.Split) (*task, error) {
+func (w *worker) newTaskLocked(job api.JobInfo, spec *pipeline.Spec, all pipeline.SplitList) (*task, error) {
 	t := &task{w: w, job: job, spec: spec, splits: all, ended: make(chan struct{})}
 	t.ctx, t.cancel = context.WithCancel(w.n.ctx)
 	var err error

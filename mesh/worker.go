@@ -143,7 +143,7 @@ func (w *worker) task(ctx context.Context, job string, id uint64) (*task, error)
 	if err != nil {
 		return nil, fmt.Errorf("dataset spec: %w", err)
 	}
-	all, err := pipeline.Splits(spec)
+	all, err := pipeline.ListSplits(spec)
 	if err != nil {
 		return nil, fmt.Errorf("enumerate splits: %w", err)
 	}
@@ -162,7 +162,7 @@ func (w *worker) task(ctx context.Context, job string, id uint64) (*task, error)
 	w.tasks[job] = t
 	w.wg.Add(1)
 	go t.run()
-	w.n.log.Info("task started", "job", job, "sharding", resp.Job.Options.Sharding, "splits", len(all))
+	w.n.log.Info("task started", "job", job, "sharding", resp.Job.Options.Sharding, "splits", all.Len())
 	return t, nil
 }
 

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"sort"
+	"time"
 
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
@@ -23,6 +24,10 @@ type TaskStats struct {
 	// Ended: the task's production has ended (end of data or failure); the
 	// task stays until its job is gone.
 	Ended bool
+	// LeaseWait is how long the production waited for a lease with no
+	// split queued (DYNAMIC); OfferWait, how long for room in its full
+	// queue (its consumers took batches slower than it made them).
+	LeaseWait, OfferWait time.Duration
 }
 
 // Tasks lists the tasks running on this node.
@@ -31,7 +36,8 @@ func (n *Node) Tasks() []TaskStats {
 	defer n.worker.mu.Unlock()
 	out := make([]TaskStats, 0, len(n.worker.tasks))
 	for _, t := range n.worker.tasks {
-		out = append(out, TaskStats{Job: t.job.Name, Produced: t.produced.Load(), ProducedBytes: t.producedBytes.Load(), Queued: t.prod.queued(), Ended: t.hasEnded()})
+		out = append(out, TaskStats{Job: t.job.Name, Produced: t.produced.Load(), ProducedBytes: t.producedBytes.Load(), Queued: t.prod.queued(), Ended: t.hasEnded(),
+			LeaseWait: time.Duration(t.leaseWait.Load()), OfferWait: time.Duration(t.offerWait.Load())})
 	}
 	return out
 }

@@ -177,16 +177,26 @@ func dropItem(x *item) {
 }
 
 // batchProv gives a batch assembled from items the union of their
-// provenance (nothing when tracking is off).
+// provenance (nothing when tracking is off). One allocation per batch: the
+// prov and room for its first runs (a batch spans one or two splits in the
+// usual case).
 func batchProv(items []item) *prov {
 	if items[0].prov == nil {
 		return nil
 	}
-	var ms []member
+	b := &provBox{}
+	ms := b.runs[:0]
 	for i := range items {
 		ms = items[i].appendMembers(ms)
 	}
-	return &prov{trk: items[0].prov.trk, members: slices.Clip(ms)}
+	b.p = prov{trk: items[0].prov.trk, members: slices.Clip(ms)}
+	return &b.p
+}
+
+// provBox is a batch's prov with inline room for its runs.
+type provBox struct {
+	p    prov
+	runs [2]member
 }
 
 // trackingIter is the Iterator OpenWithOptions returns with Track.
@@ -195,6 +205,10 @@ type trackingIter struct {
 	t       *tracker
 	last    []SplitElements
 	scratch []member
+	// out and idx back last (valid until the next Next), reused from one
+	// element to the next so that emitting allocates nothing.
+	out []SplitElements
+	idx []int64
 }
 
 var _ Tracker = (*trackingIter)(nil)
@@ -209,35 +223,46 @@ func (x *trackingIter) Next(ctx context.Context) (Element, error) {
 	return it.el, nil
 }
 
-// emit records x as returned by Next and returns its provenance.
+// byPosition orders runs by (epoch, split, reading, first index).
+func byPosition(a, b member) int {
+	if c := cmp.Compare(a.trk.epoch, b.trk.epoch); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.trk.split, b.trk.split); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.trk.seq, b.trk.seq); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.lo, b.lo)
+}
+
+// emit records x as returned by Next and returns its provenance, in
+// buffers reused by the next call.
 func (x *trackingIter) emit(it *item) []SplitElements {
 	ms := it.appendMembers(x.scratch[:0])
-	byPosition := func(a, b member) int {
-		if c := cmp.Compare(a.trk.epoch, b.trk.epoch); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.trk.split, b.trk.split); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.trk.seq, b.trk.seq); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.lo, b.lo)
-	}
-	if !slices.IsSortedFunc(ms, byPosition) {
+	if len(ms) > 1 && !slices.IsSortedFunc(ms, byPosition) {
 		slices.SortFunc(ms, byPosition)
 	}
-	var out []SplitElements
+	out, idx := x.out[:0], x.idx[:0]
 	x.t.mu.Lock()
 	for i := 0; i < len(ms); {
 		trk := ms[i].trk
-		var r splits.Ranges
+		start := len(idx)
 		var n int64
 		j := i
 		for ; j < len(ms) && ms[j].trk == trk; j++ {
-			r.AddSpan(ms[j].lo, ms[j].hi)
-			n += ms[j].hi - ms[j].lo
+			// Sorted and disjoint: append, merging a run that touches the
+			// one before.
+			lo, hi := ms[j].lo, ms[j].hi
+			if k := len(idx); k > start && idx[k-1] >= lo {
+				idx[k-1] = max(idx[k-1], hi)
+			} else {
+				idx = append(idx, lo, hi)
+			}
+			n += hi - lo
 		}
+		r := splits.Ranges(idx[start:len(idx):len(idx)])
 		out = append(out, SplitElements{Epoch: trk.epoch, Split: trk.split, Indices: r})
 		trk.emitted.AddAll(r)
 		trk.left += n
@@ -247,6 +272,8 @@ func (x *trackingIter) emit(it *item) []SplitElements {
 	x.t.mu.Unlock()
 	clear(ms)
 	x.scratch = ms[:0]
+	clear(out[len(out):cap(out)]) // drop references to old readings
+	x.out, x.idx = out, idx
 	return out
 }
 

@@ -21,7 +21,10 @@ type sourceOpener func(ctx context.Context, s formats.Split) (formats.Iterator, 
 type compiledSource struct {
 	kind   string
 	splits func() ([]formats.Split, error)
-	open   sourceOpener
+	// index (range and synthetic sources) computes splits on demand
+	// (ListSplits); nil for file sources.
+	index func() (formats.IndexSplitter, error)
+	open  sourceOpener
 }
 
 func rangeOptions(r *RangeSource) formats.RangeOptions {
@@ -153,6 +156,7 @@ func compileSource(src *Source, add func(path, format string, args ...any)) *com
 		return &compiledSource{
 			kind:   "range",
 			splits: func() ([]formats.Split, error) { return formats.RangeSplits(o) },
+			index:  func() (formats.IndexSplitter, error) { return formats.RangeSplitter(o) },
 			open: func(ctx context.Context, s formats.Split) (formats.Iterator, error) {
 				return formats.OpenRange(ctx, o, s)
 			},
@@ -186,6 +190,7 @@ func compileSource(src *Source, add func(path, format string, args ...any)) *com
 		return &compiledSource{
 			kind:   "synthetic:" + o.Kind,
 			splits: func() ([]formats.Split, error) { return formats.SyntheticSplits(o) },
+			index:  func() (formats.IndexSplitter, error) { return formats.SyntheticSplitter(o) },
 			open: func(ctx context.Context, s formats.Split) (formats.Iterator, error) {
 				return formats.OpenSynthetic(ctx, o, s)
 			},

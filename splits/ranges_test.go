@@ -80,6 +80,14 @@ func TestRangesAgainstModel(t *testing.T) {
 		if got := r.Minus(or); got.String() != minus.ranges().String() || got.Validate() != nil {
 			t.Fatalf("round %d: %v − %v = %v, want %v", round, r, or, got, minus.ranges())
 		}
+		// covers (the state machine's allocation-free check) against the
+		// model, both ways round.
+		if got, want := covers(r, or), len(o) == len(inter); got != want {
+			t.Fatalf("round %d: covers(%v, %v) = %v, want %v", round, r, or, got, want)
+		}
+		if got, want := covers(or, r), len(minus) == 0; got != want {
+			t.Fatalf("round %d: covers(%v, %v) = %v, want %v", round, or, r, got, want)
+		}
 		u := r.Clone()
 		u.AddAll(or)
 		for i := range o {

@@ -20,6 +20,7 @@
 //	bench.go        median and the other timing helpers the benchmarks share
 //	cluster.go      cluster: formation, failover, failure detection, control round trip, gossip convergence
 //	jobs.go         splits, dynamic, scaleout, recovery: DYNAMIC leasing through Raft and client throughput
+//	releases.go     recovery: when a killed worker's splits are orphaned and leased again
 //	sharing.go      sharing: k concurrent jobs of one dataset, ephemeral sharing on vs off
 //	coordinated.go  coordinated: modelled training time with coordinated reads on vs off
 //	transport.go    transport: the batch stream vs quic-go, gRPC+TLS, TCP+TLS, TCP (bench/transportbench)

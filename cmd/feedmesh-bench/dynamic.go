@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"runtime/metrics"
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
@@ -29,7 +30,7 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	runs := fs.Int("runs", 3, "alternating runs of each policy; medians are reported")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each measured window to PREFIX-<sharding>-<delivery>-<run>.pprof")
 	traceOut := fs.String("trace", "", "write an execution trace (go tool trace) of each measured window to PREFIX-<sharding>-<delivery>-<run>.trace")
-	jsonOut := fs.Bool("json", false, "print a JSON array of rows: sharding, delivery, runs, batches_per_s, ratio_vs_off, ratio_vs_at_most_once (of the medians), run_ratio_vs_off, run_ratio_vs_at_most_once (medians of the ratios within each run), cpu_us_per_batch (CPU time of the whole process, cluster and client, per batch delivered: less sensitive to the machine's other load than batches/s), raft_cmds_per_s_per_worker, raft_cmds_per_s (by command type, the whole cluster)")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: sharding, delivery, runs, batches_per_s, ratio_vs_off, ratio_vs_at_most_once (of the medians), run_ratio_vs_off, run_ratio_vs_at_most_once (medians of the ratios within each run), cpu_us_per_batch (CPU time of the whole process, cluster and client, per batch delivered: less sensitive to the machine's other load than batches/s), allocs_per_batch (heap objects the whole process allocated per batch delivered: insensitive to it), raft_cmds_per_s_per_worker, raft_cmds_per_s (by command type, the whole cluster)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -59,9 +60,14 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	rates := map[variant][]float64{}
 	cmdRates := map[variant][]map[string]float64{} // per run: command type → commands/s
 	cpuPerBatch := map[variant][]float64{}         // per run: the process's CPU µs per batch delivered
+	allocsPerBatch := map[variant][]float64{}      // per run: heap objects allocated per batch delivered
 	workers := len(c.Running())
 	for r := 0; r < *runs; r++ {
-		for _, v := range variants {
+		// Each run starts with the next variant, so that none always
+		// follows the same one (a job's end, its GC, overlaps the next
+		// job's start).
+		for i := range variants {
+			v := variants[(i+r)%len(variants)]
 			name := fmt.Sprintf("%s-%s-%d", v.sh, v.delivery, r)
 			w := &dynamicWindow{c: c, cpuProfile: *cpuProfile, trace: *traceOut, name: strings.ReplaceAll(name, "--", "-")}
 			rows, err := steadyRate(ctx, c, cl, spec, client.JobOptions{Name: name, Sharding: v.sh, Delivery: v.delivery}, window, &windowHooks{start: w.start, end: w.end})
@@ -76,7 +82,10 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			cmdRates[v] = append(cmdRates[v], w.cmdRates)
 			cpu := w.cpu.Seconds() * 1e6 / (rate * w.elapsed.Seconds())
 			cpuPerBatch[v] = append(cpuPerBatch[v], cpu)
-			fmt.Fprintf(stderr, "  run %d %-8s %-12s %8.0f batches/s  %5.1f CPU µs/batch  raft %5.1f cmds/s/worker (%s)\n", r, v.sh, v.delivery, rate, cpu, sumRates(w.cmdRates)/float64(workers), fmtRates(w.cmdRates))
+			batches := rate * w.elapsed.Seconds()
+			allocs := float64(w.allocs[0]) / batches
+			allocsPerBatch[v] = append(allocsPerBatch[v], allocs)
+			fmt.Fprintf(stderr, "  run %d %-8s %-12s %8.0f batches/s  %5.1f CPU µs/batch  %5.0f allocs (%3.1f KiB)/batch  heap %.1f MiB (scan %.1f) %d GCs  raft %5.1f cmds/s/worker (%s)\n", r, v.sh, v.delivery, rate, cpu, allocs, float64(w.allocs[1])/batches/1024, float64(w.live)/(1<<20), float64(w.scan)/(1<<20), w.gcCycles, sumRates(w.cmdRates)/float64(workers), fmtRates(w.cmdRates))
 		}
 		exo, amo, off := rates[variants[1]][r], rates[variants[2]][r], rates[variants[0]][r]
 		fmt.Fprintf(stderr, "  run %d ratios: exactly-once/at-most-once %.3f, exactly-once/off %.3f, at-most-once/off %.3f\n", r, exo/amo, exo/off, amo/off)
@@ -99,9 +108,10 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		rows = append(rows, benchRow{"sharding": string(v.sh), "delivery": v.delivery, "runs": *runs, "batches_per_s": m, "ratio_vs_off": m / off, "ratio_vs_at_most_once": m / amo,
 			"run_ratio_vs_off": runRatio(v, variants[0]), "run_ratio_vs_at_most_once": runRatio(v, variants[2]),
 			"cpu_us_per_batch":           median(cpuPerBatch[v]),
+			"allocs_per_batch":           median(allocsPerBatch[v]),
 			"raft_cmds_per_s_per_worker": sumRates(byType) / float64(workers), "raft_cmds_per_s": byType})
 	}
-	return printRows(stdout, *jsonOut, []string{"sharding", "delivery", "runs", "batches_per_s", "ratio_vs_off", "ratio_vs_at_most_once", "run_ratio_vs_off", "run_ratio_vs_at_most_once", "cpu_us_per_batch", "raft_cmds_per_s_per_worker"}, rows)
+	return printRows(stdout, *jsonOut, []string{"sharding", "delivery", "runs", "batches_per_s", "ratio_vs_off", "ratio_vs_at_most_once", "run_ratio_vs_off", "run_ratio_vs_at_most_once", "cpu_us_per_batch", "allocs_per_batch", "raft_cmds_per_s_per_worker"}, rows)
 }
 
 // dynamicWindow is what benchDynamic does as a measured window starts and
@@ -118,7 +128,28 @@ type dynamicWindow struct {
 	cmdRates map[string]float64 // command type → commands/s over the window
 	elapsed  time.Duration      // the window
 	cpu      time.Duration      // the process's CPU time (user and system) over the window
-	err      error
+	// heap allocations (objects, bytes) over the window: unlike CPU
+	// time, the machine's other load does not move them
+	allocs0, allocs [2]uint64
+	live, scan      uint64 // heap live and scannable at the window's end
+	gc0, gcCycles   uint64 // GC cycles before and over the window
+	err             error
+}
+
+// heapAllocs reads the process's cumulative heap allocations: objects and
+// bytes.
+func heapAllocs() [2]uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	return [2]uint64{s[0].Value.Uint64(), s[1].Value.Uint64()}
+}
+
+// gcFigures reads the heap marked live by the last GC cycle, the part of
+// it the GC scans (pointers), and the GC cycles so far.
+func gcFigures() (live, scan, cycles uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/heap:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64()
 }
 
 func (w *dynamicWindow) start() {
@@ -139,12 +170,19 @@ func (w *dynamicWindow) start() {
 		w.setErr(err)
 	}
 	w.cmds0 = w.commands()
+	w.allocs0 = heapAllocs()
+	_, _, w.gc0 = gcFigures()
 	w.cpu0 = processCPU()
 	w.t0 = time.Now()
 }
 
 func (w *dynamicWindow) end() {
 	w.elapsed, w.cpu = time.Since(w.t0), processCPU()-w.cpu0
+	a := heapAllocs()
+	w.allocs = [2]uint64{a[0] - w.allocs0[0], a[1] - w.allocs0[1]}
+	var gcs uint64
+	w.live, w.scan, gcs = gcFigures()
+	w.gcCycles = gcs - w.gc0
 	d := w.elapsed.Seconds()
 	w.cmdRates = map[string]float64{}
 	for t, n := range w.commands() {

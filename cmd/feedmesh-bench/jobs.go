@@ -234,7 +234,8 @@ func benchScaleout(ctx context.Context, args []string, stdout, stderr io.Writer)
 	workersFlag := fs.String("workers", "1,2,4,8,16", "worker counts to measure")
 	seconds := fs.Float64("seconds", 3, "measurement window per worker count (after 0.5 s of warm-up)")
 	sleepUs := fs.Int64("sleep-us", 2000, "time each element spends in the cost op (waiting, not CPU)")
-	jsonOut := fs.Bool("json", false, "print a JSON array of rows: workers, elements_per_s, ratio_vs_1, ideal")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: workers, elements_per_s, ratio_vs_1, ideal, cpu_percent (the process's CPU time, cluster and client, over the window: 200 is both cores of this machine), lease_wait and client_wait (the share of the workers' time in the window their productions waited for a lease with no split queued, and for the client to take batches), raft_cmds_per_s (by type)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each measured window to PREFIX-<workers>.pprof")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -263,19 +264,49 @@ func benchScaleout(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var rows []benchRow
 	var base float64
 	for _, k := range counts {
+		w := &dynamicWindow{c: c, cpuProfile: *cpuProfile, name: strconv.Itoa(k)}
+		job := fmt.Sprintf("scale-%d", k)
+		var lease0, offer0, leaseW, offerW time.Duration
+		hooks := &windowHooks{
+			start: func() { w.start(); lease0, offer0 = taskWaits(c, job) },
+			end:   func() { w.end(); l, o := taskWaits(c, job); leaseW, offerW = l-lease0, o-offer0 },
+		}
 		rate, err := steadyRate(ctx, c, cl, sleepySpec(1<<24, 64, *sleepUs, 16),
-			client.JobOptions{Name: fmt.Sprintf("scale-%d", k), Sharding: client.Dynamic, MaxWorkers: k}, window, nil)
+			client.JobOptions{Name: job, Sharding: client.Dynamic, MaxWorkers: k}, window, hooks)
 		if err != nil {
 			return err
 		}
+		if w.err != nil {
+			return w.err
+		}
+		cpu := 100 * w.cpu.Seconds() / w.elapsed.Seconds()
+		// The share of the workers' time spent waiting for a lease, and
+		// for the client to take batches.
+		workerTime := float64(k) * w.elapsed.Seconds()
+		leaseFrac, offerFrac := leaseW.Seconds()/workerTime, offerW.Seconds()/workerTime
 		if base == 0 {
 			base = rate / float64(k)
 		}
 		ideal := float64(k) * 1e6 / float64(*sleepUs)
-		fmt.Fprintf(stderr, "  %2d workers: %8.0f elements/s (ideal %.0f)\n", k, rate, ideal)
-		rows = append(rows, benchRow{"workers": k, "elements_per_s": rate, "ratio_vs_1": rate / base, "ideal": ideal})
+		fmt.Fprintf(stderr, "  %2d workers: %8.0f elements/s (ideal %.0f)  CPU %3.0f %%  waiting: for leases %.1f %%, for the client %.1f %%  raft %s\n", k, rate, ideal, cpu, 100*leaseFrac, 100*offerFrac, fmtRates(w.cmdRates))
+		rows = append(rows, benchRow{"workers": k, "elements_per_s": rate, "ratio_vs_1": rate / base, "ideal": ideal, "cpu_percent": cpu,
+			"lease_wait": leaseFrac, "client_wait": offerFrac, "raft_cmds_per_s": w.cmdRates})
 	}
-	return printRows(stdout, *jsonOut, []string{"workers", "elements_per_s", "ratio_vs_1", "ideal"}, rows)
+	return printRows(stdout, *jsonOut, []string{"workers", "elements_per_s", "ratio_vs_1", "ideal", "cpu_percent", "lease_wait", "client_wait"}, rows)
+}
+
+// taskWaits sums, over the running nodes' tasks of job, the time their
+// productions waited for a lease and for their consumers.
+func taskWaits(c *localcluster.Cluster, job string) (lease, offer time.Duration) {
+	for _, i := range c.Running() {
+		for _, t := range c.Node(i).Tasks() {
+			if t.Job == job {
+				lease += t.LeaseWait
+				offer += t.OfferWait
+			}
+		}
+	}
+	return lease, offer
 }
 
 // steadyRate runs one job, measures its rows/s over window after 0.5 s of
@@ -334,12 +365,13 @@ func benchRecovery(ctx context.Context, args []string, stdout, stderr io.Writer)
 	workers := fs.Int("workers", 4, "workers (in-process nodes); one of them, not the one the client dialed, is killed")
 	runs := fs.Int("runs", 3, "kills measured (a fresh cluster each)")
 	sleepUs := fs.Int64("sleep-us", 2000, "time each element spends in the cost op")
-	jsonOut := fs.Bool("json", false, "print a JSON array of rows: run, before_per_s, target_per_s, recovery_ms, dip_per_s")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: run, before_per_s, target_per_s, recovery_ms, dip_per_s, orphaned_ms (kill → the dead worker's unsettled splits orphaned: its expiry committed), released_ms (kill → the last of them leased again), requeued (how many)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	var rows []benchRow
 	var recs []time.Duration
+	var orphaned, released []float64
 	for r := 0; r < *runs; r++ {
 		row, rec, err := recoveryRun(ctx, *workers, *sleepUs, stderr)
 		if err != nil {
@@ -348,9 +380,11 @@ func benchRecovery(ctx context.Context, args []string, stdout, stderr io.Writer)
 		row["run"] = r
 		rows = append(rows, row)
 		recs = append(recs, rec)
+		orphaned = append(orphaned, row["orphaned_ms"].(float64))
+		released = append(released, row["released_ms"].(float64))
 	}
-	rows = append(rows, benchRow{"run": "median", "recovery_ms": ms(median(recs))})
-	return printRows(stdout, *jsonOut, []string{"run", "before_per_s", "target_per_s", "dip_per_s", "recovery_ms"}, rows)
+	rows = append(rows, benchRow{"run": "median", "recovery_ms": ms(median(recs)), "orphaned_ms": median(orphaned), "released_ms": median(released)})
+	return printRows(stdout, *jsonOut, []string{"run", "before_per_s", "target_per_s", "dip_per_s", "recovery_ms", "orphaned_ms", "released_ms", "requeued"}, rows)
 }
 
 // recoveryRun measures throughput in 100 ms buckets; after 2 s it kills a
@@ -394,6 +428,8 @@ func recoveryRun(ctx context.Context, workers int, sleepUs int64, stderr io.Writ
 	target := 0.9 * before
 	killed := time.Now()
 	c.Kill(victim)
+	rw := watchReleases(ctx, cl, "recovery", killed, 10*time.Millisecond)
+	defer func() { rw.cancel(); <-rw.done }()
 	type sample struct {
 		at   time.Time
 		rows int64
@@ -416,7 +452,15 @@ func recoveryRun(ctx context.Context, workers int, sleepUs int64, stderr io.Writ
 				rec := now.Sub(killed) - 300*time.Millisecond // the window that proved it began then
 				rec = max(rec, 0)
 				fmt.Fprintf(stderr, "  kill of %s: survivors' rate %.0f/s before, lowest window %.0f/s, recovered after %s\n", c.Name(victim), before, dip, rec.Round(time.Millisecond))
-				return benchRow{"before_per_s": before, "target_per_s": target, "dip_per_s": dip, "recovery_ms": ms(rec)}, rec, nil
+				// The reading goes on meanwhile: the survivors' streams
+				// stay open while the job leases the dead one's splits.
+				orphaned, released, requeued, err := rw.wait(30 * time.Second)
+				if err != nil {
+					return nil, 0, err
+				}
+				fmt.Fprintf(stderr, "  its splits orphaned after %s, the last of %d leased again after %s\n", orphaned.Round(time.Millisecond), requeued, released.Round(time.Millisecond))
+				return benchRow{"before_per_s": before, "target_per_s": target, "dip_per_s": dip, "recovery_ms": ms(rec),
+					"orphaned_ms": ms(orphaned), "released_ms": ms(released), "requeued": requeued}, rec, nil
 			}
 		}
 		if now.Sub(killed) > 30*time.Second {

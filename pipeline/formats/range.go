@@ -73,20 +73,64 @@ const MaxIndexSplits = 1 << 22
 
 // indexSplits cuts [0, n) into splits of size (0: one split).
 func indexSplits(n, size int64) ([]Split, error) {
+	x, err := newIndexSplitter(n, size)
+	if err != nil || x.Len() == 0 {
+		return nil, err
+	}
+	out := make([]Split, x.Len())
+	for i := range out {
+		out[i] = x.At(int64(i))
+	}
+	return out, nil
+}
+
+// IndexSplitter is an index source's split list (RangeSplits,
+// SyntheticSplits) computed on demand: split i is the index range
+// [i·Size, min((i+1)·Size, N)), ID i. A node serving a job needs a split
+// by ID, not the list: 16 M elements in splits of 64 make a 10 MiB list,
+// built and held by every worker of every job.
+type IndexSplitter struct {
+	N, Size int64 // elements, and elements per split (> 0 when N > 0)
+}
+
+// newIndexSplitter checks what indexSplits checks.
+func newIndexSplitter(n, size int64) (IndexSplitter, error) {
 	if n <= 0 {
-		return nil, nil
+		return IndexSplitter{}, nil
 	}
 	if size <= 0 || size > n {
 		size = n
 	}
 	if k := (n + size - 1) / size; k > MaxIndexSplits {
-		return nil, fmt.Errorf("%d elements in splits of %d make %d splits, over the limit of %d: raise split_size", n, size, k, MaxIndexSplits)
+		return IndexSplitter{}, fmt.Errorf("%d elements in splits of %d make %d splits, over the limit of %d: raise split_size", n, size, k, MaxIndexSplits)
 	}
-	out := make([]Split, 0, (n+size-1)/size)
-	for start := int64(0); start < n; start += size {
-		out = append(out, Split{ID: int64(len(out)), Start: start, End: min(start+size, n)})
+	return IndexSplitter{N: n, Size: size}, nil
+}
+
+// Len is how many splits there are.
+func (x IndexSplitter) Len() int64 {
+	if x.N <= 0 {
+		return 0
 	}
-	return out, nil
+	return (x.N + x.Size - 1) / x.Size
+}
+
+// At is split id, for 0 <= id < Len().
+func (x IndexSplitter) At(id int64) Split {
+	start := id * x.Size
+	return Split{ID: id, Start: start, End: min(start+x.Size, x.N)}
+}
+
+// RangeSplitter is RangeSplits computed on demand.
+func RangeSplitter(o RangeOptions) (IndexSplitter, error) {
+	if err := o.Validate(); err != nil {
+		return IndexSplitter{}, fmt.Errorf("range source: %w", err)
+	}
+	x, err := newIndexSplitter(o.count(), o.SplitSize)
+	if err != nil {
+		return IndexSplitter{}, fmt.Errorf("range source: %w", err)
+	}
+	return x, nil
 }
 
 // checkIndexSplit validates an index split against a source of n elements.

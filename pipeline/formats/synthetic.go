@@ -194,6 +194,18 @@ func SyntheticSplits(o SyntheticOptions) ([]Split, error) {
 	return ss, nil
 }
 
+// SyntheticSplitter is SyntheticSplits computed on demand.
+func SyntheticSplitter(o SyntheticOptions) (IndexSplitter, error) {
+	if err := o.Validate(); err != nil {
+		return IndexSplitter{}, fmt.Errorf("synthetic source: %w", err)
+	}
+	x, err := newIndexSplitter(o.Count, o.SplitSize)
+	if err != nil {
+		return IndexSplitter{}, fmt.Errorf("synthetic source: %w", err)
+	}
+	return x, nil
+}
+
 // OpenSynthetic opens an iterator over one split's elements.
 func OpenSynthetic(ctx context.Context, o SyntheticOptions, s Split) (Iterator, error) {
 	if err := o.Validate(); err != nil {
