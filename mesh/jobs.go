@@ -331,7 +331,7 @@ func (n *Node) assignWorkers(ctx context.Context, job string) {
 	if !ok {
 		return
 	}
-	n.applyJobSteps(ctx, raftstate.PlanJobWorkers(jobMembers(n.Members()), view))
+	n.applyJobSteps(ctx, raftstate.PlanJobWorkersAmong(jobMembers(n.Members()), view, n.raft.Jobs()))
 }
 
 // jobLoop runs on the leader: it assigns new members to jobs, expires dead

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/feedmesh/feedmesh/splits"
 )
@@ -280,5 +281,45 @@ func TestAutoscaleJob(t *testing.T) {
 	o := JobOptions{Sharding: splits.Static, Autoscale: true}
 	if err := o.Normalized().validate(); err == nil || !strings.Contains(err.Error(), "autoscale") {
 		t.Errorf("static autoscale: %v", err)
+	}
+}
+
+// Autoscaling jobs spread over the nodes: two jobs that want 2 workers
+// each on 4 nodes get disjoint pairs; a third then takes the least loaded
+// node; a job that does not autoscale still gets every node.
+func TestAutoscaleJobsSpread(t *testing.T) {
+	s := NewState()
+	applyOK(t, s, NewRegisterDataset(testDataset))
+	for _, name := range []string{"a", "b"} {
+		applyOK(t, s, at(NewCreateJob(name, "fp1", JobOptions{Sharding: splits.Dynamic, Autoscale: true, ConsumerTTL: 1e12, GCAfter: 1e12}, nil), 1000))
+		s.Jobs[name].Scale.Workers = 2
+	}
+	applyOK(t, s, at(NewCreateJob("plain", "fp1", JobOptions{Sharding: splits.Dynamic, ConsumerTTL: 1e12, GCAfter: 1e12}, nil), 1000))
+	members := []JobMember{member("n1", MemberAlive), member("n2", MemberAlive), member("n3", MemberAlive), member("n4", MemberAlive)}
+	steps := PlanJobs(time.Unix(0, 2000), members, s.JobList())
+	got := map[string][]string{}
+	for _, st := range steps {
+		if st.Job != "" && st.Worker != "" {
+			got[st.Job] = append(got[st.Job], st.Worker)
+		}
+		_, _ = s.Apply(st.Command)
+	}
+	if len(got["a"]) != 2 || len(got["b"]) != 2 || len(got["plain"]) != 4 {
+		t.Fatalf("assignments %v", got)
+	}
+	for _, w := range got["a"] {
+		if slices.Contains(got["b"], w) {
+			t.Fatalf("autoscaling jobs share %s: %v", w, got)
+		}
+	}
+	// At creation (PlanJobWorkersAmong), an autoscaling job takes a node
+	// no other autoscaling job uses: with a on n1, n2 and b on n3, n4
+	// released from b (b expired there), c gets n3.
+	applyOK(t, s, at(NewExpireWorker(got["b"][0]), 2500))
+	applyOK(t, s, at(NewCreateJob("c", "fp1", JobOptions{Sharding: splits.Dynamic, Autoscale: true, ConsumerTTL: 1e12, GCAfter: 1e12}, nil), 3000))
+	view, _ := s.Job("c")
+	steps = PlanJobWorkersAmong(members, view, s.JobList())
+	if len(steps) != 1 || steps[0].Worker != got["b"][0] {
+		t.Fatalf("a new autoscaling job: %+v, want one step to %s, the node no autoscaling job serves", steps, got["b"][0])
 	}
 }

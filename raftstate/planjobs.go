@@ -109,13 +109,45 @@ func AssignableWorkers(members []JobMember, max int) []string {
 // gets a step. The steps are meant to be applied in order, stopping at the
 // first that fails.
 func PlanJobWorkers(members []JobMember, job JobView) []JobStep {
-	return planAssign(&job.Job, members)
+	return planAssign(&job.Job, members, nil)
+}
+
+// PlanJobWorkersAmong is PlanJobWorkers for a job among others (all the
+// cluster's jobs): an autoscaling job takes the nodes that serve the
+// fewest other autoscaling jobs first (autoscaleLoad), so that jobs that
+// choose their worker count get nodes of their own while there are
+// enough.
+func PlanJobWorkersAmong(members []JobMember, job JobView, all []JobView) []JobStep {
+	jobs := make([]*Job, 0, len(all))
+	for i := range all {
+		if all[i].Name != job.Name {
+			jobs = append(jobs, &all[i].Job)
+		}
+	}
+	return planAssign(&job.Job, members, autoscaleLoad(jobs))
+}
+
+// autoscaleLoad counts, per node, the autoscaling jobs it serves (as a
+// worker neither expired nor drained).
+func autoscaleLoad(jobs []*Job) map[string]int {
+	load := map[string]int{}
+	for _, j := range jobs {
+		if j.Scale == nil {
+			continue
+		}
+		for w, st := range j.Workers {
+			if !st.Expired && !st.Drained {
+				load[w]++
+			}
+		}
+	}
+	return load
 }
 
 // planAssign is PlanJobWorkers. A worker that drained or was expired, and
 // whose node now runs a newer process, rejoins the job first
 // (NewRejoinTask).
-func planAssign(job *Job, members []JobMember) []JobStep {
+func planAssign(job *Job, members []JobMember, load map[string]int) []JobStep {
 	if job.Group || job.Options.Sharding == splits.Static || (job.Dynamic != nil && job.Dynamic.Waiting()) {
 		return nil // a resumed job waiting for checkpoints gets workers once they are in
 	}
@@ -136,7 +168,12 @@ func planAssign(job *Job, members []JobMember) []JobStep {
 	}
 	slices.SortFunc(steps, func(a, b JobStep) int { return strings.Compare(a.Worker, b.Worker) })
 	steps = slices.CompactFunc(steps, func(a, b JobStep) bool { return a.Worker == b.Worker })
-	for _, name := range AssignableWorkers(members, 0) {
+	candidates := AssignableWorkers(members, 0)
+	if job.Scale != nil && load != nil {
+		// The least loaded nodes first (by name among equals).
+		slices.SortStableFunc(candidates, func(a, b string) int { return load[a] - load[b] })
+	}
+	for _, name := range candidates {
 		if lim := job.scaledLimit(); lim > 0 && active >= lim {
 			break
 		}
@@ -145,6 +182,9 @@ func planAssign(job *Job, members []JobMember) []JobStep {
 		}
 		steps = append(steps, JobStep{Command: NewAssignTask(job.Name, name), Job: job.Name, Worker: name})
 		active++
+		if job.Scale != nil && load != nil {
+			load[name]++
+		}
 	}
 	return steps
 }
@@ -215,7 +255,13 @@ func PlanJobs(now time.Time, members []JobMember, jobs []JobView) []JobStep {
 		_, _ = state.Apply(st.Command)
 	}
 
-	// 3.
+	// 3. Autoscaling jobs spread over the nodes (autoscaleLoad), counting
+	// the assignments planned here as they go.
+	all := make([]*Job, 0, len(state.Jobs))
+	for _, j := range state.Jobs {
+		all = append(all, j)
+	}
+	load := autoscaleLoad(all)
 	for _, name := range slices.Sorted(maps.Keys(state.Jobs)) {
 		j := state.Jobs[name]
 		if j.Group {
@@ -225,7 +271,7 @@ func PlanJobs(now time.Time, members []JobMember, jobs []JobView) []JobStep {
 			steps = append(steps, JobStep{Command: NewGarbageCollectJob(name), Job: name})
 			continue
 		}
-		steps = append(steps, planAssign(j, members)...)
+		steps = append(steps, planAssign(j, members, load)...)
 	}
 	return steps
 }
