@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -90,8 +91,14 @@ func (p *slowProvider) Next(ctx context.Context) (ProvidedSplit, error) {
 // a diagnosis must not call a DYNAMIC worker's source the bound because
 // leases took a while.
 func TestSplitWaitIsNoOpsWork(t *testing.T) {
+	for _, par := range []int{1, 4} { // 4: the map's input runs in a goroutine of its own
+		t.Run(fmt.Sprintf("parallelism %d", par), func(t *testing.T) { splitWaitIsNoOpsWork(t, par) })
+	}
+}
+
+func splitWaitIsNoOpsWork(t *testing.T, par int) {
 	spec := NewSpec(Source{Range: &RangeSource{Start: 0, Stop: 2000, SplitSize: 100}}).
-		Map("cast", map[string]any{"tensor": "value", "dtype": "float32"}, 1).
+		Map("cast", map[string]any{"tensor": "value", "dtype": "float32"}, par).
 		Batch(10, false)
 	all, err := Splits(spec)
 	if err != nil {

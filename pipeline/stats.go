@@ -227,6 +227,7 @@ func (p *plan) snapshot(elapsed time.Duration) Stats {
 		return s
 	}
 	best := 0.0
+	sourceSegmentEnded := false
 	for k, st := range p.stats {
 		o := OpStats{
 			Name:        st.name,
@@ -244,6 +245,14 @@ func (p *plan) snapshot(elapsed time.Duration) Stats {
 		if k > 0 {
 			o.ElementsIn = p.stats[k-1].out.Load()
 			wait = p.stats[k-1].nextNanos.Load()
+			if st.concurrent && !sourceSegmentEnded {
+				// The first op whose input runs in its own goroutine
+				// waited on it while the source waited for splits: that
+				// time is left out of the source's segment only
+				// (segment.external), so leave it out here too.
+				sourceSegmentEnded = true
+				own = max(own-p.stats[0].splitWaitNanos.Load(), wait)
+			}
 		} else {
 			wait = st.splitWaitNanos.Load() // not part of own: see segment.external
 			own += wait
@@ -334,6 +343,9 @@ func (s Stats) Minus(prev Stats) (Stats, error) {
 	best := 0.0
 	for k, a := range s.Ops {
 		b := prev.Ops[k]
+		if a.Name != b.Name || a.Index != b.Index {
+			return Stats{}, fmt.Errorf("pipeline stats: op %d is %q in one and %q in the other", k, a.Name, b.Name)
+		}
 		a.ElementsIn -= b.ElementsIn
 		a.ElementsOut -= b.ElementsOut
 		a.BytesOut -= b.BytesOut
