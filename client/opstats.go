@@ -71,10 +71,7 @@ func (c *Client) JobOpStats(ctx context.Context, job string) (JobOpStats, error)
 			}
 		}()
 	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return JobOpStats{}, err
-	}
+	wg.Wait() // a worker that did not answer within ctx is listed as unreachable
 	sort.Slice(out.Workers, func(i, j int) bool { return out.Workers[i].Worker < out.Workers[j].Worker })
 	sort.Strings(out.Unreachable)
 	return out, nil
@@ -88,4 +85,15 @@ func (c *Client) workerOpStats(ctx context.Context, addr, job string) (api.Worke
 		return st, fmt.Errorf("%s at %s: %w", api.MethodOpStats, addr, err)
 	}
 	return st, nil
+}
+
+// Sum sums the workers' tasks into one worker pipeline's statistics
+// (api.SumOpStats); Included indexes Workers.
+func (s JobOpStats) Sum() api.OpStatsSum {
+	tasks := make([]api.TaskOpStats, len(s.Workers))
+	cores := make([]int, len(s.Workers))
+	for i, w := range s.Workers {
+		tasks[i], cores[i] = w.TaskOpStats, w.Cores
+	}
+	return api.SumOpStats(tasks, cores)
 }

@@ -52,6 +52,10 @@ type AutoscaleConfig struct {
 	// BatchesPerMetric is how many batches one metric averages over
 	// (Cachew: 100); the consumers use it.
 	BatchesPerMetric int
+	// NoScaleDown keeps a converged job where it is when its queue says
+	// fewer workers would do (the decision's reason says so) instead of
+	// scaling down: for a mesh that cannot take workers back from a job.
+	NoScaleDown bool
 }
 
 // DefaultAutoscaleConfig returns Cachew's values (UpRatio, which the paper
@@ -180,9 +184,11 @@ func (s ScaleState) WorkerLost(cfg AutoscaleConfig) ScaleState {
 }
 
 // StepAutoscale applies one metric to s and returns the new state. limit
-// is the most workers the job may have now (the mesh's worker nodes, or
-// the job's MaxWorkers): the count never exceeds it, and a limit below
-// the count lowers it at once. A metric with no batch time is ignored.
+// is the most workers the job may have now (in the state machine: the
+// job's MaxWorkers, or MaxJobWorkers, since it does not know the mesh's
+// nodes; a count above the nodes brings no gain and converges): the count
+// never exceeds it, and a limit below the count lowers it at once. A
+// metric with no batch time is ignored.
 func StepAutoscale(s ScaleState, m ScaleMetric, cfg AutoscaleConfig, limit int) ScaleState {
 	limit = max(limit, 1)
 	if s.Workers > limit {
@@ -232,7 +238,12 @@ func StepAutoscale(s ScaleState, m ScaleMetric, cfg AutoscaleConfig, limit int) 
 		}
 		s.SinceRevisit = 0
 		switch {
-		case m.ResultQueue > s.ConvergedQueue*(1+cfg.DownQueueRatio) && m.ResultQueue > 0 && s.Workers > 1:
+		case m.ResultQueue > s.ConvergedQueue*(1+cfg.DownQueueRatio) && m.ResultQueue-s.ConvergedQueue >= 1 && s.Workers > 1:
+			if cfg.NoScaleDown {
+				s.Reason = fmt.Sprintf("result queue %.1f is above the converged %.1f (workers outpace the model): fewer would do, but scaling down is off; keeping %d",
+					m.ResultQueue, s.ConvergedQueue, s.Workers)
+				return s
+			}
 			s.Phase, s.Base = ScaleDown, m.BatchTime
 			s.changed(s.Workers-1, cfg, fmt.Sprintf("result queue %.1f is %.0f %% above the converged %.1f (workers outpace the model): trying %d",
 				m.ResultQueue, 100*(m.ResultQueue/max(s.ConvergedQueue, 1e-9)-1), s.ConvergedQueue, s.Workers-1))
@@ -385,8 +396,13 @@ func firstLive(ns []string, live []string) string {
 // BatchesPerMetric batches of it, so that each step sees a fresh window.
 
 // scaleConfig is the policy's configuration in the state machine:
-// Cachew's values, fixed so that every replica steps alike.
-var scaleConfig = DefaultAutoscaleConfig()
+// Cachew's values, fixed so that every replica steps alike, without
+// scaling down: the mesh cannot take a worker back from a job yet.
+var scaleConfig = func() AutoscaleConfig {
+	c := DefaultAutoscaleConfig()
+	c.NoScaleDown = true
+	return c
+}()
 
 // stepScale applies consumer's metric m to the job's Scale, if the job
 // autoscales, the consumer speaks for it and a window has passed.

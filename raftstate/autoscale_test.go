@@ -67,6 +67,18 @@ func TestStepAutoscale(t *testing.T) {
 	if s.Phase != ScaleConverged || s.Workers != 2 || !strings.Contains(s.Reason, "back to 2") {
 		t.Errorf("ingestion slowed: %v at %d workers (%s), want converged at 2", s.Phase, s.Workers, s.Reason)
 	}
+	// The state machine's configuration does not scale down (the mesh
+	// cannot take a worker back yet): the job stays at 4 and says why.
+	held := NewScaleState()
+	for i := 0; i < 40; i++ {
+		held = StepAutoscale(held, m.metric(held.Workers, 0), scaleConfig, 16)
+	}
+	for i := 0; i < 40; i++ {
+		held = StepAutoscale(held, slow.metric(held.Workers, 0), scaleConfig, 16)
+	}
+	if held.Phase != ScaleConverged || held.Workers != 4 || !strings.Contains(held.Reason, "scaling down is off") {
+		t.Errorf("no scale-down: %v at %d workers (%s)", held.Phase, held.Workers, held.Reason)
+	}
 	// Then the pipeline gets costlier (200 ms of work a batch): the batch
 	// time rises well above the converged one, and workers are added up
 	// to the 4 that keep up with the model again. (A model that speeds up
@@ -276,6 +288,16 @@ func TestAutoscaleJob(t *testing.T) {
 	beat("a", 410, 0.005)
 	if sc := s.Jobs["j1"].Scale; sc.Workers != 3 || !strings.Contains(sc.Reason, "trying 3") {
 		t.Fatalf("after an improvement: %+v", sc)
+	}
+	// CreateJob carries autoscale only from version 2.
+	v1 := NewCreateJob("j2", "fp1", JobOptions{Sharding: splits.Dynamic, Autoscale: true, ConsumerTTL: 1e12, GCAfter: 1e12}, nil)
+	if v1.Version != 2 {
+		t.Fatalf("CreateJob with autoscale is v%d", v1.Version)
+	}
+	v1.Version = 1
+	applyErr(t, s, at(v1, 4000), ErrInvalidCommand)
+	if NewCreateJob("j3", "fp1", JobOptions{Sharding: splits.Dynamic}, nil).Version != 1 {
+		t.Error("CreateJob without new options is not v1")
 	}
 	// Options other than dynamic reject autoscale.
 	o := JobOptions{Sharding: splits.Static, Autoscale: true}

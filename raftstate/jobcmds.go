@@ -166,7 +166,17 @@ func NewRegisterDataset(d Dataset) Command {
 // must not be empty; for an existing job it is ignored (the list agreed at
 // creation stands). Result: uint64, the job ID.
 func NewCreateJob(name, fingerprint string, o JobOptions, staticWorkers []string) Command {
-	return newCommand(TypeCreateJob, 1, CreateJobBody{Name: name, Fingerprint: fingerprint, Options: o, StaticWorkers: staticWorkers})
+	return newCommand(TypeCreateJob, createJobVersion(o), CreateJobBody{Name: name, Fingerprint: fingerprint, Options: o, StaticWorkers: staticWorkers})
+}
+
+// createJobVersion is 2 for options a version-1 node cannot decode
+// (Autoscale, options key 12), else 1: a log that uses no new option stays
+// readable by older nodes.
+func createJobVersion(o JobOptions) uint16 {
+	if o.Autoscale {
+		return 2
+	}
+	return 1
 }
 
 // NewResumeJob is NewCreateJob for an exactly-once DYNAMIC job resumed
@@ -183,7 +193,7 @@ func NewCreateJob(name, fingerprint string, o JobOptions, staticWorkers []string
 // it once that has started, is ErrJobInUse while consumers read it (and
 // replaces it once none does). Result: uint64, the job ID.
 func NewResumeJob(name, fingerprint string, o JobOptions, r ResumeBody) Command {
-	return newCommand(TypeCreateJob, 1, CreateJobBody{Name: name, Fingerprint: fingerprint, Options: o, Resume: &r})
+	return newCommand(TypeCreateJob, createJobVersion(o), CreateJobBody{Name: name, Fingerprint: fingerprint, Options: o, Resume: &r})
 }
 
 // NewAttachConsumer attaches consumer to job, or renews its lease: the
@@ -393,6 +403,9 @@ func applyCreateJob(s *State, c Command) (any, error) {
 	var b CreateJobBody
 	if err := decodeBody(c, &b); err != nil {
 		return nil, err
+	}
+	if c.Version < createJobVersion(b.Options) {
+		return nil, fmt.Errorf("%w: CreateJob v%d cannot carry autoscale (v2)", ErrInvalidCommand, c.Version)
 	}
 	if err := checkName("job name", b.Name); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/cmd/internal/cli"
@@ -24,6 +25,9 @@ type jobDiagnosis struct {
 	// PipelineSeconds is the wall time the workers' pipelines ran, summed
 	// over the workers: the figures below are per worker pipeline.
 	PipelineSeconds float64 `json:"pipeline_seconds"`
+	// Mismatched counts workers left out because their ops differ (a
+	// worker on another version of the spec).
+	Mismatched int `json:"mismatched,omitempty"`
 	// SplitWaitShare is the share of that time the sources waited for
 	// splits (the job's leases).
 	SplitWaitShare float64 `json:"split_wait_share"`
@@ -37,6 +41,9 @@ func (j *jobDiagnosis) writeHeader(w io.Writer) {
 	if len(j.Unreachable) > 0 {
 		fmt.Fprintf(w, "not answering, left out: %s\n", strings.Join(j.Unreachable, ", "))
 	}
+	if j.Mismatched > 0 {
+		fmt.Fprintf(w, "left out: %d workers whose pipeline has other ops (another version of the spec?)\n", j.Mismatched)
+	}
 }
 
 // diagnoseJob is `feedmesh diagnose --job NAME`: it gathers the job's
@@ -45,7 +52,7 @@ func (j *jobDiagnosis) writeHeader(w io.Writer) {
 // that. specArg (optional) is the spec file the job was started from; it
 // must be the job's dataset, and --write rewrites it.
 func diagnoseJob(ctx context.Context, cf *clientFlags, job, specArg string, o diagnoseOut, stdout, stderr io.Writer) error {
-	c, err := cf.dial(ctx, client.Options{})
+	c, err := cf.dial(ctx, perWorkerTimeout(cf))
 	if err != nil {
 		return err
 	}
@@ -72,7 +79,7 @@ func diagnoseJob(ctx context.Context, cf *clientFlags, job, specArg string, o di
 		return err
 	}
 	if !o.coresGiven {
-		o.cores = float64(minCores(js.Workers))
+		o.cores = float64(max(js.Sum().Cores, 1))
 	}
 	if run.Ops[0].ElementsOut < 20 {
 		fmt.Fprintf(stderr, "diagnose: the job's workers have read only %d source elements: the figures are rough (diagnose again later)\n", run.Ops[0].ElementsOut)
@@ -84,18 +91,11 @@ func diagnoseJob(ctx context.Context, cf *clientFlags, job, specArg string, o di
 // worker pipeline (elements and busy seconds over pipeline seconds).
 func jobRun(js client.JobOpStats) (diagnose.Run, *jobDiagnosis, error) {
 	d := &jobDiagnosis{Job: js.Job.Name, Unreachable: js.Unreachable}
-	var sum pipeline.Stats
-	for _, w := range js.Workers {
-		if len(w.Ops) == 0 || w.Seconds <= 0 {
-			continue // no pipeline ran yet on that worker
-		}
-		var err error
-		if sum, err = sum.Sum(pipeline.Stats{Ops: w.Ops}); err != nil {
-			return diagnose.Run{}, nil, fmt.Errorf("worker %s: %w", w.Worker, err)
-		}
-		d.Workers = append(d.Workers, w.Worker)
-		d.PipelineSeconds += w.Seconds
+	sum := js.Sum()
+	for _, i := range sum.Included {
+		d.Workers = append(d.Workers, js.Workers[i].Worker)
 	}
+	d.PipelineSeconds, d.Mismatched = sum.Seconds, sum.Mismatched
 	if len(d.Workers) == 0 {
 		why := "no worker has run the job's pipeline yet"
 		if len(js.Unreachable) > 0 {
@@ -106,16 +106,14 @@ func jobRun(js client.JobOpStats) (diagnose.Run, *jobDiagnosis, error) {
 		}
 		return diagnose.Run{}, nil, fmt.Errorf("diagnose --job %s: %s", js.Job.Name, why)
 	}
-	d.SplitWaitShare = min(sum.Ops[0].WaitSeconds/d.PipelineSeconds, 1)
-	return diagnose.Run{Ops: sum.Ops, Seconds: d.PipelineSeconds}, d, nil
+	d.SplitWaitShare = min(sum.Stats.Ops[0].WaitSeconds/d.PipelineSeconds, 1)
+	return diagnose.Run{Ops: sum.Stats.Ops, Seconds: d.PipelineSeconds}, d, nil
 }
 
-func minCores(ws []client.WorkerTaskOpStats) int {
-	m := 0
-	for _, w := range ws {
-		if w.Cores > 0 && (m == 0 || w.Cores < m) {
-			m = w.Cores
-		}
-	}
-	return max(m, 1)
+// perWorkerTimeout is the client options of commands that ask every worker
+// within one --timeout: each request (to a worker, or the job's lookup)
+// gets a third of it, so a worker that does not answer is listed as such
+// instead of using up the command's time.
+func perWorkerTimeout(cf *clientFlags) client.Options {
+	return client.Options{RequestTimeout: max(*cf.timeout/3, 100*time.Millisecond)}
 }

@@ -52,7 +52,10 @@ func (f *clientFlags) dial(ctx context.Context, o client.Options) (*client.Clien
 	if err != nil {
 		return nil, err
 	}
-	o.TLS, o.RequestTimeout = tlsConf, *f.timeout
+	o.TLS = tlsConf
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = *f.timeout
+	}
 	ctx, cancel := context.WithTimeout(ctx, *f.timeout)
 	defer cancel()
 	return client.Dial(ctx, *f.addr, o)

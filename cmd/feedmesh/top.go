@@ -38,7 +38,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *iterations < 0 {
 		return cli.InputError(fmt.Errorf("--iterations %d: want 0 or more", *iterations))
 	}
-	c, err := cf.dial(ctx, client.Options{})
+	c, err := cf.dial(ctx, perWorkerTimeout(cf))
 	if err != nil {
 		return err
 	}
@@ -99,17 +99,14 @@ func topFrame(ctx context.Context, c *client.Client, timeout time.Duration, prev
 				}
 				missing = err.Error()
 			} else {
-				var sum pipeline.Stats
-				for _, w := range st.Workers {
-					batches += w.Batches
-					if next, err := sum.Sum(pipeline.Stats{Ops: w.Ops}); err == nil {
-						sum = next
-					}
-				}
-				bounding = boundingLabel(sum)
+				sum := st.Sum()
+				batches = sum.Batches
+				bounding = boundingLabel(sum.Stats)
 				missing = strings.Join(st.Unreachable, ",")
 				now := time.Now()
-				if p, ok := prev[j.Name]; ok && now.After(p.at) {
+				// A worker that stopped answering takes its batches out
+				// of the sum: no rate then, rather than a negative one.
+				if p, ok := prev[j.Name]; ok && now.After(p.at) && batches >= p.batches && len(st.Unreachable) == 0 {
 					rate = fmt.Sprintf("%.1f", float64(batches-p.batches)/now.Sub(p.at).Seconds())
 				}
 				prev[j.Name] = topSample{now, batches}

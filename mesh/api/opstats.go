@@ -45,3 +45,46 @@ type TaskOpStats struct {
 	// Ended: the task's production has ended.
 	Ended bool `cbor:"7,keyasint" json:"ended"`
 }
+
+// OpStatsSum is the per-op statistics of a job's tasks on several workers
+// summed into one worker pipeline's worth (SumOpStats): rates are per
+// worker pipeline when divided by Seconds.
+type OpStatsSum struct {
+	Stats pipeline.Stats
+	// Seconds sums the tasks' pipeline seconds; Batches their batches.
+	Seconds float64
+	Batches int64
+	// Included lists the indices of the tasks summed; Idle counts those
+	// that had run no pipeline yet (their batches still count) and
+	// Mismatched those left out because their ops differ from the first
+	// task's (a worker on another version of the spec).
+	Included         []int
+	Idle, Mismatched int
+	// Cores is the smallest Cores among the included tasks' workers (0 if
+	// none said).
+	Cores int
+}
+
+// SumOpStats sums tasks; cores[i] is the GOMAXPROCS of tasks[i]'s worker.
+func SumOpStats(tasks []TaskOpStats, cores []int) OpStatsSum {
+	var out OpStatsSum
+	for i, t := range tasks {
+		out.Batches += t.Batches
+		if len(t.Ops) == 0 || t.Seconds <= 0 {
+			out.Idle++
+			continue
+		}
+		sum, err := out.Stats.Sum(pipeline.Stats{Ops: t.Ops})
+		if err != nil {
+			out.Mismatched++
+			continue
+		}
+		out.Stats = sum
+		out.Seconds += t.Seconds
+		out.Included = append(out.Included, i)
+		if i < len(cores) && cores[i] > 0 && (out.Cores == 0 || cores[i] < out.Cores) {
+			out.Cores = cores[i]
+		}
+	}
+	return out
+}

@@ -23,6 +23,11 @@ type Options struct {
 	// MaxConcurrentSnapshots bounds the /status.json requests served at
 	// once (each may ask every worker); more get 503. Default 4.
 	MaxConcurrentSnapshots int
+	// MaxWorkerRequests bounds the requests to workers in flight at once,
+	// over every snapshot being served. Default 32.
+	MaxWorkerRequests int
+
+	workerSlots chan struct{}
 }
 
 func (o Options) withDefaults() Options {
@@ -32,6 +37,10 @@ func (o Options) withDefaults() Options {
 	if o.MaxConcurrentSnapshots <= 0 {
 		o.MaxConcurrentSnapshots = 4
 	}
+	if o.MaxWorkerRequests <= 0 {
+		o.MaxWorkerRequests = 32
+	}
+	o.workerSlots = make(chan struct{}, o.MaxWorkerRequests)
 	return o
 }
 

@@ -111,6 +111,13 @@ func fillJob(ctx context.Context, n *mesh.Node, o Options, j *JobSnapshot) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			select {
+			case o.workerSlots <- struct{}{}:
+				defer func() { <-o.workerSlots }()
+			case <-ctx.Done():
+				answers[i] = answer{w.Name, api.WorkerOpStats{}, ctx.Err()}
+				return
+			}
 			wctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
 			defer cancel()
 			st, err := n.WorkerOpStats(wctx, w.Name, w.Addr, j.Name)
@@ -118,32 +125,23 @@ func fillJob(ctx context.Context, n *mesh.Node, o Options, j *JobSnapshot) {
 		}()
 	}
 	wg.Wait()
-	var sum pipeline.Stats
-	cores := 0
+	var tasks []api.TaskOpStats
+	var cores []int
 	for _, a := range answers {
 		if a.err != nil {
 			j.Unreachable = append(j.Unreachable, a.name)
 			continue
 		}
 		for _, t := range a.st.Tasks {
-			if t.Job != j.Name {
-				continue
-			}
-			j.Batches += t.Batches
-			if len(t.Ops) == 0 || t.Seconds <= 0 {
-				continue
-			}
-			next, err := sum.Sum(pipeline.Stats{Ops: t.Ops})
-			if err != nil {
-				continue // a worker on another spec version: leave it out
-			}
-			sum = next
-			j.PipelineSeconds += t.Seconds
-			if a.st.Cores > 0 && (cores == 0 || a.st.Cores < cores) {
-				cores = a.st.Cores
+			if t.Job == j.Name {
+				tasks, cores = append(tasks, t), append(cores, a.st.Cores)
 			}
 		}
 	}
+	total := api.SumOpStats(tasks, cores)
+	sum := total.Stats
+	j.Batches, j.PipelineSeconds = total.Batches, total.Seconds
+	cores0 := total.Cores
 	j.Ops, j.Bounding = sum.Ops, sum.Bounding
 	if len(sum.Ops) == 0 || j.PipelineSeconds <= 0 {
 		return
@@ -158,7 +156,7 @@ func fillJob(ctx context.Context, n *mesh.Node, o Options, j *JobSnapshot) {
 		j.DiagnosisError = err.Error()
 		return
 	}
-	r, err := diagnose.Analyze(spec, diagnose.Run{Ops: sum.Ops, Seconds: j.PipelineSeconds}, diagnose.Budget{Cores: float64(max(cores, 1))})
+	r, err := diagnose.Analyze(spec, diagnose.Run{Ops: sum.Ops, Seconds: j.PipelineSeconds}, diagnose.Budget{Cores: float64(max(cores0, 1))})
 	if err != nil {
 		j.DiagnosisError = err.Error()
 		return
