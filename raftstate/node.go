@@ -104,6 +104,11 @@ type Node struct {
 	applied, applyNanos atomic.Int64
 
 	waiters  sync.WaitGroup // goroutines waiting on raft futures for a ctx
+	// waitMu orders waiters.Add (in wait) before waiters.Wait (in
+	// cleanup): once waitClosed is set no goroutine is added, so an Apply
+	// racing with Close cannot Add while Close Waits.
+	waitMu     sync.Mutex
+	waitClosed bool
 	done     chan struct{}  // closed by Close
 	once     sync.Once
 	closeErr error
@@ -469,6 +474,9 @@ func (n *Node) cleanup() error {
 	if !n.layer.shutdown(n.cfg.TransportTimeout) {
 		errs = append(errs, errors.New("raft transport: inbound connection handlers did not stop in time"))
 	}
+	n.waitMu.Lock()
+	n.waitClosed = true
+	n.waitMu.Unlock()
 	n.waiters.Wait() // futures resolve once raft has shut down
 	if n.store != nil {
 		if err := n.store.Close(); err != nil {
@@ -522,7 +530,13 @@ func (n *Node) wait(ctx context.Context, f raft.Future) error {
 		return f.Error()
 	}
 	ch := make(chan error, 1)
+	n.waitMu.Lock()
+	if n.waitClosed {
+		n.waitMu.Unlock()
+		return fmt.Errorf("%w: the node is closing", ErrClosed)
+	}
 	n.waiters.Add(1)
+	n.waitMu.Unlock()
 	go func() {
 		defer n.waiters.Done()
 		ch <- f.Error()
