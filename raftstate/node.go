@@ -103,15 +103,15 @@ type Node struct {
 	// node (as leader) and the time from the call to the FSM's answer.
 	applied, applyNanos atomic.Int64
 
-	waiters  sync.WaitGroup // goroutines waiting on raft futures for a ctx
+	waiters sync.WaitGroup // goroutines waiting on raft futures for a ctx
 	// waitMu orders waiters.Add (in wait) before waiters.Wait (in
 	// cleanup): once waitClosed is set no goroutine is added, so an Apply
 	// racing with Close cannot Add while Close Waits.
 	waitMu     sync.Mutex
 	waitClosed bool
-	done     chan struct{}  // closed by Close
-	once     sync.Once
-	closeErr error
+	done       chan struct{} // closed by Close
+	once       sync.Once
+	closeErr   error
 }
 
 // Open opens (or creates) the stores in cfg.DataDir and starts raft on
