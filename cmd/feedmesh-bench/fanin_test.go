@@ -33,12 +33,19 @@ func TestFaninHelperProcess(t *testing.T) {
 
 func useTestBinaryAsClient(t *testing.T) {
 	prev := faninClientCommand
-	faninClientCommand = func(ctx context.Context, args []string) (*exec.Cmd, error) {
-		cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^TestFaninHelperProcess$", "--", "fanin", faninClientFlag}, args...)...)
+	faninClientCommand = helperProcessCommand("fanin", faninClientFlag)
+	t.Cleanup(func() { faninClientCommand = prev })
+}
+
+// helperProcessCommand starts this test binary as `feedmesh-bench bench
+// flag ARGS…` (TestFaninHelperProcess runs any feedmesh-bench command line):
+// what a benchmark that starts a process of its own runs under test.
+func helperProcessCommand(bench, flag string) func(ctx context.Context, args []string) (*exec.Cmd, error) {
+	return func(ctx context.Context, args []string) (*exec.Cmd, error) {
+		cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^TestFaninHelperProcess$", "--", bench, flag}, args...)...)
 		cmd.Env = append(os.Environ(), faninHelperEnv+"=1")
 		return cmd, nil
 	}
-	t.Cleanup(func() { faninClientCommand = prev })
 }
 
 func TestBenchFanin(t *testing.T) {

@@ -33,11 +33,7 @@ func testPython() string {
 // Go reader (TestFaninHelperProcess runs any feedmesh-bench command line).
 func useTestBinaryAsGoReader(t *testing.T) {
 	prev := pyGoReaderCommand
-	pyGoReaderCommand = func(ctx context.Context, args []string) (*exec.Cmd, error) {
-		cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^TestFaninHelperProcess$", "--", "python", pyGoReaderFlag}, args...)...)
-		cmd.Env = append(os.Environ(), faninHelperEnv+"=1")
-		return cmd, nil
-	}
+	pyGoReaderCommand = helperProcessCommand("python", pyGoReaderFlag)
 	t.Cleanup(func() { pyGoReaderCommand = prev })
 }
 

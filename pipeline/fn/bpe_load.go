@@ -35,13 +35,7 @@ func tokenizeBPE(a Args) (MapFn, error) {
 }
 
 func tokenizerArgs(a Args) (in, out, path string, err error) {
-	if err = a.Known("tensor", "output", "tokenizer"); err != nil {
-		return
-	}
-	if in, err = stringArg(a, "tensor", "text"); err != nil {
-		return
-	}
-	if out, err = stringArg(a, "output", "tokens"); err != nil {
+	if in, out, err = textToTokensArgs(a, "tokenizer"); err != nil {
 		return
 	}
 	if _, ok := a["tokenizer"]; !ok {

@@ -64,16 +64,24 @@ func tokenizeBytes(a Args) (MapFn, error) {
 }
 
 func tokenizeArgs(a Args, defVocab int64) (in, out string, vocab int64, err error) {
-	if err = a.Known("tensor", "output", "vocab_size"); err != nil {
+	if in, out, err = textToTokensArgs(a, "vocab_size"); err != nil {
+		return
+	}
+	vocab, err = positiveInt(a, "vocab_size", defVocab, math.MaxInt32)
+	return
+}
+
+// textToTokensArgs checks a tokenizer's args (tensor and output, plus its
+// own known ones) and returns the input tensor ("text") and the output
+// tensor ("tokens"): what every tokenize_* function shares.
+func textToTokensArgs(a Args, own ...string) (in, out string, err error) {
+	if err = a.Known(append([]string{"tensor", "output"}, own...)...); err != nil {
 		return
 	}
 	if in, err = stringArg(a, "tensor", "text"); err != nil {
 		return
 	}
-	if out, err = stringArg(a, "output", "tokens"); err != nil {
-		return
-	}
-	vocab, err = positiveInt(a, "vocab_size", defVocab, math.MaxInt32)
+	out, err = stringArg(a, "output", "tokens")
 	return
 }
 
