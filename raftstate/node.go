@@ -477,7 +477,20 @@ func (n *Node) cleanup() error {
 	n.waitMu.Lock()
 	n.waitClosed = true
 	n.waitMu.Unlock()
-	n.waiters.Wait() // futures resolve once raft has shut down
+	// Futures resolve once raft has shut down, except an Apply's that was
+	// still queued for the leader loop when raft stopped: hashicorp/raft
+	// leaves it unanswered (its logFuture has no ShutdownCh), and its
+	// waiter with it. Wait a bounded time, then say so rather than hang.
+	waited := make(chan struct{})
+	go func() {
+		n.waiters.Wait()
+		close(waited)
+	}()
+	select {
+	case <-waited:
+	case <-time.After(n.cfg.TransportTimeout):
+		errs = append(errs, fmt.Errorf("raft: a command's future was left unanswered by raft's shutdown after %v (its waiter is abandoned)", n.cfg.TransportTimeout))
+	}
 	if n.store != nil {
 		if err := n.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close raft log: %w", err))
