@@ -129,10 +129,11 @@ func splitWaitIsNoOpsWork(t *testing.T, par int) {
 	for _, o := range st.Ops {
 		work += o.BusySeconds + o.StallSeconds
 	}
-	// The ops' own work on 2,000 small elements takes a few ms; the
-	// waits, 420 ms. A wait counted as work shows up as ≥ 20 ms at once
-	// (and a sampled call counts 32 times over).
-	if work > waited.Seconds()/4 {
+	// The ops' own work on 2,000 small elements takes a few ms (about
+	// 0.1 s under the race detector); the waits, 420 ms. Waits counted
+	// as work add at least all of them (a sampled call counts 32 times
+	// over).
+	if work > waited.Seconds()/2 {
 		t.Errorf("busy+stall over all ops %.3f s against %.3f s of split waits: waits counted as work\n%+v", work, waited.Seconds(), st.Ops)
 	}
 }
