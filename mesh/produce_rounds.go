@@ -160,7 +160,7 @@ func (p *roundProducer) serve(ctx context.Context, s *batch.Sender, open batch.O
 		s.End(errors.New("coordinated: the request must carry a round and a consumer index"))
 		return
 	}
-	a := p.rs.take(ctx, req.Round, req.Index)
+	a := p.rs.take(ctx, req.Round, req.Index, open.Consumer)
 	switch {
 	case a.err != nil && (ctx.Err() != nil || t.ctx.Err() != nil):
 		// The node is closing: not the job's failure. The stream just

@@ -34,6 +34,17 @@ import (
 // waits for splits with no window left (idle) is fixed as not served to
 // any consumer ("idle": unlike a skip, the same for every consumer).
 //
+// A consumer asks for a round again only when its stream broke before the
+// answer arrived (client/rounds.go), and a batch taken on a stream that
+// then broke may never have reached it: the worker cannot tell. So the
+// answer an index last took is kept (last), and the same consumer (the
+// same iterator: OpenRequest.Consumer) asking for that round again gets
+// it again; any other instance of the index gets skip. Without this a
+// batch whose stream broke (a QUIC connection lost to an idle timeout
+// under load) was skipped on the retry: its elements were lost, even
+// under exactly-once, while its worker lived (a dead worker's splits are
+// read again, a live one's are not).
+//
 // roundServer decides those answers; the coordinated task
 // (produce_rounds.go) feeds it windows and carries its answers to the
 // consumers' streams.
@@ -77,16 +88,24 @@ type roundServer struct {
 
 	mu       sync.Mutex
 	slots    map[int64]*roundSlot
-	maxFixed int64 // -1: none yet
-	endFrom  int64 // first round fixed as the end; -1 while not ended
-	err      error // production's error, set at end
+	last     map[int]lastTake // index → its latest take (at most m answers kept)
+	maxFixed int64            // -1: none yet
+	endFrom  int64            // first round fixed as the end; -1 while not ended
+	err      error            // production's error, set at end
+}
+
+// lastTake is the answer an index last took, and who took it.
+type lastTake struct {
+	round    int64
+	consumer string
+	a        roundAnswer
 }
 
 // newRoundServer serves rounds of m batches, keeps ahead windows ready
 // and holds at most held rounds not fully taken.
 func newRoundServer(m, ahead, held int) *roundServer {
 	return &roundServer{m: m, held: held, windows: make(chan bucketing.Window[coordBatch], ahead),
-		room: make(chan struct{}, 1), idle: make(chan struct{}), slots: map[int64]*roundSlot{}, maxFixed: -1, endFrom: -1}
+		room: make(chan struct{}, 1), idle: make(chan struct{}), slots: map[int64]*roundSlot{}, last: map[int]lastTake{}, maxFixed: -1, endFrom: -1}
 }
 
 // end records how production ended (err nil: end of data) and closes the
@@ -110,10 +129,10 @@ type roundAnswer struct {
 	err    error // production failed
 }
 
-// take answers (round, index); it blocks while the round waits for a
-// window.
-func (rs *roundServer) take(ctx context.Context, round int64, index int) roundAnswer {
-	if a, ok := rs.lookup(round, index); ok {
+// take answers (round, index) for consumer (the asking iterator); it
+// blocks while the round waits for a window.
+func (rs *roundServer) take(ctx context.Context, round int64, index int, consumer string) roundAnswer {
+	if a, ok := rs.lookup(round, index, consumer); ok {
 		return a
 	}
 	rs.mu.Lock()
@@ -128,7 +147,7 @@ func (rs *roundServer) take(ctx context.Context, round int64, index int) roundAn
 	}
 	rs.assignMu.Lock()
 	defer rs.assignMu.Unlock()
-	if a, ok := rs.lookup(round, index); ok {
+	if a, ok := rs.lookup(round, index, consumer); ok {
 		return a
 	}
 	if err := rs.waitForRoom(ctx); err != nil {
@@ -175,7 +194,7 @@ func (rs *roundServer) take(ctx context.Context, round int64, index int) roundAn
 		}
 		delete(rs.slots, oldest)
 	}
-	return rs.takeLocked(round, s, index)
+	return rs.takeLocked(round, s, index, consumer)
 }
 
 // setIdle says whether the producer waits for splits with no window left
@@ -213,14 +232,17 @@ func (rs *roundServer) waitForRoom(ctx context.Context) error {
 }
 
 // lookup answers a round already fixed (ok false: it must be assigned).
-func (rs *roundServer) lookup(round int64, index int) (roundAnswer, bool) {
+func (rs *roundServer) lookup(round int64, index int, consumer string) (roundAnswer, bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
+	if l, ok := rs.last[index]; ok && consumer != "" && l.consumer == consumer && l.round == round {
+		return l.a, true // asked again: the stream that took it broke
+	}
 	if rs.endFrom >= 0 && round >= rs.endFrom {
 		return roundAnswer{end: true}, true
 	}
 	if s := rs.slots[round]; s != nil {
-		return rs.takeLocked(round, s, index), true
+		return rs.takeLocked(round, s, index, consumer), true
 	}
 	if round <= rs.maxFixed {
 		return roundAnswer{skip: true}, true
@@ -228,7 +250,7 @@ func (rs *roundServer) lookup(round int64, index int) (roundAnswer, bool) {
 	return roundAnswer{}, false
 }
 
-func (rs *roundServer) takeLocked(round int64, s *roundSlot, index int) roundAnswer {
+func (rs *roundServer) takeLocked(round int64, s *roundSlot, index int, consumer string) roundAnswer {
 	if index < 0 || index >= rs.m || s.taken[index] {
 		return roundAnswer{skip: true}
 	}
@@ -240,12 +262,15 @@ func (rs *roundServer) takeLocked(round int64, s *roundSlot, index int) roundAns
 		default:
 		}
 	}
+	var a roundAnswer
 	if s.idle {
-		return roundAnswer{idle: true}
+		a = roundAnswer{idle: true}
+	} else {
+		a = roundAnswer{b: s.w.Batches[index], bucket: s.w.Bucket, padded: make([]int64, rs.m)}
+		for i, b := range s.w.Batches {
+			a.padded[i] = b.padded
+		}
 	}
-	a := roundAnswer{b: s.w.Batches[index], bucket: s.w.Bucket, padded: make([]int64, rs.m)}
-	for i, b := range s.w.Batches {
-		a.padded[i] = b.padded
-	}
+	rs.last[index] = lastTake{round: round, consumer: consumer, a: a}
 	return a
 }

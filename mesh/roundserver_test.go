@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -36,13 +37,27 @@ type roundStep struct {
 	skip   bool
 	end    bool
 	fails  bool // take: an error
+	// again: the take is by a new instance of the consumer (a restart),
+	// not the one that took before.
+	again bool
+}
+
+// consumer names the iterator that asks: "c<index>", or a restarted one.
+func (s roundStep) consumer() string {
+	if s.again {
+		return fmt.Sprintf("c%d-restarted", s.index)
+	}
+	return fmt.Sprintf("c%d", s.index)
 }
 
 func take(r int64, i int, id int64, bucket int) roundStep {
 	return roundStep{op: "take", round: r, index: i, id: id, bucket: bucket}
 }
 func takeSkip(r int64, i int) roundStep { return roundStep{op: "take", round: r, index: i, skip: true} }
-func takeEnd(r int64, i int) roundStep  { return roundStep{op: "take", round: r, index: i, end: true} }
+
+// restarted is s asked by a new instance of the consumer.
+func restarted(s roundStep) roundStep  { s.again = true; return s }
+func takeEnd(r int64, i int) roundStep { return roundStep{op: "take", round: r, index: i, end: true} }
 func takeFails(r int64, i int) roundStep {
 	return roundStep{op: "take", round: r, index: i, fails: true}
 }
@@ -72,13 +87,25 @@ func TestRoundServer(t *testing.T) {
 			take(5, 0, 20, 0),
 			takeSkip(4, 0),
 		}},
-		{"a batch taken twice is skipped", 2, 4, []roundStep{
+		{"a batch taken by an earlier instance of its consumer is skipped", 2, 4, []roundStep{
 			ready(testWindow(0, 10, 11)),
 			take(0, 0, 10, 0),
-			takeSkip(0, 0), // a restarted consumer asks again
+			restarted(takeSkip(0, 0)), // a restarted consumer asks again
 			take(0, 1, 11, 0),
-			takeSkip(0, 1), // every batch taken: the round is no longer held
-			takeSkip(0, 0),
+			restarted(takeSkip(0, 1)), // every batch taken: the round is no longer held
+			restarted(takeSkip(0, 0)),
+		}},
+		{"the same instance asking again (its stream broke) gets the same answer", 2, 4, []roundStep{
+			ready(testWindow(0, 10, 11)), ready(testWindow(1, 20, 21)),
+			take(0, 0, 10, 0),
+			take(0, 0, 10, 0), // the stream broke before the batch arrived
+			restarted(takeSkip(0, 0)),
+			take(0, 0, 10, 0), // still the first instance's
+			take(0, 1, 11, 0),
+			take(0, 1, 11, 0), // every batch taken, the round no longer held: still
+			take(1, 0, 20, 1),
+			takeSkip(0, 0), // it has gone on to round 1: round 0 arrived
+			take(1, 0, 20, 1),
 		}},
 		{"rounds dropped past RoundsHeld are skipped", 2, 2, []roundStep{
 			ready(testWindow(0, 10, 11)), ready(testWindow(0, 20, 21)), ready(testWindow(0, 30, 31)),
@@ -121,7 +148,7 @@ func TestRoundServer(t *testing.T) {
 				case "end":
 					rs.end(s.err)
 				case "take":
-					a := rs.take(context.Background(), s.round, s.index)
+					a := rs.take(context.Background(), s.round, s.index, s.consumer())
 					checkAnswer(t, i, s, a)
 				default:
 					t.Fatalf("step %d: unknown op %q", i, s.op)
@@ -161,7 +188,7 @@ func TestRoundServerProductionError(t *testing.T) {
 	rs := newRoundServer(1, 1, 4)
 	boom := errors.New("boom")
 	rs.end(boom)
-	if a := rs.take(context.Background(), 0, 0); !errors.Is(a.err, boom) {
+	if a := rs.take(context.Background(), 0, 0, fmt.Sprint("c", 0)); !errors.Is(a.err, boom) {
 		t.Fatalf("take after a failed production: %+v, want %v", a, boom)
 	}
 }
@@ -170,12 +197,12 @@ func TestRoundServerCancelledWhileWaiting(t *testing.T) {
 	rs := newRoundServer(2, 1, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if a := rs.take(ctx, 0, 0); !errors.Is(a.err, context.Canceled) {
+	if a := rs.take(ctx, 0, 0, fmt.Sprint("c", 0)); !errors.Is(a.err, context.Canceled) {
 		t.Fatalf("take with no window and a cancelled context: %+v", a)
 	}
 	// Nothing was fixed: the round is served once a window comes.
 	rs.windows <- testWindow(0, 10, 11)
-	if a := rs.take(context.Background(), 0, 1); a.err != nil || a.b.tokens != 11 {
+	if a := rs.take(context.Background(), 0, 1, fmt.Sprint("c", 1)); a.err != nil || a.b.tokens != 11 {
 		t.Fatalf("take after the cancelled wait: %+v", a)
 	}
 }
@@ -191,7 +218,7 @@ func TestRoundServerConcurrentConsumers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i] = rs.take(context.Background(), 0, i)
+			got[i] = rs.take(context.Background(), 0, i, fmt.Sprint("c", i))
 		}()
 	}
 	rs.windows <- testWindow(2, 10, 11, 12, 13)
@@ -215,20 +242,20 @@ func TestRoundServerKeep(t *testing.T) {
 	}
 	ctx := context.Background()
 	for r := range int64(2) { // consumer 0 takes rounds 0 and 1; consumer 1 is slow
-		if a := rs.take(ctx, r, 0); a.err != nil || a.skip || a.b.tokens != 10*r {
+		if a := rs.take(ctx, r, 0, fmt.Sprint("c", 0)); a.err != nil || a.skip || a.b.tokens != 10*r {
 			t.Fatalf("round %d index 0: %+v", r, a)
 		}
 	}
 	// Round 2 would be a third round waiting for consumer 1: it waits.
 	got := make(chan roundAnswer, 1)
-	go func() { got <- rs.take(ctx, 2, 0) }()
+	go func() { got <- rs.take(ctx, 2, 0, fmt.Sprint("c", 0)) }()
 	select {
 	case a := <-got:
 		t.Fatalf("round 2 was fixed while 2 held rounds waited for a taker: %+v", a)
 	case <-time.After(50 * time.Millisecond):
 	}
 	// Consumer 1 takes round 0 (still held: not dropped) and so makes room.
-	if a := rs.take(ctx, 0, 1); a.err != nil || a.skip || a.b.tokens != 1 {
+	if a := rs.take(ctx, 0, 1, fmt.Sprint("c", 1)); a.err != nil || a.skip || a.b.tokens != 1 {
 		t.Fatalf("round 0 index 1 (held): %+v", a)
 	}
 	select {
@@ -239,14 +266,14 @@ func TestRoundServerKeep(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("round 2 not fixed after round 0 was taken completely")
 	}
-	if a := rs.take(ctx, 1, 1); a.err != nil || a.skip || a.b.tokens != 11 {
+	if a := rs.take(ctx, 1, 1, fmt.Sprint("c", 1)); a.err != nil || a.skip || a.b.tokens != 11 {
 		t.Fatalf("round 1 index 1 (held): %+v", a)
 	}
 	// A round waiting for room gives up with its context.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	rs.take(ctx, 3, 0)
-	if a := rs.take(cctx, 4, 0); !errors.Is(a.err, context.Canceled) {
+	rs.take(ctx, 3, 0, fmt.Sprint("c", 0))
+	if a := rs.take(cctx, 4, 0, fmt.Sprint("c", 0)); !errors.Is(a.err, context.Canceled) {
 		t.Fatalf("round 4 with rounds 2 and 3 held and a cancelled context: %+v", a)
 	}
 }
@@ -259,28 +286,31 @@ func TestRoundServerIdle(t *testing.T) {
 	rs := newRoundServer(2, 2, 8)
 	ctx := context.Background()
 	waiting := make(chan roundAnswer, 1)
-	go func() { waiting <- rs.take(ctx, 0, 0) }() // waits for a window
+	go func() { waiting <- rs.take(ctx, 0, 0, fmt.Sprint("c", 0)) }() // waits for a window
 	rs.setIdle(true)
 	if a := <-waiting; !a.idle {
 		t.Fatalf("round 0 asked before the producer went idle: %+v, want not served (idle)", a)
 	}
-	if a := rs.take(ctx, 0, 1); !a.idle {
+	if a := rs.take(ctx, 0, 1, fmt.Sprint("c", 1)); !a.idle {
 		t.Fatalf("round 0, the other consumer: %+v, want not served (idle), as the first", a)
 	}
-	if a := rs.take(ctx, 0, 1); !a.skip || a.idle {
-		t.Fatalf("round 0 asked again by the same index: %+v, want skip (taken)", a)
+	if a := rs.take(ctx, 0, 1, "c1"); !a.idle {
+		t.Fatalf("round 0 asked again by the same consumer (its stream broke): %+v, want not served (idle) again", a)
+	}
+	if a := rs.take(ctx, 0, 1, "c1-restarted"); !a.skip || a.idle {
+		t.Fatalf("round 0 asked again by a new instance of the index: %+v, want skip (taken)", a)
 	}
 	rs.setIdle(false)
 	rs.windows <- testWindow(3, 30, 31)
 	for i := range 2 {
-		if a := rs.take(ctx, 1, i); a.err != nil || a.skip || a.b.tokens != int64(30+i) {
+		if a := rs.take(ctx, 1, i, fmt.Sprint("c", i)); a.err != nil || a.skip || a.b.tokens != int64(30+i) {
 			t.Fatalf("round 1 index %d after the producer resumed: %+v", i, a)
 		}
 	}
 	// A window offered just before going idle is served, not skipped.
 	rs.windows <- testWindow(4, 40, 41)
 	rs.setIdle(true)
-	if a := rs.take(ctx, 2, 0); a.skip || a.idle || a.b.tokens != 40 {
+	if a := rs.take(ctx, 2, 0, fmt.Sprint("c", 0)); a.skip || a.idle || a.b.tokens != 40 {
 		t.Fatalf("round 2 with a window ready while idle: %+v", a)
 	}
 }

@@ -92,8 +92,9 @@ type WorkerConfig struct {
 	// request for it is told to skip the round. It must exceed how far the
 	// fastest consumer of a job runs ahead of the slowest: up to twice the
 	// client's PrefetchBatches when the consumers step together (a rank
-	// that stalls longer loses rounds, at most once each). 0 means
-	// DefaultRoundsHeld.
+	// that stalls longer loses rounds, at most once each). Besides them,
+	// a task keeps the batch each consumer index took last, for a retry
+	// of a stream that broke (roundserver.go). 0 means DefaultRoundsHeld.
 	RoundsHeld int
 }
 
