@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
 	"runtime/trace"
@@ -30,6 +31,7 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	runs := fs.Int("runs", 3, "alternating runs of each policy; medians are reported")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each measured window to PREFIX-<sharding>-<delivery>-<run>.pprof")
 	traceOut := fs.String("trace", "", "write an execution trace (go tool trace) of each measured window to PREFIX-<sharding>-<delivery>-<run>.trace")
+	memProfile := fs.String("memprofile", "", "write a heap profile at the end of each measured window (after a GC) to PREFIX-<sharding>-<delivery>-<run>.pprof")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: sharding, delivery, runs, batches_per_s, ratio_vs_off, ratio_vs_at_most_once (of the medians), run_ratio_vs_off, run_ratio_vs_at_most_once (medians of the ratios within each run), cpu_us_per_batch (CPU time of the whole process, cluster and client, per batch delivered: less sensitive to the machine's other load than batches/s), allocs_per_batch (heap objects the whole process allocated per batch delivered: insensitive to it), raft_cmds_per_s_per_worker, raft_cmds_per_s (by command type, the whole cluster)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
@@ -69,7 +71,7 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		for i := range variants {
 			v := variants[(i+r)%len(variants)]
 			name := fmt.Sprintf("%s-%s-%d", v.sh, v.delivery, r)
-			w := &dynamicWindow{c: c, cpuProfile: *cpuProfile, trace: *traceOut, name: strings.ReplaceAll(name, "--", "-")}
+			w := &dynamicWindow{c: c, cpuProfile: *cpuProfile, trace: *traceOut, memProfile: *memProfile, name: strings.ReplaceAll(name, "--", "-")}
 			rows, err := steadyRate(ctx, c, cl, spec, client.JobOptions{Name: name, Sharding: v.sh, Delivery: v.delivery}, window, &windowHooks{start: w.start, end: w.end})
 			if err != nil {
 				return err
@@ -117,9 +119,9 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // dynamicWindow is what benchDynamic does as a measured window starts and
 // ends: profiles, and the Raft commands committed meanwhile.
 type dynamicWindow struct {
-	c                 *localcluster.Cluster
-	cpuProfile, trace string // file prefixes, "" for none
-	name              string
+	c                             *localcluster.Cluster
+	cpuProfile, trace, memProfile string // file prefixes, "" for none
+	name                          string
 
 	t0       time.Time
 	cpu0     time.Duration
@@ -195,6 +197,15 @@ func (w *dynamicWindow) end() {
 	}
 	if w.trace != "" {
 		trace.Stop()
+	}
+	if w.memProfile != "" {
+		f, err := os.Create(w.memProfile + "-" + w.name + ".pprof")
+		if err == nil {
+			runtime.GC() // the heap live now, not as of the last cycle
+			err = pprof.Lookup("heap").WriteTo(f, 0)
+			w.files = append(w.files, f)
+		}
+		w.setErr(err)
 	}
 	for _, f := range w.files {
 		w.setErr(f.Close())
