@@ -238,3 +238,43 @@ func TestResumeTwoConsumers(t *testing.T) {
 	go resume(0, y.ck, rb)
 	checkExactly(t, merge(x.d, y.d, <-ra, <-rb), n, 2)
 }
+
+// TestResumeConsumersOneAfterTheOther: consumer A reads and checkpoints
+// alone, then consumer B joins the job, reads and checkpoints; each
+// checkpoint says the job had one consumer (neither heard of the other).
+// Resumed together, the job waits for both: the cluster knows B had
+// elements delivered. Without that, A's resume started the job at once
+// and delivered again what B had returned.
+func TestResumeConsumersOneAfterTheOther(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	const n = 2000
+	opts := client.JobOptions{Name: "resume-seq", Sharding: client.Dynamic}
+	spec := func() *pipeline.Spec { return shuffledSpec(n, 20, 10, 100) }
+	cl := dial(t, c, 0)
+	a, err := cl.Distribute(context.Background(), spec(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	da, cka := readUntil(t, a, 30)
+	b, err := cl.Distribute(context.Background(), spec(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, ckb := readUntil(t, b, 30)
+	resume := func(i int, ck []byte, out chan<- delivery) {
+		o := opts
+		o.Resume = ck
+		it, err := dial(t, c, i).Distribute(context.Background(), spec(), o)
+		if err != nil {
+			t.Error(err)
+			out <- delivery{counts: map[int64]int{}}
+			return
+		}
+		defer it.Close()
+		out <- drain(t, it, 120*time.Second, nil)
+	}
+	ra, rb := make(chan delivery, 1), make(chan delivery, 1)
+	go resume(1, cka, ra)
+	go resume(2, ckb, rb)
+	checkExactly(t, merge(da, db, <-ra, <-rb), n, 1)
+}

@@ -179,6 +179,25 @@ func createJobVersion(o JobOptions) uint16 {
 	return 1
 }
 
+// resumeExpect is whose checkpoints a job resumed from the checkpoints of
+// job from waits for, as far as j (the job of that name being replaced)
+// tells: the consumers j had elements delivered to, if j is job from; the
+// parts and expected parts j itself resumed with, if j is an earlier
+// resume from the same checkpoints. Nil otherwise (job from is gone: the
+// checkpoints' counts alone decide).
+func resumeExpect(j *Job, from uint64) []string {
+	d := j.Dynamic
+	switch {
+	case d == nil:
+		return nil
+	case j.ID == from && d.Exact != nil:
+		return d.Exact.Receivers
+	case d.Resume != nil && d.Resume.From == from:
+		return slices.Concat(d.Resume.Parts, d.Resume.Expect)
+	}
+	return nil
+}
+
 // NewResumeJob is NewCreateJob for an exactly-once DYNAMIC job resumed
 // from checkpoints (splits/resume.go), one command per checkpoint:
 //   - a job of that name that waits for the checkpoints of job r.From
@@ -420,6 +439,7 @@ func applyCreateJob(s *State, c Command) (any, error) {
 	if b.Resume != nil && (o.Sharding != splits.Dynamic || o.Delivery != DeliveryExactlyOnce || o.Share) {
 		return nil, fmt.Errorf("%w: job %q: only exactly-once DYNAMIC jobs without share resume from checkpoints", ErrInvalidCommand, b.Name)
 	}
+	var expect []string // a resume: consumers whose checkpoints it waits for, whatever the counts say
 	if j, ok := s.Jobs[b.Name]; ok {
 		d := j.Options.diff(o)
 		if j.Fingerprint != b.Fingerprint {
@@ -449,6 +469,9 @@ func applyCreateJob(s *State, c Command) (any, error) {
 		if len(j.Consumers) > 0 {
 			return nil, fmt.Errorf("%w: job %q (id %d) still has %d consumer(s) attached; a job resumes from checkpoints once every consumer of it has stopped (Close) or its lease has expired (consumer_ttl %v)",
 				ErrJobInUse, b.Name, j.ID, len(j.Consumers), j.Options.ConsumerTTL)
+		}
+		if b.Resume != nil {
+			expect = resumeExpect(j, b.Resume.From)
 		}
 		delete(s.Jobs, b.Name) // replaced by the resumed job below
 	}
@@ -486,6 +509,7 @@ func applyCreateJob(s *State, c Command) (any, error) {
 		}
 		if b.Resume != nil {
 			j.Dynamic = splits.NewDynamicResumed(ds.NumSplits, epochs, b.Resume.From)
+			j.Dynamic.ExpectParts(expect)
 			if _, err := j.Dynamic.AddPart(b.Resume.Part, b.Resume.Want, b.Resume.Delivered); err != nil {
 				return nil, fmt.Errorf("%w: job %q: %v", ErrInvalidCommand, b.Name, err)
 			}

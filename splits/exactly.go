@@ -113,6 +113,19 @@ type ExactState struct {
 	// (ApplyReport): a report sent again after its answer was lost is
 	// applied once.
 	ReceiptSeq map[string]uint64 `cbor:"8,keyasint,omitempty" json:"receipt_seq,omitempty"`
+	// Receivers are the consumers whose receipts named elements, sorted,
+	// at most MaxResumeParts (more could not resume anyway): a job resumed
+	// from this one's checkpoints waits for the checkpoint of each
+	// (ResumeState.Expect), whatever count the checkpoints say.
+	Receivers []string `cbor:"9,keyasint,omitempty" json:"receivers,omitempty"`
+}
+
+// addReceiver records that consumer had elements delivered.
+func (x *ExactState) addReceiver(consumer string) {
+	i, ok := slices.BinarySearch(x.Receivers, consumer)
+	if !ok && len(x.Receivers) < MaxResumeParts {
+		x.Receivers = slices.Insert(x.Receivers, i, consumer)
+	}
 }
 
 func newExact() *ExactState {
@@ -280,6 +293,7 @@ func (d *DynamicState) Receive(consumer string, epoch, s int64, got Ranges) erro
 	if got.Empty() {
 		return nil
 	}
+	x.addReceiver(consumer)
 	_, out := get(d.Outstanding, epoch, s)
 	_, prod := get(x.Produced, epoch, s)
 	_, orph := get(x.Orphaned, epoch, s)
@@ -540,6 +554,7 @@ func (x *ExactState) clone() *ExactState {
 		Unreceipted: map[int64]map[int64]Ranges{},
 		Counts:      x.Counts,
 		ReceiptSeq:  maps.Clone(x.ReceiptSeq),
+		Receivers:   slices.Clone(x.Receivers),
 	}
 	for e, m := range x.Produced {
 		for s, p := range m {
@@ -574,6 +589,9 @@ func (x *ExactState) clone() *ExactState {
 func (x *ExactState) validate(d *DynamicState) (map[int64]int64, error) {
 	if x.Produced == nil || x.Delivered == nil || x.Orphaned == nil || x.Fences == nil || x.Lenient == nil || x.Unreceipted == nil {
 		return nil, fmt.Errorf("exactly-once: missing map")
+	}
+	if err := sortedNames(x.Receivers, MaxResumeParts); err != nil {
+		return nil, fmt.Errorf("exactly-once: receivers: %w", err)
 	}
 	handedOut := func(e, s int64) bool {
 		return e >= 0 && e <= d.Epoch && s >= 0 && s < d.NumSplits && (e < d.Epoch || s < d.Next || d.done())

@@ -242,6 +242,36 @@ type ResumeState struct {
 	// Prior is the parts merged, less what leases have consumed: a split
 	// leased takes its entry away (into the exclusions).
 	Prior Delivered `cbor:"4,keyasint" json:"prior"`
+	// Expect are the consumers of job From that had elements delivered
+	// (its ExactState.Receivers, when the cluster still held it), sorted:
+	// the job waits for each one's checkpoint too. A count alone is not
+	// enough: a consumer learns of the others from its heartbeats, so one
+	// whose checkpoint was taken just after another consumer attached
+	// counts too few, and a job resumed with its checkpoint first would
+	// start without the other's and deliver again what that one returned.
+	Expect []string `cbor:"5,keyasint,omitempty" json:"expect,omitempty"`
+}
+
+// sortedNames checks that names are sorted, distinct and at most limit.
+func sortedNames(names []string, limit int) error {
+	if len(names) > limit || !slices.IsSorted(names) || len(slices.Compact(slices.Clone(names))) != len(names) {
+		return fmt.Errorf("%d names, limit %d, must be sorted and distinct: %.200v", len(names), limit, names)
+	}
+	return nil
+}
+
+// ExpectParts makes a resumed job that has not started wait also for the
+// checkpoints of consumers (sorted or not; at most MaxResumeParts kept).
+func (d *DynamicState) ExpectParts(consumers []string) {
+	r := d.Resume
+	if r == nil || len(consumers) == 0 {
+		return
+	}
+	e := slices.Concat(r.Expect, consumers)
+	slices.Sort(e)
+	e = slices.Compact(e)
+	r.Expect = e[:min(len(e), MaxResumeParts)]
+	r.Want = max(r.Want, len(r.Expect))
 }
 
 // NewDynamicResumed is NewDynamicExactlyOnce for a job resumed from the
@@ -255,7 +285,19 @@ func NewDynamicResumed(numSplits, epochs int64, from uint64) *DynamicState {
 
 // Waiting reports whether a resumed job still waits for checkpoints.
 func (d *DynamicState) Waiting() bool {
-	return d.Resume != nil && len(d.Resume.Parts) < d.Resume.Want
+	r := d.Resume
+	if r == nil {
+		return false
+	}
+	if len(r.Parts) < r.Want {
+		return true
+	}
+	for _, c := range r.Expect {
+		if _, in := slices.BinarySearch(r.Parts, c); !in {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrResumed: a checkpoint came for a resumed job that has started.
@@ -290,7 +332,8 @@ func (d *DynamicState) AddPart(part string, want int, p Delivered) (added bool, 
 	}
 	i, _ := slices.BinarySearch(r.Parts, part)
 	r.Parts = slices.Insert(r.Parts, i, part)
-	r.Want = max(r.Want, want)
+	r.Want = max(r.Want, want, len(r.Parts)) // more parts than Expect and counts named: all are in
+
 	return true, nil
 }
 
@@ -374,6 +417,7 @@ func (r *ResumeState) clone() *ResumeState {
 	}
 	c := *r
 	c.Parts = slices.Clone(r.Parts)
+	c.Expect = slices.Clone(r.Expect)
 	c.Prior = r.Prior.Clone()
 	return &c
 }
@@ -385,6 +429,9 @@ func (r *ResumeState) validate(d *DynamicState) error {
 	if r.Want < 1 || r.Want > MaxResumeParts || len(r.Parts) > r.Want || !slices.IsSorted(r.Parts) ||
 		len(slices.Compact(slices.Clone(r.Parts))) != len(r.Parts) {
 		return fmt.Errorf("resume: want %d, parts %v", r.Want, r.Parts)
+	}
+	if err := sortedNames(r.Expect, MaxResumeParts); err != nil {
+		return fmt.Errorf("resume: expected parts: %w", err)
 	}
 	if err := r.Prior.Validate(d.NumSplits, d.Epochs, math.MaxInt); err != nil {
 		return err

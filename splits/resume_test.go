@@ -970,3 +970,54 @@ func TestDeliveredReturnSettle(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestExpectParts: a resumed job waits for the checkpoint of every
+// consumer it expects (the receivers of the job it resumes), even when
+// the checkpoints in count fewer; parts it did not expect are taken too.
+func TestExpectParts(t *testing.T) {
+	old := NewDynamicExactlyOnce(4, 1)
+	l := old.Lease("w", 1, 4)
+	for _, c := range []string{"b", "a", "b"} { // b twice: one receiver
+		if err := old.Receive(c, 0, l.Splits[0], Ranges{0, 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := old.Receive("c", 0, l.Splits[1], nil); err != nil { // nothing delivered: not a receiver
+		t.Fatal(err)
+	}
+	if !slices.Equal(old.Exact.Receivers, []string{"a", "b"}) {
+		t.Fatalf("receivers %v, want [a b]", old.Exact.Receivers)
+	}
+	if err := old.Validate(); err != nil {
+		t.Fatal(err)
+	}
+
+	d := NewDynamicResumed(4, 1, 1)
+	d.ExpectParts(old.Exact.Receivers)
+	if _, err := d.AddPart("a", 1, Delivered{}); err != nil {
+		t.Fatal(err)
+	}
+	if !d.Waiting() {
+		t.Fatalf("a's checkpoint counted 1 consumer, but b had elements delivered: the job must wait for b (%+v)", d.Resume)
+	}
+	if _, err := d.AddPart("idle", 1, Delivered{}); err != nil { // a consumer that got nothing still checkpointed
+		t.Fatal(err)
+	}
+	if !d.Waiting() {
+		t.Fatal("another consumer's checkpoint is not b's")
+	}
+	if _, err := d.AddPart("b", 1, Delivered{}); err != nil {
+		t.Fatal(err)
+	}
+	if d.Waiting() || d.Resume.Want != 3 {
+		t.Fatalf("every expected part in: waiting %v, %+v", d.Waiting(), d.Resume)
+	}
+	if err := d.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bad := d.Clone()
+	bad.Resume.Expect = []string{"b", "a"}
+	if err := bad.Validate(); err == nil {
+		t.Fatal("unsorted expected parts validate")
+	}
+}

@@ -25,8 +25,12 @@ set_epoch(e) before each, as with DistributedSampler: the job is then
 named "<job>-epoch<e>".
 
 Checkpoints: state_dict() / load_state_dict() carry Iterator.checkpoint()
-of the iteration in this process (num_workers=0): load_state_dict() makes
-the next iteration resume the job from it (exactly-once DYNAMIC jobs).
+of the iteration in this process: load_state_dict() makes the next
+iteration resume the job from it (exactly-once DYNAMIC jobs). With
+num_workers=0 that is the loader's state; with worker processes each
+worker's copy is one consumer and checkpoints its own part, as torchdata's
+StatefulDataLoader collects and restores per worker (the resumed job waits
+for every worker's checkpoint).
 """
 
 import numpy as np

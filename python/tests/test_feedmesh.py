@@ -644,6 +644,46 @@ class ForkTest(unittest.TestCase):
         self.assertIn("spawn", str(cm.exception))
 
 
+def _stateful_worker(ds, state, limit, barrier, out):
+    """One DataLoader worker process as torchdata's StatefulDataLoader runs
+    it (its worker loop, torchdata/stateful_dataloader/worker.py): restore
+    the dataset's state (load_state_dict) before creating the iterator
+    (iter(ds)), fetch batches, and snapshot ds.state_dict() after a batch.
+    Reads limit batches (None: to the end); with a barrier, every worker
+    has read its batches (so every worker is a consumer of the job) before
+    any takes its snapshot. Puts (values read, state_dict) on out."""
+    try:
+        if state is not None:
+            ds.load_state_dict(state)
+        vals = []
+        for b in ds:
+            vals.append(b["value"].numpy().copy())
+            if limit is not None and len(vals) == limit:
+                break
+        if barrier is not None:
+            barrier.wait(timeout=60)
+        sd = ds.state_dict()
+        ds.close()
+        out.put((np.concatenate(vals) if vals else np.array([], dtype=np.int64), sd))
+    except BaseException as e:  # reported by the parent
+        out.put((None, repr(e)))
+
+
+def run_stateful_workers(ds, states, limit):
+    """Runs one spawned worker process per entry of states (its saved state,
+    or None) concurrently; returns [(values, state_dict)] in worker order."""
+    mp = multiprocessing.get_context("spawn")
+    barrier = mp.Barrier(len(states)) if limit is not None else None
+    queues = [mp.Queue() for _ in states]
+    procs = [mp.Process(target=_stateful_worker, args=(ds, st, limit, barrier, q)) for st, q in zip(states, queues)]
+    for p in procs:
+        p.start()
+    res = [q.get(timeout=120) for q in queues]
+    for p in procs:
+        p.join(timeout=60)
+    return res
+
+
 class TorchTest(unittest.TestCase):
     def setUp(self):
         need_torch(self)
@@ -683,6 +723,24 @@ class TorchTest(unittest.TestCase):
         vals += [b["value"].numpy().copy() for b in torch.utils.data.DataLoader(ds, batch_size=None)]
         ds.close()
         assert_once(self, np.concatenate(vals), n)
+
+    def test_state_dict_worker_processes(self):
+        # The protocol of torchdata's StatefulDataLoader with num_workers=2
+        # (torchdata is not installable here: no Python package index):
+        # each worker process's copy of the dataset is one consumer of the
+        # job and checkpoints its own part; a new run gives each worker its
+        # own state back. Together the two runs hold every element once.
+        n = 3000
+        ds = fmtorch.FeedmeshDataset(ADDR, range_spec(n, 30, split=100), job=job_name("tsdw"), client_options=CLIENT_OPTS)
+        first = run_stateful_workers(ds, [None, None], limit=5)
+        for vals, sd in first:
+            self.assertIsNotNone(vals, sd)
+            self.assertTrue(0 < len(vals) <= 5 * 30, len(vals))  # 5 batches (a split's last is short)
+            self.assertIsInstance(sd["checkpoint"], bytes)
+        rest = run_stateful_workers(ds, [sd for _, sd in first], limit=None)
+        for vals, sd in rest:
+            self.assertIsNotNone(vals, sd)
+        assert_once(self, np.concatenate([v for v, _ in first + rest]), n)
 
     def test_set_epoch(self):
         n = 300
