@@ -219,23 +219,9 @@ func TestResumeTwoConsumers(t *testing.T) {
 	go func() { d, ck := readUntil(t, a, 120); pa <- part{d, ck} }()
 	go func() { d, ck := readUntil(t, b, 120); pb <- part{d, ck} }()
 	x, y := <-pa, <-pb
-	resume := func(i int, ck []byte, out chan<- delivery) {
-		o := opts
-		o.Resume = ck
-		it, err := dial(t, c, i).Distribute(context.Background(), spec(), o)
-		if err != nil {
-			t.Error(err)
-			out <- delivery{}
-			return
-		}
-		defer it.Close()
-		d := drain(t, it, 120*time.Second, nil)
-		t.Logf("resumed on node %d: %d batches, %+v", i, d.batches, it.Stats().Exact)
-		out <- d
-	}
 	ra, rb := make(chan delivery, 1), make(chan delivery, 1)
-	go resume(2, x.ck, ra)
-	go resume(0, y.ck, rb)
+	go resumeOn(t, c, 2, spec(), opts, x.ck, ra)
+	go resumeOn(t, c, 0, spec(), opts, y.ck, rb)
 	checkExactly(t, merge(x.d, y.d, <-ra, <-rb), n, 2)
 }
 
@@ -261,20 +247,25 @@ func TestResumeConsumersOneAfterTheOther(t *testing.T) {
 		t.Fatal(err)
 	}
 	db, ckb := readUntil(t, b, 30)
-	resume := func(i int, ck []byte, out chan<- delivery) {
-		o := opts
-		o.Resume = ck
-		it, err := dial(t, c, i).Distribute(context.Background(), spec(), o)
-		if err != nil {
-			t.Error(err)
-			out <- delivery{counts: map[int64]int{}}
-			return
-		}
-		defer it.Close()
-		out <- drain(t, it, 120*time.Second, nil)
-	}
 	ra, rb := make(chan delivery, 1), make(chan delivery, 1)
-	go resume(1, cka, ra)
-	go resume(2, ckb, rb)
+	go resumeOn(t, c, 1, spec(), opts, cka, ra)
+	go resumeOn(t, c, 2, spec(), opts, ckb, rb)
 	checkExactly(t, merge(da, db, <-ra, <-rb), n, 1)
+}
+
+// resumeOn reads job opts of spec to its end through node i, resumed from
+// ck, and sends what it delivered on out (an empty delivery after an
+// error, which it reports). Run it in its own goroutine, one per consumer.
+func resumeOn(t *testing.T, c *testcluster.Cluster, i int, spec *pipeline.Spec, opts client.JobOptions, ck []byte, out chan<- delivery) {
+	opts.Resume = ck
+	it, err := dial(t, c, i).Distribute(context.Background(), spec, opts)
+	if err != nil {
+		t.Error(err)
+		out <- delivery{counts: map[int64]int{}}
+		return
+	}
+	defer it.Close()
+	d := drain(t, it, 120*time.Second, nil)
+	t.Logf("resumed on node %d: %d batches, %+v", i, d.batches, it.Stats().Exact)
+	out <- d
 }
