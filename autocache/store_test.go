@@ -237,3 +237,32 @@ func TestCreateRefusesBadKeys(t *testing.T) {
 		t.Errorf("disabled store: %v", err)
 	}
 }
+
+func TestRawAndFetched(t *testing.T) {
+	a, _ := Open(Config{Dir: t.TempDir(), MaxBytes: 1 << 20})
+	b, _ := Open(Config{Dir: t.TempDir(), MaxBytes: 1 << 20})
+	k := Key{fp, 2}
+	put(t, a, k, 4, 30)
+	f, size, ok := a.OpenRaw(k)
+	if !ok {
+		t.Fatal("OpenRaw missed")
+	}
+	r, err := b.Fetched(k, func(w io.Writer) error { _, err := io.CopyN(w, f, size); return err })
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	temp := r.temp
+	if got, err := readAll(r); err != nil || len(got) != 4 {
+		t.Fatalf("fetched: %v, %v", got, err)
+	}
+	if _, err := os.Stat(temp); !os.IsNotExist(err) || b.Has(k) {
+		t.Fatal("a fetched file outlives its reader, or became an entry")
+	}
+	// Cut in transit: refused.
+	f, size, _ = a.OpenRaw(k)
+	defer f.Close()
+	if _, err := b.Fetched(k, func(w io.Writer) error { _, err := io.CopyN(w, f, size-5); return err }); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a cut transfer: %v", err)
+	}
+}

@@ -78,6 +78,7 @@ func (p *plainProducer) produce() error {
 func (p *plainProducer) pump(o pipeline.Options, ss []pipeline.Split, epoch int64, lp *leaseProvider) error {
 	t := p.t
 	o.Cores = t.w.coreShare
+	o.Cache = t.autocache()
 	it, err := pipeline.OpenWithOptions(t.ctx, t.spec, ss, o)
 	if err != nil {
 		return err

@@ -328,6 +328,9 @@ type JobInfo struct {
 	Share *JobShareSummary `json:"share,omitempty"`
 	// Rounds (coordinated jobs) is the round schedule and progress.
 	Rounds *RoundsInfo `json:"rounds,omitempty"`
+	// Autocache lists the pipeline's autocache points with what each
+	// does and why (README, Autocache).
+	Autocache []AutocacheInfo `json:"autocache,omitempty"`
 }
 
 // ExactInfo is an exactly-once job's delivery counters (JobInfo.Exact).
