@@ -14,6 +14,7 @@ import (
 	"github.com/feedmesh/feedmesh/autocache"
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/splits"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -328,4 +329,55 @@ func (tc *taskCache) Observe(p pipeline.AutocachePoint, elements, nanos, bytes i
 	if p.Mode == pipeline.AutocacheAuto {
 		tc.c.observe(p, tc.job, elements, nanos, bytes)
 	}
+}
+
+// cacheHeld returns what the task's leases tell the leader this worker
+// holds (api.LeaseRequest.Held), or nil when its spec has no autocache
+// point that may read the cache.
+func (t *task) cacheHeld() func() splits.Ranges {
+	c := t.w.n.cache
+	if c == nil || c.store == nil {
+		return nil
+	}
+	pts := c.specPoints(t.job.Fingerprint, func() (*pipeline.Spec, error) { return t.spec, nil })
+	if len(pts) != 1 || pts[0].Mode == pipeline.AutocacheCompute {
+		return nil
+	}
+	p := pts[0]
+	return func() splits.Ranges {
+		if p.Mode == pipeline.AutocacheAuto {
+			if d, ok := c.decision(p.Prefix); ok && !d.Cache {
+				return nil
+			}
+		}
+		var r splits.Ranges
+		for _, s := range c.store.Splits(p.Prefix) {
+			if r.Intervals() >= api.MaxHeldIntervals {
+				break
+			}
+			r.Add(s)
+		}
+		return r
+	}
+}
+
+// preferHeld is the leader's lease size for req: splits.PreferHeld with
+// the job's lease cursor, or req.N.
+func (n *Node) preferHeld(req api.LeaseRequest) int {
+	if len(req.Held) == 0 || req.Held.Validate() != nil || req.Held.Intervals() > api.MaxHeldIntervals {
+		return req.N
+	}
+	v, ok := n.raft.Job(req.Job)
+	if !ok || v.Dynamic == nil {
+		return req.N
+	}
+	return splits.PreferHeld(req.N, v.Dynamic.Next, v.Dynamic.NumSplits, req.Held, n.cfg.Worker.LeaseSplits)
+}
+
+// heldHint is the Held of the provider's next lease request.
+func (p *leaseProvider) heldHint() splits.Ranges {
+	if p.held == nil {
+		return nil
+	}
+	return p.held()
 }

@@ -32,6 +32,7 @@ func (p *plainProducer) produce() error {
 		exact := o.Delivery == api.ExactlyOnce
 		lp := newLeaseProvider(t.ctx, t.w.n, t.job.Name, t.splits, exact)
 		lp.jobID, lp.waited = t.job.ID, &t.leaseWait
+		lp.held = t.cacheHeld()
 		defer lp.close()
 		for {
 			// One pipeline per phase (exactly-once: a phase ends when
