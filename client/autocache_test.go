@@ -225,14 +225,19 @@ func TestAutocacheSharedRestartCorrupt(t *testing.T) {
 	if got := c.Node(1).CacheStats().Entries; got != held {
 		t.Fatalf("node 1 held %d entries, %d after its restart", held, got)
 	}
-	c.WaitFor(t, 20*time.Second, "three live members", func() bool {
-		alive := 0
-		for _, m := range c.Node(0).Members() {
-			if m.Status == api.StatusAlive {
-				alive++
+	c.WaitFor(t, 20*time.Second, "every node to see three live members", func() bool {
+		for i := range 3 {
+			alive := 0
+			for _, m := range c.Node(i).Members() {
+				if m.Status == api.StatusAlive {
+					alive++
+				}
+			}
+			if alive != 3 {
+				return false
 			}
 		}
-		return alive == 3
+		return true
 	})
 
 	// Damage two files of node 2: truncate one, flip a bit in another.

@@ -159,6 +159,11 @@ func (c *nodeCache) fetchRemote(ctx context.Context, k autocache.Key) (*autocach
 			continue
 		}
 		r, err := c.fetch(ctx, m.Addr, k)
+		if err != nil && !errors.Is(err, errNotHeld) && ctx.Err() == nil {
+			// Once more: a connection cached from before the peer
+			// restarted fails the first stream, and is dropped then.
+			r, err = c.fetch(ctx, m.Addr, k)
+		}
 		if err == nil {
 			c.fetched.Add(1)
 			return r, true
