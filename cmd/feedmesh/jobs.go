@@ -69,7 +69,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 func autocacheLine(a api.AutocacheInfo) string {
 	s := fmt.Sprintf("autocache ops[%d] (mode %s, prefix %.12s): %s", a.Op, a.Mode, a.Prefix, a.Decided())
 	if d := a.Decision; d != nil {
-		s += fmt.Sprintf("; decided by %s for job %s after %d elements: per %d elements compute %.3fs, cache read %.3fs (%.0f bytes/element at %.1f MB/s)",
+		s += fmt.Sprintf("; decided by %s for job %s after %d elements: per %d elements compute %.3gs, cache read %.3gs (%.0f bytes/element at %.1f MB/s)",
 			d.Worker, d.Job, d.Elements, d.N, d.ComputeSeconds, d.ReadSeconds, d.BytesPerElement, d.ReadBytesPerSec/1e6)
 	}
 	return s
