@@ -279,6 +279,7 @@ func (it *Iterator) setInfo(info api.JobInfo) {
 		x := *info.Exact
 		it.stats.Exact = &x
 	}
+	it.stats.Autocache = info.Autocache
 	it.mu.Unlock()
 	it.c.learnNodes(info.Workers)
 	if it.track != nil {

@@ -70,6 +70,10 @@ type Stats struct {
 	// cluster last reported them (refreshed as JobState): splits of dead
 	// workers read again, elements abandoned by consumers that left.
 	Exact *api.ExactInfo `json:"exactly_once,omitempty"`
+	// Autocache is the job's autocache points as of the last heartbeat:
+	// what each does (cache, compute, profiling) and the recorded
+	// decision's inputs (README, Autocache).
+	Autocache []api.AutocacheInfo `json:"autocache,omitempty"`
 	// DuplicatesDropped (exactly-once jobs) counts elements this iterator
 	// received a second time; a batch made only of such elements is
 	// dropped. A worker sends a batch again when the stream it went out on

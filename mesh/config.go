@@ -3,6 +3,7 @@ package mesh
 import (
 	"errors"
 	"fmt"
+	"github.com/feedmesh/feedmesh/autocache"
 	"log/slog"
 	"net"
 	"time"
@@ -109,6 +110,13 @@ type Config struct {
 	Raft raftstate.Config
 	// Worker bounds the node's work as a worker.
 	Worker WorkerConfig
+	// CacheBytes bounds the autocache on this node's disk (the files under
+	// DataDir/cache; --cache-bytes): least recently used entries are
+	// evicted beyond it. 0 turns caching off (autocache ops compute).
+	// Default DefaultCacheBytes.
+	CacheBytes int64
+	// Autocache tunes the autocache decision (autocache.go).
+	Autocache AutocacheConfig
 
 	// Logger receives the node's structured logs; nil discards them.
 	Logger *slog.Logger
@@ -198,6 +206,9 @@ func DefaultConfig() Config {
 			RoundsAhead:        DefaultRoundsAhead,
 			RoundsHeld:         DefaultRoundsHeld,
 		},
+		CacheBytes: DefaultCacheBytes,
+		Autocache: AutocacheConfig{ProfileElements: 300, ProbeBytes: autocache.DefaultProbeBytes,
+			HeldTTL: 100 * time.Millisecond, FetchTimeout: time.Minute, MaxServing: 8},
 	}
 }
 
@@ -305,6 +316,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Worker.ShareWindowBytes <= 0 {
 		bad("Worker.ShareWindowBytes", "%d: must be > 0 (default %d)", c.Worker.ShareWindowBytes, int64(share.DefaultWindowBytes))
+	}
+	if c.CacheBytes < 0 {
+		bad("CacheBytes", "%d: must be >= 0 (0 turns caching off)", c.CacheBytes)
+	}
+	if a := c.Autocache; a.ProfileElements < 1 || a.ProbeBytes < 1 || a.ReadBytesPerSec < 0 || a.HeldTTL <= 0 || a.FetchTimeout <= 0 || a.MaxServing < 1 {
+		bad("Autocache", "ProfileElements, ProbeBytes, HeldTTL, FetchTimeout and MaxServing must be > 0, ReadBytesPerSec >= 0")
 	}
 	if c.Gossip.SuspicionMult < 1 {
 		bad("Gossip.SuspicionMult", "must be >= 1")

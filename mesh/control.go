@@ -81,8 +81,13 @@ func (n *Node) put(ctx context.Context, req api.PutRequest) (api.PutResponse, er
 	var resp api.PutResponse
 	err := n.onLeader(ctx, req.Forwarded, api.MethodPut, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
 		func(ctx context.Context) error {
-			res, err := n.raft.Apply(ctx, raftstate.NewPutKV(req.Key, req.Value))
+			cmd := raftstate.NewPutKV(req.Key, req.Value)
+			if req.IfAbsent {
+				cmd = raftstate.NewPutKVIfAbsent(req.Key, req.Value)
+			}
+			res, err := n.raft.Apply(ctx, cmd)
 			resp.Index = res.Index
+			resp.Value, _ = res.Value.([]byte)
 			return err
 		})
 	return resp, err

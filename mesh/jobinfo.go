@@ -57,6 +57,7 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 			Drained: st.Drained, Since: st.Since, Held: held[w]})
 	}
 	info.ShareGroup = v.ShareGroup
+	info.Autocache = n.autocacheInfo(v.Fingerprint)
 	if sc := v.Scale; sc != nil {
 		info.Scale = &api.ScaleInfo{Workers: sc.Workers, Phase: sc.Phase.String(), Reason: sc.Reason, Changes: sc.Changes}
 	}

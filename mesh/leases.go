@@ -48,10 +48,11 @@ type leaseProvider struct {
 
 	queue   []leasedSplit
 	current leasedSplit
-	reading bool             // current was handed to the pipeline, not yet finished
-	reqID   uint64           // of the last lease asked for
-	lastReq api.LeaseRequest // the last lease asked for, sent again after a failure whose outcome is unknown
-	jobID   uint64           // the ID of the job the task runs (0: unchecked; a share group's)
+	reading bool                 // current was handed to the pipeline, not yet finished
+	reqID   uint64               // of the last lease asked for
+	lastReq api.LeaseRequest     // the last lease asked for, sent again after a failure whose outcome is unknown
+	jobID   uint64               // the ID of the job the task runs (0: unchecked; a share group's)
+	held    func() splits.Ranges // the splits this worker's autocache holds for the job (nil: none)
 
 	finished []leasedSplit // read completely, not yet reported
 	waited   *atomic.Int64 // if not nil, adds the ns Next waited with no split queued
@@ -268,7 +269,7 @@ func (p *leaseProvider) awaitMore() (bool, error) {
 			return false, p.ctx.Err()
 		}
 		p.reqID++
-		resp, err := p.n.lease(p.ctx, api.LeaseRequest{Job: p.job, Worker: p.n.name, RequestID: p.reqID, N: p.policy.size(), Incarnation: p.n.incarnation, JobID: p.jobID})
+		resp, err := p.n.lease(p.ctx, api.LeaseRequest{Job: p.job, Worker: p.n.name, RequestID: p.reqID, N: p.policy.size(), Incarnation: p.n.incarnation, JobID: p.jobID, Held: p.heldHint()})
 		switch {
 		case errors.Is(err, api.ErrNotAssigned):
 			return false, nil // expired: as in Next
@@ -446,7 +447,7 @@ func (p *leaseProvider) ask(n int) {
 	p.reqID++
 	finished := p.finished
 	p.finished = nil
-	req := api.LeaseRequest{Job: p.job, Worker: p.n.name, RequestID: p.reqID, N: n, Incarnation: p.n.incarnation, JobID: p.jobID}
+	req := api.LeaseRequest{Job: p.job, Worker: p.n.name, RequestID: p.reqID, N: n, Incarnation: p.n.incarnation, JobID: p.jobID, Held: p.heldHint()}
 	p.send(req)
 	if len(finished) > 0 {
 		// The report is not on the lease's critical path.

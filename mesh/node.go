@@ -50,6 +50,7 @@ type Node struct {
 	raft  *raftstate.Node
 
 	worker *worker
+	cache  *nodeCache // autocache.go
 
 	ml       *memberlist.Memberlist
 	delegate *delegate
@@ -146,6 +147,9 @@ func (n *Node) start(ctx context.Context) error {
 	n.registerHandlers()
 	n.registerJobHandlers()
 	n.worker = newWorker(n)
+	if err := n.openCache(); err != nil {
+		return err
+	}
 	n.worker.wg.Add(1)
 	go n.worker.serve(n.tr.Listener(transport.KindData))
 	ctl := n.tr.Listener(transport.KindControl)

@@ -32,6 +32,7 @@ func (p *plainProducer) produce() error {
 		exact := o.Delivery == api.ExactlyOnce
 		lp := newLeaseProvider(t.ctx, t.w.n, t.job.Name, t.splits, exact)
 		lp.jobID, lp.waited = t.job.ID, &t.leaseWait
+		lp.held = t.cacheHeld()
 		defer lp.close()
 		for {
 			// One pipeline per phase (exactly-once: a phase ends when
@@ -78,6 +79,7 @@ func (p *plainProducer) produce() error {
 func (p *plainProducer) pump(o pipeline.Options, ss []pipeline.Split, epoch int64, lp *leaseProvider) error {
 	t := p.t
 	o.Cores = t.w.coreShare
+	o.Cache = t.autocache()
 	it, err := pipeline.OpenWithOptions(t.ctx, t.spec, ss, o)
 	if err != nil {
 		return err

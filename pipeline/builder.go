@@ -94,3 +94,13 @@ func (s *Spec) Prefetch(buffer int64) *Spec {
 func (s *Spec) Cost(cpuMicros, sleepMicros int64) *Spec {
 	return s.Then(Op{Cost: &CostOp{CPUMicros: cpuMicros, SleepMicros: sleepMicros}})
 }
+
+// Autocache appends an autocache op in mode auto: the ops so far are a
+// prefix whose output the mesh may cache (AutocacheOp).
+func (s *Spec) Autocache() *Spec { return s.Then(Op{Autocache: &AutocacheOp{}}) }
+
+// AutocacheMode appends an autocache op with the given mode (auto,
+// compute or cache).
+func (s *Spec) AutocacheMode(mode string) *Spec {
+	return s.Then(Op{Autocache: &AutocacheOp{Mode: mode}})
+}

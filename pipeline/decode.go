@@ -280,6 +280,11 @@ var shorthandCount = map[reflect.Type]bool{
 
 func decodeStruct(path string, v any, rv reflect.Value) error {
 	t := rv.Type()
+	if t == reflect.TypeOf(AutocacheOp{}) {
+		if mode, ok := v.(string); ok {
+			v = map[string]any{"mode": mode}
+		}
+	}
 	if shorthandCount[t] {
 		if _, err := genericInt(v); err == nil {
 			v = map[string]any{"count": v}

@@ -62,6 +62,9 @@ type Options struct {
 	Tuner        Tuner
 	Cores        func() float64
 	TuneInterval time.Duration
+	// Cache serves the spec's autocache op (autocache.go); nil: the op
+	// passes elements through (compute).
+	Cache Cache
 }
 
 // Splits enumerates the source's splits, in the deterministic order that
@@ -107,6 +110,7 @@ func openCompiled(ctx context.Context, c *compiled, open sourceOpener, splits []
 		splits:   append([]Split(nil), splits...),
 		provider: o.Provider,
 		statsOn:  !o.DisableStats,
+		cache:    o.Cache,
 	}
 	if o.Track {
 		p.track = &tracker{}
@@ -189,6 +193,10 @@ type plan struct {
 	stats    []*opStats // [0] source, [i+1] ops[i]
 	tune     *tuning    // nil unless some map is tuned
 	track    *tracker   // nil unless Options.Track
+	cache    Cache      // Options.Cache
+	// autocache counts what the autocache op did (nil without one, or
+	// without a Cache).
+	autocache *autocacheCounters
 }
 
 // openStage opens the iterator producing stage k's output (k = 0 is the
@@ -196,8 +204,16 @@ type plan struct {
 // segment the stage belongs to and head whether it is the segment's
 // outermost stage (see timed).
 func (p *plan) openStage(k int, epoch uint64, seg *segment, head bool) (iter, error) {
+	return p.openStageFrom(k, epoch, seg, head, nil)
+}
+
+// openStageFrom is openStage with src, when not nil, as stage 0 (the
+// autocache op runs its prefix over one split at a time this way).
+func (p *plan) openStageFrom(k int, epoch uint64, seg *segment, head bool, src iter) (iter, error) {
 	var it iter
-	if k == 0 && p.provider != nil {
+	if k == 0 && src != nil {
+		it = src
+	} else if k == 0 && p.provider != nil {
 		it = &providerIter{p: p, seg: seg}
 	} else if k == 0 {
 		s := &sourceIter{p: p, epoch: epoch}
@@ -208,7 +224,13 @@ func (p *plan) openStage(k int, epoch uint64, seg *segment, head bool) (iter, er
 	} else {
 		op := &p.c.ops[k-1]
 		st := p.stats[k]
-		if op.op.Repeat != nil {
+		if op.op.Autocache != nil && p.cache != nil && src == nil {
+			a, err := p.newAutocache(k, epoch, seg)
+			if err != nil {
+				return nil, err
+			}
+			it = a
+		} else if op.op.Repeat != nil {
 			count := int64(-1)
 			if op.op.Repeat.Count != nil {
 				count = *op.op.Repeat.Count
@@ -222,7 +244,7 @@ func (p *plan) openStage(k int, epoch uint64, seg *segment, head bool) (iter, er
 				// Its input runs in its own goroutine: a new segment.
 				inSeg, inHead = &segment{}, true
 			}
-			in, err := p.openStage(k-1, epoch, inSeg, inHead)
+			in, err := p.openStageFrom(k-1, epoch, inSeg, inHead, src)
 			if err != nil {
 				return nil, err
 			}
@@ -279,6 +301,8 @@ func (p *plan) newOp(i int, op *compiledOp, st *opStats, in iter, epoch uint64) 
 		return newPrefetch(p.ctx, in, int(o.Prefetch.Buffer)), nil
 	case o.Pack != nil:
 		return newPackIter(in, o.Pack, st, fmt.Sprintf("ops[%d].pack", i)), nil
+	case o.Autocache != nil:
+		return in, nil // no cache: the prefix is computed
 	case o.Cost != nil:
 		return &costIter{in: in, cpu: time.Duration(o.Cost.CPUMicros) * time.Microsecond, sleep: time.Duration(o.Cost.SleepMicros) * time.Microsecond}, nil
 	}

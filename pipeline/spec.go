@@ -125,6 +125,19 @@ type Op struct {
 	Prefetch               *PrefetchOp    `yaml:"prefetch" json:"prefetch,omitempty" cbor:"prefetch,omitempty"`
 	Cost                   *CostOp        `yaml:"cost" json:"cost,omitempty" cbor:"cost,omitempty"`
 	Pack                   *PackOp        `yaml:"pack" json:"pack,omitempty" cbor:"pack,omitempty"`
+	Autocache              *AutocacheOp   `yaml:"autocache" json:"autocache,omitempty" cbor:"autocache,omitempty"`
+}
+
+// AutocacheOp marks the point of a pipeline up to which reusing computed
+// elements is acceptable (Cachew's autocache, autocache.go): what the ops
+// before it yield for a split may be cached on the workers' disks and read
+// back instead of computed, in later epochs and by later jobs with the
+// same prefix. In files, `autocache: cache` is short for
+// `autocache: {mode: cache}`, and `autocache:` alone is the default.
+type AutocacheOp struct {
+	// Mode is auto (the default: the mesh measures and decides), compute
+	// (never cache) or cache (always put, then get).
+	Mode string `yaml:"mode" json:"mode,omitempty" cbor:"mode,omitempty"`
 }
 
 // MapOp applies a registered map function to every element.
@@ -258,7 +271,7 @@ type PackOp struct {
 }
 
 // opNames lists the op keys, sorted, for error messages.
-var opNames = []string{"batch", "bucket_by_sequence_length", "cost", "filter", "map", "pack", "padded_batch", "prefetch", "repeat", "shuffle", "skip", "take"}
+var opNames = []string{"autocache", "batch", "bucket_by_sequence_length", "cost", "filter", "map", "pack", "padded_batch", "prefetch", "repeat", "shuffle", "skip", "take"}
 
 // sourceNames lists the source kinds, sorted.
 var sourceNames = []string{"files", "range", "synthetic"}
@@ -292,6 +305,7 @@ func (o *Op) names() []string {
 	add(o.Prefetch != nil, "prefetch")
 	add(o.Cost != nil, "cost")
 	add(o.Pack != nil, "pack")
+	add(o.Autocache != nil, "autocache")
 	return n
 }
 

@@ -160,7 +160,7 @@ func TestValidationMessages(t *testing.T) {
 		{"shuffle buffer", "source: {range: {stop: 5}}\nops:\n  - take: 1\n  - skip: 0\n  - shuffle: {buffer: 0}\n",
 			[]string{"ops[2].shuffle.buffer: must be > 0"}},
 		{"unknown op", "source: {range: {stop: 5}}\nops:\n  - shufle: {buffer: 3}\n",
-			[]string{`ops[0]: unknown op "shufle" (known: batch, bucket_by_sequence_length, cost, filter, map, pack, padded_batch, prefetch, repeat, shuffle, skip, take)`}},
+			[]string{`ops[0]: unknown op "shufle" (known: autocache, batch, bucket_by_sequence_length, cost, filter, map, pack, padded_batch, prefetch, repeat, shuffle, skip, take)`}},
 		{"unknown field", "source: {range: {stop: 5}}\nops:\n  - shuffle: {bufer: 3}\n",
 			[]string{`ops[0].shuffle: unknown field "bufer" (known: buffer, seed)`}},
 		{"unknown top-level key", "source: {range: {stop: 5}}\nopz: []\n", []string{`spec: unknown field "opz"`}},

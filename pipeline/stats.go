@@ -71,6 +71,9 @@ type Stats struct {
 	// one with the largest StallSeconds. -1 when statistics are off or
 	// nothing ran (the source gave no element).
 	Bounding int `json:"bounding"`
+	// Autocache counts what the autocache op did (nil without one, or
+	// without Options.Cache).
+	Autocache *AutocacheStats `json:"autocache,omitempty"`
 }
 
 type opStats struct {
@@ -223,6 +226,9 @@ func (t *timed) close() {
 
 func (p *plan) snapshot(elapsed time.Duration) Stats {
 	s := Stats{Elapsed: elapsed, Bounding: -1}
+	if p.autocache != nil {
+		s.Autocache = p.autocache.snapshot()
+	}
 	if !p.statsOn {
 		return s
 	}

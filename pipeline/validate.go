@@ -169,6 +169,13 @@ func normalizeOp(op Op) (Op, error) {
 		}
 		out.Pack = &x
 	}
+	if op.Autocache != nil {
+		x := *op.Autocache
+		if x.Mode == "" {
+			x.Mode = AutocacheAuto
+		}
+		out.Autocache = &x
+	}
 	return out, nil
 }
 
@@ -202,6 +209,7 @@ func compile(s *Spec) (*compiled, error) {
 		op := &n.Ops[i]
 		c.ops = append(c.ops, compileOp(i, op, n.Seed, add))
 	}
+	validateAutocachePlacement(n.Ops, add)
 	if len(problems) > 0 {
 		return nil, &ValidationError{Problems: problems}
 	}
@@ -327,6 +335,12 @@ func compileOp(i int, op *Op, specSeed uint64, add func(path, format string, arg
 		}
 	case op.Pack != nil:
 		validatePack(op.Pack, at, add)
+	case op.Autocache != nil:
+		switch op.Autocache.Mode {
+		case AutocacheAuto, AutocacheCompute, AutocacheCache:
+		default:
+			add(at+".mode", "unknown mode %q (want auto, compute or cache)", op.Autocache.Mode)
+		}
 	}
 	return co
 }

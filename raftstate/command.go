@@ -59,6 +59,10 @@ const (
 	// shutdown, or a later process of it rejoins the job (NewDrainTask,
 	// NewRejoinTask).
 	TypeDrainTask CommandType = 25
+
+	// TypePutKVIfAbsent sets a key unless it is set (body:
+	// PutKVIfAbsent): the autocache decisions (kvifabsent.go).
+	TypePutKVIfAbsent CommandType = 40
 )
 
 // String names the type for errors and logs.

@@ -15,8 +15,9 @@ type handler struct {
 // body's schema: bump maxVersion and branch on c.Version in the handler;
 // never change what an existing version means.
 var commandTable = map[CommandType]handler{
-	TypePutKV:    {name: "PutKV", minVersion: 1, maxVersion: 1, apply: applyPutKV},
-	TypeDeleteKV: {name: "DeleteKV", minVersion: 1, maxVersion: 1, apply: applyDeleteKV},
+	TypePutKV:         {name: "PutKV", minVersion: 1, maxVersion: 1, apply: applyPutKV},
+	TypeDeleteKV:      {name: "DeleteKV", minVersion: 1, maxVersion: 1, apply: applyDeleteKV},
+	TypePutKVIfAbsent: {name: "PutKVIfAbsent", minVersion: 1, maxVersion: 1, apply: applyPutKVIfAbsent},
 
 	TypeRegisterDataset:   {name: "RegisterDataset", minVersion: 1, maxVersion: 1, apply: applyRegisterDataset},
 	TypeCreateJob:         {name: "CreateJob", minVersion: 1, maxVersion: 2, apply: applyCreateJob},

@@ -26,6 +26,10 @@ const (
 	KindControl StreamKind = 2
 	// KindData streams carry batches from workers to clients.
 	KindData StreamKind = 3
+	// KindCache streams carry one cached split each, from the worker that
+	// holds it to one that reads it (mesh/cachefetch.go). They travel on
+	// the data connections, away from control RPCs.
+	KindCache StreamKind = 4
 )
 
 // String names the kind for logs.
@@ -37,6 +41,8 @@ func (k StreamKind) String() string {
 		return "control"
 	case KindData:
 		return "data"
+	case KindCache:
+		return "cache"
 	}
 	return fmt.Sprintf("kind(%d)", byte(k))
 }
@@ -95,7 +101,7 @@ type connKey struct {
 }
 
 func keyFor(addr string, kind StreamKind) connKey {
-	return connKey{addr: addr, data: kind == KindData}
+	return connKey{addr: addr, data: kind == KindData || kind == KindCache}
 }
 
 // keyForDial is keyFor, with data streams spread over DataConns lanes.

@@ -58,8 +58,21 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if sc := j.Scale; sc != nil {
 			fmt.Fprintf(stdout, "job %s autoscaling: %d workers wanted, %s (%d changes): %s\n", j.Name, sc.Workers, sc.Phase, sc.Changes, sc.Reason)
 		}
+		for _, a := range j.Autocache {
+			fmt.Fprintf(stdout, "job %s %s\n", j.Name, autocacheLine(a))
+		}
 	}
 	return nil
+}
+
+// autocacheLine says what an autocache point does and, once decided, why.
+func autocacheLine(a api.AutocacheInfo) string {
+	s := fmt.Sprintf("autocache ops[%d] (mode %s, prefix %.12s): %s", a.Op, a.Mode, a.Prefix, a.Decided())
+	if d := a.Decision; d != nil {
+		s += fmt.Sprintf("; decided by %s for job %s after %d elements: per %d elements compute %.3gs, cache read %.3gs (%.0f bytes/element at %.1f MB/s)",
+			d.Worker, d.Job, d.Elements, d.N, d.ComputeSeconds, d.ReadSeconds, d.BytesPerElement, d.ReadBytesPerSec/1e6)
+	}
+	return s
 }
 
 // workersColumn is the WORKERS column of `feedmesh jobs`: the workers

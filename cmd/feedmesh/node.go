@@ -36,6 +36,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	tlsCert := fs.String("tls-cert", "", "this node's certificate (PEM), signed by --tls-ca")
 	tlsKey := fs.String("tls-key", "", "this node's private key (PEM)")
 	shareWindow := fs.Int64("share-window", d.Worker.ShareWindowBytes>>20, "MiB of batches a worker keeps per shared dataset for jobs that share it (share.window_bytes)")
+	cacheBytes := fs.Int64("cache-bytes", d.CacheBytes, "bytes of autocached splits this node keeps on disk under --data-dir/cache, least recently used evicted beyond (0: no caching; autocache ops compute)")
 	tc := d.Transport
 	maxConns := fs.Int("max-conns", tc.MaxIncomingConns, "incoming QUIC connections in total (Limits against hostile peers)")
 	maxConnsPerAddr := fs.Int("max-conns-per-addr", tc.MaxConnsPerAddr, "incoming connections from one remote IP")
@@ -77,6 +78,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg.RaftVoters, cfg.VoterGrace, cfg.GossipKey = *voters, *voterGrace, key
 	cfg.TLSCA, cfg.TLSCert, cfg.TLSKey = *tlsCA, *tlsCert, *tlsKey
 	cfg.Worker.ShareWindowBytes = *shareWindow << 20
+	cfg.CacheBytes = *cacheBytes
 	if flagGiven(fs, "drain-timeout") { // else the preset's
 		cfg.DrainTimeout = *drainTimeout
 	}

@@ -328,6 +328,9 @@ type JobInfo struct {
 	Share *JobShareSummary `json:"share,omitempty"`
 	// Rounds (coordinated jobs) is the round schedule and progress.
 	Rounds *RoundsInfo `json:"rounds,omitempty"`
+	// Autocache lists the pipeline's autocache points with what each
+	// does and why (README, Autocache).
+	Autocache []AutocacheInfo `json:"autocache,omitempty"`
 }
 
 // ExactInfo is an exactly-once job's delivery counters (JobInfo.Exact).
@@ -457,7 +460,14 @@ type LeaseRequest struct {
 	// lease for a job replaced since under its name is refused
 	// (ErrNotAssigned).
 	JobID uint64 `cbor:"7,keyasint,omitempty"`
+	// Held (jobs with an autocache point) are the splits the worker's
+	// cache holds for it: the leader sizes the lease so that it starts or
+	// ends where they do (splits.PreferHeld). At most MaxHeldIntervals.
+	Held splits.Ranges `cbor:"8,keyasint,omitempty"`
 }
+
+// MaxHeldIntervals bounds LeaseRequest.Held.
+const MaxHeldIntervals = 256
 
 // LeaseResponse carries the leased splits.
 type LeaseResponse struct {

@@ -66,11 +66,16 @@ type PutRequest struct {
 	// Forwarded is set by a node passing the request to the leader; a
 	// forwarded request is never forwarded again.
 	Forwarded bool `cbor:"3,keyasint,omitempty"`
+	// IfAbsent writes only if Key is not set (the first writer wins);
+	// PutResponse.Value is then the key's value after the write.
+	IfAbsent bool `cbor:"4,keyasint,omitempty"`
 }
 
 // PutResponse tells where the write landed in the log.
 type PutResponse struct {
 	Index uint64 `cbor:"1,keyasint"`
+	// Value (IfAbsent) is the key's value after the write.
+	Value []byte `cbor:"2,keyasint,omitempty"`
 }
 
 // GetRequest reads a key. By default the read is linearizable (served by

@@ -1,0 +1,617 @@
+package autocache
+
+import (
+	"container/list"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/feedmesh/feedmesh/pipeline/tensor"
+)
+
+// Config configures a Store.
+type Config struct {
+	// Dir holds the cache files, one directory per prefix fingerprint
+	// (the mesh uses <data dir>/cache).
+	Dir string
+	// MaxBytes bounds the bytes of the cache files on this node (the
+	// node's --cache-bytes). A new entry evicts the least recently used
+	// ones until the total fits; an entry larger than the bound is not
+	// kept. 0 turns the cache off: every autocache point computes.
+	MaxBytes int64
+	// ReadBytesPerSec, when > 0, throttles every read of a cache file (and
+	// the throughput probe) to this rate: a stand-in for a slow disk in
+	// tests and benchmarks.
+	ReadBytesPerSec float64
+	// ProbeBytes is the size of the file written and read back to measure
+	// the read throughput (ReadThroughput). Default DefaultProbeBytes.
+	ProbeBytes int64
+	// Logger logs dropped files; nil discards.
+	Logger *slog.Logger
+}
+
+// DefaultProbeBytes is Config.ProbeBytes's default.
+const DefaultProbeBytes = 4 << 20
+
+// ErrDisabled is returned by Create on a store with MaxBytes 0.
+var ErrDisabled = errors.New("autocache: cache disabled (cache bytes 0)")
+
+// ErrTooLarge is returned by a FileWriter whose entry outgrew MaxBytes.
+var ErrTooLarge = errors.New("autocache: entry larger than the cache bound")
+
+// Key names one cache entry: what the pipeline prefix with fingerprint
+// Prefix yields for split Split.
+type Key struct {
+	Prefix string
+	Split  int64
+}
+
+type entry struct {
+	key  Key
+	size int64
+	gen  uint64 // changes when the file is replaced
+}
+
+// Store is a node's cache: files under Dir, an in-memory index of them
+// rebuilt from the files at Open, bounded by MaxBytes with LRU eviction.
+// Safe for concurrent use.
+type Store struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	entries map[Key]*list.Element // of *entry
+	lru     *list.List            // front: most recently used
+	used    int64
+	gen     uint64
+
+	hits, misses, puts, evicted, corrupt atomic.Int64
+	probe                                atomic.Uint64 // float64 bits of the last probe
+	tmpSeq                               atomic.Int64
+}
+
+// Stats are a store's counters.
+type Stats struct {
+	Entries  int   `json:"entries"`
+	Bytes    int64 `json:"bytes"`
+	MaxBytes int64 `json:"max_bytes"`
+	// Hits and Misses count Get calls; Puts committed entries; Evicted
+	// entries dropped to stay within MaxBytes; Corrupt files dropped
+	// because a check failed.
+	Hits    int64 `json:"hits"`
+	Misses  int64 `json:"misses"`
+	Puts    int64 `json:"puts"`
+	Evicted int64 `json:"evicted"`
+	Corrupt int64 `json:"corrupt"`
+	// ReadBytesPerSec is the last measured read throughput (0: never).
+	ReadBytesPerSec float64 `json:"read_bytes_per_sec"`
+}
+
+// Open opens (creating) the store in cfg.Dir and rebuilds its index from
+// the files there: a file whose header or trailer fails its checks, and
+// any temporary file a crash left, is removed. Entries are ordered by
+// their files' modification times (a Get touches its file), and the
+// oldest evicted if the bound shrank.
+func Open(cfg Config) (*Store, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("autocache: Dir is required")
+	}
+	if cfg.MaxBytes < 0 {
+		return nil, fmt.Errorf("autocache: MaxBytes %d must be >= 0", cfg.MaxBytes)
+	}
+	if cfg.ProbeBytes <= 0 {
+		cfg.ProbeBytes = DefaultProbeBytes
+	}
+	s := &Store{cfg: cfg, log: cfg.Logger, entries: map[Key]*list.Element{}, lru: list.New()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("autocache: %w", err)
+	}
+	type found struct {
+		e     *entry
+		mtime time.Time
+	}
+	var all []found
+	dirs, err := os.ReadDir(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("autocache: %w", err)
+	}
+	for _, d := range dirs {
+		p := filepath.Join(cfg.Dir, d.Name())
+		if !d.IsDir() {
+			os.Remove(p) // a probe file or a stray: nothing of ours lives here
+			continue
+		}
+		files, err := os.ReadDir(p)
+		if err != nil {
+			return nil, fmt.Errorf("autocache: %w", err)
+		}
+		for _, f := range files {
+			fp := filepath.Join(p, f.Name())
+			split, ok := parseName(f.Name())
+			if !ok {
+				s.log.Info("autocache: removing stray file", "path", fp)
+				os.Remove(fp)
+				continue
+			}
+			size, mtime, err := checkFile(fp, Key{Prefix: d.Name(), Split: split})
+			if err != nil {
+				s.log.Warn("autocache: dropping cache file", "path", fp, "err", err)
+				s.corrupt.Add(1)
+				os.Remove(fp)
+				continue
+			}
+			s.gen++
+			all = append(all, found{&entry{key: Key{Prefix: d.Name(), Split: split}, size: size, gen: s.gen}, mtime})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].mtime.Before(all[j].mtime) })
+	for _, f := range all {
+		s.entries[f.e.key] = s.lru.PushFront(f.e)
+		s.used += f.e.size
+	}
+	s.mu.Lock()
+	s.evictLocked()
+	s.mu.Unlock()
+	return s, nil
+}
+
+// parseName parses "<split>.fmc".
+func parseName(name string) (int64, bool) {
+	num, ok := strings.CutSuffix(name, ".fmc")
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(num, 10, 64)
+	return v, err == nil && v >= 0 && strconv.FormatInt(v, 10) == num
+}
+
+// checkFile checks a file's header and trailer against k.
+func checkFile(path string, k Key) (int64, time.Time, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	r, err := OpenReader(f, st.Size(), nil)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	if r.Header != (Header(k)) {
+		return 0, time.Time{}, corrupt("file caches %+v, its name says %+v", r.Header, k)
+	}
+	return st.Size(), st.ModTime(), nil
+}
+
+func validPrefix(p string) error {
+	if p == "" || len(p) > 128 {
+		return fmt.Errorf("autocache: prefix fingerprint %q: want 1..128 hex digits", p)
+	}
+	for _, c := range p {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return fmt.Errorf("autocache: prefix fingerprint %q: want hex digits", p)
+		}
+	}
+	return nil
+}
+
+func (s *Store) path(k Key) string {
+	return filepath.Join(s.cfg.Dir, k.Prefix, strconv.FormatInt(k.Split, 10)+".fmc")
+}
+
+// MaxBytes is the store's bound.
+func (s *Store) MaxBytes() int64 { return s.cfg.MaxBytes }
+
+// Has reports whether the store holds k (without touching it).
+func (s *Store) Has(k Key) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.entries[k]
+	return ok
+}
+
+// Splits returns the splits the store holds for prefix, sorted.
+func (s *Store) Splits(prefix string) []int64 {
+	s.mu.Lock()
+	var out []int64
+	for k := range s.entries {
+		if k.Prefix == prefix {
+			out = append(out, k.Split)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	st := Stats{Entries: len(s.entries), Bytes: s.used, MaxBytes: s.cfg.MaxBytes}
+	s.mu.Unlock()
+	st.Hits, st.Misses, st.Puts = s.hits.Load(), s.misses.Load(), s.puts.Load()
+	st.Evicted, st.Corrupt = s.evicted.Load(), s.corrupt.Load()
+	st.ReadBytesPerSec = float64frombits(s.probe.Load())
+	return st
+}
+
+// FileReader reads one cached entry. Close it.
+type FileReader struct {
+	*Reader
+	s    *Store
+	f    *os.File
+	key  Key
+	gen  uint64
+	temp string // a fetched file, removed on Close
+}
+
+// Next is Reader.Next; a corrupt record also drops the entry from the
+// store, so it is never served again.
+func (r *FileReader) Next() (int64, tensor.Element, error) {
+	idx, el, err := r.Reader.Next()
+	if err != nil && errors.Is(err, ErrCorrupt) {
+		if r.temp != "" {
+			r.s.corrupt.Add(1)
+		} else {
+			r.s.drop(r.key, r.gen, err)
+		}
+	}
+	return idx, el, err
+}
+
+// Close closes the file (and removes a fetched one).
+func (r *FileReader) Close() error {
+	err := r.f.Close()
+	if r.temp != "" {
+		os.Remove(r.temp)
+	}
+	return err
+}
+
+// Get opens the entry k, or returns false if the store does not hold it.
+// A file that fails its header or trailer checks is dropped (false).
+func (s *Store) Get(k Key) (*FileReader, bool) {
+	s.mu.Lock()
+	le, ok := s.entries[k]
+	var gen uint64
+	if ok {
+		s.lru.MoveToFront(le)
+		gen = le.Value.(*entry).gen
+	}
+	s.mu.Unlock()
+	if !ok {
+		s.misses.Add(1)
+		return nil, false
+	}
+	p := s.path(k)
+	f, err := os.Open(p)
+	if err != nil {
+		s.drop(k, gen, err)
+		s.misses.Add(1)
+		return nil, false
+	}
+	st, err := f.Stat()
+	var r *Reader
+	if err == nil {
+		r, err = OpenReader(f, st.Size(), s.throttle)
+	}
+	if err == nil && r.Header != Header(k) {
+		err = corrupt("file caches %+v, want %+v", r.Header, k)
+	}
+	if err != nil {
+		f.Close()
+		s.drop(k, gen, err)
+		s.misses.Add(1)
+		return nil, false
+	}
+	now := time.Now()
+	os.Chtimes(p, now, now) // the LRU order survives a restart
+	s.hits.Add(1)
+	return &FileReader{Reader: r, s: s, f: f, key: k, gen: gen}, true
+}
+
+// drop removes k if it is still the file of generation gen.
+func (s *Store) drop(k Key, gen uint64, why error) {
+	s.mu.Lock()
+	le, ok := s.entries[k]
+	if !ok || le.Value.(*entry).gen != gen {
+		s.mu.Unlock()
+		return
+	}
+	s.removeLocked(le)
+	s.mu.Unlock()
+	if errors.Is(why, ErrCorrupt) {
+		s.corrupt.Add(1)
+	}
+	s.log.Warn("autocache: dropping cache file", "prefix", k.Prefix, "split", k.Split, "err", why)
+}
+
+func (s *Store) removeLocked(le *list.Element) {
+	e := le.Value.(*entry)
+	s.lru.Remove(le)
+	delete(s.entries, e.key)
+	s.used -= e.size
+	os.Remove(s.path(e.key))
+}
+
+func (s *Store) evictLocked() {
+	for s.used > s.cfg.MaxBytes && s.lru.Len() > 0 {
+		s.removeLocked(s.lru.Back())
+		s.evicted.Add(1)
+	}
+}
+
+// FileWriter writes one entry to a temporary file; Commit makes it the
+// entry, Abort throws it away. Exactly one of them must be called.
+type FileWriter struct {
+	*Writer
+	s    *Store
+	f    *os.File
+	tmp  string
+	key  Key
+	done bool
+}
+
+// Create starts writing entry k.
+func (s *Store) Create(k Key) (*FileWriter, error) {
+	if s.cfg.MaxBytes <= 0 {
+		return nil, ErrDisabled
+	}
+	if err := validPrefix(k.Prefix); err != nil {
+		return nil, err
+	}
+	if k.Split < 0 {
+		return nil, fmt.Errorf("autocache: split %d", k.Split)
+	}
+	dir := filepath.Join(s.cfg.Dir, k.Prefix)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("autocache: %w", err)
+	}
+	tmp := fmt.Sprintf("%s.tmp-%d", s.path(k), s.tmpSeq.Add(1))
+	f, err := os.Create(tmp)
+	if err != nil {
+		return nil, fmt.Errorf("autocache: %w", err)
+	}
+	w, err := NewWriter(f, Header(k))
+	if err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, err
+	}
+	return &FileWriter{Writer: w, s: s, f: f, tmp: tmp, key: k}, nil
+}
+
+// Add is Writer.Add, failing with ErrTooLarge once the entry outgrows the
+// store's bound.
+func (w *FileWriter) Add(index int64, el tensor.Element) error {
+	if err := w.Writer.Add(index, el); err != nil {
+		return err
+	}
+	if w.Bytes() > w.s.cfg.MaxBytes {
+		return ErrTooLarge
+	}
+	return nil
+}
+
+// Commit finishes, syncs and installs the entry, evicting the least
+// recently used entries beyond the bound.
+func (w *FileWriter) Commit() error {
+	if w.done {
+		return errors.New("autocache: writer already finished")
+	}
+	w.done = true
+	err := w.Finish()
+	if err == nil {
+		err = w.f.Sync()
+	}
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	var size int64
+	if err == nil {
+		var st os.FileInfo
+		if st, err = os.Stat(w.tmp); err == nil {
+			size = st.Size()
+			if size > w.s.cfg.MaxBytes {
+				err = ErrTooLarge
+			}
+		}
+	}
+	s := w.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		err = os.Rename(w.tmp, s.path(w.key))
+	}
+	if err != nil {
+		os.Remove(w.tmp)
+		return err
+	}
+	if le, ok := s.entries[w.key]; ok { // replaced by the rename
+		e := le.Value.(*entry)
+		s.lru.Remove(le)
+		delete(s.entries, w.key)
+		s.used -= e.size
+	}
+	s.gen++
+	s.entries[w.key] = s.lru.PushFront(&entry{key: w.key, size: size, gen: s.gen})
+	s.used += size
+	s.puts.Add(1)
+	s.evictLocked()
+	return nil
+}
+
+// Abort discards the entry being written.
+func (w *FileWriter) Abort() {
+	if w.done {
+		return
+	}
+	w.done = true
+	w.f.Close()
+	os.Remove(w.tmp)
+}
+
+// ReadThroughput measures how fast this store reads: it writes
+// ProbeBytes to a file in Dir, syncs it, reads it back as a Get would
+// (throttled when configured), and returns bytes per second. The page
+// cache usually still holds the file, so on a real disk this is the
+// optimistic rate of a recently written entry, as the entries a job put in
+// its first epoch are.
+func (s *Store) ReadThroughput() (float64, error) {
+	p := filepath.Join(s.cfg.Dir, fmt.Sprintf("probe-%d", s.tmpSeq.Add(1)))
+	buf := make([]byte, 256<<10)
+	rand.Read(buf)
+	f, err := os.Create(p)
+	if err != nil {
+		return 0, fmt.Errorf("autocache: probe: %w", err)
+	}
+	defer os.Remove(p)
+	for n := int64(0); n < s.cfg.ProbeBytes && err == nil; n += int64(len(buf)) {
+		_, err = f.Write(buf)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		return 0, fmt.Errorf("autocache: probe: %w", err)
+	}
+	defer f.Close()
+	start := time.Now()
+	n, err := io.CopyBuffer(io.Discard, s.throttle(f), buf)
+	d := time.Since(start)
+	if err != nil {
+		return 0, fmt.Errorf("autocache: probe: %w", err)
+	}
+	rate := float64(n) / max(d.Seconds(), 1e-9)
+	s.probe.Store(float64bits(rate))
+	return rate, nil
+}
+
+// throttle wraps r in the configured read limit.
+func (s *Store) throttle(r io.Reader) io.Reader {
+	if s.cfg.ReadBytesPerSec <= 0 {
+		return r
+	}
+	return &throttled{r: r, rate: s.cfg.ReadBytesPerSec, start: time.Now()}
+}
+
+// throttled delays reads so that n bytes take at least n/rate seconds
+// from the first read.
+type throttled struct {
+	r     io.Reader
+	rate  float64
+	start time.Time
+	n     int64
+}
+
+func (t *throttled) Read(p []byte) (int, error) {
+	if len(p) > 64<<10 {
+		p = p[:64<<10] // small steps: the delay tracks the bytes read
+	}
+	n, err := t.r.Read(p)
+	t.n += int64(n)
+	due := t.start.Add(time.Duration(float64(t.n) / t.rate * float64(time.Second)))
+	if d := time.Until(due); d > 0 {
+		time.Sleep(d) // the throttle itself, not a wait for a condition
+	}
+	return n, err
+}
+
+// OpenRaw opens entry k's file as it is on disk, to send it to another
+// node, after checking its header and trailer (a bad file is dropped, and
+// false returned). The receiver checks every record again.
+func (s *Store) OpenRaw(k Key) (*os.File, int64, bool) {
+	s.mu.Lock()
+	le, ok := s.entries[k]
+	var gen uint64
+	if ok {
+		s.lru.MoveToFront(le)
+		gen = le.Value.(*entry).gen
+	}
+	s.mu.Unlock()
+	if !ok {
+		return nil, 0, false
+	}
+	f, err := os.Open(s.path(k))
+	if err != nil {
+		s.drop(k, gen, err)
+		return nil, 0, false
+	}
+	st, err := f.Stat()
+	if err == nil {
+		var r *Reader
+		if r, err = OpenReader(f, st.Size(), nil); err == nil && r.Header != Header(k) {
+			err = corrupt("file caches %+v, want %+v", r.Header, k)
+		}
+	}
+	if err != nil {
+		f.Close()
+		s.drop(k, gen, err)
+		return nil, 0, false
+	}
+	return f, st.Size(), true
+}
+
+// Fetched reads entry k as another node sent it: fill writes the file's
+// bytes to a temporary file under Dir, which is then checked like a local
+// entry (header and trailer now, each record as it is read) and removed
+// when the reader is closed. It is not kept as an entry of this store:
+// the cache is one for the mesh, and the node that holds the split keeps
+// it.
+func (s *Store) Fetched(k Key, fill func(io.Writer) error) (*FileReader, error) {
+	if err := validPrefix(k.Prefix); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(s.cfg.Dir, k.Prefix)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("autocache: %w", err)
+	}
+	p := fmt.Sprintf("%s.fetch-%d", s.path(k), s.tmpSeq.Add(1))
+	f, err := os.Create(p)
+	if err != nil {
+		return nil, fmt.Errorf("autocache: %w", err)
+	}
+	fail := func(err error) (*FileReader, error) {
+		f.Close()
+		os.Remove(p)
+		return nil, err
+	}
+	if err := fill(f); err != nil {
+		return fail(err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	r, err := OpenReader(f, st.Size(), s.throttle)
+	if err == nil && r.Header != Header(k) {
+		err = corrupt("fetched file caches %+v, want %+v", r.Header, k)
+	}
+	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			s.corrupt.Add(1)
+		}
+		return fail(err)
+	}
+	return &FileReader{Reader: r, s: s, f: f, key: k, temp: p}, nil
+}
