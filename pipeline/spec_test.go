@@ -184,7 +184,7 @@ func TestValidationMessages(t *testing.T) {
 		{"huge prefetch", "source: {range: {stop: 5}}\nops:\n  - prefetch: {buffer: 1000000000000}\n", []string{"ops[0].prefetch.buffer: must be <= 65536"}},
 		{"huge bucket", "source: {range: {stop: 5}}\nops:\n  - bucket_by_sequence_length: {tensor: t, boundaries: [3], batch_sizes: [1, 100000000000]}\n",
 			[]string{"ops[0].bucket_by_sequence_length.batch_sizes[1]: must be <= 16777216"}},
-		{"files format", "source: {files: {paths: [a], format: parquet}}\n", []string{"source.files: format:"}},
+		{"files format", "source: {files: {paths: [a], format: orc}}\n", []string{"source.files: format:"}},
 		{"encoding value", "source: {files: {paths: [a], format: lines, encoding: latin1}}\n", []string{`source.files: encoding: "latin1" is not utf8 or bytes`}},
 		{"on_invalid value", "source: {files: {paths: [a], format: lines, on_invalid: drop}}\n", []string{`source.files: on_invalid: "drop" is not fail, skip or replace`}},
 		{"on_invalid with bytes", "source: {files: {paths: [a], format: lines, encoding: bytes, on_invalid: replace}}\n",
