@@ -54,6 +54,27 @@ func dtypeOfKind(k parquet.Kind) (tensor.DType, bool) {
 	return 0, false
 }
 
+// encodingKind is the kind of a page's values for a physical type.
+func encodingKind(k parquet.Kind) encoding.Kind {
+	switch k {
+	case parquet.Boolean:
+		return encoding.Boolean
+	case parquet.Int32:
+		return encoding.Int32
+	case parquet.Int64:
+		return encoding.Int64
+	case parquet.Float:
+		return encoding.Float
+	case parquet.Double:
+		return encoding.Double
+	case parquet.ByteArray:
+		return encoding.ByteArray
+	case parquet.FixedLenByteArray:
+		return encoding.FixedLenByteArray
+	}
+	return encoding.Undefined
+}
+
 // planColumns resolves the projection (every top-level field when names
 // is empty) against the file's schema.
 func planColumns(pf *parquet.File, path string, names []string) ([]*pqColumn, error) {
@@ -273,7 +294,7 @@ func (c *pqCursor) setPage(p parquet.Page) error {
 	if err != nil {
 		return c.corrupt("%v", err)
 	}
-	if v.kind != encoding.Kind(c.col.kind) {
+	if v.kind != encodingKind(c.col.kind) {
 		return c.corrupt("page of %v values in a column of %v", v.kind, c.col.kind)
 	}
 	c.vals = v
