@@ -164,6 +164,19 @@ func For(cfg Config) *Store {
 	return s
 }
 
+// CloseIdleConnections closes the idle HTTP connections of every Store
+// made by For (their goroutines end with them); a later read dials again.
+func CloseIdleConnections() {
+	storesMu.Lock()
+	defer storesMu.Unlock()
+	for _, s := range stores {
+		s.CloseIdleConnections()
+	}
+}
+
+// CloseIdleConnections closes the Store's idle HTTP connections.
+func (s *Store) CloseIdleConnections() { s.http.CloseIdleConnections() }
+
 // New returns a Store of its own (tests; most callers want For).
 func New(cfg Config) *Store {
 	cfg = cfg.WithDefaults()
@@ -207,10 +220,10 @@ func (s *Store) Open(ctx context.Context, name string) (File, error) {
 // no glob characters names one object, which must exist. https URLs have
 // no listing, so they cannot be globbed.
 func (s *Store) Glob(ctx context.Context, pattern string) ([]string, error) {
-	if !strings.HasPrefix(pattern, "s3://") {
-		if HasMeta(pattern) {
-			return nil, fmt.Errorf("%s: https URLs cannot be globbed (there is no listing): give each URL", pattern)
-		}
+	if !strings.HasPrefix(pattern, "s3://") && HasMeta(pattern) {
+		return nil, fmt.Errorf("%s: https URLs cannot be globbed (there is no listing): give each URL", pattern)
+	}
+	if !strings.HasPrefix(pattern, "s3://") || !HasMeta(strings.TrimPrefix(pattern, "s3://")) {
 		f, err := s.Open(ctx, pattern)
 		if err != nil {
 			return nil, err
