@@ -100,6 +100,9 @@ func StartT(t testing.TB) *Server {
 // Start builds (or finds) the binary and starts a server over root on a
 // free loopback port, returning once it answers requests.
 func Start(ctx context.Context, root string) (*Server, error) {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
+	}
 	bin, err := Binary(ctx)
 	if err != nil {
 		return nil, err

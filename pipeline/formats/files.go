@@ -409,7 +409,7 @@ func OpenFiles(ctx context.Context, o FilesOptions, s Split) (Iterator, error) {
 		return nil, fmt.Errorf("files source: %w", err)
 	}
 	if o.Format == FormatParquet {
-		it, err := newParquetIter(f, s, o)
+		it, err := newParquetIter(ctx, f, s, o)
 		if err != nil {
 			f.Close()
 			return nil, err // names the file

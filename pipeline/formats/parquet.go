@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -71,42 +72,98 @@ func openParquet(f io.ReaderAt, size int64, path string) (*parquet.File, error) 
 	})
 	if err != nil {
 		var re *RecordError
-		if errors.As(err, &re) {
-			return nil, err
+		var named *objstore.NamedError
+		if errors.As(err, &re) || errors.As(err, &named) {
+			return nil, err // a corrupt page, or the object store's error (not the file's)
 		}
 		return nil, &RecordError{Path: path, Offset: -1, Err: ErrCorruptFile, Msg: fmt.Sprintf("not a readable parquet file (corrupt or truncated footer?): %v", err)}
 	}
 	return pf, nil
 }
 
+// footerBytes is how much of a remote file's end is read at once to
+// decode its footer: most footers fit; a larger one is read on through
+// the file's chunks.
+const footerBytes = 64 << 10
+
+// footerReader returns what to decode a file's footer from: a remote
+// file's last footerBytes read by one range request (the chunk cache
+// would fetch a whole chunk, ChunkBytes, for the few bytes at the end),
+// else the file itself.
+func footerReader(ctx context.Context, f objstore.File) (io.ReaderAt, error) {
+	rr, ok := f.(objstore.RangeReader)
+	if !ok {
+		return f, nil
+	}
+	n := min(f.Size(), footerBytes)
+	rs := []objstore.Range{{Off: f.Size() - n, N: n}}
+	bufs, err := rr.ReadRanges(ctx, rs)
+	if err != nil {
+		return nil, err
+	}
+	return &bufferedRanges{f: f, rs: rs, bufs: bufs}, nil
+}
+
 // parquetSplits opens each file's footer and makes a split of each row
 // group, checking the projection against every file's schema. With
 // SkipCorrupt a file whose footer is corrupt gets one empty split, whose
-// reader counts the file as skipped.
+// reader counts the file as skipped. Footers are read concurrently, up to
+// the store's MaxConcurrentReads at once: a job over thousands of shards
+// in object storage would otherwise wait for thousands of round trips in
+// turn before its first split.
 func parquetSplits(ctx context.Context, store *objstore.Store, o FilesOptions, paths []string) ([]Split, error) {
+	groups := make([]int, len(paths)) // row groups per file; -1: a corrupt footer skipped
+	errs := make([]error, len(paths))
+	sem := make(chan struct{}, o.Store.WithDefaults().MaxConcurrentReads)
+	var wg sync.WaitGroup
+	for i, p := range paths {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			groups[i], errs[i] = parquetRowGroups(ctx, store, o, p)
+		}()
+	}
+	wg.Wait()
 	var out []Split
-	for _, p := range paths {
-		f, err := store.Open(ctx, p)
-		if err != nil {
-			return nil, err
+	for i, p := range paths {
+		if errs[i] != nil {
+			return nil, errs[i]
 		}
-		pf, err := openParquet(f, f.Size(), p)
-		if err == nil {
-			_, err = planColumns(pf, p, o.Columns)
+		if groups[i] < 0 {
+			out = append(out, Split{ID: int64(len(out)), Path: p, Start: 0, End: 0})
+			continue
 		}
-		f.Close()
-		if err != nil {
-			if o.SkipCorrupt && errors.Is(err, ErrCorruptFile) {
-				out = append(out, Split{ID: int64(len(out)), Path: p, Start: 0, End: 0})
-				continue
-			}
-			return nil, err
-		}
-		for g := range pf.RowGroups() {
+		for g := range groups[i] {
 			out = append(out, Split{ID: int64(len(out)), Path: p, Start: int64(g), End: int64(g) + 1})
 		}
 	}
 	return out, nil
+}
+
+// parquetRowGroups reads one file's footer: its number of row groups, or
+// -1 for a corrupt footer that SkipCorrupt skips.
+func parquetRowGroups(ctx context.Context, store *objstore.Store, o FilesOptions, p string) (int, error) {
+	f, err := store.Open(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	r, err := footerReader(ctx, f)
+	if err != nil {
+		return 0, err
+	}
+	pf, err := openParquet(r, f.Size(), p)
+	if err == nil {
+		_, err = planColumns(pf, p, o.Columns)
+	}
+	if err != nil {
+		if o.SkipCorrupt && errors.Is(err, ErrCorruptFile) {
+			return -1, nil
+		}
+		return 0, err
+	}
+	return len(pf.RowGroups()), nil
 }
 
 type parquetIter struct {
@@ -128,15 +185,19 @@ type parquetIter struct {
 	done    bool
 }
 
-func newParquetIter(f objstore.File, s Split, o FilesOptions) (Iterator, error) {
+func newParquetIter(ctx context.Context, f objstore.File, s Split, o FilesOptions) (Iterator, error) {
 	it := &parquetIter{f: f, path: s.Path, onNull: o.OnNull, skip: o.SkipCorrupt, max: o.MaxRecordBytes, group: -1}
 	if it.onNull == "" {
 		it.onNull = OnNullFail
 	}
-	it.sw = &switchReader{cur: f}
+	r, err := footerReader(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	it.sw = &switchReader{cur: r}
 	pf, err := openParquet(it.sw, f.Size(), s.Path)
 	if err != nil {
-		if o.SkipCorrupt {
+		if o.SkipCorrupt && errors.Is(err, ErrCorruptFile) {
 			it.skipped = 1 // the file
 			it.done = true
 			return it, nil
