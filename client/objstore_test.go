@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,4 +109,65 @@ func TestDynamicParquetFromS3(t *testing.T) {
 		t.Errorf("only %d workers delivered: %v", len(workers), workers)
 	}
 	t.Logf("batches per worker: %v", workers)
+}
+
+// TestDatasetFilesChanged: a second job of a dataset whose glob now
+// matches another object fails, saying so, instead of reading split ids
+// that name other data on each worker.
+func TestDatasetFilesChanged(t *testing.T) {
+	t.Cleanup(objstore.CloseIdleConnections)
+	srv := s3test.StartT(t)
+	s3test.SetCredentials(t)
+	ctx := context.Background()
+	if err := srv.MakeBucket(ctx, "train"); err != nil {
+		t.Fatal(err)
+	}
+	put := func(s int) {
+		var b bytes.Buffer
+		if err := pqshard.Write(&b, int64(s*100), 100, 100, 8); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Put(ctx, "train", fmt.Sprintf("c/shard-%05d.parquet", s), b.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(0)
+	put(1)
+	cfg := srv.Config()
+	spec := pipeline.NewSpec(pipeline.Source{Files: &pipeline.FilesSource{
+		Paths: []string{"s3://train/c/*.parquet"}, Format: "parquet", Columns: []string{"id"},
+		ObjectStore: &pipeline.ObjectStoreOptions{Endpoint: cfg.Endpoint, Region: cfg.Region, PathStyle: true},
+	}}).Batch(10, false)
+	c := testcluster.Start(t, 1)
+	cl := dial(t, c, 0)
+	read := func(name string) (int, error) {
+		it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: name, Sharding: client.Dynamic})
+		if err != nil {
+			return 0, err
+		}
+		defer it.Close()
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		rows := 0
+		for {
+			b, err := it.Next(rctx)
+			if errors.Is(err, io.EOF) {
+				return rows, nil
+			}
+			if err != nil {
+				return rows, err
+			}
+			id, _ := b.Get("id")
+			rows += int(id.Shape[0])
+		}
+	}
+	if n, err := read("first"); n != 200 || err != nil {
+		t.Fatalf("first job: %d rows, %v", n, err)
+	}
+	put(2)
+	n, err := read("second")
+	if err == nil || !strings.Contains(err.Error(), "had 2 splits when it was registered, this worker lists 3") {
+		t.Fatalf("second job after an object was added: %d rows, %v", n, err)
+	}
+	t.Log(err)
 }
