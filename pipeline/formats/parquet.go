@@ -2,6 +2,7 @@ package formats
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -62,8 +63,61 @@ func guard(path string, f func() error) (err error) {
 	return f()
 }
 
+// MaxParquetFooterBytes bounds a Parquet file's footer (its metadata):
+// the length is read from the file, and parquet-go would allocate it
+// whole, up to 4 GiB for a corrupt one. Real footers are KiB to a few MiB.
+const MaxParquetFooterBytes = 64 << 20
+
+// checkParquetTail checks the file's last 8 bytes (footer length and
+// magic) before parquet-go trusts them.
+func checkParquetTail(f io.ReaderAt, size int64, path string) error {
+	corrupt := func(format string, args ...any) error {
+		return &RecordError{Path: path, Offset: max(size-8, 0), Err: ErrCorruptFile, Msg: fmt.Sprintf(format, args...)}
+	}
+	if size < 12 {
+		return corrupt("%d bytes: too short to be a parquet file (magic, footer, length, magic)", size)
+	}
+	var tail [8]byte
+	if _, err := f.ReadAt(tail[:], size-8); err != nil && !errors.Is(err, io.EOF) {
+		var named *objstore.NamedError
+		if errors.As(err, &named) {
+			return err
+		}
+		return corrupt("read the footer length: %v", err)
+	}
+	switch string(tail[4:]) {
+	case "PAR1":
+	case "PARE":
+		return corrupt("an encrypted footer (PARE): encrypted parquet files are not read")
+	default:
+		return corrupt("no PAR1 magic at the end (%q): not a parquet file, or a truncated one", tail[4:])
+	}
+	n := int64(binary.LittleEndian.Uint32(tail[:4]))
+	if n > size-12 {
+		return corrupt("the footer length %d exceeds the file's %d bytes: truncated or corrupt footer", n, size)
+	}
+	if n > MaxParquetFooterBytes {
+		return corrupt("a footer of %d bytes, over the bound of %d: corrupt footer", n, MaxParquetFooterBytes)
+	}
+	footer := make([]byte, n)
+	if _, err := f.ReadAt(footer, size-8-n); err != nil && !errors.Is(err, io.EOF) {
+		var named *objstore.NamedError
+		if errors.As(err, &named) {
+			return err
+		}
+		return corrupt("read the footer: %v", err)
+	}
+	if _, err := checkThrift(footer); err != nil {
+		return &RecordError{Path: path, Offset: size - 8 - n, Err: ErrCorruptFile, Msg: fmt.Sprintf("corrupt footer (file metadata): %v", err)}
+	}
+	return nil
+}
+
 // openParquet decodes a file's footer.
 func openParquet(f io.ReaderAt, size int64, path string) (*parquet.File, error) {
+	if err := checkParquetTail(f, size, path); err != nil {
+		return nil, err
+	}
 	var pf *parquet.File
 	err := guard(path, func() error {
 		var err error
@@ -232,6 +286,11 @@ func (it *parquetIter) Next(ctx context.Context) (tensor.Element, error) {
 		}
 		if it.group < 0 || it.row >= it.rows {
 			if err := it.nextGroup(ctx); err != nil {
+				if it.skip && errors.Is(err, ErrCorruptFile) {
+					it.skipped += it.rows // the whole row group
+					it.row = it.rows
+					continue
+				}
 				if errors.Is(err, io.EOF) {
 					it.done = true
 				}
@@ -287,9 +346,9 @@ func (it *parquetIter) nextGroup(ctx context.Context) error {
 	rg := it.pf.RowGroups()[it.group]
 	it.rows, it.row = rg.NumRows(), 0
 	chunks := rg.ColumnChunks()
+	meta := it.pf.Metadata().RowGroups[it.group].Columns
 	it.sw.cur = it.f
 	if rr, ok := it.f.(objstore.RangeReader); ok {
-		meta := it.pf.Metadata().RowGroups[it.group].Columns
 		var rs []objstore.Range
 		for _, c := range it.cols {
 			if c.leaf >= len(meta) {
@@ -312,8 +371,16 @@ func (it *parquetIter) nextGroup(ctx context.Context) error {
 		it.sw.cur = &bufferedRanges{f: it.f, rs: rs, bufs: bufs}
 	}
 	for _, c := range it.cols {
-		if c.leaf >= len(chunks) {
+		if c.leaf >= len(chunks) || c.leaf >= len(meta) {
 			return it.recErr(ErrCorruptFile, "no column chunk %d", c.leaf)
+		}
+		if at, err := checkChunkPages(it.sw.cur, &meta[c.leaf].MetaData, it.f.Size()); err != nil {
+			var named *objstore.NamedError
+			if errors.As(err, &named) {
+				return err
+			}
+			return &RecordError{Path: it.path, Offset: at, Err: ErrCorruptFile,
+				Msg: fmt.Sprintf("row group %d: column %q: %v", it.group, c.name, err)}
 		}
 		var pages parquet.Pages
 		if err := guard(it.path, func() error { pages = chunks[c.leaf].Pages(); return nil }); err != nil {
