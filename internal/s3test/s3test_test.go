@@ -16,13 +16,13 @@ import (
 func TestServer(t *testing.T) {
 	srv := s3test.StartT(t)
 	ctx := context.Background()
-	if err := srv.MakeBucket(ctx, "b"); err != nil {
+	if err := srv.MakeBucket(ctx, "smoke"); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Put(ctx, "b", "dir/x.bin", []byte("hello")); err != nil {
+	if err := srv.Put(ctx, "smoke", "dir/x.bin", []byte("hello")); err != nil {
 		t.Fatal(err)
 	}
-	o, err := srv.Client.GetObject(ctx, "b", "dir/x.bin", minio.GetObjectOptions{})
+	o, err := srv.Client.GetObject(ctx, "smoke", "dir/x.bin", minio.GetObjectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
