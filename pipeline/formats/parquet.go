@@ -141,16 +141,17 @@ func openParquet(f io.ReaderAt, size int64, path string) (*parquet.File, error) 
 const footerBytes = 64 << 10
 
 // footerReader returns what to decode a file's footer from: a remote
-// file's last footerBytes read by one range request (the chunk cache
-// would fetch a whole chunk, ChunkBytes, for the few bytes at the end),
-// else the file itself.
+// file's first 4 and last footerBytes bytes, read by range requests (the
+// chunk cache would fetch a whole chunk, ChunkBytes, for each of the few
+// bytes at either end), else the file itself.
 func footerReader(ctx context.Context, f objstore.File) (io.ReaderAt, error) {
 	rr, ok := f.(objstore.RangeReader)
 	if !ok {
 		return f, nil
 	}
+	// The file's first 4 bytes too: parquet-go checks the leading magic.
 	n := min(f.Size(), footerBytes)
-	rs := []objstore.Range{{Off: f.Size() - n, N: n}}
+	rs := []objstore.Range{{Off: 0, N: min(f.Size(), 4)}, {Off: f.Size() - n, N: n}}
 	bufs, err := rr.ReadRanges(ctx, rs)
 	if err != nil {
 		return nil, err
