@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -30,7 +31,7 @@ type httpFixture struct {
 
 func newHTTPFixture(t *testing.T) *httpFixture {
 	f := &httpFixture{objects: map[string][]byte{}, etags: map[string]string{}}
-	f.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && f.fail503.Add(-1) >= 0 {
 			http.Error(w, "busy", http.StatusServiceUnavailable)
 			return
@@ -49,6 +50,9 @@ func newHTTPFixture(t *testing.T) *httpFixture {
 		w.Header().Set("ETag", etag)
 		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
 	}))
+	// Handshakes cut by the test's CloseIdleConnections are not news.
+	f.Server.Config.ErrorLog = log.New(io.Discard, "", 0)
+	f.Server.StartTLS()
 	t.Cleanup(f.Close)
 	return f
 }

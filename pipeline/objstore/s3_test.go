@@ -34,7 +34,10 @@ type faultProxy struct {
 	gets   int      // GETs seen (ranges and listings)
 	ranges []string // Range headers of the object GETs forwarded
 	failed int
-	fail   func(n int) bool // n: the GET's number, from 0
+	// fail says whether to fail a GET: n is how many times the same
+	// request (URL and range) came before.
+	fail  func(n int) bool
+	tries map[string]int
 }
 
 func newFaultProxy(t *testing.T, target string) *faultProxy {
@@ -42,12 +45,14 @@ func newFaultProxy(t *testing.T, target string) *faultProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &faultProxy{}
+	p := &faultProxy{tries: map[string]int{}}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet {
 			p.mu.Lock()
-			n := p.gets
+			key := r.URL.String() + " " + r.Header.Get("Range")
+			n := p.tries[key]
+			p.tries[key]++
 			p.gets++
 			fail := p.fail != nil && p.fail(n)
 			if fail {
@@ -232,13 +237,13 @@ func TestS3RangeReads(t *testing.T) {
 	}
 }
 
-// TestS3RetriesOn503 fails two GETs of every three with SlowDown: reads
-// and listings succeed by retrying; without retries they fail, naming
-// the object.
+// TestS3RetriesOn503 fails the first two tries of every GET with
+// SlowDown: reads and listings succeed by retrying; without retries they
+// fail, naming the object.
 func TestS3RetriesOn503(t *testing.T) {
 	f := startFixture(t)
 	p := newFaultProxy(t, f.srv.Endpoint)
-	p.fail = func(n int) bool { return n%3 != 2 }
+	p.fail = func(n int) bool { return n < 2 }
 	s := f.store(t, p.URL, nil)
 	ctx := context.Background()
 	paths, err := s.Glob(ctx, "s3://data/shards/*.parquet")
@@ -260,6 +265,9 @@ func TestS3RetriesOn503(t *testing.T) {
 	}
 	t.Logf("%d GETs, %d answered 503 SlowDown", gets, failed)
 
+	p.mu.Lock()
+	clear(p.tries) // every request fails its first two tries again
+	p.mu.Unlock()
 	noRetry := f.store(t, p.URL, func(c *objstore.Config) { c.MaxRetries = -1 })
 	file, err = noRetry.Open(ctx, "s3://data/big.bin")
 	if err != nil {
