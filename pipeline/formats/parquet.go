@@ -119,9 +119,11 @@ func openParquet(f io.ReaderAt, size int64, path string) (*parquet.File, error) 
 		return nil, err
 	}
 	var pf *parquet.File
+	// The leading magic is not read: checkParquetTail checked the
+	// trailing one, and for a remote file it would cost a request.
 	err := guard(path, func() error {
 		var err error
-		pf, err = parquet.OpenFile(f, size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true), parquet.SkipMagicBytes(false))
+		pf, err = parquet.OpenFile(f, size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true), parquet.SkipMagicBytes(true))
 		return err
 	})
 	if err != nil {
@@ -133,30 +135,6 @@ func openParquet(f io.ReaderAt, size int64, path string) (*parquet.File, error) 
 		return nil, &RecordError{Path: path, Offset: -1, Err: ErrCorruptFile, Msg: fmt.Sprintf("not a readable parquet file (corrupt or truncated footer?): %v", err)}
 	}
 	return pf, nil
-}
-
-// footerBytes is how much of a remote file's end is read at once to
-// decode its footer: most footers fit; a larger one is read on through
-// the file's chunks.
-const footerBytes = 64 << 10
-
-// footerReader returns what to decode a file's footer from: a remote
-// file's first 4 and last footerBytes bytes, read by range requests (the
-// chunk cache would fetch a whole chunk, ChunkBytes, for each of the few
-// bytes at either end), else the file itself.
-func footerReader(ctx context.Context, f objstore.File) (io.ReaderAt, error) {
-	rr, ok := f.(objstore.RangeReader)
-	if !ok {
-		return f, nil
-	}
-	// The file's first 4 bytes too: parquet-go checks the leading magic.
-	n := min(f.Size(), footerBytes)
-	rs := []objstore.Range{{Off: 0, N: min(f.Size(), 4)}, {Off: f.Size() - n, N: n}}
-	bufs, err := rr.ReadRanges(ctx, rs)
-	if err != nil {
-		return nil, err
-	}
-	return &bufferedRanges{f: f, rs: rs, bufs: bufs}, nil
 }
 
 // parquetSplits opens each file's footer and makes a split of each row
@@ -204,7 +182,7 @@ func parquetRowGroups(ctx context.Context, store *objstore.Store, o FilesOptions
 		return 0, err
 	}
 	defer f.Close()
-	r, err := footerReader(ctx, f)
+	r, err := footerReader(ctx, f, p)
 	if err != nil {
 		return 0, err
 	}
@@ -245,7 +223,7 @@ func newParquetIter(ctx context.Context, f objstore.File, s Split, o FilesOption
 	if it.onNull == "" {
 		it.onNull = OnNullFail
 	}
-	r, err := footerReader(ctx, f)
+	r, err := footerReader(ctx, f, s.Path)
 	if err != nil {
 		return nil, err
 	}

@@ -53,7 +53,7 @@ func (s *Store) openHTTP(ctx context.Context, url string) (File, error) {
 	if err != nil {
 		return nil, &NamedError{Name: url, Err: err}
 	}
-	return newRemoteFile(s, url, size, &httpObject{store: s, url: url, etag: etag}), nil
+	return newRemoteFile(s, url, size, etag, &httpObject{store: s, url: url, etag: etag}), nil
 }
 
 func (o *httpObject) fetchRange(ctx context.Context, off int64, p []byte) error {

@@ -18,10 +18,11 @@ type rangeFetcher interface {
 // fetched by one goroutine, counted in wg and bounded by the Store's
 // semaphore; Close cancels them all and waits for them.
 type remoteFile struct {
-	name  string
-	size  int64
-	store *Store
-	fetch rangeFetcher
+	name    string
+	size    int64
+	version string
+	store   *Store
+	fetch   rangeFetcher
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -39,13 +40,17 @@ type chunk struct {
 	err  error
 }
 
-func newRemoteFile(s *Store, name string, size int64, f rangeFetcher) *remoteFile {
+func newRemoteFile(s *Store, name string, size int64, version string, f rangeFetcher) *remoteFile {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &remoteFile{name: name, size: size, store: s, fetch: f, ctx: ctx, cancel: cancel,
+	return &remoteFile{name: name, size: size, version: version, store: s, fetch: f, ctx: ctx, cancel: cancel,
 		chunks: map[int64]*chunk{}, last: -1}
 }
 
 func (f *remoteFile) Size() int64 { return f.size }
+
+// Version is the object's ETag when it was opened ("" if it has none):
+// every read is of that version.
+func (f *remoteFile) Version() string { return f.version }
 
 // capacity is how many chunks the file keeps.
 func (f *remoteFile) capacity() int { return f.store.cfg.ReadAheadChunks + 1 }

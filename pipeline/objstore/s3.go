@@ -139,7 +139,7 @@ func (s *Store) openS3(ctx context.Context, name, bucket, key string) (File, err
 		return nil, err
 	}
 	o := &s3Object{store: s, c: c, name: name, bucket: bucket, key: key, etag: info.ETag}
-	return newRemoteFile(s, name, info.Size, o), nil
+	return newRemoteFile(s, name, info.Size, info.ETag, o), nil
 }
 
 // fetchRange GETs one byte range of the version the file opened: a

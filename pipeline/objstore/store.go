@@ -128,6 +128,13 @@ type File interface {
 	Size() int64
 }
 
+// Versioned is a File that names the version it reads (a remote
+// object's ETag): two opens with the same name, size and version read the
+// same bytes.
+type Versioned interface {
+	Version() string
+}
+
 // RangeReader is a File that reads several whole byte ranges at once,
 // concurrently (remote objects).
 type RangeReader interface {
