@@ -30,7 +30,7 @@ func benchObjstore(ctx context.Context, args []string, stdout, stderr io.Writer)
 	words := fs.Int("words", 64, "a row holds 1 to this many tokens")
 	batch := fs.Int64("batch", 256, "batch size (padded_batch of id and tokens)")
 	runs := fs.Int("runs", 3, "jobs per source, alternating; medians are reported")
-	jsonOut := fs.Bool("json", false, "print a JSON array of rows: source, runs, seconds, rows_per_s, file_mb_per_s, ratio_vs_local (of the medians), run_ratio_vs_local (median of the ratios within each run)")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: source, runs, seconds, rows_per_s, file_mb_per_s, ratio_vs_local (of the medians), run_ratio_vs_local (median of the ratios within each run), cpu_s (CPU seconds of this process: client and workers), server_cpu_s (of the S3 server process)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: feedmesh-bench objstore [flags]\n\n"+
 			"Writes --shards Parquet shards (internal/pqshard: id, text, tokens), puts them in a versitygw\n"+
@@ -108,16 +108,30 @@ func benchObjstore(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	want := int64(*shards) * *rows
 	secs := map[string][]float64{}
+	// CPU seconds per run: this process (client and workers) and the S3
+	// server; less sensitive to the machine's other load than seconds.
+	cpu, srvCPU := map[string][]float64{}, map[string][]float64{}
 	for r := 0; r < *runs; r++ {
 		order := []string{"local", "s3"}
 		if r%2 == 1 {
 			order = []string{"s3", "local"}
 		}
 		for _, src := range order {
+			c0 := processCPU()
+			s0, err := srv.CPU()
+			if err != nil {
+				return err
+			}
 			d, n, err := timeJob(ctx, cl, specs[src], fmt.Sprintf("objstore-%s-%d", src, r))
 			if err != nil {
 				return fmt.Errorf("%s run %d: %w", src, r, err)
 			}
+			s1, err := srv.CPU()
+			if err != nil {
+				return err
+			}
+			pc, sc := (processCPU() - c0).Seconds(), (s1 - s0).Seconds()
+			cpu[src], srvCPU[src] = append(cpu[src], pc), append(srvCPU[src], sc)
 			if n != want {
 				return fmt.Errorf("%s run %d: %d rows delivered, want %d", src, r, n, want)
 			}
@@ -125,7 +139,7 @@ func benchObjstore(ctx context.Context, args []string, stdout, stderr io.Writer)
 			if err := waitIdle(c); err != nil {
 				return err
 			}
-			fmt.Fprintf(stderr, "  run %d %-5s %6.2f s  %9.0f rows/s  %6.1f MB/s\n", r, src, d.Seconds(), float64(n)/d.Seconds(), float64(total)/d.Seconds()/1e6)
+			fmt.Fprintf(stderr, "  run %d %-5s %6.2f s  %9.0f rows/s  %6.1f MB/s  CPU %5.2f s feedmesh + %5.2f s S3 server\n", r, src, d.Seconds(), float64(n)/d.Seconds(), float64(total)/d.Seconds()/1e6, pc, sc)
 		}
 	}
 	var ratios []float64
@@ -136,13 +150,14 @@ func benchObjstore(ctx context.Context, args []string, stdout, stderr io.Writer)
 	localRate := float64(want) / median(secs["local"])
 	for _, src := range []string{"local", "s3"} {
 		m := median(secs[src])
-		row := benchRow{"source": src, "runs": *runs, "seconds": m, "rows_per_s": float64(want) / m, "file_mb_per_s": float64(total) / m / 1e6, "ratio_vs_local": float64(want) / m / localRate}
+		row := benchRow{"source": src, "runs": *runs, "seconds": m, "rows_per_s": float64(want) / m, "file_mb_per_s": float64(total) / m / 1e6, "ratio_vs_local": float64(want) / m / localRate,
+			"cpu_s": median(cpu[src]), "server_cpu_s": median(srvCPU[src])}
 		if src == "s3" {
 			row["run_ratio_vs_local"] = median(ratios)
 		}
 		out = append(out, row)
 	}
-	return printRows(stdout, *jsonOut, []string{"source", "runs", "seconds", "rows_per_s", "file_mb_per_s", "ratio_vs_local", "run_ratio_vs_local"}, out)
+	return printRows(stdout, *jsonOut, []string{"source", "runs", "seconds", "rows_per_s", "file_mb_per_s", "ratio_vs_local", "run_ratio_vs_local", "cpu_s", "server_cpu_s"}, out)
 }
 
 // timeJob runs a DYNAMIC job to its end: its duration and the rows

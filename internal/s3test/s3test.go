@@ -190,6 +190,25 @@ func (s *Server) Close() error {
 	return nil
 }
 
+// CPU is the CPU time the server process has used (Linux: /proc).
+func (s *Server) CPU() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name (which may hold spaces): state is
+	// field 3, utime and stime fields 14 and 15, in clock ticks (100/s).
+	rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", s.cmd.Process.Pid, len(f))
+	}
+	var ut, st int64
+	fmt.Sscan(f[11], &ut)
+	fmt.Sscan(f[12], &st)
+	return time.Duration(ut+st) * 10 * time.Millisecond, nil
+}
+
 // MakeBucket creates a bucket.
 func (s *Server) MakeBucket(ctx context.Context, bucket string) error {
 	return s.Client.MakeBucket(ctx, bucket, minio.MakeBucketOptions{})
