@@ -95,7 +95,7 @@ func (s *Spec) ResolvePaths(dir string) {
 		if op.Map == nil || !fn.TakesTokenizerFile(op.Map.Fn) {
 			continue
 		}
-		if p, ok := op.Map.Args["tokenizer"].(string); ok && p != "" && !filepath.IsAbs(p) {
+		if p, ok := op.Map.Args["tokenizer"].(string); ok && p != "" && !filepath.IsAbs(p) && !objstore.IsRemote(p) {
 			op.Map.Args["tokenizer"] = filepath.Join(dir, p)
 		}
 	}

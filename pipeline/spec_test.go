@@ -504,6 +504,13 @@ func TestLoadFileObjectStore(t *testing.T) {
 	if o.Store.Endpoint != wantStore.Endpoint || !o.Store.PathStyle || o.Store.MaxRetries != -1 || o.Store.ChunkBytes != 1<<20 {
 		t.Fatalf("objstore config %+v", o.Store)
 	}
+	// A tokenizer in object storage is not resolved against the spec's
+	// directory either (loading the spec would fetch it, to check it).
+	ts := NewSpec(Source{Range: &RangeSource{Stop: 1}}).Map("tokenize_bpe", fn.Args{"tokenizer": "s3://models/gpt2/tokenizer.json"}, 0)
+	ts.ResolvePaths(dir)
+	if tok := ts.Ops[0].Map.Args["tokenizer"]; tok != "s3://models/gpt2/tokenizer.json" {
+		t.Fatalf("tokenizer %q: an object URL resolved as a local path", tok)
+	}
 	bad := strings.Replace(spec, "on_null: skip", "on_null: maybe", 1)
 	if err := os.WriteFile(specPath, []byte(bad), 0o644); err != nil {
 		t.Fatal(err)
