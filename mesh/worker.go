@@ -147,6 +147,13 @@ func (w *worker) task(ctx context.Context, job string, id uint64) (*task, error)
 	if err != nil {
 		return nil, fmt.Errorf("enumerate splits: %w", err)
 	}
+	// The leader counted the dataset's splits when it registered it; a
+	// worker that lists another number sees other files (objects added
+	// or removed under a glob since): its split ids would name other
+	// data than its peers', so it refuses rather than read the wrong rows.
+	if n := resp.Job.NumSplits; n > 0 && int64(all.Len()) != n {
+		return nil, fmt.Errorf("job %q: the dataset had %d splits when it was registered, this worker lists %d: files or objects its paths match were added or removed since (a dataset's files must not change; to read the new ones, change the spec, which makes a new dataset)", job, n, all.Len())
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if t := w.tasks[job]; t != nil {

@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/feedmesh/feedmesh/pipeline/fn"
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
 )
 
 // MaxSpecBytes bounds the size of a spec file or document accepted by
@@ -85,7 +86,7 @@ func LoadFile(path string) (*Spec, error) {
 func (s *Spec) ResolvePaths(dir string) {
 	if s.Source.Files != nil {
 		for i, p := range s.Source.Files.Paths {
-			if p != "" && !filepath.IsAbs(p) {
+			if p != "" && !filepath.IsAbs(p) && !objstore.IsRemote(p) {
 				s.Source.Files.Paths[i] = filepath.Join(dir, p)
 			}
 		}
@@ -94,7 +95,7 @@ func (s *Spec) ResolvePaths(dir string) {
 		if op.Map == nil || !fn.TakesTokenizerFile(op.Map.Fn) {
 			continue
 		}
-		if p, ok := op.Map.Args["tokenizer"].(string); ok && p != "" && !filepath.IsAbs(p) {
+		if p, ok := op.Map.Args["tokenizer"].(string); ok && p != "" && !filepath.IsAbs(p) && !objstore.IsRemote(p) {
 			op.Map.Args["tokenizer"] = filepath.Join(dir, p)
 		}
 	}

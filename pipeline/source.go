@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/feedmesh/feedmesh/pipeline/formats"
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
 	"github.com/feedmesh/feedmesh/pipeline/tensor"
 )
 
@@ -36,6 +37,14 @@ func filesOptions(f *FilesSource) (formats.FilesOptions, error) {
 		Paths: f.Paths, Format: f.Format, SplitBytes: f.SplitBytes,
 		SkipCorrupt: f.SkipCorrupt, MaxRecordBytes: f.MaxRecordBytes,
 		Encoding: f.Encoding, OnInvalid: f.OnInvalid,
+		Columns: f.Columns, OnNull: f.OnNull,
+	}
+	if s := f.ObjectStore; s != nil {
+		o.Store = objstore.Config{
+			Endpoint: s.Endpoint, Region: s.Region, PathStyle: s.PathStyle,
+			MaxConcurrentReads: s.MaxConcurrentReads, ChunkBytes: s.ChunkBytes,
+			ReadAheadChunks: s.ReadAheadChunks, MaxRetries: s.MaxRetries,
+		}
 	}
 	if f.Delimiter != "" {
 		r, size := utf8.DecodeRuneInString(f.Delimiter)

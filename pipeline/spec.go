@@ -72,6 +72,34 @@ type FilesSource struct {
 	// MaxRecordBytes bounds one line, record or whole file (default
 	// formats.DefaultMaxRecordBytes).
 	MaxRecordBytes int64 `yaml:"max_record_bytes" json:"max_record_bytes,omitempty" cbor:"max_record_bytes,omitempty"`
+	// Columns (parquet) are the columns to read, in this order (all when
+	// empty).
+	Columns []string `yaml:"columns" json:"columns,omitempty" cbor:"columns,omitempty"`
+	// OnNull (parquet) is what a null does: fail (default), skip (the row,
+	// counted) or zero (a zero, empty bytes or an empty list).
+	OnNull string `yaml:"on_null" json:"on_null,omitempty" cbor:"on_null,omitempty"`
+	// ObjectStore configures s3:// and https:// paths.
+	ObjectStore *ObjectStoreOptions `yaml:"object_store" json:"object_store,omitempty" cbor:"object_store,omitempty"`
+}
+
+// ObjectStoreOptions say how to reach s3:// and https:// paths and how
+// hard to read them (objstore.Config; zero values are its defaults and
+// the environment's AWS_ENDPOINT_URL, AWS_REGION).
+type ObjectStoreOptions struct {
+	// Endpoint of an S3-compatible store (http://127.0.0.1:7070).
+	Endpoint string `yaml:"endpoint" json:"endpoint,omitempty" cbor:"endpoint,omitempty"`
+	// Region of the bucket.
+	Region string `yaml:"region" json:"region,omitempty" cbor:"region,omitempty"`
+	// PathStyle addresses buckets as endpoint/bucket/key.
+	PathStyle bool `yaml:"path_style" json:"path_style,omitempty" cbor:"path_style,omitempty"`
+	// MaxConcurrentReads bounds the requests in flight per process (16).
+	MaxConcurrentReads int `yaml:"max_concurrent_reads" json:"max_concurrent_reads,omitempty" cbor:"max_concurrent_reads,omitempty"`
+	// ChunkBytes is the size of one range request (8 MiB).
+	ChunkBytes int64 `yaml:"chunk_bytes" json:"chunk_bytes,omitempty" cbor:"chunk_bytes,omitempty"`
+	// ReadAheadChunks is how many chunks a sequential reader fetches ahead (2).
+	ReadAheadChunks int `yaml:"read_ahead_chunks" json:"read_ahead_chunks,omitempty" cbor:"read_ahead_chunks,omitempty"`
+	// MaxRetries of a throttled or transiently failed request (5; -1: none).
+	MaxRetries int `yaml:"max_retries" json:"max_retries,omitempty" cbor:"max_retries,omitempty"`
 }
 
 // Field maps a jsonl field or csv column to a tensor.

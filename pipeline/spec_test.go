@@ -184,7 +184,7 @@ func TestValidationMessages(t *testing.T) {
 		{"huge prefetch", "source: {range: {stop: 5}}\nops:\n  - prefetch: {buffer: 1000000000000}\n", []string{"ops[0].prefetch.buffer: must be <= 65536"}},
 		{"huge bucket", "source: {range: {stop: 5}}\nops:\n  - bucket_by_sequence_length: {tensor: t, boundaries: [3], batch_sizes: [1, 100000000000]}\n",
 			[]string{"ops[0].bucket_by_sequence_length.batch_sizes[1]: must be <= 16777216"}},
-		{"files format", "source: {files: {paths: [a], format: parquet}}\n", []string{"source.files: format:"}},
+		{"files format", "source: {files: {paths: [a], format: orc}}\n", []string{"source.files: format:"}},
 		{"encoding value", "source: {files: {paths: [a], format: lines, encoding: latin1}}\n", []string{`source.files: encoding: "latin1" is not utf8 or bytes`}},
 		{"on_invalid value", "source: {files: {paths: [a], format: lines, on_invalid: drop}}\n", []string{`source.files: on_invalid: "drop" is not fail, skip or replace`}},
 		{"on_invalid with bytes", "source: {files: {paths: [a], format: lines, encoding: bytes, on_invalid: replace}}\n",
@@ -341,7 +341,15 @@ func TestSourceFieldsChangeFingerprint(t *testing.T) {
 	jsonl := func() *Spec {
 		return &Spec{Source: Source{Files: &FilesSource{Paths: []string{"a/*.txt"}, Format: "jsonl"}}}
 	}
-	cases["lines"], cases["jsonl"] = lines(), jsonl()
+	parquet := func() *Spec {
+		return &Spec{Source: Source{Files: &FilesSource{Paths: []string{"s3://b/a/*.parquet"}, Format: "parquet"}}}
+	}
+	cases["lines"], cases["jsonl"], cases["parquet"] = lines(), jsonl(), parquet()
+	add("columns", parquet, func(s *Spec) { s.Source.Files.Columns = []string{"tokens"} })
+	add("columns order", parquet, func(s *Spec) { s.Source.Files.Columns = []string{"tokens", "id"} })
+	add("on_null", parquet, func(s *Spec) { s.Source.Files.OnNull = "skip" })
+	add("object_store.endpoint", parquet, func(s *Spec) { s.Source.Files.ObjectStore = &ObjectStoreOptions{Endpoint: "http://127.0.0.1:9000"} })
+	add("object_store.path_style", parquet, func(s *Spec) { s.Source.Files.ObjectStore = &ObjectStoreOptions{PathStyle: true} })
 	add("encoding", lines, func(s *Spec) { s.Source.Files.Encoding = "bytes" })
 	add("on_invalid skip", lines, func(s *Spec) { s.Source.Files.OnInvalid = "skip" })
 	add("on_invalid replace", lines, func(s *Spec) { s.Source.Files.OnInvalid = "replace" })
@@ -457,5 +465,57 @@ func TestTokenizeBPEParallel(t *testing.T) {
 	one, four := run(t, spec(1)), run(t, spec(4))
 	if len(one) != 2000 || !reflect.DeepEqual(one, four) {
 		t.Fatalf("parallelism 4 differs from 1 (%d vs %d elements)", len(four), len(one))
+	}
+}
+
+// An s3:// path in a spec file is not resolved against the file's
+// directory, and object_store, columns and on_null decode.
+func TestLoadFileObjectStore(t *testing.T) {
+	dir := t.TempDir()
+	specPath := filepath.Join(dir, "spec.yaml")
+	spec := `source:
+  files:
+    paths: ["s3://corpus/tok/shard-*.parquet", "https://example.com/x.parquet", "local/*.parquet"]
+    format: parquet
+    columns: [tokens, id]
+    on_null: skip
+    object_store: {endpoint: "http://127.0.0.1:9000", region: eu-west-1, path_style: true, max_concurrent_reads: 4, chunk_bytes: 1048576, read_ahead_chunks: 3, max_retries: -1}
+`
+	if err := os.WriteFile(specPath, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadFile(specPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := s.Source.Files
+	want := []string{"s3://corpus/tok/shard-*.parquet", "https://example.com/x.parquet", filepath.Join(dir, "local", "*.parquet")}
+	if !reflect.DeepEqual(f.Paths, want) {
+		t.Fatalf("paths %q, want %q", f.Paths, want)
+	}
+	wantStore := ObjectStoreOptions{Endpoint: "http://127.0.0.1:9000", Region: "eu-west-1", PathStyle: true, MaxConcurrentReads: 4, ChunkBytes: 1 << 20, ReadAheadChunks: 3, MaxRetries: -1}
+	if f.ObjectStore == nil || *f.ObjectStore != wantStore || !reflect.DeepEqual(f.Columns, []string{"tokens", "id"}) || f.OnNull != "skip" {
+		t.Fatalf("decoded %+v, object_store %+v", f, f.ObjectStore)
+	}
+	o, err := filesOptions(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Store.Endpoint != wantStore.Endpoint || !o.Store.PathStyle || o.Store.MaxRetries != -1 || o.Store.ChunkBytes != 1<<20 {
+		t.Fatalf("objstore config %+v", o.Store)
+	}
+	// A tokenizer in object storage is not resolved against the spec's
+	// directory either (loading the spec would fetch it, to check it).
+	ts := NewSpec(Source{Range: &RangeSource{Stop: 1}}).Map("tokenize_bpe", fn.Args{"tokenizer": "s3://models/gpt2/tokenizer.json"}, 0)
+	ts.ResolvePaths(dir)
+	if tok := ts.Ops[0].Map.Args["tokenizer"]; tok != "s3://models/gpt2/tokenizer.json" {
+		t.Fatalf("tokenizer %q: an object URL resolved as a local path", tok)
+	}
+	bad := strings.Replace(spec, "on_null: skip", "on_null: maybe", 1)
+	if err := os.WriteFile(specPath, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadFile(specPath); err == nil || !strings.Contains(err.Error(), "on_null") {
+		t.Fatalf("bad on_null: %v", err)
 	}
 }

@@ -64,6 +64,11 @@ func (s *Spec) Normalized() (*Spec, error) {
 		f := *src.Files
 		f.Paths = append([]string(nil), f.Paths...)
 		f.Fields = append([]Field(nil), f.Fields...)
+		f.Columns = append([]string(nil), f.Columns...)
+		if f.ObjectStore != nil {
+			o := *f.ObjectStore
+			f.ObjectStore = &o
+		}
 		out.Source.Files = &f
 	}
 	if src.Synthetic != nil {

@@ -3,6 +3,7 @@ package fn
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -12,7 +13,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
 	"github.com/feedmesh/feedmesh/pipeline/tensor"
 )
 
@@ -76,7 +79,8 @@ var tokenizers = struct {
 type tokenizerKey struct {
 	path    string
 	size    int64
-	mtime   int64
+	mtime   int64  // local files
+	version string // objects: the ETag
 	variant string // what else the model depends on (tiktoken's encoding)
 }
 
@@ -87,6 +91,9 @@ type tokenizerEntry struct {
 }
 
 func loadCached(path, variant string, load func(path string, data []byte) (*bpeModel, error)) (*bpeModel, error) {
+	if objstore.IsRemote(path) {
+		return loadRemote(path, variant, load)
+	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
@@ -95,7 +102,7 @@ func loadCached(path, variant string, load func(path string, data []byte) (*bpeM
 	if err != nil {
 		return nil, err
 	}
-	k := tokenizerKey{abs, st.Size(), st.ModTime().UnixNano(), variant}
+	k := tokenizerKey{path: abs, size: st.Size(), mtime: st.ModTime().UnixNano(), variant: variant}
 	tokenizers.Lock()
 	e := tokenizers.m[k]
 	if e == nil {
@@ -112,6 +119,41 @@ func loadCached(path, variant string, load func(path string, data []byte) (*bpeM
 	return e.m, e.err
 }
 
+// loadRemote loads a tokenizer from object storage (s3:// or https://),
+// reached as the environment says (AWS_ENDPOINT_URL, AWS_REGION, the
+// credentials: objstore.Config's defaults), once per object version.
+func loadRemote(path, variant string, load func(path string, data []byte) (*bpeModel, error)) (*bpeModel, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), remoteTokenizerTimeout)
+	defer cancel()
+	f, err := objstore.For(objstore.Config{}).Open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	k := tokenizerKey{path: path, size: f.Size(), variant: variant}
+	if v, ok := f.(objstore.Versioned); ok {
+		k.version = v.Version()
+	}
+	tokenizers.Lock()
+	e := tokenizers.m[k]
+	if e == nil {
+		e = &tokenizerEntry{}
+		tokenizers.m[k] = e
+	}
+	tokenizers.Unlock()
+	e.once.Do(func() {
+		var data []byte
+		if data, e.err = readTokenizer(path, io.NewSectionReader(f, 0, f.Size())); e.err == nil {
+			e.m, e.err = load(path, data)
+		}
+	})
+	return e.m, e.err
+}
+
+// remoteTokenizerTimeout bounds the opening of a tokenizer object (its
+// requests are retried within it).
+const remoteTokenizerTimeout = 2 * time.Minute
+
 // readTokenizerFile reads a file, gunzipping it when its name ends in .gz.
 func readTokenizerFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
@@ -119,6 +161,12 @@ func readTokenizerFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return readTokenizer(path, f)
+}
+
+// readTokenizer reads a tokenizer's bytes from f, gunzipping them when
+// path ends in .gz, up to MaxTokenizerBytes.
+func readTokenizer(path string, f io.Reader) ([]byte, error) {
 	var r io.Reader = f
 	if strings.HasSuffix(path, ".gz") {
 		zr, err := gzip.NewReader(f)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/feedmesh/feedmesh/pipeline/tensor"
@@ -17,7 +16,7 @@ import (
 // at record boundaries. Quoted fields may contain newlines, so it scans the
 // whole file, tracking quotes. The first split starts at 0 (its reader
 // skips the header like every other split's reader does).
-func csvBoundaries(f *os.File, size, splitBytes int64) ([]int64, error) {
+func csvBoundaries(f io.ReaderAt, size, splitBytes int64) ([]int64, error) {
 	bounds := []int64{0}
 	r := bufio.NewReaderSize(io.NewSectionReader(f, 0, size), readBufferBytes)
 	inQuote := false

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"unicode/utf8"
 
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
 	"github.com/feedmesh/feedmesh/pipeline/tensor"
 )
 
@@ -22,6 +23,7 @@ const (
 	FormatWholeFile   = "whole_file"
 	FormatWebDataset  = "webdataset"
 	FormatImageFolder = "image_folder"
+	FormatParquet     = "parquet"
 )
 
 // DefaultMaxRecordBytes bounds one line, CSV record, TFRecord record or
@@ -139,6 +141,16 @@ type FilesOptions struct {
 	// MaxRecordBytes bounds one line, record or whole file; 0 means
 	// DefaultMaxRecordBytes. Larger ones are an error, never an allocation.
 	MaxRecordBytes int64
+	// Columns (parquet) projects the file on these columns, in this
+	// order; empty means every column.
+	Columns []string
+	// OnNull (parquet) is what a null value does: OnNullFail (the
+	// default), OnNullSkip (drop the row, counted as skipped) or
+	// OnNullZero (a zero, empty bytes or an empty list in its place).
+	OnNull string
+	// Store says how to reach paths that are object URLs (s3://,
+	// https://) and how hard to read them.
+	Store objstore.Config
 }
 
 // WithDefaults returns o with zero fields replaced by their defaults.
@@ -176,6 +188,9 @@ func (o FilesOptions) Validate() error {
 		if _, err := filepath.Match(p, ""); err != nil {
 			return fmt.Errorf("paths[%d]: bad pattern %q: %w", i, p, err)
 		}
+		if objstore.IsRemote(p) && o.Format == FormatImageFolder {
+			return fmt.Errorf("paths[%d]: image_folder reads a local directory tree, not %s", i, p)
+		}
 	}
 	switch o.Format {
 	case FormatLines, FormatTFRecord, FormatWholeFile, FormatWebDataset, FormatImageFolder:
@@ -183,8 +198,21 @@ func (o FilesOptions) Validate() error {
 			return fmt.Errorf("fields: only jsonl and csv take fields, not %s", o.Format)
 		}
 	case FormatJSONL, FormatCSV:
+	case FormatParquet:
+		if len(o.Fields) > 0 {
+			return errors.New("fields: parquet selects columns with columns, not fields")
+		}
+		if o.SplitBytes != 0 {
+			return errors.New("split_bytes: parquet files are cut at row groups (each row group is a split): leave it out")
+		}
 	default:
-		return fmt.Errorf("format: %q is not lines, jsonl, csv, tfrecord, whole_file, webdataset or image_folder", o.Format)
+		return fmt.Errorf("format: %q is not lines, jsonl, csv, tfrecord, whole_file, webdataset, image_folder or parquet", o.Format)
+	}
+	if o.Format != FormatParquet && (len(o.Columns) > 0 || o.OnNull != "") {
+		return errors.New("columns, on_null: only parquet takes them")
+	}
+	if err := validateParquetOptions(o); err != nil {
+		return err
 	}
 	if o.Format == FormatImageFolder {
 		if o.SplitBytes != 0 {
@@ -231,9 +259,34 @@ func (o FilesOptions) Validate() error {
 // ExpandPaths expands the globs: sorted, deduplicated regular files. A glob
 // that matches no file is an error naming it (errors.Is ErrNoMatch).
 func ExpandPaths(globs []string) ([]string, error) {
+	return expandPaths(context.Background(), nil, globs)
+}
+
+// expandPaths is ExpandPaths for local globs and object URLs (listed
+// through store; object globs are expanded by the store's listing).
+func expandPaths(ctx context.Context, store *objstore.Store, globs []string) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
 	for i, g := range globs {
+		if objstore.IsRemote(g) {
+			if store == nil {
+				return nil, fmt.Errorf("paths[%d]: %s: no object store configured", i, g)
+			}
+			matches, err := store.Glob(ctx, g)
+			if err != nil {
+				if errors.Is(err, objstore.ErrNoMatch) {
+					return nil, fmt.Errorf("paths[%d]: %q %w", i, g, ErrNoMatch)
+				}
+				return nil, fmt.Errorf("paths[%d]: %w", i, err)
+			}
+			for _, m := range matches {
+				if !seen[m] {
+					seen[m] = true
+					out = append(out, m)
+				}
+			}
+			continue
+		}
 		matches, err := filepath.Glob(g)
 		if err != nil {
 			return nil, fmt.Errorf("paths[%d]: bad pattern %q: %w", i, g, err)
@@ -276,9 +329,17 @@ func FileSplits(o FilesOptions) ([]Split, error) {
 		}
 		return out, nil
 	}
-	paths, err := ExpandPaths(o.Paths)
+	store := objstore.For(o.Store)
+	paths, err := expandPaths(context.Background(), store, o.Paths)
 	if err != nil {
 		return nil, fmt.Errorf("files source: %w", err)
+	}
+	if o.Format == FormatParquet {
+		out, err := parquetSplits(context.Background(), store, o, paths)
+		if err != nil {
+			return nil, fmt.Errorf("files source: %w", err)
+		}
+		return out, nil
 	}
 	var out []Split
 	for _, p := range paths {
@@ -286,7 +347,7 @@ func FileSplits(o FilesOptions) ([]Split, error) {
 			out = append(out, Split{ID: int64(len(out)), Path: p, Start: 0, End: -1})
 			continue
 		}
-		bounds, err := splitBoundaries(o, p)
+		bounds, err := splitBoundaries(store, o, p)
 		if err != nil {
 			return nil, fmt.Errorf("files source: split %s: %w", p, err)
 		}
@@ -303,17 +364,13 @@ func FileSplits(o FilesOptions) ([]Split, error) {
 
 // splitBoundaries returns the start offsets of a file's splits (the first
 // is always 0, so an empty file still has one split).
-func splitBoundaries(o FilesOptions, path string) ([]int64, error) {
-	f, err := os.Open(path)
+func splitBoundaries(store *objstore.Store, o FilesOptions, path string) ([]int64, error) {
+	f, err := store.Open(context.Background(), path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	size := st.Size()
+	size := f.Size()
 	switch o.Format {
 	case FormatTFRecord:
 		return tfrecordBoundaries(f, size, o.SplitBytes, o.MaxRecordBytes)
@@ -347,20 +404,20 @@ func OpenFiles(ctx context.Context, o FilesOptions, s Split) (Iterator, error) {
 	if s.Start < 0 || (s.End != -1 && s.End < s.Start) {
 		return nil, fmt.Errorf("files source: split %d: bad byte range [%d, %d)", s.ID, s.Start, s.End)
 	}
-	f, err := os.Open(s.Path)
+	f, err := objstore.For(o.Store).Open(ctx, s.Path)
 	if err != nil {
 		return nil, fmt.Errorf("files source: %w", err)
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("files source: %w", err)
+	if o.Format == FormatParquet {
+		it, err := newParquetIter(ctx, f, s, o)
+		if err != nil {
+			f.Close()
+			return nil, err // names the file
+		}
+		return it, nil
 	}
-	if st.IsDir() {
-		f.Close()
-		return nil, fmt.Errorf("files source: %s is a directory", s.Path)
-	}
-	fr := &fileRange{f: f, path: s.Path, size: st.Size(), start: min(s.Start, st.Size()), end: s.End}
+	size := f.Size()
+	fr := &fileRange{f: f, path: s.Path, size: size, start: min(s.Start, size), end: s.End}
 	if fr.end == -1 || fr.end > fr.size {
 		fr.end = fr.size
 	}
@@ -394,7 +451,7 @@ func OpenFiles(ctx context.Context, o FilesOptions, s Split) (Iterator, error) {
 
 // fileRange is an open file and the byte range [start, end) of a split.
 type fileRange struct {
-	f                *os.File
+	f                objstore.File
 	path             string
 	size, start, end int64
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -111,5 +112,29 @@ func FuzzCSVReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, splitBytes int64) {
 		fuzzRead(t, "f.csv", data, FilesOptions{Format: FormatCSV, Fields: fields}, splitBytes%512)
 		fuzzRead(t, "g.csv", data, FilesOptions{Format: FormatCSV}, splitBytes%512)
+	})
+}
+
+// FuzzParquetReader reads mutated Parquet files (seeded with the files
+// Arrow wrote): never a panic, and every error names the file.
+func FuzzParquetReader(f *testing.F) {
+	for _, name := range []string{"mixed.parquet", "plain.parquet"} {
+		b, err := os.ReadFile(pqPath(name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, false)
+		f.Add(b, true)
+	}
+	f.Add([]byte("PAR1\x00\x00\x00\x00PAR1"), false)
+	f.Fuzz(func(t *testing.T, data []byte, skip bool) {
+		p := filepath.Join(t.TempDir(), "f.parquet")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := readAllFiles(t, FilesOptions{Paths: []string{p}, Format: FormatParquet, OnNull: OnNullZero, SkipCorrupt: skip, MaxRecordBytes: 1 << 20})
+		if err != nil && !strings.Contains(err.Error(), p) {
+			t.Fatalf("error does not name the file: %v", err)
+		}
 	})
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"unicode/utf8"
 
 	"github.com/feedmesh/feedmesh/pipeline/tensor"
@@ -16,7 +15,7 @@ import (
 
 // lineBoundaries cuts a text file into ranges of at least splitBytes, each
 // starting at the beginning of a line. It reads only around each cut.
-func lineBoundaries(f *os.File, size, splitBytes int64) ([]int64, error) {
+func lineBoundaries(f io.ReaderAt, size, splitBytes int64) ([]int64, error) {
 	bounds := []int64{0}
 	for t := splitBytes; t < size; t = bounds[len(bounds)-1] + splitBytes {
 		b, err := nextLineStart(f, t, size)

@@ -112,7 +112,7 @@ func TestOptionsValidate(t *testing.T) {
 		want string
 	}{
 		{FilesOptions{Format: FormatLines}, "paths:"},
-		{FilesOptions{Paths: []string{"x"}, Format: "parquet"}, "format:"},
+		{FilesOptions{Paths: []string{"x"}, Format: "orc"}, "format:"},
 		{FilesOptions{Paths: []string{"[x"}, Format: FormatLines}, "paths[0]: bad pattern"},
 		{FilesOptions{Paths: []string{"x"}, Format: FormatLines, Fields: []Field{{Name: "a"}}}, "fields:"},
 		{FilesOptions{Paths: []string{"x"}, Format: FormatJSONL, Fields: []Field{{Name: ""}}}, "fields[0].name"},

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
 
 	"github.com/feedmesh/feedmesh/pipeline/tensor"
 )
@@ -59,7 +58,7 @@ func headerAt(hdr []byte) (length uint64, ok bool) {
 // ranges of at least splitBytes at record starts. A corrupt header stops
 // the walk: the rest of the file is the last split, whose reader reports
 // (or skips) the corruption.
-func tfrecordBoundaries(f *os.File, size, splitBytes, maxRecord int64) ([]int64, error) {
+func tfrecordBoundaries(f io.ReaderAt, size, splitBytes, maxRecord int64) ([]int64, error) {
 	bounds := []int64{0}
 	w := window{f: f, size: size}
 	next := splitBytes

@@ -71,7 +71,7 @@ type wdsMember struct {
 }
 
 func newWebDatasetIter(fr *fileRange, o FilesOptions) (Iterator, error) {
-	cr := &countingReader{r: bufio.NewReaderSize(fr.f, readBufferBytes)}
+	cr := &countingReader{r: bufio.NewReaderSize(io.NewSectionReader(fr.f, 0, fr.size), readBufferBytes)}
 	return &webDatasetIter{
 		path: fr.path,
 		f:    fr.f,
