@@ -210,7 +210,7 @@ func (n *Node) forward(ctx context.Context, addr, method string, req, resp any) 
 // at another leader.
 func retriable(err error) bool {
 	switch {
-	case errorsIsRejected(err), errors.Is(err, api.ErrNotAssigned), errors.Is(err, api.ErrHandBackRefused):
+	case errorsIsRejected(err), errors.Is(err, api.ErrNotAssigned), errors.Is(err, api.ErrHandBackRefused), errors.Is(err, api.ErrReleased):
 		return false
 	case errors.Is(err, transport.ErrInvalid), errors.Is(err, transport.ErrNotFound),
 		errors.Is(err, transport.ErrUnknownMethod):
@@ -225,6 +225,8 @@ func mapRaftErr(err error) error {
 		return transport.Errorf(transport.ErrNotFound, "%v", err)
 	case errors.Is(err, raftstate.ErrNotAssigned):
 		return transport.Errorf(api.ErrNotAssigned, "%v", err)
+	case errors.Is(err, raftstate.ErrReleased):
+		return transport.Errorf(api.ErrReleased, "%v", err)
 	case errors.Is(err, splits.ErrHandBackRefused):
 		return transport.Errorf(api.ErrHandBackRefused, "%v", err)
 	case errorsIsRejected(err):

@@ -403,6 +403,12 @@ func (n *Node) applyJobSteps(ctx context.Context, steps []raftstate.JobStep) {
 				}
 				stopped[st.Job] = true
 			}
+		case raftstate.TypeAllocateJob:
+			if err != nil {
+				n.log.Warn("allocate nodes to an autoscaling job", "job", st.Job, "err", err)
+			} else {
+				n.log.Info("allocated nodes to an autoscaling job", "job", st.Job)
+			}
 		case raftstate.TypeDrainTask:
 			if err != nil {
 				n.log.Warn("rejoin a drained worker to its job", "job", st.Job, "worker", st.Worker, "err", err)

@@ -153,6 +153,16 @@ type ScaleState struct {
 	Changes     int64 `cbor:"10,keyasint,omitempty" json:"changes,omitempty"`
 	// Speaker is the consumer whose metrics the job follows.
 	Speaker string `cbor:"11,keyasint,omitempty" json:"speaker,omitempty"`
+	// Allocated: the leader allocates the job's nodes (AllocateJob,
+	// release.go) and can take workers back, so the policy scales down
+	// (scaleConfigAllocated) and waits for a worker it asked for before
+	// measuring it. Jobs of a log from before AllocateJob never set it
+	// and replay as they did.
+	Allocated bool `cbor:"12,keyasint,omitempty" json:"allocated,omitempty"`
+	// Share is how many nodes the last allocation gave the job, and
+	// Allocation why (its own nodes, or a fair share of how many).
+	Share      int    `cbor:"13,keyasint,omitempty" json:"share,omitempty"`
+	Allocation string `cbor:"14,keyasint,omitempty" json:"allocation,omitempty"`
 }
 
 // NewScaleState is a new job's state: one worker, scaling up.
@@ -395,14 +405,20 @@ func firstLive(ns []string, live []string) string {
 // (Cachew has one client per job), and only once per
 // BatchesPerMetric batches of it, so that each step sees a fresh window.
 
-// scaleConfig is the policy's configuration in the state machine:
-// Cachew's values, fixed so that every replica steps alike, without
-// scaling down: the mesh cannot take a worker back from a job yet.
-var scaleConfig = func() AutoscaleConfig {
-	c := DefaultAutoscaleConfig()
-	c.NoScaleDown = true
-	return c
-}()
+// scaleConfig is the policy's configuration in the state machine for a
+// job the leader has not allocated yet (ScaleState.Allocated false: every
+// job of a log from before AllocateJob): Cachew's values, fixed so that
+// every replica steps alike, without scaling down. scaleConfigAllocated,
+// for an allocated job, scales down: the leader releases the workers
+// (release.go).
+var (
+	scaleConfig = func() AutoscaleConfig {
+		c := DefaultAutoscaleConfig()
+		c.NoScaleDown = true
+		return c
+	}()
+	scaleConfigAllocated = DefaultAutoscaleConfig()
+)
 
 // stepScale applies consumer's metric m to the job's Scale, if the job
 // autoscales, the consumer speaks for it and a window has passed.
@@ -424,12 +440,25 @@ func (j *Job) stepScale(consumer string, m ScaleMetric) {
 	if m.Batches < j.Scale.StepBatches+int64(scaleConfig.BatchesPerMetric) {
 		return
 	}
+	cfg := scaleConfig
+	if j.Scale.Allocated {
+		cfg = scaleConfigAllocated
+		if active := j.activeWorkers(); j.Scale.Phase == ScaleUp && active < j.Scale.Workers {
+			// The worker asked for has not been given (the mesh has no
+			// free node): measuring now would take its absence for no
+			// gain. The window starts again once it is there; meanwhile
+			// the job wants it, and the mesh counts it (NodesWanted).
+			j.Scale.StepBatches = m.Batches
+			j.Scale.Reason = fmt.Sprintf("waiting for worker %d (has %d): no free node", j.Scale.Workers, active)
+			return
+		}
+	}
 	limit := MaxJobWorkers
 	if j.Options.MaxWorkers > 0 {
 		limit = j.Options.MaxWorkers
 	}
 	before := j.Scale.Workers
-	next := StepAutoscale(*j.Scale, m, scaleConfig, limit)
+	next := StepAutoscale(*j.Scale, m, cfg, limit)
 	next.StepBatches = m.Batches
 	if next.Workers != before {
 		next.Changes++

@@ -277,6 +277,10 @@ type WorkerInfo struct {
 	// shutdown; it holds nothing of the job. A later process of the node
 	// rejoins the job, assigned afresh (Since changes).
 	Drained bool `json:"drained,omitempty"`
+	// Released: the job's autoscaling gave the worker back; it drains
+	// (until Drained too), and the job may take it back later, assigned
+	// afresh (Since changes).
+	Released bool `json:"released,omitempty"`
 	// Held (DYNAMIC jobs) is how many splits the worker holds: leased,
 	// or (exactly-once) produced and not yet settled by receipts.
 	Held int `json:"held,omitempty"`
@@ -425,6 +429,34 @@ type ScaleInfo struct {
 	Phase   string `json:"phase"`
 	Reason  string `json:"reason"`
 	Changes int64  `json:"changes"`
+	// Wanted is the count the job wants (Workers capped by MaxWorkers);
+	// Share is how many nodes the leader's allocation gives it, and
+	// Allocation why ("" before its first allocation).
+	Wanted     int    `json:"wanted"`
+	Share      int    `json:"share"`
+	Allocation string `json:"allocation,omitempty"`
+}
+
+// NodesWanted is how many nodes the jobs would want (as tf.data service's
+// optimal_number_of_workers), for an external autoscaler: the sum of what
+// the running autoscaling jobs want (ScaleInfo.Wanted: a job waiting for a
+// node the mesh does not have counts it), and at least the largest fixed
+// count (MaxWorkers) of a running job that does not autoscale. A job that
+// takes every node wants no particular count and adds nothing. Above the
+// live worker nodes, the mesh would use more.
+func NodesWanted(jobs []JobInfo) int {
+	sum, fixed := 0, 0
+	for _, j := range jobs {
+		if j.State != "" && j.State != JobRunning {
+			continue
+		}
+		if j.Scale != nil {
+			sum += max(j.Scale.Wanted, 1)
+		} else {
+			fixed = max(fixed, j.Options.MaxWorkers)
+		}
+	}
+	return max(sum, fixed)
 }
 
 // ConsumerMetrics is what a consumer measures of its training loop over
