@@ -148,5 +148,9 @@ func (j *Job) WantedWorkers() int {
 	if j.Scale == nil {
 		return 0
 	}
-	return max(j.scaledLimit(), 1)
+	w := max(j.scaledLimit(), 1)
+	if j.Scale.WantsMore && (j.Options.MaxWorkers == 0 || w < j.Options.MaxWorkers) {
+		w++
+	}
+	return w
 }

@@ -163,6 +163,10 @@ type ScaleState struct {
 	// Allocation why (its own nodes, or a fair share of how many).
 	Share      int    `cbor:"13,keyasint,omitempty" json:"share,omitempty"`
 	Allocation string `cbor:"14,keyasint,omitempty" json:"allocation,omitempty"`
+	// WantsMore: the policy converged because the allocation could not
+	// give the worker it asked for (no free node): the job would take
+	// one more (WantedWorkers counts it) and tries again at a revisit.
+	WantsMore bool `cbor:"15,keyasint,omitempty" json:"wants_more,omitempty"`
 }
 
 // NewScaleState is a new job's state: one worker, scaling up.
@@ -247,8 +251,9 @@ func StepAutoscale(s ScaleState, m ScaleMetric, cfg AutoscaleConfig, limit int) 
 			return s
 		}
 		s.SinceRevisit = 0
+		outpaced := m.ResultQueue > s.ConvergedQueue*(1+cfg.DownQueueRatio) && m.ResultQueue-s.ConvergedQueue >= 1
 		switch {
-		case m.ResultQueue > s.ConvergedQueue*(1+cfg.DownQueueRatio) && m.ResultQueue-s.ConvergedQueue >= 1 && s.Workers > 1:
+		case outpaced && s.Workers > 1:
 			if cfg.NoScaleDown {
 				s.Reason = fmt.Sprintf("result queue %.1f is above the converged %.1f (workers outpace the model): fewer would do, but scaling down is off; keeping %d",
 					m.ResultQueue, s.ConvergedQueue, s.Workers)
@@ -257,13 +262,19 @@ func StepAutoscale(s ScaleState, m ScaleMetric, cfg AutoscaleConfig, limit int) 
 			s.Phase, s.Base = ScaleDown, m.BatchTime
 			s.changed(s.Workers-1, cfg, fmt.Sprintf("result queue %.1f is %.0f %% above the converged %.1f (workers outpace the model): trying %d",
 				m.ResultQueue, 100*(m.ResultQueue/max(s.ConvergedQueue, 1e-9)-1), s.ConvergedQueue, s.Workers-1))
-		case m.BatchTime > s.ConvergedBatchTime*(1+cfg.UpRatio) && s.Workers < limit:
+		case m.BatchTime > s.ConvergedBatchTime*(1+cfg.UpRatio) && s.Workers < limit && !outpaced:
+			// (With batches waiting in the queue, the model is slower
+			// than the workers: another worker would not help.)
 			s.Phase, s.Base = ScaleUp, m.BatchTime
 			s.changed(s.Workers+1, cfg, fmt.Sprintf("batch time %s is %.0f %% above the converged %s: trying %d",
 				ms(m.BatchTime), 100*(m.BatchTime/s.ConvergedBatchTime-1), ms(s.ConvergedBatchTime), s.Workers+1))
 		}
 	case ScaleDown:
-		if -gain(s.Base, m.BatchTime) >= cfg.Threshold {
+		// A batch time that rose while batches still wait in the queue
+		// is the model's own (noise, or it slowed further), not the
+		// missing worker's: the scale-down goes on.
+		stocked := m.ResultQueue > s.ConvergedQueue*(1+cfg.DownQueueRatio) && m.ResultQueue-s.ConvergedQueue >= 1
+		if -gain(s.Base, m.BatchTime) >= cfg.Threshold && !stocked {
 			s.converge(s.Workers+1, s.Base, cfg, fmt.Sprintf("with %d workers batch time rose %.1f %%: back to %d", s.Workers, -100*gain(s.Base, m.BatchTime), s.Workers+1))
 			return s
 		}
@@ -443,13 +454,22 @@ func (j *Job) stepScale(consumer string, m ScaleMetric) {
 	cfg := scaleConfig
 	if j.Scale.Allocated {
 		cfg = scaleConfigAllocated
-		if active := j.activeWorkers(); j.Scale.Phase == ScaleUp && active < j.Scale.Workers {
-			// The worker asked for has not been given (the mesh has no
-			// free node): measuring now would take its absence for no
-			// gain. The window starts again once it is there; meanwhile
-			// the job wants it, and the mesh counts it (NodesWanted).
+		if active := j.activeWorkers(); j.Scale.Phase == ScaleUp && j.Scale.Pause == 0 && active < j.Scale.Workers {
+			// The worker asked for is not there: measuring now would
+			// take its absence for no gain. If the allocation gives it,
+			// it is on its way (a node still draining another job's
+			// task): wait. If not (no free node), converge at what the
+			// job has; it wants one more, and the mesh says so
+			// (WantedWorkers).
 			j.Scale.StepBatches = m.Batches
-			j.Scale.Reason = fmt.Sprintf("waiting for worker %d (has %d): no free node", j.Scale.Workers, active)
+			if j.Scale.Share >= j.Scale.Workers {
+				j.Scale.Reason = fmt.Sprintf("waiting for worker %d (has %d): its node is on its way", j.Scale.Workers, active)
+				return
+			}
+			j.Scale.converge(max(active, 1), j.Scale.Base, cfg, fmt.Sprintf("the allocation gives %d nodes (%s): converged at %d, one more wanted",
+				j.Scale.Share, j.Scale.Allocation, max(active, 1)))
+			j.Scale.WantsMore = true
+			j.Scale.Changes++
 			return
 		}
 	}
@@ -462,6 +482,7 @@ func (j *Job) stepScale(consumer string, m ScaleMetric) {
 	next.StepBatches = m.Batches
 	if next.Workers != before {
 		next.Changes++
+		next.WantsMore = false
 	}
 	*j.Scale = next
 }

@@ -67,6 +67,16 @@ func TestStepAutoscale(t *testing.T) {
 	if s.Phase != ScaleConverged || s.Workers != 2 || !strings.Contains(s.Reason, "back to 2") {
 		t.Errorf("ingestion slowed: %v at %d workers (%s), want converged at 2", s.Phase, s.Workers, s.Reason)
 	}
+	// The model slows below what one worker makes, and its batch time is
+	// noisy (±5 %, over the threshold): batches wait in the queue at every
+	// count, so a noisy rise is not taken for a missing worker, and the
+	// job goes down to one. More workers are not tried either while the
+	// queue is stocked, though the batch time is far above the converged.
+	crawl := scaleModel{worker: 0.100, model: 0.400}
+	noisy := runScale(runScale(NewScaleState(), m, 40, 16, nil), crawl, 60, 16, []float64{0.05, -0.05, 0.05})
+	if noisy.Phase != ScaleConverged || noisy.Workers != 1 {
+		t.Errorf("noisy slow model: %v at %d workers (%s), want converged at 1", noisy.Phase, noisy.Workers, noisy.Reason)
+	}
 	// The state machine's configuration does not scale down (the mesh
 	// cannot take a worker back yet): the job stays at 4 and says why.
 	held := NewScaleState()
