@@ -45,10 +45,13 @@ func (n *Node) Status() api.Status {
 	for i, v := range rs.Voters {
 		voters[i] = api.Voter{ID: v.ID, Addr: v.Addr}
 	}
-	alive := 0
+	alive, workers := 0, 0
 	for _, m := range ms {
 		if m.Status == api.StatusAlive || m.Status == api.StatusSuspect {
 			alive++
+			if m.Worker {
+				workers++
+			}
 		}
 	}
 	return api.Status{
@@ -57,6 +60,7 @@ func (n *Node) Status() api.Status {
 		Term: rs.Term, CommitIndex: rs.CommitIndex, AppliedIndex: rs.AppliedIndex,
 		LastLogIndex: rs.LastLogIndex, Voters: voters, Members: len(ms), AliveMembers: alive,
 		ShareWindowBytes: n.cfg.Worker.ShareWindowBytes,
+		NodesWanted: api.NodesWanted(n.LocalJobs()), WorkerNodes: workers,
 	}
 }
 
