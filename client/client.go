@@ -37,6 +37,19 @@ const (
 	AtMostOnce  = api.AtMostOnce
 )
 
+// Workers says how many nodes serve a job (JobOptions.Workers): AutoWorkers,
+// AllWorkers or FixedWorkers(n).
+type Workers = api.Workers
+
+// The worker choices that are not a count.
+const (
+	AutoWorkers = api.AutoWorkers
+	AllWorkers  = api.AllWorkers
+)
+
+// FixedWorkers is a fixed count of n workers (JobOptions.Workers).
+func FixedWorkers(n int) Workers { return api.FixedWorkers(n) }
+
 // JobOptions describe the job to create or join: Name is required, every
 // other field has a default (see api.JobOptions, the type on the wire).
 type JobOptions = api.JobOptions

@@ -26,6 +26,14 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 		},
 		CreatedAt: time.Unix(0, v.CreatedAt),
 	}
+	switch {
+	case v.Options.Autoscale:
+		info.Options.Workers = api.AutoWorkers
+	case v.Options.MaxWorkers > 0:
+		info.Options.Workers = api.FixedWorkers(v.Options.MaxWorkers)
+	default:
+		info.Options.Workers = api.AllWorkers
+	}
 	if d, ok := n.raft.Dataset(v.Fingerprint); ok {
 		info.NumSplits = d.NumSplits
 	}

@@ -299,6 +299,18 @@ func TestAutoscaleJob(t *testing.T) {
 	if sc := s.Jobs["j1"].Scale; sc.Workers != 3 || !strings.Contains(sc.Reason, "trying 3") {
 		t.Fatalf("after an improvement: %+v", sc)
 	}
+	// A worker of an allocated job dies: the next metrics straddle its
+	// replacement and are ignored (a job not allocated replays as before).
+	s.Jobs["j1"].Scale.Pause = 0
+	applyOK(t, s, at(NewExpireWorker("w2"), 3500))
+	if sc := s.Jobs["j1"].Scale; sc.Pause != 0 {
+		t.Fatalf("an unallocated job paused on a death: %+v", sc)
+	}
+	s.Jobs["j1"].Scale.Allocated = true
+	applyOK(t, s, at(NewExpireWorker("w1"), 3600))
+	if sc := s.Jobs["j1"].Scale; sc.Pause != scaleConfigAllocated.PauseMetrics || sc.Workers != 3 {
+		t.Fatalf("after a worker's death: %+v, want %d metrics paused at 3 workers", sc, scaleConfigAllocated.PauseMetrics)
+	}
 	// CreateJob carries autoscale only from version 2.
 	v1 := NewCreateJob("j2", "fp1", JobOptions{Sharding: splits.Dynamic, Autoscale: true, ConsumerTTL: 1e12, GCAfter: 1e12}, nil)
 	if v1.Version != 2 {
