@@ -130,6 +130,14 @@ func (it *Iterator) countDelivered(x item, entered time.Time, queued int) {
 	defer it.mu.Unlock()
 	it.stall.record(entered, time.Now(), queued)
 	it.stats.Batches++
+	if it.info.Scale != nil && it.stats.Batches%StallWindow == 0 {
+		// An autoscaling job steps its policy once per window of
+		// batches, on the heartbeat that reports it: report each window
+		// as it ends rather than at the next tick (HeartbeatInterval,
+		// 1 s by default, is longer than a window of fast batches, and
+		// each change costs three windows).
+		it.kickHeartbeat()
+	}
 	it.stats.Rows += x.b.Rows()
 	it.stats.Bytes += x.size
 	it.stats.WireBytes += x.wire

@@ -52,6 +52,16 @@ type AutoscaleConfig struct {
 	// BatchesPerMetric is how many batches one metric averages over
 	// (Cachew: 100); the consumers use it.
 	BatchesPerMetric int
+	// StallBound stops adding workers while the consumer hardly waits:
+	// the batch time is the wait for data plus the loop's own work, and
+	// more workers shorten only the wait, so a window in which the
+	// consumer waited less than Threshold of its time (ScaleMetric.Stall)
+	// proves that no worker can bring the gain Threshold asks for. Such a
+	// job converges where it is instead of trying one more worker (a try
+	// costs 1 + PauseMetrics windows, and on a loaded machine the noise of
+	// a window can pass for the gain). Metrics without a stall (Batches
+	// 0: a client that does not report it) are judged on batch time alone.
+	StallBound bool
 	// NoScaleDown keeps a converged job where it is when its queue says
 	// fewer workers would do (the decision's reason says so) instead of
 	// scaling down: for a mesh that cannot take workers back from a job.
@@ -219,9 +229,16 @@ func StepAutoscale(s ScaleState, m ScaleMetric, cfg AutoscaleConfig, limit int) 
 		s.Pause--
 		return s
 	}
+	// fed: the consumer hardly waits for data, so another worker cannot
+	// improve its batch time by Threshold (StallBound).
+	fed := cfg.StallBound && m.Batches > 0 && m.Stall < cfg.Threshold
 	switch s.Phase {
 	case ScaleUp:
 		switch {
+		case s.Base == 0 && fed:
+			s.Base = m.BatchTime
+			s.converge(s.Workers, m.BatchTime, cfg, fmt.Sprintf("the consumer waits %.1f %% of its time with %d workers: no worker can improve its batch time by %.0f %%",
+				100*m.Stall, s.Workers, 100*cfg.Threshold))
 		case s.Base == 0:
 			s.Base = m.BatchTime
 			if s.Workers < limit {
@@ -232,9 +249,12 @@ func StepAutoscale(s ScaleState, m ScaleMetric, cfg AutoscaleConfig, limit int) 
 		case gain(s.Base, m.BatchTime) > cfg.Threshold:
 			why := fmt.Sprintf("worker %d improved batch time %s → %s (%.1f %%)", s.Workers, ms(s.Base), ms(m.BatchTime), 100*gain(s.Base, m.BatchTime))
 			s.Base = m.BatchTime
-			if s.Workers < limit {
+			switch {
+			case fed:
+				s.converge(s.Workers, m.BatchTime, cfg, why+fmt.Sprintf("; the consumer now waits %.1f %% of its time: converged at %d", 100*m.Stall, s.Workers))
+			case s.Workers < limit:
 				s.changed(s.Workers+1, cfg, why+fmt.Sprintf(": trying %d", s.Workers+1))
-			} else {
+			default:
 				s.converge(s.Workers, m.BatchTime, cfg, why+fmt.Sprintf("; at the limit of %d workers", limit))
 			}
 		default:
@@ -262,9 +282,10 @@ func StepAutoscale(s ScaleState, m ScaleMetric, cfg AutoscaleConfig, limit int) 
 			s.Phase, s.Base = ScaleDown, m.BatchTime
 			s.changed(s.Workers-1, cfg, fmt.Sprintf("result queue %.1f is %.0f %% above the converged %.1f (workers outpace the model): trying %d",
 				m.ResultQueue, 100*(m.ResultQueue/max(s.ConvergedQueue, 1e-9)-1), s.ConvergedQueue, s.Workers-1))
-		case m.BatchTime > s.ConvergedBatchTime*(1+cfg.UpRatio) && s.Workers < limit && !outpaced:
-			// (With batches waiting in the queue, the model is slower
-			// than the workers: another worker would not help.)
+		case m.BatchTime > s.ConvergedBatchTime*(1+cfg.UpRatio) && s.Workers < limit && !outpaced && !fed:
+			// (With batches waiting in the queue, or a consumer that
+			// hardly waits, the model is slower than the workers:
+			// another worker would not help.)
 			s.Phase, s.Base = ScaleUp, m.BatchTime
 			s.changed(s.Workers+1, cfg, fmt.Sprintf("batch time %s is %.0f %% above the converged %s: trying %d",
 				ms(m.BatchTime), 100*(m.BatchTime/s.ConvergedBatchTime-1), ms(s.ConvergedBatchTime), s.Workers+1))
@@ -420,15 +441,20 @@ func firstLive(ns []string, live []string) string {
 // job the leader has not allocated yet (ScaleState.Allocated false: every
 // job of a log from before AllocateJob): Cachew's values, fixed so that
 // every replica steps alike, without scaling down. scaleConfigAllocated,
-// for an allocated job, scales down: the leader releases the workers
-// (release.go).
+// for an allocated job, scales down (the leader releases the workers,
+// release.go) and bounds a worker's gain by the consumer's stall
+// (StallBound).
 var (
 	scaleConfig = func() AutoscaleConfig {
 		c := DefaultAutoscaleConfig()
 		c.NoScaleDown = true
 		return c
 	}()
-	scaleConfigAllocated = DefaultAutoscaleConfig()
+	scaleConfigAllocated = func() AutoscaleConfig {
+		c := DefaultAutoscaleConfig()
+		c.StallBound = true
+		return c
+	}()
 )
 
 // stepScale applies consumer's metric m to the job's Scale, if the job

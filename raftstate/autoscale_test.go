@@ -24,6 +24,15 @@ func (m scaleModel) metric(w int, noise float64) ScaleMetric {
 	return ScaleMetric{BatchTime: bt, ResultQueue: q}
 }
 
+// stalled is metric with the consumer's stall (the share of the batch
+// time spent waiting for the workers) and a batch count, as a client
+// reports them.
+func (m scaleModel) stalled(w int, noise float64) ScaleMetric {
+	sm := m.metric(w, noise)
+	sm.Stall, sm.Batches = max(0, 1-m.model*(1+noise)/sm.BatchTime), 100
+	return sm
+}
+
 var testScaleConfig = AutoscaleConfig{Threshold: 0.03, RevisitEvery: 3, UpRatio: 0.10, DownQueueRatio: 0.40, PauseMetrics: 1, BatchesPerMetric: 100}
 
 // run feeds n metrics of model (with noise[i%len(noise)]) to s.
@@ -56,6 +65,60 @@ func TestStepAutoscale(t *testing.T) {
 		if s.Phase != ScaleConverged || s.Workers != c.want {
 			t.Errorf("%s: %v at %d workers (%s), want converged at %d", c.name, s.Phase, s.Workers, s.Reason, c.want)
 		}
+	}
+
+	// With StallBound (the allocated jobs' configuration), a window in
+	// which the consumer hardly waits ends the ramp: the plateau is found
+	// without trying a fifth worker, a consumer that one worker feeds
+	// converges at 1 at the first window, and noise that would pass for a
+	// gain (+6 % on the fifth worker's window) is not taken for one.
+	bound := testScaleConfig
+	bound.StallBound = true
+	for _, c := range []struct {
+		name  string
+		m     scaleModel
+		noise []float64
+		want  int
+		peak  int // the most workers ever asked for
+	}{
+		{"stall bound: improving, then the plateau", m, nil, 4, 4},
+		{"stall bound: one worker feeds the consumer", scaleModel{worker: 0.020, model: 0.025}, nil, 1, 1},
+		{"stall bound: noise within the threshold", m, []float64{0.01, -0.01, 0.005, -0.012, 0}, 4, 4},
+	} {
+		st, peak := NewScaleState(), 1
+		for i := 0; i < 40; i++ {
+			nz := 0.0
+			if len(c.noise) > 0 {
+				nz = c.noise[i%len(c.noise)]
+			}
+			st = StepAutoscale(st, c.m.stalled(st.Workers, nz), bound, 16)
+			peak = max(peak, st.Workers)
+		}
+		if st.Phase != ScaleConverged || st.Workers != c.want || peak != c.peak {
+			t.Errorf("%s: %v at %d workers, %d at most (%s); want converged at %d, %d at most", c.name, st.Phase, st.Workers, peak, st.Reason, c.want, c.peak)
+		}
+	}
+	// Without a stall in the metric (Batches 0: a client that does not
+	// report it), the bound does not apply: the fifth worker is tried.
+	st, peak := NewScaleState(), 1
+	for i := 0; i < 40; i++ {
+		st = StepAutoscale(st, m.metric(st.Workers, 0), bound, 16)
+		peak = max(peak, st.Workers)
+	}
+	if st.Workers != 4 || peak != 5 {
+		t.Errorf("no stall reported: %d workers, %d at most; want 4 after trying 5", st.Workers, peak)
+	}
+	// A converged job whose model slows while it hardly waits: the batch
+	// time rises well above the converged one, but no worker is added.
+	st = runScale(NewScaleState(), m, 40, 16, nil)
+	slowModel := scaleModel{worker: 0.100, model: 0.028} // 12 % slower, a queue under 1
+	peak = 0
+	for i := 0; i < 10; i++ {
+		st = StepAutoscale(st, slowModel.stalled(st.Workers, 0), bound, 16)
+		peak = max(peak, st.Workers)
+	}
+	if peak != 4 {
+		t.Errorf("a fed consumer's model slowed: up to %d workers (%s), want 4 throughout", peak, st.Reason)
 	}
 
 	// Converged at 4, then the model slows to 50 ms a batch: the workers
