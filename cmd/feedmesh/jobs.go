@@ -81,10 +81,18 @@ func autocacheLine(a api.AutocacheInfo) string {
 	return s
 }
 
-// workersColumn is the WORKERS column of `feedmesh jobs`: the workers
-// serving the job, then those expired and those drained (stopped
-// gracefully: their next process rejoins).
+// workersColumn is the WORKERS column of `feedmesh jobs`: the job's
+// choice (auto, all or a count), then the workers serving it, then those
+// expired and those drained (stopped gracefully: their next process
+// rejoins) or released (autoscaling gave them back).
 func workersColumn(j api.JobInfo) string {
+	if w := j.Options.Workers; w != "" {
+		return string(w) + ": " + workerCounts(j)
+	}
+	return workerCounts(j)
+}
+
+func workerCounts(j api.JobInfo) string {
 	live, expired, drained, released := 0, 0, 0, 0
 	for _, w := range j.Workers {
 		switch {
