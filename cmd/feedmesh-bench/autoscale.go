@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -35,9 +37,13 @@ func benchAutoscale(ctx context.Context, args []string, stdout, stderr io.Writer
 	scenarios := fs.String("scenarios", "cpu,sleep", "which scenarios to run: cpu (CPU-bound ops, 2 nodes: the machine's cores), sleep (ops that wait, standing in for I/O, 5 nodes)")
 	scale := fs.Float64("scale", 1, "multiply each scenario's elements (longer epochs amortize Cachew's ramp from one worker)")
 	target := fs.Float64("target-cpu", 0.8, "the utilization policy's target CPU per node")
-	jsonOut := fs.Bool("json", false, "print a JSON array of rows: scenario (cpu, sleep), policy (fixed, cachew, utilization), workers (fixed: the count; cachew: the count at the end, utilization: the count chosen), mean_workers, epoch_seconds, worker_seconds (workers serving the job integrated over the epoch), ratio_vs_best_fixed (epoch time)")
+	repeat := fs.Int("repeat", 1, "epochs per fixed count and policy, interleaved; each row reports the median run (on a shared machine, one run each is noisy)")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: scenario (cpu, sleep), policy (fixed, cachew, utilization), workers (fixed: the count; cachew: the count at the end, utilization: the count chosen), mean_workers, epoch_seconds, worker_seconds (workers serving the job integrated over the epoch), ratio_vs_best_fixed (epoch time), runs and epoch_seconds_runs (with --repeat: the row is the median run)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
+	}
+	if *repeat < 1 {
+		return cli.InputError(fmt.Errorf("--repeat %d: want >= 1", *repeat))
 	}
 	all := map[string]autoscaleScenario{
 		// 150 µs of CPU per element, 4 per batch; the consumer takes a
@@ -56,16 +62,16 @@ func benchAutoscale(ctx context.Context, args []string, stdout, stderr io.Writer
 			return fmt.Errorf("unknown scenario %q (want cpu or sleep)", name)
 		}
 		sc.elements = int64(float64(sc.elements) * *scale)
-		r, err := runAutoscaleScenario(ctx, sc, *target, stderr)
+		r, err := runAutoscaleScenario(ctx, sc, *target, *repeat, stderr)
 		if err != nil {
 			return fmt.Errorf("scenario %s: %w", name, err)
 		}
 		rows = append(rows, r...)
 	}
-	return printRows(stdout, *jsonOut, []string{"scenario", "policy", "workers", "mean_workers", "epoch_seconds", "worker_seconds", "ratio_vs_best_fixed"}, rows)
+	return printRows(stdout, *jsonOut, []string{"scenario", "policy", "workers", "mean_workers", "epoch_seconds", "worker_seconds", "ratio_vs_best_fixed", "runs"}, rows)
 }
 
-func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target float64, stderr io.Writer) ([]benchRow, error) {
+func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target float64, repeat int, stderr io.Writer) ([]benchRow, error) {
 	c, cleanup, err := jobsCluster(sc.nodes)
 	if err != nil {
 		return nil, err
@@ -85,30 +91,50 @@ func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target floa
 		o.Name, o.Sharding = fmt.Sprintf("%s-%d", sc.name, job), client.Dynamic
 		return readEpoch(ctx, c, cl, spec, o, sc.consumerSleep, 0)
 	}
-	var rows []benchRow
-	best := math.Inf(1)
-	for w := 1; w <= sc.nodes; w++ {
-		r, err := epoch(client.JobOptions{MaxWorkers: w})
+	// The fixed counts and Cachew's policy, one epoch each per round,
+	// interleaved so that the machine's load drifts over all alike.
+	fixed := make([][]autoscaleRun, sc.nodes+1)
+	var cachew []autoscaleRun
+	for rep := 0; rep < repeat; rep++ {
+		for w := 1; w <= sc.nodes; w++ {
+			r, err := epoch(client.JobOptions{Workers: client.FixedWorkers(w)})
+			if err != nil {
+				return nil, err
+			}
+			fixed[w] = append(fixed[w], r)
+			fmt.Fprintf(stderr, "  %s fixed %d: %.2f s, %.1f worker-s\n", sc.name, w, r.seconds, r.workerSeconds)
+		}
+		r, err := epoch(client.JobOptions{Workers: client.AutoWorkers})
 		if err != nil {
 			return nil, err
 		}
-		best = min(best, r.seconds)
-		fmt.Fprintf(stderr, "  %s fixed %d: %.2f s, %.1f worker-s\n", sc.name, w, r.seconds, r.workerSeconds)
-		rows = append(rows, benchRow{"scenario": sc.name, "policy": "fixed", "workers": w, "mean_workers": r.workerSeconds / r.seconds, "epoch_seconds": r.seconds, "worker_seconds": r.workerSeconds})
+		cachew = append(cachew, r)
+		fmt.Fprintf(stderr, "  %s cachew: %d workers at the end, %.2f s, %.1f worker-s\n", sc.name, r.lastWorkers, r.seconds, r.workerSeconds)
 	}
-	r, err := epoch(client.JobOptions{Autoscale: true})
-	if err != nil {
-		return nil, err
+	var rows []benchRow
+	row := func(policy string, workers int, runs []autoscaleRun) benchRow {
+		m := medianRun(runs)
+		if workers == 0 {
+			workers = m.lastWorkers
+		}
+		var all []float64
+		for _, r := range runs {
+			all = append(all, r.seconds)
+		}
+		return benchRow{"scenario": sc.name, "policy": policy, "workers": workers, "mean_workers": m.workerSeconds / m.seconds,
+			"epoch_seconds": m.seconds, "worker_seconds": m.workerSeconds, "runs": len(runs), "epoch_seconds_runs": all}
 	}
-	fmt.Fprintf(stderr, "  %s cachew: %d workers at the end, %.2f s, %.1f worker-s\n", sc.name, r.lastWorkers, r.seconds, r.workerSeconds)
-	rows = append(rows, benchRow{"scenario": sc.name, "policy": "cachew", "workers": r.lastWorkers, "mean_workers": r.workerSeconds / r.seconds, "epoch_seconds": r.seconds, "worker_seconds": r.workerSeconds})
+	for w := 1; w <= sc.nodes; w++ {
+		rows = append(rows, row("fixed", w, fixed[w]))
+	}
+	rows = append(rows, row("cachew", 0, cachew))
 	// The utilization policy (Kubernetes HPA): from one worker, measure
 	// the nodes' CPU for a while and set desired = ceil(w × cpu/target),
 	// until it stands.
 	w := 1
 	for step := 0; step < 5; step++ {
 		job++
-		p, err := readEpoch(ctx, c, cl, spec, client.JobOptions{Name: fmt.Sprintf("%s-probe-%d", sc.name, job), Sharding: client.Dynamic, MaxWorkers: w}, sc.consumerSleep, 1500*time.Millisecond)
+		p, err := readEpoch(ctx, c, cl, spec, client.JobOptions{Name: fmt.Sprintf("%s-probe-%d", sc.name, job), Sharding: client.Dynamic, Workers: client.FixedWorkers(w)}, sc.consumerSleep, 1500*time.Millisecond)
 		if err != nil {
 			return nil, err
 		}
@@ -120,18 +146,34 @@ func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target floa
 		}
 		w = next
 	}
-	r, err = epoch(client.JobOptions{MaxWorkers: w})
-	if err != nil {
-		return nil, err
+	var util []autoscaleRun
+	for rep := 0; rep < repeat; rep++ {
+		r, err := epoch(client.JobOptions{Workers: client.FixedWorkers(w)})
+		if err != nil {
+			return nil, err
+		}
+		util = append(util, r)
+		fmt.Fprintf(stderr, "  %s utilization %d: %.2f s, %.1f worker-s\n", sc.name, w, r.seconds, r.workerSeconds)
 	}
-	fmt.Fprintf(stderr, "  %s utilization %d: %.2f s, %.1f worker-s\n", sc.name, w, r.seconds, r.workerSeconds)
-	rows = append(rows, benchRow{"scenario": sc.name, "policy": "utilization", "workers": w, "mean_workers": r.workerSeconds / r.seconds, "epoch_seconds": r.seconds, "worker_seconds": r.workerSeconds})
-	for _, row := range rows {
-		if row["scenario"] == sc.name {
-			row["ratio_vs_best_fixed"] = row["epoch_seconds"].(float64) / best
+	rows = append(rows, row("utilization", w, util))
+	best := math.Inf(1)
+	for _, r := range rows {
+		if r["policy"] == "fixed" {
+			best = min(best, r["epoch_seconds"].(float64))
 		}
 	}
+	for _, r := range rows {
+		r["ratio_vs_best_fixed"] = r["epoch_seconds"].(float64) / best
+	}
 	return rows, nil
+}
+
+// medianRun is the run of median epoch time (the lower middle of an even
+// count).
+func medianRun(runs []autoscaleRun) autoscaleRun {
+	s := slices.Clone(runs)
+	slices.SortFunc(s, func(a, b autoscaleRun) int { return cmp.Compare(a.seconds, b.seconds) })
+	return s[(len(s)-1)/2]
 }
 
 // autoscaleRun is one epoch (or probe) of `feedmesh-bench autoscale`.
