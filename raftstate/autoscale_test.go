@@ -211,6 +211,14 @@ func TestAllocateWorkers(t *testing.T) {
 	if len(got["a"]) != 1 || len(got["b"])+len(got["c"]) != 5 || absInt(len(got["b"])-len(got["c"])) > 1 {
 		t.Errorf("contended: %v", got)
 	}
+	// The README's examples: on 6 nodes, wants 2 and 5 get 2 and 4; 4 and
+	// 5 get 3 and 3.
+	for _, c := range []struct{ a, b, wantA, wantB int }{{2, 5, 2, 4}, {4, 5, 3, 3}} {
+		got = AllocateWorkers(map[string]int{"a": c.a, "b": c.b}, nodes, nil)
+		if len(got["a"]) != c.wantA || len(got["b"]) != c.wantB {
+			t.Errorf("wants %d and %d: %v, want %d and %d nodes", c.a, c.b, got, c.wantA, c.wantB)
+		}
+	}
 	// More jobs than nodes: one node each, shared evenly.
 	got = AllocateWorkers(map[string]int{"a": 3, "b": 3, "c": 3}, nodes[:2], nil)
 	load := map[string]int{}
