@@ -87,7 +87,7 @@ func autocacheLine(a api.AutocacheInfo) string {
 // rejoins) or released (autoscaling gave them back).
 func workersColumn(j api.JobInfo) string {
 	if w := j.Options.Workers; w != "" {
-		return string(w) + ": " + workerCounts(j)
+		return string(w) + ":" + workerCounts(j) // one field: scripts split the table on blanks
 	}
 	return workerCounts(j)
 }

@@ -142,7 +142,7 @@ func TestWorkersColumn(t *testing.T) {
 		t.Errorf("workers column %q", got)
 	}
 	auto := api.JobInfo{Options: api.JobOptions{Workers: api.AutoWorkers}, Workers: []api.WorkerInfo{{Name: "a"}, {Name: "b", Released: true}}}
-	if got := workersColumn(auto); got != "auto: 1 (0 expired, 0 drained, 1 released)" {
+	if got := workersColumn(auto); got != "auto:1 (0 expired, 0 drained, 1 released)" {
 		t.Errorf("workers column %q", got)
 	}
 }
