@@ -357,7 +357,10 @@ func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptio
 	if err != nil {
 		return nil, err
 	}
-	req := api.DistributeRequest{Spec: canon, Options: o, Consumer: consumer}
+	// The options go with their defaults filled, so that a node that
+	// predates a field (Workers) reads its older form (MaxWorkers,
+	// Autoscale) and creates the same job.
+	req := api.DistributeRequest{Spec: canon, Options: o.WithDefaults(), Consumer: consumer}
 	var from *checkpoint
 	if len(o.Resume) > 0 {
 		if from, req.Resume, err = resumeFrom(o.Resume, spec, o); err != nil {

@@ -49,6 +49,18 @@ type AutoscaleConfig struct {
 	// PauseMetrics is how many metrics are ignored after each change
 	// (Cachew pauses collection for 150 batches: 2 metrics of 100).
 	PauseMetrics int
+	// QueueMin is the least growth of the result queue, in batches, that
+	// counts as the workers outpacing the model (besides DownQueueRatio):
+	// the queue of a job at its plateau fills towards the consumer's
+	// prefetch bound and wavers by a few batches, which must not set off
+	// a scale-down. 0 is 1 batch. Above 0, it is also the fall of the
+	// queue during a scale-down that takes the worker back (BaseQueue).
+	QueueMin float64
+	// SettleOnConverge also ignores the PauseMetrics metrics after a
+	// decision converges where the job already is (as the StallBound
+	// does): the result queue is still filling then, and the converged
+	// queue it is compared with at each revisit is taken once it settled.
+	SettleOnConverge bool
 	// BatchesPerMetric is how many batches one metric averages over
 	// (Cachew: 100); the consumers use it.
 	BatchesPerMetric int
@@ -85,6 +97,8 @@ func (c AutoscaleConfig) Validate() error {
 		return fmt.Errorf("autoscale up ratio %v, down queue ratio %v: want > 0", c.UpRatio, c.DownQueueRatio)
 	case c.PauseMetrics < 0:
 		return fmt.Errorf("autoscale pause %d metrics: want >= 0", c.PauseMetrics)
+	case !(c.QueueMin >= 0) || math.IsInf(c.QueueMin, 0):
+		return fmt.Errorf("autoscale least queue growth %v batches: want a finite number >= 0", c.QueueMin)
 	case c.BatchesPerMetric < 1:
 		return fmt.Errorf("autoscale batches per metric %d: want >= 1", c.BatchesPerMetric)
 	}
@@ -177,6 +191,15 @@ type ScaleState struct {
 	// give the worker it asked for (no free node): the job would take
 	// one more (WantedWorkers counts it) and tries again at a revisit.
 	WantsMore bool `cbor:"15,keyasint,omitempty" json:"wants_more,omitempty"`
+	// BaseQueue (scaling down) is the result queue measured before the
+	// last worker was removed: a queue that then drains shows the workers
+	// left fall behind the model, whatever the batch time says (the
+	// consumer was fed from its queue). When the try fails, it becomes the
+	// converged queue: a queue that was not enough to go without a worker
+	// must grow well past it before the next try (else a plateau's queue,
+	// filling slowly towards its bound, would set off a try at every
+	// revisit).
+	BaseQueue float64 `cbor:"16,keyasint,omitempty" json:"base_queue,omitempty"`
 }
 
 // NewScaleState is a new job's state: one worker, scaling up.
@@ -195,6 +218,9 @@ func (s *ScaleState) converge(w int, batchTime float64, cfg AutoscaleConfig, rea
 		s.changed(w, cfg, reason)
 	} else {
 		s.Reason = reason
+		if cfg.SettleOnConverge {
+			s.Pause = cfg.PauseMetrics
+		}
 	}
 	s.Phase, s.ConvergedBatchTime, s.ConvergedQueue, s.SinceRevisit = ScaleConverged, batchTime, -1, 0
 }
@@ -271,7 +297,7 @@ func StepAutoscale(s ScaleState, m ScaleMetric, cfg AutoscaleConfig, limit int) 
 			return s
 		}
 		s.SinceRevisit = 0
-		outpaced := m.ResultQueue > s.ConvergedQueue*(1+cfg.DownQueueRatio) && m.ResultQueue-s.ConvergedQueue >= 1
+		outpaced := cfg.outpaced(m.ResultQueue, s.ConvergedQueue)
 		switch {
 		case outpaced && s.Workers > 1:
 			if cfg.NoScaleDown {
@@ -279,7 +305,7 @@ func StepAutoscale(s ScaleState, m ScaleMetric, cfg AutoscaleConfig, limit int) 
 					m.ResultQueue, s.ConvergedQueue, s.Workers)
 				return s
 			}
-			s.Phase, s.Base = ScaleDown, m.BatchTime
+			s.Phase, s.Base, s.BaseQueue = ScaleDown, m.BatchTime, m.ResultQueue
 			s.changed(s.Workers-1, cfg, fmt.Sprintf("result queue %.1f is %.0f %% above the converged %.1f (workers outpace the model): trying %d",
 				m.ResultQueue, 100*(m.ResultQueue/max(s.ConvergedQueue, 1e-9)-1), s.ConvergedQueue, s.Workers-1))
 		case m.BatchTime > s.ConvergedBatchTime*(1+cfg.UpRatio) && s.Workers < limit && !outpaced && !fed:
@@ -294,19 +320,35 @@ func StepAutoscale(s ScaleState, m ScaleMetric, cfg AutoscaleConfig, limit int) 
 		// A batch time that rose while batches still wait in the queue
 		// is the model's own (noise, or it slowed further), not the
 		// missing worker's: the scale-down goes on.
-		stocked := m.ResultQueue > s.ConvergedQueue*(1+cfg.DownQueueRatio) && m.ResultQueue-s.ConvergedQueue >= 1
+		stocked := cfg.outpaced(m.ResultQueue, s.ConvergedQueue)
+		if cfg.QueueMin > 0 && m.ResultQueue <= s.BaseQueue-cfg.QueueMin {
+			// The queue drained: the consumer was fed from it, and the
+			// workers left fall behind (before they dry it up).
+			s.converge(s.Workers+1, s.Base, cfg, fmt.Sprintf("with %d workers the result queue drains (%.1f → %.1f): back to %d", s.Workers, s.BaseQueue, m.ResultQueue, s.Workers+1))
+			s.ConvergedQueue = s.BaseQueue
+			return s
+		}
 		if -gain(s.Base, m.BatchTime) >= cfg.Threshold && !stocked {
 			s.converge(s.Workers+1, s.Base, cfg, fmt.Sprintf("with %d workers batch time rose %.1f %%: back to %d", s.Workers, -100*gain(s.Base, m.BatchTime), s.Workers+1))
+			if cfg.QueueMin > 0 {
+				s.ConvergedQueue = s.BaseQueue
+			}
 			return s
 		}
 		if s.Workers == 1 {
 			s.converge(1, m.BatchTime, cfg, "one worker is enough")
 			return s
 		}
-		s.Base = m.BatchTime
+		s.Base, s.BaseQueue = m.BatchTime, m.ResultQueue
 		s.changed(s.Workers-1, cfg, fmt.Sprintf("%d workers keep the batch time (%s): trying %d", s.Workers, ms(m.BatchTime), s.Workers-1))
 	}
 	return s
+}
+
+// outpaced reports whether a result queue of q batches is well above the
+// converged one: by DownQueueRatio, and by QueueMin batches (at least 1).
+func (c AutoscaleConfig) outpaced(q, converged float64) bool {
+	return q > converged*(1+c.DownQueueRatio) && q-converged >= max(c.QueueMin, 1)
 }
 
 // gain is the relative improvement from before to after (negative when
@@ -442,8 +484,9 @@ func firstLive(ns []string, live []string) string {
 // job of a log from before AllocateJob): Cachew's values, fixed so that
 // every replica steps alike, without scaling down. scaleConfigAllocated,
 // for an allocated job, scales down (the leader releases the workers,
-// release.go) and bounds a worker's gain by the consumer's stall
-// (StallBound).
+// release.go), bounds a worker's gain by the consumer's stall
+// (StallBound), and takes a queue for outpacing only once it settled and
+// grew by 4 batches (SettleOnConverge, QueueMin).
 var (
 	scaleConfig = func() AutoscaleConfig {
 		c := DefaultAutoscaleConfig()
@@ -452,7 +495,7 @@ var (
 	}()
 	scaleConfigAllocated = func() AutoscaleConfig {
 		c := DefaultAutoscaleConfig()
-		c.StallBound = true
+		c.StallBound, c.QueueMin, c.SettleOnConverge = true, 4, true
 		return c
 	}()
 )

@@ -121,6 +121,76 @@ func TestStepAutoscale(t *testing.T) {
 		t.Errorf("a fed consumer's model slowed: up to %d workers (%s), want 4 throughout", peak, st.Reason)
 	}
 
+	// At the plateau the result queue fills towards the consumer's bound
+	// after the decision converged, then wavers by a few batches: with the
+	// allocated jobs' configuration neither sets off a scale-down (the
+	// converged queue is taken once it settled, and a growth under 4
+	// batches is not outpacing), where the first metric's queue and a
+	// 1-batch floor would have.
+	filling := []float64{0.5, 3, 6, 7, 5, 6, 7.5, 6, 5, 7, 6, 7.5, 6, 7, 6.5, 7.5, 5.5, 6, 7, 7.5, 6, 7.5, 6, 7, 7.5}
+	wavering := []float64{1, 1.1, 1.2, 1, 1.3, 2.6, 2, 2.6, 1.5, 2.6, 2.2, 2.6, 2.4, 2.6, 2, 2.6, 2.5, 2.6, 2.6, 2.6, 2.6, 2.6, 2.6, 2.6, 2.6}
+	plateauQueue := func(cfg AutoscaleConfig, queue []float64) ScaleState {
+		st := NewScaleState()
+		st.Workers, st.Base = 3, 0.012 // the third worker brings 17 %, and the consumer is fed
+		st = StepAutoscale(st, ScaleMetric{BatchTime: 0.010, Stall: 0.001, Batches: 100}, cfg, 16)
+		for i, q := range queue {
+			st = StepAutoscale(st, ScaleMetric{BatchTime: 0.010 * (1 + 0.01*float64(i%3)), ResultQueue: q, Stall: 0.001, Batches: 100}, cfg, 16)
+		}
+		return st
+	}
+	for _, q := range [][]float64{filling, wavering} {
+		if st := plateauQueue(scaleConfigAllocated, q); st.Phase != ScaleConverged || st.Workers != 3 || st.Changes != 0 {
+			t.Errorf("a settling queue: %v at %d after %d changes (%s), want converged at 3 throughout", st.Phase, st.Workers, st.Changes, st.Reason)
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		queue []float64
+		tweak func(*AutoscaleConfig)
+	}{
+		{"the first metric's queue", filling, func(c *AutoscaleConfig) { c.SettleOnConverge = false }},
+		{"a 1-batch floor", wavering, func(c *AutoscaleConfig) { c.QueueMin = 0 }},
+	} {
+		cfg := scaleConfigAllocated
+		c.tweak(&cfg)
+		if st := plateauQueue(cfg, c.queue); st.Workers == 3 && st.Phase == ScaleConverged {
+			t.Errorf("with %s, the queue should have set off a scale-down try: %+v", c.name, st)
+		}
+	}
+
+	// A scale-down try during which the consumer is fed from its queue:
+	// the batch time holds, but the queue drains, so the worker comes
+	// back (with a 1-batch floor, the rule is off, and the job would go
+	// on down to 2).
+	drainTry := func(cfg AutoscaleConfig) ScaleState {
+		st := ScaleState{Phase: ScaleConverged, Workers: 4, ConvergedBatchTime: 0.010, ConvergedQueue: 5, SinceRevisit: cfg.RevisitEvery - 1}
+		st = StepAutoscale(st, ScaleMetric{BatchTime: 0.010, ResultQueue: 20, Stall: 0.001, Batches: 100}, cfg, 16)
+		if st.Phase != ScaleDown || st.Workers != 3 {
+			t.Fatalf("a stocked queue at a revisit: %+v, want a try of 3", st)
+		}
+		for _, q := range []float64{18, 15, 12} {
+			st = StepAutoscale(st, ScaleMetric{BatchTime: 0.010, ResultQueue: q, Stall: 0.001, Batches: 100}, cfg, 16)
+		}
+		return st
+	}
+	st = drainTry(scaleConfigAllocated)
+	if st.Phase != ScaleConverged || st.Workers != 4 || !strings.Contains(st.Reason, "drains") {
+		t.Errorf("a draining queue: %v at %d (%s), want back to 4", st.Phase, st.Workers, st.Reason)
+	}
+	// The queue refills to where the try failed, and a little past it:
+	// no new try until it grows well past 20.
+	for i := 0; i < 3*scaleConfigAllocated.RevisitEvery; i++ {
+		st = StepAutoscale(st, ScaleMetric{BatchTime: 0.010, ResultQueue: 10 + float64(i)/3, Stall: 0.001, Batches: 100}, scaleConfigAllocated, 16)
+		if st.Workers != 4 {
+			t.Fatalf("queue %.1f after a failed try at 20: %+v", 10+float64(i)/3, st)
+		}
+	}
+	noFloor := scaleConfigAllocated
+	noFloor.QueueMin = 0
+	if st := drainTry(noFloor); st.Workers != 2 {
+		t.Errorf("without the drain rule: %v at %d (%s), want a try of 2", st.Phase, st.Workers, st.Reason)
+	}
+
 	// Converged at 4, then the model slows to 50 ms a batch: the workers
 	// outpace it, the queue grows, and the job gives back workers down to
 	// the 2 that still keep up.

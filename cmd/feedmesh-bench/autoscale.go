@@ -14,6 +14,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/cmd/internal/cli"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/mesh/localcluster"
 	"github.com/feedmesh/feedmesh/pipeline"
 )
@@ -37,6 +38,8 @@ func benchAutoscale(ctx context.Context, args []string, stdout, stderr io.Writer
 	scenarios := fs.String("scenarios", "cpu,sleep", "which scenarios to run: cpu (CPU-bound ops, 2 nodes: the machine's cores), sleep (ops that wait, standing in for I/O, 5 nodes)")
 	scale := fs.Float64("scale", 1, "multiply each scenario's elements (longer epochs amortize Cachew's ramp from one worker)")
 	target := fs.Float64("target-cpu", 0.8, "the utilization policy's target CPU per node")
+	policies := fs.String("policies", "fixed,cachew,utilization", "which policies to run (the ratio to the best fixed count needs fixed)")
+	traceOut := fs.Bool("trace", false, "print each change of the autoscaling decision (time into the epoch, workers serving and wanted, phase, reason) on stderr")
 	repeat := fs.Int("repeat", 1, "epochs per fixed count and policy, interleaved; each row reports the median run (on a shared machine, one run each is noisy)")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: scenario (cpu, sleep), policy (fixed, cachew, utilization), workers (fixed: the count; cachew: the count at the end, utilization: the count chosen), mean_workers, epoch_seconds, worker_seconds (workers serving the job integrated over the epoch), ratio_vs_best_fixed (epoch time), runs and epoch_seconds_runs (with --repeat: the row is the median run)")
 	if err := cli.ParseFlags(fs, args); err != nil {
@@ -62,7 +65,18 @@ func benchAutoscale(ctx context.Context, args []string, stdout, stderr io.Writer
 			return fmt.Errorf("unknown scenario %q (want cpu or sleep)", name)
 		}
 		sc.elements = int64(float64(sc.elements) * *scale)
-		r, err := runAutoscaleScenario(ctx, sc, *target, *repeat, stderr)
+		var tr io.Writer
+		if *traceOut {
+			tr = stderr
+		}
+		run := map[string]bool{}
+		for _, p := range strings.Split(*policies, ",") {
+			if p != "fixed" && p != "cachew" && p != "utilization" {
+				return cli.InputError(fmt.Errorf("--policies: unknown policy %q (want fixed, cachew, utilization)", p))
+			}
+			run[p] = true
+		}
+		r, err := runAutoscaleScenario(ctx, sc, *target, *repeat, run, tr, stderr)
 		if err != nil {
 			return fmt.Errorf("scenario %s: %w", name, err)
 		}
@@ -71,7 +85,7 @@ func benchAutoscale(ctx context.Context, args []string, stdout, stderr io.Writer
 	return printRows(stdout, *jsonOut, []string{"scenario", "policy", "workers", "mean_workers", "epoch_seconds", "worker_seconds", "ratio_vs_best_fixed", "runs"}, rows)
 }
 
-func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target float64, repeat int, stderr io.Writer) ([]benchRow, error) {
+func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target float64, repeat int, run map[string]bool, trace, stderr io.Writer) ([]benchRow, error) {
 	c, cleanup, err := jobsCluster(sc.nodes)
 	if err != nil {
 		return nil, err
@@ -89,20 +103,23 @@ func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target floa
 	epoch := func(o client.JobOptions) (autoscaleRun, error) {
 		job++
 		o.Name, o.Sharding = fmt.Sprintf("%s-%d", sc.name, job), client.Dynamic
-		return readEpoch(ctx, c, cl, spec, o, sc.consumerSleep, 0)
+		return readEpoch(ctx, c, cl, spec, o, sc.consumerSleep, 0, trace)
 	}
 	// The fixed counts and Cachew's policy, one epoch each per round,
 	// interleaved so that the machine's load drifts over all alike.
 	fixed := make([][]autoscaleRun, sc.nodes+1)
 	var cachew []autoscaleRun
 	for rep := 0; rep < repeat; rep++ {
-		for w := 1; w <= sc.nodes; w++ {
+		for w := 1; w <= sc.nodes && run["fixed"]; w++ {
 			r, err := epoch(client.JobOptions{Workers: client.FixedWorkers(w)})
 			if err != nil {
 				return nil, err
 			}
 			fixed[w] = append(fixed[w], r)
 			fmt.Fprintf(stderr, "  %s fixed %d: %.2f s, %.1f worker-s\n", sc.name, w, r.seconds, r.workerSeconds)
+		}
+		if !run["cachew"] {
+			continue
 		}
 		r, err := epoch(client.JobOptions{Workers: client.AutoWorkers})
 		if err != nil {
@@ -124,17 +141,22 @@ func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target floa
 		return benchRow{"scenario": sc.name, "policy": policy, "workers": workers, "mean_workers": m.workerSeconds / m.seconds,
 			"epoch_seconds": m.seconds, "worker_seconds": m.workerSeconds, "runs": len(runs), "epoch_seconds_runs": all}
 	}
-	for w := 1; w <= sc.nodes; w++ {
+	for w := 1; w <= sc.nodes && run["fixed"]; w++ {
 		rows = append(rows, row("fixed", w, fixed[w]))
 	}
-	rows = append(rows, row("cachew", 0, cachew))
+	if run["cachew"] {
+		rows = append(rows, row("cachew", 0, cachew))
+	}
+	if !run["utilization"] {
+		return ratios(rows), nil
+	}
 	// The utilization policy (Kubernetes HPA): from one worker, measure
 	// the nodes' CPU for a while and set desired = ceil(w × cpu/target),
 	// until it stands.
 	w := 1
 	for step := 0; step < 5; step++ {
 		job++
-		p, err := readEpoch(ctx, c, cl, spec, client.JobOptions{Name: fmt.Sprintf("%s-probe-%d", sc.name, job), Sharding: client.Dynamic, Workers: client.FixedWorkers(w)}, sc.consumerSleep, 1500*time.Millisecond)
+		p, err := readEpoch(ctx, c, cl, spec, client.JobOptions{Name: fmt.Sprintf("%s-probe-%d", sc.name, job), Sharding: client.Dynamic, Workers: client.FixedWorkers(w)}, sc.consumerSleep, 1500*time.Millisecond, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -156,6 +178,11 @@ func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target floa
 		fmt.Fprintf(stderr, "  %s utilization %d: %.2f s, %.1f worker-s\n", sc.name, w, r.seconds, r.workerSeconds)
 	}
 	rows = append(rows, row("utilization", w, util))
+	return ratios(rows), nil
+}
+
+// ratios sets each row's ratio_vs_best_fixed (none without fixed rows).
+func ratios(rows []benchRow) []benchRow {
 	best := math.Inf(1)
 	for _, r := range rows {
 		if r["policy"] == "fixed" {
@@ -163,9 +190,11 @@ func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target floa
 		}
 	}
 	for _, r := range rows {
-		r["ratio_vs_best_fixed"] = r["epoch_seconds"].(float64) / best
+		if !math.IsInf(best, 1) {
+			r["ratio_vs_best_fixed"] = r["epoch_seconds"].(float64) / best
+		}
 	}
-	return rows, nil
+	return rows
 }
 
 // medianRun is the run of median epoch time (the lower middle of an even
@@ -185,7 +214,8 @@ type autoscaleRun struct {
 // readEpoch reads a job to its end (or for limit, if not 0), the consumer
 // sleeping per batch, and integrates the workers serving it (sampled every
 // 50 ms from the leader's view) and the process's CPU time.
-func readEpoch(ctx context.Context, c *localcluster.Cluster, cl *client.Client, spec *pipeline.Spec, o client.JobOptions, work, limit time.Duration) (autoscaleRun, error) {
+// With trace, each change of the autoscaling decision is printed there.
+func readEpoch(ctx context.Context, c *localcluster.Cluster, cl *client.Client, spec *pipeline.Spec, o client.JobOptions, work, limit time.Duration, trace io.Writer) (autoscaleRun, error) {
 	var r autoscaleRun
 	it, err := cl.Distribute(ctx, spec, o)
 	if err != nil {
@@ -202,12 +232,18 @@ func readEpoch(ctx context.Context, c *localcluster.Cluster, cl *client.Client, 
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
 		last := time.Now()
+		var lastChanges int64
+		var lastReason string
 		for {
 			select {
 			case <-sctx.Done():
 				return
 			case now := <-tick.C:
-				n := servingWorkers(sctx, c, o.Name)
+				n, sc := servingWorkers(sctx, c, o.Name)
+				if trace != nil && sc != nil && (sc.Changes != lastChanges || sc.Reason != lastReason) {
+					lastChanges, lastReason = sc.Changes, sc.Reason
+					fmt.Fprintf(trace, "    %s %.2f s: %d serving, %d wanted, %s: %s\n", o.Name, now.Sub(start).Seconds(), n, sc.Wanted, sc.Phase, sc.Reason)
+				}
 				mu.Lock()
 				if n >= 0 {
 					r.lastWorkers = n
@@ -237,13 +273,14 @@ func readEpoch(ctx context.Context, c *localcluster.Cluster, cl *client.Client, 
 }
 
 // servingWorkers counts the job's workers neither expired, drained nor
-// released, as the leader has them (-1: not known).
-func servingWorkers(ctx context.Context, c *localcluster.Cluster, job string) int {
+// released, as the leader has them (-1: not known), and returns its
+// autoscaling decision (nil: none).
+func servingWorkers(ctx context.Context, c *localcluster.Cluster, job string) (int, *api.ScaleInfo) {
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	jobs, err := c.Node(c.Running()[0]).Jobs(rctx)
 	if err != nil {
-		return -1
+		return -1, nil
 	}
 	for _, j := range jobs {
 		if j.Name != job {
@@ -255,7 +292,7 @@ func servingWorkers(ctx context.Context, c *localcluster.Cluster, job string) in
 				n++
 			}
 		}
-		return n
+		return n, j.Scale
 	}
-	return -1
+	return -1, nil
 }
