@@ -49,6 +49,12 @@ type AutoscaleConfig struct {
 	// PauseMetrics is how many metrics are ignored after each change
 	// (Cachew pauses collection for 150 batches: 2 metrics of 100).
 	PauseMetrics int
+	// PauseUp, if above 0, is how many metrics are ignored after a worker
+	// is added instead of PauseMetrics, counted from when the worker
+	// serves (the state machine waits for it first, Job.stepScale): the
+	// window in which it joins straddles its start-up, the next one
+	// measures it. 0 is PauseMetrics, counted from the change.
+	PauseUp int
 	// QueueMin is the least growth of the result queue, in batches, that
 	// counts as the workers outpacing the model (besides DownQueueRatio):
 	// the queue of a job at its plateau fills towards the consumer's
@@ -95,8 +101,8 @@ func (c AutoscaleConfig) Validate() error {
 		return fmt.Errorf("autoscale revisit interval %d metrics: want >= 1", c.RevisitEvery)
 	case !(c.UpRatio > 0), !(c.DownQueueRatio > 0):
 		return fmt.Errorf("autoscale up ratio %v, down queue ratio %v: want > 0", c.UpRatio, c.DownQueueRatio)
-	case c.PauseMetrics < 0:
-		return fmt.Errorf("autoscale pause %d metrics: want >= 0", c.PauseMetrics)
+	case c.PauseMetrics < 0, c.PauseUp < 0:
+		return fmt.Errorf("autoscale pause %d metrics (%d after adding a worker): want >= 0", c.PauseMetrics, c.PauseUp)
 	case !(c.QueueMin >= 0) || math.IsInf(c.QueueMin, 0):
 		return fmt.Errorf("autoscale least queue growth %v batches: want a finite number >= 0", c.QueueMin)
 	case c.BatchesPerMetric < 1:
@@ -209,7 +215,11 @@ func NewScaleState() ScaleState {
 
 // changed records a change of the worker count to w.
 func (s *ScaleState) changed(w int, cfg AutoscaleConfig, reason string) {
-	s.Workers, s.Pause, s.Reason = w, cfg.PauseMetrics, reason
+	s.Pause = cfg.PauseMetrics
+	if w > s.Workers && cfg.PauseUp > 0 {
+		s.Pause = cfg.PauseUp
+	}
+	s.Workers, s.Reason = w, reason
 }
 
 // converge holds at w workers.
@@ -485,8 +495,9 @@ func firstLive(ns []string, live []string) string {
 // every replica steps alike, without scaling down. scaleConfigAllocated,
 // for an allocated job, scales down (the leader releases the workers,
 // release.go), bounds a worker's gain by the consumer's stall
-// (StallBound), and takes a queue for outpacing only once it settled and
-// grew by 4 batches (SettleOnConverge, QueueMin).
+// (StallBound), takes a queue for outpacing only once it settled and grew
+// by 4 batches (SettleOnConverge, QueueMin), and measures an added worker
+// after one window once it serves (PauseUp).
 var (
 	scaleConfig = func() AutoscaleConfig {
 		c := DefaultAutoscaleConfig()
@@ -495,7 +506,7 @@ var (
 	}()
 	scaleConfigAllocated = func() AutoscaleConfig {
 		c := DefaultAutoscaleConfig()
-		c.StallBound, c.QueueMin, c.SettleOnConverge = true, 4, true
+		c.StallBound, c.QueueMin, c.SettleOnConverge, c.PauseUp = true, 4, true, 1
 		return c
 	}()
 )
@@ -523,16 +534,22 @@ func (j *Job) stepScale(consumer string, m ScaleMetric) {
 	cfg := scaleConfig
 	if j.Scale.Allocated {
 		cfg = scaleConfigAllocated
-		if active := j.activeWorkers(); j.Scale.Phase == ScaleUp && j.Scale.Pause == 0 && active < j.Scale.Workers {
+		if active := j.activeWorkers(); j.Scale.Phase == ScaleUp && active < j.Scale.Workers {
 			// The worker asked for is not there: measuring now would
 			// take its absence for no gain. If the allocation gives it,
-			// it is on its way (a node still draining another job's
-			// task): wait. If not (no free node), converge at what the
-			// job has; it wants one more, and the mesh says so
+			// it is on its way (being assigned, or a node still draining
+			// another job's task): wait, and start the pause only once
+			// it serves (PauseUp). If not, give the allocation the pause
+			// to catch up; then (no free node) converge at what the job
+			// has; it wants one more, and the mesh says so
 			// (WantedWorkers).
 			j.Scale.StepBatches = m.Batches
 			if j.Scale.Share >= j.Scale.Workers {
 				j.Scale.Reason = fmt.Sprintf("waiting for worker %d (has %d): its node is on its way", j.Scale.Workers, active)
+				return
+			}
+			if j.Scale.Pause > 0 {
+				j.Scale.Pause--
 				return
 			}
 			j.Scale.converge(max(active, 1), j.Scale.Base, cfg, fmt.Sprintf("the allocation gives %d nodes (%s): converged at %d, one more wanted",

@@ -508,3 +508,41 @@ func TestAutoscaleJobsSpread(t *testing.T) {
 		t.Fatalf("a new autoscaling job: %+v, want one step to %s, the node no autoscaling job serves", steps, got["b"][0])
 	}
 }
+
+// An allocated job waits for the worker it asked for before its pause
+// starts (PauseUp: one window once the worker serves, then a measure); a
+// worker the allocation cannot give (no free node) gets the pause to come,
+// then the job converges at what it has and wants one more.
+func TestAutoscaleJobWaitsForWorker(t *testing.T) {
+	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Autoscale: true, ConsumerTTL: 1e12, GCAfter: 1e12})
+	applyOK(t, s, at(NewAssignTask("j1", "w1"), 1100))
+	sc := s.Jobs["j1"].Scale
+	sc.Allocated, sc.Share = true, 2
+	beat := func(batches int64, bt float64) {
+		t.Helper()
+		applyOK(t, s, at(NewHeartbeat("j1", "a", &ScaleMetric{BatchTime: bt, Stall: 0.5, Batches: batches}), 2000))
+	}
+	beat(10, 0.010)
+	beat(110, 0.010) // the base: try 2
+	if sc := s.Jobs["j1"].Scale; sc.Workers != 2 || sc.Pause != 1 {
+		t.Fatalf("after the base: %+v, want 2 workers and a pause of 1", sc)
+	}
+	beat(210, 0.010)
+	beat(310, 0.010)
+	if sc := s.Jobs["j1"].Scale; sc.Pause != 1 || !strings.Contains(sc.Reason, "waiting for worker 2") {
+		t.Fatalf("while worker 2 is not there: %+v, want the pause untouched, waiting", sc)
+	}
+	applyOK(t, s, at(NewAssignTask("j1", "w2"), 3000))
+	beat(410, 0.009) // the window in which w2 joins: paused
+	beat(510, 0.005) // measured: 50 % better, try 3
+	if sc := s.Jobs["j1"].Scale; sc.Workers != 3 || !strings.Contains(sc.Reason, "trying 3") {
+		t.Fatalf("once worker 2 serves: %+v, want a try of 3 after one paused window", sc)
+	}
+	// No node for the third: the share stays 2; the pause passes, then
+	// the job converges at 2, one more wanted.
+	beat(610, 0.005)
+	beat(710, 0.005)
+	if sc := s.Jobs["j1"].Scale; sc.Phase != ScaleConverged || sc.Workers != 2 || !sc.WantsMore || s.Jobs["j1"].WantedWorkers() != 3 {
+		t.Fatalf("without a node for worker 3: %+v, want converged at 2, 3 wanted", sc)
+	}
+}
