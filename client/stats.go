@@ -128,7 +128,7 @@ func (it *Iterator) Stats() Stats {
 func (it *Iterator) countDelivered(x item, entered time.Time, queued int) {
 	it.mu.Lock()
 	defer it.mu.Unlock()
-	it.stall.record(entered, time.Now(), queued)
+	it.stall.record(entered, time.Now(), queued, x.b.Worker)
 	it.stats.Batches++
 	if it.info.Scale != nil && it.stats.Batches%StallWindow == 0 {
 		// An autoscaling job steps its policy once per window of

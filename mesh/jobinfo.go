@@ -43,7 +43,7 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 			if info.ConsumerMetrics == nil {
 				info.ConsumerMetrics = map[string]api.ConsumerMetrics{}
 			}
-			info.ConsumerMetrics[c] = api.ConsumerMetrics{BatchTimeSeconds: m.BatchTime, ResultQueue: m.ResultQueue, Stall: m.Stall, Batches: m.Batches}
+			info.ConsumerMetrics[c] = api.ConsumerMetrics{BatchTimeSeconds: m.BatchTime, ResultQueue: m.ResultQueue, Stall: m.Stall, Batches: m.Batches, Workers: m.Workers}
 		}
 	}
 	sort.Strings(info.Consumers)

@@ -125,13 +125,16 @@ type ScaleMetric struct {
 	// received in all.
 	Stall   float64 `cbor:"3,keyasint,omitempty" json:"stall"`
 	Batches int64   `cbor:"4,keyasint,omitempty" json:"batches"`
+	// Workers is how many workers delivered the window's batches (0:
+	// not reported).
+	Workers int `cbor:"5,keyasint,omitempty" json:"workers,omitempty"`
 }
 
 // Validate rejects a metric no consumer can have measured.
 func (m ScaleMetric) Validate() error {
 	ok := func(x float64) bool { return x >= 0 && !math.IsInf(x, 0) }
-	if !ok(m.BatchTime) || !ok(m.ResultQueue) || !ok(m.Stall) || m.Stall > 1 || m.Batches < 0 {
-		return fmt.Errorf("consumer metric %+v: want finite batch time, queue and batches >= 0 and a stall in [0, 1]", m)
+	if !ok(m.BatchTime) || !ok(m.ResultQueue) || !ok(m.Stall) || m.Stall > 1 || m.Batches < 0 || m.Workers < 0 || m.Workers > MaxJobWorkers {
+		return fmt.Errorf("consumer metric %+v: want finite batch time, queue and batches >= 0, a stall in [0, 1] and workers in [0, %d]", m, MaxJobWorkers)
 	}
 	return nil
 }
@@ -534,7 +537,7 @@ func (j *Job) stepScale(consumer string, m ScaleMetric) {
 	cfg := scaleConfig
 	if j.Scale.Allocated {
 		cfg = scaleConfigAllocated
-		if active := j.activeWorkers(); j.Scale.Phase == ScaleUp && active < j.Scale.Workers {
+		if active := j.activeWorkers(); j.Scale.Phase == ScaleUp && (active < j.Scale.Workers || m.Workers > 0 && m.Workers < j.Scale.Workers) {
 			// The worker asked for is not there: measuring now would
 			// take its absence for no gain. If the allocation gives it,
 			// it is on its way (being assigned, or a node still draining
@@ -544,6 +547,10 @@ func (j *Job) stepScale(consumer string, m ScaleMetric) {
 			// has; it wants one more, and the mesh says so
 			// (WantedWorkers).
 			j.Scale.StepBatches = m.Batches
+			if active >= j.Scale.Workers {
+				j.Scale.Reason = fmt.Sprintf("waiting for worker %d's batches to reach the consumer (from %d workers in the last window)", j.Scale.Workers, m.Workers)
+				return
+			}
 			if j.Scale.Share >= j.Scale.Workers {
 				j.Scale.Reason = fmt.Sprintf("waiting for worker %d (has %d): its node is on its way", j.Scale.Workers, active)
 				return

@@ -533,15 +533,26 @@ func TestAutoscaleJobWaitsForWorker(t *testing.T) {
 		t.Fatalf("while worker 2 is not there: %+v, want the pause untouched, waiting", sc)
 	}
 	applyOK(t, s, at(NewAssignTask("j1", "w2"), 3000))
-	beat(410, 0.009) // the window in which w2 joins: paused
-	beat(510, 0.005) // measured: 50 % better, try 3
+	// Assigned, but its batches have not reached the consumer yet: the
+	// consumer's window came from one worker; still waiting.
+	applyOK(t, s, at(NewHeartbeat("j1", "a", &ScaleMetric{BatchTime: 0.010, Stall: 0.5, Batches: 410, Workers: 1}), 2000))
+	if sc := s.Jobs["j1"].Scale; sc.Pause != 1 || !strings.Contains(sc.Reason, "reach the consumer") {
+		t.Fatalf("worker 2 assigned, no batch of it yet: %+v, want the pause untouched, waiting", sc)
+	}
+	// Its batches arrived in the last window: that window straddled its
+	// start and is ignored; the next one is measured.
+	applyOK(t, s, at(NewHeartbeat("j1", "a", &ScaleMetric{BatchTime: 0.009, Stall: 0.5, Batches: 510, Workers: 2}), 2000))
+	if sc := s.Jobs["j1"].Scale; sc.Workers != 2 || sc.Pause != 0 {
+		t.Fatalf("after the paused window: %+v", sc)
+	}
+	beat(610, 0.005) // measured: 50 % better, try 3
 	if sc := s.Jobs["j1"].Scale; sc.Workers != 3 || !strings.Contains(sc.Reason, "trying 3") {
 		t.Fatalf("once worker 2 serves: %+v, want a try of 3 after one paused window", sc)
 	}
 	// No node for the third: the share stays 2; the pause passes, then
 	// the job converges at 2, one more wanted.
-	beat(610, 0.005)
 	beat(710, 0.005)
+	beat(810, 0.005)
 	if sc := s.Jobs["j1"].Scale; sc.Phase != ScaleConverged || sc.Workers != 2 || !sc.WantsMore || s.Jobs["j1"].WantedWorkers() != 3 {
 		t.Fatalf("without a node for worker 3: %+v, want converged at 2, 3 wanted", sc)
 	}

@@ -477,6 +477,10 @@ type ConsumerMetrics struct {
 	ResultQueue      float64 `cbor:"2,keyasint" json:"result_queue"`
 	Stall            float64 `cbor:"3,keyasint" json:"stall"`
 	Batches          int64   `cbor:"4,keyasint" json:"batches"`
+	// Workers is how many workers delivered the batches of the window
+	// (0: not reported): autoscaling measures a worker it added only once
+	// its batches reach the consumer.
+	Workers int `cbor:"5,keyasint,omitempty" json:"workers,omitempty"`
 }
 
 // JobGetResponse is a job with its dataset, for workers.
