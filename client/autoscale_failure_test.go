@@ -71,7 +71,7 @@ func TestAutoscaleWorkerAndLeaderKilled(t *testing.T) {
 				}
 			}
 		case victim >= 0 && leader < 0 && batches >= killedAt+300:
-			leader, _ = c.Leader()
+			leader, _ = c.WaitLeader(t, 10*time.Second) // none while an election runs
 			t.Logf("killing the leader %s after %d batches", c.Name(leader), batches)
 			c.Kill(leader)
 		}
