@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
 
@@ -67,4 +68,94 @@ func TestAutoscaleGrows(t *testing.T) {
 			t.Fatalf("after 90 s: %d workers at most; the job: %+v", peak, jobs)
 		}
 	}
+}
+
+// serving counts an autoscaling job's workers that serve it (neither
+// expired nor released) and those released, and returns its scale info.
+func serving(t *testing.T, ctx context.Context, cl *client.Client, job string) (active, released int, sc api.ScaleInfo) {
+	t.Helper()
+	jobs, err := cl.Jobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if j.Name != job || j.Scale == nil {
+			continue
+		}
+		for _, w := range j.Workers {
+			switch {
+			case w.Expired:
+			case w.Released:
+				released++
+			default:
+				active++
+			}
+		}
+		return active, released, *j.Scale
+	}
+	t.Fatalf("no autoscaling job %q", job)
+	return
+}
+
+// A consumer that slows down makes its job shed workers: the result
+// queue grows past the converged one, the policy scales down, the leader
+// releases workers (AllocateJob), and each hands back the splits it has
+// not started and drains. Every element is still delivered exactly once.
+func TestAutoscaleShedsWorkers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads for several seconds")
+	}
+	c := testcluster.Start(t, 4)
+	cl := dial(t, c, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const n = 40_000
+	// 0.5 ms of (sleeping) work per element, 4 per batch: a worker makes
+	// 500 batches/s; the slowed consumer takes 250.
+	it, err := cl.Distribute(ctx, slowSpec(n, 20, 4, 500), client.JobOptions{Name: "shed", Sharding: client.Dynamic, Autoscale: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	const (
+		fast = iota
+		slow
+		rest
+	)
+	phase, peak, low, everReleased := fast, 0, 0, 0
+	var last api.ScaleInfo
+	var convergedAt int64 // batches, when the fast consumer saw it converge
+	d := drain(t, it, 150*time.Second, func(b client.Batch) {
+		if phase == slow {
+			time.Sleep(4 * time.Millisecond) // the model's work per batch
+		}
+		if it.Stats().Batches%100 != 0 || phase == rest {
+			return
+		}
+		active, released, sc := serving(t, ctx, cl, "shed")
+		last, everReleased = sc, max(everReleased, released)
+		switch phase {
+		case fast:
+			peak = max(peak, active)
+			if convergedAt == 0 && peak >= 3 && sc.Phase == "converged" {
+				convergedAt = it.Stats().Batches
+			}
+			// The policy records the converged queue from the first
+			// metric after converging: that one still fast.
+			if convergedAt > 0 && it.Stats().Batches >= convergedAt+300 {
+				phase, low = slow, active
+				t.Logf("converged at %d workers after %d batches; the consumer slows down", active, it.Stats().Batches)
+			}
+		case slow:
+			low = min(low, active)
+			if low <= peak-2 && released >= 2 {
+				phase = rest
+				t.Logf("down to %d workers (%d released) after %d batches: %s", active, released, it.Stats().Batches, sc.Reason)
+			}
+		}
+	})
+	if phase != rest {
+		t.Errorf("the job did not shed workers: phase %d, peak %d, low %d, released %d; last decision %+v", phase, peak, low, everReleased, last)
+	}
+	checkExactly(t, d, n, 1)
 }

@@ -37,6 +37,19 @@ const (
 	AtMostOnce  = api.AtMostOnce
 )
 
+// Workers says how many nodes serve a job (JobOptions.Workers): AutoWorkers,
+// AllWorkers or FixedWorkers(n).
+type Workers = api.Workers
+
+// The worker choices that are not a count.
+const (
+	AutoWorkers = api.AutoWorkers
+	AllWorkers  = api.AllWorkers
+)
+
+// FixedWorkers is a fixed count of n workers (JobOptions.Workers).
+func FixedWorkers(n int) Workers { return api.FixedWorkers(n) }
+
 // JobOptions describe the job to create or join: Name is required, every
 // other field has a default (see api.JobOptions, the type on the wire).
 type JobOptions = api.JobOptions
@@ -344,7 +357,10 @@ func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptio
 	if err != nil {
 		return nil, err
 	}
-	req := api.DistributeRequest{Spec: canon, Options: o, Consumer: consumer}
+	// The options go with their defaults filled, so that a node that
+	// predates a field (Workers) reads its older form (MaxWorkers,
+	// Autoscale) and creates the same job.
+	req := api.DistributeRequest{Spec: canon, Options: o.WithDefaults(), Consumer: consumer}
 	var from *checkpoint
 	if len(o.Resume) > 0 {
 		if from, req.Resume, err = resumeFrom(o.Resume, spec, o); err != nil {

@@ -45,7 +45,7 @@ func TestExactlyOnceLockstepConsumers(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer cl.Close()
-		it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "lock", Sharding: client.Dynamic})
+		it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "lock", Sharding: client.Dynamic, Workers: client.AllWorkers})
 		if err != nil {
 			t.Fatal(err)
 		}

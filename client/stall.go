@@ -26,13 +26,15 @@ type stallMeter struct {
 	ring       [StallWindow][2]time.Duration
 	n          int // batches recorded (ring holds min(n, StallWindow))
 	// queued sums the result queue's length seen on entry to Next, over
-	// the ring's batches (Cachew's result-queue fill).
+	// the ring's batches (Cachew's result-queue fill); workerRing is the
+	// worker that delivered each.
 	queuedRing [StallWindow]int
+	workerRing [StallWindow]string
 }
 
 // record counts one batch: entered is when Next was called, returned when
 // it returned the batch, queued the batches buffered on entry.
-func (m *stallMeter) record(entered, returned time.Time, queued int) {
+func (m *stallMeter) record(entered, returned time.Time, queued int, worker string) {
 	var work time.Duration
 	if !m.lastReturn.IsZero() {
 		work = max(entered.Sub(m.lastReturn), 0)
@@ -42,6 +44,7 @@ func (m *stallMeter) record(entered, returned time.Time, queued int) {
 	m.work += work
 	m.ring[m.n%StallWindow] = [2]time.Duration{wait, work}
 	m.queuedRing[m.n%StallWindow] = queued
+	m.workerRing[m.n%StallWindow] = worker
 	m.n++
 	m.lastReturn = returned
 }
@@ -70,6 +73,17 @@ func (m *stallMeter) fill(s *Stats) {
 	s.ResultQueue = float64(queued) / float64(k)
 }
 
+// workers counts the workers that delivered the ring's batches.
+func (m *stallMeter) workers() int {
+	seen := map[string]bool{}
+	for i := 0; i < min(m.n, StallWindow); i++ {
+		if w := m.workerRing[i]; w != "" {
+			seen[w] = true
+		}
+	}
+	return len(seen)
+}
+
 // consumerMetrics is what the heartbeat reports of the training loop (nil
 // before the first batch): the figures over the last StallWindow batches.
 func (it *Iterator) consumerMetrics() *api.ConsumerMetrics {
@@ -80,5 +94,6 @@ func (it *Iterator) consumerMetrics() *api.ConsumerMetrics {
 	}
 	var s Stats
 	it.stall.fill(&s)
-	return &api.ConsumerMetrics{BatchTimeSeconds: s.BatchTimeSeconds, ResultQueue: s.ResultQueue, Stall: min(max(s.RecentStallFraction, 0), 1), Batches: it.stats.Batches}
+	return &api.ConsumerMetrics{BatchTimeSeconds: s.BatchTimeSeconds, ResultQueue: s.ResultQueue, Stall: min(max(s.RecentStallFraction, 0), 1), Batches: it.stats.Batches,
+		Workers: it.stall.workers()}
 }

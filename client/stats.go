@@ -128,8 +128,16 @@ func (it *Iterator) Stats() Stats {
 func (it *Iterator) countDelivered(x item, entered time.Time, queued int) {
 	it.mu.Lock()
 	defer it.mu.Unlock()
-	it.stall.record(entered, time.Now(), queued)
+	it.stall.record(entered, time.Now(), queued, x.b.Worker)
 	it.stats.Batches++
+	if it.info.Scale != nil && it.stats.Batches%StallWindow == 0 {
+		// An autoscaling job steps its policy once per window of
+		// batches, on the heartbeat that reports it: report each window
+		// as it ends rather than at the next tick (HeartbeatInterval,
+		// 1 s by default, is longer than a window of fast batches, and
+		// each change costs three windows).
+		it.kickHeartbeat()
+	}
 	it.stats.Rows += x.b.Rows()
 	it.stats.Bytes += x.size
 	it.stats.WireBytes += x.wire

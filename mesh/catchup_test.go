@@ -76,7 +76,7 @@ func TestJobLookupWaitsForLeaderToCatchUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := leader.Distribute(ctx, api.DistributeRequest{Spec: spec, Options: api.JobOptions{Name: job, Sharding: api.Dynamic}, Consumer: "c0"}); err != nil {
+	if _, err := leader.Distribute(ctx, api.DistributeRequest{Spec: spec, Options: api.JobOptions{Name: job, Sharding: api.Dynamic, Workers: api.AllWorkers}, Consumer: "c0"}); err != nil {
 		t.Fatal(err)
 	}
 	// Hand leadership to x: raft first brings x's log up to date, so x

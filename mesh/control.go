@@ -45,10 +45,13 @@ func (n *Node) Status() api.Status {
 	for i, v := range rs.Voters {
 		voters[i] = api.Voter{ID: v.ID, Addr: v.Addr}
 	}
-	alive := 0
+	alive, workers := 0, 0
 	for _, m := range ms {
 		if m.Status == api.StatusAlive || m.Status == api.StatusSuspect {
 			alive++
+			if m.Worker {
+				workers++
+			}
 		}
 	}
 	return api.Status{
@@ -57,6 +60,7 @@ func (n *Node) Status() api.Status {
 		Term: rs.Term, CommitIndex: rs.CommitIndex, AppliedIndex: rs.AppliedIndex,
 		LastLogIndex: rs.LastLogIndex, Voters: voters, Members: len(ms), AliveMembers: alive,
 		ShareWindowBytes: n.cfg.Worker.ShareWindowBytes,
+		NodesWanted:      api.NodesWanted(n.LocalJobs()), WorkerNodes: workers,
 	}
 }
 
@@ -210,7 +214,7 @@ func (n *Node) forward(ctx context.Context, addr, method string, req, resp any) 
 // at another leader.
 func retriable(err error) bool {
 	switch {
-	case errorsIsRejected(err), errors.Is(err, api.ErrNotAssigned), errors.Is(err, api.ErrHandBackRefused):
+	case errorsIsRejected(err), errors.Is(err, api.ErrNotAssigned), errors.Is(err, api.ErrHandBackRefused), errors.Is(err, api.ErrReleased):
 		return false
 	case errors.Is(err, transport.ErrInvalid), errors.Is(err, transport.ErrNotFound),
 		errors.Is(err, transport.ErrUnknownMethod):
@@ -225,6 +229,8 @@ func mapRaftErr(err error) error {
 		return transport.Errorf(transport.ErrNotFound, "%v", err)
 	case errors.Is(err, raftstate.ErrNotAssigned):
 		return transport.Errorf(api.ErrNotAssigned, "%v", err)
+	case errors.Is(err, raftstate.ErrReleased):
+		return transport.Errorf(api.ErrReleased, "%v", err)
 	case errors.Is(err, splits.ErrHandBackRefused):
 		return transport.Errorf(api.ErrHandBackRefused, "%v", err)
 	case errorsIsRejected(err):

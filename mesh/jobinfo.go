@@ -26,6 +26,14 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 		},
 		CreatedAt: time.Unix(0, v.CreatedAt),
 	}
+	switch {
+	case v.Options.Autoscale:
+		info.Options.Workers = api.AutoWorkers
+	case v.Options.MaxWorkers > 0:
+		info.Options.Workers = api.FixedWorkers(v.Options.MaxWorkers)
+	default:
+		info.Options.Workers = api.AllWorkers
+	}
 	if d, ok := n.raft.Dataset(v.Fingerprint); ok {
 		info.NumSplits = d.NumSplits
 	}
@@ -35,7 +43,7 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 			if info.ConsumerMetrics == nil {
 				info.ConsumerMetrics = map[string]api.ConsumerMetrics{}
 			}
-			info.ConsumerMetrics[c] = api.ConsumerMetrics{BatchTimeSeconds: m.BatchTime, ResultQueue: m.ResultQueue, Stall: m.Stall, Batches: m.Batches}
+			info.ConsumerMetrics[c] = api.ConsumerMetrics{BatchTimeSeconds: m.BatchTime, ResultQueue: m.ResultQueue, Stall: m.Stall, Batches: m.Batches, Workers: m.Workers}
 		}
 	}
 	sort.Strings(info.Consumers)
@@ -54,12 +62,13 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 	for _, w := range names {
 		st := v.Workers[w]
 		info.Workers = append(info.Workers, api.WorkerInfo{Name: w, Addr: addrs[w], Expired: st.Expired, Incarnation: st.Incarnation,
-			Drained: st.Drained, Since: st.Since, Held: held[w]})
+			Drained: st.Drained, Released: st.Released, Since: st.Since, Held: held[w]})
 	}
 	info.ShareGroup = v.ShareGroup
 	info.Autocache = n.autocacheInfo(v.Fingerprint)
 	if sc := v.Scale; sc != nil {
-		info.Scale = &api.ScaleInfo{Workers: sc.Workers, Phase: sc.Phase.String(), Reason: sc.Reason, Changes: sc.Changes}
+		info.Scale = &api.ScaleInfo{Workers: sc.Workers, Phase: sc.Phase.String(), Reason: sc.Reason, Changes: sc.Changes,
+			Wanted: v.WantedWorkers(), Share: sc.Share, Allocation: sc.Allocation}
 	}
 	if r := v.Rounds; r != nil {
 		info.Rounds = &api.RoundsInfo{Changes: r.Schedule.Changes, Reached: r.Reached, Lookahead: raftstate.RoundLookahead}

@@ -204,7 +204,7 @@ func (n *Node) heartbeat(ctx context.Context, req api.JobRequest) (api.JobInfo, 
 		func(ctx context.Context) error {
 			var m *raftstate.ScaleMetric
 			if x := req.Metrics; x != nil {
-				m = &raftstate.ScaleMetric{BatchTime: x.BatchTimeSeconds, ResultQueue: x.ResultQueue, Stall: x.Stall, Batches: x.Batches}
+				m = &raftstate.ScaleMetric{BatchTime: x.BatchTimeSeconds, ResultQueue: x.ResultQueue, Stall: x.Stall, Batches: x.Batches, Workers: x.Workers}
 				if err := m.Validate(); err != nil {
 					return transport.Errorf(transport.ErrInvalid, "heartbeat of %q: %v", req.Consumer, err)
 				}
@@ -402,6 +402,12 @@ func (n *Node) applyJobSteps(ctx context.Context, steps []raftstate.JobStep) {
 					stopped = map[string]bool{}
 				}
 				stopped[st.Job] = true
+			}
+		case raftstate.TypeAllocateJob:
+			if err != nil {
+				n.log.Warn("allocate nodes to an autoscaling job", "job", st.Job, "err", err)
+			} else {
+				n.log.Info("allocated nodes to an autoscaling job", "job", st.Job)
 			}
 		case raftstate.TypeDrainTask:
 			if err != nil {

@@ -45,6 +45,10 @@ type leaseProvider struct {
 	// others, and ends once the split in progress is read (drained).
 	drain   <-chan struct{}
 	drained bool
+	// onRelease, if set, is called when a lease is refused because the
+	// job released this worker (api.ErrReleased, mesh/release.go): the
+	// provider then drains as above.
+	onRelease func()
 
 	queue   []leasedSplit
 	current leasedSplit
@@ -123,6 +127,9 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error
 		}
 		select {
 		case r := <-p.answer:
+			if p.releasedBy(ctx, r.err) {
+				continue
+			}
 			if errors.Is(r.err, api.ErrNotAssigned) {
 				// Expired while alive (a pause, a gossip blip): the job
 				// counted this worker's leases as lost, its consumers
@@ -167,6 +174,26 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error
 	}
 	p.current, p.reading = ls, true
 	return pipeline.ProvidedSplit{Split: s, Epoch: ls.epoch, Exclude: ls.exclude}, nil
+}
+
+// releasedBy handles a lease refused because the job released this
+// worker: it drains (handBack) and reports true.
+func (p *leaseProvider) releasedBy(ctx context.Context, err error) bool {
+	if !errors.Is(err, api.ErrReleased) {
+		return false
+	}
+	if p.policy.inflight {
+		p.policy.answered(time.Now(), true)
+	}
+	p.policy.done = true
+	if !p.drained {
+		p.n.log.Info("released from the job by autoscaling: handing back the splits not started", "job", p.job, "queued", len(p.queue))
+		if p.onRelease != nil {
+			p.onRelease()
+		}
+	}
+	p.handBack(ctx)
+	return true
 }
 
 // draining reports whether the node has started to drain.
@@ -273,6 +300,8 @@ func (p *leaseProvider) awaitMore() (bool, error) {
 		switch {
 		case errors.Is(err, api.ErrNotAssigned):
 			return false, nil // expired: as in Next
+		case p.releasedBy(p.ctx, err):
+			return false, nil
 		case err != nil:
 			if p.ctx.Err() != nil {
 				return false, p.ctx.Err()
@@ -431,6 +460,9 @@ func (p *leaseProvider) sendProducedOnce(req api.ProduceRequest) bool {
 func (p *leaseProvider) collect() {
 	select {
 	case r := <-p.answer:
+		if p.releasedBy(p.ctx, r.err) {
+			return
+		}
 		if r.err != nil {
 			p.answer <- r // capacity 1, just emptied; the one lease in flight has answered
 			return

@@ -31,7 +31,7 @@ func (p *plainProducer) produce() error {
 	case api.Dynamic:
 		exact := o.Delivery == api.ExactlyOnce
 		lp := newLeaseProvider(t.ctx, t.w.n, t.job.Name, t.splits, exact)
-		lp.jobID, lp.waited = t.job.ID, &t.leaseWait
+		lp.jobID, lp.waited, lp.onRelease = t.job.ID, &t.leaseWait, t.markReleased
 		lp.held = t.cacheHeld()
 		defer lp.close()
 		for {

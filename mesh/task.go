@@ -34,6 +34,10 @@ type task struct {
 
 	ended chan struct{} // closed when production ends
 
+	// released: the job gave this worker back (release.go); retired: the
+	// released task has drained, and a new stream starts a new task.
+	released, retired atomic.Bool
+
 	produced      atomic.Int64 // batches queued for consumers
 	producedBytes atomic.Int64 // their encoded size (plain and shared tasks)
 	streams       atomic.Int64 // consumer streams being served
@@ -119,6 +123,10 @@ func (t *task) run() {
 	close(t.ended)
 	if err != nil && t.ctx.Err() == nil {
 		t.w.n.log.Warn("task failed", "job", t.job.Name, "err", err)
+	}
+	if err == nil && t.released.Load() {
+		t.retire() // not the end of the task's data: the job released it
+		return
 	}
 	if t.ctx.Err() == nil && (err != nil || !t.w.draining()) {
 		// The data ended, or production failed: not a cancellation

@@ -114,6 +114,10 @@ func (w *worker) handleStream(conn net.Conn) {
 func (w *worker) task(ctx context.Context, job string, id uint64) (*task, error) {
 	w.mu.Lock()
 	t := w.tasks[job]
+	if t != nil && t.retired.Load() {
+		delete(w.tasks, job) // released and drained: the job took the worker back
+		t = nil
+	}
 	if t != nil && id != 0 && t.job.ID < id {
 		w.n.log.Info("task stopped: its job was replaced under the same name", "job", job, "id", t.job.ID, "new_id", id)
 		t.cancel()
@@ -156,7 +160,7 @@ func (w *worker) task(ctx context.Context, job string, id uint64) (*task, error)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if t := w.tasks[job]; t != nil {
+	if t := w.tasks[job]; t != nil && !t.retired.Load() {
 		return t, nil
 	}
 	if w.n.ctx.Err() != nil || w.draining() {

@@ -49,9 +49,37 @@ type AutoscaleConfig struct {
 	// PauseMetrics is how many metrics are ignored after each change
 	// (Cachew pauses collection for 150 batches: 2 metrics of 100).
 	PauseMetrics int
+	// PauseUp, if above 0, is how many metrics are ignored after a worker
+	// is added instead of PauseMetrics, counted from when the worker
+	// serves (the state machine waits for it first, Job.stepScale): the
+	// window in which it joins straddles its start-up, the next one
+	// measures it. 0 is PauseMetrics, counted from the change.
+	PauseUp int
+	// QueueMin is the least growth of the result queue, in batches, that
+	// counts as the workers outpacing the model (besides DownQueueRatio):
+	// the queue of a job at its plateau fills towards the consumer's
+	// prefetch bound and wavers by a few batches, which must not set off
+	// a scale-down. 0 is 1 batch. Above 0, it is also the fall of the
+	// queue during a scale-down that takes the worker back (BaseQueue).
+	QueueMin float64
+	// SettleOnConverge also ignores the PauseMetrics metrics after a
+	// decision converges where the job already is (as the StallBound
+	// does): the result queue is still filling then, and the converged
+	// queue it is compared with at each revisit is taken once it settled.
+	SettleOnConverge bool
 	// BatchesPerMetric is how many batches one metric averages over
 	// (Cachew: 100); the consumers use it.
 	BatchesPerMetric int
+	// StallBound stops adding workers while the consumer hardly waits:
+	// the batch time is the wait for data plus the loop's own work, and
+	// more workers shorten only the wait, so a window in which the
+	// consumer waited less than Threshold of its time (ScaleMetric.Stall)
+	// proves that no worker can bring the gain Threshold asks for. Such a
+	// job converges where it is instead of trying one more worker (a try
+	// costs 1 + PauseMetrics windows, and on a loaded machine the noise of
+	// a window can pass for the gain). Metrics without a stall (Batches
+	// 0: a client that does not report it) are judged on batch time alone.
+	StallBound bool
 	// NoScaleDown keeps a converged job where it is when its queue says
 	// fewer workers would do (the decision's reason says so) instead of
 	// scaling down: for a mesh that cannot take workers back from a job.
@@ -73,8 +101,10 @@ func (c AutoscaleConfig) Validate() error {
 		return fmt.Errorf("autoscale revisit interval %d metrics: want >= 1", c.RevisitEvery)
 	case !(c.UpRatio > 0), !(c.DownQueueRatio > 0):
 		return fmt.Errorf("autoscale up ratio %v, down queue ratio %v: want > 0", c.UpRatio, c.DownQueueRatio)
-	case c.PauseMetrics < 0:
-		return fmt.Errorf("autoscale pause %d metrics: want >= 0", c.PauseMetrics)
+	case c.PauseMetrics < 0, c.PauseUp < 0:
+		return fmt.Errorf("autoscale pause %d metrics (%d after adding a worker): want >= 0", c.PauseMetrics, c.PauseUp)
+	case !(c.QueueMin >= 0) || math.IsInf(c.QueueMin, 0):
+		return fmt.Errorf("autoscale least queue growth %v batches: want a finite number >= 0", c.QueueMin)
 	case c.BatchesPerMetric < 1:
 		return fmt.Errorf("autoscale batches per metric %d: want >= 1", c.BatchesPerMetric)
 	}
@@ -95,13 +125,16 @@ type ScaleMetric struct {
 	// received in all.
 	Stall   float64 `cbor:"3,keyasint,omitempty" json:"stall"`
 	Batches int64   `cbor:"4,keyasint,omitempty" json:"batches"`
+	// Workers is how many workers delivered the window's batches (0:
+	// not reported).
+	Workers int `cbor:"5,keyasint,omitempty" json:"workers,omitempty"`
 }
 
 // Validate rejects a metric no consumer can have measured.
 func (m ScaleMetric) Validate() error {
 	ok := func(x float64) bool { return x >= 0 && !math.IsInf(x, 0) }
-	if !ok(m.BatchTime) || !ok(m.ResultQueue) || !ok(m.Stall) || m.Stall > 1 || m.Batches < 0 {
-		return fmt.Errorf("consumer metric %+v: want finite batch time, queue and batches >= 0 and a stall in [0, 1]", m)
+	if !ok(m.BatchTime) || !ok(m.ResultQueue) || !ok(m.Stall) || m.Stall > 1 || m.Batches < 0 || m.Workers < 0 || m.Workers > MaxJobWorkers {
+		return fmt.Errorf("consumer metric %+v: want finite batch time, queue and batches >= 0, a stall in [0, 1] and workers in [0, %d]", m, MaxJobWorkers)
 	}
 	return nil
 }
@@ -153,6 +186,29 @@ type ScaleState struct {
 	Changes     int64 `cbor:"10,keyasint,omitempty" json:"changes,omitempty"`
 	// Speaker is the consumer whose metrics the job follows.
 	Speaker string `cbor:"11,keyasint,omitempty" json:"speaker,omitempty"`
+	// Allocated: the leader allocates the job's nodes (AllocateJob,
+	// release.go) and can take workers back, so the policy scales down
+	// (scaleConfigAllocated) and waits for a worker it asked for before
+	// measuring it. Jobs of a log from before AllocateJob never set it
+	// and replay as they did.
+	Allocated bool `cbor:"12,keyasint,omitempty" json:"allocated,omitempty"`
+	// Share is how many nodes the last allocation gave the job, and
+	// Allocation why (its own nodes, or a fair share of how many).
+	Share      int    `cbor:"13,keyasint,omitempty" json:"share,omitempty"`
+	Allocation string `cbor:"14,keyasint,omitempty" json:"allocation,omitempty"`
+	// WantsMore: the policy converged because the allocation could not
+	// give the worker it asked for (no free node): the job would take
+	// one more (WantedWorkers counts it) and tries again at a revisit.
+	WantsMore bool `cbor:"15,keyasint,omitempty" json:"wants_more,omitempty"`
+	// BaseQueue (scaling down) is the result queue measured before the
+	// last worker was removed: a queue that then drains shows the workers
+	// left fall behind the model, whatever the batch time says (the
+	// consumer was fed from its queue). When the try fails, it becomes the
+	// converged queue: a queue that was not enough to go without a worker
+	// must grow well past it before the next try (else a plateau's queue,
+	// filling slowly towards its bound, would set off a try at every
+	// revisit).
+	BaseQueue float64 `cbor:"16,keyasint,omitempty" json:"base_queue,omitempty"`
 }
 
 // NewScaleState is a new job's state: one worker, scaling up.
@@ -162,7 +218,11 @@ func NewScaleState() ScaleState {
 
 // changed records a change of the worker count to w.
 func (s *ScaleState) changed(w int, cfg AutoscaleConfig, reason string) {
-	s.Workers, s.Pause, s.Reason = w, cfg.PauseMetrics, reason
+	s.Pause = cfg.PauseMetrics
+	if w > s.Workers && cfg.PauseUp > 0 {
+		s.Pause = cfg.PauseUp
+	}
+	s.Workers, s.Reason = w, reason
 }
 
 // converge holds at w workers.
@@ -171,6 +231,9 @@ func (s *ScaleState) converge(w int, batchTime float64, cfg AutoscaleConfig, rea
 		s.changed(w, cfg, reason)
 	} else {
 		s.Reason = reason
+		if cfg.SettleOnConverge {
+			s.Pause = cfg.PauseMetrics
+		}
 	}
 	s.Phase, s.ConvergedBatchTime, s.ConvergedQueue, s.SinceRevisit = ScaleConverged, batchTime, -1, 0
 }
@@ -205,9 +268,16 @@ func StepAutoscale(s ScaleState, m ScaleMetric, cfg AutoscaleConfig, limit int) 
 		s.Pause--
 		return s
 	}
+	// fed: the consumer hardly waits for data, so another worker cannot
+	// improve its batch time by Threshold (StallBound).
+	fed := cfg.StallBound && m.Batches > 0 && m.Stall < cfg.Threshold
 	switch s.Phase {
 	case ScaleUp:
 		switch {
+		case s.Base == 0 && fed:
+			s.Base = m.BatchTime
+			s.converge(s.Workers, m.BatchTime, cfg, fmt.Sprintf("the consumer waits %.1f %% of its time with %d workers: no worker can improve its batch time by %.0f %%",
+				100*m.Stall, s.Workers, 100*cfg.Threshold))
 		case s.Base == 0:
 			s.Base = m.BatchTime
 			if s.Workers < limit {
@@ -218,9 +288,12 @@ func StepAutoscale(s ScaleState, m ScaleMetric, cfg AutoscaleConfig, limit int) 
 		case gain(s.Base, m.BatchTime) > cfg.Threshold:
 			why := fmt.Sprintf("worker %d improved batch time %s → %s (%.1f %%)", s.Workers, ms(s.Base), ms(m.BatchTime), 100*gain(s.Base, m.BatchTime))
 			s.Base = m.BatchTime
-			if s.Workers < limit {
+			switch {
+			case fed:
+				s.converge(s.Workers, m.BatchTime, cfg, why+fmt.Sprintf("; the consumer now waits %.1f %% of its time: converged at %d", 100*m.Stall, s.Workers))
+			case s.Workers < limit:
 				s.changed(s.Workers+1, cfg, why+fmt.Sprintf(": trying %d", s.Workers+1))
-			} else {
+			default:
 				s.converge(s.Workers, m.BatchTime, cfg, why+fmt.Sprintf("; at the limit of %d workers", limit))
 			}
 		default:
@@ -237,34 +310,58 @@ func StepAutoscale(s ScaleState, m ScaleMetric, cfg AutoscaleConfig, limit int) 
 			return s
 		}
 		s.SinceRevisit = 0
+		outpaced := cfg.outpaced(m.ResultQueue, s.ConvergedQueue)
 		switch {
-		case m.ResultQueue > s.ConvergedQueue*(1+cfg.DownQueueRatio) && m.ResultQueue-s.ConvergedQueue >= 1 && s.Workers > 1:
+		case outpaced && s.Workers > 1:
 			if cfg.NoScaleDown {
 				s.Reason = fmt.Sprintf("result queue %.1f is above the converged %.1f (workers outpace the model): fewer would do, but scaling down is off; keeping %d",
 					m.ResultQueue, s.ConvergedQueue, s.Workers)
 				return s
 			}
-			s.Phase, s.Base = ScaleDown, m.BatchTime
+			s.Phase, s.Base, s.BaseQueue = ScaleDown, m.BatchTime, m.ResultQueue
 			s.changed(s.Workers-1, cfg, fmt.Sprintf("result queue %.1f is %.0f %% above the converged %.1f (workers outpace the model): trying %d",
 				m.ResultQueue, 100*(m.ResultQueue/max(s.ConvergedQueue, 1e-9)-1), s.ConvergedQueue, s.Workers-1))
-		case m.BatchTime > s.ConvergedBatchTime*(1+cfg.UpRatio) && s.Workers < limit:
+		case m.BatchTime > s.ConvergedBatchTime*(1+cfg.UpRatio) && s.Workers < limit && !outpaced && !fed:
+			// (With batches waiting in the queue, or a consumer that
+			// hardly waits, the model is slower than the workers:
+			// another worker would not help.)
 			s.Phase, s.Base = ScaleUp, m.BatchTime
 			s.changed(s.Workers+1, cfg, fmt.Sprintf("batch time %s is %.0f %% above the converged %s: trying %d",
 				ms(m.BatchTime), 100*(m.BatchTime/s.ConvergedBatchTime-1), ms(s.ConvergedBatchTime), s.Workers+1))
 		}
 	case ScaleDown:
-		if -gain(s.Base, m.BatchTime) >= cfg.Threshold {
+		// A batch time that rose while batches still wait in the queue
+		// is the model's own (noise, or it slowed further), not the
+		// missing worker's: the scale-down goes on.
+		stocked := cfg.outpaced(m.ResultQueue, s.ConvergedQueue)
+		if cfg.QueueMin > 0 && m.ResultQueue <= s.BaseQueue-cfg.QueueMin {
+			// The queue drained: the consumer was fed from it, and the
+			// workers left fall behind (before they dry it up).
+			s.converge(s.Workers+1, s.Base, cfg, fmt.Sprintf("with %d workers the result queue drains (%.1f → %.1f): back to %d", s.Workers, s.BaseQueue, m.ResultQueue, s.Workers+1))
+			s.ConvergedQueue = s.BaseQueue
+			return s
+		}
+		if -gain(s.Base, m.BatchTime) >= cfg.Threshold && !stocked {
 			s.converge(s.Workers+1, s.Base, cfg, fmt.Sprintf("with %d workers batch time rose %.1f %%: back to %d", s.Workers, -100*gain(s.Base, m.BatchTime), s.Workers+1))
+			if cfg.QueueMin > 0 {
+				s.ConvergedQueue = s.BaseQueue
+			}
 			return s
 		}
 		if s.Workers == 1 {
 			s.converge(1, m.BatchTime, cfg, "one worker is enough")
 			return s
 		}
-		s.Base = m.BatchTime
+		s.Base, s.BaseQueue = m.BatchTime, m.ResultQueue
 		s.changed(s.Workers-1, cfg, fmt.Sprintf("%d workers keep the batch time (%s): trying %d", s.Workers, ms(m.BatchTime), s.Workers-1))
 	}
 	return s
+}
+
+// outpaced reports whether a result queue of q batches is well above the
+// converged one: by DownQueueRatio, and by QueueMin batches (at least 1).
+func (c AutoscaleConfig) outpaced(q, converged float64) bool {
+	return q > converged*(1+c.DownQueueRatio) && q-converged >= max(c.QueueMin, 1)
 }
 
 // gain is the relative improvement from before to after (negative when
@@ -395,14 +492,27 @@ func firstLive(ns []string, live []string) string {
 // (Cachew has one client per job), and only once per
 // BatchesPerMetric batches of it, so that each step sees a fresh window.
 
-// scaleConfig is the policy's configuration in the state machine:
-// Cachew's values, fixed so that every replica steps alike, without
-// scaling down: the mesh cannot take a worker back from a job yet.
-var scaleConfig = func() AutoscaleConfig {
-	c := DefaultAutoscaleConfig()
-	c.NoScaleDown = true
-	return c
-}()
+// scaleConfig is the policy's configuration in the state machine for a
+// job the leader has not allocated yet (ScaleState.Allocated false: every
+// job of a log from before AllocateJob): Cachew's values, fixed so that
+// every replica steps alike, without scaling down. scaleConfigAllocated,
+// for an allocated job, scales down (the leader releases the workers,
+// release.go), bounds a worker's gain by the consumer's stall
+// (StallBound), takes a queue for outpacing only once it settled and grew
+// by 4 batches (SettleOnConverge, QueueMin), and measures an added worker
+// after one window once it serves (PauseUp).
+var (
+	scaleConfig = func() AutoscaleConfig {
+		c := DefaultAutoscaleConfig()
+		c.NoScaleDown = true
+		return c
+	}()
+	scaleConfigAllocated = func() AutoscaleConfig {
+		c := DefaultAutoscaleConfig()
+		c.StallBound, c.QueueMin, c.SettleOnConverge, c.PauseUp = true, 4, true, 1
+		return c
+	}()
+)
 
 // stepScale applies consumer's metric m to the job's Scale, if the job
 // autoscales, the consumer speaks for it and a window has passed.
@@ -424,15 +534,48 @@ func (j *Job) stepScale(consumer string, m ScaleMetric) {
 	if m.Batches < j.Scale.StepBatches+int64(scaleConfig.BatchesPerMetric) {
 		return
 	}
+	cfg := scaleConfig
+	if j.Scale.Allocated {
+		cfg = scaleConfigAllocated
+		if active := j.activeWorkers(); j.Scale.Phase == ScaleUp && (active < j.Scale.Workers || m.Workers > 0 && m.Workers < j.Scale.Workers) {
+			// The worker asked for is not there: measuring now would
+			// take its absence for no gain. If the allocation gives it,
+			// it is on its way (being assigned, or a node still draining
+			// another job's task): wait, and start the pause only once
+			// it serves (PauseUp). If not, give the allocation the pause
+			// to catch up; then (no free node) converge at what the job
+			// has; it wants one more, and the mesh says so
+			// (WantedWorkers).
+			j.Scale.StepBatches = m.Batches
+			if active >= j.Scale.Workers {
+				j.Scale.Reason = fmt.Sprintf("waiting for worker %d's batches to reach the consumer (from %d workers in the last window)", j.Scale.Workers, m.Workers)
+				return
+			}
+			if j.Scale.Share >= j.Scale.Workers {
+				j.Scale.Reason = fmt.Sprintf("waiting for worker %d (has %d): its node is on its way", j.Scale.Workers, active)
+				return
+			}
+			if j.Scale.Pause > 0 {
+				j.Scale.Pause--
+				return
+			}
+			j.Scale.converge(max(active, 1), j.Scale.Base, cfg, fmt.Sprintf("the allocation gives %d nodes (%s): converged at %d, one more wanted",
+				j.Scale.Share, j.Scale.Allocation, max(active, 1)))
+			j.Scale.WantsMore = true
+			j.Scale.Changes++
+			return
+		}
+	}
 	limit := MaxJobWorkers
 	if j.Options.MaxWorkers > 0 {
 		limit = j.Options.MaxWorkers
 	}
 	before := j.Scale.Workers
-	next := StepAutoscale(*j.Scale, m, scaleConfig, limit)
+	next := StepAutoscale(*j.Scale, m, cfg, limit)
 	next.StepBatches = m.Batches
 	if next.Workers != before {
 		next.Changes++
+		next.WantsMore = false
 	}
 	*j.Scale = next
 }

@@ -24,6 +24,15 @@ func (m scaleModel) metric(w int, noise float64) ScaleMetric {
 	return ScaleMetric{BatchTime: bt, ResultQueue: q}
 }
 
+// stalled is metric with the consumer's stall (the share of the batch
+// time spent waiting for the workers) and a batch count, as a client
+// reports them.
+func (m scaleModel) stalled(w int, noise float64) ScaleMetric {
+	sm := m.metric(w, noise)
+	sm.Stall, sm.Batches = max(0, 1-m.model*(1+noise)/sm.BatchTime), 100
+	return sm
+}
+
 var testScaleConfig = AutoscaleConfig{Threshold: 0.03, RevisitEvery: 3, UpRatio: 0.10, DownQueueRatio: 0.40, PauseMetrics: 1, BatchesPerMetric: 100}
 
 // run feeds n metrics of model (with noise[i%len(noise)]) to s.
@@ -58,6 +67,130 @@ func TestStepAutoscale(t *testing.T) {
 		}
 	}
 
+	// With StallBound (the allocated jobs' configuration), a window in
+	// which the consumer hardly waits ends the ramp: the plateau is found
+	// without trying a fifth worker, a consumer that one worker feeds
+	// converges at 1 at the first window, and noise that would pass for a
+	// gain (+6 % on the fifth worker's window) is not taken for one.
+	bound := testScaleConfig
+	bound.StallBound = true
+	for _, c := range []struct {
+		name  string
+		m     scaleModel
+		noise []float64
+		want  int
+		peak  int // the most workers ever asked for
+	}{
+		{"stall bound: improving, then the plateau", m, nil, 4, 4},
+		{"stall bound: one worker feeds the consumer", scaleModel{worker: 0.020, model: 0.025}, nil, 1, 1},
+		{"stall bound: noise within the threshold", m, []float64{0.01, -0.01, 0.005, -0.012, 0}, 4, 4},
+	} {
+		st, peak := NewScaleState(), 1
+		for i := 0; i < 40; i++ {
+			nz := 0.0
+			if len(c.noise) > 0 {
+				nz = c.noise[i%len(c.noise)]
+			}
+			st = StepAutoscale(st, c.m.stalled(st.Workers, nz), bound, 16)
+			peak = max(peak, st.Workers)
+		}
+		if st.Phase != ScaleConverged || st.Workers != c.want || peak != c.peak {
+			t.Errorf("%s: %v at %d workers, %d at most (%s); want converged at %d, %d at most", c.name, st.Phase, st.Workers, peak, st.Reason, c.want, c.peak)
+		}
+	}
+	// Without a stall in the metric (Batches 0: a client that does not
+	// report it), the bound does not apply: the fifth worker is tried.
+	st, peak := NewScaleState(), 1
+	for i := 0; i < 40; i++ {
+		st = StepAutoscale(st, m.metric(st.Workers, 0), bound, 16)
+		peak = max(peak, st.Workers)
+	}
+	if st.Workers != 4 || peak != 5 {
+		t.Errorf("no stall reported: %d workers, %d at most; want 4 after trying 5", st.Workers, peak)
+	}
+	// A converged job whose model slows while it hardly waits: the batch
+	// time rises well above the converged one, but no worker is added.
+	st = runScale(NewScaleState(), m, 40, 16, nil)
+	slowModel := scaleModel{worker: 0.100, model: 0.028} // 12 % slower, a queue under 1
+	peak = 0
+	for i := 0; i < 10; i++ {
+		st = StepAutoscale(st, slowModel.stalled(st.Workers, 0), bound, 16)
+		peak = max(peak, st.Workers)
+	}
+	if peak != 4 {
+		t.Errorf("a fed consumer's model slowed: up to %d workers (%s), want 4 throughout", peak, st.Reason)
+	}
+
+	// At the plateau the result queue fills towards the consumer's bound
+	// after the decision converged, then wavers by a few batches: with the
+	// allocated jobs' configuration neither sets off a scale-down (the
+	// converged queue is taken once it settled, and a growth under 4
+	// batches is not outpacing), where the first metric's queue and a
+	// 1-batch floor would have.
+	filling := []float64{0.5, 3, 6, 7, 5, 6, 7.5, 6, 5, 7, 6, 7.5, 6, 7, 6.5, 7.5, 5.5, 6, 7, 7.5, 6, 7.5, 6, 7, 7.5}
+	wavering := []float64{1, 1.1, 1.2, 1, 1.3, 2.6, 2, 2.6, 1.5, 2.6, 2.2, 2.6, 2.4, 2.6, 2, 2.6, 2.5, 2.6, 2.6, 2.6, 2.6, 2.6, 2.6, 2.6, 2.6}
+	plateauQueue := func(cfg AutoscaleConfig, queue []float64) ScaleState {
+		st := NewScaleState()
+		st.Workers, st.Base = 3, 0.012 // the third worker brings 17 %, and the consumer is fed
+		st = StepAutoscale(st, ScaleMetric{BatchTime: 0.010, Stall: 0.001, Batches: 100}, cfg, 16)
+		for i, q := range queue {
+			st = StepAutoscale(st, ScaleMetric{BatchTime: 0.010 * (1 + 0.01*float64(i%3)), ResultQueue: q, Stall: 0.001, Batches: 100}, cfg, 16)
+		}
+		return st
+	}
+	for _, q := range [][]float64{filling, wavering} {
+		if st := plateauQueue(scaleConfigAllocated, q); st.Phase != ScaleConverged || st.Workers != 3 || st.Changes != 0 {
+			t.Errorf("a settling queue: %v at %d after %d changes (%s), want converged at 3 throughout", st.Phase, st.Workers, st.Changes, st.Reason)
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		queue []float64
+		tweak func(*AutoscaleConfig)
+	}{
+		{"the first metric's queue", filling, func(c *AutoscaleConfig) { c.SettleOnConverge = false }},
+		{"a 1-batch floor", wavering, func(c *AutoscaleConfig) { c.QueueMin = 0 }},
+	} {
+		cfg := scaleConfigAllocated
+		c.tweak(&cfg)
+		if st := plateauQueue(cfg, c.queue); st.Workers == 3 && st.Phase == ScaleConverged {
+			t.Errorf("with %s, the queue should have set off a scale-down try: %+v", c.name, st)
+		}
+	}
+
+	// A scale-down try during which the consumer is fed from its queue:
+	// the batch time holds, but the queue drains, so the worker comes
+	// back (with a 1-batch floor, the rule is off, and the job would go
+	// on down to 2).
+	drainTry := func(cfg AutoscaleConfig) ScaleState {
+		st := ScaleState{Phase: ScaleConverged, Workers: 4, ConvergedBatchTime: 0.010, ConvergedQueue: 5, SinceRevisit: cfg.RevisitEvery - 1}
+		st = StepAutoscale(st, ScaleMetric{BatchTime: 0.010, ResultQueue: 20, Stall: 0.001, Batches: 100}, cfg, 16)
+		if st.Phase != ScaleDown || st.Workers != 3 {
+			t.Fatalf("a stocked queue at a revisit: %+v, want a try of 3", st)
+		}
+		for _, q := range []float64{18, 15, 12} {
+			st = StepAutoscale(st, ScaleMetric{BatchTime: 0.010, ResultQueue: q, Stall: 0.001, Batches: 100}, cfg, 16)
+		}
+		return st
+	}
+	st = drainTry(scaleConfigAllocated)
+	if st.Phase != ScaleConverged || st.Workers != 4 || !strings.Contains(st.Reason, "drains") {
+		t.Errorf("a draining queue: %v at %d (%s), want back to 4", st.Phase, st.Workers, st.Reason)
+	}
+	// The queue refills to where the try failed, and a little past it:
+	// no new try until it grows well past 20.
+	for i := 0; i < 3*scaleConfigAllocated.RevisitEvery; i++ {
+		st = StepAutoscale(st, ScaleMetric{BatchTime: 0.010, ResultQueue: 10 + float64(i)/3, Stall: 0.001, Batches: 100}, scaleConfigAllocated, 16)
+		if st.Workers != 4 {
+			t.Fatalf("queue %.1f after a failed try at 20: %+v", 10+float64(i)/3, st)
+		}
+	}
+	noFloor := scaleConfigAllocated
+	noFloor.QueueMin = 0
+	if st := drainTry(noFloor); st.Workers != 2 {
+		t.Errorf("without the drain rule: %v at %d (%s), want a try of 2", st.Phase, st.Workers, st.Reason)
+	}
+
 	// Converged at 4, then the model slows to 50 ms a batch: the workers
 	// outpace it, the queue grows, and the job gives back workers down to
 	// the 2 that still keep up.
@@ -66,6 +199,16 @@ func TestStepAutoscale(t *testing.T) {
 	s = runScale(s, slow, 40, 16, nil)
 	if s.Phase != ScaleConverged || s.Workers != 2 || !strings.Contains(s.Reason, "back to 2") {
 		t.Errorf("ingestion slowed: %v at %d workers (%s), want converged at 2", s.Phase, s.Workers, s.Reason)
+	}
+	// The model slows below what one worker makes, and its batch time is
+	// noisy (±5 %, over the threshold): batches wait in the queue at every
+	// count, so a noisy rise is not taken for a missing worker, and the
+	// job goes down to one. More workers are not tried either while the
+	// queue is stocked, though the batch time is far above the converged.
+	crawl := scaleModel{worker: 0.100, model: 0.400}
+	noisy := runScale(runScale(NewScaleState(), m, 40, 16, nil), crawl, 60, 16, []float64{0.05, -0.05, 0.05})
+	if noisy.Phase != ScaleConverged || noisy.Workers != 1 {
+		t.Errorf("noisy slow model: %v at %d workers (%s), want converged at 1", noisy.Phase, noisy.Workers, noisy.Reason)
 	}
 	// The state machine's configuration does not scale down (the mesh
 	// cannot take a worker back yet): the job stays at 4 and says why.
@@ -137,6 +280,14 @@ func TestAllocateWorkers(t *testing.T) {
 	got = AllocateWorkers(map[string]int{"a": 1, "b": 8, "c": 8}, nodes, nil)
 	if len(got["a"]) != 1 || len(got["b"])+len(got["c"]) != 5 || absInt(len(got["b"])-len(got["c"])) > 1 {
 		t.Errorf("contended: %v", got)
+	}
+	// The README's examples: on 6 nodes, wants 2 and 5 get 2 and 4; 4 and
+	// 5 get 3 and 3.
+	for _, c := range []struct{ a, b, wantA, wantB int }{{2, 5, 2, 4}, {4, 5, 3, 3}} {
+		got = AllocateWorkers(map[string]int{"a": c.a, "b": c.b}, nodes, nil)
+		if len(got["a"]) != c.wantA || len(got["b"]) != c.wantB {
+			t.Errorf("wants %d and %d: %v, want %d and %d nodes", c.a, c.b, got, c.wantA, c.wantB)
+		}
 	}
 	// More jobs than nodes: one node each, shared evenly.
 	got = AllocateWorkers(map[string]int{"a": 3, "b": 3, "c": 3}, nodes[:2], nil)
@@ -289,6 +440,18 @@ func TestAutoscaleJob(t *testing.T) {
 	if sc := s.Jobs["j1"].Scale; sc.Workers != 3 || !strings.Contains(sc.Reason, "trying 3") {
 		t.Fatalf("after an improvement: %+v", sc)
 	}
+	// A worker of an allocated job dies: the next metrics straddle its
+	// replacement and are ignored (a job not allocated replays as before).
+	s.Jobs["j1"].Scale.Pause = 0
+	applyOK(t, s, at(NewExpireWorker("w2"), 3500))
+	if sc := s.Jobs["j1"].Scale; sc.Pause != 0 {
+		t.Fatalf("an unallocated job paused on a death: %+v", sc)
+	}
+	s.Jobs["j1"].Scale.Allocated = true
+	applyOK(t, s, at(NewExpireWorker("w1"), 3600))
+	if sc := s.Jobs["j1"].Scale; sc.Pause != scaleConfigAllocated.PauseMetrics || sc.Workers != 3 {
+		t.Fatalf("after a worker's death: %+v, want %d metrics paused at 3 workers", sc, scaleConfigAllocated.PauseMetrics)
+	}
 	// CreateJob carries autoscale only from version 2.
 	v1 := NewCreateJob("j2", "fp1", JobOptions{Sharding: splits.Dynamic, Autoscale: true, ConsumerTTL: 1e12, GCAfter: 1e12}, nil)
 	if v1.Version != 2 {
@@ -343,5 +506,54 @@ func TestAutoscaleJobsSpread(t *testing.T) {
 	steps = PlanJobWorkersAmong(members, view, s.JobList())
 	if len(steps) != 1 || steps[0].Worker != got["b"][0] {
 		t.Fatalf("a new autoscaling job: %+v, want one step to %s, the node no autoscaling job serves", steps, got["b"][0])
+	}
+}
+
+// An allocated job waits for the worker it asked for before its pause
+// starts (PauseUp: one window once the worker serves, then a measure); a
+// worker the allocation cannot give (no free node) gets the pause to come,
+// then the job converges at what it has and wants one more.
+func TestAutoscaleJobWaitsForWorker(t *testing.T) {
+	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Autoscale: true, ConsumerTTL: 1e12, GCAfter: 1e12})
+	applyOK(t, s, at(NewAssignTask("j1", "w1"), 1100))
+	sc := s.Jobs["j1"].Scale
+	sc.Allocated, sc.Share = true, 2
+	beat := func(batches int64, bt float64) {
+		t.Helper()
+		applyOK(t, s, at(NewHeartbeat("j1", "a", &ScaleMetric{BatchTime: bt, Stall: 0.5, Batches: batches}), 2000))
+	}
+	beat(10, 0.010)
+	beat(110, 0.010) // the base: try 2
+	if sc := s.Jobs["j1"].Scale; sc.Workers != 2 || sc.Pause != 1 {
+		t.Fatalf("after the base: %+v, want 2 workers and a pause of 1", sc)
+	}
+	beat(210, 0.010)
+	beat(310, 0.010)
+	if sc := s.Jobs["j1"].Scale; sc.Pause != 1 || !strings.Contains(sc.Reason, "waiting for worker 2") {
+		t.Fatalf("while worker 2 is not there: %+v, want the pause untouched, waiting", sc)
+	}
+	applyOK(t, s, at(NewAssignTask("j1", "w2"), 3000))
+	// Assigned, but its batches have not reached the consumer yet: the
+	// consumer's window came from one worker; still waiting.
+	applyOK(t, s, at(NewHeartbeat("j1", "a", &ScaleMetric{BatchTime: 0.010, Stall: 0.5, Batches: 410, Workers: 1}), 2000))
+	if sc := s.Jobs["j1"].Scale; sc.Pause != 1 || !strings.Contains(sc.Reason, "reach the consumer") {
+		t.Fatalf("worker 2 assigned, no batch of it yet: %+v, want the pause untouched, waiting", sc)
+	}
+	// Its batches arrived in the last window: that window straddled its
+	// start and is ignored; the next one is measured.
+	applyOK(t, s, at(NewHeartbeat("j1", "a", &ScaleMetric{BatchTime: 0.009, Stall: 0.5, Batches: 510, Workers: 2}), 2000))
+	if sc := s.Jobs["j1"].Scale; sc.Workers != 2 || sc.Pause != 0 {
+		t.Fatalf("after the paused window: %+v", sc)
+	}
+	beat(610, 0.005) // measured: 50 % better, try 3
+	if sc := s.Jobs["j1"].Scale; sc.Workers != 3 || !strings.Contains(sc.Reason, "trying 3") {
+		t.Fatalf("once worker 2 serves: %+v, want a try of 3 after one paused window", sc)
+	}
+	// No node for the third: the share stays 2; the pause passes, then
+	// the job converges at 2, one more wanted.
+	beat(710, 0.005)
+	beat(810, 0.005)
+	if sc := s.Jobs["j1"].Scale; sc.Phase != ScaleConverged || sc.Workers != 2 || !sc.WantsMore || s.Jobs["j1"].WantedWorkers() != 3 {
+		t.Fatalf("without a node for worker 3: %+v, want converged at 2, 3 wanted", sc)
 	}
 }

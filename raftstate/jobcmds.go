@@ -736,7 +736,7 @@ func applyAssignTask(s *State, c Command) (any, error) {
 		}
 	}
 	if mw := j.scaledLimit(); mw > 0 {
-		if live := len(j.LiveWorkers()); live >= mw {
+		if live := j.activeWorkers(); live >= mw {
 			return nil, fmt.Errorf("%w: job %q has %d live workers (its limit: max_workers, or what autoscaling chose, %d)", ErrLimit, b.Job, live, mw)
 		}
 	}
@@ -785,6 +785,7 @@ func applyLeaseSplits(s *State, c Command) (any, error) {
 	if err := checkJobID(j, b.JobID); err != nil {
 		return nil, err
 	}
+	released := j.Workers[b.Worker].Released
 	if st := j.Workers[b.Worker]; b.Incarnation != 0 && b.Incarnation != st.Incarnation {
 		if b.Incarnation < st.Incarnation {
 			return nil, fmt.Errorf("%w: worker %q in job %q: incarnation %d was superseded by %d (a restart)",
@@ -795,6 +796,14 @@ func applyLeaseSplits(s *State, c Command) (any, error) {
 		}
 		st.Incarnation = b.Incarnation
 		j.Workers[b.Worker] = st
+		if released {
+			// The restart's leases are settled as above; the next lease
+			// is refused, and the new process drains (release.go).
+			return splits.Lease{}, nil
+		}
+	}
+	if released {
+		return nil, fmt.Errorf("%w: worker %q of job %q (autoscaling gave it back)", ErrReleased, b.Worker, b.Job)
 	}
 	return j.Dynamic.Lease(b.Worker, b.RequestID, min(max(b.N, 1), MaxLeaseSplits)), nil
 }
@@ -870,8 +879,8 @@ func applyDrainTask(s *State, c Command) (any, error) {
 		if !ok || !(st.Drained || st.Expired) || !rejoinable(j) {
 			return nil, fmt.Errorf("%w: worker %q of job %q is not drained or expired, or the job's workers are fixed: it does not rejoin", ErrNotAssigned, b.Worker, b.Job)
 		}
-		if mw := j.scaledLimit(); mw > 0 && st.Expired && len(j.LiveWorkers()) >= mw {
-			return nil, fmt.Errorf("%w: job %q has %d live workers (max_workers %d)", ErrLimit, b.Job, len(j.LiveWorkers()), mw)
+		if mw := j.scaledLimit(); mw > 0 && (st.Expired || st.Released) && j.activeWorkers() >= mw {
+			return nil, fmt.Errorf("%w: job %q has %d live workers (max_workers %d)", ErrLimit, b.Job, j.activeWorkers(), mw)
 		}
 		j.Workers[b.Worker] = WorkerState{Since: c.At}
 		return nil, nil
@@ -913,6 +922,12 @@ func applyExpireWorker(s *State, c Command) (any, error) {
 		}
 		st.Expired = true
 		j.Workers[b.Worker] = st
+		if sc := j.Scale; sc != nil && sc.Allocated && !st.Released {
+			// The metrics that straddle the worker's replacement say
+			// nothing about the count (jobs of a log from before
+			// AllocateJob are not allocated and replay as they did).
+			*sc = sc.WorkerLost(scaleConfigAllocated)
+		}
 		if j.Rounds != nil {
 			j.Rounds.evictWorker(b.Worker)
 		}

@@ -269,6 +269,10 @@ type WorkerState struct {
 	// when it left, so a later process of the same node rejoins the job
 	// (NewRejoinTask), expired or not, instead of being out of it for good.
 	Drained bool `cbor:"5,keyasint,omitempty" json:"drained,omitempty"`
+	// Released: the job gave the worker back (AllocateJob, release.go):
+	// its leases are refused, and it drains. Once Drained too, its node is
+	// free, and the job takes it back only through NewRejoinTask.
+	Released bool `cbor:"6,keyasint,omitempty" json:"released,omitempty"`
 }
 
 // JobFailure is why a job failed (EndTask with a failure): the first

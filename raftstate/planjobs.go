@@ -151,7 +151,7 @@ func planAssign(job *Job, members []JobMember, load map[string]int) []JobStep {
 	if job.Group || job.Options.Sharding == splits.Static || (job.Dynamic != nil && job.Dynamic.Waiting()) {
 		return nil // a resumed job waiting for checkpoints gets workers once they are in
 	}
-	active := len(job.LiveWorkers())
+	active := job.activeWorkers()
 	var steps []JobStep
 	for _, m := range members {
 		st, ok := job.Workers[m.ID]
@@ -255,23 +255,34 @@ func PlanJobs(now time.Time, members []JobMember, jobs []JobView) []JobStep {
 		_, _ = state.Apply(st.Command)
 	}
 
-	// 3. Autoscaling jobs spread over the nodes (autoscaleLoad), counting
-	// the assignments planned here as they go.
-	all := make([]*Job, 0, len(state.Jobs))
-	for _, j := range state.Jobs {
-		all = append(all, j)
+	// 3. Jobs due are collected first, so that their nodes count as free.
+	for _, name := range slices.Sorted(maps.Keys(state.Jobs)) {
+		if j := state.Jobs[name]; !j.Group && gcDue(j, now) {
+			steps = append(steps, JobStep{Command: NewGarbageCollectJob(name), Job: name})
+			delete(state.Jobs, name) // what the step does, for what follows
+		}
 	}
-	load := autoscaleLoad(all)
+	// Autoscaling jobs get the nodes AllocateWorkers gives them
+	// (allocate.go): the allocations, with their releases, first, then
+	// the assignments, none of a node still draining a release. The
+	// others take every node, as before, up to MaxWorkers.
+	alloc, allocSteps := planAllocation(state.Jobs, AssignableWorkers(members, 0))
+	for _, st := range allocSteps {
+		if _, err := state.Apply(st.Command); err == nil {
+			steps = append(steps, st)
+		}
+	}
+	busy := busyNodes(state.Jobs)
 	for _, name := range slices.Sorted(maps.Keys(state.Jobs)) {
 		j := state.Jobs[name]
 		if j.Group {
 			continue
 		}
-		if gcDue(j, now) {
-			steps = append(steps, JobStep{Command: NewGarbageCollectJob(name), Job: name})
+		if nodes, ok := alloc[name]; ok {
+			steps = append(steps, planAllocated(j, members, nodes, busy)...)
 			continue
 		}
-		steps = append(steps, planAssign(j, members, load)...)
+		steps = append(steps, planAssign(j, members, nil)...)
 	}
 	return steps
 }

@@ -35,4 +35,5 @@ var commandTable = map[CommandType]handler{
 	TypeHandBackSplits:    {name: "HandBackSplits", minVersion: 1, maxVersion: 1, apply: applyHandBackSplits},
 	TypeDrainTask:         {name: "DrainTask", minVersion: 1, maxVersion: 1, apply: applyDrainTask},
 	TypeReceipts:          {name: "Receipts", minVersion: 1, maxVersion: 1, apply: applyReceipts},
+	TypeAllocateJob:       {name: "AllocateJob", minVersion: 1, maxVersion: 1, apply: applyAllocateJob},
 }

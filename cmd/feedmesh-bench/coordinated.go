@@ -141,7 +141,7 @@ func coordinatedOnce(ctx context.Context, c *localcluster.Cluster, spec *pipelin
 			return coordRun{}, err
 		}
 		defer cl.Close()
-		o := client.JobOptions{Name: name, Sharding: client.Dynamic, GCAfter: 200 * time.Millisecond}
+		o := client.JobOptions{Name: name, Sharding: client.Dynamic, Workers: client.AllWorkers, GCAfter: 200 * time.Millisecond}
 		if coord {
 			o.Coordinated, o.NumConsumers, o.ConsumerIndex, o.PadFinalRound = true, m, i, pad
 		}

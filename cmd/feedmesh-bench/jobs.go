@@ -401,7 +401,7 @@ func recoveryRun(ctx context.Context, workers int, sleepUs int64, stderr io.Writ
 		return nil, 0, err
 	}
 	defer cl.Close()
-	it, err := cl.Distribute(ctx, sleepySpec(1<<24, 64, sleepUs, 16), client.JobOptions{Name: "recovery", Sharding: client.Dynamic})
+	it, err := cl.Distribute(ctx, sleepySpec(1<<24, 64, sleepUs, 16), client.JobOptions{Name: "recovery", Sharding: client.Dynamic, Workers: client.AllWorkers})
 	if err != nil {
 		return nil, 0, err
 	}

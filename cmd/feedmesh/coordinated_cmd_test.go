@@ -24,6 +24,22 @@ func TestReadCoordinatedFlags(t *testing.T) {
 	if _, errOut, code := runCmd(t, "read", "--spec", "x.yaml", "--job", "j", "--compression", "snappy"); code == 0 || !strings.Contains(errOut, "--compression") || !strings.Contains(errOut, "lz4") {
 		t.Errorf("--compression snappy: exit %d, %q", code, errOut)
 	}
+	// --workers: a choice that is not one, or one the job cannot take,
+	// fails before anything is dialed or created, saying what it takes.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--workers", "many"}, `--workers: workers "many": want auto (the cluster chooses), all (every node) or a count >= 1`},
+		{[]string{"--workers", "auto", "--coordinated", "--consumers", "2"}, "a job with coordinated reads (every worker has its turn in the round rotation) takes workers all or a fixed count"},
+		{[]string{"--workers", "auto", "--share"}, "a job with share"},
+		{[]string{"--workers", "all", "--max-workers", "2"}, "workers all: contradicts max_workers 2"},
+	} {
+		args := append([]string{"read", "--addr", "127.0.0.1:1", "--spec", "x.yaml", "--job", "j"}, tc.args...)
+		if _, errOut, code := runCmd(t, args...); code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, %q; want exit 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
 }
 
 // The readers also ask for zstd: a coordinated job's one-batch streams

@@ -56,11 +56,17 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fmt.Fprintf(stdout, "job %s failed: %s\n", j.Name, j.Failure)
 		}
 		if sc := j.Scale; sc != nil {
-			fmt.Fprintf(stdout, "job %s autoscaling: %d workers wanted, %s (%d changes): %s\n", j.Name, sc.Workers, sc.Phase, sc.Changes, sc.Reason)
+			fmt.Fprintf(stdout, "job %s autoscaling: %d workers wanted, %s (%d changes): %s\n", j.Name, sc.Wanted, sc.Phase, sc.Changes, sc.Reason)
+			if sc.Allocation != "" {
+				fmt.Fprintf(stdout, "job %s allocation: %d nodes (%s)\n", j.Name, sc.Share, sc.Allocation)
+			}
 		}
 		for _, a := range j.Autocache {
 			fmt.Fprintf(stdout, "job %s %s\n", j.Name, autocacheLine(a))
 		}
+	}
+	if len(jobs) > 0 {
+		fmt.Fprintf(stdout, "nodes wanted by the jobs: %d\n", api.NodesWanted(jobs))
 	}
 	return nil
 }
@@ -75,20 +81,33 @@ func autocacheLine(a api.AutocacheInfo) string {
 	return s
 }
 
-// workersColumn is the WORKERS column of `feedmesh jobs`: the workers
-// serving the job, then those expired and those drained (stopped
-// gracefully: their next process rejoins).
+// workersColumn is the WORKERS column of `feedmesh jobs`: the job's
+// choice (auto, all or a count), then the workers serving it, then those
+// expired and those drained (stopped gracefully: their next process
+// rejoins) or released (autoscaling gave them back).
 func workersColumn(j api.JobInfo) string {
-	live, expired, drained := 0, 0, 0
+	if w := j.Options.Workers; w != "" {
+		return string(w) + ":" + workerCounts(j) // one field: scripts split the table on blanks
+	}
+	return workerCounts(j)
+}
+
+func workerCounts(j api.JobInfo) string {
+	live, expired, drained, released := 0, 0, 0, 0
 	for _, w := range j.Workers {
 		switch {
 		case w.Expired:
 			expired++
+		case w.Released:
+			released++
 		case w.Drained:
 			drained++
 		default:
 			live++
 		}
+	}
+	if released > 0 {
+		return fmt.Sprintf("%d (%d expired, %d drained, %d released)", live, expired, drained, released)
 	}
 	if drained > 0 {
 		return fmt.Sprintf("%d (%d expired, %d drained)", live, expired, drained)

@@ -137,5 +137,6 @@ func printStatus(w io.Writer, s api.Status) {
 	}
 	fmt.Fprintf(tw, "\nmembers:\t%d alive of %d known\n", s.AliveMembers, s.Members)
 	fmt.Fprintf(tw, "share window:\t%.0f MiB per dataset shared on this worker\n", float64(s.ShareWindowBytes)/(1<<20))
+	fmt.Fprintf(tw, "nodes wanted:\t%d by the jobs (this node's replica), %d worker nodes alive\n", s.NodesWanted, s.WorkerNodes)
 	tw.Flush()
 }

@@ -121,8 +121,9 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	ckPath := fs.String("checkpoint", "", "when reading stops (--take reached, the data's end, or Ctrl-C), write the job's checkpoint to `FILE` (atomically): it covers exactly the batches this read returned; --resume FILE goes on from there. Exactly-once jobs only")
 	resumePath := fs.String("resume", "", "resume the job from the checkpoint in `FILE` (written by --checkpoint), without what it covers; same --spec, --job and --epochs. Exactly-once jobs only")
 	window := fs.Int("window", 4, "batches each worker may send ahead")
-	maxWorkers := fs.Int("max-workers", 0, "cap on workers serving the job (0: all)")
-	autoscale := fs.Bool("autoscale", false, "let the cluster choose the job's number of workers from this reader's batch time (DYNAMIC; starts at one worker and adds them while they help; see the README)")
+	workers := fs.String("workers", "", "how many nodes serve the job: auto (the cluster chooses from this reader's batch time and queue, starting at one worker and adding them while they help; the default with --sharding dynamic, without --share or --coordinated), all (every node; the default of the other jobs) or a fixed count `N`; see the README")
+	maxWorkers := fs.Int("max-workers", 0, "with --workers auto: the most workers the cluster may give the job; alone: a fixed count, as --workers N (0: no cap)")
+	autoscale := fs.Bool("autoscale", false, "the same as --workers auto (kept for older scripts)")
 	shareFlag := fs.Bool("share", false, "ephemeral sharing: jobs of the same spec, sharding (off or dynamic) and epochs that all pass --share compute each batch once per worker; a job that lags more than the worker's share window behind skips batches instead of slowing the others")
 	coordinated := fs.Bool("coordinated", false, "coordinated reads: the --consumers readers of the job get, in each round, batches of the same length bucket from one worker (spec must end in bucket_by_sequence_length; sharding becomes dynamic)")
 	consumers := fs.Int("consumers", 0, "with --coordinated: how many consumers (trainer ranks) read the job in rounds")
@@ -157,13 +158,20 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("--delivery: %w", err)
 	}
+	wk, err := api.ParseWorkers(*workers)
+	if err != nil {
+		return cli.InputError(fmt.Errorf("--workers: %w", err))
+	}
 	opts := client.JobOptions{
-		Name: *job, Sharding: sh, Epochs: *epochs, MaxWorkers: *maxWorkers, Share: *shareFlag, Autoscale: *autoscale,
+		Name: *job, Sharding: sh, Epochs: *epochs, Workers: wk, MaxWorkers: *maxWorkers, Share: *shareFlag, Autoscale: *autoscale,
 		Coordinated: *coordinated, NumConsumers: *consumers, ConsumerIndex: *index, PadFinalRound: *padFinal,
 		Compression: *compression, Delivery: dl,
 	}
 	// Everything the flags get wrong fails here, before anything is
 	// created: the dump, the job, the checkpoint.
+	if err := opts.WithDefaults().Validate(); err != nil {
+		return cli.InputError(fmt.Errorf("job %q: %w", *job, err))
+	}
 	if *ckPath != "" {
 		if err := checkpointable("--checkpoint", opts); err != nil {
 			return err

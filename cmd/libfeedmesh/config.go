@@ -121,7 +121,8 @@ func clientOptions(addr, text string) (client.Options, time.Duration, error) {
 // jobOptions decodes fm_distribute's options: api.JobOptions as JSON,
 // under its own json names (name, sharding, epochs, num_consumers,
 // consumer_index, share, coordinated, pad_final_round, compression,
-// delivery, max_workers, consumer_ttl and gc_after in nanoseconds), and
+// delivery, workers ("auto", "all" or a count, as a string or a number),
+// max_workers, autoscale, consumer_ttl and gc_after in nanoseconds), and
 // checks them as the client would. Errors wrap errArg.
 func jobOptions(text string, resume []byte) (client.JobOptions, error) {
 	var o client.JobOptions

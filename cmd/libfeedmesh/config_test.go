@@ -49,6 +49,11 @@ func TestJobOptions(t *testing.T) {
 	if o.Name != "j" || o.Sharding != client.Dynamic || o.Epochs != 3 || o.ConsumerTTL != 5*time.Second || !o.Share {
 		t.Errorf("got %+v", o)
 	}
+	for text, want := range map[string]client.Workers{`"workers": 3`: "3", `"workers": "all"`: client.AllWorkers, `"workers": "auto"`: client.AutoWorkers} {
+		if o, err := jobOptions(`{"name": "j", "sharding": "dynamic", `+text+`}`, nil); err != nil || o.Workers != want {
+			t.Errorf("%s: %+v, %v", text, o, err)
+		}
+	}
 	if o, err := jobOptions(`{"name": "j", "sharding": "dynamic"}`, []byte("ck")); err != nil || string(o.Resume) != "ck" {
 		t.Errorf("resume: %+v, %v", o, err)
 	}
@@ -57,6 +62,9 @@ func TestJobOptions(t *testing.T) {
 		{`{"name": "j", "sharding": "sideways"}`, "sharding"},
 		{`{"name": "j", "shard": "off"}`, `unknown field "shard"`},
 		{`{"name": "j", "coordinated": true, "num_consumers": 2, "consumer_index": 2}`, "ConsumerIndex"},
+		{`{"name": "j", "coordinated": true, "num_consumers": 2, "workers": "auto"}`, "workers auto: only DYNAMIC jobs"},
+		{`{"name": "j", "sharding": "dynamic", "workers": 0}`, `workers "0"`},
+		{`{"name": "j", "sharding": "dynamic", "workers": true}`, "workers true"},
 	} {
 		_, err := jobOptions(tc.opts, nil)
 		if !errors.Is(err, errArg) || !strings.Contains(err.Error(), tc.want) {

@@ -52,7 +52,9 @@ type JobOptions struct {
 	// NumConsumers, if set, limits how many consumers may attach (and is
 	// required for Coordinated: the consumers of each round).
 	NumConsumers int `cbor:"4,keyasint,omitempty" json:"num_consumers,omitempty"`
-	// MaxWorkers caps the workers serving the job; 0 means every live node.
+	// MaxWorkers caps the workers serving the job: with Workers auto, the
+	// most the cluster may give it; otherwise the fixed count (Workers n
+	// sets it to n). 0: no cap (auto), every live node (all).
 	MaxWorkers int `cbor:"5,keyasint,omitempty" json:"max_workers,omitempty"`
 	// ConsumerTTL: a consumer that misses heartbeats this long is dropped.
 	// Default 30 s.
@@ -113,13 +115,20 @@ type JobOptions struct {
 	// and the only choice, for Share jobs). OFF and STATIC
 	// jobs take "" (each worker reads its own splits; see the README).
 	Delivery string `cbor:"13,keyasint,omitempty" json:"delivery,omitempty"`
-	// Autoscale (DYNAMIC jobs without Share or Coordinated) lets the
-	// cluster choose the job's number of workers from its consumers'
-	// batch time, after Cachew: one worker at first, one more while each
-	// improves the batch time by more than 3 %, more again when the batch
-	// time rises well above the converged one. MaxWorkers, if set, caps
-	// it. Scaling down is not built yet: a job keeps the workers it got.
+	// Autoscale is Workers auto as nodes that predate Workers read it
+	// (WithDefaults sets it from Workers; setting it alone still asks for
+	// auto).
 	Autoscale bool `cbor:"14,keyasint,omitempty" json:"autoscale,omitempty"`
+	// Workers is how many nodes serve the job: auto (the default for
+	// DYNAMIC jobs without Share or Coordinated: the cluster chooses,
+	// after Cachew, from the consumers' batch time and result queue; one
+	// worker at first, one more while each improves the batch time by more
+	// than 3 %, fewer when the consumers' queue shows the workers outpace
+	// the model; MaxWorkers, if set, caps it), a fixed count (n, as
+	// FixedWorkers(n)), or all (every live node: the default of the other
+	// jobs). Nodes serve at most one autoscaling job while there are
+	// enough; see the README, "Autoscaling".
+	Workers Workers `cbor:"15,keyasint,omitempty" json:"workers,omitempty"`
 	// Resume (client only, never on the wire as an option) is a
 	// checkpoint (Iterator.Checkpoint) to resume the job from: the job is
 	// created again, or joined, without what reached the trainer through
@@ -175,7 +184,7 @@ func (o JobOptions) WithDefaults() JobOptions {
 	if o.GCAfter == 0 {
 		o.GCAfter = DefaultGCAfter
 	}
-	return o
+	return o.withWorkerDefaults()
 }
 
 // Validate checks options that WithDefaults has filled; errors name the
@@ -224,8 +233,8 @@ func (o JobOptions) Validate() error {
 	case o.Delivery == ExactlyOnce && o.Share:
 		return fmt.Errorf("delivery exactly-once: not yet with share (use at-most-once)")
 	}
-	if o.Autoscale && (o.Sharding != Dynamic || o.Share || o.Coordinated) {
-		return fmt.Errorf("autoscale: only for sharding dynamic without share or coordinated reads (have sharding %s, share %v, coordinated %v)", o.Sharding, o.Share, o.Coordinated)
+	if err := o.validateWorkers(); err != nil {
+		return err
 	}
 	if len(o.Resume) > 0 && (o.Sharding != Dynamic || o.Delivery == AtMostOnce || o.Share) {
 		return fmt.Errorf("resume: only exactly-once DYNAMIC jobs resume from a checkpoint (no share)")
@@ -277,6 +286,10 @@ type WorkerInfo struct {
 	// shutdown; it holds nothing of the job. A later process of the node
 	// rejoins the job, assigned afresh (Since changes).
 	Drained bool `json:"drained,omitempty"`
+	// Released: the job's autoscaling gave the worker back; it drains
+	// (until Drained too), and the job may take it back later, assigned
+	// afresh (Since changes).
+	Released bool `json:"released,omitempty"`
 	// Held (DYNAMIC jobs) is how many splits the worker holds: leased,
 	// or (exactly-once) produced and not yet settled by receipts.
 	Held int `json:"held,omitempty"`
@@ -425,6 +438,34 @@ type ScaleInfo struct {
 	Phase   string `json:"phase"`
 	Reason  string `json:"reason"`
 	Changes int64  `json:"changes"`
+	// Wanted is the count the job wants (Workers capped by MaxWorkers);
+	// Share is how many nodes the leader's allocation gives it, and
+	// Allocation why ("" before its first allocation).
+	Wanted     int    `json:"wanted"`
+	Share      int    `json:"share"`
+	Allocation string `json:"allocation,omitempty"`
+}
+
+// NodesWanted is how many nodes the jobs would want (as tf.data service's
+// optimal_number_of_workers), for an external autoscaler: the sum of what
+// the running autoscaling jobs want (ScaleInfo.Wanted: a job waiting for a
+// node the mesh does not have counts it), and at least the largest fixed
+// count (MaxWorkers) of a running job that does not autoscale. A job that
+// takes every node wants no particular count and adds nothing. Above the
+// live worker nodes, the mesh would use more.
+func NodesWanted(jobs []JobInfo) int {
+	sum, fixed := 0, 0
+	for _, j := range jobs {
+		if j.State != "" && j.State != JobRunning {
+			continue
+		}
+		if j.Scale != nil {
+			sum += max(j.Scale.Wanted, 1)
+		} else {
+			fixed = max(fixed, j.Options.MaxWorkers)
+		}
+	}
+	return max(sum, fixed)
 }
 
 // ConsumerMetrics is what a consumer measures of its training loop over
@@ -436,6 +477,10 @@ type ConsumerMetrics struct {
 	ResultQueue      float64 `cbor:"2,keyasint" json:"result_queue"`
 	Stall            float64 `cbor:"3,keyasint" json:"stall"`
 	Batches          int64   `cbor:"4,keyasint" json:"batches"`
+	// Workers is how many workers delivered the batches of the window
+	// (0: not reported): autoscaling measures a worker it added only once
+	// its batches reach the consumer.
+	Workers int `cbor:"5,keyasint,omitempty" json:"workers,omitempty"`
 }
 
 // JobGetResponse is a job with its dataset, for workers.

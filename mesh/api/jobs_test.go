@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -15,11 +16,19 @@ func TestJobOptionsDefaults(t *testing.T) {
 		in   JobOptions
 		want JobOptions
 	}{
-		{JobOptions{Name: "j"}, JobOptions{Name: "j", Sharding: Off, Epochs: 1, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter}},
-		{JobOptions{Name: "j", Coordinated: true, NumConsumers: 2}, JobOptions{Name: "j", Sharding: Dynamic, Epochs: 1, Coordinated: true, NumConsumers: 2, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter, Delivery: ExactlyOnce}},
-		{JobOptions{Name: "j", Sharding: Dynamic}, JobOptions{Name: "j", Sharding: Dynamic, Epochs: 1, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter, Delivery: ExactlyOnce}},
-		{JobOptions{Name: "j", Sharding: Dynamic, Share: true}, JobOptions{Name: "j", Sharding: Dynamic, Share: true, Epochs: 1, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter, Delivery: AtMostOnce}},
-		{JobOptions{Name: "j", Sharding: Static, Epochs: 3, ConsumerTTL: time.Second, GCAfter: 2 * time.Second}, JobOptions{Name: "j", Sharding: Static, Epochs: 3, ConsumerTTL: time.Second, GCAfter: 2 * time.Second}},
+		{JobOptions{Name: "j"}, JobOptions{Name: "j", Sharding: Off, Epochs: 1, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter, Workers: AllWorkers}},
+		{JobOptions{Name: "j", Coordinated: true, NumConsumers: 2}, JobOptions{Name: "j", Sharding: Dynamic, Epochs: 1, Coordinated: true, NumConsumers: 2, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter, Delivery: ExactlyOnce, Workers: AllWorkers}},
+		// DYNAMIC jobs autoscale by default.
+		{JobOptions{Name: "j", Sharding: Dynamic}, JobOptions{Name: "j", Sharding: Dynamic, Epochs: 1, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter, Delivery: ExactlyOnce, Workers: AutoWorkers, Autoscale: true}},
+		{JobOptions{Name: "j", Sharding: Dynamic, Share: true}, JobOptions{Name: "j", Sharding: Dynamic, Share: true, Epochs: 1, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter, Delivery: AtMostOnce, Workers: AllWorkers}},
+		{JobOptions{Name: "j", Sharding: Static, Epochs: 3, ConsumerTTL: time.Second, GCAfter: 2 * time.Second}, JobOptions{Name: "j", Sharding: Static, Epochs: 3, ConsumerTTL: time.Second, GCAfter: 2 * time.Second, Workers: AllWorkers}},
+		// The fields from before Workers keep their meaning: MaxWorkers
+		// alone is a fixed count, Autoscale alone is auto.
+		{JobOptions{Name: "j", Sharding: Dynamic, MaxWorkers: 3}, JobOptions{Name: "j", Sharding: Dynamic, Epochs: 1, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter, Delivery: ExactlyOnce, Workers: "3", MaxWorkers: 3}},
+		{JobOptions{Name: "j", Sharding: Dynamic, Autoscale: true, MaxWorkers: 3}, JobOptions{Name: "j", Sharding: Dynamic, Epochs: 1, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter, Delivery: ExactlyOnce, Workers: AutoWorkers, Autoscale: true, MaxWorkers: 3}},
+		{JobOptions{Name: "j", Sharding: Dynamic, Workers: " ALL "}, JobOptions{Name: "j", Sharding: Dynamic, Epochs: 1, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter, Delivery: ExactlyOnce, Workers: AllWorkers}},
+		{JobOptions{Name: "j", Sharding: Dynamic, Workers: FixedWorkers(2)}, JobOptions{Name: "j", Sharding: Dynamic, Epochs: 1, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter, Delivery: ExactlyOnce, Workers: "2", MaxWorkers: 2}},
+		{JobOptions{Name: "j", Coordinated: true, NumConsumers: 2, Workers: "2"}, JobOptions{Name: "j", Sharding: Dynamic, Epochs: 1, Coordinated: true, NumConsumers: 2, ConsumerTTL: DefaultConsumerTTL, GCAfter: DefaultGCAfter, Delivery: ExactlyOnce, Workers: "2", MaxWorkers: 2}},
 	} {
 		if got := tc.in.WithDefaults(); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%+v.WithDefaults() = %+v, want %+v", tc.in, got, tc.want)
@@ -34,6 +43,9 @@ func TestJobOptionsValidate(t *testing.T) {
 		{Name: "j", Sharding: Dynamic, Share: true, Compression: "lz4"},
 		{Name: "j", Coordinated: true, NumConsumers: 4, ConsumerIndex: 3, PadFinalRound: true},
 		{Name: "j", Compression: "none"},
+		{Name: "j", Sharding: Dynamic, Workers: AutoWorkers, MaxWorkers: 4},
+		{Name: "j", Sharding: Dynamic, Share: true, Workers: "2"},
+		{Name: "j", Sharding: Static, Workers: AllWorkers},
 	}
 	for _, o := range ok {
 		if err := o.WithDefaults().Validate(); err != nil {
@@ -57,11 +69,46 @@ func TestJobOptionsValidate(t *testing.T) {
 		{JobOptions{Name: "j", PadFinalRound: true}, "only for coordinated"},
 		{JobOptions{Name: "j", Compression: "brotli"}, "brotli"},
 		{JobOptions{Name: "j", Sharding: Static, Share: true}, "not static"},
+		{JobOptions{Name: "j", Workers: "many"}, `workers "many": want auto (the cluster chooses), all (every node) or a count >= 1`},
+		{JobOptions{Name: "j", Workers: "0"}, `workers "0"`},
+		{JobOptions{Name: "j", Workers: "-2"}, `workers "-2"`},
+		{JobOptions{Name: "j", Workers: AutoWorkers}, "workers auto: only DYNAMIC jobs without share or coordinated reads autoscale; a job with sharding off"},
+		{JobOptions{Name: "j", Sharding: Static, Workers: AutoWorkers}, "with sharding static (the worker list is fixed"},
+		{JobOptions{Name: "j", Sharding: Dynamic, Share: true, Workers: AutoWorkers}, "with share (each worker produces for every sharing job) takes workers all or a fixed count"},
+		{JobOptions{Name: "j", Coordinated: true, NumConsumers: 2, Workers: AutoWorkers}, "with coordinated reads"},
+		{JobOptions{Name: "j", Coordinated: true, NumConsumers: 2, Autoscale: true}, "with coordinated reads"},
+		{JobOptions{Name: "j", Sharding: Dynamic, Workers: AllWorkers, MaxWorkers: 2}, "workers all: contradicts max_workers 2"},
+		{JobOptions{Name: "j", Sharding: Dynamic, Workers: "3", MaxWorkers: 2}, "workers 3: contradicts max_workers 2"},
+		{JobOptions{Name: "j", Sharding: Dynamic, Workers: "3", Autoscale: true}, "workers 3: contradicts autoscale"},
+		{JobOptions{Name: "j", Sharding: Dynamic, Workers: AllWorkers, Autoscale: true}, "workers all: contradicts autoscale"},
 	} {
 		err := tc.o.WithDefaults().Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: err = %v, want one containing %q", tc.o, err, tc.want)
 		}
+	}
+}
+
+func TestParseWorkers(t *testing.T) {
+	for in, want := range map[string]Workers{"": "", "auto": AutoWorkers, " All ": AllWorkers, "3": "3"} {
+		if got, err := ParseWorkers(in); err != nil || got != want {
+			t.Errorf("ParseWorkers(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"0", "-1", "some", "2.5"} {
+		if _, err := ParseWorkers(in); err == nil || !strings.Contains(err.Error(), "want auto") {
+			t.Errorf("ParseWorkers(%q): %v", in, err)
+		}
+	}
+	// JSON (the Python client's options) takes a count as a number too.
+	var o JobOptions
+	for in, want := range map[string]Workers{`{"workers": 4}`: "4", `{"workers": "all"}`: AllWorkers} {
+		if err := json.Unmarshal([]byte(in), &o); err != nil || o.Workers != want {
+			t.Errorf("%s: %q, %v", in, o.Workers, err)
+		}
+	}
+	if err := json.Unmarshal([]byte(`{"workers": 2.5}`), &o); err == nil || !strings.Contains(err.Error(), "workers 2.5") {
+		t.Errorf("workers 2.5: %v", err)
 	}
 }
 

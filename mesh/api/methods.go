@@ -43,3 +43,8 @@ var ErrNotAssigned = &transport.Error{Code: "not_assigned"}
 // refused, changing nothing (no other worker would take the splits): the
 // worker reads them itself. Any other failure leaves the outcome unknown.
 var ErrHandBackRefused = &transport.Error{Code: "handback_refused"}
+
+// ErrReleased answers a lease from a worker its autoscaling job gave back
+// (raftstate.ErrReleased): it hands back what it has not started, reads
+// the split in progress and drains, as in a graceful shutdown.
+var ErrReleased = &transport.Error{Code: "released"}

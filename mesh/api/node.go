@@ -51,6 +51,13 @@ type Status struct {
 	// ShareWindowBytes is the byte bound of each ephemeral-sharing window
 	// on this node (WorkerConfig.ShareWindowBytes, share.window_bytes).
 	ShareWindowBytes int64 `json:"share_window_bytes"`
+	// NodesWanted is how many nodes the jobs would want (NodesWanted), as
+	// this node's replica of the cluster state has them: current on the
+	// leader, 0 on a node that holds no replica (not a voter);
+	// WorkerNodes the alive members that run tasks. An external
+	// autoscaler adds nodes while NodesWanted > WorkerNodes.
+	NodesWanted int `json:"nodes_wanted"`
+	WorkerNodes int `json:"worker_nodes"`
 }
 
 // Voter is one Raft voter in Status.

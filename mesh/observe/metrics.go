@@ -32,7 +32,10 @@ var (
 	dRaftApply     = desc("raft_apply_seconds", "Time from proposing a command on this node (as leader) to the state machine's answer.")
 	dJobs          = desc("jobs", "Jobs by state (this node's replica of the cluster state).", "state")
 	dJobConsumers  = desc("job_consumers", "Consumers attached to the job.", "job")
-	dJobWorkers    = desc("job_workers", "Workers serving the job (not expired, not drained).", "job")
+	dJobWorkers    = desc("job_workers", "Workers serving the job (not expired, drained or released).", "job")
+	dJobWanted     = desc("job_workers_wanted", "Workers the autoscaling job's policy wants (autoscaling jobs only).", "job")
+	dNodesWanted   = desc("mesh_nodes_wanted", "Nodes the jobs would want (as tf.data service's optimal_number_of_workers): what the autoscaling jobs want, summed, and at least the largest fixed worker count. From this node's replica: current on the leader, 0 on a node without one. For an external autoscaler: compare with feedmesh_mesh_worker_nodes.")
+	dWorkerNodes   = desc("mesh_worker_nodes", "Alive (or suspect) members that run tasks, as this node's gossip sees them.")
 	dJobEpoch      = desc("job_epoch", "The job's current epoch (0-based).", "job")
 	dJobSplits     = desc("job_splits", "Splits per epoch of the job's dataset (DYNAMIC jobs).", "job")
 	dJobLeased     = desc("job_splits_leased_total", "Split leases handed out for the job (DYNAMIC).", "job")
@@ -60,7 +63,7 @@ var (
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dInfo, dMembers, dRaftLeader, dRaftState, dRaftTerm, dRaftCommit, dRaftApplied,
-		dRaftLastLog, dRaftLag, dRaftVoters, dRaftCommands, dRaftApply, dJobs, dJobConsumers, dJobWorkers, dJobEpoch,
+		dRaftLastLog, dRaftLag, dRaftVoters, dRaftCommands, dRaftApply, dJobs, dJobConsumers, dJobWorkers, dJobWanted, dNodesWanted, dWorkerNodes, dJobEpoch,
 		dJobSplits, dJobLeased, dJobFinished, dJobLost, dTaskBatches, dTaskBytes, dTaskQueued, dOpElements, dOpBytes,
 		dOpBusy, dOpStall, dOpWait, dOpParallelism, dOpBounding, dWorkBatches, dWorkRows, dWorkShared, dShareBytes,
 		dShareWindows, dShareLimit, dRecvWindow, dLogLines} {
@@ -104,13 +107,19 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstSummary(dRaftApply, uint64(count), total.Seconds(), nil)
 
 	byState := map[string]int{}
-	for _, j := range n.LocalJobs() {
+	local := n.LocalJobs()
+	gauge(dNodesWanted, float64(st.NodesWanted))
+	gauge(dWorkerNodes, float64(st.WorkerNodes))
+	for _, j := range local {
 		byState[j.State]++
 		workers := 0
 		for _, w := range j.Workers {
-			if !w.Expired && !w.Drained {
+			if !w.Expired && !w.Drained && !w.Released {
 				workers++
 			}
+		}
+		if j.Scale != nil {
+			gauge(dJobWanted, float64(j.Scale.Wanted), j.Name)
 		}
 		gauge(dJobConsumers, float64(len(j.Consumers)), j.Name)
 		gauge(dJobWorkers, float64(workers), j.Name)

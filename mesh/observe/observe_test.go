@@ -41,7 +41,7 @@ func startJob(t *testing.T, c *testcluster.Cluster, job string, n int) *client.I
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
-	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: job, Sharding: client.Dynamic})
+	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: job, Sharding: client.Dynamic, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestMetricsAndStatus(t *testing.T) {
 		read(t, it, 5)
 	}
 	for _, name := range []string{"feedmesh_node_info", "feedmesh_members", "feedmesh_raft_leader", "feedmesh_raft_term",
-		"feedmesh_raft_commands_applied_total", "feedmesh_raft_apply_seconds", "feedmesh_jobs", "feedmesh_job_workers",
+		"feedmesh_raft_commands_applied_total", "feedmesh_raft_apply_seconds", "feedmesh_jobs", "feedmesh_job_workers", "feedmesh_mesh_nodes_wanted", "feedmesh_mesh_worker_nodes",
 		"feedmesh_task_batches_total", "feedmesh_op_elements_total", "feedmesh_op_busy_seconds_total",
 		"feedmesh_worker_batches_encoded_total", "feedmesh_transport_receive_window_bytes", "go_goroutines"} {
 		if _, ok := first[name]; !ok {
@@ -170,6 +170,9 @@ func TestMetricsAndStatus(t *testing.T) {
 	}
 	if v, _ := value(first, "feedmesh_members", map[string]string{"status": "alive"}); v != 3 {
 		t.Errorf("feedmesh_members{status=alive} = %v, want 3", v)
+	}
+	if v, _ := value(first, "feedmesh_mesh_worker_nodes", nil); v != 3 {
+		t.Errorf("feedmesh_mesh_worker_nodes = %v, want 3", v)
 	}
 	if v, ok := value(first, "feedmesh_raft_term", nil); !ok || v < 1 {
 		t.Errorf("feedmesh_raft_term = %v", v)

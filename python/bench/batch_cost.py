@@ -58,7 +58,7 @@ def main():
     tt = time.thread_time_ns
     nxt, touch, rel = [], [], []
     with feedmesh.Client(a.addr, **json.loads(a.client_options)) as c, \
-            c.distribute(spec, job="batch-cost-" + uuid.uuid4().hex[:8], gc_after=0.2, delivery="at-most-once") as it:
+            c.distribute(spec, job="batch-cost-" + uuid.uuid4().hex[:8], gc_after=0.2, delivery="at-most-once", workers="all") as it:
         for i in range(a.warmup + a.batches):
             if i % a.pause_every == 0:
                 time.sleep(a.pause)

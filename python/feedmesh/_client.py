@@ -228,6 +228,16 @@ def live_batches():
     return _lib.lib().fm_live_batches()
 
 
+def _workers_arg(workers):
+    """The workers keyword as the library takes it: "auto", "all" or a
+    count (a positive int, sent as its decimal string)."""
+    if workers is None or isinstance(workers, str):
+        return workers
+    if isinstance(workers, int) and not isinstance(workers, bool):
+        return str(workers)
+    raise TypeError("feedmesh: workers=%r: want \"auto\", \"all\" or a count (int)" % (workers,))
+
+
 def _seconds_ns(name, v):
     if v is None:
         return None
@@ -340,7 +350,7 @@ class Client(_Closing):
 
     def distribute(self, spec, job, *, sharding="dynamic", epochs=None, delivery=None, num_consumers=None,
                    consumer_index=None, coordinated=None, pad_final_round=None, share=None, compression=None,
-                   max_workers=None, consumer_ttl=None, gc_after=None, resume=None, autoscale=None):
+                   max_workers=None, consumer_ttl=None, gc_after=None, resume=None, autoscale=None, workers=None):
         """Creates the job (or joins it, if one of that name exists with the
         same options) and returns an Iterator over its batches.
 
@@ -349,9 +359,13 @@ class Client(_Closing):
         read`; "off", "static"), epochs, delivery ("exactly-once",
         "at-most-once"), num_consumers and consumer_index (a rank: with
         consumer_index, coordinated defaults to True), pad_final_round,
-        share, compression ("lz4", "zstd"), max_workers, autoscale (the
-        cluster chooses the number of workers from this reader's batch
-        time), consumer_ttl and gc_after (seconds), resume (bytes of
+        share, compression ("lz4", "zstd"), workers ("auto": the cluster
+        chooses the number of workers from this reader's batch time and
+        queue, the default for dynamic jobs without share or coordinated
+        reads; "all": every node, the default of the others; or a count,
+        e.g. 4), max_workers (with workers="auto", the most it may get;
+        alone, a fixed count), autoscale (the same as workers="auto"),
+        consumer_ttl and gc_after (seconds), resume (bytes of
         Iterator.checkpoint())."""
         h = self._live()
         if coordinated is None:
@@ -362,6 +376,7 @@ class Client(_Closing):
             "pad_final_round": pad_final_round, "share": share, "compression": compression,
             "max_workers": max_workers, "consumer_ttl": _seconds_ns("consumer_ttl", consumer_ttl),
             "gc_after": _seconds_ns("gc_after", gc_after), "autoscale": autoscale,
+            "workers": _workers_arg(workers),
         }
         opts = {k: v for k, v in opts.items() if v is not None}
         kind, text = _spec_arg(spec)

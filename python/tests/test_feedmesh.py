@@ -141,6 +141,22 @@ class ReadTest(unittest.TestCase):
             self.c.distribute(range_spec(10, 5), job=job_name("auto-off"), sharding="off", autoscale=True)
         self.assertIn("autoscale", str(cm.exception))
 
+    def test_workers(self):
+        # A fixed count, as an int; "auto" where the job cannot autoscale
+        # says what it can take; a count that is not an int is refused
+        # before anything is sent.
+        n = 200
+        with self.c.distribute(range_spec(n, 20), job=job_name("two"), workers=2) as it:
+            assert_once(self, read_values(it), n)
+        with self.assertRaises(feedmesh.InvalidArgument) as cm:
+            self.c.distribute(range_spec(10, 5), job=job_name("auto-share"), share=True, workers="auto")
+        self.assertIn("workers all or a fixed count", str(cm.exception))
+        with self.assertRaises(feedmesh.InvalidArgument) as cm:
+            self.c.distribute(range_spec(10, 5), job=job_name("many"), workers="many")
+        self.assertIn("want auto", str(cm.exception))
+        with self.assertRaises(TypeError):
+            self.c.distribute(range_spec(10, 5), job=job_name("half"), workers=1.5)
+
     def test_zero_copy_views(self):
         with self.c.distribute(range_spec(256, 64), job=job_name("view")) as it:
             b = next(it)
