@@ -353,6 +353,10 @@ func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptio
 	if err != nil {
 		return nil, fmt.Errorf("distribute %q: invalid dataset spec: %w", o.Name, err)
 	}
+	off, fraction, err := offloadPlan(spec, o)
+	if err != nil {
+		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
+	}
 	consumer, err := newConsumerID()
 	if err != nil {
 		return nil, err
@@ -375,7 +379,10 @@ func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptio
 	if err := api.CheckJobInfo(info); err != nil {
 		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
 	}
-	return newIterator(c, info, consumer, spec.Batched(), o.ConsumerIndex, from), nil
+	if err := c.startOffload(ctx, info, consumer, off, fraction); err != nil {
+		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
+	}
+	return newIterator(c, info, consumer, spec.Batched(), o.ConsumerIndex, from, off.withSpec(spec, fraction)), nil
 }
 
 // Attach joins an existing job by name, without its spec (a trainer that
@@ -399,7 +406,7 @@ func (c *Client) Attach(ctx context.Context, job string) (*Iterator, error) {
 		return nil, fmt.Errorf("attach to job %q: it uses coordinated reads; join it with Distribute and JobOptions.ConsumerIndex", job)
 	}
 	// Without the spec, assume batches (the common case for training).
-	return newIterator(c, info, consumer, true, 0, nil), nil
+	return newIterator(c, info, consumer, true, 0, nil, nil), nil
 }
 
 func newConsumerID() (string, error) {

@@ -1,0 +1,511 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/transport"
+	"github.com/feedmesh/feedmesh/transport/batch"
+)
+
+// The local worker: the job's pipeline run in the client's own process,
+// beside the nodes (offload local, or a fraction). It is just another
+// worker of the job: it leases DYNAMIC splits through the cluster's API
+// under the name splits.LocalWorkerName(consumer), runs them through the
+// pipeline engine, and, exactly-once, reports the splits it emitted
+// (produced) while the consumer's ledger receipts their elements as it
+// does a node's. The cluster expires it with its consumer, so a client
+// that dies with leases loses nothing and duplicates nothing: its
+// unsettled splits are read again by the nodes (raftstate/offload.go).
+//
+// Its share of the job is held by a gate: before it takes its next split
+// it waits until what it prepared is at most its fraction of everything
+// the consumer received (shareGate).
+
+// localConfig is what a local worker needs.
+type localConfig struct {
+	job, consumer string
+	jobID         uint64
+	spec          *pipeline.Spec
+	exact         bool
+	batched       bool
+	cores         float64
+	leaseSplits   int
+	poll          time.Duration
+}
+
+// localHost is what the local worker needs of its Iterator.
+type localHost interface {
+	call(ctx context.Context, method string, req, resp any) error
+	put(ctx context.Context, x item) error
+	logger() *slog.Logger
+}
+
+type localWorker struct {
+	cfg    localConfig
+	name   string
+	h      localHost
+	ledger *ledger
+	gate   *shareGate
+	all    pipeline.SplitList
+	reqID  uint64
+
+	pmu     sync.Mutex
+	pending []pipeline.CompletedSplit // produced, not yet reported
+
+	finished atomic.Bool // every split of the job is produced (or, at-most-once, handed out and read)
+	expired  atomic.Bool // the cluster expired it: its part ended
+	seq      uint64
+}
+
+func newLocalWorker(cfg localConfig, h localHost, l *ledger, g *shareGate) (*localWorker, error) {
+	all, err := pipeline.ListSplits(cfg.spec)
+	if err != nil {
+		return nil, fmt.Errorf("local worker: %w", err)
+	}
+	return &localWorker{cfg: cfg, name: splits.LocalWorkerName(cfg.consumer), h: h, ledger: l, gate: g, all: all,
+		reqID: uint64(time.Now().UnixNano())}, nil
+}
+
+// run produces until every split is produced, a failure, or ctx's end.
+func (w *localWorker) run(ctx context.Context) error {
+	var rwg sync.WaitGroup
+	rctx, stop := context.WithCancel(ctx)
+	if w.cfg.exact {
+		rwg.Add(1)
+		go func() {
+			defer rwg.Done()
+			w.reportLoop(rctx)
+		}()
+	}
+	defer func() {
+		stop()
+		rwg.Wait()
+	}()
+	p := &localProvider{w: w}
+	defer w.gate.busy(false)
+	for {
+		if err := w.pump(ctx, p); err != nil {
+			return err
+		}
+		if p.over || !w.cfg.exact {
+			w.finished.Store(true)
+			return nil
+		}
+		// A phase ended (the leases said done): the pipeline was closed so
+		// its last partial batch went out; now wait for a dead worker's
+		// splits to read again, or the end.
+		if err := w.flushProduced(ctx); err != nil {
+			return err
+		}
+		more, err := p.awaitMore(ctx)
+		if err != nil {
+			return err
+		}
+		if !more {
+			w.finished.Store(true)
+			return nil
+		}
+	}
+}
+
+// pump runs one pipeline over the provider's splits to its end.
+func (w *localWorker) pump(ctx context.Context, p *localProvider) error {
+	p.phaseDone = false
+	it, err := pipeline.OpenWithOptions(ctx, capParallelism(w.cfg.spec, w.cfg.cores), nil,
+		pipeline.Options{Provider: p, Track: w.cfg.exact, Cores: func() float64 { return w.cfg.cores }})
+	if err != nil {
+		return fmt.Errorf("local worker: %w", err)
+	}
+	defer it.Close()
+	tr, _ := it.(pipeline.Tracker)
+	for {
+		el, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			if tr != nil {
+				w.produced(tr.Completed())
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("local worker: %w", err)
+		}
+		x := item{b: Batch{Element: el, Worker: w.name, Seq: w.seq, batched: w.cfg.batched}, size: int64(el.ByteSize())}
+		w.seq++
+		if tr != nil {
+			for _, se := range tr.LastProvenance() {
+				x.prov = batch.AppendProv(x.prov, se.Epoch, se.Split, se.Indices)
+			}
+			if len(x.prov) > 0 {
+				x.b.Epoch = x.prov[0].Epoch
+			}
+			if w.ledger != nil {
+				// Write-ahead: the batch reaches the trainer only once the
+				// cluster has its receipt. Were this process to die, what
+				// its trainer got is then excluded when the nodes read the
+				// worker's splits again, and nothing else is.
+				dup, report := w.ledger.recordNow(x.prov)
+				if dup {
+					w.h.logger().Error("exactly-once: the local worker made a batch received before (a bug: please report it)", "job", w.cfg.job)
+					continue
+				}
+				if err := w.ledger.acked.wait(ctx, report); err != nil {
+					return err
+				}
+			}
+		}
+		if err := w.h.put(ctx, x); err != nil {
+			return err
+		}
+		if tr != nil {
+			w.produced(tr.Completed())
+		}
+	}
+}
+
+// produced queues splits emitted completely for the next report.
+func (w *localWorker) produced(cs []pipeline.CompletedSplit) {
+	if len(cs) == 0 {
+		return
+	}
+	w.pmu.Lock()
+	w.pending = append(w.pending, cs...)
+	w.pmu.Unlock()
+}
+
+// reportLoop reports produced splits every poll interval until ctx ends,
+// then once more.
+func (w *localWorker) reportLoop(ctx context.Context) {
+	t := time.NewTicker(w.cfg.poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = w.flushProduced(fctx)
+			cancel()
+			return
+		case <-t.C:
+		}
+		if err := w.flushProduced(ctx); err != nil && ctx.Err() == nil {
+			w.h.logger().Warn("local worker: report produced splits; will retry", "job", w.cfg.job, "err", err)
+		}
+	}
+}
+
+// flushProduced reports what is pending, one request per epoch; a failed
+// request stays pending (a retry of one that landed is refused as not
+// leased, harmlessly: it is dropped then).
+func (w *localWorker) flushProduced(ctx context.Context) error {
+	w.pmu.Lock()
+	defer w.pmu.Unlock()
+	if len(w.pending) == 0 {
+		return nil
+	}
+	byEpoch := map[int64][]splits.SplitEmitted{}
+	for _, c := range w.pending {
+		byEpoch[c.Epoch] = append(byEpoch[c.Epoch], splits.SplitEmitted{Split: c.Split, Emitted: c.Emitted})
+	}
+	var left []pipeline.CompletedSplit
+	var firstErr error
+	for _, e := range slices.Sorted(maps.Keys(byEpoch)) {
+		req := api.ProduceRequest{Job: w.cfg.job, Worker: w.name, Epoch: e, Splits: byEpoch[e], JobID: w.cfg.jobID}
+		err := w.h.call(ctx, api.MethodProduce, req, nil)
+		if err != nil && retriableCall(err) {
+			for _, se := range byEpoch[e] {
+				left = append(left, pipeline.CompletedSplit{Epoch: e, Split: se.Split, Emitted: se.Emitted})
+			}
+			firstErr = cmpErr(firstErr, err)
+		} else if err != nil {
+			w.h.logger().Warn("local worker: produced splits refused (expired?)", "job", w.cfg.job, "err", err)
+		}
+	}
+	w.pending = left
+	return firstErr
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// retriableCall reports whether a failed control call may succeed when
+// sent again (no leader for a while, a node unreachable).
+func retriableCall(err error) bool {
+	switch {
+	case errors.Is(err, api.ErrNotAssigned), errors.Is(err, transport.ErrInvalid), errors.Is(err, transport.ErrNotFound),
+		errors.Is(err, transport.ErrUnknownMethod):
+		return false
+	}
+	return true
+}
+
+// lease asks for n splits; a failed request whose outcome is unknown is
+// sent again with its id, so that a lease that committed is answered
+// again, not lost to this worker.
+func (w *localWorker) lease(ctx context.Context, n int) (api.LeaseResponse, error) {
+	w.reqID++
+	req := api.LeaseRequest{Job: w.cfg.job, Worker: w.name, RequestID: w.reqID, N: n, JobID: w.cfg.jobID}
+	for attempt := 1; ; attempt++ {
+		var resp api.LeaseResponse
+		err := w.h.call(ctx, api.MethodLease, req, &resp)
+		if err == nil || !retriableCall(err) || ctx.Err() != nil {
+			return resp, err
+		}
+		w.h.logger().Warn("local worker: lease splits; asking again", "job", w.cfg.job, "err", err)
+		select {
+		case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
+		case <-ctx.Done():
+			return resp, ctx.Err()
+		}
+	}
+}
+
+// localProvider is the local worker's pipeline.SplitProvider.
+type localProvider struct {
+	w         *localWorker
+	queue     []pipeline.ProvidedSplit
+	phaseDone bool // the last lease said done: end the phase once the queue is read
+	over      bool // every split is produced (or the worker was expired)
+}
+
+// Next hands out the next leased split, leasing more when the queue is
+// empty and the share gate lets it.
+func (p *localProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error) {
+	w := p.w
+	for len(p.queue) == 0 {
+		if p.phaseDone || p.over {
+			w.gate.busy(false)
+			return pipeline.ProvidedSplit{}, io.EOF
+		}
+		if err := w.gate.wait(ctx); err != nil {
+			return pipeline.ProvidedSplit{}, err
+		}
+		resp, err := w.lease(ctx, w.cfg.leaseSplits)
+		if errors.Is(err, api.ErrNotAssigned) {
+			w.expired.Store(true)
+			p.over = true
+			return pipeline.ProvidedSplit{}, io.EOF
+		}
+		if err != nil {
+			return pipeline.ProvidedSplit{}, fmt.Errorf("lease splits: %w", err)
+		}
+		if err := p.enqueue(resp); err != nil {
+			return pipeline.ProvidedSplit{}, err
+		}
+		w.gate.busy(len(p.queue) > 0)
+		if resp.AllProduced && len(resp.Splits) == 0 {
+			p.over = true
+		} else if resp.Done {
+			p.phaseDone = true
+		} else if len(resp.Splits) == 0 {
+			// Nothing now (the job waits for checkpoints, or the nodes'
+			// part is being turned on): ask again shortly.
+			select {
+			case <-time.After(w.cfg.poll):
+			case <-ctx.Done():
+				return pipeline.ProvidedSplit{}, ctx.Err()
+			}
+		}
+	}
+	ps := p.queue[0]
+	p.queue = p.queue[1:]
+	return ps, nil
+}
+
+func (p *localProvider) enqueue(resp api.LeaseResponse) error {
+	for i, id := range resp.Splits {
+		s, ok := p.w.all.ByID(id)
+		if !ok {
+			return fmt.Errorf("local worker: split %d does not exist in the client's view of the dataset (%d splits): does the client see the same files as the nodes?", id, p.w.all.Len())
+		}
+		ps := pipeline.ProvidedSplit{Split: s, Epoch: resp.Epoch}
+		if i < len(resp.Exclude) {
+			ps.Exclude = resp.Exclude[i]
+		}
+		p.queue = append(p.queue, ps)
+	}
+	return nil
+}
+
+// awaitMore (exactly-once, between phases) asks every poll interval until
+// a lease brings splits (true: run another phase) or says every split is
+// produced (false).
+func (p *localProvider) awaitMore(ctx context.Context) (bool, error) {
+	t := time.NewTicker(p.w.cfg.poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+		resp, err := p.w.lease(ctx, p.w.cfg.leaseSplits)
+		switch {
+		case errors.Is(err, api.ErrNotAssigned):
+			p.w.expired.Store(true)
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("lease splits: %w", err)
+		case len(resp.Splits) > 0:
+			if err := p.enqueue(resp); err != nil {
+				return false, err
+			}
+			p.w.gate.busy(true)
+			return true, nil
+		case resp.AllProduced:
+			return false, nil
+		}
+	}
+}
+
+// capParallelism returns spec with every map's parallelism at most the
+// local CPU budget (rounded up): the local worker's share of the host.
+func capParallelism(spec *pipeline.Spec, cores float64) *pipeline.Spec {
+	limit := max(1, int(math.Ceil(cores)))
+	s := *spec
+	s.Ops = slices.Clone(spec.Ops)
+	for i, op := range s.Ops {
+		if op.Map != nil && (op.Map.Parallelism > limit || op.Map.Parallelism == pipeline.ParallelismAuto) {
+			m := *op.Map
+			m.Parallelism = limit
+			s.Ops[i].Map = &m
+		}
+	}
+	return &s
+}
+
+// shareGate holds the local worker to its fraction of the elements the
+// consumer receives. Safe for concurrent use.
+type shareGate struct {
+	mu       sync.Mutex
+	fraction float64 // the local worker's share, in [0, 1]
+	local    int64   // batches the local worker prepared
+	remote   int64   // batches the nodes sent
+	remoteOn func() bool
+	// localBusy: the local worker has splits to read (it is not between
+	// phases, finished or gone): only then are the nodes held to their
+	// share, or a node holding the last splits would wait for ever.
+	localBusy bool
+	changed   chan struct{} // capacity 1: a count or the fraction moved
+	// slack is how many batches the local worker may run ahead of its
+	// share (it leases a few splits at a time).
+	slack int64
+}
+
+func newShareGate(fraction float64, slack int64, remoteOn func() bool) *shareGate {
+	return &shareGate{fraction: fraction, slack: slack, remoteOn: remoteOn, changed: make(chan struct{}, 1)}
+}
+
+func (g *shareGate) add(local bool, n int64) {
+	g.mu.Lock()
+	if local {
+		g.local += n
+	} else {
+		g.remote += n
+	}
+	g.mu.Unlock()
+	g.wake()
+}
+
+func (g *shareGate) wake() {
+	select {
+	case g.changed <- struct{}{}:
+	default:
+	}
+}
+
+// set changes the fraction.
+func (g *shareGate) set(f float64) {
+	g.mu.Lock()
+	g.fraction = f
+	g.mu.Unlock()
+	g.wake()
+}
+
+func (g *shareGate) counts() (local, remote int64, fraction float64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.local, g.remote, g.fraction
+}
+
+// mayTake is the gate's rule for the local worker (pure): it takes more
+// while its count stays within its share of the total plus its share of
+// the slack, or when no node serves the job.
+func mayTake(local, remote int64, fraction float64, slack int64, remoteOn bool) bool {
+	if fraction >= 1 || !remoteOn {
+		return true
+	}
+	return float64(local) <= fraction*float64(local+remote+slack)
+}
+
+// mayReceive is the rule for the nodes' batches (pure): one more is read
+// while their count stays within their share of the total plus theirs of
+// the slack, or while the local worker has nothing to read. The two
+// shares of the slack add up to it, so one side may always go on.
+func mayReceive(local, remote int64, fraction float64, slack int64, localBusy bool) bool {
+	if fraction <= 0 || !localBusy {
+		return true
+	}
+	return float64(remote) <= (1-fraction)*float64(local+remote+slack)
+}
+
+// busy says whether the local worker has splits to read.
+func (g *shareGate) busy(b bool) {
+	g.mu.Lock()
+	g.localBusy = b
+	g.mu.Unlock()
+	g.wake()
+}
+
+// waitRemote blocks a node's batch until the nodes are within their
+// share: the stream then grants no credit, and the node slows down.
+func (g *shareGate) waitRemote(ctx context.Context) error {
+	return g.waitFor(ctx, func() bool { return mayReceive(g.local, g.remote, g.fraction, g.slack, g.localBusy) })
+}
+
+// gatePoll is how often a closed gate looks again without news (a node
+// that stopped sending, say).
+const gatePoll = 50 * time.Millisecond
+
+// wait blocks until the local worker may take another split.
+func (g *shareGate) wait(ctx context.Context) error {
+	return g.waitFor(ctx, func() bool { return mayTake(g.local, g.remote, g.fraction, g.slack, g.remoteOn()) })
+}
+
+// waitFor waits until ok (called with g.mu held) holds. The changed
+// channel has one waiter's worth of capacity, so every waiter also
+// looks again every gatePoll.
+func (g *shareGate) waitFor(ctx context.Context, ok func() bool) error {
+	t := time.NewTimer(gatePoll)
+	defer t.Stop()
+	for {
+		g.mu.Lock()
+		yes := ok()
+		g.mu.Unlock()
+		if yes {
+			return nil
+		}
+		t.Reset(gatePoll)
+		select {
+		case <-g.changed:
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

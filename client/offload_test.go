@@ -1,0 +1,95 @@
+package client_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/testcluster"
+)
+
+// localBatches splits a delivery's elements by who prepared them: this
+// consumer's local worker or the nodes.
+func localRows(d delivery) (local, remote int) {
+	for w, vs := range d.byWorker {
+		if _, ok := splits.LocalWorkerOf(w); ok {
+			local += len(vs)
+		} else {
+			remote += len(vs)
+		}
+	}
+	return local, remote
+}
+
+// TestOffloadModes: a DYNAMIC exactly-once job read with each fixed
+// offload mode delivers every element exactly once, for 2 epochs; with
+// local the nodes prepare nothing, with remote the client nothing, with a
+// fraction both a part near it; the stats say the mode and the counts.
+func TestOffloadModes(t *testing.T) {
+	c := testcluster.Start(t, 2)
+	cl := dial(t, c, 0)
+	const n = 4000
+	for _, tc := range []struct {
+		offload        string
+		minLoc, maxLoc float64
+	}{
+		{"remote", 0, 0},
+		{"local", 1, 1},
+		{"0.5", 0.1, 0.6},
+	} {
+		t.Run(tc.offload, func(t *testing.T) {
+			opts := client.JobOptions{Name: "offload-" + tc.offload, Sharding: client.Dynamic, Epochs: 2, Offload: tc.offload, LocalCPUs: 1}
+			it, err := cl.Distribute(context.Background(), shuffledSpec(n, 10, 10, 200), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer it.Close()
+			d := drain(t, it, 90*time.Second, nil)
+			checkExactly(t, d, n, 2)
+			loc, rem := localRows(d)
+			share := float64(loc) / float64(loc+rem)
+			st := it.Stats()
+			t.Logf("offload %s: local %d rows, remote %d (share %.2f); stats %+v", tc.offload, loc, rem, share, *st.Offload)
+			if share < tc.minLoc || share > tc.maxLoc {
+				t.Errorf("local share %.2f, want [%.2f, %.2f]", share, tc.minLoc, tc.maxLoc)
+			}
+			if st.Offload == nil || st.Offload.Requested == "" || st.Offload.Reason == "" {
+				t.Errorf("offload stats %+v", st.Offload)
+			}
+			if st.Exact == nil || st.Exact.Duplicates != 0 {
+				t.Errorf("exactly-once counters %+v", st.Exact)
+			}
+		})
+	}
+}
+
+// TestOffloadBadInput: a local budget of 0, an unknown mode, and a
+// pipeline op this process does not have are refused with errors that
+// say so; offload local on a job that is not DYNAMIC too.
+func TestOffloadBadInput(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	cl := dial(t, c, 0)
+	spec := shuffledSpec(100, 10, 10, 1)
+	for _, tc := range []struct {
+		name string
+		o    client.JobOptions
+		want string
+	}{
+		{"mode", client.JobOptions{Sharding: client.Dynamic, Offload: "sideways"}, "want auto, remote, local"},
+		{"fraction", client.JobOptions{Sharding: client.Dynamic, Offload: "1.5"}, "local fraction in [0, 1]"},
+		{"budget", client.JobOptions{Sharding: client.Dynamic, Offload: "local", LocalCPUs: 0.01}, "local CPU budget"},
+		{"negative-budget", client.JobOptions{Sharding: client.Dynamic, Offload: "local", LocalCPUs: -1}, "local_cpus"},
+		{"not-dynamic", client.JobOptions{Offload: "local"}, "needs sharding dynamic"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.Name = "bad-" + tc.name
+			_, err := cl.Distribute(context.Background(), spec, tc.o)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+}
