@@ -86,6 +86,9 @@ func offloadPlan(spec *pipeline.Spec, o JobOptions) (*offloadRun, float64, error
 	}
 	r := &offloadRun{requested: mode, mode: mode, exact: o.Delivery == api.ExactlyOnce,
 		dynamic: o.Sharding == api.Dynamic && !o.Share && !o.Coordinated}
+	if o.OffloadBoundary > 0 {
+		return nil, 0, fmt.Errorf("offload_boundary %d: cut points are not implemented yet (issue 17); leave it 0", o.OffloadBoundary)
+	}
 	if mode == api.OffloadRemote {
 		r.reason = "offload remote: the nodes prepare everything"
 		return r, 0, nil
@@ -118,8 +121,10 @@ func offloadPlan(spec *pipeline.Spec, o JobOptions) (*offloadRun, float64, error
 		return r, 0, nil
 	}
 	if mode == api.OffloadAuto {
-		r.reason = "auto: profiling on the trainer's host"
-		return r, 1, nil
+		// The profiling and the decision (client/offload.Decide) are not
+		// wired in yet: auto keeps today's behaviour.
+		r.mode, r.reason = api.OffloadRemote, "auto: remote (the profiling decision is not built yet)"
+		return r, 0, nil
 	}
 	r.reason = fmt.Sprintf("offload %s: the local worker prepares %.0f %% of the batches", mode, 100*frac)
 	return r, frac, nil

@@ -1,0 +1,58 @@
+package client
+
+import "testing"
+
+func TestShareGateRules(t *testing.T) {
+	for _, tc := range []struct {
+		local, remote int64
+		f             float64
+		busy, on      bool
+		take, receive bool
+	}{
+		{0, 0, 0.5, true, true, true, true},
+		{10, 0, 0.5, true, true, false, true},  // local ahead: it waits, the nodes go on
+		{0, 10, 0.5, true, true, true, false},  // nodes ahead: they wait
+		{0, 10, 0.5, false, true, true, true},  // the local worker has nothing to read: nodes go on
+		{10, 0, 0.5, true, false, true, true},  // no node serves: the local worker goes on
+		{100, 0, 1, true, true, true, true},    // local: never held
+		{0, 100, 0, true, true, true, true},    // remote: the nodes never held
+		{30, 70, 0.3, true, true, true, true},  // on share, within slack
+		{40, 60, 0.3, true, true, false, true}, // over its share
+	} {
+		if got := mayTake(tc.local, tc.remote, tc.f, 2, tc.on); got != tc.take {
+			t.Errorf("%+v: mayTake %v", tc, got)
+		}
+		if got := mayReceive(tc.local, tc.remote, tc.f, 2, tc.busy); got != tc.receive {
+			t.Errorf("%+v: mayReceive %v", tc, got)
+		}
+	}
+	// One side may always go on (the shares of the slack add up to it).
+	for l := int64(0); l < 50; l++ {
+		for r := int64(0); r < 50; r++ {
+			for _, f := range []float64{0.1, 0.3, 0.5, 0.9} {
+				if !mayTake(l, r, f, 2, true) && !mayReceive(l, r, f, 2, true) {
+					t.Fatalf("both held at local %d, remote %d, fraction %v", l, r, f)
+				}
+			}
+		}
+	}
+}
+
+func TestSpareCPUs(t *testing.T) {
+	a, err := parseCPULine("cpu  100 0 100 700 100 0 0 0 0 0")
+	if err != nil || a.total != 1000 || a.idle != 800 {
+		t.Fatalf("%+v %v", a, err)
+	}
+	b := cpuTimes{idle: a.idle + 50, total: a.total + 200}
+	if s := spareOf(a, b, 4); s != 1 {
+		t.Errorf("4 CPUs idle 25 %%: %v spare, want 1", s)
+	}
+	if s := spareOf(b, a, 4); s != 0 {
+		t.Errorf("clock going back: %v", s)
+	}
+	for _, bad := range []string{"", "intr 1 2 3", "cpu 1 x 3 4"} {
+		if _, err := parseCPULine(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
