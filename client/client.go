@@ -102,6 +102,10 @@ type Options struct {
 	ReceiptInterval time.Duration
 	// Logger receives the client's logs; nil discards them.
 	Logger *slog.Logger
+	// OffloadProfiles is the file where offload auto remembers its
+	// profiles per (pipeline, host) (client/profilecache.go); "" is
+	// <user cache dir>/feedmesh/offload-profiles.json, "off" keeps none.
+	OffloadProfiles string
 }
 
 func (o Options) withDefaults() Options {
@@ -140,12 +144,13 @@ func (o Options) withDefaults() Options {
 
 // Client talks to a feedmesh cluster through any of its nodes.
 type Client struct {
-	opts  Options
-	pc    net.PacketConn
-	tr    *transport.Transport
-	codec *transport.Codec
-	pool  *batch.BufferPool // recycled batch buffers; nil: off
-	addr  string            // the node Dial was given
+	opts     Options
+	pc       net.PacketConn
+	tr       *transport.Transport
+	codec    *transport.Codec
+	pool     *batch.BufferPool // recycled batch buffers; nil: off
+	profiles *profileStore     // offload auto's remembered profiles
+	addr     string            // the node Dial was given
 
 	mu    sync.Mutex
 	nodes []string // known node addresses, the dialed one first
@@ -238,7 +243,7 @@ func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
 		pc.Close()
 		return nil, err
 	}
-	c := &Client{opts: o, pc: pc, tr: tr, codec: codec, addr: addr, nodes: []string{addr}}
+	c := &Client{opts: o, pc: pc, tr: tr, codec: codec, addr: addr, nodes: []string{addr}, profiles: profileStoreFor(o.OffloadProfiles)}
 	if o.RecycleBytes > 0 {
 		c.pool = batch.NewBufferPool(o.RecycleBytes)
 	}

@@ -65,8 +65,9 @@ type localWorker struct {
 	pmu     sync.Mutex
 	pending []pipeline.CompletedSplit // produced, not yet reported
 
-	finished atomic.Bool // every split of the job is produced (or, at-most-once, handed out and read)
-	expired  atomic.Bool // the cluster expired it: its part ended
+	blocked  *atomic.Int64 // if not nil, adds the ns it waited to put a batch or for its share
+	finished atomic.Bool   // every split of the job is produced (or, at-most-once, handed out and read)
+	expired  atomic.Bool   // the cluster expired it: its part ended
 	seq      uint64
 }
 
@@ -110,7 +111,9 @@ func (w *localWorker) run(ctx context.Context) error {
 		if err := w.flushProduced(ctx); err != nil {
 			return err
 		}
-		more, err := p.awaitMore(ctx)
+		t0 := time.Now()
+		more, err := p.awaitMore(ctx) // no work: not counted against its capacity
+		w.addBlocked(t0)
 		if err != nil {
 			return err
 		}
@@ -122,7 +125,12 @@ func (w *localWorker) run(ctx context.Context) error {
 }
 
 // pump runs one pipeline over the provider's splits to its end.
-func (w *localWorker) pump(ctx context.Context, p *localProvider) error {
+// Exactly-once, a batch reaches the trainer only once the cluster has its
+// receipt (write-ahead): were this process to die, what its trainer got
+// is then excluded when the nodes read the worker's splits again, and
+// nothing else is. Up to localAhead batches wait for their receipts at
+// once, so the pipeline does not wait a commit per batch.
+func (w *localWorker) pump(ctx context.Context, p *localProvider) (err error) {
 	p.phaseDone = false
 	it, err := pipeline.OpenWithOptions(ctx, capParallelism(w.cfg.spec, w.cfg.cores), nil,
 		pipeline.Options{Provider: p, Track: w.cfg.exact, Cores: func() float64 { return w.cfg.cores }})
@@ -131,8 +139,19 @@ func (w *localWorker) pump(ctx context.Context, p *localProvider) error {
 	}
 	defer it.Close()
 	tr, _ := it.(pipeline.Tracker)
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ahead := make(chan acked, localAhead)
+	putErr := make(chan error, 1)
+	go func() { putErr <- w.putAcked(pctx, ahead) }()
+	defer func() {
+		close(ahead)
+		if perr := <-putErr; err == nil {
+			err = perr
+		}
+	}()
 	for {
-		el, err := it.Next(ctx)
+		el, err := it.Next(pctx)
 		if errors.Is(err, io.EOF) {
 			if tr != nil {
 				w.produced(tr.Completed())
@@ -140,39 +159,70 @@ func (w *localWorker) pump(ctx context.Context, p *localProvider) error {
 			return nil
 		}
 		if err != nil {
+			if pctx.Err() != nil && ctx.Err() == nil {
+				return nil // the putting goroutine failed: its error is returned
+			}
 			return fmt.Errorf("local worker: %w", err)
 		}
-		x := item{b: Batch{Element: el, Worker: w.name, Seq: w.seq, batched: w.cfg.batched}, size: int64(el.ByteSize())}
+		a := acked{x: item{b: Batch{Element: el, Worker: w.name, Seq: w.seq, batched: w.cfg.batched}, size: int64(el.ByteSize())}}
 		w.seq++
 		if tr != nil {
 			for _, se := range tr.LastProvenance() {
-				x.prov = batch.AppendProv(x.prov, se.Epoch, se.Split, se.Indices)
+				a.x.prov = batch.AppendProv(a.x.prov, se.Epoch, se.Split, se.Indices)
 			}
-			if len(x.prov) > 0 {
-				x.b.Epoch = x.prov[0].Epoch
+			if len(a.x.prov) > 0 {
+				a.x.b.Epoch = a.x.prov[0].Epoch
 			}
 			if w.ledger != nil {
-				// Write-ahead: the batch reaches the trainer only once the
-				// cluster has its receipt. Were this process to die, what
-				// its trainer got is then excluded when the nodes read the
-				// worker's splits again, and nothing else is.
-				dup, report := w.ledger.recordNow(x.prov)
-				if dup {
+				var dup bool
+				if dup, a.report = w.ledger.recordNow(a.x.prov); dup {
 					w.h.logger().Error("exactly-once: the local worker made a batch received before (a bug: please report it)", "job", w.cfg.job)
 					continue
 				}
-				if err := w.ledger.acked.wait(ctx, report); err != nil {
-					return err
-				}
 			}
-		}
-		if err := w.h.put(ctx, x); err != nil {
-			return err
-		}
-		if tr != nil {
 			w.produced(tr.Completed())
 		}
+		select {
+		case ahead <- a:
+		case <-pctx.Done():
+			return nil
+		}
 	}
+}
+
+// localAhead bounds the local worker's batches waiting for their
+// receipts' commit.
+const localAhead = 8
+
+// acked is a local batch and the report that carries its receipt (0:
+// none, at-most-once).
+type acked struct {
+	x      item
+	report uint64
+}
+
+// putAcked puts each batch once its receipt is committed, in order,
+// until in is closed; on a failure it cancels nothing itself (pump's ctx
+// ends with it) and drains in.
+func (w *localWorker) putAcked(ctx context.Context, in <-chan acked) error {
+	var err error
+	for a := range in {
+		if err != nil {
+			continue
+		}
+		if a.report > 0 {
+			err = w.ledger.acked.wait(ctx, a.report)
+		}
+		if err == nil {
+			t0 := time.Now()
+			err = w.h.put(ctx, a.x)
+			w.addBlocked(t0)
+		}
+	}
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // produced queues splits emitted completely for the next report.
@@ -292,7 +342,10 @@ func (p *localProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error
 			w.gate.busy(false)
 			return pipeline.ProvidedSplit{}, io.EOF
 		}
-		if err := w.gate.wait(ctx); err != nil {
+		t0 := time.Now()
+		err := w.gate.wait(ctx)
+		w.addBlocked(t0)
+		if err != nil {
 			return pipeline.ProvidedSplit{}, err
 		}
 		resp, err := w.lease(ctx, w.cfg.leaseSplits)
@@ -315,11 +368,13 @@ func (p *localProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error
 		} else if len(resp.Splits) == 0 {
 			// Nothing now (the job waits for checkpoints, or the nodes'
 			// part is being turned on): ask again shortly.
+			t0 := time.Now()
 			select {
 			case <-time.After(w.cfg.poll):
 			case <-ctx.Done():
 				return pipeline.ProvidedSplit{}, ctx.Err()
 			}
+			w.addBlocked(t0)
 		}
 	}
 	ps := p.queue[0]
@@ -405,6 +460,22 @@ type shareGate struct {
 	// slack is how many batches the local worker may run ahead of its
 	// share (it leases a few splits at a time).
 	slack int64
+	// The wall time the nodes' batches were held (some stream waiting),
+	// for offload auto's measure of their capacity.
+	remoteWaiting int
+	remoteSince   time.Time
+	remoteHeld    time.Duration
+}
+
+// heldRemote is the wall time the nodes' batches were held so far.
+func (g *shareGate) heldRemote(now time.Time) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	h := g.remoteHeld
+	if g.remoteWaiting > 0 {
+		h += now.Sub(g.remoteSince)
+	}
+	return h
 }
 
 func newShareGate(fraction float64, slack int64, remoteOn func() bool) *shareGate {
@@ -475,7 +546,28 @@ func (g *shareGate) busy(b bool) {
 // waitRemote blocks a node's batch until the nodes are within their
 // share: the stream then grants no credit, and the node slows down.
 func (g *shareGate) waitRemote(ctx context.Context) error {
-	return g.waitFor(ctx, func() bool { return mayReceive(g.local, g.remote, g.fraction, g.slack, g.localBusy) })
+	ok := func() bool { return mayReceive(g.local, g.remote, g.fraction, g.slack, g.localBusy) }
+	g.mu.Lock()
+	open := ok()
+	if !open {
+		if g.remoteWaiting == 0 {
+			g.remoteSince = time.Now()
+		}
+		g.remoteWaiting++
+	}
+	g.mu.Unlock()
+	if open {
+		return nil
+	}
+	defer func() {
+		g.mu.Lock()
+		g.remoteWaiting--
+		if g.remoteWaiting == 0 {
+			g.remoteHeld += time.Since(g.remoteSince)
+		}
+		g.mu.Unlock()
+	}()
+	return g.waitFor(ctx, ok)
 }
 
 // gatePoll is how often a closed gate looks again without news (a node
@@ -507,5 +599,11 @@ func (g *shareGate) waitFor(ctx context.Context, ok func() bool) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+}
+
+func (w *localWorker) addBlocked(since time.Time) {
+	if w.blocked != nil {
+		w.blocked.Add(int64(time.Since(since)))
 	}
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/feedmesh/feedmesh/mesh/api"
@@ -56,8 +57,10 @@ type offloadRun struct {
 	exact     bool
 	dynamic   bool // the job may have a local worker (DYNAMIC, no share, not coordinated)
 
-	gate  *shareGate
-	local *localWorker // nil: remote
+	gate     *shareGate
+	local    *localWorker // nil: remote
+	meters   offloadMeters
+	remoteOn atomic.Bool // auto turned the nodes on
 
 	spec     *pipeline.Spec
 	fraction float64 // the local share to start with
@@ -121,10 +124,8 @@ func offloadPlan(spec *pipeline.Spec, o JobOptions) (*offloadRun, float64, error
 		return r, 0, nil
 	}
 	if mode == api.OffloadAuto {
-		// The profiling and the decision (client/offload.Decide) are not
-		// wired in yet: auto keeps today's behaviour.
-		r.mode, r.reason = api.OffloadRemote, "auto: remote (the profiling decision is not built yet)"
-		return r, 0, nil
+		r.reason = "auto: profiling the pipeline and the training loop on this host (the nodes off meanwhile)"
+		return r, 1, nil
 	}
 	r.reason = fmt.Sprintf("offload %s: the local worker prepares %.0f %% of the batches", mode, 100*frac)
 	return r, frac, nil
@@ -286,11 +287,20 @@ func (it *Iterator) startLocal(p *plain) {
 			r.mode = api.OffloadLocal
 		}
 	}
+	w.blocked = &r.meters.localBlocked
 	it.wg.Add(1)
 	go func() {
 		defer it.wg.Done()
 		it.reportOffload(it.ctx)
 	}()
+	if r.requested == api.OffloadAuto {
+		fp, _ := r.spec.Fingerprint()
+		it.wg.Add(1)
+		go func() {
+			defer it.wg.Done()
+			it.runAuto(it.ctx, fp)
+		}()
+	}
 }
 
 // call is a control request through the client (the local worker's).

@@ -9,6 +9,7 @@ import (
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/splits"
 	"github.com/feedmesh/feedmesh/testcluster"
+	"github.com/feedmesh/feedmesh/transport"
 )
 
 // localBatches splits a delivery's elements by who prepared them: this
@@ -92,4 +93,62 @@ func TestOffloadBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readPaced drains it as a training loop taking step per batch.
+func readPaced(t *testing.T, it *client.Iterator, step time.Duration) delivery {
+	return drain(t, it, 120*time.Second, func(client.Batch) {
+		time.Sleep(step) // the training step's own work, not a wait for a condition
+	})
+}
+
+// TestOffloadAuto: with no stall locally (a slow training loop, a cheap
+// pipeline) auto keeps everything local and never turns the nodes on;
+// with a pipeline the host cannot keep up with (a fast loop, an
+// expensive pipeline on a local budget of one core) it offloads: the
+// nodes prepare a share, the local worker the rest. Both exactly once;
+// the stats carry the profile, the decision's reason and the prediction.
+func TestOffloadAuto(t *testing.T) {
+	c := testcluster.Start(t, 2)
+	ctx := context.Background()
+	fast := transport.FastConfig()
+	cl, err := client.Dial(ctx, c.Node(0).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond, OffloadProfiles: "off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	t.Run("no-stall", func(t *testing.T) {
+		const n = 1000
+		it, err := cl.Distribute(ctx, shuffledSpec(n, 10, 10, 1), client.JobOptions{Name: "auto-nostall", Sharding: client.Dynamic, LocalCPUs: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		d := readPaced(t, it, 10*time.Millisecond) // 1000 rows/s at most
+		checkExactly(t, d, n, 1)
+		st := it.Stats().Offload
+		t.Logf("%+v profile %+v", *st, st.Profile)
+		if st.Mode != "local" || st.RemoteBatches != 0 || st.Profile == nil || !strings.Contains(st.Reason, "no stall") {
+			t.Fatalf("auto without a stall: %+v", *st)
+		}
+		info, _ := jobInfo(t, cl, "auto-nostall")
+		if !info.RemoteOff {
+			t.Errorf("the nodes were turned on: %+v", info)
+		}
+	})
+	t.Run("stall", func(t *testing.T) {
+		const n = 3000
+		it, err := cl.Distribute(ctx, shuffledSpec(n, 10, 10, 2000), client.JobOptions{Name: "auto-stall", Sharding: client.Dynamic, LocalCPUs: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		d := drain(t, it, 120*time.Second, nil)
+		checkExactly(t, d, n, 1)
+		st := it.Stats().Offload
+		t.Logf("%+v profile %+v", *st, st.Profile)
+		if st.Mode == "local" || st.RemoteBatches == 0 || st.LocalBatches == 0 || st.Predicted <= 0 {
+			t.Fatalf("auto with a stall: %+v", *st)
+		}
+	})
 }
