@@ -62,14 +62,15 @@ type offloadMeters struct {
 }
 
 // capacity is a side's rate had it never been held back (pure): rows
-// over the time it was not blocked, at most 4× what it did (a side held
-// back keeps producing into its queues, and delivers in bursts when let
-// go: the correction is rough, so it is bounded).
-func capacity(rows int64, elapsed, blocked time.Duration) float64 {
+// over the time it was not blocked, at most bound× what it did. The local
+// worker's blocked time is exact (it waits in one place), so its bound is
+// wide; the nodes' is rough (held back, they go on producing into their
+// queues and deliver in bursts when let go), so theirs is 4.
+func capacity(rows int64, elapsed, blocked time.Duration, bound float64) float64 {
 	if elapsed <= 0 || rows <= 0 {
 		return 0
 	}
-	busy := max(float64(elapsed-blocked), float64(elapsed)/4)
+	busy := max(float64(elapsed-blocked), float64(elapsed)/bound)
 	return float64(rows) / busy * float64(time.Second)
 }
 
@@ -114,9 +115,9 @@ func measure(a, b offloadSnapshot) OffloadProfile {
 		p.Ingest = 1e9 // the loop takes no time of its own
 	}
 	el := b.at.Sub(a.at)
-	p.Local = capacity(b.localRows-a.localRows, el, b.localBlocked-a.localBlocked)
+	p.Local = capacity(b.localRows-a.localRows, el, b.localBlocked-a.localBlocked, 20)
 	if remoteRows := p.Rows - (b.localRows - a.localRows); remoteRows > 0 {
-		p.Remote, p.RemoteMeasured = capacity(remoteRows, el, b.remoteBlk-a.remoteBlk), true
+		p.Remote, p.RemoteMeasured = capacity(remoteRows, el, b.remoteBlk-a.remoteBlk, 4), true
 	}
 	return p
 }
@@ -143,6 +144,9 @@ func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
 		it.applyAuto(ctx, prof, cached, offload.Decision{Offload: true, Fraction: 1, Predicted: d.Predicted,
 			Reason: "profiling the nodes alone: " + d.Reason})
 		it.off.gate.set(0)
+		it.mu.Lock()
+		it.off.mode = "auto (profiling the nodes)"
+		it.mu.Unlock()
 		m, ok := it.profile(ctx)
 		if !ok {
 			return

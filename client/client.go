@@ -50,6 +50,14 @@ const (
 // FixedWorkers is a fixed count of n workers (JobOptions.Workers).
 func FixedWorkers(n int) Workers { return api.FixedWorkers(n) }
 
+// The offload modes (JobOptions.Offload; a fixed local fraction is
+// written as "0.3"). See client/offload.go and the README.
+const (
+	OffloadAuto   = api.OffloadAuto
+	OffloadRemote = api.OffloadRemote
+	OffloadLocal  = api.OffloadLocal
+)
+
 // JobOptions describe the job to create or join: Name is required, every
 // other field has a default (see api.JobOptions, the type on the wire).
 type JobOptions = api.JobOptions

@@ -345,6 +345,13 @@ func (p *localProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error
 		t0 := time.Now()
 		err := w.gate.wait(ctx)
 		w.addBlocked(t0)
+		if errors.Is(err, errJobEnded) {
+			// Held to a share of 0 while the nodes read the rest: the
+			// job ended without this worker asking again.
+			p.over = true
+			w.gate.busy(false)
+			return pipeline.ProvidedSplit{}, io.EOF
+		}
 		if err != nil {
 			return pipeline.ProvidedSplit{}, err
 		}
@@ -428,14 +435,16 @@ func (p *localProvider) awaitMore(ctx context.Context) (bool, error) {
 	}
 }
 
-// capParallelism returns spec with every map's parallelism at most the
-// local CPU budget (rounded up): the local worker's share of the host.
+// capParallelism returns spec with every map run with the local CPU
+// budget's parallelism (rounded up): the local worker's share of the
+// host. Maps keep their order unless the spec said otherwise, so the
+// elements are the same.
 func capParallelism(spec *pipeline.Spec, cores float64) *pipeline.Spec {
 	limit := max(1, int(math.Ceil(cores)))
 	s := *spec
 	s.Ops = slices.Clone(spec.Ops)
 	for i, op := range s.Ops {
-		if op.Map != nil && (op.Map.Parallelism > limit || op.Map.Parallelism == pipeline.ParallelismAuto) {
+		if op.Map != nil && op.Map.Parallelism != limit {
 			m := *op.Map
 			m.Parallelism = limit
 			s.Ops[i].Map = &m
@@ -452,6 +461,7 @@ type shareGate struct {
 	local    int64   // batches the local worker prepared
 	remote   int64   // batches the nodes sent
 	remoteOn func() bool
+	jobEnded func() bool // the job's state, as last heard, is no longer running
 	// localBusy: the local worker has splits to read (it is not between
 	// phases, finished or gone): only then are the nodes held to their
 	// share, or a node holding the last splits would wait for ever.
@@ -478,9 +488,12 @@ func (g *shareGate) heldRemote(now time.Time) time.Duration {
 	return h
 }
 
-func newShareGate(fraction float64, slack int64, remoteOn func() bool) *shareGate {
-	return &shareGate{fraction: fraction, slack: slack, remoteOn: remoteOn, changed: make(chan struct{}, 1)}
+func newShareGate(fraction float64, slack int64, remoteOn, jobEnded func() bool) *shareGate {
+	return &shareGate{fraction: fraction, slack: slack, remoteOn: remoteOn, jobEnded: jobEnded, changed: make(chan struct{}, 1)}
 }
+
+// errJobEnded: the local worker waited for its share while the job ended.
+var errJobEnded = errors.New("the job ended")
 
 func (g *shareGate) add(local bool, n int64) {
 	g.mu.Lock()
@@ -546,9 +559,8 @@ func (g *shareGate) busy(b bool) {
 // waitRemote blocks a node's batch until the nodes are within their
 // share: the stream then grants no credit, and the node slows down.
 func (g *shareGate) waitRemote(ctx context.Context) error {
-	ok := func() bool { return mayReceive(g.local, g.remote, g.fraction, g.slack, g.localBusy) }
 	g.mu.Lock()
-	open := ok()
+	open := mayReceive(g.local, g.remote, g.fraction, g.slack, g.localBusy)
 	if !open {
 		if g.remoteWaiting == 0 {
 			g.remoteSince = time.Now()
@@ -567,29 +579,47 @@ func (g *shareGate) waitRemote(ctx context.Context) error {
 		}
 		g.mu.Unlock()
 	}()
-	return g.waitFor(ctx, ok)
+	return g.waitFor(ctx, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return mayReceive(g.local, g.remote, g.fraction, g.slack, g.localBusy)
+	})
 }
 
 // gatePoll is how often a closed gate looks again without news (a node
 // that stopped sending, say).
 const gatePoll = 50 * time.Millisecond
 
-// wait blocks until the local worker may take another split.
+// wait blocks until the local worker may take another split, or the job
+// has ended (errJobEnded).
 func (g *shareGate) wait(ctx context.Context) error {
-	return g.waitFor(ctx, func() bool { return mayTake(g.local, g.remote, g.fraction, g.slack, g.remoteOn()) })
+	ended := false
+	err := g.waitFor(ctx, func() bool {
+		on := g.remoteOn()
+		g.mu.Lock()
+		yes := mayTake(g.local, g.remote, g.fraction, g.slack, on)
+		g.mu.Unlock()
+		if yes {
+			return true
+		}
+		ended = g.jobEnded != nil && g.jobEnded()
+		return ended
+	})
+	if err == nil && ended {
+		return errJobEnded
+	}
+	return err
 }
 
-// waitFor waits until ok (called with g.mu held) holds. The changed
+// waitFor waits until ok holds. ok is called without g.mu (it may
+// take the Iterator's lock, which is taken before g.mu elsewhere). The changed
 // channel has one waiter's worth of capacity, so every waiter also
 // looks again every gatePoll.
 func (g *shareGate) waitFor(ctx context.Context, ok func() bool) error {
 	t := time.NewTimer(gatePoll)
 	defer t.Stop()
 	for {
-		g.mu.Lock()
-		yes := ok()
-		g.mu.Unlock()
-		if yes {
+		if ok() {
 			return nil
 		}
 		t.Reset(gatePoll)

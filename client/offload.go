@@ -175,7 +175,7 @@ func (r *offloadRun) fill(s *Stats, now time.Time) {
 		}
 	}
 	if !r.since.IsZero() {
-		if d := now.Sub(r.since).Seconds(); d > 0 {
+		if d := now.Sub(r.since).Seconds(); d >= 1 { // a shorter window measures bursts
 			o.Measured = float64(s.Rows-r.rowsAt) / d
 		}
 	}
@@ -270,6 +270,10 @@ func (it *Iterator) startLocal(p *plain) {
 		it.mu.Lock()
 		defer it.mu.Unlock()
 		return remoteServing(it.info)
+	}, func() bool {
+		it.mu.Lock()
+		defer it.mu.Unlock()
+		return it.info.State != "" && it.info.State != api.JobRunning
 	})
 	cfg := localConfig{job: it.job, consumer: it.consumer, jobID: it.jobID, spec: r.spec, exact: r.exact, batched: r.spec.Batched(),
 		cores: r.cores, leaseSplits: localLeaseSplits, poll: localPoll}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/fn"
 	"github.com/feedmesh/feedmesh/splits"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
@@ -118,13 +120,13 @@ func TestOffloadAuto(t *testing.T) {
 	}
 	defer cl.Close()
 	t.Run("no-stall", func(t *testing.T) {
-		const n = 1000
+		const n = 800
 		it, err := cl.Distribute(ctx, shuffledSpec(n, 10, 10, 1), client.JobOptions{Name: "auto-nostall", Sharding: client.Dynamic, LocalCPUs: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer it.Close()
-		d := readPaced(t, it, 10*time.Millisecond) // 1000 rows/s at most
+		d := readPaced(t, it, 25*time.Millisecond) // 400 rows/s at most
 		checkExactly(t, d, n, 1)
 		st := it.Stats().Offload
 		t.Logf("%+v profile %+v", *st, st.Profile)
@@ -151,4 +153,73 @@ func TestOffloadAuto(t *testing.T) {
 			t.Fatalf("auto with a stall: %+v", *st)
 		}
 	})
+}
+
+// TestOffloadShareMoves: under auto, the local worker's share follows the
+// nodes: it rises when one of the two nodes dies, and falls again when
+// a node joins (revision every AutoReviseInterval, from measured rates).
+func TestOffloadShareMoves(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	ctx := context.Background()
+	fast := transport.FastConfig()
+	cl, err := client.Dial(ctx, c.Node(0).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond, OffloadProfiles: "off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 1 << 22, SplitSize: 10}})
+	spec.Map("cost", fn.Args{"sleep_us": 2000}, 1) // 500 rows/s per node, and locally on one core
+	spec.Batch(10, false)
+	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "auto-moves", Sharding: client.Dynamic, LocalCPUs: 1, MaxWorkers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			b, err := it.Next(rctx)
+			if err != nil {
+				return
+			}
+			b.Release()
+		}
+	}()
+	defer func() { cancel(); <-done; it.Close() }()
+	share := func() (float64, string) {
+		st := it.Stats().Offload
+		return st.Fraction, st.Mode
+	}
+	waitShare := func(what string, ok func(float64) bool) float64 {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			f, mode := share()
+			if strings.HasPrefix(mode, "fraction=") && ok(f) {
+				return f
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the local share is %v (%s) after 60 s; stats %+v", what, f, mode, *it.Stats().Offload)
+			}
+			time.Sleep(50 * time.Millisecond) // polling the iterator's stats
+		}
+	}
+	before := waitShare("offloading", func(f float64) bool { return f < 0.95 })
+	var victim string
+	for _, w := range it.Workers() {
+		if !strings.HasPrefix(w.Name, "client@") && !w.Expired && w.Name != c.Name(0) {
+			victim = w.Name
+		}
+	}
+	if victim == "" {
+		t.Fatalf("no node but the dialed one serves the job: %+v", it.Workers())
+	}
+	c.Kill(c.Index(victim))
+	after := waitShare("after a node died", func(f float64) bool { return f >= before+0.08 })
+	if _, err := c.Add(); err != nil {
+		t.Fatal(err)
+	}
+	joined := waitShare("after a node joined", func(f float64) bool { return f <= after-0.08 })
+	t.Logf("local share %.2f with 2 nodes, %.2f after one died, %.2f after one joined; stats %+v", before, after, joined, *it.Stats().Offload)
 }

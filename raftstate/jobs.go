@@ -381,11 +381,13 @@ func (j *Job) servingWorkers() int {
 	return n
 }
 
-// LiveWorkers returns the assigned workers that are not expired, sorted.
+// LiveWorkers returns the assigned workers that are not expired, sorted:
+// nodes only, a consumer's local worker (offload.go) does not count
+// toward max_workers.
 func (j *Job) LiveWorkers() []string {
 	var ws []string
 	for w, st := range j.Workers {
-		if !st.Expired {
+		if _, local := splits.LocalWorkerOf(w); !st.Expired && !local {
 			ws = append(ws, w)
 		}
 	}
