@@ -59,6 +59,9 @@ type OffloadProfile struct {
 // offloadMeters are the blocked times capacity is measured against.
 type offloadMeters struct {
 	localBlocked atomic.Int64 // ns the local worker waited to put a batch, for its share, or for splits
+	// Rows each side put into the prefetch buffer (what it prepared; the
+	// loop takes them later).
+	localRows, remoteRows atomic.Int64
 }
 
 // capacity is a side's rate had it never been held back (pure): rows
@@ -94,7 +97,7 @@ func localShareOf(d offload.Decision) float64 {
 // snapshot is the counters a measurement window is taken between.
 type offloadSnapshot struct {
 	at                      time.Time
-	rows, localRows         int64
+	rows, localRows, remote int64
 	work                    time.Duration
 	localBlocked, remoteBlk time.Duration
 }
@@ -102,7 +105,7 @@ type offloadSnapshot struct {
 func (it *Iterator) offloadSnapshot() offloadSnapshot {
 	it.mu.Lock()
 	defer it.mu.Unlock()
-	return offloadSnapshot{at: time.Now(), rows: it.stats.Rows, localRows: it.stats.Workers[it.off.localName()].Rows, work: it.stall.work,
+	return offloadSnapshot{at: time.Now(), rows: it.stats.Rows, localRows: it.off.meters.localRows.Load(), remote: it.off.meters.remoteRows.Load(), work: it.stall.work,
 		localBlocked: time.Duration(it.off.meters.localBlocked.Load()), remoteBlk: it.off.gate.heldRemote(time.Now())}
 }
 
@@ -116,7 +119,7 @@ func measure(a, b offloadSnapshot) OffloadProfile {
 	}
 	el := b.at.Sub(a.at)
 	p.Local = capacity(b.localRows-a.localRows, el, b.localBlocked-a.localBlocked, 20)
-	if remoteRows := p.Rows - (b.localRows - a.localRows); remoteRows > 0 {
+	if remoteRows := b.remote - a.remote; remoteRows > 0 {
 		p.Remote, p.RemoteMeasured = capacity(remoteRows, el, b.remoteBlk-a.remoteBlk, 4), true
 	}
 	return p

@@ -256,7 +256,13 @@ func (it *Iterator) put(ctx context.Context, x item) error {
 	}
 	x.held = held
 	if g := it.offGate(); g != nil {
-		g.add(x.b.Worker == it.off.localName(), 1)
+		local := x.b.Worker == it.off.localName()
+		g.add(local, 1)
+		if local {
+			it.off.meters.localRows.Add(x.b.Rows())
+		} else {
+			it.off.meters.remoteRows.Add(x.b.Rows())
+		}
 	}
 	select {
 	case it.items <- x:

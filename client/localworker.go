@@ -95,7 +95,12 @@ func (w *localWorker) run(ctx context.Context) error {
 		stop()
 		rwg.Wait()
 	}()
-	p := &localProvider{w: w}
+	lctx, lcancel := context.WithCancel(ctx)
+	p := &localProvider{w: w, ctx: lctx, answer: make(chan leaseAnswer, 1)}
+	defer func() {
+		lcancel() // a lease asked ahead that is still retrying
+		p.wg.Wait()
+	}()
 	defer w.gate.busy(false)
 	for {
 		if err := w.pump(ctx, p); err != nil {
@@ -328,15 +333,100 @@ func (w *localWorker) lease(ctx context.Context, n int) (api.LeaseResponse, erro
 // localProvider is the local worker's pipeline.SplitProvider.
 type localProvider struct {
 	w         *localWorker
+	ctx       context.Context // the worker's run: a lease asked ahead outlives a phase
 	queue     []pipeline.ProvidedSplit
 	phaseDone bool // the last lease said done: end the phase once the queue is read
 	over      bool // every split is produced (or the worker was expired)
+	// A lease asked ahead, while the queue still holds half a lease, so
+	// the pipeline does not wait a commit per lease; its answer comes on
+	// answer (capacity 1). run waits for it (wg).
+	inflight bool
+	answer   chan leaseAnswer
+	wg       sync.WaitGroup
+}
+
+type leaseAnswer struct {
+	resp api.LeaseResponse
+	err  error
+}
+
+// askAhead leases in the background.
+func (p *localProvider) askAhead() {
+	p.inflight = true
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		resp, err := p.w.lease(p.ctx, p.w.cfg.leaseSplits)
+		p.answer <- leaseAnswer{resp, err}
+	}()
+}
+
+// take applies a lease's answer; over or err end the phase.
+func (p *localProvider) take(ctx context.Context, a leaseAnswer) error {
+	w := p.w
+	if errors.Is(a.err, api.ErrNotAssigned) {
+		w.expired.Store(true)
+		p.over = true
+		return nil
+	}
+	if a.err != nil {
+		return fmt.Errorf("lease splits: %w", a.err)
+	}
+	if err := p.enqueue(a.resp); err != nil {
+		return err
+	}
+	w.gate.busy(len(p.queue) > 0)
+	if a.resp.AllProduced && len(a.resp.Splits) == 0 {
+		p.over = true
+	} else if a.resp.Done {
+		p.phaseDone = true
+	} else if len(a.resp.Splits) == 0 && len(p.queue) == 0 {
+		// Nothing now (the job waits for checkpoints, or the nodes'
+		// part is being turned on): ask again shortly.
+		t0 := time.Now()
+		select {
+		case <-time.After(w.cfg.poll):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		w.addBlocked(t0)
+	}
+	return nil
+}
+
+// collect takes the answer of a lease asked ahead, waiting for it if wait.
+func (p *localProvider) collect(ctx context.Context, wait bool) error {
+	if !p.inflight {
+		return nil
+	}
+	var a leaseAnswer
+	if wait {
+		select {
+		case a = <-p.answer:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	} else {
+		select {
+		case a = <-p.answer:
+		default:
+			return nil
+		}
+	}
+	p.inflight = false
+	return p.take(ctx, a)
 }
 
 // Next hands out the next leased split, leasing more when the queue is
 // empty and the share gate lets it.
 func (p *localProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error) {
 	w := p.w
+	if err := p.collect(ctx, len(p.queue) == 0); err != nil {
+		return pipeline.ProvidedSplit{}, err
+	}
+	if len(p.queue) <= w.cfg.leaseSplits/2 && len(p.queue) > 0 && !p.inflight && !p.phaseDone && !p.over && w.gate.open() {
+		p.askAhead()
+	}
 	for len(p.queue) == 0 {
 		if p.phaseDone || p.over {
 			w.gate.busy(false)
@@ -356,32 +446,8 @@ func (p *localProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error
 			return pipeline.ProvidedSplit{}, err
 		}
 		resp, err := w.lease(ctx, w.cfg.leaseSplits)
-		if errors.Is(err, api.ErrNotAssigned) {
-			w.expired.Store(true)
-			p.over = true
-			return pipeline.ProvidedSplit{}, io.EOF
-		}
-		if err != nil {
-			return pipeline.ProvidedSplit{}, fmt.Errorf("lease splits: %w", err)
-		}
-		if err := p.enqueue(resp); err != nil {
+		if err := p.take(ctx, leaseAnswer{resp, err}); err != nil {
 			return pipeline.ProvidedSplit{}, err
-		}
-		w.gate.busy(len(p.queue) > 0)
-		if resp.AllProduced && len(resp.Splits) == 0 {
-			p.over = true
-		} else if resp.Done {
-			p.phaseDone = true
-		} else if len(resp.Splits) == 0 {
-			// Nothing now (the job waits for checkpoints, or the nodes'
-			// part is being turned on): ask again shortly.
-			t0 := time.Now()
-			select {
-			case <-time.After(w.cfg.poll):
-			case <-ctx.Done():
-				return pipeline.ProvidedSplit{}, ctx.Err()
-			}
-			w.addBlocked(t0)
 		}
 	}
 	ps := p.queue[0]
@@ -408,6 +474,15 @@ func (p *localProvider) enqueue(resp api.LeaseResponse) error {
 // a lease brings splits (true: run another phase) or says every split is
 // produced (false).
 func (p *localProvider) awaitMore(ctx context.Context) (bool, error) {
+	if err := p.collect(ctx, true); err != nil {
+		return false, err
+	}
+	if len(p.queue) > 0 {
+		return true, nil
+	}
+	if p.over {
+		return false, nil
+	}
 	t := time.NewTicker(p.w.cfg.poll)
 	defer t.Stop()
 	for {
@@ -546,6 +621,14 @@ func mayReceive(local, remote int64, fraction float64, slack int64, localBusy bo
 		return true
 	}
 	return float64(remote) <= (1-fraction)*float64(local+remote+slack)
+}
+
+// open reports whether the local worker may take more now.
+func (g *shareGate) open() bool {
+	on := g.remoteOn()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return mayTake(g.local, g.remote, g.fraction, g.slack, on)
 }
 
 // busy says whether the local worker has splits to read.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/cmd/internal/cli"
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
 	"github.com/feedmesh/feedmesh/splits"
@@ -39,7 +38,7 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	localCPUs := fs.Float64("local-cpus", 2, "the client's local budget in the spare-local scenario (cores: the local worker's parallelism)")
 	batch := fs.Int64("batch", 10, "rows per batch")
 	scenarios := fs.String("scenarios", "spare-local,no-stall", "comma-separated: spare-local (the loop is faster than the nodes, the host has spare CPUs), no-stall (the host alone keeps up with the loop); slow-link needs cut points, not built yet")
-	jsonOut := fs.Bool("json", false, "print a JSON array of rows: scenario, config (local, remote, fraction=F, auto), elements_per_second (rows into the training loop), remote_worker_seconds (remote workers assigned to the job × seconds), local_share (of the batches), ratio_vs_best, ratio_vs_remote, decision (auto's mode and reason)")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: scenario, config (local, remote, fraction=F, auto), elements_per_second (rows into the training loop), remote_worker_seconds (Σ over the nodes that delivered to the reader of the seconds from their first batch to the end), local_share (of the batches), ratio_vs_best, ratio_vs_remote, decision (auto's mode and reason)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -87,7 +86,7 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		best, remote := 0.0, 0.0
 		for _, cfg := range configs {
 			n++
-			spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 1 << 30, SplitSize: 20}})
+			spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 1 << 24, SplitSize: 20}})
 			spec.Map("cost", fn.Args{"sleep_us": *costUs}, *remoteCores)
 			spec.Batch(*batch, false)
 			o := client.JobOptions{Name: fmt.Sprintf("offload-%s-%s-%d", sc.name, cfg, n), Sharding: client.Dynamic, Offload: cfg, LocalCPUs: sc.local, GCAfter: time.Second}
@@ -149,12 +148,12 @@ func offloadRun(ctx context.Context, cl *client.Client, spec *pipeline.Spec, o c
 		time.Sleep(step) // the training step
 		if time.Since(lastCheck) > 200*time.Millisecond {
 			lastCheck = time.Now()
-			noteRemote(it.Workers(), remoteSince, lastCheck)
+			noteRemote(it.Stats().Workers, remoteSince, lastCheck)
 		}
 	}
 	el := time.Since(start)
 	now := time.Now()
-	noteRemote(it.Workers(), remoteSince, now)
+	noteRemote(it.Stats().Workers, remoteSince, now)
 	for _, since := range remoteSince {
 		remoteSeconds += now.Sub(since).Seconds()
 	}
@@ -169,16 +168,17 @@ func offloadRun(ctx context.Context, cl *client.Client, spec *pipeline.Spec, o c
 	return r, nil
 }
 
-// noteRemote records when each node serving the job was first seen (a
-// worker-second is counted from then to the end of the run: the node is
-// reserved for the job, whether it is busy or not).
-func noteRemote(ws []api.WorkerInfo, since map[string]time.Time, now time.Time) {
-	for _, w := range ws {
-		if _, local := splits.LocalWorkerOf(w.Name); local || w.Expired {
+// noteRemote records when each node was first seen to deliver to this
+// reader (a worker-second is counted from then to the end of the run: the
+// node works for the job from then on). A node assigned the job but held
+// off (offload local) delivers nothing and is not counted.
+func noteRemote(ws map[string]client.WorkerStats, since map[string]time.Time, now time.Time) {
+	for name, w := range ws {
+		if _, local := splits.LocalWorkerOf(name); local || w.Batches == 0 {
 			continue
 		}
-		if _, ok := since[w.Name]; !ok {
-			since[w.Name] = now
+		if _, ok := since[name]; !ok {
+			since[name] = now
 		}
 	}
 }
