@@ -1,6 +1,12 @@
 package client
 
-import "testing"
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/feedmesh/feedmesh/client/offload"
+)
 
 func TestShareGateRules(t *testing.T) {
 	for _, tc := range []struct {
@@ -53,6 +59,59 @@ func TestSpareCPUs(t *testing.T) {
 	for _, bad := range []string{"", "intr 1 2 3", "cpu 1 x 3 4"} {
 		if _, err := parseCPULine(bad); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestCapacity(t *testing.T) {
+	s := time.Second
+	for _, tc := range []struct {
+		rows           int64
+		elapsed, block time.Duration
+		bound, want    float64
+	}{
+		{100, s, 0, 4, 100},       // never held: what it did
+		{100, s, s / 2, 4, 200},   // held half the time: twice
+		{100, s, s, 4, 400},       // held all the time: bounded
+		{100, s, 2 * s, 20, 2000}, // blocked beyond elapsed: bounded too
+		{0, s, 0, 4, 0},           // nothing: 0
+		{100, 0, 0, 4, 0},         // no time: 0
+		{50, 2 * s, 1500 * time.Millisecond, 20, 100},
+	} {
+		if got := capacity(tc.rows, tc.elapsed, tc.block, tc.bound); got != tc.want {
+			t.Errorf("capacity(%d, %v, %v, %v) = %v, want %v", tc.rows, tc.elapsed, tc.block, tc.bound, got, tc.want)
+		}
+	}
+}
+
+func TestMeasure(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	a := offloadSnapshot{at: t0}
+	b := offloadSnapshot{at: t0.Add(2 * time.Second), rows: 400, localRows: 100, remote: 300, work: time.Second,
+		localBlocked: time.Second, remoteBlk: 0}
+	p := measure(a, b)
+	if p.Rows != 400 || p.Ingest != 400 || p.Local != 100 || p.Remote != 150 || !p.RemoteMeasured {
+		t.Fatalf("%+v", p)
+	}
+	// A loop that takes no time of its own, and no node yet.
+	b.work, b.remote = 0, 0
+	if p := measure(a, b); p.Ingest != 1e9 || p.RemoteMeasured {
+		t.Fatalf("%+v", p)
+	}
+}
+
+func TestLocalShareOf(t *testing.T) {
+	for _, tc := range []struct {
+		d    offload.Decision
+		want float64
+	}{
+		{offload.Decision{}, 1},                               // no offload: everything local
+		{offload.Decision{Offload: true, Fraction: 0.6}, 0.4}, // the mesh's 60 %
+		{offload.Decision{Offload: true, Fraction: 1}, autoMinShare},
+		{offload.Decision{Offload: true, Fraction: 0.01}, autoMaxShare},
+	} {
+		if got := localShareOf(tc.d); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%+v: %v, want %v", tc.d, got, tc.want)
 		}
 	}
 }
