@@ -165,35 +165,73 @@ func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
 	it.applyAuto(ctx, prof, cached, d)
 	t := time.NewTicker(AutoReviseInterval)
 	defer t.Stop()
-	last := it.offloadSnapshot()
+	last, nodes := it.offloadSnapshot(), it.servingNodes()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		now := it.offloadSnapshot()
-		m := measure(last, now)
-		last = now
-		if m.Rows < 1 || m.Local <= 0 {
+		now, n := it.offloadSnapshot(), it.servingNodes()
+		m := revised(prof, measure(last, now), last, now, nodes, n)
+		last, nodes = now, n
+		if m.Rows < 1 {
 			continue
 		}
-		if !m.RemoteMeasured {
-			m.Remote = prof.Remote
-		}
-		if m.Ingest >= 1e9 {
-			m.Ingest = prof.Ingest
-		}
 		next, err := offload.Revise(d, autoProfile(m), offload.DefaultConfig())
+		prof = m
 		if err != nil || next == d {
 			continue
 		}
-		d, prof = next, m
+		d = next
 		if m.RemoteMeasured {
 			it.storeProfile(fingerprint, m)
 		}
 		it.applyAuto(ctx, prof, false, d)
 	}
+}
+
+// revised is the profile a revision decides on (pure): each side's rate
+// is taken from the last window only where that side ran unhindered for
+// most of it (a side held to its share, or waiting on a full buffer,
+// shows its share, not its capacity: trusting it would shrink a share
+// that is held small, window after window); otherwise the last known
+// rate stays, the nodes' scaled by how many serve the job now.
+func revised(prev, m OffloadProfile, a, b offloadSnapshot, nodesBefore, nodesNow int) OffloadProfile {
+	out := prev
+	out.Rows = m.Rows
+	if m.Ingest > 0 && m.Ingest < 1e9 {
+		out.Ingest = m.Ingest
+	}
+	el := b.at.Sub(a.at)
+	if el <= 0 {
+		return out
+	}
+	if m.Local > 0 && b.localBlocked-a.localBlocked < el/2 {
+		out.Local = m.Local
+	}
+	if nodesBefore > 0 && nodesNow != nodesBefore {
+		out.Remote = prev.Remote * float64(nodesNow) / float64(nodesBefore)
+	} else if nodesBefore == 0 && nodesNow > 0 && prev.Remote == 0 {
+		out.Remote = out.Local // a first node: as fast as the host, until measured
+	}
+	if m.RemoteMeasured && b.remoteBlk-a.remoteBlk < el/2 && nodesNow == nodesBefore {
+		out.Remote, out.RemoteMeasured = m.Remote, true
+	}
+	return out
+}
+
+// servingNodes counts the nodes serving the job as last heard.
+func (it *Iterator) servingNodes() int {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	n := 0
+	for _, w := range it.info.Workers {
+		if _, local := w.LocalWorker(); !local && !w.Expired && !w.Drained {
+			n++
+		}
+	}
+	return n
 }
 
 // profile runs the local worker alone until AutoProfileRows rows reached

@@ -533,8 +533,12 @@ func capParallelism(spec *pipeline.Spec, cores float64) *pipeline.Spec {
 type shareGate struct {
 	mu       sync.Mutex
 	fraction float64 // the local worker's share, in [0, 1]
-	local    int64   // batches the local worker prepared
-	remote   int64   // batches the nodes sent
+	// local and remote count the batches each side prepared since the
+	// share was last set (the share holds from then on, not over what
+	// went before: auto's profiling alone was all local); the totals count
+	// them all.
+	local, remote           int64
+	totalLocal, totalRemote int64
 	remoteOn func() bool
 	jobEnded func() bool // the job's state, as last heard, is no longer running
 	// localBusy: the local worker has splits to read (it is not between
@@ -574,8 +578,10 @@ func (g *shareGate) add(local bool, n int64) {
 	g.mu.Lock()
 	if local {
 		g.local += n
+		g.totalLocal += n
 	} else {
 		g.remote += n
+		g.totalRemote += n
 	}
 	g.mu.Unlock()
 	g.wake()
@@ -588,18 +594,20 @@ func (g *shareGate) wake() {
 	}
 }
 
-// set changes the fraction.
+// set changes the fraction, counting from now.
 func (g *shareGate) set(f float64) {
 	g.mu.Lock()
 	g.fraction = f
+	g.local, g.remote = 0, 0
 	g.mu.Unlock()
 	g.wake()
 }
 
+// counts are the totals and the fraction in force.
 func (g *shareGate) counts() (local, remote int64, fraction float64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.local, g.remote, g.fraction
+	return g.totalLocal, g.totalRemote, g.fraction
 }
 
 // mayTake is the gate's rule for the local worker (pure): it takes more

@@ -2,10 +2,12 @@ package client
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/feedmesh/feedmesh/client/offload"
+	"github.com/feedmesh/feedmesh/pipeline"
 )
 
 func TestShareGateRules(t *testing.T) {
@@ -113,5 +115,64 @@ func TestLocalShareOf(t *testing.T) {
 		if got := localShareOf(tc.d); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("%+v: %v, want %v", tc.d, got, tc.want)
 		}
+	}
+}
+
+// TestOffloadPlanFallbacks: auto falls back to remote, saying why, where
+// a fixed mode is an error: a pipeline op this process does not have (an
+// op registered only in the node binary), no spare CPU.
+func TestOffloadPlanFallbacks(t *testing.T) {
+	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 10, SplitSize: 5}})
+	spec.Map("only-in-the-node-binary", nil, 1)
+	o := JobOptions{Name: "j", Sharding: Dynamic, LocalCPUs: 1}
+	r, frac, err := offloadPlan(spec, o)
+	if err != nil || r.mode != OffloadRemote || frac != 0 || !strings.Contains(r.reason, "cannot run in the client") {
+		t.Fatalf("auto with a node-only op: %+v %v %v", r, frac, err)
+	}
+	o.Offload = OffloadLocal
+	if _, _, err := offloadPlan(spec, o); err == nil || !strings.Contains(err.Error(), "cannot run in the client") {
+		t.Fatalf("local with a node-only op: %v", err)
+	}
+	ok := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 10, SplitSize: 5}})
+	o = JobOptions{Name: "j", Sharding: Dynamic, LocalCPUs: 0.01}
+	if r, _, err := offloadPlan(ok, o); err != nil || r.mode != OffloadRemote || !strings.Contains(r.reason, "no spare CPU") {
+		t.Fatalf("auto without a budget: %+v %v", r, err)
+	}
+	o.Sharding = Off
+	if r, _, err := offloadPlan(ok, o); err != nil || r.mode != OffloadRemote || !strings.Contains(r.reason, "sharding dynamic") {
+		t.Fatalf("auto on an OFF job: %+v %v", r, err)
+	}
+}
+
+func TestRevised(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	a, b := offloadSnapshot{at: t0}, offloadSnapshot{at: t0.Add(2 * time.Second)}
+	prev := OffloadProfile{Ingest: 1000, Local: 500, Remote: 1000, RemoteMeasured: true}
+	m := OffloadProfile{Ingest: 900, Local: 60, Remote: 700, RemoteMeasured: true, Rows: 100}
+	// Both sides ran unhindered: both measured rates are taken.
+	if got := revised(prev, m, a, b, 2, 2); got.Local != 60 || got.Remote != 700 || got.Ingest != 900 {
+		t.Errorf("unhindered: %+v", got)
+	}
+	// The local worker was held most of the window: its rate stays.
+	hb := b
+	hb.localBlocked = 1500 * time.Millisecond
+	if got := revised(prev, m, a, hb, 2, 2); got.Local != 500 || got.Remote != 700 {
+		t.Errorf("local held: %+v", got)
+	}
+	// The nodes were held: theirs stays; one of two died: halved.
+	hb.remoteBlk = 1500 * time.Millisecond
+	if got := revised(prev, m, a, hb, 2, 2); got.Remote != 1000 {
+		t.Errorf("nodes held: %+v", got)
+	}
+	if got := revised(prev, m, a, b, 2, 1); got.Remote != 500 {
+		t.Errorf("a node died: %+v", got)
+	}
+	if got := revised(prev, m, a, b, 1, 2); got.Remote != 2000 {
+		t.Errorf("a node joined: %+v", got)
+	}
+	// A loop measured as taking no time keeps the last ingest rate.
+	m.Ingest = 1e9
+	if got := revised(prev, m, a, b, 2, 2); got.Ingest != 1000 {
+		t.Errorf("ingest: %+v", got)
 	}
 }
