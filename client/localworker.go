@@ -539,8 +539,8 @@ type shareGate struct {
 	// them all.
 	local, remote           int64
 	totalLocal, totalRemote int64
-	remoteOn func() bool
-	jobEnded func() bool // the job's state, as last heard, is no longer running
+	remoteOn                func() bool
+	jobEnded                func() bool // the job's state, as last heard, is no longer running
 	// localBusy: the local worker has splits to read (it is not between
 	// phases, finished or gone): only then are the nodes held to their
 	// share, or a node holding the last splits would wait for ever.
