@@ -144,7 +144,13 @@ func (c *Client) startOffload(ctx context.Context, info api.JobInfo, consumer st
 	// A consumer that wants the nodes turns them on (another consumer's
 	// offload local may have turned them off).
 	req := api.OffloadRequest{Job: info.Name, Consumer: consumer, LocalWorker: r.mode != api.OffloadRemote, Remote: "on"}
-	if fraction >= 1 {
+	switch {
+	case fraction >= 1 && r.requested == api.OffloadAuto && len(info.Consumers) > 1:
+		// Auto's profiling does not take the nodes from the job's other
+		// consumers: it leaves them as they are (its own gate keeps its
+		// local worker's batches apart meanwhile).
+		req.Remote = ""
+	case fraction >= 1:
 		req.Remote = "off"
 	}
 	if err := c.call(ctx, api.MethodOffload, req, nil); err != nil {
