@@ -76,7 +76,7 @@ func TestHelperOffloadClient(t *testing.T) {
 const killN = 3000
 
 func killOptions(name, offload string) client.JobOptions {
-	return client.JobOptions{Name: name, Sharding: client.Dynamic, Offload: offload, LocalCPUs: 1,
+	return client.JobOptions{Name: name, Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: offload, LocalCPUs: 1,
 		ConsumerTTL: time.Second, GCAfter: time.Minute}
 }
 

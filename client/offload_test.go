@@ -44,7 +44,7 @@ func TestOffloadModes(t *testing.T) {
 		{"0.5", 0.1, 0.6},
 	} {
 		t.Run(tc.offload, func(t *testing.T) {
-			opts := client.JobOptions{Name: "offload-" + tc.offload, Sharding: client.Dynamic, Epochs: 2, Offload: tc.offload, LocalCPUs: 1}
+			opts := client.JobOptions{Name: "offload-" + tc.offload, Sharding: client.Dynamic, Workers: client.AllWorkers, Epochs: 2, Offload: tc.offload, LocalCPUs: 1}
 			it, err := cl.Distribute(context.Background(), shuffledSpec(n, 10, 10, 200), opts)
 			if err != nil {
 				t.Fatal(err)
@@ -81,13 +81,13 @@ func TestOffloadBadInput(t *testing.T) {
 		o    client.JobOptions
 		want string
 	}{
-		{"mode", client.JobOptions{Sharding: client.Dynamic, Offload: "sideways"}, "want auto, remote, local"},
-		{"fraction", client.JobOptions{Sharding: client.Dynamic, Offload: "1.5"}, "local fraction in [0, 1]"},
-		{"budget", client.JobOptions{Sharding: client.Dynamic, Offload: "local", LocalCPUs: 0.01}, "local CPU budget"},
-		{"negative-budget", client.JobOptions{Sharding: client.Dynamic, Offload: "local", LocalCPUs: -1}, "local_cpus"},
+		{"mode", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: "sideways"}, "want auto, remote, local"},
+		{"fraction", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: "1.5"}, "local fraction in [0, 1]"},
+		{"budget", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: "local", LocalCPUs: 0.01}, "local CPU budget"},
+		{"negative-budget", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: "local", LocalCPUs: -1}, "local_cpus"},
 		{"not-dynamic", client.JobOptions{Offload: "local"}, "needs sharding dynamic"},
-		{"cut", client.JobOptions{Sharding: client.Dynamic, OffloadBoundary: 2}, "cut points are not implemented yet"},
-		{"negative-cut", client.JobOptions{Sharding: client.Dynamic, OffloadBoundary: -1}, "offload_boundary -1"},
+		{"cut", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, OffloadBoundary: 2}, "cut points are not implemented yet"},
+		{"negative-cut", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, OffloadBoundary: -1}, "offload_boundary -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.o.Name = "bad-" + tc.name
@@ -123,7 +123,7 @@ func TestOffloadAuto(t *testing.T) {
 	defer cl.Close()
 	t.Run("no-stall", func(t *testing.T) {
 		const n = 800
-		it, err := cl.Distribute(ctx, shuffledSpec(n, 10, 10, 1), client.JobOptions{Name: "auto-nostall", Sharding: client.Dynamic, LocalCPUs: 1})
+		it, err := cl.Distribute(ctx, shuffledSpec(n, 10, 10, 1), client.JobOptions{Name: "auto-nostall", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +142,7 @@ func TestOffloadAuto(t *testing.T) {
 	})
 	t.Run("stall", func(t *testing.T) {
 		const n = 3000
-		it, err := cl.Distribute(ctx, shuffledSpec(n, 10, 10, 2000), client.JobOptions{Name: "auto-stall", Sharding: client.Dynamic, LocalCPUs: 1})
+		it, err := cl.Distribute(ctx, shuffledSpec(n, 10, 10, 2000), client.JobOptions{Name: "auto-stall", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +173,7 @@ func TestOffloadShareMoves(t *testing.T) {
 	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 1 << 22, SplitSize: 10}})
 	spec.Map("cost", fn.Args{"sleep_us": 2000}, 1) // 500 rows/s per node, 1500 locally (3 cores)
 	spec.Batch(10, false)
-	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "auto-moves", Sharding: client.Dynamic, LocalCPUs: 3})
+	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "auto-moves", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

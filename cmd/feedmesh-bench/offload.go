@@ -89,7 +89,7 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 1 << 24, SplitSize: 20}})
 			spec.Map("cost", fn.Args{"sleep_us": *costUs}, *remoteCores)
 			spec.Batch(*batch, false)
-			o := client.JobOptions{Name: fmt.Sprintf("offload-%s-%s-%d", sc.name, cfg, n), Sharding: client.Dynamic, Offload: cfg, LocalCPUs: sc.local, GCAfter: time.Second}
+			o := client.JobOptions{Name: fmt.Sprintf("offload-%s-%s-%d", sc.name, cfg, n), Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: cfg, LocalCPUs: sc.local, GCAfter: time.Second}
 			fmt.Fprintf(stderr, "%s %s: ingest %.0f rows/s, local budget %.2g, %d nodes of %d cores, cost %d µs …\n", sc.name, cfg, sc.ingest, sc.local, *workers, *remoteCores, *costUs)
 			r, err := offloadRun(ctx, cl, spec, o, sc.ingest, *batch, window)
 			if err != nil {
