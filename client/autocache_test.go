@@ -76,7 +76,7 @@ func TestAutocacheExpensivePrefixPutsThenGets(t *testing.T) {
 	cl := dial(t, c, 0)
 	const n, split = 1200, 30
 	it, err := cl.Distribute(context.Background(), expensivePrefix(n, split, 400, pipeline.AutocacheAuto, 10),
-		client.JobOptions{Name: "ac-epochs", Sharding: client.Dynamic, Workers: client.AllWorkers, Epochs: 3})
+		client.JobOptions{Name: "ac-epochs", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestAutocacheCheapPrefixSlowDiskComputes(t *testing.T) {
 	cl := dial(t, c, 0)
 	s := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 400, SplitSize: 20}})
 	s.Map("test_autocache_big", nil, 1).Autocache().Batch(10, false)
-	it, err := cl.Distribute(context.Background(), s, client.JobOptions{Name: "ac-cheap", Sharding: client.Dynamic, Workers: client.AllWorkers, Epochs: 1})
+	it, err := cl.Distribute(context.Background(), s, client.JobOptions{Name: "ac-cheap", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestAutocacheCheapPrefixSlowDiskComputes(t *testing.T) {
 		t.Fatalf("decision %+v, want compute (the cache reads at most 1 MB/s)", ac.Decision)
 	}
 	before := cacheTotals(c)
-	it, err = cl.Distribute(context.Background(), s, client.JobOptions{Name: "ac-cheap-2", Sharding: client.Dynamic, Workers: client.AllWorkers, Epochs: 1})
+	it, err = cl.Distribute(context.Background(), s, client.JobOptions{Name: "ac-cheap-2", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestAutocacheSharedRestartCorrupt(t *testing.T) {
 		t.Helper()
 		cl := dial(t, c, 0)
 		it, err := cl.Distribute(context.Background(), expensivePrefix(n, split, 200, pipeline.AutocacheCache, batch),
-			client.JobOptions{Name: name, Sharding: client.Dynamic, Workers: client.AllWorkers, Epochs: 1})
+			client.JobOptions{Name: name, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -47,7 +47,7 @@ func TestAutoscaleConvergesToPlateau(t *testing.T) {
 	rate := func(o client.JobOptions, model time.Duration, warm, measured int) float64 {
 		t.Helper()
 		job++
-		o.Name, o.Sharding, o.GCAfter = fmt.Sprintf("sweep-%d", job), client.Dynamic, 200*time.Millisecond
+		o.Name, o.Sharding, o.GCAfter, o.Offload = fmt.Sprintf("sweep-%d", job), client.Dynamic, 200*time.Millisecond, client.OffloadRemote
 		it, err := cl.Distribute(ctx, spec, o)
 		if err != nil {
 			t.Fatal(err)
@@ -98,7 +98,7 @@ func TestAutoscaleConvergesToPlateau(t *testing.T) {
 		rctx, stop := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		for _, r := range readers {
-			it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: r.name, Sharding: client.Dynamic, GCAfter: 200 * time.Millisecond})
+			it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: r.name, Sharding: client.Dynamic, Offload: client.OffloadRemote, GCAfter: 200 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -30,7 +30,7 @@ func TestAutoscaleWorkerAndLeaderKilled(t *testing.T) {
 	// 0.5 ms of waiting per element, 4 per batch: a worker makes ~500
 	// batches/s, and a consumer that takes them as they come wants more.
 	const n = 12_000
-	it, err := cl.Distribute(ctx, slowSpec(n, 20, 4, 500), client.JobOptions{Name: "auto-kill", Sharding: client.Dynamic})
+	it, err := cl.Distribute(ctx, slowSpec(n, 20, 4, 500), client.JobOptions{Name: "auto-kill", Sharding: client.Dynamic, Offload: client.OffloadRemote})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func TestAutoscaleGrows(t *testing.T) {
 	cl := dial(t, c, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	it, err := cl.Distribute(ctx, slowSpec(10_000_000, 20, 4, 2000), client.JobOptions{Name: "grow", Sharding: client.Dynamic, Autoscale: true})
+	it, err := cl.Distribute(ctx, slowSpec(10_000_000, 20, 4, 2000), client.JobOptions{Name: "grow", Sharding: client.Dynamic, Offload: client.OffloadRemote, Autoscale: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestAutoscaleShedsWorkers(t *testing.T) {
 	const n = 40_000
 	// 0.5 ms of (sleeping) work per element, 4 per batch: a worker makes
 	// 500 batches/s; the slowed consumer takes 250.
-	it, err := cl.Distribute(ctx, slowSpec(n, 20, 4, 500), client.JobOptions{Name: "shed", Sharding: client.Dynamic, Autoscale: true})
+	it, err := cl.Distribute(ctx, slowSpec(n, 20, 4, 500), client.JobOptions{Name: "shed", Sharding: client.Dynamic, Offload: client.OffloadRemote, Autoscale: true})
 	if err != nil {
 		t.Fatal(err)
 	}

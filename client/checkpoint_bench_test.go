@@ -49,21 +49,21 @@ func BenchmarkCheckpointBytes(b *testing.B) {
 	}
 	for i := range b.N {
 		cl := dial(b, c, 0)
-		it, err := cl.Distribute(context.Background(), spec(), client.JobOptions{Name: fmt.Sprintf("ck1-%d", i), Sharding: client.Dynamic, Workers: client.AllWorkers})
+		it, err := cl.Distribute(context.Background(), spec(), client.JobOptions{Name: fmt.Sprintf("ck1-%d", i), Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(len(read(it, n/100/2, 0))), "bytes-1-consumer-half-epoch")
 		it.Close()
 
-		it, err = cl.Distribute(context.Background(), spec(), client.JobOptions{Name: fmt.Sprintf("ck3-%d", i), Sharding: client.Dynamic, Workers: client.AllWorkers, Epochs: 3})
+		it, err = cl.Distribute(context.Background(), spec(), client.JobOptions{Name: fmt.Sprintf("ck3-%d", i), Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: 3})
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(len(read(it, n/100*3/2, 1))), "bytes-1-consumer-epoch-2-of-3")
 		it.Close()
 
-		o := client.JobOptions{Name: fmt.Sprintf("ck2-%d", i), Sharding: client.Dynamic, Workers: client.AllWorkers}
+		o := client.JobOptions{Name: fmt.Sprintf("ck2-%d", i), Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers}
 		x, err := cl.Distribute(context.Background(), spec(), o)
 		if err != nil {
 			b.Fatal(err)

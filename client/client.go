@@ -50,6 +50,14 @@ const (
 // FixedWorkers is a fixed count of n workers (JobOptions.Workers).
 func FixedWorkers(n int) Workers { return api.FixedWorkers(n) }
 
+// The offload modes (JobOptions.Offload; a fixed local fraction is
+// written as "0.3"). See client/offload.go and the README.
+const (
+	OffloadAuto   = api.OffloadAuto
+	OffloadRemote = api.OffloadRemote
+	OffloadLocal  = api.OffloadLocal
+)
+
 // JobOptions describe the job to create or join: Name is required, every
 // other field has a default (see api.JobOptions, the type on the wire).
 type JobOptions = api.JobOptions
@@ -102,6 +110,10 @@ type Options struct {
 	ReceiptInterval time.Duration
 	// Logger receives the client's logs; nil discards them.
 	Logger *slog.Logger
+	// OffloadProfiles is the file where offload auto remembers its
+	// profiles per (pipeline, host) (client/profilecache.go); "" is
+	// <user cache dir>/feedmesh/offload-profiles.json, "off" keeps none.
+	OffloadProfiles string
 }
 
 func (o Options) withDefaults() Options {
@@ -140,12 +152,13 @@ func (o Options) withDefaults() Options {
 
 // Client talks to a feedmesh cluster through any of its nodes.
 type Client struct {
-	opts  Options
-	pc    net.PacketConn
-	tr    *transport.Transport
-	codec *transport.Codec
-	pool  *batch.BufferPool // recycled batch buffers; nil: off
-	addr  string            // the node Dial was given
+	opts     Options
+	pc       net.PacketConn
+	tr       *transport.Transport
+	codec    *transport.Codec
+	pool     *batch.BufferPool // recycled batch buffers; nil: off
+	profiles *profileStore     // offload auto's remembered profiles
+	addr     string            // the node Dial was given
 
 	mu    sync.Mutex
 	nodes []string // known node addresses, the dialed one first
@@ -238,7 +251,7 @@ func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
 		pc.Close()
 		return nil, err
 	}
-	c := &Client{opts: o, pc: pc, tr: tr, codec: codec, addr: addr, nodes: []string{addr}}
+	c := &Client{opts: o, pc: pc, tr: tr, codec: codec, addr: addr, nodes: []string{addr}, profiles: profileStoreFor(o.OffloadProfiles)}
 	if o.RecycleBytes > 0 {
 		c.pool = batch.NewBufferPool(o.RecycleBytes)
 	}
@@ -353,6 +366,10 @@ func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptio
 	if err != nil {
 		return nil, fmt.Errorf("distribute %q: invalid dataset spec: %w", o.Name, err)
 	}
+	off, fraction, err := offloadPlan(spec, o)
+	if err != nil {
+		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
+	}
 	consumer, err := newConsumerID()
 	if err != nil {
 		return nil, err
@@ -375,7 +392,10 @@ func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptio
 	if err := api.CheckJobInfo(info); err != nil {
 		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
 	}
-	return newIterator(c, info, consumer, spec.Batched(), o.ConsumerIndex, from), nil
+	if err := c.startOffload(ctx, info, consumer, off, fraction); err != nil {
+		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
+	}
+	return newIterator(c, info, consumer, spec.Batched(), o.ConsumerIndex, from, off.withSpec(spec, fraction)), nil
 }
 
 // Attach joins an existing job by name, without its spec (a trainer that
@@ -399,7 +419,7 @@ func (c *Client) Attach(ctx context.Context, job string) (*Iterator, error) {
 		return nil, fmt.Errorf("attach to job %q: it uses coordinated reads; join it with Distribute and JobOptions.ConsumerIndex", job)
 	}
 	// Without the spec, assume batches (the common case for training).
-	return newIterator(c, info, consumer, true, 0, nil), nil
+	return newIterator(c, info, consumer, true, 0, nil, nil), nil
 }
 
 func newConsumerID() (string, error) {

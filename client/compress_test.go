@@ -63,7 +63,7 @@ func TestJobCompression(t *testing.T) {
 	got := map[string]map[int64][]int32{}
 	wire := map[string]float64{} // wire bytes per delivered byte
 	for _, comp := range []string{"none", "lz4", "zstd"} {
-		it, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: "text-" + comp, Sharding: client.Dynamic, Workers: client.AllWorkers, Compression: comp})
+		it, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: "text-" + comp, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Compression: comp})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +190,7 @@ func TestWorkerEnforcesJobCompression(t *testing.T) {
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		it, err := cl.Distribute(ctx, textSpec(3000, 100), client.JobOptions{Name: "enforce-" + tc.job + "-" + tc.ask.String(), Sharding: client.Dynamic, Workers: client.AllWorkers, Compression: tc.job})
+		it, err := cl.Distribute(ctx, textSpec(3000, 100), client.JobOptions{Name: "enforce-" + tc.job + "-" + tc.ask.String(), Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Compression: tc.job})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,7 +29,7 @@ func TestRollingRestartDrains(t *testing.T) {
 			const n = 20000
 			cl := dial(t, c, 0)
 			it, err := cl.Distribute(context.Background(), shuffledSpec(n, 50, 10, 200),
-				client.JobOptions{Name: "drain", Sharding: client.Dynamic, Workers: client.AllWorkers, Delivery: delivery})
+				client.JobOptions{Name: "drain", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Delivery: delivery})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,7 +123,7 @@ func TestKilledWorkerRejoins(t *testing.T) {
 			const n = 12000
 			cl := dial(t, c, 0)
 			it, err := cl.Distribute(context.Background(), shuffledSpec(n, 50, 10, 300),
-				client.JobOptions{Name: "rejoin", Sharding: client.Dynamic, Workers: client.AllWorkers, Delivery: delivery})
+				client.JobOptions{Name: "rejoin", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Delivery: delivery})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -64,7 +64,7 @@ func TestExactlyOnceSurvivesKills(t *testing.T) {
 			cl := dial(t, c, dialed)
 			const n = 4000
 			it, err := cl.Distribute(context.Background(), shuffledSpec(n, 20, 10, 200),
-				client.JobOptions{Name: "eo-" + tc.name, Sharding: client.Dynamic, Workers: client.AllWorkers, Epochs: tc.epochs})
+				client.JobOptions{Name: "eo-" + tc.name, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: tc.epochs})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +107,7 @@ func TestExactlyOnceSurvivesKills(t *testing.T) {
 func TestExactlyOnceTwoConsumersWorkerKilled(t *testing.T) {
 	c := testcluster.Start(t, 5, testcluster.WithVoters(3))
 	const n = 3000
-	opts := client.JobOptions{Name: "eo-two", Sharding: client.Dynamic, Workers: client.AllWorkers}
+	opts := client.JobOptions{Name: "eo-two", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers}
 	a, err := dial(t, c, 0).Distribute(context.Background(), shuffledSpec(n, 20, 10, 300), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -157,11 +157,11 @@ func TestExactlyOnceRefusesTake(t *testing.T) {
 	c := testcluster.Start(t, 1)
 	cl := dial(t, c, 0)
 	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 100, SplitSize: 10}}).Take(50).Batch(10, false)
-	_, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: "eo-take", Sharding: client.Dynamic, Workers: client.AllWorkers})
+	_, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: "eo-take", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err == nil || !strings.Contains(err.Error(), "exactly-once cannot take") || !strings.Contains(err.Error(), "at-most-once") {
 		t.Fatalf("take in an exactly-once job: %v", err)
 	}
-	it, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: "amo-take", Sharding: client.Dynamic, Workers: client.AllWorkers, Delivery: client.AtMostOnce})
+	it, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: "amo-take", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Delivery: client.AtMostOnce})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestExactlyOnceProduceReportsPaced(t *testing.T) {
 	spec.Batch(32, false)
 	counted := func() uint64 { return c.Node(0).Raft().AppliedCommands()["ProduceSplits"] }
 	before, start := counted(), time.Now()
-	it, err := dial(t, c, 0).Distribute(context.Background(), spec, client.JobOptions{Name: "eo-paced", Sharding: client.Dynamic, Workers: client.AllWorkers, Epochs: epochs})
+	it, err := dial(t, c, 0).Distribute(context.Background(), spec, client.JobOptions{Name: "eo-paced", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: epochs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestExactlyOnceProduceReportsChunked(t *testing.T) {
 	}))
 	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: n, SplitSize: 1}})
 	spec.Batch(256, false)
-	it, err := dial(t, c, 0).Distribute(context.Background(), spec, client.JobOptions{Name: "eo-chunked", Sharding: client.Dynamic, MaxWorkers: 1})
+	it, err := dial(t, c, 0).Distribute(context.Background(), spec, client.JobOptions{Name: "eo-chunked", Sharding: client.Dynamic, Offload: client.OffloadRemote, MaxWorkers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ func TestWorkerExpiredWhileAliveEndsCleanly(t *testing.T) {
 	cl := dial(t, c, 0)
 	const n, splitSize = 6000, 20
 	it, err := cl.Distribute(context.Background(), slowSpec(n, splitSize, 10, 300),
-		client.JobOptions{Name: "blip", Sharding: client.Dynamic, Workers: client.AllWorkers})
+		client.JobOptions{Name: "blip", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}

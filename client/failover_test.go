@@ -23,7 +23,7 @@ func TestClientFailsOverWhenDialedNodeDies(t *testing.T) {
 	cl := dial(t, c, 3)
 	const n = 4000
 	it, err := cl.Distribute(context.Background(), slowSpec(n, 10, 10, 300),
-		client.JobOptions{Name: "failover", Sharding: client.Dynamic, Workers: client.AllWorkers, ConsumerTTL: 3 * time.Second})
+		client.JobOptions{Name: "failover", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, ConsumerTTL: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func TestDynamicWorkerKilledMidEpoch(t *testing.T) {
 	cl := dial(t, c, 0)
 	const n, splitSize = 6000, 20
 	it, err := cl.Distribute(context.Background(), slowSpec(n, splitSize, 10, 300),
-		client.JobOptions{Name: "kill-worker", Sharding: client.Dynamic, Workers: client.AllWorkers})
+		client.JobOptions{Name: "kill-worker", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestLeaderKilledMidJob(t *testing.T) {
 	cl := dial(t, c, 3)
 	const n = 4000
 	it, err := cl.Distribute(context.Background(), slowSpec(n, 10, 10, 300),
-		client.JobOptions{Name: "kill-leader", Sharding: client.Dynamic, Workers: client.AllWorkers})
+		client.JobOptions{Name: "kill-leader", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestNodeJoinsMidJob(t *testing.T) {
 	c := testcluster.Start(t, 2)
 	cl := dial(t, c, 0)
 	it, err := cl.Distribute(context.Background(), slowSpec(8000, 20, 10, 300),
-		client.JobOptions{Name: "join", Sharding: client.Dynamic, Workers: client.AllWorkers})
+		client.JobOptions{Name: "join", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestAbandonedJobIsCollected(t *testing.T) {
 		t.Fatal(err)
 	}
 	it, err := cl.Distribute(ctx, slowSpec(100000, 100, 10, 100), client.JobOptions{
-		Name: "abandoned", Sharding: client.Dynamic, Workers: client.AllWorkers, ConsumerTTL: 500 * time.Millisecond, GCAfter: 500 * time.Millisecond,
+		Name: "abandoned", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, ConsumerTTL: 500 * time.Millisecond, GCAfter: 500 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +221,7 @@ func TestJobBadInput(t *testing.T) {
 		}
 	})
 	t.Run("mismatched options", func(t *testing.T) {
-		it, err := cl.Distribute(ctx, rangeSpec(100, 10, 10), client.JobOptions{Name: "opts", Sharding: client.Dynamic, Workers: client.AllWorkers})
+		it, err := cl.Distribute(ctx, rangeSpec(100, 10, 10), client.JobOptions{Name: "opts", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -283,7 +283,7 @@ func TestJobBadInput(t *testing.T) {
 		b[len(b)/2] ^= 0xff // flip a byte in the middle: a CRC mismatch
 		os.WriteFile(corrupt, b, 0o644)
 		spec := pipeline.NewSpec(pipeline.FromFiles("tfrecord", filepath.Join(dir, "*.tfrecord")))
-		it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "corrupt", Sharding: client.Dynamic, Workers: client.AllWorkers})
+		it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "corrupt", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -74,8 +74,9 @@ type Iterator struct {
 	jobID    uint64            // the job's ID: a job resumed under the same name is another
 	comp     batch.Compression // the job's, asked of every worker
 	eng      engine
-	ledger   *ledger  // exactly-once jobs: what this consumer received (receipts.go)
-	track    *tracker // exactly-once jobs: what reached the trainer (checkpoint.go)
+	ledger   *ledger     // exactly-once jobs: what this consumer received (receipts.go)
+	track    *tracker    // exactly-once jobs: what reached the trainer (checkpoint.go)
+	off      *offloadRun // where the pipeline runs (offload.go); nil for Attach
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -93,13 +94,14 @@ type Iterator struct {
 	closeOnce sync.Once
 }
 
-func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, index int, from *checkpoint) *Iterator {
+func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, index int, from *checkpoint, off *offloadRun) *Iterator {
 	it := &Iterator{
 		c: c, job: info.Name, jobID: info.ID, consumer: consumer, index: index, info: info,
 		items:  make(chan item, c.opts.PrefetchBatches),
 		budget: transport.NewByteBudget("PrefetchBytes", c.opts.PrefetchBytes),
 		kick:   make(chan struct{}, 1),
 		stats:  Stats{Workers: map[string]WorkerStats{}},
+		off:    off,
 	}
 	it.setInfo(info)
 	// A compression this client does not know (a newer cluster's) is
@@ -113,7 +115,9 @@ func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, ind
 	if info.Options.Coordinated {
 		it.eng = newCoordinator(it, info, consumer, c.opts, batched, index, it.ledger)
 	} else {
-		it.eng = newPlain(it, info, consumer, c.opts, batched, it.ledger)
+		p := newPlain(it, info, consumer, c.opts, batched, it.ledger)
+		it.eng = p
+		it.startLocal(p)
 	}
 	it.wg.Add(1)
 	go it.run()
@@ -241,11 +245,25 @@ func (it *Iterator) fail(err error) {
 func (it *Iterator) put(ctx context.Context, x item) error {
 	// A batch larger than the whole budget takes all of it, alone, rather
 	// than waiting for ever.
+	if g := it.offGate(); g != nil && x.b.Worker != it.off.localName() {
+		if err := g.waitRemote(ctx); err != nil {
+			return ctx.Err()
+		}
+	}
 	held := min(x.size, it.budget.Size())
 	if err := it.budget.Acquire(ctx, held); err != nil {
 		return ctx.Err()
 	}
 	x.held = held
+	if g := it.offGate(); g != nil {
+		local := x.b.Worker == it.off.localName()
+		g.add(local, 1)
+		if local {
+			it.off.meters.localRows.Add(x.b.Rows())
+		} else {
+			it.off.meters.remoteRows.Add(x.b.Rows())
+		}
+	}
 	select {
 	case it.items <- x:
 		return nil

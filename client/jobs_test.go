@@ -101,7 +101,7 @@ func TestDynamicExactlyOnce(t *testing.T) {
 		// A cost op makes the work long enough that every worker gets
 		// some of it: cheap splits could all go to the first worker.
 		it, err := cl.Distribute(context.Background(), slowSpec(2000, 20, 16, 200),
-			client.JobOptions{Name: "dyn-" + string(rune('0'+epochs)), Sharding: client.Dynamic, Workers: client.AllWorkers, Epochs: epochs})
+			client.JobOptions{Name: "dyn-" + string(rune('0'+epochs)), Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: epochs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func TestTwoConsumersShareAJob(t *testing.T) {
 	// A cost op keeps the job running for ~0.3 s: a free pipeline can be
 	// drained by the first consumer before the second one joins.
 	spec := slowSpec(3000, 20, 10, 300)
-	opts := client.JobOptions{Name: "shared", Sharding: client.Dynamic, Workers: client.AllWorkers}
+	opts := client.JobOptions{Name: "shared", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers}
 	a, err := dial(t, c, 0).Distribute(context.Background(), spec, opts)
 	if err != nil {
 		t.Fatal(err)

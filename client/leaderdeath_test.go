@@ -121,7 +121,7 @@ func leaderDeathRun(t *testing.T, defaultPreset, nonVoterWorkers bool) gapRun {
 
 	// 10 ms per batch per worker, longer than the test reads.
 	it, err := cl.Distribute(ctx, slowSpec(200_000, 10, 10, 1000),
-		client.JobOptions{Name: "leader-death", Sharding: client.Dynamic, Workers: client.AllWorkers})
+		client.JobOptions{Name: "leader-death", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func TestLeaseRetriedWithoutLeader(t *testing.T) {
 	cl := dial(t, c, 0)
 	const n, splitSize = 3000, 20
 	it, err := cl.Distribute(context.Background(), slowSpec(n, splitSize, 10, 300),
-		client.JobOptions{Name: "leaderless", Sharding: client.Dynamic, Workers: client.AllWorkers})
+		client.JobOptions{Name: "leaderless", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestExactlyOnceLockstepConsumers(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer cl.Close()
-		it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "lock", Sharding: client.Dynamic, Workers: client.AllWorkers})
+		it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "lock", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 		if err != nil {
 			t.Fatal(err)
 		}

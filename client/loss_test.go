@@ -111,7 +111,7 @@ func TestLossReportedWhenWorkerKilled(t *testing.T) {
 	cl := dial(t, c, 0)
 	const job = "kill-loss"
 	it, err := cl.Distribute(context.Background(), slowSpec(n, splitSize, 10, 300),
-		client.JobOptions{Name: job, Sharding: client.Dynamic, Workers: client.AllWorkers, Delivery: client.AtMostOnce})
+		client.JobOptions{Name: job, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Delivery: client.AtMostOnce})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestLossReportedAfterQuickRestart(t *testing.T) {
 	cl := dial(t, c, 0)
 	const job = "restart-loss"
 	it, err := cl.Distribute(context.Background(), slowSpec(n, splitSize, 10, 300),
-		client.JobOptions{Name: job, Sharding: client.Dynamic, Workers: client.AllWorkers, Delivery: client.AtMostOnce})
+		client.JobOptions{Name: job, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Delivery: client.AtMostOnce})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestJobStateInJobs(t *testing.T) {
 	spec := pipeline.NewSpec(pipeline.FromFiles("tfrecord", filepath.Join(dir, "*.tfrecord")))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "corrupt", Sharding: client.Dynamic, Workers: client.AllWorkers})
+	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "corrupt", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}

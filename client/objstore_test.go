@@ -59,7 +59,7 @@ func TestDynamicParquetFromS3(t *testing.T) {
 
 	c := testcluster.Start(t, 3)
 	cl := dial(t, c, 1)
-	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "s3-parquet", Sharding: client.Dynamic, Workers: client.AllWorkers})
+	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "s3-parquet", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestDatasetFilesChanged(t *testing.T) {
 	c := testcluster.Start(t, 1)
 	cl := dial(t, c, 0)
 	read := func(name string) (int, error) {
-		it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: name, Sharding: client.Dynamic, Workers: client.AllWorkers})
+		it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: name, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 		if err != nil {
 			return 0, err
 		}

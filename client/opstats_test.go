@@ -26,7 +26,7 @@ func TestJobOpStatsAndAutotune(t *testing.T) {
 		Batch(8, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "tuned", Sharding: client.Dynamic, Workers: client.AllWorkers})
+	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "tuned", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}

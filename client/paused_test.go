@@ -40,7 +40,7 @@ func TestPausedWorkerStaysOutOfTheJob(t *testing.T) {
 	cl := dial(t, c, 0)
 	const job = "paused"
 	it, err := cl.Distribute(context.Background(), slowSpec(n, splitSize, 10, 500),
-		client.JobOptions{Name: job, Sharding: client.Dynamic, Workers: client.AllWorkers, Delivery: client.AtMostOnce})
+		client.JobOptions{Name: job, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Delivery: client.AtMostOnce})
 	if err != nil {
 		t.Fatal(err)
 	}

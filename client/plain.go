@@ -96,6 +96,13 @@ type plain struct {
 	retry     retryPolicy
 	log       *slog.Logger
 	ledger    *ledger // exactly-once jobs; nil otherwise
+	// local is this consumer's local worker (offload), run beside the
+	// streams; nil without one. localBeats counts the heartbeats heard
+	// since it finished: the end waits for one that started after, so
+	// that a node assigned meanwhile is known and read to its end.
+	local      *localWorker
+	localEnded bool
+	localBeats int
 
 	info    api.JobInfo   // as last heard; owned by run
 	wake    chan struct{} // a stream ended: reconcile
@@ -128,6 +135,14 @@ func (p *plain) run(ctx context.Context, beats <-chan api.JobInfo) error {
 	}()
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
+	localDone := make(chan error, 1)
+	if p.local != nil {
+		p.streams.Add(1)
+		go func() {
+			defer p.streams.Done()
+			localDone <- p.local.run(ctx)
+		}()
+	}
 	for {
 		ended, next := p.reconcile(ctx)
 		if ended {
@@ -144,8 +159,17 @@ func (p *plain) run(ctx context.Context, beats <-chan api.JobInfo) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case p.info = <-beats:
+			if p.localEnded {
+				p.localBeats++
+			}
 		case <-p.wake:
 		case <-due:
+		case err := <-localDone:
+			if err != nil && ctx.Err() == nil {
+				return err
+			}
+			p.localEnded = true
+			p.it.kickHeartbeat()
 		}
 	}
 }
@@ -161,6 +185,12 @@ func (p *plain) reconcile(ctx context.Context) (ended bool, next time.Time) {
 	}
 	now := time.Now()
 	for _, w := range p.info.Workers {
+		if _, local := w.LocalWorker(); local {
+			// A consumer's local worker (offload): its batches reach only
+			// that consumer, in process (this one's runs beside the
+			// streams); nothing to read or fence here.
+			continue
+		}
 		s := p.workers[w.Name]
 		if s != nil && w.Since != s.since && s.since != 0 && w.Since != 0 && s.running == 0 {
 			// Assigned afresh: a new process of a worker that drained, or
@@ -235,6 +265,12 @@ func (p *plain) reconcile(ctx context.Context) (ended bool, next time.Time) {
 		}
 	}
 	running := p.info.State == "" || p.info.State == api.JobRunning
+	if p.local != nil {
+		// With a local worker, the end is its end, once a heartbeat
+		// started after it was heard, and every node's.
+		done := p.localEnded && p.localBeats >= 2
+		return done && (len(p.workers) == 0 || allFinished(p.workers, running)), next
+	}
 	return allFinished(p.workers, running), next
 }
 

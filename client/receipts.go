@@ -44,6 +44,65 @@ type ledger struct {
 	dups    int64                 // elements received twice (batches dropped or, if partly new, kept)
 	kick    chan struct{}         // a fence or a full report is waiting
 	track   *tracker              // what reaches the trainer (checkpoint.go)
+	// takes counts the reports taken: what is recorded now goes out in
+	// report takes+1 (reporter numbers reports in the same order), and
+	// acked is the last report the cluster committed (a local worker
+	// waits for its batch's, localworker.go).
+	takes uint64
+	acked ackSignal
+}
+
+// ackSignal is the last committed report's number, with a channel closed
+// at each change.
+type ackSignal struct {
+	mu  sync.Mutex
+	n   uint64
+	chg chan struct{}
+}
+
+func (a *ackSignal) set(n uint64) {
+	a.mu.Lock()
+	if n > a.n {
+		a.n = n
+		if a.chg != nil {
+			close(a.chg)
+			a.chg = nil
+		}
+	}
+	a.mu.Unlock()
+}
+
+// wait blocks until report n is committed.
+func (a *ackSignal) wait(ctx context.Context, n uint64) error {
+	for {
+		a.mu.Lock()
+		if a.n >= n {
+			a.mu.Unlock()
+			return nil
+		}
+		if a.chg == nil {
+			a.chg = make(chan struct{})
+		}
+		ch := a.chg
+		a.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// recordNow records a local worker's batch (as record) and returns the
+// number of the report that will carry its receipt, having asked for that
+// report to go out now.
+func (l *ledger) recordNow(prov []batch.ProvRange) (dup bool, report uint64) {
+	dup, _ = l.record(prov)
+	l.mu.Lock()
+	report = l.takes + 1
+	l.mu.Unlock()
+	l.wake()
+	return dup, report
 }
 
 func newLedger(t *tracker) *ledger {
@@ -142,6 +201,7 @@ func (l *ledger) take(job, consumer string) (req api.ReceiptsRequest, ok bool) {
 		req.Receipts = append(req.Receipts, api.Receipt{Epoch: k.epoch, Split: k.split, Got: l.pending[k]})
 	}
 	l.pending, l.fences = map[key]splits.Ranges{}, nil
+	l.takes++
 	return req, true
 }
 
@@ -218,6 +278,7 @@ func (r *reporter) flush(ctx context.Context) error {
 	if err := r.send(ctx, *r.retry); err != nil {
 		return err
 	}
+	r.l.acked.set(r.retry.Seq)
 	r.retry = nil
 	return nil
 }

@@ -23,7 +23,7 @@ func TestReleaseRecyclesBuffers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	it, err := cl.Distribute(context.Background(), rangeSpec(60000, 3000, 1000), client.JobOptions{Name: "recycle", Sharding: client.Dynamic, Workers: client.AllWorkers})
+	it, err := cl.Distribute(context.Background(), rangeSpec(60000, 3000, 1000), client.JobOptions{Name: "recycle", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func TestResumeFromCheckpoint(t *testing.T) {
 	}{{"one-epoch", 1, 60}, {"three-epochs", 3, 450}} {
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 3000
-			opts := client.JobOptions{Name: "resume-" + tc.name, Sharding: client.Dynamic, Workers: client.AllWorkers, Epochs: tc.epochs}
+			opts := client.JobOptions{Name: "resume-" + tc.name, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: tc.epochs}
 			it, err := dial(t, c, 0).Distribute(context.Background(), shuffledSpec(n, 20, 10, 100), opts)
 			if err != nil {
 				t.Fatal(err)
@@ -90,7 +90,7 @@ func TestResumeFromCheckpoint(t *testing.T) {
 func TestResumeBadCheckpoint(t *testing.T) {
 	c := testcluster.Start(t, 1)
 	cl := dial(t, c, 0)
-	opts := client.JobOptions{Name: "bad-ck", Sharding: client.Dynamic, Workers: client.AllWorkers}
+	opts := client.JobOptions{Name: "bad-ck", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers}
 	it, err := cl.Distribute(context.Background(), shuffledSpec(500, 20, 10, 1), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +174,7 @@ func TestResumeAcrossClusterChanges(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testcluster.Start(t, 3)
 			const n = 2000
-			opts := client.JobOptions{Name: "resume-" + tc.name, Sharding: client.Dynamic, Workers: client.AllWorkers, Epochs: 2}
+			opts := client.JobOptions{Name: "resume-" + tc.name, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: 2}
 			it, err := dial(t, c, 0).Distribute(context.Background(), shuffledSpec(n, 20, 10, 100), opts)
 			if err != nil {
 				t.Fatal(err)
@@ -201,7 +201,7 @@ func TestResumeAcrossClusterChanges(t *testing.T) {
 func TestResumeTwoConsumers(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	const n = 3000
-	opts := client.JobOptions{Name: "resume-two", Sharding: client.Dynamic, Workers: client.AllWorkers, Epochs: 2}
+	opts := client.JobOptions{Name: "resume-two", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: 2}
 	spec := func() *pipeline.Spec { return shuffledSpec(n, 20, 10, 100) }
 	a, err := dial(t, c, 0).Distribute(context.Background(), spec(), opts)
 	if err != nil {
@@ -234,7 +234,7 @@ func TestResumeTwoConsumers(t *testing.T) {
 func TestResumeConsumersOneAfterTheOther(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	const n = 2000
-	opts := client.JobOptions{Name: "resume-seq", Sharding: client.Dynamic, Workers: client.AllWorkers}
+	opts := client.JobOptions{Name: "resume-seq", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers}
 	spec := func() *pipeline.Spec { return shuffledSpec(n, 20, 10, 100) }
 	cl := dial(t, c, 0)
 	a, err := cl.Distribute(context.Background(), spec(), opts)

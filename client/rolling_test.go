@@ -28,7 +28,7 @@ func TestRollingRestartExactlyOnce(t *testing.T) {
 	// The client dials every node: whichever it is using is restarted too.
 	cl := dial(t, c, 0)
 	it, err := cl.Distribute(context.Background(), shuffledSpec(n, 50, 10, 200),
-		client.JobOptions{Name: "rolling", Sharding: client.Dynamic, Workers: client.AllWorkers})
+		client.JobOptions{Name: "rolling", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}

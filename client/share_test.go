@@ -183,7 +183,7 @@ func TestShareEightJobsDynamic(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	cl := dial(t, c, 0)
 	const n, batch, k = 6000, 10, 8
-	its := distributeK(t, cl, slowSpec(n, 20, batch, 300), "sweep-dyn", k, client.JobOptions{Sharding: client.Dynamic, Share: true})
+	its := distributeK(t, cl, slowSpec(n, 20, batch, 300), "sweep-dyn", k, client.JobOptions{Sharding: client.Dynamic, Offload: client.OffloadRemote, Share: true})
 	ds := collectAll(t, its, nil, nil)
 	for _, d := range ds {
 		checkExactly(t, d, n, 1)
@@ -221,11 +221,11 @@ func TestShareDynamicFirstJobLeaves(t *testing.T) {
 	cl := dial(t, c, 0)
 	const n = 4000
 	spec := slowSpec(n, 20, 10, 200)
-	first, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: "first", Sharding: client.Dynamic, Share: true, GCAfter: 100 * time.Millisecond})
+	first, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: "first", Sharding: client.Dynamic, Offload: client.OffloadRemote, Share: true, GCAfter: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	second := distributeK(t, cl, spec, "second", 1, client.JobOptions{Sharding: client.Dynamic, Share: true})[0]
+	second := distributeK(t, cl, spec, "second", 1, client.JobOptions{Sharding: client.Dynamic, Offload: client.OffloadRemote, Share: true})[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for i := 0; i < 20; i++ {

@@ -95,6 +95,9 @@ type Stats struct {
 	RecentStallFraction float64 `json:"recent_stall_fraction"`
 	BatchTimeSeconds    float64 `json:"batch_time_seconds"`
 	ResultQueue         float64 `json:"result_queue"`
+	// Offload is where the job's pipeline ran for this consumer, why, and
+	// how fast (nil for Attach; see JobOptions.Offload).
+	Offload *OffloadStats `json:"offload,omitempty"`
 }
 
 // Stats returns what was delivered so far.
@@ -110,6 +113,7 @@ func (it *Iterator) Stats() Stats {
 		s.DuplicatesDropped = it.ledger.duplicates()
 	}
 	it.stall.fill(&s)
+	it.off.fill(&s, time.Now())
 	if it.stats.Share != nil {
 		sh := *it.stats.Share
 		sh.Workers = append([]api.WorkerShare(nil), sh.Workers...)

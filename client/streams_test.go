@@ -26,7 +26,7 @@ func TestStreamsPerWorker(t *testing.T) {
 		sh    client.Sharding
 		times int
 	}{{client.Dynamic, 1}, {client.Off, 3}} {
-		it, err := cl.Distribute(context.Background(), rangeSpec(3000, 20, 8), client.JobOptions{Name: "streams-" + string(tc.sh), Sharding: tc.sh, Workers: client.AllWorkers})
+		it, err := cl.Distribute(context.Background(), rangeSpec(3000, 20, 8), client.JobOptions{Name: "streams-" + string(tc.sh), Sharding: tc.sh, Workers: client.AllWorkers, Offload: client.OffloadRemote})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -66,6 +66,7 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 	}
 	info.ShareGroup = v.ShareGroup
 	info.Autocache = n.autocacheInfo(v.Fingerprint)
+	offloadInfo(&info, v)
 	if sc := v.Scale; sc != nil {
 		info.Scale = &api.ScaleInfo{Workers: sc.Workers, Phase: sc.Phase.String(), Reason: sc.Reason, Changes: sc.Changes,
 			Wanted: v.WantedWorkers(), Share: sc.Share, Allocation: sc.Allocation}

@@ -97,6 +97,7 @@ func (n *Node) registerJobHandlers() {
 		return struct{}{}, n.receipts(ctx, req)
 	})
 	n.registerJobStateHandlers(handle)
+	n.registerOffloadHandler(handle)
 	handle(api.MethodShareStats, func(ctx context.Context, decode func(any) error) (any, error) {
 		var req api.ShareStatsRequest
 		if err := decode(&req); err != nil {

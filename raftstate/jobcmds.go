@@ -643,6 +643,7 @@ func applyDetachConsumer(s *State, c Command) (any, error) {
 	if j.Dynamic != nil {
 		j.Dynamic.Depart(b.Consumer)
 	}
+	departLocalWorker(j, b.Consumer)
 	if len(j.Consumers) == 0 {
 		j.NoConsumersSince = c.At
 	}
@@ -700,6 +701,7 @@ func applyExpireConsumers(s *State, c Command) (any, error) {
 			if j.Dynamic != nil {
 				j.Dynamic.Depart(id)
 			}
+			departLocalWorker(j, id)
 		}
 		if len(j.Consumers) == 0 {
 			j.NoConsumersSince = last
@@ -804,6 +806,9 @@ func applyLeaseSplits(s *State, c Command) (any, error) {
 	}
 	if released {
 		return nil, fmt.Errorf("%w: worker %q of job %q (autoscaling gave it back)", ErrReleased, b.Worker, b.Job)
+	}
+	if l, off := offloadLease(j, b.Worker); off {
+		return l, nil
 	}
 	return j.Dynamic.Lease(b.Worker, b.RequestID, min(max(b.N, 1), MaxLeaseSplits)), nil
 }

@@ -343,6 +343,9 @@ type Job struct {
 	// Scale (Options.Autoscale) is the autoscaling policy's state: how
 	// many workers the job should have, and why.
 	Scale *ScaleState `cbor:"18,keyasint,omitempty" json:"scale,omitempty"`
+	// Offload is the consumers' offload state (offload.go); nil when
+	// none asked.
+	Offload *OffloadState `cbor:"40,keyasint,omitempty" json:"offload,omitempty"`
 }
 
 // clone returns a deep copy.
@@ -355,6 +358,7 @@ func (j *Job) clone() *Job {
 	c.StaticWorkers = slices.Clone(j.StaticWorkers)
 	c.Dynamic = j.Dynamic.Clone()
 	c.Rounds = j.Rounds.clone()
+	c.Offload = j.Offload.clone()
 	if j.Scale != nil {
 		sc := *j.Scale
 		c.Scale = &sc
@@ -377,11 +381,13 @@ func (j *Job) servingWorkers() int {
 	return n
 }
 
-// LiveWorkers returns the assigned workers that are not expired, sorted.
+// LiveWorkers returns the assigned workers that are not expired, sorted:
+// nodes only, a consumer's local worker (offload.go) does not count
+// toward max_workers.
 func (j *Job) LiveWorkers() []string {
 	var ws []string
 	for w, st := range j.Workers {
-		if !st.Expired {
+		if _, local := splits.LocalWorkerOf(w); !st.Expired && !local {
 			ws = append(ws, w)
 		}
 	}

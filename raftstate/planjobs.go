@@ -148,7 +148,7 @@ func autoscaleLoad(jobs []*Job) map[string]int {
 // whose node now runs a newer process, rejoins the job first
 // (NewRejoinTask).
 func planAssign(job *Job, members []JobMember, load map[string]int) []JobStep {
-	if job.Group || job.Options.Sharding == splits.Static || (job.Dynamic != nil && job.Dynamic.Waiting()) {
+	if job.Group || job.Options.Sharding == splits.Static || (job.Dynamic != nil && job.Dynamic.Waiting()) || job.remoteOff() {
 		return nil // a resumed job waiting for checkpoints gets workers once they are in
 	}
 	active := job.activeWorkers()

@@ -139,7 +139,7 @@ func autocacheEpoch(ctx context.Context, c *localcluster.Cluster, spec *pipeline
 	}
 	defer cl.Close()
 	start := time.Now()
-	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: job, Sharding: client.Dynamic, Workers: client.AllWorkers, Epochs: 1})
+	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: job, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: 1})
 	if err != nil {
 		return 0, api.AutocacheInfo{}, err
 	}

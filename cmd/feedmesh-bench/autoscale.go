@@ -102,7 +102,7 @@ func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target floa
 	job := 0
 	epoch := func(o client.JobOptions) (autoscaleRun, error) {
 		job++
-		o.Name, o.Sharding = fmt.Sprintf("%s-%d", sc.name, job), client.Dynamic
+		o.Name, o.Sharding, o.Offload = fmt.Sprintf("%s-%d", sc.name, job), client.Dynamic, client.OffloadRemote
 		return readEpoch(ctx, c, cl, spec, o, sc.consumerSleep, 0, trace)
 	}
 	// The fixed counts and Cachew's policy, one epoch each per round,
@@ -156,7 +156,7 @@ func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target floa
 	w := 1
 	for step := 0; step < 5; step++ {
 		job++
-		p, err := readEpoch(ctx, c, cl, spec, client.JobOptions{Name: fmt.Sprintf("%s-probe-%d", sc.name, job), Sharding: client.Dynamic, Workers: client.FixedWorkers(w)}, sc.consumerSleep, 1500*time.Millisecond, nil)
+		p, err := readEpoch(ctx, c, cl, spec, client.JobOptions{Name: fmt.Sprintf("%s-probe-%d", sc.name, job), Sharding: client.Dynamic, Workers: client.FixedWorkers(w), Offload: client.OffloadRemote}, sc.consumerSleep, 1500*time.Millisecond, nil)
 		if err != nil {
 			return nil, err
 		}

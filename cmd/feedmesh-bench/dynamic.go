@@ -72,7 +72,7 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			v := variants[(i+r)%len(variants)]
 			name := fmt.Sprintf("%s-%s-%d", v.sh, v.delivery, r)
 			w := &dynamicWindow{c: c, cpuProfile: *cpuProfile, trace: *traceOut, memProfile: *memProfile, name: strings.ReplaceAll(name, "--", "-")}
-			rows, err := steadyRate(ctx, c, cl, spec, client.JobOptions{Name: name, Sharding: v.sh, Workers: client.AllWorkers, Delivery: v.delivery}, window, &windowHooks{start: w.start, end: w.end})
+			rows, err := steadyRate(ctx, c, cl, spec, client.JobOptions{Name: name, Sharding: v.sh, Workers: client.AllWorkers, Offload: client.OffloadRemote, Delivery: v.delivery}, window, &windowHooks{start: w.start, end: w.end})
 			if err != nil {
 				return err
 			}

@@ -429,7 +429,7 @@ func faninClient(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	it, err := cl.Distribute(ctx, cfg.spec(), client.JobOptions{Name: *job, Sharding: client.Sharding(cfg.sharding), Workers: client.AllWorkers, GCAfter: time.Second})
+	it, err := cl.Distribute(ctx, cfg.spec(), client.JobOptions{Name: *job, Sharding: client.Sharding(cfg.sharding), Workers: client.AllWorkers, Offload: client.OffloadRemote, GCAfter: time.Second})
 	if err != nil {
 		return err
 	}

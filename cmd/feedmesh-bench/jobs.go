@@ -272,7 +272,7 @@ func benchScaleout(ctx context.Context, args []string, stdout, stderr io.Writer)
 			end:   func() { w.end(); l, o := taskWaits(c, job); leaseW, offerW = l-lease0, o-offer0 },
 		}
 		rate, err := steadyRate(ctx, c, cl, sleepySpec(1<<24, 64, *sleepUs, 16),
-			client.JobOptions{Name: job, Sharding: client.Dynamic, MaxWorkers: k}, window, hooks)
+			client.JobOptions{Name: job, Sharding: client.Dynamic, Offload: client.OffloadRemote, MaxWorkers: k}, window, hooks)
 		if err != nil {
 			return err
 		}
@@ -401,7 +401,7 @@ func recoveryRun(ctx context.Context, workers int, sleepUs int64, stderr io.Writ
 		return nil, 0, err
 	}
 	defer cl.Close()
-	it, err := cl.Distribute(ctx, sleepySpec(1<<24, 64, sleepUs, 16), client.JobOptions{Name: "recovery", Sharding: client.Dynamic, Workers: client.AllWorkers})
+	it, err := cl.Distribute(ctx, sleepySpec(1<<24, 64, sleepUs, 16), client.JobOptions{Name: "recovery", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -165,7 +165,7 @@ func benchObjstore(ctx context.Context, args []string, stdout, stderr io.Writer)
 func timeJob(ctx context.Context, cl *client.Client, spec *pipeline.Spec, name string) (time.Duration, int64, error) {
 	start := time.Now()
 	// A short GCAfter: the next job starts on idle workers (waitIdle).
-	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: name, Sharding: client.Dynamic, Workers: client.AllWorkers, GCAfter: 300 * time.Millisecond})
+	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: name, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, GCAfter: 300 * time.Millisecond})
 	if err != nil {
 		return 0, 0, err
 	}

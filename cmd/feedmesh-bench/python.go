@@ -678,7 +678,7 @@ func pyGoReader(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer cl.Close()
-	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: *job, Sharding: client.Dynamic, Workers: client.AllWorkers, GCAfter: pyGCAfter})
+	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: *job, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, GCAfter: pyGCAfter})
 	if err != nil {
 		return err
 	}

@@ -115,7 +115,7 @@ func sharingOnce(ctx context.Context, c *localcluster.Cluster, spec *pipeline.Sp
 			defer cl.Close()
 			t0 := time.Now()
 			it, err := cl.Distribute(ctx, spec, client.JobOptions{
-				Name: fmt.Sprintf("sharing-%v-k%d-%d-%d", share, k, j, start.UnixNano()), Sharding: sh, Share: share, Workers: client.AllWorkers, GCAfter: 200 * time.Millisecond,
+				Name: fmt.Sprintf("sharing-%v-k%d-%d-%d", share, k, j, start.UnixNano()), Sharding: sh, Share: share, Workers: client.AllWorkers, Offload: client.OffloadRemote, GCAfter: 200 * time.Millisecond,
 			})
 			if err != nil {
 				errs[j] = err

@@ -110,7 +110,7 @@ func TestChaos(t *testing.T) {
 		spec.Cost(0, 200)
 		spec.Batch(10, false)
 		jctx, jcancel := context.WithTimeout(ctx, 4*time.Minute)
-		it, err := cl.Distribute(jctx, spec, client.JobOptions{Name: fmt.Sprintf("chaos-%d", i), Sharding: client.Dynamic, Workers: client.AllWorkers, Delivery: delivery})
+		it, err := cl.Distribute(jctx, spec, client.JobOptions{Name: fmt.Sprintf("chaos-%d", i), Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Delivery: delivery})
 		if err != nil {
 			jcancel()
 			t.Logf("job %d: distribute: %v (retrying with a new job)", i, err)

@@ -95,7 +95,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer cl.Close()
 	spec := demoSpec(*elements)
 	step("client dialed %s (any node works) and starts job \"demo\": %d synthetic sentences → tokenize → bucket by length, DYNAMIC sharding, exactly once", c.Name(entry), *elements)
-	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "demo", Sharding: client.Dynamic, Workers: client.AllWorkers})
+	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "demo", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		return err
 	}

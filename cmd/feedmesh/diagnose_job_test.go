@@ -47,7 +47,7 @@ ops:
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "diag", Sharding: client.Dynamic, Workers: client.AllWorkers})
+	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "diag", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}

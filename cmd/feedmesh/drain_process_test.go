@@ -31,7 +31,7 @@ func TestRollingRestartProcesses(t *testing.T) {
 	spec.Shuffle(64, 3)
 	spec.Cost(0, 300)
 	spec.Batch(10, false)
-	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "rolling-process", Sharding: client.Dynamic, Workers: client.AllWorkers, Delivery: client.AtMostOnce})
+	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "rolling-process", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Delivery: client.AtMostOnce})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/feedmesh/feedmesh/client"
@@ -54,6 +56,11 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	for _, j := range jobs {
 		if j.State == api.JobFailed {
 			fmt.Fprintf(stdout, "job %s failed: %s\n", j.Name, j.Failure)
+		}
+		for _, c := range slices.Sorted(maps.Keys(j.Offload)) {
+			o := j.Offload[c]
+			fmt.Fprintf(stdout, "job %s consumer %s offload %s: %d batches local, %d remote, stall %.0f%%, predicted %.4g measured %.4g elements/s: %s\n",
+				j.Name, c, o.Mode, o.Local, o.Remote, 100*o.Stall, o.Predicted, o.Measured, o.Reason)
 		}
 		if sc := j.Scale; sc != nil {
 			fmt.Fprintf(stdout, "job %s autoscaling: %d workers wanted, %s (%d changes): %s\n", j.Name, sc.Wanted, sc.Phase, sc.Changes, sc.Reason)

@@ -203,7 +203,7 @@ func TestExactlyOnceProcessKilled(t *testing.T) {
 	spec.Shuffle(64, 3)
 	spec.Cost(0, 300)
 	spec.Batch(10, false)
-	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "eo-process", Sharding: client.Dynamic, Workers: client.AllWorkers})
+	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "eo-process", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,9 @@ type readSummary struct {
 	// (client.Stats).
 	StallFraction    float64 `json:"stall_fraction"`
 	BatchTimeSeconds float64 `json:"batch_time_seconds"`
+	// Offload is where the pipeline ran for this reader (--offload): the
+	// decision, its inputs, predicted and measured rates.
+	Offload *client.OffloadStats `json:"offload,omitempty"`
 	// Note says what the reader should know about a surprising result:
 	// nothing read from a job that had already run to its end, or the
 	// copies that sharing off delivers.
@@ -129,6 +132,8 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	consumers := fs.Int("consumers", 0, "with --coordinated: how many consumers (trainer ranks) read the job in rounds")
 	index := fs.Int("index", 0, "with --coordinated: this reader's consumer index in [0, --consumers)")
 	compression := fs.String("compression", "none", "compress batches on the wire: none, lz4 (cheap to decompress) or zstd (smaller, costs the workers more CPU); for links slower than the workers")
+	offloadFlag := fs.String("offload", "auto", "where a dynamic job's pipeline runs for this reader: auto (profile, then decide: all local when the reader does not stall, else a share of it), remote (the nodes only), local (this process only; the nodes take no split), or a local fraction such as 0.3 (see the README's Offload section)")
+	localCPUs := fs.Float64("local-cpus", 0, "CPU budget of this process's local worker, in cores (0: the spare CPUs measured)")
 	padFinal := fs.Bool("pad-final-round", false, "with --coordinated: pad the final partial rounds out with empty batches instead of dropping them")
 	tty := isTerminal(stderr)
 	progress := fs.Bool("progress", tty, "show live progress on stderr: a line redrawn in place on a terminal, a line a second elsewhere (default: when stderr is a terminal)")
@@ -165,7 +170,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	opts := client.JobOptions{
 		Name: *job, Sharding: sh, Epochs: *epochs, Workers: wk, MaxWorkers: *maxWorkers, Share: *shareFlag, Autoscale: *autoscale,
 		Coordinated: *coordinated, NumConsumers: *consumers, ConsumerIndex: *index, PadFinalRound: *padFinal,
-		Compression: *compression, Delivery: dl,
+		Compression: *compression, Delivery: dl, Offload: *offloadFlag, LocalCPUs: *localCPUs,
 	}
 	// Everything the flags get wrong fails here, before anything is
 	// created: the dump, the job, the checkpoint.
@@ -343,7 +348,7 @@ func consume(ctx context.Context, it *client.Iterator, take int64, p progressLin
 		Seconds: time.Since(start).Seconds(), Workers: len(s.Workers), PerWorker: per, padded: padded, tokens: tokens,
 		JobState: s.JobState, SplitsLost: s.SplitsLost, NumSplits: s.NumSplits, Delivery: s.Delivery, Requeued: requeued(s),
 		Orphaned: orphaned(s, stopped), WorkersDropped: s.WorkersDropped, Reconnects: s.Reconnects, Stopped: stopped,
-		StallFraction: s.StallFraction, BatchTimeSeconds: s.BatchTimeSeconds}, nil
+		StallFraction: s.StallFraction, BatchTimeSeconds: s.BatchTimeSeconds, Offload: s.Offload}, nil
 }
 
 // progressLine is where and how consume reports progress: nowhere (w nil),
@@ -424,6 +429,15 @@ func printReadSummary(w io.Writer, s readSummary) {
 	}
 	if s.Batches > 0 {
 		fmt.Fprintf(w, "waited for data %.0f %% of the time (%.3g ms a batch over the last 100)\n", 100*s.StallFraction, 1e3*s.BatchTimeSeconds)
+	}
+	if o := s.Offload; o != nil {
+		fmt.Fprintf(w, "offload %s: %s, %d batches prepared here and %d by the nodes (local budget %.2g cores: %s)\n",
+			o.Requested, o.Mode, o.LocalBatches, o.RemoteBatches, o.LocalCPUs, o.LocalCPUsFrom)
+		fmt.Fprintf(w, "  why: %s\n", o.Reason)
+		if p := o.Profile; p != nil {
+			fmt.Fprintf(w, "  profile (elements/s): trainer %.4g, this host %.4g, nodes %.4g; predicted %.4g, measured %.4g\n",
+				p.Ingest, p.Local, p.Remote, o.Predicted, o.Measured)
+		}
 	}
 	if sh := s.Share; sh != nil {
 		fmt.Fprintf(w, "sharing: %d batches read from share windows (%d hits, %d produced for this job), %d evicted before this job read them\n",

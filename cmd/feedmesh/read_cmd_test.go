@@ -27,7 +27,7 @@ func TestReadShardingAndNotes(t *testing.T) {
 	}
 	read := func(job string, extra ...string) readSummary {
 		t.Helper()
-		args := append([]string{"read", "--addr", c.Node(1).Addr(), "--spec", spec, "--job", job, "--json", "--progress=false"}, extra...)
+		args := append([]string{"read", "--addr", c.Node(1).Addr(), "--spec", spec, "--job", job, "--json", "--progress=false", "--offload", "remote"}, extra...)
 		out, errOut, code := runCmd(t, args...)
 		if code != 0 {
 			t.Fatalf("%v exited %d: %s", args, code, errOut)

@@ -61,7 +61,7 @@ func TestReadCheckpointAndResume(t *testing.T) {
 	ck, part1, part2 := filepath.Join(dir, "ck.bin"), filepath.Join(dir, "part1.jsonl"), filepath.Join(dir, "part2.jsonl")
 	read := func(node int, extra ...string) readSummary {
 		t.Helper()
-		args := append([]string{"read", "--addr", c.Node(node).Addr(), "--spec", spec, "--job", "ck", "--sharding", "dynamic", "--json", "--progress=false"}, extra...)
+		args := append([]string{"read", "--addr", c.Node(node).Addr(), "--spec", spec, "--job", "ck", "--sharding", "dynamic", "--json", "--progress=false", "--offload", "remote"}, extra...)
 		out, errOut, code := runCmd(t, args...)
 		if code != 0 {
 			t.Fatalf("%v exited %d: %s", args, code, errOut)
@@ -104,7 +104,7 @@ func TestReadCheckpointAndResume(t *testing.T) {
 		{[]string{"--job", "other", "--resume", ck}, `bad checkpoint: it is of job "ck", not "other"`},
 		{[]string{"--job", "ck", "--epochs", "2", "--resume", ck}, "1 epochs, not 2"},
 	} {
-		args := append([]string{"read", "--addr", c.Node(1).Addr(), "--spec", spec, "--progress=false", "--dump", noDump}, tc.args...)
+		args := append([]string{"read", "--addr", c.Node(1).Addr(), "--spec", spec, "--progress=false", "--dump", noDump, "--offload", "remote"}, tc.args...)
 		_, errOut, code := runCmd(t, args...)
 		if code != 2 || !strings.Contains(errOut, "--resume") || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, %q; want 2 and an error saying %q", tc.args, code, errOut, tc.want)
@@ -261,7 +261,7 @@ func TestReadInterruptedCheckpoint(t *testing.T) {
 		}
 	}()
 	var out, errb bytes.Buffer
-	args := []string{"read", "--addr", c.Node(0).Addr(), "--spec", spec, "--job", "intr", "--json", "--progress=false", "--checkpoint", ck, "--dump", part1}
+	args := []string{"read", "--addr", c.Node(0).Addr(), "--spec", spec, "--job", "intr", "--json", "--progress=false", "--checkpoint", ck, "--dump", part1, "--offload", "remote"}
 	if code := run(ctx, args, &out, &errb); code != 0 {
 		t.Fatalf("interrupted read exited %d: %s", code, errb.String())
 	}

@@ -30,7 +30,7 @@ func TestResumeAfterClusterKilled(t *testing.T) {
 		return s
 	}
 	counts := make([]int, n)
-	opts := client.JobOptions{Name: "resume-process", Sharding: client.Dynamic, Workers: client.AllWorkers, Epochs: epochs}
+	opts := client.JobOptions{Name: "resume-process", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: epochs}
 	cl, _ := dialFormed(t, ctx, nodes, 0)
 	it, err := cl.Distribute(ctx, spec(), opts)
 	if err != nil {

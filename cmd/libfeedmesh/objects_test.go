@@ -35,7 +35,7 @@ func TestIteratorObject(t *testing.T) {
 
 	const n = 500
 	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Stop: n, SplitSize: 100}}).Batch(10, false)
-	it, err := co.c.Distribute(context.Background(), spec, client.JobOptions{Name: "objects", Sharding: client.Dynamic, Workers: client.AllWorkers})
+	it, err := co.c.Distribute(context.Background(), spec, client.JobOptions{Name: "objects", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestIteratorObject(t *testing.T) {
 	// A job whose first batch never comes in time: close cuts a waiting
 	// next short, which then reports closed.
 	slow := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Stop: 100, SplitSize: 100}}).Cost(0, 1_000_000).Batch(100, false)
-	it2, err := co.c.Distribute(context.Background(), slow, client.JobOptions{Name: "objects-slow", Sharding: client.Dynamic, Workers: client.AllWorkers, GCAfter: time.Second})
+	it2, err := co.c.Distribute(context.Background(), slow, client.JobOptions{Name: "objects-slow", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, GCAfter: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -135,6 +135,17 @@ type JobOptions struct {
 	// the consumer that took it. Exactly-once DYNAMIC jobs only; the
 	// dataset, Epochs and Name must be the checkpoint's.
 	Resume []byte `cbor:"-" json:"-"`
+	// Offload: auto (the default), remote, local, or a fixed local
+	// fraction ("0.3"); see OffloadAuto and the README's Offload section.
+	// Read by the client only (it is this consumer's choice).
+	Offload string `cbor:"40,keyasint,omitempty" json:"offload,omitempty"`
+	// LocalCPUs is the trainer host's CPU budget for a local worker
+	// (cores; 0: the spare CPUs the client measures).
+	LocalCPUs float64 `cbor:"41,keyasint,omitempty" json:"local_cpus,omitempty"`
+	// OffloadBoundary, when > 0, cuts the pipeline after that many ops:
+	// the nodes run ops [0, OffloadBoundary) and ship their output, the
+	// client runs the rest. 0: no cut (each side runs all of it).
+	OffloadBoundary int `cbor:"42,keyasint,omitempty" json:"offload_boundary,omitempty"`
 }
 
 // Delivery guarantees (JobOptions.Delivery).
@@ -242,7 +253,7 @@ func (o JobOptions) Validate() error {
 	if o.Share && o.Sharding == Static {
 		return fmt.Errorf("share: ephemeral sharing works with sharing off or dynamic, not static (each static job fixes its own worker list)")
 	}
-	return nil
+	return o.validateOffload()
 }
 
 // DistributeRequest creates the job if needed and attaches a consumer.
@@ -344,6 +355,10 @@ type JobInfo struct {
 	// Autocache lists the pipeline's autocache points with what each
 	// does and why (README, Autocache).
 	Autocache []AutocacheInfo `json:"autocache,omitempty"`
+	// Offload maps a consumer to its offload report (MethodOffload).
+	Offload map[string]OffloadReport `json:"offload,omitempty"`
+	// RemoteOff: a consumer keeps the nodes off the job (offload local).
+	RemoteOff bool `json:"remote_off,omitempty"`
 }
 
 // ExactInfo is an exactly-once job's delivery counters (JobInfo.Exact).

@@ -41,7 +41,7 @@ func startJob(t *testing.T, c *testcluster.Cluster, job string, n int) *client.I
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
-	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: job, Sharding: client.Dynamic, Workers: client.AllWorkers})
+	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: job, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -350,7 +350,8 @@ class Client(_Closing):
 
     def distribute(self, spec, job, *, sharding="dynamic", epochs=None, delivery=None, num_consumers=None,
                    consumer_index=None, coordinated=None, pad_final_round=None, share=None, compression=None,
-                   max_workers=None, consumer_ttl=None, gc_after=None, resume=None, autoscale=None, workers=None):
+                   max_workers=None, consumer_ttl=None, gc_after=None, resume=None, autoscale=None, workers=None,
+                   offload=None, local_cpus=None):
         """Creates the job (or joins it, if one of that name exists with the
         same options) and returns an Iterator over its batches.
 
@@ -366,7 +367,11 @@ class Client(_Closing):
         e.g. 4), max_workers (with workers="auto", the most it may get;
         alone, a fixed count), autoscale (the same as workers="auto"),
         consumer_ttl and gc_after (seconds), resume (bytes of
-        Iterator.checkpoint())."""
+        Iterator.checkpoint()), offload ("auto" by default, "remote",
+        "local", or a local fraction such as 0.3: where a dynamic job's
+        pipeline runs, this process or the nodes; see the README's Offload
+        section) and local_cpus (this process's CPU budget for it, in
+        cores; 0 or None: the spare CPUs measured)."""
         h = self._live()
         if coordinated is None:
             coordinated = consumer_index is not None
@@ -377,6 +382,7 @@ class Client(_Closing):
             "max_workers": max_workers, "consumer_ttl": _seconds_ns("consumer_ttl", consumer_ttl),
             "gc_after": _seconds_ns("gc_after", gc_after), "autoscale": autoscale,
             "workers": _workers_arg(workers),
+            "offload": None if offload is None else str(offload), "local_cpus": local_cpus,
         }
         opts = {k: v for k, v in opts.items() if v is not None}
         kind, text = _spec_arg(spec)

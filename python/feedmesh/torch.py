@@ -64,7 +64,10 @@ class FeedmeshDataset(IterableDataset):
     addr: any node's QUIC address. client_options: keywords of
     feedmesh.Client (tls_ca, ...). job_options: keywords of
     Client.distribute (sharding, epochs, num_consumers, consumer_index,
-    share, compression, ...)."""
+    share, compression, ...). offload defaults to "remote" here, not
+    "auto": a DataLoader's worker processes are as many consumers on one
+    host, and each profiling a local worker within "the spare CPUs" would
+    count the same CPUs once per process; pass offload= to choose."""
 
     def __init__(self, addr, spec, job, *, client_options=None, **job_options):
         super().__init__()
@@ -72,7 +75,8 @@ class FeedmeshDataset(IterableDataset):
             raise TypeError("FeedmeshDataset: give a checkpoint with load_state_dict(), not resume=")
         self.addr, self.spec, self.job = addr, spec, job
         self.client_options = dict(client_options or {})
-        self.job_options = job_options
+        self.job_options = dict(job_options)
+        self.job_options.setdefault("offload", "remote")
         self._resume = None
         self._client = None
         self._it = None

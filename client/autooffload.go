@@ -1,0 +1,306 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/feedmesh/feedmesh/client/offload"
+	"github.com/feedmesh/feedmesh/mesh/api"
+)
+
+// Offload auto, after FastFlow: profile, decide when and how much, and
+// revise while the job runs. The deciding is client/offload's (pure):
+// this file measures and applies.
+//
+//  1. Profile (unless this host remembers the pipeline: profilecache.go):
+//     the local worker alone prepares everything, the nodes off, for
+//     AutoProfileRows rows or AutoProfileTime. Measured: the training
+//     loop's rate with data ready (rows over the loop's own time between
+//     calls to Next: the stall meter's work) and the local worker's
+//     capacity (its rows over the time it was not held back by a full
+//     buffer).
+//  2. Decide (offload.Decide): no stall worth 10 % → everything local,
+//     the nodes are never turned on (their CPUs saved); else the nodes
+//     are turned on and the local worker keeps the share the decision
+//     leaves it. The nodes' rate is estimated until measured: the local
+//     rate per core times the job's live nodes.
+//  3. Revise every AutoReviseInterval from the rates of the last
+//     interval (offload.Revise, with hysteresis), so that a node that
+//     dies or joins moves the local share.
+
+// Offload auto's bounds.
+const (
+	AutoProfileRows    = 300
+	AutoProfileTime    = 10 * time.Second
+	AutoReviseInterval = 2 * time.Second
+	// autoShareBounds keep both sides running while offloading, so that
+	// each one's rate can be measured for the next revision.
+	autoMinShare, autoMaxShare = 0.05, 0.95
+)
+
+// OffloadProfile is what offload auto measured, in rows (elements) per
+// second into the training loop.
+type OffloadProfile struct {
+	// Ingest is the training loop's rate with data always ready: rows
+	// over the loop's own time between calls to Next.
+	Ingest float64 `json:"ingest_rows_per_second"`
+	// Local is the local worker's rate within the CPU budget, alone.
+	Local float64 `json:"local_rows_per_second"`
+	// Remote is the nodes' rate: estimated until measured.
+	Remote         float64 `json:"remote_rows_per_second,omitempty"`
+	RemoteMeasured bool    `json:"remote_measured,omitempty"`
+	// Rows is how many rows the profile measured.
+	Rows int64 `json:"rows"`
+}
+
+// offloadMeters are the blocked times capacity is measured against.
+type offloadMeters struct {
+	localBlocked atomic.Int64 // ns the local worker waited to put a batch, for its share, or for splits
+	// Rows each side put into the prefetch buffer (what it prepared; the
+	// loop takes them later).
+	localRows, remoteRows atomic.Int64
+}
+
+// capacity is a side's rate had it never been held back (pure): rows
+// over the time it was not blocked, at most bound× what it did. The local
+// worker's blocked time is exact (it waits in one place), so its bound is
+// wide; the nodes' is rough (held back, they go on producing into their
+// queues and deliver in bursts when let go), so theirs is 4.
+func capacity(rows int64, elapsed, blocked time.Duration, bound float64) float64 {
+	if elapsed <= 0 || rows <= 0 {
+		return 0
+	}
+	busy := max(float64(elapsed-blocked), float64(elapsed)/bound)
+	return float64(rows) / busy * float64(time.Second)
+}
+
+// autoProfile is offload.Profile for a measured OffloadProfile: the
+// whole pipeline runs on either side (cut after the last op), and an
+// offloaded row costs the host OverheadRatio of running it locally
+// (receiving it: small next to a pipeline worth offloading).
+func autoProfile(p OffloadProfile) offload.Profile {
+	return offload.Profile{Ingest: max(p.Ingest, 1e-9), Local: max(p.Local, 1e-9),
+		Candidates: []offload.Candidate{{Cut: 1, Remote: max(p.Remote, 0), OverheadRatio: 0.05}}}
+}
+
+// localShareOf is the local worker's share for a decision (pure).
+func localShareOf(d offload.Decision) float64 {
+	if !d.Offload {
+		return 1
+	}
+	return min(max(1-d.Fraction, autoMinShare), autoMaxShare)
+}
+
+// snapshot is the counters a measurement window is taken between.
+type offloadSnapshot struct {
+	at                      time.Time
+	rows, localRows, remote int64
+	work                    time.Duration
+	localBlocked, remoteBlk time.Duration
+}
+
+func (it *Iterator) offloadSnapshot() offloadSnapshot {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	return offloadSnapshot{at: time.Now(), rows: it.stats.Rows, localRows: it.off.meters.localRows.Load(), remote: it.off.meters.remoteRows.Load(), work: it.stall.work,
+		localBlocked: time.Duration(it.off.meters.localBlocked.Load()), remoteBlk: it.off.gate.heldRemote(time.Now())}
+}
+
+// measure is the profile of the window between a and b (pure).
+func measure(a, b offloadSnapshot) OffloadProfile {
+	p := OffloadProfile{Rows: b.rows - a.rows}
+	if w := b.work - a.work; w > 0 {
+		p.Ingest = float64(p.Rows) / w.Seconds()
+	} else if p.Rows > 0 {
+		p.Ingest = 1e9 // the loop takes no time of its own
+	}
+	el := b.at.Sub(a.at)
+	p.Local = capacity(b.localRows-a.localRows, el, b.localBlocked-a.localBlocked, 20)
+	if remoteRows := b.remote - a.remote; remoteRows > 0 {
+		p.Remote, p.RemoteMeasured = capacity(remoteRows, el, b.remoteBlk-a.remoteBlk, 4), true
+	}
+	return p
+}
+
+// runAuto is offload auto's loop (the Iterator's goroutine).
+func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
+	prof, cached := it.c.profiles.load(fingerprint)
+	if !cached {
+		var ok bool
+		if prof, ok = it.profile(ctx); !ok {
+			return
+		}
+		prof.Remote = it.estimateRemote(ctx, prof)
+		it.storeProfile(fingerprint, prof)
+	}
+	d, err := offload.Decide(autoProfile(prof), offload.DefaultConfig())
+	if err != nil {
+		it.setAuto(prof, cached, offload.Decision{}, fmt.Sprintf("auto: local, no decision: %v", err))
+		return
+	}
+	if d.Offload && !prof.RemoteMeasured {
+		// Measure the nodes alone (FastFlow's remote profile) before
+		// sharing: the estimate only said they are worth turning on.
+		it.applyAuto(ctx, prof, cached, offload.Decision{Offload: true, Fraction: 1, Predicted: d.Predicted,
+			Reason: "profiling the nodes alone: " + d.Reason})
+		it.off.gate.set(0)
+		it.mu.Lock()
+		it.off.mode = "auto (profiling the nodes)"
+		it.mu.Unlock()
+		m, ok := it.profile(ctx)
+		if !ok {
+			return
+		}
+		if m.RemoteMeasured {
+			prof.Remote, prof.RemoteMeasured = m.Remote, true
+			it.storeProfile(fingerprint, prof)
+		}
+		if d, err = offload.Decide(autoProfile(prof), offload.DefaultConfig()); err != nil {
+			return
+		}
+	}
+	it.applyAuto(ctx, prof, cached, d)
+	t := time.NewTicker(AutoReviseInterval)
+	defer t.Stop()
+	last, nodes := it.offloadSnapshot(), it.servingNodes()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now, n := it.offloadSnapshot(), it.servingNodes()
+		m := revised(prof, measure(last, now), last, now, nodes, n)
+		last, nodes = now, n
+		if m.Rows < 1 {
+			continue
+		}
+		next, err := offload.Revise(d, autoProfile(m), offload.DefaultConfig())
+		prof = m
+		if err != nil || next == d {
+			continue
+		}
+		d = next
+		if m.RemoteMeasured {
+			it.storeProfile(fingerprint, m)
+		}
+		it.applyAuto(ctx, prof, false, d)
+	}
+}
+
+// revised is the profile a revision decides on (pure): each side's rate
+// is taken from the last window only where that side ran unhindered for
+// most of it (a side held to its share, or waiting on a full buffer,
+// shows its share, not its capacity: trusting it would shrink a share
+// that is held small, window after window); otherwise the last known
+// rate stays, the nodes' scaled by how many serve the job now.
+func revised(prev, m OffloadProfile, a, b offloadSnapshot, nodesBefore, nodesNow int) OffloadProfile {
+	out := prev
+	out.Rows = m.Rows
+	if m.Ingest > 0 && m.Ingest < 1e9 {
+		out.Ingest = m.Ingest
+	}
+	el := b.at.Sub(a.at)
+	if el <= 0 {
+		return out
+	}
+	if m.Local > 0 && b.localBlocked-a.localBlocked < el/2 {
+		out.Local = m.Local
+	}
+	if nodesBefore > 0 && nodesNow != nodesBefore {
+		out.Remote = prev.Remote * float64(nodesNow) / float64(nodesBefore)
+	} else if nodesBefore == 0 && nodesNow > 0 && prev.Remote == 0 {
+		out.Remote = out.Local // a first node: as fast as the host, until measured
+	}
+	if m.RemoteMeasured && b.remoteBlk-a.remoteBlk < el/2 && nodesNow == nodesBefore {
+		out.Remote, out.RemoteMeasured = m.Remote, true
+	}
+	return out
+}
+
+// servingNodes counts the nodes serving the job as last heard.
+func (it *Iterator) servingNodes() int {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	n := 0
+	for _, w := range it.info.Workers {
+		if _, local := w.LocalWorker(); !local && !w.Expired && !w.Drained {
+			n++
+		}
+	}
+	return n
+}
+
+// profile runs the local worker alone until AutoProfileRows rows reached
+// the loop or AutoProfileTime passed, and measures.
+func (it *Iterator) profile(ctx context.Context) (OffloadProfile, bool) {
+	start := it.offloadSnapshot()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	deadline := start.at.Add(AutoProfileTime)
+	for {
+		select {
+		case <-ctx.Done():
+			return OffloadProfile{}, false
+		case <-t.C:
+		}
+		now := it.offloadSnapshot()
+		if now.rows-start.rows >= AutoProfileRows || now.at.After(deadline) {
+			return measure(start, now), true
+		}
+	}
+}
+
+// estimateRemote guesses the nodes' rate before it is measured: the local
+// rate per core times the job's live nodes (one core each).
+func (it *Iterator) estimateRemote(ctx context.Context, p OffloadProfile) float64 {
+	nodes := 0
+	if ms, err := it.c.Members(ctx); err == nil {
+		for _, m := range ms {
+			if m.Status == api.StatusAlive && m.Worker {
+				nodes++
+			}
+		}
+	}
+	return p.Local / max(it.off.cores, 1) * float64(nodes)
+}
+
+// applyAuto puts a decision in force.
+func (it *Iterator) applyAuto(ctx context.Context, p OffloadProfile, cached bool, d offload.Decision) {
+	share := localShareOf(d)
+	if d.Offload && !it.off.remoteOn.Load() {
+		req := api.OffloadRequest{Job: it.job, Consumer: it.consumer, Remote: "on"}
+		if err := it.c.call(ctx, api.MethodOffload, req, nil); err != nil {
+			it.logger().Warn("offload auto: turning the nodes on failed; staying local", "job", it.job, "err", err)
+			d.Reason += fmt.Sprintf("; turning the nodes on failed (%v): local", err)
+			share = 1
+		} else {
+			it.off.remoteOn.Store(true)
+		}
+	}
+	it.off.gate.set(share)
+	it.setAuto(p, cached, d, "auto: "+d.Reason)
+}
+
+func (it *Iterator) setAuto(p OffloadProfile, cached bool, d offload.Decision, reason string) {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	r := it.off
+	_, _, share := r.gate.counts()
+	r.mode = api.OffloadLocal
+	if share < 1 {
+		r.mode = api.FractionMode(math.Round(share*100) / 100)
+	}
+	r.cut = 0
+	r.reason, r.profile, r.fromCache, r.predicted = reason, &p, cached, d.Predicted
+	r.since, r.rowsAt = time.Now(), it.stats.Rows
+}
+
+func (it *Iterator) storeProfile(fingerprint string, p OffloadProfile) {
+	if err := it.c.profiles.store(fingerprint, p); err != nil {
+		it.logger().Warn("offload auto: remembering the profile", "err", err)
+	}
+}

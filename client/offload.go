@@ -1,0 +1,327 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/splits"
+)
+
+// Offload (JobOptions.Offload): where a DYNAMIC job's pipeline runs for
+// this consumer. remote: the nodes prepare everything (as before offload
+// existed); local: a local worker in this process prepares everything and
+// the nodes take no split; a fraction: the local worker prepares that
+// share of the batches, the nodes the rest; auto: the client profiles and
+// decides (autooffload.go). localworker.go has the local worker.
+
+// OffloadStats is what the iterator's offload did (Stats.Offload).
+type OffloadStats struct {
+	// Requested is JobOptions.Offload as given (auto when empty).
+	Requested string `json:"requested"`
+	// Mode is the decision in force: remote, local or fraction=F.
+	Mode string `json:"mode"`
+	// Fraction is the local worker's target share of the batches.
+	Fraction float64 `json:"fraction"`
+	// Cut is the offload boundary in force (0: none).
+	Cut int `json:"cut,omitempty"`
+	// LocalCPUs is the local worker's CPU budget, and LocalCPUsFrom where
+	// it came from (JobOptions.LocalCPUs, or measured spare CPUs).
+	LocalCPUs     float64 `json:"local_cpus"`
+	LocalCPUsFrom string  `json:"local_cpus_from"`
+	// Reason says why this mode (auto's decision, or a fallback).
+	Reason string `json:"reason"`
+	// LocalBatches and RemoteBatches count what each side prepared;
+	// LocalShare is LocalBatches over both.
+	LocalBatches  int64   `json:"local_batches"`
+	RemoteBatches int64   `json:"remote_batches"`
+	LocalShare    float64 `json:"local_share"`
+	// Profile is what auto measured (nil otherwise); FromCache: it was
+	// remembered from an earlier run on this host (ProfileCachePath).
+	Profile   *OffloadProfile `json:"profile,omitempty"`
+	FromCache bool            `json:"from_cache,omitempty"`
+	// Predicted is the training loop's rate (rows per second) the
+	// decision expected; Measured the rate since the decision.
+	Predicted float64 `json:"predicted_rows_per_second,omitempty"`
+	Measured  float64 `json:"measured_rows_per_second"`
+}
+
+// offloadRun is an iterator's offload: the decision and the local worker.
+type offloadRun struct {
+	requested string
+	cores     float64
+	coresFrom string
+	exact     bool
+	dynamic   bool // the job may have a local worker (DYNAMIC, no share, not coordinated)
+
+	gate     *shareGate
+	local    *localWorker // nil: remote
+	meters   offloadMeters
+	remoteOn atomic.Bool // auto turned the nodes on
+
+	spec     *pipeline.Spec
+	fraction float64 // the local share to start with
+
+	// guarded by the Iterator's mu
+	mode      string
+	cut       int
+	reason    string
+	profile   *OffloadProfile
+	fromCache bool
+	predicted float64
+	since     time.Time // the decision's time
+	rowsAt    int64     // Stats.Rows then
+}
+
+// offloadPlan resolves a consumer's offload before the job is joined:
+// the mode, the local CPU budget, and whether the pipeline runs here.
+// An error is the user's (a bad mode, a budget of 0 with local, a
+// pipeline that cannot run in the client); auto falls back to remote with
+// the reason instead.
+func offloadPlan(spec *pipeline.Spec, o JobOptions) (*offloadRun, float64, error) {
+	o = o.WithDefaults()
+	mode, frac, err := api.ParseOffload(o.Offload)
+	if err != nil {
+		return nil, 0, err
+	}
+	r := &offloadRun{requested: mode, mode: mode, exact: o.Delivery == api.ExactlyOnce,
+		dynamic: o.Sharding == api.Dynamic && !o.Share && !o.Coordinated}
+	if o.OffloadBoundary > 0 {
+		return nil, 0, fmt.Errorf("offload_boundary %d: cut points are not implemented yet (issue 17); leave it 0", o.OffloadBoundary)
+	}
+	if mode == api.OffloadRemote {
+		r.reason = "offload remote: the nodes prepare everything"
+		return r, 0, nil
+	}
+	if o.Sharding != api.Dynamic || o.Share || o.Coordinated {
+		// Validate refused the fixed modes; auto says why it stays remote.
+		r.mode, r.reason = api.OffloadRemote, fmt.Sprintf("auto: remote, since a local worker needs sharding dynamic without share or coordinated reads (sharding %s)", o.Sharding)
+		return r, 0, nil
+	}
+	if len(o.Resume) > 0 && mode == api.OffloadAuto {
+		r.mode, r.reason = api.OffloadRemote, "auto: remote while resuming from a checkpoint (the local worker is not profiled then)"
+		return r, 0, nil
+	}
+	r.cores, r.coresFrom = o.LocalCPUs, "JobOptions.LocalCPUs"
+	if r.cores == 0 {
+		r.cores, r.coresFrom = spareCPUs()
+	}
+	if r.cores < minLocalCPUs {
+		if mode != api.OffloadAuto {
+			return nil, 0, fmt.Errorf("offload %s: the local CPU budget is %.2g cores (%s): nothing to run a local worker with; set JobOptions.LocalCPUs, or use offload remote", o.Offload, r.cores, r.coresFrom)
+		}
+		r.mode, r.reason = api.OffloadRemote, fmt.Sprintf("auto: remote, the host has no spare CPU (%.2g cores, %s)", r.cores, r.coresFrom)
+		return r, 0, nil
+	}
+	if err := runsHere(spec); err != nil {
+		if mode != api.OffloadAuto {
+			return nil, 0, fmt.Errorf("offload %s: the pipeline cannot run in the client (an op registered only in the node binary?): %w; use offload remote", o.Offload, err)
+		}
+		r.mode, r.reason = api.OffloadRemote, fmt.Sprintf("auto: remote, the pipeline cannot run in the client: %v", err)
+		return r, 0, nil
+	}
+	if mode == api.OffloadAuto {
+		r.reason = "auto: profiling the pipeline and the training loop on this host (the nodes off meanwhile)"
+		return r, 1, nil
+	}
+	r.reason = fmt.Sprintf("offload %s: the local worker prepares %.0f %% of the batches", mode, 100*frac)
+	return r, frac, nil
+}
+
+// minLocalCPUs is the least budget a local worker runs with.
+const minLocalCPUs = 0.05
+
+// startOffload asks the cluster for the local worker (and, for local or
+// auto's profiling, to keep the nodes off the job) once the consumer is
+// attached.
+func (c *Client) startOffload(ctx context.Context, info api.JobInfo, consumer string, r *offloadRun, fraction float64) error {
+	if r == nil || !r.dynamic {
+		return nil
+	}
+	// A consumer that wants the nodes turns them on (another consumer's
+	// offload local may have turned them off).
+	req := api.OffloadRequest{Job: info.Name, Consumer: consumer, LocalWorker: r.mode != api.OffloadRemote, Remote: "on"}
+	switch {
+	case fraction >= 1 && r.requested == api.OffloadAuto && len(info.Consumers) > 1:
+		// Auto's profiling does not take the nodes from the job's other
+		// consumers: it leaves them as they are (its own gate keeps its
+		// local worker's batches apart meanwhile).
+		req.Remote = ""
+	case fraction >= 1:
+		req.Remote = "off"
+	}
+	if err := c.call(ctx, api.MethodOffload, req, nil); err != nil {
+		return fmt.Errorf("offload %s: start the local worker: %w", r.requested, err)
+	}
+	return nil
+}
+
+// localName is the iterator's local worker's name ("" without one).
+func (r *offloadRun) localName() string {
+	if r == nil || r.local == nil {
+		return ""
+	}
+	return r.local.name
+}
+
+// fill writes the offload's figures into s (the Iterator's mu held).
+func (r *offloadRun) fill(s *Stats, now time.Time) {
+	if r == nil {
+		return
+	}
+	o := &OffloadStats{Requested: r.requested, Mode: r.mode, Cut: r.cut, LocalCPUs: r.cores, LocalCPUsFrom: r.coresFrom,
+		Reason: r.reason, Profile: r.profile, FromCache: r.fromCache, Predicted: r.predicted}
+	if r.gate != nil {
+		o.LocalBatches, o.RemoteBatches, o.Fraction = r.gate.counts()
+		if t := o.LocalBatches + o.RemoteBatches; t > 0 {
+			o.LocalShare = float64(o.LocalBatches) / float64(t)
+		}
+	}
+	if !r.since.IsZero() {
+		if d := now.Sub(r.since).Seconds(); d >= 1 { // a shorter window measures bursts
+			o.Measured = float64(s.Rows-r.rowsAt) / d
+		}
+	}
+	s.Offload = o
+}
+
+// report is the offload as `feedmesh jobs` shows it.
+func (r *offloadRun) report(s Stats) *api.OffloadReport {
+	o := s.Offload
+	if o == nil {
+		return nil
+	}
+	return &api.OffloadReport{Mode: o.Mode, Fraction: o.Fraction, Cut: o.Cut, Predicted: o.Predicted, Measured: o.Measured,
+		Local: o.LocalBatches, Remote: o.RemoteBatches, Stall: min(max(s.RecentStallFraction, 0), 1), Reason: o.Reason}
+}
+
+// offloadReportInterval is how often a consumer with a local worker
+// reports its offload to the cluster.
+const offloadReportInterval = 2 * time.Second
+
+// reportOffload sends the offload report every offloadReportInterval
+// until ctx ends (best effort: `feedmesh jobs` shows the last one).
+func (it *Iterator) reportOffload(ctx context.Context) {
+	t := time.NewTicker(offloadReportInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rep := it.off.report(it.Stats())
+		if rep == nil {
+			continue
+		}
+		if err := it.c.call(ctx, api.MethodOffload, api.OffloadRequest{Job: it.job, Consumer: it.consumer, Report: rep}, nil); err != nil && ctx.Err() == nil {
+			it.logger().Debug("offload report", "job", it.job, "err", err)
+		}
+	}
+}
+
+// remoteServing reports whether a node serves the job as last heard: a
+// worker that is not a local worker, not expired and not drained, with
+// the nodes' part on.
+func remoteServing(info api.JobInfo) bool {
+	if info.RemoteOff {
+		return false
+	}
+	for _, w := range info.Workers {
+		if _, local := splits.LocalWorkerOf(w.Name); !local && !w.Expired && !w.Drained {
+			return true
+		}
+	}
+	return false
+}
+
+// runsHere checks that spec compiles in this process: every op it names
+// is registered here (ops registered only in the node binary are not).
+func runsHere(spec *pipeline.Spec) error {
+	it, err := pipeline.OpenWithOptions(context.Background(), spec, []pipeline.Split{}, pipeline.Options{DisableStats: true})
+	if err != nil {
+		return err
+	}
+	return it.Close()
+}
+
+// withSpec keeps what the local worker will run.
+func (r *offloadRun) withSpec(spec *pipeline.Spec, fraction float64) *offloadRun {
+	if r != nil {
+		r.spec, r.fraction = spec, fraction
+	}
+	return r
+}
+
+// Local worker defaults: splits per lease, how often it reports produced
+// splits and asks again when nothing is leasable, and how many batches
+// it may run ahead of its share.
+const (
+	localLeaseSplits = 8
+	localPoll        = 100 * time.Millisecond
+	localSlack       = 2
+)
+
+// startLocal creates the plain engine's local worker (it runs under the
+// engine's run) and the offload's reporting, when the offload has one.
+func (it *Iterator) startLocal(p *plain) {
+	r := it.off
+	if r == nil || r.mode == api.OffloadRemote {
+		return
+	}
+	r.gate = newShareGate(r.fraction, localSlack, func() bool {
+		it.mu.Lock()
+		defer it.mu.Unlock()
+		return remoteServing(it.info)
+	}, func() bool {
+		it.mu.Lock()
+		defer it.mu.Unlock()
+		return it.info.State != "" && it.info.State != api.JobRunning
+	})
+	cfg := localConfig{job: it.job, consumer: it.consumer, jobID: it.jobID, spec: r.spec, exact: r.exact, batched: r.spec.Batched(),
+		cores: r.cores, leaseSplits: localLeaseSplits, poll: localPoll}
+	w, err := newLocalWorker(cfg, it, it.ledger, r.gate)
+	if err != nil {
+		r.mode, r.reason = api.OffloadRemote, fmt.Sprintf("%s; fell back to remote: %v", r.reason, err)
+		r.gate = nil
+		return
+	}
+	r.local, p.local = w, w
+	r.since = time.Now()
+	if r.requested != api.OffloadAuto {
+		r.mode = api.FractionMode(r.fraction)
+		if r.fraction >= 1 {
+			r.mode = api.OffloadLocal
+		}
+	}
+	w.blocked = &r.meters.localBlocked
+	it.wg.Add(1)
+	go func() {
+		defer it.wg.Done()
+		it.reportOffload(it.ctx)
+	}()
+	if r.requested == api.OffloadAuto {
+		fp, _ := r.spec.Fingerprint()
+		it.wg.Add(1)
+		go func() {
+			defer it.wg.Done()
+			it.runAuto(it.ctx, fp)
+		}()
+	}
+}
+
+// call is a control request through the client (the local worker's).
+func (it *Iterator) call(ctx context.Context, method string, req, resp any) error {
+	return it.c.call(ctx, method, req, resp)
+}
+
+// offGate is the share gate of the iterator's local worker, or nil.
+func (it *Iterator) offGate() *shareGate {
+	if it.off == nil {
+		return nil
+	}
+	return it.off.gate
+}

@@ -1,0 +1,224 @@
+package client_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/fn"
+	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/testcluster"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+// localBatches splits a delivery's elements by who prepared them: this
+// consumer's local worker or the nodes.
+func localRows(d delivery) (local, remote int) {
+	for w, vs := range d.byWorker {
+		if _, ok := splits.LocalWorkerOf(w); ok {
+			local += len(vs)
+		} else {
+			remote += len(vs)
+		}
+	}
+	return local, remote
+}
+
+// TestOffloadModes: a DYNAMIC exactly-once job read with each fixed
+// offload mode delivers every element exactly once, for 2 epochs; with
+// local the nodes prepare nothing, with remote the client nothing, with a
+// fraction both a part near it; the stats say the mode and the counts.
+func TestOffloadModes(t *testing.T) {
+	c := testcluster.Start(t, 2)
+	cl := dial(t, c, 0)
+	const n = 4000
+	for _, tc := range []struct {
+		offload        string
+		minLoc, maxLoc float64
+	}{
+		{"remote", 0, 0},
+		{"local", 1, 1},
+		{"0.5", 0.1, 0.6},
+	} {
+		t.Run(tc.offload, func(t *testing.T) {
+			opts := client.JobOptions{Name: "offload-" + tc.offload, Sharding: client.Dynamic, Workers: client.AllWorkers, Epochs: 2, Offload: tc.offload, LocalCPUs: 1}
+			it, err := cl.Distribute(context.Background(), shuffledSpec(n, 10, 10, 200), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer it.Close()
+			d := drain(t, it, 90*time.Second, nil)
+			checkExactly(t, d, n, 2)
+			loc, rem := localRows(d)
+			share := float64(loc) / float64(loc+rem)
+			st := it.Stats()
+			t.Logf("offload %s: local %d rows, remote %d (share %.2f); stats %+v", tc.offload, loc, rem, share, *st.Offload)
+			if share < tc.minLoc || share > tc.maxLoc {
+				t.Errorf("local share %.2f, want [%.2f, %.2f]", share, tc.minLoc, tc.maxLoc)
+			}
+			if st.Offload == nil || st.Offload.Requested == "" || st.Offload.Reason == "" {
+				t.Errorf("offload stats %+v", st.Offload)
+			}
+			if st.Exact == nil || st.Exact.Duplicates != 0 {
+				t.Errorf("exactly-once counters %+v", st.Exact)
+			}
+		})
+	}
+}
+
+// TestOffloadBadInput: a local budget of 0, an unknown mode, and a
+// pipeline op this process does not have are refused with errors that
+// say so; offload local on a job that is not DYNAMIC too.
+func TestOffloadBadInput(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	cl := dial(t, c, 0)
+	spec := shuffledSpec(100, 10, 10, 1)
+	for _, tc := range []struct {
+		name string
+		o    client.JobOptions
+		want string
+	}{
+		{"mode", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: "sideways"}, "want auto, remote, local"},
+		{"fraction", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: "1.5"}, "local fraction in [0, 1]"},
+		{"budget", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: "local", LocalCPUs: 0.01}, "local CPU budget"},
+		{"negative-budget", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: "local", LocalCPUs: -1}, "local_cpus"},
+		{"not-dynamic", client.JobOptions{Offload: "local"}, "needs sharding dynamic"},
+		{"cut", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, OffloadBoundary: 2}, "cut points are not implemented yet"},
+		{"negative-cut", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, OffloadBoundary: -1}, "offload_boundary -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.Name = "bad-" + tc.name
+			_, err := cl.Distribute(context.Background(), spec, tc.o)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// readPaced drains it as a training loop taking step per batch.
+func readPaced(t *testing.T, it *client.Iterator, step time.Duration) delivery {
+	return drain(t, it, 120*time.Second, func(client.Batch) {
+		time.Sleep(step) // the training step's own work, not a wait for a condition
+	})
+}
+
+// TestOffloadAuto: with no stall locally (a slow training loop, a cheap
+// pipeline) auto keeps everything local and never turns the nodes on;
+// with a pipeline the host cannot keep up with (a fast loop, an
+// expensive pipeline on a local budget of one core) it offloads: the
+// nodes prepare a share, the local worker the rest. Both exactly once;
+// the stats carry the profile, the decision's reason and the prediction.
+func TestOffloadAuto(t *testing.T) {
+	c := testcluster.Start(t, 2)
+	ctx := context.Background()
+	fast := transport.FastConfig()
+	cl, err := client.Dial(ctx, c.Node(0).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond, OffloadProfiles: "off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	t.Run("no-stall", func(t *testing.T) {
+		const n = 800
+		it, err := cl.Distribute(ctx, shuffledSpec(n, 10, 10, 1), client.JobOptions{Name: "auto-nostall", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		d := readPaced(t, it, 25*time.Millisecond) // 400 rows/s at most
+		checkExactly(t, d, n, 1)
+		st := it.Stats().Offload
+		t.Logf("%+v profile %+v", *st, st.Profile)
+		if st.Mode != "local" || st.RemoteBatches != 0 || st.Profile == nil || !strings.Contains(st.Reason, "no stall") {
+			t.Fatalf("auto without a stall: %+v", *st)
+		}
+		info, _ := jobInfo(t, cl, "auto-nostall")
+		if !info.RemoteOff {
+			t.Errorf("the nodes were turned on: %+v", info)
+		}
+	})
+	t.Run("stall", func(t *testing.T) {
+		const n = 3000
+		it, err := cl.Distribute(ctx, shuffledSpec(n, 10, 10, 2000), client.JobOptions{Name: "auto-stall", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		d := drain(t, it, 120*time.Second, nil)
+		checkExactly(t, d, n, 1)
+		st := it.Stats().Offload
+		t.Logf("%+v profile %+v", *st, st.Profile)
+		if st.Mode == "local" || st.RemoteBatches == 0 || st.LocalBatches == 0 || st.Predicted <= 0 {
+			t.Fatalf("auto with a stall: %+v", *st)
+		}
+	})
+}
+
+// TestOffloadShareMoves: under auto, the local worker's share follows the
+// nodes: it rises when one of the three nodes dies, and falls again when
+// a node joins (revision every AutoReviseInterval, from measured rates
+// and the number of nodes serving the job).
+func TestOffloadShareMoves(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	ctx := context.Background()
+	fast := transport.FastConfig()
+	cl, err := client.Dial(ctx, c.Node(0).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond, OffloadProfiles: "off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 1 << 22, SplitSize: 10}})
+	spec.Map("cost", fn.Args{"sleep_us": 2000}, 1) // 500 rows/s per node, 1500 locally (3 cores)
+	spec.Batch(10, false)
+	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "auto-moves", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			b, err := it.Next(rctx)
+			if err != nil {
+				return
+			}
+			b.Release()
+		}
+	}()
+	defer func() { cancel(); <-done; it.Close() }()
+	share := func() (float64, string) {
+		st := it.Stats().Offload
+		return st.Fraction, st.Mode
+	}
+	waitShare := func(what string, ok func(float64) bool) float64 {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			f, mode := share()
+			if strings.HasPrefix(mode, "fraction=") && ok(f) {
+				return f
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the local share is %v (%s) after 60 s; stats %+v", what, f, mode, *it.Stats().Offload)
+			}
+			time.Sleep(50 * time.Millisecond) // polling the iterator's stats
+		}
+	}
+	before := waitShare("offloading", func(f float64) bool { return f < 0.95 })
+	l, _ := c.WaitLeader(t, 10*time.Second)
+	victim := 1
+	if l == 1 {
+		victim = 2
+	}
+	c.Kill(victim) // neither the leader nor the node dialed
+	after := waitShare("after a node died", func(f float64) bool { return f >= before+0.05 })
+	if _, err := c.Add(); err != nil {
+		t.Fatal(err)
+	}
+	joined := waitShare("after a node joined", func(f float64) bool { return f <= after-0.05 })
+	t.Logf("local share %.2f with 3 nodes, %.2f after one died, %.2f after one joined; stats %+v", before, after, joined, *it.Stats().Offload)
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/fn"
+	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+func init() {
+	registerBench(cli.Command{Name: "offload", Summary: "offload (FastFlow): a training loop of fixed rate reading a sleep-cost pipeline with its local worker, k remote workers, or both: rows/s into the loop and remote worker-seconds per config (local, remote, fractions, auto)", Run: benchOffload})
+}
+
+// The offload benchmark emulates CPU budgets on a small machine honestly:
+// the pipeline's expensive op is a map of the `cost` function with
+// sleep_us (it waits, it burns no CPU), so a worker's rate is its
+// parallelism over the cost, whatever the machine's load: a node runs the
+// map with the spec's parallelism (--remote-cores), the client's local
+// worker with its budget (--local-cpus, a parallelism cap). The training
+// loop takes --ingest rows per second at most (it sleeps its step's time
+// per batch). Each config runs a fresh job for --seconds, measured from
+// its start (auto's profiling included; it remembers no profile).
+func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := prog.NewFlagSet("offload", "[--seconds S] [--workers K] [--json]", stderr)
+	seconds := fs.Float64("seconds", 6, "how long each config's job is read, from its start")
+	workers := fs.Int("workers", 2, "remote workers (nodes)")
+	costUs := fs.Int64("cost-us", 2000, "the pipeline's cost per element, sleep-based (µs)")
+	remoteCores := fs.Int("remote-cores", 1, "each node's emulated cores: the map's parallelism there")
+	localCPUs := fs.Float64("local-cpus", 2, "the client's local budget in the spare-local scenario (cores: the local worker's parallelism)")
+	batch := fs.Int64("batch", 10, "rows per batch")
+	scenarios := fs.String("scenarios", "spare-local,no-stall", "comma-separated: spare-local (the loop is faster than the nodes, the host has spare CPUs), no-stall (the host alone keeps up with the loop); slow-link needs cut points, not built yet")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: scenario, config (local, remote, fraction=F, auto), elements_per_second (rows into the training loop), remote_worker_seconds (Σ over the nodes that delivered to the reader of the seconds from their first batch to the end), local_share (of the batches), ratio_vs_best, ratio_vs_remote, decision (auto's mode and reason)")
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	c, cleanup, err := jobsCluster(*workers)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	fast := transport.FastConfig()
+	cl, err := client.Dial(ctx, c.Node(0).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 200 * time.Millisecond, PrefetchBatches: 32, OffloadProfiles: "off"})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	nodeRate := float64(*remoteCores) * 1e6 / float64(*costUs)
+	type scenario struct {
+		name   string
+		ingest float64 // rows/s the loop takes at most
+		local  float64 // the local budget
+	}
+	var scs []scenario
+	for _, s := range strings.Split(*scenarios, ",") {
+		switch strings.TrimSpace(s) {
+		case "spare-local":
+			// The loop could take 4× what the nodes make; the host has
+			// a budget worth as much as the nodes together.
+			scs = append(scs, scenario{"spare-local", 4 * nodeRate * float64(*workers), *localCPUs})
+		case "no-stall":
+			// The loop takes half of what the host alone makes.
+			scs = append(scs, scenario{"no-stall", 0.5 * *localCPUs * 1e6 / float64(*costUs), *localCPUs})
+		default:
+			return fmt.Errorf("--scenarios: %q: want spare-local or no-stall (slow-link needs cut points, not built yet)", s)
+		}
+	}
+	configs := []string{"local", "remote"}
+	for f := 1; f <= 9; f++ {
+		configs = append(configs, fmt.Sprintf("fraction=0.%d", f))
+	}
+	configs = append(configs, "auto")
+	window := time.Duration(*seconds * float64(time.Second))
+	var rows []benchRow
+	n := 0
+	for _, sc := range scs {
+		var scRows []benchRow
+		best, remote := 0.0, 0.0
+		for _, cfg := range configs {
+			n++
+			spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 1 << 24, SplitSize: 20}})
+			spec.Map("cost", fn.Args{"sleep_us": *costUs}, *remoteCores)
+			spec.Batch(*batch, false)
+			o := client.JobOptions{Name: fmt.Sprintf("offload-%s-%s-%d", sc.name, cfg, n), Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: cfg, LocalCPUs: sc.local, GCAfter: time.Second}
+			fmt.Fprintf(stderr, "%s %s: ingest %.0f rows/s, local budget %.2g, %d nodes of %d cores, cost %d µs …\n", sc.name, cfg, sc.ingest, sc.local, *workers, *remoteCores, *costUs)
+			r, err := offloadRun(ctx, cl, spec, o, sc.ingest, *batch, window)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", sc.name, cfg, err)
+			}
+			row := benchRow{"scenario": sc.name, "config": cfg, "elements_per_second": r.rate, "remote_worker_seconds": r.remoteSeconds,
+				"local_share": r.localShare, "decision": r.decision}
+			best = max(best, r.rate)
+			if cfg == "remote" {
+				remote = r.rate
+			}
+			scRows = append(scRows, row)
+		}
+		for _, row := range scRows {
+			row["ratio_vs_best"] = row["elements_per_second"].(float64) / best
+			if remote > 0 {
+				row["ratio_vs_remote"] = row["elements_per_second"].(float64) / remote
+			}
+		}
+		rows = append(rows, scRows...)
+	}
+	return printRows(stdout, *jsonOut, []string{"scenario", "config", "elements_per_second", "remote_worker_seconds", "local_share", "ratio_vs_best", "ratio_vs_remote", "decision"}, rows)
+}
+
+type offloadResult struct {
+	rate, remoteSeconds, localShare float64
+	decision                        string
+}
+
+// offloadRun reads one job for window as a loop that takes at most ingest
+// rows per second, and measures.
+func offloadRun(ctx context.Context, cl *client.Client, spec *pipeline.Spec, o client.JobOptions, ingest float64, batch int64, window time.Duration) (offloadResult, error) {
+	start := time.Now()
+	it, err := cl.Distribute(ctx, spec, o)
+	if err != nil {
+		return offloadResult{}, err
+	}
+	defer it.Close()
+	step := time.Duration(float64(batch) / ingest * float64(time.Second))
+	rctx, cancel := context.WithDeadline(ctx, start.Add(window))
+	defer cancel()
+	var rows int64
+	remoteSince := map[string]time.Time{}
+	var remoteSeconds float64
+	lastCheck := time.Time{}
+	for {
+		b, err := it.Next(rctx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			return offloadResult{}, err
+		}
+		rows += b.Rows()
+		b.Release()
+		time.Sleep(step) // the training step
+		if time.Since(lastCheck) > 200*time.Millisecond {
+			lastCheck = time.Now()
+			noteRemote(it.Stats().Workers, remoteSince, lastCheck)
+		}
+	}
+	el := time.Since(start)
+	now := time.Now()
+	noteRemote(it.Stats().Workers, remoteSince, now)
+	for _, since := range remoteSince {
+		remoteSeconds += now.Sub(since).Seconds()
+	}
+	r := offloadResult{rate: float64(rows) / el.Seconds(), remoteSeconds: remoteSeconds}
+	if st := it.Stats().Offload; st != nil {
+		r.localShare = st.LocalShare
+		r.decision = st.Mode
+		if o.Offload == "auto" {
+			r.decision = st.Mode + ": " + st.Reason
+		}
+	}
+	return r, nil
+}
+
+// noteRemote records when each node was first seen to deliver to this
+// reader (a worker-second is counted from then to the end of the run: the
+// node works for the job from then on). A node assigned the job but held
+// off (offload local) delivers nothing and is not counted.
+func noteRemote(ws map[string]client.WorkerStats, since map[string]time.Time, now time.Time) {
+	for name, w := range ws {
+		if _, local := splits.LocalWorkerOf(name); local || w.Batches == 0 {
+			continue
+		}
+		if _, ok := since[name]; !ok {
+			since[name] = now
+		}
+	}
+}

@@ -1,0 +1,49 @@
+package raftstate
+
+import (
+	"testing"
+
+	"github.com/feedmesh/feedmesh/splits"
+)
+
+// TestOffloadCommands: a consumer's local worker leases like a node; with
+// the nodes' part off, a node gets empty leases and no assignment; when
+// the consumer detaches, its local worker is expired and the splits it
+// held are leased again at once (no fence awaited), without what its
+// receipts cover; bad requests are refused.
+func TestOffloadCommands(t *testing.T) {
+	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Epochs: 1, Delivery: DeliveryExactlyOnce})
+	applyOK(t, s, NewAttachConsumer("j1", "c1"))
+	applyOK(t, s, NewAttachConsumer("j1", "c2"))
+	applyOK(t, s, NewAssignTask("j1", "w1"))
+	applyErr(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "nobody", LocalWorker: true}), ErrNotAssigned)
+	applyErr(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Remote: "maybe"}), ErrInvalidCommand)
+	applyOK(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", LocalWorker: true, Remote: RemoteOff,
+		Report: &OffloadReport{Mode: "local", Fraction: 1, Reason: "test"}}))
+	local := splits.LocalWorkerName("c1")
+	if l := applyOK(t, s, NewLeaseSplits("j1", "w1", 1, 4)).(splits.Lease); len(l.Splits) != 0 || l.Done {
+		t.Fatalf("a node leased %+v with the nodes' part off", l)
+	}
+	j := s.Jobs["j1"]
+	if steps := PlanJobWorkers([]JobMember{{ID: "w2", Addr: "a", Worker: true, Status: MemberAlive}}, viewOf(j)); len(steps) != 0 {
+		t.Fatalf("assignments with the nodes' part off: %+v", steps)
+	}
+	l := applyOK(t, s, NewLeaseSplits("j1", local, 1, 2)).(splits.Lease)
+	if len(l.Splits) != 2 {
+		t.Fatalf("local lease %+v", l)
+	}
+	applyOK(t, s, NewReceipts("j1", "c1", 0, []Receipt{{Epoch: 0, Split: l.Splits[0], Got: splits.Span(0, 1)}}, nil))
+	applyOK(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c2", Remote: RemoteOn}))
+	applyOK(t, s, NewDetachConsumer("j1", "c1"))
+	if st := s.Jobs["j1"].Workers[local]; !st.Expired {
+		t.Fatalf("the departed consumer's local worker: %+v", st)
+	}
+	if _, ok := s.Jobs["j1"].Offload.Reports["c1"]; ok {
+		t.Fatal("the departed consumer's report stayed")
+	}
+	l2 := applyOK(t, s, NewLeaseSplits("j1", "w1", 2, 2)).(splits.Lease)
+	if len(l2.Splits) != 2 || l2.Splits[0] != l.Splits[0] || len(l2.Exclude) == 0 || l2.Exclude[0].String() != "[0,1)" {
+		t.Fatalf("the node's lease after the local worker's expiry: %+v (local had %v)", l2, l.Splits)
+	}
+	applyErr(t, s, NewLeaseSplits("j1", local, 3, 1), ErrNotAssigned)
+}
