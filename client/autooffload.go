@@ -172,6 +172,9 @@ func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
 			return
 		case <-t.C:
 		}
+		if it.off.local.retiring() {
+			return
+		}
 		now, n := it.offloadSnapshot(), it.servingNodes()
 		m := revised(prof, measure(last, now), last, now, nodes, n)
 		last, nodes = now, n
@@ -270,6 +273,9 @@ func (it *Iterator) estimateRemote(ctx context.Context, p OffloadProfile) float6
 
 // applyAuto puts a decision in force.
 func (it *Iterator) applyAuto(ctx context.Context, p OffloadProfile, cached bool, d offload.Decision) {
+	if it.off.local.retiring() {
+		return // remote for good (retireLocalIfShared)
+	}
 	share := localShareOf(d)
 	if d.Offload && !it.off.remoteOn.Load() {
 		req := api.OffloadRequest{Job: it.job, Consumer: it.consumer, Remote: "on"}
@@ -289,6 +295,9 @@ func (it *Iterator) setAuto(p OffloadProfile, cached bool, d offload.Decision, r
 	it.mu.Lock()
 	defer it.mu.Unlock()
 	r := it.off
+	if r.local.retiring() {
+		return
+	}
 	_, _, share := r.gate.counts()
 	r.mode = api.OffloadLocal
 	if share < 1 {

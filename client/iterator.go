@@ -299,6 +299,7 @@ func (it *Iterator) setInfo(info api.JobInfo) {
 	}
 	it.stats.Autocache = info.Autocache
 	it.mu.Unlock()
+	it.retireLocalIfShared(info)
 	it.c.learnNodes(info.Workers)
 	if it.track != nil {
 		if it.track.beat(info, it.consumer) {

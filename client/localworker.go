@@ -65,10 +65,17 @@ type localWorker struct {
 	pmu     sync.Mutex
 	pending []pipeline.CompletedSplit // produced, not yet reported
 
-	blocked  *atomic.Int64 // if not nil, adds the ns it waited to put a batch or for its share
-	finished atomic.Bool   // every split of the job is produced (or, at-most-once, handed out and read)
-	expired  atomic.Bool   // the cluster expired it: its part ended
-	seq      uint64
+	blocked *atomic.Int64 // if not nil, adds the ns it waited to put a batch or for its share
+	expired atomic.Bool   // the cluster expired it: its part ended
+	seq     uint64
+
+	// Retiring (exactly-once): the consumer ends its local worker while
+	// it reads on (retire). The worker stops at the next batch, has the
+	// cluster expire it (its undelivered splits go to the nodes once the
+	// consumer fences it) and fences it; what it made before is delivered.
+	retireCh   chan struct{}
+	retireOnce sync.Once
+	retired    atomic.Bool // the cluster expired it at its consumer's request
 }
 
 func newLocalWorker(cfg localConfig, h localHost, l *ledger, g *shareGate) (*localWorker, error) {
@@ -77,7 +84,63 @@ func newLocalWorker(cfg localConfig, h localHost, l *ledger, g *shareGate) (*loc
 		return nil, fmt.Errorf("local worker: %w", err)
 	}
 	return &localWorker{cfg: cfg, name: splits.LocalWorkerName(cfg.consumer), h: h, ledger: l, gate: g, all: all,
-		reqID: uint64(time.Now().UnixNano())}, nil
+		reqID: uint64(time.Now().UnixNano()), retireCh: make(chan struct{})}, nil
+}
+
+// retire asks the worker to end its part of the job (exactly-once; safe
+// to call more than once, from any goroutine).
+func (w *localWorker) retire() {
+	w.retireOnce.Do(func() { close(w.retireCh) })
+	w.gate.wake()
+}
+
+// retiring reports whether retire was called.
+func (w *localWorker) retiring() bool {
+	if w == nil {
+		return false
+	}
+	select {
+	case <-w.retireCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// retireNow has the cluster expire the worker and fences it: called by
+// pump once it takes no more elements from the pipeline, before the
+// batches already receipted are put (they may wait for the consumer,
+// and the consumer's other ranks may wait for the splits this worker
+// held). The fence goes out in the ledger's next report, after the
+// receipts of every batch the worker made: from then on the nodes read
+// its splits again without them.
+func (w *localWorker) retireNow(ctx context.Context) error {
+	if !w.cfg.exact || w.retired.Load() {
+		return nil
+	}
+	if err := w.flushProduced(ctx); err != nil {
+		return err
+	}
+	req := api.OffloadRequest{Job: w.cfg.job, Consumer: w.cfg.consumer, Retire: true, Remote: "on"}
+	for attempt := 1; ; attempt++ {
+		err := w.h.call(ctx, api.MethodOffload, req, nil)
+		if err == nil || errors.Is(err, api.ErrNotAssigned) {
+			break // not assigned: the consumer, and with it the worker, is gone
+		}
+		if !retriableCall(err) || ctx.Err() != nil {
+			return fmt.Errorf("local worker: retire: %w", err)
+		}
+		w.h.logger().Warn("local worker: retire; asking again", "job", w.cfg.job, "err", err)
+		select {
+		case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	w.ledger.fence(w.name)
+	w.retired.Store(true)
+	w.gate.busy(false)
+	return nil
 }
 
 // run produces until every split is produced, a failure, or ctx's end.
@@ -106,8 +169,7 @@ func (w *localWorker) run(ctx context.Context) error {
 		if err := w.pump(ctx, p); err != nil {
 			return err
 		}
-		if p.over || !w.cfg.exact {
-			w.finished.Store(true)
+		if p.over || !w.cfg.exact || w.retired.Load() {
 			return nil
 		}
 		// A phase ended (the leases said done): the pipeline was closed so
@@ -122,8 +184,10 @@ func (w *localWorker) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if w.retiring() {
+			return w.retireNow(ctx) // between phases: nothing waits to be put
+		}
 		if !more {
-			w.finished.Store(true)
 			return nil
 		}
 	}
@@ -156,10 +220,16 @@ func (w *localWorker) pump(ctx context.Context, p *localProvider) (err error) {
 		}
 	}()
 	for {
+		if w.retiring() {
+			return w.retireNow(ctx)
+		}
 		el, err := it.Next(pctx)
 		if errors.Is(err, io.EOF) {
 			if tr != nil {
 				w.produced(tr.Completed())
+			}
+			if w.retiring() {
+				return w.retireNow(ctx)
 			}
 			return nil
 		}
@@ -189,6 +259,18 @@ func (w *localWorker) pump(ctx context.Context, p *localProvider) (err error) {
 		}
 		select {
 		case ahead <- a:
+		case <-w.retireCh:
+			// Its consumer's buffer is full and may stay so while the
+			// consumer's other ranks wait for the splits this worker
+			// holds: hand them on first, then deliver a (received).
+			if err := w.retireNow(ctx); err != nil {
+				return err
+			}
+			select {
+			case ahead <- a:
+			case <-pctx.Done():
+				return nil
+			}
 		case <-pctx.Done():
 			return nil
 		}
@@ -343,6 +425,44 @@ type localProvider struct {
 	inflight bool
 	answer   chan leaseAnswer
 	wg       sync.WaitGroup
+	// At-most-once, a split is finished once the pipeline asks for the
+	// next one (as a node's provider says): finished splits are reported
+	// before a lease and at the end of a phase, so that the job's
+	// progress counts them and its end (every split finished) comes.
+	current  doneSplit
+	reading  bool
+	finished []doneSplit
+}
+
+type doneSplit struct{ epoch, id int64 }
+
+// finishCurrent notes that the split being read is finished
+// (at-most-once).
+func (p *localProvider) finishCurrent() {
+	if p.reading {
+		p.finished = append(p.finished, p.current)
+		p.reading = false
+	}
+}
+
+// reportFinished sends the finished splits, one request per epoch. It is
+// bookkeeping, as a node's report: a failure is logged and the splits
+// stay outstanding in the job's progress.
+func (p *localProvider) reportFinished(ctx context.Context) {
+	if len(p.finished) == 0 {
+		return
+	}
+	byEpoch := map[int64][]int64{}
+	for _, f := range p.finished {
+		byEpoch[f.epoch] = append(byEpoch[f.epoch], f.id)
+	}
+	p.finished = nil
+	for _, epoch := range slices.Sorted(maps.Keys(byEpoch)) {
+		req := api.FinishRequest{Job: p.w.cfg.job, Worker: p.w.name, Epoch: epoch, Splits: byEpoch[epoch]}
+		if err := p.w.h.call(ctx, api.MethodFinish, req, nil); err != nil && ctx.Err() == nil {
+			p.w.h.logger().Warn("local worker: report finished splits", "job", p.w.cfg.job, "splits", len(req.Splits), "err", err)
+		}
+	}
 }
 
 type leaseAnswer struct {
@@ -420,7 +540,24 @@ func (p *localProvider) collect(ctx context.Context, wait bool) error {
 // Next hands out the next leased split, leasing more when the queue is
 // empty and the share gate lets it.
 func (p *localProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error) {
+	ps, err := p.next(ctx)
+	if !p.w.cfg.exact {
+		p.finishCurrent()
+		if err == nil {
+			p.current, p.reading = doneSplit{ps.Epoch, ps.Split.ID}, true
+		} else {
+			p.reportFinished(ctx)
+		}
+	}
+	return ps, err
+}
+
+func (p *localProvider) next(ctx context.Context) (pipeline.ProvidedSplit, error) {
 	w := p.w
+	if w.retiring() {
+		// What it holds goes to the nodes (retireNow): no new split.
+		return pipeline.ProvidedSplit{}, io.EOF
+	}
 	if err := p.collect(ctx, len(p.queue) == 0); err != nil {
 		return pipeline.ProvidedSplit{}, err
 	}
@@ -433,8 +570,11 @@ func (p *localProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error
 			return pipeline.ProvidedSplit{}, io.EOF
 		}
 		t0 := time.Now()
-		err := w.gate.wait(ctx)
+		err := w.waitGate(ctx)
 		w.addBlocked(t0)
+		if w.retiring() {
+			return pipeline.ProvidedSplit{}, io.EOF
+		}
 		if errors.Is(err, errJobEnded) {
 			// Held to a share of 0 while the nodes read the rest: the
 			// job ended without this worker asking again.
@@ -445,6 +585,7 @@ func (p *localProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error
 		if err != nil {
 			return pipeline.ProvidedSplit{}, err
 		}
+		p.reportFinished(ctx)
 		resp, err := w.lease(ctx, w.cfg.leaseSplits)
 		if err := p.take(ctx, leaseAnswer{resp, err}); err != nil {
 			return pipeline.ProvidedSplit{}, err
@@ -488,6 +629,8 @@ func (p *localProvider) awaitMore(ctx context.Context) (bool, error) {
 	for {
 		select {
 		case <-t.C:
+		case <-p.w.retireCh:
+			return false, nil
 		case <-ctx.Done():
 			return false, ctx.Err()
 		}
@@ -508,6 +651,22 @@ func (p *localProvider) awaitMore(ctx context.Context) (bool, error) {
 			return false, nil
 		}
 	}
+}
+
+// waitGate is the gate's wait, ended early by retire.
+func (w *localWorker) waitGate(ctx context.Context) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-w.retireCh:
+			cancel()
+		case <-done:
+		}
+	}()
+	return w.gate.wait(wctx)
 }
 
 // capParallelism returns spec with every map run with the local CPU

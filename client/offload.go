@@ -101,6 +101,12 @@ func offloadPlan(spec *pipeline.Spec, o JobOptions) (*offloadRun, float64, error
 		r.mode, r.reason = api.OffloadRemote, fmt.Sprintf("auto: remote, since a local worker needs sharding dynamic without share or coordinated reads (sharding %s)", o.Sharding)
 		return r, 0, nil
 	}
+	if mode == api.OffloadAuto && o.Delivery != api.ExactlyOnce {
+		// Auto retires its local worker when another consumer joins the
+		// job; only exactly-once hands a retired worker's splits on.
+		r.mode, r.reason = api.OffloadRemote, "auto: remote under at-most-once delivery (a local worker retired when another consumer joins would lose its splits; ask for local or a fraction to run one)"
+		return r, 0, nil
+	}
 	if len(o.Resume) > 0 && mode == api.OffloadAuto {
 		r.mode, r.reason = api.OffloadRemote, "auto: remote while resuming from a checkpoint (the local worker is not profiled then)"
 		return r, 0, nil
@@ -141,22 +147,45 @@ func (c *Client) startOffload(ctx context.Context, info api.JobInfo, consumer st
 	if r == nil || !r.dynamic {
 		return nil
 	}
+	if r.requested == api.OffloadAuto && r.mode != api.OffloadRemote && len(info.Consumers) > 1 {
+		r.mode, r.reason = api.OffloadRemote, autoSeveralConsumers(len(info.Consumers))
+	}
 	// A consumer that wants the nodes turns them on (another consumer's
 	// offload local may have turned them off).
 	req := api.OffloadRequest{Job: info.Name, Consumer: consumer, LocalWorker: r.mode != api.OffloadRemote, Remote: "on"}
-	switch {
-	case fraction >= 1 && r.requested == api.OffloadAuto && len(info.Consumers) > 1:
-		// Auto's profiling does not take the nodes from the job's other
-		// consumers: it leaves them as they are (its own gate keeps its
-		// local worker's batches apart meanwhile).
-		req.Remote = ""
-	case fraction >= 1:
+	if fraction >= 1 && r.mode != api.OffloadRemote {
 		req.Remote = "off"
 	}
 	if err := c.call(ctx, api.MethodOffload, req, nil); err != nil {
 		return fmt.Errorf("offload %s: start the local worker: %w", r.requested, err)
 	}
 	return nil
+}
+
+// autoSeveralConsumers is offload auto's reason to stay remote, or to
+// retire its local worker, in a job with n consumers: a local worker's
+// batches reach only its own consumer, so ranks that read in lock step
+// (data-parallel trainers) would wait on each other at the end of the
+// data while it holds splits, and the shares of the ranks would differ.
+func autoSeveralConsumers(n int) string {
+	return fmt.Sprintf("auto: remote, the job has %d consumers (a local worker's batches would reach this one only)", n)
+}
+
+// retireLocalIfShared retires offload auto's local worker once the job
+// has another consumer (autoSeveralConsumers says why): the consumer
+// reads on from the nodes, which read what the local worker held.
+func (it *Iterator) retireLocalIfShared(info api.JobInfo) {
+	r := it.off
+	if r == nil || r.local == nil || r.requested != api.OffloadAuto || len(info.Consumers) < 2 || r.local.retiring() {
+		return
+	}
+	it.mu.Lock()
+	r.mode, r.reason = api.OffloadRemote, autoSeveralConsumers(len(info.Consumers))
+	r.since, r.rowsAt = time.Now(), it.stats.Rows
+	it.mu.Unlock()
+	r.gate.set(0)
+	r.local.retire()
+	it.logger().Info("offload auto: another consumer joined the job; retiring the local worker, the nodes read on", "job", it.job, "consumers", len(info.Consumers))
 }
 
 // localName is the iterator's local worker's name ("" without one).

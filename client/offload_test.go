@@ -2,6 +2,8 @@ package client_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -221,4 +223,97 @@ func TestOffloadShareMoves(t *testing.T) {
 	}
 	joined := waitShare("after a node joined", func(f float64) bool { return f <= after-0.05 })
 	t.Logf("local share %.2f with 3 nodes, %.2f after one died, %.2f after one joined; stats %+v", before, after, joined, *it.Stats().Offload)
+}
+
+// TestOffloadAutoLockstepConsumers: two consumers of one DYNAMIC job read
+// in lock step, as data-parallel trainers do (each step takes one batch
+// from every rank). A local worker's batches reach only its own consumer,
+// so a local worker holding splits while its consumer waits for the other
+// rank would stall both at the end of the data; offload auto therefore
+// stays remote for a consumer that joins a job with others, and retires
+// the local worker of the consumer that was first (its unread splits go
+// to the nodes, exactly-once). Every element arrives once and the read
+// ends.
+func TestOffloadAutoLockstepConsumers(t *testing.T) {
+	c := testcluster.Start(t, 2)
+	const n = 3000
+	spec := shuffledSpec(n, 50, 10, 100)
+	name := "offload-lockstep"
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	d := delivery{counts: map[int64]int{}, byWorker: map[string][]int64{}}
+	next := func(i int, it *client.Iterator) bool {
+		b, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return false
+		}
+		if err != nil {
+			t.Fatalf("consumer %d after %d batches in all: %v; stats %+v", i, d.batches, err, it.Stats().Offload)
+		}
+		d.batches++
+		for _, v := range values(t, b) {
+			d.counts[v]++
+			d.byWorker[b.Worker] = append(d.byWorker[b.Worker], v)
+		}
+		return true
+	}
+	its := make([]*client.Iterator, 2)
+	for i := range its {
+		cl := dial(t, c, i)
+		it, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: name, Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		its[i] = it
+		if i == 0 {
+			// The first rank reads a little alone: its local worker
+			// leases splits and fills its buffer before the second joins.
+			for range 5 {
+				next(0, it)
+			}
+		}
+	}
+	done := make([]bool, len(its))
+	for left := len(its); left > 0; {
+		for i, it := range its {
+			if !done[i] && !next(i, it) {
+				done[i], left = true, left-1
+			}
+		}
+	}
+	checkExactly(t, d, n, 1)
+	for i, it := range its {
+		o := it.Stats().Offload
+		t.Logf("consumer %d: offload %s (%s), local %d remote %d batches", i, o.Mode, o.Reason, o.LocalBatches, o.RemoteBatches)
+		if o.Mode != client.OffloadRemote || !strings.Contains(o.Reason, "consumers") {
+			t.Errorf("consumer %d: offload %q (%s), want remote because of the other consumer", i, o.Mode, o.Reason)
+		}
+	}
+}
+
+// TestOffloadAtMostOnceEnds: an at-most-once job read with a local worker
+// (local, a fraction) ends by itself with every element once when nothing
+// fails, and no split shows lost: the local worker reports the splits it
+// finished, as a node does, so the job's end (every split finished) comes
+// and the node assigned before the offload request is told it is done.
+func TestOffloadAtMostOnceEnds(t *testing.T) {
+	c := testcluster.Start(t, 2)
+	cl := dial(t, c, 0)
+	const n = 20000
+	for _, mode := range []string{"local", "0.5"} {
+		t.Run(mode, func(t *testing.T) {
+			it, err := cl.Distribute(context.Background(), rangeSpec(n, 500, 100),
+				client.JobOptions{Name: "amo-" + mode, Sharding: client.Dynamic, Delivery: client.AtMostOnce, Offload: mode, LocalCPUs: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer it.Close()
+			d := drain(t, it, 60*time.Second, nil)
+			checkExactly(t, d, n, 1)
+			if st := it.Stats(); st.SplitsLost != 0 {
+				t.Errorf("offload %s: %d splits lost, want 0 (stats %+v)", mode, st.SplitsLost, st)
+			}
+		})
+	}
 }

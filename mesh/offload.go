@@ -25,7 +25,7 @@ func (n *Node) registerOffloadHandler(handle func(string, func(context.Context, 
 func (n *Node) offload(ctx context.Context, req api.OffloadRequest) error {
 	return n.onLeader(ctx, req.Forwarded, api.MethodOffload, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
 		func(ctx context.Context) error {
-			b := raftstate.OffloadBody{Job: req.Job, Consumer: req.Consumer, LocalWorker: req.LocalWorker, Remote: req.Remote}
+			b := raftstate.OffloadBody{Job: req.Job, Consumer: req.Consumer, LocalWorker: req.LocalWorker, Remote: req.Remote, Retire: req.Retire}
 			if r := req.Report; r != nil {
 				b.Report = &raftstate.OffloadReport{Mode: r.Mode, Fraction: r.Fraction, Cut: r.Cut, Predicted: r.Predicted, Measured: r.Measured,
 					Local: r.Local, Remote: r.Remote, Stall: r.Stall, Reason: truncate(r.Reason, raftstate.MaxFailureBytes)}

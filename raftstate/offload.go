@@ -76,6 +76,12 @@ type OffloadBody struct {
 	// leaves it (RemoteUnchanged).
 	Remote string         `cbor:"4,keyasint,omitempty"`
 	Report *OffloadReport `cbor:"5,keyasint,omitempty"`
+	// Retire expires the consumer's local worker while the consumer
+	// stays (exactly-once only): its leased and unsettled splits are
+	// orphaned until the consumer fences it, then read by the nodes with
+	// what the consumer receipted excluded. Retiring one that is gone (or
+	// never was) changes nothing.
+	Retire bool `cbor:"6,keyasint,omitempty"`
 }
 
 // NewOffload is a consumer's offload request.
@@ -110,6 +116,21 @@ func applyOffload(s *State, c Command) (any, error) {
 		}
 	}
 	name := splits.LocalWorkerName(b.Consumer)
+	if b.Retire {
+		switch {
+		case b.LocalWorker:
+			return nil, fmt.Errorf("%w: offload: assign and retire a local worker at once", ErrInvalidCommand)
+		case !j.Dynamic.ExactlyOnce():
+			return nil, fmt.Errorf("%w: job %q: retiring a local worker needs exactly-once delivery (at-most-once would lose its splits)", ErrInvalidCommand, b.Job)
+		}
+		if st, ok := j.Workers[name]; ok && !st.Expired {
+			st.Expired = true
+			j.Workers[name] = st
+			// Only its own consumer received from it: only its fence is
+			// awaited.
+			j.Dynamic.ExpireWorker(name, []string{b.Consumer})
+		}
+	}
 	if b.LocalWorker {
 		st, ok := j.Workers[name]
 		switch {

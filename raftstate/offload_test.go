@@ -47,3 +47,55 @@ func TestOffloadCommands(t *testing.T) {
 	}
 	applyErr(t, s, NewLeaseSplits("j1", local, 3, 1), ErrNotAssigned)
 }
+
+// TestOffloadRetire: a consumer retires its local worker while it reads
+// on: the worker is expired, the splits it held wait for the consumer's
+// fence (it may still hold batches of them it has not receipted), then
+// go to a node without what the receipts cover; retiring again changes
+// nothing; an at-most-once job, or assign and retire at once, is refused.
+func TestOffloadRetire(t *testing.T) {
+	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Epochs: 1, Delivery: DeliveryExactlyOnce})
+	applyOK(t, s, NewAttachConsumer("j1", "c1"))
+	applyOK(t, s, NewAttachConsumer("j1", "c2"))
+	applyOK(t, s, NewAssignTask("j1", "w1"))
+	applyOK(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", LocalWorker: true}))
+	local := splits.LocalWorkerName("c1")
+	l := applyOK(t, s, NewLeaseSplits("j1", local, 1, 2)).(splits.Lease)
+	if len(l.Splits) != 2 {
+		t.Fatalf("local lease %+v", l)
+	}
+	applyErr(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", LocalWorker: true, Retire: true}), ErrInvalidCommand)
+	applyOK(t, s, NewReceipts("j1", "c1", 0, []Receipt{{Epoch: 0, Split: l.Splits[0], Got: splits.Span(0, 1)}}, nil))
+	applyOK(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Retire: true, Remote: RemoteOn}))
+	if st := s.Jobs["j1"].Workers[local]; !st.Expired {
+		t.Fatalf("the retired local worker: %+v", st)
+	}
+	applyErr(t, s, NewLeaseSplits("j1", local, 2, 1), ErrNotAssigned)
+	// Until c1 fences it, a node gets the splits the local worker did not
+	// lease, never its own.
+	for id := uint64(3); ; id++ {
+		l2 := applyOK(t, s, NewLeaseSplits("j1", "w1", id, 1)).(splits.Lease)
+		if len(l2.Splits) == 0 {
+			break
+		}
+		for _, sp := range l2.Splits {
+			if sp == l.Splits[0] || sp == l.Splits[1] {
+				t.Fatalf("split %d of the retired worker leased before its consumer fenced it", sp)
+			}
+		}
+		if id > 100 {
+			t.Fatal("no end of leases")
+		}
+	}
+	applyOK(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Retire: true})) // again: nothing changes
+	applyOK(t, s, NewReceipts("j1", "c1", 0, nil, []string{local}))
+	l3 := applyOK(t, s, NewLeaseSplits("j1", "w1", 200, 2)).(splits.Lease)
+	if len(l3.Splits) != 2 || l3.Splits[0] != l.Splits[0] || len(l3.Exclude) == 0 || l3.Exclude[0].String() != "[0,1)" {
+		t.Fatalf("the node's lease after the fence: %+v (the local worker had %v)", l3, l.Splits)
+	}
+
+	amo := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Epochs: 1, Delivery: DeliveryAtMostOnce})
+	applyOK(t, amo, NewAttachConsumer("j1", "c1"))
+	applyOK(t, amo, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", LocalWorker: true}))
+	applyErr(t, amo, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Retire: true}), ErrInvalidCommand)
+}

@@ -39,6 +39,11 @@ type OffloadRequest struct {
 	Remote    string         `cbor:"4,keyasint,omitempty"`
 	Report    *OffloadReport `cbor:"5,keyasint,omitempty"`
 	Forwarded bool           `cbor:"6,keyasint,omitempty"`
+	// Retire ends the consumer's local worker while the consumer reads
+	// on (exactly-once jobs): what it leased and did not deliver goes to
+	// the nodes once the consumer fences it (its receipts tell what it
+	// delivered). Offload auto retires it when another consumer joins.
+	Retire bool `cbor:"7,keyasint,omitempty"`
 }
 
 // OffloadReport is a consumer's offload as `feedmesh jobs` shows it.
