@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,4 +159,42 @@ func TestAutoscaleShedsWorkers(t *testing.T) {
 		t.Errorf("the job did not shed workers: phase %d, peak %d, low %d, released %d; last decision %+v", phase, peak, low, everReleased, last)
 	}
 	checkExactly(t, d, n, 1)
+}
+
+// TestAutoscaleTuningReachesTheJob: a job's autoscaling knobs go through
+// Raft with the job (its JobInfo shows them), and a consumer that asks
+// for other knobs of the same job is refused, naming the knob.
+func TestAutoscaleTuningReachesTheJob(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	cl := dial(t, c, 0)
+	ctx := context.Background()
+	o := client.JobOptions{Name: "tuned", Sharding: client.Dynamic, Offload: client.OffloadRemote, AutoscaleThreshold: 0.2, AutoscaleRevisit: 5, AutoscalePause: -1}
+	it, err := cl.Distribute(ctx, rangeSpec(1000, 100, 10), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	jobs, err := cl.Jobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, j := range jobs {
+		if j.Name == "tuned" {
+			found = true
+			if j.Options.AutoscaleThreshold != 0.2 || j.Options.AutoscaleRevisit != 5 || j.Options.AutoscalePause != -1 {
+				t.Errorf("the job's options %+v lack the knobs asked for", j.Options)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("job not listed")
+	}
+	o.AutoscaleThreshold = 0.3
+	if it2, err := cl.Distribute(ctx, rangeSpec(1000, 100, 10), o); err == nil {
+		it2.Close()
+		t.Fatal("a consumer with another threshold joined the job")
+	} else if !strings.Contains(err.Error(), "autoscale_threshold") {
+		t.Fatalf("the refusal does not name the knob: %v", err)
+	}
 }

@@ -23,6 +23,7 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 			Share: v.Options.Share, Coordinated: v.Options.Coordinated, PadFinalRound: v.Options.PadFinalRound, MaxWorkers: v.Options.MaxWorkers,
 			ConsumerTTL: v.Options.ConsumerTTL, GCAfter: v.Options.GCAfter, Compression: v.Options.Compression,
 			Delivery: v.Options.Delivery, Autoscale: v.Options.Autoscale,
+			AutoscaleThreshold: v.Options.AutoscaleThreshold, AutoscaleRevisit: v.Options.AutoscaleRevisit, AutoscalePause: v.Options.AutoscalePause,
 		},
 		CreatedAt: time.Unix(0, v.CreatedAt),
 	}

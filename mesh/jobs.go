@@ -441,6 +441,7 @@ func toRaftOptions(o api.JobOptions) (raftstate.JobOptions, error) {
 		Sharding: p, Epochs: o.Epochs, NumConsumers: o.NumConsumers, Share: o.Share,
 		Coordinated: o.Coordinated, PadFinalRound: o.PadFinalRound, MaxWorkers: o.MaxWorkers, ConsumerTTL: o.ConsumerTTL, GCAfter: o.GCAfter,
 		Compression: comp, Delivery: o.Delivery, Autoscale: o.Autoscale,
+		AutoscaleThreshold: o.AutoscaleThreshold, AutoscaleRevisit: o.AutoscaleRevisit, AutoscalePause: o.AutoscalePause,
 	}, nil
 }
 

@@ -514,6 +514,40 @@ var (
 	}()
 )
 
+// tuneScale is c with the job's own knobs, where it set them.
+func (o JobOptions) tuneScale(c AutoscaleConfig) AutoscaleConfig {
+	if o.AutoscaleThreshold > 0 {
+		c.Threshold = o.AutoscaleThreshold
+	}
+	if o.AutoscaleRevisit > 0 {
+		c.RevisitEvery = o.AutoscaleRevisit
+	}
+	switch {
+	case o.AutoscalePause > 0:
+		c.PauseMetrics = o.AutoscalePause
+	case o.AutoscalePause < 0:
+		c.PauseMetrics = 0
+	}
+	return c
+}
+
+// validateScaleTuning checks the job's knobs (CreateJob).
+func (o JobOptions) validateScaleTuning() error {
+	if o.AutoscaleThreshold == 0 && o.AutoscaleRevisit == 0 && o.AutoscalePause == 0 {
+		return nil
+	}
+	if !o.Autoscale {
+		return fmt.Errorf("autoscale threshold, revisit and pause tune an autoscaling job")
+	}
+	if o.AutoscaleRevisit > maxScaleMetrics || o.AutoscalePause > maxScaleMetrics || o.AutoscalePause < -1 || o.AutoscaleThreshold < 0 {
+		return fmt.Errorf("autoscale revisit %d, pause %d, threshold %v: out of range", o.AutoscaleRevisit, o.AutoscalePause, o.AutoscaleThreshold)
+	}
+	return o.tuneScale(scaleConfigAllocated).Validate()
+}
+
+// maxScaleMetrics bounds the revisit interval and the pause.
+const maxScaleMetrics = 1000
+
 // stepScale applies consumer's metric m to the job's Scale, if the job
 // autoscales, the consumer speaks for it and a window has passed.
 func (j *Job) stepScale(consumer string, m ScaleMetric) {
@@ -534,9 +568,9 @@ func (j *Job) stepScale(consumer string, m ScaleMetric) {
 	if m.Batches < j.Scale.StepBatches+int64(scaleConfig.BatchesPerMetric) {
 		return
 	}
-	cfg := scaleConfig
+	cfg := j.Options.tuneScale(scaleConfig)
 	if j.Scale.Allocated {
-		cfg = scaleConfigAllocated
+		cfg = j.Options.tuneScale(scaleConfigAllocated)
 		if active := j.activeWorkers(); j.Scale.Phase == ScaleUp && (active < j.Scale.Workers || m.Workers > 0 && m.Workers < j.Scale.Workers) {
 			// The worker asked for is not there: measuring now would
 			// take its absence for no gain. If the allocation gives it,

@@ -557,3 +557,52 @@ func TestAutoscaleJobWaitsForWorker(t *testing.T) {
 		t.Fatalf("without a node for worker 3: %+v, want converged at 2, 3 wanted", sc)
 	}
 }
+
+// TestAutoscaleJobTuned: a job's own threshold and pause replace
+// Cachew's: with no pause, the metric right after a change counts, and a
+// 20 % gain that Cachew's 3 % would take for a reason to try one more
+// worker is below a threshold of 50 %, so the job converges instead;
+// the knobs are refused out of range or on a job that does not
+// autoscale, and a consumer asking for other knobs is told they differ.
+func TestAutoscaleJobTuned(t *testing.T) {
+	o := JobOptions{Sharding: splits.Dynamic, Autoscale: true, ConsumerTTL: 1e12, GCAfter: 1e12, AutoscaleThreshold: 0.5, AutoscalePause: -1, AutoscaleRevisit: 4}
+	s := newJobState(t, &o)
+	applyOK(t, s, at(NewAssignTask("j1", "w1"), 1100))
+	beat := func(batches int64, bt float64) {
+		t.Helper()
+		applyOK(t, s, at(NewHeartbeat("j1", "a", &ScaleMetric{BatchTime: bt, Batches: batches}), 2000))
+	}
+	beat(10, 0.010)
+	beat(110, 0.010) // the base: try 2
+	if sc := s.Jobs["j1"].Scale; sc.Workers != 2 {
+		t.Fatalf("after the first window: %+v", sc)
+	}
+	applyOK(t, s, at(NewAssignTask("j1", "w2"), 3000))
+	beat(210, 0.008) // not paused; 20 % better, under the job's 50 %
+	sc := s.Jobs["j1"].Scale
+	if sc.Workers == 3 || sc.Phase != ScaleConverged {
+		t.Fatalf("a 20 %% gain under a 50 %% threshold: %+v, want converged below 3 workers", sc)
+	}
+	cfg := o.tuneScale(scaleConfig)
+	if cfg.Threshold != 0.5 || cfg.PauseMetrics != 0 || cfg.RevisitEvery != 4 {
+		t.Fatalf("tuned config %+v", cfg)
+	}
+	if d := cfg; DefaultAutoscaleConfig().Threshold == d.Threshold {
+		t.Fatal("the default threshold equals the tuned one: the test proves nothing")
+	}
+	for _, bad := range []JobOptions{
+		{Sharding: splits.Dynamic, AutoscaleThreshold: 0.1},                   // no autoscale
+		{Sharding: splits.Dynamic, Autoscale: true, AutoscaleThreshold: 1.5},  // out of (0, 1)
+		{Sharding: splits.Dynamic, Autoscale: true, AutoscalePause: -2},       // -1 is the least
+		{Sharding: splits.Dynamic, Autoscale: true, AutoscaleRevisit: 100000}, // bounded
+	} {
+		if err := bad.Normalized().validate(); err == nil || !strings.Contains(err.Error(), "autoscale") {
+			t.Errorf("options %+v: %v, want an autoscale error", bad, err)
+		}
+	}
+	other := o
+	other.AutoscaleThreshold = 0.2
+	if d := other.Normalized().diff(o.Normalized()); len(d) != 1 || !strings.Contains(d[0], "autoscale_threshold") {
+		t.Errorf("diff %v", d)
+	}
+}

@@ -137,6 +137,12 @@ type JobOptions struct {
 	// Autoscale: Job.Scale decides how many workers the job gets (DYNAMIC
 	// without Share or Coordinated; autoscale.go).
 	Autoscale bool `cbor:"12,keyasint,omitempty" json:"autoscale,omitempty"`
+	// AutoscaleThreshold, AutoscaleRevisit and AutoscalePause tune the
+	// policy's Threshold, RevisitEvery and PauseMetrics (0: Cachew's
+	// value; a pause of -1: none). Only with Autoscale.
+	AutoscaleThreshold float64 `cbor:"13,keyasint,omitempty" json:"autoscale_threshold,omitempty"`
+	AutoscaleRevisit   int     `cbor:"14,keyasint,omitempty" json:"autoscale_revisit,omitempty"`
+	AutoscalePause     int     `cbor:"15,keyasint,omitempty" json:"autoscale_pause,omitempty"`
 }
 
 // Delivery names (JobOptions.Delivery).
@@ -217,6 +223,9 @@ func (o JobOptions) validate() error {
 	if o.Autoscale && (o.Sharding != splits.Dynamic || o.Share || o.Coordinated) {
 		errs = append(errs, fmt.Sprintf("autoscale needs sharding=dynamic without share or coordinated reads (have sharding=%v share=%v coordinated=%v)", o.Sharding, o.Share, o.Coordinated))
 	}
+	if err := o.validateScaleTuning(); err != nil {
+		errs = append(errs, err.Error())
+	}
 	errs = append(errs, o.validateCoordinated()...)
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: job options: %s", ErrInvalidCommand, strings.Join(errs, ", "))
@@ -244,6 +253,9 @@ func (o JobOptions) diff(want JobOptions) []string {
 	add("compression", o.Compression, want.Compression)
 	add("delivery", deliveryName(o.Delivery), deliveryName(want.Delivery))
 	add("autoscale", o.Autoscale, want.Autoscale)
+	add("autoscale_threshold", o.AutoscaleThreshold, want.AutoscaleThreshold)
+	add("autoscale_revisit", o.AutoscaleRevisit, want.AutoscaleRevisit)
+	add("autoscale_pause", o.AutoscalePause, want.AutoscalePause)
 	return d
 }
 

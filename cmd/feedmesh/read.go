@@ -127,6 +127,9 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	workers := fs.String("workers", "", "how many nodes serve the job: auto (the cluster chooses from this reader's batch time and queue, starting at one worker and adding them while they help; the default with --sharding dynamic, without --share or --coordinated), all (every node; the default of the other jobs) or a fixed count `N`; see the README")
 	maxWorkers := fs.Int("max-workers", 0, "with --workers auto: the most workers the cluster may give the job; alone: a fixed count, as --workers N (0: no cap)")
 	autoscale := fs.Bool("autoscale", false, "the same as --workers auto (kept for older scripts)")
+	scaleThreshold := fs.Float64("autoscale-threshold", 0, "with --workers auto: the relative batch-time gain a worker must bring to stay (0: Cachew's 0.03)")
+	scaleRevisit := fs.Int("autoscale-revisit", 0, "with --workers auto: how many metrics (100 batches each) a converged worker count stands before one fewer is tried (0: Cachew's 10)")
+	scalePause := fs.Int("autoscale-pause", 0, "with --workers auto: how many metrics are ignored after a change (0: Cachew's 2; -1: none)")
 	shareFlag := fs.Bool("share", false, "ephemeral sharing: jobs of the same spec, sharding (off or dynamic) and epochs that all pass --share compute each batch once per worker; a job that lags more than the worker's share window behind skips batches instead of slowing the others")
 	coordinated := fs.Bool("coordinated", false, "coordinated reads: the --consumers readers of the job get, in each round, batches of the same length bucket from one worker (spec must end in bucket_by_sequence_length; sharding becomes dynamic)")
 	consumers := fs.Int("consumers", 0, "with --coordinated: how many consumers (trainer ranks) read the job in rounds")
@@ -171,6 +174,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		Name: *job, Sharding: sh, Epochs: *epochs, Workers: wk, MaxWorkers: *maxWorkers, Share: *shareFlag, Autoscale: *autoscale,
 		Coordinated: *coordinated, NumConsumers: *consumers, ConsumerIndex: *index, PadFinalRound: *padFinal,
 		Compression: *compression, Delivery: dl, Offload: *offloadFlag, LocalCPUs: *localCPUs,
+		AutoscaleThreshold: *scaleThreshold, AutoscaleRevisit: *scaleRevisit, AutoscalePause: *scalePause,
 	}
 	// Everything the flags get wrong fails here, before anything is
 	// created: the dump, the job, the checkpoint.

@@ -129,6 +129,23 @@ type JobOptions struct {
 	// jobs). Nodes serve at most one autoscaling job while there are
 	// enough; see the README, "Autoscaling".
 	Workers Workers `cbor:"15,keyasint,omitempty" json:"workers,omitempty"`
+	// AutoscaleThreshold, AutoscaleRevisit and AutoscalePause tune the
+	// policy of a job with Workers auto (Cachew's knobs; 0 takes the
+	// default, Cachew's value). A metric is the speaking consumer's batch
+	// time over 100 batches (Cachew's batch_time).
+	//
+	// AutoscaleThreshold is the relative batch-time gain a worker must
+	// bring to stay, and to make the policy try one more: in (0, 1),
+	// default 0.03.
+	AutoscaleThreshold float64 `cbor:"16,keyasint,omitempty" json:"autoscale_threshold,omitempty"`
+	// AutoscaleRevisit is how many metrics a converged decision stands
+	// before the policy tries one worker fewer: default 10.
+	AutoscaleRevisit int `cbor:"17,keyasint,omitempty" json:"autoscale_revisit,omitempty"`
+	// AutoscalePause is how many metrics are ignored after a worker is
+	// removed or the job converges (they straddle the change): default 2;
+	// -1 ignores none. After a worker is added, the one metric taken as
+	// it starts to serve is ignored whatever the pause.
+	AutoscalePause int `cbor:"18,keyasint,omitempty" json:"autoscale_pause,omitempty"`
 	// Resume (client only, never on the wire as an option) is a
 	// checkpoint (Iterator.Checkpoint) to resume the job from: the job is
 	// created again, or joined, without what reached the trainer through

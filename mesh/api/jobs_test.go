@@ -176,3 +176,33 @@ func TestCheckJobInfoCatchesAnotherEncoding(t *testing.T) {
 		t.Fatalf("CheckJobInfo of a defaulted job: %v", err)
 	}
 }
+
+// TestAutoscaleTuningValidate: the autoscaling knobs are checked at the
+// client, naming the option: out of range, or on a job that does not
+// autoscale; in range on an autoscaling job they pass.
+func TestAutoscaleTuningValidate(t *testing.T) {
+	dyn := JobOptions{Name: "j", Sharding: Dynamic}
+	for _, tc := range []struct {
+		mod  func(*JobOptions)
+		want string // "" passes
+	}{
+		{func(o *JobOptions) { o.AutoscaleThreshold, o.AutoscaleRevisit, o.AutoscalePause = 0.1, 20, -1 }, ""},
+		{func(o *JobOptions) { o.AutoscaleThreshold = 1 }, "autoscale_threshold"},
+		{func(o *JobOptions) { o.AutoscaleThreshold = -0.1 }, "autoscale_threshold"},
+		{func(o *JobOptions) { o.AutoscaleRevisit = -1 }, "autoscale_revisit"},
+		{func(o *JobOptions) { o.AutoscaleRevisit = MaxAutoscaleMetrics + 1 }, "autoscale_revisit"},
+		{func(o *JobOptions) { o.AutoscalePause = -2 }, "autoscale_pause"},
+		{func(o *JobOptions) { o.Workers, o.AutoscaleThreshold = AllWorkers, 0.1 }, "tune workers auto"},
+		{func(o *JobOptions) { o.Workers, o.AutoscalePause = FixedWorkers(2), 3 }, "tune workers auto"},
+	} {
+		o := dyn
+		tc.mod(&o)
+		err := o.WithDefaults().Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%+v: %v", o, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%+v: %v, want an error naming %s", o, err, tc.want)
+		}
+	}
+}

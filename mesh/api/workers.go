@@ -139,5 +139,26 @@ func (o JobOptions) validateWorkers() error {
 	case fixed && o.MaxWorkers != n:
 		return fmt.Errorf("workers %d: contradicts max_workers %d (set one of them)", n, o.MaxWorkers)
 	}
+	return o.validateAutoscaleTuning()
+}
+
+// MaxAutoscaleMetrics bounds AutoscaleRevisit and AutoscalePause.
+const MaxAutoscaleMetrics = 1000
+
+// validateAutoscaleTuning rejects autoscaling knobs out of range, or set
+// on a job that does not autoscale.
+func (o JobOptions) validateAutoscaleTuning() error {
+	switch {
+	case o.AutoscaleThreshold == 0 && o.AutoscaleRevisit == 0 && o.AutoscalePause == 0:
+		return nil
+	case o.Workers != AutoWorkers && !o.Autoscale:
+		return fmt.Errorf("autoscale_threshold, autoscale_revisit, autoscale_pause: tune workers auto, not workers %s", o.Workers)
+	case !(o.AutoscaleThreshold >= 0 && o.AutoscaleThreshold < 1):
+		return fmt.Errorf("autoscale_threshold %v: want a relative batch-time gain in (0, 1), e.g. 0.03 (0: the default)", o.AutoscaleThreshold)
+	case o.AutoscaleRevisit < 0 || o.AutoscaleRevisit > MaxAutoscaleMetrics:
+		return fmt.Errorf("autoscale_revisit %d: want 1..%d metrics (0: the default, 10)", o.AutoscaleRevisit, MaxAutoscaleMetrics)
+	case o.AutoscalePause < -1 || o.AutoscalePause > MaxAutoscaleMetrics:
+		return fmt.Errorf("autoscale_pause %d: want 1..%d metrics, or -1 for none (0: the default, 2)", o.AutoscalePause, MaxAutoscaleMetrics)
+	}
 	return nil
 }

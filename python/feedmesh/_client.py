@@ -351,7 +351,8 @@ class Client(_Closing):
     def distribute(self, spec, job, *, sharding="dynamic", epochs=None, delivery=None, num_consumers=None,
                    consumer_index=None, coordinated=None, pad_final_round=None, share=None, compression=None,
                    max_workers=None, consumer_ttl=None, gc_after=None, resume=None, autoscale=None, workers=None,
-                   offload=None, local_cpus=None):
+                   offload=None, local_cpus=None, autoscale_threshold=None, autoscale_revisit=None,
+                   autoscale_pause=None):
         """Creates the job (or joins it, if one of that name exists with the
         same options) and returns an Iterator over its batches.
 
@@ -371,7 +372,11 @@ class Client(_Closing):
         "local", or a local fraction such as 0.3: where a dynamic job's
         pipeline runs, this process or the nodes; see the README's Offload
         section) and local_cpus (this process's CPU budget for it, in
-        cores; 0 or None: the spare CPUs measured)."""
+        cores; 0 or None: the spare CPUs measured). With workers="auto",
+        autoscale_threshold (the batch-time gain a worker must bring,
+        default 0.03), autoscale_revisit and autoscale_pause (in metrics
+        of 100 batches: default 10 and 2; a pause of -1 ignores none) tune
+        the policy (the README's Autoscaling section)."""
         h = self._live()
         if coordinated is None:
             coordinated = consumer_index is not None
@@ -383,6 +388,8 @@ class Client(_Closing):
             "gc_after": _seconds_ns("gc_after", gc_after), "autoscale": autoscale,
             "workers": _workers_arg(workers),
             "offload": None if offload is None else str(offload), "local_cpus": local_cpus,
+            "autoscale_threshold": autoscale_threshold, "autoscale_revisit": autoscale_revisit,
+            "autoscale_pause": autoscale_pause,
         }
         opts = {k: v for k, v in opts.items() if v is not None}
         kind, text = _spec_arg(spec)

@@ -333,6 +333,12 @@ class BadInputTest(unittest.TestCase):
             self.c.distribute({"source": {"files": {"paths": ["/no/such/*.txt"], "format": "lines"}}}, job=job_name("bad"))
         with self.assertRaises(feedmesh.InvalidArgument):
             self.c.distribute(range_spec(10, 5), job=job_name("bad"), sharding="sideways")
+        with self.assertRaises(feedmesh.InvalidArgument) as cm:
+            self.c.distribute(range_spec(10, 5), job=job_name("bad"), autoscale_threshold=1.5)
+        self.assertIn("autoscale_threshold", str(cm.exception))
+        with self.assertRaises(feedmesh.InvalidArgument) as cm:
+            self.c.distribute(range_spec(10, 5), job=job_name("bad"), workers="all", autoscale_pause=3)
+        self.assertIn("workers auto", str(cm.exception))
         with self.assertRaises(TypeError):
             self.c.distribute(42, job=job_name("bad"))
         job = job_name("mismatch")
