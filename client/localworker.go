@@ -122,20 +122,9 @@ func (w *localWorker) retireNow(ctx context.Context) error {
 		return err
 	}
 	req := api.OffloadRequest{Job: w.cfg.job, Consumer: w.cfg.consumer, Retire: true, Remote: "on"}
-	for attempt := 1; ; attempt++ {
-		err := w.h.call(ctx, api.MethodOffload, req, nil)
-		if err == nil || errors.Is(err, api.ErrNotAssigned) {
-			break // not assigned: the consumer, and with it the worker, is gone
-		}
-		if !retriableCall(err) || ctx.Err() != nil {
-			return fmt.Errorf("local worker: retire: %w", err)
-		}
-		w.h.logger().Warn("local worker: retire; asking again", "job", w.cfg.job, "err", err)
-		select {
-		case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	// Not assigned: the consumer, and with it the worker, is gone.
+	if err := w.callRetrying(ctx, "retire", api.MethodOffload, req, nil); err != nil && !errors.Is(err, api.ErrNotAssigned) {
+		return fmt.Errorf("local worker: retire: %w", err)
 	}
 	w.ledger.fence(w.name)
 	w.retired.Store(true)
@@ -397,17 +386,25 @@ func retriableCall(err error) bool {
 func (w *localWorker) lease(ctx context.Context, n int) (api.LeaseResponse, error) {
 	w.reqID++
 	req := api.LeaseRequest{Job: w.cfg.job, Worker: w.name, RequestID: w.reqID, N: n, JobID: w.cfg.jobID}
+	var resp api.LeaseResponse
+	err := w.callRetrying(ctx, "lease splits", api.MethodLease, req, &resp)
+	return resp, err
+}
+
+// callRetrying calls method until it succeeds, fails for good
+// (retriableCall), or ctx ends, waiting a little longer after each
+// failure (up to a second).
+func (w *localWorker) callRetrying(ctx context.Context, what, method string, req, resp any) error {
 	for attempt := 1; ; attempt++ {
-		var resp api.LeaseResponse
-		err := w.h.call(ctx, api.MethodLease, req, &resp)
+		err := w.h.call(ctx, method, req, resp)
 		if err == nil || !retriableCall(err) || ctx.Err() != nil {
-			return resp, err
+			return err
 		}
-		w.h.logger().Warn("local worker: lease splits; asking again", "job", w.cfg.job, "err", err)
+		w.h.logger().Warn("local worker: "+what+"; asking again", "job", w.cfg.job, "err", err)
 		select {
 		case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
 		case <-ctx.Done():
-			return resp, ctx.Err()
+			return ctx.Err()
 		}
 	}
 }

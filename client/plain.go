@@ -251,6 +251,16 @@ func (p *plain) reconcile(ctx context.Context) (ended bool, next time.Time) {
 			p.fenceIfIdle(w.Name, s)
 			continue
 		}
+		if w.Expired && !s.dropped {
+			// Expired after it sent its end of data (cut off from the
+			// leader after its last batch, say): nothing is lost, but
+			// exactly-once its produced splits that have not settled are
+			// orphaned until every consumer fences it, and every batch it
+			// sent is in the ledger already.
+			s.dropped = true
+			p.fenceIfIdle(w.Name, s)
+			continue
+		}
 		for s.canOpen(now, p.perWorker) {
 			if s.fails > 0 {
 				p.it.countReconnect()
