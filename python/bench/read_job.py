@@ -44,7 +44,8 @@ def main():
     import feedmesh  # after parsing: a usage error needs neither numpy nor the library
 
     opts = json.loads(a.client_options)
-    with feedmesh.Client(a.addr, **opts) as client, client.distribute(a.spec, job=a.job, sharding=a.sharding, gc_after=a.gc_after, workers="all") as it:
+    with feedmesh.Client(a.addr, **opts) as client, client.distribute(a.spec, job=a.job, sharding=a.sharding, gc_after=a.gc_after, workers="all",
+                                                                    offload="remote") as it:  # as the Go reader: the nodes prepare everything
         next(it)
         t = time.monotonic()
         for _ in it:
