@@ -38,7 +38,10 @@ func benchAutoscale(ctx context.Context, args []string, stdout, stderr io.Writer
 	scenarios := fs.String("scenarios", "cpu,sleep", "which scenarios to run: cpu (CPU-bound ops, 2 nodes: the machine's cores), sleep (ops that wait, standing in for I/O, 5 nodes)")
 	scale := fs.Float64("scale", 1, "multiply each scenario's elements (longer epochs amortize Cachew's ramp from one worker)")
 	target := fs.Float64("target-cpu", 0.8, "the utilization policy's target CPU per node")
-	policies := fs.String("policies", "fixed,cachew,utilization", "which policies to run (the ratio to the best fixed count needs fixed)")
+	policies := fs.String("policies", "fixed,cachew,utilization", "which policies to run (the ratio to the best fixed count needs fixed): fixed, cachew (the default knobs), tuned (Cachew's policy with the --tuned-* knobs), utilization")
+	tunedThreshold := fs.Float64("tuned-threshold", 0, "the tuned policy's AutoscaleThreshold (0: the default, 0.03)")
+	tunedRevisit := fs.Int("tuned-revisit", 0, "the tuned policy's AutoscaleRevisit, in metrics (0: the default, 10)")
+	tunedPause := fs.Int("tuned-pause", -1, "the tuned policy's AutoscalePause, in metrics (-1: none; 0: the default, 2)")
 	traceOut := fs.Bool("trace", false, "print each change of the autoscaling decision (time into the epoch, workers serving and wanted, phase, reason) on stderr")
 	repeat := fs.Int("repeat", 1, "epochs per fixed count and policy, interleaved; each row reports the median run (on a shared machine, one run each is noisy)")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: scenario (cpu, sleep), policy (fixed, cachew, utilization), workers (fixed: the count; cachew: the count at the end, utilization: the count chosen), mean_workers, epoch_seconds, worker_seconds (workers serving the job integrated over the epoch), ratio_vs_best_fixed (epoch time), runs and epoch_seconds_runs (with --repeat: the row is the median run)")
@@ -71,12 +74,17 @@ func benchAutoscale(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		run := map[string]bool{}
 		for _, p := range strings.Split(*policies, ",") {
-			if p != "fixed" && p != "cachew" && p != "utilization" {
-				return cli.InputError(fmt.Errorf("--policies: unknown policy %q (want fixed, cachew, utilization)", p))
+			if p != "fixed" && p != "cachew" && p != "tuned" && p != "utilization" {
+				return cli.InputError(fmt.Errorf("--policies: unknown policy %q (want fixed, cachew, tuned, utilization)", p))
 			}
 			run[p] = true
 		}
-		r, err := runAutoscaleScenario(ctx, sc, *target, *repeat, run, tr, stderr)
+		tuned := client.JobOptions{Workers: client.AutoWorkers, AutoscaleThreshold: *tunedThreshold, AutoscaleRevisit: *tunedRevisit, AutoscalePause: *tunedPause}
+		if err := (client.JobOptions{Name: "x", Sharding: client.Dynamic, Workers: client.AutoWorkers, AutoscaleThreshold: tuned.AutoscaleThreshold,
+			AutoscaleRevisit: tuned.AutoscaleRevisit, AutoscalePause: tuned.AutoscalePause}).WithDefaults().Validate(); err != nil {
+			return cli.InputError(fmt.Errorf("--tuned-*: %w", err))
+		}
+		r, err := runAutoscaleScenario(ctx, sc, *target, *repeat, run, tuned, tr, stderr)
 		if err != nil {
 			return fmt.Errorf("scenario %s: %w", name, err)
 		}
@@ -85,7 +93,7 @@ func benchAutoscale(ctx context.Context, args []string, stdout, stderr io.Writer
 	return printRows(stdout, *jsonOut, []string{"scenario", "policy", "workers", "mean_workers", "epoch_seconds", "worker_seconds", "ratio_vs_best_fixed", "runs"}, rows)
 }
 
-func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target float64, repeat int, run map[string]bool, trace, stderr io.Writer) ([]benchRow, error) {
+func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target float64, repeat int, run map[string]bool, tunedOpts client.JobOptions, trace, stderr io.Writer) ([]benchRow, error) {
 	c, cleanup, err := jobsCluster(sc.nodes)
 	if err != nil {
 		return nil, err
@@ -108,7 +116,7 @@ func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target floa
 	// The fixed counts and Cachew's policy, one epoch each per round,
 	// interleaved so that the machine's load drifts over all alike.
 	fixed := make([][]autoscaleRun, sc.nodes+1)
-	var cachew []autoscaleRun
+	var cachew, tuned []autoscaleRun
 	for rep := 0; rep < repeat; rep++ {
 		for w := 1; w <= sc.nodes && run["fixed"]; w++ {
 			r, err := epoch(client.JobOptions{Workers: client.FixedWorkers(w)})
@@ -118,15 +126,21 @@ func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target floa
 			fixed[w] = append(fixed[w], r)
 			fmt.Fprintf(stderr, "  %s fixed %d: %.2f s, %.1f worker-s\n", sc.name, w, r.seconds, r.workerSeconds)
 		}
-		if !run["cachew"] {
-			continue
+		for _, p := range []struct {
+			name string
+			o    client.JobOptions
+			runs *[]autoscaleRun
+		}{{"cachew", client.JobOptions{Workers: client.AutoWorkers}, &cachew}, {"tuned", tunedOpts, &tuned}} {
+			if !run[p.name] {
+				continue
+			}
+			r, err := epoch(p.o)
+			if err != nil {
+				return nil, err
+			}
+			*p.runs = append(*p.runs, r)
+			fmt.Fprintf(stderr, "  %s %s: %d workers at the end, %.2f s, %.1f worker-s\n", sc.name, p.name, r.lastWorkers, r.seconds, r.workerSeconds)
 		}
-		r, err := epoch(client.JobOptions{Workers: client.AutoWorkers})
-		if err != nil {
-			return nil, err
-		}
-		cachew = append(cachew, r)
-		fmt.Fprintf(stderr, "  %s cachew: %d workers at the end, %.2f s, %.1f worker-s\n", sc.name, r.lastWorkers, r.seconds, r.workerSeconds)
 	}
 	var rows []benchRow
 	row := func(policy string, workers int, runs []autoscaleRun) benchRow {
@@ -146,6 +160,9 @@ func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target floa
 	}
 	if run["cachew"] {
 		rows = append(rows, row("cachew", 0, cachew))
+	}
+	if run["tuned"] {
+		rows = append(rows, row("tuned", 0, tuned))
 	}
 	if !run["utilization"] {
 		return ratios(rows), nil
