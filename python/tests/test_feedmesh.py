@@ -752,7 +752,11 @@ class TorchTest(unittest.TestCase):
         # each worker process's copy of the dataset is one consumer of the
         # job and checkpoints its own part; a new run gives each worker its
         # own state back. Together the two runs hold every element once.
-        n = 3000
+        # The job is much larger than a consumer's prefetch: each element
+        # goes to one consumer, and the first worker's buffer could
+        # otherwise take all of a small job before the second attaches
+        # (which then rightly reads nothing).
+        n = 30000
         ds = fmtorch.FeedmeshDataset(ADDR, range_spec(n, 30, split=100), job=job_name("tsdw"), client_options=CLIENT_OPTS)
         first = run_stateful_workers(ds, [None, None], limit=5)
         for vals, sd in first:
