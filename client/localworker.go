@@ -73,9 +73,9 @@ type localWorker struct {
 	// it reads on (retire). The worker stops at the next batch, has the
 	// cluster expire it (its undelivered splits go to the nodes once the
 	// consumer fences it) and fences it; what it made before is delivered.
-	retireCh   chan struct{}
-	retireOnce sync.Once
-	retired    atomic.Bool // the cluster expired it at its consumer's request
+	retireCtx context.Context // done once retire is called
+	retire    context.CancelFunc
+	retired   atomic.Bool // the cluster expired it at its consumer's request
 }
 
 func newLocalWorker(cfg localConfig, h localHost, l *ledger, g *shareGate) (*localWorker, error) {
@@ -83,15 +83,12 @@ func newLocalWorker(cfg localConfig, h localHost, l *ledger, g *shareGate) (*loc
 	if err != nil {
 		return nil, fmt.Errorf("local worker: %w", err)
 	}
-	return &localWorker{cfg: cfg, name: splits.LocalWorkerName(cfg.consumer), h: h, ledger: l, gate: g, all: all,
-		reqID: uint64(time.Now().UnixNano()), retireCh: make(chan struct{})}, nil
-}
-
-// retire asks the worker to end its part of the job (exactly-once; safe
-// to call more than once, from any goroutine).
-func (w *localWorker) retire() {
-	w.retireOnce.Do(func() { close(w.retireCh) })
-	w.gate.wake()
+	w := &localWorker{cfg: cfg, name: splits.LocalWorkerName(cfg.consumer), h: h, ledger: l, gate: g, all: all,
+		reqID: uint64(time.Now().UnixNano())}
+	// retire (safe to call more than once, from any goroutine) asks the
+	// worker to end its part of the job (exactly-once).
+	w.retireCtx, w.retire = context.WithCancel(context.Background())
+	return w, nil
 }
 
 // retiring reports whether retire was called.
@@ -99,12 +96,7 @@ func (w *localWorker) retiring() bool {
 	if w == nil {
 		return false
 	}
-	select {
-	case <-w.retireCh:
-		return true
-	default:
-		return false
-	}
+	return w.retireCtx.Err() != nil
 }
 
 // retireNow has the cluster expire the worker and fences it: called by
@@ -248,7 +240,7 @@ func (w *localWorker) pump(ctx context.Context, p *localProvider) (err error) {
 		}
 		select {
 		case ahead <- a:
-		case <-w.retireCh:
+		case <-w.retireCtx.Done():
 			// Its consumer's buffer is full and may stay so while the
 			// consumer's other ranks wait for the splits this worker
 			// holds: hand them on first, then deliver a (received).
@@ -626,7 +618,7 @@ func (p *localProvider) awaitMore(ctx context.Context) (bool, error) {
 	for {
 		select {
 		case <-t.C:
-		case <-p.w.retireCh:
+		case <-p.w.retireCtx.Done():
 			return false, nil
 		case <-ctx.Done():
 			return false, ctx.Err()
@@ -654,15 +646,8 @@ func (p *localProvider) awaitMore(ctx context.Context) (bool, error) {
 func (w *localWorker) waitGate(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-w.retireCh:
-			cancel()
-		case <-done:
-		}
-	}()
+	stop := context.AfterFunc(w.retireCtx, cancel)
+	defer stop()
 	return w.gate.wait(wctx)
 }
 

@@ -103,6 +103,12 @@ func loadCached(path, variant string, load func(path string, data []byte) (*bpeM
 		return nil, err
 	}
 	k := tokenizerKey{path: abs, size: st.Size(), mtime: st.ModTime().UnixNano(), variant: variant}
+	return loadOnce(k, func() ([]byte, error) { return readTokenizerFile(abs) }, load)
+}
+
+// loadOnce loads the tokenizer of key k once per process: the first
+// caller reads and parses it, the others wait for its result.
+func loadOnce(k tokenizerKey, read func() ([]byte, error), load func(path string, data []byte) (*bpeModel, error)) (*bpeModel, error) {
 	tokenizers.Lock()
 	e := tokenizers.m[k]
 	if e == nil {
@@ -112,8 +118,8 @@ func loadCached(path, variant string, load func(path string, data []byte) (*bpeM
 	tokenizers.Unlock()
 	e.once.Do(func() {
 		var data []byte
-		if data, e.err = readTokenizerFile(abs); e.err == nil {
-			e.m, e.err = load(abs, data)
+		if data, e.err = read(); e.err == nil {
+			e.m, e.err = load(k.path, data)
 		}
 	})
 	return e.m, e.err
@@ -134,20 +140,7 @@ func loadRemote(path, variant string, load func(path string, data []byte) (*bpeM
 	if v, ok := f.(objstore.Versioned); ok {
 		k.version = v.Version()
 	}
-	tokenizers.Lock()
-	e := tokenizers.m[k]
-	if e == nil {
-		e = &tokenizerEntry{}
-		tokenizers.m[k] = e
-	}
-	tokenizers.Unlock()
-	e.once.Do(func() {
-		var data []byte
-		if data, e.err = readTokenizer(path, io.NewSectionReader(f, 0, f.Size())); e.err == nil {
-			e.m, e.err = load(path, data)
-		}
-	})
-	return e.m, e.err
+	return loadOnce(k, func() ([]byte, error) { return readTokenizer(path, io.NewSectionReader(f, 0, f.Size())) }, load)
 }
 
 // remoteTokenizerTimeout bounds the opening of a tokenizer object (its
