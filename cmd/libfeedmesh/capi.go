@@ -106,8 +106,8 @@ func fm_dial(addr, optsJSON *C.char, out *C.uint64_t, errOut **C.char) (rc C.int
 //export fm_client_close
 func fm_client_close(h C.uint64_t, errOut **C.char) (rc C.int32_t) {
 	defer guard(&rc, errOut)
-	c, ok := table.take(uint64(h)).(*clientObj)
-	if !ok {
+	c := taken[clientObj](table, uint64(h))
+	if c == nil {
 		return codeOK // closed already: closing is idempotent
 	}
 	if err := c.close(); err != nil {
@@ -339,8 +339,8 @@ func fm_iter_name(h C.uint64_t, id C.int64_t, out **C.char, errOut **C.char) (rc
 //export fm_batch_release
 func fm_batch_release(h C.uint64_t) (rc C.int32_t) {
 	defer guard(&rc, nil)
-	o, ok := table.take(uint64(h)).(*batchObj)
-	if !ok {
+	o := taken[batchObj](table, uint64(h))
+	if o == nil {
 		return codeClosed
 	}
 	o.release()
@@ -396,8 +396,8 @@ func fm_stats(h C.uint64_t, out **C.char, errOut **C.char) (rc C.int32_t) {
 //export fm_iter_close
 func fm_iter_close(h C.uint64_t, errOut **C.char) (rc C.int32_t) {
 	defer guard(&rc, errOut)
-	o, ok := table.take(uint64(h)).(*iterObj)
-	if !ok {
+	o := taken[iterObj](table, uint64(h))
+	if o == nil {
 		return codeOK
 	}
 	o.cl.forget(o)

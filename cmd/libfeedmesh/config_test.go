@@ -122,11 +122,15 @@ func TestParseSpec(t *testing.T) {
 
 func TestHandles(t *testing.T) {
 	h := &handles{m: map[uint64]any{}}
-	a, b := h.put(1), h.put("x")
+	x := &batchObj{}
+	a, b := h.put(x), h.put("x")
 	if a == b || a == 0 || b == 0 {
 		t.Fatalf("handles %d, %d", a, b)
 	}
-	if h.get(a) != 1 || h.take(a) != 1 || h.take(a) != nil || h.get(a) != nil {
+	if taken[iterObj](h, a) != nil || h.get(a) != x {
+		t.Error("taking a batch's handle as an iterator's took it")
+	}
+	if h.get(a) != x || taken[batchObj](h, a) != x || taken[batchObj](h, a) != nil || h.get(a) != nil {
 		t.Error("a handle resolves until taken, and only once")
 	}
 	if n := h.count(func(v any) bool { _, ok := v.(string); return ok }); n != 1 {

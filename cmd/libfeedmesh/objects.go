@@ -40,12 +40,16 @@ func (h *handles) get(id uint64) any {
 	return h.m[id]
 }
 
-// take removes the handle and returns what it stood for (nil if nothing).
-func (h *handles) take(id uint64) any {
+// taken removes a handle that stands for a *T and returns it, or nil (and
+// removes nothing) when the handle stands for something else: a release or
+// close given another kind's handle by mistake must not unregister it.
+func taken[T any](h *handles, id uint64) *T {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	v := h.m[id]
-	delete(h.m, id)
+	v, ok := h.m[id].(*T)
+	if ok {
+		delete(h.m, id)
+	}
 	return v
 }
 
@@ -116,7 +120,7 @@ func (c *clientObj) close() error {
 	c.mu.Unlock()
 	var errs []error
 	for o, h := range iters {
-		table.take(h)
+		taken[iterObj](table, h)
 		if err := o.close(); err != nil {
 			errs = append(errs, err)
 		}

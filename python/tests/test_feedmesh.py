@@ -431,6 +431,21 @@ class BadInputTest(unittest.TestCase):
         self.assertEqual(feedmesh.live_batches(), base)
 
 
+    def test_handle_of_another_kind(self):
+        # An iterator's handle given to fm_batch_release or fm_client_close
+        # (a caller's mix-up) releases and closes nothing: the iterator
+        # reads on. (The library used to unregister it.)
+        import ctypes
+
+        from feedmesh import _lib
+
+        with self.c.distribute(range_spec(100, 10), job=job_name("kind")) as it:
+            next(it)
+            err = ctypes.c_void_p()
+            self.assertEqual(_lib.lib().fm_batch_release(it._handle), 16)  # FM_ERR_CLOSED
+            self.assertEqual(_lib.lib().fm_client_close(it._handle, ctypes.byref(err)), _lib.OK)
+            self.assertEqual(sum(len(b["value"]) for b in it), 90)
+
     def test_record_buffer_grows(self):
         # A batch whose record does not fit the iterator's buffer waits in
         # the library (FM_MORE) while the buffer grows: nothing is lost.
