@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
 
@@ -18,6 +19,8 @@ import (
 // rate (it sleeps per batch, standing in for the model) converges to a
 // worker count within ±1 of the plateau that a sweep of fixed counts
 // measures, and a second job that ingests twice as fast gets more workers.
+// A new job of a dataset an autoscaling job has converged on starts at
+// that count.
 //
 // The cost per element is a sleep standing in for a worker's CPU: the
 // nodes of this in-process cluster share the machine's cores (two on the
@@ -39,6 +42,10 @@ func TestAutoscaleConvergesToPlateau(t *testing.T) {
 	// of milliseconds, not microseconds, so that a loaded machine's
 	// oversleeping is a small part of each.
 	spec := slowSpec(10_000_000, 10, 2, 5000)
+	// Each autoscaling job reads a dataset of its own (one element more
+	// each), so that none starts where an earlier one converged (README,
+	// Autoscaling: a repeated job); the last check below reads one again.
+	autoSpec := func(attempt, i int) *pipeline.Spec { return slowSpec(10_000_000+int64(2*attempt+i), 10, 2, 5000) }
 	const slowModel, fastModel = 8 * time.Millisecond, 4 * time.Millisecond
 
 	job := 0
@@ -88,6 +95,8 @@ func TestAutoscaleConvergesToPlateau(t *testing.T) {
 	// autoscale runs the two jobs side by side, with the default Workers
 	// (auto), each consumer at its own rate, until both converged, and
 	// returns their counts.
+	var lastFast string // the fast job of the last pair
+	var lastFastWanted int
 	autoscale := func(attempt int) (slow, fast int) {
 		type reader struct {
 			name  string
@@ -97,8 +106,8 @@ func TestAutoscaleConvergesToPlateau(t *testing.T) {
 		readers := []*reader{{name: fmt.Sprintf("auto-slow-%d", attempt), model: slowModel}, {name: fmt.Sprintf("auto-fast-%d", attempt), model: fastModel}}
 		rctx, stop := context.WithCancel(ctx)
 		var wg sync.WaitGroup
-		for _, r := range readers {
-			it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: r.name, Sharding: client.Dynamic, Offload: client.OffloadRemote, GCAfter: 200 * time.Millisecond})
+		for i, r := range readers {
+			it, err := cl.Distribute(ctx, autoSpec(attempt, i), client.JobOptions{Name: r.name, Sharding: client.Dynamic, Offload: client.OffloadRemote, GCAfter: 200 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,6 +150,8 @@ func TestAutoscaleConvergesToPlateau(t *testing.T) {
 				}
 			}
 		}
+		_, _, sc := serving(t, ctx, cl, readers[1].name)
+		lastFast, lastFastWanted = readers[1].name, sc.Wanted
 		stop()
 		wg.Wait()
 		for _, r := range readers {
@@ -181,5 +192,21 @@ func TestAutoscaleConvergesToPlateau(t *testing.T) {
 	}
 	if fast <= slow {
 		t.Errorf("the job ingesting twice as fast got %d workers, the other %d: want more", fast, slow)
+	}
+	// A new job of the last fast job's dataset starts at the count that
+	// job converged to, not at one worker.
+	attempt := 1
+	if lastFast != "auto-fast-1" {
+		attempt = 2
+	}
+	it, err := cl.Distribute(ctx, autoSpec(attempt, 1), client.JobOptions{Name: "warm-fast", Sharding: client.Dynamic, Offload: client.OffloadRemote, GCAfter: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	if _, _, sc := serving(t, ctx, cl, "warm-fast"); sc.Workers != lastFastWanted || !strings.Contains(sc.Reason, lastFast) {
+		t.Errorf("a repeated job of %s's dataset started at %d workers (%s), want %d", lastFast, sc.Workers, sc.Reason, lastFastWanted)
+	} else {
+		t.Logf("warm-fast: %s", sc.Reason)
 	}
 }

@@ -179,7 +179,7 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest) (
 	if opts.Sharding == splits.Static {
 		static = n.liveWorkers(opts.MaxWorkers)
 	}
-	create := raftstate.NewCreateJob(req.Options.Name, fp, opts, static)
+	create := raftstate.NewCreateJobAt(req.Options.Name, fp, opts, static, scaleStart(n.raft, fp, opts))
 	if r := req.Resume; r != nil {
 		create = raftstate.NewResumeJob(req.Options.Name, fp, opts, raftstate.ResumeBody{From: r.From, Part: r.Part, Want: r.Want, Delivered: r.Delivered})
 	}
@@ -197,6 +197,20 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest) (
 		return api.JobInfo{}, transport.Errorf(transport.ErrNotFound, "job %q vanished", req.Options.Name)
 	}
 	return n.jobInfo(view), nil
+}
+
+// scaleStart is where a new autoscaling job of dataset fp starts: at the
+// count where the last autoscaling job of the dataset converged, if more
+// than one (README, Autoscaling: "A repeated job").
+func scaleStart(r *raftstate.Node, fp string, o raftstate.JobOptions) *raftstate.ScaleStart {
+	if !o.Autoscale {
+		return nil
+	}
+	ds, ok := r.Dataset(fp)
+	if !ok || ds.ScaleWorkers <= 1 || ds.ScaleJob == "" {
+		return nil
+	}
+	return &raftstate.ScaleStart{Workers: ds.ScaleWorkers, From: ds.ScaleJob}
 }
 
 func (n *Node) heartbeat(ctx context.Context, req api.JobRequest) (api.JobInfo, error) {

@@ -216,6 +216,39 @@ func NewScaleState() ScaleState {
 	return ScaleState{Phase: ScaleUp, Workers: 1, ConvergedQueue: -1, Reason: "new job: one worker, measuring"}
 }
 
+// warmScaleState is a new job's state when it starts where an earlier
+// job of its dataset converged (ScaleStart): st.Workers (at most
+// maxWorkers, when set), scaling up, so that its first metric is the base
+// the next worker is tried against.
+func warmScaleState(st ScaleStart, maxWorkers int) ScaleState {
+	s := NewScaleState()
+	w := st.Workers
+	if maxWorkers > 0 {
+		w = min(w, maxWorkers)
+	}
+	s.Workers = max(w, 1)
+	s.Reason = fmt.Sprintf("started at %d workers, where job %q of the same dataset converged; measuring", s.Workers, st.From)
+	return s
+}
+
+// rememberScale records on j's dataset the count at which j's autoscaling
+// has converged (WantedWorkers: one more when it converged for want of a
+// node), for the next job of the dataset to start at
+// (Dataset.ScaleWorkers).
+func (s *State) rememberScale(j *Job) {
+	sc := j.Scale
+	if sc == nil || sc.Phase != ScaleConverged {
+		return
+	}
+	w := j.WantedWorkers()
+	ds, ok := s.Datasets[j.Fingerprint]
+	if !ok || ds.ScaleWorkers == w && ds.ScaleJob == j.Name {
+		return
+	}
+	ds.ScaleWorkers, ds.ScaleJob = w, j.Name
+	s.Datasets[j.Fingerprint] = ds
+}
+
 // changed records a change of the worker count to w.
 func (s *ScaleState) changed(w int, cfg AutoscaleConfig, reason string) {
 	s.Pause = cfg.PauseMetrics

@@ -606,3 +606,89 @@ func TestAutoscaleJobTuned(t *testing.T) {
 		t.Errorf("diff %v", d)
 	}
 }
+
+// A job that converges leaves its count on its dataset; the next
+// autoscaling job of the dataset starts there (CreateJob v3's ScaleStart)
+// and scales up from it; the memory survives a snapshot and a second
+// registration; wrong starts are refused.
+func TestAutoscaleWarmStart(t *testing.T) {
+	opts := JobOptions{Sharding: splits.Dynamic, Autoscale: true, ConsumerTTL: 1e12, GCAfter: 1e12}
+	s := newJobState(t, &opts)
+	applyOK(t, s, at(NewAssignTask("j1", "w1"), 1100))
+	beat := func(batches int64, bt float64) {
+		t.Helper()
+		applyOK(t, s, at(NewHeartbeat("j1", "a", &ScaleMetric{BatchTime: bt, Batches: batches}), 2000))
+	}
+	beat(10, 0.010)  // a speaks from now on
+	beat(110, 0.010) // the base: try 2
+	applyOK(t, s, at(NewAssignTask("j1", "w2"), 2100))
+	if ds := s.Datasets["fp1"]; ds.ScaleWorkers != 0 {
+		t.Fatalf("remembered %d workers before converging", ds.ScaleWorkers)
+	}
+	beat(210, 0.009) // paused
+	beat(310, 0.008) // paused
+	beat(410, 0.005) // worker 2 helped: try 3
+	applyOK(t, s, at(NewAssignTask("j1", "w3"), 2200))
+	beat(510, 0.005)
+	beat(610, 0.005)
+	beat(710, 0.005) // worker 3 did not: converged at 2
+	if sc := s.Jobs["j1"].Scale; sc.Phase != ScaleConverged || sc.Workers != 2 {
+		t.Fatalf("j1 did not converge at 2: %+v", sc)
+	}
+	if ds := s.Datasets["fp1"]; ds.ScaleWorkers != 2 || ds.ScaleJob != "j1" {
+		t.Fatalf("the dataset remembers %d workers of job %q, want 2 of j1", ds.ScaleWorkers, ds.ScaleJob)
+	}
+	applyOK(t, s, NewRegisterDataset(testDataset)) // registered again: the memory stays
+	data, err := s.MarshalSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := UnmarshalSnapshot(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds := r.Datasets["fp1"]; ds.ScaleWorkers != 2 || ds.ScaleJob != "j1" {
+		t.Fatalf("after a snapshot: %+v", ds)
+	}
+
+	start := &ScaleStart{Workers: 2, From: "j1"}
+	cmd := NewCreateJobAt("j2", "fp1", opts, nil, start)
+	if cmd.Version != 3 {
+		t.Fatalf("CreateJob with a scale start is v%d", cmd.Version)
+	}
+	applyOK(t, s, at(cmd, 3000))
+	sc := s.Jobs["j2"].Scale
+	if sc.Workers != 2 || sc.Phase != ScaleUp || sc.Base != 0 || !strings.Contains(sc.Reason, `"j1"`) || s.Jobs["j2"].scaledLimit() != 2 {
+		t.Fatalf("j2 did not start at 2 workers, scaling up: %+v", sc)
+	}
+	// Its first window is the base the third worker is tried against.
+	applyOK(t, s, at(NewHeartbeat("j2", "b", &ScaleMetric{BatchTime: 0.005, Batches: 10}), 3100))
+	applyOK(t, s, at(NewHeartbeat("j2", "b", &ScaleMetric{BatchTime: 0.005, Batches: 110}), 3200))
+	if sc := s.Jobs["j2"].Scale; sc.Workers != 3 || sc.Base != 0.005 {
+		t.Fatalf("j2 after its first window: %+v, want trying 3", sc)
+	}
+	capped := opts
+	capped.MaxWorkers = 1
+	applyOK(t, s, at(NewCreateJobAt("j3", "fp1", capped, nil, start), 3300))
+	if w := s.Jobs["j3"].Scale.Workers; w != 1 {
+		t.Errorf("a start above MaxWorkers 1: %d workers", w)
+	}
+
+	fixed := opts
+	fixed.Autoscale = false
+	applyErr(t, s, at(NewCreateJobAt("j4", "fp1", fixed, nil, start), 3400), ErrInvalidCommand)
+	applyErr(t, s, at(NewCreateJobAt("j4", "fp1", opts, nil, &ScaleStart{Workers: 0, From: "j1"}), 3400), ErrInvalidCommand)
+	applyErr(t, s, at(NewCreateJobAt("j4", "fp1", opts, nil, &ScaleStart{Workers: MaxJobWorkers + 1, From: "j1"}), 3400), ErrInvalidCommand)
+	applyErr(t, s, at(NewCreateJobAt("j4", "fp1", opts, nil, &ScaleStart{Workers: 2}), 3400), ErrInvalidCommand)
+	v2 := NewCreateJobAt("j4", "fp1", opts, nil, start)
+	v2.Version = 2
+	applyErr(t, s, at(v2, 3400), ErrInvalidCommand)
+	if _, ok := s.Jobs["j4"]; ok {
+		t.Error("a refused CreateJob created the job")
+	}
+	// A job that exists already keeps its state whatever the start says.
+	applyOK(t, s, at(NewCreateJobAt("j1", "fp1", opts, nil, &ScaleStart{Workers: 5, From: "j2"}), 3500))
+	if w := s.Jobs["j1"].Scale.Workers; w != 2 {
+		t.Errorf("an existing job's count moved to %d", w)
+	}
+}

@@ -27,6 +27,18 @@ type CreateJobBody struct {
 	// Resume (exactly-once DYNAMIC only) creates the job to resume from a
 	// consumer's checkpoint, or adds one to a job that waits for them.
 	Resume *ResumeBody `cbor:"5,keyasint,omitempty"`
+	// Scale (CreateJob v3, autoscaling jobs only) starts a new job at
+	// more than one worker (NewCreateJobAt).
+	Scale *ScaleStart `cbor:"6,keyasint,omitempty"`
+}
+
+// ScaleStart is where a new autoscaling job starts: at Workers, the count
+// at which job From of its dataset converged (Dataset.ScaleWorkers). The
+// proposer reads it from its state and puts it in the command, so every
+// replica starts the job alike.
+type ScaleStart struct {
+	Workers int    `cbor:"1,keyasint"`
+	From    string `cbor:"2,keyasint"`
 }
 
 // ResumeBody is one consumer's checkpoint (CreateJobBody.Resume).
@@ -166,7 +178,22 @@ func NewRegisterDataset(d Dataset) Command {
 // must not be empty; for an existing job it is ignored (the list agreed at
 // creation stands). Result: uint64, the job ID.
 func NewCreateJob(name, fingerprint string, o JobOptions, staticWorkers []string) Command {
-	return newCommand(TypeCreateJob, createJobVersion(o), CreateJobBody{Name: name, Fingerprint: fingerprint, Options: o, StaticWorkers: staticWorkers})
+	return NewCreateJobAt(name, fingerprint, o, staticWorkers, nil)
+}
+
+// NewCreateJobAt is NewCreateJob for an autoscaling job that starts at
+// start.Workers instead of one worker, scaling up from there (Cachew's
+// policy then tries one more, and converges back when it brings nothing),
+// because an earlier job of its dataset converged there (a repeated
+// training run need not climb from one worker again). A nil start is
+// NewCreateJob; so is any start for a job that exists already. A start
+// above the job's MaxWorkers starts at MaxWorkers.
+func NewCreateJobAt(name, fingerprint string, o JobOptions, staticWorkers []string, start *ScaleStart) Command {
+	v := createJobVersion(o)
+	if start != nil {
+		v = 3
+	}
+	return newCommand(TypeCreateJob, v, CreateJobBody{Name: name, Fingerprint: fingerprint, Options: o, StaticWorkers: staticWorkers, Scale: start})
 }
 
 // createJobVersion is 2 for options a version-1 node cannot decode
@@ -411,6 +438,7 @@ func applyRegisterDataset(s *State, c Command) (any, error) {
 		return nil, fmt.Errorf("%w: %d datasets registered", ErrLimit, len(s.Datasets))
 	}
 	d.Spec = slices.Clone(d.Spec)
+	d.ScaleWorkers, d.ScaleJob = 0, "" // (the state machine's memory, not the registrant's)
 	if d.Spec == nil {
 		d.Spec = []byte{} // nil and empty must not differ after a snapshot
 	}
@@ -425,6 +453,19 @@ func applyCreateJob(s *State, c Command) (any, error) {
 	}
 	if c.Version < createJobVersion(b.Options) {
 		return nil, fmt.Errorf("%w: CreateJob v%d cannot carry autoscale (v2)", ErrInvalidCommand, c.Version)
+	}
+	if st := b.Scale; st != nil {
+		switch {
+		case c.Version < 3:
+			return nil, fmt.Errorf("%w: CreateJob v%d cannot carry a scale start (v3)", ErrInvalidCommand, c.Version)
+		case !b.Options.Autoscale:
+			return nil, fmt.Errorf("%w: job %q: a scale start is for autoscaling jobs", ErrInvalidCommand, b.Name)
+		case st.Workers < 1 || st.Workers > MaxJobWorkers:
+			return nil, fmt.Errorf("%w: job %q: scale start at %d workers (want 1..%d)", ErrInvalidCommand, b.Name, st.Workers, MaxJobWorkers)
+		}
+		if err := checkName("scale start's job name", st.From); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkName("job name", b.Name); err != nil {
 		return nil, err
@@ -530,6 +571,9 @@ func applyCreateJob(s *State, c Command) (any, error) {
 	}
 	if o.Autoscale {
 		sc := NewScaleState()
+		if st := b.Scale; st != nil {
+			sc = warmScaleState(*st, o.MaxWorkers)
+		}
 		j.Scale = &sc
 	}
 	s.Jobs[b.Name] = j
@@ -615,6 +659,7 @@ func applyAttachConsumer(s *State, c Command) (any, error) {
 		}
 		j.ConsumerMetrics[b.Consumer] = *b.Metrics
 		j.stepScale(b.Consumer, *b.Metrics)
+		s.rememberScale(j)
 	}
 	j.NoConsumersSince = 0
 	return exp, nil

@@ -87,6 +87,12 @@ type Dataset struct {
 	Spec []byte `cbor:"2,keyasint" json:"-"`
 	// NumSplits is how many splits the source enumerates per epoch.
 	NumSplits int64 `cbor:"3,keyasint" json:"num_splits"`
+	// ScaleWorkers is the worker count at which the last autoscaling job
+	// of the dataset (ScaleJob) converged (one more when it wanted one the
+	// mesh did not have): where the next such job starts (ScaleStart).
+	// The state machine's own memory: RegisterDataset does not set it.
+	ScaleWorkers int    `cbor:"4,keyasint,omitempty" json:"scale_workers,omitempty"`
+	ScaleJob     string `cbor:"5,keyasint,omitempty" json:"scale_job,omitempty"`
 }
 
 // JobOptions are a job's options, fixed at CreateJob. Zero fields get

@@ -131,7 +131,8 @@ func restoreJobs(s *State, datasets map[string]Dataset, jobs map[string]*Job) er
 	}
 	for fp, d := range datasets {
 		if d.Fingerprint != fp || checkName("fingerprint", fp) != nil || len(d.Spec) > MaxSpecBytes ||
-			d.NumSplits < 0 || d.NumSplits > splits.MaxSplits {
+			d.NumSplits < 0 || d.NumSplits > splits.MaxSplits || d.ScaleWorkers < 0 || d.ScaleWorkers > MaxJobWorkers ||
+			d.ScaleJob != "" && checkName("job name", d.ScaleJob) != nil {
 			return fmt.Errorf("dataset %q: invalid", fp)
 		}
 		if d.Spec == nil {

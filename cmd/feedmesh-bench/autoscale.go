@@ -38,13 +38,13 @@ func benchAutoscale(ctx context.Context, args []string, stdout, stderr io.Writer
 	scenarios := fs.String("scenarios", "cpu,sleep", "which scenarios to run: cpu (CPU-bound ops, 2 nodes: the machine's cores), sleep (ops that wait, standing in for I/O, 5 nodes)")
 	scale := fs.Float64("scale", 1, "multiply each scenario's elements (longer epochs amortize Cachew's ramp from one worker)")
 	target := fs.Float64("target-cpu", 0.8, "the utilization policy's target CPU per node")
-	policies := fs.String("policies", "fixed,cachew,utilization", "which policies to run (the ratio to the best fixed count needs fixed): fixed, cachew (the default knobs), tuned (Cachew's policy with the --tuned-* knobs), utilization")
+	policies := fs.String("policies", "fixed,cachew,cachew-warm,utilization", "which policies to run (the ratio to the best fixed count needs fixed): fixed, cachew (the default knobs, from one worker: each run reads a dataset no job has read), cachew-warm (a second job of each cachew run's dataset, which starts where that one converged), tuned (Cachew's policy with the --tuned-* knobs, from one worker), utilization")
 	tunedThreshold := fs.Float64("tuned-threshold", 0, "the tuned policy's AutoscaleThreshold (0: the default, 0.03)")
 	tunedRevisit := fs.Int("tuned-revisit", 0, "the tuned policy's AutoscaleRevisit, in metrics (0: the default, 10)")
 	tunedPause := fs.Int("tuned-pause", -1, "the tuned policy's AutoscalePause, in metrics (-1: none; 0: the default, 2)")
 	traceOut := fs.Bool("trace", false, "print each change of the autoscaling decision (time into the epoch, workers serving and wanted, phase, reason) on stderr")
 	repeat := fs.Int("repeat", 1, "epochs per fixed count and policy, interleaved; each row reports the median run (on a shared machine, one run each is noisy)")
-	jsonOut := fs.Bool("json", false, "print a JSON array of rows: scenario (cpu, sleep), policy (fixed, cachew, utilization), workers (fixed: the count; cachew: the count at the end, utilization: the count chosen), mean_workers, epoch_seconds, worker_seconds (workers serving the job integrated over the epoch), ratio_vs_best_fixed (epoch time), runs and epoch_seconds_runs (with --repeat: the row is the median run)")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: scenario (cpu, sleep), policy (fixed, cachew, cachew-warm, tuned, utilization), workers (fixed: the count; cachew: the count at the end, utilization: the count chosen), mean_workers, epoch_seconds, worker_seconds (workers serving the job integrated over the epoch), ratio_vs_best_fixed (epoch time), runs and epoch_seconds_runs (with --repeat: the row is the median run)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -74,8 +74,8 @@ func benchAutoscale(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		run := map[string]bool{}
 		for _, p := range strings.Split(*policies, ",") {
-			if p != "fixed" && p != "cachew" && p != "tuned" && p != "utilization" {
-				return cli.InputError(fmt.Errorf("--policies: unknown policy %q (want fixed, cachew, tuned, utilization)", p))
+			if p != "fixed" && p != "cachew" && p != "cachew-warm" && p != "tuned" && p != "utilization" {
+				return cli.InputError(fmt.Errorf("--policies: unknown policy %q (want fixed, cachew, cachew-warm, tuned, utilization)", p))
 			}
 			run[p] = true
 		}
@@ -104,19 +104,28 @@ func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target floa
 		return nil, err
 	}
 	defer cl.Close()
-	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: sc.elements, SplitSize: 20}})
-	spec.Cost(sc.cpuUs, sc.sleepUs)
-	spec.Batch(sc.batch, false)
+	// specAt is the scenario's dataset number k: the same number of
+	// elements, splits and costs, other values. An autoscaling job of a
+	// dataset an earlier one converged on starts where that one did, so
+	// the policies that climb from one worker read a new one each run.
+	specAt := func(k int) *pipeline.Spec {
+		s := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: int64(k) * sc.elements, Stop: int64(k+1) * sc.elements, SplitSize: 20}})
+		s.Cost(sc.cpuUs, sc.sleepUs)
+		s.Batch(sc.batch, false)
+		return s
+	}
+	spec, datasets := specAt(0), 0
 	job := 0
-	epoch := func(o client.JobOptions) (autoscaleRun, error) {
+	epochOf := func(spec *pipeline.Spec, o client.JobOptions) (autoscaleRun, error) {
 		job++
 		o.Name, o.Sharding, o.Offload = fmt.Sprintf("%s-%d", sc.name, job), client.Dynamic, client.OffloadRemote
 		return readEpoch(ctx, c, cl, spec, o, sc.consumerSleep, 0, trace)
 	}
+	epoch := func(o client.JobOptions) (autoscaleRun, error) { return epochOf(spec, o) }
 	// The fixed counts and Cachew's policy, one epoch each per round,
 	// interleaved so that the machine's load drifts over all alike.
 	fixed := make([][]autoscaleRun, sc.nodes+1)
-	var cachew, tuned []autoscaleRun
+	var cachew, warm, tuned []autoscaleRun
 	for rep := 0; rep < repeat; rep++ {
 		for w := 1; w <= sc.nodes && run["fixed"]; w++ {
 			r, err := epoch(client.JobOptions{Workers: client.FixedWorkers(w)})
@@ -131,15 +140,25 @@ func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target floa
 			o    client.JobOptions
 			runs *[]autoscaleRun
 		}{{"cachew", client.JobOptions{Workers: client.AutoWorkers}, &cachew}, {"tuned", tunedOpts, &tuned}} {
-			if !run[p.name] {
+			if !run[p.name] && !(p.name == "cachew" && run["cachew-warm"]) {
 				continue
 			}
-			r, err := epoch(p.o)
+			datasets++
+			fresh := specAt(datasets)
+			r, err := epochOf(fresh, p.o)
 			if err != nil {
 				return nil, err
 			}
 			*p.runs = append(*p.runs, r)
 			fmt.Fprintf(stderr, "  %s %s: %d workers at the end, %.2f s, %.1f worker-s\n", sc.name, p.name, r.lastWorkers, r.seconds, r.workerSeconds)
+			if p.name == "cachew" && run["cachew-warm"] {
+				r, err := epochOf(fresh, p.o) // starts where the run above converged
+				if err != nil {
+					return nil, err
+				}
+				warm = append(warm, r)
+				fmt.Fprintf(stderr, "  %s cachew-warm: %d workers at the end, %.2f s, %.1f worker-s\n", sc.name, r.lastWorkers, r.seconds, r.workerSeconds)
+			}
 		}
 	}
 	var rows []benchRow
@@ -160,6 +179,9 @@ func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target floa
 	}
 	if run["cachew"] {
 		rows = append(rows, row("cachew", 0, cachew))
+	}
+	if run["cachew-warm"] {
+		rows = append(rows, row("cachew-warm", 0, warm))
 	}
 	if run["tuned"] {
 		rows = append(rows, row("tuned", 0, tuned))
