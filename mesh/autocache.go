@@ -14,6 +14,7 @@ import (
 	"github.com/feedmesh/feedmesh/autocache"
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/raftstate"
 	"github.com/feedmesh/feedmesh/splits"
 	"github.com/feedmesh/feedmesh/transport"
 )
@@ -361,17 +362,14 @@ func (t *task) cacheHeld() func() splits.Ranges {
 	}
 }
 
-// preferHeld is the leader's lease size for req: splits.PreferHeld with
-// the job's lease cursor, or req.N.
-func (n *Node) preferHeld(req api.LeaseRequest) int {
-	if len(req.Held) == 0 || req.Held.Validate() != nil || req.Held.Intervals() > api.MaxHeldIntervals {
-		return req.N
+// preferHeld is what a lease of req prefers: the splits the worker's
+// cache holds (nil when it holds none, or the hint is malformed: the
+// lease then goes on without it).
+func preferHeld(req api.LeaseRequest) splits.Ranges {
+	if len(req.Held) == 0 || req.Held.Validate() != nil || req.Held.Intervals() > min(api.MaxHeldIntervals, raftstate.MaxPreferIntervals) {
+		return nil
 	}
-	v, ok := n.raft.Job(req.Job)
-	if !ok || v.Dynamic == nil {
-		return req.N
-	}
-	return splits.PreferHeld(req.N, v.Dynamic.Next, v.Dynamic.NumSplits, req.Held, n.cfg.Worker.LeaseSplits)
+	return req.Held
 }
 
 // heldHint is the Held of the provider's next lease request.

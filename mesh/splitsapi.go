@@ -19,8 +19,7 @@ func (n *Node) lease(ctx context.Context, req api.LeaseRequest) (api.LeaseRespon
 	var resp api.LeaseResponse
 	err := n.onLeader(ctx, req.Forwarded, api.MethodLease, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
 		func(ctx context.Context) error {
-			req.N = n.preferHeld(req)
-			res, err := n.raft.Apply(ctx, raftstate.NewLeaseSplitsOfJob(req.Job, req.JobID, req.Worker, req.Incarnation, req.RequestID, req.N))
+			res, err := n.raft.Apply(ctx, raftstate.NewLeaseSplitsPreferring(req.Job, req.JobID, req.Worker, req.Incarnation, req.RequestID, req.N, preferHeld(req)))
 			if err != nil {
 				return err
 			}

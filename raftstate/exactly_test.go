@@ -2,6 +2,7 @@ package raftstate
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/feedmesh/feedmesh/splits"
@@ -122,5 +123,34 @@ func TestReceiptsApplyOnce(t *testing.T) {
 	applyOK(t, s, NewDetachConsumer("j1", "c1"))
 	if seq := s.Jobs["j1"].Dynamic.Exact.ReceiptSeq; seq != nil {
 		t.Fatalf("departed consumer's numbers kept: %v", seq)
+	}
+}
+
+// LeaseSplits v3 hands out a worker's preferred splits first; a preference
+// in an older version, malformed or too long, is refused.
+func TestLeaseSplitsPreferring(t *testing.T) {
+	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Epochs: 1})
+	applyOK(t, s, NewAssignTask("j1", "w1"))
+	cmd := NewLeaseSplitsPreferring("j1", 0, "w1", 0, 1, 3, splits.Ranges{20, 22, 30, 31})
+	if cmd.Version != 3 || NewLeaseSplitsPreferring("j1", 0, "w1", 0, 1, 3, nil).Version != 2 {
+		t.Fatalf("versions: %d with a preference", cmd.Version)
+	}
+	if l := applyOK(t, s, cmd).(splits.Lease); !slices.Equal(l.Splits, []int64{20, 21, 30}) {
+		t.Fatalf("preferred lease: %v, want [20 21 30]", l.Splits)
+	}
+	if l := applyOK(t, s, NewLeaseSplits("j1", "w1", 2, 2)).(splits.Lease); !slices.Equal(l.Splits, []int64{0, 1}) {
+		t.Fatalf("the cursor's lease: %v, want [0 1]", l.Splits)
+	}
+	old := NewLeaseSplitsPreferring("j1", 0, "w1", 0, 3, 3, splits.Ranges{5, 6})
+	old.Version = 2
+	applyErr(t, s, old, ErrInvalidCommand)
+	applyErr(t, s, NewLeaseSplitsPreferring("j1", 0, "w1", 0, 3, 3, splits.Ranges{6, 5}), ErrInvalidCommand)
+	var long splits.Ranges
+	for i := range int64(MaxPreferIntervals + 1) {
+		long = append(long, 2*i, 2*i+1)
+	}
+	applyErr(t, s, NewLeaseSplitsPreferring("j1", 0, "w1", 0, 3, 3, long), ErrInvalidCommand)
+	if err := s.Jobs["j1"].Dynamic.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }

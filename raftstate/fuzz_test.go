@@ -26,6 +26,7 @@ func FuzzDecodeCommand(f *testing.F) {
 		NewAssignTask("dyn", "w3"),
 		NewLeaseSplits("dyn", "w1", 3, 16),
 		NewLeaseSplits("dyn", "w1", 2, 16),
+		NewLeaseSplitsPreferring("dyn", 0, "w1", 0, 4, 3, splits.Ranges{2, 5, 30, 32}),
 		NewFinishSplits("dyn", "w1", 1, []int64{5, 6}),
 		NewFinishSplits("dyn", "w1", 0, []int64{0, 0}),
 		NewExpireWorker("w1"),

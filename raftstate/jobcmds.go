@@ -86,7 +86,14 @@ type LeaseSplitsBody struct {
 	// JobID, when set, is the job the worker's task runs: a lease for a
 	// job since replaced under the same name (a resume) is refused.
 	JobID uint64 `cbor:"6,keyasint,omitempty"`
+	// Prefer (version 3) is the splits the worker would rather read (its
+	// autocache holds them): handed out first (splits.LeasePreferring).
+	// At most MaxPreferIntervals intervals.
+	Prefer splits.Ranges `cbor:"7,keyasint,omitempty"`
 }
+
+// MaxPreferIntervals bounds LeaseSplitsBody.Prefer.
+const MaxPreferIntervals = 256
 
 // FinishSplitsBody is the body of TypeFinishSplits.
 type FinishSplitsBody struct {
@@ -330,7 +337,20 @@ func NewLeaseSplitsAs(job, worker string, incarnation, requestID uint64, n int) 
 // jobID (0: unchecked): refused with ErrNotAssigned once a job resumed
 // from checkpoints has replaced it under its name.
 func NewLeaseSplitsOfJob(job string, jobID uint64, worker string, incarnation, requestID uint64, n int) Command {
-	return newCommand(TypeLeaseSplits, 2, LeaseSplitsBody{Job: job, Worker: worker, RequestID: requestID, N: n, Incarnation: incarnation, JobID: jobID})
+	return NewLeaseSplitsPreferring(job, jobID, worker, incarnation, requestID, n, nil)
+}
+
+// NewLeaseSplitsPreferring is NewLeaseSplitsOfJob for a worker that would
+// rather read the splits in prefer (those its autocache holds): the
+// current epoch's splits in prefer not handed out yet come first, ahead of
+// the leases' cursor (splits.DynamicState.LeasePreferring). Version 3 when
+// prefer is not empty.
+func NewLeaseSplitsPreferring(job string, jobID uint64, worker string, incarnation, requestID uint64, n int, prefer splits.Ranges) Command {
+	v := uint16(2)
+	if len(prefer) > 0 {
+		v = 3
+	}
+	return newCommand(TypeLeaseSplits, v, LeaseSplitsBody{Job: job, Worker: worker, RequestID: requestID, N: n, Incarnation: incarnation, JobID: jobID, Prefer: prefer})
 }
 
 // NewFinishSplits reports that worker finished ids of epoch in a DYNAMIC
@@ -825,6 +845,14 @@ func applyLeaseSplits(s *State, c Command) (any, error) {
 	if c.Version < 2 && b.Incarnation != 0 {
 		return nil, fmt.Errorf("%w: LeaseSplits v1 with an incarnation", ErrInvalidCommand)
 	}
+	if len(b.Prefer) > 0 {
+		if c.Version < 3 {
+			return nil, fmt.Errorf("%w: LeaseSplits v%d with preferred splits (v3)", ErrInvalidCommand, c.Version)
+		}
+		if err := b.Prefer.Validate(); err != nil || b.Prefer.Intervals() > MaxPreferIntervals {
+			return nil, fmt.Errorf("%w: preferred splits: %d intervals (limit %d), %v", ErrInvalidCommand, b.Prefer.Intervals(), MaxPreferIntervals, err)
+		}
+	}
 	j, err := s.dynamicJobOf(b.Job, b.Worker, true)
 	if err != nil {
 		return nil, err
@@ -855,7 +883,7 @@ func applyLeaseSplits(s *State, c Command) (any, error) {
 	if l, off := offloadLease(j, b.Worker); off {
 		return l, nil
 	}
-	return j.Dynamic.Lease(b.Worker, b.RequestID, min(max(b.N, 1), MaxLeaseSplits)), nil
+	return j.Dynamic.LeasePreferring(b.Worker, b.RequestID, min(max(b.N, 1), MaxLeaseSplits), b.Prefer), nil
 }
 
 // checkJobID refuses a worker's request for a job that has been replaced

@@ -144,6 +144,11 @@ type DynamicState struct {
 	// returned unread, leased again first (handback.go); nil when there
 	// are none. Inner maps are never empty.
 	HandedBack map[int64]map[int64]bool `cbor:"11,keyasint,omitempty" json:"handed_back,omitempty"`
+	// Ahead holds the splits of the current epoch at or after Next that
+	// were handed out ahead of the cursor, because the worker that asked
+	// preferred them (LeasePreferring); the cursor skips them. Nil when
+	// there are none; emptied as the cursor passes them.
+	Ahead map[int64]bool `cbor:"12,keyasint,omitempty" json:"ahead,omitempty"`
 }
 
 // NewDynamic returns the bookkeeping of a job over numSplits splits per
@@ -188,6 +193,16 @@ func (d *DynamicState) allOut() bool { return d.done() && len(d.HandedBack) == 0
 // splits. Workers should number their requests from 1; requestID 0 is never
 // treated as a retry.
 func (d *DynamicState) Lease(worker string, requestID uint64, n int) Lease {
+	return d.LeasePreferring(worker, requestID, n, nil)
+}
+
+// LeasePreferring is Lease for a worker that prefers the splits in prefer
+// (the splits its autocache holds: README, Autocache): of the splits the
+// cursor would hand out in this epoch, those in prefer come first, ahead of
+// the cursor (Ahead), then the cursor's. Splits handed back or orphaned
+// still go first, and no rule of leasing changes: each split is handed out
+// once per epoch, and the cursor skips the splits taken ahead.
+func (d *DynamicState) LeasePreferring(worker string, requestID uint64, n int, prefer Ranges) Lease {
 	if requestID != 0 {
 		if r, ok := d.LastLease[worker]; ok && r.RequestID == requestID {
 			return r.Lease.Clone()
@@ -217,13 +232,11 @@ func (d *DynamicState) Lease(worker string, requestID uint64, n int) Lease {
 		if out == nil {
 			out = map[int64]string{}
 		}
-		for len(l.Splits) < n && d.Next < d.NumSplits {
-			s := d.Next
-			d.Next++
+		take := func(s int64) {
 			ex, skip := d.takePrior(d.Epoch, s)
 			if skip {
 				d.countSkipped(1)
-				continue
+				return
 			}
 			if !ex.Empty() {
 				if l.Exclude == nil {
@@ -237,6 +250,32 @@ func (d *DynamicState) Lease(worker string, requestID uint64, n int) Lease {
 			out[s] = worker
 			l.Splits = append(l.Splits, s)
 		}
+		for i := 0; i+1 < len(prefer) && len(l.Splits) < n; i += 2 {
+			for s := max(prefer[i], d.Next); s < min(prefer[i+1], d.NumSplits) && len(l.Splits) < n; s++ {
+				if d.Ahead[s] {
+					continue
+				}
+				if s == d.Next {
+					d.Next++
+				} else {
+					if d.Ahead == nil {
+						d.Ahead = map[int64]bool{}
+					}
+					d.Ahead[s] = true
+				}
+				take(s)
+			}
+		}
+		for len(l.Splits) < n && d.Next < d.NumSplits {
+			s := d.Next
+			d.Next++
+			if d.Ahead[s] {
+				delete(d.Ahead, s)
+				continue
+			}
+			take(s)
+		}
+		d.passAhead()
 		if len(out) > 0 {
 			d.Outstanding[d.Epoch] = out
 		}
@@ -253,6 +292,29 @@ func (d *DynamicState) Lease(worker string, requestID uint64, n int) Lease {
 	d.LastLease[worker] = LeaseRecord{RequestID: requestID, Lease: l.Clone()}
 	return l
 }
+
+// passAhead moves the cursor over the splits taken ahead of it that it
+// has reached, so that Next is always a split not handed out (or
+// NumSplits), and drops Ahead once empty.
+func (d *DynamicState) passAhead() {
+	for d.Next < d.NumSplits && d.Ahead[d.Next] {
+		delete(d.Ahead, d.Next)
+		d.Next++
+	}
+	if len(d.Ahead) == 0 {
+		d.Ahead = nil
+	}
+}
+
+// handedOut reports whether split s of epoch e has been handed out (or
+// settled without being leased, as a resumed job's skipped splits).
+func (d *DynamicState) handedOut(e, s int64) bool {
+	return e < d.Epoch || s < d.Next || d.Ahead[s] || d.done()
+}
+
+// leasedInEpoch is how many splits of the current epoch have been handed
+// out: those before the cursor and those taken ahead of it.
+func (d *DynamicState) leasedInEpoch() int64 { return d.Next + int64(len(d.Ahead)) }
 
 // advance moves to the next epoch once the current one is handed out, if
 // another remains.
@@ -402,7 +464,7 @@ func (d *DynamicState) Progress() Progress {
 		Epoch:            d.Epoch,
 		Total:            d.Total,
 		Current:          d.PerEpoch[d.Epoch],
-		RemainingInEpoch: d.NumSplits - d.Next,
+		RemainingInEpoch: d.NumSplits - d.leasedInEpoch(),
 		Done:             d.allOut(),
 	}
 	for _, out := range d.Outstanding {
@@ -447,6 +509,7 @@ func (d *DynamicState) Clone() *DynamicState {
 			c.HandedBack[e] = maps.Clone(m)
 		}
 	}
+	c.Ahead = maps.Clone(d.Ahead)
 	c.Exact = d.Exact.clone()
 	c.Resume = d.Resume.clone()
 	c.LastLease = make(map[string]LeaseRecord, len(d.LastLease))

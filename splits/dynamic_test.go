@@ -258,7 +258,7 @@ func (s *sim) step(t testing.TB, op uint32, expire bool) {
 			return
 		}
 		s.reqs[w]++
-		l := s.d.Lease(w, s.reqs[w], arg%20)
+		l := s.d.LeasePreferring(w, s.reqs[w], arg%20, preferOf(uint64(op), s.d.NumSplits))
 		s.last[w] = l.Clone()
 		if s.leased[l.Epoch] == nil {
 			s.leased[l.Epoch] = map[int64]int{}
@@ -478,6 +478,22 @@ func TestDynamicAtMostOnceWithExpiry(t *testing.T) {
 
 // FuzzDynamic runs random operation sequences: nothing panics and every
 // invariant holds after every operation.
+// preferOf is a worker's preferred splits for a lease (LeasePreferring),
+// drawn from x: none for one draw in four, else up to three intervals of
+// [0, numSplits).
+func preferOf(x uint64, numSplits int64) Ranges {
+	if numSplits == 0 || x%4 == 0 {
+		return nil
+	}
+	var r Ranges
+	for k := range 1 + x%3 {
+		y := x >> (8 * (k + 1))
+		lo := int64(y) % numSplits
+		r.AddSpan(lo, min(lo+1+int64(y>>16)%4, numSplits))
+	}
+	return r
+}
+
 func FuzzDynamic(f *testing.F) {
 	f.Add(uint8(10), uint8(2), uint8(3), []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
 	f.Add(uint8(0), uint8(0), uint8(1), []byte{9, 9, 9})
@@ -491,4 +507,45 @@ func FuzzDynamic(f *testing.F) {
 			s.drain(t)
 		}
 	})
+}
+
+// LeasePreferring hands out the preferred splits first, ahead of the
+// cursor, which then skips them: every split still goes out once per
+// epoch, and the counts and invariants hold throughout.
+func TestLeasePreferring(t *testing.T) {
+	d := NewDynamic(10, 2)
+	step := func(what string, got Lease, epoch int64, want []int64) {
+		t.Helper()
+		if err := d.Validate(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got.Epoch != epoch || !reflect.DeepEqual(got.Splits, want) {
+			t.Fatalf("%s: epoch %d splits %v, want epoch %d %v", what, got.Epoch, got.Splits, epoch, want)
+		}
+	}
+	step("a prefers 5..7", d.LeasePreferring("a", 1, 3, Ranges{5, 8}), 0, []int64{5, 6, 7})
+	if d.Next != 0 || len(d.Ahead) != 3 || d.Progress().RemainingInEpoch != 7 {
+		t.Fatalf("after the preferred lease: next %d, ahead %v, %+v", d.Next, d.Ahead, d.Progress())
+	}
+	step("the cursor", d.Lease("b", 1, 4), 0, []int64{0, 1, 2, 3})
+	step("a prefers 6..9, has 6 and 7", d.LeasePreferring("a", 2, 2, Ranges{6, 10}), 0, []int64{8, 9})
+	step("the cursor skips what went ahead", d.Lease("b", 2, 4), 0, []int64{4})
+	if d.Epoch != 1 || d.Next != 0 || d.Ahead != nil {
+		t.Fatalf("epoch 0 handed out: epoch %d next %d ahead %v", d.Epoch, d.Next, d.Ahead)
+	}
+	step("a preference at the cursor moves it", d.LeasePreferring("a", 3, 2, Ranges{0, 2}), 1, []int64{0, 1})
+	if d.Next != 2 || d.Ahead != nil {
+		t.Fatalf("next %d ahead %v, want 2 and none", d.Next, d.Ahead)
+	}
+	step("a preference beyond the splits", d.LeasePreferring("a", 4, 2, Ranges{9, 20}), 1, []int64{9, 2})
+	if err := d.Finish("a", 0, []int64{5, 6, 7, 8, 9}); err != nil {
+		t.Fatal(err)
+	}
+	if c := d.Total; c.Leased != 14 || c.Finished != 5 {
+		t.Fatalf("total counts %+v", c)
+	}
+	c := d.Clone()
+	if !reflect.DeepEqual(c, d) {
+		t.Fatal("clone differs")
+	}
 }

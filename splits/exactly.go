@@ -341,7 +341,7 @@ func (d *DynamicState) CheckReceipt(epoch, s int64, got Ranges) error {
 	if err := got.Validate(); err != nil {
 		return fmt.Errorf("receipt of epoch %d split %d: %w", epoch, s, err)
 	}
-	if epoch < 0 || epoch > d.Epoch || s < 0 || s >= d.NumSplits || (epoch == d.Epoch && s >= d.Next && !d.done()) {
+	if epoch < 0 || epoch > d.Epoch || s < 0 || s >= d.NumSplits || !d.handedOut(epoch, s) {
 		return fmt.Errorf("receipt of epoch %d split %d: never handed out (epoch %d, next %d of %d)", epoch, s, d.Epoch, d.Next, d.NumSplits)
 	}
 	return nil
@@ -594,7 +594,7 @@ func (x *ExactState) validate(d *DynamicState) (map[int64]int64, error) {
 		return nil, fmt.Errorf("exactly-once: receivers: %w", err)
 	}
 	handedOut := func(e, s int64) bool {
-		return e >= 0 && e <= d.Epoch && s >= 0 && s < d.NumSplits && (e < d.Epoch || s < d.Next || d.done())
+		return e >= 0 && e <= d.Epoch && s >= 0 && s < d.NumSplits && d.handedOut(e, s)
 	}
 	held := map[int64]int64{}
 	for e, m := range x.Produced {

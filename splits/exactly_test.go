@@ -124,7 +124,7 @@ func simulate(t *testing.T, seed uint64) {
 				continue
 			}
 			reqID++
-			l := d.Lease(w.name, reqID, 1+rng.IntN(3))
+			l := d.LeasePreferring(w.name, reqID, 1+rng.IntN(3), preferOf(rng.Uint64(), numSplits))
 			for i, s := range l.Splits {
 				var ex Ranges
 				if l.Exclude != nil {

@@ -383,16 +383,18 @@ func (d *DynamicState) skipResumed() {
 		return
 	}
 	for !d.done() && d.Epoch < r.Prior.DoneBefore {
-		var k int64
 		if len(r.Prior.Missing[d.Epoch]) == 0 {
-			k = d.NumSplits - d.Next // the whole rest of the epoch
+			// The whole rest of the epoch (less what went ahead of the
+			// cursor, counted when it went).
+			d.countSkipped(d.NumSplits - d.leasedInEpoch())
+			d.Next, d.Ahead = d.NumSplits, nil
 		} else if _, ok := r.Prior.Missing[d.Epoch][d.Next]; !ok {
-			k = 1
+			d.countSkipped(1)
+			d.Next++
+			d.passAhead()
 		} else {
 			return
 		}
-		d.countSkipped(k)
-		d.Next += k
 		d.advance()
 	}
 }
@@ -439,7 +441,7 @@ func (r *ResumeState) validate(d *DynamicState) error {
 	for _, m := range []map[int64]map[int64]Ranges{r.Prior.Missing, r.Prior.Returned} {
 		for e, in := range m {
 			for s := range in {
-				if e < d.Epoch || (e == d.Epoch && s < d.Next) {
+				if e < d.Epoch || (e == d.Epoch && (s < d.Next || d.Ahead[s])) {
 					return fmt.Errorf("resume: checkpoint entry for split %d of epoch %d, handed out already", s, e)
 				}
 			}

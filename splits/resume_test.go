@@ -731,7 +731,7 @@ func resumeSim(t *testing.T, seed uint64, st *resumeStats) {
 					continue
 				}
 				reqs[w.name]++
-				l := d.Lease(w.name, reqs[w.name], 1+rng.IntN(3))
+				l := d.LeasePreferring(w.name, reqs[w.name], 1+rng.IntN(3), preferOf(rng.Uint64(), d.NumSplits))
 				if d.Waiting() {
 					fail("run %d: a running job waits", run)
 				}

@@ -27,6 +27,14 @@ func (d *DynamicState) Validate() error {
 	if _, ok := d.PerEpoch[d.Epoch]; !ok {
 		return bad("no counts for the current epoch %d", d.Epoch)
 	}
+	if d.Ahead != nil && len(d.Ahead) == 0 {
+		return bad("empty ahead map")
+	}
+	for s, ok := range d.Ahead {
+		if !ok || s <= d.Next || s >= d.NumSplits {
+			return bad("split %d taken ahead of the cursor at %d of %d", s, d.Next, d.NumSplits)
+		}
+	}
 	var outstanding int64
 	held := map[int64]int64{} // epoch → produced + orphaned (exactly-once)
 	if x := d.Exact; x != nil {
@@ -50,7 +58,7 @@ func (d *DynamicState) Validate() error {
 				_, orph := x.Orphaned[e][s]
 				out = out || prod || orph
 			}
-			if !ok || out || e < 0 || e > d.Epoch || s < 0 || s >= d.NumSplits || (e == d.Epoch && s >= d.Next) {
+			if !ok || out || e < 0 || e > d.Epoch || s < 0 || s >= d.NumSplits || (e == d.Epoch && s >= d.Next && !d.Ahead[s]) {
 				return bad("handed-back split %d of epoch %d is also leased, or was never handed out", s, e)
 			}
 		}
@@ -72,7 +80,7 @@ func (d *DynamicState) Validate() error {
 			return bad("no counts for epoch %d with outstanding leases", e)
 		}
 		for s := range out {
-			if s < 0 || s >= d.NumSplits || (e == d.Epoch && s >= d.Next) {
+			if s < 0 || s >= d.NumSplits || (e == d.Epoch && s >= d.Next && !d.Ahead[s]) {
 				return bad("outstanding split %d of epoch %d was never handed out", s, e)
 			}
 		}
@@ -85,7 +93,7 @@ func (d *DynamicState) Validate() error {
 		}
 		want := d.NumSplits
 		if e == d.Epoch {
-			want = d.Next
+			want = d.leasedInEpoch()
 		}
 		if c.Leased != want || c.Finished < 0 || c.Lost < 0 || c.Finished > c.Leased || c.Lost > c.Leased ||
 			c.Leased-c.Finished-c.Lost != int64(len(d.Outstanding[e]))+held[e] {

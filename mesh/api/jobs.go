@@ -538,8 +538,8 @@ type LeaseRequest struct {
 	// (ErrNotAssigned).
 	JobID uint64 `cbor:"7,keyasint,omitempty"`
 	// Held (jobs with an autocache point) are the splits the worker's
-	// cache holds for it: the leader sizes the lease so that it starts or
-	// ends where they do (splits.PreferHeld). At most MaxHeldIntervals.
+	// cache holds for it: the lease hands out those first
+	// (splits.DynamicState.LeasePreferring). At most MaxHeldIntervals.
 	Held splits.Ranges `cbor:"8,keyasint,omitempty"`
 }
 
