@@ -64,10 +64,12 @@ class FeedmeshDataset(IterableDataset):
     addr: any node's QUIC address. client_options: keywords of
     feedmesh.Client (tls_ca, ...). job_options: keywords of
     Client.distribute (sharding, epochs, num_consumers, consumer_index,
-    share, compression, ...). offload defaults to "remote" here, not
-    "auto": a DataLoader's worker processes are as many consumers on one
-    host, and each profiling a local worker within "the spare CPUs" would
-    count the same CPUs once per process; pass offload= to choose."""
+    share, compression, ...). offload defaults to "auto" in the process
+    that iterates (DataLoader num_workers=0), as for Client.distribute, and
+    to "remote" in a DataLoader's worker processes: they are as many
+    consumers on one host, and each profiling a local worker within "the
+    spare CPUs" would count the same CPUs once per process. Pass offload=
+    to choose."""
 
     def __init__(self, addr, spec, job, *, client_options=None, **job_options):
         super().__init__()
@@ -76,7 +78,6 @@ class FeedmeshDataset(IterableDataset):
         self.addr, self.spec, self.job = addr, spec, job
         self.client_options = dict(client_options or {})
         self.job_options = dict(job_options)
-        self.job_options.setdefault("offload", "remote")
         self._resume = None
         self._client = None
         self._it = None
@@ -100,10 +101,19 @@ class FeedmeshDataset(IterableDataset):
             self._client = _client.Client(self.addr, **self.client_options)
         return self._client
 
+    def job_options_here(self):
+        """The keywords of this process's distribute: job_options, with
+        offload's default for where it runs (see the class doc)."""
+        opts = self.job_options
+        if "offload" not in opts:
+            in_worker = torch.utils.data.get_worker_info() is not None
+            opts = dict(opts, offload="remote" if in_worker else "auto")
+        return opts
+
     def __iter__(self):
         client = self._get_client()
         self._close_iterator()
-        it = client.distribute(self.spec, self.job_name(), resume=self._resume, **self.job_options)
+        it = client.distribute(self.spec, self.job_name(), resume=self._resume, **self.job_options_here())
         self._resume = None
         self._it = it
         return self._batches(it)

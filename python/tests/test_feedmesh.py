@@ -737,6 +737,19 @@ class TorchTest(unittest.TestCase):
         ds.close()
         assert_once(self, np.concatenate(vals), n)
 
+    def test_offload_default(self):
+        # auto where the training process iterates, remote in a DataLoader
+        # worker process (several consumers on one host); offload= wins.
+        from unittest import mock
+
+        ds = fmtorch.FeedmeshDataset(ADDR, range_spec(10, 5), job=job_name("toff"))
+        self.assertEqual(ds.job_options_here()["offload"], "auto")
+        with mock.patch("torch.utils.data.get_worker_info", return_value=object()):
+            self.assertEqual(ds.job_options_here()["offload"], "remote")
+        ds = fmtorch.FeedmeshDataset(ADDR, range_spec(10, 5), job=job_name("toff"), offload="local")
+        with mock.patch("torch.utils.data.get_worker_info", return_value=object()):
+            self.assertEqual(ds.job_options_here()["offload"], "local")
+
     def test_spawn_workers(self):
         n = 3000
         ds = fmtorch.FeedmeshDataset(ADDR, range_spec(n, 50, split=100), job=job_name("t2"), client_options=CLIENT_OPTS)
