@@ -639,15 +639,7 @@ func TestAutoscaleWarmStart(t *testing.T) {
 		t.Fatalf("the dataset remembers %d workers of job %q, want 2 of j1", ds.ScaleWorkers, ds.ScaleJob)
 	}
 	applyOK(t, s, NewRegisterDataset(testDataset)) // registered again: the memory stays
-	data, err := s.MarshalSnapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := UnmarshalSnapshot(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ds := r.Datasets["fp1"]; ds.ScaleWorkers != 2 || ds.ScaleJob != "j1" {
+	if ds := snapshotRoundTrip(t, s).Datasets["fp1"]; ds.ScaleWorkers != 2 || ds.ScaleJob != "j1" {
 		t.Fatalf("after a snapshot: %+v", ds)
 	}
 

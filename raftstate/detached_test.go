@@ -49,13 +49,5 @@ func TestDetachedConsumerStaysDetached(t *testing.T) {
 	applyErr(t, s, at(NewAttachConsumer("j1", "d1"), 9001), ErrDetached)
 
 	// They survive a snapshot.
-	snap, err := s.MarshalSnapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := UnmarshalSnapshot(snap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	applyErr(t, r, at(NewAttachConsumer("j1", "d1"), 9002), ErrDetached)
+	applyErr(t, snapshotRoundTrip(t, s), at(NewAttachConsumer("j1", "d1"), 9002), ErrDetached)
 }

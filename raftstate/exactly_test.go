@@ -67,14 +67,7 @@ func TestExactlyOnceCommands(t *testing.T) {
 	if !p.Complete || p.Exact.Duplicates != 0 || p.Exact.Requeued != 1 || p.Total.Finished != n {
 		t.Fatalf("progress %+v %+v", p, p.Exact)
 	}
-	b, err := s.MarshalSnapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := UnmarshalSnapshot(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := snapshotRoundTrip(t, s)
 	if !reflect.DeepEqual(r.Jobs["j1"].Dynamic, s.Jobs["j1"].Dynamic) {
 		t.Fatalf("after snapshot: %+v", r.Jobs["j1"].Dynamic)
 	}

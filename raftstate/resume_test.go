@@ -23,7 +23,8 @@ func resume(name string, from uint64, part string, want int, p splits.Delivered)
 // state encodes to the same bytes, shows the same progress, and goes on
 // the same way. (Not reflect.DeepEqual: a resume's consumed checkpoint
 // maps are empty in the live state, nil once restored; both encode alike.)
-func snapshotRoundTrip(t *testing.T, s *State) {
+// It returns the restored state.
+func snapshotRoundTrip(t *testing.T, s *State) *State {
 	t.Helper()
 	b, err := s.MarshalSnapshot()
 	if err != nil {
@@ -63,6 +64,7 @@ func snapshotRoundTrip(t *testing.T, s *State) {
 			t.Fatalf("job %q after a snapshot: progress differs once leased out", name)
 		}
 	}
+	return r
 }
 
 func resumeParts(j *Job) []string {

@@ -80,14 +80,7 @@ func TestShareGroupLifecycle(t *testing.T) {
 	}
 
 	// Snapshots keep groups and references.
-	b1, err := s.MarshalSnapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := UnmarshalSnapshot(b1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := snapshotRoundTrip(t, s)
 	if got.Jobs["c"].ShareGroup != s.Jobs["c"].ShareGroup || !got.Jobs[s.Jobs["c"].ShareGroup].Group {
 		t.Fatal("snapshot lost the share group")
 	}

@@ -40,15 +40,7 @@ func TestEndTask(t *testing.T) {
 	if !reflect.DeepEqual(v.Failure, want) || v.State() != JobFailed {
 		t.Fatalf("failure %+v (%s), want %+v", v.Failure, v.State(), want)
 	}
-	b, err := s.MarshalSnapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := UnmarshalSnapshot(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(r.Jobs["j1"], s.Jobs["j1"]) {
+	if r := snapshotRoundTrip(t, s); !reflect.DeepEqual(r.Jobs["j1"], s.Jobs["j1"]) {
 		t.Fatalf("after snapshot: %+v", r.Jobs["j1"])
 	}
 	var fb EndTaskBody
