@@ -395,7 +395,11 @@ func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptio
 	if err := c.startOffload(ctx, info, consumer, off, fraction); err != nil {
 		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
 	}
-	return newIterator(c, info, consumer, spec.Batched(), o.ConsumerIndex, from, off.withSpec(spec, fraction)), nil
+	batched := spec.Batched()
+	if off != nil && off.cut > 0 {
+		batched = false // the nodes ship single elements
+	}
+	return newIterator(c, info, consumer, batched, o.ConsumerIndex, from, off.withSpec(spec, fraction)), nil
 }
 
 // Attach joins an existing job by name, without its spec (a trainer that
@@ -417,6 +421,9 @@ func (c *Client) Attach(ctx context.Context, job string) (*Iterator, error) {
 		// A coordinated consumer needs its index: Distribute with
 		// ConsumerIndex. Leave the lease to expire on its own.
 		return nil, fmt.Errorf("attach to job %q: it uses coordinated reads; join it with Distribute and JobOptions.ConsumerIndex", job)
+	}
+	if cut := info.Options.OffloadBoundary; cut > 0 {
+		return nil, fmt.Errorf("attach to job %q: it cuts its pipeline after %d ops (offload_boundary) and this client runs the rest; join it with Distribute and its spec", job, cut)
 	}
 	// Without the spec, assume batches (the common case for training).
 	return newIterator(c, info, consumer, true, 0, nil, nil), nil

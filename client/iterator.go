@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"iter"
 	"log/slog"
@@ -77,6 +78,7 @@ type Iterator struct {
 	ledger   *ledger     // exactly-once jobs: what this consumer received (receipts.go)
 	track    *tracker    // exactly-once jobs: what reached the trainer (checkpoint.go)
 	off      *offloadRun // where the pipeline runs (offload.go); nil for Attach
+	cut      *cutRun     // a partial offload's suffix (cut.go); nil without a cut
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -111,6 +113,11 @@ func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, ind
 	if info.Options.Delivery == api.ExactlyOnce {
 		it.track = newTracker(from)
 		it.ledger = newLedger(it.track)
+	}
+	if off != nil && off.cut > 0 {
+		if err := it.openCut(off.spec, off.cut); err != nil {
+			it.fail(fmt.Errorf("offload_boundary %d: %w", off.cut, err))
+		}
 	}
 	if info.Options.Coordinated {
 		it.eng = newCoordinator(it, info, consumer, c.opts, batched, index, it.ledger)
@@ -174,6 +181,9 @@ func (it *Iterator) Job() string { return it.job }
 // job's last epoch, or the error that ended the job (a worker's pipeline
 // failure names the worker and the split).
 func (it *Iterator) Next(ctx context.Context) (Batch, error) {
+	if it.cut != nil {
+		return it.nextCut(ctx)
+	}
 	entered, queued := time.Now(), len(it.items)
 	select {
 	case x, ok := <-it.items:
@@ -215,6 +225,7 @@ func (it *Iterator) Close() error {
 	it.closeOnce.Do(func() {
 		it.fail(context.Canceled)
 		it.wg.Wait()
+		it.closeCut()
 		ctx, cancel := context.WithTimeout(context.Background(), it.c.opts.RequestTimeout)
 		defer cancel()
 		err = it.c.call(ctx, api.MethodDetach, api.JobRequest{Job: it.job, Consumer: it.consumer}, nil)

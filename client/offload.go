@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync/atomic"
 	"time"
 
@@ -89,8 +90,17 @@ func offloadPlan(spec *pipeline.Spec, o JobOptions) (*offloadRun, float64, error
 	}
 	r := &offloadRun{requested: mode, mode: mode, exact: o.Delivery == api.ExactlyOnce,
 		dynamic: o.Sharding == api.Dynamic && !o.Share && !o.Coordinated}
-	if o.OffloadBoundary > 0 {
-		return nil, 0, fmt.Errorf("offload_boundary %d: cut points are not implemented yet (issue 17); leave it 0", o.OffloadBoundary)
+	if cut := o.OffloadBoundary; cut > 0 {
+		// Validate refused the local modes and at-most-once with a cut.
+		if err := spec.CheckCut(cut); err != nil {
+			return nil, 0, err
+		}
+		if err := suffixRunsHere(spec, cut); err != nil {
+			return nil, 0, fmt.Errorf("offload_boundary %d: the ops after the cut run in the client, and the pipeline cannot run here (an op registered only in the node binary?): %w", cut, err)
+		}
+		r.mode, r.cut = api.OffloadRemote, cut
+		r.reason = fmt.Sprintf("offload_boundary %d: the nodes run the source and ops [0, %d) and ship single elements; this client runs ops [%d, %d)", cut, cut, cut, len(spec.Ops))
+		return r, 0, nil
 	}
 	if mode == api.OffloadRemote {
 		r.reason = "offload remote: the nodes prepare everything"
@@ -271,6 +281,18 @@ func remoteServing(info api.JobInfo) bool {
 // is registered here (ops registered only in the node binary are not).
 func runsHere(spec *pipeline.Spec) error {
 	it, err := pipeline.OpenWithOptions(context.Background(), spec, []pipeline.Split{}, pipeline.Options{DisableStats: true})
+	if err != nil {
+		return err
+	}
+	return it.Close()
+}
+
+// suffixRunsHere checks that the ops after spec's cut open in this
+// process (pipeline.OpenSuffix, over no element).
+func suffixRunsHere(spec *pipeline.Spec, cut int) error {
+	it, err := pipeline.OpenSuffix(context.Background(), spec, cut, func(context.Context) (pipeline.CutElement, error) {
+		return pipeline.CutElement{}, io.EOF
+	}, pipeline.Options{DisableStats: true})
 	if err != nil {
 		return err
 	}

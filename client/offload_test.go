@@ -88,7 +88,11 @@ func TestOffloadBadInput(t *testing.T) {
 		{"budget", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: "local", LocalCPUs: 0.01}, "local CPU budget"},
 		{"negative-budget", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: "local", LocalCPUs: -1}, "local_cpus"},
 		{"not-dynamic", client.JobOptions{Offload: "local"}, "needs sharding dynamic"},
-		{"cut", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, OffloadBoundary: 2}, "cut points are not implemented yet"},
+		{"cut-past-end", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, OffloadBoundary: 4}, "the pipeline has 4 ops"},
+		{"cut-after-batch", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, OffloadBoundary: 4}, "cut points: 1..3"},
+		{"cut-local", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: "local", OffloadBoundary: 2}, "a local worker beside a cut is not built"},
+		{"cut-at-most-once", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, Delivery: client.AtMostOnce, OffloadBoundary: 2}, "needs delivery exactly-once"},
+		{"cut-share", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, Share: true, OffloadBoundary: 2}, "offload_boundary: only for sharding dynamic"},
 		{"negative-cut", client.JobOptions{Sharding: client.Dynamic, Workers: client.AllWorkers, OffloadBoundary: -1}, "offload_boundary -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

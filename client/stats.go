@@ -132,7 +132,20 @@ func (it *Iterator) Stats() Stats {
 func (it *Iterator) countDelivered(x item, entered time.Time, queued int) {
 	it.mu.Lock()
 	defer it.mu.Unlock()
-	it.stall.record(entered, time.Now(), queued, x.b.Worker)
+	it.countOutLocked(x.b, x.size, x.wire, entered, queued)
+	it.countShippedLocked(x)
+}
+
+// countOut counts a batch Next returns in the iterator's totals: Next was
+// entered at entered with queued batches in the buffer.
+func (it *Iterator) countOut(b Batch, size, wire int64, entered time.Time, queued int) {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	it.countOutLocked(b, size, wire, entered, queued)
+}
+
+func (it *Iterator) countOutLocked(b Batch, size, wire int64, entered time.Time, queued int) {
+	it.stall.record(entered, time.Now(), queued, b.Worker)
 	it.stats.Batches++
 	if it.info.Scale != nil && it.stats.Batches%StallWindow == 0 {
 		// An autoscaling job steps its policy once per window of
@@ -142,9 +155,19 @@ func (it *Iterator) countDelivered(x item, entered time.Time, queued int) {
 		// each change costs three windows).
 		it.kickHeartbeat()
 	}
-	it.stats.Rows += x.b.Rows()
-	it.stats.Bytes += x.size
-	it.stats.WireBytes += x.wire
+	it.stats.Rows += b.Rows()
+	it.stats.Bytes += size
+	it.stats.WireBytes += wire
+}
+
+// countShipped counts what a worker sent in its figures (Stats.Workers).
+func (it *Iterator) countShipped(x item) {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	it.countShippedLocked(x)
+}
+
+func (it *Iterator) countShippedLocked(x item) {
 	ws := it.stats.Workers[x.b.Worker]
 	ws.Batches++
 	ws.Rows += x.b.Rows()

@@ -24,6 +24,7 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 			ConsumerTTL: v.Options.ConsumerTTL, GCAfter: v.Options.GCAfter, Compression: v.Options.Compression,
 			Delivery: v.Options.Delivery, Autoscale: v.Options.Autoscale,
 			AutoscaleThreshold: v.Options.AutoscaleThreshold, AutoscaleRevisit: v.Options.AutoscaleRevisit, AutoscalePause: v.Options.AutoscalePause,
+			OffloadBoundary: v.Options.OffloadBoundary,
 		},
 		CreatedAt: time.Unix(0, v.CreatedAt),
 	}

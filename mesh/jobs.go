@@ -171,6 +171,11 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest) (
 			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)
 		}
 	}
+	if cut := req.Options.OffloadBoundary; cut > 0 {
+		if err := spec.CheckCut(cut); err != nil {
+			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)
+		}
+	}
 	opts, err := toRaftOptions(req.Options)
 	if err != nil {
 		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)
@@ -456,6 +461,7 @@ func toRaftOptions(o api.JobOptions) (raftstate.JobOptions, error) {
 		Coordinated: o.Coordinated, PadFinalRound: o.PadFinalRound, MaxWorkers: o.MaxWorkers, ConsumerTTL: o.ConsumerTTL, GCAfter: o.GCAfter,
 		Compression: comp, Delivery: o.Delivery, Autoscale: o.Autoscale,
 		AutoscaleThreshold: o.AutoscaleThreshold, AutoscaleRevisit: o.AutoscaleRevisit, AutoscalePause: o.AutoscalePause,
+		OffloadBoundary: o.OffloadBoundary,
 	}, nil
 }
 

@@ -83,6 +83,14 @@ type producer interface {
 // newTaskLocked creates job's task and its producer; run starts it. w.mu
 // is held (a sharing task joins its production under it).
 func (w *worker) newTaskLocked(job api.JobInfo, spec *pipeline.Spec, all pipeline.SplitList) (*task, error) {
+	if cut := job.Options.OffloadBoundary; cut > 0 {
+		// A partial offload: this node runs the prefix and ships single
+		// elements; the consumers run the rest (pipeline.OpenSuffix).
+		if err := spec.CheckCut(cut); err != nil {
+			return nil, err
+		}
+		spec = spec.Prefix(cut)
+	}
 	t := &task{w: w, job: job, spec: spec, splits: all, ended: make(chan struct{})}
 	t.ctx, t.cancel = context.WithCancel(w.n.ctx)
 	var err error

@@ -102,6 +102,12 @@ func OpenWithOptions(ctx context.Context, spec *Spec, splits []Split, o Options)
 }
 
 func openCompiled(ctx context.Context, c *compiled, open sourceOpener, splits []Split, o Options) (*pipelineIter, error) {
+	return openCompiledFrom(ctx, c, open, splits, o, 0, nil)
+}
+
+// openCompiledFrom is openCompiled with the stage from (from > 0) made by
+// src, given the plan's tracker: a cut pipeline's suffix (OpenSuffix).
+func openCompiledFrom(ctx context.Context, c *compiled, open sourceOpener, splits []Split, o Options, from int, src func(*tracker) iter) (*pipelineIter, error) {
 	pctx, cancel := context.WithCancel(ctx)
 	p := &plan{
 		ctx:      pctx,
@@ -139,7 +145,11 @@ func openCompiled(ctx context.Context, c *compiled, open sourceOpener, splits []
 		}
 		p.stats[i+1] = st
 	}
-	it, err := p.openStage(len(c.ops), 0, &segment{}, true)
+	var first iter
+	if src != nil {
+		p.from, first = from, src(p.track)
+	}
+	it, err := p.openStageFrom(len(c.ops), 0, &segment{}, true, first)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -193,6 +203,7 @@ type plan struct {
 	stats    []*opStats // [0] source, [i+1] ops[i]
 	tune     *tuning    // nil unless some map is tuned
 	track    *tracker   // nil unless Options.Track
+	from     int        // the stage a src given to openStageFrom stands for
 	cache    Cache      // Options.Cache
 	// autocache counts what the autocache op did (nil without one, or
 	// without a Cache).
@@ -207,11 +218,13 @@ func (p *plan) openStage(k int, epoch uint64, seg *segment, head bool) (iter, er
 	return p.openStageFrom(k, epoch, seg, head, nil)
 }
 
-// openStageFrom is openStage with src, when not nil, as stage 0 (the
-// autocache op runs its prefix over one split at a time this way).
+// openStageFrom is openStage with src, when not nil, as stage p.from (0,
+// or a suffix's cut): the autocache op runs its prefix over one split at
+// a time this way, and a cut pipeline's suffix runs over the prefix's
+// elements.
 func (p *plan) openStageFrom(k int, epoch uint64, seg *segment, head bool, src iter) (iter, error) {
 	var it iter
-	if k == 0 && src != nil {
+	if k == p.from && src != nil {
 		it = src
 	} else if k == 0 && p.provider != nil {
 		it = &providerIter{p: p, seg: seg}

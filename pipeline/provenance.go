@@ -69,6 +69,9 @@ type tracker struct {
 	completed []CompletedSplit
 	seq       atomic.Int64 // numbers splitTracks, to order equal keys
 	passes    atomic.Int64 // source opens over a fixed split list
+	// cutDropped are the elements of cut readings (a suffix's input,
+	// OpenSuffix) that an op dropped, until Dropped takes them.
+	cutDropped []SplitElements
 }
 
 // splitTrack accounts for one reading of one split. Items point at it, so
@@ -88,6 +91,7 @@ type splitTrack struct {
 	dropped int64
 	emitted splits.Ranges
 	done    bool
+	cut     bool // a suffix's input: dropItem lists what it drops
 }
 
 func (t *tracker) newSplit(epoch, split int64) *splitTrack {
@@ -166,11 +170,17 @@ func dropItem(x *item) {
 		trk.left++
 		trk.dropped++
 		trk.checkLocked()
+		if trk.cut {
+			t.cutDropped = append(t.cutDropped, SplitElements{Epoch: trk.epoch, Split: trk.split, Indices: splits.Ranges{x.index, x.index + 1}})
+		}
 	} else {
 		for _, m := range x.prov.members {
 			m.trk.left += m.hi - m.lo
 			m.trk.dropped += m.hi - m.lo
 			m.trk.checkLocked()
+			if m.trk.cut {
+				t.cutDropped = append(t.cutDropped, SplitElements{Epoch: m.trk.epoch, Split: m.trk.split, Indices: splits.Ranges{m.lo, m.hi}})
+			}
 		}
 	}
 	t.mu.Unlock()
@@ -278,6 +288,18 @@ func (x *trackingIter) emit(it *item) []SplitElements {
 }
 
 func (x *trackingIter) LastProvenance() []SplitElements { return x.last }
+
+// Dropped returns, and forgets, the elements of a suffix's input
+// (OpenSuffix) that its ops dropped (a filter's rejects), one entry per
+// element or dropped batch, in the order they were dropped; nil for other
+// pipelines. A consumer counts them as handled, like those it returned.
+func (x *trackingIter) Dropped() []SplitElements {
+	x.t.mu.Lock()
+	defer x.t.mu.Unlock()
+	d := x.t.cutDropped
+	x.t.cutDropped = nil
+	return d
+}
 
 func (x *trackingIter) Completed() []CompletedSplit {
 	x.t.mu.Lock()

@@ -198,16 +198,20 @@ func NewCreateJob(name, fingerprint string, o JobOptions, staticWorkers []string
 func NewCreateJobAt(name, fingerprint string, o JobOptions, staticWorkers []string, start *ScaleStart) Command {
 	v := createJobVersion(o)
 	if start != nil {
-		v = 3
+		v = max(v, 3)
 	}
 	return newCommand(TypeCreateJob, v, CreateJobBody{Name: name, Fingerprint: fingerprint, Options: o, StaticWorkers: staticWorkers, Scale: start})
 }
 
-// createJobVersion is 2 for options a version-1 node cannot decode
-// (Autoscale, options key 12), else 1: a log that uses no new option stays
+// createJobVersion is the least version that carries o: 4 with an
+// offload boundary (options key 16, which a version-3 node would drop),
+// 2 with Autoscale (key 12), else 1: a log that uses no new option stays
 // readable by older nodes.
 func createJobVersion(o JobOptions) uint16 {
-	if o.Autoscale {
+	switch {
+	case o.OffloadBoundary > 0:
+		return 4
+	case o.Autoscale:
 		return 2
 	}
 	return 1
@@ -471,8 +475,8 @@ func applyCreateJob(s *State, c Command) (any, error) {
 	if err := decodeBody(c, &b); err != nil {
 		return nil, err
 	}
-	if c.Version < createJobVersion(b.Options) {
-		return nil, fmt.Errorf("%w: CreateJob v%d cannot carry autoscale (v2)", ErrInvalidCommand, c.Version)
+	if v := createJobVersion(b.Options); c.Version < v {
+		return nil, fmt.Errorf("%w: CreateJob v%d cannot carry these options (autoscale needs v2, offload_boundary v4; want v%d)", ErrInvalidCommand, c.Version, v)
 	}
 	if st := b.Scale; st != nil {
 		switch {

@@ -149,7 +149,17 @@ type JobOptions struct {
 	AutoscaleThreshold float64 `cbor:"13,keyasint,omitempty" json:"autoscale_threshold,omitempty"`
 	AutoscaleRevisit   int     `cbor:"14,keyasint,omitempty" json:"autoscale_revisit,omitempty"`
 	AutoscalePause     int     `cbor:"15,keyasint,omitempty" json:"autoscale_pause,omitempty"`
+	// OffloadBoundary > 0 cuts the pipeline after that many ops (a partial
+	// offload): the workers run the source and ops [0, OffloadBoundary)
+	// and ship single elements, which the consumers finish
+	// (pipeline.OpenSuffix). Exactly-once DYNAMIC jobs only: the elements'
+	// provenance seeds the consumers' random ops. The proposer checks the
+	// cut against the spec (pipeline.Spec.CheckCut).
+	OffloadBoundary int `cbor:"16,keyasint,omitempty" json:"offload_boundary,omitempty"`
 }
+
+// MaxOffloadBoundary bounds JobOptions.OffloadBoundary.
+const MaxOffloadBoundary = 1024
 
 // Delivery names (JobOptions.Delivery).
 const (
@@ -232,6 +242,12 @@ func (o JobOptions) validate() error {
 	if err := o.validateScaleTuning(); err != nil {
 		errs = append(errs, err.Error())
 	}
+	switch {
+	case o.OffloadBoundary < 0 || o.OffloadBoundary > MaxOffloadBoundary:
+		errs = append(errs, fmt.Sprintf("offload_boundary %d (want 0..%d)", o.OffloadBoundary, MaxOffloadBoundary))
+	case o.OffloadBoundary > 0 && (o.Delivery != DeliveryExactlyOnce || o.Coordinated):
+		errs = append(errs, fmt.Sprintf("offload_boundary needs delivery %s without coordinated reads (have delivery=%s coordinated=%v)", DeliveryExactlyOnce, deliveryName(o.Delivery), o.Coordinated))
+	}
 	errs = append(errs, o.validateCoordinated()...)
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: job options: %s", ErrInvalidCommand, strings.Join(errs, ", "))
@@ -262,6 +278,7 @@ func (o JobOptions) diff(want JobOptions) []string {
 	add("autoscale_threshold", o.AutoscaleThreshold, want.AutoscaleThreshold)
 	add("autoscale_revisit", o.AutoscaleRevisit, want.AutoscaleRevisit)
 	add("autoscale_pause", o.AutoscalePause, want.AutoscalePause)
+	add("offload_boundary", o.OffloadBoundary, want.OffloadBoundary)
 	return d
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,8 +38,9 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	remoteCores := fs.Int("remote-cores", 1, "each node's emulated cores: the map's parallelism there")
 	localCPUs := fs.Float64("local-cpus", 2, "the client's local budget in the spare-local scenario (cores: the local worker's parallelism)")
 	batch := fs.Int64("batch", 10, "rows per batch")
-	scenarios := fs.String("scenarios", "spare-local,no-stall", "comma-separated: spare-local (the loop is faster than the nodes, the host has spare CPUs), no-stall (the host alone keeps up with the loop); slow-link needs cut points, not built yet")
-	jsonOut := fs.Bool("json", false, "print a JSON array of rows: scenario, config (local, remote, fraction=F, auto), elements_per_second (rows into the training loop), remote_worker_seconds (Σ over the nodes that delivered to the reader of the seconds from their first batch to the end), local_share (of the batches), ratio_vs_best, ratio_vs_remote, decision (auto's mode and reason)")
+	scenarios := fs.String("scenarios", "spare-local,no-stall,split-cost", "comma-separated: spare-local (the loop is faster than the nodes, the host has spare CPUs), no-stall (the host alone keeps up with the loop), split-cost (two cost ops, the second half as dear: the rows include each cut point; a slow link is not emulated here)")
+	suffixUs := fs.Int64("suffix-cost-us", 1000, "split-cost: the second op's cost per element (µs); the first costs --cost-us")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: scenario, config (local, remote, fraction=F, cut=N, auto), elements_per_second (rows into the training loop), remote_worker_seconds (Σ over the nodes that delivered to the reader of the seconds from their first batch to the end), local_share (of the batches), ratio_vs_best, ratio_vs_remote, decision (auto's mode and reason)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -55,42 +57,59 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	defer cl.Close()
 	nodeRate := float64(*remoteCores) * 1e6 / float64(*costUs)
 	type scenario struct {
-		name   string
-		ingest float64 // rows/s the loop takes at most
-		local  float64 // the local budget
-	}
-	var scs []scenario
-	for _, s := range strings.Split(*scenarios, ",") {
-		switch strings.TrimSpace(s) {
-		case "spare-local":
-			// The loop could take 4× what the nodes make; the host has
-			// a budget worth as much as the nodes together.
-			scs = append(scs, scenario{"spare-local", 4 * nodeRate * float64(*workers), *localCPUs})
-		case "no-stall":
-			// The loop takes half of what the host alone makes.
-			scs = append(scs, scenario{"no-stall", 0.5 * *localCPUs * 1e6 / float64(*costUs), *localCPUs})
-		default:
-			return fmt.Errorf("--scenarios: %q: want spare-local or no-stall (slow-link needs cut points, not built yet)", s)
-		}
+		name    string
+		ingest  float64 // rows/s the loop takes at most
+		local   float64 // the local budget
+		ops     []int64 // each op's cost (µs, sleep-based)
+		configs []string
 	}
 	configs := []string{"local", "remote"}
 	for f := 1; f <= 9; f++ {
 		configs = append(configs, fmt.Sprintf("fraction=0.%d", f))
 	}
 	configs = append(configs, "auto")
+	var scs []scenario
+	for _, s := range strings.Split(*scenarios, ",") {
+		switch strings.TrimSpace(s) {
+		case "spare-local":
+			// The loop could take 4× what the nodes make; the host has
+			// a budget worth as much as the nodes together.
+			scs = append(scs, scenario{"spare-local", 4 * nodeRate * float64(*workers), *localCPUs, []int64{*costUs}, configs})
+		case "no-stall":
+			// The loop takes half of what the host alone makes.
+			scs = append(scs, scenario{"no-stall", 0.5 * *localCPUs * 1e6 / float64(*costUs), *localCPUs, []int64{*costUs}, configs})
+		case "split-cost":
+			// Two ops; a cut after the first leaves the second to the
+			// client (at the spec's parallelism, --remote-cores), beside
+			// the nodes running the first. The loop takes all it gets.
+			cfgs := []string{"local", "remote", "fraction=0.5", "cut=1", "auto"}
+			scs = append(scs, scenario{"split-cost", 4 * nodeRate * float64(*workers), *localCPUs, []int64{*costUs, *suffixUs}, cfgs})
+		default:
+			return fmt.Errorf("--scenarios: %q: want spare-local, no-stall or split-cost", s)
+		}
+	}
 	window := time.Duration(*seconds * float64(time.Second))
 	var rows []benchRow
 	n := 0
 	for _, sc := range scs {
 		var scRows []benchRow
 		best, remote := 0.0, 0.0
-		for _, cfg := range configs {
+		for _, cfg := range sc.configs {
 			n++
 			spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 1 << 24, SplitSize: 20}})
-			spec.Map("cost", fn.Args{"sleep_us": *costUs}, *remoteCores)
+			for _, us := range sc.ops {
+				spec.Map("cost", fn.Args{"sleep_us": us}, *remoteCores)
+			}
 			spec.Batch(*batch, false)
 			o := client.JobOptions{Name: fmt.Sprintf("offload-%s-%s-%d", sc.name, cfg, n), Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: cfg, LocalCPUs: sc.local, GCAfter: time.Second}
-			fmt.Fprintf(stderr, "%s %s: ingest %.0f rows/s, local budget %.2g, %d nodes of %d cores, cost %d µs …\n", sc.name, cfg, sc.ingest, sc.local, *workers, *remoteCores, *costUs)
+			if c, ok := strings.CutPrefix(cfg, "cut="); ok {
+				cut, err := strconv.Atoi(c)
+				if err != nil {
+					return fmt.Errorf("config %s: %w", cfg, err)
+				}
+				o.Offload, o.OffloadBoundary = client.OffloadRemote, cut
+			}
+			fmt.Fprintf(stderr, "%s %s: ingest %.0f rows/s, local budget %.2g, %d nodes of %d cores, op costs %v µs …\n", sc.name, cfg, sc.ingest, sc.local, *workers, *remoteCores, sc.ops)
 			r, err := offloadRun(ctx, cl, spec, o, sc.ingest, *batch, window)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", sc.name, cfg, err)

@@ -136,6 +136,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	index := fs.Int("index", 0, "with --coordinated: this reader's consumer index in [0, --consumers)")
 	compression := fs.String("compression", "none", "compress batches on the wire: none, lz4 (cheap to decompress) or zstd (smaller, costs the workers more CPU); for links slower than the workers")
 	offloadFlag := fs.String("offload", "auto", "where a dynamic job's pipeline runs for this reader: auto (profile, then decide: all local when the reader does not stall, else a share of it), remote (the nodes only), local (this process only; the nodes take no split), or a local fraction such as 0.3 (see the README's Offload section)")
+	offloadBoundary := fs.Int("offload-boundary", 0, "partial offload: the nodes run the source and the spec's first N ops and ship single elements, this reader runs the rest (a dynamic exactly-once job; 0: no cut; cut points are 1 up to the first op that batches, and the ops after the cut must not be repeat, take, skip or autocache)")
 	localCPUs := fs.Float64("local-cpus", 0, "CPU budget of this process's local worker, in cores (0: the spare CPUs measured)")
 	padFinal := fs.Bool("pad-final-round", false, "with --coordinated: pad the final partial rounds out with empty batches instead of dropping them")
 	tty := isTerminal(stderr)
@@ -173,7 +174,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	opts := client.JobOptions{
 		Name: *job, Sharding: sh, Epochs: *epochs, Workers: wk, MaxWorkers: *maxWorkers, Share: *shareFlag, Autoscale: *autoscale,
 		Coordinated: *coordinated, NumConsumers: *consumers, ConsumerIndex: *index, PadFinalRound: *padFinal,
-		Compression: *compression, Delivery: dl, Offload: *offloadFlag, LocalCPUs: *localCPUs,
+		Compression: *compression, Delivery: dl, Offload: *offloadFlag, LocalCPUs: *localCPUs, OffloadBoundary: *offloadBoundary,
 		AutoscaleThreshold: *scaleThreshold, AutoscaleRevisit: *scaleRevisit, AutoscalePause: *scalePause,
 	}
 	// Everything the flags get wrong fails here, before anything is

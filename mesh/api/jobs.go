@@ -160,8 +160,10 @@ type JobOptions struct {
 	// (cores; 0: the spare CPUs the client measures).
 	LocalCPUs float64 `cbor:"41,keyasint,omitempty" json:"local_cpus,omitempty"`
 	// OffloadBoundary, when > 0, cuts the pipeline after that many ops:
-	// the nodes run ops [0, OffloadBoundary) and ship their output, the
-	// client runs the rest. 0: no cut (each side runs all of it).
+	// the nodes run ops [0, OffloadBoundary) and ship single elements, the
+	// client runs the rest (pipeline.Spec.CheckCut says where a cut may
+	// go). DYNAMIC exactly-once jobs with offload remote or auto. 0: no
+	// cut (each side runs all of it).
 	OffloadBoundary int `cbor:"42,keyasint,omitempty" json:"offload_boundary,omitempty"`
 }
 

@@ -122,5 +122,11 @@ func (o JobOptions) validateOffload() error {
 	if o.OffloadBoundary > 0 && (o.Sharding != Dynamic || o.Share || o.Coordinated) {
 		return fmt.Errorf("offload_boundary: only for sharding dynamic without share or coordinated reads")
 	}
+	if o.OffloadBoundary > 0 && o.Delivery != ExactlyOnce {
+		return fmt.Errorf("offload_boundary %d: needs delivery %s (the consumer seeds the ops after the cut from each element's provenance, which exactly-once carries)", o.OffloadBoundary, ExactlyOnce)
+	}
+	if o.OffloadBoundary > 0 && mode != OffloadAuto && mode != OffloadRemote {
+		return fmt.Errorf("offload_boundary %d with offload %s: a cut runs the ops before it on the nodes only; a local worker beside a cut is not built (use offload remote)", o.OffloadBoundary, o.Offload)
+	}
 	return nil
 }

@@ -352,7 +352,7 @@ class Client(_Closing):
                    consumer_index=None, coordinated=None, pad_final_round=None, share=None, compression=None,
                    max_workers=None, consumer_ttl=None, gc_after=None, resume=None, autoscale=None, workers=None,
                    offload=None, local_cpus=None, autoscale_threshold=None, autoscale_revisit=None,
-                   autoscale_pause=None):
+                   autoscale_pause=None, offload_boundary=None):
         """Creates the job (or joins it, if one of that name exists with the
         same options) and returns an Iterator over its batches.
 
@@ -372,7 +372,10 @@ class Client(_Closing):
         "local", or a local fraction such as 0.3: where a dynamic job's
         pipeline runs, this process or the nodes; see the README's Offload
         section) and local_cpus (this process's CPU budget for it, in
-        cores; 0 or None: the spare CPUs measured). With workers="auto",
+        cores; 0 or None: the spare CPUs measured), offload_boundary (a
+        partial offload: the nodes run the source and the spec's first N
+        ops and ship single elements, this process runs the rest; an
+        exactly-once dynamic job). With workers="auto",
         autoscale_threshold (the batch-time gain a worker must bring,
         default 0.03), autoscale_revisit and autoscale_pause (in metrics
         of 100 batches: default 10 and 2; a pause of -1 ignores none) tune
@@ -389,7 +392,7 @@ class Client(_Closing):
             "workers": _workers_arg(workers),
             "offload": None if offload is None else str(offload), "local_cpus": local_cpus,
             "autoscale_threshold": autoscale_threshold, "autoscale_revisit": autoscale_revisit,
-            "autoscale_pause": autoscale_pause,
+            "autoscale_pause": autoscale_pause, "offload_boundary": offload_boundary,
         }
         opts = {k: v for k, v in opts.items() if v is not None}
         kind, text = _spec_arg(spec)

@@ -276,6 +276,21 @@ class ReadTest(unittest.TestCase):
         assert_once(self, np.concatenate([first, res["it1"], res["it2"]]), n)
 
 
+    def test_offload_boundary(self):
+        # A partial offload: the nodes run the cost op, this process the
+        # cast and the batch; every element once, and the stats say so.
+        n = 3000
+        spec = range_spec(n, 32, split=100, ops=[{"cost": {"sleep_us": 1}},
+                                                 {"map": {"fn": "cast", "args": {"tensor": "value", "dtype": "int64"}}}])
+        with self.c.distribute(spec, job=job_name("cut"), offload_boundary=1) as it:
+            assert_once(self, read_values(it), n)
+            off = it.stats()["offload"]
+            self.assertEqual(off["cut"], 1)
+            self.assertIn("offload_boundary 1", off["reason"])
+        with self.assertRaisesRegex(feedmesh.InvalidArgument, "a cut leaves at least one"):
+            self.c.distribute(spec, job=job_name("cut-bad"), offload_boundary=3)
+
+
 class CheckpointTest(unittest.TestCase):
     def test_checkpoint_resume_exactly_once(self):
         n = 3000

@@ -1,0 +1,198 @@
+package client
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/transport/batch"
+)
+
+// A partial offload (JobOptions.OffloadBoundary, FastFlow's "which ops"):
+// the nodes run the source and the ops before the cut and ship single
+// elements, each naming the source element it was made from (Header.Prov,
+// exactly-once); the iterator runs the rest of the pipeline over them
+// (pipeline.OpenSuffix) between its buffer and Next. The suffix seeds its
+// random ops from that provenance, so the batches hold what the whole
+// pipeline run by the nodes would have made.
+//
+// What reaches the trainer: each batch Next returns names the source
+// elements it was made of, and those are what a Checkpoint covers. An
+// element the suffix dropped (a filter after the cut) counts as returned
+// with the next batch; elements the suffix holds when the job stops (a
+// batch being filled) are the "prefetched, not returned" of exactly-once:
+// a resume delivers them again. The statistics count the trainer's
+// batches; a worker's figures count the elements it shipped.
+
+// cutRun is an iterator's suffix. It runs on a goroutine of its own (run),
+// under a context of its own: Next's context only bounds Next's wait (a
+// deadline that expires there must not end the suffix, whose pipeline
+// keeps its first error).
+type cutRun struct {
+	cut     int
+	it      pipeline.Iterator
+	tr      pipeline.Tracker
+	dr      pipeline.Dropper
+	batched bool // the whole spec batches: Next's batches do
+	out     chan cutOut
+	cancel  context.CancelFunc
+	done    chan struct{}
+
+	mu     sync.Mutex // pulls run on the suffix's goroutines
+	wire   int64      // wire bytes of the elements pulled since the last batch
+	worker string     // the worker of the element pulled last
+}
+
+// cutOut is one batch of the suffix, or the error that ended it.
+type cutOut struct {
+	b    Batch
+	prov []batch.ProvRange
+	wire int64
+	err  error
+}
+
+// openCut starts the suffix of spec after cut ops; the iterator's Close
+// stops it.
+func (it *Iterator) openCut(spec *pipeline.Spec, cut int) error {
+	// Not it.ctx: the end of data cancels that, and the suffix still has
+	// the buffer to finish.
+	ctx, cancel := context.WithCancel(context.Background())
+	suf, err := pipeline.OpenSuffix(ctx, spec, cut, it.pullCut, pipeline.Options{DisableStats: true})
+	if err != nil {
+		cancel()
+		return err
+	}
+	r := &cutRun{cut: cut, it: suf, tr: suf.(pipeline.Tracker), dr: suf.(pipeline.Dropper), batched: spec.Batched(),
+		out: make(chan cutOut, 1), cancel: cancel, done: make(chan struct{})}
+	it.cut = r
+	go func() {
+		defer close(r.done)
+		r.run(ctx)
+	}()
+	return nil
+}
+
+// run pulls the suffix's batches into out until its end (io.EOF, or the
+// iteration's error) or ctx's.
+func (r *cutRun) run(ctx context.Context) {
+	for {
+		el, err := r.it.Next(ctx)
+		o := cutOut{err: err}
+		if err == nil {
+			o.b = Batch{Element: el, batched: r.batched}
+			for _, s := range r.tr.LastProvenance() {
+				o.prov = batch.AppendProv(o.prov, s.Epoch, s.Split, s.Indices)
+			}
+			for _, s := range r.dr.Dropped() {
+				o.prov = batch.AppendProv(o.prov, s.Epoch, s.Split, s.Indices)
+			}
+			o.prov = sortProv(o.prov)
+			if len(o.prov) > 0 {
+				o.b.Epoch = o.prov[0].Epoch
+			}
+			r.mu.Lock()
+			o.wire, o.b.Worker, r.wire = r.wire, r.worker, 0
+			r.mu.Unlock()
+		}
+		select {
+		case r.out <- o:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// pullCut is the suffix's input: the next element from the buffer the
+// engine fills, with its provenance. A frame that is not one element
+// (a node that ran the whole pipeline) fails the iteration.
+func (it *Iterator) pullCut(ctx context.Context) (pipeline.CutElement, error) {
+	var x item
+	var ok bool
+	select {
+	case x, ok = <-it.items:
+	case <-ctx.Done():
+		return pipeline.CutElement{}, ctx.Err()
+	}
+	if !ok {
+		it.mu.Lock()
+		defer it.mu.Unlock()
+		return pipeline.CutElement{}, it.err
+	}
+	it.budget.Release(x.held)
+	if len(x.prov) != 1 || x.prov[0].Hi-x.prov[0].Lo != 1 {
+		err := fmt.Errorf("offload_boundary %d: worker %s sent a batch of %d source elements, not one element (a node that does not know cuts?)", it.cut.cut, x.b.Worker, batch.Header{Prov: x.prov}.Elements())
+		it.fail(err)
+		return pipeline.CutElement{}, err
+	}
+	it.countShipped(x)
+	r := it.cut
+	r.mu.Lock()
+	r.wire += x.wire
+	r.worker = x.b.Worker
+	r.mu.Unlock()
+	p := x.prov[0]
+	return pipeline.CutElement{Element: x.b.Element, Epoch: p.Epoch, Split: p.Split, Index: p.Lo}, nil
+}
+
+// nextCut is Next for a cut job: the suffix's next batch.
+func (it *Iterator) nextCut(ctx context.Context) (Batch, error) {
+	entered, queued := time.Now(), len(it.items)
+	var o cutOut
+	select {
+	case o = <-it.cut.out:
+	case <-it.cut.done:
+		select {
+		case o = <-it.cut.out:
+		default: // stopped by Close
+			it.mu.Lock()
+			defer it.mu.Unlock()
+			return Batch{}, it.err
+		}
+	case <-ctx.Done():
+		return Batch{}, ctx.Err()
+	}
+	if o.err != nil {
+		// Keep the end for the calls after this one.
+		it.cut.out <- o
+		return Batch{}, o.err
+	}
+	it.countOut(o.b, int64(o.b.ByteSize()), o.wire, entered, queued)
+	if it.track != nil {
+		it.track.returned(o.prov)
+	}
+	return o.b, nil
+}
+
+// sortProv orders ranges by epoch, split and start and merges those that
+// touch (a batch's elements come from several workers' streams, in any
+// order).
+func sortProv(p []batch.ProvRange) []batch.ProvRange {
+	slices.SortFunc(p, func(a, b batch.ProvRange) int {
+		return cmp.Or(cmp.Compare(a.Epoch, b.Epoch), cmp.Compare(a.Split, b.Split), cmp.Compare(a.Lo, b.Lo))
+	})
+	out := p[:0]
+	for _, r := range p {
+		if n := len(out); n > 0 && out[n-1].Epoch == r.Epoch && out[n-1].Split == r.Split && out[n-1].Hi >= r.Lo {
+			out[n-1].Hi = max(out[n-1].Hi, r.Hi)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// closeCut stops the suffix (after the iteration's goroutines).
+func (it *Iterator) closeCut() {
+	if r := it.cut; r != nil {
+		r.cancel()
+		<-r.done
+		r.it.Close()
+	}
+}

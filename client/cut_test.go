@@ -1,0 +1,268 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/fn"
+	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/testcluster"
+)
+
+func init() {
+	fn.RegisterFilter("test_cut_even", func(_ *fn.FnContext, e tensor.Element) (bool, error) {
+		t, ok := e.Get("value")
+		if !ok {
+			return false, errors.New("no value")
+		}
+		v, err := t.Int64Value()
+		return v%2 == 0, err
+	})
+}
+
+// cutSpec: range [0, n) in splits of 20, shuffled across splits, sleepUs
+// per element, a random op (r, seeded by the element's epoch, split and
+// index), a filter keeping even values, a batch of 10. Cut points 1..4.
+func cutSpec(n, sleepUs int64) *pipeline.Spec {
+	s := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: n, SplitSize: 20}})
+	s.Shuffle(64, 7)
+	s.Cost(0, sleepUs)
+	s.Map("test_autocache_rand", nil, 2)
+	s.Filter("test_cut_even", nil)
+	s.Batch(10, false)
+	return s
+}
+
+// draws reads it to the end: each value's draws of r (one per epoch,
+// sorted), and the batches read.
+func draws(t *testing.T, it *client.Iterator, timeout time.Duration, each func(batches int)) (map[int64][]int64, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out, batches := map[int64][]int64{}, 0
+	for {
+		b, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d batches: %v", batches, err)
+		}
+		batches++
+		vs := values(t, b)
+		rt, ok := b.Get("r")
+		if !ok {
+			t.Fatalf("batch without r: %v", b.Element)
+		}
+		rs, err := rt.Int64s()
+		if err != nil || len(rs) != len(vs) {
+			t.Fatalf("r: %v (%d values, %d draws)", err, len(vs), len(rs))
+		}
+		for i, v := range vs {
+			out[v] = append(out[v], rs[i])
+		}
+		if each != nil {
+			each(batches)
+		}
+	}
+	for _, rs := range out {
+		slices.Sort(rs)
+	}
+	return out, batches
+}
+
+// TestOffloadBoundary: a job cut after each of its cut points (the nodes
+// run the ops before it, this client the rest) delivers exactly what the
+// whole pipeline run by the nodes delivers, for 2 epochs: the same
+// elements once per epoch, with the same random draws (the suffix's
+// random op is seeded from each element's provenance). A node killed
+// mid-read changes nothing; a checkpoint taken mid-read and resumed in
+// a new iterator gives the rest exactly once.
+func TestOffloadBoundary(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	cl := dial(t, c, 0)
+	const n = 1000 // the even half passes the filter
+	spec := cutSpec(n, 100)
+	whole, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: "cut-0", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := draws(t, whole, 60*time.Second, nil)
+	whole.Close()
+	if len(want) != n/2 {
+		t.Fatalf("the whole pipeline delivered %d distinct values, want %d", len(want), n/2)
+	}
+	for v, rs := range want {
+		if len(rs) != 2 || v%2 != 0 {
+			t.Fatalf("the whole pipeline delivered value %d with draws %v, want even values twice", v, rs)
+		}
+	}
+	t.Logf("spec cut points: %v", spec.Cuts())
+	for _, cut := range spec.Cuts() {
+		t.Run(fmt.Sprint(cut), func(t *testing.T) {
+			it, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: fmt.Sprintf("cut-%d", cut), Sharding: client.Dynamic, Workers: client.AllWorkers, Epochs: 2, OffloadBoundary: cut})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer it.Close()
+			got, batches := draws(t, it, 60*time.Second, nil)
+			if len(got) != len(want) {
+				t.Errorf("cut %d: %d distinct values, want %d", cut, len(got), len(want))
+			}
+			differ := 0
+			for v, rs := range want {
+				if !slices.Equal(got[v], rs) {
+					if differ == 0 {
+						t.Errorf("cut %d: value %d drew %v, the whole pipeline %v", cut, v, got[v], rs)
+					}
+					differ++
+				}
+			}
+			if differ > 0 {
+				t.Errorf("cut %d: %d of %d values differ from the whole pipeline's", cut, differ, len(want))
+			}
+			st := it.Stats()
+			if st.Offload == nil || st.Offload.Cut != cut || !strings.Contains(st.Offload.Reason, "offload_boundary") {
+				t.Errorf("offload stats %+v", st.Offload)
+			}
+			if st.Batches != int64(batches) || st.Exact == nil || st.Exact.Duplicates != 0 {
+				t.Errorf("stats: %d batches (read %d), exactly-once %+v", st.Batches, batches, st.Exact)
+			}
+		})
+	}
+}
+
+// TestOffloadBoundaryKilledAndResumed: with a cut, every element once per
+// epoch though a worker is killed mid-read; and a checkpoint taken after
+// some batches resumes in a new iterator with exactly the rest.
+func TestOffloadBoundaryKilledAndResumed(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	cl := dial(t, c, 0)
+	const n = 3000
+	spec := shuffledSpec(n, 20, 10, 200) // ops: shuffle, cast, cost, batch
+	opts := client.JobOptions{Name: "cut-kill", Sharding: client.Dynamic, Workers: client.AllWorkers, OffloadBoundary: 2}
+	it, err := cl.Distribute(context.Background(), spec, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := c.WaitLeader(t, 10*time.Second)
+	victim := 1
+	if l == 1 {
+		victim = 2
+	}
+	killed := false
+	d := drain(t, it, 90*time.Second, func(client.Batch) {
+		if !killed && it.Stats().Batches >= 40 {
+			killed = true
+			c.Kill(victim)
+		}
+	})
+	it.Close()
+	if !killed {
+		t.Fatal("the job ended before the kill")
+	}
+	checkExactly(t, d, n, 1)
+
+	// Checkpoint and resume, on the two nodes left.
+	opts.Name = "cut-resume"
+	it, err = cl.Distribute(context.Background(), spec, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	first := delivery{counts: map[int64]int{}, byWorker: map[string][]int64{}}
+	for first.batches < 50 {
+		b, err := it.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %d batches: %v", first.batches, err)
+		}
+		first.batches++
+		for _, v := range values(t, b) {
+			first.counts[v]++
+		}
+	}
+	ckpt, err := it.Checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	it.Close()
+	opts.Resume = ckpt
+	it, err = cl.Distribute(context.Background(), spec, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	rest := drain(t, it, 60*time.Second, nil)
+	for v, k := range first.counts {
+		rest.counts[v] += k
+	}
+	checkExactly(t, rest, n, 1)
+	t.Logf("killed %s; resumed after %d batches, %d batches after the resume", c.Name(victim), first.batches, rest.batches)
+}
+
+// TestOffloadBoundaryAttachRefused: a job with a cut cannot be read
+// without its spec (the client runs the ops after the cut).
+func TestOffloadBoundaryAttachRefused(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	cl := dial(t, c, 0)
+	it, err := cl.Distribute(context.Background(), shuffledSpec(100, 10, 10, 1), client.JobOptions{Name: "cut-attach", Sharding: client.Dynamic, Workers: client.AllWorkers, OffloadBoundary: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	_, err = cl.Attach(context.Background(), "cut-attach")
+	if err == nil || !strings.Contains(err.Error(), "offload_boundary") {
+		t.Fatalf("attach: %v, want an error naming offload_boundary", err)
+	}
+}
+
+// TestOffloadBoundaryNextDeadline: a Next whose context expires while the
+// client's part waits for elements returns the context's error and ends
+// nothing: the calls after it read on, every element once (the Python
+// binding waits in short slices this way).
+func TestOffloadBoundaryNextDeadline(t *testing.T) {
+	c := testcluster.Start(t, 2)
+	cl := dial(t, c, 0)
+	const n = 1000
+	it, err := cl.Distribute(context.Background(), shuffledSpec(n, 20, 10, 500), client.JobOptions{Name: "cut-deadline", Sharding: client.Dynamic, Workers: client.AllWorkers, OffloadBoundary: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	d := delivery{counts: map[int64]int{}, byWorker: map[string][]int64{}}
+	expired := 0
+	end := time.Now().Add(60 * time.Second)
+	for time.Now().Before(end) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		b, err := it.Next(ctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			expired++
+			continue
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d batches: %v", d.batches, err)
+		}
+		d.batches++
+		for _, v := range values(t, b) {
+			d.counts[v]++
+		}
+	}
+	checkExactly(t, d, n, 1)
+	if expired == 0 {
+		t.Fatal("no Next timed out: the test did not test that")
+	}
+	t.Logf("%d batches, %d calls timed out", d.batches, expired)
+}
