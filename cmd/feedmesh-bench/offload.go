@@ -180,6 +180,9 @@ func offloadRun(ctx context.Context, cl *client.Client, spec *pipeline.Spec, o c
 	if st := it.Stats().Offload; st != nil {
 		r.localShare = st.LocalShare
 		r.decision = st.Mode
+		if st.Cut > 0 {
+			r.decision = fmt.Sprintf("%s, cut=%d", st.Mode, st.Cut)
+		}
 		if o.Offload == "auto" {
 			r.decision = st.Mode + ": " + st.Reason
 		}
