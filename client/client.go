@@ -116,6 +116,10 @@ type Options struct {
 	OffloadProfiles string
 }
 
+// PrefetchBudget is the bytes of buffered batches a client with these
+// options allows: PrefetchBytes, or its default.
+func (o Options) PrefetchBudget() int64 { return o.withDefaults().PrefetchBytes }
+
 func (o Options) withDefaults() Options {
 	if o.Window <= 0 {
 		o.Window = 4

@@ -121,6 +121,7 @@ type pyBench struct {
 	dir               string // temporary: specs, the text file
 	warmup, seconds   float64
 	stderr            io.Writer
+	gogc              int // the Python process's GOGC (libfeedmesh's collector); 0: inherited
 }
 
 func benchPython(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -142,6 +143,7 @@ func benchPython(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	nodes := fs.Int("nodes", 2, "in-process nodes (all workers)")
 	rawBatchBytes := fs.Int64("raw-batch-bytes", 1<<20, "raw: bytes of record data per batch")
 	rawRows := fs.Int64("raw-rows", 16, "raw: records per batch")
+	pyGOGC := fs.Int("python-gogc", 0, "GOGC of the Python processes only (the collector of the Go runtime libfeedmesh starts in them), to weigh its share of the Python reader's CPU; 0: inherited")
 	dlLines := fs.Int64("dataloader-lines", 200000, "dataloader: lines of the text file read once per run by each way")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows. text and raw: workload, client (go, python), batches_per_s and client_cpu_s_per_gb (medians over the runs; CPU of the reader process over its window, by getrusage, per 10^9 bytes of batches as client.Stats counts them), ratio_vs_go (batches/s: the median over runs of python ÷ go within each run; 1 for go). dataloader: workload, client (dataloader-0, dataloader-2: torch DataLoader with 0 or 2 worker processes tokenizing and bucketing in Python; feedmesh: feedmesh.torch.FeedmeshDataset, the cluster's workers doing that work), batches_per_s (one pass over the file, into the training loop), client_cpu_s_per_gb (the training process and its DataLoader workers, per 10^9 bytes of tokens and tokens_length), ratio_vs_feedmesh (batches/s: median over runs of this ÷ feedmesh within each run)")
 	fs.Usage = func() {
@@ -251,7 +253,7 @@ Flags:`)
 		return err
 	}
 	defer cleanup()
-	b := &pyBench{python: *python, repo: *repo, lib: *lib, c: c, dir: dir, warmup: *warmup, seconds: *seconds, stderr: stderr}
+	b := &pyBench{python: *python, repo: *repo, lib: *lib, c: c, dir: dir, warmup: *warmup, seconds: *seconds, stderr: stderr, gogc: *pyGOGC}
 
 	var rows []benchRow
 	for _, w := range workloads {
@@ -386,6 +388,9 @@ func (b *pyBench) pythonCmd(ctx context.Context, script string, args ...string) 
 		pp += string(os.PathListSeparator) + old
 	}
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+pp, "FEEDMESH_LIB="+b.lib, "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
+	if b.gogc != 0 {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("GOGC=%d", b.gogc))
+	}
 	return cmd
 }
 

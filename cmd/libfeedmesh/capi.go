@@ -97,6 +97,7 @@ func fm_dial(addr, optsJSON *C.char, out *C.uint64_t, errOut **C.char) (rc C.int
 	if err != nil {
 		return fail(errOut, dialKind(err), err)
 	}
+	fitMemoryLimit(o.PrefetchBudget())
 	*out = C.uint64_t(table.put(&clientObj{c: c, iters: map[*iterObj]uint64{}}))
 	return codeOK
 }
