@@ -136,6 +136,24 @@ func TestOffloadBoundary(t *testing.T) {
 			if st.Batches != int64(batches) || st.Exact == nil || st.Exact.Duplicates != 0 {
 				t.Errorf("stats: %d batches (read %d), exactly-once %+v", st.Batches, batches, st.Exact)
 			}
+			if cut != 2 {
+				return
+			}
+			// The consumer reports its cut to the cluster (`feedmesh jobs`).
+			c.WaitFor(t, 10*time.Second, "the cut in the job's offload reports", func() bool {
+				jobs, err := cl.Jobs(context.Background())
+				if err != nil {
+					return false
+				}
+				for _, j := range jobs {
+					for _, o := range j.Offload {
+						if j.Name == "cut-2" && o.Cut == 2 && strings.Contains(o.Reason, "offload_boundary 2") {
+							return true
+						}
+					}
+				}
+				return false
+			})
 		})
 	}
 }

@@ -117,6 +117,13 @@ func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, ind
 	if off != nil && off.cut > 0 {
 		if err := it.openCut(off.spec, off.cut); err != nil {
 			it.fail(fmt.Errorf("offload_boundary %d: %w", off.cut, err))
+		} else {
+			// `feedmesh jobs` shows the cut, as it shows a local worker.
+			it.wg.Add(1)
+			go func() {
+				defer it.wg.Done()
+				it.reportOffload(it.ctx)
+			}()
 		}
 	}
 	if info.Options.Coordinated {

@@ -241,16 +241,19 @@ func (r *offloadRun) report(s Stats) *api.OffloadReport {
 // reports its offload to the cluster.
 const offloadReportInterval = 2 * time.Second
 
-// reportOffload sends the offload report every offloadReportInterval
+// reportOffload sends the offload report at once (the mode and its
+// reason are known from the start), then every offloadReportInterval
 // until ctx ends (best effort: `feedmesh jobs` shows the last one).
 func (it *Iterator) reportOffload(ctx context.Context) {
 	t := time.NewTicker(offloadReportInterval)
 	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
 		}
 		rep := it.off.report(it.Stats())
 		if rep == nil {

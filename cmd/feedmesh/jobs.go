@@ -59,8 +59,12 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		for _, c := range slices.Sorted(maps.Keys(j.Offload)) {
 			o := j.Offload[c]
+			mode := o.Mode
+			if o.Cut > 0 {
+				mode = fmt.Sprintf("%s, cut after %d ops", o.Mode, o.Cut)
+			}
 			fmt.Fprintf(stdout, "job %s consumer %s offload %s: %d batches local, %d remote, stall %.0f%%, predicted %.4g measured %.4g elements/s: %s\n",
-				j.Name, c, o.Mode, o.Local, o.Remote, 100*o.Stall, o.Predicted, o.Measured, o.Reason)
+				j.Name, c, mode, o.Local, o.Remote, 100*o.Stall, o.Predicted, o.Measured, o.Reason)
 		}
 		if sc := j.Scale; sc != nil {
 			fmt.Fprintf(stdout, "job %s autoscaling: %d workers wanted, %s (%d changes): %s\n", j.Name, sc.Wanted, sc.Phase, sc.Changes, sc.Reason)
