@@ -118,7 +118,9 @@ func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, ind
 		if err := it.openCut(off.spec, off.cut); err != nil {
 			it.fail(fmt.Errorf("offload_boundary %d: %w", off.cut, err))
 		} else {
-			// `feedmesh jobs` shows the cut, as it shows a local worker.
+			// `feedmesh jobs` shows the cut, as it shows a local worker,
+			// and the rate measured since the start.
+			off.since = time.Now()
 			it.wg.Add(1)
 			go func() {
 				defer it.wg.Done()

@@ -435,7 +435,10 @@ func printReadSummary(w io.Writer, s readSummary) {
 	if s.Batches > 0 {
 		fmt.Fprintf(w, "waited for data %.0f %% of the time (%.3g ms a batch over the last 100)\n", 100*s.StallFraction, 1e3*s.BatchTimeSeconds)
 	}
-	if o := s.Offload; o != nil {
+	if o := s.Offload; o != nil && o.Cut > 0 {
+		fmt.Fprintf(w, "offload %s: %s, cut after %d ops (the workers' figures count the elements each shipped)\n", o.Requested, o.Mode, o.Cut)
+		fmt.Fprintf(w, "  why: %s\n", o.Reason)
+	} else if o != nil {
 		fmt.Fprintf(w, "offload %s: %s, %d batches prepared here and %d by the nodes (local budget %.2g cores: %s)\n",
 			o.Requested, o.Mode, o.LocalBatches, o.RemoteBatches, o.LocalCPUs, o.LocalCPUsFrom)
 		fmt.Fprintf(w, "  why: %s\n", o.Reason)
