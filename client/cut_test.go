@@ -195,24 +195,7 @@ func TestOffloadBoundaryKilledAndResumed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	first := delivery{counts: map[int64]int{}, byWorker: map[string][]int64{}}
-	for first.batches < 50 {
-		b, err := it.Next(ctx)
-		if err != nil {
-			t.Fatalf("after %d batches: %v", first.batches, err)
-		}
-		first.batches++
-		for _, v := range values(t, b) {
-			first.counts[v]++
-		}
-	}
-	ckpt, err := it.Checkpoint()
-	if err != nil {
-		t.Fatal(err)
-	}
-	it.Close()
+	first, ckpt := readUntil(t, it, 50)
 	opts.Resume = ckpt
 	it, err = cl.Distribute(context.Background(), spec, opts)
 	if err != nil {

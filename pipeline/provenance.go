@@ -293,18 +293,15 @@ func (x *trackingIter) LastProvenance() []SplitElements { return x.last }
 // (OpenSuffix) that its ops dropped (a filter's rejects), one entry per
 // element or dropped batch, in the order they were dropped; nil for other
 // pipelines. A consumer counts them as handled, like those it returned.
-func (x *trackingIter) Dropped() []SplitElements {
-	x.t.mu.Lock()
-	defer x.t.mu.Unlock()
-	d := x.t.cutDropped
-	x.t.cutDropped = nil
-	return d
-}
+func (x *trackingIter) Dropped() []SplitElements { return take(&x.t.mu, &x.t.cutDropped) }
 
-func (x *trackingIter) Completed() []CompletedSplit {
-	x.t.mu.Lock()
-	defer x.t.mu.Unlock()
-	c := x.t.completed
-	x.t.completed = nil
-	return c
+func (x *trackingIter) Completed() []CompletedSplit { return take(&x.t.mu, &x.t.completed) }
+
+// take returns *list and empties it, under mu.
+func take[T any](mu *sync.Mutex, list *[]T) []T {
+	mu.Lock()
+	defer mu.Unlock()
+	l := *list
+	*list = nil
+	return l
 }
