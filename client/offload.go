@@ -280,6 +280,18 @@ func remoteServing(info api.JobInfo) bool {
 	return false
 }
 
+// leasedOut reports whether every split of every epoch of the job is
+// leased, as last heard: the nodes then have only what they hold to
+// finish, and a local worker held to its share until they deliver more
+// would wait for ever with elements of its own splits in its pipeline (a
+// bucket's partial batches), which the job needs to end. The share gate
+// lets it go on then (its next lease ends its phase, and the pipeline
+// flushes).
+func leasedOut(info api.JobInfo) bool {
+	e := info.Options.Epochs
+	return e > 0 && info.NumSplits > 0 && info.Leased >= info.NumSplits*e
+}
+
 // runsHere checks that spec compiles in this process: every op it names
 // is registered here (ops registered only in the node binary are not).
 func runsHere(spec *pipeline.Spec) error {
@@ -329,7 +341,7 @@ func (it *Iterator) startLocal(p *plain) {
 	r.gate = newShareGate(r.fraction, localSlack, func() bool {
 		it.mu.Lock()
 		defer it.mu.Unlock()
-		return remoteServing(it.info)
+		return remoteServing(it.info) && !leasedOut(it.info)
 	}, func() bool {
 		it.mu.Lock()
 		defer it.mu.Unlock()

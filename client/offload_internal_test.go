@@ -1,6 +1,7 @@
 package client
 
 import (
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"math"
 	"strings"
 	"testing"
@@ -174,5 +175,30 @@ func TestRevised(t *testing.T) {
 	m.Ingest = 1e9
 	if got := revised(prev, m, a, b, 2, 2); got.Ingest != 1000 {
 		t.Errorf("ingest: %+v", got)
+	}
+}
+
+// leasedOut opens the share gate once every split of every epoch is
+// leased: the nodes can then deliver no more than they hold, and a local
+// worker held to its share would keep the elements it has (a bucket's
+// partial batches) for ever. (feedmesh-bench python's dataloader
+// workload hung so, once in 4 runs, before.)
+func TestLeasedOut(t *testing.T) {
+	for _, c := range []struct {
+		epochs, splits, leased int64
+		want                   bool
+	}{
+		{1, 122, 121, false},
+		{1, 122, 122, true},
+		{3, 10, 29, false},
+		{3, 10, 30, true},
+		{3, 10, 31, true}, // leases again after a death count too
+		{-1, 10, 1000, false},
+		{1, 0, 0, false},
+	} {
+		info := api.JobInfo{Options: api.JobOptions{Epochs: c.epochs}, NumSplits: c.splits, Leased: c.leased}
+		if got := leasedOut(info); got != c.want {
+			t.Errorf("epochs %d, %d splits, %d leased: leasedOut %v, want %v", c.epochs, c.splits, c.leased, got, c.want)
+		}
 	}
 }
