@@ -1,13 +1,13 @@
 package client
 
 import (
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/feedmesh/feedmesh/client/offload"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
 )
 
