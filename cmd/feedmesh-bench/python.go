@@ -121,7 +121,8 @@ type pyBench struct {
 	dir               string // temporary: specs, the text file
 	warmup, seconds   float64
 	stderr            io.Writer
-	gogc              int // the Python process's GOGC (libfeedmesh's collector); 0: inherited
+	gogc              int    // the Python process's GOGC (libfeedmesh's collector); 0: inherited
+	dlOffload         string // the dataloader workload's FeedmeshDataset offload
 }
 
 func benchPython(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -144,6 +145,7 @@ func benchPython(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	rawBatchBytes := fs.Int64("raw-batch-bytes", 1<<20, "raw: bytes of record data per batch")
 	rawRows := fs.Int64("raw-rows", 16, "raw: records per batch")
 	pyGOGC := fs.Int("python-gogc", 0, "GOGC of the Python processes only (the collector of the Go runtime libfeedmesh starts in them), to weigh its share of the Python reader's CPU; 0: inherited")
+	dlOffload := fs.String("dataloader-offload", "remote", "dataloader: the FeedmeshDataset's offload: remote (the nodes tokenize and bucket, what the workload compares) or auto (the dataset's default; on this one machine its local worker shares the nodes' cores)")
 	dlLines := fs.Int64("dataloader-lines", 200000, "dataloader: lines of the text file read once per run by each way")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows. text and raw: workload, client (go, python), batches_per_s and client_cpu_s_per_gb (medians over the runs; CPU of the reader process over its window, by getrusage, per 10^9 bytes of batches as client.Stats counts them), ratio_vs_go (batches/s: the median over runs of python ÷ go within each run; 1 for go). dataloader: workload, client (dataloader-0, dataloader-2: torch DataLoader with 0 or 2 worker processes tokenizing and bucketing in Python; feedmesh: feedmesh.torch.FeedmeshDataset, the cluster's workers doing that work), batches_per_s (one pass over the file, into the training loop), client_cpu_s_per_gb (the training process and its DataLoader workers, per 10^9 bytes of tokens and tokens_length), ratio_vs_feedmesh (batches/s: median over runs of this ÷ feedmesh within each run)")
 	fs.Usage = func() {
@@ -253,7 +255,7 @@ Flags:`)
 		return err
 	}
 	defer cleanup()
-	b := &pyBench{python: *python, repo: *repo, lib: *lib, c: c, dir: dir, warmup: *warmup, seconds: *seconds, stderr: stderr, gogc: *pyGOGC}
+	b := &pyBench{python: *python, repo: *repo, lib: *lib, c: c, dir: dir, warmup: *warmup, seconds: *seconds, stderr: stderr, gogc: *pyGOGC, dlOffload: *dlOffload}
 
 	var rows []benchRow
 	for _, w := range workloads {
@@ -596,7 +598,7 @@ func (b *pyBench) dataLoader(ctx context.Context, lines int64, runs int) ([]benc
 			case "feedmesh":
 				job := fmt.Sprintf("py-dataloader-%d-%d", r, time.Now().UnixNano())
 				args = append([]string{"--mode", "feedmesh", "--addr", b.c.Node(0).Addr(), "--job", job, "--spec", specPath, "--client-options", pyClientOptions,
-					"--gc-after", strconv.FormatFloat(pyGCAfter.Seconds(), 'g', -1, 64)}, common...)
+					"--gc-after", strconv.FormatFloat(pyGCAfter.Seconds(), 'g', -1, 64), "--offload", b.dlOffload}, common...)
 			default:
 				args = append([]string{"--mode", "dataloader", "--file", file, "--num-workers", strings.TrimPrefix(v, "dataloader-")}, common...)
 			}

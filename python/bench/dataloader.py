@@ -121,6 +121,9 @@ def main():
     p.add_argument("--spec", help="feedmesh: the dataset spec (a JSON file)")
     p.add_argument("--client-options", default="{}", help="feedmesh: feedmesh.Client keywords, a JSON object")
     p.add_argument("--gc-after", type=float, help="feedmesh: the job's gc_after, seconds")
+    p.add_argument("--offload", default="remote",
+                   help="feedmesh: the dataset's offload (remote: the nodes do the work, as the benchmark compares; "
+                        "auto: the dataset's default, which here shares the nodes' 2 cores)")
     a = p.parse_args()
     boundaries = [int(x) for x in a.boundaries.split(",")]
     batch_sizes = [int(x) for x in a.batch_sizes.split(",")]
@@ -140,7 +143,8 @@ def main():
     else:
         from feedmesh.torch import FeedmeshDataset
 
-        ds = FeedmeshDataset(a.addr, a.spec, job=a.job, client_options=json.loads(a.client_options), gc_after=a.gc_after)
+        ds = FeedmeshDataset(a.addr, a.spec, job=a.job, client_options=json.loads(a.client_options), gc_after=a.gc_after,
+                             offload=a.offload)
         loader = DataLoader(ds, batch_size=None, num_workers=0)
 
     batches = rows = tokens = idsum = nbytes = 0
