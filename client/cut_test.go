@@ -196,16 +196,7 @@ func TestOffloadBoundaryKilledAndResumed(t *testing.T) {
 		t.Fatal(err)
 	}
 	first, ckpt := readUntil(t, it, 50)
-	opts.Resume = ckpt
-	it, err = cl.Distribute(context.Background(), spec, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer it.Close()
-	rest := drain(t, it, 60*time.Second, nil)
-	for v, k := range first.counts {
-		rest.counts[v] += k
-	}
+	rest := resumeRest(t, cl, spec, opts, ckpt, first)
 	checkExactly(t, rest, n, 1)
 	t.Logf("killed %s; resumed after %d batches, %d batches after the resume", c.Name(victim), first.batches, rest.batches)
 }
@@ -289,16 +280,7 @@ func TestOffloadBoundaryResumeWithFilter(t *testing.T) {
 	if len(ckpt) > 640 {
 		t.Errorf("checkpoint of %d bytes: are the elements the filter dropped left out of it?", len(ckpt))
 	}
-	opts.Resume = ckpt
-	it, err = cl.Distribute(context.Background(), spec, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer it.Close()
-	rest := drain(t, it, 60*time.Second, nil)
-	for v, k := range first.counts {
-		rest.counts[v] += k
-	}
+	rest := resumeRest(t, cl, spec, opts, ckpt, first)
 	if len(rest.counts) != n/2 {
 		t.Errorf("%d distinct values, want the %d even ones", len(rest.counts), n/2)
 	}
@@ -308,4 +290,22 @@ func TestOffloadBoundaryResumeWithFilter(t *testing.T) {
 		}
 	}
 	t.Logf("%d batches before the checkpoint, %d after the resume", first.batches, rest.batches)
+}
+
+// resumeRest resumes the job of opts from ckpt, reads it to the end, and
+// returns what it read added to first (what was read before the
+// checkpoint).
+func resumeRest(t *testing.T, cl *client.Client, spec *pipeline.Spec, opts client.JobOptions, ckpt []byte, first delivery) delivery {
+	t.Helper()
+	opts.Resume = ckpt
+	it, err := cl.Distribute(context.Background(), spec, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	rest := drain(t, it, 60*time.Second, nil)
+	for v, k := range first.counts {
+		rest.counts[v] += k
+	}
+	return rest
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/feedmesh/feedmesh/pipeline/tensor"
 )
 
 func cutSpec(t *testing.T, parallel int) *Spec {
@@ -182,4 +184,53 @@ func provString(p []SplitElements) string {
 		b.WriteString(";")
 	}
 	return b.String()
+}
+
+// TestSuffixDroppedBounded: a filter after the cut that drops everything
+// lists its drops as runs (one per split read in order) and at most
+// maxCutDropped entries between two takes, however long the input.
+func TestSuffixDroppedBounded(t *testing.T) {
+	s, err := ParseYAML([]byte("source: {range: {stop: 10}}\nops:\n  - map: {fn: test_double}\n  - filter: {fn: test_even}\n  - batch: {size: 4}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name        string
+		n           int64
+		interleaved bool
+		want        int
+	}{
+		{"in-order", 10000, false, 2},               // two splits, one after the other: one run each
+		{"interleaved", 10000, true, maxCutDropped}, // no run continues the last: capped
+	} {
+		var i int64
+		next := func(context.Context) (CutElement, error) {
+			if i == tc.n {
+				return CutElement{}, io.EOF
+			}
+			split, idx := i/(tc.n/2), i%(tc.n/2)
+			if tc.interleaved {
+				split, idx = i%2, i/2
+			}
+			i++
+			// Odd values: test_even drops every one.
+			return CutElement{Element: Element{Tensors: []tensor.Tensor{tensor.ScalarInt64("value", 2*i+1)}}, Split: split, Index: idx}, nil
+		}
+		it, err := OpenSuffix(ctx, s, 1, next, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := it.Next(ctx); !errors.Is(err, io.EOF) {
+			t.Fatalf("%s: Next = %v, want io.EOF (everything dropped)", tc.name, err)
+		}
+		d := it.(Dropper).Dropped()
+		it.Close()
+		if len(d) != tc.want {
+			t.Errorf("%s: %d entries, want %d", tc.name, len(d), tc.want)
+		}
+		if !tc.interleaved && (d[0].Indices.Len() != tc.n/2 || d[1].Indices.Len() != tc.n/2) {
+			t.Errorf("%s: runs %v and %v, want %d positions each", tc.name, d[0].Indices, d[1].Indices, tc.n/2)
+		}
+	}
 }

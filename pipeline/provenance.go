@@ -171,7 +171,7 @@ func dropItem(x *item) {
 		trk.dropped++
 		trk.checkLocked()
 		if trk.cut {
-			t.cutDropped = append(t.cutDropped, SplitElements{Epoch: trk.epoch, Split: trk.split, Indices: splits.Ranges{x.index, x.index + 1}})
+			t.noteCutDrop(trk, x.index, x.index+1)
 		}
 	} else {
 		for _, m := range x.prov.members {
@@ -179,11 +179,32 @@ func dropItem(x *item) {
 			m.trk.dropped += m.hi - m.lo
 			m.trk.checkLocked()
 			if m.trk.cut {
-				t.cutDropped = append(t.cutDropped, SplitElements{Epoch: m.trk.epoch, Split: m.trk.split, Indices: splits.Ranges{m.lo, m.hi}})
+				t.noteCutDrop(m.trk, m.lo, m.hi)
 			}
 		}
 	}
 	t.mu.Unlock()
+}
+
+// maxCutDropped bounds tracker.cutDropped between two takes: a filter
+// after a cut that drops a long run of elements, interleaved from many
+// splits, before the suffix emits anything would grow it without limit.
+// Drops past it are not listed: a consumer then does not count them as
+// handled, and a resume reads them again (and drops them again).
+const maxCutDropped = 4096
+
+// noteCutDrop lists the dropped positions [lo, hi) of cut reading trk,
+// extending the last entry when they continue it (t.mu held).
+func (t *tracker) noteCutDrop(trk *splitTrack, lo, hi int64) {
+	if n := len(t.cutDropped); n > 0 {
+		if l := &t.cutDropped[n-1]; l.Epoch == trk.epoch && l.Split == trk.split && len(l.Indices) == 2 && l.Indices[1] == lo {
+			l.Indices[1] = hi
+			return
+		}
+	}
+	if len(t.cutDropped) < maxCutDropped {
+		t.cutDropped = append(t.cutDropped, SplitElements{Epoch: trk.epoch, Split: trk.split, Indices: splits.Ranges{lo, hi}})
+	}
 }
 
 // batchProv gives a batch assembled from items the union of their
@@ -290,9 +311,9 @@ func (x *trackingIter) emit(it *item) []SplitElements {
 func (x *trackingIter) LastProvenance() []SplitElements { return x.last }
 
 // Dropped returns, and forgets, the elements of a suffix's input
-// (OpenSuffix) that its ops dropped (a filter's rejects), one entry per
-// element or dropped batch, in the order they were dropped; nil for other
-// pipelines. A consumer counts them as handled, like those it returned.
+// (OpenSuffix) that its ops dropped (a filter's rejects), a run of
+// positions per entry, in the order they were dropped (at most
+// maxCutDropped entries between two calls); nil for other pipelines. A consumer counts them as handled, like those it returned.
 func (x *trackingIter) Dropped() []SplitElements { return take(&x.t.mu, &x.t.cutDropped) }
 
 func (x *trackingIter) Completed() []CompletedSplit { return take(&x.t.mu, &x.t.completed) }
