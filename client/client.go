@@ -372,7 +372,7 @@ func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptio
 	}
 	off, fraction, err := offloadPlan(spec, o)
 	if err != nil {
-		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
+		return nil, fmt.Errorf("distribute %q: %w: %w", o.Name, ErrOffloadOptions, err)
 	}
 	consumer, err := newConsumerID()
 	if err != nil {

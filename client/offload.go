@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -76,6 +77,12 @@ type offloadRun struct {
 	since     time.Time // the decision's time
 	rowsAt    int64     // Stats.Rows then
 }
+
+// ErrOffloadOptions marks a Distribute error in the offload options
+// (Offload, LocalCPUs, OffloadBoundary) that this client cannot run: a
+// budget of 0 with local, a cut the spec does not have, a pipeline whose
+// ops this process lacks.
+var ErrOffloadOptions = errors.New("offload options")
 
 // offloadPlan resolves a consumer's offload before the job is joined:
 // the mode, the local CPU budget, and whether the pipeline runs here.

@@ -146,11 +146,6 @@ func fm_distribute(h C.uint64_t, specKind C.int32_t, spec *C.char, specLen C.int
 	if err != nil {
 		return fail(errOut, kindOf(err), err)
 	}
-	if o.OffloadBoundary > 0 {
-		if err := s.CheckCut(o.OffloadBoundary); err != nil {
-			return fail(errOut, codeInvalidArgument, fmt.Errorf("%w: %v", errArg, err))
-		}
-	}
 	// Distribute's own calls are bounded by the client's RequestTimeout.
 	it, err := c.c.Distribute(context.Background(), s, o)
 	if err != nil {

@@ -63,7 +63,7 @@ func kindOf(err error) int {
 		return codeBadCheckpoint
 	case errors.Is(err, errSpec):
 		return codeInvalidSpec
-	case errors.Is(err, errArg):
+	case errors.Is(err, errArg), errors.Is(err, client.ErrOffloadOptions):
 		return codeInvalidArgument
 	case errors.As(err, &te):
 		return kindOfCode(te)

@@ -25,6 +25,7 @@ func TestKindOf(t *testing.T) {
 		{nil, codeOK},
 		{fmt.Errorf("iterator: %w", errClosed), codeClosed},
 		{fmt.Errorf("resume: %w: truncated", client.ErrBadCheckpoint), codeBadCheckpoint},
+		{fmt.Errorf("distribute \"j\": %w: offload_boundary 9: the pipeline has 4 ops", client.ErrOffloadOptions), codeInvalidArgument},
 		{fmt.Errorf("%w: ops[0]: unknown", errSpec), codeInvalidSpec},
 		{fmt.Errorf("%w: sharding", errArg), codeInvalidArgument},
 		{wire(transport.ErrNotFound, `job "j" not found`), codeNotFound},
