@@ -62,9 +62,8 @@ func (p *plainProducer) produce() error {
 		}
 		return nil
 	default: // off: the whole dataset on every worker
-		all := t.splits.All()
 		for e := int64(0); e < o.Epochs; e++ {
-			if err := p.pump(pipeline.Options{}, all, e, nil); err != nil {
+			if err := p.pumpList(pipeline.Options{}, t.splits, e, nil); err != nil {
 				return err
 			}
 		}
@@ -77,10 +76,16 @@ func (p *plainProducer) produce() error {
 // o.Track (exactly-once), each batch names its elements (Header.Prov) and
 // the splits whose elements have all been offered are reported to lp.
 func (p *plainProducer) pump(o pipeline.Options, ss []pipeline.Split, epoch int64, lp *leaseProvider) error {
+	return p.pumpList(o, pipeline.SplitListOf(ss), epoch, lp)
+}
+
+// pumpList is pump over a SplitList (OFF: the whole dataset's, never built
+// as one slice).
+func (p *plainProducer) pumpList(o pipeline.Options, ss pipeline.SplitList, epoch int64, lp *leaseProvider) error {
 	t := p.t
 	o.Cores = t.w.coreShare
 	o.Cache = t.autocache()
-	it, err := pipeline.OpenWithOptions(t.ctx, t.spec, ss, o)
+	it, err := pipeline.OpenList(t.ctx, t.spec, ss, o)
 	if err != nil {
 		return err
 	}

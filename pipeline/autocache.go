@@ -234,11 +234,11 @@ func (a *autocacheIter) nextSplit(ctx context.Context) error {
 		}
 		a.tag = uint64(ps.Epoch)
 	} else {
-		if a.i >= len(a.p.splits) {
+		if int64(a.i) >= a.p.splits.Len() {
 			a.drained = true
 			return io.EOF
 		}
-		ps = ProvidedSplit{Split: a.p.splits[a.i], Epoch: a.pass}
+		ps = ProvidedSplit{Split: a.p.splits.at(int64(a.i)), Epoch: a.pass}
 		a.i++
 		a.tag = a.epoch
 	}

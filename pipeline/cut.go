@@ -100,7 +100,7 @@ func OpenSuffix(ctx context.Context, spec *Spec, cut int, next func(context.Cont
 		return nil, err
 	}
 	o.Track, o.Provider = true, nil
-	x, err := openCompiledFrom(ctx, c, c.source.open, nil, o, cut, func(t *tracker) iter { return &cutSource{pull: next, t: t} })
+	x, err := openCompiledFrom(ctx, c, c.source.open, SplitList{}, o, cut, func(t *tracker) iter { return &cutSource{pull: next, t: t} })
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -87,6 +88,14 @@ func Open(ctx context.Context, spec *Spec, splits []Split) (Iterator, error) {
 
 // OpenWithOptions is Open with options.
 func OpenWithOptions(ctx context.Context, spec *Spec, splits []Split, o Options) (Iterator, error) {
+	return OpenList(ctx, spec, SplitListOf(slices.Clone(splits)), o)
+}
+
+// OpenList is OpenWithOptions over a SplitList, read in ID order: a range
+// or synthetic source's splits are computed as the pipeline reaches them,
+// so reading a whole large dataset (OFF sharding) does not first build its
+// list.
+func OpenList(ctx context.Context, spec *Spec, splits SplitList, o Options) (Iterator, error) {
 	c, err := compile(spec)
 	if err != nil {
 		return nil, err
@@ -101,19 +110,19 @@ func OpenWithOptions(ctx context.Context, spec *Spec, splits []Split, o Options)
 	return x, nil
 }
 
-func openCompiled(ctx context.Context, c *compiled, open sourceOpener, splits []Split, o Options) (*pipelineIter, error) {
+func openCompiled(ctx context.Context, c *compiled, open sourceOpener, splits SplitList, o Options) (*pipelineIter, error) {
 	return openCompiledFrom(ctx, c, open, splits, o, 0, nil)
 }
 
 // openCompiledFrom is openCompiled with the stage from (from > 0) made by
 // src, given the plan's tracker: a cut pipeline's suffix (OpenSuffix).
-func openCompiledFrom(ctx context.Context, c *compiled, open sourceOpener, splits []Split, o Options, from int, src func(*tracker) iter) (*pipelineIter, error) {
+func openCompiledFrom(ctx context.Context, c *compiled, open sourceOpener, splits SplitList, o Options, from int, src func(*tracker) iter) (*pipelineIter, error) {
 	pctx, cancel := context.WithCancel(ctx)
 	p := &plan{
 		ctx:      pctx,
 		c:        c,
 		open:     open,
-		splits:   append([]Split(nil), splits...),
+		splits:   splits,
 		provider: o.Provider,
 		statsOn:  !o.DisableStats,
 		cache:    o.Cache,
@@ -121,7 +130,7 @@ func openCompiledFrom(ctx context.Context, c *compiled, open sourceOpener, split
 	if o.Track {
 		p.track = &tracker{}
 	}
-	if o.Provider != nil && len(splits) > 0 {
+	if o.Provider != nil && splits.Len() > 0 {
 		cancel()
 		return nil, fmt.Errorf("open pipeline: give splits or a split provider, not both")
 	}
@@ -197,7 +206,7 @@ type plan struct {
 	ctx      context.Context // cancelled by Close
 	c        *compiled
 	open     sourceOpener
-	splits   []Split
+	splits   SplitList
 	provider SplitProvider
 	statsOn  bool
 	stats    []*opStats // [0] source, [i+1] ops[i]
@@ -400,6 +409,7 @@ type sourceIter struct {
 	epoch uint64
 	pass  int64 // the tracking epoch: how many sources were opened before
 	i     int
+	split Split // the split at i, while cur is open
 	cur   formats.Iterator
 	index int64
 	trk   *splitTrack
@@ -408,21 +418,22 @@ type sourceIter struct {
 func (s *sourceIter) next(ctx context.Context) (item, error) {
 	for {
 		if s.cur == nil {
-			if s.i >= len(s.p.splits) {
+			if int64(s.i) >= s.p.splits.Len() {
 				return item{}, io.EOF
 			}
-			cur, err := s.p.open(s.p.ctx, s.p.splits[s.i])
+			s.split = s.p.splits.at(int64(s.i))
+			cur, err := s.p.open(s.p.ctx, s.split)
 			if err != nil {
-				return item{}, fmt.Errorf("source: split %d: %w", s.p.splits[s.i].ID, err)
+				return item{}, fmt.Errorf("source: split %d: %w", s.split.ID, err)
 			}
 			s.cur, s.index = cur, 0
 			if s.p.track != nil {
-				s.trk = s.p.track.newSplit(s.pass, s.p.splits[s.i].ID)
+				s.trk = s.p.track.newSplit(s.pass, s.split.ID)
 			}
 		}
 		el, err := s.cur.Next(ctx)
 		if err == nil {
-			it := item{el: el, split: s.p.splits[s.i].ID, index: s.index, epoch: s.epoch}
+			it := item{el: el, split: s.split.ID, index: s.index, epoch: s.epoch}
 			if s.trk != nil {
 				it.prov = &s.trk.prov
 			}
@@ -433,7 +444,7 @@ func (s *sourceIter) next(ctx context.Context) (item, error) {
 			return it, nil
 		}
 		if !errors.Is(err, io.EOF) {
-			return item{}, fmt.Errorf("source: split %d: %w", s.p.splits[s.i].ID, err)
+			return item{}, fmt.Errorf("source: split %d: %w", s.split.ID, err)
 		}
 		s.closeCur()
 		if s.trk != nil {

@@ -387,3 +387,43 @@ func TestNextRespectsCallerContext(t *testing.T) {
 		t.Fatalf("Next with a cancelled context: %v", err)
 	}
 }
+
+// OpenList over a range's split list (computed per split, never built as a
+// slice) reads what Open over Splits reads, repeats and random maps
+// included.
+func TestOpenListMatchesOpen(t *testing.T) {
+	spec := rng(1000, 7).Map("test_double", nil, 1).Repeat(2)
+	ctx := context.Background()
+	all, err := Splits(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := ListSplits(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list.Len() != int64(len(all)) {
+		t.Fatalf("ListSplits has %d splits, Splits %d", list.Len(), len(all))
+	}
+	want, err := Open(ctx, spec, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer want.Close()
+	got, err := OpenList(ctx, spec, list, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	w, g := drain(t, want, nil), drain(t, got, nil)
+	if len(w) != 2000 || !slices.Equal(g, w) {
+		t.Fatalf("OpenList read %d elements, Open %d (equal: %v)", len(g), len(w), slices.Equal(g, w))
+	}
+	if _, err := OpenList(ctx, spec, list, Options{Provider: nopProvider{}}); err == nil {
+		t.Fatal("OpenList took both a split list and a provider")
+	}
+}
+
+type nopProvider struct{}
+
+func (nopProvider) Next(context.Context) (ProvidedSplit, error) { return ProvidedSplit{}, io.EOF }

@@ -57,6 +57,15 @@ func (l SplitList) ByID(id int64) (Split, bool) {
 	return l.all[id], true
 }
 
+// at is the split at position i (0 <= i < Len): split i for a whole
+// dataset's list, the i-th given to SplitListOf otherwise.
+func (l SplitList) at(i int64) Split {
+	if l.index != nil {
+		return l.index.At(i)
+	}
+	return l.all[i]
+}
+
 // All returns every split, in ID order (built on each call for range and
 // synthetic sources: for the sharding policies that read them all).
 func (l SplitList) All() []Split {

@@ -236,8 +236,18 @@ func benchScaleout(ctx context.Context, args []string, stdout, stderr io.Writer)
 	sleepUs := fs.Int64("sleep-us", 2000, "time each element spends in the cost op (waiting, not CPU)")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: workers, elements_per_s, ratio_vs_1, ideal, cpu_percent (the process's CPU time, cluster and client, over the window: 200 is both cores of this machine), lease_wait and client_wait (the share of the workers' time in the window their productions waited for a lease with no split queued, and for the client to take batches), raft_cmds_per_s (by type)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each measured window to PREFIX-<workers>.pprof")
+	deliveryFlag := fs.String("delivery", client.ExactlyOnce, "exactly-once, at-most-once, or both (each worker count read both ways in turn; rows gain delivery and, for exactly-once, ratio_vs_at_most_once)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
+	}
+	var deliveries []string
+	switch *deliveryFlag {
+	case client.ExactlyOnce, client.AtMostOnce:
+		deliveries = []string{*deliveryFlag}
+	case "both":
+		deliveries = []string{client.ExactlyOnce, client.AtMostOnce}
+	default:
+		return fmt.Errorf("--delivery: %q is not exactly-once, at-most-once or both", *deliveryFlag)
 	}
 	var counts []int
 	maxW := 0
@@ -262,37 +272,58 @@ func benchScaleout(ctx context.Context, args []string, stdout, stderr io.Writer)
 	defer cl.Close()
 	window := time.Duration(*seconds * float64(time.Second))
 	var rows []benchRow
-	var base float64
+	base := map[string]float64{}
 	for _, k := range counts {
-		w := &dynamicWindow{c: c, cpuProfile: *cpuProfile, name: strconv.Itoa(k)}
-		job := fmt.Sprintf("scale-%d", k)
-		var lease0, offer0, leaseW, offerW time.Duration
-		hooks := &windowHooks{
-			start: func() { w.start(); lease0, offer0 = taskWaits(c, job) },
-			end:   func() { w.end(); l, o := taskWaits(c, job); leaseW, offerW = l-lease0, o-offer0 },
+		var eoRow benchRow
+		for _, delivery := range deliveries {
+			name := strconv.Itoa(k)
+			if len(deliveries) > 1 {
+				name += "-" + delivery
+			}
+			w := &dynamicWindow{c: c, cpuProfile: *cpuProfile, name: name}
+			job := fmt.Sprintf("scale-%d-%s", k, delivery)
+			var lease0, offer0, leaseW, offerW time.Duration
+			hooks := &windowHooks{
+				start: func() { w.start(); lease0, offer0 = taskWaits(c, job) },
+				end:   func() { w.end(); l, o := taskWaits(c, job); leaseW, offerW = l-lease0, o-offer0 },
+			}
+			rate, err := steadyRate(ctx, c, cl, sleepySpec(1<<24, 64, *sleepUs, 16),
+				client.JobOptions{Name: job, Sharding: client.Dynamic, Offload: client.OffloadRemote, MaxWorkers: k, Delivery: delivery}, window, hooks)
+			if err != nil {
+				return err
+			}
+			if w.err != nil {
+				return w.err
+			}
+			cpu := 100 * w.cpu.Seconds() / w.elapsed.Seconds()
+			// The share of the workers' time spent waiting for a lease, and
+			// for the client to take batches.
+			workerTime := float64(k) * w.elapsed.Seconds()
+			leaseFrac, offerFrac := leaseW.Seconds()/workerTime, offerW.Seconds()/workerTime
+			if base[delivery] == 0 {
+				base[delivery] = rate / float64(k)
+			}
+			ideal := float64(k) * 1e6 / float64(*sleepUs)
+			fmt.Fprintf(stderr, "  %2d workers, %s: %8.0f elements/s (ideal %.0f)  CPU %3.0f %%  waiting: for leases %.1f %%, for the client %.1f %%  raft %s\n", k, delivery, rate, ideal, cpu, 100*leaseFrac, 100*offerFrac, fmtRates(w.cmdRates))
+			row := benchRow{"workers": k, "elements_per_s": rate, "ratio_vs_1": rate / base[delivery], "ideal": ideal, "cpu_percent": cpu,
+				"lease_wait": leaseFrac, "client_wait": offerFrac, "raft_cmds_per_s": w.cmdRates}
+			if len(deliveries) > 1 {
+				row["delivery"] = delivery
+				switch delivery {
+				case client.ExactlyOnce:
+					eoRow = row
+				case client.AtMostOnce:
+					eoRow["ratio_vs_at_most_once"] = eoRow["elements_per_s"].(float64) / rate
+				}
+			}
+			rows = append(rows, row)
 		}
-		rate, err := steadyRate(ctx, c, cl, sleepySpec(1<<24, 64, *sleepUs, 16),
-			client.JobOptions{Name: job, Sharding: client.Dynamic, Offload: client.OffloadRemote, MaxWorkers: k}, window, hooks)
-		if err != nil {
-			return err
-		}
-		if w.err != nil {
-			return w.err
-		}
-		cpu := 100 * w.cpu.Seconds() / w.elapsed.Seconds()
-		// The share of the workers' time spent waiting for a lease, and
-		// for the client to take batches.
-		workerTime := float64(k) * w.elapsed.Seconds()
-		leaseFrac, offerFrac := leaseW.Seconds()/workerTime, offerW.Seconds()/workerTime
-		if base == 0 {
-			base = rate / float64(k)
-		}
-		ideal := float64(k) * 1e6 / float64(*sleepUs)
-		fmt.Fprintf(stderr, "  %2d workers: %8.0f elements/s (ideal %.0f)  CPU %3.0f %%  waiting: for leases %.1f %%, for the client %.1f %%  raft %s\n", k, rate, ideal, cpu, 100*leaseFrac, 100*offerFrac, fmtRates(w.cmdRates))
-		rows = append(rows, benchRow{"workers": k, "elements_per_s": rate, "ratio_vs_1": rate / base, "ideal": ideal, "cpu_percent": cpu,
-			"lease_wait": leaseFrac, "client_wait": offerFrac, "raft_cmds_per_s": w.cmdRates})
 	}
-	return printRows(stdout, *jsonOut, []string{"workers", "elements_per_s", "ratio_vs_1", "ideal", "cpu_percent", "lease_wait", "client_wait"}, rows)
+	cols := []string{"workers", "elements_per_s", "ratio_vs_1", "ideal", "cpu_percent", "lease_wait", "client_wait"}
+	if len(deliveries) > 1 {
+		cols = append([]string{"delivery"}, append(cols, "ratio_vs_at_most_once")...)
+	}
+	return printRows(stdout, *jsonOut, cols, rows)
 }
 
 // taskWaits sums, over the running nodes' tasks of job, the time their
