@@ -27,3 +27,9 @@ func TestUnknownBenchmarkAndHelp(t *testing.T) {
 		}
 	}
 }
+
+func TestScaleoutDeliveryFlag(t *testing.T) {
+	if _, errOut, code := runCmd(t, "scaleout", "--delivery", "twice"); code == 0 || !strings.Contains(errOut, `--delivery: "twice" is not exactly-once, at-most-once or both`) {
+		t.Fatalf("scaleout --delivery twice: code %d %q", code, errOut)
+	}
+}
