@@ -24,18 +24,24 @@ import (
 //     buffer).
 //  2. Decide (offload.Decide): no stall worth 10 % → everything local,
 //     the nodes are never turned on (their CPUs saved); else the nodes
-//     are turned on and the local worker keeps the share the decision
-//     leaves it. The nodes' rate is estimated until measured: the local
-//     rate per core times the job's live nodes.
+//     are turned on and measured for AutoProfileRows rows or
+//     AutoRemoteProfileTime, the local worker going on meanwhile held to
+//     nothing, and the local worker then keeps the share the decision
+//     leaves it (or, when neither side covers the loop alone, both run
+//     at capacity). Until measured, the nodes' rate is estimated: the
+//     local rate per core times the job's live nodes.
 //  3. Revise every AutoReviseInterval from the rates of the last
 //     interval (offload.Revise, with hysteresis), so that a node that
 //     dies or joins moves the local share.
 
 // Offload auto's bounds.
 const (
-	AutoProfileRows    = 300
-	AutoProfileTime    = 10 * time.Second
-	AutoReviseInterval = 2 * time.Second
+	AutoProfileRows = 300
+	AutoProfileTime = 10 * time.Second
+	// AutoRemoteProfileTime bounds the nodes' profile: nodes behind a
+	// slow link may take far longer than the host for AutoProfileRows.
+	AutoRemoteProfileTime = 2 * time.Second
+	AutoReviseInterval    = 2 * time.Second
 	// autoShareBounds keep both sides running while offloading, so that
 	// each one's rate can be measured for the next revision.
 	autoMinShare, autoMaxShare = 0.05, 0.95
@@ -142,15 +148,17 @@ func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
 		return
 	}
 	if d.Offload && !prof.RemoteMeasured {
-		// Measure the nodes alone (FastFlow's remote profile) before
-		// sharing: the estimate only said they are worth turning on.
+		// Measure the nodes (FastFlow's remote profile) before sharing:
+		// the estimate only said they are worth turning on. Neither
+		// side is held meanwhile: the nodes' rate is theirs, and the
+		// host goes on preparing what it can.
 		it.applyAuto(ctx, prof, cached, offload.Decision{Offload: true, Fraction: 1, Predicted: d.Predicted,
-			Reason: "profiling the nodes alone: " + d.Reason})
-		it.off.gate.set(0)
+			Reason: "profiling the nodes: " + d.Reason})
+		it.off.gate.setFree(localShareOf(d))
 		it.mu.Lock()
 		it.off.mode = "auto (profiling the nodes)"
 		it.mu.Unlock()
-		m, ok := it.profile(ctx)
+		m, ok := it.profileFor(ctx, AutoProfileRows, AutoRemoteProfileTime)
 		if !ok {
 			return
 		}
@@ -240,10 +248,15 @@ func (it *Iterator) servingNodes() int {
 // profile runs the local worker alone until AutoProfileRows rows reached
 // the loop or AutoProfileTime passed, and measures.
 func (it *Iterator) profile(ctx context.Context) (OffloadProfile, bool) {
+	return it.profileFor(ctx, AutoProfileRows, AutoProfileTime)
+}
+
+// profileFor measures until rows rows reached the loop or d passed.
+func (it *Iterator) profileFor(ctx context.Context, rows int64, d time.Duration) (OffloadProfile, bool) {
 	start := it.offloadSnapshot()
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
-	deadline := start.at.Add(AutoProfileTime)
+	deadline := start.at.Add(d)
 	for {
 		select {
 		case <-ctx.Done():
@@ -251,7 +264,7 @@ func (it *Iterator) profile(ctx context.Context) (OffloadProfile, bool) {
 		case <-t.C:
 		}
 		now := it.offloadSnapshot()
-		if now.rows-start.rows >= AutoProfileRows || now.at.After(deadline) {
+		if now.rows-start.rows >= rows || now.at.After(deadline) {
 			return measure(start, now), true
 		}
 	}
@@ -287,7 +300,11 @@ func (it *Iterator) applyAuto(ctx context.Context, p OffloadProfile, cached bool
 			it.off.remoteOn.Store(true)
 		}
 	}
-	it.off.gate.set(share)
+	if d.Capacity && share < 1 {
+		it.off.gate.setFree(share)
+	} else {
+		it.off.gate.set(share)
+	}
 	it.setAuto(p, cached, d, "auto: "+d.Reason)
 }
 

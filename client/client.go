@@ -114,6 +114,11 @@ type Options struct {
 	// profiles per (pipeline, host) (client/profilecache.go); "" is
 	// <user cache dir>/feedmesh/offload-profiles.json, "off" keeps none.
 	OffloadProfiles string
+	// PacketConn is the UDP socket the client's QUIC transport sends and
+	// receives on; nil opens one on an ephemeral port. The client owns it
+	// either way: Close, or Dial when it fails, closes it. Only a *net.UDPConn gets the
+	// transport's GRO; benchmarks wrap one to emulate a slower link.
+	PacketConn net.PacketConn
 }
 
 // PrefetchBudget is the bytes of buffered batches a client with these
@@ -226,6 +231,9 @@ func (c *Client) BufferStats() BufferStats {
 func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
 	o = o.withDefaults()
 	if _, _, err := net.SplitHostPort(addr); err != nil {
+		if o.PacketConn != nil {
+			o.PacketConn.Close()
+		}
 		return nil, fmt.Errorf("node address %q: want host:port (the node's --port): %w", addr, err)
 	}
 	tcfg := transport.DefaultConfig()
@@ -237,12 +245,19 @@ func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
 	if tlsConf == nil {
 		var err error
 		if tlsConf, err = transport.ClientTLS("", "", ""); err != nil {
+			if o.PacketConn != nil {
+				o.PacketConn.Close()
+			}
 			return nil, err
 		}
 	}
-	pc, err := net.ListenUDP("udp", &net.UDPAddr{})
-	if err != nil {
-		return nil, err
+	pc := o.PacketConn
+	if pc == nil {
+		udp, err := net.ListenUDP("udp", &net.UDPAddr{})
+		if err != nil {
+			return nil, err
+		}
+		pc = udp
 	}
 	tr, err := transport.New(pc, nil, tlsConf, tcfg, o.Logger.With("component", "transport"))
 	if err != nil {

@@ -674,6 +674,9 @@ func capParallelism(spec *pipeline.Spec, cores float64) *pipeline.Spec {
 type shareGate struct {
 	mu       sync.Mutex
 	fraction float64 // the local worker's share, in [0, 1]
+	// free: neither side is held to the fraction (offload auto's
+	// "shared by capacity": each prepares all it can).
+	free bool
 	// local and remote count the batches each side prepared since the
 	// share was last set (the share holds from then on, not over what
 	// went before: auto's profiling alone was all local); the totals count
@@ -735,10 +738,15 @@ func (g *shareGate) wake() {
 	}
 }
 
-// set changes the fraction, counting from now.
-func (g *shareGate) set(f float64) {
+// set changes the fraction, counting from now, and holds both sides to it.
+func (g *shareGate) set(f float64) { g.setHeld(f, false) }
+
+// setFree records f as the expected share but holds neither side to it.
+func (g *shareGate) setFree(f float64) { g.setHeld(f, true) }
+
+func (g *shareGate) setHeld(f float64, free bool) {
 	g.mu.Lock()
-	g.fraction = f
+	g.fraction, g.free = f, free
 	g.local, g.remote = 0, 0
 	g.mu.Unlock()
 	g.wake()
@@ -777,7 +785,7 @@ func (g *shareGate) open() bool {
 	on := g.remoteOn()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return mayTake(g.local, g.remote, g.fraction, g.slack, on)
+	return g.free || mayTake(g.local, g.remote, g.fraction, g.slack, on)
 }
 
 // busy says whether the local worker has splits to read.
@@ -792,7 +800,7 @@ func (g *shareGate) busy(b bool) {
 // share: the stream then grants no credit, and the node slows down.
 func (g *shareGate) waitRemote(ctx context.Context) error {
 	g.mu.Lock()
-	open := mayReceive(g.local, g.remote, g.fraction, g.slack, g.localBusy)
+	open := g.free || mayReceive(g.local, g.remote, g.fraction, g.slack, g.localBusy)
 	if !open {
 		if g.remoteWaiting == 0 {
 			g.remoteSince = time.Now()
@@ -814,7 +822,7 @@ func (g *shareGate) waitRemote(ctx context.Context) error {
 	return g.waitFor(ctx, func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		return mayReceive(g.local, g.remote, g.fraction, g.slack, g.localBusy)
+		return g.free || mayReceive(g.local, g.remote, g.fraction, g.slack, g.localBusy)
 	})
 }
 
@@ -829,7 +837,7 @@ func (g *shareGate) wait(ctx context.Context) error {
 	err := g.waitFor(ctx, func() bool {
 		on := g.remoteOn()
 		g.mu.Lock()
-		yes := mayTake(g.local, g.remote, g.fraction, g.slack, on)
+		yes := g.free || mayTake(g.local, g.remote, g.fraction, g.slack, on)
 		g.mu.Unlock()
 		if yes {
 			return true

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
@@ -44,6 +45,35 @@ func TestShareGateRules(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A gate set free (auto's "shared by capacity") holds neither side, however
+// far one runs ahead of the share it records; set again, it holds.
+func TestShareGateFree(t *testing.T) {
+	g := newShareGate(0.5, 2, func() bool { return true }, nil)
+	g.busy(true)
+	g.setFree(0.9)
+	g.add(false, 100) // the nodes far ahead of their 10 %
+	if !g.open() {
+		t.Fatal("free gate held the local worker")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := g.waitRemote(ctx); err != nil {
+		t.Fatalf("free gate held the nodes: %v", err)
+	}
+	g.add(true, 1000) // the local worker far ahead of its 90 %
+	if !g.open() {
+		t.Fatal("free gate held the local worker")
+	}
+	if _, _, f := g.counts(); f != 0.9 {
+		t.Fatalf("free gate records fraction %v, want 0.9", f)
+	}
+	g.set(0.5)
+	g.add(true, 10)
+	if g.open() {
+		t.Fatal("gate set to 0.5 again let the local worker run 10 batches ahead")
 	}
 }
 

@@ -67,6 +67,11 @@ type Decision struct {
 	// (when Offload); the host prepares the rest through the whole
 	// pipeline.
 	Fraction float64
+	// Capacity (when Offload): neither side covers the trainer alone, so
+	// both should prepare all they can. Fraction is then what their
+	// capacities predict, not a share to hold either side to: holding
+	// the faster side to it would make it wait for the slower one.
+	Capacity bool
 	// Predicted is the training rate the decision expects.
 	Predicted float64
 	// Reason says why, for the stats and `feedmesh jobs`.
@@ -98,15 +103,17 @@ func Decide(p Profile, c Config) (Decision, error) {
 	lower := (p.Ingest - p.Local) * (1 + best.OverheadRatio)
 	var frac float64
 	var why string
+	capacity := false
 	if lower < upper {
 		frac = min(upper/p.Ingest, 1)
 		why = fmt.Sprintf("the mesh (%.4g elements/s through cut %d) covers the host's shortfall (%.4g)", upper, best.Cut, lower)
 	} else {
 		frac = upper / (p.Local + upper)
+		capacity = true
 		why = fmt.Sprintf("neither side covers the trainer alone (mesh %.4g, host %.4g elements/s): shared by capacity", upper, p.Local)
 	}
 	pred := min(p.Ingest, bestScore)
-	return Decision{Offload: true, Cut: best.Cut, Fraction: frac, Predicted: pred,
+	return Decision{Offload: true, Cut: best.Cut, Fraction: frac, Capacity: capacity, Predicted: pred,
 		Reason: fmt.Sprintf("the trainer takes %.4g elements/s, the host alone prepares %.4g: %s; %.0f %% remote", p.Ingest, p.Local, why, 100*frac)}, nil
 }
 
@@ -121,14 +128,14 @@ func Revise(prev Decision, p Profile, c Config) (Decision, error) {
 		return prev, err
 	}
 	if next.Offload == prev.Offload && next.Cut == prev.Cut {
-		if math.Abs(next.Fraction-prev.Fraction) <= c.Hysteresis {
+		if next.Capacity == prev.Capacity && math.Abs(next.Fraction-prev.Fraction) <= c.Hysteresis {
 			return prev, nil
 		}
 		return next, nil
 	}
 	stay, ok := bestWithCut(prev, p, c)
 	if ok && next.Predicted <= stay.Predicted*(1+c.Hysteresis) {
-		if math.Abs(stay.Fraction-prev.Fraction) <= c.Hysteresis {
+		if stay.Capacity == prev.Capacity && math.Abs(stay.Fraction-prev.Fraction) <= c.Hysteresis {
 			return prev, nil
 		}
 		return stay, nil

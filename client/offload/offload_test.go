@@ -1,6 +1,7 @@
 package offload
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -17,10 +18,12 @@ func TestDecide(t *testing.T) {
 		{"a stall below the speed-up threshold: local", Profile{Ingest: 105, Local: 100, Candidates: []Candidate{{Cut: 1, Remote: 1000}}},
 			func(d Decision) bool { return !d.Offload }},
 		{"remote faster, plenty of bandwidth: mostly remote", Profile{Ingest: 1000, Local: 100, Candidates: []Candidate{{Cut: 2, Remote: 2000, OverheadRatio: 0.05}}},
-			func(d Decision) bool { return d.Offload && d.Cut == 2 && d.Fraction >= 0.9 && d.Predicted == 1000 }},
+			func(d Decision) bool {
+				return d.Offload && !d.Capacity && d.Cut == 2 && d.Fraction >= 0.9 && d.Predicted == 1000
+			}},
 		{"neither side alone: shared by capacity", Profile{Ingest: 1000, Local: 300, Candidates: []Candidate{{Cut: 1, Remote: 200, OverheadRatio: 0.1}}},
 			func(d Decision) bool {
-				return d.Offload && d.Fraction > 0.35 && d.Fraction < 0.45 && strings.Contains(d.Reason, "shared by capacity")
+				return d.Offload && d.Capacity && d.Fraction > 0.35 && d.Fraction < 0.45 && strings.Contains(d.Reason, "shared by capacity")
 			}},
 	} {
 		d, err := Decide(tc.p, c)
@@ -114,5 +117,22 @@ func TestReviseHysteresis(t *testing.T) {
 	}
 	if got == d || got.Fraction <= d.Fraction {
 		t.Errorf("the mesh doubled: %+v → %+v", d, got)
+	}
+}
+
+// A decision held to a share and one that runs both sides at capacity
+// differ even at a similar fraction: Revise switches between them.
+func TestReviseCapacityFlip(t *testing.T) {
+	c := DefaultConfig()
+	// The mesh covers the host's shortfall: held to its share.
+	held, err := Decide(Profile{Ingest: 1000, Local: 400, Candidates: []Candidate{{Cut: 1, Remote: 640, OverheadRatio: 0.05}}}, c)
+	if err != nil || !held.Offload || held.Capacity {
+		t.Fatalf("%+v %v", held, err)
+	}
+	// The mesh slows to just under the shortfall: both now run at
+	// capacity, at about the same fraction.
+	got, err := Revise(held, Profile{Ingest: 1000, Local: 400, Candidates: []Candidate{{Cut: 1, Remote: 620, OverheadRatio: 0.05}}}, c)
+	if err != nil || !got.Capacity || math.Abs(got.Fraction-held.Fraction) > c.Hysteresis {
+		t.Fatalf("%+v → %+v %v", held, got, err)
 	}
 }

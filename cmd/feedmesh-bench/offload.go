@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,11 +40,18 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	remoteCores := fs.Int("remote-cores", 1, "each node's emulated cores: the map's parallelism there")
 	localCPUs := fs.Float64("local-cpus", 2, "the client's local budget in the spare-local scenario (cores: the local worker's parallelism)")
 	batch := fs.Int64("batch", 10, "rows per batch")
-	scenarios := fs.String("scenarios", "spare-local,no-stall,split-cost", "comma-separated: spare-local (the loop is faster than the nodes, the host has spare CPUs), no-stall (the host alone keeps up with the loop), split-cost (two cost ops, the second half as dear: the rows include each cut point; a slow link is not emulated here)")
-	suffixUs := fs.Int64("suffix-cost-us", 1000, "split-cost: the second op's cost per element (µs); the first costs --cost-us")
+	scenarios := fs.String("scenarios", "spare-local,no-stall,split-cost,slow-link", "comma-separated: spare-local (the loop is faster than the nodes, the host has spare CPUs), no-stall (the host alone keeps up with the loop), split-cost (two cost ops, the second half as dear: the rows include each cut point), slow-link (split-cost's ops, the second making each element --payload-bytes, read over a link of --rate into the client)")
+	suffixUs := fs.Int64("suffix-cost-us", 1000, "split-cost and slow-link: the second op's cost per element (µs); the first costs --cost-us")
+	rate := fs.Float64("rate", 2e6, "slow-link: the link's rate into the client, bytes/s (emulated on the client's socket; the nodes talk at loopback speed)")
+	only := fs.String("configs", "", "comma-separated: run only these configs of each scenario (local, remote, fraction=F, cut=N, auto); ratio_vs_best is then over those run")
+	queue := fs.Float64("queue-bytes", 64<<10, "slow-link: the link's drop-tail queue (bytes): what a small answer may wait behind")
+	payload := fs.Int64("payload-bytes", 32<<10, "slow-link: what the second op makes each element weigh (a decode: its output is much larger than its input)")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: scenario, config (local, remote, fraction=F, cut=N, auto), elements_per_second (rows into the training loop), remote_worker_seconds (Σ over the nodes that delivered to the reader of the seconds from their first batch to the end), local_share (of the batches), ratio_vs_best, ratio_vs_remote, decision (auto's mode and reason)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
+	}
+	if !(*rate > 0) || !(*queue >= 1500) || *payload < 1 || *payload > fn.MaxCostOutBytes {
+		return fmt.Errorf("--rate %v, --queue-bytes %v, --payload-bytes %d: want a rate > 0, a queue of at least a datagram (1500) and 1 to %d bytes", *rate, *queue, *payload, fn.MaxCostOutBytes)
 	}
 	c, cleanup, err := jobsCluster(*workers)
 	if err != nil {
@@ -50,11 +59,13 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer cleanup()
 	fast := transport.FastConfig()
-	cl, err := client.Dial(ctx, c.Node(0).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 200 * time.Millisecond, PrefetchBatches: 32, OffloadProfiles: "off"})
+	copts := client.Options{Transport: &fast, HeartbeatInterval: 200 * time.Millisecond, PrefetchBatches: 32, OffloadProfiles: "off"}
+	cl, err := client.Dial(ctx, c.Node(0).Addr(), copts)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	var slowCl *client.Client // the slow-link scenario's, dialed when it runs
 	nodeRate := float64(*remoteCores) * 1e6 / float64(*costUs)
 	type scenario struct {
 		name    string
@@ -62,6 +73,10 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		local   float64 // the local budget
 		ops     []int64 // each op's cost (µs, sleep-based)
 		configs []string
+		// outBytes, when > 0, makes the last op's output weigh that
+		// much, and slow reads over the emulated slow link.
+		outBytes int64
+		slow     bool
 	}
 	configs := []string{"local", "remote"}
 	for f := 1; f <= 9; f++ {
@@ -74,18 +89,26 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		case "spare-local":
 			// The loop could take 4× what the nodes make; the host has
 			// a budget worth as much as the nodes together.
-			scs = append(scs, scenario{"spare-local", 4 * nodeRate * float64(*workers), *localCPUs, []int64{*costUs}, configs})
+			scs = append(scs, scenario{name: "spare-local", ingest: 4 * nodeRate * float64(*workers), local: *localCPUs, ops: []int64{*costUs}, configs: configs})
 		case "no-stall":
 			// The loop takes half of what the host alone makes.
-			scs = append(scs, scenario{"no-stall", 0.5 * *localCPUs * 1e6 / float64(*costUs), *localCPUs, []int64{*costUs}, configs})
+			scs = append(scs, scenario{name: "no-stall", ingest: 0.5 * *localCPUs * 1e6 / float64(*costUs), local: *localCPUs, ops: []int64{*costUs}, configs: configs})
 		case "split-cost":
 			// Two ops; a cut after the first leaves the second to the
 			// client (at the spec's parallelism, --remote-cores), beside
 			// the nodes running the first. The loop takes all it gets.
 			cfgs := []string{"local", "remote", "fraction=0.5", "cut=1", "auto"}
-			scs = append(scs, scenario{"split-cost", 4 * nodeRate * float64(*workers), *localCPUs, []int64{*costUs, *suffixUs}, cfgs})
+			scs = append(scs, scenario{name: "split-cost", ingest: 4 * nodeRate * float64(*workers), local: *localCPUs, ops: []int64{*costUs, *suffixUs}, configs: cfgs})
+		case "slow-link":
+			// split-cost's ops, the second a decode that makes each
+			// element --payload-bytes: whole elements crossing the slow
+			// link are bounded by --rate / --payload-bytes, while a cut
+			// after the first op ships them small and decodes on the
+			// host. Every fraction and the cut, as the issue asks.
+			cfgs := append(append([]string(nil), configs[:len(configs)-1]...), "cut=1", "auto")
+			scs = append(scs, scenario{name: "slow-link", ingest: 4 * nodeRate * float64(*workers), local: *localCPUs, ops: []int64{*costUs, *suffixUs}, configs: cfgs, outBytes: *payload, slow: true})
 		default:
-			return fmt.Errorf("--scenarios: %q: want spare-local, no-stall or split-cost", s)
+			return fmt.Errorf("--scenarios: %q: want spare-local, no-stall, split-cost or slow-link", s)
 		}
 	}
 	window := time.Duration(*seconds * float64(time.Second))
@@ -95,10 +118,17 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		var scRows []benchRow
 		best, remote := 0.0, 0.0
 		for _, cfg := range sc.configs {
+			if *only != "" && !slices.Contains(cli.SplitList(*only), cfg) {
+				continue
+			}
 			n++
 			spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 1 << 24, SplitSize: 20}})
-			for _, us := range sc.ops {
-				spec.Map("cost", fn.Args{"sleep_us": us}, *remoteCores)
+			for i, us := range sc.ops {
+				args := fn.Args{"sleep_us": us}
+				if sc.outBytes > 0 && i == len(sc.ops)-1 {
+					args["out_bytes"] = sc.outBytes
+				}
+				spec.Map("cost", args, *remoteCores)
 			}
 			spec.Batch(*batch, false)
 			o := client.JobOptions{Name: fmt.Sprintf("offload-%s-%s-%d", sc.name, cfg, n), Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: cfg, LocalCPUs: sc.local, GCAfter: time.Second}
@@ -109,8 +139,26 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				}
 				o.Offload, o.OffloadBoundary = client.OffloadRemote, cut
 			}
-			fmt.Fprintf(stderr, "%s %s: ingest %.0f rows/s, local budget %.2g, %d nodes of %d cores, op costs %v µs …\n", sc.name, cfg, sc.ingest, sc.local, *workers, *remoteCores, sc.ops)
-			r, err := offloadRun(ctx, cl, spec, o, sc.ingest, *batch, window)
+			rcl := cl
+			link := ""
+			if sc.slow {
+				if slowCl == nil {
+					udp, err := net.ListenUDP("udp", &net.UDPAddr{})
+					if err != nil {
+						return err
+					}
+					so := copts
+					so.PacketConn = newSlowLink(udp, *rate, *queue)
+					if slowCl, err = client.Dial(ctx, c.Node(0).Addr(), so); err != nil {
+						return err
+					}
+					defer slowCl.Close()
+				}
+				rcl = slowCl
+				link = fmt.Sprintf(", a link of %.3g MB/s, %d-byte elements", *rate/1e6, sc.outBytes)
+			}
+			fmt.Fprintf(stderr, "%s %s: ingest %.0f rows/s, local budget %.2g, %d nodes of %d cores, op costs %v µs%s …\n", sc.name, cfg, sc.ingest, sc.local, *workers, *remoteCores, sc.ops, link)
+			r, err := offloadRun(ctx, rcl, spec, o, sc.ingest, *batch, window)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", sc.name, cfg, err)
 			}

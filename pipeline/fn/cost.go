@@ -2,6 +2,7 @@ package fn
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -12,17 +13,30 @@ import (
 // function cannot be interrupted, so its wait must stay short.
 const MaxCostMicros = 1_000_000
 
+// MaxCostOutBytes bounds the cost function's out_bytes (16 MiB).
+const MaxCostOutBytes = 16 << 20
+
 // cost is the map-function twin of the cost op: per element it spends
 // cpu_us of busy CPU or waits sleep_us, and returns the element unchanged.
 // Unlike the op, a map runs at any parallelism, so it stands in for an
 // expensive parallelisable transform (a decode, an augmentation) in
 // benchmarks and in the tests of `feedmesh diagnose`. It is deterministic:
-// its output is its input.
+// its output is its input, except that with out_bytes: N (0 < N <=
+// MaxCostOutBytes) it also sets a uint8 tensor "payload" of N bytes (a
+// fixed pattern), replacing any earlier one: a transform that grows or
+// shrinks what an element weighs, as decoding an image or cropping it
+// does.
 func cost(a Args) (MapFn, error) {
-	var cpu, sleep int64
+	var cpu, sleep, outBytes int64
 	err := func() (err error) {
-		if err = a.Known("cpu_us", "sleep_us"); err != nil {
+		if err = a.Known("cpu_us", "sleep_us", "out_bytes"); err != nil {
 			return
+		}
+		if outBytes, err = a.Int("out_bytes", 0); err != nil {
+			return
+		}
+		if outBytes < 0 || outBytes > MaxCostOutBytes {
+			return fmt.Errorf("out_bytes %d: want 0 to %d", outBytes, MaxCostOutBytes)
 		}
 		if cpu, err = a.Int("cpu_us", 0); err != nil {
 			return
@@ -42,12 +56,28 @@ func cost(a Args) (MapFn, error) {
 		return nil, argError("cost", err)
 	}
 	cpuD, sleepD := time.Duration(cpu)*time.Microsecond, time.Duration(sleep)*time.Microsecond
+	var pattern []byte
+	if outBytes > 0 {
+		pattern = make([]byte, outBytes)
+		x := uint64(0x9e3779b97f4a7c15)
+		for i := range pattern {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			pattern[i] = byte(x)
+		}
+	}
 	return func(_ *FnContext, e tensor.Element) (tensor.Element, error) {
 		if sleepD > 0 {
 			time.Sleep(sleepD)
-			return e, nil
+		} else {
+			spin(cpuD)
 		}
-		spin(cpuD)
+		if pattern != nil {
+			out := tensor.Element{Tensors: slices.Clone(e.Tensors)}
+			out.Set(tensor.Tensor{Name: "payload", DType: tensor.Uint8, Shape: []int64{int64(len(pattern))}, Data: slices.Clone(pattern)})
+			return out, nil
+		}
 		return e, nil
 	}, nil
 }
