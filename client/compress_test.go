@@ -194,7 +194,18 @@ func TestWorkerEnforcesJobCompression(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer it.Close()
+		// The job's own consumer reads it to its end meanwhile: node 1
+		// may have leased every split before node 0's task started, and
+		// node 0 then says its end of data only once the job has ended.
+		drained := make(chan struct{})
+		go func() {
+			defer close(drained)
+			for {
+				if _, err := it.Next(ctx); err != nil {
+					return
+				}
+			}
+		}()
 		// A stream of our own to node 0's worker, asking for tc.ask.
 		rcv, err := batch.OpenConfig(ctx, c.Node(1).Transport(), codec, c.Node(0).Addr(),
 			batch.OpenRequest{Job: it.Job(), Consumer: "raw-" + tc.ask.String(), Window: 2, Compression: tc.ask}, batch.ReceiverConfig{})
@@ -202,11 +213,13 @@ func TestWorkerEnforcesJobCompression(t *testing.T) {
 			t.Fatal(err)
 		}
 		// (That frames follow the Accept is TestAcceptWithChoosesCompression's.)
-		// The job may have run out of splits for node 0 already (the
-		// iterator reads it meanwhile): an end of data after the Accept
-		// still says what the worker put in force.
+		// The job may have run out of splits for node 0 already: an end
+		// of data after the Accept still says what the worker put in
+		// force.
 		_, _, err = rcv.Next(ctx)
 		rcv.Close()
+		it.Close()
+		<-drained
 		if err != nil && !errors.Is(err, io.EOF) {
 			t.Fatalf("job %s, asking %v: %v", tc.job, tc.ask, err)
 		}
