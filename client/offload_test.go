@@ -40,14 +40,22 @@ func TestOffloadModes(t *testing.T) {
 	for _, tc := range []struct {
 		offload        string
 		minLoc, maxLoc float64
+		// sleepUs is the pipeline's cost per element. The fraction's is
+		// higher: each node keeps FailoverAhead of work leased ahead (300
+		// ms in the fast preset), so at 200 µs per element the two nodes
+		// hold about 3,000 of an epoch's 4,000 elements once they run,
+		// and the local worker, out of splits, waits for the epoch's end
+		// (CI saw a share of 0.09). At 1 ms they hold about 600; the
+		// share was 0.19 to 0.25 in local runs.
+		sleepUs int64
 	}{
-		{"remote", 0, 0},
-		{"local", 1, 1},
-		{"0.5", 0.1, 0.6},
+		{"remote", 0, 0, 200},
+		{"local", 1, 1, 200},
+		{"0.5", 0.1, 0.6, 1000},
 	} {
 		t.Run(tc.offload, func(t *testing.T) {
 			opts := client.JobOptions{Name: "offload-" + tc.offload, Sharding: client.Dynamic, Workers: client.AllWorkers, Epochs: 2, Offload: tc.offload, LocalCPUs: 1}
-			it, err := cl.Distribute(context.Background(), shuffledSpec(n, 10, 10, 200), opts)
+			it, err := cl.Distribute(context.Background(), shuffledSpec(n, 10, 10, tc.sleepUs), opts)
 			if err != nil {
 				t.Fatal(err)
 			}
