@@ -120,7 +120,12 @@ func TestKilledWorkerRejoins(t *testing.T) {
 	for _, delivery := range []string{client.AtMostOnce, client.ExactlyOnce} {
 		t.Run(delivery, func(t *testing.T) {
 			c := testcluster.Start(t, 3)
-			const n = 12000
+			// Long enough that splits are left for the new process after
+			// the kill, the expiry and the restart: each survivor keeps
+			// FailoverAhead of work leased ahead, and with 12,000 elements
+			// CI once saw them hold the rest of the job (at-most-once: the
+			// new process delivered nothing).
+			const n = 36000
 			cl := dial(t, c, 0)
 			it, err := cl.Distribute(context.Background(), shuffledSpec(n, 50, 10, 300),
 				client.JobOptions{Name: "rejoin", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Delivery: delivery})
