@@ -122,9 +122,9 @@ func TestKilledWorkerRejoins(t *testing.T) {
 			c := testcluster.Start(t, 3)
 			// Long enough that splits are left for the new process after
 			// the kill, the expiry and the restart: each survivor keeps
-			// FailoverAhead of work leased ahead, and with 12,000 elements
-			// CI once saw them hold the rest of the job (at-most-once: the
-			// new process delivered nothing).
+			// FailoverAhead of work leased ahead. With 12,000 elements the
+			// new process once delivered nothing in CI (at-most-once),
+			// most likely because the survivors held the rest of the job.
 			const n = 36000
 			cl := dial(t, c, 0)
 			it, err := cl.Distribute(context.Background(), shuffledSpec(n, 50, 10, 300),
