@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"sort"
@@ -195,4 +196,32 @@ func keys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// dumpJobOnFailure logs, when the test has failed, the named job as the
+// first running node's replicated state holds it (leases, exactly-once
+// bookkeeping, workers, consumers), and the iterator's counters: what a
+// hang needs to be understood. Defer it after the iterator's Close, so
+// that it runs first, while the consumer is still attached.
+func dumpJobOnFailure(t *testing.T, c *testcluster.Cluster, job string, it *client.Iterator) {
+	if !t.Failed() {
+		return
+	}
+	if it != nil {
+		t.Logf("iterator stats at failure: %+v", it.Stats())
+	}
+	for _, i := range c.Running() {
+		v, ok := c.Node(i).Raft().Job(job)
+		if !ok {
+			t.Logf("%s: job %q not in its state", c.Name(i), job)
+			continue
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Logf("%s: job %q: %v", c.Name(i), job, err)
+			continue
+		}
+		t.Logf("%s's state of job %q at failure: %s", c.Name(i), job, b)
+		return
+	}
 }

@@ -33,6 +33,7 @@ func TestRollingRestartExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer it.Close()
+	defer dumpJobOnFailure(t, c, "rolling", it)
 	next := 0
 	d := drain(t, it, 180*time.Second, func(b client.Batch) {
 		// One node every 100 batches (about a second), from batch 100.
