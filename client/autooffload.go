@@ -300,6 +300,17 @@ func (it *Iterator) applyAuto(ctx context.Context, p OffloadProfile, cached bool
 			it.off.remoteOn.Store(true)
 		}
 	}
+	if !d.Offload && it.off.remoteOn.Load() {
+		// Measured, the nodes do not pay (a slow link, say): they lease
+		// no more of the job, and what they hold is read once the local
+		// worker runs out of splits (the gate holds it until then).
+		req := api.OffloadRequest{Job: it.job, Consumer: it.consumer, Remote: "off"}
+		if err := it.c.call(ctx, api.MethodOffload, req, nil); err != nil {
+			it.logger().Warn("offload auto: turning the nodes off failed; they go on leasing", "job", it.job, "err", err)
+		} else {
+			it.off.remoteOn.Store(false)
+		}
+	}
 	if d.Capacity && share < 1 {
 		it.off.gate.setFree(share)
 	} else {

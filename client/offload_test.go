@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/slowlink"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
 	"github.com/feedmesh/feedmesh/splits"
@@ -336,5 +338,69 @@ func TestOffloadAtMostOnceEnds(t *testing.T) {
 				t.Errorf("offload %s: %d splits lost, want 0 (stats %+v)", mode, st.SplitsLost, st)
 			}
 		})
+	}
+}
+
+// TestOffloadAutoSlowLink: the client's host reads the nodes over a slow
+// link (1 MB/s into the host) and the pipeline's last op makes each
+// element 16 KiB, so the two nodes can deliver about 60 elements/s
+// however fast they compute, while the host's local worker alone makes
+// several hundred. Estimated before measuring (the host's rate per core
+// times the nodes), the nodes look worth turning on; measured, they add
+// less than the 10 % threshold, so auto goes back to local and turns the
+// nodes off. Every element still arrives exactly once: what the nodes
+// leased meanwhile is read when the local worker runs out of splits.
+func TestOffloadAutoSlowLink(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads over an emulated 1 MB/s link")
+	}
+	c := testcluster.Start(t, 2)
+	ctx := context.Background()
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast := transport.FastConfig()
+	cl, err := client.Dial(ctx, c.Node(0).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond,
+		PrefetchBatches: 32, OffloadProfiles: "off", PacketConn: slowlink.New(udp, 1e6, 64<<10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const n = 4000
+	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: n, SplitSize: 20}})
+	spec.Map("cost", fn.Args{"sleep_us": 2000}, 1)
+	spec.Map("cost", fn.Args{"sleep_us": 1000, "out_bytes": 16 << 10}, 1)
+	spec.Batch(10, false)
+	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "auto-slowlink", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	// The decision after the profiles, as the stats show it while the
+	// job runs (near the end of the data the local worker runs out of
+	// splits, and revisions then see the nodes' tail).
+	var decided *client.OffloadStats
+	remoteOff := false
+	d := drain(t, it, 120*time.Second, func(client.Batch) {
+		if decided != nil {
+			return
+		}
+		if st := it.Stats().Offload; st != nil && st.Profile != nil && st.Profile.RemoteMeasured {
+			decided = st
+			info, _ := jobInfo(t, cl, "auto-slowlink")
+			remoteOff = info.RemoteOff
+		}
+	})
+	checkExactly(t, d, n, 1)
+	if decided == nil {
+		t.Fatalf("auto never measured the nodes: %+v", *it.Stats().Offload)
+	}
+	t.Logf("decided %+v profile %+v; at the end %+v", *decided, *decided.Profile, *it.Stats().Offload)
+	if decided.Mode != "local" || !strings.Contains(decided.Reason, "does not pay") {
+		t.Fatalf("auto behind a slow link: %+v", *decided)
+	}
+	if !remoteOff {
+		t.Errorf("auto went local but left the nodes on")
 	}
 }

@@ -99,6 +99,14 @@ func Decide(p Profile, c Config) (Decision, error) {
 			best, bestScore = cd, s
 		}
 	}
+	if bestScore < p.Local*(1+c.SpeedUp) {
+		// FastFlow's "when", on the candidates: offloading must pay its
+		// threshold too, not only the stall (a slow link can make the
+		// mesh's share worth less than what receiving it costs the host).
+		return Decision{Predicted: min(p.Ingest, p.Local), Reason: fmt.Sprintf(
+			"offloading does not pay: the host prepares %.4g elements/s, with the mesh (%.4g through cut %d) it would be %.4g (gain below %.0f %%): everything local, no remote worker",
+			p.Local, best.Remote, best.Cut, bestScore, 100*c.SpeedUp)}, nil
+	}
 	upper := best.Remote
 	lower := (p.Ingest - p.Local) * (1 + best.OverheadRatio)
 	var frac float64
@@ -120,8 +128,10 @@ func Decide(p Profile, c Config) (Decision, error) {
 // Revise decides again on a new profile. A change of cut (or between
 // local and offloading) restarts the pipeline, so it happens only when the
 // new decision predicts more than Hysteresis above the best that prev's
-// cut can do on the new profile; within a cut, the fraction follows the
-// new rates once it moves by more than Hysteresis.
+// cut can do on the new profile, or, from offloading back to local, when
+// offloading gains less than SpeedUp − Hysteresis over the host alone;
+// within a cut, the fraction follows the new rates once it moves by more
+// than Hysteresis.
 func Revise(prev Decision, p Profile, c Config) (Decision, error) {
 	next, err := Decide(p, c)
 	if err != nil {
@@ -134,6 +144,12 @@ func Revise(prev Decision, p Profile, c Config) (Decision, error) {
 		return next, nil
 	}
 	stay, ok := bestWithCut(prev, p, c)
+	if ok && prev.Offload && !next.Offload && stay.Predicted < p.Local*(1+c.SpeedUp-c.Hysteresis) {
+		// Offloading no longer pays even its threshold less the
+		// hysteresis: back to local (entering needed the whole
+		// threshold, so a rate near it does not flip the decision).
+		return next, nil
+	}
 	if ok && next.Predicted <= stay.Predicted*(1+c.Hysteresis) {
 		if stay.Capacity == prev.Capacity && math.Abs(stay.Fraction-prev.Fraction) <= c.Hysteresis {
 			return prev, nil

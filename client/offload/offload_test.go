@@ -21,6 +21,10 @@ func TestDecide(t *testing.T) {
 			func(d Decision) bool {
 				return d.Offload && !d.Capacity && d.Cut == 2 && d.Fraction >= 0.9 && d.Predicted == 1000
 			}},
+		{"a stall, but the mesh adds less than the threshold (a slow link): local", Profile{Ingest: 4000, Local: 936, Candidates: []Candidate{{Cut: 2, Remote: 61, OverheadRatio: 0.05}}},
+			func(d Decision) bool {
+				return !d.Offload && d.Predicted == 936 && strings.Contains(d.Reason, "does not pay")
+			}},
 		{"neither side alone: shared by capacity", Profile{Ingest: 1000, Local: 300, Candidates: []Candidate{{Cut: 1, Remote: 200, OverheadRatio: 0.1}}},
 			func(d Decision) bool {
 				return d.Offload && d.Capacity && d.Fraction > 0.35 && d.Fraction < 0.45 && strings.Contains(d.Reason, "shared by capacity")
@@ -134,5 +138,35 @@ func TestReviseCapacityFlip(t *testing.T) {
 	got, err := Revise(held, Profile{Ingest: 1000, Local: 400, Candidates: []Candidate{{Cut: 1, Remote: 620, OverheadRatio: 0.05}}}, c)
 	if err != nil || !got.Capacity || math.Abs(got.Fraction-held.Fraction) > c.Hysteresis {
 		t.Fatalf("%+v → %+v %v", held, got, err)
+	}
+}
+
+// TestReviseBackToLocal: offloading was decided on an estimate of the
+// mesh; measured behind a slow link it adds a few percent, below the
+// threshold less the hysteresis, so a revision goes back to local. Rates
+// that still gain more than that keep the offload (no flapping at the
+// threshold).
+func TestReviseBackToLocal(t *testing.T) {
+	c := DefaultConfig()
+	est, err := Decide(Profile{Ingest: 4000, Local: 936, Candidates: []Candidate{{Cut: 2, Remote: 936, OverheadRatio: 0.05}}}, c)
+	if err != nil || !est.Offload {
+		t.Fatalf("on the estimate: %+v %v", est, err)
+	}
+	got, err := Revise(est, Profile{Ingest: 4000, Local: 936, Candidates: []Candidate{{Cut: 2, Remote: 61, OverheadRatio: 0.05}}}, c)
+	if err != nil || got.Offload {
+		t.Fatalf("measured 61/s through the link: %+v → %+v %v", est, got, err)
+	}
+	// A gain of 8 %: below the threshold to enter (10 %), above the one to
+	// leave (5 %): whichever side is in force stays.
+	p := Profile{Ingest: 4000, Local: 1000, Candidates: []Candidate{{Cut: 2, Remote: 130, OverheadRatio: 0.05}}}
+	if d, _ := Decide(p, c); d.Offload {
+		t.Fatalf("entered at 8 %%: %+v", d)
+	}
+	if got, _ := Revise(est, p, c); !got.Offload {
+		t.Errorf("left at 8 %%: %+v", got)
+	}
+	local, _ := Decide(p, c)
+	if got, _ := Revise(local, p, c); got.Offload {
+		t.Errorf("entered at 8 %% from local: %+v", got)
 	}
 }

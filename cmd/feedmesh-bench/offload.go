@@ -13,6 +13,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/cmd/internal/cli"
+	"github.com/feedmesh/feedmesh/internal/slowlink"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
 	"github.com/feedmesh/feedmesh/splits"
@@ -148,7 +149,7 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 						return err
 					}
 					so := copts
-					so.PacketConn = newSlowLink(udp, *rate, *queue)
+					so.PacketConn = slowlink.New(udp, *rate, *queue)
 					if slowCl, err = client.Dial(ctx, c.Node(0).Addr(), so); err != nil {
 						return err
 					}

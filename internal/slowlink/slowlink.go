@@ -1,4 +1,7 @@
-package main
+// Package slowlink emulates a slow link into one host, for benchmarks
+// and tests of what crosses it (the offload benchmark's slow-link
+// scenario, client tests of offload auto behind a slow link).
+package slowlink
 
 import (
 	"net"
@@ -7,7 +10,7 @@ import (
 	"time"
 )
 
-// slowLink is a PacketConn whose receive side is a bottleneck link of
+// Link is a PacketConn whose receive side is a bottleneck link of
 // bytesPerSecond with a drop-tail queue of queueBytes, as a router's: a
 // goroutine takes each datagram off the socket as it arrives and gives it
 // the time the link would finish carrying it (after those queued before
@@ -21,7 +24,7 @@ import (
 // client (client.Options.PacketConn), so only what reaches the trainer's
 // host crosses the slow link; the nodes talk among themselves at loopback
 // speed.
-type slowLink struct {
+type Link struct {
 	net.PacketConn
 	bytesPerSecond float64
 	queueBytes     float64
@@ -40,19 +43,20 @@ type datagram struct {
 	at   time.Time // when the link has carried it
 }
 
-// slowLinkMaxQueued bounds the datagrams queued (the byte bound is the
+// maxQueued bounds the datagrams queued (the byte bound is the
 // link's; this one only keeps tiny datagrams from growing the channel).
-const slowLinkMaxQueued = 4096
+const maxQueued = 4096
 
-func newSlowLink(pc net.PacketConn, bytesPerSecond, queueBytes float64) *slowLink {
-	s := &slowLink{PacketConn: pc, bytesPerSecond: bytesPerSecond, queueBytes: queueBytes,
-		q: make(chan datagram, slowLinkMaxQueued), done: make(chan struct{})}
+// New starts the link in front of pc's receive side.
+func New(pc net.PacketConn, bytesPerSecond, queueBytes float64) *Link {
+	s := &Link{PacketConn: pc, bytesPerSecond: bytesPerSecond, queueBytes: queueBytes,
+		q: make(chan datagram, maxQueued), done: make(chan struct{})}
 	go s.run()
 	return s
 }
 
 // run is the link: it owns reading the socket until the socket is closed.
-func (s *slowLink) run() {
+func (s *Link) run() {
 	defer close(s.done)
 	var free time.Time // when the link has carried everything queued
 	buf := make([]byte, 64<<10)
@@ -81,7 +85,7 @@ func (s *slowLink) run() {
 	}
 }
 
-func (s *slowLink) ReadFrom(b []byte) (int, net.Addr, error) {
+func (s *Link) ReadFrom(b []byte) (int, net.Addr, error) {
 	select {
 	case d := <-s.q:
 		if wait := time.Until(d.at); wait > 0 {
@@ -94,7 +98,7 @@ func (s *slowLink) ReadFrom(b []byte) (int, net.Addr, error) {
 }
 
 // Close closes the socket and waits for the link's goroutine.
-func (s *slowLink) Close() error {
+func (s *Link) Close() error {
 	var err error
 	s.closeOnce.Do(func() { err = s.PacketConn.Close() })
 	<-s.done

@@ -1,4 +1,4 @@
-package main
+package slowlink
 
 import (
 	"net"
@@ -18,7 +18,7 @@ func TestSlowLinkPaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Close()
-	link := newSlowLink(rx, 100_000, 64<<10)
+	link := New(rx, 100_000, 64<<10)
 	defer link.Close()
 	msg := make([]byte, 1000)
 	for i := range 3 {
@@ -47,7 +47,7 @@ func TestSlowLinkDropsBeyondItsQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	link := newSlowLink(rx, 10_000, 2500) // 10 kB/s: 1,000-byte datagrams leave 0.1 s apart
+	link := New(rx, 10_000, 2500) // 10 kB/s: 1,000-byte datagrams leave 0.1 s apart
 	defer link.Close()
 	tx, err := net.DialUDP("udp", nil, rx.LocalAddr().(*net.UDPAddr))
 	if err != nil {
@@ -87,7 +87,7 @@ func TestSlowLinkClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	link := newSlowLink(rx, 1000, 1000)
+	link := New(rx, 1000, 1000)
 	errc := make(chan error, 1)
 	go func() {
 		_, _, err := link.ReadFrom(make([]byte, 10))
