@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync/atomic"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/feedmesh/feedmesh/client/offload"
 	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/transport"
 )
 
 // Offload auto, after FastFlow: profile, decide when and how much, and
@@ -60,14 +63,23 @@ type OffloadProfile struct {
 	RemoteMeasured bool    `json:"remote_measured,omitempty"`
 	// Rows is how many rows the profile measured.
 	Rows int64 `json:"rows"`
+	// Ops are the pipeline's ops as the local worker ran them (the time
+	// an element spends in each, the spec's parallelism, what an element
+	// weighs after it), and LinkBytesPerSecond what the nodes' batches
+	// carried per second while they were measured and not held back: at
+	// least the link's throughput, exactly it when the link bounds them.
+	// A later job of the pipeline chooses a cut from them (autoCut).
+	Ops                []offload.OpRate `json:"ops,omitempty"`
+	LinkBytesPerSecond float64          `json:"link_bytes_per_second,omitempty"`
 }
 
 // offloadMeters are the blocked times capacity is measured against.
 type offloadMeters struct {
 	localBlocked atomic.Int64 // ns the local worker waited to put a batch, for its share, or for splits
 	// Rows each side put into the prefetch buffer (what it prepared; the
-	// loop takes them later).
-	localRows, remoteRows atomic.Int64
+	// loop takes them later), and the bytes the nodes' batches took on
+	// the wire.
+	localRows, remoteRows, remoteWire atomic.Int64
 }
 
 // capacity is a side's rate had it never been held back (pure): rows
@@ -104,6 +116,7 @@ func localShareOf(d offload.Decision) float64 {
 type offloadSnapshot struct {
 	at                      time.Time
 	rows, localRows, remote int64
+	remoteWire              int64
 	work                    time.Duration
 	localBlocked, remoteBlk time.Duration
 }
@@ -111,7 +124,7 @@ type offloadSnapshot struct {
 func (it *Iterator) offloadSnapshot() offloadSnapshot {
 	it.mu.Lock()
 	defer it.mu.Unlock()
-	return offloadSnapshot{at: time.Now(), rows: it.stats.Rows, localRows: it.off.meters.localRows.Load(), remote: it.off.meters.remoteRows.Load(), work: it.stall.work,
+	return offloadSnapshot{at: time.Now(), rows: it.stats.Rows, localRows: it.off.meters.localRows.Load(), remote: it.off.meters.remoteRows.Load(), remoteWire: it.off.meters.remoteWire.Load(), work: it.stall.work,
 		localBlocked: time.Duration(it.off.meters.localBlocked.Load()), remoteBlk: it.off.gate.heldRemote(time.Now())}
 }
 
@@ -127,8 +140,33 @@ func measure(a, b offloadSnapshot) OffloadProfile {
 	p.Local = capacity(b.localRows-a.localRows, el, b.localBlocked-a.localBlocked, 20)
 	if remoteRows := b.remote - a.remote; remoteRows > 0 {
 		p.Remote, p.RemoteMeasured = capacity(remoteRows, el, b.remoteBlk-a.remoteBlk, 4), true
+		p.LinkBytesPerSecond = capacity(b.remoteWire-a.remoteWire, el, b.remoteBlk-a.remoteBlk, 4)
 	}
 	return p
+}
+
+// opRates are the spec's ops as the local worker's pipeline statistics
+// measured them (pure): the time an element spent in each (summed over
+// its goroutines), the parallelism the spec gives it (what the nodes, and
+// the client after a cut, run it with; an automatic one counts as 1), and
+// the bytes per element after it. Nil when some op has not run.
+func opRates(spec *pipeline.Spec, st pipeline.Stats) []offload.OpRate {
+	if len(st.Ops) != len(spec.Ops)+1 {
+		return nil
+	}
+	out := make([]offload.OpRate, len(spec.Ops))
+	for i, op := range spec.Ops {
+		s := st.Ops[i+1]
+		if s.ElementsIn <= 0 || s.ElementsOut <= 0 {
+			return nil
+		}
+		par := 1
+		if op.Map != nil && op.Map.Parallelism > 1 {
+			par = op.Map.Parallelism
+		}
+		out[i] = offload.OpRate{Seconds: s.BusySeconds / float64(s.ElementsIn), Parallelism: par, Bytes: float64(s.BytesOut) / float64(s.ElementsOut)}
+	}
+	return out
 }
 
 // runAuto is offload auto's loop (the Iterator's goroutine).
@@ -138,6 +176,9 @@ func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
 		var ok bool
 		if prof, ok = it.profile(ctx); !ok {
 			return
+		}
+		if st, ok := it.off.local.pipelineStats(); ok {
+			prof.Ops = opRates(it.off.spec, st)
 		}
 		prof.Remote = it.estimateRemote(ctx, prof)
 		it.storeProfile(fingerprint, prof)
@@ -164,6 +205,7 @@ func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
 		}
 		if m.RemoteMeasured {
 			prof.Remote, prof.RemoteMeasured = m.Remote, true
+			prof.LinkBytesPerSecond = max(prof.LinkBytesPerSecond, m.LinkBytesPerSecond)
 			it.storeProfile(fingerprint, prof)
 		}
 		if d, err = offload.Decide(autoProfile(prof), offload.DefaultConfig()); err != nil {
@@ -190,16 +232,27 @@ func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
 			continue
 		}
 		next, err := offload.Revise(d, autoProfile(m), offload.DefaultConfig())
+		if moved(prof, m) {
+			// A later job decides from the rates measured at work (the
+			// first profile's local rate includes the pipeline's start).
+			it.storeProfile(fingerprint, m)
+		}
 		prof = m
 		if err != nil || next == d {
 			continue
 		}
 		d = next
-		if m.RemoteMeasured {
-			it.storeProfile(fingerprint, m)
-		}
 		it.applyAuto(ctx, prof, false, d)
 	}
+}
+
+// moved reports whether a revision's profile differs from the one
+// remembered by more than 5 % in a rate or the link (pure): only then is
+// it stored again.
+func moved(prev, next OffloadProfile) bool {
+	far := func(a, b float64) bool { return math.Abs(a-b) > 0.05*max(math.Abs(a), math.Abs(b)) }
+	return far(prev.Local, next.Local) || far(prev.Remote, next.Remote) || far(prev.LinkBytesPerSecond, next.LinkBytesPerSecond) ||
+		next.RemoteMeasured != prev.RemoteMeasured
 }
 
 // revised is the profile a revision decides on (pure): each side's rate
@@ -228,6 +281,7 @@ func revised(prev, m OffloadProfile, a, b offloadSnapshot, nodesBefore, nodesNow
 	}
 	if m.RemoteMeasured && b.remoteBlk-a.remoteBlk < el/2 && nodesNow == nodesBefore {
 		out.Remote, out.RemoteMeasured = m.Remote, true
+		out.LinkBytesPerSecond = max(out.LinkBytesPerSecond, m.LinkBytesPerSecond)
 	}
 	return out
 }
@@ -340,4 +394,60 @@ func (it *Iterator) storeProfile(fingerprint string, p OffloadProfile) {
 	if err := it.c.profiles.store(fingerprint, p); err != nil {
 		it.logger().Warn("offload auto: remembering the profile", "err", err)
 	}
+}
+
+// autoCut is offload auto's "which ops", decided before the job is joined
+// because the cut is the job's (every consumer runs the same suffix):
+//   - a job that exists keeps its cut, or its lack of one: a consumer
+//     adopts what the job's first consumer chose;
+//   - else, from this host's remembered profile of the pipeline (per-op
+//     times and bytes, the link's measured throughput), the best cut
+//     (offload.BestCut) is taken when it predicts more than the threshold
+//     over the best decision without one (offload.Decide on the same
+//     profile): a partial offload runs no local worker beside it.
+//
+// 0 is no cut: auto goes on as without one (and a first job of the
+// pipeline, which has no profile, runs without one and records it).
+func (c *Client) autoCut(ctx context.Context, spec *pipeline.Spec, job string) (cut int, predicted float64, reason string) {
+	var resp api.JobGetResponse
+	err := c.call(ctx, api.MethodJobGet, api.JobRequest{Job: job}, &resp)
+	if err == nil {
+		if cut = resp.Job.Options.OffloadBoundary; cut > 0 {
+			return cut, 0, fmt.Sprintf("auto: the job cuts its pipeline after %d ops (as its first consumer chose); this client runs the rest", cut)
+		}
+		return 0, 0, ""
+	}
+	if !errors.Is(err, transport.ErrNotFound) {
+		return 0, 0, ""
+	}
+	fp, err := spec.Fingerprint()
+	if err != nil {
+		return 0, 0, ""
+	}
+	prof, ok := c.profiles.load(fp)
+	if !ok || len(prof.Ops) != len(spec.Ops) || !(prof.LinkBytesPerSecond > 0) {
+		return 0, 0, ""
+	}
+	nodes := 0
+	if ms, err := c.Members(ctx); err == nil {
+		for _, m := range ms {
+			if m.Status == api.StatusAlive && m.Worker {
+				nodes++
+			}
+		}
+	}
+	cfg := offload.DefaultConfig()
+	best, ok := offload.BestCut(prof.Ops, offload.CutEnv{Ingest: prof.Ingest, Nodes: nodes, LinkBytesPerSecond: prof.LinkBytesPerSecond, Allowed: spec.Cuts()})
+	if !ok {
+		return 0, 0, ""
+	}
+	without, err := offload.Decide(autoProfile(prof), cfg)
+	if err != nil || best.Rate <= without.Predicted*(1+cfg.SpeedUp) {
+		return 0, 0, ""
+	}
+	if suffixRunsHere(spec, best.Cut) != nil {
+		return 0, 0, ""
+	}
+	return best.Cut, best.Rate, fmt.Sprintf("auto: cut after %d ops, from this host's profile of the pipeline: the nodes run the ops before it (%.4g elements/s on %d nodes) and ship %.4g bytes an element over a link measured at %.4g bytes/s (%.4g elements/s), this client runs the rest (%.4g/s): %.4g elements/s predicted, against %.4g without a cut",
+		best.Cut, best.Remote, nodes, prof.Ops[best.Cut-1].Bytes, prof.LinkBytesPerSecond, best.Wire, best.Suffix, best.Rate, without.Predicted)
 }

@@ -282,6 +282,7 @@ func (it *Iterator) put(ctx context.Context, x item) error {
 			it.off.meters.localRows.Add(x.b.Rows())
 		} else {
 			it.off.meters.remoteRows.Add(x.b.Rows())
+			it.off.meters.remoteWire.Add(x.wire)
 		}
 	}
 	select {

@@ -65,6 +65,9 @@ type localWorker struct {
 	pmu     sync.Mutex
 	pending []pipeline.CompletedSplit // produced, not yet reported
 
+	// running is the pipeline running now (a pump's), for its
+	// statistics (offload auto's per-op profile).
+	running atomic.Value  // of statser
 	blocked *atomic.Int64 // if not nil, adds the ns it waited to put a batch or for its share
 	expired atomic.Bool   // the cluster expired it: its part ended
 	seq     uint64
@@ -188,6 +191,9 @@ func (w *localWorker) pump(ctx context.Context, p *localProvider) (err error) {
 		return fmt.Errorf("local worker: %w", err)
 	}
 	defer it.Close()
+	if sp, ok := it.(statser); ok {
+		w.running.Store(sp)
+	}
 	tr, _ := it.(pipeline.Tracker)
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -876,4 +882,20 @@ func (w *localWorker) addBlocked(since time.Time) {
 	if w.blocked != nil {
 		w.blocked.Add(int64(time.Since(since)))
 	}
+}
+
+// statser is a pipeline iterator that reports its statistics.
+type statser interface{ Stats() pipeline.Stats }
+
+// pipelineStats are the statistics of the local worker's pipeline
+// running now (or last); false before any ran. Safe on a nil worker.
+func (w *localWorker) pipelineStats() (pipeline.Stats, bool) {
+	if w == nil {
+		return pipeline.Stats{}, false
+	}
+	sp, ok := w.running.Load().(statser)
+	if !ok {
+		return pipeline.Stats{}, false
+	}
+	return sp.Stats(), true
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/feedmesh/feedmesh/client/offload"
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/fn"
 )
 
 func TestShareGateRules(t *testing.T) {
@@ -230,5 +231,55 @@ func TestLeasedOut(t *testing.T) {
 		if got := leasedOut(info); got != c.want {
 			t.Errorf("epochs %d, %d splits, %d leased: leasedOut %v, want %v", c.epochs, c.splits, c.leased, got, c.want)
 		}
+	}
+}
+
+// TestOpRates: the per-op profile offload auto remembers comes from the
+// local worker's pipeline statistics, op i of the spec being entry i+1
+// (the source first); the parallelism is the spec's (what the nodes and a
+// cut's suffix run), not the local worker's capped one; an op that has
+// not run yet gives no profile.
+func TestOpRates(t *testing.T) {
+	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 100, SplitSize: 10}})
+	spec.Map("cost", fn.Args{"sleep_us": 1000}, 4)
+	spec.Batch(10, false)
+	st := pipeline.Stats{Ops: []pipeline.OpStats{
+		{Index: -1, ElementsOut: 100, BytesOut: 800},
+		{Index: 0, ElementsIn: 100, ElementsOut: 100, BytesOut: 800, BusySeconds: 0.1},
+		{Index: 1, ElementsIn: 100, ElementsOut: 10, BytesOut: 800, BusySeconds: 0.001},
+	}}
+	got := opRates(spec, st)
+	want := []offload.OpRate{{Seconds: 0.001, Parallelism: 4, Bytes: 8}, {Seconds: 0.00001, Parallelism: 1, Bytes: 80}}
+	if len(got) != 2 || math.Abs(got[0].Seconds-want[0].Seconds) > 1e-12 || got[0].Parallelism != 4 || got[0].Bytes != 8 ||
+		math.Abs(got[1].Seconds-want[1].Seconds) > 1e-12 || got[1].Parallelism != 1 || got[1].Bytes != 80 {
+		t.Fatalf("opRates = %+v, want %+v", got, want)
+	}
+	st.Ops[2].ElementsIn, st.Ops[2].ElementsOut = 0, 0
+	if got := opRates(spec, st); got != nil {
+		t.Errorf("an op that has not run: %+v", got)
+	}
+	if got := opRates(spec, pipeline.Stats{Ops: st.Ops[:2]}); got != nil {
+		t.Errorf("stats of another pipeline: %+v", got)
+	}
+}
+
+// TestMoved: a revision's profile is stored again only when a rate or the
+// link moved by more than 5 %, or the nodes were measured for the first
+// time.
+func TestMoved(t *testing.T) {
+	a := OffloadProfile{Ingest: 1000, Local: 900, Remote: 60, RemoteMeasured: true, LinkBytesPerSecond: 2e6}
+	b := a
+	b.Local, b.Ingest = 930, 1200
+	if moved(a, b) {
+		t.Errorf("3 %% on the local rate (and the loop's, not remembered for this) stored again")
+	}
+	b.Local = 960
+	if !moved(a, b) {
+		t.Errorf("7 %% on the local rate not stored")
+	}
+	c := a
+	c.RemoteMeasured = false
+	if !moved(c, a) {
+		t.Errorf("the nodes measured for the first time not stored")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -402,5 +403,107 @@ func TestOffloadAutoSlowLink(t *testing.T) {
 	}
 	if !remoteOff {
 		t.Errorf("auto went local but left the nodes on")
+	}
+}
+
+// TestOffloadAutoChoosesCut: offload auto chooses a cut from the profile
+// a first job of the pipeline left on this host (FastFlow's "which ops").
+// The pipeline's second op is a 4 ms "decode" that makes each element
+// 16 KiB; the host has one core for it, and reads the two nodes over
+// 1 MB/s. Whole elements cross the link at about 60 a second, the host
+// alone decodes about 250; shipping the elements before the decode (a few
+// bytes each) and decoding in the client at the spec's parallelism (4)
+// predicts far more. The first job (no profile yet) runs without a cut
+// and records the per-op times and the link; the second decides the cut
+// before it creates its job, and delivers every element exactly once.
+func TestOffloadAutoChoosesCut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads over an emulated 1 MB/s link")
+	}
+	c := testcluster.Start(t, 2)
+	ctx := context.Background()
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast := transport.FastConfig()
+	profiles := filepath.Join(t.TempDir(), "profiles.json")
+	cl, err := client.Dial(ctx, c.Node(0).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond,
+		OffloadProfiles: profiles, PacketConn: slowlink.New(udp, 1e6, 64<<10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const n = 2000
+	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: n, SplitSize: 20}})
+	spec.Map("cost", fn.Args{"sleep_us": 1000}, 1)
+	spec.Map("cost", fn.Args{"sleep_us": 4000, "out_bytes": 16 << 10}, 4)
+	spec.Batch(10, false)
+
+	first, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "cut-first", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read until auto has measured the nodes (and so recorded the link).
+	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	for {
+		if _, err := first.Next(rctx); err != nil {
+			cancel()
+			t.Fatalf("first job: %v (stats %+v)", err, first.Stats().Offload)
+		}
+		if st := first.Stats().Offload; st != nil && st.Profile != nil && st.Profile.RemoteMeasured && st.Profile.LinkBytesPerSecond > 0 && len(st.Profile.Ops) == 3 {
+			t.Logf("first job, no cut: %s; profile %+v", st.Reason, *st.Profile)
+			break
+		}
+	}
+	cancel()
+	first.Close()
+
+	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "cut-second", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	// A consumer on another host (no profile, a fast link) joins with auto:
+	// it adopts the job's cut rather than being refused for asking none.
+	other, err := dial(t, c, 1).Distribute(ctx, spec, client.JobOptions{Name: "cut-second", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 1})
+	if err != nil {
+		t.Fatalf("a second auto consumer: %v", err)
+	}
+	defer other.Close()
+	if st := other.Stats().Offload; st.Cut != 1 || !strings.Contains(st.Reason, "first consumer chose") {
+		t.Errorf("the second consumer did not adopt the job's cut: %+v", *st)
+	}
+	otherGot := make(chan map[int64]int, 1)
+	go func() {
+		got := map[int64]int{}
+		defer func() { otherGot <- got }()
+		rctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+		defer cancel()
+		for {
+			b, err := other.Next(rctx)
+			if err != nil {
+				return // io.EOF; anything else shows as a missing element
+			}
+			if tv, ok := b.Get("value"); ok {
+				vs, _ := tv.Int64s()
+				for _, v := range vs {
+					got[v]++
+				}
+			}
+		}
+	}()
+	d := drain(t, it, 120*time.Second, nil)
+	for v, k := range <-otherGot {
+		d.counts[v] += k
+	}
+	checkExactly(t, d, n, 1)
+	st := it.Stats().Offload
+	t.Logf("second job: %+v", *st)
+	if st.Cut != 1 || st.Mode != client.OffloadRemote || !strings.Contains(st.Reason, "cut after 1 ops") || st.LocalBatches != 0 {
+		t.Fatalf("the second job did not cut after the first op: %+v", *st)
+	}
+	if info, _ := jobInfo(t, cl, "cut-second"); info.Options.OffloadBoundary != 1 {
+		t.Errorf("the job's offload_boundary is %d, want 1", info.Options.OffloadBoundary)
 	}
 }

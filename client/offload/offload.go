@@ -261,3 +261,75 @@ func Estimate(ops []OpCost, e Env) (Profile, error) {
 	}
 	return p, nil
 }
+
+// OpRate is one op of a pipeline as profiled on the host, for choosing a
+// cut: the time one element spends in it (summed over its goroutines: at
+// one goroutine, 1/Seconds elements per second), the goroutines the spec
+// gives it (where the op runs: on each node, and in the client after a
+// cut), and what an element weighs after it.
+type OpRate struct {
+	Seconds     float64 `json:"seconds"`
+	Parallelism int     `json:"parallelism"`
+	Bytes       float64 `json:"bytes"`
+}
+
+// CutEnv is what choosing a cut needs beside the ops.
+type CutEnv struct {
+	// Ingest is the training loop's rate with data always ready.
+	Ingest float64
+	// Nodes is how many nodes would run the prefix.
+	Nodes int
+	// LinkBytesPerSecond is the link's throughput into the host, as
+	// measured (at least what crossed it; 0: unknown, no cut is chosen).
+	LinkBytesPerSecond float64
+	// Allowed are the cuts the spec has (Spec.CheckCut), each in
+	// [1, len(ops)].
+	Allowed []int
+}
+
+// CutChoice is the best cut and the rate it predicts.
+type CutChoice struct {
+	Cut  int
+	Rate float64
+	// Remote, Wire and Suffix are the bounds it is the least of: the
+	// nodes running the prefix, the link carrying what the prefix makes,
+	// the host running the rest.
+	Remote, Wire, Suffix float64
+}
+
+// BestCut predicts, for each allowed cut, the training rate of a partial
+// offload (the nodes run ops [0, cut) at their parallelism, ship each
+// element over the link, and the host runs the rest, with no local worker
+// beside it) and returns the best. ok is false when nothing can be
+// predicted (no allowed cut, no op, an unknown link).
+func BestCut(ops []OpRate, e CutEnv) (best CutChoice, ok bool) {
+	if len(ops) == 0 || e.Nodes <= 0 || !(e.LinkBytesPerSecond > 0) || !(e.Ingest > 0) {
+		return CutChoice{}, false
+	}
+	rate := func(o OpRate, copies float64) float64 {
+		if !(o.Seconds > 0) {
+			return math.Inf(1)
+		}
+		return copies * float64(max(o.Parallelism, 1)) / o.Seconds
+	}
+	for _, cut := range e.Allowed {
+		if cut < 1 || cut > len(ops) {
+			continue
+		}
+		c := CutChoice{Cut: cut, Remote: math.Inf(1), Wire: math.Inf(1), Suffix: math.Inf(1)}
+		for _, o := range ops[:cut] {
+			c.Remote = min(c.Remote, rate(o, float64(e.Nodes)))
+		}
+		if b := ops[cut-1].Bytes; b > 0 {
+			c.Wire = e.LinkBytesPerSecond / b
+		}
+		for _, o := range ops[cut:] {
+			c.Suffix = min(c.Suffix, rate(o, 1))
+		}
+		c.Rate = min(e.Ingest, c.Remote, c.Wire, c.Suffix)
+		if !ok || c.Rate > best.Rate {
+			best, ok = c, true
+		}
+	}
+	return best, ok
+}

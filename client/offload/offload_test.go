@@ -170,3 +170,30 @@ func TestReviseBackToLocal(t *testing.T) {
 		t.Errorf("entered at 8 %% from local: %+v", got)
 	}
 }
+
+// TestBestCut: a pipeline of a 2 ms op, then a 4 ms decode that makes
+// each element 32 KiB, then a batch (each at parallelism 1), on 2 nodes.
+// Behind 2 MB/s, shipping after the decode is bound by the link (61
+// elements/s) and shipping before it by the host's decode (250/s): the
+// cut goes before the decode. Behind a fast link, the nodes decode (500/s,
+// their two 4 ms decodes) and the cut goes after it.
+func TestBestCut(t *testing.T) {
+	ops := []OpRate{{Seconds: 0.002, Parallelism: 1, Bytes: 8}, {Seconds: 0.004, Parallelism: 1, Bytes: 32 << 10}, {Seconds: 0, Parallelism: 1, Bytes: 320 << 10}}
+	got, ok := BestCut(ops, CutEnv{Ingest: 4000, Nodes: 2, LinkBytesPerSecond: 2e6, Allowed: []int{1, 2}})
+	if !ok || got.Cut != 1 || math.Abs(got.Rate-250) > 1e-6 || math.Abs(got.Suffix-250) > 1e-6 {
+		t.Fatalf("slow link: %+v %v", got, ok)
+	}
+	got, ok = BestCut(ops, CutEnv{Ingest: 4000, Nodes: 2, LinkBytesPerSecond: 1e9, Allowed: []int{1, 2}})
+	if !ok || got.Cut != 2 || math.Abs(got.Rate-500) > 1e-6 || math.Abs(got.Remote-500) > 1e-6 {
+		t.Fatalf("fast link: %+v %v", got, ok)
+	}
+	// The loop's rate bounds every cut; a cut not allowed is skipped.
+	if got, ok := BestCut(ops, CutEnv{Ingest: 100, Nodes: 2, LinkBytesPerSecond: 2e6, Allowed: []int{1, 7}}); !ok || got.Cut != 1 || got.Rate != 100 {
+		t.Fatalf("ingest-bound: %+v %v", got, ok)
+	}
+	for _, e := range []CutEnv{{Ingest: 1, Nodes: 0, LinkBytesPerSecond: 1, Allowed: []int{1}}, {Ingest: 1, Nodes: 1, Allowed: []int{1}}, {Ingest: 1, Nodes: 1, LinkBytesPerSecond: 1}} {
+		if _, ok := BestCut(ops, e); ok {
+			t.Errorf("%+v: a cut chosen without what it needs", e)
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,7 +46,7 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	scenarios := fs.String("scenarios", "spare-local,no-stall,split-cost,slow-link", "comma-separated: spare-local (the loop is faster than the nodes, the host has spare CPUs), no-stall (the host alone keeps up with the loop), split-cost (two cost ops, the second half as dear: the rows include each cut point), slow-link (split-cost's ops, the second making each element --payload-bytes, read over a link of --rate into the client)")
 	suffixUs := fs.Int64("suffix-cost-us", 1000, "split-cost and slow-link: the second op's cost per element (µs); the first costs --cost-us")
 	rate := fs.Float64("rate", 2e6, "slow-link: the link's rate into the client, bytes/s (emulated on the client's socket; the nodes talk at loopback speed)")
-	only := fs.String("configs", "", "comma-separated: run only these configs of each scenario (local, remote, fraction=F, cut=N, auto); ratio_vs_best is then over those run")
+	only := fs.String("configs", "", "comma-separated: run only these configs of each scenario (local, remote, fraction=F, cut=N, auto, auto-repeat: slow-link only, auto again with auto's profile remembered, so run auto before it); ratio_vs_best is then over those run")
 	queue := fs.Float64("queue-bytes", 64<<10, "slow-link: the link's drop-tail queue (bytes): what a small answer may wait behind")
 	payload := fs.Int64("payload-bytes", 32<<10, "slow-link: what the second op makes each element weigh (a decode: its output is much larger than its input)")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: scenario, config (local, remote, fraction=F, cut=N, auto), elements_per_second (rows into the training loop), remote_worker_seconds (Σ over the nodes that delivered to the reader of the seconds from their first batch to the end), local_share (of the batches), ratio_vs_best, ratio_vs_remote, decision (auto's mode and reason)")
@@ -106,7 +108,10 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			// link are bounded by --rate / --payload-bytes, while a cut
 			// after the first op ships them small and decodes on the
 			// host. Every fraction and the cut, as the issue asks.
-			cfgs := append(append([]string(nil), configs[:len(configs)-1]...), "cut=1", "auto")
+			// auto-repeat is auto again, the host now remembering the
+			// pipeline's profile from auto's job (as FastFlow profiles
+			// before it decides): it may choose a cut.
+			cfgs := append(append([]string(nil), configs[:len(configs)-1]...), "cut=1", "auto", "auto-repeat")
 			scs = append(scs, scenario{name: "slow-link", ingest: 4 * nodeRate * float64(*workers), local: *localCPUs, ops: []int64{*costUs, *suffixUs}, configs: cfgs, outBytes: *payload, slow: true})
 		default:
 			return fmt.Errorf("--scenarios: %q: want spare-local, no-stall, split-cost or slow-link", s)
@@ -133,6 +138,9 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			}
 			spec.Batch(*batch, false)
 			o := client.JobOptions{Name: fmt.Sprintf("offload-%s-%s-%d", sc.name, cfg, n), Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: cfg, LocalCPUs: sc.local, GCAfter: time.Second}
+			if cfg == "auto-repeat" {
+				o.Offload = client.OffloadAuto
+			}
 			if c, ok := strings.CutPrefix(cfg, "cut="); ok {
 				cut, err := strconv.Atoi(c)
 				if err != nil {
@@ -150,6 +158,14 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 					}
 					so := copts
 					so.PacketConn = slowlink.New(udp, *rate, *queue)
+					// Its auto jobs remember their profiles (auto-repeat
+					// reads auto's), in a file of this run only.
+					dir, err := os.MkdirTemp("", "feedmesh-bench-profiles-")
+					if err != nil {
+						return err
+					}
+					defer os.RemoveAll(dir)
+					so.OffloadProfiles = filepath.Join(dir, "offload-profiles.json")
 					if slowCl, err = client.Dial(ctx, c.Node(0).Addr(), so); err != nil {
 						return err
 					}
