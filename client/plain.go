@@ -30,8 +30,15 @@ type workerStreams struct {
 	// inc is the worker's incarnation as last heard; refence: it changed
 	// (a restart) after streams were opened, so the streams are being
 	// stopped to fence the old process (exactly-once).
-	inc     uint64
-	opened  bool
+	inc uint64
+	// rejoined: assigned afresh after the worker drained or was
+	// expired; inc is then the old process's (the job keeps it across a
+	// rejoin) until the new process leases. That change is no restart
+	// mid-stream (the streams opened since are the new process's), but
+	// the old process may have leased after the rejoin: its fence goes
+	// out then, without stopping the streams.
+	rejoined bool
+	opened   bool
 	broke   bool // a stream failed since the last fence
 	refence bool
 	addr    string
@@ -209,11 +216,31 @@ func (p *plain) reconcile(ctx context.Context) (ended bool, next time.Time) {
 		}
 		if s == nil {
 			s = &workerStreams{since: w.Since}
+			if old := p.workers[w.Name]; old != nil {
+				// A rejoin (see rejoined). If the new process has leased
+				// already, its lease has expired whatever the old one
+				// took after the rejoin: fence it now.
+				s.inc, s.rejoined = w.Incarnation, true
+				if w.Incarnation != old.inc && w.Incarnation != 0 && old.inc != 0 {
+					s.rejoined = false
+					if p.ledger != nil {
+						p.ledger.fence(w.Name)
+					}
+				}
+			}
 			s.ctx, s.cancel = context.WithCancel(ctx)
 			p.workers[w.Name] = s
 		}
 		if w.Addr != "" {
 			s.addr = w.Addr
+		}
+		if s.rejoined && w.Incarnation != s.inc {
+			// The rejoined worker's new process leased (see rejoined).
+			s.rejoined = false
+			if p.ledger != nil {
+				p.ledger.fence(w.Name)
+			}
+			s.inc = w.Incarnation
 		}
 		if w.Incarnation != s.inc && s.inc != 0 && s.opened && !s.dropped && !s.done && !s.paused {
 			// The worker's process restarted while it streamed to this
@@ -222,15 +249,18 @@ func (p *plain) reconcile(ctx context.Context) (ended bool, next time.Time) {
 			p.it.countDropped()
 		}
 		if p.ledger != nil && w.Incarnation != s.inc {
-			if s.opened && !s.dropped && (s.inc != 0 || s.broke) {
+			if !s.dropped && (s.inc != 0 || s.broke) {
 				// A restart (from a known incarnation, or one this
 				// consumer did not hear of but whose stream broke): the
 				// old process's leases are orphaned until this consumer
 				// fences it. Stop every stream (one may still be the old
 				// process's) and fence once none reads; the new process
 				// resends what its stopped streams had not credited. The
-				// first incarnation heard after streams opened normally
-				// is the worker's first lease, not a restart.
+				// first incarnation heard is the worker's first lease,
+				// not a restart. A consumer that has opened no stream to
+				// the worker yet fences too (at once: nothing reads): a
+				// rejoined worker keeps its last incarnation, and a lease
+				// its old process took after the rejoin waits for it.
 				p.log.Info("worker restarted; reopening its streams", "job", p.job, "worker", w.Name)
 				s.cancel()
 				s.ctx, s.cancel = context.WithCancel(ctx)

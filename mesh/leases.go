@@ -284,6 +284,12 @@ func (p *leaseProvider) awaitMore() (bool, error) {
 	p.wg.Wait() // the last reports go first
 	t := time.NewTicker(p.n.cfg.Worker.OrphanPollInterval)
 	defer t.Stop()
+	// A request whose call failed goes out again unchanged, with its id:
+	// it may have committed (only its answer lost), and the leader then
+	// answers with the same lease. A new id would leave those splits
+	// leased to this worker, which would never read them: the job would
+	// never end (every worker polling for splits nobody reads).
+	var retry *api.LeaseRequest
 	for {
 		if p.drained || p.draining() {
 			return false, nil // the others read what is orphaned from now on
@@ -295,8 +301,14 @@ func (p *leaseProvider) awaitMore() (bool, error) {
 		case <-p.ctx.Done():
 			return false, p.ctx.Err()
 		}
-		p.reqID++
-		resp, err := p.n.lease(p.ctx, api.LeaseRequest{Job: p.job, Worker: p.n.name, RequestID: p.reqID, N: p.policy.size(), Incarnation: p.n.incarnation, JobID: p.jobID, Held: p.heldHint()})
+		if retry == nil {
+			p.reqID++
+			retry = &api.LeaseRequest{Job: p.job, Worker: p.n.name, RequestID: p.reqID, N: p.policy.size(), Incarnation: p.n.incarnation, JobID: p.jobID, Held: p.heldHint()}
+		}
+		resp, err := p.n.lease(p.ctx, *retry)
+		if err == nil {
+			retry = nil
+		}
 		switch {
 		case errors.Is(err, api.ErrNotAssigned):
 			return false, nil // expired: as in Next

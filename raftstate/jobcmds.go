@@ -407,8 +407,16 @@ func NewDrainTask(job string, jobID uint64, worker string, incarnation uint64) C
 // process first). DYNAMIC jobs only, and not coordinated or sharing ones,
 // whose workers are tied to rounds or a share group (an OFF job would
 // deliver the whole dataset again). Result: nil.
+//
+// Version 2 (this one) keeps the worker's last incarnation across the
+// rejoin: a lease from the old process still on its way is then refused
+// as superseded once the new process has leased, and the new process's
+// first lease expires whatever the old one held with an incarnation
+// change its consumers see (they fence the old process on it). Version 1
+// reset it to 0, so such a lease was taken as the new process's, and its
+// splits were orphaned behind a fence no consumer knew to send.
 func NewRejoinTask(job, worker string) Command {
-	return newCommand(TypeDrainTask, 1, DrainTaskBody{Job: job, Worker: worker, Rejoin: true})
+	return newCommand(TypeDrainTask, 2, DrainTaskBody{Job: job, Worker: worker, Rejoin: true})
 }
 
 // NewReceipts reports, for an exactly-once DYNAMIC job, the elements
@@ -964,7 +972,11 @@ func applyDrainTask(s *State, c Command) (any, error) {
 		if mw := j.scaledLimit(); mw > 0 && (st.Expired || st.Released) && j.activeWorkers() >= mw {
 			return nil, fmt.Errorf("%w: job %q has %d live workers (max_workers %d)", ErrLimit, b.Job, j.activeWorkers(), mw)
 		}
-		j.Workers[b.Worker] = WorkerState{Since: c.At}
+		ws := WorkerState{Since: c.At}
+		if c.Version >= 2 {
+			ws.Incarnation = st.Incarnation
+		}
+		j.Workers[b.Worker] = ws
 		return nil, nil
 	}
 	j, err := s.dynamicJobOf(b.Job, b.Worker, true)

@@ -33,7 +33,7 @@ var commandTable = map[CommandType]handler{
 	TypeEndTask:           {name: "EndTask", minVersion: 1, maxVersion: 1, apply: applyEndTask},
 	TypeProduceSplits:     {name: "ProduceSplits", minVersion: 1, maxVersion: 1, apply: applyProduceSplits},
 	TypeHandBackSplits:    {name: "HandBackSplits", minVersion: 1, maxVersion: 1, apply: applyHandBackSplits},
-	TypeDrainTask:         {name: "DrainTask", minVersion: 1, maxVersion: 1, apply: applyDrainTask},
+	TypeDrainTask:         {name: "DrainTask", minVersion: 1, maxVersion: 2, apply: applyDrainTask},
 	TypeReceipts:          {name: "Receipts", minVersion: 1, maxVersion: 1, apply: applyReceipts},
 	TypeAllocateJob:       {name: "AllocateJob", minVersion: 1, maxVersion: 1, apply: applyAllocateJob},
 	TypeOffload:           {name: "Offload", minVersion: 1, maxVersion: 1, apply: applyOffload},

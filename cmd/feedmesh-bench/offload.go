@@ -100,18 +100,18 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			// Two ops; a cut after the first leaves the second to the
 			// client (at the spec's parallelism, --remote-cores), beside
 			// the nodes running the first. The loop takes all it gets.
-			cfgs := []string{"local", "remote", "fraction=0.5", "cut=1", "auto"}
+			cfgs := []string{"local", "remote", "fraction=0.5", "cut=1", "cut=2", "auto"}
 			scs = append(scs, scenario{name: "split-cost", ingest: 4 * nodeRate * float64(*workers), local: *localCPUs, ops: []int64{*costUs, *suffixUs}, configs: cfgs})
 		case "slow-link":
 			// split-cost's ops, the second a decode that makes each
 			// element --payload-bytes: whole elements crossing the slow
 			// link are bounded by --rate / --payload-bytes, while a cut
 			// after the first op ships them small and decodes on the
-			// host. Every fraction and the cut, as the issue asks.
+			// host. Every fraction and every cut point.
 			// auto-repeat is auto again, the host now remembering the
 			// pipeline's profile from auto's job (as FastFlow profiles
 			// before it decides): it may choose a cut.
-			cfgs := append(append([]string(nil), configs[:len(configs)-1]...), "cut=1", "auto", "auto-repeat")
+			cfgs := append(append([]string(nil), configs[:len(configs)-1]...), "cut=1", "cut=2", "auto", "auto-repeat")
 			scs = append(scs, scenario{name: "slow-link", ingest: 4 * nodeRate * float64(*workers), local: *localCPUs, ops: []int64{*costUs, *suffixUs}, configs: cfgs, outBytes: *payload, slow: true})
 		default:
 			return fmt.Errorf("--scenarios: %q: want spare-local, no-stall, split-cost or slow-link", s)
@@ -250,6 +250,9 @@ func offloadRun(ctx context.Context, cl *client.Client, spec *pipeline.Spec, o c
 		}
 		if o.Offload == "auto" {
 			r.decision = st.Mode + ": " + st.Reason
+			if st.FromCache {
+				r.decision += " (from the remembered profile)"
+			}
 		}
 	}
 	return r, nil
