@@ -357,22 +357,9 @@ func TestOffloadAutoSlowLink(t *testing.T) {
 	}
 	c := testcluster.Start(t, 2)
 	ctx := context.Background()
-	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fast := transport.FastConfig()
-	cl, err := client.Dial(ctx, c.Node(0).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond,
-		PrefetchBatches: 32, OffloadProfiles: "off", PacketConn: slowlink.New(udp, 1e6, 64<<10)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := dialSlowLink(t, c, "off")
 	const n = 4000
-	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: n, SplitSize: 20}})
-	spec.Map("cost", fn.Args{"sleep_us": 2000}, 1)
-	spec.Map("cost", fn.Args{"sleep_us": 1000, "out_bytes": 16 << 10}, 1)
-	spec.Batch(10, false)
+	spec := decodeSpec(n, 2000, 1000, 1)
 	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "auto-slowlink", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -422,23 +409,9 @@ func TestOffloadAutoChoosesCut(t *testing.T) {
 	}
 	c := testcluster.Start(t, 2)
 	ctx := context.Background()
-	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fast := transport.FastConfig()
-	profiles := filepath.Join(t.TempDir(), "profiles.json")
-	cl, err := client.Dial(ctx, c.Node(0).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond,
-		OffloadProfiles: profiles, PacketConn: slowlink.New(udp, 1e6, 64<<10)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := dialSlowLink(t, c, filepath.Join(t.TempDir(), "profiles.json"))
 	const n = 2000
-	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: n, SplitSize: 20}})
-	spec.Map("cost", fn.Args{"sleep_us": 1000}, 1)
-	spec.Map("cost", fn.Args{"sleep_us": 4000, "out_bytes": 16 << 10}, 4)
-	spec.Batch(10, false)
+	spec := decodeSpec(n, 1000, 4000, 4)
 
 	first, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "cut-first", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 1})
 	if err != nil {
@@ -506,4 +479,34 @@ func TestOffloadAutoChoosesCut(t *testing.T) {
 	if info, _ := jobInfo(t, cl, "cut-second"); info.Options.OffloadBoundary != 1 {
 		t.Errorf("the job's offload_boundary is %d, want 1", info.Options.OffloadBoundary)
 	}
+}
+
+// dialSlowLink dials node 0 of c from a client whose socket reads over an
+// emulated 1 MB/s link with a 64 KiB drop-tail queue, keeping offload
+// profiles in profiles ("off": none).
+func dialSlowLink(t *testing.T, c *testcluster.Cluster, profiles string) *client.Client {
+	t.Helper()
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast := transport.FastConfig()
+	cl, err := client.Dial(context.Background(), c.Node(0).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond,
+		PrefetchBatches: 32, OffloadProfiles: profiles, PacketConn: slowlink.New(udp, 1e6, 64<<10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// decodeSpec is range 0..n-1 in splits of 20, a cost of prefixUs µs per
+// element, then a "decode" of decodeUs µs at parallelism par that makes
+// each element 16 KiB, batched by 10.
+func decodeSpec(n, prefixUs, decodeUs int64, par int) *pipeline.Spec {
+	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: n, SplitSize: 20}})
+	spec.Map("cost", fn.Args{"sleep_us": prefixUs}, 1)
+	spec.Map("cost", fn.Args{"sleep_us": decodeUs, "out_bytes": 16 << 10}, par)
+	spec.Batch(10, false)
+	return spec
 }

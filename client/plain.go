@@ -39,11 +39,11 @@ type workerStreams struct {
 	// out then, without stopping the streams.
 	rejoined bool
 	opened   bool
-	broke   bool // a stream failed since the last fence
-	refence bool
-	addr    string
-	running int  // streams open to the worker (up to StreamsPerWorker)
-	done    bool // the worker sent its end of data on a stream
+	broke    bool // a stream failed since the last fence
+	refence  bool
+	addr     string
+	running  int  // streams open to the worker (up to StreamsPerWorker)
+	done     bool // the worker sent its end of data on a stream
 	// paused: the worker's process drained (a graceful shutdown) and
 	// ended its streams; its next process rejoins the job (assigned
 	// afresh: since changes) and the worker's streams start over.

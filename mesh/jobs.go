@@ -400,9 +400,12 @@ func (n *Node) applyJobSteps(ctx context.Context, steps []raftstate.JobStep) {
 		_, err := n.raft.Apply(ctx, st.Command)
 		switch st.Command.Type {
 		case raftstate.TypeExpireWorker:
-			if err != nil {
+			switch {
+			case err != nil:
 				n.log.Warn("expire worker", "worker", st.Worker, "err", err)
-			} else {
+			case st.Command.Version >= 2:
+				n.log.Info("expired a restarted worker's old process (a restart quicker than gossip saw)", "worker", st.Worker)
+			default:
 				n.log.Info("expired dead worker", "worker", st.Worker)
 			}
 		case raftstate.TypeExpireConsumers:

@@ -160,6 +160,10 @@ type ReceiptsBody struct {
 // WorkerBody is the body of TypeExpireWorker.
 type WorkerBody struct {
 	Worker string `cbor:"1,keyasint"`
+	// Superseded (version 2, NewExpireSuperseded): expire the worker only
+	// in the jobs where the process that leased last is this incarnation
+	// or an older one.
+	Superseded uint64 `cbor:"2,keyasint,omitempty"`
 }
 
 // JobBody is the body of TypeGarbageCollectJob.
@@ -434,6 +438,22 @@ func NewReceipts(job, consumer string, seq uint64, receipts []Receipt, fenced []
 // worker was live.
 func NewExpireWorker(worker string) Command {
 	return newCommand(TypeExpireWorker, 1, WorkerBody{Worker: worker})
+}
+
+// NewExpireSuperseded is ExpireWorker (version 2) for a worker whose node
+// now runs a newer process than incarnation, the one that leased last in
+// its jobs: a restart so quick that gossip never held the node left, so
+// nothing expired the old process. Its leases are held by nobody: the
+// new process starts a job's task only when a consumer opens a stream to
+// it, and a consumer whose streams the old process ended for its drain
+// waits for the job to take the worker back (a rejoin, after an expiry
+// or a recorded drain). It expires the worker, as ExpireWorker does, in
+// each job that takes a worker back (rejoinable) where the process that
+// leased last is incarnation or older (not 0) and still holds splits; the
+// leader then plans its rejoin (the newer process). A job where the new
+// process has leased already, or the old one held nothing, is left alone.
+func NewExpireSuperseded(worker string, incarnation uint64) Command {
+	return newCommand(TypeExpireWorker, 2, WorkerBody{Worker: worker, Superseded: incarnation})
 }
 
 // NewGarbageCollectJob removes job. It is rejected with ErrJobInUse while
@@ -1007,11 +1027,17 @@ func applyExpireWorker(s *State, c Command) (any, error) {
 	if err := checkName("worker id", b.Worker); err != nil {
 		return nil, err
 	}
+	if c.Version < 2 && b.Superseded != 0 {
+		return nil, fmt.Errorf("%w: ExpireWorker v1 with an incarnation", ErrInvalidCommand)
+	}
 	lost := map[string][]int64{}
 	for _, name := range slices.Sorted(maps.Keys(s.Jobs)) {
 		j := s.Jobs[name]
 		st, ok := j.Workers[b.Worker]
 		if !ok || st.Expired {
+			continue
+		}
+		if c.Version >= 2 && !holdsSuperseded(j, b.Worker, st, b.Superseded) {
 			continue
 		}
 		st.Expired = true
@@ -1028,6 +1054,15 @@ func applyExpireWorker(s *State, c Command) (any, error) {
 		lost[name] = expireLeases(j, b.Worker)
 	}
 	return lost, nil
+}
+
+// holdsSuperseded reports whether worker's process of incarnation at most
+// superseded (not 0: it leased) still holds splits of j, a job that takes
+// a worker back (ExpireSuperseded). Elsewhere it holds nothing, or the
+// newer process has leased, or the job does not take workers back (its
+// new process's first lease settles the old one's there, as before).
+func holdsSuperseded(j *Job, worker string, st WorkerState, superseded uint64) bool {
+	return rejoinable(j) && st.Incarnation != 0 && st.Incarnation <= superseded && j.Dynamic.Held()[worker] > 0
 }
 
 func applyGarbageCollectJob(s *State, c Command) (any, error) {

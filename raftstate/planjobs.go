@@ -204,7 +204,10 @@ func gcDue(j *Job, now time.Time) bool {
 //  1. ExpireWorker for each worker that gossip holds dead or left and that
 //     is assigned and not expired in some job, once, in the order of the
 //     first job (by name) that has it, then by name. A suspect member is
-//     left alone.
+//     left alone. Then ExpireSuperseded for each other worker whose node
+//     runs a newer process than the one that leased last in a job that
+//     takes workers back, where that process still holds splits
+//     (NewExpireSuperseded), once, in the same order.
 //  2. ExpireConsumers(now), whenever there is a job at all.
 //  3. Then, per job by name, share groups skipped (they go with their last
 //     job and get workers through their jobs), on the state as 1 and 2
@@ -246,6 +249,29 @@ func PlanJobs(now time.Time, members []JobMember, jobs []JobView) []JobStep {
 				expired[w] = true
 				steps = append(steps, JobStep{Command: NewExpireWorker(w), Worker: w})
 			}
+		}
+	}
+	// 1b. A worker whose node runs a newer process than the one that
+	// leased in a job that takes workers back, where the old process
+	// still holds splits, and that gossip never held gone (a restart
+	// quicker than its detection): the old process is expired there, and
+	// its rejoin is planned in 3. Once rejoined it holds nothing, so this
+	// does not repeat.
+	newer := map[string]uint64{}
+	for _, m := range members {
+		if !m.gone() && m.Incarnation != 0 {
+			newer[m.ID] = m.Incarnation
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(state.Jobs)) {
+		j := state.Jobs[name]
+		for _, w := range slices.Sorted(maps.Keys(j.Workers)) {
+			st := j.Workers[w]
+			if expired[w] || st.Expired || newer[w] <= st.Incarnation || !holdsSuperseded(j, w, st, newer[w]-1) {
+				continue
+			}
+			expired[w] = true
+			steps = append(steps, JobStep{Command: NewExpireSuperseded(w, newer[w]-1), Worker: w})
 		}
 	}
 	steps = append(steps, JobStep{Command: NewExpireConsumers(now.UnixNano())}) // 2.

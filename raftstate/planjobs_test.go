@@ -414,3 +414,64 @@ func randomJobs(t *testing.T, r *rand.Rand) (*State, []JobMember) {
 	}
 	return s, members
 }
+
+// TestPlanJobsExpiresSupersededProcess: a node restarted so quickly that
+// gossip never held it left runs a newer process than the one that leased
+// in a job. Nothing would expire the old process (its new one starts a
+// task only when a consumer opens a stream, and a consumer whose streams
+// the old process ended for its drain waits for the job to take the
+// worker back), so the plan expires it there (ExpireWorker v2) and
+// rejoins it in the same pass. A worker whose process leased in the job
+// is left alone, as is one that never leased, and a coordinated job (it
+// takes no worker back: the new process's first lease settles the old
+// one's there).
+func TestPlanJobsExpiresSupersededProcess(t *testing.T) {
+	s := newJobState(t, nil)
+	mustApply(t, s, create("a", dyn))
+	mustApply(t, s, create("r", opts(dyn, func(o *JobOptions) { o.Coordinated, o.NumConsumers = true, 1 })))
+	for _, c := range append(assigned("a", "w1", "w2", "w3"), assigned("r", "w1", "w2", "w3")...) {
+		mustApply(t, s, c)
+	}
+	mustApply(t, s, at(NewAttachConsumer("a", "c1"), ago(time.Second)))
+	mustApply(t, s, at(NewAttachConsumer("r", "c2"), ago(time.Second)))
+	mustApply(t, s, NewLeaseSplitsAs("a", "w1", 100, 1, 2))
+	mustApply(t, s, NewLeaseSplitsAs("a", "w2", 200, 1, 2))
+	mustApply(t, s, NewLeaseSplitsAs("r", "w1", 100, 1, 1))
+	members := up("w1", "w2", "w3")
+	members[0].Incarnation, members[1].Incarnation, members[2].Incarnation = 150, 200, 300
+	plan := PlanJobs(planNow, members, s.JobList())
+	var got []string
+	for _, st := range plan {
+		got = append(got, fmt.Sprintf("%d/v%d %s %s", st.Command.Type, st.Command.Version, st.Job, st.Worker))
+		if _, err := s.Apply(at(st.Command, planNow.UnixNano())); err != nil {
+			t.Fatalf("step %s rejected: %v", stepsString([]JobStep{st}), err)
+		}
+	}
+	want := []string{
+		fmt.Sprintf("%d/v2  w1", TypeExpireWorker),
+		fmt.Sprintf("%d/v1  ", TypeExpireConsumers),
+		fmt.Sprintf("%d/v2 a w1", TypeDrainTask),
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("plan %v, want %v", got, want)
+	}
+	a, r := s.Jobs["a"], s.Jobs["r"]
+	if st := a.Workers["w1"]; st.Expired || st.Since != planNow.UnixNano() || st.Incarnation != 100 {
+		t.Errorf("w1 in a: %+v, want rejoined with its last incarnation", st)
+	}
+	if held := a.Dynamic.Held()["w1"]; held != 0 {
+		t.Errorf("w1 still holds %d splits of a: the old process's leases were not expired", held)
+	}
+	if st := a.Workers["w2"]; st.Expired || st.Incarnation != 200 {
+		t.Errorf("w2 (its process leased) touched: %+v", st)
+	}
+	if st := r.Workers["w1"]; st.Expired {
+		t.Errorf("w1 expired from the coordinated job: %+v", st)
+	}
+	if again := PlanJobs(planNow, members, s.JobList()); !reflect.DeepEqual(again, []JobStep{expireC()}) {
+		t.Errorf("second pass %s", stepsString(again))
+	}
+	if _, err := s.Apply(newCommand(TypeExpireWorker, 1, WorkerBody{Worker: "w1", Superseded: 5})); err == nil {
+		t.Errorf("ExpireWorker v1 with an incarnation accepted")
+	}
+}

@@ -27,7 +27,7 @@ var commandTable = map[CommandType]handler{
 	TypeAssignTask:        {name: "AssignTask", minVersion: 1, maxVersion: 2, apply: applyAssignTask},
 	TypeLeaseSplits:       {name: "LeaseSplits", minVersion: 1, maxVersion: 3, apply: applyLeaseSplits},
 	TypeFinishSplits:      {name: "FinishSplits", minVersion: 1, maxVersion: 1, apply: applyFinishSplits},
-	TypeExpireWorker:      {name: "ExpireWorker", minVersion: 1, maxVersion: 1, apply: applyExpireWorker},
+	TypeExpireWorker:      {name: "ExpireWorker", minVersion: 1, maxVersion: 2, apply: applyExpireWorker},
 	TypeGarbageCollectJob: {name: "GarbageCollectJob", minVersion: 1, maxVersion: 1, apply: applyGarbageCollectJob},
 	TypeReportRound:       {name: "ReportRound", minVersion: 1, maxVersion: 1, apply: applyReportRound},
 	TypeEndTask:           {name: "EndTask", minVersion: 1, maxVersion: 1, apply: applyEndTask},
