@@ -327,15 +327,23 @@ func (it *Iterator) profileFor(ctx context.Context, rows int64, d time.Duration)
 // estimateRemote guesses the nodes' rate before it is measured: the local
 // rate per core times the job's live nodes (one core each).
 func (it *Iterator) estimateRemote(ctx context.Context, p OffloadProfile) float64 {
-	nodes := 0
-	if ms, err := it.c.Members(ctx); err == nil {
-		for _, m := range ms {
-			if m.Status == api.StatusAlive && m.Worker {
-				nodes++
-			}
+	return p.Local / max(it.off.cores, 1) * float64(it.c.liveWorkerNodes(ctx))
+}
+
+// liveWorkerNodes counts the members that gossip holds alive and that run
+// tasks (0 when the members cannot be listed).
+func (c *Client) liveWorkerNodes(ctx context.Context) int {
+	ms, err := c.Members(ctx)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, m := range ms {
+		if m.Status == api.StatusAlive && m.Worker {
+			n++
 		}
 	}
-	return p.Local / max(it.off.cores, 1) * float64(nodes)
+	return n
 }
 
 // applyAuto puts a decision in force.
@@ -344,25 +352,24 @@ func (it *Iterator) applyAuto(ctx context.Context, p OffloadProfile, cached bool
 		return // remote for good (retireLocalIfShared)
 	}
 	share := localShareOf(d)
-	if d.Offload && !it.off.remoteOn.Load() {
-		req := api.OffloadRequest{Job: it.job, Consumer: it.consumer, Remote: "on"}
-		if err := it.c.call(ctx, api.MethodOffload, req, nil); err != nil {
+	// Turning the nodes off when, measured, they do not pay (a slow
+	// link, say): they lease no more of the job, and what they hold is
+	// read once the local worker runs out of splits (the gate holds it
+	// until then).
+	if on := d.Offload; on != it.off.remoteOn.Load() {
+		req := api.OffloadRequest{Job: it.job, Consumer: it.consumer, Remote: "off"}
+		if on {
+			req.Remote = "on"
+		}
+		switch err := it.c.call(ctx, api.MethodOffload, req, nil); {
+		case err == nil:
+			it.off.remoteOn.Store(on)
+		case on:
 			it.logger().Warn("offload auto: turning the nodes on failed; staying local", "job", it.job, "err", err)
 			d.Reason += fmt.Sprintf("; turning the nodes on failed (%v): local", err)
 			share = 1
-		} else {
-			it.off.remoteOn.Store(true)
-		}
-	}
-	if !d.Offload && it.off.remoteOn.Load() {
-		// Measured, the nodes do not pay (a slow link, say): they lease
-		// no more of the job, and what they hold is read once the local
-		// worker runs out of splits (the gate holds it until then).
-		req := api.OffloadRequest{Job: it.job, Consumer: it.consumer, Remote: "off"}
-		if err := it.c.call(ctx, api.MethodOffload, req, nil); err != nil {
+		default:
 			it.logger().Warn("offload auto: turning the nodes off failed; they go on leasing", "job", it.job, "err", err)
-		} else {
-			it.off.remoteOn.Store(false)
 		}
 	}
 	if d.Capacity && share < 1 {
@@ -428,14 +435,7 @@ func (c *Client) autoCut(ctx context.Context, spec *pipeline.Spec, job string) (
 	if !ok || len(prof.Ops) != len(spec.Ops) || !(prof.LinkBytesPerSecond > 0) {
 		return 0, 0, ""
 	}
-	nodes := 0
-	if ms, err := c.Members(ctx); err == nil {
-		for _, m := range ms {
-			if m.Status == api.StatusAlive && m.Worker {
-				nodes++
-			}
-		}
-	}
+	nodes := c.liveWorkerNodes(ctx)
 	cfg := offload.DefaultConfig()
 	best, ok := offload.BestCut(prof.Ops, offload.CutEnv{Ingest: prof.Ingest, Nodes: nodes, LinkBytesPerSecond: prof.LinkBytesPerSecond, Allowed: spec.Cuts()})
 	if !ok {

@@ -230,10 +230,24 @@ func (c *Client) BufferStats() BufferStats {
 // learns the cluster's other nodes, to fail over to if addr dies.
 func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
 	o = o.withDefaults()
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		if o.PacketConn != nil {
-			o.PacketConn.Close()
+	pc := o.PacketConn
+	if pc == nil {
+		udp, err := net.ListenUDP("udp", &net.UDPAddr{})
+		if err != nil {
+			return nil, err
 		}
+		pc = udp
+	}
+	c, err := dialOn(ctx, pc, addr, o)
+	if err != nil {
+		pc.Close() // the client's either way (Options.PacketConn)
+	}
+	return c, err
+}
+
+// dialOn is Dial over pc; on failure it closes what it started, not pc.
+func dialOn(ctx context.Context, pc net.PacketConn, addr string, o Options) (*Client, error) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, fmt.Errorf("node address %q: want host:port (the node's --port): %w", addr, err)
 	}
 	tcfg := transport.DefaultConfig()
@@ -245,29 +259,16 @@ func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
 	if tlsConf == nil {
 		var err error
 		if tlsConf, err = transport.ClientTLS("", "", ""); err != nil {
-			if o.PacketConn != nil {
-				o.PacketConn.Close()
-			}
 			return nil, err
 		}
-	}
-	pc := o.PacketConn
-	if pc == nil {
-		udp, err := net.ListenUDP("udp", &net.UDPAddr{})
-		if err != nil {
-			return nil, err
-		}
-		pc = udp
 	}
 	tr, err := transport.New(pc, nil, tlsConf, tcfg, o.Logger.With("component", "transport"))
 	if err != nil {
-		pc.Close()
 		return nil, err
 	}
 	codec, err := transport.NewCodec(tcfg.MaxHeaderBytes, tcfg.MaxFrameBytes)
 	if err != nil {
 		tr.Close()
-		pc.Close()
 		return nil, err
 	}
 	c := &Client{opts: o, pc: pc, tr: tr, codec: codec, addr: addr, nodes: []string{addr}, profiles: profileStoreFor(o.OffloadProfiles)}
@@ -275,7 +276,7 @@ func Dial(ctx context.Context, addr string, o Options) (*Client, error) {
 		c.pool = batch.NewBufferPool(o.RecycleBytes)
 	}
 	if err := c.refreshNodes(ctx); err != nil {
-		c.Close()
+		tr.Close()
 		if unreachable(err) {
 			return nil, fmt.Errorf("dial %s: the node did not answer (is a feedmesh node running there, and is %s its QUIC --port, not its --gossip-port?): %w", addr, addr, err)
 		}

@@ -213,7 +213,11 @@ type Env struct {
 }
 
 // Estimate builds a Profile from per-op costs (FastFlow measures the
-// rates instead; the client can do either). The candidates cut after each
+// rates instead; the client can do either). The client's auto does not
+// use it: it measures whole-pipeline rates for Decide and chooses a cut
+// with BestCut, which models each op at its own parallelism and runs no
+// local worker beside the cut (Estimate's candidates assume one shared
+// pool of cores and a local share beside every cut). The candidates cut after each
 // op: the ops before the cut run remotely at RemoteCores, their output
 // crosses the link, the rest runs on the host.
 func Estimate(ops []OpCost, e Env) (Profile, error) {

@@ -77,9 +77,8 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		ops     []int64 // each op's cost (µs, sleep-based)
 		configs []string
 		// outBytes, when > 0, makes the last op's output weigh that
-		// much, and slow reads over the emulated slow link.
+		// much, and the scenario reads over the emulated slow link.
 		outBytes int64
-		slow     bool
 	}
 	configs := []string{"local", "remote"}
 	for f := 1; f <= 9; f++ {
@@ -112,7 +111,7 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			// pipeline's profile from auto's job (as FastFlow profiles
 			// before it decides): it may choose a cut.
 			cfgs := append(append([]string(nil), configs[:len(configs)-1]...), "cut=1", "cut=2", "auto", "auto-repeat")
-			scs = append(scs, scenario{name: "slow-link", ingest: 4 * nodeRate * float64(*workers), local: *localCPUs, ops: []int64{*costUs, *suffixUs}, configs: cfgs, outBytes: *payload, slow: true})
+			scs = append(scs, scenario{name: "slow-link", ingest: 4 * nodeRate * float64(*workers), local: *localCPUs, ops: []int64{*costUs, *suffixUs}, configs: cfgs, outBytes: *payload})
 		default:
 			return fmt.Errorf("--scenarios: %q: want spare-local, no-stall, split-cost or slow-link", s)
 		}
@@ -150,7 +149,7 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			}
 			rcl := cl
 			link := ""
-			if sc.slow {
+			if sc.outBytes > 0 {
 				if slowCl == nil {
 					udp, err := net.ListenUDP("udp", &net.UDPAddr{})
 					if err != nil {
