@@ -211,6 +211,12 @@ func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
 		if d, err = offload.Decide(autoProfile(prof), offload.DefaultConfig()); err != nil {
 			return
 		}
+		// Which ops (FastFlow's partial offload), now that the link is
+		// measured: a cut that beats the decision without one is put in
+		// force at once, and the job runs it to its end.
+		if best, reason, ok := it.c.cutFromProfile(ctx, it.off.spec, prof, "this job's profile (the host's ops, the nodes' link)"); ok && d.Offload && it.cutMidJob(ctx, prof, best, reason) {
+			return
+		}
 	}
 	it.applyAuto(ctx, prof, cached, d)
 	t := time.NewTicker(AutoReviseInterval)
@@ -244,6 +250,41 @@ func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
 		d = next
 		it.applyAuto(ctx, prof, false, d)
 	}
+}
+
+// cutMidJob cuts the running job (offload auto's "which ops" for a job
+// whose pipeline this host had no profile of when it started): it opens
+// the suffix (the batches already made by the whole pipeline pass through
+// it), asks the cluster to cut the job, so that the splits leased from
+// then on run the prefix on the nodes, and retires the local worker (a
+// cut runs none beside it: the host's CPUs run the suffix), whose
+// unfinished splits the nodes read again, cut. False when the job was not
+// cut; the iteration goes on as before.
+func (it *Iterator) cutMidJob(ctx context.Context, p OffloadProfile, best offload.CutChoice, reason string) bool {
+	r := it.off
+	if r.local == nil || r.local.retiring() || it.track == nil || it.cut.Load() != nil {
+		return false
+	}
+	if err := it.openCut(r.spec, best.Cut); err != nil {
+		it.logger().Warn("offload auto: opening the ops after the cut failed; not cutting", "job", it.job, "cut", best.Cut, "err", err)
+		return false
+	}
+	req := api.OffloadRequest{Job: it.job, Consumer: it.consumer, Remote: "on", Cut: best.Cut}
+	if err := it.c.call(ctx, api.MethodOffload, req, nil); err != nil {
+		// The suffix stays open: if the cut did commit (only its answer
+		// was lost), the nodes' cut elements go through it.
+		it.logger().Warn("offload auto: cutting the job failed; going on without a cut", "job", it.job, "cut", best.Cut, "err", err)
+		return false
+	}
+	r.remoteOn.Store(true)
+	it.mu.Lock()
+	r.mode, r.cut, r.reason, r.profile, r.fromCache, r.predicted = api.OffloadRemote, best.Cut, reason, &p, false, best.Rate
+	r.since, r.rowsAt = time.Now(), it.stats.Rows
+	it.mu.Unlock()
+	r.gate.set(0)
+	r.local.retire()
+	it.logger().Info("offload auto: cut the job while it runs; the nodes run the ops before the cut, this client the rest", "job", it.job, "cut", best.Cut, "predicted", best.Rate)
+	return true
 }
 
 // moved reports whether a revision's profile differs from the one
@@ -432,22 +473,39 @@ func (c *Client) autoCut(ctx context.Context, spec *pipeline.Spec, job string) (
 		return 0, 0, ""
 	}
 	prof, ok := c.profiles.load(fp)
-	if !ok || len(prof.Ops) != len(spec.Ops) || !(prof.LinkBytesPerSecond > 0) {
+	if !ok {
 		return 0, 0, ""
+	}
+	best, reason, ok := c.cutFromProfile(ctx, spec, prof, "this host's profile of the pipeline")
+	if !ok {
+		return 0, 0, ""
+	}
+	return best.Cut, best.Rate, reason
+}
+
+// cutFromProfile is the best cut of spec for a profile (per-op times and
+// bytes, the link's measured throughput, the training loop's rate) on
+// the live nodes, when it predicts more than the threshold over the best
+// decision without one (offload.Decide on the same profile) and its
+// suffix runs in this process; with the reason, which names where the
+// profile came from.
+func (c *Client) cutFromProfile(ctx context.Context, spec *pipeline.Spec, prof OffloadProfile, from string) (offload.CutChoice, string, bool) {
+	if len(prof.Ops) != len(spec.Ops) || !(prof.LinkBytesPerSecond > 0) {
+		return offload.CutChoice{}, "", false
 	}
 	nodes := c.liveWorkerNodes(ctx)
 	cfg := offload.DefaultConfig()
 	best, ok := offload.BestCut(prof.Ops, offload.CutEnv{Ingest: prof.Ingest, Nodes: nodes, LinkBytesPerSecond: prof.LinkBytesPerSecond, Allowed: spec.Cuts()})
 	if !ok {
-		return 0, 0, ""
+		return offload.CutChoice{}, "", false
 	}
 	without, err := offload.Decide(autoProfile(prof), cfg)
 	if err != nil || best.Rate <= without.Predicted*(1+cfg.SpeedUp) {
-		return 0, 0, ""
+		return offload.CutChoice{}, "", false
 	}
 	if suffixRunsHere(spec, best.Cut) != nil {
-		return 0, 0, ""
+		return offload.CutChoice{}, "", false
 	}
-	return best.Cut, best.Rate, fmt.Sprintf("auto: cut after %d ops, from this host's profile of the pipeline: the nodes run the ops before it (%.4g elements/s on %d nodes) and ship %.4g bytes an element over a link measured at %.4g bytes/s (%.4g elements/s), this client runs the rest (%.4g/s): %.4g elements/s predicted, against %.4g without a cut",
-		best.Cut, best.Remote, nodes, prof.Ops[best.Cut-1].Bytes, prof.LinkBytesPerSecond, best.Wire, best.Suffix, best.Rate, without.Predicted)
+	return best, fmt.Sprintf("auto: cut after %d ops, from %s: the nodes run the ops before it (%.4g elements/s on %d nodes) and ship %.4g bytes an element over a link measured at %.4g bytes/s (%.4g elements/s), this client runs the rest (%.4g/s): %.4g elements/s predicted, against %.4g without a cut",
+		best.Cut, from, best.Remote, nodes, prof.Ops[best.Cut-1].Bytes, prof.LinkBytesPerSecond, best.Wire, best.Suffix, best.Rate, without.Predicted), true
 }

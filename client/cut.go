@@ -28,6 +28,13 @@ import (
 // a resume delivers them again. The statistics count the trainer's
 // batches; a worker's figures count the elements it shipped.
 
+// A job can also be cut while it runs (offload auto, from its first
+// measurements: cutMidJob): the nodes' splits leased from then on come as
+// single elements marked with the cut (api.CutHeader), while batches made
+// by the whole pipeline (splits leased before, the local worker's) still
+// arrive. The suffix takes the marked elements; the others pass through
+// it unchanged (pullCut), so that Next returns both.
+
 // cutRun is an iterator's suffix. It runs on a goroutine of its own (run),
 // under a context of its own: Next's context only bounds Next's wait (a
 // deadline that expires there must not end the suffix, whose pipeline
@@ -39,6 +46,9 @@ type cutRun struct {
 	dr      pipeline.Dropper
 	batched bool // the whole spec batches: Next's batches do
 	out     chan cutOut
+	// pending holds the one marked element a Next that was waiting on
+	// the buffer when the job was cut took there (capacity 1).
+	pending chan item
 	cancel  context.CancelFunc
 	done    chan struct{}
 
@@ -47,7 +57,8 @@ type cutRun struct {
 	worker string     // the worker of the element pulled last
 }
 
-// cutOut is one batch of the suffix, or the error that ended it.
+// cutOut is one batch of the suffix (or one that passed through it), or
+// the error that ended it.
 type cutOut struct {
 	b    Batch
 	prov []batch.ProvRange
@@ -61,14 +72,14 @@ func (it *Iterator) openCut(spec *pipeline.Spec, cut int) error {
 	// Not it.ctx: the end of data cancels that, and the suffix still has
 	// the buffer to finish.
 	ctx, cancel := context.WithCancel(context.Background())
-	suf, err := pipeline.OpenSuffix(ctx, spec, cut, it.pullCut, pipeline.Options{DisableStats: true})
+	r := &cutRun{cut: cut, batched: spec.Batched(), out: make(chan cutOut, 1), pending: make(chan item, 1), cancel: cancel, done: make(chan struct{})}
+	suf, err := pipeline.OpenSuffix(ctx, spec, cut, func(ctx context.Context) (pipeline.CutElement, error) { return it.pullCut(ctx, r) }, pipeline.Options{DisableStats: true})
 	if err != nil {
 		cancel()
 		return err
 	}
-	r := &cutRun{cut: cut, it: suf, tr: suf.(pipeline.Tracker), dr: suf.(pipeline.Dropper), batched: spec.Batched(),
-		out: make(chan cutOut, 1), cancel: cancel, done: make(chan struct{})}
-	it.cut = r
+	r.it, r.tr, r.dr = suf, suf.(pipeline.Tracker), suf.(pipeline.Dropper)
+	it.cut.Store(r)
 	go func() {
 		defer close(r.done)
 		r.run(ctx)
@@ -109,47 +120,61 @@ func (r *cutRun) run(ctx context.Context) {
 	}
 }
 
-// pullCut is the suffix's input: the next element from the buffer the
-// engine fills, with its provenance. A frame that is not one element
-// (a node that ran the whole pipeline) fails the iteration.
-func (it *Iterator) pullCut(ctx context.Context) (pipeline.CutElement, error) {
-	var x item
-	var ok bool
-	select {
-	case x, ok = <-it.items:
-	case <-ctx.Done():
-		return pipeline.CutElement{}, ctx.Err()
+// pullCut is the suffix's input: the next marked element from the buffer
+// the engine fills, with its provenance. A batch the whole pipeline made
+// passes through to Next meanwhile; a marked frame that is not one
+// element, or of another cut, fails the iteration.
+func (it *Iterator) pullCut(ctx context.Context, r *cutRun) (pipeline.CutElement, error) {
+	for {
+		var x item
+		var ok bool
+		select {
+		case x = <-r.pending:
+			ok = true
+		case x, ok = <-it.items:
+		case <-ctx.Done():
+			return pipeline.CutElement{}, ctx.Err()
+		}
+		if !ok {
+			it.mu.Lock()
+			defer it.mu.Unlock()
+			return pipeline.CutElement{}, it.err
+		}
+		it.budget.Release(x.held)
+		if x.cut == 0 {
+			it.countShipped(x)
+			select {
+			case r.out <- cutOut{b: x.b, prov: x.prov, wire: x.wire}:
+				continue
+			case <-ctx.Done():
+				return pipeline.CutElement{}, ctx.Err()
+			}
+		}
+		if x.cut != r.cut || len(x.prov) != 1 || x.prov[0].Hi-x.prov[0].Lo != 1 {
+			err := fmt.Errorf("offload_boundary %d: worker %s sent a batch of %d source elements cut after %d ops, not one element cut after %d", r.cut, x.b.Worker, batch.Header{Prov: x.prov}.Elements(), x.cut, r.cut)
+			it.fail(err)
+			return pipeline.CutElement{}, err
+		}
+		it.countShipped(x)
+		r.mu.Lock()
+		r.wire += x.wire
+		r.worker = x.b.Worker
+		r.mu.Unlock()
+		p := x.prov[0]
+		return pipeline.CutElement{Element: x.b.Element, Epoch: p.Epoch, Split: p.Split, Index: p.Lo}, nil
 	}
-	if !ok {
-		it.mu.Lock()
-		defer it.mu.Unlock()
-		return pipeline.CutElement{}, it.err
-	}
-	it.budget.Release(x.held)
-	if len(x.prov) != 1 || x.prov[0].Hi-x.prov[0].Lo != 1 {
-		err := fmt.Errorf("offload_boundary %d: worker %s sent a batch of %d source elements, not one element (a node that does not know cuts?)", it.cut.cut, x.b.Worker, batch.Header{Prov: x.prov}.Elements())
-		it.fail(err)
-		return pipeline.CutElement{}, err
-	}
-	it.countShipped(x)
-	r := it.cut
-	r.mu.Lock()
-	r.wire += x.wire
-	r.worker = x.b.Worker
-	r.mu.Unlock()
-	p := x.prov[0]
-	return pipeline.CutElement{Element: x.b.Element, Epoch: p.Epoch, Split: p.Split, Index: p.Lo}, nil
 }
 
-// nextCut is Next for a cut job: the suffix's next batch.
-func (it *Iterator) nextCut(ctx context.Context) (Batch, error) {
+// nextCut is Next for a cut job: the suffix's next batch, or one that
+// passed through it.
+func (it *Iterator) nextCut(ctx context.Context, r *cutRun) (Batch, error) {
 	entered, queued := time.Now(), len(it.items)
 	var o cutOut
 	select {
-	case o = <-it.cut.out:
-	case <-it.cut.done:
+	case o = <-r.out:
+	case <-r.done:
 		select {
-		case o = <-it.cut.out:
+		case o = <-r.out:
 		default: // stopped by Close
 			it.mu.Lock()
 			defer it.mu.Unlock()
@@ -160,7 +185,7 @@ func (it *Iterator) nextCut(ctx context.Context) (Batch, error) {
 	}
 	if o.err != nil {
 		// Keep the end for the calls after this one.
-		it.cut.out <- o
+		r.out <- o
 		return Batch{}, o.err
 	}
 	it.countOut(o.b, int64(o.b.ByteSize()), o.wire, entered, queued)
@@ -190,7 +215,7 @@ func sortProv(p []batch.ProvRange) []batch.ProvRange {
 
 // closeCut stops the suffix (after the iteration's goroutines).
 func (it *Iterator) closeCut() {
-	if r := it.cut; r != nil {
+	if r := it.cut.Load(); r != nil {
 		r.cancel()
 		<-r.done
 		r.it.Close()

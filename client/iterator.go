@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/feedmesh/feedmesh/mesh/api"
@@ -63,6 +64,7 @@ type item struct {
 	size int64
 	wire int64 // bytes on the stream
 	held int64 // bytes of the prefetch budget it holds
+	cut  int   // a node's element cut after this many ops (api.CutHeader); 0: a whole batch
 }
 
 // Iterator yields a job's batches from all its workers. Next is not safe
@@ -75,10 +77,10 @@ type Iterator struct {
 	jobID    uint64            // the job's ID: a job resumed under the same name is another
 	comp     batch.Compression // the job's, asked of every worker
 	eng      engine
-	ledger   *ledger     // exactly-once jobs: what this consumer received (receipts.go)
-	track    *tracker    // exactly-once jobs: what reached the trainer (checkpoint.go)
-	off      *offloadRun // where the pipeline runs (offload.go); nil for Attach
-	cut      *cutRun     // a partial offload's suffix (cut.go); nil without a cut
+	ledger   *ledger                // exactly-once jobs: what this consumer received (receipts.go)
+	track    *tracker               // exactly-once jobs: what reached the trainer (checkpoint.go)
+	off      *offloadRun            // where the pipeline runs (offload.go); nil for Attach
+	cut      atomic.Pointer[cutRun] // a partial offload's suffix (cut.go); nil without a cut
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -190,8 +192,8 @@ func (it *Iterator) Job() string { return it.job }
 // job's last epoch, or the error that ended the job (a worker's pipeline
 // failure names the worker and the split).
 func (it *Iterator) Next(ctx context.Context) (Batch, error) {
-	if it.cut != nil {
-		return it.nextCut(ctx)
+	if r := it.cut.Load(); r != nil {
+		return it.nextCut(ctx, r)
 	}
 	entered, queued := time.Now(), len(it.items)
 	select {
@@ -200,6 +202,19 @@ func (it *Iterator) Next(ctx context.Context) (Batch, error) {
 			it.mu.Lock()
 			defer it.mu.Unlock()
 			return Batch{}, it.err
+		}
+		if x.cut != 0 {
+			// The job was cut while this call waited (cutMidJob opens
+			// the suffix before it asks the cluster to cut).
+			r := it.cut.Load()
+			if r == nil {
+				it.budget.Release(x.held)
+				err := fmt.Errorf("worker %s sent an element cut after %d ops, and this consumer runs no suffix (the job was cut by another consumer?)", x.b.Worker, x.cut)
+				it.fail(err)
+				return Batch{}, err
+			}
+			r.pending <- x
+			return it.nextCut(ctx, r)
 		}
 		it.budget.Release(x.held)
 		it.countDelivered(x, entered, queued)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -393,16 +394,24 @@ func TestOffloadAutoSlowLink(t *testing.T) {
 	}
 }
 
-// TestOffloadAutoChoosesCut: offload auto chooses a cut from the profile
-// a first job of the pipeline left on this host (FastFlow's "which ops").
-// The pipeline's second op is a 4 ms "decode" that makes each element
-// 16 KiB; the host has one core for it, and reads the two nodes over
-// 1 MB/s. Whole elements cross the link at about 60 a second, the host
-// alone decodes about 250; shipping the elements before the decode (a few
-// bytes each) and decoding in the client at the spec's parallelism (4)
-// predicts far more. The first job (no profile yet) runs without a cut
-// and records the per-op times and the link; the second decides the cut
-// before it creates its job, and delivers every element exactly once.
+// TestOffloadAutoChoosesCut: offload auto chooses a cut (FastFlow's
+// "which ops"), in a first job of the pipeline from that job's own
+// measurements, and in a later one from the profile the first left on
+// this host. The pipeline's second op is a 4 ms "decode" that makes each
+// element 16 KiB; a random op follows it. The host has one core for the
+// pipeline and reads the two nodes over 1 MB/s. Whole elements cross the
+// link at about 60 a second, the host alone decodes about 250; shipping
+// the elements before the decode (a few bytes each) and decoding in the
+// client at the spec's parallelism (4) predicts far more.
+//   - The first job profiles the host, then the nodes (whole batches over
+//     the link), then cuts itself after op 1 while it runs: the batches
+//     already made pass through, the nodes' next splits come cut, and
+//     every element arrives once.
+//   - The second decides the cut before it creates its job, and a second
+//     consumer with auto adopts it.
+//
+// Both jobs deliver the same random draws for every element: the op after
+// the cut is seeded from each element's provenance, wherever it runs.
 func TestOffloadAutoChoosesCut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads over an emulated 1 MB/s link")
@@ -412,25 +421,26 @@ func TestOffloadAutoChoosesCut(t *testing.T) {
 	cl := dialSlowLink(t, c, filepath.Join(t.TempDir(), "profiles.json"))
 	const n = 2000
 	spec := decodeSpec(n, 1000, 4000, 4)
+	spec.Ops = slices.Insert(spec.Ops, 2, pipeline.Op{Map: &pipeline.MapOp{Fn: "test_autocache_rand", Parallelism: 2}})
 
 	first, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "cut-first", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Read until auto has measured the nodes (and so recorded the link).
-	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	for {
-		if _, err := first.Next(rctx); err != nil {
-			cancel()
-			t.Fatalf("first job: %v (stats %+v)", err, first.Stats().Offload)
-		}
-		if st := first.Stats().Offload; st != nil && st.Profile != nil && st.Profile.RemoteMeasured && st.Profile.LinkBytesPerSecond > 0 && len(st.Profile.Ops) == 3 {
-			t.Logf("first job, no cut: %s; profile %+v", st.Reason, *st.Profile)
-			break
-		}
-	}
-	cancel()
+	firstDraws, _ := draws(t, first, 120*time.Second, nil)
+	st := first.Stats()
 	first.Close()
+	t.Logf("first job: %+v; workers %+v", *st.Offload, st.Workers)
+	if st.Offload.Cut != 1 || !strings.Contains(st.Offload.Reason, "this job's profile") {
+		t.Fatalf("the first job did not cut itself after op 1: %+v", *st.Offload)
+	}
+	if st.Offload.Profile == nil || !st.Offload.Profile.RemoteMeasured {
+		t.Errorf("the first job cut before measuring the nodes: %+v", st.Offload.Profile)
+	}
+	if info, _ := jobInfo(t, cl, "cut-first"); info.Options.OffloadBoundary != 1 {
+		t.Errorf("the first job's offload_boundary is %d, want 1", info.Options.OffloadBoundary)
+	}
+	checkDraws(t, firstDraws, n)
 
 	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "cut-second", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 1})
 	if err != nil {
@@ -447,9 +457,9 @@ func TestOffloadAutoChoosesCut(t *testing.T) {
 	if st := other.Stats().Offload; st.Cut != 1 || !strings.Contains(st.Reason, "first consumer chose") {
 		t.Errorf("the second consumer did not adopt the job's cut: %+v", *st)
 	}
-	otherGot := make(chan map[int64]int, 1)
+	otherGot := make(chan map[int64][]int64, 1)
 	go func() {
-		got := map[int64]int{}
+		got := map[int64][]int64{}
 		defer func() { otherGot <- got }()
 		rctx, cancel := context.WithTimeout(ctx, 120*time.Second)
 		defer cancel()
@@ -458,26 +468,47 @@ func TestOffloadAutoChoosesCut(t *testing.T) {
 			if err != nil {
 				return // io.EOF; anything else shows as a missing element
 			}
-			if tv, ok := b.Get("value"); ok {
-				vs, _ := tv.Int64s()
-				for _, v := range vs {
-					got[v]++
+			vt, _ := b.Get("value")
+			rt, _ := b.Get("r")
+			vs, _ := vt.Int64s()
+			rs, _ := rt.Int64s()
+			for i, v := range vs {
+				if i < len(rs) {
+					got[v] = append(got[v], rs[i])
 				}
 			}
 		}
 	}()
-	d := drain(t, it, 120*time.Second, nil)
-	for v, k := range <-otherGot {
-		d.counts[v] += k
+	second, _ := draws(t, it, 120*time.Second, nil)
+	for v, rs := range <-otherGot {
+		second[v] = append(second[v], rs...)
 	}
-	checkExactly(t, d, n, 1)
-	st := it.Stats().Offload
-	t.Logf("second job: %+v", *st)
-	if st.Cut != 1 || st.Mode != client.OffloadRemote || !strings.Contains(st.Reason, "cut after 1 ops") || st.LocalBatches != 0 {
-		t.Fatalf("the second job did not cut after the first op: %+v", *st)
+	checkDraws(t, second, n)
+	for v, rs := range second {
+		if len(rs) == 1 && len(firstDraws[v]) == 1 && rs[0] != firstDraws[v][0] {
+			t.Fatalf("element %d: draw %d in the job cut from the start, %d in the job cut while it ran", v, rs[0], firstDraws[v][0])
+		}
+	}
+	so := it.Stats().Offload
+	t.Logf("second job: %+v", *so)
+	if so.Cut != 1 || so.Mode != client.OffloadRemote || !strings.Contains(so.Reason, "cut after 1 ops") || so.LocalBatches != 0 {
+		t.Fatalf("the second job did not cut after the first op: %+v", *so)
 	}
 	if info, _ := jobInfo(t, cl, "cut-second"); info.Options.OffloadBoundary != 1 {
 		t.Errorf("the job's offload_boundary is %d, want 1", info.Options.OffloadBoundary)
+	}
+}
+
+// checkDraws checks that every element of [0, n) came once, with one draw.
+func checkDraws(t *testing.T, got map[int64][]int64, n int64) {
+	t.Helper()
+	if int64(len(got)) != n {
+		t.Errorf("%d distinct elements delivered, want %d", len(got), n)
+	}
+	for v := int64(0); v < n; v++ {
+		if k := len(got[v]); k != 1 {
+			t.Fatalf("element %d delivered %d times", v, k)
+		}
 	}
 }
 

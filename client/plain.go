@@ -2,11 +2,14 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/fxamacker/cbor/v2"
 
 	"github.com/feedmesh/feedmesh/mesh/api"
 )
@@ -407,6 +410,16 @@ func (p *plain) read(ctx, sctx context.Context, worker, addr string) (ending, st
 		}
 		size := int64(el.ByteSize())
 		x := item{b: st.batch(h, el, p.batched), size: size, wire: st.wireBytes()}
+		if len(h.Extra) > 0 {
+			// An element of a cut job (api.CutHeader): the suffix runs
+			// the rest (cut.go).
+			var ch api.CutHeader
+			if err := cbor.Unmarshal(h.Extra, &ch); err != nil || ch.Cut <= 0 {
+				err = fmt.Errorf("worker %s sent a batch whose header extra (%d bytes) is not a cut: %v", worker, len(h.Extra), err)
+				return endRefused, err.Error(), err
+			}
+			x.cut = ch.Cut
+		}
 		if p.ledger != nil {
 			x.prov = slices.Clone(h.Prov) // h.Prov is the decoder's, reused
 		}

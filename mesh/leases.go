@@ -58,6 +58,17 @@ type leaseProvider struct {
 	jobID   uint64               // the ID of the job the task runs (0: unchecked; a share group's)
 	held    func() splits.Ranges // the splits this worker's autocache holds for the job (nil: none)
 
+	// cut is the offload boundary the running pipeline was opened with.
+	// A leased split with another (the job was cut while it ran,
+	// OffloadRequest.Cut) ends the pipeline's phase (recut): the task
+	// opens one with the split's cut (nextCut) and reads on.
+	cut   int
+	recut bool
+	// cutSeen is the job's cut as last learned (learnCut), and jobCut
+	// reads it from the local Raft state (nil: leases only tell).
+	cutSeen int
+	jobCut  func() int
+
 	finished []leasedSplit // read completely, not yet reported
 	waited   *atomic.Int64 // if not nil, adds the ns Next waited with no split queued
 
@@ -74,6 +85,7 @@ type leaseProvider struct {
 type leasedSplit struct {
 	id, epoch int64
 	exclude   splits.Ranges // exactly-once: indices already delivered
+	cut       int           // the job's offload boundary when leased (0: none)
 }
 
 type leaseResult struct {
@@ -166,6 +178,11 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error
 			return pipeline.ProvidedSplit{}, ctx.Err()
 		}
 	}
+	p.learnCut()
+	if p.queue[0].cut != p.cut {
+		p.recut = true
+		return pipeline.ProvidedSplit{}, io.EOF
+	}
 	ls := p.queue[0]
 	p.queue = p.queue[1:]
 	s, err := splitByID(p.splits, ls.id)
@@ -174,6 +191,45 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error
 	}
 	p.current, p.reading = ls, true
 	return pipeline.ProvidedSplit{Split: s, Epoch: ls.epoch, Exclude: ls.exclude}, nil
+}
+
+// learnCut reads the job's cut from this node's Raft state (a cut set
+// while the job runs shows there before a lease says so) and gives it to
+// every split queued: none is started, and each element says how it was
+// made, so they may run cut whatever their lease said.
+func (p *leaseProvider) learnCut() {
+	c := 0
+	if p.jobCut != nil {
+		c = p.jobCut()
+	}
+	for _, ls := range p.queue {
+		c = max(c, ls.cut)
+	}
+	if c == 0 || c == p.cutSeen {
+		return
+	}
+	p.cutSeen = c
+	for i := range p.queue {
+		p.queue[i].cut = c
+	}
+}
+
+// nextCut is the offload boundary the next pipeline opens with: the
+// first queued split's, or the running one's when none is queued.
+func (p *leaseProvider) nextCut() int {
+	p.learnCut()
+	if len(p.queue) > 0 {
+		return p.queue[0].cut
+	}
+	return max(p.cut, p.cutSeen)
+}
+
+// takeRecut reports (once) whether the last phase ended for a split of
+// another cut.
+func (p *leaseProvider) takeRecut() bool {
+	r := p.recut
+	p.recut = false
+	return r
 }
 
 // releasedBy handles a lease refused because the job released this
@@ -264,7 +320,7 @@ func (p *leaseProvider) handBack(ctx context.Context) {
 // enqueue queues a lease's splits.
 func (p *leaseProvider) enqueue(resp api.LeaseResponse) {
 	for i, id := range resp.Splits {
-		ls := leasedSplit{id: id, epoch: resp.Epoch}
+		ls := leasedSplit{id: id, epoch: resp.Epoch, cut: max(resp.Cut, p.cutSeen)}
 		if i < len(resp.Exclude) {
 			ls.exclude = resp.Exclude[i]
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/raftstate"
 	"github.com/feedmesh/feedmesh/transport"
 )
@@ -25,7 +26,12 @@ func (n *Node) registerOffloadHandler(handle func(string, func(context.Context, 
 func (n *Node) offload(ctx context.Context, req api.OffloadRequest) error {
 	return n.onLeader(ctx, req.Forwarded, api.MethodOffload, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
 		func(ctx context.Context) error {
-			b := raftstate.OffloadBody{Job: req.Job, Consumer: req.Consumer, LocalWorker: req.LocalWorker, Remote: req.Remote, Retire: req.Retire}
+			b := raftstate.OffloadBody{Job: req.Job, Consumer: req.Consumer, LocalWorker: req.LocalWorker, Remote: req.Remote, Retire: req.Retire, Cut: req.Cut}
+			if req.Cut != 0 {
+				if err := n.checkCut(req.Job, req.Cut); err != nil {
+					return err
+				}
+			}
 			if r := req.Report; r != nil {
 				b.Report = &raftstate.OffloadReport{Mode: r.Mode, Fraction: r.Fraction, Cut: r.Cut, Predicted: r.Predicted, Measured: r.Measured,
 					Local: r.Local, Remote: r.Remote, Stall: r.Stall, Reason: truncate(r.Reason, raftstate.MaxFailureBytes)}
@@ -33,6 +39,27 @@ func (n *Node) offload(ctx context.Context, req api.OffloadRequest) error {
 			_, err := n.raft.Apply(ctx, raftstate.NewOffload(b))
 			return err
 		})
+}
+
+// checkCut refuses a cut that job's pipeline does not have (the state
+// machine checks the rest: raftstate's cutMidJob).
+func (n *Node) checkCut(job string, cut int) error {
+	v, ok := n.raft.Job(job)
+	if !ok {
+		return transport.Errorf(transport.ErrNotFound, "job %q", job)
+	}
+	d, ok := n.raft.Dataset(v.Fingerprint)
+	if !ok {
+		return transport.Errorf(transport.ErrNotFound, "job %q: dataset %s", job, v.Fingerprint)
+	}
+	spec, err := pipeline.DecodeCanonical(d.Spec)
+	if err == nil {
+		err = spec.CheckCut(cut)
+	}
+	if err != nil {
+		return transport.Errorf(transport.ErrInvalid, "job %q: cut %d: %v", job, cut, err)
+	}
+	return nil
 }
 
 // offloadInfo fills a job's offload part of its wire form.

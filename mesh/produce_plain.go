@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/fxamacker/cbor/v2"
+
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/splits"
@@ -17,10 +19,43 @@ import (
 type plainProducer struct {
 	frameQueue
 	seq uint64
+	// spec is the pipeline the task runs now: t.spec, or its prefix once
+	// the job is cut while it runs (setCut); cut is its cut (0: none),
+	// and cutExtra the Header.Extra (api.CutHeader) marking its elements.
+	spec     *pipeline.Spec
+	cut      int
+	cutExtra []byte
 }
 
 func newPlainProducer(t *task) *plainProducer {
-	return &plainProducer{frameQueue: newFrameQueue(t)}
+	p := &plainProducer{frameQueue: newFrameQueue(t), spec: t.spec}
+	if cut := t.job.Options.OffloadBoundary; cut > 0 {
+		p.cut = cut // t.spec is the prefix already (newTaskLocked)
+		p.cutExtra, _ = cbor.Marshal(api.CutHeader{Cut: cut})
+	}
+	return p
+}
+
+// setCut makes the next pipeline run the ops before cut (a job cut while
+// it runs: OffloadRequest.Cut). A job is cut once: a task that runs a cut
+// already never takes another.
+func (p *plainProducer) setCut(cut int) error {
+	if cut == p.cut {
+		return nil
+	}
+	if p.cut != 0 {
+		return fmt.Errorf("job %q: a lease cut after %d ops, and this task runs the cut after %d (a job is cut once)", p.t.job.Name, cut, p.cut)
+	}
+	if err := p.t.spec.CheckCut(cut); err != nil {
+		return fmt.Errorf("job %q: %w", p.t.job.Name, err)
+	}
+	extra, err := cbor.Marshal(api.CutHeader{Cut: cut})
+	if err != nil {
+		return err
+	}
+	p.spec, p.cut, p.cutExtra = p.t.spec.Prefix(cut), cut, extra
+	p.t.w.n.log.Info("job cut while it runs: this node now runs the ops before the cut and ships single elements", "job", p.t.job.Name, "cut", cut)
+	return nil
 }
 
 // produce runs the pipeline over this worker's splits for every epoch.
@@ -34,11 +69,27 @@ func (p *plainProducer) produce() error {
 		lp.jobID, lp.waited, lp.onRelease = t.job.ID, &t.leaseWait, t.markReleased
 		lp.held = t.cacheHeld()
 		defer lp.close()
+		lp.cut, lp.cutSeen = p.cut, p.cut
+		if t.job.Options.Delivery == api.ExactlyOnce {
+			lp.jobCut = func() int { return t.w.n.raft.JobCut(t.job.Name, t.job.ID) }
+		}
 		for {
 			// One pipeline per phase (exactly-once: a phase ends when
-			// the leases are done; a dead worker's splits start another).
-			if err := p.pump(pipeline.Options{Provider: lp, Track: exact}, nil, -1, lp); err != nil || !exact {
+			// the leases are done; a dead worker's splits start another;
+			// a split leased after the job was cut starts one that runs
+			// the prefix).
+			if err := p.setCut(lp.nextCut()); err != nil {
 				return err
+			}
+			lp.cut = p.cut
+			if err := p.pump(pipeline.Options{Provider: lp, Track: exact}, nil, -1, lp); err != nil {
+				return err
+			}
+			if lp.takeRecut() {
+				continue
+			}
+			if !exact {
+				return nil
 			}
 			more, err := lp.awaitMore()
 			if err != nil || !more {
@@ -85,7 +136,7 @@ func (p *plainProducer) pumpList(o pipeline.Options, ss pipeline.SplitList, epoc
 	t := p.t
 	o.Cores = t.w.coreShare
 	o.Cache = t.autocache()
-	it, err := pipeline.OpenList(t.ctx, t.spec, ss, o)
+	it, err := pipeline.OpenList(t.ctx, p.spec, ss, o)
 	if err != nil {
 		return err
 	}
@@ -104,7 +155,7 @@ func (p *plainProducer) pumpList(o pipeline.Options, ss pipeline.SplitList, epoc
 		if err != nil {
 			return err
 		}
-		h := batch.Header{Seq: p.seq, Worker: t.w.n.name, Epoch: epoch}
+		h := batch.Header{Seq: p.seq, Worker: t.w.n.name, Epoch: epoch, Extra: p.cutExtra}
 		p.seq++
 		if tr != nil {
 			h.Prov = appendProvenance(h.Prov, tr)

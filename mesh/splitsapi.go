@@ -27,7 +27,7 @@ func (n *Node) lease(ctx context.Context, req api.LeaseRequest) (api.LeaseRespon
 			if !ok {
 				return fmt.Errorf("lease splits: unexpected result %T", res.Value)
 			}
-			resp = api.LeaseResponse{Epoch: l.Epoch, Splits: l.Splits, Done: l.Done, Exclude: l.Exclude, AllProduced: l.AllProduced}
+			resp = api.LeaseResponse{Epoch: l.Epoch, Splits: l.Splits, Done: l.Done, Exclude: l.Exclude, AllProduced: l.AllProduced, Cut: l.Cut}
 			return nil
 		})
 	return resp, err

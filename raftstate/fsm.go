@@ -113,6 +113,18 @@ func (f *fsm) job(name string) (JobView, bool) {
 	return f.state.Job(name)
 }
 
+// jobCut is the offload boundary of the job of that name and id (0 when
+// none, or when the job is gone or another): a cheap read, no copy.
+func (f *fsm) jobCut(name string, id uint64) int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	j, ok := f.state.Jobs[name]
+	if !ok || (id != 0 && j.ID != id) {
+		return 0
+	}
+	return j.Options.OffloadBoundary
+}
+
 func (f *fsm) jobs() []JobView {
 	f.mu.RLock()
 	defer f.mu.RUnlock()

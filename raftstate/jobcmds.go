@@ -915,7 +915,9 @@ func applyLeaseSplits(s *State, c Command) (any, error) {
 	if l, off := offloadLease(j, b.Worker); off {
 		return l, nil
 	}
-	return j.Dynamic.LeasePreferring(b.Worker, b.RequestID, min(max(b.N, 1), MaxLeaseSplits), b.Prefer), nil
+	l := j.Dynamic.LeasePreferring(b.Worker, b.RequestID, min(max(b.N, 1), MaxLeaseSplits), b.Prefer)
+	l.Cut = j.Options.OffloadBoundary // the job's cut now (a retry's answer carries the cut in force)
+	return l, nil
 }
 
 // checkJobID refuses a worker's request for a job that has been replaced

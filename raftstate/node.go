@@ -319,6 +319,12 @@ func (n *Node) Get(key string) (value []byte, ok bool) { return n.fsm.get(key) }
 // DYNAMIC progress (possibly stale on a follower, like Get).
 func (n *Node) Job(name string) (JobView, bool) { return n.fsm.job(name) }
 
+// JobCut is the offload boundary of the job of that name and id (id 0:
+// any) in the local FSM: 0 when it has none, or is gone. A job cut while
+// it runs (OffloadBody.Cut) shows here on every node as soon as the
+// command is applied, before any lease says so.
+func (n *Node) JobCut(name string, id uint64) int { return n.fsm.jobCut(name, id) }
+
 // Jobs returns deep copies of every job in the local FSM, sorted by name,
 // all read at one consistent point.
 func (n *Node) Jobs() []JobView { return n.fsm.jobs() }

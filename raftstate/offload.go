@@ -82,10 +82,25 @@ type OffloadBody struct {
 	// what the consumer receipted excluded. Retiring one that is gone (or
 	// never was) changes nothing.
 	Retire bool `cbor:"6,keyasint,omitempty"`
+	// Cut (version 2) cuts the job's pipeline after that many ops from
+	// now on (offload auto's "which ops", decided once the job runs):
+	// JobOptions.OffloadBoundary is set, and the splits leased from then
+	// on carry it (splits.Lease.Cut), so that their workers run the
+	// prefix and ship single elements. Allowed once, in an exactly-once
+	// job whose only consumer asks and that has no cut yet; asking again
+	// for the same cut changes nothing (a retry).
+	Cut int `cbor:"7,keyasint,omitempty"`
 }
 
-// NewOffload is a consumer's offload request.
-func NewOffload(b OffloadBody) Command { return newCommand(TypeOffload, 1, b) }
+// NewOffload is a consumer's offload request: version 2 when it cuts the
+// pipeline, so that a log that never cuts stays readable by older nodes.
+func NewOffload(b OffloadBody) Command {
+	v := uint16(1)
+	if b.Cut != 0 {
+		v = 2
+	}
+	return newCommand(TypeOffload, v, b)
+}
 
 func applyOffload(s *State, c Command) (any, error) {
 	var b OffloadBody
@@ -113,6 +128,11 @@ func applyOffload(s *State, c Command) (any, error) {
 	if b.Report != nil {
 		if err := b.Report.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalidCommand, err)
+		}
+	}
+	if b.Cut != 0 {
+		if err := cutMidJob(j, b, c.Version); err != nil {
+			return nil, err
 		}
 	}
 	name := splits.LocalWorkerName(b.Consumer)
@@ -157,6 +177,26 @@ func applyOffload(s *State, c Command) (any, error) {
 		}
 	}
 	return nil, nil
+}
+
+// cutMidJob sets a running job's cut (OffloadBody.Cut), or refuses.
+func cutMidJob(j *Job, b OffloadBody, version uint16) error {
+	switch {
+	case version < 2:
+		return fmt.Errorf("%w: Offload v%d with a cut (v2)", ErrInvalidCommand, version)
+	case b.Cut < 0 || b.Cut > MaxOffloadBoundary:
+		return fmt.Errorf("%w: offload cut %d (want 1..%d)", ErrInvalidCommand, b.Cut, MaxOffloadBoundary)
+	case j.Options.OffloadBoundary == b.Cut:
+		return nil // a retry
+	case j.Options.OffloadBoundary != 0:
+		return fmt.Errorf("%w: job %q is cut after %d ops already; a cut is set once", ErrInvalidCommand, j.Name, j.Options.OffloadBoundary)
+	case !j.Dynamic.ExactlyOnce():
+		return fmt.Errorf("%w: job %q: a cut needs exactly-once delivery (the consumer seeds the ops after it from each element's provenance)", ErrInvalidCommand, j.Name)
+	case len(j.Consumers) != 1:
+		return fmt.Errorf("%w: job %q has %d consumers: only a job's only consumer cuts it while it runs (each consumer runs the ops after the cut)", ErrInvalidCommand, j.Name, len(j.Consumers))
+	}
+	j.Options.OffloadBoundary = b.Cut
+	return nil
 }
 
 // remoteOff reports whether the nodes must leave the job's splits alone.

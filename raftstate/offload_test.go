@@ -99,3 +99,46 @@ func TestOffloadRetire(t *testing.T) {
 	applyOK(t, amo, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", LocalWorker: true}))
 	applyErr(t, amo, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Retire: true}), ErrInvalidCommand)
 }
+
+// TestOffloadCutMidJob: the job's only consumer cuts a running
+// exactly-once job once: the leases answered before carry no cut, those
+// after carry it (a retry of a request answered before the cut included:
+// its splits then run cut, and each element says how it was made); the
+// same cut again is a retry; another cut, a second consumer, at-most-once,
+// a version-1 command with a cut, and a cut out of bounds are refused.
+func TestOffloadCutMidJob(t *testing.T) {
+	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Epochs: 1, Delivery: DeliveryExactlyOnce})
+	applyOK(t, s, NewAttachConsumer("j1", "c1"))
+	applyOK(t, s, NewAssignTask("j1", "w1"))
+	if l := applyOK(t, s, NewLeaseSplits("j1", "w1", 1, 2)).(splits.Lease); len(l.Splits) != 2 || l.Cut != 0 {
+		t.Fatalf("lease before the cut: %+v", l)
+	}
+	v1 := newCommand(TypeOffload, 1, OffloadBody{Job: "j1", Consumer: "c1", Cut: 2})
+	applyErr(t, s, v1, ErrInvalidCommand)
+	applyErr(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Cut: MaxOffloadBoundary + 1}), ErrInvalidCommand)
+	applyErr(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Cut: -1}), ErrInvalidCommand)
+	applyOK(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Remote: RemoteOn, Cut: 2}))
+	if got := s.Jobs["j1"].Options.OffloadBoundary; got != 2 {
+		t.Fatalf("OffloadBoundary %d after the cut, want 2", got)
+	}
+	if l := applyOK(t, s, NewLeaseSplits("j1", "w1", 2, 2)).(splits.Lease); len(l.Splits) != 2 || l.Cut != 2 {
+		t.Fatalf("lease after the cut: %+v, want 2 splits cut after 2", l)
+	}
+	if l := applyOK(t, s, NewLeaseSplits("j1", "w1", 1, 2)).(splits.Lease); l.Cut != 2 {
+		t.Fatalf("a retry answered after the cut: %+v, want the cut in force", l)
+	}
+	applyOK(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Cut: 2})) // a retry
+	applyErr(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Cut: 3}), ErrInvalidCommand)
+
+	two := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Epochs: 1, Delivery: DeliveryExactlyOnce})
+	applyOK(t, two, NewAttachConsumer("j1", "c1"))
+	applyOK(t, two, NewAttachConsumer("j1", "c2"))
+	applyErr(t, two, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Cut: 2}), ErrInvalidCommand)
+
+	amo := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Epochs: 1})
+	applyOK(t, amo, NewAttachConsumer("j1", "c1"))
+	applyErr(t, amo, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Cut: 2}), ErrInvalidCommand)
+	if got := amo.Jobs["j1"].Options.OffloadBoundary; got != 0 {
+		t.Fatalf("a refused cut set OffloadBoundary %d", got)
+	}
+}

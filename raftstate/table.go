@@ -36,5 +36,5 @@ var commandTable = map[CommandType]handler{
 	TypeDrainTask:         {name: "DrainTask", minVersion: 1, maxVersion: 2, apply: applyDrainTask},
 	TypeReceipts:          {name: "Receipts", minVersion: 1, maxVersion: 1, apply: applyReceipts},
 	TypeAllocateJob:       {name: "AllocateJob", minVersion: 1, maxVersion: 1, apply: applyAllocateJob},
-	TypeOffload:           {name: "Offload", minVersion: 1, maxVersion: 1, apply: applyOffload},
+	TypeOffload:           {name: "Offload", minVersion: 1, maxVersion: 2, apply: applyOffload},
 }

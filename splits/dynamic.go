@@ -68,6 +68,12 @@ type Lease struct {
 	// by a live worker (DynamicState.AllProduced); a worker whose own
 	// splits are all emitted ends its part.
 	AllProduced bool `cbor:"6,keyasint,omitempty" json:"all_produced,omitempty"`
+	// Cut is the job's offload boundary when the lease was answered (set
+	// by the state machine, raftstate; 0: none): the worker runs the
+	// splits' elements through the ops before it only. Every element
+	// says which way it was made, so a retry answered after a job was
+	// cut, whose splits run cut, delivers the same elements.
+	Cut int `cbor:"7,keyasint,omitempty" json:"cut,omitempty"`
 }
 
 // Clone returns a copy that shares nothing with l.

@@ -563,6 +563,9 @@ type LeaseResponse struct {
 	// AllProduced (exactly-once): every split was emitted by a live
 	// worker; a worker ends its part (splits.DynamicState.AllProduced).
 	AllProduced bool `cbor:"6,keyasint,omitempty"`
+	// Cut: the job's offload boundary when the lease was answered (0:
+	// none); the worker runs these splits through the ops before it.
+	Cut int `cbor:"7,keyasint,omitempty"`
 }
 
 // ProduceRequest (exactly-once) reports splits whose every element a

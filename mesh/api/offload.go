@@ -44,6 +44,21 @@ type OffloadRequest struct {
 	// the nodes once the consumer fences it (its receipts tell what it
 	// delivered). Offload auto retires it when another consumer joins.
 	Retire bool `cbor:"7,keyasint,omitempty"`
+	// Cut cuts the running job's pipeline after that many ops (offload
+	// auto's "which ops", decided from the job's first measurements):
+	// the splits leased from then on run the ops before it on the
+	// nodes, which ship single elements marked with a CutHeader; the
+	// consumer runs the rest. The job's only consumer may ask, once, in
+	// an exactly-once job with no cut yet.
+	Cut int `cbor:"8,keyasint,omitempty"`
+}
+
+// CutHeader is the Header.Extra of an element a node ships for a cut
+// job: the ops it ran (the cut). A batch without it went through the
+// whole pipeline (a split leased before the job was cut, or the
+// consumer's local worker).
+type CutHeader struct {
+	Cut int `cbor:"1,keyasint"`
 }
 
 // OffloadReport is a consumer's offload as `feedmesh jobs` shows it.
