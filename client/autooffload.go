@@ -173,15 +173,32 @@ func opRates(spec *pipeline.Spec, st pipeline.Stats) []offload.OpRate {
 func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
 	prof, cached := it.c.profiles.load(fingerprint)
 	if !cached {
+		// The link (a pipeline with cut points only) is probed while
+		// the host profiles: the nodes ship nothing meanwhile.
+		link := make(chan float64, 1)
+		if len(it.off.spec.Cuts()) > 0 {
+			go func() { link <- it.c.probeLink(ctx) }()
+		} else {
+			link <- 0
+		}
 		var ok bool
-		if prof, ok = it.profile(ctx); !ok {
+		prof, ok = it.profile(ctx)
+		linkBps := <-link // probeLink ends with ctx
+		if !ok {
 			return
 		}
 		if st, ok := it.off.local.pipelineStats(); ok {
 			prof.Ops = opRates(it.off.spec, st)
 		}
+		prof.LinkBytesPerSecond = linkBps
 		prof.Remote = it.estimateRemote(ctx, prof)
 		it.storeProfile(fingerprint, prof)
+		// Which ops, from the host's per-op rates and the link probed:
+		// a cut decided now is in force before any node ships a whole
+		// batch over a link it may be too slow for.
+		if it.tryCut(ctx, prof) {
+			return
+		}
 	}
 	d, err := offload.Decide(autoProfile(prof), offload.DefaultConfig())
 	if err != nil {
@@ -214,7 +231,7 @@ func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
 		// Which ops (FastFlow's partial offload), now that the link is
 		// measured: a cut that beats the decision without one is put in
 		// force at once, and the job runs it to its end.
-		if best, reason, ok := it.c.cutFromProfile(ctx, it.off.spec, prof, "this job's profile (the host's ops, the nodes' link)"); ok && d.Offload && it.cutMidJob(ctx, prof, best, reason) {
+		if it.tryCut(ctx, prof) {
 			return
 		}
 	}
@@ -244,12 +261,25 @@ func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
 			it.storeProfile(fingerprint, m)
 		}
 		prof = m
+		if it.tryCut(ctx, prof) {
+			return // a cut job runs to its end as cut
+		}
 		if err != nil || next == d {
 			continue
 		}
 		d = next
 		it.applyAuto(ctx, prof, false, d)
 	}
+}
+
+// tryCut cuts the running job when its profile (the host's per-op rates,
+// the link as measured while the nodes delivered) predicts a cut that
+// beats the decision without one (cutFromProfile); the nodes' first
+// measurement may not have measured the link (nodes behind a slow link
+// deliver little in AutoRemoteProfileTime), so each revision tries again.
+func (it *Iterator) tryCut(ctx context.Context, prof OffloadProfile) bool {
+	best, reason, ok := it.c.cutFromProfile(ctx, it.off.spec, prof, "this job's profile (the host's ops, the nodes' link)")
+	return ok && it.cutMidJob(ctx, prof, best, reason)
 }
 
 // cutMidJob cuts the running job (offload auto's "which ops" for a job
@@ -281,11 +311,49 @@ func (it *Iterator) cutMidJob(ctx context.Context, p OffloadProfile, best offloa
 	r.mode, r.cut, r.reason, r.profile, r.fromCache, r.predicted = api.OffloadRemote, best.Cut, reason, &p, false, best.Rate
 	r.since, r.rowsAt = time.Now(), it.stats.Rows
 	it.mu.Unlock()
+	// The local worker goes on, held to nothing, until the suffix makes
+	// more than it did: the batches the nodes made whole, already on
+	// their way over what may be a slow link, arrive first.
+	r.gate.setFree(localShareOf(offload.Decision{Offload: true, Fraction: 0.5}))
+	it.logger().Info("offload auto: cut the job while it runs; the nodes run the ops before the cut, this client the rest", "job", it.job, "cut", best.Cut, "predicted", best.Rate)
+	it.awaitSuffix(ctx, p.Local)
 	r.gate.set(0)
 	r.local.retire()
-	it.logger().Info("offload auto: cut the job while it runs; the nodes run the ops before the cut, this client the rest", "job", it.job, "cut", best.Cut, "predicted", best.Rate)
 	return true
 }
+
+// awaitSuffix waits until the suffix makes more than local rows a second
+// (over half a second), or cutWarmUp passes.
+func (it *Iterator) awaitSuffix(ctx context.Context, local float64) {
+	r := it.cut.Load()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	deadline := time.Now().Add(cutWarmUp)
+	type mark struct {
+		at   time.Time
+		rows int64
+	}
+	var marks []mark
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := mark{time.Now(), r.rows.Load()}
+		marks = append(marks, now)
+		for len(marks) > 1 && now.at.Sub(marks[0].at) > 500*time.Millisecond {
+			marks = marks[1:]
+		}
+		if el := now.at.Sub(marks[0].at); el >= 400*time.Millisecond && float64(now.rows-marks[0].rows)/el.Seconds() > local {
+			return
+		}
+	}
+}
+
+// cutWarmUp bounds how long a local worker runs beside a cut made while
+// the job runs (awaitSuffix).
+const cutWarmUp = 10 * time.Second
 
 // moved reports whether a revision's profile differs from the one
 // remembered by more than 5 % in a rate or the link (pure): only then is
@@ -366,9 +434,40 @@ func (it *Iterator) profileFor(ctx context.Context, rows int64, d time.Duration)
 }
 
 // estimateRemote guesses the nodes' rate before it is measured: the local
-// rate per core times the job's live nodes (one core each).
+// rate per core times the job's live nodes (one core each), at most what
+// the link probed carries of the batches the host made (their bytes per
+// row, as the profile's rows weighed).
 func (it *Iterator) estimateRemote(ctx context.Context, p OffloadProfile) float64 {
-	return p.Local / max(it.off.cores, 1) * float64(it.c.liveWorkerNodes(ctx))
+	est := p.Local / max(it.off.cores, 1) * float64(it.c.liveWorkerNodes(ctx))
+	st := it.Stats()
+	if p.LinkBytesPerSecond > 0 && st.Rows > 0 && st.Bytes > 0 {
+		est = min(est, p.LinkBytesPerSecond/(float64(st.Bytes)/float64(st.Rows)))
+	}
+	return est
+}
+
+// Link probe bounds: a small call first (the connection's start), then
+// one of probeBytes, timed.
+const (
+	probeWarmBytes = 16 << 10
+	probeBytes     = 512 << 10
+)
+
+// probeLink times probeBytes from a node to this client (api.MethodProbe):
+// the link's throughput, a lower bound on a fast link (a transfer this
+// short does not fill it). 0 when it fails.
+func (c *Client) probeLink(ctx context.Context) float64 {
+	var resp api.ProbeResponse
+	if err := c.call(ctx, api.MethodProbe, api.ProbeRequest{Bytes: probeWarmBytes}, &resp); err != nil {
+		c.opts.Logger.Debug("offload auto: probing the link", "err", err)
+		return 0
+	}
+	start := time.Now()
+	if err := c.call(ctx, api.MethodProbe, api.ProbeRequest{Bytes: probeBytes}, &resp); err != nil || len(resp.Payload) != probeBytes {
+		c.opts.Logger.Debug("offload auto: probing the link", "err", err, "bytes", len(resp.Payload))
+		return 0
+	}
+	return probeBytes / max(time.Since(start).Seconds(), 1e-6)
 }
 
 // liveWorkerNodes counts the members that gossip holds alive and that run

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/feedmesh/feedmesh/pipeline"
@@ -52,6 +53,8 @@ type cutRun struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 
+	rows atomic.Int64 // rows of the suffix's batches (not those passed through)
+
 	mu     sync.Mutex // pulls run on the suffix's goroutines
 	wire   int64      // wire bytes of the elements pulled since the last batch
 	worker string     // the worker of the element pulled last
@@ -95,6 +98,7 @@ func (r *cutRun) run(ctx context.Context) {
 		o := cutOut{err: err}
 		if err == nil {
 			o.b = Batch{Element: el, batched: r.batched}
+			r.rows.Add(o.b.Rows())
 			for _, s := range r.tr.LastProvenance() {
 				o.prov = batch.AppendProv(o.prov, s.Epoch, s.Split, s.Indices)
 			}

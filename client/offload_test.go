@@ -344,14 +344,14 @@ func TestOffloadAtMostOnceEnds(t *testing.T) {
 }
 
 // TestOffloadAutoSlowLink: the client's host reads the nodes over a slow
-// link (1 MB/s into the host) and the pipeline's last op makes each
-// element 16 KiB, so the two nodes can deliver about 60 elements/s
+// link (1 MB/s into the host) and the pipeline's last op (2 ms) makes
+// each element 64 KiB, so the two nodes can deliver about 15 elements/s
 // however fast they compute, while the host's local worker alone makes
-// several hundred. Estimated before measuring (the host's rate per core
-// times the nodes), the nodes look worth turning on; measured, they add
-// less than the 10 % threshold, so auto goes back to local and turns the
-// nodes off. Every element still arrives exactly once: what the nodes
-// leased meanwhile is read when the local worker runs out of splits.
+// about 500. The first op costs next to nothing (1 µs), so no cut pays either
+// (the host would run the whole cost after it). Auto probes the link
+// while it profiles the host, finds the nodes would add less than the
+// 10 % threshold, and stays local: the nodes are never turned on, and
+// deliver nothing. Every element arrives exactly once.
 func TestOffloadAutoSlowLink(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reads over an emulated 1 MB/s link")
@@ -359,38 +359,47 @@ func TestOffloadAutoSlowLink(t *testing.T) {
 	c := testcluster.Start(t, 2)
 	ctx := context.Background()
 	cl := dialSlowLink(t, c, "off")
-	const n = 4000
-	spec := decodeSpec(n, 2000, 1000, 1)
+	const n = 2000
+	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: n, SplitSize: 20}})
+	spec.Map("cost", fn.Args{"sleep_us": 1}, 1)
+	spec.Map("cost", fn.Args{"sleep_us": 2000, "out_bytes": 64 << 10}, 1)
+	spec.Batch(10, false)
 	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "auto-slowlink", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer it.Close()
-	// The decision after the profiles, as the stats show it while the
-	// job runs (near the end of the data the local worker runs out of
-	// splits, and revisions then see the nodes' tail).
+	// The decision after the profile, as the stats show it while the job
+	// runs, and whether the nodes were ever on.
 	var decided *client.OffloadStats
-	remoteOff := false
+	remoteOn := false
 	d := drain(t, it, 120*time.Second, func(client.Batch) {
-		if decided != nil {
-			return
+		if info, _ := jobInfo(t, cl, "auto-slowlink"); !info.RemoteOff {
+			remoteOn = true
 		}
-		if st := it.Stats().Offload; st != nil && st.Profile != nil && st.Profile.RemoteMeasured {
+		if st := it.Stats().Offload; decided == nil && st != nil && st.Profile != nil {
 			decided = st
-			info, _ := jobInfo(t, cl, "auto-slowlink")
-			remoteOff = info.RemoteOff
 		}
 	})
 	checkExactly(t, d, n, 1)
 	if decided == nil {
-		t.Fatalf("auto never measured the nodes: %+v", *it.Stats().Offload)
+		t.Fatalf("auto never decided: %+v", *it.Stats().Offload)
 	}
-	t.Logf("decided %+v profile %+v; at the end %+v", *decided, *decided.Profile, *it.Stats().Offload)
+	st := it.Stats()
+	t.Logf("decided %+v profile %+v; at the end %+v, workers %+v", *decided, *decided.Profile, *st.Offload, st.Workers)
 	if decided.Mode != "local" || !strings.Contains(decided.Reason, "does not pay") {
 		t.Fatalf("auto behind a slow link: %+v", *decided)
 	}
-	if !remoteOff {
-		t.Errorf("auto went local but left the nodes on")
+	if p := decided.Profile; !(p.LinkBytesPerSecond > 0) || p.LinkBytesPerSecond > 4e6 || p.Remote > 60 {
+		t.Errorf("profile %+v: want the link probed near 1 MB/s and the nodes' rate estimated within it", *p)
+	}
+	if remoteOn {
+		t.Errorf("auto turned the nodes on behind a link it had probed as too slow")
+	}
+	for w, ws := range st.Workers {
+		if !strings.HasPrefix(w, "client@") && ws.Batches > 0 {
+			t.Errorf("node %s delivered %d batches with the nodes off", w, ws.Batches)
+		}
 	}
 }
 
@@ -403,10 +412,11 @@ func TestOffloadAutoSlowLink(t *testing.T) {
 // link at about 60 a second, the host alone decodes about 250; shipping
 // the elements before the decode (a few bytes each) and decoding in the
 // client at the spec's parallelism (4) predicts far more.
-//   - The first job profiles the host, then the nodes (whole batches over
-//     the link), then cuts itself after op 1 while it runs: the batches
-//     already made pass through, the nodes' next splits come cut, and
-//     every element arrives once.
+//   - The first job profiles the host and probes the link meanwhile, then
+//     cuts itself after op 1 while it runs, before any node ships a
+//     whole element: the local worker's batches pass through the client's
+//     part until it retires, the nodes' splits come cut, and every element
+//     arrives once.
 //   - The second decides the cut before it creates its job, and a second
 //     consumer with auto adopts it.
 //
@@ -434,8 +444,11 @@ func TestOffloadAutoChoosesCut(t *testing.T) {
 	if st.Offload.Cut != 1 || !strings.Contains(st.Offload.Reason, "this job's profile") {
 		t.Fatalf("the first job did not cut itself after op 1: %+v", *st.Offload)
 	}
-	if st.Offload.Profile == nil || !st.Offload.Profile.RemoteMeasured {
-		t.Errorf("the first job cut before measuring the nodes: %+v", st.Offload.Profile)
+	if p := st.Offload.Profile; p == nil || !(p.LinkBytesPerSecond > 0) || p.LinkBytesPerSecond > 4e6 || len(p.Ops) != 4 {
+		t.Errorf("the first job's profile: %+v, want the ops and a link probed near 1 MB/s", p)
+	}
+	if st.Workers[firstLocal(st)].Batches == 0 {
+		t.Errorf("no batch of the local worker passed through the client's part: %+v", st.Workers)
 	}
 	if info, _ := jobInfo(t, cl, "cut-first"); info.Options.OffloadBoundary != 1 {
 		t.Errorf("the first job's offload_boundary is %d, want 1", info.Options.OffloadBoundary)
@@ -497,6 +510,17 @@ func TestOffloadAutoChoosesCut(t *testing.T) {
 	if info, _ := jobInfo(t, cl, "cut-second"); info.Options.OffloadBoundary != 1 {
 		t.Errorf("the job's offload_boundary is %d, want 1", info.Options.OffloadBoundary)
 	}
+}
+
+// firstLocal is the name of the local worker in st's figures ("" when
+// none delivered).
+func firstLocal(st client.Stats) string {
+	for w := range st.Workers {
+		if strings.HasPrefix(w, "client@") {
+			return w
+		}
+	}
+	return ""
 }
 
 // checkDraws checks that every element of [0, n) came once, with one draw.

@@ -21,7 +21,20 @@ func (n *Node) registerOffloadHandler(handle func(string, func(context.Context, 
 		}
 		return struct{}{}, n.offload(ctx, req)
 	})
+	handle(api.MethodProbe, func(ctx context.Context, decode func(any) error) (any, error) {
+		var req api.ProbeRequest
+		if err := decode(&req); err != nil {
+			return nil, transport.Errorf(transport.ErrInvalid, "decode probe: %v", err)
+		}
+		if req.Bytes < 0 || req.Bytes > api.MaxProbeBytes {
+			return nil, transport.Errorf(transport.ErrInvalid, "probe of %d bytes: want 0..%d", req.Bytes, api.MaxProbeBytes)
+		}
+		return api.ProbeResponse{Payload: probeZeros[:req.Bytes]}, nil
+	})
 }
+
+// probeZeros is every probe's payload (read only).
+var probeZeros = make([]byte, api.MaxProbeBytes)
 
 func (n *Node) offload(ctx context.Context, req api.OffloadRequest) error {
 	return n.onLeader(ctx, req.Forwarded, api.MethodOffload, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,

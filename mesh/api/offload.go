@@ -145,3 +145,21 @@ func (o JobOptions) validateOffload() error {
 	}
 	return nil
 }
+
+// MethodProbe (ProbeRequest → ProbeResponse) is answered by the node
+// asked, never forwarded: Bytes bytes of zeros, for a client to time its
+// link to the mesh (offload auto's cut, before the nodes ship anything).
+const MethodProbe = "link.probe"
+
+// MaxProbeBytes bounds ProbeRequest.Bytes.
+const MaxProbeBytes = 1 << 20
+
+// ProbeRequest asks for Bytes bytes (at most MaxProbeBytes).
+type ProbeRequest struct {
+	Bytes int `cbor:"1,keyasint"`
+}
+
+// ProbeResponse carries them.
+type ProbeResponse struct {
+	Payload []byte `cbor:"1,keyasint"`
+}

@@ -1,0 +1,46 @@
+package mesh
+
+import (
+	"testing"
+
+	"github.com/feedmesh/feedmesh/mesh/api"
+)
+
+// TestLeaseProviderLearnsCut: a job cut while a task runs (OffloadBody.Cut)
+// reaches the splits the task has queued, though their lease said no cut:
+// none of them is started, so they run cut. The next pipeline opens
+// with the cut (nextCut).
+func TestLeaseProviderLearnsCut(t *testing.T) {
+	cut := 0
+	p := &leaseProvider{jobCut: func() int { return cut }, queue: []leasedSplit{{id: 1}, {id: 2}}}
+	p.learnCut()
+	if p.nextCut() != 0 || p.queue[0].cut != 0 {
+		t.Fatalf("no cut yet: nextCut %d, queue %+v", p.nextCut(), p.queue)
+	}
+	cut = 2
+	if got := p.nextCut(); got != 2 {
+		t.Fatalf("nextCut %d after the job was cut after 2, want 2", got)
+	}
+	for _, ls := range p.queue {
+		if ls.cut != 2 {
+			t.Fatalf("queued split %d still uncut after the job was cut: %+v", ls.id, p.queue)
+		}
+	}
+	// Splits a lease brings later are cut too, whatever the lease said.
+	p.enqueue(leaseAnswer(3))
+	if p.queue[2].cut != 2 {
+		t.Fatalf("split leased after the cut: %+v", p.queue[2])
+	}
+	// A lease saying so is enough when the local state lags.
+	q := &leaseProvider{queue: []leasedSplit{{id: 1}}}
+	q.enqueue(leaseAnswerCut(5, 2))
+	if got := q.nextCut(); got != 5 || q.queue[0].cut != 5 {
+		t.Fatalf("a lease cut after 5: nextCut %d, queue %+v", got, q.queue)
+	}
+}
+
+func leaseAnswer(ids ...int64) api.LeaseResponse { return api.LeaseResponse{Splits: ids} }
+
+func leaseAnswerCut(cut int, ids ...int64) api.LeaseResponse {
+	return api.LeaseResponse{Splits: ids, Cut: cut}
+}
