@@ -45,6 +45,11 @@ const (
 	// slow link may take far longer than the host for AutoProfileRows.
 	AutoRemoteProfileTime = 2 * time.Second
 	AutoReviseInterval    = 2 * time.Second
+	// autoEarlyRows and autoEarlyGain end the host's profile early when
+	// a cut is clear: after this many rows, a cut predicting this many
+	// times the rate without one.
+	autoEarlyRows = 100
+	autoEarlyGain = 2.0
 	// autoShareBounds keep both sides running while offloading, so that
 	// each one's rate can be measured for the next revision.
 	autoMinShare, autoMaxShare = 0.05, 0.95
@@ -181,17 +186,43 @@ func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
 		} else {
 			link <- 0
 		}
+		// The profile ends early when a cut is clear: after
+		// autoEarlyRows rows, once the link is probed, if a cut predicts
+		// autoEarlyGain× the rate without one (a margin no measurement
+		// noise of that many rows closes).
+		linkBps, probed := 0.0, false
+		complete := func(m OffloadProfile) OffloadProfile {
+			if st, ok := it.off.local.pipelineStats(); ok {
+				m.Ops = opRates(it.off.spec, st)
+			}
+			m.LinkBytesPerSecond = linkBps
+			m.Remote = it.estimateRemote(ctx, m)
+			return m
+		}
+		early := func(m OffloadProfile) bool {
+			if !probed {
+				select {
+				case linkBps = <-link:
+					probed = true
+				default:
+					return false
+				}
+			}
+			if m.Rows < autoEarlyRows || !(linkBps > 0) {
+				return false
+			}
+			_, _, ok := it.c.cutFromProfile(ctx, it.off.spec, complete(m), "", autoEarlyGain)
+			return ok
+		}
 		var ok bool
-		prof, ok = it.profile(ctx)
-		linkBps := <-link // probeLink ends with ctx
+		prof, ok = it.profileUntil(ctx, AutoProfileRows, AutoProfileTime, early)
+		if !probed {
+			linkBps = <-link // probeLink ends with ctx
+		}
 		if !ok {
 			return
 		}
-		if st, ok := it.off.local.pipelineStats(); ok {
-			prof.Ops = opRates(it.off.spec, st)
-		}
-		prof.LinkBytesPerSecond = linkBps
-		prof.Remote = it.estimateRemote(ctx, prof)
+		prof = complete(prof)
 		it.storeProfile(fingerprint, prof)
 		// Which ops, from the host's per-op rates and the link probed:
 		// a cut decided now is in force before any node ships a whole
@@ -278,7 +309,7 @@ func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
 // measurement may not have measured the link (nodes behind a slow link
 // deliver little in AutoRemoteProfileTime), so each revision tries again.
 func (it *Iterator) tryCut(ctx context.Context, prof OffloadProfile) bool {
-	best, reason, ok := it.c.cutFromProfile(ctx, it.off.spec, prof, "this job's profile (the host's ops, the nodes' link)")
+	best, reason, ok := it.c.cutFromProfile(ctx, it.off.spec, prof, "this job's profile (the host's ops, the nodes' link)", 0)
 	return ok && it.cutMidJob(ctx, prof, best, reason)
 }
 
@@ -416,6 +447,12 @@ func (it *Iterator) profile(ctx context.Context) (OffloadProfile, bool) {
 
 // profileFor measures until rows rows reached the loop or d passed.
 func (it *Iterator) profileFor(ctx context.Context, rows int64, d time.Duration) (OffloadProfile, bool) {
+	return it.profileUntil(ctx, rows, d, nil)
+}
+
+// profileUntil is profileFor that also ends when early (if not nil)
+// says so of the profile so far.
+func (it *Iterator) profileUntil(ctx context.Context, rows int64, d time.Duration, early func(OffloadProfile) bool) (OffloadProfile, bool) {
 	start := it.offloadSnapshot()
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
@@ -429,6 +466,11 @@ func (it *Iterator) profileFor(ctx context.Context, rows int64, d time.Duration)
 		now := it.offloadSnapshot()
 		if now.rows-start.rows >= rows || now.at.After(deadline) {
 			return measure(start, now), true
+		}
+		if early != nil {
+			if m := measure(start, now); early(m) {
+				return m, true
+			}
 		}
 	}
 }
@@ -575,7 +617,7 @@ func (c *Client) autoCut(ctx context.Context, spec *pipeline.Spec, job string) (
 	if !ok {
 		return 0, 0, ""
 	}
-	best, reason, ok := c.cutFromProfile(ctx, spec, prof, "this host's profile of the pipeline")
+	best, reason, ok := c.cutFromProfile(ctx, spec, prof, "this host's profile of the pipeline", 0)
 	if !ok {
 		return 0, 0, ""
 	}
@@ -588,7 +630,7 @@ func (c *Client) autoCut(ctx context.Context, spec *pipeline.Spec, job string) (
 // decision without one (offload.Decide on the same profile) and its
 // suffix runs in this process; with the reason, which names where the
 // profile came from.
-func (c *Client) cutFromProfile(ctx context.Context, spec *pipeline.Spec, prof OffloadProfile, from string) (offload.CutChoice, string, bool) {
+func (c *Client) cutFromProfile(ctx context.Context, spec *pipeline.Spec, prof OffloadProfile, from string, minGain float64) (offload.CutChoice, string, bool) {
 	if len(prof.Ops) != len(spec.Ops) || !(prof.LinkBytesPerSecond > 0) {
 		return offload.CutChoice{}, "", false
 	}
@@ -599,7 +641,7 @@ func (c *Client) cutFromProfile(ctx context.Context, spec *pipeline.Spec, prof O
 		return offload.CutChoice{}, "", false
 	}
 	without, err := offload.Decide(autoProfile(prof), cfg)
-	if err != nil || best.Rate <= without.Predicted*(1+cfg.SpeedUp) {
+	if err != nil || best.Rate <= without.Predicted*max(minGain, 1+cfg.SpeedUp) {
 		return offload.CutChoice{}, "", false
 	}
 	if suffixRunsHere(spec, best.Cut) != nil {

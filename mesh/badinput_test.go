@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"github.com/feedmesh/feedmesh/client"
+	"errors"
 	"log/slog"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
 )
@@ -74,6 +76,22 @@ func TestNodeSurvivesBadInput(t *testing.T) {
 	}
 	if err := transport.Call(ctx, tr, codec, n.Addr(), "no.such.method", struct{}{}, nil); err == nil {
 		t.Fatal("unknown method succeeded")
+	}
+
+	// A link probe is bounded: too large (or negative) is refused with a
+	// typed error; one within the bound gets its bytes.
+	for _, b := range []int{api.MaxProbeBytes + 1, -1} {
+		if err := transport.Call(ctx, tr, codec, n.Addr(), api.MethodProbe, api.ProbeRequest{Bytes: b}, nil); !errors.Is(err, transport.ErrInvalid) {
+			t.Fatalf("probe of %d bytes: %v, want invalid", b, err)
+		}
+	}
+	probeCodec, err := transport.NewCodec(64<<10, 2<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pr api.ProbeResponse
+	if err := transport.Call(ctx, tr, probeCodec, n.Addr(), api.MethodProbe, api.ProbeRequest{Bytes: 1000}, &pr); err != nil || len(pr.Payload) != 1000 {
+		t.Fatalf("probe of 1000 bytes: %d bytes, %v", len(pr.Payload), err)
 	}
 
 	// The node still answers.
