@@ -309,11 +309,14 @@ func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
 // measurement may not have measured the link (nodes behind a slow link
 // deliver little in AutoRemoteProfileTime), so each revision tries again.
 func (it *Iterator) tryCut(ctx context.Context, prof OffloadProfile) bool {
+	if r := it.off; r.local == nil || r.local.retiring() || it.track == nil || it.cut.Load() != nil || len(r.spec.Cuts()) == 0 {
+		return false // nothing to cut, or cut already
+	}
 	best, reason, ok := it.c.cutFromProfile(ctx, it.off.spec, prof, "this job's profile (the host's ops, the nodes' link)", 0)
 	return ok && it.cutMidJob(ctx, prof, best, reason)
 }
 
-// cutMidJob cuts the running job (offload auto's "which ops" for a job
+// cutMidJob (tryCut's) cuts the running job (offload auto's "which ops" for a job
 // whose pipeline this host had no profile of when it started): it opens
 // the suffix (the batches already made by the whole pipeline pass through
 // it), asks the cluster to cut the job, so that the splits leased from
@@ -323,9 +326,6 @@ func (it *Iterator) tryCut(ctx context.Context, prof OffloadProfile) bool {
 // cut; the iteration goes on as before.
 func (it *Iterator) cutMidJob(ctx context.Context, p OffloadProfile, best offload.CutChoice, reason string) bool {
 	r := it.off
-	if r.local == nil || r.local.retiring() || it.track == nil || it.cut.Load() != nil {
-		return false
-	}
 	if err := it.openCut(r.spec, best.Cut); err != nil {
 		it.logger().Warn("offload auto: opening the ops after the cut failed; not cutting", "job", it.job, "cut", best.Cut, "err", err)
 		return false
