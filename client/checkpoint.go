@@ -305,7 +305,10 @@ func (t *tracker) snapshot() (splits.Delivered, int64, int, error) {
 // semantics). Only exactly-once DYNAMIC jobs checkpoint. Call it from the
 // goroutine that calls Next, between two calls.
 func (it *Iterator) Checkpoint() ([]byte, error) {
-	if it.track == nil {
+	it.mu.Lock()
+	exact := it.info.Options.Delivery == api.ExactlyOnce
+	it.mu.Unlock()
+	if it.track == nil || !exact {
 		return nil, fmt.Errorf("checkpoint of job %q: only exactly-once DYNAMIC jobs (without share) checkpoint", it.job)
 	}
 	part, n, consumers, err := it.track.snapshot()

@@ -108,6 +108,14 @@ type Options struct {
 	// split is settled, and the job can end, only once receipts cover it.
 	// Default 200 ms.
 	ReceiptInterval time.Duration
+	// LossWait (at-most-once DYNAMIC jobs that count their loss) bounds
+	// how long the end of data waits for the job to finish, so that
+	// Stats().ElementsLost is final when Next returns io.EOF: the last
+	// receipts and fences applied, and the dead workers' splits counted.
+	// It is waited only while the job is still running (another consumer
+	// still reading, a census still running). Default 5 s; negative: do
+	// not wait.
+	LossWait time.Duration
 	// Logger receives the client's logs; nil discards them.
 	Logger *slog.Logger
 	// OffloadProfiles is the file where offload auto remembers its
@@ -152,6 +160,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ReceiptInterval <= 0 {
 		o.ReceiptInterval = 200 * time.Millisecond
+	}
+	if o.LossWait == 0 {
+		o.LossWait = 5 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -96,6 +96,9 @@ type Iterator struct {
 	err   error // terminal error, or io.EOF once the job ended
 
 	closeOnce sync.Once
+	// final: the job's state at the end of data is in (refreshInfo);
+	// a heartbeat answered before it must not replace it.
+	final bool
 }
 
 func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, index int, from *checkpoint, off *offloadRun) *Iterator {
@@ -112,7 +115,7 @@ func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, ind
 	// not asked for: the batches come uncompressed.
 	it.comp, _ = batch.ParseCompression(info.Options.Compression)
 	it.ctx, it.cancel = context.WithCancel(context.Background())
-	if info.Options.Delivery == api.ExactlyOnce {
+	if info.Tracks() {
 		it.track = newTracker(from)
 		it.ledger = newLedger(it.track)
 	}
@@ -176,7 +179,7 @@ func (it *Iterator) run() {
 		it.heartbeat(beats)
 	}()
 	err := it.eng.run(it.ctx, beats)
-	if err == nil {
+	if err == nil || errors.Is(err, io.EOF) { // the end of data (plain says io.EOF, coordinated nil)
 		it.refreshInfo()
 		err = io.EOF
 	}
@@ -323,8 +326,18 @@ func (it *Iterator) workerAddr(name string) string {
 	return ""
 }
 
-func (it *Iterator) setInfo(info api.JobInfo) {
+func (it *Iterator) setInfo(info api.JobInfo) { it.setInfoAs(info, false) }
+
+// setInfoAs records info as the job's; final marks it as the state at the
+// end of data, after which heartbeats (possibly answered before it) no
+// longer change what Stats reports.
+func (it *Iterator) setInfoAs(info api.JobInfo, final bool) {
 	it.mu.Lock()
+	if it.final {
+		it.mu.Unlock()
+		return
+	}
+	it.final = final
 	it.info = info
 	it.stats.JobState, it.stats.JobFailure = info.State, info.Failure
 	it.stats.NumSplits, it.stats.SplitsLost = info.NumSplits, info.Lost
@@ -332,6 +345,7 @@ func (it *Iterator) setInfo(info api.JobInfo) {
 	if info.Exact != nil {
 		x := *info.Exact
 		it.stats.Exact = &x
+		it.stats.LossCounted, it.stats.ElementsLost = x.AtMostOnce, x.Lost
 	}
 	it.stats.Autocache = info.Autocache
 	it.mu.Unlock()
@@ -347,14 +361,38 @@ func (it *Iterator) setInfo(info api.JobInfo) {
 
 // refreshInfo asks for the job's state once more at the end of the data,
 // so that Stats then reports the loss as it stands then, not as of the
-// last heartbeat. It is best effort: on failure, Stats keeps the last.
+// last heartbeat. A job that counts its loss (at-most-once, tracked) is
+// asked again, its receipts sent at once, every ReceiptInterval until it
+// has finished or Options.LossWait has passed, so that ElementsLost is
+// final. It is best effort: on failure, Stats keeps the last.
 func (it *Iterator) refreshInfo() {
-	var resp api.JobGetResponse
-	if err := it.c.call(it.ctx, api.MethodJobGet, api.JobRequest{Job: it.job}, &resp); err != nil {
-		it.logger().Debug("job state at the end of data", "job", it.job, "err", err)
-		return
+	deadline := time.Now().Add(it.c.opts.LossWait)
+	for {
+		var resp api.JobGetResponse
+		if err := it.c.call(it.ctx, api.MethodJobGet, api.JobRequest{Job: it.job}, &resp); err != nil {
+			it.logger().Debug("job state at the end of data", "job", it.job, "err", err)
+			return
+		}
+		x := resp.Job.Exact
+		last := x == nil || !x.AtMostOnce || resp.Job.State != api.JobRunning || !time.Now().Before(deadline)
+		it.setInfoAs(resp.Job, last)
+		if last {
+			if x != nil && x.AtMostOnce && resp.Job.State == api.JobRunning {
+				it.logger().Info("at-most-once: the job still runs at this consumer's end of data (another consumer reads, or a dead worker's splits are being counted): its loss count may still grow", "job", it.job, "lost", x.Lost, "waited", it.c.opts.LossWait)
+			}
+			return
+		}
+		if it.ledger != nil {
+			it.ledger.wake()
+		}
+		t := time.NewTimer(it.c.opts.ReceiptInterval)
+		select {
+		case <-t.C:
+		case <-it.ctx.Done():
+			t.Stop()
+			return
+		}
 	}
-	it.setInfo(resp.Job)
 }
 
 func (it *Iterator) logger() *slog.Logger { return it.c.opts.Logger }

@@ -34,8 +34,10 @@ func jobInfo(t *testing.T, cl *client.Client, name string) (api.JobInfo, bool) {
 	return api.JobInfo{}, false
 }
 
-// heldBy returns the splits of job outstanding for worker, as the leader
-// (node 0, the only voter) holds them.
+// heldBy returns the splits of job that worker holds, as the leader
+// (node 0, the only voter) has them: outstanding for it, or produced by it
+// and not yet settled (an at-most-once job counting its loss keeps
+// exactly-once's bookkeeping).
 func heldBy(c *testcluster.Cluster, job, worker string) map[int64]bool {
 	v, ok := c.Node(0).Raft().Job(job)
 	if !ok || v.Dynamic == nil {
@@ -46,6 +48,15 @@ func heldBy(c *testcluster.Cluster, job, worker string) map[int64]bool {
 		for id, w := range out {
 			if w == worker {
 				ids[id] = true
+			}
+		}
+	}
+	if x := v.Dynamic.Exact; x != nil {
+		for _, ps := range x.Produced {
+			for id, p := range ps {
+				if p.Worker == worker {
+					ids[id] = true
+				}
 			}
 		}
 	}
@@ -98,6 +109,11 @@ func checkLoss(t *testing.T, c *testcluster.Cluster, cl *client.Client, it *clie
 	st := it.Stats()
 	if st.SplitsLost != lost || st.NumSplits != n/splitSize || st.JobState == "" {
 		t.Fatalf("client Stats: %d of %d splits lost (job %s); `jobs`: %d of %d", st.SplitsLost, st.NumSplits, st.JobState, lost, n/splitSize)
+	}
+	// The loss in elements is exact: what the client's Stats and `jobs`
+	// say is what is missing.
+	if x := info.Exact; x == nil || !x.AtMostOnce || x.Lost != int64(missing) || !st.LossCounted || st.ElementsLost != int64(missing) || st.JobState != api.JobFinished {
+		t.Fatalf("%d elements missing; client Stats: counted %v, %d lost (job %s); `jobs`: %+v", missing, st.LossCounted, st.ElementsLost, st.JobState, info.Exact)
 	}
 	return lost, missing
 }

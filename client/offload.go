@@ -56,7 +56,6 @@ type offloadRun struct {
 	requested string
 	cores     float64
 	coresFrom string
-	exact     bool
 	dynamic   bool // the job may have a local worker (DYNAMIC, no share, not coordinated)
 
 	gate     *shareGate
@@ -95,7 +94,7 @@ func offloadPlan(spec *pipeline.Spec, o JobOptions) (*offloadRun, float64, error
 	if err != nil {
 		return nil, 0, err
 	}
-	r := &offloadRun{requested: mode, mode: mode, exact: o.Delivery == api.ExactlyOnce,
+	r := &offloadRun{requested: mode, mode: mode,
 		dynamic: o.Sharding == api.Dynamic && !o.Share && !o.Coordinated}
 	if cut := o.OffloadBoundary; cut > 0 {
 		// Validate refused the local modes and at-most-once with a cut.
@@ -354,7 +353,7 @@ func (it *Iterator) startLocal(p *plain) {
 		defer it.mu.Unlock()
 		return it.info.State != "" && it.info.State != api.JobRunning
 	})
-	cfg := localConfig{job: it.job, consumer: it.consumer, jobID: it.jobID, spec: r.spec, exact: r.exact, batched: r.spec.Batched(),
+	cfg := localConfig{job: it.job, consumer: it.consumer, jobID: it.jobID, spec: r.spec, exact: it.info.Tracks(), batched: r.spec.Batched(),
 		cores: r.cores, leaseSplits: localLeaseSplits, poll: localPoll}
 	w, err := newLocalWorker(cfg, it, it.ledger, r.gate)
 	if err != nil {

@@ -57,6 +57,15 @@ type Stats struct {
 	// job's loss, not this iterator's alone.
 	NumSplits  int64 `json:"num_splits,omitempty"`
 	SplitsLost int64 `json:"splits_lost"`
+	// LossCounted: the job is at-most-once and counts its loss exactly
+	// (DYNAMIC without share, coordinated reads, take or skip; README,
+	// "Job state and loss"), and ElementsLost is that count: the elements
+	// its dead workers' splits emitted, or would have, that no consumer
+	// received. Like SplitsLost it is the whole job's, as the cluster last
+	// reported it; it is final once JobState is finished, which the end
+	// of data waits for (Options.LossWait).
+	LossCounted  bool  `json:"loss_counted,omitempty"`
+	ElementsLost int64 `json:"elements_lost"`
 	// WorkersDropped counts the workers this iterator dropped mid-stream:
 	// declared dead before they had sent their end of data. At-most-once,
 	// what such a worker had made and not yet sent is lost, beyond the

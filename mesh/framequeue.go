@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
@@ -41,7 +40,7 @@ type frameQueue struct {
 
 func newFrameQueue(t *task) frameQueue {
 	return frameQueue{t: t, out: make(chan *batch.Frame, t.w.n.cfg.Worker.TaskBuffer),
-		resend: t.job.Options.Delivery == api.ExactlyOnce, kick: make(chan struct{}, 1)}
+		resend: t.job.Tracks(), kick: make(chan struct{}, 1)}
 }
 
 // requeue puts frames back for consumer's next stream to send, and drops

@@ -27,6 +27,7 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 			OffloadBoundary: v.Options.OffloadBoundary,
 		},
 		CreatedAt: time.Unix(0, v.CreatedAt),
+		Tracked:   v.Options.Delivery == raftstate.DeliveryExactlyOnce || v.Options.CountLoss,
 	}
 	switch {
 	case v.Options.Autoscale:
@@ -84,7 +85,8 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 		if x := p.Exact; x != nil {
 			info.Exact = &api.ExactInfo{Delivered: x.Delivered, Requeued: x.Requeued, Orphaned: x.Orphaned, Duplicates: x.Duplicates, Abandoned: x.Abandoned,
 				Departures: x.Departures, Skipped: x.Skipped, SettledBefore: x.SettledBefore,
-				ResumeFrom: x.ResumeFrom, ResumeWant: x.ResumeWant, ResumeHave: x.ResumeHave}
+				ResumeFrom: x.ResumeFrom, ResumeWant: x.ResumeWant, ResumeHave: x.ResumeHave,
+				AtMostOnce: x.AtMostOnce, Lost: x.Lost, Censused: x.Censused}
 		}
 	}
 	if v.Options.Sharding == splits.Dynamic && info.Options.Delivery == "" {

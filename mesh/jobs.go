@@ -180,6 +180,7 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest) (
 	if err != nil {
 		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)
 	}
+	opts.CountLoss = countsLoss(opts, spec)
 	var static []string
 	if opts.Sharding == splits.Static {
 		static = n.liveWorkers(opts.MaxWorkers)

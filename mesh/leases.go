@@ -64,6 +64,12 @@ type leaseProvider struct {
 	// opens one with the split's cut (nextCut) and reads on.
 	cut   int
 	recut bool
+	// census: the running pipeline is a census (splits/census.go): it
+	// runs dead workers' splits of an at-most-once job to count what
+	// they emit, and delivers nothing. A split of the other kind ends
+	// the phase, as a split of another cut does (recut), so that no
+	// batch mixes counted and delivered elements.
+	census bool
 	// cutSeen is the job's cut as last learned (learnCut), and jobCut
 	// reads it from the local Raft state (nil: leases only tell).
 	cutSeen int
@@ -86,6 +92,7 @@ type leasedSplit struct {
 	id, epoch int64
 	exclude   splits.Ranges // exactly-once: indices already delivered
 	cut       int           // the job's offload boundary when leased (0: none)
+	census    bool          // run to count, not to deliver (api.LeaseResponse.Census)
 }
 
 type leaseResult struct {
@@ -179,7 +186,7 @@ func (p *leaseProvider) Next(ctx context.Context) (pipeline.ProvidedSplit, error
 		}
 	}
 	p.learnCut()
-	if p.queue[0].cut != p.cut {
+	if p.queue[0].cut != p.cut || p.queue[0].census != p.census {
 		p.recut = true
 		return pipeline.ProvidedSplit{}, io.EOF
 	}
@@ -224,8 +231,28 @@ func (p *leaseProvider) nextCut() int {
 	return max(p.cut, p.cutSeen)
 }
 
+// nextCensus reports whether the next pipeline is a census: the first
+// queued split's kind, or the running one's when none is queued.
+func (p *leaseProvider) nextCensus() bool {
+	if len(p.queue) > 0 {
+		return p.queue[0].census
+	}
+	return p.census
+}
+
+// queuedCensus counts the census splits queued.
+func (p *leaseProvider) queuedCensus() int {
+	n := 0
+	for _, ls := range p.queue {
+		if ls.census {
+			n++
+		}
+	}
+	return n
+}
+
 // takeRecut reports (once) whether the last phase ended for a split of
-// another cut.
+// another cut, or of the other kind (census).
 func (p *leaseProvider) takeRecut() bool {
 	r := p.recut
 	p.recut = false
@@ -320,7 +347,7 @@ func (p *leaseProvider) handBack(ctx context.Context) {
 // enqueue queues a lease's splits.
 func (p *leaseProvider) enqueue(resp api.LeaseResponse) {
 	for i, id := range resp.Splits {
-		ls := leasedSplit{id: id, epoch: resp.Epoch, cut: max(resp.Cut, p.cutSeen)}
+		ls := leasedSplit{id: id, epoch: resp.Epoch, cut: max(resp.Cut, p.cutSeen), census: resp.Census}
 		if i < len(resp.Exclude) {
 			ls.exclude = resp.Exclude[i]
 		}

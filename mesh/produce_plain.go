@@ -64,7 +64,7 @@ func (p *plainProducer) produce() error {
 	o := t.job.Options
 	switch o.Sharding {
 	case api.Dynamic:
-		exact := o.Delivery == api.ExactlyOnce
+		exact := t.job.Tracks()
 		lp := newLeaseProvider(t.ctx, t.w.n, t.job.Name, t.splits, exact)
 		lp.jobID, lp.waited, lp.onRelease = t.job.ID, &t.leaseWait, t.markReleased
 		lp.held = t.cacheHeld()
@@ -77,11 +77,15 @@ func (p *plainProducer) produce() error {
 			// One pipeline per phase (exactly-once: a phase ends when
 			// the leases are done; a dead worker's splits start another;
 			// a split leased after the job was cut starts one that runs
-			// the prefix).
+			// the prefix; at-most-once with a count, a census of a dead
+			// worker's splits runs in a phase of its own).
 			if err := p.setCut(lp.nextCut()); err != nil {
 				return err
 			}
 			lp.cut = p.cut
+			if lp.census = lp.nextCensus(); lp.census {
+				t.w.n.log.Info("at-most-once: counting what dead workers' splits lose (a census: run, not delivered)", "job", t.job.Name, "splits", lp.queuedCensus())
+			}
 			if err := p.pump(pipeline.Options{Provider: lp, Track: exact}, nil, -1, lp); err != nil {
 				return err
 			}
@@ -154,6 +158,14 @@ func (p *plainProducer) pumpList(o pipeline.Options, ss pipeline.SplitList, epoc
 		}
 		if err != nil {
 			return err
+		}
+		if lp != nil && lp.census {
+			// A census delivers nothing: it counts what the splits
+			// emit (reported as produced, counted lost).
+			if tr != nil {
+				lp.produced(tr.Completed())
+			}
+			continue
 		}
 		h := batch.Header{Seq: p.seq, Worker: t.w.n.name, Epoch: epoch, Extra: p.cutExtra}
 		p.seq++

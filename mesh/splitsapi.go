@@ -27,7 +27,7 @@ func (n *Node) lease(ctx context.Context, req api.LeaseRequest) (api.LeaseRespon
 			if !ok {
 				return fmt.Errorf("lease splits: unexpected result %T", res.Value)
 			}
-			resp = api.LeaseResponse{Epoch: l.Epoch, Splits: l.Splits, Done: l.Done, Exclude: l.Exclude, AllProduced: l.AllProduced, Cut: l.Cut}
+			resp = api.LeaseResponse{Epoch: l.Epoch, Splits: l.Splits, Done: l.Done, Exclude: l.Exclude, AllProduced: l.AllProduced, Cut: l.Cut, Census: l.Census}
 			return nil
 		})
 	return resp, err
@@ -75,6 +75,16 @@ func (n *Node) receipts(ctx context.Context, req api.ReceiptsRequest) error {
 			_, err := n.raft.Apply(ctx, raftstate.NewReceipts(req.Job, req.Consumer, req.Seq, rs, req.Fenced))
 			return err
 		})
+}
+
+// countsLoss reports whether an at-most-once job counts its loss exactly
+// (raftstate.JobOptions.CountLoss, splits/census.go): every DYNAMIC one
+// without share or coordinated reads whose pipeline exactly-once could
+// run (a census runs a dead worker's splits again, to count them). The
+// others count lost splits only.
+func countsLoss(o raftstate.JobOptions, spec *pipeline.Spec) bool {
+	atMostOnce := o.Delivery == "" || o.Delivery == raftstate.DeliveryAtMostOnce
+	return atMostOnce && o.Sharding == splits.Dynamic && !o.Share && !o.Coordinated && exactlyOnceSpec(spec) == nil
 }
 
 // exactlyOnceSpec refuses the specs an exactly-once job cannot run: take

@@ -207,12 +207,14 @@ func NewCreateJobAt(name, fingerprint string, o JobOptions, staticWorkers []stri
 	return newCommand(TypeCreateJob, v, CreateJobBody{Name: name, Fingerprint: fingerprint, Options: o, StaticWorkers: staticWorkers, Scale: start})
 }
 
-// createJobVersion is the least version that carries o: 4 with an
-// offload boundary (options key 16, which a version-3 node would drop),
+// createJobVersion is the least version that carries o: 5 with
+// CountLoss (key 17), 4 with an offload boundary (options key 16, which a version-3 node would drop),
 // 2 with Autoscale (key 12), else 1: a log that uses no new option stays
 // readable by older nodes.
 func createJobVersion(o JobOptions) uint16 {
 	switch {
+	case o.CountLoss:
+		return 5
 	case o.OffloadBoundary > 0:
 		return 4
 	case o.Autoscale:
@@ -504,7 +506,7 @@ func applyCreateJob(s *State, c Command) (any, error) {
 		return nil, err
 	}
 	if v := createJobVersion(b.Options); c.Version < v {
-		return nil, fmt.Errorf("%w: CreateJob v%d cannot carry these options (autoscale needs v2, offload_boundary v4; want v%d)", ErrInvalidCommand, c.Version, v)
+		return nil, fmt.Errorf("%w: CreateJob v%d cannot carry these options (autoscale needs v2, offload_boundary v4, count_loss v5; want v%d)", ErrInvalidCommand, c.Version, v)
 	}
 	if st := b.Scale; st != nil {
 		switch {
@@ -608,6 +610,8 @@ func applyCreateJob(s *State, c Command) (any, error) {
 			}
 		} else if o.Delivery == DeliveryExactlyOnce {
 			j.Dynamic = splits.NewDynamicExactlyOnce(ds.NumSplits, epochs)
+		} else if o.CountLoss {
+			j.Dynamic = splits.NewDynamicCounted(ds.NumSplits, epochs)
 		} else {
 			j.Dynamic = splits.NewDynamic(ds.NumSplits, epochs)
 		}
@@ -1107,7 +1111,7 @@ func expireLeases(j *Job, worker string) (lost []int64) {
 	switch {
 	case j.Dynamic == nil:
 		return nil
-	case j.Dynamic.ExactlyOnce():
+	case j.Dynamic.Tracked():
 		j.Dynamic.ExpireWorker(worker, slices.Sorted(maps.Keys(j.Consumers)))
 		return nil
 	default:
@@ -1155,7 +1159,7 @@ func applyReceipts(s *State, c Command) (any, error) {
 	if err := checkName("consumer id", b.Consumer); err != nil {
 		return nil, err
 	}
-	if j.Dynamic == nil || !j.Dynamic.ExactlyOnce() {
+	if j.Dynamic == nil || !j.Dynamic.Tracked() {
 		return nil, fmt.Errorf("%w: job %q is not exactly-once DYNAMIC (receipts)", ErrNotDynamic, b.Job)
 	}
 	if len(b.Receipts) > MaxReceipts || len(b.Fenced) > MaxJobWorkers {

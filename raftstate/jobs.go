@@ -156,6 +156,14 @@ type JobOptions struct {
 	// provenance seeds the consumers' random ops. The proposer checks the
 	// cut against the spec (pipeline.Spec.CheckCut).
 	OffloadBoundary int `cbor:"16,keyasint,omitempty" json:"offload_boundary,omitempty"`
+	// CountLoss (an at-most-once DYNAMIC job without share or coordinated
+	// reads): the job keeps exactly-once's bookkeeping to count exactly
+	// the elements a dead worker's splits lose (splits/census.go); its
+	// splits are still never delivered again. The proposer (mesh) sets it
+	// for every such job whose pipeline allows it (no take or skip); a
+	// job without it, or of a log from before it, counts its loss in
+	// splits only.
+	CountLoss bool `cbor:"17,keyasint,omitempty" json:"count_loss,omitempty"`
 }
 
 // MaxOffloadBoundary bounds JobOptions.OffloadBoundary.
@@ -236,6 +244,10 @@ func (o JobOptions) validate() error {
 	case o.Sharding != splits.Dynamic || o.Share:
 		errs = append(errs, fmt.Sprintf("delivery %s needs sharding=dynamic without share (have sharding=%v share=%v)", o.Delivery, o.Sharding, o.Share))
 	}
+	if o.CountLoss && (o.Delivery != "" || o.Sharding != splits.Dynamic || o.Share || o.Coordinated) {
+		errs = append(errs, fmt.Sprintf("count_loss needs delivery %s, sharding=dynamic, without share or coordinated reads (have delivery=%s sharding=%v share=%v coordinated=%v)",
+			DeliveryAtMostOnce, deliveryName(o.Delivery), o.Sharding, o.Share, o.Coordinated))
+	}
 	if o.Autoscale && (o.Sharding != splits.Dynamic || o.Share || o.Coordinated) {
 		errs = append(errs, fmt.Sprintf("autoscale needs sharding=dynamic without share or coordinated reads (have sharding=%v share=%v coordinated=%v)", o.Sharding, o.Share, o.Coordinated))
 	}
@@ -279,6 +291,7 @@ func (o JobOptions) diff(want JobOptions) []string {
 	add("autoscale_revisit", o.AutoscaleRevisit, want.AutoscaleRevisit)
 	add("autoscale_pause", o.AutoscalePause, want.AutoscalePause)
 	add("offload_boundary", o.OffloadBoundary, want.OffloadBoundary)
+	add("count_loss", o.CountLoss, want.CountLoss)
 	return d
 }
 

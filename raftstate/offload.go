@@ -206,7 +206,7 @@ func (j *Job) remoteOff() bool { return j.Offload != nil && j.Offload.RemoteOff 
 // off: nothing, not done (it asks again later), unless every split is
 // produced (then the real lease, which tells it to end).
 func offloadLease(j *Job, worker string) (splits.Lease, bool) {
-	if _, local := splits.LocalWorkerOf(worker); local || !j.remoteOff() || j.Dynamic.AllProduced() {
+	if _, local := splits.LocalWorkerOf(worker); local || !j.remoteOff() || j.Dynamic.AllProduced() || j.Dynamic.CensusWaiting() {
 		return splits.Lease{}, false
 	}
 	return splits.Lease{Epoch: j.Dynamic.Epoch}, true
@@ -229,7 +229,7 @@ func departLocalWorker(j *Job, consumer string) {
 	j.Workers[name] = st
 	switch {
 	case j.Dynamic == nil:
-	case j.Dynamic.ExactlyOnce():
+	case j.Dynamic.Tracked():
 		j.Dynamic.ExpireWorker(name, nil)
 	default:
 		j.Dynamic.Expire(name)

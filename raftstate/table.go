@@ -20,7 +20,7 @@ var commandTable = map[CommandType]handler{
 	TypePutKVIfAbsent: {name: "PutKVIfAbsent", minVersion: 1, maxVersion: 1, apply: applyPutKVIfAbsent},
 
 	TypeRegisterDataset:   {name: "RegisterDataset", minVersion: 1, maxVersion: 1, apply: applyRegisterDataset},
-	TypeCreateJob:         {name: "CreateJob", minVersion: 1, maxVersion: 4, apply: applyCreateJob},
+	TypeCreateJob:         {name: "CreateJob", minVersion: 1, maxVersion: 5, apply: applyCreateJob},
 	TypeAttachConsumer:    {name: "AttachConsumer", minVersion: 1, maxVersion: 2, apply: applyAttachConsumer},
 	TypeDetachConsumer:    {name: "DetachConsumer", minVersion: 1, maxVersion: 2, apply: applyDetachConsumer},
 	TypeExpireConsumers:   {name: "ExpireConsumers", minVersion: 1, maxVersion: 1, apply: applyExpireConsumers},

@@ -74,6 +74,11 @@ type Lease struct {
 	// says which way it was made, so a retry answered after a job was
 	// cut, whose splits run cut, delivers the same elements.
 	Cut int `cbor:"7,keyasint,omitempty" json:"cut,omitempty"`
+	// Census (at-most-once with a count, census.go): the splits are dead
+	// workers' splits to run as a census: the worker runs them (Exclude
+	// applies), delivers nothing, and reports what they emitted
+	// (Produce), which counts as lost. A census lease holds nothing else.
+	Census bool `cbor:"8,keyasint,omitempty" json:"census,omitempty"`
 }
 
 // Clone returns a copy that shares nothing with l.

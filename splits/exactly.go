@@ -89,6 +89,13 @@ type ExactCounts struct {
 	// Skipped counts the splits a resumed job did not hand out: its
 	// checkpoints say they were delivered completely (resume.go).
 	Skipped int64 `cbor:"6,keyasint,omitempty" json:"skipped,omitempty"`
+	// Lost (at-most-once with a count, census.go) is how many emitted
+	// elements of dead workers' splits no consumer received: exact once
+	// the job is Complete.
+	Lost int64 `cbor:"7,keyasint,omitempty" json:"lost,omitempty"`
+	// Censused (census.go) counts the census runs of dead workers'
+	// splits.
+	Censused int64 `cbor:"8,keyasint,omitempty" json:"censused,omitempty"`
 }
 
 // ExactState is the exactly-once part of a DynamicState, nil when the job is
@@ -118,6 +125,14 @@ type ExactState struct {
 	// from this one's checkpoints waits for the checkpoint of each
 	// (ResumeState.Expect), whatever count the checkpoints say.
 	Receivers []string `cbor:"9,keyasint,omitempty" json:"receivers,omitempty"`
+	// Census: the job is at-most-once, with this bookkeeping only to count
+	// its loss exactly (census.go): a dead worker's splits are not
+	// delivered again. Censusing (leased splits run as a census) and
+	// Forfeit (orphaned splits whose emitted indices are known) are nil
+	// when empty, and always without Census.
+	Census    bool                       `cbor:"10,keyasint,omitempty" json:"census,omitempty"`
+	Censusing map[int64]map[int64]bool   `cbor:"11,keyasint,omitempty" json:"censusing,omitempty"`
+	Forfeit   map[int64]map[int64]Ranges `cbor:"12,keyasint,omitempty" json:"forfeit,omitempty"`
 }
 
 // addReceiver records that consumer had elements delivered.
@@ -147,7 +162,12 @@ func NewDynamicExactlyOnce(numSplits, epochs int64) *DynamicState {
 }
 
 // ExactlyOnce reports whether d re-runs a dead worker's splits.
-func (d *DynamicState) ExactlyOnce() bool { return d.Exact != nil }
+func (d *DynamicState) ExactlyOnce() bool { return d.Exact != nil && !d.Exact.Census }
+
+// Tracked reports whether d keeps the exactly-once bookkeeping (receipts,
+// produced splits, fences): exactly-once, or at-most-once with an exact
+// loss count (census.go).
+func (d *DynamicState) Tracked() bool { return d.Exact != nil }
 
 func put[V any](m map[int64]map[int64]V, e, s int64, v V) {
 	in := m[e]
@@ -177,6 +197,9 @@ func get[V any](m map[int64]map[int64]V, e, s int64) (V, bool) {
 // exclusions. ok is false when there is none.
 func (d *DynamicState) leaseOrphans(worker string, n int) (l Lease, ok bool) {
 	x := d.Exact
+	if _, local := LocalWorkerOf(worker); local && x.Census {
+		return Lease{}, false // a census runs on a node (census.go)
+	}
 	for _, e := range slices.Sorted(maps.Keys(x.Orphaned)) {
 		var ids []int64
 		for s, dead := range x.Orphaned[e] {
@@ -195,7 +218,11 @@ func (d *DynamicState) leaseOrphans(worker string, n int) (l Lease, ok bool) {
 			put(d.Outstanding, e, s, worker)
 			l.Exclude[i] = x.Delivered[e][s].Clone()
 		}
-		x.Counts.Requeued += int64(len(ids))
+		if x.Census {
+			d.leaseCensus(&l)
+		} else {
+			x.Counts.Requeued += int64(len(ids))
+		}
 		return l, true
 	}
 	return Lease{}, false
@@ -234,6 +261,9 @@ func (d *DynamicState) Produce(worker string, epoch int64, done []SplitEmitted) 
 	}
 	for _, p := range done {
 		del(d.Outstanding, epoch, p.Split)
+		if x.Census && d.produceCensus(epoch, p.Split, p.Emitted) {
+			continue
+		}
 		put(x.Produced, epoch, p.Split, ProducedSplit{Worker: worker, Emitted: p.Emitted.Clone()})
 		if _, lenient := get(x.Lenient, epoch, p.Split); lenient {
 			del(x.Lenient, epoch, p.Split)
@@ -384,6 +414,7 @@ func (d *DynamicState) unwait(consumer, worker string) {
 	}
 	if len(cs) == 0 {
 		delete(x.Fences, worker)
+		d.settleForfeits(worker)
 	} else {
 		x.Fences[worker] = cs
 	}
@@ -406,6 +437,7 @@ func (d *DynamicState) ExpireWorker(worker string, consumers []string) (orphaned
 			if w == worker {
 				del(d.Outstanding, e, s)
 				del(x.Lenient, e, s) // the departure it noted took nothing of a re-run
+				x.uncensus(e, s)
 				put(x.Orphaned, e, s, worker)
 				orphaned++
 			}
@@ -416,6 +448,9 @@ func (d *DynamicState) ExpireWorker(worker string, consumers []string) (orphaned
 			if p.Worker == worker {
 				del(x.Produced, e, s)
 				put(x.Orphaned, e, s, worker)
+				if x.Census {
+					x.forfeit(e, s, p.Emitted)
+				}
 				orphaned++
 			}
 		}
@@ -424,6 +459,8 @@ func (d *DynamicState) ExpireWorker(worker string, consumers []string) (orphaned
 		cs := slices.Clone(consumers)
 		slices.Sort(cs)
 		x.Fences[worker] = slices.Compact(cs)
+	} else if len(x.Fences[worker]) == 0 {
+		d.settleForfeits(worker) // no consumer may hold more of them
 	}
 	return orphaned
 }
@@ -497,6 +534,9 @@ type ExactProgress struct {
 	ResumeFrom uint64 `json:"resume_from,omitempty"`
 	ResumeWant int    `json:"resume_want,omitempty"`
 	ResumeHave int    `json:"resume_have,omitempty"`
+	// AtMostOnce: the job counts its loss with this bookkeeping
+	// (ExactState.Census, census.go).
+	AtMostOnce bool `json:"at_most_once,omitempty"`
 }
 
 // SettledBefore is the first epoch of an exactly-once job with a split
@@ -531,7 +571,7 @@ func (x *ExactState) progress() *ExactProgress {
 	if x == nil {
 		return nil
 	}
-	p := &ExactProgress{ExactCounts: x.Counts, Fencing: len(x.Fences)}
+	p := &ExactProgress{ExactCounts: x.Counts, Fencing: len(x.Fences), AtMostOnce: x.Census}
 	for _, m := range x.Produced {
 		p.Produced += int64(len(m))
 	}
@@ -579,6 +619,18 @@ func (x *ExactState) clone() *ExactState {
 	for e, m := range x.Unreceipted {
 		for s, r := range m {
 			put(c.Unreceipted, e, s, r.Clone())
+		}
+	}
+	c.Census = x.Census
+	for e, m := range x.Censusing {
+		if c.Censusing == nil {
+			c.Censusing = map[int64]map[int64]bool{}
+		}
+		c.Censusing[e] = maps.Clone(m)
+	}
+	for e, m := range x.Forfeit {
+		for s, r := range m {
+			c.forfeit(e, s, r.Clone())
 		}
 	}
 	return c
@@ -664,8 +716,11 @@ func (x *ExactState) validate(d *DynamicState) (map[int64]int64, error) {
 		}
 	}
 	c := x.Counts
-	if c.Requeued < 0 || c.Skipped < 0 || c.Delivered < 0 || c.Duplicates < 0 || c.Abandoned < 0 || c.Departures < 0 {
+	if c.Requeued < 0 || c.Skipped < 0 || c.Delivered < 0 || c.Duplicates < 0 || c.Abandoned < 0 || c.Departures < 0 || c.Lost < 0 || c.Censused < 0 {
 		return nil, fmt.Errorf("exactly-once: negative counts %+v", c)
+	}
+	if err := x.validateCensus(d); err != nil {
+		return nil, err
 	}
 	return held, nil
 }

@@ -30,6 +30,7 @@ type simLease struct {
 	exclude Ranges
 	next    int64 // next index to read
 	emitted Ranges
+	census  bool // run to count, not to deliver (census.go)
 }
 
 type simConsumer struct {
@@ -45,14 +46,35 @@ type simConsumer struct {
 // epoch reaches the consumers exactly once.
 func TestExactlyOnceSimulation(t *testing.T) {
 	for seed := range uint64(300) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { simulate(t, seed) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { simulate(t, seed, false) })
 	}
 }
 
-func simulate(t *testing.T, seed uint64) {
+// TestCensusSimulation is the same simulation for an at-most-once job
+// with a count (census.go): no element is delivered twice, and the loss
+// the state counts equals the kept elements no consumer got, exactly.
+func TestCensusSimulation(t *testing.T) {
+	lossy := 0
+	for seed := range uint64(300) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			if simulate(t, seed, true) > 0 {
+				lossy++
+			}
+		})
+	}
+	if lossy < 30 {
+		t.Fatalf("only %d of 300 runs lost anything: the simulation does not exercise the count", lossy)
+	}
+}
+
+// simulate runs one simulation and returns the elements lost (census).
+func simulate(t *testing.T, seed uint64, census bool) (lost int64) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	numSplits, epochs := int64(1+rng.IntN(12)), int64(1+rng.IntN(3))
 	d := NewDynamicExactlyOnce(numSplits, epochs)
+	if census {
+		d = NewDynamicCounted(numSplits, epochs)
+	}
 	var workers []*simWorker
 	addWorker := func() {
 		workers = append(workers, &simWorker{name: fmt.Sprintf("w%d", len(workers))})
@@ -130,7 +152,10 @@ func simulate(t *testing.T, seed uint64) {
 				if l.Exclude != nil {
 					ex = l.Exclude[i]
 				}
-				w.leases = append(w.leases, simLease{e: l.Epoch, s: s, exclude: ex})
+				if l.Census && !census {
+					t.Fatalf("a census lease in an exactly-once job: %+v", l)
+				}
+				w.leases = append(w.leases, simLease{e: l.Epoch, s: s, exclude: ex, census: l.Census})
 			}
 			check("lease")
 		case r < 55: // a worker (alive, maybe expired but paused) reads an element
@@ -143,7 +168,9 @@ func simulate(t *testing.T, seed uint64) {
 				i := l.next
 				l.next++
 				if !l.exclude.Contains(i) && kept(l.s, i) {
-					w.outbox = append(w.outbox, elem{l.e, l.s, i})
+					if !l.census {
+						w.outbox = append(w.outbox, elem{l.e, l.s, i})
+					}
 					l.emitted.Add(i)
 				}
 				continue
@@ -222,6 +249,7 @@ func simulate(t *testing.T, seed uint64) {
 			total[x] += n
 		}
 	}
+	var missing int64
 	for e := range epochs {
 		for s := range numSplits {
 			for i := range int64(simSplitSize) {
@@ -230,15 +258,24 @@ func simulate(t *testing.T, seed uint64) {
 				if kept(s, i) {
 					want = 1
 				}
+				if census && want == 1 && total[x] == 0 {
+					missing++
+					continue
+				}
 				if total[x] != want {
 					t.Fatalf("element %+v delivered %d times, want %d (kills %d)", x, total[x], want, kills)
 				}
 			}
 		}
 	}
-	if p := d.Progress().Exact; p.Duplicates != 0 || p.Abandoned != 0 {
-		t.Fatalf("counts %+v", p)
+	p := d.Progress().Exact
+	if p.Duplicates != 0 || p.Abandoned != 0 || p.Lost != missing {
+		t.Fatalf("counts %+v; %d elements missing (kills %d)", p, missing, kills)
 	}
+	if census && (p.Requeued != 0 || d.Total.Lost == 0 && missing > 0) {
+		t.Fatalf("census: counts %+v, %d splits lost, %d elements missing", p, d.Total.Lost, missing)
+	}
+	return missing
 }
 
 func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {

@@ -57,17 +57,26 @@ func (d *DynamicState) HandBack(worker string, epoch int64, ids []int64) error {
 			return fmt.Errorf("%w: split %d of epoch %d is not outstanding for %q", ErrNotLeased, s, epoch, worker)
 		}
 	}
+	back := 0
 	for _, s := range ids {
 		del(d.Outstanding, epoch, s)
 		if x := d.Exact; x != nil {
 			del(x.Lenient, epoch, s) // nothing of it was produced: a departure since took nothing
+			if _, census := get(x.Censusing, epoch, s); census {
+				// A census not run: orphaned again, for the next
+				// worker (its dead worker's fences are all in).
+				x.uncensus(epoch, s)
+				put(x.Orphaned, epoch, s, worker)
+				continue
+			}
 		}
+		back++
 		if d.HandedBack == nil {
 			d.HandedBack = map[int64]map[int64]bool{}
 		}
 		put(d.HandedBack, epoch, s, true)
 	}
-	d.Total.HandedBack += int64(len(ids))
+	d.Total.HandedBack += int64(back)
 	return nil
 }
 

@@ -57,6 +57,10 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if j.State == api.JobFailed {
 			fmt.Fprintf(stdout, "job %s failed: %s\n", j.Name, j.Failure)
 		}
+		if x := j.Exact; x != nil && x.AtMostOnce && (x.Lost > 0 || j.Lost > 0 || x.Orphaned > 0) {
+			fmt.Fprintf(stdout, "job %s lost %d elements%s: %d splits of workers that died or restarted were not read again (at most once; %d of them counted by a census)\n",
+				j.Name, x.Lost, lossFinal(j), j.Lost, x.Censused)
+		}
 		for _, c := range slices.Sorted(maps.Keys(j.Offload)) {
 			o := j.Offload[c]
 			mode := o.Mode
@@ -80,6 +84,17 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "nodes wanted by the jobs: %d\n", api.NodesWanted(jobs))
 	}
 	return nil
+}
+
+// lossFinal says whether an at-most-once job's loss count is final.
+func lossFinal(j api.JobInfo) string {
+	if j.State == api.JobRunning {
+		if x := j.Exact; x != nil && x.Orphaned > 0 {
+			return fmt.Sprintf(" so far (%d splits of dead workers still to count)", x.Orphaned)
+		}
+		return " so far"
+	}
+	return ""
 }
 
 // autocacheLine says what an autocache point does and, once decided, why.

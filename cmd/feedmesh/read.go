@@ -38,6 +38,12 @@ type readSummary struct {
 	JobState   string `json:"job_state,omitempty"`
 	SplitsLost int64  `json:"splits_lost"`
 	NumSplits  int64  `json:"num_splits,omitempty"`
+	// LossCounted: the job is at-most-once and counts its loss exactly;
+	// ElementsLost is that count, the source elements the dead workers'
+	// splits emitted, or would have, that no consumer received
+	// (client.Stats.ElementsLost; final when JobState is finished).
+	LossCounted  bool  `json:"loss_counted,omitempty"`
+	ElementsLost int64 `json:"elements_lost,omitempty"`
 	// Delivery is the job's guarantee (DYNAMIC: exactly-once or
 	// at-most-once); Requeued (exactly-once) counts splits of workers
 	// that died, read again by others without what was delivered.
@@ -351,7 +357,8 @@ func consume(ctx context.Context, it *client.Iterator, take int64, p progressLin
 	}
 	return readSummary{Job: it.Job(), Batches: s.Batches, Elements: s.Rows, Bytes: s.Bytes, WireBytes: s.WireBytes,
 		Seconds: time.Since(start).Seconds(), Workers: len(s.Workers), PerWorker: per, padded: padded, tokens: tokens,
-		JobState: s.JobState, SplitsLost: s.SplitsLost, NumSplits: s.NumSplits, Delivery: s.Delivery, Requeued: requeued(s),
+		JobState: s.JobState, SplitsLost: s.SplitsLost, NumSplits: s.NumSplits, LossCounted: s.LossCounted, ElementsLost: s.ElementsLost,
+		Delivery: s.Delivery, Requeued: requeued(s),
 		Orphaned: orphaned(s, stopped), WorkersDropped: s.WorkersDropped, Reconnects: s.Reconnects, Stopped: stopped,
 		StallFraction: s.StallFraction, BatchTimeSeconds: s.BatchTimeSeconds, Offload: s.Offload}, nil
 }
@@ -404,10 +411,13 @@ func readNote(s readSummary, existing *api.JobInfo, sh api.Sharding) string {
 		return fmt.Sprintf("sharding off: each of the %d workers read the whole dataset, so this is %d copies of it (--sharding dynamic reads it once, split among the workers)", s.Workers, s.Workers)
 	case s.Orphaned > 0:
 		return fmt.Sprintf("data may be missing: %d splits were held by workers that died after the job's last split was handed out, and no worker was left reading to read them again; what those workers had produced and this consumer had not received is missing (`feedmesh jobs` shows the job as not finished)", s.Orphaned)
-	case s.SplitsLost > 0:
+	case s.LossCounted && s.ElementsLost > 0:
+		return fmt.Sprintf("data lost: %d elements, of %d splits whose workers died or restarted before this reader got all of them (delivery at-most-once: a dead worker's splits are not read again; the default, exactly-once, reads them again); `feedmesh jobs` shows the job's loss",
+			s.ElementsLost, s.SplitsLost)
+	case s.SplitsLost > 0 && !s.LossCounted:
 		return fmt.Sprintf("data lost: %d of the dataset's %d splits were lost (delivery at-most-once: a worker died or restarted while it held them, and what it had not sent of them is not read again; the default, exactly-once, reads them again); `feedmesh jobs` shows the job's loss",
 			s.SplitsLost, s.NumSplits)
-	case (s.WorkersDropped > 0 || s.Reconnects > 0) && s.Delivery == api.AtMostOnce:
+	case (s.WorkersDropped > 0 || s.Reconnects > 0) && s.Delivery == api.AtMostOnce && !s.LossCounted:
 		return fmt.Sprintf("data may be lost: %d workers were declared dead (or restarted) while streaming to this reader and %d streams broke and were reopened; at most once, batches a dead worker had made and not sent, and those on their way on a broken stream, are lost even when no split is counted lost (the default, exactly-once, sends them again)", s.WorkersDropped, s.Reconnects)
 	}
 	return ""
@@ -451,10 +461,17 @@ func printReadSummary(w io.Writer, s readSummary) {
 		fmt.Fprintf(w, "sharing: %d batches read from share windows (%d hits, %d produced for this job), %d evicted before this job read them\n",
 			sh.Read, sh.Hits, sh.Produced, sh.EvictedBeforeRead)
 	}
-	if s.SplitsLost > 0 {
+	switch {
+	case s.LossCounted && (s.ElementsLost > 0 || s.SplitsLost > 0):
+		final := ""
+		if s.JobState != api.JobFinished {
+			final = fmt.Sprintf(" so far (the job is %s: the count is final once it has finished)", s.JobState)
+		}
+		fmt.Fprintf(w, "lost: %d elements%s, of %d splits not read again (at most once: their worker died or restarted)\n", s.ElementsLost, final, s.SplitsLost)
+	case s.SplitsLost > 0:
 		fmt.Fprintf(w, "lost: %d of %d splits (at most once: their worker died or restarted)\n", s.SplitsLost, s.NumSplits)
 	}
-	if (s.WorkersDropped > 0 || s.Reconnects > 0) && s.Delivery == api.AtMostOnce {
+	if (s.WorkersDropped > 0 || s.Reconnects > 0) && s.Delivery == api.AtMostOnce && !s.LossCounted {
 		fmt.Fprintf(w, "workers dropped: %d declared dead or restarted while streaming; streams reopened: %d (at most once: what was on its way is lost too)\n", s.WorkersDropped, s.Reconnects)
 	}
 	if s.Requeued > 0 {

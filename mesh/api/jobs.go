@@ -354,10 +354,16 @@ type JobInfo struct {
 	// are missing from the job's data for good (README, "Job state and
 	// loss", says what this count does not yet cover).
 	Lost int64 `json:"splits_lost"`
-	// Exact (exactly-once DYNAMIC jobs) counts what exactly-once
-	// delivery did.
-	Exact     *ExactInfo `json:"exactly_once,omitempty"`
-	CreatedAt time.Time  `json:"created_at"`
+	// Exact (exactly-once DYNAMIC jobs, and at-most-once ones that count
+	// their loss: Tracked) counts what delivery did.
+	Exact *ExactInfo `json:"exactly_once,omitempty"`
+	// Tracked: the job's workers and consumers keep exactly-once's
+	// bookkeeping (provenance, produced splits, receipts, fences). True
+	// for exactly-once DYNAMIC jobs, and for at-most-once DYNAMIC jobs
+	// without share or coordinated reads (and without take or skip),
+	// which use it to count their loss exactly (ExactInfo.Lost).
+	Tracked   bool      `json:"tracked,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 	// State is the job's state: JobRunning, JobFinished or JobFailed.
 	State string `json:"state"`
 	// Failure (JobFailed) says which worker's pipeline failed, and how.
@@ -379,6 +385,11 @@ type JobInfo struct {
 	// RemoteOff: a consumer keeps the nodes off the job (offload local).
 	RemoteOff bool `json:"remote_off,omitempty"`
 }
+
+// Tracks reports whether the job keeps exactly-once's bookkeeping:
+// Tracked, or an exactly-once job as a node that does not set Tracked
+// describes it.
+func (j JobInfo) Tracks() bool { return j.Tracked || j.Options.Delivery == ExactlyOnce }
 
 // ExactInfo is an exactly-once job's delivery counters (JobInfo.Exact).
 type ExactInfo struct {
@@ -407,6 +418,15 @@ type ExactInfo struct {
 	ResumeFrom uint64 `json:"resume_from,omitempty"`
 	ResumeWant int    `json:"resume_want,omitempty"`
 	ResumeHave int    `json:"resume_have,omitempty"`
+	// AtMostOnce: the job is at-most-once and keeps these counters to
+	// count its loss: splits of dead workers are never read again. Lost
+	// is how many elements those splits emitted, or would have, that no
+	// consumer received (exact once the job is finished: README, "Job
+	// state and loss"), and Censused how many of them a live worker ran
+	// without delivering, to count them.
+	AtMostOnce bool  `json:"at_most_once,omitempty"`
+	Lost       int64 `json:"lost,omitempty"`
+	Censused   int64 `json:"censused,omitempty"`
 }
 
 // Job states (JobInfo.State).
@@ -566,6 +586,10 @@ type LeaseResponse struct {
 	// Cut: the job's offload boundary when the lease was answered (0:
 	// none); the worker runs these splits through the ops before it.
 	Cut int `cbor:"7,keyasint,omitempty"`
+	// Census (at-most-once with a loss count): the splits are dead
+	// workers' to run without delivering, reporting what they emit
+	// (ProduceRequest), which counts as lost (splits/census.go).
+	Census bool `cbor:"8,keyasint,omitempty"`
 }
 
 // ProduceRequest (exactly-once) reports splits whose every element a
