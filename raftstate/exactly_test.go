@@ -147,3 +147,59 @@ func TestLeaseSplitsPreferring(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCountLossCommands: an at-most-once job created with CountLoss keeps
+// exactly-once's bookkeeping and counts a dead worker's loss in elements
+// through the FSM; CountLoss needs CreateJob v5 and an at-most-once plain
+// DYNAMIC job, and a consumer asking without it is a mismatch.
+func TestCountLossCommands(t *testing.T) {
+	o := JobOptions{Sharding: splits.Dynamic, Epochs: 1, CountLoss: true}
+	if v := createJobVersion(o); v != 5 {
+		t.Fatalf("CreateJob version %d for count_loss, want 5", v)
+	}
+	s := newJobState(t, &o)
+	if d := s.Jobs["j1"].Dynamic; !d.Counted() || s.Jobs["j1"].Options.Delivery != "" {
+		t.Fatalf("counted job stored as %+v", s.Jobs["j1"].Options)
+	}
+	for _, bad := range []JobOptions{
+		{Sharding: splits.Dynamic, Delivery: DeliveryExactlyOnce, CountLoss: true},
+		{Sharding: splits.Dynamic, Share: true, CountLoss: true},
+		{Sharding: splits.Off, CountLoss: true},
+		{Sharding: splits.Dynamic, Coordinated: true, NumConsumers: 1, CountLoss: true},
+	} {
+		applyErr(t, s, NewCreateJob("j2", "fp1", bad, nil), ErrInvalidCommand)
+	}
+	v4 := NewCreateJob("j2", "fp1", o, nil)
+	v4.Version = 4
+	applyErr(t, s, v4, ErrInvalidCommand)
+	applyErr(t, s, NewCreateJob("j1", "fp1", JobOptions{Sharding: splits.Dynamic, Epochs: 1}, nil), ErrMismatch)
+
+	applyOK(t, s, NewAttachConsumer("j1", "c1"))
+	applyOK(t, s, NewAssignTask("j1", "w1"))
+	applyOK(t, s, NewAssignTask("j1", "w2"))
+	l := applyOK(t, s, NewLeaseSplits("j1", "w1", 1, 2)).(splits.Lease)
+	if len(l.Splits) != 2 {
+		t.Fatalf("lease: %+v", l)
+	}
+	// w1 emitted its first split (5 elements; c1 got 3) and 2 of the
+	// second, then died.
+	applyOK(t, s, NewProduceSplits("j1", "w1", 0, []splits.SplitEmitted{{Split: l.Splits[0], Emitted: splits.Span(0, 5)}}))
+	applyOK(t, s, NewReceipts("j1", "c1", 1, []Receipt{{Epoch: 0, Split: l.Splits[0], Got: splits.Span(0, 3)}, {Epoch: 0, Split: l.Splits[1], Got: splits.Span(0, 2)}}, nil))
+	applyOK(t, s, NewExpireWorker("w1"))
+	applyOK(t, s, NewReceipts("j1", "c1", 2, nil, []string{"w1"}))
+	if x := s.Jobs["j1"].Dynamic.Progress().Exact; x.Lost != 2 || !x.AtMostOnce {
+		t.Fatalf("after the fence: %+v", x)
+	}
+	c := applyOK(t, s, NewLeaseSplits("j1", "w2", 1, 1)).(splits.Lease)
+	if !c.Census || len(c.Splits) != 1 || c.Splits[0] != l.Splits[1] || c.Exclude[0].String() != "[0,2)" {
+		t.Fatalf("census lease: %+v", c)
+	}
+	applyOK(t, s, NewProduceSplits("j1", "w2", 0, []splits.SplitEmitted{{Split: l.Splits[1], Emitted: splits.Span(2, 6)}}))
+	if x := s.Jobs["j1"].Dynamic.Progress().Exact; x.Lost != 2+4 || x.Censused != 1 {
+		t.Fatalf("after the census: %+v", x)
+	}
+	r := snapshotRoundTrip(t, s)
+	if !reflect.DeepEqual(r.Jobs["j1"].Dynamic, s.Jobs["j1"].Dynamic) || !reflect.DeepEqual(r.Jobs["j1"].Options, s.Jobs["j1"].Options) {
+		t.Fatalf("after snapshot: %+v", r.Jobs["j1"])
+	}
+}

@@ -78,6 +78,9 @@ func TestReadNote(t *testing.T) {
 		{readSummary{Job: "j", Elements: 10, Workers: 1}, nil, api.Off, ""},
 		{readSummary{Job: "j", Elements: 90, Workers: 2, SplitsLost: 2, NumSplits: 50}, nil, api.Dynamic, "2 of the dataset's 50 splits were lost"},
 		{readSummary{Job: "j", Elements: 90, Workers: 2, NumSplits: 50}, nil, api.Dynamic, ""},
+		{readSummary{Job: "j", Elements: 90, Workers: 2, SplitsLost: 2, NumSplits: 50, LossCounted: true, ElementsLost: 7}, nil, api.Dynamic, "data lost: 7 elements, of 2 splits"},
+		{readSummary{Job: "j", Elements: 90, Workers: 2, SplitsLost: 1, NumSplits: 50, LossCounted: true}, nil, api.Dynamic, ""}, // its elements all arrived
+		{readSummary{Job: "j", Elements: 90, Workers: 2, NumSplits: 50, LossCounted: true, Reconnects: 2, Delivery: api.AtMostOnce}, nil, api.Dynamic, ""},
 	} {
 		got := readNote(tc.s, tc.existing, tc.sh)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
@@ -92,6 +95,16 @@ func TestReadSummaryReportsLoss(t *testing.T) {
 	printReadSummary(&b, readSummary{Job: "j", Batches: 9, Elements: 90, Seconds: 1, SplitsLost: 2, NumSplits: 50, Note: "n"})
 	if !strings.Contains(b.String(), "lost: 2 of 50 splits") {
 		t.Errorf("summary without the loss:\n%s", b.String())
+	}
+	b.Reset()
+	printReadSummary(&b, readSummary{Job: "j", Batches: 9, Elements: 90, Seconds: 1, SplitsLost: 2, NumSplits: 50, LossCounted: true, ElementsLost: 7, JobState: api.JobFinished})
+	if !strings.Contains(b.String(), "lost: 7 elements, of 2 splits not read again") || strings.Contains(b.String(), "so far") {
+		t.Errorf("summary without the loss in elements:\n%s", b.String())
+	}
+	b.Reset()
+	printReadSummary(&b, readSummary{Job: "j", Batches: 9, Elements: 90, Seconds: 1, SplitsLost: 2, NumSplits: 50, LossCounted: true, ElementsLost: 7, JobState: api.JobRunning})
+	if !strings.Contains(b.String(), "lost: 7 elements so far (the job is running") {
+		t.Errorf("summary of a count not final:\n%s", b.String())
 	}
 	b.Reset()
 	printReadSummary(&b, readSummary{Job: "j", Batches: 9, Elements: 90, Seconds: 1, NumSplits: 50})

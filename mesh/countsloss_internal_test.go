@@ -1,0 +1,41 @@
+package mesh
+
+import (
+	"testing"
+
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/raftstate"
+	"github.com/feedmesh/feedmesh/splits"
+)
+
+// TestCountsLoss: the proposer has an at-most-once job count its loss
+// exactly when it is plain DYNAMIC and its pipeline has no take or skip
+// (a census runs a dead worker's splits again to count them).
+func TestCountsLoss(t *testing.T) {
+	spec := func(take bool) *pipeline.Spec {
+		s := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 100, SplitSize: 10}})
+		if take {
+			s.Take(5)
+		}
+		return s
+	}
+	for _, c := range []struct {
+		name string
+		o    raftstate.JobOptions
+		take bool
+		want bool
+	}{
+		{"at-most-once dynamic", raftstate.JobOptions{Sharding: splits.Dynamic, Delivery: raftstate.DeliveryAtMostOnce}, false, true},
+		{"stored at-most-once", raftstate.JobOptions{Sharding: splits.Dynamic}, false, true},
+		{"with take", raftstate.JobOptions{Sharding: splits.Dynamic}, true, false},
+		{"exactly-once", raftstate.JobOptions{Sharding: splits.Dynamic, Delivery: raftstate.DeliveryExactlyOnce}, false, false},
+		{"share", raftstate.JobOptions{Sharding: splits.Dynamic, Share: true}, false, false},
+		{"coordinated", raftstate.JobOptions{Sharding: splits.Dynamic, Coordinated: true}, false, false},
+		{"off", raftstate.JobOptions{Sharding: splits.Off}, false, false},
+		{"static", raftstate.JobOptions{Sharding: splits.Static}, false, false},
+	} {
+		if got := countsLoss(c.o, spec(c.take)); got != c.want {
+			t.Errorf("%s: counts loss %v, want %v", c.name, got, c.want)
+		}
+	}
+}
