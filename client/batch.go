@@ -8,12 +8,20 @@ import (
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
+// SuffixWorker is the Worker of a batch the iterator's own part of a cut
+// pipeline made (JobOptions.OffloadBoundary): the elements came from the
+// nodes, the batch from this client.
+const SuffixWorker = "suffix"
+
 // Batch is one batch as delivered, with where it came from.
 type Batch struct {
 	tensor.Element
-	// Worker is the node that produced the batch.
+	// Worker is the node that produced the batch, or SuffixWorker for a
+	// batch this client made of elements the nodes shipped (a job cut
+	// by offload, JobOptions.OffloadBoundary).
 	Worker string
-	// Seq is the batch's sequence number within its worker's task.
+	// Seq is the batch's sequence number within its worker's task (a
+	// suffix's batches: within this iterator's suffix).
 	Seq   uint64
 	Epoch int64
 	// Round (coordinated jobs) is the round the batch belongs to, its

@@ -460,10 +460,36 @@ func (c *Client) Attach(ctx context.Context, job string) (*Iterator, error) {
 		return nil, fmt.Errorf("attach to job %q: it uses coordinated reads; join it with Distribute and JobOptions.ConsumerIndex", job)
 	}
 	if cut := info.Options.OffloadBoundary; cut > 0 {
-		return nil, fmt.Errorf("attach to job %q: it cuts its pipeline after %d ops (offload_boundary) and this client runs the rest; join it with Distribute and its spec", job, cut)
+		// The nodes ship single elements and each consumer runs the ops
+		// after the cut (a job offload auto cut while it ran, say): the
+		// spec comes from the cluster.
+		off, err := c.attachCut(ctx, job, cut)
+		if err != nil {
+			return nil, fmt.Errorf("attach to job %q: it cuts its pipeline after %d ops (offload_boundary) and this client runs the rest: %w", job, cut, err)
+		}
+		return newIterator(c, info, consumer, false, 0, nil, off), nil
 	}
 	// Without the spec, assume batches (the common case for training).
 	return newIterator(c, info, consumer, true, 0, nil, nil), nil
+}
+
+// attachCut is the offload of a consumer attached to a cut job: the ops
+// after the cut, of the job's spec as the cluster holds it.
+func (c *Client) attachCut(ctx context.Context, job string, cut int) (*offloadRun, error) {
+	var resp api.JobGetResponse
+	if err := c.call(ctx, api.MethodJobGet, api.JobRequest{Job: job}, &resp); err != nil {
+		return nil, fmt.Errorf("its spec: %w", err)
+	}
+	spec, err := pipeline.DecodeCanonical(resp.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("its spec: %w", err)
+	}
+	if err := suffixRunsHere(spec, cut); err != nil {
+		return nil, fmt.Errorf("the ops after the cut cannot run here (an op registered only in the node binary?): %w", err)
+	}
+	r := &offloadRun{requested: api.OffloadRemote, mode: api.OffloadRemote, cut: cut,
+		reason: fmt.Sprintf("attached to a job cut after %d ops: the nodes run the source and ops [0, %d), this client ops [%d, %d)", cut, cut, cut, len(spec.Ops))}
+	return r.withSpec(spec, 0), nil
 }
 
 func newConsumerID() (string, error) {

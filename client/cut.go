@@ -54,10 +54,10 @@ type cutRun struct {
 	done    chan struct{}
 
 	rows atomic.Int64 // rows of the suffix's batches (not those passed through)
+	seq  uint64       // the suffix's batches so far (Batch.Seq; run's goroutine only)
 
-	mu     sync.Mutex // pulls run on the suffix's goroutines
-	wire   int64      // wire bytes of the elements pulled since the last batch
-	worker string     // the worker of the element pulled last
+	mu   sync.Mutex // pulls run on the suffix's goroutines
+	wire int64      // wire bytes of the elements pulled since the last batch
 }
 
 // cutOut is one batch of the suffix (or one that passed through it), or
@@ -109,8 +109,12 @@ func (r *cutRun) run(ctx context.Context) {
 			if len(o.prov) > 0 {
 				o.b.Epoch = o.prov[0].Epoch
 			}
+			// The batch is this client's: its elements came from
+			// the nodes' streams (counted per worker as they ship).
+			o.b.Worker, o.b.Seq = SuffixWorker, r.seq
+			r.seq++
 			r.mu.Lock()
-			o.wire, o.b.Worker, r.wire = r.wire, r.worker, 0
+			o.wire, r.wire = r.wire, 0
 			r.mu.Unlock()
 		}
 		select {
@@ -162,7 +166,6 @@ func (it *Iterator) pullCut(ctx context.Context, r *cutRun) (pipeline.CutElement
 		it.countShipped(x)
 		r.mu.Lock()
 		r.wire += x.wire
-		r.worker = x.b.Worker
 		r.mu.Unlock()
 		p := x.prov[0]
 		return pipeline.CutElement{Element: x.b.Element, Epoch: p.Epoch, Split: p.Split, Index: p.Lo}, nil

@@ -201,20 +201,72 @@ func TestOffloadBoundaryKilledAndResumed(t *testing.T) {
 	t.Logf("killed %s; resumed after %d batches, %d batches after the resume", c.Name(victim), first.batches, rest.batches)
 }
 
-// TestOffloadBoundaryAttachRefused: a job with a cut cannot be read
-// without its spec (the client runs the ops after the cut).
-func TestOffloadBoundaryAttachRefused(t *testing.T) {
-	c := testcluster.Start(t, 1)
+// TestOffloadBoundaryAttach: a consumer attached by name to a cut job (a
+// trainer without the spec; offload auto cuts first jobs while they run)
+// gets the spec from the cluster and runs the ops after the cut: the two
+// consumers together read every element once.
+func TestOffloadBoundaryAttach(t *testing.T) {
+	c := testcluster.Start(t, 2)
 	cl := dial(t, c, 0)
-	it, err := cl.Distribute(context.Background(), shuffledSpec(100, 10, 10, 1), client.JobOptions{Name: "cut-attach", Sharding: client.Dynamic, Workers: client.AllWorkers, OffloadBoundary: 1})
+	const n = 2000
+	it1, err := cl.Distribute(context.Background(), shuffledSpec(n, 20, 10, 500), client.JobOptions{Name: "cut-attach", Sharding: client.Dynamic, Workers: client.AllWorkers, OffloadBoundary: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer it.Close()
-	_, err = cl.Attach(context.Background(), "cut-attach")
-	if err == nil || !strings.Contains(err.Error(), "offload_boundary") {
-		t.Fatalf("attach: %v, want an error naming offload_boundary", err)
+	defer it1.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var vals [2][]int64
+	b, err := it1.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
+	vals[0] = values(t, b)
+	it2, err := cl.Attach(ctx, "cut-attach")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it2.Close()
+	errs := make(chan error, 2)
+	for i, it := range []*client.Iterator{it1, it2} {
+		go func() {
+			for {
+				b, err := it.Next(ctx)
+				if errors.Is(err, io.EOF) {
+					errs <- nil
+					return
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				if b.Worker != client.SuffixWorker {
+					errs <- fmt.Errorf("consumer %d: a batch of worker %q in a cut job", i, b.Worker)
+					return
+				}
+				vals[i] = append(vals[i], values(t, b)...)
+			}
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := delivery{counts: map[int64]int{}, byWorker: map[string][]int64{}}
+	for _, vs := range vals {
+		for _, v := range vs {
+			d.counts[v]++
+		}
+	}
+	checkExactly(t, d, n, 1)
+	if len(vals[1]) == 0 {
+		t.Fatal("the attached consumer read nothing: the test did not test it")
+	}
+	if st := it2.Stats(); st.Offload == nil || st.Offload.Cut != 1 {
+		t.Fatalf("attached consumer's offload: %+v", st.Offload)
+	}
+	t.Logf("first consumer %d elements, attached %d", len(vals[0]), len(vals[1]))
 }
 
 // TestOffloadBoundaryNextDeadline: a Next whose context expires while the
@@ -232,6 +284,7 @@ func TestOffloadBoundaryNextDeadline(t *testing.T) {
 	defer it.Close()
 	d := delivery{counts: map[int64]int{}, byWorker: map[string][]int64{}}
 	expired := 0
+	seqs := map[uint64]bool{}
 	end := time.Now().Add(60 * time.Second)
 	for time.Now().Before(end) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
@@ -251,6 +304,12 @@ func TestOffloadBoundaryNextDeadline(t *testing.T) {
 		for _, v := range values(t, b) {
 			d.counts[v]++
 		}
+		// The client made each batch: its own worker name, its own
+		// sequence numbers.
+		if b.Worker != client.SuffixWorker || seqs[b.Seq] {
+			t.Fatalf("batch %d: worker %q seq %d (seen: %v)", d.batches, b.Worker, b.Seq, seqs[b.Seq])
+		}
+		seqs[b.Seq] = true
 	}
 	checkExactly(t, d, n, 1)
 	if expired == 0 {
