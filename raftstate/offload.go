@@ -131,7 +131,7 @@ func applyOffload(s *State, c Command) (any, error) {
 		}
 	}
 	if b.Cut != 0 {
-		if err := cutMidJob(j, b, c.Version); err != nil {
+		if err := checkCutMidJob(j, b, c.Version); err != nil {
 			return nil, err
 		}
 	}
@@ -162,6 +162,11 @@ func applyOffload(s *State, c Command) (any, error) {
 			j.Workers[name] = WorkerState{Since: c.At}
 		}
 	}
+	if b.Cut != 0 {
+		// Set only now that nothing of the command can be refused: a
+		// refused command changes nothing.
+		j.Options.OffloadBoundary = b.Cut
+	}
 	if (b.Remote != RemoteUnchanged && (j.remoteOff() || b.Remote == RemoteOff)) || b.Report != nil {
 		if j.Offload == nil {
 			j.Offload = &OffloadState{}
@@ -179,8 +184,9 @@ func applyOffload(s *State, c Command) (any, error) {
 	return nil, nil
 }
 
-// cutMidJob sets a running job's cut (OffloadBody.Cut), or refuses.
-func cutMidJob(j *Job, b OffloadBody, version uint16) error {
+// checkCutMidJob refuses a running job's cut (OffloadBody.Cut) that
+// cannot be set; applyOffload sets it once the whole command passes.
+func checkCutMidJob(j *Job, b OffloadBody, version uint16) error {
 	switch {
 	case version < 2:
 		return fmt.Errorf("%w: Offload v%d with a cut (v2)", ErrInvalidCommand, version)
@@ -195,7 +201,6 @@ func cutMidJob(j *Job, b OffloadBody, version uint16) error {
 	case len(j.Consumers) != 1:
 		return fmt.Errorf("%w: job %q has %d consumers: only a job's only consumer cuts it while it runs (each consumer runs the ops after the cut)", ErrInvalidCommand, j.Name, len(j.Consumers))
 	}
-	j.Options.OffloadBoundary = b.Cut
 	return nil
 }
 

@@ -117,6 +117,11 @@ func TestOffloadCutMidJob(t *testing.T) {
 	applyErr(t, s, v1, ErrInvalidCommand)
 	applyErr(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Cut: MaxOffloadBoundary + 1}), ErrInvalidCommand)
 	applyErr(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Cut: -1}), ErrInvalidCommand)
+	// A command refused for another of its parts cuts nothing.
+	applyErr(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Cut: 2, LocalWorker: true, Retire: true}), ErrInvalidCommand)
+	if got := s.Jobs["j1"].Options.OffloadBoundary; got != 0 {
+		t.Fatalf("a refused command cut the job after %d ops", got)
+	}
 	applyOK(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Remote: RemoteOn, Cut: 2}))
 	if got := s.Jobs["j1"].Options.OffloadBoundary; got != 2 {
 		t.Fatalf("OffloadBoundary %d after the cut, want 2", got)
