@@ -326,6 +326,15 @@ func (it *Iterator) tryCut(ctx context.Context, prof OffloadProfile) bool {
 // cut; the iteration goes on as before.
 func (it *Iterator) cutMidJob(ctx context.Context, p OffloadProfile, best offload.CutChoice, reason string) bool {
 	r := it.off
+	it.mu.Lock()
+	n := len(it.info.Consumers)
+	it.mu.Unlock()
+	if n != 1 {
+		// The cluster would refuse (only a job's only consumer cuts it),
+		// and an open suffix would then stay for nothing.
+		it.logger().Info("offload auto: not cutting the job: it has other consumers", "job", it.job, "consumers", n)
+		return false
+	}
 	if err := it.openCut(r.spec, best.Cut); err != nil {
 		it.logger().Warn("offload auto: opening the ops after the cut failed; not cutting", "job", it.job, "cut", best.Cut, "err", err)
 		return false

@@ -3,7 +3,9 @@ package client
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -53,20 +55,19 @@ type cutRun struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 
-	rows atomic.Int64 // rows of the suffix's batches (not those passed through)
-	seq  uint64       // the suffix's batches so far (Batch.Seq; run's goroutine only)
+	final atomic.Pointer[error] // how the suffix ended (io.EOF at the end of data), set before done closes
+	rows  atomic.Int64          // rows of the suffix's batches (not those passed through)
+	seq   uint64                // the suffix's batches so far (Batch.Seq; run's goroutine only)
 
 	mu   sync.Mutex // pulls run on the suffix's goroutines
 	wire int64      // wire bytes of the elements pulled since the last batch
 }
 
-// cutOut is one batch of the suffix (or one that passed through it), or
-// the error that ended it.
+// cutOut is one batch of the suffix, or one that passed through it.
 type cutOut struct {
 	b    Batch
 	prov []batch.ProvRange
 	wire int64
-	err  error
 }
 
 // openCut starts the suffix of spec after cut ops; the iterator's Close
@@ -85,45 +86,53 @@ func (it *Iterator) openCut(spec *pipeline.Spec, cut int) error {
 	it.cut.Store(r)
 	go func() {
 		defer close(r.done)
-		r.run(ctx)
+		if err := r.run(ctx); err != nil {
+			r.final.Store(&err)
+			if !errors.Is(err, io.EOF) {
+				it.fail(err) // the engine stops; nothing more is pulled
+			}
+		}
 	}()
 	return nil
 }
 
 // run pulls the suffix's batches into out until its end (io.EOF, or the
-// iteration's error) or ctx's.
-func (r *cutRun) run(ctx context.Context) {
+// iteration's error, returned) or ctx's (nil). The end is not sent on out:
+// pullCut sends there too, from the suffix's goroutines, and nextCut
+// returns the end once out is empty and done closed.
+func (r *cutRun) run(ctx context.Context) error {
 	for {
 		el, err := r.it.Next(ctx)
-		o := cutOut{err: err}
-		if err == nil {
-			o.b = Batch{Element: el, batched: r.batched}
-			r.rows.Add(o.b.Rows())
-			for _, s := range r.tr.LastProvenance() {
-				o.prov = batch.AppendProv(o.prov, s.Epoch, s.Split, s.Indices)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
 			}
-			for _, s := range r.dr.Dropped() {
-				o.prov = batch.AppendProv(o.prov, s.Epoch, s.Split, s.Indices)
-			}
-			o.prov = sortProv(o.prov)
-			if len(o.prov) > 0 {
-				o.b.Epoch = o.prov[0].Epoch
-			}
-			// The batch is this client's: its elements came from
-			// the nodes' streams (counted per worker as they ship).
-			o.b.Worker, o.b.Seq = SuffixWorker, r.seq
-			r.seq++
-			r.mu.Lock()
-			o.wire, r.wire = r.wire, 0
-			r.mu.Unlock()
+			return err
 		}
+		o := cutOut{}
+		o.b = Batch{Element: el, batched: r.batched}
+		r.rows.Add(o.b.Rows())
+		for _, s := range r.tr.LastProvenance() {
+			o.prov = batch.AppendProv(o.prov, s.Epoch, s.Split, s.Indices)
+		}
+		for _, s := range r.dr.Dropped() {
+			o.prov = batch.AppendProv(o.prov, s.Epoch, s.Split, s.Indices)
+		}
+		o.prov = sortProv(o.prov)
+		if len(o.prov) > 0 {
+			o.b.Epoch = o.prov[0].Epoch
+		}
+		// The batch is this client's: its elements came from
+		// the nodes' streams (counted per worker as they ship).
+		o.b.Worker, o.b.Seq = SuffixWorker, r.seq
+		r.seq++
+		r.mu.Lock()
+		o.wire, r.wire = r.wire, 0
+		r.mu.Unlock()
 		select {
 		case r.out <- o:
 		case <-ctx.Done():
-			return
-		}
-		if err != nil {
-			return
+			return nil
 		}
 	}
 }
@@ -182,18 +191,16 @@ func (it *Iterator) nextCut(ctx context.Context, r *cutRun) (Batch, error) {
 	case <-r.done:
 		select {
 		case o = <-r.out:
-		default: // stopped by Close
-			it.mu.Lock()
+		default:
+			if err := r.final.Load(); err != nil {
+				return Batch{}, *err // the end, for this call and every later one
+			}
+			it.mu.Lock() // stopped by Close
 			defer it.mu.Unlock()
 			return Batch{}, it.err
 		}
 	case <-ctx.Done():
 		return Batch{}, ctx.Err()
-	}
-	if o.err != nil {
-		// Keep the end for the calls after this one.
-		r.out <- o
-		return Batch{}, o.err
 	}
 	it.countOut(o.b, int64(o.b.ByteSize()), o.wire, entered, queued)
 	if it.track != nil {

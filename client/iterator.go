@@ -202,6 +202,11 @@ func (it *Iterator) Next(ctx context.Context) (Batch, error) {
 	select {
 	case x, ok := <-it.items:
 		if !ok {
+			if r := it.cut.Load(); r != nil {
+				// Cut while this call waited, and the suffix has
+				// emptied the buffer since: what it holds comes first.
+				return it.nextCut(ctx, r)
+			}
 			it.mu.Lock()
 			defer it.mu.Unlock()
 			return Batch{}, it.err
