@@ -93,6 +93,18 @@ func TestNodeSurvivesBadInput(t *testing.T) {
 	if err := transport.Call(ctx, tr, probeCodec, n.Addr(), api.MethodProbe, api.ProbeRequest{Bytes: 1000}, &pr); err != nil || len(pr.Payload) != 1000 {
 		t.Fatalf("probe of 1000 bytes: %d bytes, %v", len(pr.Payload), err)
 	}
+	// Probes answered at once are few (each holds its answer until it is
+	// written): one more is told to come back, and a slot freed serves it.
+	giveBack := n.HoldProbes()
+	if err := transport.Call(ctx, tr, probeCodec, n.Addr(), api.MethodProbe, api.ProbeRequest{Bytes: 1000}, &pr); !errors.Is(err, transport.ErrUnavailable) {
+		t.Fatalf("probe with every slot held: %v, want unavailable", err)
+	}
+	giveBack()
+	for range 8 { // more than the slots: each gives its slot back once written
+		if err := transport.Call(ctx, tr, probeCodec, n.Addr(), api.MethodProbe, api.ProbeRequest{Bytes: 1000}, &pr); err != nil {
+			t.Fatalf("probe after the slots were given back: %v", err)
+		}
+	}
 
 	// The node still answers.
 	ms, err := cl.Members(ctx)

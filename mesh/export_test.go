@@ -11,3 +11,16 @@ import (
 func (n *Node) JobGet(ctx context.Context, job string) (api.JobGetResponse, error) {
 	return n.jobGet(ctx, api.JobRequest{Job: job})
 }
+
+// HoldProbes takes every link-probe slot, as callers that never read their
+// answers would; the returned func gives them back.
+func (n *Node) HoldProbes() func() {
+	for range maxProbes {
+		n.probes <- struct{}{}
+	}
+	return func() {
+		for range maxProbes {
+			<-n.probes
+		}
+	}
+}

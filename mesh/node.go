@@ -51,6 +51,9 @@ type Node struct {
 
 	worker *worker
 	cache  *nodeCache // autocache.go
+	// probes holds a slot per link probe being answered (offload.go):
+	// each holds its payload's encoding until the caller reads it.
+	probes chan struct{}
 
 	ml       *memberlist.Memberlist
 	delegate *delegate
@@ -88,7 +91,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, name: id.name, resetKey: id.resetKey, incarnation: uint64(time.Now().UnixNano())}
+	n := &Node{cfg: cfg, name: id.name, resetKey: id.resetKey, incarnation: uint64(time.Now().UnixNano()), probes: make(chan struct{}, maxProbes)}
 	log, n.logs = newNodeLogs(log, n.leaving.Load)
 	n.log = log.With("node", id.name)
 	n.known, n.knownAtStart, n.knewOthers = newKnownMembers(cfg.DataDir, cfg.KnownMembersMax, n.log)

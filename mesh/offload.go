@@ -29,9 +29,30 @@ func (n *Node) registerOffloadHandler(handle func(string, func(context.Context, 
 		if req.Bytes < 0 || req.Bytes > api.MaxProbeBytes {
 			return nil, transport.Errorf(transport.ErrInvalid, "probe of %d bytes: want 0..%d", req.Bytes, api.MaxProbeBytes)
 		}
-		return api.ProbeResponse{Payload: probeZeros[:req.Bytes]}, nil
+		// A caller that does not read its answer holds it (up to
+		// MaxProbeBytes, encoded) until the write gives up: a few at
+		// once, the others told to come back.
+		select {
+		case n.probes <- struct{}{}:
+		default:
+			return nil, transport.Errorf(transport.ErrUnavailable, "%d link probes are being answered; try again", maxProbes)
+		}
+		return probeAnswer{api.ProbeResponse{Payload: probeZeros[:req.Bytes]}, n.probes}, nil
 	})
 }
+
+// maxProbes bounds the link probes a node answers at once.
+const maxProbes = 4
+
+// probeAnswer is a probe's answer, whose slot is given back once it has
+// been written (transport.Written).
+type probeAnswer struct {
+	api.ProbeResponse
+	slots chan struct{}
+}
+
+// Written implements transport.Written.
+func (a probeAnswer) Written() { <-a.slots }
 
 // probeZeros is every probe's payload (read only).
 var probeZeros = make([]byte, api.MaxProbeBytes)

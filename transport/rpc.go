@@ -201,9 +201,22 @@ func (s *RPCServer) serveStream(conn net.Conn) {
 	if err == nil && ctx.Err() != nil {
 		err = Errorf(ErrDeadline, "%s: %v", req.Method, ctx.Err())
 	}
+	// The answer gets at most readTimeout to be written, whatever
+	// timeout the caller asked for: a caller that does not read must not
+	// hold a request slot (and the answer's buffer) for as long as it says.
+	if latest := time.Now().Add(readTimeout); writeDeadline.After(latest) {
+		writeDeadline = latest
+	}
 	_ = conn.SetWriteDeadline(writeDeadline)
 	s.writeResponse(conn, resp, err)
+	if w, ok := resp.(Written); ok {
+		w.Written()
+	}
 }
+
+// Written is implemented by a handler's answer that holds something until
+// it has been written (or its write has failed): the server calls it then.
+type Written interface{ Written() }
 
 // readRequest reads one request frame from conn within readTimeout. On a
 // stream the transport accepted, the request must also make progress every
