@@ -192,7 +192,7 @@ func DefaultConfig() Config {
 			ReconnectInterval:       10 * time.Second,
 			ReconnectTimeout:        24 * time.Hour,
 		},
-		Transport: transport.DefaultConfig(),
+		Transport: nodeTransport(transport.DefaultConfig()),
 		Raft:      raftstate.DefaultConfig(),
 		Worker: WorkerConfig{
 			TaskBuffer:         8,
@@ -210,6 +210,19 @@ func DefaultConfig() Config {
 		Autocache: AutocacheConfig{ProfileElements: 300, ProbeBytes: autocache.DefaultProbeBytes,
 			HeldTTL: 100 * time.Millisecond, FetchTimeout: time.Minute, MaxServing: 8},
 	}
+}
+
+// nodeTransport is c with a node's receive windows. A node receives
+// control requests, Raft and the odd cached split, not bulk batches
+// (those go to clients, whose transport keeps the defaults), so its
+// connections start at 64 KiB and may grow by 96 MiB together: with the
+// default limits, what peers can make a node hold (unread QUIC data,
+// 1024 connections × 64 KiB + 96 MiB; control requests, 64 MiB + 256 ×
+// 128 KiB) stays under 256 MiB (README, "Limits against hostile peers").
+func nodeTransport(c transport.Config) transport.Config {
+	c.InitialReceiveWindow = 64 << 10
+	c.MaxReceiveWindowBytes = 96 << 20
+	return c
 }
 
 // FastConfig is the preset for in-process test clusters and the demo: a
@@ -237,7 +250,7 @@ func FastConfig() Config {
 		ReconnectInterval:       200 * time.Millisecond,
 		ReconnectTimeout:        time.Minute,
 	}
-	c.Transport = transport.FastConfig()
+	c.Transport = nodeTransport(transport.FastConfig())
 	c.Raft = raftstate.FastConfig()
 	c.Worker.JobPollInterval = 200 * time.Millisecond
 	c.Worker.OrphanPollInterval = 100 * time.Millisecond

@@ -111,12 +111,24 @@ type Config struct {
 	// Together with the number of peers it bounds receive buffering.
 	ConnectionReceiveWindow uint64
 
+	// InitialReceiveWindow is the flow-control window each connection and
+	// each stream starts with (quic-go's InitialConnectionReceiveWindow
+	// and InitialStreamReceiveWindow, capped by the two above): what a
+	// peer may send that nobody reads, per connection, before any window
+	// grows. Auto-tuning grows the windows of connections whose data is
+	// read fast, out of MaxReceiveWindowBytes. Default 512 KiB, for
+	// receivers of bulk data (a client); a node, which receives little
+	// besides control requests and Raft, starts its connections at 64 KiB
+	// (mesh.DefaultConfig) so that MaxIncomingConns strangers hold little.
+	InitialReceiveWindow uint64
+
 	// MaxReceiveWindowBytes bounds, over all of this transport's
 	// connections together, how much quic-go's window auto-tuning may add
-	// to their flow-control windows beyond the initial 512 KiB each
+	// to their flow-control windows beyond InitialReceiveWindow
 	// (window.go): what peers can make this node buffer unread is at most
-	// this plus 512 KiB per connection. A connection denied an increase
-	// keeps working at its current window. Default 256 MiB.
+	// this plus InitialReceiveWindow per connection. A connection denied
+	// an increase keeps working at its current window. Default 256 MiB
+	// (96 MiB for a node: mesh.DefaultConfig).
 	MaxReceiveWindowBytes int64
 
 	// DataConns is how many QUIC connections to one peer carry data streams;
@@ -177,6 +189,7 @@ func DefaultConfig() Config {
 		MaxRPCBytesPerConn:      16 << 20,
 		StreamReceiveWindow:     16 << 20,
 		ConnectionReceiveWindow: 48 << 20,
+		InitialReceiveWindow:    512 << 10,
 		MaxReceiveWindowBytes:   256 << 20,
 		DataConns:               1,
 		GROBuffers:              8,
@@ -265,6 +278,9 @@ func (c Config) Validate() error {
 	}
 	if c.ConnectionReceiveWindow < c.StreamReceiveWindow {
 		bad("ConnectionReceiveWindow", "is %d, must be at least StreamReceiveWindow (%d)", c.ConnectionReceiveWindow, c.StreamReceiveWindow)
+	}
+	if c.InitialReceiveWindow < 16<<10 || c.InitialReceiveWindow > c.StreamReceiveWindow {
+		bad("InitialReceiveWindow", "is %d, must be in [16 KiB, StreamReceiveWindow (%d)]", c.InitialReceiveWindow, c.StreamReceiveWindow)
 	}
 	if c.MaxReceiveWindowBytes <= 0 {
 		bad("MaxReceiveWindowBytes", "is %d, must be positive", c.MaxReceiveWindowBytes)

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/quic-go/quic-go"
 )
 
 // Hostile-peer tests: an unauthenticated peer (dev TLS lets anyone connect)
@@ -240,4 +243,97 @@ func TestByteBudget(t *testing.T) {
 	if got := b.InUse(); got != 60 {
 		t.Fatalf("in use %d, want 60", got)
 	}
+}
+
+// TestManyStrangersHoldLittle: strangers at two addresses open as many
+// connections as MaxConnsPerAddr lets them, and on each a control stream
+// announcing a large request and a data stream, both sending without end.
+// What the node holds for them is its control-request budgets plus, per
+// connection, what QUIC lets a peer send unread (the initial receive
+// window: window growth needs the node to read). With a node's windows
+// (mesh.DefaultConfig: 64 KiB, growth 96 MiB) the heap stays within the
+// node's 256 MiB bound; with a client's (512 KiB) the windows alone
+// would allow 256 MiB. Both are run and logged; the node's is asserted.
+func TestManyStrangersHoldLittle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("512 connections and ~300 MB over loopback")
+	}
+	var growth [2]int64
+	for i, init := range []uint64{512 << 10, 64 << 10} {
+		cfg := FastConfig()
+		cfg.InitialReceiveWindow, cfg.MaxReceiveWindowBytes = init, 96<<20
+		growth[i] = strangersAttack(t, cfg, 2)
+		t.Logf("initial window %d KiB: heap +%d MiB", init>>10, growth[i]>>20)
+	}
+	node := FastConfig()
+	node.InitialReceiveWindow, node.MaxReceiveWindowBytes = 64<<10, 96<<20
+	if bound := node.PeerMemoryBound(); growth[1] > bound {
+		t.Errorf("with a node's windows the heap grew by %d MiB, bound %d MiB", growth[1]>>20, bound>>20)
+	}
+}
+
+// strangersAttack runs the attack of TestManyStrangersHoldLittle from
+// addrs addresses against a node with cfg and returns the heap's growth at
+// its peak (the attackers' own state included).
+func strangersAttack(t *testing.T, cfg Config, addrs int) int64 {
+	b := startNode(t, nodeOpts{cfg: &cfg})
+	tl := uint64(DefaultMaxRPCRequestBytes - 1)
+	head := append(rawPrefix(1, tl), 0xf6)
+	junk := make([]byte, 1<<20)
+	before := heapInuse()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []*quic.Conn
+	for i := range addrs {
+		a := startNode(t, nodeOpts{noServer: true, addr: fmt.Sprintf("127.0.0.%d:0", 10+i)})
+		for range cfg.MaxConnsPerAddr {
+			c, err := a.t.dial(ctx, b.addr())
+			if err != nil {
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			for _, kind := range []StreamKind{KindControl, KindData} {
+				wg.Go(func() {
+					qs, err := c.OpenStreamSync(ctx)
+					if err != nil {
+						return
+					}
+					dl, _ := ctx.Deadline()
+					_ = qs.SetWriteDeadline(dl)
+					msg := []byte{byte(kind)}
+					if kind == KindControl {
+						msg = append(msg, head...)
+					}
+					if _, err := qs.Write(msg); err != nil {
+						return
+					}
+					for ctx.Err() == nil {
+						if _, err := qs.Write(junk); err != nil { // blocks once the node stops reading
+							return
+						}
+					}
+				})
+			}
+		}
+	}
+	var peak uint64
+	tick := time.NewTicker(200 * time.Millisecond)
+	for ctx.Err() == nil {
+		select {
+		case <-tick.C:
+			peak = max(peak, heapInuse())
+		case <-ctx.Done():
+		}
+	}
+	tick.Stop()
+	wg.Wait()
+	for _, c := range conns {
+		c.CloseWithError(0, "")
+	}
+	t.Logf("%d connections from %d addresses", len(conns), addrs)
+	return int64(peak) - int64(before)
 }

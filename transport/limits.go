@@ -75,3 +75,14 @@ func (r *idleReader) deadline() time.Time {
 }
 
 var _ io.Reader = (*idleReader)(nil)
+
+// PeerMemoryBound is what peers can make a transport with this config hold,
+// by the limits above, whatever they send: unread QUIC data (each
+// connection's initial window, and the window growth budget, together) and
+// control requests (the byte budget, each request's free first buffer and
+// its header). quic-go's own per-connection state comes on top.
+func (c Config) PeerMemoryBound() int64 {
+	unread := int64(c.MaxIncomingConns)*int64(c.InitialReceiveWindow) + c.MaxReceiveWindowBytes
+	control := c.MaxRPCBytesInFlight + int64(c.MaxConcurrentRPCs)*(rpcFreeBytes+int64(c.MaxHeaderBytes))
+	return unread + control
+}

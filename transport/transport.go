@@ -185,8 +185,8 @@ func (t *Transport) quicConfig() *quic.Config {
 		MaxIncomingUniStreams:          -1,
 		MaxStreamReceiveWindow:         t.cfg.StreamReceiveWindow,
 		MaxConnectionReceiveWindow:     t.cfg.ConnectionReceiveWindow,
-		InitialStreamReceiveWindow:     min(t.cfg.StreamReceiveWindow, 512<<10),
-		InitialConnectionReceiveWindow: min(t.cfg.ConnectionReceiveWindow, 512<<10),
+		InitialStreamReceiveWindow:     min(t.cfg.StreamReceiveWindow, t.cfg.InitialReceiveWindow),
+		InitialConnectionReceiveWindow: min(t.cfg.ConnectionReceiveWindow, t.cfg.InitialReceiveWindow),
 		AllowConnectionWindowIncrease:  t.windows.allow,
 	}
 }

@@ -12,7 +12,7 @@ import (
 // quic-go buffers what a peer sends and nobody has read yet, up to a
 // connection's window: without a bound, each of MaxIncomingConns
 // connections could hold ConnectionReceiveWindow unread. Each connection
-// starts with the initial window (512 KiB) for free; every increase beyond
+// starts with the initial window (Config.InitialReceiveWindow) for free; every increase beyond
 // takes from the budget, which a connection gives back when it closes.
 // Denied, the window stays as it is: the connection still works, with the
 // throughput that window allows.

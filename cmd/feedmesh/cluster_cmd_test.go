@@ -135,6 +135,7 @@ func TestNodeLimitFlags(t *testing.T) {
 		"--max-conns-per-addr=-1":      "MaxConnsPerAddr",
 		"--max-rpc-streams-per-conn=0": "MaxRPCStreamsPerConn",
 		"--max-receive-window=0":       "MaxReceiveWindowBytes",
+		"--initial-receive-window=8":   "InitialReceiveWindow",
 		"--drain-timeout=-1s":          "DrainTimeout",
 	} {
 		_, errOut, code := runCmd(t, "node", "--data-dir", t.TempDir(), "--port", "0", "--gossip-port", "0", flag)

@@ -46,7 +46,8 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	rpcIdle := fs.Duration("rpc-idle-timeout", tc.RPCIdleTimeout, "wait for a control request's next bytes (or for byte budget)")
 	maxRPCBytes := fs.Int64("max-rpc-bytes", tc.MaxRPCBytesInFlight>>20, "MiB of control-request bytes the node holds")
 	maxRPCBytesPerConn := fs.Int64("max-rpc-bytes-per-conn", tc.MaxRPCBytesPerConn>>20, "MiB of control-request bytes held per connection")
-	maxWindow := fs.Int64("max-receive-window", tc.MaxReceiveWindowBytes>>20, "MiB by which QUIC flow-control windows may grow beyond 512 KiB each, all connections together")
+	initWindow := fs.Int64("initial-receive-window", int64(tc.InitialReceiveWindow>>10), "KiB of QUIC flow-control window each connection and stream starts with: what a peer may send unread per connection")
+	maxWindow := fs.Int64("max-receive-window", tc.MaxReceiveWindowBytes>>20, "MiB by which QUIC flow-control windows may grow beyond --initial-receive-window each, all connections together")
 	drainTimeout := fs.Duration("drain-timeout", d.DrainTimeout, "on SIGTERM/Ctrl-C, how long to drain before leaving: DYNAMIC tasks hand back unstarted splits and consumers read what is queued (0: leave at once; default of the fast preset: 10s)")
 	preset := fs.String("preset", "default", "timing preset: default, or fast (in-process tests and demos)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -101,6 +102,9 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	setInt64("max-rpc-bytes", &cfg.Transport.MaxRPCBytesInFlight, *maxRPCBytes<<20)
 	setInt64("max-rpc-bytes-per-conn", &cfg.Transport.MaxRPCBytesPerConn, *maxRPCBytesPerConn<<20)
 	setInt64("max-receive-window", &cfg.Transport.MaxReceiveWindowBytes, *maxWindow<<20)
+	if flagGiven(fs, "initial-receive-window") {
+		cfg.Transport.InitialReceiveWindow = uint64(max(*initWindow, 0)) << 10
+	}
 	if flagGiven(fs, "rpc-idle-timeout") {
 		cfg.Transport.RPCIdleTimeout = *rpcIdle
 	}
