@@ -215,13 +215,15 @@ func DefaultConfig() Config {
 // nodeTransport is c with a node's receive windows. A node receives
 // control requests, Raft and the odd cached split, not bulk batches
 // (those go to clients, whose transport keeps the defaults), so its
-// connections start at 64 KiB and may grow by 96 MiB together: with the
-// default limits, what peers can make a node hold (unread QUIC data,
-// 1024 connections × 64 KiB + 96 MiB; control requests, 64 MiB + 256 ×
-// 128 KiB) stays under 256 MiB (README, "Limits against hostile peers").
+// connections start at 64 KiB and may grow by 48 MiB together: with the
+// default limits, what peers can make a node hold (1024 connections' own
+// state, ~48 MiB; unread QUIC data, 1024 × 64 KiB + 48 MiB; control
+// requests, 64 MiB + 256 × 128 KiB) stays within 256 MiB
+// (transport.Config.PeerMemoryBound; README, "Limits against hostile
+// peers").
 func nodeTransport(c transport.Config) transport.Config {
 	c.InitialReceiveWindow = 64 << 10
-	c.MaxReceiveWindowBytes = 96 << 20
+	c.MaxReceiveWindowBytes = 48 << 20
 	return c
 }
 

@@ -128,7 +128,7 @@ type Config struct {
 	// (window.go): what peers can make this node buffer unread is at most
 	// this plus InitialReceiveWindow per connection. A connection denied
 	// an increase keeps working at its current window. Default 256 MiB
-	// (96 MiB for a node: mesh.DefaultConfig).
+	// (48 MiB for a node: mesh.DefaultConfig).
 	MaxReceiveWindowBytes int64
 
 	// DataConns is how many QUIC connections to one peer carry data streams;
