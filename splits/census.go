@@ -90,11 +90,7 @@ func (d *DynamicState) settleLost(e, s int64, emitted Ranges) {
 	x := d.Exact
 	x.Counts.Lost += emitted.Minus(x.Delivered[e][s]).Len()
 	del(x.Delivered, e, s)
-	c := d.PerEpoch[e]
-	c.Lost++
-	d.PerEpoch[e] = c
-	d.Total.Lost++
-	d.prune(e)
+	d.countSettled(e, true)
 }
 
 // leaseCensus marks a lease of orphaned splits as a census (census mode).

@@ -300,10 +300,21 @@ func (d *DynamicState) settle(e, s int64, abandon bool) {
 	}
 	del(x.Produced, e, s)
 	del(x.Delivered, e, s)
+	d.countSettled(e, false)
+}
+
+// countSettled counts a split of epoch e that settled, finished or lost
+// (census.go), and forgets the epoch's counts if nothing of it is left.
+func (d *DynamicState) countSettled(e int64, lost bool) {
 	c := d.PerEpoch[e]
-	c.Finished++
+	if lost {
+		c.Lost++
+		d.Total.Lost++
+	} else {
+		c.Finished++
+		d.Total.Finished++
+	}
 	d.PerEpoch[e] = c
-	d.Total.Finished++
 	d.prune(e)
 }
 
