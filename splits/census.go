@@ -114,18 +114,15 @@ func (d *DynamicState) produceCensus(e, s int64, emitted Ranges) (ok bool) {
 	if _, ok := get(x.Censusing, e, s); !ok {
 		return false
 	}
-	del(x.Censusing, e, s)
-	if len(x.Censusing) == 0 {
-		x.Censusing = nil
-	}
+	x.uncensus(e, s)
 	del(x.Lenient, e, s) // a departure noted it; it delivers nothing anyway
 	d.settleLost(e, s, emitted)
 	return true
 }
 
-// uncensus takes split s of epoch e off the census list, as its census
-// worker dies or hands it back: it is orphaned again, to be run by
-// another worker.
+// uncensus takes split s of epoch e off the census list: run (Produce),
+// or its census worker died or handed it back (then it is orphaned again,
+// to be run by another worker).
 func (x *ExactState) uncensus(e, s int64) {
 	if _, ok := get(x.Censusing, e, s); ok {
 		del(x.Censusing, e, s)
