@@ -9,7 +9,7 @@ import (
 	"io"
 	"math"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // File format, version 1 (all integers little-endian):

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // PadOptions controls Pad.

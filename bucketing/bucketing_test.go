@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 func TestIndex(t *testing.T) {

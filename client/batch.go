@@ -4,7 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/feedmesh/feedmesh/mesh/api"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 

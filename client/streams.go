@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/bucketing"
 	"github.com/feedmesh/feedmesh/pipeline"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 

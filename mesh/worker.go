@@ -10,7 +10,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 

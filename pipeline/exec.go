@@ -11,7 +11,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/pipeline/fn"
 	"github.com/feedmesh/feedmesh/pipeline/formats"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // Element is an ordered set of named tensors (see package tensor).

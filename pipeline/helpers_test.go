@@ -11,7 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/feedmesh/feedmesh/pipeline/fn"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

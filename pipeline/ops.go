@@ -10,7 +10,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/bucketing"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // mapper applies one map function with the element's provenance.

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/feedmesh/feedmesh/pipeline/fn"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 func TestOpsAgainstReference(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"io"
 	"math"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // Packing turns documents (variable-length token sequences) into rows of

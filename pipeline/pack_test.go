@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/feedmesh/feedmesh/pipeline/fn"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // test_doc: value v → "tokens" int32 of a pseudo-random length in

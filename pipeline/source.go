@@ -7,7 +7,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/pipeline/formats"
 	"github.com/feedmesh/feedmesh/pipeline/objstore"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // DefaultSplitSize is the number of elements per split of range and

@@ -13,7 +13,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 	"github.com/feedmesh/feedmesh/transport"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )

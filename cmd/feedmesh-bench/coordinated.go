@@ -16,7 +16,7 @@ import (
 	"github.com/feedmesh/feedmesh/mesh/localcluster"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 func init() {

@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/feedmesh/feedmesh/pipeline"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // dumpHelp is --dump's help text: the format elementWriter writes.

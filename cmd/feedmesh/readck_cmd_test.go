@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/pipeline"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
 

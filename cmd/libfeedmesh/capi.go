@@ -10,7 +10,7 @@ package main
 // = product(shape) + 1 offsets into data; others have none.
 typedef struct {
 	const char *name;
-	int32_t dtype;    // pipeline/tensor.DType: 1 uint8, 2 int8, 3 int32, 4 int64, 5 float16, 6 bfloat16, 7 float32, 8 float64, 9 bool, 10 bytes
+	int32_t dtype;    // tensor.DType: 1 uint8, 2 int8, 3 int32, 4 int64, 5 float16, 6 bfloat16, 7 float32, 8 float64, 9 bool, 10 bytes
 	int32_t ndim;
 	const int64_t *shape;
 	void *data;       // NULL when nbytes is 0

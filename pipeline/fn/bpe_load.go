@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/pipeline/objstore"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // MaxTokenizerBytes bounds a tokenizer file (Llama 3's tokenizer.json is

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 func mustMap(t *testing.T, name string, args Args) MapFn {

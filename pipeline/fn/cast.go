@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/feedmesh/feedmesh/pipeline/formats"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // cast converts a numeric or bool tensor to another numeric or bool dtype

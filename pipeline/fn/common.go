@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // input returns the element's tensor called name, or an error listing the

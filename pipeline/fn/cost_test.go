@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 func TestCostArgs(t *testing.T) {

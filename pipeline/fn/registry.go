@@ -3,7 +3,7 @@ package fn
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 	"math/rand/v2"
 	"sort"
 	"sync"

@@ -9,7 +9,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // csvBoundaries cuts a CSV file into ranges of at least splitBytes starting

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/feedmesh/feedmesh/pipeline/objstore"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // File formats understood by the files source.

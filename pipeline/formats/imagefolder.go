@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // An image folder is torchvision's ImageFolder layout: root/<class>/…/<image>.

@@ -8,7 +8,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // JSONTensor converts one JSON value to a tensor named name:

@@ -12,7 +12,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/feedmesh/feedmesh/pipeline/objstore"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // Parquet files are read with parquet-go (github.com/parquet-go/parquet-go),

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // The files in testdata/parquet were written by Apache Arrow's Go

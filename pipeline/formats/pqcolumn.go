@@ -13,7 +13,7 @@ import (
 	"github.com/parquet-go/parquet-go/encoding"
 
 	"github.com/feedmesh/feedmesh/pipeline/objstore"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // pqColumn says how one top-level Parquet field becomes a tensor named

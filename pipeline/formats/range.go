@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // RangeOptions configure the range source: one element per value start,

@@ -3,7 +3,7 @@ package formats
 import (
 	"context"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // Split is a unit of source data handed to one worker: a file, a byte or

@@ -13,7 +13,7 @@ import (
 	"math/rand/v2"
 	"sort"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // SyntheticOptions configure the synthetic source: deterministic generated

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 func readSynthetic(t testing.TB, o SyntheticOptions) []tensor.Element {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 func TestLines(t *testing.T) {

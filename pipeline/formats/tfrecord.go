@@ -9,7 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // TFRecord framing, as TensorFlow writes it:

@@ -11,7 +11,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // WebDataset shards are tar files whose members sharing a key (the member

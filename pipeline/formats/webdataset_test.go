@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 const pyShard = "testdata/webdataset/shard-000000.tar"

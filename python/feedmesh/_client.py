@@ -43,7 +43,7 @@ def _numpy():
     return _np
 
 
-# pipeline/tensor.DType -> numpy typestr (little-endian, as on the wire).
+# tensor.DType -> numpy typestr (little-endian, as on the wire).
 # bfloat16 (6) is read as uint16 and viewed as ml_dtypes.bfloat16 when
 # available.
 _TYPESTR = {1: "|u1", 2: "|i1", 3: "<i4", 4: "<i8", 5: "<f2", 6: "<u2", 7: "<f4", 8: "<f8", 9: "|b1"}

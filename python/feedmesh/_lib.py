@@ -27,7 +27,7 @@ OK, END, TIMEOUT, MORE = 0, 1, 2, 3
 # nbytes, offsets address, noffsets) and its ndim dimensions.
 META_HEADER, META_TENSOR = 10, 7
 
-# The dtypes' numbers (pipeline/tensor.DType).
+# The dtypes' numbers (tensor.DType).
 BYTES = 10
 
 

@@ -23,7 +23,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/internal/pqshard"
 	"github.com/feedmesh/feedmesh/pipeline/formats"
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // The benchmark's rows are internal/pqshard's: an int64 id, a text and

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 	"github.com/feedmesh/feedmesh/transport"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
 	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/tensor"
 	"github.com/feedmesh/feedmesh/transport"
 	"github.com/fxamacker/cbor/v2"
 )

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 	"github.com/feedmesh/feedmesh/transport"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 	"github.com/feedmesh/feedmesh/transport"
 )
 

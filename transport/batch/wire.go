@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/feedmesh/feedmesh/pipeline/tensor"
+	"github.com/feedmesh/feedmesh/tensor"
 	"github.com/fxamacker/cbor/v2"
 )
 
