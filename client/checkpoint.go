@@ -13,6 +13,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/splits"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
@@ -58,7 +59,7 @@ type checkpoint struct {
 	// Batches: how many the consumer had returned (its resumed iterator
 	// goes on counting from there).
 	Batches   int64            `cbor:"8,keyasint"`
-	Delivered splits.Delivered `cbor:"9,keyasint"`
+	Delivered ranges.Delivered `cbor:"9,keyasint"`
 	// Coordinated jobs: the consumer's index (its rank).
 	Coordinated bool `cbor:"10,keyasint,omitempty"`
 	Index       int  `cbor:"11,keyasint,omitempty"`
@@ -113,7 +114,7 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	case c.Epochs < 1 || c.NumSplits < 0 || c.Consumers < 1 || c.Consumers > splits.MaxResumeParts || c.Batches < 0:
 		return nil, bad("epochs %d, splits %d, consumers %d, batches %d", c.Epochs, c.NumSplits, c.Consumers, c.Batches)
 	}
-	if err := c.Delivered.Validate(c.NumSplits, c.Epochs, maxCheckpointIntervals); err != nil {
+	if err := c.Delivered.Validate(c.NumSplits, c.Epochs, splits.MaxEpochs, maxCheckpointIntervals); err != nil {
 		return nil, bad("%v", err)
 	}
 	return &c, nil
@@ -159,9 +160,9 @@ func resumeFrom(b []byte, spec *pipeline.Spec, o JobOptions) (*checkpoint, *api.
 // exactly-once job: the batches Next returned. Safe for concurrent use.
 type tracker struct {
 	mu         sync.Mutex
-	part       splits.Delivered
-	unreturned map[key]splits.Ranges // received, not yet returned by Next
-	batches    int64                 // returned, over the checkpoints resumed from
+	part       ranges.Delivered
+	unreturned map[key]ranges.Set // received, not yet returned by Next
+	batches    int64              // returned, over the checkpoints resumed from
 	// consumers is the most consumers the job was heard to have at once:
 	// a job resumed from this consumer's checkpoint waits for as many.
 	// (Once a rank has closed, the others hear of one consumer fewer.)
@@ -179,7 +180,7 @@ type tracker struct {
 }
 
 func newTracker(from *checkpoint) *tracker {
-	t := &tracker{unreturned: map[key]splits.Ranges{}}
+	t := &tracker{unreturned: map[key]ranges.Set{}}
 	if from != nil {
 		t.part, t.batches, t.resumedPart = from.Delivered.Clone(), from.Batches, true
 		t.intervals = t.part.Intervals()
@@ -215,7 +216,7 @@ func (t *tracker) returned(prov []batch.ProvRange) {
 			continue
 		}
 		if t.intervals += t.part.Return(r.Epoch, r.Split, r.Lo, r.Hi); t.intervals > maxCheckpointIntervals {
-			t.overflow, t.part = true, splits.Delivered{}
+			t.overflow, t.part = true, ranges.Delivered{}
 		}
 	}
 }
@@ -224,7 +225,7 @@ func (t *tracker) returned(prov []batch.ProvRange) {
 // order they were received, so [lo, hi) is usually u's first interval or
 // its start: that case trims u in place (u is the tracker's own) instead of
 // allocating.
-func withoutSpan(u splits.Ranges, lo, hi int64) splits.Ranges {
+func withoutSpan(u ranges.Set, lo, hi int64) ranges.Set {
 	if len(u) >= 2 && u[0] == lo && hi <= u[1] {
 		if hi == u[1] {
 			return u[2:]
@@ -232,7 +233,7 @@ func withoutSpan(u splits.Ranges, lo, hi int64) splits.Ranges {
 		u[0] = hi
 		return u
 	}
-	return u.Minus(splits.Ranges{lo, hi})
+	return u.Minus(ranges.Set{lo, hi})
 }
 
 // beat takes a heartbeat's news: while this consumer is the only one the
@@ -266,11 +267,11 @@ func (t *tracker) beat(info api.JobInfo, consumer string) (waiting bool) {
 	if x.SettledBefore <= t.part.DoneBefore || t.overflow {
 		return waiting
 	}
-	pending := map[int64]map[int64]splits.Ranges{}
+	pending := map[int64]map[int64]ranges.Set{}
 	for k, u := range t.unreturned {
 		if k.epoch >= t.part.DoneBefore && k.epoch < x.SettledBefore {
 			if pending[k.epoch] == nil {
-				pending[k.epoch] = map[int64]splits.Ranges{}
+				pending[k.epoch] = map[int64]ranges.Set{}
 			}
 			pending[k.epoch][k.split] = u
 		}
@@ -282,11 +283,11 @@ func (t *tracker) beat(info api.JobInfo, consumer string) (waiting bool) {
 
 // snapshot returns a copy of the part, the batches returned and the most
 // consumers heard of; an error once the part has outgrown a checkpoint.
-func (t *tracker) snapshot() (splits.Delivered, int64, int, error) {
+func (t *tracker) snapshot() (ranges.Delivered, int64, int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.overflow {
-		return splits.Delivered{}, 0, 0, fmt.Errorf("what this consumer returned outgrew a checkpoint (%d intervals; with several consumers each lists what it returned, about one interval per batch per epoch)", maxCheckpointIntervals)
+		return ranges.Delivered{}, 0, 0, fmt.Errorf("what this consumer returned outgrew a checkpoint (%d intervals; with several consumers each lists what it returned, about one interval per batch per epoch)", maxCheckpointIntervals)
 	}
 	p := t.part.Clone()
 	if len(p.Missing) == 0 {

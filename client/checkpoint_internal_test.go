@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/feedmesh/feedmesh/mesh/api"
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
@@ -39,7 +39,7 @@ func TestTracker(t *testing.T) {
 		t.Fatalf("after a sole consumer's heartbeat: %+v", p)
 	}
 	tr.returned(prov(0, 2, 0, 4))
-	if p, _, _, _ = tr.snapshot(); !slices.Equal(p.Missing[0][2], splits.Ranges{4, 10}) {
+	if p, _, _, _ = tr.snapshot(); !slices.Equal(p.Missing[0][2], ranges.Set{4, 10}) {
 		t.Fatalf("missing after a return: %+v", p.Missing)
 	}
 
@@ -59,19 +59,19 @@ func TestTracker(t *testing.T) {
 // agrees with Minus.
 func TestWithoutSpan(t *testing.T) {
 	for _, c := range []struct {
-		u      splits.Ranges
+		u      ranges.Set
 		lo, hi int64
-		want   splits.Ranges
+		want   ranges.Set
 	}{
-		{splits.Ranges{0, 10}, 0, 10, nil},
-		{splits.Ranges{0, 10}, 0, 4, splits.Ranges{4, 10}},
-		{splits.Ranges{0, 10, 20, 30}, 0, 10, splits.Ranges{20, 30}},
-		{splits.Ranges{0, 10, 20, 30}, 20, 30, splits.Ranges{0, 10}},
-		{splits.Ranges{0, 10}, 3, 5, splits.Ranges{0, 3, 5, 10}},
-		{splits.Ranges{0, 10}, 5, 15, splits.Ranges{0, 5}},
+		{ranges.Set{0, 10}, 0, 10, nil},
+		{ranges.Set{0, 10}, 0, 4, ranges.Set{4, 10}},
+		{ranges.Set{0, 10, 20, 30}, 0, 10, ranges.Set{20, 30}},
+		{ranges.Set{0, 10, 20, 30}, 20, 30, ranges.Set{0, 10}},
+		{ranges.Set{0, 10}, 3, 5, ranges.Set{0, 3, 5, 10}},
+		{ranges.Set{0, 10}, 5, 15, ranges.Set{0, 5}},
 		{nil, 0, 5, nil},
 	} {
-		want := c.u.Minus(splits.Ranges{c.lo, c.hi})
+		want := c.u.Minus(ranges.Set{c.lo, c.hi})
 		got := withoutSpan(slices.Clone(c.u), c.lo, c.hi)
 		if !slices.Equal(got, c.want) || !slices.Equal(got, want) {
 			t.Errorf("withoutSpan(%v, %d, %d) = %v, want %v (Minus: %v)", c.u, c.lo, c.hi, got, c.want, want)

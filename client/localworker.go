@@ -15,6 +15,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/splits"
 	"github.com/feedmesh/feedmesh/transport"
 	"github.com/feedmesh/feedmesh/transport/batch"
@@ -338,9 +339,9 @@ func (w *localWorker) flushProduced(ctx context.Context) error {
 	if len(w.pending) == 0 {
 		return nil
 	}
-	byEpoch := map[int64][]splits.SplitEmitted{}
+	byEpoch := map[int64][]ranges.SplitEmitted{}
 	for _, c := range w.pending {
-		byEpoch[c.Epoch] = append(byEpoch[c.Epoch], splits.SplitEmitted{Split: c.Split, Emitted: c.Emitted})
+		byEpoch[c.Epoch] = append(byEpoch[c.Epoch], ranges.SplitEmitted{Split: c.Split, Emitted: c.Emitted})
 	}
 	var left []pipeline.CompletedSplit
 	var firstErr error

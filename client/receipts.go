@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/mesh/api"
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
@@ -37,13 +37,13 @@ type key struct{ epoch, split int64 }
 // for concurrent use (every stream goroutine records into it).
 type ledger struct {
 	mu      sync.Mutex
-	seen    map[key]splits.Ranges // everything received, in the last two epochs seen
-	epoch   int64                 // the latest epoch received
-	pending map[key]splits.Ranges // not yet reported
-	fences  []string              // dead workers to fence in the next report
-	dups    int64                 // elements received twice (batches dropped or, if partly new, kept)
-	kick    chan struct{}         // a fence or a full report is waiting
-	track   *tracker              // what reaches the trainer (checkpoint.go)
+	seen    map[key]ranges.Set // everything received, in the last two epochs seen
+	epoch   int64              // the latest epoch received
+	pending map[key]ranges.Set // not yet reported
+	fences  []string           // dead workers to fence in the next report
+	dups    int64              // elements received twice (batches dropped or, if partly new, kept)
+	kick    chan struct{}      // a fence or a full report is waiting
+	track   *tracker           // what reaches the trainer (checkpoint.go)
 	// takes counts the reports taken: what is recorded now goes out in
 	// report takes+1 (reporter numbers reports in the same order), and
 	// acked is the last report the cluster committed (a local worker
@@ -106,7 +106,7 @@ func (l *ledger) recordNow(prov []batch.ProvRange) (dup bool, report uint64) {
 }
 
 func newLedger(t *tracker) *ledger {
-	return &ledger{seen: map[key]splits.Ranges{}, pending: map[key]splits.Ranges{}, kick: make(chan struct{}, 1), track: t}
+	return &ledger{seen: map[key]ranges.Set{}, pending: map[key]ranges.Set{}, kick: make(chan struct{}, 1), track: t}
 }
 
 // maxPendingIntervals is how many receipt intervals wait before a report
@@ -200,7 +200,7 @@ func (l *ledger) take(job, consumer string) (req api.ReceiptsRequest, ok bool) {
 	for _, k := range ks {
 		req.Receipts = append(req.Receipts, api.Receipt{Epoch: k.epoch, Split: k.split, Got: l.pending[k]})
 	}
-	l.pending, l.fences = map[key]splits.Ranges{}, nil
+	l.pending, l.fences = map[key]ranges.Set{}, nil
 	l.takes++
 	return req, true
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/raftstate"
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -335,7 +335,7 @@ func (tc *taskCache) Observe(p pipeline.AutocachePoint, elements, nanos, bytes i
 // cacheHeld returns what the task's leases tell the leader this worker
 // holds (api.LeaseRequest.Held), or nil when its spec has no autocache
 // point that may read the cache.
-func (t *task) cacheHeld() func() splits.Ranges {
+func (t *task) cacheHeld() func() ranges.Set {
 	c := t.w.n.cache
 	if c == nil || c.store == nil {
 		return nil
@@ -345,13 +345,13 @@ func (t *task) cacheHeld() func() splits.Ranges {
 		return nil
 	}
 	p := pts[0]
-	return func() splits.Ranges {
+	return func() ranges.Set {
 		if p.Mode == pipeline.AutocacheAuto {
 			if d, ok := c.decision(p.Prefix); ok && !d.Cache {
 				return nil
 			}
 		}
-		var r splits.Ranges
+		var r ranges.Set
 		for _, s := range c.store.Splits(p.Prefix) {
 			if r.Intervals() >= api.MaxHeldIntervals {
 				break
@@ -365,7 +365,7 @@ func (t *task) cacheHeld() func() splits.Ranges {
 // preferHeld is what a lease of req prefers: the splits the worker's
 // cache holds (nil when it holds none, or the hint is malformed: the
 // lease then goes on without it).
-func preferHeld(req api.LeaseRequest) splits.Ranges {
+func preferHeld(req api.LeaseRequest) ranges.Set {
 	if len(req.Held) == 0 || req.Held.Validate() != nil || req.Held.Intervals() > min(api.MaxHeldIntervals, raftstate.MaxPreferIntervals) {
 		return nil
 	}
@@ -373,7 +373,7 @@ func preferHeld(req api.LeaseRequest) splits.Ranges {
 }
 
 // heldHint is the Held of the provider's next lease request.
-func (p *leaseProvider) heldHint() splits.Ranges {
+func (p *leaseProvider) heldHint() ranges.Set {
 	if p.held == nil {
 		return nil
 	}

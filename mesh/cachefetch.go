@@ -11,7 +11,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/autocache"
 	"github.com/feedmesh/feedmesh/mesh/api"
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -32,7 +32,7 @@ type peerViews struct {
 
 type peerView struct {
 	at     time.Time
-	splits splits.Ranges
+	splits ranges.Set
 }
 
 // maxPeerViews bounds the views remembered (peers × prefixes).

@@ -14,7 +14,7 @@ import (
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/raftstate"
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/ranges"
 )
 
 // leaseProvider is a DYNAMIC production's lease loop: it feeds the
@@ -52,11 +52,11 @@ type leaseProvider struct {
 
 	queue   []leasedSplit
 	current leasedSplit
-	reading bool                 // current was handed to the pipeline, not yet finished
-	reqID   uint64               // of the last lease asked for
-	lastReq api.LeaseRequest     // the last lease asked for, sent again after a failure whose outcome is unknown
-	jobID   uint64               // the ID of the job the task runs (0: unchecked; a share group's)
-	held    func() splits.Ranges // the splits this worker's autocache holds for the job (nil: none)
+	reading bool              // current was handed to the pipeline, not yet finished
+	reqID   uint64            // of the last lease asked for
+	lastReq api.LeaseRequest  // the last lease asked for, sent again after a failure whose outcome is unknown
+	jobID   uint64            // the ID of the job the task runs (0: unchecked; a share group's)
+	held    func() ranges.Set // the splits this worker's autocache holds for the job (nil: none)
 
 	// cut is the offload boundary the running pipeline was opened with.
 	// A leased split with another (the job was cut while it ran,
@@ -90,9 +90,9 @@ type leaseProvider struct {
 
 type leasedSplit struct {
 	id, epoch int64
-	exclude   splits.Ranges // exactly-once: indices already delivered
-	cut       int           // the job's offload boundary when leased (0: none)
-	census    bool          // run to count, not to deliver (api.LeaseResponse.Census)
+	exclude   ranges.Set // exactly-once: indices already delivered
+	cut       int        // the job's offload boundary when leased (0: none)
+	census    bool       // run to count, not to deliver (api.LeaseResponse.Census)
 }
 
 type leaseResult struct {
@@ -500,9 +500,9 @@ const (
 // epoch (more past maxProduceSplits or maxProduceIntervals), retrying as
 // produced says.
 func (p *leaseProvider) sendProduced(cs []pipeline.CompletedSplit) {
-	byEpoch := map[int64][]splits.SplitEmitted{}
+	byEpoch := map[int64][]ranges.SplitEmitted{}
 	for _, c := range cs {
-		byEpoch[c.Epoch] = append(byEpoch[c.Epoch], splits.SplitEmitted{Split: c.Split, Emitted: c.Emitted})
+		byEpoch[c.Epoch] = append(byEpoch[c.Epoch], ranges.SplitEmitted{Split: c.Split, Emitted: c.Emitted})
 	}
 	for _, epoch := range slices.Sorted(maps.Keys(byEpoch)) {
 		for done := byEpoch[epoch]; len(done) > 0; {

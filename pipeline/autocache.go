@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/feedmesh/feedmesh/pipeline/formats"
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/ranges"
 )
 
 // Autocache modes (AutocacheOp.Mode).
@@ -180,7 +180,7 @@ type autocacheIter struct {
 	tag      uint64 // the items' epoch
 	trk      *splitTrack
 	rd       CachedSplit
-	served   splits.Ranges // indices read from rd
+	served   ranges.Set // indices read from rd
 	sub      iter
 	w        CacheWriter
 	n, ns, b int64 // this split's computed elements, nanos, bytes
@@ -270,7 +270,7 @@ func (a *autocacheIter) nextSplit(ctx context.Context) error {
 
 // compute runs the prefix over the current split, without the elements
 // in exclude, putting what it yields into w (when not nil).
-func (a *autocacheIter) compute(exclude splits.Ranges, w CacheWriter) error {
+func (a *autocacheIter) compute(exclude ranges.Set, w CacheWriter) error {
 	src := &oneSplitSource{p: a.p, split: a.ps.Split, epoch: a.tag, exclude: exclude, trk: a.trk}
 	sub, err := a.p.openStageFrom(a.k-1, a.tag, a.seg, false, src)
 	if err != nil {
@@ -391,7 +391,7 @@ type oneSplitSource struct {
 	p       *plan
 	split   Split
 	epoch   uint64
-	exclude splits.Ranges
+	exclude ranges.Set
 	trk     *splitTrack
 	cur     formats.Iterator
 	index   int64

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/feedmesh/feedmesh/autocache"
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/ranges"
 )
 
 // storeCache is the pipeline.Cache of these tests: the real disk store,
@@ -186,7 +186,7 @@ func TestAutocacheProviderExcludeAndTracking(t *testing.T) {
 		for _, s := range ss {
 			ps := ProvidedSplit{Split: s, Epoch: int64(run)}
 			if s.ID == 1 {
-				ps.Exclude = splits.RangesOf(0, 5)
+				ps.Exclude = ranges.Of(0, 5)
 			}
 			list = append(list, ps)
 		}

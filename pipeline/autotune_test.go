@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/ranges"
 )
 
 func TestParseParallelismAuto(t *testing.T) {
@@ -206,9 +206,9 @@ func TestAutotuneKeepsProvenance(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer it.Close()
-	want := map[splitKey]splits.Ranges{}
+	want := map[splitKey]ranges.Set{}
 	for _, s := range all {
-		want[splitKey{0, s.ID}] = splits.Span(0, s.End-s.Start)
+		want[splitKey{0, s.ID}] = ranges.Span(0, s.End-s.Start)
 	}
 	checkTracked(t, it, want, nil)
 }

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/ranges"
 )
 
 // Provenance: with Options.Track, every item carries the source elements
@@ -46,7 +46,7 @@ type SplitElements struct {
 	Epoch, Split int64
 	// Indices are positions in the split as the source yields them
 	// (0-based, counting excluded positions).
-	Indices splits.Ranges
+	Indices ranges.Set
 }
 
 // CompletedSplit is a split all of whose read elements have left the
@@ -57,7 +57,7 @@ type CompletedSplit struct {
 	// element); Read is how many elements the source yielded (excluded ones
 	// not counted), Dropped how many an op dropped. Read = Emitted.Len() +
 	// Dropped.
-	Emitted       splits.Ranges
+	Emitted       ranges.Set
 	Read, Dropped int64
 }
 
@@ -89,7 +89,7 @@ type splitTrack struct {
 	read    int64 // = yielded once ended
 	left    int64 // emitted or dropped
 	dropped int64
-	emitted splits.Ranges
+	emitted ranges.Set
 	done    bool
 	cut     bool // a suffix's input: dropItem lists what it drops
 }
@@ -203,7 +203,7 @@ func (t *tracker) noteCutDrop(trk *splitTrack, lo, hi int64) {
 		}
 	}
 	if len(t.cutDropped) < maxCutDropped {
-		t.cutDropped = append(t.cutDropped, SplitElements{Epoch: trk.epoch, Split: trk.split, Indices: splits.Ranges{lo, hi}})
+		t.cutDropped = append(t.cutDropped, SplitElements{Epoch: trk.epoch, Split: trk.split, Indices: ranges.Set{lo, hi}})
 	}
 }
 
@@ -293,7 +293,7 @@ func (x *trackingIter) emit(it *item) []SplitElements {
 			}
 			n += hi - lo
 		}
-		r := splits.Ranges(idx[start:len(idx):len(idx)])
+		r := ranges.Set(idx[start:len(idx):len(idx)])
 		out = append(out, SplitElements{Epoch: trk.epoch, Split: trk.split, Indices: r})
 		trk.emitted.AddAll(r)
 		trk.left += n

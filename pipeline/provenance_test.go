@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/feedmesh/feedmesh/pipeline/fn"
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/ranges"
 )
 
 // planProvider hands out a fixed list of ProvidedSplits. Its Next may be
@@ -36,14 +36,14 @@ type splitKey struct{ epoch, split int64 }
 
 // randomExclude draws an Exclude set over [0, n): single indices, spans,
 // sometimes nothing and sometimes everything.
-func randomExclude(r *rand.Rand, n int64) splits.Ranges {
+func randomExclude(r *rand.Rand, n int64) ranges.Set {
 	switch r.IntN(6) {
 	case 0:
 		return nil
 	case 1:
-		return splits.Span(0, n)
+		return ranges.Span(0, n)
 	}
-	var ex splits.Ranges
+	var ex ranges.Set
 	for i := int64(0); i < n; i++ {
 		switch r.IntN(10) {
 		case 0, 1:
@@ -52,7 +52,7 @@ func randomExclude(r *rand.Rand, n int64) splits.Ranges {
 			ex.AddSpan(i, i+r.Int64N(4)+1)
 		}
 	}
-	return ex.Intersect(splits.Span(0, n))
+	return ex.Intersect(ranges.Span(0, n))
 }
 
 // overlappingPlan reads every split in epoch 1 and, one split behind, every
@@ -85,14 +85,14 @@ type trackedRun struct {
 // once, after its last output, with Emitted = the union of its provenance
 // and Read = Emitted + Dropped = |want|; every wanted split completes.
 // check, if set, sees each output and its provenance.
-func checkTracked(t *testing.T, it Iterator, want map[splitKey]splits.Ranges, check func(Element, []SplitElements)) trackedRun {
+func checkTracked(t *testing.T, it Iterator, want map[splitKey]ranges.Set, check func(Element, []SplitElements)) trackedRun {
 	t.Helper()
 	ctx := context.Background()
 	tr, ok := it.(Tracker)
 	if !ok {
 		t.Fatal("a tracked iterator does not implement Tracker")
 	}
-	seen := map[splitKey]splits.Ranges{}
+	seen := map[splitKey]ranges.Set{}
 	run := trackedRun{complete: map[splitKey]CompletedSplit{}}
 	completed := func() {
 		for _, c := range tr.Completed() {
@@ -257,11 +257,11 @@ func TestTrackProvenanceWithProvider(t *testing.T) {
 				byID[s.ID] = s
 			}
 			plan := overlappingPlan(all, uint64(ci))
-			want := map[splitKey]splits.Ranges{}
+			want := map[splitKey]ranges.Set{}
 			excluded := false
 			for _, ps := range plan {
 				n := splitLen(t, tc.spec.Source, ps.Split)
-				want[splitKey{ps.Epoch, ps.Split.ID}] = splits.Span(0, n).Minus(ps.Exclude)
+				want[splitKey{ps.Epoch, ps.Split.ID}] = ranges.Span(0, n).Minus(ps.Exclude)
 				excluded = excluded || !ps.Exclude.Empty()
 			}
 			if !excluded {
@@ -306,10 +306,10 @@ func TestTrackProvenanceFixedSplits(t *testing.T) {
 	defer it.Close()
 	// The split listed twice is two readings of one key: check the others
 	// key by key and that one by its totals.
-	want := map[splitKey]splits.Ranges{}
+	want := map[splitKey]ranges.Set{}
 	for pass := int64(0); pass < 2; pass++ {
 		for _, s := range mine[1:3] {
-			want[splitKey{pass, s.ID}] = splits.Span(0, s.End-s.Start)
+			want[splitKey{pass, s.ID}] = ranges.Span(0, s.End-s.Start)
 		}
 	}
 	tr := it.(Tracker)
@@ -357,8 +357,8 @@ func TestTrackProvenanceFixedSplits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer it2.Close()
-	want[splitKey{0, all[3].ID}] = splits.Span(0, 20)
-	want[splitKey{1, all[3].ID}] = splits.Span(0, 20)
+	want[splitKey{0, all[3].ID}] = ranges.Span(0, 20)
+	want[splitKey{1, all[3].ID}] = ranges.Span(0, 20)
 	checkTracked(t, it2, want, nil)
 }
 
@@ -387,7 +387,7 @@ func TestTrackTakeStopsEarly(t *testing.T) {
 	// from split 1 when it read element 20); split 2 was not read to its
 	// end, so it never completes.
 	if len(done) != 2 || done[0].Split != all[0].ID || done[1].Split != all[1].ID ||
-		!slices.Equal(done[1].Emitted, splits.Span(0, 10)) {
+		!slices.Equal(done[1].Emitted, ranges.Span(0, 10)) {
 		t.Fatalf("completed %+v", done)
 	}
 	plain, err := Open(ctx, spec, all)
@@ -405,7 +405,7 @@ func TestProviderExcludeInvalid(t *testing.T) {
 	all, _ := Splits(spec)
 	ctx := context.Background()
 	it, err := OpenWithOptions(ctx, spec, nil, Options{Provider: &planProvider{list: []ProvidedSplit{
-		{Split: all[0], Exclude: splits.Ranges{5, 3}}}}})
+		{Split: all[0], Exclude: ranges.Set{5, 3}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

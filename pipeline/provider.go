@@ -7,7 +7,7 @@ import (
 	"io"
 
 	"github.com/feedmesh/feedmesh/pipeline/formats"
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/ranges"
 )
 
 // ProvidedSplit is one split a SplitProvider hands out.
@@ -23,7 +23,7 @@ type ProvidedSplit struct {
 	// were delivered before. The source still reads them (it must, to
 	// count positions) but drops them before the first op, so they cost no
 	// op work.
-	Exclude splits.Ranges
+	Exclude ranges.Set
 }
 
 // SplitProvider hands a pipeline its splits one at a time, as it needs
@@ -42,7 +42,7 @@ type providerIter struct {
 	cur     formats.Iterator
 	split   Split
 	epoch   uint64 // the current split's
-	exclude splits.Ranges
+	exclude ranges.Set
 	ex      int   // offset in exclude of the first interval ending after index
 	index   int64 // position in the split, excluded ones counted
 	trk     *splitTrack

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/splits"
 )
 
@@ -24,21 +25,21 @@ func TestExactlyOnceCommands(t *testing.T) {
 		t.Fatalf("lease: %+v", l1)
 	}
 	sp := l1.Splits[0]
-	applyOK(t, s, NewReceipts("j1", "c1", 0, []Receipt{{Epoch: 0, Split: sp, Got: splits.Span(0, 2)}}, nil))
+	applyOK(t, s, NewReceipts("j1", "c1", 0, []Receipt{{Epoch: 0, Split: sp, Got: ranges.Span(0, 2)}}, nil))
 	applyOK(t, s, NewExpireWorker("w1"))
 	// Everything else goes to w2; the orphan waits for c1's fence.
 	l2 := applyOK(t, s, NewLeaseSplits("j1", "w2", 1, int(n))).(splits.Lease)
 	if int64(len(l2.Splits)) != n-1 || l2.Exclude != nil {
 		t.Fatalf("lease before the fence: %+v", l2)
 	}
-	var done []splits.SplitEmitted
+	var done []ranges.SplitEmitted
 	for _, id := range l2.Splits {
-		done = append(done, splits.SplitEmitted{Split: id, Emitted: splits.Span(0, 3)})
+		done = append(done, ranges.SplitEmitted{Split: id, Emitted: ranges.Span(0, 3)})
 	}
 	applyOK(t, s, NewProduceSplits("j1", "w2", 0, done))
 	var rs []Receipt
 	for _, id := range l2.Splits {
-		rs = append(rs, Receipt{Epoch: 0, Split: id, Got: splits.Span(0, 3)})
+		rs = append(rs, Receipt{Epoch: 0, Split: id, Got: ranges.Span(0, 3)})
 	}
 	applyOK(t, s, NewReceipts("j1", "c1", 0, rs, []string{"w1"}))
 	l3 := applyOK(t, s, NewLeaseSplits("j1", "w2", 2, 4)).(splits.Lease)
@@ -50,19 +51,19 @@ func TestExactlyOnceCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	applyErr(t, s, NewReceipts("j1", "c1", 0, []Receipt{{Epoch: 0, Split: n, Got: splits.Span(0, 1)}}, nil), ErrInvalidCommand)
-	applyErr(t, s, NewReceipts("j1", "c1", 0, []Receipt{{Epoch: 0, Split: sp, Got: splits.Span(2, 3)}, {Epoch: 0, Split: sp, Got: splits.Ranges{5, 4}}}, nil), ErrInvalidCommand)
-	applyErr(t, s, NewProduceSplits("j1", "w1", 0, []splits.SplitEmitted{{Split: sp}}), splits.ErrNotLeased)
+	applyErr(t, s, NewReceipts("j1", "c1", 0, []Receipt{{Epoch: 0, Split: n, Got: ranges.Span(0, 1)}}, nil), ErrInvalidCommand)
+	applyErr(t, s, NewReceipts("j1", "c1", 0, []Receipt{{Epoch: 0, Split: sp, Got: ranges.Span(2, 3)}, {Epoch: 0, Split: sp, Got: ranges.Set{5, 4}}}, nil), ErrInvalidCommand)
+	applyErr(t, s, NewProduceSplits("j1", "w1", 0, []ranges.SplitEmitted{{Split: sp}}), splits.ErrNotLeased)
 	applyErr(t, s, NewReceipts("nope", "c1", 0, nil, nil), ErrUnknownJob)
 	after, _ := s.MarshalSnapshot()
 	if !reflect.DeepEqual(before, after) {
 		t.Fatal("a rejected command changed the state")
 	}
-	applyOK(t, s, NewProduceSplits("j1", "w2", 0, []splits.SplitEmitted{{Split: sp, Emitted: splits.Span(2, 3)}}))
+	applyOK(t, s, NewProduceSplits("j1", "w2", 0, []ranges.SplitEmitted{{Split: sp, Emitted: ranges.Span(2, 3)}}))
 	if p := s.Jobs["j1"].Dynamic.Progress(); p.Complete {
 		t.Fatal("complete before the last receipt")
 	}
-	applyOK(t, s, NewReceipts("j1", "c1", 0, []Receipt{{Epoch: 0, Split: sp, Got: splits.Span(2, 3)}}, nil))
+	applyOK(t, s, NewReceipts("j1", "c1", 0, []Receipt{{Epoch: 0, Split: sp, Got: ranges.Span(2, 3)}}, nil))
 	p := s.Jobs["j1"].Dynamic.Progress()
 	if !p.Complete || p.Exact.Duplicates != 0 || p.Exact.Requeued != 1 || p.Total.Finished != n {
 		t.Fatalf("progress %+v %+v", p, p.Exact)
@@ -99,7 +100,7 @@ func TestReceiptsApplyOnce(t *testing.T) {
 	applyOK(t, s, NewAttachConsumer("j1", "c1"))
 	applyOK(t, s, NewAssignTask("j1", "w1"))
 	applyOK(t, s, NewLeaseSplits("j1", "w1", 1, 2))
-	r := []Receipt{{Epoch: 0, Split: 0, Got: splits.Span(0, 5)}}
+	r := []Receipt{{Epoch: 0, Split: 0, Got: ranges.Span(0, 5)}}
 	applyOK(t, s, NewReceipts("j1", "c1", 1, r, nil))
 	applyOK(t, s, NewReceipts("j1", "c1", 1, r, nil))
 	if x := s.Jobs["j1"].Dynamic.Progress().Exact; x.Delivered != 5 || x.Duplicates != 0 {
@@ -109,7 +110,7 @@ func TestReceiptsApplyOnce(t *testing.T) {
 	if x := s.Jobs["j1"].Dynamic.Progress().Exact; x.Duplicates != 5 {
 		t.Fatalf("a second delivery not counted: %+v", x)
 	}
-	applyOK(t, s, NewReceipts("j1", "ghost", 7, []Receipt{{Epoch: 0, Split: 1, Got: splits.Span(0, 1)}}, nil))
+	applyOK(t, s, NewReceipts("j1", "ghost", 7, []Receipt{{Epoch: 0, Split: 1, Got: ranges.Span(0, 1)}}, nil))
 	if _, kept := s.Jobs["j1"].Dynamic.Exact.ReceiptSeq["ghost"]; kept {
 		t.Fatal("a consumer that is not attached had its report number kept")
 	}
@@ -124,7 +125,7 @@ func TestReceiptsApplyOnce(t *testing.T) {
 func TestLeaseSplitsPreferring(t *testing.T) {
 	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Epochs: 1})
 	applyOK(t, s, NewAssignTask("j1", "w1"))
-	cmd := NewLeaseSplitsPreferring("j1", 0, "w1", 0, 1, 3, splits.Ranges{20, 22, 30, 31})
+	cmd := NewLeaseSplitsPreferring("j1", 0, "w1", 0, 1, 3, ranges.Set{20, 22, 30, 31})
 	if cmd.Version != 3 || NewLeaseSplitsPreferring("j1", 0, "w1", 0, 1, 3, nil).Version != 2 {
 		t.Fatalf("versions: %d with a preference", cmd.Version)
 	}
@@ -134,11 +135,11 @@ func TestLeaseSplitsPreferring(t *testing.T) {
 	if l := applyOK(t, s, NewLeaseSplits("j1", "w1", 2, 2)).(splits.Lease); !slices.Equal(l.Splits, []int64{0, 1}) {
 		t.Fatalf("the cursor's lease: %v, want [0 1]", l.Splits)
 	}
-	old := NewLeaseSplitsPreferring("j1", 0, "w1", 0, 3, 3, splits.Ranges{5, 6})
+	old := NewLeaseSplitsPreferring("j1", 0, "w1", 0, 3, 3, ranges.Set{5, 6})
 	old.Version = 2
 	applyErr(t, s, old, ErrInvalidCommand)
-	applyErr(t, s, NewLeaseSplitsPreferring("j1", 0, "w1", 0, 3, 3, splits.Ranges{6, 5}), ErrInvalidCommand)
-	var long splits.Ranges
+	applyErr(t, s, NewLeaseSplitsPreferring("j1", 0, "w1", 0, 3, 3, ranges.Set{6, 5}), ErrInvalidCommand)
+	var long ranges.Set
 	for i := range int64(MaxPreferIntervals + 1) {
 		long = append(long, 2*i, 2*i+1)
 	}
@@ -183,8 +184,8 @@ func TestCountLossCommands(t *testing.T) {
 	}
 	// w1 emitted its first split (5 elements; c1 got 3) and 2 of the
 	// second, then died.
-	applyOK(t, s, NewProduceSplits("j1", "w1", 0, []splits.SplitEmitted{{Split: l.Splits[0], Emitted: splits.Span(0, 5)}}))
-	applyOK(t, s, NewReceipts("j1", "c1", 1, []Receipt{{Epoch: 0, Split: l.Splits[0], Got: splits.Span(0, 3)}, {Epoch: 0, Split: l.Splits[1], Got: splits.Span(0, 2)}}, nil))
+	applyOK(t, s, NewProduceSplits("j1", "w1", 0, []ranges.SplitEmitted{{Split: l.Splits[0], Emitted: ranges.Span(0, 5)}}))
+	applyOK(t, s, NewReceipts("j1", "c1", 1, []Receipt{{Epoch: 0, Split: l.Splits[0], Got: ranges.Span(0, 3)}, {Epoch: 0, Split: l.Splits[1], Got: ranges.Span(0, 2)}}, nil))
 	applyOK(t, s, NewExpireWorker("w1"))
 	applyOK(t, s, NewReceipts("j1", "c1", 2, nil, []string{"w1"}))
 	if x := s.Jobs["j1"].Dynamic.Progress().Exact; x.Lost != 2 || !x.AtMostOnce {
@@ -194,7 +195,7 @@ func TestCountLossCommands(t *testing.T) {
 	if !c.Census || len(c.Splits) != 1 || c.Splits[0] != l.Splits[1] || c.Exclude[0].String() != "[0,2)" {
 		t.Fatalf("census lease: %+v", c)
 	}
-	applyOK(t, s, NewProduceSplits("j1", "w2", 0, []splits.SplitEmitted{{Split: l.Splits[1], Emitted: splits.Span(2, 6)}}))
+	applyOK(t, s, NewProduceSplits("j1", "w2", 0, []ranges.SplitEmitted{{Split: l.Splits[1], Emitted: ranges.Span(2, 6)}}))
 	if x := s.Jobs["j1"].Dynamic.Progress().Exact; x.Lost != 2+4 || x.Censused != 1 {
 		t.Fatalf("after the census: %+v", x)
 	}

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/splits"
 )
 
@@ -26,7 +27,7 @@ func FuzzDecodeCommand(f *testing.F) {
 		NewAssignTask("dyn", "w3"),
 		NewLeaseSplits("dyn", "w1", 3, 16),
 		NewLeaseSplits("dyn", "w1", 2, 16),
-		NewLeaseSplitsPreferring("dyn", 0, "w1", 0, 4, 3, splits.Ranges{2, 5, 30, 32}),
+		NewLeaseSplitsPreferring("dyn", 0, "w1", 0, 4, 3, ranges.Set{2, 5, 30, 32}),
 		NewFinishSplits("dyn", "w1", 1, []int64{5, 6}),
 		NewFinishSplits("dyn", "w1", 0, []int64{0, 0}),
 		NewExpireWorker("w1"),

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/splits"
 )
 
@@ -36,7 +37,7 @@ func TestHandBackSplits(t *testing.T) {
 			if !reflect.DeepEqual(l2.Splits, []int64{2, 3}) {
 				t.Fatalf("w2's lease after the hand-back: %v, want [2 3]", l2.Splits)
 			}
-			if exact && !reflect.DeepEqual(l2.Exclude, []splits.Ranges{nil, nil}) {
+			if exact && !reflect.DeepEqual(l2.Exclude, []ranges.Set{nil, nil}) {
 				t.Fatalf("exclusions %v of splits nothing was delivered of", l2.Exclude)
 			}
 			v, _ := s.Job("j1")

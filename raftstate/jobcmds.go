@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/splits"
 )
 
@@ -51,7 +52,7 @@ type ResumeBody struct {
 	// waits for as many checkpoints.
 	Want int `cbor:"3,keyasint"`
 	// Delivered is what reached the trainer through that consumer.
-	Delivered splits.Delivered `cbor:"4,keyasint"`
+	Delivered ranges.Delivered `cbor:"4,keyasint"`
 }
 
 // ConsumerBody is the body of TypeAttachConsumer and TypeDetachConsumer.
@@ -89,7 +90,7 @@ type LeaseSplitsBody struct {
 	// Prefer (version 3) is the splits the worker would rather read (its
 	// autocache holds them): handed out first (splits.LeasePreferring).
 	// At most MaxPreferIntervals intervals.
-	Prefer splits.Ranges `cbor:"7,keyasint,omitempty"`
+	Prefer ranges.Set `cbor:"7,keyasint,omitempty"`
 }
 
 // MaxPreferIntervals bounds LeaseSplitsBody.Prefer.
@@ -130,7 +131,7 @@ type ProduceSplitsBody struct {
 	Job    string                `cbor:"1,keyasint"`
 	Worker string                `cbor:"2,keyasint"`
 	Epoch  int64                 `cbor:"3,keyasint"`
-	Splits []splits.SplitEmitted `cbor:"4,keyasint"`
+	Splits []ranges.SplitEmitted `cbor:"4,keyasint"`
 	// JobID: as LeaseSplitsBody's.
 	JobID uint64 `cbor:"5,keyasint,omitempty"`
 }
@@ -138,9 +139,9 @@ type ProduceSplitsBody struct {
 // Receipt is one entry of a ReceiptsBody: elements of one split a
 // consumer received.
 type Receipt struct {
-	Epoch int64         `cbor:"1,keyasint" json:"epoch"`
-	Split int64         `cbor:"2,keyasint" json:"split"`
-	Got   splits.Ranges `cbor:"3,keyasint" json:"got"`
+	Epoch int64      `cbor:"1,keyasint" json:"epoch"`
+	Split int64      `cbor:"2,keyasint" json:"split"`
+	Got   ranges.Set `cbor:"3,keyasint" json:"got"`
 }
 
 // ReceiptsBody is the body of TypeReceipts.
@@ -355,7 +356,7 @@ func NewLeaseSplitsOfJob(job string, jobID uint64, worker string, incarnation, r
 // current epoch's splits in prefer not handed out yet come first, ahead of
 // the leases' cursor (splits.DynamicState.LeasePreferring). Version 3 when
 // prefer is not empty.
-func NewLeaseSplitsPreferring(job string, jobID uint64, worker string, incarnation, requestID uint64, n int, prefer splits.Ranges) Command {
+func NewLeaseSplitsPreferring(job string, jobID uint64, worker string, incarnation, requestID uint64, n int, prefer ranges.Set) Command {
 	v := uint16(2)
 	if len(prefer) > 0 {
 		v = 3
@@ -375,13 +376,13 @@ func NewFinishSplits(job, worker string, epoch int64, ids []int64) Command {
 // NewProduceSplits reports that worker has emitted every element of the
 // given splits of epoch of an exactly-once DYNAMIC job, with the indices
 // it emitted (splits.DynamicState.Produce). Result: splits.Progress.
-func NewProduceSplits(job, worker string, epoch int64, done []splits.SplitEmitted) Command {
+func NewProduceSplits(job, worker string, epoch int64, done []ranges.SplitEmitted) Command {
 	return newCommand(TypeProduceSplits, 1, ProduceSplitsBody{Job: job, Worker: worker, Epoch: epoch, Splits: done})
 }
 
 // NewProduceSplitsOfJob is NewProduceSplits from a task of the job with
 // ID jobID, as NewLeaseSplitsOfJob.
-func NewProduceSplitsOfJob(job string, jobID uint64, worker string, epoch int64, done []splits.SplitEmitted) Command {
+func NewProduceSplitsOfJob(job string, jobID uint64, worker string, epoch int64, done []ranges.SplitEmitted) Command {
 	return newCommand(TypeProduceSplits, 1, ProduceSplitsBody{Job: job, Worker: worker, Epoch: epoch, Splits: done, JobID: jobID})
 }
 

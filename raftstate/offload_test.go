@@ -3,6 +3,7 @@ package raftstate
 import (
 	"testing"
 
+	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/splits"
 )
 
@@ -32,7 +33,7 @@ func TestOffloadCommands(t *testing.T) {
 	if len(l.Splits) != 2 {
 		t.Fatalf("local lease %+v", l)
 	}
-	applyOK(t, s, NewReceipts("j1", "c1", 0, []Receipt{{Epoch: 0, Split: l.Splits[0], Got: splits.Span(0, 1)}}, nil))
+	applyOK(t, s, NewReceipts("j1", "c1", 0, []Receipt{{Epoch: 0, Split: l.Splits[0], Got: ranges.Span(0, 1)}}, nil))
 	applyOK(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c2", Remote: RemoteOn}))
 	applyOK(t, s, NewDetachConsumer("j1", "c1"))
 	if st := s.Jobs["j1"].Workers[local]; !st.Expired {
@@ -65,7 +66,7 @@ func TestOffloadRetire(t *testing.T) {
 		t.Fatalf("local lease %+v", l)
 	}
 	applyErr(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", LocalWorker: true, Retire: true}), ErrInvalidCommand)
-	applyOK(t, s, NewReceipts("j1", "c1", 0, []Receipt{{Epoch: 0, Split: l.Splits[0], Got: splits.Span(0, 1)}}, nil))
+	applyOK(t, s, NewReceipts("j1", "c1", 0, []Receipt{{Epoch: 0, Split: l.Splits[0], Got: ranges.Span(0, 1)}}, nil))
 	applyOK(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Retire: true, Remote: RemoteOn}))
 	if st := s.Jobs["j1"].Workers[local]; !st.Expired {
 		t.Fatalf("the retired local worker: %+v", st)

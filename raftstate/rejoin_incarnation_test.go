@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/splits"
 )
 
@@ -33,11 +34,11 @@ func TestLostLeaseAnswerIsAskedAgain(t *testing.T) {
 	if int64(len(l.Splits)) != n || !l.Done {
 		t.Fatalf("lease %+v", l)
 	}
-	var done []splits.SplitEmitted
+	var done []ranges.SplitEmitted
 	var rs []Receipt
 	for _, id := range l.Splits[:n-2] {
-		done = append(done, splits.SplitEmitted{Split: id, Emitted: splits.Span(0, 5)})
-		rs = append(rs, Receipt{Epoch: 0, Split: id, Got: splits.Span(0, 5)})
+		done = append(done, ranges.SplitEmitted{Split: id, Emitted: ranges.Span(0, 5)})
+		rs = append(rs, Receipt{Epoch: 0, Split: id, Got: ranges.Span(0, 5)})
 	}
 	applyOK(t, s, NewProduceSplits("j1", "w1", 0, done))
 	applyOK(t, s, NewReceipts("j1", "c1", 1, rs, nil))

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/splits"
 )
 
@@ -15,7 +16,7 @@ var eoOpts = JobOptions{Sharding: splits.Dynamic, Epochs: 2, Delivery: DeliveryE
 
 // resume is NewResumeJob of job name over testDataset, a second before
 // planNow.
-func resume(name string, from uint64, part string, want int, p splits.Delivered) Command {
+func resume(name string, from uint64, part string, want int, p ranges.Delivered) Command {
 	return at(NewResumeJob(name, "fp1", eoOpts, ResumeBody{From: from, Part: part, Want: want, Delivered: p}), ago(time.Second))
 }
 
@@ -81,8 +82,8 @@ func resumeParts(j *Job) []string {
 func TestResumeJobWaits(t *testing.T) {
 	s := newJobState(t, nil)
 	members := up("w1", "w2")
-	pa := splits.Delivered{Returned: map[int64]map[int64]splits.Ranges{0: {0: splits.Span(0, 3)}}}
-	pb := splits.Delivered{Returned: map[int64]map[int64]splits.Ranges{0: {0: splits.Span(3, 5), 1: splits.Span(0, 2)}}}
+	pa := ranges.Delivered{Returned: map[int64]map[int64]ranges.Set{0: {0: ranges.Span(0, 3)}}}
+	pb := ranges.Delivered{Returned: map[int64]map[int64]ranges.Set{0: {0: ranges.Span(3, 5), 1: ranges.Span(0, 2)}}}
 	idx := s.Index + 1
 	id := applyOK(t, s, resume("j1", 7, "a", 2, pa))
 	if id != idx {
@@ -118,7 +119,7 @@ func TestResumeJobWaits(t *testing.T) {
 		t.Fatal("a part already in changed the job")
 	}
 	// An invalid part is refused and changes nothing.
-	bad := splits.Delivered{Returned: map[int64]map[int64]splits.Ranges{0: {testDataset.NumSplits: splits.Span(0, 1)}}}
+	bad := ranges.Delivered{Returned: map[int64]map[int64]ranges.Set{0: {testDataset.NumSplits: ranges.Span(0, 1)}}}
 	applyErr(t, s, resume("j1", 7, "b", 2, bad), ErrInvalidCommand)
 
 	// The second part starts it.
@@ -129,7 +130,7 @@ func TestResumeJobWaits(t *testing.T) {
 	if j.Dynamic.Waiting() || !slices.Equal(j.Dynamic.Resume.Parts, []string{"a", "b"}) {
 		t.Fatalf("after the second part: %+v", j.Dynamic.Resume)
 	}
-	want := splits.Delivered{Returned: map[int64]map[int64]splits.Ranges{0: {0: splits.Span(0, 5), 1: splits.Span(0, 2)}}}
+	want := ranges.Delivered{Returned: map[int64]map[int64]ranges.Set{0: {0: ranges.Span(0, 5), 1: ranges.Span(0, 2)}}}
 	if !reflect.DeepEqual(j.Dynamic.Resume.Prior, want) {
 		t.Fatalf("prior %+v, want %+v", j.Dynamic.Resume.Prior, want)
 	}
@@ -137,7 +138,7 @@ func TestResumeJobWaits(t *testing.T) {
 		t.Fatalf("plan once started: %s", stepsString(got))
 	}
 	l := applyOK(t, s, NewLeaseSplitsOfJob("j1", idx, "w0", 0, 2, 2)).(splits.Lease)
-	if !slices.Equal(l.Splits, []int64{0, 1}) || len(l.Exclude) != 2 || !slices.Equal(l.Exclude[0], splits.Span(0, 5)) || !slices.Equal(l.Exclude[1], splits.Span(0, 2)) {
+	if !slices.Equal(l.Splits, []int64{0, 1}) || len(l.Exclude) != 2 || !slices.Equal(l.Exclude[0], ranges.Span(0, 5)) || !slices.Equal(l.Exclude[1], ranges.Span(0, 2)) {
 		t.Fatalf("first lease: %+v", l)
 	}
 	snapshotRoundTrip(t, s)
@@ -145,7 +146,7 @@ func TestResumeJobWaits(t *testing.T) {
 	// Consumers attach. A part that was not in is refused now, whatever
 	// its count; one that was in (a consumer joining again) is a no-op.
 	applyOK(t, s, at(NewAttachConsumer("j1", "a2"), ago(time.Second)))
-	err := applyErr(t, s, resume("j1", 7, "c", 3, splits.Delivered{}), ErrJobInUse)
+	err := applyErr(t, s, resume("j1", 7, "c", 3, ranges.Delivered{}), ErrJobInUse)
 	if !strings.Contains(err.Error(), "read by 1 consumer(s)") || !strings.Contains(err.Error(), "came after it started") {
 		t.Fatalf("message %q does not name the consumers", err)
 	}
@@ -182,7 +183,7 @@ func TestResumeReplacesJob(t *testing.T) {
 	if l := applyOK(t, s, NewLeaseSplitsOfJob("j1", old, "w1", 0, 1, 3)).(splits.Lease); len(l.Splits) != 3 {
 		t.Fatalf("lease %+v", l)
 	}
-	part := splits.Delivered{DoneBefore: 1, Missing: map[int64]map[int64]splits.Ranges{0: {1: splits.Span(2, 4)}}}
+	part := ranges.Delivered{DoneBefore: 1, Missing: map[int64]map[int64]ranges.Set{0: {1: ranges.Span(2, 4)}}}
 	err := applyErr(t, s, resume("j1", old, "c1", 2, part), ErrJobInUse)
 	if !strings.Contains(err.Error(), "2 consumer(s) attached") {
 		t.Fatalf("message %q does not name the consumers", err)
@@ -215,13 +216,13 @@ func TestResumeReplacesJob(t *testing.T) {
 	}
 	l := applyOK(t, s, NewLeaseSplitsOfJob("j1", id, "w1", 0, 2, 3)).(splits.Lease)
 	// Split 0 of epoch 0 is skipped; split 1 excludes all but 2 and 3.
-	if l.Epoch != 0 || !slices.Equal(l.Splits, []int64{1}) || len(l.Exclude) != 1 || !slices.Equal(l.Exclude[0], splits.Ranges{0, 2, 4, splits.ResumeEnd}) {
+	if l.Epoch != 0 || !slices.Equal(l.Splits, []int64{1}) || len(l.Exclude) != 1 || !slices.Equal(l.Exclude[0], ranges.Set{0, 2, 4, splits.ResumeEnd}) {
 		t.Fatalf("lease %+v", l)
 	}
 	if p := s.Jobs["j1"].Dynamic.Progress(); p.Exact.Skipped != testDataset.NumSplits-1 || p.Epoch != 1 {
 		t.Fatalf("progress %+v %+v", p, p.Exact)
 	}
-	produce := []splits.SplitEmitted{{Split: 1, Emitted: splits.Span(2, 4)}}
+	produce := []ranges.SplitEmitted{{Split: 1, Emitted: ranges.Span(2, 4)}}
 	applyErr(t, s, NewProduceSplitsOfJob("j1", old, "w1", 0, produce), ErrNotAssigned)
 	applyErr(t, s, NewEndTaskOfJob("j1", old, "w1", "boom"), ErrNotAssigned)
 	applyErr(t, s, NewEndTaskOfJob("j1", old, "w1", ""), ErrNotAssigned)
@@ -262,8 +263,8 @@ func TestResumeRefused(t *testing.T) {
 	for _, b := range []ResumeBody{
 		{From: 1, Part: "a", Want: 0},
 		{From: 1, Part: "a", Want: splits.MaxResumeParts + 1},
-		{From: 1, Part: "a", Want: 1, Delivered: splits.Delivered{DoneBefore: 3}},
-		{From: 1, Part: "a", Want: 1, Delivered: splits.Delivered{Returned: map[int64]map[int64]splits.Ranges{0: {0: {4, 2}}}}},
+		{From: 1, Part: "a", Want: 1, Delivered: ranges.Delivered{DoneBefore: 3}},
+		{From: 1, Part: "a", Want: 1, Delivered: ranges.Delivered{Returned: map[int64]map[int64]ranges.Set{0: {0: {4, 2}}}}},
 	} {
 		applyErr(t, s, NewResumeJob("j1", "fp1", eoOpts, b), ErrInvalidCommand)
 	}
@@ -272,8 +273,8 @@ func TestResumeRefused(t *testing.T) {
 	// by one inside a lease, so DoneBefore is bounded.
 	forever := eoOpts
 	forever.Epochs = -1
-	applyErr(t, s, NewResumeJob("j1", "fp1", forever, ResumeBody{From: 1, Part: "a", Want: 1, Delivered: splits.Delivered{DoneBefore: 1 << 40}}), ErrInvalidCommand)
-	applyOK(t, s, NewResumeJob("j1", "fp1", forever, ResumeBody{From: 1, Part: "a", Want: 1, Delivered: splits.Delivered{DoneBefore: 3}}))
+	applyErr(t, s, NewResumeJob("j1", "fp1", forever, ResumeBody{From: 1, Part: "a", Want: 1, Delivered: ranges.Delivered{DoneBefore: 1 << 40}}), ErrInvalidCommand)
+	applyOK(t, s, NewResumeJob("j1", "fp1", forever, ResumeBody{From: 1, Part: "a", Want: 1, Delivered: ranges.Delivered{DoneBefore: 3}}))
 	applyOK(t, s, NewAssignTask("j1", "w1"))
 	if l := applyOK(t, s, NewLeaseSplits("j1", "w1", 1, 1)).(splits.Lease); l.Epoch != 3 || !slices.Equal(l.Splits, []int64{0}) {
 		t.Fatalf("forever job's lease %+v", l)

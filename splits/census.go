@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/feedmesh/feedmesh/ranges"
 )
 
 // At-most-once with an exact loss count (ExactState.Census).
@@ -51,11 +53,11 @@ func (d *DynamicState) Counted() bool { return d.Exact != nil && d.Exact.Census 
 
 // forfeit records, as a dead worker's split is orphaned, the indices it
 // had emitted (census mode; produced splits only).
-func (x *ExactState) forfeit(e, s int64, emitted Ranges) {
+func (x *ExactState) forfeit(e, s int64, emitted ranges.Set) {
 	if x.Forfeit == nil {
-		x.Forfeit = map[int64]map[int64]Ranges{}
+		x.Forfeit = map[int64]map[int64]ranges.Set{}
 	}
-	put(x.Forfeit, e, s, emitted)
+	ranges.Put(x.Forfeit, e, s, emitted)
 }
 
 // settleForfeits settles the orphaned splits of worker whose emitted
@@ -73,8 +75,8 @@ func (d *DynamicState) settleForfeits(worker string) {
 				continue
 			}
 			emitted := x.Forfeit[e][s]
-			del(x.Forfeit, e, s)
-			del(x.Orphaned, e, s)
+			ranges.Del(x.Forfeit, e, s)
+			ranges.Del(x.Orphaned, e, s)
 			d.settleLost(e, s, emitted)
 		}
 	}
@@ -86,10 +88,10 @@ func (d *DynamicState) settleForfeits(worker string) {
 // settleLost forgets split s of epoch e, not to be delivered again: the
 // indices of emitted that no receipt covers are counted lost, and the
 // split counts as lost.
-func (d *DynamicState) settleLost(e, s int64, emitted Ranges) {
+func (d *DynamicState) settleLost(e, s int64, emitted ranges.Set) {
 	x := d.Exact
 	x.Counts.Lost += emitted.Minus(x.Delivered[e][s]).Len()
-	del(x.Delivered, e, s)
+	ranges.Del(x.Delivered, e, s)
 	d.countSettled(e, true)
 }
 
@@ -100,7 +102,7 @@ func (d *DynamicState) leaseCensus(l *Lease) {
 		x.Censusing = map[int64]map[int64]bool{}
 	}
 	for _, s := range l.Splits {
-		put(x.Censusing, l.Epoch, s, true)
+		ranges.Put(x.Censusing, l.Epoch, s, true)
 	}
 	l.Census = true
 	x.Counts.Censused += int64(len(l.Splits))
@@ -109,13 +111,13 @@ func (d *DynamicState) leaseCensus(l *Lease) {
 // produceCensus settles a census split that its worker has run: what it
 // emitted (the delivered indices were excluded) is lost. ok is false when
 // s is not a census.
-func (d *DynamicState) produceCensus(e, s int64, emitted Ranges) (ok bool) {
+func (d *DynamicState) produceCensus(e, s int64, emitted ranges.Set) (ok bool) {
 	x := d.Exact
-	if _, ok := get(x.Censusing, e, s); !ok {
+	if _, ok := ranges.Get(x.Censusing, e, s); !ok {
 		return false
 	}
 	x.uncensus(e, s)
-	del(x.Lenient, e, s) // a departure noted it; it delivers nothing anyway
+	ranges.Del(x.Lenient, e, s) // a departure noted it; it delivers nothing anyway
 	d.settleLost(e, s, emitted)
 	return true
 }
@@ -124,8 +126,8 @@ func (d *DynamicState) produceCensus(e, s int64, emitted Ranges) (ok bool) {
 // or its census worker died or handed it back (then it is orphaned again,
 // to be run by another worker).
 func (x *ExactState) uncensus(e, s int64) {
-	if _, ok := get(x.Censusing, e, s); ok {
-		del(x.Censusing, e, s)
+	if _, ok := ranges.Get(x.Censusing, e, s); ok {
+		ranges.Del(x.Censusing, e, s)
 		if len(x.Censusing) == 0 {
 			x.Censusing = nil
 		}

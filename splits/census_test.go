@@ -3,6 +3,7 @@ package splits
 import (
 	"testing"
 
+	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/fxamacker/cbor/v2"
 )
 
@@ -21,14 +22,14 @@ func TestCensusTable(t *testing.T) {
 	}
 	// w1 emits split 0 (10 elements) and part of split 1, then dies; c1
 	// received 4 elements of split 0 and 3 of split 1, c2 one more of 0.
-	if err := d.Produce("w1", 0, []SplitEmitted{{Split: 0, Emitted: Span(0, 10)}}); err != nil {
+	if err := d.Produce("w1", 0, []ranges.SplitEmitted{{Split: 0, Emitted: ranges.Span(0, 10)}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range []struct {
 		c    string
 		s    int64
-		span Ranges
-	}{{"c1", 0, Span(0, 4)}, {"c1", 1, Span(0, 3)}, {"c2", 0, Span(4, 5)}} {
+		span ranges.Set
+	}{{"c1", 0, ranges.Span(0, 4)}, {"c1", 1, ranges.Span(0, 3)}, {"c2", 0, ranges.Span(4, 5)}} {
 		if err := d.Receive(r.c, 0, r.s, r.span); err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +40,7 @@ func TestCensusTable(t *testing.T) {
 	mustValid(t, d)
 	// Before the fences nothing is counted or leased for a census, and
 	// receipts still come in (c2 had 2 more of split 0 on their way).
-	if err := d.Receive("c2", 0, 0, Span(5, 7)); err != nil {
+	if err := d.Receive("c2", 0, 0, ranges.Span(5, 7)); err != nil {
 		t.Fatal(err)
 	}
 	d.Fence("c1", "w1")
@@ -71,10 +72,10 @@ func TestCensusTable(t *testing.T) {
 	}
 	// The census emits what is left of split 1 (elements 3..7), counted
 	// lost; split 2 is produced and received as any.
-	if err := d.Produce("w2", 0, []SplitEmitted{{Split: 1, Emitted: Span(3, 8)}, {Split: 2, Emitted: Span(0, 6)}}); err != nil {
+	if err := d.Produce("w2", 0, []ranges.SplitEmitted{{Split: 1, Emitted: ranges.Span(3, 8)}, {Split: 2, Emitted: ranges.Span(0, 6)}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Receive("c1", 0, 2, Span(0, 6)); err != nil {
+	if err := d.Receive("c1", 0, 2, ranges.Span(0, 6)); err != nil {
 		t.Fatal(err)
 	}
 	if !d.Complete() {
@@ -114,10 +115,10 @@ func TestCensusWorkerDiesOrHandsBack(t *testing.T) {
 		t.Fatalf("census lease after a hand-back: %+v", l)
 	}
 	// A late report from w2, whose census was taken from it, is refused.
-	if err := d.Produce("w2", 0, []SplitEmitted{{Split: 0, Emitted: Span(0, 4)}}); err == nil {
+	if err := d.Produce("w2", 0, []ranges.SplitEmitted{{Split: 0, Emitted: ranges.Span(0, 4)}}); err == nil {
 		t.Fatal("a dead census worker's report accepted")
 	}
-	if err := d.Produce("w4", 0, []SplitEmitted{{Split: 0, Emitted: Span(0, 4)}}); err != nil {
+	if err := d.Produce("w4", 0, []ranges.SplitEmitted{{Split: 0, Emitted: ranges.Span(0, 4)}}); err != nil {
 		t.Fatal(err)
 	}
 	if p := d.Progress(); !p.Complete || p.Exact.Lost != 4 || p.Exact.Censused != 3 || p.Total.Lost != 1 {
@@ -130,7 +131,7 @@ func TestCensusWorkerDiesOrHandsBack(t *testing.T) {
 func TestCensusValidate(t *testing.T) {
 	d := NewDynamicCounted(3, 1)
 	d.Lease("w1", 1, 2)
-	d.Produce("w1", 0, []SplitEmitted{{Split: 0, Emitted: Span(0, 3)}})
+	d.Produce("w1", 0, []ranges.SplitEmitted{{Split: 0, Emitted: ranges.Span(0, 3)}})
 	d.ExpireWorker("w1", []string{"c1"})
 	mustValid(t, d)
 	b, err := cbor.Marshal(d)
@@ -148,7 +149,7 @@ func TestCensusValidate(t *testing.T) {
 	for name, break_ := range map[string]func(d *DynamicState){
 		"census maps without a census": func(d *DynamicState) { d.Exact.Census = false },
 		"forfeit not orphaned": func(d *DynamicState) {
-			d.Exact.forfeit(0, 2, Span(0, 1))
+			d.Exact.forfeit(0, 2, ranges.Span(0, 1))
 		},
 		"census not leased": func(d *DynamicState) {
 			d.Exact.Censusing = map[int64]map[int64]bool{0: {0: true}}

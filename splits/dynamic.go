@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/feedmesh/feedmesh/ranges"
 )
 
 // Bounds of a DynamicState. They are constants, not config fields, because every
@@ -62,7 +64,7 @@ type Lease struct {
 	// Exclude (exactly-once), when not empty, has one entry per split:
 	// the element indices already delivered, which the worker must not
 	// yield again (a split leased again after its worker died).
-	Exclude []Ranges `cbor:"4,keyasint,omitempty" json:"exclude,omitempty"`
+	Exclude []ranges.Set `cbor:"4,keyasint,omitempty" json:"exclude,omitempty"`
 	// Key 5 held Complete, which AllProduced implies; not reused.
 	// AllProduced (exactly-once): every split is handed out and emitted
 	// by a live worker (DynamicState.AllProduced); a worker whose own
@@ -85,7 +87,7 @@ type Lease struct {
 func (l Lease) Clone() Lease {
 	l.Splits = slices.Clone(l.Splits)
 	if l.Exclude != nil {
-		ex := make([]Ranges, len(l.Exclude))
+		ex := make([]ranges.Set, len(l.Exclude))
 		for i, r := range l.Exclude {
 			ex[i] = r.Clone()
 		}
@@ -213,7 +215,7 @@ func (d *DynamicState) Lease(worker string, requestID uint64, n int) Lease {
 // the cursor (Ahead), then the cursor's. Splits handed back or orphaned
 // still go first, and no rule of leasing changes: each split is handed out
 // once per epoch, and the cursor skips the splits taken ahead.
-func (d *DynamicState) LeasePreferring(worker string, requestID uint64, n int, prefer Ranges) Lease {
+func (d *DynamicState) LeasePreferring(worker string, requestID uint64, n int, prefer ranges.Set) Lease {
 	if requestID != 0 {
 		if r, ok := d.LastLease[worker]; ok && r.RequestID == requestID {
 			return r.Lease.Clone()
@@ -251,9 +253,9 @@ func (d *DynamicState) LeasePreferring(worker string, requestID uint64, n int, p
 			}
 			if !ex.Empty() {
 				if l.Exclude == nil {
-					l.Exclude = make([]Ranges, len(l.Splits), cap(l.Splits))
+					l.Exclude = make([]ranges.Set, len(l.Splits), cap(l.Splits))
 				}
-				put(d.Exact.Delivered, d.Epoch, s, ex.Clone())
+				ranges.Put(d.Exact.Delivered, d.Epoch, s, ex.Clone())
 			}
 			if l.Exclude != nil {
 				l.Exclude = append(l.Exclude, ex)

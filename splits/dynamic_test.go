@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/fxamacker/cbor/v2"
 )
 
@@ -481,11 +482,11 @@ func TestDynamicAtMostOnceWithExpiry(t *testing.T) {
 // preferOf is a worker's preferred splits for a lease (LeasePreferring),
 // drawn from x: none for one draw in four, else up to three intervals of
 // [0, numSplits).
-func preferOf(x uint64, numSplits int64) Ranges {
+func preferOf(x uint64, numSplits int64) ranges.Set {
 	if numSplits == 0 || x%4 == 0 {
 		return nil
 	}
-	var r Ranges
+	var r ranges.Set
 	for k := range 1 + x%3 {
 		y := x >> (8 * (k + 1))
 		lo := int64(y) % numSplits
@@ -523,21 +524,21 @@ func TestLeasePreferring(t *testing.T) {
 			t.Fatalf("%s: epoch %d splits %v, want epoch %d %v", what, got.Epoch, got.Splits, epoch, want)
 		}
 	}
-	step("a prefers 5..7", d.LeasePreferring("a", 1, 3, Ranges{5, 8}), 0, []int64{5, 6, 7})
+	step("a prefers 5..7", d.LeasePreferring("a", 1, 3, ranges.Set{5, 8}), 0, []int64{5, 6, 7})
 	if d.Next != 0 || len(d.Ahead) != 3 || d.Progress().RemainingInEpoch != 7 {
 		t.Fatalf("after the preferred lease: next %d, ahead %v, %+v", d.Next, d.Ahead, d.Progress())
 	}
 	step("the cursor", d.Lease("b", 1, 4), 0, []int64{0, 1, 2, 3})
-	step("a prefers 6..9, has 6 and 7", d.LeasePreferring("a", 2, 2, Ranges{6, 10}), 0, []int64{8, 9})
+	step("a prefers 6..9, has 6 and 7", d.LeasePreferring("a", 2, 2, ranges.Set{6, 10}), 0, []int64{8, 9})
 	step("the cursor skips what went ahead", d.Lease("b", 2, 4), 0, []int64{4})
 	if d.Epoch != 1 || d.Next != 0 || d.Ahead != nil {
 		t.Fatalf("epoch 0 handed out: epoch %d next %d ahead %v", d.Epoch, d.Next, d.Ahead)
 	}
-	step("a preference at the cursor moves it", d.LeasePreferring("a", 3, 2, Ranges{0, 2}), 1, []int64{0, 1})
+	step("a preference at the cursor moves it", d.LeasePreferring("a", 3, 2, ranges.Set{0, 2}), 1, []int64{0, 1})
 	if d.Next != 2 || d.Ahead != nil {
 		t.Fatalf("next %d ahead %v, want 2 and none", d.Next, d.Ahead)
 	}
-	step("a preference beyond the splits", d.LeasePreferring("a", 4, 2, Ranges{9, 20}), 1, []int64{9, 2})
+	step("a preference beyond the splits", d.LeasePreferring("a", 4, 2, ranges.Set{9, 20}), 1, []int64{9, 2})
 	if err := d.Finish("a", 0, []int64{5, 6, 7, 8, 9}); err != nil {
 		t.Fatal(err)
 	}

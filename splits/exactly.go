@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/feedmesh/feedmesh/ranges"
 )
 
 // Exactly-once DYNAMIC sharding (DynamicState.ExactlyOnce).
@@ -62,13 +64,7 @@ type ProducedSplit struct {
 	// Worker emitted it.
 	Worker string `cbor:"1,keyasint" json:"worker"`
 	// Emitted are the indices it emitted, excluded ones not counted.
-	Emitted Ranges `cbor:"2,keyasint" json:"emitted"`
-}
-
-// SplitEmitted is one entry of Produce.
-type SplitEmitted struct {
-	Split   int64  `cbor:"1,keyasint" json:"split"`
-	Emitted Ranges `cbor:"2,keyasint" json:"emitted"`
+	Emitted ranges.Set `cbor:"2,keyasint" json:"emitted"`
 }
 
 // ExactCounts counts what exactly-once delivery did, over every epoch.
@@ -104,7 +100,7 @@ type ExactState struct {
 	// Produced: emitted, not settled.
 	Produced map[int64]map[int64]ProducedSplit `cbor:"1,keyasint" json:"produced"`
 	// Delivered: receipts of splits not settled yet.
-	Delivered map[int64]map[int64]Ranges `cbor:"2,keyasint" json:"delivered"`
+	Delivered map[int64]map[int64]ranges.Set `cbor:"2,keyasint" json:"delivered"`
 	// Orphaned: split → the expired worker that held it.
 	Orphaned map[int64]map[int64]string `cbor:"3,keyasint" json:"orphaned"`
 	// Fences: expired worker → consumers whose fence is awaited (sorted).
@@ -114,8 +110,8 @@ type ExactState struct {
 	Lenient map[int64]map[int64]bool `cbor:"5,keyasint" json:"lenient"`
 	// Unreceipted: splits settled by a departure, with the emitted
 	// indices no receipt covered yet (counted in Abandoned).
-	Unreceipted map[int64]map[int64]Ranges `cbor:"6,keyasint" json:"unreceipted"`
-	Counts      ExactCounts                `cbor:"7,keyasint" json:"counts"`
+	Unreceipted map[int64]map[int64]ranges.Set `cbor:"6,keyasint" json:"unreceipted"`
+	Counts      ExactCounts                    `cbor:"7,keyasint" json:"counts"`
 	// ReceiptSeq is each attached consumer's last applied report number
 	// (ApplyReport): a report sent again after its answer was lost is
 	// applied once.
@@ -130,9 +126,9 @@ type ExactState struct {
 	// delivered again. Censusing (leased splits run as a census) and
 	// Forfeit (orphaned splits whose emitted indices are known) are nil
 	// when empty, and always without Census.
-	Census    bool                       `cbor:"10,keyasint,omitempty" json:"census,omitempty"`
-	Censusing map[int64]map[int64]bool   `cbor:"11,keyasint,omitempty" json:"censusing,omitempty"`
-	Forfeit   map[int64]map[int64]Ranges `cbor:"12,keyasint,omitempty" json:"forfeit,omitempty"`
+	Census    bool                           `cbor:"10,keyasint,omitempty" json:"census,omitempty"`
+	Censusing map[int64]map[int64]bool       `cbor:"11,keyasint,omitempty" json:"censusing,omitempty"`
+	Forfeit   map[int64]map[int64]ranges.Set `cbor:"12,keyasint,omitempty" json:"forfeit,omitempty"`
 }
 
 // addReceiver records that consumer had elements delivered.
@@ -146,11 +142,11 @@ func (x *ExactState) addReceiver(consumer string) {
 func newExact() *ExactState {
 	return &ExactState{
 		Produced:    map[int64]map[int64]ProducedSplit{},
-		Delivered:   map[int64]map[int64]Ranges{},
+		Delivered:   map[int64]map[int64]ranges.Set{},
 		Orphaned:    map[int64]map[int64]string{},
 		Fences:      map[string][]string{},
 		Lenient:     map[int64]map[int64]bool{},
-		Unreceipted: map[int64]map[int64]Ranges{},
+		Unreceipted: map[int64]map[int64]ranges.Set{},
 	}
 }
 
@@ -168,29 +164,6 @@ func (d *DynamicState) ExactlyOnce() bool { return d.Exact != nil && !d.Exact.Ce
 // produced splits, fences): exactly-once, or at-most-once with an exact
 // loss count (census.go).
 func (d *DynamicState) Tracked() bool { return d.Exact != nil }
-
-func put[V any](m map[int64]map[int64]V, e, s int64, v V) {
-	in := m[e]
-	if in == nil {
-		in = map[int64]V{}
-		m[e] = in
-	}
-	in[s] = v
-}
-
-func del[V any](m map[int64]map[int64]V, e, s int64) {
-	if in := m[e]; in != nil {
-		delete(in, s)
-		if len(in) == 0 {
-			delete(m, e)
-		}
-	}
-}
-
-func get[V any](m map[int64]map[int64]V, e, s int64) (V, bool) {
-	v, ok := m[e][s]
-	return v, ok
-}
 
 // leaseOrphans hands worker up to n orphaned splits whose fences are all
 // in, of the earliest epoch that has any, with their delivered indices as
@@ -212,10 +185,10 @@ func (d *DynamicState) leaseOrphans(worker string, n int) (l Lease, ok bool) {
 		}
 		slices.Sort(ids)
 		ids = ids[:min(len(ids), min(max(n, 1), MaxLease))]
-		l = Lease{Epoch: e, Splits: ids, Exclude: make([]Ranges, len(ids))}
+		l = Lease{Epoch: e, Splits: ids, Exclude: make([]ranges.Set, len(ids))}
 		for i, s := range ids {
-			del(x.Orphaned, e, s)
-			put(d.Outstanding, e, s, worker)
+			ranges.Del(x.Orphaned, e, s)
+			ranges.Put(d.Outstanding, e, s, worker)
 			l.Exclude[i] = x.Delivered[e][s].Clone()
 		}
 		if x.Census {
@@ -234,7 +207,7 @@ func (d *DynamicState) leaseOrphans(worker string, n int) (l Lease, ok bool) {
 // settles. Every split must be outstanding for worker in that epoch and
 // listed once; otherwise Produce changes nothing and returns an error
 // wrapping ErrNotLeased.
-func (d *DynamicState) Produce(worker string, epoch int64, done []SplitEmitted) error {
+func (d *DynamicState) Produce(worker string, epoch int64, done []ranges.SplitEmitted) error {
 	x := d.Exact
 	if x == nil {
 		return fmt.Errorf("%w: Produce on an at-most-once job", ErrExactlyOnce)
@@ -251,7 +224,7 @@ func (d *DynamicState) Produce(worker string, epoch int64, done []SplitEmitted) 
 		if err := p.Emitted.Validate(); err != nil {
 			return fmt.Errorf("produce epoch %d split %d: %w", epoch, p.Split, err)
 		}
-		holder, ok := get(d.Outstanding, epoch, p.Split)
+		holder, ok := ranges.Get(d.Outstanding, epoch, p.Split)
 		if !ok {
 			return fmt.Errorf("%w: split %d of epoch %d is not outstanding", ErrNotLeased, p.Split, epoch)
 		}
@@ -260,31 +233,19 @@ func (d *DynamicState) Produce(worker string, epoch int64, done []SplitEmitted) 
 		}
 	}
 	for _, p := range done {
-		del(d.Outstanding, epoch, p.Split)
+		ranges.Del(d.Outstanding, epoch, p.Split)
 		if x.Census && d.produceCensus(epoch, p.Split, p.Emitted) {
 			continue
 		}
-		put(x.Produced, epoch, p.Split, ProducedSplit{Worker: worker, Emitted: p.Emitted.Clone()})
-		if _, lenient := get(x.Lenient, epoch, p.Split); lenient {
-			del(x.Lenient, epoch, p.Split)
+		ranges.Put(x.Produced, epoch, p.Split, ProducedSplit{Worker: worker, Emitted: p.Emitted.Clone()})
+		if _, lenient := ranges.Get(x.Lenient, epoch, p.Split); lenient {
+			ranges.Del(x.Lenient, epoch, p.Split)
 			d.settle(epoch, p.Split, true)
-		} else if covers(x.Delivered[epoch][p.Split], p.Emitted) {
+		} else if x.Delivered[epoch][p.Split].Covers(p.Emitted) {
 			d.settle(epoch, p.Split, false)
 		}
 	}
 	return nil
-}
-
-// covers reports whether have holds every index of want, without
-// allocating (it runs for every split a ProduceSplits or Receipts command
-// names, on every voter).
-func covers(have, want Ranges) bool {
-	for i := 0; i+1 < len(want); i += 2 {
-		if !have.ContainsSpan(want[i], want[i+1]) {
-			return false
-		}
-	}
-	return true
 }
 
 // settle forgets a produced split: delivered, or given up on by a
@@ -294,12 +255,12 @@ func (d *DynamicState) settle(e, s int64, abandon bool) {
 	p := x.Produced[e][s]
 	if abandon {
 		if rest := p.Emitted.Minus(x.Delivered[e][s]); !rest.Empty() {
-			put(x.Unreceipted, e, s, rest)
+			ranges.Put(x.Unreceipted, e, s, rest)
 			x.Counts.Abandoned += rest.Len()
 		}
 	}
-	del(x.Produced, e, s)
-	del(x.Delivered, e, s)
+	ranges.Del(x.Produced, e, s)
+	ranges.Del(x.Delivered, e, s)
 	d.countSettled(e, false)
 }
 
@@ -323,7 +284,7 @@ func (d *DynamicState) countSettled(e int64, lost bool) {
 // split already settled, they take back what a departure counted as
 // abandoned (or, if none was, count as Duplicates). A receipt naming a
 // split never handed out is an error and changes nothing.
-func (d *DynamicState) Receive(consumer string, epoch, s int64, got Ranges) error {
+func (d *DynamicState) Receive(consumer string, epoch, s int64, got ranges.Set) error {
 	x := d.Exact
 	if x == nil {
 		return fmt.Errorf("%w: Receive on an at-most-once job", ErrExactlyOnce)
@@ -335,20 +296,20 @@ func (d *DynamicState) Receive(consumer string, epoch, s int64, got Ranges) erro
 		return nil
 	}
 	x.addReceiver(consumer)
-	_, out := get(d.Outstanding, epoch, s)
-	_, prod := get(x.Produced, epoch, s)
-	_, orph := get(x.Orphaned, epoch, s)
+	_, out := ranges.Get(d.Outstanding, epoch, s)
+	_, prod := ranges.Get(x.Produced, epoch, s)
+	_, orph := ranges.Get(x.Orphaned, epoch, s)
 	if !out && !prod && !orph && !d.HandedBack[epoch][s] {
 		// Settled (or its epoch forgotten): late receipts.
-		if rest, ok := get(x.Unreceipted, epoch, s); ok {
+		if rest, ok := ranges.Get(x.Unreceipted, epoch, s); ok {
 			back := rest.Intersect(got)
 			x.Counts.Abandoned -= back.Len()
 			x.Counts.Delivered += back.Len()
 			x.Counts.Duplicates += got.Len() - back.Len()
 			if rest = rest.Minus(got); rest.Empty() {
-				del(x.Unreceipted, epoch, s)
+				ranges.Del(x.Unreceipted, epoch, s)
 			} else {
-				put(x.Unreceipted, epoch, s, rest)
+				ranges.Put(x.Unreceipted, epoch, s, rest)
 			}
 			return nil
 		}
@@ -364,15 +325,15 @@ func (d *DynamicState) Receive(consumer string, epoch, s int64, got Ranges) erro
 	x.Counts.Delivered += got.Len() - dup
 	have = have.Clone()
 	have.AddAll(got)
-	put(x.Delivered, epoch, s, have)
-	if p, ok := get(x.Produced, epoch, s); ok && covers(have, p.Emitted) {
+	ranges.Put(x.Delivered, epoch, s, have)
+	if p, ok := ranges.Get(x.Produced, epoch, s); ok && have.Covers(p.Emitted) {
 		d.settle(epoch, s, false)
 	}
 	return nil
 }
 
 // CheckReceipt returns the error Receive would return, changing nothing.
-func (d *DynamicState) CheckReceipt(epoch, s int64, got Ranges) error {
+func (d *DynamicState) CheckReceipt(epoch, s int64, got ranges.Set) error {
 	if d.Exact == nil {
 		return fmt.Errorf("%w: Receive on an at-most-once job", ErrExactlyOnce)
 	}
@@ -446,10 +407,10 @@ func (d *DynamicState) ExpireWorker(worker string, consumers []string) (orphaned
 	for e, out := range maps.Clone(d.Outstanding) {
 		for s, w := range out {
 			if w == worker {
-				del(d.Outstanding, e, s)
-				del(x.Lenient, e, s) // the departure it noted took nothing of a re-run
+				ranges.Del(d.Outstanding, e, s)
+				ranges.Del(x.Lenient, e, s) // the departure it noted took nothing of a re-run
 				x.uncensus(e, s)
-				put(x.Orphaned, e, s, worker)
+				ranges.Put(x.Orphaned, e, s, worker)
 				orphaned++
 			}
 		}
@@ -457,8 +418,8 @@ func (d *DynamicState) ExpireWorker(worker string, consumers []string) (orphaned
 	for e, ps := range maps.Clone(x.Produced) {
 		for s, p := range ps {
 			if p.Worker == worker {
-				del(x.Produced, e, s)
-				put(x.Orphaned, e, s, worker)
+				ranges.Del(x.Produced, e, s)
+				ranges.Put(x.Orphaned, e, s, worker)
 				if x.Census {
 					x.forfeit(e, s, p.Emitted)
 				}
@@ -501,7 +462,7 @@ func (d *DynamicState) Depart(consumer string) {
 	}
 	for e, out := range d.Outstanding {
 		for s := range out {
-			put(x.Lenient, e, s, true)
+			ranges.Put(x.Lenient, e, s, true)
 		}
 	}
 }
@@ -598,11 +559,11 @@ func (x *ExactState) clone() *ExactState {
 	}
 	c := &ExactState{
 		Produced:    map[int64]map[int64]ProducedSplit{},
-		Delivered:   map[int64]map[int64]Ranges{},
+		Delivered:   map[int64]map[int64]ranges.Set{},
 		Orphaned:    map[int64]map[int64]string{},
 		Fences:      map[string][]string{},
 		Lenient:     map[int64]map[int64]bool{},
-		Unreceipted: map[int64]map[int64]Ranges{},
+		Unreceipted: map[int64]map[int64]ranges.Set{},
 		Counts:      x.Counts,
 		ReceiptSeq:  maps.Clone(x.ReceiptSeq),
 		Receivers:   slices.Clone(x.Receivers),
@@ -610,12 +571,12 @@ func (x *ExactState) clone() *ExactState {
 	for e, m := range x.Produced {
 		for s, p := range m {
 			p.Emitted = p.Emitted.Clone()
-			put(c.Produced, e, s, p)
+			ranges.Put(c.Produced, e, s, p)
 		}
 	}
 	for e, m := range x.Delivered {
 		for s, r := range m {
-			put(c.Delivered, e, s, r.Clone())
+			ranges.Put(c.Delivered, e, s, r.Clone())
 		}
 	}
 	for e, m := range x.Orphaned {
@@ -629,7 +590,7 @@ func (x *ExactState) clone() *ExactState {
 	}
 	for e, m := range x.Unreceipted {
 		for s, r := range m {
-			put(c.Unreceipted, e, s, r.Clone())
+			ranges.Put(c.Unreceipted, e, s, r.Clone())
 		}
 	}
 	c.Census = x.Census

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/feedmesh/feedmesh/ranges"
 )
 
 // elem is one source element of one epoch.
@@ -27,17 +29,17 @@ type simWorker struct {
 
 type simLease struct {
 	e, s    int64
-	exclude Ranges
+	exclude ranges.Set
 	next    int64 // next index to read
-	emitted Ranges
+	emitted ranges.Set
 	census  bool // run to count, not to deliver (census.go)
 }
 
 type simConsumer struct {
 	name    string
 	got     map[elem]int
-	pending map[[2]int64]Ranges // receipts not sent yet
-	fenced  map[string]bool     // workers it dropped (and fenced)
+	pending map[[2]int64]ranges.Set // receipts not sent yet
+	fenced  map[string]bool         // workers it dropped (and fenced)
 }
 
 // TestExactlyOnceSimulation drives a DynamicState through random
@@ -84,7 +86,7 @@ func simulate(t *testing.T, seed uint64, census bool) (lost int64) {
 	}
 	consumers := []*simConsumer{}
 	for i := range 1 + rng.IntN(2) {
-		consumers = append(consumers, &simConsumer{name: fmt.Sprintf("c%d", i), got: map[elem]int{}, pending: map[[2]int64]Ranges{}, fenced: map[string]bool{}})
+		consumers = append(consumers, &simConsumer{name: fmt.Sprintf("c%d", i), got: map[elem]int{}, pending: map[[2]int64]ranges.Set{}, fenced: map[string]bool{}})
 	}
 	names := func() []string {
 		var ns []string
@@ -114,7 +116,7 @@ func simulate(t *testing.T, seed uint64, census bool) (lost int64) {
 				t.Fatalf("receive %v: %v", k, err)
 			}
 		}
-		c.pending = map[[2]int64]Ranges{}
+		c.pending = map[[2]int64]ranges.Set{}
 	}
 	kills := 0
 	var reqID uint64
@@ -148,7 +150,7 @@ func simulate(t *testing.T, seed uint64, census bool) (lost int64) {
 			reqID++
 			l := d.LeasePreferring(w.name, reqID, 1+rng.IntN(3), preferOf(rng.Uint64(), numSplits))
 			for i, s := range l.Splits {
-				var ex Ranges
+				var ex ranges.Set
 				if l.Exclude != nil {
 					ex = l.Exclude[i]
 				}
@@ -175,7 +177,7 @@ func simulate(t *testing.T, seed uint64, census bool) (lost int64) {
 				}
 				continue
 			}
-			err := d.Produce(w.name, l.e, []SplitEmitted{{Split: l.s, Emitted: l.emitted}})
+			err := d.Produce(w.name, l.e, []ranges.SplitEmitted{{Split: l.s, Emitted: l.emitted}})
 			if w.exp {
 				if err == nil {
 					t.Fatalf("an expired worker produced split %d", l.s)
@@ -296,7 +298,7 @@ func TestExactlyOnceFenceGatesRelease(t *testing.T) {
 	if l := d.Lease("w1", 1, 1); len(l.Splits) != 1 || l.Splits[0] != 0 {
 		t.Fatalf("lease: %+v", l)
 	}
-	if err := d.Receive("c1", 0, 0, Span(0, 3)); err != nil {
+	if err := d.Receive("c1", 0, 0, ranges.Span(0, 3)); err != nil {
 		t.Fatal(err)
 	}
 	if n := d.ExpireWorker("w1", []string{"c2", "c1"}); n != 1 {
@@ -311,7 +313,7 @@ func TestExactlyOnceFenceGatesRelease(t *testing.T) {
 		t.Fatalf("lease with one fence missing: %+v", l)
 	}
 	// c2 got elements 3 and 4 from w1 after c1's fence, before its own.
-	if err := d.Receive("c2", 0, 0, Span(3, 5)); err != nil {
+	if err := d.Receive("c2", 0, 0, ranges.Span(3, 5)); err != nil {
 		t.Fatal(err)
 	}
 	d.Fence("c2", "w1")
@@ -319,16 +321,16 @@ func TestExactlyOnceFenceGatesRelease(t *testing.T) {
 	if len(l.Splits) != 1 || l.Splits[0] != 0 || l.Epoch != 0 || len(l.Exclude) != 1 || l.Exclude[0].String() != "[0,5)" {
 		t.Fatalf("re-lease: %+v", l)
 	}
-	if err := d.Produce("w2", 0, []SplitEmitted{{Split: 1, Emitted: Span(0, 4)}, {Split: 0, Emitted: Span(5, 8)}}); err != nil {
+	if err := d.Produce("w2", 0, []ranges.SplitEmitted{{Split: 1, Emitted: ranges.Span(0, 4)}, {Split: 0, Emitted: ranges.Span(5, 8)}}); err != nil {
 		t.Fatal(err)
 	}
 	if d.Complete() {
 		t.Fatal("complete before the receipts")
 	}
-	if err := d.Receive("c1", 0, 0, Span(5, 8)); err != nil {
+	if err := d.Receive("c1", 0, 0, ranges.Span(5, 8)); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Receive("c1", 0, 1, Span(0, 4)); err != nil {
+	if err := d.Receive("c1", 0, 1, ranges.Span(0, 4)); err != nil {
 		t.Fatal(err)
 	}
 	if !d.Complete() {
@@ -338,10 +340,10 @@ func TestExactlyOnceFenceGatesRelease(t *testing.T) {
 		t.Fatalf("progress %+v exact %+v", p, p.Exact)
 	}
 	// A receipt of a settled split counts as a duplicate.
-	if err := d.Receive("c1", 0, 0, Span(0, 1)); err != nil || d.Progress().Exact.Duplicates != 1 {
+	if err := d.Receive("c1", 0, 0, ranges.Span(0, 1)); err != nil || d.Progress().Exact.Duplicates != 1 {
 		t.Fatalf("late duplicate: %v, %+v", err, d.Progress().Exact)
 	}
-	if err := d.Receive("c1", 0, 2, Span(0, 1)); err == nil {
+	if err := d.Receive("c1", 0, 2, ranges.Span(0, 1)); err == nil {
 		t.Fatal("receipt of a split that does not exist accepted")
 	}
 }
@@ -352,10 +354,10 @@ func TestExactlyOnceFenceGatesRelease(t *testing.T) {
 func TestExactlyOnceDeparture(t *testing.T) {
 	d := NewDynamicExactlyOnce(2, 1)
 	d.Lease("w1", 1, 2)
-	if err := d.Produce("w1", 0, []SplitEmitted{{Split: 0, Emitted: Span(0, 10)}}); err != nil {
+	if err := d.Produce("w1", 0, []ranges.SplitEmitted{{Split: 0, Emitted: ranges.Span(0, 10)}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Receive("c1", 0, 0, Span(0, 4)); err != nil {
+	if err := d.Receive("c1", 0, 0, ranges.Span(0, 4)); err != nil {
 		t.Fatal(err)
 	}
 	d.Depart("c2")
@@ -363,10 +365,10 @@ func TestExactlyOnceDeparture(t *testing.T) {
 		t.Fatalf("abandoned %d, want 6", got)
 	}
 	// Elements 4..5 were on their way to c1: its late receipt takes them back.
-	if err := d.Receive("c1", 0, 0, Span(4, 6)); err != nil {
+	if err := d.Receive("c1", 0, 0, ranges.Span(4, 6)); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Produce("w1", 0, []SplitEmitted{{Split: 1, Emitted: Span(0, 10)}}); err != nil {
+	if err := d.Produce("w1", 0, []ranges.SplitEmitted{{Split: 1, Emitted: ranges.Span(0, 10)}}); err != nil {
 		t.Fatal(err)
 	}
 	if !d.Complete() {
@@ -385,19 +387,19 @@ func TestExactlyOnceModeErrors(t *testing.T) {
 	a, x := NewDynamic(1, 1), NewDynamicExactlyOnce(1, 1)
 	a.Lease("w", 1, 1)
 	x.Lease("w", 1, 1)
-	if err := a.Produce("w", 0, []SplitEmitted{{Split: 0}}); err == nil {
+	if err := a.Produce("w", 0, []ranges.SplitEmitted{{Split: 0}}); err == nil {
 		t.Error("Produce on at-most-once accepted")
 	}
-	if err := a.Receive("c", 0, 0, Span(0, 1)); err == nil {
+	if err := a.Receive("c", 0, 0, ranges.Span(0, 1)); err == nil {
 		t.Error("Receive on at-most-once accepted")
 	}
 	if err := x.Finish("w", 0, []int64{0}); err == nil {
 		t.Error("Finish on exactly-once accepted")
 	}
-	if err := x.Produce("v", 0, []SplitEmitted{{Split: 0}}); err == nil {
+	if err := x.Produce("v", 0, []ranges.SplitEmitted{{Split: 0}}); err == nil {
 		t.Error("Produce by a worker not holding the split accepted")
 	}
-	if err := x.Produce("w", 0, []SplitEmitted{{Split: 0, Emitted: Ranges{3, 1}}}); err == nil {
+	if err := x.Produce("w", 0, []ranges.SplitEmitted{{Split: 0, Emitted: ranges.Set{3, 1}}}); err == nil {
 		t.Error("Produce with invalid ranges accepted")
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/feedmesh/feedmesh/ranges"
 )
 
 // Handing back: a worker that shuts down gracefully (a drain) returns the
@@ -59,14 +61,14 @@ func (d *DynamicState) HandBack(worker string, epoch int64, ids []int64) error {
 	}
 	back := 0
 	for _, s := range ids {
-		del(d.Outstanding, epoch, s)
+		ranges.Del(d.Outstanding, epoch, s)
 		if x := d.Exact; x != nil {
-			del(x.Lenient, epoch, s) // nothing of it was produced: a departure since took nothing
-			if _, census := get(x.Censusing, epoch, s); census {
+			ranges.Del(x.Lenient, epoch, s) // nothing of it was produced: a departure since took nothing
+			if _, census := ranges.Get(x.Censusing, epoch, s); census {
 				// A census not run: orphaned again, for the next
 				// worker (its dead worker's fences are all in).
 				x.uncensus(epoch, s)
-				put(x.Orphaned, epoch, s, worker)
+				ranges.Put(x.Orphaned, epoch, s, worker)
 				continue
 			}
 		}
@@ -74,7 +76,7 @@ func (d *DynamicState) HandBack(worker string, epoch int64, ids []int64) error {
 		if d.HandedBack == nil {
 			d.HandedBack = map[int64]map[int64]bool{}
 		}
-		put(d.HandedBack, epoch, s, true)
+		ranges.Put(d.HandedBack, epoch, s, true)
 	}
 	d.Total.HandedBack += int64(back)
 	return nil
@@ -92,14 +94,14 @@ func (d *DynamicState) leaseHandedBack(worker string, n int) (l Lease, ok bool) 
 	ids = ids[:min(len(ids), min(max(n, 1), MaxLease))]
 	l = Lease{Epoch: e, Splits: ids}
 	if x := d.Exact; x != nil {
-		l.Exclude = make([]Ranges, len(ids))
+		l.Exclude = make([]ranges.Set, len(ids))
 		for i, s := range ids {
 			l.Exclude[i] = x.Delivered[e][s].Clone()
 		}
 	}
 	for _, s := range ids {
-		del(d.HandedBack, e, s)
-		put(d.Outstanding, e, s, worker)
+		ranges.Del(d.HandedBack, e, s)
+		ranges.Put(d.Outstanding, e, s, worker)
 	}
 	if len(d.HandedBack) == 0 {
 		d.HandedBack = nil

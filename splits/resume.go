@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/feedmesh/feedmesh/ranges"
 )
 
 // Resuming an exactly-once DYNAMIC job from its consumers' checkpoints.
@@ -36,199 +38,6 @@ const ResumeEnd = math.MaxInt64
 // command).
 const MaxResumeParts = 1024
 
-// Delivered is what reached a trainer through one consumer of an
-// exactly-once job, or, merged, through all of them (Merge).
-type Delivered struct {
-	// DoneBefore: every element of every epoch before it reached the
-	// trainer(s), except Missing.
-	DoneBefore int64 `cbor:"1,keyasint" json:"done_before"`
-	// Missing (epochs < DoneBefore): epoch → split → indices that did not.
-	Missing map[int64]map[int64]Ranges `cbor:"2,keyasint,omitempty" json:"missing,omitempty"`
-	// Returned (epochs >= DoneBefore): epoch → split → indices that did.
-	Returned map[int64]map[int64]Ranges `cbor:"3,keyasint,omitempty" json:"returned,omitempty"`
-}
-
-// Clone returns a deep copy.
-func (p Delivered) Clone() Delivered {
-	return Delivered{DoneBefore: p.DoneBefore, Missing: cloneRanges(p.Missing), Returned: cloneRanges(p.Returned)}
-}
-
-func cloneRanges(m map[int64]map[int64]Ranges) map[int64]map[int64]Ranges {
-	if m == nil {
-		return nil
-	}
-	c := make(map[int64]map[int64]Ranges, len(m))
-	for e, in := range m {
-		for s, r := range in {
-			put(c, e, s, r.Clone())
-		}
-	}
-	return c
-}
-
-// Return records that indices [lo, hi) of split s of epoch e reached the
-// trainer: off Missing before DoneBefore, into Returned from it on. It
-// returns how many intervals Returned gained (at most 1).
-func (p *Delivered) Return(e, s, lo, hi int64) (added int) {
-	span := Ranges{lo, hi}
-	if e < p.DoneBefore {
-		if m := p.Missing[e][s].Minus(span); m.Empty() {
-			del(p.Missing, e, s)
-		} else {
-			p.Missing[e][s] = m
-		}
-		return 0
-	}
-	if p.Returned == nil {
-		p.Returned = map[int64]map[int64]Ranges{}
-	}
-	have, _ := get(p.Returned, e, s)
-	n := have.Intervals()
-	have.AddSpan(lo, hi)
-	put(p.Returned, e, s, have)
-	return have.Intervals() - n
-}
-
-// Settle moves DoneBefore up to before, for a consumer that every element
-// of the epochs in between went to: their Returned entries become the
-// Missing ones, the indices still pending (received, not returned:
-// epoch → split → indices).
-func (p *Delivered) Settle(before int64, pending map[int64]map[int64]Ranges) {
-	if before <= p.DoneBefore {
-		return
-	}
-	for e := p.DoneBefore; e < before; e++ {
-		delete(p.Returned, e)
-		for s, r := range pending[e] {
-			if p.Missing == nil {
-				p.Missing = map[int64]map[int64]Ranges{}
-			}
-			put(p.Missing, e, s, r.Clone())
-		}
-	}
-	p.DoneBefore = before
-	if len(p.Returned) == 0 {
-		p.Returned = nil
-	}
-}
-
-// Intervals is how many intervals p holds.
-func (p Delivered) Intervals() int {
-	n := 0
-	for _, m := range []map[int64]map[int64]Ranges{p.Missing, p.Returned} {
-		for _, in := range m {
-			for _, r := range in {
-				n += r.Intervals()
-			}
-		}
-	}
-	return n
-}
-
-// Validate checks p against a job of numSplits splits per epoch and epochs
-// epochs (0: forever): epochs and splits in range, Missing only before
-// DoneBefore and Returned only from it on, valid non-empty ranges, at
-// most maxIntervals intervals in all. DoneBefore is at most MaxEpochs
-// even for a job that runs forever: a resumed job skips the epochs before
-// it one by one (skipResumed), inside one Lease.
-func (p Delivered) Validate(numSplits, epochs int64, maxIntervals int) error {
-	if p.DoneBefore < 0 || p.DoneBefore > MaxEpochs || (epochs > 0 && p.DoneBefore > epochs) {
-		return fmt.Errorf("delivered: done before epoch %d, job has %d epochs", p.DoneBefore, epochs)
-	}
-	if n := p.Intervals(); n > maxIntervals {
-		return fmt.Errorf("delivered: %d intervals, limit %d", n, maxIntervals)
-	}
-	check := func(what string, m map[int64]map[int64]Ranges, ok func(e int64) bool) error {
-		for e, in := range m {
-			if !ok(e) || (epochs > 0 && e >= epochs) {
-				return fmt.Errorf("delivered: %s in epoch %d (done before %d, %d epochs)", what, e, p.DoneBefore, epochs)
-			}
-			if len(in) == 0 {
-				return fmt.Errorf("delivered: %s: empty epoch %d", what, e)
-			}
-			for s, r := range in {
-				if s < 0 || s >= numSplits {
-					return fmt.Errorf("delivered: %s: split %d of epoch %d, job has %d splits", what, s, e, numSplits)
-				}
-				if r.Empty() {
-					return fmt.Errorf("delivered: %s: split %d of epoch %d: empty", what, s, e)
-				}
-				if err := r.Validate(); err != nil {
-					return fmt.Errorf("delivered: %s: split %d of epoch %d: %w", what, s, e, err)
-				}
-			}
-		}
-		return nil
-	}
-	if err := check("missing", p.Missing, func(e int64) bool { return e >= 0 && e < p.DoneBefore }); err != nil {
-		return err
-	}
-	return check("returned", p.Returned, func(e int64) bool { return e >= p.DoneBefore })
-}
-
-// Merge folds o into p: what reached the trainers through either.
-// Only one consumer's checkpoint can claim an epoch done (it was then the
-// job's only consumer), but if both do, an element is missing only if
-// both miss it; what either returned is never missing.
-func (p *Delivered) Merge(o Delivered) {
-	hi := max(p.DoneBefore, o.DoneBefore)
-	out := Delivered{DoneBefore: hi, Missing: map[int64]map[int64]Ranges{}, Returned: map[int64]map[int64]Ranges{}}
-	missing := func(d Delivered, e int64) (map[int64]Ranges, bool) { return d.Missing[e], e < d.DoneBefore }
-	epochs := map[int64]bool{}
-	for _, d := range []Delivered{*p, o} {
-		for _, m := range []map[int64]map[int64]Ranges{d.Missing, d.Returned} {
-			for e := range m {
-				epochs[e] = true
-			}
-		}
-	}
-	for e := range epochs {
-		if e >= hi {
-			for _, d := range []Delivered{*p, o} {
-				for s, r := range d.Returned[e] {
-					have := out.Returned[e][s].Clone()
-					have.AddAll(r)
-					put(out.Returned, e, s, have)
-				}
-			}
-			continue
-		}
-		// e < hi: at least one side claims it done.
-		mp, pc := missing(*p, e)
-		mo, oc := missing(o, e)
-		var miss map[int64]Ranges
-		var returned []map[int64]Ranges
-		switch {
-		case pc && oc:
-			miss = map[int64]Ranges{}
-			for s, r := range mp {
-				if x := r.Intersect(mo[s]); !x.Empty() {
-					miss[s] = x
-				}
-			}
-		case pc:
-			miss, returned = mp, append(returned, o.Returned[e])
-		default:
-			miss, returned = mo, append(returned, p.Returned[e])
-		}
-		for s, r := range miss {
-			for _, ret := range returned {
-				r = r.Minus(ret[s])
-			}
-			if !r.Empty() {
-				put(out.Missing, e, s, r.Clone())
-			}
-		}
-	}
-	if len(out.Missing) == 0 {
-		out.Missing = nil
-	}
-	if len(out.Returned) == 0 {
-		out.Returned = nil
-	}
-	*p = out
-}
-
 // ResumeState is a resumed job's part of its DynamicState.
 type ResumeState struct {
 	// From is the job (its raftstate ID) the checkpoints were taken of.
@@ -241,7 +50,7 @@ type ResumeState struct {
 	Parts []string `cbor:"3,keyasint" json:"parts"`
 	// Prior is the parts merged, less what leases have consumed: a split
 	// leased takes its entry away (into the exclusions).
-	Prior Delivered `cbor:"4,keyasint" json:"prior"`
+	Prior ranges.Delivered `cbor:"4,keyasint" json:"prior"`
 	// Expect are the consumers of job From that had elements delivered
 	// (its ExactState.Receivers, when the cluster still held it), sorted:
 	// the job waits for each one's checkpoint too. A count alone is not
@@ -308,7 +117,7 @@ var ErrResumed = fmt.Errorf("splits: the job has already resumed")
 // (added false). A part that comes once the job has started (every part
 // it waited for is in) is refused with ErrResumed: what it delivered may
 // have been handed out again already.
-func (d *DynamicState) AddPart(part string, want int, p Delivered) (added bool, err error) {
+func (d *DynamicState) AddPart(part string, want int, p ranges.Delivered) (added bool, err error) {
 	r := d.Resume
 	if r == nil {
 		return false, fmt.Errorf("%w: the job was not created to resume", ErrResumed)
@@ -322,7 +131,7 @@ func (d *DynamicState) AddPart(part string, want int, p Delivered) (added bool, 
 	if want < 1 || want > MaxResumeParts {
 		return false, fmt.Errorf("resume: a checkpoint of %d consumers, want 1 to %d", want, MaxResumeParts)
 	}
-	if err := p.Validate(d.NumSplits, d.Epochs, MaxReceiptIntervals); err != nil {
+	if err := p.Validate(d.NumSplits, d.Epochs, MaxEpochs, MaxReceiptIntervals); err != nil {
 		return false, err
 	}
 	if len(r.Parts) == 0 {
@@ -340,27 +149,27 @@ func (d *DynamicState) AddPart(part string, want int, p Delivered) (added bool, 
 // takePrior is what the checkpoints say of split s of epoch e, which is
 // being handed out: skip (delivered completely), or the indices to
 // exclude (none: deliver all). It consumes the entry.
-func (d *DynamicState) takePrior(e, s int64) (exclude Ranges, skip bool) {
+func (d *DynamicState) takePrior(e, s int64) (exclude ranges.Set, skip bool) {
 	r := d.Resume
 	if r == nil {
 		return nil, false
 	}
 	if e < r.Prior.DoneBefore {
-		miss, ok := get(r.Prior.Missing, e, s)
+		miss, ok := ranges.Get(r.Prior.Missing, e, s)
 		if !ok {
 			return nil, true
 		}
-		del(r.Prior.Missing, e, s)
+		ranges.Del(r.Prior.Missing, e, s)
 		return complement(miss), false
 	}
-	ret, _ := get(r.Prior.Returned, e, s)
-	del(r.Prior.Returned, e, s)
+	ret, _ := ranges.Get(r.Prior.Returned, e, s)
+	ranges.Del(r.Prior.Returned, e, s)
 	return ret, false
 }
 
 // complement is every index from 0 on not in r (r not empty).
-func complement(r Ranges) Ranges {
-	var c Ranges
+func complement(r ranges.Set) ranges.Set {
+	var c ranges.Set
 	lo := int64(0)
 	for i := 0; i < len(r); i += 2 {
 		if r[i] > lo {
@@ -435,10 +244,10 @@ func (r *ResumeState) validate(d *DynamicState) error {
 	if err := sortedNames(r.Expect, MaxResumeParts); err != nil {
 		return fmt.Errorf("resume: expected parts: %w", err)
 	}
-	if err := r.Prior.Validate(d.NumSplits, d.Epochs, math.MaxInt); err != nil {
+	if err := r.Prior.Validate(d.NumSplits, d.Epochs, MaxEpochs, math.MaxInt); err != nil {
 		return err
 	}
-	for _, m := range []map[int64]map[int64]Ranges{r.Prior.Missing, r.Prior.Returned} {
+	for _, m := range []map[int64]map[int64]ranges.Set{r.Prior.Missing, r.Prior.Returned} {
 		for e, in := range m {
 			for s := range in {
 				if e < d.Epoch || (e == d.Epoch && (s < d.Next || d.Ahead[s])) {

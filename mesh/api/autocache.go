@@ -1,6 +1,6 @@
 package api
 
-import "github.com/feedmesh/feedmesh/splits"
+import "github.com/feedmesh/feedmesh/ranges"
 
 // AutocacheDecision is the decision the mesh recorded (in Raft, once per
 // prefix fingerprint: the first worker to finish profiling decides for
@@ -62,7 +62,7 @@ type CacheHeldRequest struct {
 
 // CacheHeldResponse lists the splits held, as intervals.
 type CacheHeldResponse struct {
-	Splits splits.Ranges `cbor:"1,keyasint"`
+	Splits ranges.Set `cbor:"1,keyasint"`
 }
 
 // CacheFetchVersion is the protocol version of a cache stream

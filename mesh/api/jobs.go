@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/bucketing"
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
@@ -295,7 +295,7 @@ type ResumePart struct {
 	From      uint64           `cbor:"1,keyasint"`
 	Part      string           `cbor:"2,keyasint"`
 	Want      int              `cbor:"3,keyasint"`
-	Delivered splits.Delivered `cbor:"4,keyasint"`
+	Delivered ranges.Delivered `cbor:"4,keyasint"`
 }
 
 // WorkerInfo is one worker of a job.
@@ -562,7 +562,7 @@ type LeaseRequest struct {
 	// Held (jobs with an autocache point) are the splits the worker's
 	// cache holds for it: the lease hands out those first
 	// (splits.DynamicState.LeasePreferring). At most MaxHeldIntervals.
-	Held splits.Ranges `cbor:"8,keyasint,omitempty"`
+	Held ranges.Set `cbor:"8,keyasint,omitempty"`
 }
 
 // MaxHeldIntervals bounds LeaseRequest.Held.
@@ -578,7 +578,7 @@ type LeaseResponse struct {
 	Done bool `cbor:"3,keyasint"`
 	// Exclude (exactly-once), if not empty, has one entry per split: the
 	// element indices consumers already received, not to be sent again.
-	Exclude []splits.Ranges `cbor:"4,keyasint,omitempty"`
+	Exclude []ranges.Set `cbor:"4,keyasint,omitempty"`
 	// Key 5 held Complete, which AllProduced implies; not reused.
 	// AllProduced (exactly-once): every split was emitted by a live
 	// worker; a worker ends its part (splits.DynamicState.AllProduced).
@@ -598,7 +598,7 @@ type ProduceRequest struct {
 	Job       string                `cbor:"1,keyasint"`
 	Worker    string                `cbor:"2,keyasint"`
 	Epoch     int64                 `cbor:"3,keyasint"`
-	Splits    []splits.SplitEmitted `cbor:"4,keyasint"`
+	Splits    []ranges.SplitEmitted `cbor:"4,keyasint"`
 	Forwarded bool                  `cbor:"5,keyasint,omitempty"`
 	// JobID: as LeaseRequest's.
 	JobID uint64 `cbor:"6,keyasint,omitempty"`
@@ -606,9 +606,9 @@ type ProduceRequest struct {
 
 // Receipt is one split's elements a consumer received.
 type Receipt struct {
-	Epoch int64         `cbor:"1,keyasint"`
-	Split int64         `cbor:"2,keyasint"`
-	Got   splits.Ranges `cbor:"3,keyasint"`
+	Epoch int64      `cbor:"1,keyasint"`
+	Split int64      `cbor:"2,keyasint"`
+	Got   ranges.Set `cbor:"3,keyasint"`
 }
 
 // ReceiptsRequest (exactly-once) reports the elements a consumer received

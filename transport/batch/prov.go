@@ -5,7 +5,7 @@ import (
 	"math"
 	"unsafe"
 
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/ranges"
 )
 
 // ProvRange is a run of source elements in a batch: indices [Lo, Hi) of
@@ -46,7 +46,7 @@ func AppendProvSpan(dst []ProvRange, epoch, split, lo, hi int64) []ProvRange {
 // split split, epoch epoch, to dst as one range per interval, merging the
 // first into dst's last range where they touch (see AppendProvSpan for the
 // order).
-func AppendProv(dst []ProvRange, epoch, split int64, idx splits.Ranges) []ProvRange {
+func AppendProv(dst []ProvRange, epoch, split int64, idx ranges.Set) []ProvRange {
 	for i := 0; i+1 < len(idx); i += 2 {
 		dst = AppendProvSpan(dst, epoch, split, idx[i], idx[i+1])
 	}

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/tensor"
 	"github.com/feedmesh/feedmesh/transport"
 	"github.com/fxamacker/cbor/v2"
@@ -228,7 +228,7 @@ func TestAppendProv(t *testing.T) {
 		var prov []ProvRange
 		var elements int64
 		for _, k := range keys {
-			var r splits.Ranges
+			var r ranges.Set
 			for i := range sets[k] {
 				r.Add(i)
 			}

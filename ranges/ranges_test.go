@@ -1,4 +1,4 @@
-package splits
+package ranges
 
 import (
 	"math/rand/v2"
@@ -8,18 +8,18 @@ import (
 // model is a plain set of indices that Ranges must agree with.
 type model map[int64]bool
 
-func (m model) ranges() Ranges {
+func (m model) ranges() Set {
 	var idx []int64
 	for i := range m {
 		idx = append(idx, i)
 	}
-	return RangesOf(idx...)
+	return Of(idx...)
 }
 
 func TestRangesAgainstModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range 2000 {
-		var r Ranges
+		var r Set
 		m := model{}
 		for range rng.IntN(30) {
 			lo := rng.Int64N(60)
@@ -80,12 +80,12 @@ func TestRangesAgainstModel(t *testing.T) {
 		if got := r.Minus(or); got.String() != minus.ranges().String() || got.Validate() != nil {
 			t.Fatalf("round %d: %v − %v = %v, want %v", round, r, or, got, minus.ranges())
 		}
-		// covers (the state machine's allocation-free check) against the
+		// Covers (the state machine's allocation-free check) against the
 		// model, both ways round.
-		if got, want := covers(r, or), len(o) == len(inter); got != want {
+		if got, want := r.Covers(or), len(o) == len(inter); got != want {
 			t.Fatalf("round %d: covers(%v, %v) = %v, want %v", round, r, or, got, want)
 		}
-		if got, want := covers(or, r), len(minus) == 0; got != want {
+		if got, want := or.Covers(r), len(minus) == 0; got != want {
 			t.Fatalf("round %d: covers(%v, %v) = %v, want %v", round, or, r, got, want)
 		}
 		u := r.Clone()
@@ -100,7 +100,7 @@ func TestRangesAgainstModel(t *testing.T) {
 }
 
 func TestRangesValidateRejects(t *testing.T) {
-	for name, r := range map[string]Ranges{
+	for name, r := range map[string]Set{
 		"odd":      {1, 2, 3},
 		"negative": {-1, 2},
 		"empty":    {3, 3},
@@ -113,14 +113,14 @@ func TestRangesValidateRejects(t *testing.T) {
 			t.Errorf("%s: %v accepted", name, r)
 		}
 	}
-	if err := (Ranges{0, 2, 4, 5}).Validate(); err != nil {
+	if err := (Set{0, 2, 4, 5}).Validate(); err != nil {
 		t.Errorf("valid set rejected: %v", err)
 	}
 }
 
 func TestRangesEach(t *testing.T) {
 	var got []int64
-	RangesOf(5, 1, 2, 9).Each(func(i int64) bool { got = append(got, i); return len(got) < 3 })
+	Of(5, 1, 2, 9).Each(func(i int64) bool { got = append(got, i); return len(got) < 3 })
 	if len(got) != 3 || got[0] != 1 || got[1] != 2 || got[2] != 5 {
 		t.Fatalf("Each: %v", got)
 	}

@@ -1,4 +1,4 @@
-package splits
+package ranges
 
 import (
 	"fmt"
@@ -6,23 +6,23 @@ import (
 	"sort"
 )
 
-// Ranges is a set of non-negative int64s (element indices within a split)
+// Set is a set of non-negative int64s (element indices within a split)
 // kept as sorted, disjoint, non-adjacent half-open intervals, flattened:
 // [lo0, hi0, lo1, hi1, …] with lo0 < hi0 < lo1 < hi1 … So a split read
 // completely is two numbers however many elements it has, and a shuffled
 // delivery fragments it only while it is in progress.
 //
-// The zero value is the empty set. Ranges encodes in CBOR as an array of
-// integers; a decoded Ranges is input from disk or the network and must
+// The zero value is the empty set. Set encodes in CBOR as an array of
+// integers; a decoded Set is input from disk or the network and must
 // pass Validate before use. Methods that change the set take a pointer.
-type Ranges []int64
+type Set []int64
 
-// RangesOf returns the set of the given indices (any order, duplicates
+// Of returns the set of the given indices (any order, duplicates
 // allowed).
-func RangesOf(idx ...int64) Ranges {
+func Of(idx ...int64) Set {
 	s := slices.Clone(idx)
 	slices.Sort(s)
-	var r Ranges
+	var r Set
 	for i := 0; i < len(s); {
 		j := i + 1
 		for j < len(s) && s[j] <= s[j-1]+1 {
@@ -35,16 +35,16 @@ func RangesOf(idx ...int64) Ranges {
 }
 
 // Span returns the set [lo, hi) (empty when hi <= lo).
-func Span(lo, hi int64) Ranges {
+func Span(lo, hi int64) Set {
 	if hi <= lo {
 		return nil
 	}
-	return Ranges{lo, hi}
+	return Set{lo, hi}
 }
 
 // Validate checks the invariants: even length, lo < hi within each
 // interval, intervals sorted, disjoint and not adjacent, no negative value.
-func (r Ranges) Validate() error {
+func (r Set) Validate() error {
 	if len(r)%2 != 0 {
 		return fmt.Errorf("ranges: odd length %d", len(r))
 	}
@@ -63,7 +63,7 @@ func (r Ranges) Validate() error {
 }
 
 // Len is the number of indices in the set.
-func (r Ranges) Len() int64 {
+func (r Set) Len() int64 {
 	var n int64
 	for i := 0; i+1 < len(r); i += 2 {
 		n += r[i+1] - r[i]
@@ -71,15 +71,27 @@ func (r Ranges) Len() int64 {
 	return n
 }
 
+// Covers reports whether r holds every index of want, without allocating
+// (the state machine checks it for every split a produce or receipts
+// command names, on every voter).
+func (r Set) Covers(want Set) bool {
+	for i := 0; i+1 < len(want); i += 2 {
+		if !r.ContainsSpan(want[i], want[i+1]) {
+			return false
+		}
+	}
+	return true
+}
+
 // Intervals is the number of intervals (the set's size in memory is twice
 // that in int64s).
-func (r Ranges) Intervals() int { return len(r) / 2 }
+func (r Set) Intervals() int { return len(r) / 2 }
 
 // Empty reports whether the set has no index.
-func (r Ranges) Empty() bool { return len(r) == 0 }
+func (r Set) Empty() bool { return len(r) == 0 }
 
 // Contains reports whether i is in the set.
-func (r Ranges) Contains(i int64) bool {
+func (r Set) Contains(i int64) bool {
 	// The first interval whose end is > i.
 	k := sort.Search(len(r)/2, func(k int) bool { return r[2*k+1] > i })
 	return k < len(r)/2 && r[2*k] <= i
@@ -87,7 +99,7 @@ func (r Ranges) Contains(i int64) bool {
 
 // ContainsSpan reports whether every index of [lo, hi) is in the set (true
 // for an empty span).
-func (r Ranges) ContainsSpan(lo, hi int64) bool {
+func (r Set) ContainsSpan(lo, hi int64) bool {
 	if hi <= lo {
 		return true
 	}
@@ -97,7 +109,7 @@ func (r Ranges) ContainsSpan(lo, hi int64) bool {
 
 // CountIn is how many indices of [lo, hi) are in the set, without
 // allocating (Intersect(Span(lo, hi)).Len()).
-func (r Ranges) CountIn(lo, hi int64) int64 {
+func (r Set) CountIn(lo, hi int64) int64 {
 	if hi <= lo {
 		return 0
 	}
@@ -110,10 +122,10 @@ func (r Ranges) CountIn(lo, hi int64) int64 {
 }
 
 // Add adds index i.
-func (r *Ranges) Add(i int64) { r.AddSpan(i, i+1) }
+func (r *Set) Add(i int64) { r.AddSpan(i, i+1) }
 
 // AddSpan adds [lo, hi) (nothing when hi <= lo).
-func (r *Ranges) AddSpan(lo, hi int64) {
+func (r *Set) AddSpan(lo, hi int64) {
 	if hi <= lo {
 		return
 	}
@@ -142,15 +154,15 @@ func (r *Ranges) AddSpan(lo, hi int64) {
 }
 
 // AddAll adds every index of o.
-func (r *Ranges) AddAll(o Ranges) {
+func (r *Set) AddAll(o Set) {
 	for i := 0; i+1 < len(o); i += 2 {
 		r.AddSpan(o[i], o[i+1])
 	}
 }
 
 // Intersect returns the indices in both sets.
-func (r Ranges) Intersect(o Ranges) Ranges {
-	var out Ranges
+func (r Set) Intersect(o Set) Set {
+	var out Set
 	i, j := 0, 0
 	for i+1 < len(r) && j+1 < len(o) {
 		lo, hi := max(r[i], o[j]), min(r[i+1], o[j+1])
@@ -167,8 +179,8 @@ func (r Ranges) Intersect(o Ranges) Ranges {
 }
 
 // Minus returns the indices of r that are not in o.
-func (r Ranges) Minus(o Ranges) Ranges {
-	var out Ranges
+func (r Set) Minus(o Set) Set {
+	var out Set
 	j := 0
 	for i := 0; i+1 < len(r); i += 2 {
 		lo, hi := r[i], r[i+1]
@@ -189,10 +201,10 @@ func (r Ranges) Minus(o Ranges) Ranges {
 }
 
 // Clone returns a copy that shares nothing with r.
-func (r Ranges) Clone() Ranges { return slices.Clone(r) }
+func (r Set) Clone() Set { return slices.Clone(r) }
 
 // Each calls f for every index in ascending order until f returns false.
-func (r Ranges) Each(f func(int64) bool) {
+func (r Set) Each(f func(int64) bool) {
 	for i := 0; i+1 < len(r); i += 2 {
 		for x := r[i]; x < r[i+1]; x++ {
 			if !f(x) {
@@ -203,7 +215,7 @@ func (r Ranges) Each(f func(int64) bool) {
 }
 
 // String formats the set as "[0,10) [12,13)".
-func (r Ranges) String() string {
+func (r Set) String() string {
 	if len(r) == 0 {
 		return "{}"
 	}
