@@ -11,10 +11,10 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/ranges"
-	"github.com/feedmesh/feedmesh/splits"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
@@ -81,7 +81,7 @@ func (c *checkpoint) encode() ([]byte, error) {
 
 // maxCheckpointIntervals bounds the intervals of a checkpoint a client
 // takes in: a checkpoint goes to the cluster in one Raft command.
-const maxCheckpointIntervals = splits.MaxReceiptIntervals
+const maxCheckpointIntervals = jobspec.MaxReceiptIntervals
 
 func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	bad := func(format string, args ...any) error {
@@ -111,10 +111,10 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	switch {
 	case c.Job == "" || c.Fingerprint == "" || c.Consumer == "":
 		return nil, bad("incomplete: job %q, dataset %q, consumer %q", c.Job, c.Fingerprint, c.Consumer)
-	case c.Epochs < 1 || c.NumSplits < 0 || c.Consumers < 1 || c.Consumers > splits.MaxResumeParts || c.Batches < 0:
+	case c.Epochs < 1 || c.NumSplits < 0 || c.Consumers < 1 || c.Consumers > jobspec.MaxResumeParts || c.Batches < 0:
 		return nil, bad("epochs %d, splits %d, consumers %d, batches %d", c.Epochs, c.NumSplits, c.Consumers, c.Batches)
 	}
-	if err := c.Delivered.Validate(c.NumSplits, c.Epochs, splits.MaxEpochs, maxCheckpointIntervals); err != nil {
+	if err := c.Delivered.Validate(c.NumSplits, c.Epochs, jobspec.MaxEpochs, maxCheckpointIntervals); err != nil {
 		return nil, bad("%v", err)
 	}
 	return &c, nil

@@ -13,10 +13,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/ranges"
-	"github.com/feedmesh/feedmesh/splits"
 	"github.com/feedmesh/feedmesh/transport"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
@@ -24,7 +24,7 @@ import (
 // The local worker: the job's pipeline run in the client's own process,
 // beside the nodes (offload local, or a fraction). It is just another
 // worker of the job: it leases DYNAMIC splits through the cluster's API
-// under the name splits.LocalWorkerName(consumer), runs them through the
+// under the name jobspec.LocalWorkerName(consumer), runs them through the
 // pipeline engine, and, exactly-once, reports the splits it emitted
 // (produced) while the consumer's ledger receipts their elements as it
 // does a node's. The cluster expires it with its consumer, so a client
@@ -87,7 +87,7 @@ func newLocalWorker(cfg localConfig, h localHost, l *ledger, g *shareGate) (*loc
 	if err != nil {
 		return nil, fmt.Errorf("local worker: %w", err)
 	}
-	w := &localWorker{cfg: cfg, name: splits.LocalWorkerName(cfg.consumer), h: h, ledger: l, gate: g, all: all,
+	w := &localWorker{cfg: cfg, name: jobspec.LocalWorkerName(cfg.consumer), h: h, ledger: l, gate: g, all: all,
 		reqID: uint64(time.Now().UnixNano())}
 	// retire (safe to call more than once, from any goroutine) asks the
 	// worker to end its part of the job (exactly-once).

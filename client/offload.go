@@ -8,9 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
-	"github.com/feedmesh/feedmesh/splits"
 )
 
 // Offload (JobOptions.Offload): where a DYNAMIC job's pipeline runs for
@@ -279,7 +279,7 @@ func remoteServing(info api.JobInfo) bool {
 		return false
 	}
 	for _, w := range info.Workers {
-		if _, local := splits.LocalWorkerOf(w.Name); !local && !w.Expired && !w.Drained {
+		if _, local := jobspec.LocalWorkerOf(w.Name); !local && !w.Expired && !w.Drained {
 			return true
 		}
 	}

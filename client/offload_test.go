@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/internal/slowlink"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
-	"github.com/feedmesh/feedmesh/splits"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
 )
@@ -24,7 +24,7 @@ import (
 // consumer's local worker or the nodes.
 func localRows(d delivery) (local, remote int) {
 	for w, vs := range d.byWorker {
-		if _, ok := splits.LocalWorkerOf(w); ok {
+		if _, ok := jobspec.LocalWorkerOf(w); ok {
 			local += len(vs)
 		} else {
 			remote += len(vs)

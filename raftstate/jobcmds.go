@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/splits"
 )
@@ -1124,7 +1125,7 @@ func expireLeases(j *Job, worker string) (lost []int64) {
 // ProduceSplits), and MaxReceiptIntervals their intervals in total.
 const (
 	MaxReceipts         = 1 << 14
-	MaxReceiptIntervals = splits.MaxReceiptIntervals
+	MaxReceiptIntervals = jobspec.MaxReceiptIntervals
 )
 
 func applyProduceSplits(s *State, c Command) (any, error) {

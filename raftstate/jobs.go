@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/splits"
 )
 
@@ -219,8 +220,8 @@ func (o JobOptions) validate() error {
 	if !o.Sharding.Valid() {
 		errs = append(errs, fmt.Sprintf("sharding %v", o.Sharding))
 	}
-	if o.Epochs == 0 || o.Epochs < -1 || o.Epochs > splits.MaxEpochs {
-		errs = append(errs, fmt.Sprintf("epochs %d (want -1 or 1..%d)", o.Epochs, splits.MaxEpochs))
+	if o.Epochs == 0 || o.Epochs < -1 || o.Epochs > jobspec.MaxEpochs {
+		errs = append(errs, fmt.Sprintf("epochs %d (want -1 or 1..%d)", o.Epochs, jobspec.MaxEpochs))
 	}
 	if o.NumConsumers < 0 || o.NumConsumers > MaxJobConsumers {
 		errs = append(errs, fmt.Sprintf("num_consumers %d (want 0..%d)", o.NumConsumers, MaxJobConsumers))
@@ -435,7 +436,7 @@ func (j *Job) servingWorkers() int {
 func (j *Job) LiveWorkers() []string {
 	var ws []string
 	for w, st := range j.Workers {
-		if _, local := splits.LocalWorkerOf(w); !st.Expired && !local {
+		if _, local := jobspec.LocalWorkerOf(w); !st.Expired && !local {
 			ws = append(ws, w)
 		}
 	}

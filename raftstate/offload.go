@@ -5,13 +5,14 @@ import (
 	"maps"
 	"math"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/splits"
 )
 
 // Offload (the client's FastFlow-style offload, client/offload.go): a
 // consumer of a DYNAMIC job may run a local worker in its own process,
 // which leases splits beside the nodes under the name
-// splits.LocalWorkerName(consumer), and may keep the nodes from taking the
+// jobspec.LocalWorkerName(consumer), and may keep the nodes from taking the
 // job's splits (RemoteOff) while its own host prepares everything. The
 // local worker lives as long as its consumer: when the consumer detaches
 // or its lease expires, the worker is expired with it. Exactly-once, its
@@ -135,7 +136,7 @@ func applyOffload(s *State, c Command) (any, error) {
 			return nil, err
 		}
 	}
-	name := splits.LocalWorkerName(b.Consumer)
+	name := jobspec.LocalWorkerName(b.Consumer)
 	if b.Retire {
 		switch {
 		case b.LocalWorker:
@@ -211,7 +212,7 @@ func (j *Job) remoteOff() bool { return j.Offload != nil && j.Offload.RemoteOff 
 // off: nothing, not done (it asks again later), unless every split is
 // produced (then the real lease, which tells it to end).
 func offloadLease(j *Job, worker string) (splits.Lease, bool) {
-	if _, local := splits.LocalWorkerOf(worker); local || !j.remoteOff() || j.Dynamic.AllProduced() || j.Dynamic.CensusWaiting() {
+	if _, local := jobspec.LocalWorkerOf(worker); local || !j.remoteOff() || j.Dynamic.AllProduced() || j.Dynamic.CensusWaiting() {
 		return splits.Lease{}, false
 	}
 	return splits.Lease{Epoch: j.Dynamic.Epoch}, true
@@ -225,7 +226,7 @@ func departLocalWorker(j *Job, consumer string) {
 	if j.Offload != nil {
 		delete(j.Offload.Reports, consumer)
 	}
-	name := splits.LocalWorkerName(consumer)
+	name := jobspec.LocalWorkerName(consumer)
 	st, ok := j.Workers[name]
 	if !ok || st.Expired {
 		return

@@ -3,6 +3,7 @@ package raftstate
 import (
 	"testing"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/splits"
 )
@@ -21,7 +22,7 @@ func TestOffloadCommands(t *testing.T) {
 	applyErr(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Remote: "maybe"}), ErrInvalidCommand)
 	applyOK(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", LocalWorker: true, Remote: RemoteOff,
 		Report: &OffloadReport{Mode: "local", Fraction: 1, Reason: "test"}}))
-	local := splits.LocalWorkerName("c1")
+	local := jobspec.LocalWorkerName("c1")
 	if l := applyOK(t, s, NewLeaseSplits("j1", "w1", 1, 4)).(splits.Lease); len(l.Splits) != 0 || l.Done {
 		t.Fatalf("a node leased %+v with the nodes' part off", l)
 	}
@@ -60,7 +61,7 @@ func TestOffloadRetire(t *testing.T) {
 	applyOK(t, s, NewAttachConsumer("j1", "c2"))
 	applyOK(t, s, NewAssignTask("j1", "w1"))
 	applyOK(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", LocalWorker: true}))
-	local := splits.LocalWorkerName("c1")
+	local := jobspec.LocalWorkerName("c1")
 	l := applyOK(t, s, NewLeaseSplits("j1", local, 1, 2)).(splits.Lease)
 	if len(l.Splits) != 2 {
 		t.Fatalf("local lease %+v", l)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/splits"
 )
@@ -262,7 +263,7 @@ func TestResumeRefused(t *testing.T) {
 	// Checkpoints that do not fit.
 	for _, b := range []ResumeBody{
 		{From: 1, Part: "a", Want: 0},
-		{From: 1, Part: "a", Want: splits.MaxResumeParts + 1},
+		{From: 1, Part: "a", Want: jobspec.MaxResumeParts + 1},
 		{From: 1, Part: "a", Want: 1, Delivered: ranges.Delivered{DoneBefore: 3}},
 		{From: 1, Part: "a", Want: 1, Delivered: ranges.Delivered{Returned: map[int64]map[int64]ranges.Set{0: {0: {4, 2}}}}},
 	} {

@@ -11,7 +11,7 @@ import (
 type rs = map[int64]map[int64]Set
 
 // maxEpochs is the bound the tests validate DoneBefore against (the
-// sharding policies' own is splits.MaxEpochs).
+// sharding policies' own is jobspec.MaxEpochs).
 const maxEpochs = 1 << 20
 
 func TestDeliveredValidate(t *testing.T) {

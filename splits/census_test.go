@@ -3,6 +3,7 @@ package splits
 import (
 	"testing"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/fxamacker/cbor/v2"
 )
@@ -57,7 +58,7 @@ func TestCensusTable(t *testing.T) {
 		t.Fatalf("after the fences: %+v %+v", p, p.Exact)
 	}
 	// A client's local worker is not given the census; a node is.
-	if l := d.Lease(LocalWorkerName("c1"), 1, 5); len(l.Splits) != 0 {
+	if l := d.Lease(jobspec.LocalWorkerName("c1"), 1, 5); len(l.Splits) != 0 {
 		t.Fatalf("a local worker got %+v", l)
 	}
 	if !d.CensusWaiting() {

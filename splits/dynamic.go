@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/ranges"
 )
 
@@ -15,8 +16,6 @@ const (
 	// MaxSplits bounds NumSplits. Nothing in a DynamicState grows with
 	// NumSplits except the leases outstanding at one time.
 	MaxSplits = 1 << 40
-	// MaxEpochs bounds Epochs (0, repeat forever, is always allowed).
-	MaxEpochs = 1 << 20
 	// MaxLease bounds the splits handed out by one Lease call.
 	MaxLease = 1 << 14
 )
@@ -166,11 +165,11 @@ type DynamicState struct {
 
 // NewDynamic returns the bookkeeping of a job over numSplits splits per
 // epoch for epochs epochs (0: forever). Values out of range are clamped to
-// [0, MaxSplits] and [0, MaxEpochs]; numSplits 0 means there is nothing to
+// [0, MaxSplits] and [0, jobspec.MaxEpochs]; numSplits 0 means there is nothing to
 // hand out, even when epochs is 0.
 func NewDynamic(numSplits, epochs int64) *DynamicState {
 	numSplits = min(max(numSplits, 0), MaxSplits)
-	epochs = min(max(epochs, 0), MaxEpochs)
+	epochs = min(max(epochs, 0), jobspec.MaxEpochs)
 	return &DynamicState{
 		NumSplits:   numSplits,
 		Epochs:      epochs,

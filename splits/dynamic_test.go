@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/fxamacker/cbor/v2"
 )
@@ -105,7 +106,7 @@ func TestDynamicRemaining(t *testing.T) {
 	if c := NewDynamic(-1, -1); c.NumSplits != 0 || c.Epochs != 0 {
 		t.Fatalf("negative arguments not clamped: %+v", c)
 	}
-	if c := NewDynamic(MaxSplits+1, MaxEpochs+1); c.NumSplits != MaxSplits || c.Epochs != MaxEpochs {
+	if c := NewDynamic(MaxSplits+1, jobspec.MaxEpochs+1); c.NumSplits != MaxSplits || c.Epochs != jobspec.MaxEpochs {
 		t.Fatalf("large arguments not clamped: %+v", c)
 	}
 	if l := NewDynamic(MaxLease*4, 1).Lease("a", 1, MaxLease*2); len(l.Splits) != MaxLease {

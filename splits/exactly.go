@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/ranges"
 )
 
@@ -54,10 +55,6 @@ import (
 // ErrExactlyOnce: a call that belongs to the other delivery mode (Finish on
 // an exactly-once state, Produce or Receive on an at-most-once one).
 var ErrExactlyOnce = errors.New("splits: wrong delivery mode")
-
-// MaxReceiptIntervals bounds the intervals of one Receive, and of one
-// Produce entry.
-const MaxReceiptIntervals = 1 << 16
 
 // ProducedSplit is a split whose worker has emitted every element.
 type ProducedSplit struct {
@@ -117,7 +114,7 @@ type ExactState struct {
 	// applied once.
 	ReceiptSeq map[string]uint64 `cbor:"8,keyasint,omitempty" json:"receipt_seq,omitempty"`
 	// Receivers are the consumers whose receipts named elements, sorted,
-	// at most MaxResumeParts (more could not resume anyway): a job resumed
+	// at most jobspec.MaxResumeParts (more could not resume anyway): a job resumed
 	// from this one's checkpoints waits for the checkpoint of each
 	// (ResumeState.Expect), whatever count the checkpoints say.
 	Receivers []string `cbor:"9,keyasint,omitempty" json:"receivers,omitempty"`
@@ -134,7 +131,7 @@ type ExactState struct {
 // addReceiver records that consumer had elements delivered.
 func (x *ExactState) addReceiver(consumer string) {
 	i, ok := slices.BinarySearch(x.Receivers, consumer)
-	if !ok && len(x.Receivers) < MaxResumeParts {
+	if !ok && len(x.Receivers) < jobspec.MaxResumeParts {
 		x.Receivers = slices.Insert(x.Receivers, i, consumer)
 	}
 }
@@ -170,7 +167,7 @@ func (d *DynamicState) Tracked() bool { return d.Exact != nil }
 // exclusions. ok is false when there is none.
 func (d *DynamicState) leaseOrphans(worker string, n int) (l Lease, ok bool) {
 	x := d.Exact
-	if _, local := LocalWorkerOf(worker); local && x.Census {
+	if _, local := jobspec.LocalWorkerOf(worker); local && x.Census {
 		return Lease{}, false // a census runs on a node (census.go)
 	}
 	for _, e := range slices.Sorted(maps.Keys(x.Orphaned)) {
@@ -218,8 +215,8 @@ func (d *DynamicState) Produce(worker string, epoch int64, done []ranges.SplitEm
 			return fmt.Errorf("produce epoch %d: split %d listed twice", epoch, p.Split)
 		}
 		seen[p.Split] = true
-		if p.Emitted.Intervals() > MaxReceiptIntervals {
-			return fmt.Errorf("produce epoch %d split %d: %d intervals, limit %d", epoch, p.Split, p.Emitted.Intervals(), MaxReceiptIntervals)
+		if p.Emitted.Intervals() > jobspec.MaxReceiptIntervals {
+			return fmt.Errorf("produce epoch %d split %d: %d intervals, limit %d", epoch, p.Split, p.Emitted.Intervals(), jobspec.MaxReceiptIntervals)
 		}
 		if err := p.Emitted.Validate(); err != nil {
 			return fmt.Errorf("produce epoch %d split %d: %w", epoch, p.Split, err)
@@ -337,8 +334,8 @@ func (d *DynamicState) CheckReceipt(epoch, s int64, got ranges.Set) error {
 	if d.Exact == nil {
 		return fmt.Errorf("%w: Receive on an at-most-once job", ErrExactlyOnce)
 	}
-	if got.Intervals() > MaxReceiptIntervals {
-		return fmt.Errorf("receipt of epoch %d split %d: %d intervals, limit %d", epoch, s, got.Intervals(), MaxReceiptIntervals)
+	if got.Intervals() > jobspec.MaxReceiptIntervals {
+		return fmt.Errorf("receipt of epoch %d split %d: %d intervals, limit %d", epoch, s, got.Intervals(), jobspec.MaxReceiptIntervals)
 	}
 	if err := got.Validate(); err != nil {
 		return fmt.Errorf("receipt of epoch %d split %d: %w", epoch, s, err)
@@ -614,7 +611,7 @@ func (x *ExactState) validate(d *DynamicState) (map[int64]int64, error) {
 	if x.Produced == nil || x.Delivered == nil || x.Orphaned == nil || x.Fences == nil || x.Lenient == nil || x.Unreceipted == nil {
 		return nil, fmt.Errorf("exactly-once: missing map")
 	}
-	if err := sortedNames(x.Receivers, MaxResumeParts); err != nil {
+	if err := sortedNames(x.Receivers, jobspec.MaxResumeParts); err != nil {
 		return nil, fmt.Errorf("exactly-once: receivers: %w", err)
 	}
 	handedOut := func(e, s int64) bool {

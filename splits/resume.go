@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/ranges"
 )
 
@@ -32,11 +33,6 @@ import (
 // ResumeEnd is the open end of the exclusions a resumed split of a
 // DoneBefore epoch gets: every index from its last missing one on.
 const ResumeEnd = math.MaxInt64
-
-// MaxResumeParts bounds the checkpoints a resumed job waits for. Each
-// holds at most MaxReceiptIntervals intervals (and travels in one Raft
-// command).
-const MaxResumeParts = 1024
 
 // ResumeState is a resumed job's part of its DynamicState.
 type ResumeState struct {
@@ -70,7 +66,7 @@ func sortedNames(names []string, limit int) error {
 }
 
 // ExpectParts makes a resumed job that has not started wait also for the
-// checkpoints of consumers (sorted or not; at most MaxResumeParts kept).
+// checkpoints of consumers (sorted or not; at most jobspec.MaxResumeParts kept).
 func (d *DynamicState) ExpectParts(consumers []string) {
 	r := d.Resume
 	if r == nil || len(consumers) == 0 {
@@ -79,7 +75,7 @@ func (d *DynamicState) ExpectParts(consumers []string) {
 	e := slices.Concat(r.Expect, consumers)
 	slices.Sort(e)
 	e = slices.Compact(e)
-	r.Expect = e[:min(len(e), MaxResumeParts)]
+	r.Expect = e[:min(len(e), jobspec.MaxResumeParts)]
 	r.Want = max(r.Want, len(r.Expect))
 }
 
@@ -128,10 +124,10 @@ func (d *DynamicState) AddPart(part string, want int, p ranges.Delivered) (added
 	if !d.Waiting() {
 		return false, fmt.Errorf("%w from %d checkpoints; this one (consumer %s) came after the job started", ErrResumed, len(r.Parts), part)
 	}
-	if want < 1 || want > MaxResumeParts {
-		return false, fmt.Errorf("resume: a checkpoint of %d consumers, want 1 to %d", want, MaxResumeParts)
+	if want < 1 || want > jobspec.MaxResumeParts {
+		return false, fmt.Errorf("resume: a checkpoint of %d consumers, want 1 to %d", want, jobspec.MaxResumeParts)
 	}
-	if err := p.Validate(d.NumSplits, d.Epochs, MaxEpochs, MaxReceiptIntervals); err != nil {
+	if err := p.Validate(d.NumSplits, d.Epochs, jobspec.MaxEpochs, jobspec.MaxReceiptIntervals); err != nil {
 		return false, err
 	}
 	if len(r.Parts) == 0 {
@@ -237,14 +233,14 @@ func (r *ResumeState) validate(d *DynamicState) error {
 	if d.Exact == nil {
 		return fmt.Errorf("resume: an at-most-once job")
 	}
-	if r.Want < 1 || r.Want > MaxResumeParts || len(r.Parts) > r.Want || !slices.IsSorted(r.Parts) ||
+	if r.Want < 1 || r.Want > jobspec.MaxResumeParts || len(r.Parts) > r.Want || !slices.IsSorted(r.Parts) ||
 		len(slices.Compact(slices.Clone(r.Parts))) != len(r.Parts) {
 		return fmt.Errorf("resume: want %d, parts %v", r.Want, r.Parts)
 	}
-	if err := sortedNames(r.Expect, MaxResumeParts); err != nil {
+	if err := sortedNames(r.Expect, jobspec.MaxResumeParts); err != nil {
 		return fmt.Errorf("resume: expected parts: %w", err)
 	}
-	if err := r.Prior.Validate(d.NumSplits, d.Epochs, MaxEpochs, math.MaxInt); err != nil {
+	if err := r.Prior.Validate(d.NumSplits, d.Epochs, jobspec.MaxEpochs, math.MaxInt); err != nil {
 		return err
 	}
 	for _, m := range []map[int64]map[int64]ranges.Set{r.Prior.Missing, r.Prior.Returned} {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/ranges"
 )
 
@@ -71,7 +72,7 @@ func TestWaitingAndAddPart(t *testing.T) {
 		}
 	}
 	unchanged("want 0", func() (bool, error) { return d.AddPart("b", 0, ranges.Delivered{}) })
-	unchanged("want too many", func() (bool, error) { return d.AddPart("b", MaxResumeParts+1, ranges.Delivered{}) })
+	unchanged("want too many", func() (bool, error) { return d.AddPart("b", jobspec.MaxResumeParts+1, ranges.Delivered{}) })
 	unchanged("invalid part", func() (bool, error) { return d.AddPart("b", 2, ranges.Delivered{DoneBefore: 3}) })
 	unchanged("split out of range", func() (bool, error) { return d.AddPart("b", 2, ranges.Delivered{Returned: rs{0: {4: {0, 1}}}}) })
 
@@ -272,7 +273,7 @@ func TestValidateResumeState(t *testing.T) {
 	}{
 		{"prior entry for a split handed out", func(d *DynamicState) { ranges.Put(d.Resume.Prior.Returned, 0, 1, ranges.Set{0, 1}) }, "split 1 of epoch 0, handed out already"},
 		{"want 0", func(d *DynamicState) { d.Resume.Want = 0 }, "want 0"},
-		{"want too many", func(d *DynamicState) { d.Resume.Want = MaxResumeParts + 1 }, "want 1025"},
+		{"want too many", func(d *DynamicState) { d.Resume.Want = jobspec.MaxResumeParts + 1 }, "want 1025"},
 		{"more parts than wanted", func(d *DynamicState) { d.Resume.Parts = []string{"a", "b"} }, "parts [a b]"},
 		{"parts unsorted", func(d *DynamicState) { d.Resume.Want, d.Resume.Parts = 3, []string{"b", "a"} }, "parts [b a]"},
 		{"parts repeated", func(d *DynamicState) { d.Resume.Want, d.Resume.Parts = 3, []string{"a", "a"} }, "parts [a a]"},
@@ -681,7 +682,7 @@ func resumeSim(t *testing.T, seed uint64, st *resumeStats) {
 		parts = make([]ranges.Delivered, nCons)
 		for i, c := range consumers {
 			parts[i] = c.tr.snapshot()
-			if err := parts[i].Validate(numSplits, epochs, MaxEpochs, MaxReceiptIntervals); err != nil {
+			if err := parts[i].Validate(numSplits, epochs, jobspec.MaxEpochs, jobspec.MaxReceiptIntervals); err != nil {
 				fail("run %d: checkpoint of %s: %v", run, c.name, err)
 			}
 			if parts[i].DoneBefore > 0 {

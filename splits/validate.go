@@ -1,6 +1,10 @@
 package splits
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/feedmesh/feedmesh/api/jobspec"
+)
 
 // Validate checks every invariant of d. raftstate calls it on a
 // DynamicState decoded from a snapshot, which is input from disk or the
@@ -15,8 +19,8 @@ func (d *DynamicState) Validate() error {
 		return bad("nil")
 	case d.NumSplits < 0 || d.NumSplits > MaxSplits:
 		return bad("num splits %d outside [0, %d]", d.NumSplits, int64(MaxSplits))
-	case d.Epochs < 0 || d.Epochs > MaxEpochs:
-		return bad("epochs %d outside [0, %d]", d.Epochs, MaxEpochs)
+	case d.Epochs < 0 || d.Epochs > jobspec.MaxEpochs:
+		return bad("epochs %d outside [0, %d]", d.Epochs, jobspec.MaxEpochs)
 	case d.Epoch < 0 || (d.Epochs > 0 && d.Epoch >= d.Epochs) || (d.NumSplits == 0 && d.Epoch != 0):
 		return bad("epoch %d of %d", d.Epoch, d.Epochs)
 	case d.Next < 0 || d.Next > d.NumSplits || (d.Next == d.NumSplits && !d.done()):

@@ -13,12 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/internal/slowlink"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
-	"github.com/feedmesh/feedmesh/splits"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -263,7 +263,7 @@ func offloadRun(ctx context.Context, cl *client.Client, spec *pipeline.Spec, o c
 // off (offload local) delivers nothing and is not counted.
 func noteRemote(ws map[string]client.WorkerStats, since map[string]time.Time, now time.Time) {
 	for name, w := range ws {
-		if _, local := splits.LocalWorkerOf(name); local || w.Batches == 0 {
+		if _, local := jobspec.LocalWorkerOf(name); local || w.Batches == 0 {
 			continue
 		}
 		if _, ok := since[name]; !ok {

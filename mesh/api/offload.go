@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 )
 
 // Offload (JobOptions.Offload) says where a DYNAMIC job's pipeline runs
@@ -117,7 +117,7 @@ func FractionMode(f float64) string { return "fraction=" + strconv.FormatFloat(f
 
 // LocalWorker returns the consumer whose local worker w is (a worker of
 // that name runs in the consumer's process, not on a node), or false.
-func (w WorkerInfo) LocalWorker() (consumer string, ok bool) { return splits.LocalWorkerOf(w.Name) }
+func (w WorkerInfo) LocalWorker() (consumer string, ok bool) { return jobspec.LocalWorkerOf(w.Name) }
 
 // validateOffload checks the offload fields of o (defaults applied).
 func (o JobOptions) validateOffload() error {

@@ -18,7 +18,7 @@
 // the batch holds, as [ProvRange]s, runs [Lo, Hi) of element indices (positions
 // within a split) per (epoch, split), sorted and merged, so a batch read in
 // order from one split costs one range however many elements it has
-// ([AppendProv] builds it from a splits.Ranges per split; [Header.Elements]
+// ([AppendProv] builds it from a ranges.Set per split; [Header.Elements]
 // counts it). On the wire it is one flat array of integers, four a range
 // (key 23); [Decode] rejects more than Limits.MaxProvRanges ranges and any
 // range that is negative, empty, out of order or overlaps or touches another

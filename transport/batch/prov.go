@@ -27,7 +27,7 @@ var (
 // of the same epoch and split and ends at or after lo (nothing is appended
 // when hi <= lo). Runs must be appended in Header.Prov's order: by epoch,
 // then split, then lo; a worker that collects a batch's elements out of
-// order keeps a splits.Ranges per (epoch, split) and appends those in order
+// order keeps a ranges.Set per (epoch, split) and appends those in order
 // with AppendProv. Encode checks the result.
 func AppendProvSpan(dst []ProvRange, epoch, split, lo, hi int64) []ProvRange {
 	if hi <= lo {
@@ -42,7 +42,7 @@ func AppendProvSpan(dst []ProvRange, epoch, split, lo, hi int64) []ProvRange {
 	return append(dst, ProvRange{Epoch: epoch, Split: split, Lo: lo, Hi: hi})
 }
 
-// AppendProv appends the element indices idx (a valid splits.Ranges) of
+// AppendProv appends the element indices idx (a valid ranges.Set) of
 // split split, epoch epoch, to dst as one range per interval, merging the
 // first into dst's last range where they touch (see AppendProvSpan for the
 // order).

@@ -200,7 +200,7 @@ func TestOldSplitsKeyIgnored(t *testing.T) {
 }
 
 // AppendProv builds the minimal, valid provenance of a batch's elements
-// from one splits.Ranges per (epoch, split), and Elements counts them:
+// from one ranges.Set per (epoch, split), and Elements counts them:
 // checked against a set of (epoch, split, index) triples.
 func TestAppendProv(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))

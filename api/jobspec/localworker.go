@@ -1,9 +1,9 @@
-package splits
+package jobspec
 
 import "strings"
 
 // A local worker is a pipeline that a consumer runs in its own process
-// (the client's offload, client/offload.go): it leases DYNAMIC splits
+// (the client's offload): it leases DYNAMIC splits
 // under a worker name of its own, derived from its consumer's id, so that
 // the state machine can tie its life to its consumer's (it is expired when
 // the consumer leaves) and other consumers can tell it from a node.
