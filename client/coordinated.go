@@ -8,7 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/feedmesh/feedmesh/bucketing"
+	"github.com/feedmesh/feedmesh/api/rounds"
 	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/tensor"
 )
@@ -74,7 +74,7 @@ type coordinator struct {
 	disp    atomic.Int64 // the next round to ask for; reported by beat
 	resCh   chan roundResult
 	wg      sync.WaitGroup // the fetchers
-	sched   bucketing.Schedule
+	sched   rounds.Schedule
 	started bool // a heartbeat answered with the schedule
 	horizon int64
 	look    int64 // the job's lookahead
@@ -264,7 +264,7 @@ func (co *coordinator) deliver(ctx context.Context, x item, k roundCount, beats 
 // roundsEnded reports whether every worker that serves a round from next
 // on (in the rotation at next or a later one) has ended or is expired, and
 // whether any of them ended (rather than all being expired).
-func roundsEnded(sched bucketing.Schedule, next int64, ended, expired map[string]bool) (done, anyEnded bool) {
+func roundsEnded(sched rounds.Schedule, next int64, ended, expired map[string]bool) (done, anyEnded bool) {
 	if len(sched.Changes) == 0 {
 		return false, false
 	}
@@ -288,7 +288,7 @@ func (co *coordinator) apply(info api.JobInfo) {
 	if r := info.Rounds; r != nil {
 		co.look = r.Lookahead
 		if v, ok := r.Reached[co.index]; ok {
-			co.sched = bucketing.Schedule{Changes: r.Changes}
+			co.sched = rounds.Schedule{Changes: r.Changes}
 			co.horizon = max(co.horizon, v+r.Lookahead)
 			co.started = true
 		}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/feedmesh/feedmesh/bucketing"
+	"github.com/feedmesh/feedmesh/api/rounds"
 	"github.com/feedmesh/feedmesh/transport"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
@@ -104,7 +104,7 @@ func TestAllFinished(t *testing.T) {
 }
 
 func TestRoundsEnded(t *testing.T) {
-	sched := bucketing.Schedule{Changes: []bucketing.Change{
+	sched := rounds.Schedule{Changes: []rounds.Change{
 		{From: 0, Workers: []string{"a", "b"}},
 		{From: 100, Workers: []string{"a", "b", "c"}},
 	}}
@@ -117,12 +117,12 @@ func TestRoundsEnded(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name           string
-		sched          bucketing.Schedule
+		sched          rounds.Schedule
 		next           int64
 		ended, expired map[string]bool
 		done, anyEnded bool
 	}{
-		{"no schedule yet", bucketing.Schedule{}, 0, set("a"), set(), false, false},
+		{"no schedule yet", rounds.Schedule{}, 0, set("a"), set(), false, false},
 		{"all reading", sched, 10, set(), set(), false, false},
 		{"one of the rotation ended", sched, 10, set("a"), set(), false, false},
 		{"the rotation ended, a later worker has not", sched, 10, set("a", "b"), set(), false, false},

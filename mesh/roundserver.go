@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/feedmesh/feedmesh/bucketing"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/bucketing"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 

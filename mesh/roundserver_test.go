@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/feedmesh/feedmesh/bucketing"
+	"github.com/feedmesh/feedmesh/pipeline/bucketing"
 )
 
 // testWindow is a window of bucket whose batches are told apart by their

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/feedmesh/feedmesh/bucketing"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/bucketing"
 	"github.com/feedmesh/feedmesh/tensor"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )

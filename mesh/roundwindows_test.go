@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/feedmesh/feedmesh/bucketing"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/bucketing"
 	"github.com/feedmesh/feedmesh/tensor"
 )
 

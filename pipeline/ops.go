@@ -8,7 +8,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/feedmesh/feedmesh/bucketing"
+	"github.com/feedmesh/feedmesh/pipeline/bucketing"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
 	"github.com/feedmesh/feedmesh/tensor"
 )

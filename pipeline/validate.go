@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/feedmesh/feedmesh/bucketing"
+	"github.com/feedmesh/feedmesh/pipeline/bucketing"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
 )
 

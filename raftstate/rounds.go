@@ -5,7 +5,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/feedmesh/feedmesh/bucketing"
+	"github.com/feedmesh/feedmesh/api/rounds"
 	"github.com/feedmesh/feedmesh/splits"
 )
 
@@ -45,7 +45,7 @@ const MaxRound = 1 << 60
 // RoundState is a coordinated job's round schedule and consumer progress.
 type RoundState struct {
 	// Schedule says which worker serves each round.
-	Schedule bucketing.Schedule `cbor:"1,keyasint" json:"schedule"`
+	Schedule rounds.Schedule `cbor:"1,keyasint" json:"schedule"`
 	// Reached maps consumer index → the highest round it reported reaching.
 	Reached map[int]int64 `cbor:"2,keyasint" json:"reached"`
 	// Started: a consumer has reported; changes now take effect ahead.
@@ -58,7 +58,7 @@ func (r *RoundState) clone() *RoundState {
 	}
 	c := *r
 	c.Reached = maps.Clone(r.Reached)
-	c.Schedule = bucketing.Schedule{Changes: slices.Clone(r.Schedule.Changes)}
+	c.Schedule = rounds.Schedule{Changes: slices.Clone(r.Schedule.Changes)}
 	for i := range c.Schedule.Changes {
 		c.Schedule.Changes[i].Workers = slices.Clone(r.Schedule.Changes[i].Workers)
 	}
@@ -90,7 +90,7 @@ func (r *RoundState) addWorker(w string) {
 		return
 	}
 	if !r.Started || len(r.Schedule.Changes) == 0 {
-		if s, err := bucketing.NewSchedule(append(cur, w)); err == nil {
+		if s, err := rounds.NewSchedule(append(cur, w)); err == nil {
 			r.Schedule = s
 		}
 		return
@@ -107,7 +107,7 @@ func (r *RoundState) evictWorker(w string) {
 	if !r.Started {
 		cur := r.Schedule.Current()
 		if k := slices.Index(cur, w); k >= 0 && len(cur) > 1 {
-			if s, err := bucketing.NewSchedule(slices.Delete(cur, k, k+1)); err == nil {
+			if s, err := rounds.NewSchedule(slices.Delete(cur, k, k+1)); err == nil {
 				r.Schedule = s
 			}
 		}
@@ -197,8 +197,8 @@ func (o JobOptions) validateCoordinated() []string {
 	if o.Sharding != splits.Dynamic {
 		errs = append(errs, fmt.Sprintf("coordinated with sharding %v (want dynamic: workers read disjoint splits)", o.Sharding))
 	}
-	if o.NumConsumers < 1 || o.NumConsumers > bucketing.MaxRoundConsumers {
-		errs = append(errs, fmt.Sprintf("coordinated with num_consumers %d (want 1..%d)", o.NumConsumers, bucketing.MaxRoundConsumers))
+	if o.NumConsumers < 1 || o.NumConsumers > rounds.MaxConsumers {
+		errs = append(errs, fmt.Sprintf("coordinated with num_consumers %d (want 1..%d)", o.NumConsumers, rounds.MaxConsumers))
 	}
 	if o.Share {
 		errs = append(errs, "coordinated with share")

@@ -9,13 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/feedmesh/feedmesh/bucketing"
+	"github.com/feedmesh/feedmesh/api/rounds"
 	"github.com/feedmesh/feedmesh/splits"
 )
 
 var coordOptions = JobOptions{Sharding: splits.Dynamic, NumConsumers: 2, Coordinated: true}
 
-func schedOf(t *testing.T, s *State, job string) bucketing.Schedule {
+func schedOf(t *testing.T, s *State, job string) rounds.Schedule {
 	t.Helper()
 	v, ok := s.Job(job)
 	if !ok || v.Rounds == nil {
@@ -29,7 +29,7 @@ func TestCoordinatedOptions(t *testing.T) {
 	for _, o := range []JobOptions{
 		{Sharding: splits.Off, NumConsumers: 2, Coordinated: true},
 		{Sharding: splits.Dynamic, Coordinated: true},
-		{Sharding: splits.Dynamic, NumConsumers: bucketing.MaxRoundConsumers + 1, Coordinated: true},
+		{Sharding: splits.Dynamic, NumConsumers: rounds.MaxConsumers + 1, Coordinated: true},
 		{Sharding: splits.Dynamic, NumConsumers: 2, Coordinated: true, Share: true},
 		{Sharding: splits.Dynamic, PadFinalRound: true},
 	} {
@@ -55,7 +55,7 @@ func TestRotationChanges(t *testing.T) {
 	applyOK(t, s, NewAssignTask("j1", "w2"))
 	applyOK(t, s, NewAssignTask("j1", "w3"))
 	applyOK(t, s, NewExpireWorker("w2"))
-	want := []bucketing.Change{{From: 0, Workers: []string{"w1", "w3"}}}
+	want := []rounds.Change{{From: 0, Workers: []string{"w1", "w3"}}}
 	if got := schedOf(t, s, "j1").Changes; !reflect.DeepEqual(got, want) {
 		t.Fatalf("before start: %+v", got)
 	}
@@ -72,7 +72,7 @@ func TestRotationChanges(t *testing.T) {
 	applyErr(t, s, NewAssignTask("j1", "w2"), ErrNotAssigned)
 	// After: a joining worker from max(reached) + RoundLookahead.
 	applyOK(t, s, assignV1("j1", "w2"))
-	want = append(want, bucketing.Change{From: 10 + RoundLookahead, Workers: []string{"w1", "w3", "w2"}})
+	want = append(want, rounds.Change{From: 10 + RoundLookahead, Workers: []string{"w1", "w3", "w2"}})
 	if got := schedOf(t, s, "j1").Changes; !reflect.DeepEqual(got, want) {
 		t.Fatalf("join after start: %+v", got)
 	}

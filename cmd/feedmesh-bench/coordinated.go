@@ -10,11 +10,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/feedmesh/feedmesh/bucketing"
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/mesh/localcluster"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/bucketing"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
 	"github.com/feedmesh/feedmesh/tensor"
 )

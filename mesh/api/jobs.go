@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/feedmesh/feedmesh/bucketing"
+	"github.com/feedmesh/feedmesh/api/rounds"
 	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
@@ -242,8 +242,8 @@ func (o JobOptions) Validate() error {
 		switch {
 		case o.Sharding != Dynamic:
 			return fmt.Errorf("coordinated: needs sharding dynamic (workers read disjoint splits), not %s", o.Sharding)
-		case o.NumConsumers < 1 || o.NumConsumers > bucketing.MaxRoundConsumers:
-			return fmt.Errorf("NumConsumers: coordinated reads need the number of consumers of each round, 1..%d, got %d", bucketing.MaxRoundConsumers, o.NumConsumers)
+		case o.NumConsumers < 1 || o.NumConsumers > rounds.MaxConsumers:
+			return fmt.Errorf("NumConsumers: coordinated reads need the number of consumers of each round, 1..%d, got %d", rounds.MaxConsumers, o.NumConsumers)
 		case o.ConsumerIndex < 0 || o.ConsumerIndex >= o.NumConsumers:
 			return fmt.Errorf("ConsumerIndex %d: must be in [0, NumConsumers=%d)", o.ConsumerIndex, o.NumConsumers)
 		case o.Share:
@@ -460,9 +460,9 @@ func CheckJobInfo(j JobInfo) error {
 
 // RoundsInfo is a coordinated job's round state as Raft holds it.
 type RoundsInfo struct {
-	// Changes is the round schedule (bucketing.Schedule): round r is
+	// Changes is the round schedule (rounds.Schedule): round r is
 	// served by Workers[r mod n] of the change in force at r.
-	Changes []bucketing.Change `json:"changes"`
+	Changes []rounds.Change `json:"changes"`
 	// Reached maps consumer index → the highest round it reported.
 	Reached map[int]int64 `json:"reached"`
 	// Lookahead is how far past its last committed report a consumer may

@@ -1,4 +1,4 @@
-package bucketing
+package rounds
 
 import (
 	"errors"
@@ -8,9 +8,9 @@ import (
 	"sort"
 )
 
-// MaxRoundConsumers bounds the consumers of one round (NumConsumers of a
+// MaxConsumers bounds the consumers of one round (NumConsumers of a
 // coordinated job: m batches per round, one window of m batches).
-const MaxRoundConsumers = 256
+const MaxConsumers = 256
 
 // Errors of the round schedule that callers branch on (wrapped with context;
 // test with errors.Is).
