@@ -11,8 +11,8 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/api/jobspec"
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/transport/batch"

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/transport"
 )
 

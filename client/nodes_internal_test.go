@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/api"
 )
 
 // TestLearnNodes: a client that knew one node at Dial learns the job's live

@@ -11,7 +11,7 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/api"
 )
 
 // The plain engine: StreamsPerWorker streams to every worker of the job

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/api"
 )
 
 // fakeHost is a host that opens no stream and counts nothing.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/api"
 )
 
 // TestReporterEndIsNotAFailure: a report cut short because the iterator

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/transport"
 )
 

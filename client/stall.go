@@ -3,7 +3,7 @@ package client
 import (
 	"time"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/api"
 )
 
 // How much of the training loop's time goes to waiting for data: the

@@ -3,7 +3,7 @@ package client
 import (
 	"time"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/api"
 )
 
 // WorkerStats counts what one worker delivered.

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/autocache"
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/transport"
 )

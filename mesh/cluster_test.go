@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/mesh"
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
 )

@@ -3,7 +3,7 @@ package mesh
 import (
 	"context"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/api"
 )
 
 // JobGet is jobGet for the tests of package mesh_test: what a worker asks

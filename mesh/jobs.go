@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/internal/testhooks"
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/raftstate"
 	"github.com/feedmesh/feedmesh/splits"

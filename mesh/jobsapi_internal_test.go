@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/api"
 )
 
 // The compression option is checked where a node takes a request, and

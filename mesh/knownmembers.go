@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/api"
 )
 
 // knownMembersFile is the file, in the data dir next to the node's

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/api"
 )
 
 func TestKnownMembersRoundTrip(t *testing.T) {

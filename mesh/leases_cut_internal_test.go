@@ -3,7 +3,7 @@ package mesh
 import (
 	"testing"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/api"
 )
 
 // TestLeaseProviderLearnsCut: a job cut while a task runs (OffloadBody.Cut)

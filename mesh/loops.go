@@ -5,10 +5,11 @@ import (
 	"errors"
 	"math/rand/v2"
 
-	"github.com/hashicorp/raft"
 	"time"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/hashicorp/raft"
+
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/raftstate"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/raftstate"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/quic-go/quic-go"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/raftstate"
 	"github.com/feedmesh/feedmesh/transport"
 )

@@ -3,7 +3,7 @@ package mesh
 import (
 	"context"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/raftstate"
 	"github.com/feedmesh/feedmesh/transport"

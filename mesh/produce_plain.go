@@ -7,7 +7,7 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/splits"
 	"github.com/feedmesh/feedmesh/transport/batch"

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/share"
 	"github.com/feedmesh/feedmesh/transport/batch"

@@ -4,16 +4,17 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"github.com/feedmesh/feedmesh/client"
-	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"io"
 	"math"
 	"os"
 	"text/tabwriter"
 	"time"
 
+	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
+
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/mesh"
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/mesh/localcluster"
 	"github.com/feedmesh/feedmesh/transport"
 )

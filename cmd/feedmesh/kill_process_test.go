@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/client"
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport"
 )

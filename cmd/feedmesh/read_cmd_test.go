@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
 

@@ -6,9 +6,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/cmd/internal/cli"
-	"github.com/feedmesh/feedmesh/mesh/api"
 )
 
 // read --checkpoint and --resume: an exactly-once DYNAMIC job's

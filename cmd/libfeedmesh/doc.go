@@ -7,7 +7,7 @@
 // The library is the Go client itself, so a Python trainer gets the same
 // semantics (failover, exactly-once delivery, checkpoints, coordinated
 // reads, sharing) and the same messages. It links what the client links
-// (mesh/api, transport, pipeline), never Raft, bbolt or memberlist.
+// (api, transport, pipeline), never Raft, bbolt or memberlist.
 //
 // # The C API
 //

@@ -15,8 +15,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/mesh"
-	"github.com/feedmesh/feedmesh/mesh/api"
 )
 
 // Option changes how New builds the cluster.

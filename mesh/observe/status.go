@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/mesh"
-	"github.com/feedmesh/feedmesh/mesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/diagnose"
 )
