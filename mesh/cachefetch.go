@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/autocache"
+	"github.com/feedmesh/feedmesh/internal/autocache"
 	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/transport"
 )

@@ -3,15 +3,16 @@ package mesh
 import (
 	"errors"
 	"fmt"
-	"github.com/feedmesh/feedmesh/autocache"
 	"log/slog"
 	"net"
 	"time"
 
+	"github.com/feedmesh/feedmesh/internal/autocache"
+
 	"github.com/hashicorp/memberlist"
 
-	"github.com/feedmesh/feedmesh/raftstate"
-	"github.com/feedmesh/feedmesh/share"
+	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/share"
 	"github.com/feedmesh/feedmesh/transport"
 )
 

@@ -9,8 +9,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/raftstate"
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/transport"
 )
 

@@ -3,9 +3,9 @@ package mesh
 import (
 	"testing"
 
+	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/pipeline"
-	"github.com/feedmesh/feedmesh/raftstate"
-	"github.com/feedmesh/feedmesh/splits"
 )
 
 // TestCountsLoss: the proposer has an at-most-once job count its loss

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/raftstate"
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/splits"
 )
 
 // TestHandBackRefusalCrossesTheWire: the leader's refusal of a hand-back

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/internal/raftstate"
 	"github.com/feedmesh/feedmesh/pipeline"
-	"github.com/feedmesh/feedmesh/raftstate"
 	"github.com/feedmesh/feedmesh/ranges"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/raftstate"
+	"github.com/feedmesh/feedmesh/internal/raftstate"
 )
 
 // formationLoop bootstraps Raft the first time the cluster forms: alone in

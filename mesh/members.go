@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/raftstate"
+	"github.com/feedmesh/feedmesh/internal/raftstate"
 )
 
 type memberEntry struct {

@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/raftstate"
+	"github.com/feedmesh/feedmesh/internal/raftstate"
 )
 
 // Dead members are kept as long as the reconnect loop retries them

@@ -17,7 +17,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/raftstate"
+	"github.com/feedmesh/feedmesh/internal/raftstate"
 	"github.com/feedmesh/feedmesh/transport"
 )
 

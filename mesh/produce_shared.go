@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/feedmesh/feedmesh/share"
+	"github.com/feedmesh/feedmesh/internal/share"
 )
 
 // sharedReader is a task of a job with Share: it reads the job's frames

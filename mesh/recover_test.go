@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/internal/raftstate"
 	"github.com/feedmesh/feedmesh/mesh"
-	"github.com/feedmesh/feedmesh/raftstate"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
 

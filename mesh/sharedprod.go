@@ -7,8 +7,8 @@ import (
 	"io"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/internal/share"
 	"github.com/feedmesh/feedmesh/pipeline"
-	"github.com/feedmesh/feedmesh/share"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 

@@ -5,9 +5,9 @@ import (
 	"fmt"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/pipeline"
-	"github.com/feedmesh/feedmesh/raftstate"
-	"github.com/feedmesh/feedmesh/splits"
 )
 
 // The DYNAMIC split RPCs, each answered on the leader: workers lease

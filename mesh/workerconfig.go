@@ -3,7 +3,7 @@ package mesh
 import (
 	"time"
 
-	"github.com/feedmesh/feedmesh/raftstate"
+	"github.com/feedmesh/feedmesh/internal/raftstate"
 )
 
 // WorkerConfig bounds what a node does as a worker.

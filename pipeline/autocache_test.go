@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/feedmesh/feedmesh/autocache"
+	"github.com/feedmesh/feedmesh/internal/autocache"
 	"github.com/feedmesh/feedmesh/ranges"
 )
 

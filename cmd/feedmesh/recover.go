@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/feedmesh/feedmesh/cmd/internal/cli"
+	"github.com/feedmesh/feedmesh/internal/raftstate"
 	"github.com/feedmesh/feedmesh/mesh"
-	"github.com/feedmesh/feedmesh/raftstate"
 )
 
 func init() {

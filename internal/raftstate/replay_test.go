@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/internal/splits"
 )
 
 // randomJobLog returns n encoded commands over a few datasets, jobs,

@@ -6,7 +6,7 @@ import (
 	"io"
 	"slices"
 
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/fxamacker/cbor/v2"
 )
 

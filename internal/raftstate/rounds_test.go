@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/api/rounds"
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/internal/splits"
 )
 
 var coordOptions = JobOptions{Sharding: splits.Dynamic, NumConsumers: 2, Coordinated: true}

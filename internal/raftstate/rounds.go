@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/feedmesh/feedmesh/api/rounds"
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/internal/splits"
 )
 
 // Coordinated reads in the replicated state.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/internal/splits"
 )
 
 // The leader's job upkeep, decided purely: which dead workers to expire,

@@ -5,8 +5,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/ranges"
-	"github.com/feedmesh/feedmesh/splits"
 )
 
 // Two ways an exactly-once job could wait for ever after a rolling

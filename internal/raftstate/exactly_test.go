@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/ranges"
-	"github.com/feedmesh/feedmesh/splits"
 )
 
 // TestExactlyOnceCommands drives an exactly-once DYNAMIC job through the

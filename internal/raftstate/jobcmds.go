@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/feedmesh/feedmesh/api/jobspec"
+	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/ranges"
-	"github.com/feedmesh/feedmesh/splits"
 )
 
 // Bodies of the job commands, version 1. Field numbers are part of the log

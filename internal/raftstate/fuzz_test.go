@@ -5,8 +5,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/ranges"
-	"github.com/feedmesh/feedmesh/splits"
 )
 
 // FuzzDecodeCommand feeds arbitrary log entries to the decoder and the FSM:

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/internal/splits"
 )
 
 // TestEndTask: a failure is recorded once and kept, and survives a

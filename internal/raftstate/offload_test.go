@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/feedmesh/feedmesh/api/jobspec"
+	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/ranges"
-	"github.com/feedmesh/feedmesh/splits"
 )
 
 // TestOffloadCommands: a consumer's local worker leases like a node; with

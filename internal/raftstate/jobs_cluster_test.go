@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/hashicorp/raft"
 )
 

@@ -6,7 +6,7 @@ import (
 	"math"
 
 	"github.com/feedmesh/feedmesh/api/jobspec"
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/internal/splits"
 )
 
 // Offload (the client's FastFlow-style offload, client/offload.go): a

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/api/jobspec"
+	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/ranges"
-	"github.com/feedmesh/feedmesh/splits"
 )
 
 // eoOpts is an exactly-once DYNAMIC job of two epochs: one that resumes.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/api/jobspec"
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/internal/splits"
 )
 
 // Bounds of the job state. Constants, not config fields: every replica must

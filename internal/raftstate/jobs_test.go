@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/internal/splits"
 )
 
 // at returns c stamped with the proposer time at.

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/internal/splits"
 )
 
 // Share groups: sharing DYNAMIC jobs of one dataset lease from one group,

@@ -5,8 +5,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/ranges"
-	"github.com/feedmesh/feedmesh/splits"
 )
 
 // TestHandBackSplits: a draining worker's unstarted splits go to the next

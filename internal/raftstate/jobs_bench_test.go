@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/internal/splits"
 )
 
 // BenchmarkLeaseSplits measures DYNAMIC split leasing with n=16 splits per

@@ -3,7 +3,7 @@ package raftstate
 import (
 	"fmt"
 
-	"github.com/feedmesh/feedmesh/splits"
+	"github.com/feedmesh/feedmesh/internal/splits"
 )
 
 // Share groups: how DYNAMIC jobs with Share lease splits once for all of
