@@ -10,9 +10,10 @@ import (
 )
 
 // Cluster is a set of in-process nodes on loopback: a localcluster.Cluster
-// with WaitFor, which fails the test.
+// with WaitFor, which fails the test, and faults: Partition, Isolate, Heal.
 type Cluster struct {
 	*localcluster.Cluster
+	net *faultNet
 }
 
 // Option changes how Start builds the cluster.
@@ -31,14 +32,16 @@ func WithConfig(f func(i int, c *mesh.Config)) Option { return localcluster.With
 // t.Cleanup. It fails the test if the cluster does not form.
 func Start(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
-	c, err := localcluster.New(t.TempDir(), n, append([]Option{localcluster.WithLogOutput(testWriter{t})}, opts...)...)
+	f := newFaultNet()
+	all := append(append([]Option{localcluster.WithLogOutput(testWriter{t})}, f.options()...), opts...)
+	c, err := localcluster.New(t.TempDir(), n, all...)
 	if c != nil {
 		t.Cleanup(c.Close)
 	}
 	if err != nil {
 		t.Fatalf("testcluster: %v", err)
 	}
-	return &Cluster{c}
+	return &Cluster{Cluster: c, net: f}
 }
 
 // WaitFor polls cond until it holds or timeout passes; then it fails the

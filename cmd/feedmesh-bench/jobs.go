@@ -69,7 +69,7 @@ func jobsCluster(n int, opts ...localcluster.Option) (*localcluster.Cluster, fun
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := localcluster.New(dir, n, append([]localcluster.Option{localcluster.WithoutFaults(), localcluster.WithStartTimeout(60 * time.Second)}, opts...)...)
+	c, err := localcluster.New(dir, n, append([]localcluster.Option{localcluster.WithStartTimeout(60 * time.Second)}, opts...)...)
 	cleanup := func() {
 		if c != nil {
 			c.Close()

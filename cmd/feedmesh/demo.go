@@ -64,7 +64,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	step := stepPrinter(stdout)
 	step("starting %d identical nodes on loopback (gossip + Raft + QUIC; data in %s)", *nodes, dir)
 	start := time.Now()
-	c, err := localcluster.New(dir, *nodes, localcluster.WithoutFaults())
+	c, err := localcluster.New(dir, *nodes)
 	if c != nil {
 		defer c.Close()
 	}

@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/memberlist"
-
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/mesh"
 )
@@ -25,11 +23,11 @@ type Option func(*options)
 type options struct {
 	voters    int
 	expect    int
-	configure func(i int, c *mesh.Config)
+	configure []func(i int, c *mesh.Config)
+	started   []func(i int, n *mesh.Node)
 	logLevel  slog.Level
 	logs      bool
 	logOut    io.Writer
-	noFaults  bool
 	timeout   time.Duration
 }
 
@@ -37,17 +35,22 @@ type options struct {
 // default is mesh.AutoVoters, as for a node started by hand.
 func WithVoters(n int) Option { return func(o *options) { o.voters = n } }
 
-// WithConfig edits each node's config before it starts.
-func WithConfig(f func(i int, c *mesh.Config)) Option { return func(o *options) { o.configure = f } }
+// WithConfig edits each node's config before it starts (every start:
+// New, Restart, RestartNoJoin, Add). Several apply in order.
+func WithConfig(f func(i int, c *mesh.Config)) Option {
+	return func(o *options) { o.configure = append(o.configure, f) }
+}
+
+// WithStarted calls f with each node once it has started (every start),
+// under the cluster's lock: f must not call the cluster. testcluster's
+// fault injection learns the nodes' addresses through it.
+func WithStarted(f func(i int, n *mesh.Node)) Option {
+	return func(o *options) { o.started = append(o.started, f) }
+}
 
 // WithLogOutput sets where node logs go when FEEDMESH_TEST_LOGS=debug|info|warn
 // turns them on (stderr by default).
 func WithLogOutput(w io.Writer) Option { return func(o *options) { o.logOut = w } }
-
-// WithoutFaults leaves the nodes' sockets unwrapped: Partition and Isolate
-// do nothing, and QUIC keeps its fast paths (GSO, batched I/O), which the
-// wrapper's plain net.PacketConn hides. For benchmarks.
-func WithoutFaults() Option { return func(o *options) { o.noFaults = true } }
 
 // WithStartTimeout bounds how long Start waits for the cluster to form.
 func WithStartTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
@@ -55,7 +58,6 @@ func WithStartTimeout(d time.Duration) Option { return func(o *options) { o.time
 // Cluster is a set of in-process nodes on loopback.
 type Cluster struct {
 	opts options
-	net  *faultNet
 	dir  string
 
 	mu    sync.Mutex
@@ -94,7 +96,7 @@ func New(dir string, n int, opts ...Option) (*Cluster, error) {
 	if o.logOut == nil {
 		o.logOut = os.Stderr
 	}
-	c := &Cluster{opts: o, net: newFaultNet(), dir: dir}
+	c := &Cluster{opts: o, dir: dir}
 	for i := 0; i < n; i++ {
 		s := c.newSlot(i)
 		c.slots = append(c.slots, s)
@@ -184,14 +186,8 @@ func (c *Cluster) startJoining(s *slot, expect int, join bool) error {
 		cfg.Logger = slog.New(slog.NewTextHandler(c.opts.logOut, &slog.HandlerOptions{Level: c.opts.logLevel}))
 	}
 	idx := s.index
-	if !c.opts.noFaults {
-		cfg.WrapPacketConn = func(pc net.PacketConn) net.PacketConn { return &packetConn{PacketConn: pc, f: c.net, self: idx} }
-		cfg.WrapGossipTransport = func(t memberlist.NodeAwareTransport) memberlist.NodeAwareTransport {
-			return &gossipTransport{NodeAwareTransport: t, f: c.net, self: idx}
-		}
-	}
-	if c.opts.configure != nil {
-		c.opts.configure(idx, &cfg)
+	for _, f := range c.opts.configure {
+		f(idx, &cfg)
 	}
 	fresh := s.gossipPort == 0
 	var node *mesh.Node
@@ -222,8 +218,9 @@ func (c *Cluster) startJoining(s *slot, expect int, join bool) error {
 	s.gossipPort, _ = strconv.Atoi(gp)
 	_, qp, _ := net.SplitHostPort(node.Addr())
 	s.port, _ = strconv.Atoi(qp)
-	c.net.register(node.GossipAddr(), idx)
-	c.net.register(node.Addr(), idx)
+	for _, f := range c.opts.started {
+		f(idx, node)
+	}
 	return nil
 }
 
@@ -346,27 +343,6 @@ func (c *Cluster) Add() (int, error) {
 	c.slots = append(c.slots, s)
 	return i, c.start(s, 0)
 }
-
-// Partition splits the cluster: nodes in the same group reach each other,
-// nothing crosses between groups. Nodes in no group form one more group.
-func (c *Cluster) Partition(groups ...[]int) {
-	g := map[int]int{}
-	for gi, grp := range groups {
-		for _, i := range grp {
-			g[i] = gi + 1
-		}
-	}
-	c.net.partition(g) // absent indexes read as group 0
-}
-
-// Isolate cuts node i off from every address, other nodes and clients
-// alike, as a paused process (SIGSTOP) is cut off: its goroutines run on,
-// but nothing it sends arrives and nothing sent to it reaches it, until
-// Heal.
-func (c *Cluster) Isolate(i int) { c.net.isolate(i) }
-
-// Heal removes every partition and isolation.
-func (c *Cluster) Heal() { c.net.heal() }
 
 // Leader returns the running node that is Raft leader, if exactly one
 // running node believes it leads (-1, nil otherwise).

@@ -1,4 +1,4 @@
-package localcluster
+package testcluster
 
 import (
 	"errors"
@@ -7,10 +7,19 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/feedmesh/feedmesh/mesh"
+	"github.com/feedmesh/feedmesh/mesh/localcluster"
 )
 
 // errPartitioned is what a dial across a partition returns.
-var errPartitioned = errors.New("localcluster: partitioned")
+var errPartitioned = errors.New("testcluster: partitioned")
+
+// The fault network: every node's UDP socket (QUIC) and gossip transport
+// are wrapped so that traffic across a partition, or to and from an
+// isolated node, is dropped. The wrapper is a plain net.PacketConn, which
+// hides QUIC's fast paths (GSO, batched I/O): benchmarks run
+// localcluster without it.
 
 // faultNet decides which node may talk to which. Addresses (gossip and
 // QUIC) map to node indexes; a packet or dial between two nodes in
@@ -24,6 +33,43 @@ type faultNet struct {
 }
 
 func newFaultNet() *faultNet { return &faultNet{addrs: map[string]int{}} }
+
+// options install the network on every node a cluster starts.
+func (f *faultNet) options() []localcluster.Option {
+	return []localcluster.Option{
+		localcluster.WithConfig(func(i int, cfg *mesh.Config) {
+			cfg.WrapPacketConn = func(pc net.PacketConn) net.PacketConn { return &packetConn{PacketConn: pc, f: f, self: i} }
+			cfg.WrapGossipTransport = func(t memberlist.NodeAwareTransport) memberlist.NodeAwareTransport {
+				return &gossipTransport{NodeAwareTransport: t, f: f, self: i}
+			}
+		}),
+		localcluster.WithStarted(func(i int, n *mesh.Node) {
+			f.register(n.GossipAddr(), i)
+			f.register(n.Addr(), i)
+		}),
+	}
+}
+
+// Partition splits the cluster: nodes in the same group reach each other,
+// nothing crosses between groups. Nodes in no group form one more group.
+func (c *Cluster) Partition(groups ...[]int) {
+	g := map[int]int{}
+	for gi, grp := range groups {
+		for _, i := range grp {
+			g[i] = gi + 1
+		}
+	}
+	c.net.partition(g) // absent indexes read as group 0
+}
+
+// Isolate cuts node i off from every address, other nodes and clients
+// alike, as a paused process (SIGSTOP) is cut off: its goroutines run on,
+// but nothing it sends arrives and nothing sent to it reaches it, until
+// Heal.
+func (c *Cluster) Isolate(i int) { c.net.isolate(i) }
+
+// Heal removes every partition and isolation.
+func (c *Cluster) Heal() { c.net.heal() }
 
 func (f *faultNet) isolate(idx int) {
 	f.mu.Lock()
