@@ -6,13 +6,13 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/internal/testhooks"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/testcluster"
@@ -33,10 +33,32 @@ func TestJobLookupWaitsForLeaderToCatchUp(t *testing.T) {
 	// Raft timeouts well above the fast preset's: the test moves
 	// leadership itself and needs it to stay put (on two loaded cores the
 	// fast preset's 100 ms was seen to move it on its own).
+	const job = "defsh"
+	// Hooks of the nodes' configs, armed below once x is chosen: x's state
+	// machine is held back, and x says when it catches up before answering
+	// about job.
+	var (
+		holdNode atomic.Int64 // index of x, plus one; 0: none
+		release  = make(chan struct{})
+	)
+	catchingUp := make(chan struct{}, 1)
 	c := testcluster.Start(t, 3, testcluster.WithConfig(func(i int, cfg *mesh.Config) {
 		cfg.Raft.HeartbeatTimeout = 2 * time.Second
 		cfg.Raft.ElectionTimeout = 2 * time.Second
 		cfg.Raft.LeaderLeaseTimeout = time.Second
+		cfg.Raft.BeforeApply = func(uint64) {
+			if holdNode.Load() == int64(i)+1 {
+				<-release
+			}
+		}
+		cfg.OnLeaderCatchUp = func(j string) {
+			if holdNode.Load() == int64(i)+1 && j == job {
+				select {
+				case catchingUp <- struct{}{}:
+				default:
+				}
+			}
+		}
 	}))
 	li, leader := c.WaitLeader(t, 30*time.Second)
 	c.WaitFor(t, 30*time.Second, "three voters", func() bool { return len(leader.Status().Voters) == 3 })
@@ -44,31 +66,10 @@ func TestJobLookupWaitsForLeaderToCatchUp(t *testing.T) {
 	x, w := c.Node(xi), c.Node(wi) // x will lead with a lagging state; w's worker is asked
 
 	// Hold back x's state machine from the next command on.
-	release := make(chan struct{})
 	var releaseOnce sync.Once
 	unhold := func() { releaseOnce.Do(func() { close(release) }) }
-	hold := func(addr string, _ uint64) {
-		if addr == x.Addr() {
-			<-release
-		}
-	}
-	testhooks.BeforeFSMApply.Store(&hold)
-	const job = "defsh"
-	catchingUp := make(chan struct{}, 1) // x is catching up before answering about job
-	onCatchUp := func(addr, j string) {
-		if addr == x.Addr() && j == job {
-			select {
-			case catchingUp <- struct{}{}:
-			default:
-			}
-		}
-	}
-	testhooks.LeaderCatchingUp.Store(&onCatchUp)
-	t.Cleanup(func() { // before the cluster closes
-		unhold()
-		testhooks.BeforeFSMApply.Store(nil)
-		testhooks.LeaderCatchingUp.Store(nil)
-	})
+	holdNode.Store(int64(xi) + 1)
+	t.Cleanup(unhold) // before the cluster closes
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

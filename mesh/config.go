@@ -127,6 +127,11 @@ type Config struct {
 	WrapPacketConn func(net.PacketConn) net.PacketConn
 	// WrapGossipTransport, when set, wraps memberlist's network transport.
 	WrapGossipTransport func(memberlist.NodeAwareTransport) memberlist.NodeAwareTransport
+	// OnLeaderCatchUp, when set, is called when this node, as leader, does
+	// not find a job in its state and waits for its state machine to apply
+	// everything committed before it answers that the job does not exist.
+	// Tests learn from it that a lookup waits there; nil in a real node.
+	OnLeaderCatchUp func(job string)
 }
 
 // GossipConfig is the subset of memberlist's timing that feedmesh tunes.

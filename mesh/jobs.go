@@ -9,7 +9,6 @@ import (
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/internal/raftstate"
 	"github.com/feedmesh/feedmesh/internal/splits"
-	"github.com/feedmesh/feedmesh/internal/testhooks"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport"
 	"github.com/feedmesh/feedmesh/transport/batch"
@@ -293,8 +292,8 @@ func (n *Node) jobGet(ctx context.Context, req api.JobRequest) (api.JobGetRespon
 			if !errors.Is(err, transport.ErrNotFound) {
 				return err
 			}
-			if h := testhooks.LeaderCatchingUp.Load(); h != nil {
-				(*h)(n.addr, req.Job)
+			if h := n.cfg.OnLeaderCatchUp; h != nil {
+				h(req.Job)
 			}
 			if err := n.raft.Barrier(ctx); err != nil {
 				return fmt.Errorf("job %q not in this leader's state; catching up with the log before answering: %w", req.Job, err)

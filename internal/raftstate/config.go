@@ -64,6 +64,14 @@ type Config struct {
 	// chatter is logged at slog debug, its warnings and errors as such. Nil
 	// means discard.
 	Logger *slog.Logger
+
+	// BeforeApply, when set, is called on the FSM goroutine before the
+	// state machine applies a command entry, with the entry's index.
+	// Blocking in it holds back this node's state machine only, as a slow
+	// disk or a starved core would: its log, commit index and elections go
+	// on. Tests use it to make a rare interleaving happen on purpose; nil
+	// in a real node.
+	BeforeApply func(index uint64)
 }
 
 // DefaultConfig is for real deployments: raft's LAN timings, made a little

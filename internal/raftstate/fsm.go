@@ -7,16 +7,14 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
-
-	"github.com/feedmesh/feedmesh/internal/testhooks"
 )
 
 // fsm adapts State to raft.FSM. raft calls Apply, Snapshot and Restore from
 // its FSM goroutine; Get may be called from any goroutine, hence the lock.
 type fsm struct {
-	addr  string // the node's Raft address, for testhooks.BeforeFSMApply
-	mu    sync.RWMutex
-	state *State
+	beforeApply func(index uint64) // Config.BeforeApply
+	mu          sync.RWMutex
+	state       *State
 	// applied counts the commands applied, by type (the last slot: types
 	// beyond the table's, and entries that did not decode).
 	applied [maxCountedType + 1]atomic.Uint64
@@ -36,13 +34,15 @@ type applyResult struct {
 
 func newFSM() *fsm { return &fsm{state: NewState()} }
 
-// newNodeFSM is the FSM of the node with that Raft address.
-func newNodeFSM(addr string) *fsm { return &fsm{addr: addr, state: NewState()} }
+// newNodeFSM is the FSM of a node, with its Config.BeforeApply.
+func newNodeFSM(beforeApply func(index uint64)) *fsm {
+	return &fsm{beforeApply: beforeApply, state: NewState()}
+}
 
 // Apply implements raft.FSM. Only LogCommand entries reach it.
 func (f *fsm) Apply(l *raft.Log) any {
-	if h := testhooks.BeforeFSMApply.Load(); h != nil {
-		(*h)(f.addr, l.Index)
+	if f.beforeApply != nil {
+		f.beforeApply(l.Index)
 	}
 	c, err := DecodeCommand(l.Data)
 	if err != nil {
