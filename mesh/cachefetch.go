@@ -55,7 +55,7 @@ func (n *Node) handleCacheHeld(ctx context.Context, decode func(any) error) (any
 
 // serveCache accepts cache streams until l closes (the transport closes
 // it before the worker waits for its goroutines).
-func (w *worker) serveCache(l net.Listener) {
+func (w *nodeWorker) serveCache(l net.Listener) {
 	defer w.wg.Done()
 	busy := make(chan struct{}, w.n.cfg.Autocache.MaxServing)
 	for {
@@ -68,7 +68,7 @@ func (w *worker) serveCache(l net.Listener) {
 	}
 }
 
-func (w *worker) handleCacheStream(conn net.Conn, busy chan struct{}) {
+func (w *nodeWorker) handleCacheStream(conn net.Conn, busy chan struct{}) {
 	defer w.wg.Done()
 	defer conn.Close()
 	n := w.n

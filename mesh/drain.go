@@ -44,10 +44,10 @@ const drainPoll = 20 * time.Millisecond
 
 // startDrain has the worker's DYNAMIC productions stop leasing and hand
 // back what they hold; idempotent.
-func (w *worker) startDrain() { w.drainOnce.Do(func() { close(w.drainCh) }) }
+func (w *nodeWorker) startDrain() { w.drainOnce.Do(func() { close(w.drainCh) }) }
 
 // draining reports whether the worker drains.
-func (w *worker) draining() bool {
+func (w *nodeWorker) draining() bool {
 	select {
 	case <-w.drainCh:
 		return true
@@ -58,7 +58,7 @@ func (w *worker) draining() bool {
 
 // drain starts the drain and waits until every task has drained, or ctx
 // ends. It reports whether everything drained.
-func (w *worker) drain(ctx context.Context) bool {
+func (w *nodeWorker) drain(ctx context.Context) bool {
 	w.startDrain()
 	t := time.NewTicker(drainPoll)
 	defer t.Stop()
@@ -148,7 +148,7 @@ func (n *Node) jobDrainView(ctx context.Context, job string, cache map[string]dr
 // (raftstate.NewDrainTask). Without it the node's departure expires it from
 // the job for good, which loses nothing either, but takes its CPUs from
 // the job.
-func (w *worker) recordDrained(ctx context.Context, t *task) {
+func (w *nodeWorker) recordDrained(ctx context.Context, t *task) {
 	rctx, cancel := context.WithTimeout(ctx, w.n.cfg.RequestTimeout)
 	defer cancel()
 	err := w.n.drained(rctx, api.DrainedRequest{Job: t.job.Name, JobID: t.job.ID, Worker: w.n.name, Incarnation: w.n.incarnation})
@@ -159,7 +159,7 @@ func (w *worker) recordDrained(ctx context.Context, t *task) {
 	w.n.log.Info("task drained", "job", t.job.Name)
 }
 
-func (w *worker) taskList() []*task {
+func (w *nodeWorker) taskList() []*task {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	tasks := make([]*task, 0, len(w.tasks))

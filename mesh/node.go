@@ -49,7 +49,7 @@ type Node struct {
 	rpc   *transport.RPCServer
 	raft  *raftstate.Node
 
-	worker *worker
+	worker *nodeWorker
 	cache  *nodeCache // autocache.go
 	// probes holds a slot per link probe being answered (offload.go):
 	// each holds its payload's encoding until the caller reads it.

@@ -105,7 +105,7 @@ func (n *Node) WorkerOpStats(ctx context.Context, name, addr, job string) (api.W
 // coreShare is the core budget an autotuned pipeline on this node may
 // allocate (pipeline.Options.Cores, asked at every revision): GOMAXPROCS
 // shared equally by the tasks still producing.
-func (w *worker) coreShare() float64 {
+func (w *nodeWorker) coreShare() float64 {
 	w.mu.Lock()
 	n := 0
 	for _, t := range w.tasks {

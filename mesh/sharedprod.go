@@ -50,7 +50,7 @@ type shareKey struct {
 
 // sharedProd is one shared production on this worker.
 type sharedProd struct {
-	w      *worker
+	w      *nodeWorker
 	key    shareKey
 	spec   *pipeline.Spec
 	splits pipeline.SplitList
@@ -76,7 +76,7 @@ type sharedProd struct {
 
 // joinShareLocked joins job to the production of its key, creating it if
 // none is joinable. w.mu is held.
-func (w *worker) joinShareLocked(job api.JobInfo, spec *pipeline.Spec, all pipeline.SplitList) (*sharedProd, error) {
+func (w *nodeWorker) joinShareLocked(job api.JobInfo, spec *pipeline.Spec, all pipeline.SplitList) (*sharedProd, error) {
 	key := shareKey{fingerprint: job.Fingerprint, sharding: job.Options.Sharding, epochs: job.Options.Epochs, group: job.ShareGroup}
 	if key.sharding == api.Dynamic && key.group == "" {
 		return nil, fmt.Errorf("job %q shares with dynamic sharding but has no share group: is the leader older than this worker?", job.Name)

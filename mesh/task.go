@@ -17,7 +17,7 @@ import (
 // FINISHED once the pipeline has read it completely (leases.go reports
 // it); a lease loop is DONE once the leader said it hands out no more.
 type task struct {
-	w      *worker
+	w      *nodeWorker
 	job    api.JobInfo
 	spec   *pipeline.Spec
 	splits pipeline.SplitList
@@ -82,7 +82,7 @@ type producer interface {
 
 // newTaskLocked creates job's task and its producer; run starts it. w.mu
 // is held (a sharing task joins its production under it).
-func (w *worker) newTaskLocked(job api.JobInfo, spec *pipeline.Spec, all pipeline.SplitList) (*task, error) {
+func (w *nodeWorker) newTaskLocked(job api.JobInfo, spec *pipeline.Spec, all pipeline.SplitList) (*task, error) {
 	if cut := job.Options.OffloadBoundary; cut > 0 {
 		// A partial offload: this node runs the prefix and ships single
 		// elements; the consumers run the rest (pipeline.OpenSuffix).

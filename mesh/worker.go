@@ -14,8 +14,8 @@ import (
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
-// worker runs this node's tasks and serves their batches.
-type worker struct {
+// nodeWorker runs this node's tasks and serves their batches.
+type nodeWorker struct {
 	n  *Node
 	wg sync.WaitGroup
 
@@ -35,12 +35,12 @@ type worker struct {
 	shareProduced               atomic.Int64
 }
 
-func newWorker(n *Node) *worker {
-	return &worker{n: n, tasks: map[string]*task{}, shares: map[shareKey]*sharedProd{}, prods: map[*sharedProd]bool{}, drainCh: make(chan struct{})}
+func newWorker(n *Node) *nodeWorker {
+	return &nodeWorker{n: n, tasks: map[string]*task{}, shares: map[shareKey]*sharedProd{}, prods: map[*sharedProd]bool{}, drainCh: make(chan struct{})}
 }
 
 // serve accepts data streams until l closes.
-func (w *worker) serve(l net.Listener) {
+func (w *nodeWorker) serve(l net.Listener) {
 	defer w.wg.Done()
 	for {
 		conn, err := l.Accept()
@@ -52,7 +52,7 @@ func (w *worker) serve(l net.Listener) {
 	}
 }
 
-func (w *worker) handleStream(conn net.Conn) {
+func (w *nodeWorker) handleStream(conn net.Conn) {
 	defer w.wg.Done()
 	ctx := w.n.ctx
 	// The task is looked up (and started) before the client is told the
@@ -111,7 +111,7 @@ func (w *worker) handleStream(conn net.Conn) {
 // when not 0, is the job's ID as the consumer knows it: a task of an
 // older job of that name (replaced by a resume) is stopped and the new
 // one started; a consumer of an older job than the task's is refused.
-func (w *worker) task(ctx context.Context, job string, id uint64) (*task, error) {
+func (w *nodeWorker) task(ctx context.Context, job string, id uint64) (*task, error) {
 	w.mu.Lock()
 	t := w.tasks[job]
 	if t != nil && t.retired.Load() {
@@ -177,7 +177,7 @@ func (w *worker) task(ctx context.Context, job string, id uint64) (*task, error)
 	return t, nil
 }
 
-func (w *worker) remove(t *task) {
+func (w *nodeWorker) remove(t *task) {
 	w.mu.Lock()
 	if w.tasks[t.job.Name] == t {
 		delete(w.tasks, t.job.Name)
@@ -186,7 +186,7 @@ func (w *worker) remove(t *task) {
 }
 
 // close stops every task and waits for them and the stream handlers.
-func (w *worker) close() {
+func (w *nodeWorker) close() {
 	w.mu.Lock()
 	for _, t := range w.tasks {
 		t.cancel()

@@ -85,7 +85,7 @@ func (n *Node) Work() WorkCounters {
 }
 
 // countEncoded records one encoded batch of el in the work counters.
-func (w *worker) countEncoded(el pipeline.Element) {
+func (w *nodeWorker) countEncoded(el pipeline.Element) {
 	w.encodedBatches.Add(1)
 	rows := int64(1)
 	if len(el.Tensors) > 0 && len(el.Tensors[0].Shape) > 0 {
