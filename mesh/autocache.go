@@ -371,11 +371,3 @@ func preferHeld(req api.LeaseRequest) ranges.Set {
 	}
 	return req.Held
 }
-
-// heldHint is the Held of the provider's next lease request.
-func (p *leaseProvider) heldHint() ranges.Set {
-	if p.held == nil {
-		return nil
-	}
-	return p.held()
-}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/internal/splits"
+	"github.com/feedmesh/feedmesh/internal/worker"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
@@ -65,37 +66,39 @@ func (p *plainProducer) produce() error {
 	switch o.Sharding {
 	case api.Dynamic:
 		exact := t.job.Tracks()
-		lp := newLeaseProvider(t.ctx, t.w.n, t.job.Name, t.splits, exact)
-		lp.jobID, lp.waited, lp.onRelease = t.job.ID, &t.leaseWait, t.markReleased
-		lp.held = t.cacheHeld()
-		defer lp.close()
-		lp.cut, lp.cutSeen = p.cut, p.cut
+		cfg := t.w.n.leaserConfig(t.job.Name, t.splits, exact)
+		cfg.JobID, cfg.Waited, cfg.OnRelease = t.job.ID, &t.leaseWait, t.markReleased
+		cfg.Held = t.cacheHeld()
+		cfg.Cut = p.cut
 		if t.job.Options.Delivery == api.ExactlyOnce {
-			lp.jobCut = func() int { return t.w.n.raft.JobCut(t.job.Name, t.job.ID) }
+			cfg.JobCut = func() int { return t.w.n.raft.JobCut(t.job.Name, t.job.ID) }
 		}
+		lp := worker.NewLeaser(t.ctx, nodeControl{t.w.n}, cfg)
+		defer lp.Close(t.w.n.ctx)
 		for {
 			// One pipeline per phase (exactly-once: a phase ends when
 			// the leases are done; a dead worker's splits start another;
 			// a split leased after the job was cut starts one that runs
 			// the prefix; at-most-once with a count, a census of a dead
 			// worker's splits runs in a phase of its own).
-			if err := p.setCut(lp.nextCut()); err != nil {
+			if err := p.setCut(lp.NextCut()); err != nil {
 				return err
 			}
-			lp.cut = p.cut
-			if lp.census = lp.nextCensus(); lp.census {
-				t.w.n.log.Info("at-most-once: counting what dead workers' splits lose (a census: run, not delivered)", "job", t.job.Name, "splits", lp.queuedCensus())
+			census := lp.NextCensus()
+			lp.StartPhase(p.cut, census)
+			if census {
+				t.w.n.log.Info("at-most-once: counting what dead workers' splits lose (a census: run, not delivered)", "job", t.job.Name, "splits", lp.QueuedCensus())
 			}
 			if err := p.pump(pipeline.Options{Provider: lp, Track: exact}, nil, -1, lp); err != nil {
 				return err
 			}
-			if lp.takeRecut() {
+			if lp.TakeRecut() {
 				continue
 			}
 			if !exact {
 				return nil
 			}
-			more, err := lp.awaitMore()
+			more, err := lp.AwaitMore(t.ctx)
 			if err != nil || !more {
 				return err
 			}
@@ -130,13 +133,13 @@ func (p *plainProducer) produce() error {
 // A full queue blocks the pipeline: that is the task's back-pressure. With
 // o.Track (exactly-once), each batch names its elements (Header.Prov) and
 // the splits whose elements have all been offered are reported to lp.
-func (p *plainProducer) pump(o pipeline.Options, ss []pipeline.Split, epoch int64, lp *leaseProvider) error {
+func (p *plainProducer) pump(o pipeline.Options, ss []pipeline.Split, epoch int64, lp *worker.Leaser) error {
 	return p.pumpList(o, pipeline.SplitListOf(ss), epoch, lp)
 }
 
 // pumpList is pump over a SplitList (OFF: the whole dataset's, never built
 // as one slice).
-func (p *plainProducer) pumpList(o pipeline.Options, ss pipeline.SplitList, epoch int64, lp *leaseProvider) error {
+func (p *plainProducer) pumpList(o pipeline.Options, ss pipeline.SplitList, epoch int64, lp *worker.Leaser) error {
 	t := p.t
 	o.Cores = t.w.coreShare
 	o.Cache = t.autocache()
@@ -152,18 +155,18 @@ func (p *plainProducer) pumpList(o pipeline.Options, ss pipeline.SplitList, epoc
 		el, err := it.Next(t.ctx)
 		if errors.Is(err, io.EOF) {
 			if tr != nil && lp != nil {
-				lp.produced(tr.Completed()) // splits whose last elements were dropped
+				lp.Produced(tr.Completed()) // splits whose last elements were dropped
 			}
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		if lp != nil && lp.census {
+		if lp != nil && lp.Census() {
 			// A census delivers nothing: it counts what the splits
 			// emit (reported as produced, counted lost).
 			if tr != nil {
-				lp.produced(tr.Completed())
+				lp.Produced(tr.Completed())
 			}
 			continue
 		}
@@ -181,7 +184,7 @@ func (p *plainProducer) pumpList(o pipeline.Options, ss pipeline.SplitList, epoc
 			return err
 		}
 		if tr != nil && lp != nil {
-			lp.produced(tr.Completed())
+			lp.Produced(tr.Completed())
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/internal/worker"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/bucketing"
 	"github.com/feedmesh/feedmesh/transport/batch"
@@ -63,10 +64,11 @@ func newRoundProducer(t *task) (*roundProducer, error) {
 func (p *roundProducer) produce() error {
 	t := p.t
 	exact := t.job.Options.Delivery == api.ExactlyOnce
-	lp := newLeaseProvider(t.ctx, t.w.n, t.job.Name, t.splits, exact)
-	lp.drain = nil // a coordinated task does not drain: its rounds are fixed per worker
-	lp.jobID, lp.waited = t.job.ID, &t.leaseWait
-	defer lp.close()
+	cfg := t.w.n.leaserConfig(t.job.Name, t.splits, exact)
+	cfg.Drain = nil // a coordinated task does not drain: its rounds are fixed per worker
+	cfg.JobID, cfg.Waited = t.job.ID, &t.leaseWait
+	lp := worker.NewLeaser(t.ctx, nodeControl{t.w.n}, cfg)
+	defer lp.Close(t.w.n.ctx)
 	for {
 		if err := p.phase(lp, exact); err != nil {
 			return err
@@ -75,7 +77,7 @@ func (p *roundProducer) produce() error {
 			return err
 		}
 		p.rs.setIdle(true)
-		more, err := lp.awaitMore()
+		more, err := lp.AwaitMore(t.ctx)
 		p.rs.setIdle(false)
 		if err != nil || !more {
 			return err
@@ -84,7 +86,7 @@ func (p *roundProducer) produce() error {
 }
 
 // phase runs one pipeline over the leases until they are done.
-func (p *roundProducer) phase(lp *leaseProvider, exact bool) error {
+func (p *roundProducer) phase(lp *worker.Leaser, exact bool) error {
 	t := p.t
 	it, err := pipeline.OpenWithOptions(t.ctx, t.spec, nil, pipeline.Options{Provider: lp, Track: exact, Cores: t.w.coreShare})
 	if err != nil {
@@ -98,7 +100,7 @@ func (p *roundProducer) phase(lp *leaseProvider, exact bool) error {
 		el, err := it.Next(t.ctx)
 		if errors.Is(err, io.EOF) {
 			if tr != nil {
-				lp.produced(tr.Completed()) // splits whose last elements were dropped
+				lp.Produced(tr.Completed()) // splits whose last elements were dropped
 			}
 			return nil
 		}
@@ -122,7 +124,7 @@ func (p *roundProducer) phase(lp *leaseProvider, exact bool) error {
 		if tr != nil {
 			// Emitted into a window: the split's receipts come once its
 			// consumers take their batches.
-			lp.produced(tr.Completed())
+			lp.Produced(tr.Completed())
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/internal/share"
+	"github.com/feedmesh/feedmesh/internal/worker"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
@@ -65,7 +66,7 @@ type sharedProd struct {
 	// from one reader at a time.
 	it       pipeline.Iterator
 	epoch    int64
-	provider *leaseProvider
+	provider *worker.Leaser
 	opened   bool // DYNAMIC: the one pipeline was opened
 	seq      uint64
 
@@ -170,7 +171,7 @@ func (p *sharedProd) open() error {
 			return io.EOF
 		}
 		p.opened = true
-		p.provider = newLeaseProvider(p.ctx, p.w.n, p.key.group, p.splits, false)
+		p.provider = worker.NewLeaser(p.ctx, nodeControl{p.w.n}, p.w.n.leaserConfig(p.key.group, p.splits, false))
 		o.Provider = p.provider
 	default:
 		if p.epoch >= p.key.epochs {
@@ -190,7 +191,7 @@ func (p *sharedProd) open() error {
 
 func (p *sharedProd) closeProvider() {
 	if p.provider != nil {
-		p.provider.close()
+		p.provider.Close(p.w.n.ctx)
 		p.provider = nil
 	}
 }

@@ -14,4 +14,7 @@ const (
 	// holds at most MaxReceiptIntervals intervals (and travels in one Raft
 	// command).
 	MaxResumeParts = 1024
+	// MaxReceipts bounds the entries of one receipts request, and of one
+	// produce report (a split each).
+	MaxReceipts = 1 << 14
 )

@@ -1,4 +1,4 @@
-package mesh
+package worker
 
 import (
 	"testing"
@@ -6,20 +6,20 @@ import (
 	"github.com/feedmesh/feedmesh/api"
 )
 
-// TestLeaseProviderLearnsCut: a job cut while a task runs (OffloadBody.Cut)
+// TestLeaserLearnsCut: a job cut while a task runs (OffloadBody.Cut)
 // reaches the splits the task has queued, though their lease said no cut:
 // none of them is started, so they run cut. The next pipeline opens
-// with the cut (nextCut).
-func TestLeaseProviderLearnsCut(t *testing.T) {
+// with the cut (NextCut).
+func TestLeaserLearnsCut(t *testing.T) {
 	cut := 0
-	p := &leaseProvider{jobCut: func() int { return cut }, queue: []leasedSplit{{id: 1}, {id: 2}}}
+	p := &Leaser{cfg: Config{JobCut: func() int { return cut }}, queue: []leasedSplit{{id: 1}, {id: 2}}}
 	p.learnCut()
-	if p.nextCut() != 0 || p.queue[0].cut != 0 {
-		t.Fatalf("no cut yet: nextCut %d, queue %+v", p.nextCut(), p.queue)
+	if p.NextCut() != 0 || p.queue[0].cut != 0 {
+		t.Fatalf("no cut yet: NextCut %d, queue %+v", p.NextCut(), p.queue)
 	}
 	cut = 2
-	if got := p.nextCut(); got != 2 {
-		t.Fatalf("nextCut %d after the job was cut after 2, want 2", got)
+	if got := p.NextCut(); got != 2 {
+		t.Fatalf("NextCut %d after the job was cut after 2, want 2", got)
 	}
 	for _, ls := range p.queue {
 		if ls.cut != 2 {
@@ -32,10 +32,10 @@ func TestLeaseProviderLearnsCut(t *testing.T) {
 		t.Fatalf("split leased after the cut: %+v", p.queue[2])
 	}
 	// A lease saying so is enough when the local state lags.
-	q := &leaseProvider{queue: []leasedSplit{{id: 1}}}
+	q := &Leaser{queue: []leasedSplit{{id: 1}}}
 	q.enqueue(leaseAnswerCut(5, 2))
-	if got := q.nextCut(); got != 5 || q.queue[0].cut != 5 {
-		t.Fatalf("a lease cut after 5: nextCut %d, queue %+v", got, q.queue)
+	if got := q.NextCut(); got != 5 || q.queue[0].cut != 5 {
+		t.Fatalf("a lease cut after 5: NextCut %d, queue %+v", got, q.queue)
 	}
 }
 

@@ -1,8 +1,8 @@
-package mesh
+package worker
 
 import "time"
 
-// leasePolicy decides, for one DYNAMIC lease loop (leaseProvider), when to
+// leasePolicy decides, for one DYNAMIC lease loop (Leaser), when to
 // ask for the next lease and for how many splits. It is pure, like
 // quic-go's ackhandler: the loop passes the time in, and the policy reads
 // no clock, starts no goroutine and does no I/O, so it is tested by table
@@ -52,6 +52,16 @@ func newLeasePolicy(maxSplits int, duration, ahead time.Duration) leasePolicy {
 // and not yet handed out. ask > 0 is the size of a lease to ask for now,
 // ahead of need; the policy then counts it in flight from now.
 func (p *leasePolicy) next(now time.Time, finished bool, queued int) (ask int) {
+	p.observe(now, finished)
+	if !p.done && !p.inflight && p.short(now, queued) {
+		return p.ask(now)
+	}
+	return 0
+}
+
+// observe records that the pipeline asks for a split at now, as next does,
+// for a loop that may not ask ahead now (its share gate is closed).
+func (p *leasePolicy) observe(now time.Time, finished bool) {
 	if finished {
 		p.splitTime = ewma(p.splitTime, now.Sub(p.lastNext))
 	}
@@ -59,10 +69,6 @@ func (p *leasePolicy) next(now time.Time, finished bool, queued int) (ask int) {
 	if p.start.IsZero() {
 		p.start = now
 	}
-	if !p.done && !p.inflight && p.short(now, queued) {
-		return p.ask(now)
-	}
-	return 0
 }
 
 // short reports whether queued splits are too few, at now, to go on
