@@ -53,10 +53,10 @@ func TestShareGateRules(t *testing.T) {
 // far one runs ahead of the share it records; set again, it holds.
 func TestShareGateFree(t *testing.T) {
 	g := newShareGate(0.5, 2, func() bool { return true }, nil)
-	g.busy(true)
+	g.Busy(true)
 	g.setFree(0.9)
 	g.add(false, 100) // the nodes far ahead of their 10 %
-	if !g.open() {
+	if !g.Open() {
 		t.Fatal("free gate held the local worker")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -65,7 +65,7 @@ func TestShareGateFree(t *testing.T) {
 		t.Fatalf("free gate held the nodes: %v", err)
 	}
 	g.add(true, 1000) // the local worker far ahead of its 90 %
-	if !g.open() {
+	if !g.Open() {
 		t.Fatal("free gate held the local worker")
 	}
 	if _, _, f := g.counts(); f != 0.9 {
@@ -73,7 +73,7 @@ func TestShareGateFree(t *testing.T) {
 	}
 	g.set(0.5)
 	g.add(true, 10)
-	if g.open() {
+	if g.Open() {
 		t.Fatal("gate set to 0.5 again let the local worker run 10 batches ahead")
 	}
 }

@@ -101,8 +101,9 @@ func server(p string) bool {
 
 // clientSide are the module's packages a client may link: the wire API,
 // the transport, the pipeline (a client runs a local worker and a cut's
-// suffix), the data model, and the client itself.
-var clientSide = []string{"api", "client", "pipeline", "transport", "ranges", "tensor", "cmd/libfeedmesh"}
+// suffix), the worker's lease loop (its local worker leases as a node
+// does), the data model, and the client itself.
+var clientSide = []string{"api", "client", "pipeline", "transport", "ranges", "tensor", "internal/worker", "cmd/libfeedmesh"}
 
 func outsideClientSide(p string) bool {
 	if !under(p, module) {
