@@ -62,6 +62,11 @@ type checkpoint struct {
 	// Coordinated jobs: the consumer's index (its rank).
 	Coordinated bool `cbor:"10,keyasint,omitempty"`
 	Index       int  `cbor:"11,keyasint,omitempty"`
+	// Options are the job's when it was taken, what offload auto chose
+	// for it included (a cut: OffloadBoundary): a resume adopts those it
+	// leaves unset from them once the job is gone (adopt.go). Absent in
+	// checkpoints of older clients.
+	Options *api.JobOptions `cbor:"12,keyasint,omitempty"`
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -322,7 +327,12 @@ func (it *Iterator) Checkpoint() ([]byte, error) {
 	}
 	it.mu.Lock()
 	info := it.info
+	jo := info.Options
+	if it.off != nil && it.off.cut > 0 {
+		jo.OffloadBoundary = it.off.cut // cut while it ran, maybe after the last heartbeat
+	}
 	it.mu.Unlock()
+	jo.Resume, jo.ConsumerIndex, jo.Offload, jo.LocalCPUs = nil, 0, "", 0 // the job's options, not this consumer's
 	consumers = max(consumers, len(info.Consumers), 1)
 	if info.Options.Coordinated {
 		// Its resumed job waits for every rank's checkpoint.
@@ -331,7 +341,7 @@ func (it *Iterator) Checkpoint() ([]byte, error) {
 	c := checkpoint{
 		Job: it.job, JobID: it.jobID, Fingerprint: info.Fingerprint, Epochs: info.Options.Epochs, NumSplits: info.NumSplits,
 		Consumer: it.consumer, Consumers: consumers, Batches: n, Delivered: part,
-		Coordinated: info.Options.Coordinated, Index: it.index,
+		Coordinated: info.Options.Coordinated, Index: it.index, Options: &jo,
 	}
 	return c.encode()
 }

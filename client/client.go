@@ -409,18 +409,17 @@ func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptio
 	// predates a field (Workers) reads its older form (MaxWorkers,
 	// Autoscale) and creates the same job.
 	req := api.DistributeRequest{Spec: canon, Options: o.WithDefaults(), Consumer: consumer}
-	if off != nil && off.requested == api.OffloadAuto && off.mode == api.OffloadAuto && len(o.Resume) == 0 {
-		if cut, pred, why := c.autoCut(ctx, spec, o.Name); cut > 0 {
-			req.Options.OffloadBoundary = cut
-			off.mode, off.cut, off.reason, off.predicted = api.OffloadRemote, cut, why, pred
-		}
-	}
 	var from *checkpoint
 	if len(o.Resume) > 0 {
 		if from, req.Resume, err = resumeFrom(o.Resume, spec, o); err != nil {
 			return nil, fmt.Errorf("distribute %q: resume: %w", o.Name, err)
 		}
 		req.Options.Resume = nil
+	}
+	// What the job chose (its cut, its workers) is adopted, not asked
+	// for again differently (adopt.go).
+	if err := c.adopt(ctx, spec, o, &req, off, from); err != nil {
+		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
 	}
 	var info api.JobInfo
 	if err := c.call(ctx, api.MethodDistribute, req, &info); err != nil {
