@@ -118,6 +118,14 @@ type Options struct {
 	LossWait time.Duration
 	// Logger receives the client's logs; nil discards them.
 	Logger *slog.Logger
+	// ResumeWait bounds how long an iterator resumed from a checkpoint
+	// (JobOptions.Resume) waits for the checkpoints of the job's other
+	// consumers: a job that had several resumes once each of them has
+	// resumed with its own, and hands out nothing until then. The client
+	// warns (Logger, WARN) as soon as it finds the job waiting, saying for
+	// how many; after ResumeWait, Next fails with ErrResumeWait. Default
+	// 2 min; negative: wait for ever.
+	ResumeWait time.Duration
 	// OffloadProfiles is the file where offload auto remembers its
 	// profiles per (pipeline, host) (client/profilecache.go); "" is
 	// <user cache dir>/feedmesh/offload-profiles.json, "off" keeps none.
@@ -128,6 +136,9 @@ type Options struct {
 	// transport's GRO; benchmarks wrap one to emulate a slower link.
 	PacketConn net.PacketConn
 }
+
+// DefaultResumeWait is Options.ResumeWait's default.
+const DefaultResumeWait = 2 * time.Minute
 
 // PrefetchBudget is the bytes of buffered batches a client with these
 // options allows: PrefetchBytes, or its default.
@@ -163,6 +174,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.LossWait == 0 {
 		o.LossWait = 5 * time.Second
+	}
+	if o.ResumeWait == 0 {
+		o.ResumeWait = DefaultResumeWait
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -87,6 +87,10 @@ func seedProfileCache(t *testing.T, cacheDir, specPath string) {
 //     `read --resume` within gc_after: the resume adopts the job's cut
 //     and reads the rest, the two dumps holding the dataset exactly once.
 //     A resume that asks for another cut is refused, naming the flag.
+//   - waits: the same `read --take --checkpoint` twice within gc_after,
+//     then `read --resume` from the last checkpoint: it warns at once on
+//     stderr that the job waits for another consumer's checkpoint, and
+//     fails after --resume-wait saying what to do.
 func TestReadResumeDefaultsProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 3 node processes")
@@ -158,4 +162,24 @@ func TestReadResumeDefaultsProcess(t *testing.T) {
 		t.Logf("first read %d elements, cut %d (%s); resumed read %d", first.Elements, first.Offload.Cut, first.Offload.Reason, second.Elements)
 	})
 
+	t.Run("waits", func(t *testing.T) {
+		ck := filepath.Join(dir, "ck2.bin")
+		for range 2 {
+			if _, errOut, code := read(0, "j2", "--take", "10", "--checkpoint", ck, "--local-cpus", "1"); code != 0 {
+				t.Fatalf("read --take --checkpoint exited %d: %s", code, errOut)
+			}
+		}
+		start := time.Now()
+		_, errOut, code := readProcess(t, 45*time.Second, env, "--addr", addr(2), "--spec", specPath, "--job", "j2", "--json", "--progress=false", "--resume", ck, "--resume-wait", "3s")
+		took := time.Since(start)
+		if code == 0 || code == -1 {
+			t.Fatalf("resume from the second run's checkpoint alone: exit %d after %v (-1: still blocked, killed); stderr %q", code, took, errOut)
+		}
+		for _, w := range []string{"WARN", "waits for the checkpoints", "1 of 2", "--resume-wait", "new job name"} {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("stderr without %q: %s", w, errOut)
+			}
+		}
+		t.Logf("exit %d after %v: %s", code, took, errOut)
+	})
 }
