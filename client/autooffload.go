@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"sync/atomic"
@@ -11,7 +10,6 @@ import (
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/client/offload"
 	"github.com/feedmesh/feedmesh/pipeline"
-	"github.com/feedmesh/feedmesh/transport"
 )
 
 // Offload auto, after FastFlow: profile, decide when and how much, and
@@ -594,30 +592,19 @@ func (it *Iterator) storeProfile(fingerprint string, p OffloadProfile) {
 	}
 }
 
-// autoCut is offload auto's "which ops", decided before the job is joined
-// because the cut is the job's (every consumer runs the same suffix):
-//   - a job that exists keeps its cut, or its lack of one: a consumer
-//     adopts what the job's first consumer chose;
-//   - else, from this host's remembered profile of the pipeline (per-op
-//     times and bytes, the link's measured throughput), the best cut
-//     (offload.BestCut) is taken when it predicts more than the threshold
-//     over the best decision without one (offload.Decide on the same
-//     profile): a partial offload runs no local worker beside it.
+// autoCut is offload auto's "which ops" for a job that does not exist
+// yet, decided before the job is created because the cut is the job's
+// (every consumer runs the same suffix; a job that exists keeps its cut,
+// or its lack of one, and a consumer adopts it: adopt.go): from this
+// host's remembered profile of the pipeline (per-op times and bytes, the
+// link's measured throughput), the best cut (offload.BestCut) is taken
+// when it predicts more than the threshold over the best decision without
+// one (offload.Decide on the same profile): a partial offload runs no
+// local worker beside it.
 //
 // 0 is no cut: auto goes on as without one (and a first job of the
 // pipeline, which has no profile, runs without one and records it).
-func (c *Client) autoCut(ctx context.Context, spec *pipeline.Spec, job string) (cut int, predicted float64, reason string) {
-	var resp api.JobGetResponse
-	err := c.call(ctx, api.MethodJobGet, api.JobRequest{Job: job}, &resp)
-	if err == nil {
-		if cut = resp.Job.Options.OffloadBoundary; cut > 0 {
-			return cut, 0, fmt.Sprintf("auto: the job cuts its pipeline after %d ops (as its first consumer chose); this client runs the rest", cut)
-		}
-		return 0, 0, ""
-	}
-	if !errors.Is(err, transport.ErrNotFound) {
-		return 0, 0, ""
-	}
+func (c *Client) autoCut(ctx context.Context, spec *pipeline.Spec) (cut int, predicted float64, reason string) {
 	fp, err := spec.Fingerprint()
 	if err != nil {
 		return 0, 0, ""

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fxamacker/cbor/v2"
 
@@ -46,6 +47,11 @@ const checkpointMagic = "FMCK"
 // another job, dataset or options.
 var ErrBadCheckpoint = errors.New("bad checkpoint")
 
+// ErrResumeWait is wrapped by Next's error when the job resumed from a
+// checkpoint still waited for the checkpoints of its other consumers after
+// Options.ResumeWait (waitResumed).
+var ErrResumeWait = errors.New("the resumed job still waits for the checkpoints of its other consumers")
+
 // checkpoint is a checkpoint's body.
 type checkpoint struct {
 	Job         string `cbor:"1,keyasint"`
@@ -63,6 +69,11 @@ type checkpoint struct {
 	// Coordinated jobs: the consumer's index (its rank).
 	Coordinated bool `cbor:"10,keyasint,omitempty"`
 	Index       int  `cbor:"11,keyasint,omitempty"`
+	// Options are the job's when it was taken, what offload auto chose
+	// for it included (a cut: OffloadBoundary): a resume adopts those it
+	// leaves unset from them once the job is gone (adopt.go). Absent in
+	// checkpoints of older clients.
+	Options *api.JobOptions `cbor:"12,keyasint,omitempty"`
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -154,6 +165,42 @@ func resumeFrom(b []byte, spec *pipeline.Spec, o JobOptions) (*checkpoint, *api.
 		return nil, nil, fmt.Errorf("%w: %s", ErrBadCheckpoint, strings.Join(diffs, "; "))
 	}
 	return c, &api.ResumePart{From: c.JobID, Part: c.Consumer, Want: c.Consumers, Delivered: c.Delivered}, nil
+}
+
+// warnResumeWaiting says that the resumed job waits for the checkpoints
+// of its other consumers, as soon as the iterator finds it so.
+func (it *Iterator) warnResumeWaiting(x *api.ExactInfo) {
+	limit := fmt.Sprintf("reading fails after %v (Options.ResumeWait; feedmesh read --resume-wait, Python resume_wait)", it.c.opts.ResumeWait)
+	if it.c.opts.ResumeWait < 0 {
+		limit = "it waits for ever (Options.ResumeWait < 0; feedmesh read --resume-wait 0)"
+	}
+	it.logger().Warn(fmt.Sprintf("job %q: the resumed job waits for the checkpoints of its other consumers: %d of %d are in, and it hands out nothing until each consumer it had has resumed with its own checkpoint (a job read by two `feedmesh read --take --checkpoint` runs within gc_after had two consumers); resume them, or %s",
+		it.job, x.ResumeHave, x.ResumeWant, limit), "job", it.job, "have", x.ResumeHave, "want", x.ResumeWant)
+}
+
+// waitResumed fails the iteration if the job it resumed still waits for
+// other consumers' checkpoints after wait (Options.ResumeWait), as the
+// cluster says then (or as last heard, if it cannot be asked).
+func (it *Iterator) waitResumed(wait time.Duration) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-it.ctx.Done():
+		return
+	case <-t.C:
+	}
+	it.mu.Lock()
+	x := it.info.Exact
+	it.mu.Unlock()
+	var resp api.JobGetResponse
+	if err := it.c.call(it.ctx, api.MethodJobGet, api.JobRequest{Job: it.job}, &resp); err == nil && resp.Job.ID == it.jobID {
+		x = resp.Job.Exact
+	}
+	if x == nil || x.ResumeHave >= x.ResumeWant {
+		return
+	}
+	it.fail(fmt.Errorf("job %q: %w after %v (Options.ResumeWait; feedmesh read --resume-wait, Python resume_wait): %d of the %d checkpoints it waits for are in (one per consumer the job had when they were taken, and one per consumer the cluster saw receive elements), and it hands out nothing until all are; resume each of the job's other consumers with its own checkpoint (a job read by two `feedmesh read --take --checkpoint` runs within gc_after needs both runs' checkpoints); if one is lost, the job cannot resume: read the dataset afresh under a new job name",
+		it.job, ErrResumeWait, wait, x.ResumeHave, x.ResumeWant))
 }
 
 // tracker is what reached the trainer through this consumer of an
@@ -323,7 +370,12 @@ func (it *Iterator) Checkpoint() ([]byte, error) {
 	}
 	it.mu.Lock()
 	info := it.info
+	jo := info.Options
+	if it.off != nil && it.off.cut > 0 {
+		jo.OffloadBoundary = it.off.cut // cut while it ran, maybe after the last heartbeat
+	}
 	it.mu.Unlock()
+	jo.Resume, jo.ConsumerIndex, jo.Offload, jo.LocalCPUs = nil, 0, "", 0 // the job's options, not this consumer's
 	consumers = max(consumers, len(info.Consumers), 1)
 	if info.Options.Coordinated {
 		// Its resumed job waits for every rank's checkpoint.
@@ -332,7 +384,7 @@ func (it *Iterator) Checkpoint() ([]byte, error) {
 	c := checkpoint{
 		Job: it.job, JobID: it.jobID, Fingerprint: info.Fingerprint, Epochs: info.Options.Epochs, NumSplits: info.NumSplits,
 		Consumer: it.consumer, Consumers: consumers, Batches: n, Delivered: part,
-		Coordinated: info.Options.Coordinated, Index: it.index,
+		Coordinated: info.Options.Coordinated, Index: it.index, Options: &jo,
 	}
 	return c.encode()
 }

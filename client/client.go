@@ -118,6 +118,14 @@ type Options struct {
 	LossWait time.Duration
 	// Logger receives the client's logs; nil discards them.
 	Logger *slog.Logger
+	// ResumeWait bounds how long an iterator resumed from a checkpoint
+	// (JobOptions.Resume) waits for the checkpoints of the job's other
+	// consumers: a job that had several resumes once each of them has
+	// resumed with its own, and hands out nothing until then. The client
+	// warns (Logger, WARN) as soon as it finds the job waiting, saying for
+	// how many; after ResumeWait, Next fails with ErrResumeWait. Default
+	// 2 min; negative: wait for ever.
+	ResumeWait time.Duration
 	// OffloadProfiles is the file where offload auto remembers its
 	// profiles per (pipeline, host) (client/profilecache.go); "" is
 	// <user cache dir>/feedmesh/offload-profiles.json, "off" keeps none.
@@ -128,6 +136,9 @@ type Options struct {
 	// transport's GRO; benchmarks wrap one to emulate a slower link.
 	PacketConn net.PacketConn
 }
+
+// DefaultResumeWait is Options.ResumeWait's default.
+const DefaultResumeWait = 2 * time.Minute
 
 // PrefetchBudget is the bytes of buffered batches a client with these
 // options allows: PrefetchBytes, or its default.
@@ -163,6 +174,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.LossWait == 0 {
 		o.LossWait = 5 * time.Second
+	}
+	if o.ResumeWait == 0 {
+		o.ResumeWait = DefaultResumeWait
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -409,18 +423,17 @@ func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptio
 	// predates a field (Workers) reads its older form (MaxWorkers,
 	// Autoscale) and creates the same job.
 	req := api.DistributeRequest{Spec: canon, Options: o.WithDefaults(), Consumer: consumer}
-	if off != nil && off.requested == api.OffloadAuto && off.mode == api.OffloadAuto && len(o.Resume) == 0 {
-		if cut, pred, why := c.autoCut(ctx, spec, o.Name); cut > 0 {
-			req.Options.OffloadBoundary = cut
-			off.mode, off.cut, off.reason, off.predicted = api.OffloadRemote, cut, why, pred
-		}
-	}
 	var from *checkpoint
 	if len(o.Resume) > 0 {
 		if from, req.Resume, err = resumeFrom(o.Resume, spec, o); err != nil {
 			return nil, fmt.Errorf("distribute %q: resume: %w", o.Name, err)
 		}
 		req.Options.Resume = nil
+	}
+	// What the job chose (its cut, its workers) is adopted, not asked
+	// for again differently (adopt.go).
+	if err := c.adopt(ctx, spec, o, &req, off, from); err != nil {
+		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
 	}
 	var info api.JobInfo
 	if err := c.call(ctx, api.MethodDistribute, req, &info); err != nil {

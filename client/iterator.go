@@ -118,6 +118,16 @@ func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, ind
 	if info.Tracks() {
 		it.track = newTracker(from)
 		it.ledger = newLedger(it.track)
+		if it.track.beat(info, consumer) {
+			it.warnResumeWaiting(info.Exact) // at once, before Distribute returns
+		}
+	}
+	if from != nil && c.opts.ResumeWait > 0 {
+		it.wg.Add(1)
+		go func() {
+			defer it.wg.Done()
+			it.waitResumed(c.opts.ResumeWait)
+		}()
 	}
 	if off != nil && off.cut > 0 {
 		if err := it.openCut(off.spec, off.cut); err != nil {
@@ -358,8 +368,7 @@ func (it *Iterator) setInfoAs(info api.JobInfo, final bool) {
 	it.c.learnNodes(info.Workers)
 	if it.track != nil {
 		if it.track.beat(info, it.consumer) {
-			it.logger().Info("the resumed job waits for the checkpoints of its other consumers (each rank resumes with its own)",
-				"job", it.job, "have", info.Exact.ResumeHave, "want", info.Exact.ResumeWant)
+			it.warnResumeWaiting(info.Exact)
 		}
 	}
 }

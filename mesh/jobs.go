@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
@@ -189,7 +190,7 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest) (
 		create = raftstate.NewResumeJob(req.Options.Name, fp, opts, raftstate.ResumeBody{From: r.From, Part: r.Part, Want: r.Want, Delivered: r.Delivered})
 	}
 	if _, err := n.raft.Apply(ctx, create); err != nil {
-		return api.JobInfo{}, err
+		return api.JobInfo{}, jobMismatch(err, req)
 	}
 	if _, err := n.raft.Apply(ctx, raftstate.NewAttachConsumer(req.Options.Name, req.Consumer)); err != nil {
 		return api.JobInfo{}, err
@@ -202,6 +203,21 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest) (
 		return api.JobInfo{}, transport.Errorf(transport.ErrNotFound, "job %q vanished", req.Options.Name)
 	}
 	return n.jobInfo(view), nil
+}
+
+// jobMismatch says, when err is the job of that name existing with other
+// options, which ones (the job's value first) and what to do, without the
+// Raft command's wrapping; any other err is returned as it is.
+func jobMismatch(err error, req api.DistributeRequest) error {
+	var m *raftstate.JobMismatchError
+	if !errors.As(err, &m) {
+		return err
+	}
+	todo := "leave these options unset to adopt the job's, or give its values, or read under another job name"
+	if req.Resume != nil {
+		todo = "a resume replaces the job only with the same options: leave these options unset to adopt the job's, or give its values, or resume with yours once the job is gone (it is garbage-collected gc_after after its last consumer left)"
+	}
+	return transport.Errorf(transport.ErrInvalid, "job %q exists with other options than this consumer's: %s (the job's value first); %s", m.Job, strings.Join(m.Diffs, "; "), todo)
 }
 
 // scaleStart is where a new autoscaling job of dataset fp starts: at the

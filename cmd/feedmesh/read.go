@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sort"
 	"text/tabwriter"
@@ -129,6 +130,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	dumpPath := fs.String("dump", "", dumpHelp)
 	ckPath := fs.String("checkpoint", "", "when reading stops (--take reached, the data's end, or Ctrl-C), write the job's checkpoint to `FILE` (atomically): it covers exactly the batches this read returned; --resume FILE goes on from there. Exactly-once jobs only")
 	resumePath := fs.String("resume", "", "resume the job from the checkpoint in `FILE` (written by --checkpoint), without what it covers; same --spec, --job and --epochs. Exactly-once jobs only")
+	resumeWait := fs.Duration("resume-wait", client.DefaultResumeWait, "with --resume: how long to wait for the checkpoints of the job's other consumers (a job that had several, two runs of --take --checkpoint within gc_after included, resumes once each has resumed with its own) before failing (0: wait for ever)")
 	window := fs.Int("window", 4, "batches each worker may send ahead")
 	workers := fs.String("workers", "", "how many nodes serve the job: auto (the cluster chooses from this reader's batch time and queue, starting at one worker and adding them while they help; the default with --sharding dynamic, without --share or --coordinated), all (every node; the default of the other jobs) or a fixed count `N`; see the README")
 	maxWorkers := fs.Int("max-workers", 0, "with --workers auto: the most workers the cluster may give the job; alone: a fixed count, as --workers N (0: no cap)")
@@ -218,7 +220,11 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			summaryOut = stderr // stdout carries the elements
 		}
 	}
-	it, existing, c, err := startRead(ctx, cf, *window, spec, opts)
+	co := client.Options{Window: *window, ResumeWait: *resumeWait, Logger: warnLogger(stderr)}
+	if co.ResumeWait == 0 {
+		co.ResumeWait = -1 // for ever
+	}
+	it, existing, c, err := startRead(ctx, cf, co, spec, opts)
 	if err != nil {
 		if dump != nil {
 			dump.discard()
@@ -279,10 +285,23 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// startRead dials the cluster and creates, joins or resumes the job; it
-// also returns the job of that name that existed before, if any.
-func startRead(ctx context.Context, cf *clientFlags, window int, spec *pipeline.Spec, opts client.JobOptions) (*client.Iterator, *api.JobInfo, *client.Client, error) {
-	c, err := cf.dial(ctx, client.Options{Window: window})
+// warnLogger is read's client log: its warnings (a resumed job that waits
+// for other consumers' checkpoints, a node that did not answer) on stderr.
+func warnLogger(stderr io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{} // one line per warning, as the command's own
+			}
+			return a
+		}}))
+}
+
+// startRead dials the cluster with client options co and creates, joins
+// or resumes the job; it also returns the job of that name that existed
+// before, if any.
+func startRead(ctx context.Context, cf *clientFlags, co client.Options, spec *pipeline.Spec, opts client.JobOptions) (*client.Iterator, *api.JobInfo, *client.Client, error) {
+	c, err := cf.dial(ctx, co)
 	if err != nil {
 		return nil, nil, nil, err
 	}

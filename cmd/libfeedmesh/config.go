@@ -34,6 +34,9 @@ type dialOptions struct {
 	Heartbeat        float64 `json:"heartbeat_interval"`
 	RequestTimeout   float64 `json:"request_timeout"`
 	ReceiptInterval  float64 `json:"receipt_interval"`
+	// ResumeWait: client.Options.ResumeWait (a resumed job that waits for
+	// other consumers' checkpoints fails after it; negative: never).
+	ResumeWait float64 `json:"resume_wait"`
 	// Transport is "default" (transport.DefaultConfig) or "fast"
 	// (transport.FastConfig: a dead node noticed in ~1.5 s, for clusters
 	// run with --preset fast, as the tests do).
@@ -78,7 +81,7 @@ func clientOptions(addr, text string) (client.Options, time.Duration, error) {
 		Window: d.Window, WindowBytes: d.WindowBytes, StreamsPerWorker: d.StreamsPerWorker,
 		PrefetchBatches: d.PrefetchBatches, PrefetchBytes: d.PrefetchBytes, RecycleBytes: d.RecycleBytes,
 		HeartbeatInterval: seconds(d.Heartbeat), RequestTimeout: seconds(d.RequestTimeout),
-		ReceiptInterval: seconds(d.ReceiptInterval),
+		ReceiptInterval: seconds(d.ReceiptInterval), ResumeWait: seconds(d.ResumeWait),
 	}
 	switch d.Transport {
 	case "", "default":

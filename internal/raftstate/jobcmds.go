@@ -543,7 +543,7 @@ func applyCreateJob(s *State, c Command) (any, error) {
 			d = append([]string{fmt.Sprintf("dataset %s, not %s", j.Fingerprint, b.Fingerprint)}, d...)
 		}
 		if len(d) > 0 {
-			return nil, fmt.Errorf("%w: job %q exists with %s", ErrMismatch, b.Name, strings.Join(d, "; "))
+			return nil, &JobMismatchError{Job: b.Name, Diffs: d}
 		}
 		if b.Resume == nil {
 			return j.ID, nil

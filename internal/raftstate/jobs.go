@@ -285,7 +285,7 @@ func (o JobOptions) diff(want JobOptions) []string {
 	add("consumer_ttl", o.ConsumerTTL, want.ConsumerTTL)
 	add("gc_after", o.GCAfter, want.GCAfter)
 	add("pad_final_round", o.PadFinalRound, want.PadFinalRound)
-	add("compression", o.Compression, want.Compression)
+	add("compression", compressionName(o.Compression), compressionName(want.Compression))
 	add("delivery", deliveryName(o.Delivery), deliveryName(want.Delivery))
 	add("autoscale", o.Autoscale, want.Autoscale)
 	add("autoscale_threshold", o.AutoscaleThreshold, want.AutoscaleThreshold)
@@ -535,6 +535,28 @@ func addSat(t int64, d time.Duration) int64 {
 func timeDiff(a, b int64) time.Duration { return time.Duration(a - b) }
 
 // deliveryName is the name of a stored JobOptions.Delivery.
+// JobMismatchError is CreateJob's ErrMismatch for a job of that name
+// that exists with other options (or dataset): Diffs name each, the
+// job's value first ("offload_boundary=1, not 0"), so that a node can
+// answer with them alone, without the Raft command's wrapping.
+type JobMismatchError struct {
+	Job   string
+	Diffs []string
+}
+
+func (e *JobMismatchError) Error() string {
+	return fmt.Sprintf("%v: job %q exists with %s", ErrMismatch, e.Job, strings.Join(e.Diffs, "; "))
+}
+
+func (e *JobMismatchError) Unwrap() error { return ErrMismatch }
+
+func compressionName(c string) string {
+	if c == "" {
+		return "none"
+	}
+	return c
+}
+
 func deliveryName(d string) string {
 	if d == "" {
 		return DeliveryAtMostOnce
