@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/feedmesh/feedmesh/mesh/api"
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport"
 )
