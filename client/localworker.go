@@ -152,7 +152,7 @@ func (w *localWorker) retireNow(ctx context.Context) error {
 // run produces until every split is produced, a failure, or ctx's end.
 func (w *localWorker) run(ctx context.Context) error {
 	lctx, lcancel := context.WithCancel(ctx)
-	w.lp = worker.NewLeaser(lctx, localControl{w.h}, worker.Config{
+	w.lp = worker.NewLeaser(lctx, localControl{w.h}, worker.LeaseConfig{
 		Job: w.cfg.job, JobID: w.cfg.jobID, Worker: w.name, Splits: w.all, Exact: w.cfg.exact,
 		LeaseSplits: w.cfg.leaseSplits, LeaseDuration: localLeaseDuration,
 		Poll: w.cfg.poll, ProduceInterval: w.cfg.poll, RequestTimeout: 5 * time.Second,

@@ -70,6 +70,9 @@ type nodeCache struct {
 
 	peers   peerViews    // cachefetch.go
 	fetched atomic.Int64 // splits read from peers
+	// wg: the cache streams served and the decisions being made; the node
+	// waits for them once its transport is closed.
+	wg sync.WaitGroup
 }
 
 func (n *Node) openCache() error {
@@ -78,8 +81,8 @@ func (n *Node) openCache() error {
 	c.peers.views = map[[2]string]peerView{}
 	n.cache = c
 	n.rpc.Handle(api.MethodCacheHeld, n.handleCacheHeld)
-	n.worker.wg.Add(1)
-	go n.worker.serveCache(n.tr.Listener(transport.KindCache))
+	c.wg.Add(1)
+	go n.serveCache(n.tr.Listener(transport.KindCache))
 	if n.cfg.CacheBytes == 0 {
 		return nil
 	}
@@ -178,10 +181,9 @@ func (c *nodeCache) observe(p pipeline.AutocachePoint, job string, elements, nan
 	}
 	c.deciding[p.Prefix] = true
 	prof := *pr
-	w := c.n.worker
-	w.wg.Add(1)
+	c.wg.Add(1)
 	go func() {
-		defer w.wg.Done()
+		defer c.wg.Done()
 		err := c.decide(c.n.ctx, p.Prefix, job, prof)
 		c.mu.Lock()
 		delete(c.deciding, p.Prefix)
@@ -282,20 +284,20 @@ type taskCache struct {
 	job string
 }
 
-// autocache returns the Cache for the task's pipelines, or nil when its
-// spec has no autocache op or the node caches nothing (the op then passes
-// elements through). It first learns the decisions already recorded.
-func (t *task) autocache() pipeline.Cache {
-	c := t.w.n.cache
+// taskCache returns the Cache for a task's pipeline of job, or nil when
+// its spec has no autocache op or the node caches nothing (the op then
+// passes elements through). It first learns the decisions already
+// recorded.
+func (c *nodeCache) taskCache(ctx context.Context, job api.JobInfo, spec *pipeline.Spec) pipeline.Cache {
 	if c == nil || c.store == nil {
 		return nil
 	}
-	pts := c.specPoints(t.job.Fingerprint, func() (*pipeline.Spec, error) { return t.spec, nil })
+	pts := c.specPoints(job.Fingerprint, func() (*pipeline.Spec, error) { return spec, nil })
 	if len(pts) == 0 {
 		return nil
 	}
-	c.refresh(t.ctx, pts)
-	return &taskCache{c: c, job: t.job.Name}
+	c.refresh(ctx, pts)
+	return &taskCache{c: c, job: job.Name}
 }
 
 func (tc *taskCache) Use(p pipeline.AutocachePoint) bool {
@@ -332,15 +334,14 @@ func (tc *taskCache) Observe(p pipeline.AutocachePoint, elements, nanos, bytes i
 	}
 }
 
-// cacheHeld returns what the task's leases tell the leader this worker
-// holds (api.LeaseRequest.Held), or nil when its spec has no autocache
-// point that may read the cache.
-func (t *task) cacheHeld() func() ranges.Set {
-	c := t.w.n.cache
+// held returns what a task's leases tell the leader this node holds of
+// job's cached splits (api.LeaseRequest.Held), or nil when its spec has no
+// autocache point that may read the cache.
+func (c *nodeCache) held(job api.JobInfo, spec *pipeline.Spec) func() ranges.Set {
 	if c == nil || c.store == nil {
 		return nil
 	}
-	pts := c.specPoints(t.job.Fingerprint, func() (*pipeline.Spec, error) { return t.spec, nil })
+	pts := c.specPoints(job.Fingerprint, func() (*pipeline.Spec, error) { return spec, nil })
 	if len(pts) != 1 || pts[0].Mode == pipeline.AutocacheCompute {
 		return nil
 	}

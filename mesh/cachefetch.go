@@ -54,24 +54,23 @@ func (n *Node) handleCacheHeld(ctx context.Context, decode func(any) error) (any
 }
 
 // serveCache accepts cache streams until l closes (the transport closes
-// it before the worker waits for its goroutines).
-func (w *nodeWorker) serveCache(l net.Listener) {
-	defer w.wg.Done()
-	busy := make(chan struct{}, w.n.cfg.Autocache.MaxServing)
+// it before the node waits for the cache's goroutines).
+func (n *Node) serveCache(l net.Listener) {
+	defer n.cache.wg.Done()
+	busy := make(chan struct{}, n.cfg.Autocache.MaxServing)
 	for {
 		conn, err := l.Accept()
 		if err != nil {
 			return
 		}
-		w.wg.Add(1)
-		go w.handleCacheStream(conn, busy)
+		n.cache.wg.Add(1)
+		go n.handleCacheStream(conn, busy)
 	}
 }
 
-func (w *nodeWorker) handleCacheStream(conn net.Conn, busy chan struct{}) {
-	defer w.wg.Done()
+func (n *Node) handleCacheStream(conn net.Conn, busy chan struct{}) {
+	defer n.cache.wg.Done()
 	defer conn.Close()
-	n := w.n
 	conn.SetDeadline(time.Now().Add(n.cfg.Autocache.FetchTimeout))
 	var req api.CacheFetchRequest
 	if _, err := n.codec.ReadFrame(conn, &req); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/internal/autocache"
+	"github.com/feedmesh/feedmesh/internal/worker"
 
 	"github.com/hashicorp/memberlist"
 
@@ -110,7 +111,7 @@ type Config struct {
 	// are filled in by the node.
 	Raft raftstate.Config
 	// Worker bounds the node's work as a worker.
-	Worker WorkerConfig
+	Worker worker.Config
 	// CacheBytes bounds the autocache on this node's disk (the files under
 	// DataDir/cache; --cache-bytes): least recently used entries are
 	// evicted beyond it. 0 turns caching off (autocache ops compute).
@@ -200,7 +201,7 @@ func DefaultConfig() Config {
 		},
 		Transport: nodeTransport(transport.DefaultConfig()),
 		Raft:      raftstate.DefaultConfig(),
-		Worker: WorkerConfig{
+		Worker: worker.Config{
 			TaskBuffer:         8,
 			LeaseSplits:        256,
 			LeaseDuration:      250 * time.Millisecond,
@@ -209,8 +210,8 @@ func DefaultConfig() Config {
 			SendCoalesce:       16,
 			JobPollInterval:    2 * time.Second,
 			ShareWindowBytes:   share.DefaultWindowBytes,
-			RoundsAhead:        DefaultRoundsAhead,
-			RoundsHeld:         DefaultRoundsHeld,
+			RoundsAhead:        worker.DefaultRoundsAhead,
+			RoundsHeld:         worker.DefaultRoundsHeld,
 		},
 		CacheBytes: DefaultCacheBytes,
 		Autocache: AutocacheConfig{ProfileElements: 300, ProbeBytes: autocache.DefaultProbeBytes,

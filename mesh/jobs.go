@@ -10,6 +10,7 @@ import (
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/internal/raftstate"
 	"github.com/feedmesh/feedmesh/internal/splits"
+	"github.com/feedmesh/feedmesh/internal/worker"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport"
 	"github.com/feedmesh/feedmesh/transport/batch"
@@ -162,7 +163,7 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest) (
 		}
 	}
 	if req.Options.Coordinated {
-		if _, err := coordinatedOp(spec); err != nil {
+		if _, err := worker.CoordinatedOp(spec); err != nil {
 			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/worker"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -49,7 +50,7 @@ type Node struct {
 	rpc   *transport.RPCServer
 	raft  *raftstate.Node
 
-	worker *nodeWorker
+	worker *worker.Worker
 	cache  *nodeCache // autocache.go
 	// probes holds a slot per link probe being answered (offload.go):
 	// each holds its payload's encoding until the caller reads it.
@@ -149,12 +150,11 @@ func (n *Node) start(ctx context.Context) error {
 	n.rpc = transport.NewRPCServer(n.codec, tcfg.MaxConcurrentRPCs, n.log.With("component", "rpc"))
 	n.registerHandlers()
 	n.registerJobHandlers()
-	n.worker = newWorker(n)
+	n.worker = n.newWorker()
 	if err := n.openCache(); err != nil {
 		return err
 	}
-	n.worker.wg.Add(1)
-	go n.worker.serve(n.tr.Listener(transport.KindData))
+	n.worker.Serve(n.tr.Listener(transport.KindData))
 	ctl := n.tr.Listener(transport.KindControl)
 	n.wg.Add(1)
 	go func() {
@@ -267,7 +267,7 @@ func (n *Node) shutdown(graceful bool) error {
 		// its tasks hand back their splits and their consumers read
 		// what is queued.
 		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.DrainTimeout)
-		if n.worker.drain(ctx) {
+		if n.worker.Drain(ctx) {
 			n.log.Info("drained", "took", time.Since(t0).Round(time.Millisecond))
 		}
 		cancel()
@@ -325,7 +325,10 @@ func (n *Node) shutdown(graceful bool) error {
 	}
 	mark("transport down")
 	if n.worker != nil {
-		n.worker.close()
+		n.worker.Close()
+	}
+	if n.cache != nil {
+		n.cache.wg.Wait() // cache streams end with the transport; decisions with n.ctx
 	}
 	if n.raft != nil {
 		errs = append(errs, n.raft.Close())

@@ -101,9 +101,12 @@ func server(p string) bool {
 
 // clientSide are the module's packages a client may link: the wire API,
 // the transport, the pipeline (a client runs a local worker and a cut's
-// suffix), the worker's lease loop (its local worker leases as a node
-// does), the data model, and the client itself.
-var clientSide = []string{"api", "client", "pipeline", "transport", "ranges", "tensor", "internal/worker", "cmd/libfeedmesh"}
+// suffix), the worker (the client's local worker is one, leasing as a
+// node does) with the pure cores it runs (the sharding policies and the
+// sharing window: TestPureCores keeps them free of network, Raft and
+// gossip), the data model, and the client itself.
+var clientSide = []string{"api", "client", "pipeline", "transport", "ranges", "tensor",
+	"internal/worker", "internal/splits", "internal/share", "cmd/libfeedmesh"}
 
 func outsideClientSide(p string) bool {
 	if !under(p, module) {

@@ -12,7 +12,7 @@ import (
 // with the cut (NextCut).
 func TestLeaserLearnsCut(t *testing.T) {
 	cut := 0
-	p := &Leaser{cfg: Config{JobCut: func() int { return cut }}, queue: []leasedSplit{{id: 1}, {id: 2}}}
+	p := &Leaser{cfg: LeaseConfig{JobCut: func() int { return cut }}, queue: []leasedSplit{{id: 1}, {id: 2}}}
 	p.learnCut()
 	if p.NextCut() != 0 || p.queue[0].cut != 0 {
 		t.Fatalf("no cut yet: NextCut %d, queue %+v", p.NextCut(), p.queue)

@@ -18,7 +18,7 @@ import "time"
 //     a lease takes to come back, ask for the next one, so the pipeline
 //     never waits on Raft (an fsync on a quorum).
 //   - Ride out a failover: also while they cover less than ahead
-//     (WorkerConfig.FailoverAhead: about the time Raft takes to elect a new
+//     (Config.FailoverAhead: about the time Raft takes to elect a new
 //     leader, during which no lease is granted) and number fewer than
 //     LeaseSplits, ask for the next one, so the pipeline does not run dry
 //     while the leader is replaced. The queue grows to it no faster than
@@ -29,9 +29,9 @@ import "time"
 //   - One lease in flight at a time; none once a lease said done (the job,
 //     or share group, has handed out everything).
 type leasePolicy struct {
-	maxSplits int           // WorkerConfig.LeaseSplits
-	duration  time.Duration // WorkerConfig.LeaseDuration
-	ahead     time.Duration // WorkerConfig.FailoverAhead, its default applied
+	maxSplits int           // Config.LeaseSplits
+	duration  time.Duration // Config.LeaseDuration
+	ahead     time.Duration // Config.FailoverAhead, its default applied
 
 	inflight bool // a lease was asked for and has not been answered
 	done     bool // a lease said no more will be handed out

@@ -1,4 +1,4 @@
-package mesh
+package worker
 
 import (
 	"errors"
@@ -9,7 +9,6 @@ import (
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/internal/splits"
-	"github.com/feedmesh/feedmesh/internal/worker"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
@@ -55,7 +54,7 @@ func (p *plainProducer) setCut(cut int) error {
 		return err
 	}
 	p.spec, p.cut, p.cutExtra = p.t.spec.Prefix(cut), cut, extra
-	p.t.w.n.log.Info("job cut while it runs: this node now runs the ops before the cut and ships single elements", "job", p.t.job.Name, "cut", cut)
+	p.t.w.log.Info("job cut while it runs: this node now runs the ops before the cut and ships single elements", "job", p.t.job.Name, "cut", cut)
 	return nil
 }
 
@@ -66,15 +65,15 @@ func (p *plainProducer) produce() error {
 	switch o.Sharding {
 	case api.Dynamic:
 		exact := t.job.Tracks()
-		cfg := t.w.n.leaserConfig(t.job.Name, t.splits, exact)
+		cfg := t.w.leaseConfig(t.job.Name, t.splits, exact)
 		cfg.JobID, cfg.Waited, cfg.OnRelease = t.job.ID, &t.leaseWait, t.markReleased
-		cfg.Held = t.cacheHeld()
+		cfg.Held = t.w.host.CacheHeld(t.job, t.spec)
 		cfg.Cut = p.cut
 		if t.job.Options.Delivery == api.ExactlyOnce {
-			cfg.JobCut = func() int { return t.w.n.raft.JobCut(t.job.Name, t.job.ID) }
+			cfg.JobCut = func() int { return t.w.host.JobCut(t.job.Name, t.job.ID) }
 		}
-		lp := worker.NewLeaser(t.ctx, nodeControl{t.w.n}, cfg)
-		defer lp.Close(t.w.n.ctx)
+		lp := NewLeaser(t.ctx, t.w.host, cfg)
+		defer lp.Close(t.w.ctx)
 		for {
 			// One pipeline per phase (exactly-once: a phase ends when
 			// the leases are done; a dead worker's splits start another;
@@ -87,7 +86,7 @@ func (p *plainProducer) produce() error {
 			census := lp.NextCensus()
 			lp.StartPhase(p.cut, census)
 			if census {
-				t.w.n.log.Info("at-most-once: counting what dead workers' splits lose (a census: run, not delivered)", "job", t.job.Name, "splits", lp.QueuedCensus())
+				t.w.log.Info("at-most-once: counting what dead workers' splits lose (a census: run, not delivered)", "job", t.job.Name, "splits", lp.QueuedCensus())
 			}
 			if err := p.pump(pipeline.Options{Provider: lp, Track: exact}, nil, -1, lp); err != nil {
 				return err
@@ -104,7 +103,7 @@ func (p *plainProducer) produce() error {
 			}
 		}
 	case api.Static:
-		ids := splits.StaticAssignment(t.splits.Len(), workerNames(t.job), t.w.n.name)
+		ids := splits.StaticAssignment(t.splits.Len(), workerNames(t.job), t.w.name)
 		mine := make([]pipeline.Split, 0, len(ids))
 		for _, id := range ids {
 			s, err := splitByID(t.splits, id)
@@ -133,16 +132,16 @@ func (p *plainProducer) produce() error {
 // A full queue blocks the pipeline: that is the task's back-pressure. With
 // o.Track (exactly-once), each batch names its elements (Header.Prov) and
 // the splits whose elements have all been offered are reported to lp.
-func (p *plainProducer) pump(o pipeline.Options, ss []pipeline.Split, epoch int64, lp *worker.Leaser) error {
+func (p *plainProducer) pump(o pipeline.Options, ss []pipeline.Split, epoch int64, lp *Leaser) error {
 	return p.pumpList(o, pipeline.SplitListOf(ss), epoch, lp)
 }
 
 // pumpList is pump over a SplitList (OFF: the whole dataset's, never built
 // as one slice).
-func (p *plainProducer) pumpList(o pipeline.Options, ss pipeline.SplitList, epoch int64, lp *worker.Leaser) error {
+func (p *plainProducer) pumpList(o pipeline.Options, ss pipeline.SplitList, epoch int64, lp *Leaser) error {
 	t := p.t
 	o.Cores = t.w.coreShare
-	o.Cache = t.autocache()
+	o.Cache = t.w.host.TaskCache(t.ctx, t.job, t.spec)
 	it, err := pipeline.OpenList(t.ctx, p.spec, ss, o)
 	if err != nil {
 		return err
@@ -170,12 +169,12 @@ func (p *plainProducer) pumpList(o pipeline.Options, ss pipeline.SplitList, epoc
 			}
 			continue
 		}
-		h := batch.Header{Seq: p.seq, Worker: t.w.n.name, Epoch: epoch, Extra: p.cutExtra}
+		h := batch.Header{Seq: p.seq, Worker: t.w.name, Epoch: epoch, Extra: p.cutExtra}
 		p.seq++
 		if tr != nil {
 			h.Prov = appendProvenance(h.Prov, tr)
 		}
-		f, err := t.w.n.encodeBatch(h, el)
+		f, err := t.w.encodeBatch(h, el)
 		if err != nil {
 			return fmt.Errorf("encode batch: %w", err)
 		}

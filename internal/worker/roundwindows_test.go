@@ -1,4 +1,4 @@
-package mesh
+package worker
 
 import (
 	"strings"
@@ -94,12 +94,12 @@ func TestWindowGrouperNeedsLengths(t *testing.T) {
 }
 
 func TestCoordinatedOp(t *testing.T) {
-	if _, err := coordinatedOp(&pipeline.Spec{}); err == nil || !strings.Contains(err.Error(), "bucket_by_sequence_length") {
+	if _, err := CoordinatedOp(&pipeline.Spec{}); err == nil || !strings.Contains(err.Error(), "bucket_by_sequence_length") {
 		t.Fatalf("a spec without a bucket op: %v", err)
 	}
 	op := &pipeline.BucketOp{Tensor: "x"}
-	got, err := coordinatedOp(&pipeline.Spec{Ops: []pipeline.Op{{BucketBySequenceLength: op}}})
+	got, err := CoordinatedOp(&pipeline.Spec{Ops: []pipeline.Op{{BucketBySequenceLength: op}}})
 	if err != nil || got != op {
-		t.Fatalf("coordinatedOp = %v, %v", got, err)
+		t.Fatalf("CoordinatedOp = %v, %v", got, err)
 	}
 }

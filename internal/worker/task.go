@@ -1,4 +1,4 @@
-package mesh
+package worker
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // FINISHED once the pipeline has read it completely (leases.go reports
 // it); a lease loop is DONE once the leader said it hands out no more.
 type task struct {
-	w      *nodeWorker
+	w      *Worker
 	job    api.JobInfo
 	spec   *pipeline.Spec
 	splits pipeline.SplitList
@@ -82,7 +82,7 @@ type producer interface {
 
 // newTaskLocked creates job's task and its producer; run starts it. w.mu
 // is held (a sharing task joins its production under it).
-func (w *nodeWorker) newTaskLocked(job api.JobInfo, spec *pipeline.Spec, all pipeline.SplitList) (*task, error) {
+func (w *Worker) newTaskLocked(job api.JobInfo, spec *pipeline.Spec, all pipeline.SplitList) (*task, error) {
 	if cut := job.Options.OffloadBoundary; cut > 0 {
 		// A partial offload: this node runs the prefix and ships single
 		// elements; the consumers run the rest (pipeline.OpenSuffix).
@@ -92,7 +92,7 @@ func (w *nodeWorker) newTaskLocked(job api.JobInfo, spec *pipeline.Spec, all pip
 		spec = spec.Prefix(cut)
 	}
 	t := &task{w: w, job: job, spec: spec, splits: all, ended: make(chan struct{})}
-	t.ctx, t.cancel = context.WithCancel(w.n.ctx)
+	t.ctx, t.cancel = context.WithCancel(w.ctx)
 	var err error
 	switch {
 	case job.Options.Coordinated:
@@ -124,13 +124,13 @@ func (t *task) compression() batch.Compression {
 func (t *task) run() {
 	defer t.w.wg.Done()
 	defer t.w.remove(t)
-	t.poll = time.NewTicker(t.w.n.cfg.Worker.JobPollInterval)
+	t.poll = time.NewTicker(t.w.cfg.JobPollInterval)
 	defer t.poll.Stop()
 	err := t.prod.produce()
 	t.prod.end(err)
 	close(t.ended)
 	if err != nil && t.ctx.Err() == nil {
-		t.w.n.log.Warn("task failed", "job", t.job.Name, "err", err)
+		t.w.log.Warn("task failed", "job", t.job.Name, "err", err)
 	}
 	if err == nil && t.released.Load() {
 		t.retire() // not the end of the task's data: the job released it
@@ -140,7 +140,7 @@ func (t *task) run() {
 		// The data ended, or production failed: not a cancellation
 		// (node closing, job gone) or a drain, which is no end of the
 		// task's data.
-		t.w.n.reportTaskEnd(t.job.Name, t.job.ID, err)
+		t.w.reportTaskEnd(t.job, err)
 	}
 	// Stay around, ended, so consumers that connect later get the end of
 	// data at once, until the job is garbage-collected.
@@ -154,5 +154,19 @@ func (t *task) hasEnded() bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// reportTaskEnd records that the task's data ended (err nil) or that it
+// failed: the leader ends or fails the job once its tasks say so.
+func (w *Worker) reportTaskEnd(job api.JobInfo, taskErr error) {
+	ctx, cancel := context.WithTimeout(w.ctx, w.requestTimeout)
+	defer cancel()
+	req := api.EndTaskRequest{Job: job.Name, Worker: w.name, JobID: job.ID}
+	if taskErr != nil {
+		req.Failure = taskErr.Error()
+	}
+	if err := w.host.EndTask(ctx, req); err != nil && ctx.Err() == nil {
+		w.log.Warn("record the end of a task", "job", job.Name, "failed", taskErr != nil, "err", err)
 	}
 }

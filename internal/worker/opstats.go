@@ -1,7 +1,6 @@
-package mesh
+package worker
 
 import (
-	"context"
 	"runtime"
 	"sort"
 	"sync"
@@ -9,7 +8,6 @@ import (
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
 	_ "github.com/feedmesh/feedmesh/pipeline/diagnose" // registers the tuner of `parallelism: auto`
-	"github.com/feedmesh/feedmesh/transport"
 )
 
 // opStatsLog keeps the per-op statistics of the pipelines one task (or one
@@ -58,11 +56,10 @@ func (l *opStatsLog) snapshot() pipeline.Stats {
 	return sum
 }
 
-// OpStats returns the per-op statistics of this node's tasks, for job only
+// OpStats returns the per-op statistics of this worker's tasks, for job only
 // unless job is empty (api.MethodOpStats).
-func (n *Node) OpStats(job string) api.WorkerOpStats {
-	w := n.worker
-	out := api.WorkerOpStats{Worker: n.name, Cores: runtime.GOMAXPROCS(0)}
+func (w *Worker) OpStats(job string) api.WorkerOpStats {
+	out := api.WorkerOpStats{Worker: w.name, Cores: runtime.GOMAXPROCS(0)}
 	w.mu.Lock()
 	type entry struct {
 		t   *task
@@ -87,25 +84,10 @@ func (n *Node) OpStats(job string) api.WorkerOpStats {
 	return out
 }
 
-// WorkerOpStats asks one worker for the per-op statistics of its tasks (of
-// job only, unless job is empty): this node directly, another over
-// api.MethodOpStats within ctx.
-func (n *Node) WorkerOpStats(ctx context.Context, name, addr, job string) (api.WorkerOpStats, error) {
-	if name == n.name {
-		return n.OpStats(job), nil
-	}
-	if addr == "" {
-		return api.WorkerOpStats{}, transport.Errorf(transport.ErrUnavailable, "no address for worker %s", name)
-	}
-	var st api.WorkerOpStats
-	err := transport.Call(ctx, n.tr, n.codec, addr, api.MethodOpStats, api.OpStatsRequest{Job: job}, &st)
-	return st, err
-}
-
 // coreShare is the core budget an autotuned pipeline on this node may
 // allocate (pipeline.Options.Cores, asked at every revision): GOMAXPROCS
 // shared equally by the tasks still producing.
-func (w *nodeWorker) coreShare() float64 {
+func (w *Worker) coreShare() float64 {
 	w.mu.Lock()
 	n := 0
 	for _, t := range w.tasks {

@@ -1,4 +1,4 @@
-package mesh
+package worker
 
 import (
 	"errors"
@@ -49,7 +49,7 @@ func (r *sharedReader) produce() error {
 			return nil
 		}
 		if errors.Is(err, share.ErrItemTooLarge) {
-			return fmt.Errorf("%w (this worker's Worker.ShareWindowBytes is %d bytes; raise it, or make the batches smaller)", err, t.w.n.cfg.Worker.ShareWindowBytes)
+			return fmt.Errorf("%w (this worker's Worker.ShareWindowBytes is %d bytes; raise it, or make the batches smaller)", err, t.w.cfg.ShareWindowBytes)
 		}
 		if err != nil {
 			return err

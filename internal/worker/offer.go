@@ -1,11 +1,10 @@
-package mesh
+package worker
 
 import (
 	"context"
 	"errors"
 	"time"
 
-	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -70,9 +69,9 @@ func (t *task) checkJob() {
 
 // jobGone asks the control plane whether the task's job is gone.
 func (t *task) jobGone() bool {
-	ctx, cancel := context.WithTimeout(t.ctx, t.w.n.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(t.ctx, t.w.requestTimeout)
 	defer cancel()
-	resp, err := t.w.n.jobGet(ctx, api.JobRequest{Job: t.job.Name})
+	resp, err := t.w.host.JobGet(ctx, t.job.Name)
 	// A job of the same name created since (a new ID) is another job: this
 	// task, with the old spec and options, must not serve it.
 	return errors.Is(err, transport.ErrNotFound) || (err == nil && resp.Job.ID != t.job.ID)
@@ -86,7 +85,7 @@ func (t *task) waitForJobGone() {
 			return
 		case <-t.poll.C:
 			if t.jobGone() {
-				t.w.n.log.Info("task stopped: job garbage-collected", "job", t.job.Name)
+				t.w.log.Info("task stopped: job garbage-collected", "job", t.job.Name)
 				return
 			}
 		}

@@ -1,4 +1,4 @@
-package mesh
+package worker
 
 import (
 	"errors"
@@ -23,9 +23,9 @@ type windowGrouper struct {
 	templates  map[int]pipeline.Element // first batch of each bucket: the fillers' shape
 }
 
-// coordinatedOp returns the bucket op a coordinated spec ends in, or an
+// CoordinatedOp returns the bucket op a coordinated spec ends in, or an
 // error that says what to change.
-func coordinatedOp(spec *pipeline.Spec) (*pipeline.BucketOp, error) {
+func CoordinatedOp(spec *pipeline.Spec) (*pipeline.BucketOp, error) {
 	if len(spec.Ops) == 0 || spec.Ops[len(spec.Ops)-1].BucketBySequenceLength == nil {
 		return nil, errors.New("coordinated: the dataset spec must end in bucket_by_sequence_length (rounds group batches of one bucket)")
 	}

@@ -1,4 +1,4 @@
-package mesh
+package worker
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/internal/share"
-	"github.com/feedmesh/feedmesh/internal/worker"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
@@ -22,7 +21,7 @@ import (
 // from it with its own cursor and queues them for its consumers, so the
 // same *batch.Frame goes to every job's streams: no re-encoding, no copy. share.Shared decides who
 // produces (the reader at the front) and who waits; a job that lags more
-// than WorkerConfig.ShareWindowBytes behind skips the evicted frames.
+// than Config.ShareWindowBytes behind skips the evicted frames.
 //
 // OFF: the production runs the whole dataset, epoch after epoch, like an
 // unshared OFF task. DYNAMIC: it leases splits under the jobs' share group
@@ -51,7 +50,7 @@ type shareKey struct {
 
 // sharedProd is one shared production on this worker.
 type sharedProd struct {
-	w      *nodeWorker
+	w      *Worker
 	key    shareKey
 	spec   *pipeline.Spec
 	splits pipeline.SplitList
@@ -66,7 +65,7 @@ type sharedProd struct {
 	// from one reader at a time.
 	it       pipeline.Iterator
 	epoch    int64
-	provider *worker.Leaser
+	provider *Leaser
 	opened   bool // DYNAMIC: the one pipeline was opened
 	seq      uint64
 
@@ -77,7 +76,7 @@ type sharedProd struct {
 
 // joinShareLocked joins job to the production of its key, creating it if
 // none is joinable. w.mu is held.
-func (w *nodeWorker) joinShareLocked(job api.JobInfo, spec *pipeline.Spec, all pipeline.SplitList) (*sharedProd, error) {
+func (w *Worker) joinShareLocked(job api.JobInfo, spec *pipeline.Spec, all pipeline.SplitList) (*sharedProd, error) {
 	key := shareKey{fingerprint: job.Fingerprint, sharding: job.Options.Sharding, epochs: job.Options.Epochs, group: job.ShareGroup}
 	if key.sharding == api.Dynamic && key.group == "" {
 		return nil, fmt.Errorf("job %q shares with dynamic sharding but has no share group: is the leader older than this worker?", job.Name)
@@ -85,13 +84,13 @@ func (w *nodeWorker) joinShareLocked(job api.JobInfo, spec *pipeline.Spec, all p
 	sp := w.shares[key]
 	if sp == nil {
 		sp = &sharedProd{w: w, key: key, spec: spec, splits: all, members: map[string]bool{}, joinable: true}
-		sp.ctx, sp.cancel = context.WithCancel(w.n.ctx)
+		sp.ctx, sp.cancel = context.WithCancel(w.ctx)
 		cfg := share.DefaultConfig()
-		cfg.WindowBytes = w.n.cfg.Worker.ShareWindowBytes
+		cfg.WindowBytes = w.cfg.ShareWindowBytes
 		sp.shared = share.NewShared(cfg, sp.produce)
 		w.shares[key] = sp
 		w.prods[sp] = true
-		w.n.log.Info("shared production started", "dataset", job.Fingerprint, "sharding", key.sharding, "group", key.group)
+		w.log.Info("shared production started", "dataset", job.Fingerprint, "sharding", key.sharding, "group", key.group)
 	}
 	if err := sp.shared.Join(job.Name); err != nil {
 		if len(sp.members) == 0 {
@@ -147,7 +146,7 @@ func (p *sharedProd) produce(context.Context) (*batch.Frame, error) {
 		if p.key.sharding == api.Dynamic {
 			epoch = -1 // as unshared DYNAMIC tasks: the lease knows, the frame does not
 		}
-		f, err := p.w.n.encodeBatch(batch.Header{Seq: p.seq, Worker: p.w.n.name, Epoch: epoch}, el)
+		f, err := p.w.encodeBatch(batch.Header{Seq: p.seq, Worker: p.w.name, Epoch: epoch}, el)
 		if err != nil {
 			p.detach()
 			return nil, fmt.Errorf("encode batch: %w", err)
@@ -171,7 +170,7 @@ func (p *sharedProd) open() error {
 			return io.EOF
 		}
 		p.opened = true
-		p.provider = worker.NewLeaser(p.ctx, nodeControl{p.w.n}, p.w.n.leaserConfig(p.key.group, p.splits, false))
+		p.provider = NewLeaser(p.ctx, p.w.host, p.w.leaseConfig(p.key.group, p.splits, false))
 		o.Provider = p.provider
 	default:
 		if p.epoch >= p.key.epochs {
@@ -191,7 +190,7 @@ func (p *sharedProd) open() error {
 
 func (p *sharedProd) closeProvider() {
 	if p.provider != nil {
-		p.provider.Close(p.w.n.ctx)
+		p.provider.Close(p.w.ctx)
 		p.provider = nil
 	}
 }
@@ -219,7 +218,7 @@ func (p *sharedProd) leave(job string) (share.JobStats, bool) {
 			p.it = nil
 		}
 		p.closeProvider()
-		w.n.log.Info("shared production released", "dataset", p.key.fingerprint, "produced", p.shared.Stats().Produced)
+		w.log.Info("shared production released", "dataset", p.key.fingerprint, "produced", p.shared.Stats().Produced)
 	}
 	return st, ok
 }

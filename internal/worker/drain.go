@@ -1,4 +1,4 @@
-package mesh
+package worker
 
 import (
 	"context"
@@ -42,12 +42,12 @@ import (
 // done.
 const drainPoll = 20 * time.Millisecond
 
-// startDrain has the worker's DYNAMIC productions stop leasing and hand
+// StartDrain has the worker's DYNAMIC productions stop leasing and hand
 // back what they hold; idempotent.
-func (w *nodeWorker) startDrain() { w.drainOnce.Do(func() { close(w.drainCh) }) }
+func (w *Worker) StartDrain() { w.drainOnce.Do(func() { close(w.drainCh) }) }
 
 // draining reports whether the worker drains.
-func (w *nodeWorker) draining() bool {
+func (w *Worker) draining() bool {
 	select {
 	case <-w.drainCh:
 		return true
@@ -56,10 +56,10 @@ func (w *nodeWorker) draining() bool {
 	}
 }
 
-// drain starts the drain and waits until every task has drained, or ctx
+// Drain starts the drain and waits until every task has drained, or ctx
 // ends. It reports whether everything drained.
-func (w *nodeWorker) drain(ctx context.Context) bool {
-	w.startDrain()
+func (w *Worker) Drain(ctx context.Context) bool {
+	w.StartDrain()
 	t := time.NewTicker(drainPoll)
 	defer t.Stop()
 	recorded := map[*task]bool{}
@@ -82,7 +82,7 @@ func (w *nodeWorker) drain(ctx context.Context) bool {
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			w.n.log.Warn("drain cut short by the drain timeout: what these tasks hold is lost (at-most-once) or read again elsewhere (exactly-once)", "jobs", pending)
+			w.log.Warn("drain cut short by the drain timeout: what these tasks hold is lost (at-most-once) or read again elsewhere (exactly-once)", "jobs", pending)
 			return false
 		}
 	}
@@ -106,16 +106,12 @@ const (
 	drainViewFresh = 50 * time.Millisecond
 )
 
-// jobDrainView returns job's drainView, from the local replica if this
-// node has the job, else from the leader at most every drainViewEvery
+// jobDrainView returns job's drainView, from the node's replica if it
+// has the job, else from the leader at most every drainViewEvery
 // (drainViewFresh when fresh).
-func (n *Node) jobDrainView(ctx context.Context, job string, cache map[string]drainView, fresh bool) drainView {
-	if v, ok := n.raft.Job(job); ok {
-		dv := drainView{ok: true, id: v.ID, consumers: len(v.Consumers)}
-		if v.Dynamic != nil {
-			dv.held = v.Dynamic.Held()[n.name]
-		}
-		return dv
+func (w *Worker) jobDrainView(ctx context.Context, job string, cache map[string]drainView, fresh bool) drainView {
+	if v, ok := w.host.LocalJob(job); ok {
+		return drainView{ok: true, id: v.ID, consumers: v.Consumers, held: v.Held}
 	}
 	maxAge := drainViewEvery
 	if fresh {
@@ -124,8 +120,8 @@ func (n *Node) jobDrainView(ctx context.Context, job string, cache map[string]dr
 	if c, ok := cache[job]; ok && time.Since(c.at) < maxAge {
 		return c
 	}
-	rctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
-	resp, err := n.jobGet(rctx, api.JobRequest{Job: job})
+	rctx, cancel := context.WithTimeout(ctx, w.requestTimeout)
+	resp, err := w.host.JobGet(rctx, job)
 	cancel()
 	dv := drainView{at: time.Now(), ok: err == nil}
 	if err != nil && !errors.Is(err, transport.ErrNotFound) {
@@ -134,7 +130,7 @@ func (n *Node) jobDrainView(ctx context.Context, job string, cache map[string]dr
 	if err == nil {
 		dv.id, dv.consumers = resp.Job.ID, len(resp.Job.Consumers)
 		for _, wi := range resp.Job.Workers {
-			if wi.Name == n.name {
+			if wi.Name == w.name {
 				dv.held = wi.Held
 			}
 		}
@@ -148,18 +144,18 @@ func (n *Node) jobDrainView(ctx context.Context, job string, cache map[string]dr
 // (raftstate.NewDrainTask). Without it the node's departure expires it from
 // the job for good, which loses nothing either, but takes its CPUs from
 // the job.
-func (w *nodeWorker) recordDrained(ctx context.Context, t *task) {
-	rctx, cancel := context.WithTimeout(ctx, w.n.cfg.RequestTimeout)
+func (w *Worker) recordDrained(ctx context.Context, t *task) {
+	rctx, cancel := context.WithTimeout(ctx, w.requestTimeout)
 	defer cancel()
-	err := w.n.drained(rctx, api.DrainedRequest{Job: t.job.Name, JobID: t.job.ID, Worker: w.n.name, Incarnation: w.n.incarnation})
+	err := w.host.Drained(rctx, api.DrainedRequest{Job: t.job.Name, JobID: t.job.ID, Worker: w.name, Incarnation: w.incarnation})
 	if err != nil {
-		w.n.log.Info("drained task not recorded: this node's next process will not rejoin the job", "job", t.job.Name, "reason", err)
+		w.log.Info("drained task not recorded: this node's next process will not rejoin the job", "job", t.job.Name, "reason", err)
 		return
 	}
-	w.n.log.Info("task drained", "job", t.job.Name)
+	w.log.Info("task drained", "job", t.job.Name)
 }
 
-func (w *nodeWorker) taskList() []*task {
+func (w *Worker) taskList() []*task {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	tasks := make([]*task, 0, len(w.tasks))
@@ -178,7 +174,7 @@ func (t *task) drained(ctx context.Context, views map[string]drainView) (done, r
 		return true, false
 	}
 	local := t.hasEnded() && t.prod.queued() == 0 && t.streams.Load() == 0
-	v := t.w.n.jobDrainView(ctx, t.job.Name, views, local)
+	v := t.w.jobDrainView(ctx, t.job.Name, views, local)
 	if !v.ok || v.consumers == 0 || v.id != t.job.ID {
 		return true, false // the job is gone, replaced, or nobody reads it
 	}

@@ -1,23 +1,37 @@
-package mesh
+package worker
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/tensor"
+	"github.com/feedmesh/feedmesh/transport"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
-// nodeWorker runs this node's tasks and serves their batches.
-type nodeWorker struct {
-	n  *Node
-	wg sync.WaitGroup
+// Worker runs a node's tasks, one per job it works for, and serves their
+// batches on the node's data streams.
+type Worker struct {
+	host           Host
+	name           string
+	incarnation    uint64
+	cfg            Config
+	requestTimeout time.Duration
+	failover       time.Duration
+	codec          *transport.Codec
+	log            *slog.Logger
+	// ctx ends when the worker closes: every task's context derives from it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
 	mu     sync.Mutex
 	tasks  map[string]*task
@@ -35,12 +49,27 @@ type nodeWorker struct {
 	shareProduced               atomic.Int64
 }
 
-func newWorker(n *Node) *nodeWorker {
-	return &nodeWorker{n: n, tasks: map[string]*task{}, shares: map[shareKey]*sharedProd{}, prods: map[*sharedProd]bool{}, drainCh: make(chan struct{})}
+// New is the worker of the node host; Serve starts it, Close stops it.
+func New(host Host, o Options) *Worker {
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	w := &Worker{host: host, name: o.Name, incarnation: o.Incarnation, cfg: o.Config, requestTimeout: o.RequestTimeout,
+		failover: o.Failover, codec: o.Codec, log: log,
+		tasks: map[string]*task{}, shares: map[shareKey]*sharedProd{}, prods: map[*sharedProd]bool{}, drainCh: make(chan struct{})}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	return w
 }
 
-// serve accepts data streams until l closes.
-func (w *nodeWorker) serve(l net.Listener) {
+// Serve accepts data streams on l until it closes, in a goroutine that
+// Close waits for.
+func (w *Worker) Serve(l net.Listener) {
+	w.wg.Add(1)
+	go w.serve(l)
+}
+
+func (w *Worker) serve(l net.Listener) {
 	defer w.wg.Done()
 	for {
 		conn, err := l.Accept()
@@ -52,17 +81,17 @@ func (w *nodeWorker) serve(l net.Listener) {
 	}
 }
 
-func (w *nodeWorker) handleStream(conn net.Conn) {
+func (w *Worker) handleStream(conn net.Conn) {
 	defer w.wg.Done()
-	ctx := w.n.ctx
+	ctx := w.ctx
 	// The task is looked up (and started) before the client is told the
 	// compression in force: the job's options decide it, not the client.
 	var (
 		t    *task
 		terr error
 	)
-	sender, req, err := batch.AcceptWith(ctx, w.n.codec, conn, w.n.cfg.Worker.MaxWindow, func(req batch.OpenRequest) batch.Compression {
-		if w.n.cfg.Worker.Disabled {
+	sender, req, err := batch.AcceptWith(ctx, w.codec, conn, w.cfg.MaxWindow, func(req batch.OpenRequest) batch.Compression {
+		if w.cfg.Disabled {
 			return batch.CompressNone
 		}
 		if t, terr = w.task(ctx, req.Job, req.JobID); terr != nil {
@@ -73,16 +102,16 @@ func (w *nodeWorker) handleStream(conn net.Conn) {
 	if err != nil {
 		if errors.Is(err, batch.ErrUnsupportedVersion) {
 			// A client of another release: its user needs to know.
-			w.n.log.Warn("data stream refused: the client speaks another batch protocol version", "err", err)
+			w.log.Warn("data stream refused: the client speaks another batch protocol version", "err", err)
 		} else {
-			w.n.log.Debug("data stream rejected", "err", err)
+			w.log.Debug("data stream rejected", "err", err)
 		}
 		conn.Close()
 		return
 	}
 	defer sender.Close()
-	if w.n.cfg.Worker.Disabled {
-		sender.End(fmt.Errorf("node %s does not run tasks (worker disabled)", w.n.name))
+	if w.cfg.Disabled {
+		sender.End(fmt.Errorf("node %s does not run tasks (worker disabled)", w.name))
 		return
 	}
 	if err := terr; err != nil {
@@ -111,7 +140,7 @@ func (w *nodeWorker) handleStream(conn net.Conn) {
 // when not 0, is the job's ID as the consumer knows it: a task of an
 // older job of that name (replaced by a resume) is stopped and the new
 // one started; a consumer of an older job than the task's is refused.
-func (w *nodeWorker) task(ctx context.Context, job string, id uint64) (*task, error) {
+func (w *Worker) task(ctx context.Context, job string, id uint64) (*task, error) {
 	w.mu.Lock()
 	t := w.tasks[job]
 	if t != nil && t.retired.Load() {
@@ -119,7 +148,7 @@ func (w *nodeWorker) task(ctx context.Context, job string, id uint64) (*task, er
 		t = nil
 	}
 	if t != nil && id != 0 && t.job.ID < id {
-		w.n.log.Info("task stopped: its job was replaced under the same name", "job", job, "id", t.job.ID, "new_id", id)
+		w.log.Info("task stopped: its job was replaced under the same name", "job", job, "id", t.job.ID, "new_id", id)
 		t.cancel()
 		delete(w.tasks, job)
 		t = nil
@@ -127,21 +156,21 @@ func (w *nodeWorker) task(ctx context.Context, job string, id uint64) (*task, er
 	w.mu.Unlock()
 	if t != nil {
 		if id != 0 && t.job.ID != id {
-			return nil, fmt.Errorf("worker %s: job %q is id %d now, not %d (it was replaced: a resume)", w.n.name, job, t.job.ID, id)
+			return nil, fmt.Errorf("worker %s: job %q is id %d now, not %d (it was replaced: a resume)", w.name, job, t.job.ID, id)
 		}
 		return t, nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, w.n.cfg.RequestTimeout)
-	resp, err := w.n.jobGet(rctx, api.JobRequest{Job: job})
+	rctx, cancel := context.WithTimeout(ctx, w.requestTimeout)
+	resp, err := w.host.JobGet(rctx, job)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("worker %s could not load job %q (is the control plane reachable, does the job exist?): %w", w.n.name, job, err)
+		return nil, fmt.Errorf("worker %s could not load job %q (is the control plane reachable, does the job exist?): %w", w.name, job, err)
 	}
 	if err := api.CheckJobInfo(resp.Job); err != nil {
-		return nil, fmt.Errorf("worker %s loading job %q: %w", w.n.name, job, err)
+		return nil, fmt.Errorf("worker %s loading job %q: %w", w.name, job, err)
 	}
 	if id != 0 && resp.Job.ID != id {
-		return nil, fmt.Errorf("worker %s: job %q is id %d, not %d (it was replaced: a resume)", w.n.name, job, resp.Job.ID, id)
+		return nil, fmt.Errorf("worker %s: job %q is id %d, not %d (it was replaced: a resume)", w.name, job, resp.Job.ID, id)
 	}
 	spec, err := pipeline.DecodeCanonical(resp.Spec)
 	if err != nil {
@@ -163,7 +192,7 @@ func (w *nodeWorker) task(ctx context.Context, job string, id uint64) (*task, er
 	if t := w.tasks[job]; t != nil && !t.retired.Load() {
 		return t, nil
 	}
-	if w.n.ctx.Err() != nil || w.draining() {
+	if w.ctx.Err() != nil || w.draining() {
 		return nil, errors.New("worker is shutting down")
 	}
 	t, err = w.newTaskLocked(resp.Job, spec, all)
@@ -173,11 +202,11 @@ func (w *nodeWorker) task(ctx context.Context, job string, id uint64) (*task, er
 	w.tasks[job] = t
 	w.wg.Add(1)
 	go t.run()
-	w.n.log.Info("task started", "job", job, "sharding", resp.Job.Options.Sharding, "splits", all.Len())
+	w.log.Info("task started", "job", job, "sharding", resp.Job.Options.Sharding, "splits", all.Len())
 	return t, nil
 }
 
-func (w *nodeWorker) remove(t *task) {
+func (w *Worker) remove(t *task) {
 	w.mu.Lock()
 	if w.tasks[t.job.Name] == t {
 		delete(w.tasks, t.job.Name)
@@ -185,8 +214,10 @@ func (w *nodeWorker) remove(t *task) {
 	w.mu.Unlock()
 }
 
-// close stops every task and waits for them and the stream handlers.
-func (w *nodeWorker) close() {
+// Close stops every task and waits for them and the stream handlers (the
+// node closes the listeners first).
+func (w *Worker) Close() {
+	w.cancel()
 	w.mu.Lock()
 	for _, t := range w.tasks {
 		t.cancel()
@@ -197,10 +228,10 @@ func (w *nodeWorker) close() {
 
 // encodeBatch encodes one batch for the wire, unpadded and narrowed unless
 // configured otherwise.
-func (n *Node) encodeBatch(h batch.Header, el tensor.Element) (*batch.Frame, error) {
+func (w *Worker) encodeBatch(h batch.Header, el tensor.Element) (*batch.Frame, error) {
 	o := batch.ShippedEncodeOptions
-	if n.cfg.Worker.SendPadded {
+	if w.cfg.SendPadded {
 		o = batch.EncodeOptions{}
 	}
-	return batch.EncodeWith(n.codec, h, el, o)
+	return batch.EncodeWith(w.codec, h, el, o)
 }

@@ -1,13 +1,9 @@
-package mesh
+package worker
 
-import (
-	"time"
+import "time"
 
-	"github.com/feedmesh/feedmesh/internal/raftstate"
-)
-
-// WorkerConfig bounds what a node does as a worker.
-type WorkerConfig struct {
+// Config bounds what a node does as a worker (mesh.Config.Worker).
+type Config struct {
 	// SendPadded ships padded tensors as they are. By default a tensor with
 	// a "<name>_length" companion (padded_batch, bucket_by_sequence_length)
 	// travels as its rows' valid prefixes, integer token ids in the fewest
@@ -98,18 +94,18 @@ type WorkerConfig struct {
 	RoundsHeld int
 }
 
-// Defaults of WorkerConfig.RoundsAhead and RoundsHeld.
+// Defaults of Config.RoundsAhead and RoundsHeld.
 const (
 	DefaultRoundsAhead = 4
 	DefaultRoundsHeld  = 512
 )
 
-// DefaultProduceInterval is WorkerConfig.ProduceInterval's default.
+// DefaultProduceInterval is Config.ProduceInterval's default.
 const DefaultProduceInterval = 250 * time.Millisecond
 
 // produceInterval is ProduceInterval with its default applied (0: no
 // pause between reports).
-func (c WorkerConfig) produceInterval() time.Duration {
+func (c Config) produceInterval() time.Duration {
 	switch {
 	case c.ProduceInterval < 0:
 		return 0
@@ -120,7 +116,7 @@ func (c WorkerConfig) produceInterval() time.Duration {
 }
 
 // roundsAhead is RoundsAhead with its default applied.
-func (c WorkerConfig) roundsAhead() int {
+func (c Config) roundsAhead() int {
 	if c.RoundsAhead <= 0 {
 		return DefaultRoundsAhead
 	}
@@ -128,29 +124,22 @@ func (c WorkerConfig) roundsAhead() int {
 }
 
 // roundsHeld is RoundsHeld with its default applied.
-func (c WorkerConfig) roundsHeld() int {
+func (c Config) roundsHeld() int {
 	if c.RoundsHeld <= 0 {
 		return DefaultRoundsHeld
 	}
 	return c.RoundsHeld
 }
 
-// failoverAhead is FailoverAhead with its default applied (0: off).
-func (c WorkerConfig) failoverAhead(r raftstate.Config) time.Duration {
+// failoverAhead is FailoverAhead with its default applied (0: off):
+// failover, about the longest a Raft leader's death leaves the cluster
+// without one, as the node's Raft timing says.
+func (c Config) failoverAhead(failover time.Duration) time.Duration {
 	switch {
 	case c.FailoverAhead < 0:
 		return 0
 	case c.FailoverAhead == 0:
-		return failoverTime(r)
+		return failover
 	}
 	return c.FailoverAhead
-}
-
-// failoverTime is about the longest a Raft leader's death leaves the
-// cluster without one: a follower notices within 2 HeartbeatTimeouts
-// (Raft randomizes the timeout between one and two), and an election
-// whose first round fails (a vote refused by a peer that has not noticed
-// yet, or split) is retried after an ElectionTimeout.
-func failoverTime(r raftstate.Config) time.Duration {
-	return 2*r.HeartbeatTimeout + r.ElectionTimeout
 }

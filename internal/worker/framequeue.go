@@ -1,4 +1,4 @@
-package mesh
+package worker
 
 import (
 	"context"
@@ -39,7 +39,7 @@ type frameQueue struct {
 }
 
 func newFrameQueue(t *task) frameQueue {
-	return frameQueue{t: t, out: make(chan *batch.Frame, t.w.n.cfg.Worker.TaskBuffer),
+	return frameQueue{t: t, out: make(chan *batch.Frame, t.w.cfg.TaskBuffer),
 		resend: t.job.Tracks(), kick: make(chan struct{}, 1)}
 }
 
@@ -50,7 +50,7 @@ func (q *frameQueue) requeue(consumer string, fs []*batch.Frame) {
 		return
 	}
 	var detached map[string]int64
-	if v, ok := q.t.w.n.raft.Job(q.t.job.Name); ok && v.ID == q.t.job.ID {
+	if v, ok := q.t.w.host.LocalJob(q.t.job.Name); ok && v.ID == q.t.job.ID {
 		detached = v.Detached
 	}
 	q.mu.Lock()
@@ -119,7 +119,7 @@ func (q *frameQueue) queued() int { return len(q.out) }
 func (q *frameQueue) serve(ctx context.Context, s *batch.Sender, req batch.OpenRequest) {
 	me := req.Consumer
 	t := q.t
-	coalesce := t.w.n.cfg.Worker.SendCoalesce
+	coalesce := t.w.cfg.SendCoalesce
 	fs := make([]*batch.Frame, 0, coalesce)
 	var sent []*batch.Frame // exactly-once: sent, maybe not yet credited back
 	for {
@@ -169,7 +169,7 @@ func (q *frameQueue) serve(ctx context.Context, s *batch.Sender, req batch.OpenR
 			// The consumer is gone. At-most-once: these batches (up to
 			// SendCoalesce, the unsent ones included) are lost with it,
 			// as tf.data service does; exactly-once: requeued above.
-			t.w.n.log.Debug("consumer stream ended", "job", t.job.Name, "err", err)
+			t.w.log.Debug("consumer stream ended", "job", t.job.Name, "err", err)
 			return
 		}
 		if !open && !(q.resend && q.hasAgain(me)) {

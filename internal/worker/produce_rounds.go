@@ -1,4 +1,4 @@
-package mesh
+package worker
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/internal/worker"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/bucketing"
 	"github.com/feedmesh/feedmesh/transport/batch"
@@ -26,7 +25,7 @@ type roundProducer struct {
 }
 
 func newRoundProducer(t *task) (*roundProducer, error) {
-	op, err := coordinatedOp(t.spec)
+	op, err := CoordinatedOp(t.spec)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +40,7 @@ func newRoundProducer(t *task) (*roundProducer, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := t.w.n.cfg.Worker
+	cfg := t.w.cfg
 	rs := newRoundServer(m, cfg.roundsAhead(), cfg.roundsHeld())
 	rs.keep = t.job.Options.Delivery == api.ExactlyOnce
 	return &roundProducer{t: t, rs: rs, grouper: g}, nil
@@ -64,11 +63,11 @@ func newRoundProducer(t *task) (*roundProducer, error) {
 func (p *roundProducer) produce() error {
 	t := p.t
 	exact := t.job.Options.Delivery == api.ExactlyOnce
-	cfg := t.w.n.leaserConfig(t.job.Name, t.splits, exact)
+	cfg := t.w.leaseConfig(t.job.Name, t.splits, exact)
 	cfg.Drain = nil // a coordinated task does not drain: its rounds are fixed per worker
 	cfg.JobID, cfg.Waited = t.job.ID, &t.leaseWait
-	lp := worker.NewLeaser(t.ctx, nodeControl{t.w.n}, cfg)
-	defer lp.Close(t.w.n.ctx)
+	lp := NewLeaser(t.ctx, t.w.host, cfg)
+	defer lp.Close(t.w.ctx)
 	for {
 		if err := p.phase(lp, exact); err != nil {
 			return err
@@ -86,7 +85,7 @@ func (p *roundProducer) produce() error {
 }
 
 // phase runs one pipeline over the leases until they are done.
-func (p *roundProducer) phase(lp *worker.Leaser, exact bool) error {
+func (p *roundProducer) phase(lp *Leaser, exact bool) error {
 	t := p.t
 	it, err := pipeline.OpenWithOptions(t.ctx, t.spec, nil, pipeline.Options{Provider: lp, Track: exact, Cores: t.w.coreShare})
 	if err != nil {
@@ -188,14 +187,14 @@ func (p *roundProducer) serve(ctx context.Context, s *batch.Sender, open batch.O
 		s.End(err)
 		return
 	}
-	h := batch.Header{Seq: uint64(req.Round), Worker: t.w.n.name, Extra: raw, Prov: a.b.prov}
-	f, err := t.w.n.encodeBatch(h, a.b.el)
+	h := batch.Header{Seq: uint64(req.Round), Worker: t.w.name, Extra: raw, Prov: a.b.prov}
+	f, err := t.w.encodeBatch(h, a.b.el)
 	if err != nil {
 		s.End(fmt.Errorf("encode batch: %w", err))
 		return
 	}
 	if err := s.Send(ctx, f); err != nil {
-		t.w.n.log.Debug("coordinated consumer stream ended", "job", t.job.Name, "round", req.Round, "err", err)
+		t.w.log.Debug("coordinated consumer stream ended", "job", t.job.Name, "round", req.Round, "err", err)
 		return
 	}
 	s.End(nil)

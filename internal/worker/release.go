@@ -1,4 +1,4 @@
-package mesh
+package worker
 
 import (
 	"time"
@@ -41,7 +41,7 @@ func (t *task) retire() {
 			if record {
 				t.w.recordDrained(t.ctx, t)
 			}
-			t.w.n.log.Info("released task drained; the node is free for other jobs", "job", t.job.Name)
+			t.w.log.Info("released task drained; the node is free for other jobs", "job", t.job.Name)
 			t.cancel()
 			return
 		}

@@ -1,4 +1,4 @@
-package mesh
+package worker
 
 import (
 	"sort"
@@ -30,23 +30,22 @@ type TaskStats struct {
 	LeaseWait, OfferWait time.Duration
 }
 
-// Tasks lists the tasks running on this node.
-func (n *Node) Tasks() []TaskStats {
-	n.worker.mu.Lock()
-	defer n.worker.mu.Unlock()
-	out := make([]TaskStats, 0, len(n.worker.tasks))
-	for _, t := range n.worker.tasks {
+// Tasks lists the tasks running on this worker.
+func (w *Worker) Tasks() []TaskStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]TaskStats, 0, len(w.tasks))
+	for _, t := range w.tasks {
 		out = append(out, TaskStats{Job: t.job.Name, Produced: t.produced.Load(), ProducedBytes: t.producedBytes.Load(), Queued: t.prod.queued(), Ended: t.hasEnded(),
 			LeaseWait: time.Duration(t.leaseWait.Load()), OfferWait: time.Duration(t.offerWait.Load())})
 	}
 	return out
 }
 
-// ShareStats returns this node's sharing counters, for job only unless
+// ShareStats returns this worker's sharing counters, for job only unless
 // job is empty.
-func (n *Node) ShareStats(job string) api.WorkerShareStats {
-	w := n.worker
-	out := api.WorkerShareStats{Worker: n.name, WindowLimit: n.cfg.Worker.ShareWindowBytes, Produced: w.shareProduced.Load()}
+func (w *Worker) ShareStats(job string) api.WorkerShareStats {
+	out := api.WorkerShareStats{Worker: w.name, WindowLimit: w.cfg.ShareWindowBytes, Produced: w.shareProduced.Load()}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for p := range w.prods {
@@ -78,14 +77,13 @@ type WorkCounters struct {
 	SharedBatches int64
 }
 
-// Work returns this node's work counters.
-func (n *Node) Work() WorkCounters {
-	w := n.worker
+// Work returns this worker's work counters.
+func (w *Worker) Work() WorkCounters {
 	return WorkCounters{Batches: w.encodedBatches.Load(), Rows: w.encodedRows.Load(), SharedBatches: w.shareProduced.Load()}
 }
 
 // countEncoded records one encoded batch of el in the work counters.
-func (w *nodeWorker) countEncoded(el pipeline.Element) {
+func (w *Worker) countEncoded(el pipeline.Element) {
 	w.encodedBatches.Add(1)
 	rows := int64(1)
 	if len(el.Tensors) > 0 && len(el.Tensors[0].Shape) > 0 {

@@ -1,0 +1,113 @@
+package mesh
+
+import (
+	"context"
+	"time"
+
+	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/worker"
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/ranges"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+// workerHost is the node as its worker sees it (worker.Host): the split
+// RPCs and job lookups answered on the Raft leader, this node's replica of
+// the cluster state, and its autocache.
+type workerHost struct{ n *Node }
+
+var _ worker.Host = workerHost{}
+
+func (h workerHost) Lease(ctx context.Context, req api.LeaseRequest) (api.LeaseResponse, error) {
+	return h.n.lease(ctx, req)
+}
+
+func (h workerHost) Finish(ctx context.Context, req api.FinishRequest) error {
+	return h.n.finish(ctx, req)
+}
+
+func (h workerHost) Produce(ctx context.Context, req api.ProduceRequest) error {
+	return h.n.produce(ctx, req)
+}
+
+func (h workerHost) HandBack(ctx context.Context, req api.HandBackRequest) error {
+	return h.n.handBack(ctx, req)
+}
+
+func (h workerHost) JobGet(ctx context.Context, job string) (api.JobGetResponse, error) {
+	return h.n.jobGet(ctx, api.JobRequest{Job: job})
+}
+
+func (h workerHost) LocalJob(job string) (worker.JobView, bool) {
+	v, ok := h.n.raft.Job(job)
+	if !ok {
+		return worker.JobView{}, false
+	}
+	wv := worker.JobView{ID: v.ID, Consumers: len(v.Consumers), Detached: v.Detached}
+	if v.Dynamic != nil {
+		wv.Held = v.Dynamic.Held()[h.n.name]
+	}
+	return wv, true
+}
+
+func (h workerHost) JobCut(job string, id uint64) int { return h.n.raft.JobCut(job, id) }
+
+func (h workerHost) EndTask(ctx context.Context, req api.EndTaskRequest) error {
+	return h.n.endTask(ctx, req)
+}
+
+func (h workerHost) Drained(ctx context.Context, req api.DrainedRequest) error {
+	return h.n.drained(ctx, req)
+}
+
+func (h workerHost) TaskCache(ctx context.Context, job api.JobInfo, spec *pipeline.Spec) pipeline.Cache {
+	return h.n.cache.taskCache(ctx, job, spec)
+}
+
+func (h workerHost) CacheHeld(job api.JobInfo, spec *pipeline.Spec) func() ranges.Set {
+	return h.n.cache.held(job, spec)
+}
+
+// newWorker is the node's worker.
+func (n *Node) newWorker() *worker.Worker {
+	return worker.New(workerHost{n}, worker.Options{
+		Name: n.name, Incarnation: n.incarnation, Config: n.cfg.Worker, RequestTimeout: n.cfg.RequestTimeout,
+		Failover: failoverTime(n.cfg.Raft), Codec: n.codec, Log: n.log,
+	})
+}
+
+// failoverTime is about the longest a Raft leader's death leaves the
+// cluster without one: a follower notices within 2 HeartbeatTimeouts
+// (Raft randomizes the timeout between one and two), and an election
+// whose first round fails (a vote refused by a peer that has not noticed
+// yet, or split) is retried after an ElectionTimeout.
+func failoverTime(r raftstate.Config) time.Duration {
+	return 2*r.HeartbeatTimeout + r.ElectionTimeout
+}
+
+// Tasks lists the tasks running on this node.
+func (n *Node) Tasks() []worker.TaskStats { return n.worker.Tasks() }
+
+// ShareStats returns this node's sharing counters, for job only unless
+// job is empty.
+func (n *Node) ShareStats(job string) api.WorkerShareStats { return n.worker.ShareStats(job) }
+
+// Work returns this node's work counters: what its pipelines produced.
+func (n *Node) Work() worker.WorkCounters { return n.worker.Work() }
+
+// OpStats returns the per-op statistics of this node's tasks, for job only
+// unless job is empty (api.MethodOpStats).
+func (n *Node) OpStats(job string) api.WorkerOpStats { return n.worker.OpStats(job) }
+
+func (n *Node) WorkerOpStats(ctx context.Context, name, addr, job string) (api.WorkerOpStats, error) {
+	if name == n.name {
+		return n.OpStats(job), nil
+	}
+	if addr == "" {
+		return api.WorkerOpStats{}, transport.Errorf(transport.ErrUnavailable, "no address for worker %s", name)
+	}
+	var st api.WorkerOpStats
+	err := transport.Call(ctx, n.tr, n.codec, addr, api.MethodOpStats, api.OpStatsRequest{Job: job}, &st)
+	return st, err
+}
