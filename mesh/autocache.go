@@ -80,7 +80,6 @@ func (n *Node) openCache() error {
 		deciding: map[string]bool{}, points: map[string][]pipeline.AutocachePoint{}}
 	c.peers.views = map[[2]string]peerView{}
 	n.cache = c
-	n.rpc.Handle(api.MethodCacheHeld, n.handleCacheHeld)
 	c.wg.Add(1)
 	go n.serveCache(n.tr.Listener(transport.KindCache))
 	if n.cfg.CacheBytes == 0 {

@@ -38,12 +38,8 @@ type peerView struct {
 // maxPeerViews bounds the views remembered (peers × prefixes).
 const maxPeerViews = 4096
 
-// handleCacheHeld answers MethodCacheHeld from this node's store.
-func (n *Node) handleCacheHeld(ctx context.Context, decode func(any) error) (any, error) {
-	var req api.CacheHeldRequest
-	if err := decode(&req); err != nil {
-		return nil, transport.Errorf(transport.ErrInvalid, "decode cache held: %v", err)
-	}
+// cacheHeld answers MethodCacheHeld from this node's store.
+func (n *Node) cacheHeld(_ context.Context, req api.CacheHeldRequest) (api.CacheHeldResponse, error) {
 	var resp api.CacheHeldResponse
 	if n.cache != nil && n.cache.store != nil {
 		for _, s := range n.cache.store.Splits(req.Prefix) {

@@ -14,29 +14,6 @@ import (
 	"github.com/feedmesh/feedmesh/transport"
 )
 
-func (n *Node) registerHandlers() {
-	n.rpc.Handle(api.MethodMembers, func(ctx context.Context, decode func(any) error) (any, error) {
-		return n.Members(), nil
-	})
-	n.rpc.Handle(api.MethodStatus, func(ctx context.Context, decode func(any) error) (any, error) {
-		return n.Status(), nil
-	})
-	n.rpc.Handle(api.MethodPut, func(ctx context.Context, decode func(any) error) (any, error) {
-		var req api.PutRequest
-		if err := decode(&req); err != nil {
-			return nil, transport.Errorf(transport.ErrInvalid, "decode put: %v", err)
-		}
-		return n.put(ctx, req)
-	})
-	n.rpc.Handle(api.MethodGet, func(ctx context.Context, decode func(any) error) (any, error) {
-		var req api.GetRequest
-		if err := decode(&req); err != nil {
-			return nil, transport.Errorf(transport.ErrInvalid, "decode get: %v", err)
-		}
-		return n.get(ctx, req)
-	})
-}
-
 // Status reports this node's view of the cluster.
 func (n *Node) Status() api.Status {
 	rs := n.raft.Status()

@@ -149,7 +149,6 @@ func (n *Node) start(ctx context.Context) error {
 
 	n.rpc = transport.NewRPCServer(n.codec, tcfg.MaxConcurrentRPCs, n.log.With("component", "rpc"))
 	n.registerHandlers()
-	n.registerJobHandlers()
 	n.worker = n.newWorker()
 	if err := n.openCache(); err != nil {
 		return err

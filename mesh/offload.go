@@ -13,32 +13,20 @@ import (
 // worker, turns the nodes' part of the job off or on, and reports its
 // offload (raftstate/offload.go has the rules).
 
-func (n *Node) registerOffloadHandler(handle func(string, func(context.Context, func(any) error) (any, error))) {
-	handle(api.MethodOffload, func(ctx context.Context, decode func(any) error) (any, error) {
-		var req api.OffloadRequest
-		if err := decode(&req); err != nil {
-			return nil, transport.Errorf(transport.ErrInvalid, "decode offload: %v", err)
-		}
-		return struct{}{}, n.offload(ctx, req)
-	})
-	handle(api.MethodProbe, func(ctx context.Context, decode func(any) error) (any, error) {
-		var req api.ProbeRequest
-		if err := decode(&req); err != nil {
-			return nil, transport.Errorf(transport.ErrInvalid, "decode probe: %v", err)
-		}
-		if req.Bytes < 0 || req.Bytes > api.MaxProbeBytes {
-			return nil, transport.Errorf(transport.ErrInvalid, "probe of %d bytes: want 0..%d", req.Bytes, api.MaxProbeBytes)
-		}
-		// A caller that does not read its answer holds it (up to
-		// MaxProbeBytes, encoded) until the write gives up: a few at
-		// once, the others told to come back.
-		select {
-		case n.probes <- struct{}{}:
-		default:
-			return nil, transport.Errorf(transport.ErrUnavailable, "%d link probes are being answered; try again", maxProbes)
-		}
-		return probeAnswer{api.ProbeResponse{Payload: probeZeros[:req.Bytes]}, n.probes}, nil
-	})
+// probe answers a link probe (api.MethodProbe) with req.Bytes of zeros.
+func (n *Node) probe(_ context.Context, req api.ProbeRequest) (any, error) {
+	if req.Bytes < 0 || req.Bytes > api.MaxProbeBytes {
+		return nil, transport.Errorf(transport.ErrInvalid, "probe of %d bytes: want 0..%d", req.Bytes, api.MaxProbeBytes)
+	}
+	// A caller that does not read its answer holds it (up to
+	// MaxProbeBytes, encoded) until the write gives up: a few at once,
+	// the others told to come back.
+	select {
+	case n.probes <- struct{}{}:
+	default:
+		return nil, transport.Errorf(transport.ErrUnavailable, "%d link probes are being answered; try again", maxProbes)
+	}
+	return probeAnswer{api.ProbeResponse{Payload: probeZeros[:req.Bytes]}, n.probes}, nil
 }
 
 // maxProbes bounds the link probes a node answers at once.
