@@ -29,7 +29,7 @@ import (
 // autoscales, runs (neither finished nor failed, nor waiting for
 // checkpoints) and is not a share group.
 func allocatable(j *Job) bool {
-	if j.Scale == nil || !rejoinable(j) || j.Failure != nil {
+	if j.Scale == nil || !j.Rejoinable() || j.Failure != nil {
 		return false
 	}
 	return !j.Dynamic.Complete() && !j.Dynamic.Waiting()
@@ -45,7 +45,7 @@ func planAllocation(jobs map[string]*Job, nodes []string) (map[string][]string, 
 		if !allocatable(j) {
 			continue
 		}
-		want[name] = max(j.scaledLimit(), 1)
+		want[name] = max(j.ScaledLimit(), 1)
 		for w, st := range j.Workers {
 			if !st.Expired && !st.Released {
 				if _, ok := slices.BinarySearch(nodes, w); ok {
@@ -71,7 +71,7 @@ func planAllocation(jobs map[string]*Job, nodes []string) (map[string][]string, 
 				release = append(release, w)
 			}
 		}
-		if len(release) > 0 && len(release) >= j.activeWorkers() {
+		if len(release) > 0 && len(release) >= j.ActiveWorkers() {
 			release = release[:len(release)-1] // one worker stays until its replacement is there
 		}
 		share := len(alloc[name])
@@ -96,7 +96,7 @@ func busyNodes(jobs map[string]*Job) map[string]bool {
 	busy := map[string]bool{}
 	for _, j := range jobs {
 		for w, st := range j.Workers {
-			if st.releasing() {
+			if st.Releasing() {
 				busy[w] = true
 			}
 		}
@@ -116,10 +116,10 @@ func planAllocated(job *Job, members []JobMember, allowed []string, busy map[str
 	for _, m := range members {
 		byID[m.ID] = m
 	}
-	active := job.activeWorkers()
+	active := job.ActiveWorkers()
 	var steps []JobStep
 	for _, name := range slices.Sorted(slices.Values(allowed)) {
-		if lim := job.scaledLimit(); lim > 0 && active >= lim {
+		if lim := job.ScaledLimit(); lim > 0 && active >= lim {
 			break
 		}
 		m, ok := byID[name]
@@ -140,17 +140,117 @@ func planAllocated(job *Job, members []JobMember, allowed []string, busy map[str
 	return steps
 }
 
-// WantedWorkers is how many workers an autoscaling job's policy wants
-// now (Scale.Workers capped by MaxWorkers, at least 1; a job waiting for a
-// node the mesh does not have counts it); 0 for a job that does not
-// autoscale.
-func (j *Job) WantedWorkers() int {
-	if j.Scale == nil {
-		return 0
+// AllocateWorkers assigns worker nodes to jobs: want is each job's worker
+// count (StepAutoscale's), nodes the live worker nodes, current each job's
+// nodes now. It keeps current assignments where it can (a node moves only
+// when its job wants fewer, or another job's fair share needs it).
+//
+// While the jobs want no more nodes than there are, each node serves at
+// most one job and each job gets what it wants. When they want more, the
+// nodes are shared out max-min fairly (water-filling: no job gets more
+// than it wants, and no job gets more than another that wants more) and
+// still each node serves one job; only when there are more jobs than nodes
+// does a node serve several, every job then getting one node, the least
+// loaded. A job that wants 0 gets none. Jobs are returned sorted, each
+// with its nodes sorted.
+func AllocateWorkers(want map[string]int, nodes []string, current map[string][]string) map[string][]string {
+	jobs := slices.Sorted(maps.Keys(want))
+	live := slices.Sorted(slices.Values(nodes))
+	live = slices.Compact(live)
+	out := make(map[string][]string, len(jobs))
+	if len(live) == 0 {
+		for _, j := range jobs {
+			out[j] = nil
+		}
+		return out
 	}
-	w := max(j.scaledLimit(), 1)
-	if j.Scale.WantsMore && (j.Options.MaxWorkers == 0 || w < j.Options.MaxWorkers) {
-		w++
+	var active []string
+	for _, j := range jobs {
+		if want[j] > 0 {
+			active = append(active, j)
+		} else {
+			out[j] = nil
+		}
 	}
-	return w
+	if len(active) > len(live) {
+		// Fewer nodes than jobs: one node each, nodes shared, the least
+		// loaded first (a job keeps a current node if it has one).
+		load := map[string]int{}
+		for _, j := range active {
+			if n := firstLive(current[j], live); n != "" {
+				out[j] = []string{n}
+				load[n]++
+			}
+		}
+		for _, j := range active {
+			if out[j] != nil {
+				continue
+			}
+			best := live[0]
+			for _, n := range live {
+				if load[n] < load[best] {
+					best = n
+				}
+			}
+			out[j] = []string{best}
+			load[best]++
+		}
+		return out
+	}
+	share := waterFill(active, want, len(live))
+	used := map[string]bool{}
+	for _, j := range active {
+		var keep []string
+		for _, n := range slices.Sorted(slices.Values(current[j])) {
+			if len(keep) < share[j] && slices.Contains(live, n) && !used[n] {
+				keep = append(keep, n)
+				used[n] = true
+			}
+		}
+		out[j] = keep
+	}
+	for _, j := range active {
+		for _, n := range live {
+			if len(out[j]) >= share[j] {
+				break
+			}
+			if !used[n] {
+				out[j] = append(out[j], n)
+				used[n] = true
+			}
+		}
+		slices.Sort(out[j])
+	}
+	return out
+}
+
+// waterFill shares n nodes among jobs max-min fairly, each at least 1 and
+// at most what it wants (len(jobs) <= n).
+func waterFill(jobs []string, want map[string]int, n int) map[string]int {
+	share := make(map[string]int, len(jobs))
+	left := n
+	open := slices.Clone(jobs)
+	for len(open) > 0 && left > 0 {
+		level := max(left/len(open), 1)
+		var still []string
+		for _, j := range open {
+			give := min(want[j]-share[j], level, left)
+			share[j] += give
+			left -= give
+			if share[j] < want[j] {
+				still = append(still, j)
+			}
+		}
+		open = still // each round gives at least one node while any is left
+	}
+	return share
+}
+
+func firstLive(ns []string, live []string) string {
+	for _, n := range slices.Sorted(slices.Values(ns)) {
+		if slices.Contains(live, n) {
+			return n
+		}
+	}
+	return ""
 }

@@ -78,7 +78,7 @@ func TestAllocationProperty(t *testing.T) {
 			// The released workers drain (these jobs lease nothing).
 			for name, j := range s.Jobs {
 				for w, st := range j.Workers {
-					if st.releasing() {
+					if st.Releasing() {
 						applyOK(t, s, at(NewDrainTask(name, j.ID, w, 0), now.UnixNano()))
 					}
 				}
@@ -93,7 +93,7 @@ func TestAllocationProperty(t *testing.T) {
 			}
 			share := waterFill(sortedStrings(jobs), want, nNodes)
 			for name, j := range s.Jobs {
-				if got := j.activeWorkers(); got != share[name] {
+				if got := j.ActiveWorkers(); got != share[name] {
 					t.Fatalf("iter %d: job %s has %d workers, its fair share is %d (wants %v on %d nodes)", iter, name, got, share[name], want, nNodes)
 				}
 			}

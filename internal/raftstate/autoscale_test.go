@@ -397,7 +397,7 @@ func TestHeartbeatMetrics(t *testing.T) {
 	for _, bad := range []ScaleMetric{{BatchTime: -1}, {Stall: 1.5}, {BatchTime: math.Inf(1)}} {
 		applyErr(t, s, at(NewHeartbeat("j1", "c1", &bad), 2000), ErrInvalidCommand)
 	}
-	v1 := newCommand(TypeAttachConsumer, 1, ConsumerBody{Job: "j1", Consumer: "c1", Metrics: m})
+	v1 := newCommand(TypeAttachConsumer, 1, consumerBody{Job: "j1", Consumer: "c1", Metrics: m})
 	applyErr(t, s, at(v1, 2000), ErrInvalidCommand)
 	applyOK(t, s, at(NewDetachConsumer("j1", "c1"), 3000))
 	if _, ok := s.Jobs["j1"].ConsumerMetrics["c1"]; ok {
@@ -412,7 +412,7 @@ func TestHeartbeatMetrics(t *testing.T) {
 func TestAutoscaleJob(t *testing.T) {
 	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Autoscale: true, ConsumerTTL: 1e12, GCAfter: 1e12})
 	j := s.Jobs["j1"]
-	if j.Scale == nil || j.Scale.Workers != 1 || j.scaledLimit() != 1 {
+	if j.Scale == nil || j.Scale.Workers != 1 || j.ScaledLimit() != 1 {
 		t.Fatalf("a new autoscaling job: %+v", j.Scale)
 	}
 	applyOK(t, s, at(NewAssignTask("j1", "w1"), 1100))
@@ -650,7 +650,7 @@ func TestAutoscaleWarmStart(t *testing.T) {
 	}
 	applyOK(t, s, at(cmd, 3000))
 	sc := s.Jobs["j2"].Scale
-	if sc.Workers != 2 || sc.Phase != ScaleUp || sc.Base != 0 || !strings.Contains(sc.Reason, `"j1"`) || s.Jobs["j2"].scaledLimit() != 2 {
+	if sc.Workers != 2 || sc.Phase != ScaleUp || sc.Base != 0 || !strings.Contains(sc.Reason, `"j1"`) || s.Jobs["j2"].ScaledLimit() != 2 {
 		t.Fatalf("j2 did not start at 2 workers, scaling up: %+v", sc)
 	}
 	// Its first window is the base the third worker is tried against.

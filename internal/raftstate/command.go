@@ -1,77 +1,10 @@
 package raftstate
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/fxamacker/cbor/v2"
 )
-
-// CommandType selects the FSM handler of a Command. Values are part of the
-// log format: never renumber or reuse one.
-type CommandType uint16
-
-// Command types. New commands (datasets, jobs, splits…) add a constant here
-// and an entry in commandTable.
-const (
-	// TypePutKV sets a key (body: PutKV).
-	TypePutKV CommandType = 1
-	// TypeDeleteKV removes a key (body: DeleteKV).
-	TypeDeleteKV CommandType = 2
-
-	// Datasets and jobs (jobcmds.go). Each constructor documents its
-	// command and its result.
-
-	// TypeRegisterDataset: NewRegisterDataset (body: RegisterDatasetBody).
-	TypeRegisterDataset CommandType = 10
-	// TypeCreateJob: NewCreateJob (body: CreateJobBody).
-	TypeCreateJob CommandType = 11
-	// TypeAttachConsumer: NewAttachConsumer (body: ConsumerBody).
-	TypeAttachConsumer CommandType = 12
-	// TypeDetachConsumer: NewDetachConsumer (body: ConsumerBody).
-	TypeDetachConsumer CommandType = 13
-	// TypeExpireConsumers: NewExpireConsumers (body: ExpireConsumersBody).
-	TypeExpireConsumers CommandType = 14
-	// TypeAssignTask: NewAssignTask (body: AssignTaskBody).
-	TypeAssignTask CommandType = 15
-	// TypeLeaseSplits: NewLeaseSplits (body: LeaseSplitsBody).
-	TypeLeaseSplits CommandType = 16
-	// TypeFinishSplits: NewFinishSplits (body: FinishSplitsBody).
-	TypeFinishSplits CommandType = 17
-	// TypeExpireWorker: NewExpireWorker (body: WorkerBody).
-	TypeExpireWorker CommandType = 18
-	// TypeGarbageCollectJob: NewGarbageCollectJob (body: JobBody).
-	TypeGarbageCollectJob CommandType = 19
-	// TypeReportRound: NewReportRound (body: ReportRoundBody).
-	TypeReportRound CommandType = 20
-	// TypeEndTask: NewEndTask (body: EndTaskBody).
-	TypeEndTask CommandType = 21
-	// TypeProduceSplits: a worker emitted every element of splits of an
-	// exactly-once DYNAMIC job (NewProduceSplits).
-	TypeProduceSplits CommandType = 22
-	// TypeReceipts: a consumer's receipts and fences for an exactly-once
-	// DYNAMIC job (NewReceipts).
-	TypeReceipts CommandType = 23
-	// TypeHandBackSplits: a draining worker returns DYNAMIC splits it has
-	// not started (NewHandBackSplits).
-	TypeHandBackSplits CommandType = 24
-	// TypeDrainTask: a worker drained its task before a graceful
-	// shutdown, or a later process of it rejoins the job (NewDrainTask,
-	// NewRejoinTask).
-	TypeDrainTask CommandType = 25
-
-	// TypePutKVIfAbsent sets a key unless it is set (body:
-	// PutKVIfAbsent): the autocache decisions (kvifabsent.go).
-	TypePutKVIfAbsent CommandType = 40
-)
-
-// String names the type for errors and logs.
-func (t CommandType) String() string {
-	if h, ok := commandTable[t]; ok {
-		return h.name
-	}
-	return fmt.Sprintf("CommandType(%d)", uint16(t))
-}
 
 // Command is the envelope of every Raft log entry: a type, the schema
 // version of its body, the proposer's clock, and the body as raw CBOR. The
@@ -94,53 +27,6 @@ type Command struct {
 	At int64 `cbor:"3,keyasint,omitempty"`
 	// Body is the type-specific payload, CBOR-encoded.
 	Body cbor.RawMessage `cbor:"4,keyasint"`
-}
-
-// Errors of the FSM. A command that fails with one of them was committed to
-// the log but changed nothing; Node.Apply also wraps ErrRejected around them.
-var (
-	// ErrBadCommand: the entry or its body is not valid CBOR for its type.
-	ErrBadCommand = errors.New("raftstate: malformed command")
-	// ErrUnknownType: no handler for the command's Type (a newer node's
-	// command on an older node).
-	ErrUnknownType = errors.New("raftstate: unknown command type")
-	// ErrUnknownVersion: the handler does not support the command's Version.
-	ErrUnknownVersion = errors.New("raftstate: unsupported command version")
-	// ErrCommandTooLarge: the encoded command exceeds the configured
-	// MaxCommandBytes (at Node.Apply) or MaxCommandBytesLimit (in the FSM).
-	ErrCommandTooLarge = errors.New("raftstate: command too large")
-	// ErrInvalidCommand: the command decoded but its content is invalid
-	// (an empty key, say).
-	ErrInvalidCommand = errors.New("raftstate: invalid command")
-)
-
-var (
-	// encMode is deterministic (sorted map keys, shortest forms), so the same
-	// state always snapshots to the same bytes.
-	encMode cbor.EncMode
-	// decMode bounds what an entry can make us allocate and rejects
-	// duplicate keys and unknown fields: a field this node does not know
-	// means a newer schema, which must come with a new Version.
-	decMode cbor.DecMode
-)
-
-func init() {
-	var err error
-	encMode, err = cbor.CoreDetEncOptions().EncMode()
-	if err != nil {
-		panic(err) // static options: only a programming error gets here
-	}
-	decMode, err = cbor.DecOptions{
-		DupMapKey:         cbor.DupMapKeyEnforcedAPF,
-		IndefLength:       cbor.IndefLengthForbidden,
-		MaxNestedLevels:   16,
-		MaxArrayElements:  1 << 16,
-		MaxMapPairs:       1 << 16,
-		ExtraReturnErrors: cbor.ExtraDecErrorUnknownField,
-	}.DecMode()
-	if err != nil {
-		panic(err)
-	}
 }
 
 // EncodeCommand encodes a command as a log entry.
@@ -185,3 +71,37 @@ func decodeBody(c Command, v any) error {
 	}
 	return nil
 }
+
+var (
+	// encMode is deterministic (sorted map keys, shortest forms), so the same
+	// state always snapshots to the same bytes.
+	encMode cbor.EncMode
+	// decMode bounds what an entry can make us allocate and rejects
+	// duplicate keys and unknown fields: a field this node does not know
+	// means a newer schema, which must come with a new Version.
+	decMode cbor.DecMode
+)
+
+func init() {
+	var err error
+	encMode, err = cbor.CoreDetEncOptions().EncMode()
+	if err != nil {
+		panic(err) // static options: only a programming error gets here
+	}
+	decMode, err = cbor.DecOptions{
+		DupMapKey:         cbor.DupMapKeyEnforcedAPF,
+		IndefLength:       cbor.IndefLengthForbidden,
+		MaxNestedLevels:   16,
+		MaxArrayElements:  1 << 16,
+		MaxMapPairs:       1 << 16,
+		ExtraReturnErrors: cbor.ExtraDecErrorUnknownField,
+	}.DecMode()
+	if err != nil {
+		panic(err)
+	}
+}
+
+// MaxCommandBytesLimit caps MaxCommandBytes and is the FSM's own fixed bound
+// on a log entry: Raft entries are replicated to every voter and kept in the
+// log, so anything larger belongs elsewhere.
+const MaxCommandBytesLimit = 64 << 20

@@ -373,7 +373,7 @@ func (d *compatDriver) offload(job, consumer string) Command {
 // observe notes what a command's result tells the driver.
 func (d *compatDriver) observe(c Command, v any) {
 	if l, ok := v.(splits.Lease); ok && c.Type == TypeLeaseSplits {
-		var b LeaseSplitsBody
+		var b leaseSplitsBody
 		if decodeBody(c, &b) == nil {
 			d.leases[b.Job+"/"+b.Worker] = l
 		}

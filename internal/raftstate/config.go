@@ -155,8 +155,3 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
-
-// MaxCommandBytesLimit caps MaxCommandBytes and is the FSM's own fixed bound
-// on a log entry: Raft entries are replicated to every voter and kept in the
-// log, so anything larger belongs elsewhere.
-const MaxCommandBytesLimit = 64 << 20

@@ -4,28 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"strings"
-	"time"
 )
-
-// Member is gossip's view of one node, the input of BootstrapPlan and
-// PlanVoters.
-type Member struct {
-	// ID is the node name (its Raft server id); Addr its QUIC address.
-	ID, Addr string
-	// Alive is gossip's liveness verdict.
-	Alive bool
-	// DownSince is when gossip declared the node dead (zero when alive, or
-	// when unknown).
-	DownSince time.Time
-	// Role is the Raft role the member advertises in its gossip metadata
-	// (leader, voter, nonvoter, none). "" and "none" mean it holds no Raft
-	// cluster state; anything else means a cluster already exists, and
-	// BootstrapPlan then never bootstraps.
-	Role string
-}
-
-// inCluster reports whether m advertises membership of a Raft cluster.
-func (m Member) inCluster() bool { return m.Role != "" && m.Role != RoleNone }
 
 // BootstrapPlan is Consul's bootstrap_expect. Once this node sees `expect`
 // alive members (itself among them), the `expect` members with the lowest

@@ -151,3 +151,12 @@ func (f *fsm) appliedCommands() map[string]uint64 {
 	}
 	return out
 }
+
+// readSnapshot reads a snapshot stream, refusing one above MaxSnapshotBytes.
+func readSnapshot(r io.Reader) (*State, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxSnapshotBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read snapshot: %w", err)
+	}
+	return UnmarshalSnapshot(data)
+}

@@ -270,7 +270,7 @@ func TestLeaseSplits(t *testing.T) {
 		t.Fatalf("lease %+v", l1)
 	}
 	// A retry after a lost response: same lease, nothing more handed out.
-	before := s.Jobs["j1"].clone()
+	before := s.Jobs["j1"].Clone()
 	retry := applyOK(t, s, NewLeaseSplits("j1", "w1", 1, 4)).(splits.Lease)
 	if !reflect.DeepEqual(retry, l1) || !reflect.DeepEqual(before, s.Jobs["j1"]) {
 		t.Fatalf("retry %+v changed the job", retry)

@@ -79,15 +79,23 @@ func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 }
 
 func (a *hclogAdapter) Trace(msg string, args ...any) { a.Log(hclog.Trace, msg, args...) }
+
 func (a *hclogAdapter) Debug(msg string, args ...any) { a.Log(hclog.Debug, msg, args...) }
-func (a *hclogAdapter) Info(msg string, args ...any)  { a.Log(hclog.Info, msg, args...) }
-func (a *hclogAdapter) Warn(msg string, args ...any)  { a.Log(hclog.Warn, msg, args...) }
+
+func (a *hclogAdapter) Info(msg string, args ...any) { a.Log(hclog.Info, msg, args...) }
+
+func (a *hclogAdapter) Warn(msg string, args ...any) { a.Log(hclog.Warn, msg, args...) }
+
 func (a *hclogAdapter) Error(msg string, args ...any) { a.Log(hclog.Error, msg, args...) }
 
 func (a *hclogAdapter) IsTrace() bool { return a.enabled(hclog.Trace) }
+
 func (a *hclogAdapter) IsDebug() bool { return a.enabled(hclog.Debug) }
-func (a *hclogAdapter) IsInfo() bool  { return a.enabled(hclog.Info) }
-func (a *hclogAdapter) IsWarn() bool  { return a.enabled(hclog.Warn) }
+
+func (a *hclogAdapter) IsInfo() bool { return a.enabled(hclog.Info) }
+
+func (a *hclogAdapter) IsWarn() bool { return a.enabled(hclog.Warn) }
+
 func (a *hclogAdapter) IsError() bool { return a.enabled(hclog.Error) }
 
 func (a *hclogAdapter) ImpliedArgs() []any { return append([]any{}, a.args...) }
@@ -118,7 +126,8 @@ func (a *hclogAdapter) ResetNamed(name string) hclog.Logger {
 
 // SetLevel only affects this adapter value; raft does not call it.
 func (a *hclogAdapter) SetLevel(level hclog.Level) { a.level = level }
-func (a *hclogAdapter) GetLevel() hclog.Level      { return a.level }
+
+func (a *hclogAdapter) GetLevel() hclog.Level { return a.level }
 
 func (a *hclogAdapter) StandardLogger(opts *hclog.StandardLoggerOptions) *log.Logger {
 	return log.New(a.StandardWriter(opts), "", 0)

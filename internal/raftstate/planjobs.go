@@ -3,10 +3,7 @@ package raftstate
 import (
 	"maps"
 	"slices"
-	"strings"
 	"time"
-
-	"github.com/feedmesh/feedmesh/internal/splits"
 )
 
 // The leader's job upkeep, decided purely: which dead workers to expire,
@@ -17,56 +14,6 @@ import (
 // jobs' workers, a coordinated job's rotation changing from an agreed future
 // round on AssignTask and ExpireWorker, leases lost on expiry) is decided by
 // the command handlers, not here.
-
-// MemberStatus is gossip's verdict on a member.
-type MemberStatus uint8
-
-// Member statuses. The zero value is unknown: such a member is neither
-// given tasks nor expired.
-const (
-	MemberAlive MemberStatus = iota + 1
-	MemberSuspect
-	MemberDead
-	MemberLeft
-)
-
-// String names the status as gossip does.
-func (s MemberStatus) String() string {
-	switch s {
-	case MemberAlive:
-		return "alive"
-	case MemberSuspect:
-		return "suspect"
-	case MemberDead:
-		return "dead"
-	case MemberLeft:
-		return "left"
-	}
-	return "unknown"
-}
-
-// JobMember is gossip's view of one node, the member input of PlanJobs.
-type JobMember struct {
-	// ID is the node name, the worker id in jobs.
-	ID string
-	// Addr is its QUIC address; empty until its metadata arrived.
-	Addr string
-	// Status is gossip's verdict.
-	Status MemberStatus
-	// Worker: the node runs tasks (false for control-only nodes).
-	Worker bool
-	// Incarnation is the member's process (its start time, from gossip;
-	// 0 if it does not say): a drained worker rejoins its jobs from a
-	// newer one.
-	Incarnation uint64
-}
-
-// assignable: gossip holds it alive (a suspect gets nothing new), it has an
-// address to be reached at and it runs tasks.
-func (m JobMember) assignable() bool { return m.Status == MemberAlive && m.Addr != "" && m.Worker }
-
-// gone: the member died or left; its tasks are expired.
-func (m JobMember) gone() bool { return m.Status == MemberDead || m.Status == MemberLeft }
 
 // JobStep is one command of a job plan, with what it is about, so the
 // caller can log it and handle its failure without decoding the body.
@@ -79,114 +26,6 @@ type JobStep struct {
 	Job string
 	// Worker is the worker it is about (ExpireWorker, AssignTask).
 	Worker string
-}
-
-// AssignableWorkers lists, sorted and without duplicates, the members that
-// may be given a task: alive (not suspect), with an address, running tasks.
-// At most max of them (0: all), the first by name; a STATIC job is created
-// over this list.
-func AssignableWorkers(members []JobMember, max int) []string {
-	var out []string
-	for _, m := range members {
-		if m.assignable() {
-			out = append(out, m.ID)
-		}
-	}
-	slices.Sort(out)
-	out = slices.Compact(out)
-	if max > 0 && len(out) > max {
-		out = out[:max]
-	}
-	return out
-}
-
-// PlanJobWorkers plans the AssignTask steps that give job to every
-// assignable member that has never worked on it, in name order, up to the
-// job's MaxWorkers live workers. A worker expired from the job is out of it
-// for good (NewAssignTask), even once gossip holds it alive again: its
-// consumers dropped it. A STATIC job keeps the workers agreed at its
-// creation, and a share group gets its workers through its jobs: neither
-// gets a step. The steps are meant to be applied in order, stopping at the
-// first that fails.
-func PlanJobWorkers(members []JobMember, job JobView) []JobStep {
-	return planAssign(&job.Job, members, nil)
-}
-
-// PlanJobWorkersAmong is PlanJobWorkers for a job among others (all the
-// cluster's jobs): an autoscaling job takes the nodes that serve the
-// fewest other autoscaling jobs first (autoscaleLoad), so that jobs that
-// choose their worker count get nodes of their own while there are
-// enough.
-func PlanJobWorkersAmong(members []JobMember, job JobView, all []JobView) []JobStep {
-	jobs := make([]*Job, 0, len(all))
-	for i := range all {
-		if all[i].Name != job.Name {
-			jobs = append(jobs, &all[i].Job)
-		}
-	}
-	return planAssign(&job.Job, members, autoscaleLoad(jobs))
-}
-
-// autoscaleLoad counts, per node, the autoscaling jobs it serves (as a
-// worker neither expired nor drained).
-func autoscaleLoad(jobs []*Job) map[string]int {
-	load := map[string]int{}
-	for _, j := range jobs {
-		if j.Scale == nil {
-			continue
-		}
-		for w, st := range j.Workers {
-			if !st.Expired && !st.Drained {
-				load[w]++
-			}
-		}
-	}
-	return load
-}
-
-// planAssign is PlanJobWorkers. A worker that drained or was expired, and
-// whose node now runs a newer process, rejoins the job first
-// (NewRejoinTask).
-func planAssign(job *Job, members []JobMember, load map[string]int) []JobStep {
-	if job.Group || job.Options.Sharding == splits.Static || (job.Dynamic != nil && job.Dynamic.Waiting()) || job.remoteOff() {
-		return nil // a resumed job waiting for checkpoints gets workers once they are in
-	}
-	active := job.activeWorkers()
-	var steps []JobStep
-	for _, m := range members {
-		st, ok := job.Workers[m.ID]
-		if !ok || !(st.Drained || st.Expired) || !rejoinable(job) || !m.assignable() || m.Incarnation <= st.Incarnation {
-			continue
-		}
-		if st.Expired {
-			if lim := job.scaledLimit(); lim > 0 && active >= lim {
-				continue
-			}
-			active++
-		}
-		steps = append(steps, JobStep{Command: NewRejoinTask(job.Name, m.ID), Job: job.Name, Worker: m.ID})
-	}
-	slices.SortFunc(steps, func(a, b JobStep) int { return strings.Compare(a.Worker, b.Worker) })
-	steps = slices.CompactFunc(steps, func(a, b JobStep) bool { return a.Worker == b.Worker })
-	candidates := AssignableWorkers(members, 0)
-	if job.Scale != nil && load != nil {
-		// The least loaded nodes first (by name among equals).
-		slices.SortStableFunc(candidates, func(a, b string) int { return load[a] - load[b] })
-	}
-	for _, name := range candidates {
-		if lim := job.scaledLimit(); lim > 0 && active >= lim {
-			break
-		}
-		if _, ok := job.Workers[name]; ok {
-			continue // working on it, or expired from it for good
-		}
-		steps = append(steps, JobStep{Command: NewAssignTask(job.Name, name), Job: job.Name, Worker: name})
-		active++
-		if job.Scale != nil && load != nil {
-			load[name]++
-		}
-	}
-	return steps
 }
 
 // gcDue is the leader's test for proposing GarbageCollectJob: without a
@@ -229,17 +68,29 @@ func PlanJobs(now time.Time, members []JobMember, jobs []JobView) []JobStep {
 	}
 	state := NewState()
 	for _, v := range jobs {
-		state.Jobs[v.Name] = v.Job.clone()
+		state.Jobs[v.Name] = v.Job.Clone()
 	}
+	steps := planExpiries(state, members)
+	steps = append(steps, JobStep{Command: NewExpireConsumers(now.UnixNano())}) // 2.
+	// What 1 and 2 do to the state, for 3. Neither can be rejected: the
+	// worker names come from the state, and ExpireConsumers checks nothing.
+	for _, st := range steps {
+		_, _ = state.Apply(st.Command)
+	}
+	return append(steps, planUpkeep(now, state, members)...)
+}
+
+// planExpiries is step 1: ExpireWorker for the workers gossip holds gone,
+// then ExpireSuperseded for those whose node runs a newer process.
+func planExpiries(state *State, members []JobMember) []JobStep {
 	gone := map[string]bool{}
 	for _, m := range members {
 		if m.gone() {
 			gone[m.ID] = true
 		}
 	}
-
-	// 1. Decided on the jobs as given: an ExpireWorker expires its
-	// worker in every job, so each is planned once.
+	// Decided on the jobs as given: an ExpireWorker expires its worker in
+	// every job, so each is planned once.
 	var steps []JobStep
 	expired := map[string]bool{}
 	for _, name := range slices.Sorted(maps.Keys(state.Jobs)) {
@@ -267,21 +118,21 @@ func PlanJobs(now time.Time, members []JobMember, jobs []JobView) []JobStep {
 		j := state.Jobs[name]
 		for _, w := range slices.Sorted(maps.Keys(j.Workers)) {
 			st := j.Workers[w]
-			if expired[w] || st.Expired || newer[w] <= st.Incarnation || !holdsSuperseded(j, w, st, newer[w]-1) {
+			if expired[w] || st.Expired || newer[w] <= st.Incarnation || !j.HoldsSuperseded(w, newer[w]-1) {
 				continue
 			}
 			expired[w] = true
 			steps = append(steps, JobStep{Command: NewExpireSuperseded(w, newer[w]-1), Worker: w})
 		}
 	}
-	steps = append(steps, JobStep{Command: NewExpireConsumers(now.UnixNano())}) // 2.
-	// What 1 and 2 do to the state, for 3. Neither can be rejected: the
-	// worker names come from the state, and ExpireConsumers checks nothing.
-	for _, st := range steps {
-		_, _ = state.Apply(st.Command)
-	}
+	return steps
+}
 
-	// 3. Jobs due are collected first, so that their nodes count as free.
+// planUpkeep is step 3, on the state as steps 1 and 2 leave it: the
+// collections, then the allocations, then the assignments.
+func planUpkeep(now time.Time, state *State, members []JobMember) []JobStep {
+	var steps []JobStep
+	// Jobs due are collected first, so that their nodes count as free.
 	for _, name := range slices.Sorted(maps.Keys(state.Jobs)) {
 		if j := state.Jobs[name]; !j.Group && gcDue(j, now) {
 			steps = append(steps, JobStep{Command: NewGarbageCollectJob(name), Job: name})

@@ -86,7 +86,7 @@ func stepsString(steps []JobStep) string {
 	for _, st := range steps {
 		switch st.Command.Type {
 		case TypeExpireConsumers:
-			var b ExpireConsumersBody
+			var b expireConsumersBody
 			_ = decodeBody(st.Command, &b)
 			s = append(s, fmt.Sprintf("ExpireConsumers(%d)", b.Now))
 		default:
@@ -471,7 +471,7 @@ func TestPlanJobsExpiresSupersededProcess(t *testing.T) {
 	if again := PlanJobs(planNow, members, s.JobList()); !reflect.DeepEqual(again, []JobStep{expireC()}) {
 		t.Errorf("second pass %s", stepsString(again))
 	}
-	if _, err := s.Apply(newCommand(TypeExpireWorker, 1, WorkerBody{Worker: "w1", Superseded: 5})); err == nil {
+	if _, err := s.Apply(newCommand(TypeExpireWorker, 1, expireWorkerBody{Worker: "w1", Superseded: 5})); err == nil {
 		t.Errorf("ExpireWorker v1 with an incarnation accepted")
 	}
 }

@@ -112,7 +112,7 @@ func TestResumeJobWaits(t *testing.T) {
 	snapshotRoundTrip(t, s)
 
 	// The same part again: no change.
-	before := s.Jobs["j1"].clone()
+	before := s.Jobs["j1"].Clone()
 	if again := applyOK(t, s, resume("j1", 7, "a", 2, pb)); again != id {
 		t.Fatalf("part again: id %v, want %v", again, id)
 	}
@@ -151,7 +151,7 @@ func TestResumeJobWaits(t *testing.T) {
 	if !strings.Contains(err.Error(), "read by 1 consumer(s)") || !strings.Contains(err.Error(), "came after it started") {
 		t.Fatalf("message %q does not name the consumers", err)
 	}
-	before = s.Jobs["j1"].clone()
+	before = s.Jobs["j1"].Clone()
 	if again := applyOK(t, s, resume("j1", 7, "b", 2, pb)); again != id {
 		t.Fatalf("part again after the start: id %v, want %v", again, id)
 	}

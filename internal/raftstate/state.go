@@ -85,7 +85,7 @@ func (s *State) Clone() *State {
 		c.Datasets[k] = d
 	}
 	for k, j := range s.Jobs {
-		c.Jobs[k] = j.clone()
+		c.Jobs[k] = j.Clone()
 	}
 	return c
 }

@@ -5,9 +5,8 @@ import (
 	"net"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/feedmesh/feedmesh/transport"
+	"github.com/hashicorp/raft"
 )
 
 // streamLayer adapts a node's QUIC transport to raft.StreamLayer: accepted

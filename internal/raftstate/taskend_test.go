@@ -20,7 +20,7 @@ func TestEndTask(t *testing.T) {
 		t.Fatalf("end of an unassigned worker's task changed the job")
 	}
 	bad := NewEndTask("j1", "w1", "x")
-	bad.Body = mustBody(t, EndTaskBody{Job: "j1", Worker: "w1", Failure: strings.Repeat("x", MaxFailureBytes+1)})
+	bad.Body = mustBody(t, endTaskBody{Job: "j1", Worker: "w1", Failure: strings.Repeat("x", MaxFailureBytes+1)})
 	applyErr(t, s, bad, ErrInvalidCommand)
 	if v, _ := s.Job("j1"); v.State() != JobRunning {
 		t.Fatalf("new job: %s", v.State())
@@ -43,7 +43,7 @@ func TestEndTask(t *testing.T) {
 	if r := snapshotRoundTrip(t, s); !reflect.DeepEqual(r.Jobs["j1"], s.Jobs["j1"]) {
 		t.Fatalf("after snapshot: %+v", r.Jobs["j1"])
 	}
-	var fb EndTaskBody
+	var fb endTaskBody
 	if err := decodeBody(NewEndTask("j1", "w1", strings.Repeat("é", MaxFailureBytes)), &fb); err != nil || len(fb.Failure) > MaxFailureBytes || !strings.HasSuffix(fb.Failure, "...") {
 		t.Fatalf("cut failure: %d bytes, %v", len(fb.Failure), err)
 	}

@@ -194,34 +194,6 @@ func PlanVoters(target int, grace time.Duration, now time.Time, leaderID string,
 	return plan
 }
 
-// indexMembers maps ID to member, choosing among duplicates by a fixed order
-// (alive first, then by Addr) so the result does not depend on input order.
-func indexMembers(members []Member) map[string]Member {
-	ms := slices.Clone(members)
-	slices.SortFunc(ms, func(a, b Member) int {
-		if a.ID != b.ID {
-			return strings.Compare(a.ID, b.ID)
-		}
-		if a.Alive != b.Alive {
-			if a.Alive {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Or(strings.Compare(a.Addr, b.Addr), a.DownSince.Compare(b.DownSince))
-	})
-	out := make(map[string]Member, len(ms))
-	for _, m := range ms {
-		if m.ID == "" || m.Addr == "" {
-			continue
-		}
-		if _, ok := out[m.ID]; !ok {
-			out[m.ID] = m
-		}
-	}
-	return out
-}
-
 // candidates are live members that are not voters, nonvoters of the
 // configuration first (they already have the log), then by ID.
 func candidates(voters, others []ConfigServer, mem map[string]Member) []Server {

@@ -1,11 +1,11 @@
 package raftstate
 
-// PutKVIfAbsent is the body of TypePutKVIfAbsent, version 1: set Key to
+// putKVIfAbsentBody is the body of TypePutKVIfAbsent, version 1: set Key to
 // Value unless Key is set. The first proposal wins and every later one
 // learns the winner: the mesh records each autocache decision this way
 // (one per prefix fingerprint), so that every worker of every job follows
 // the same decision, whoever profiled first.
-type PutKVIfAbsent struct {
+type putKVIfAbsentBody struct {
 	Key   string `cbor:"1,keyasint"`
 	Value []byte `cbor:"2,keyasint"`
 }
@@ -14,11 +14,11 @@ type PutKVIfAbsent struct {
 // absent. Its result is the key's value after the command ([]byte): value
 // if it was absent, the value already there otherwise.
 func NewPutKVIfAbsent(key string, value []byte) Command {
-	return newCommand(TypePutKVIfAbsent, 1, PutKVIfAbsent{Key: key, Value: value})
+	return newCommand(TypePutKVIfAbsent, 1, putKVIfAbsentBody{Key: key, Value: value})
 }
 
 func applyPutKVIfAbsent(s *State, c Command) (any, error) {
-	var b PutKVIfAbsent
+	var b putKVIfAbsentBody
 	if err := decodeBody(c, &b); err != nil {
 		return nil, err
 	}

@@ -12,20 +12,8 @@ import (
 // finished, and a failure would be known only to the consumers reading
 // when it happened, not to `feedmesh jobs`.
 
-// Job states (Job.State).
-const (
-	// JobRunning: not finished, not failed.
-	JobRunning = "running"
-	// JobFinished: DYNAMIC, every split of every epoch handed out and
-	// each finished or lost; OFF and STATIC, every live worker's task
-	// has ended.
-	JobFinished = "finished"
-	// JobFailed: a worker's task failed (Job.Failure).
-	JobFailed = "failed"
-)
-
-// EndTaskBody is the body of TypeEndTask.
-type EndTaskBody struct {
+// endTaskBody is the body of TypeEndTask.
+type endTaskBody struct {
 	Job    string `cbor:"1,keyasint"`
 	Worker string `cbor:"2,keyasint"`
 	// Failure is the task's error; empty when its data ended.
@@ -51,11 +39,11 @@ func NewEndTaskOfJob(job string, jobID uint64, worker, failure string) Command {
 	if len(failure) > MaxFailureBytes {
 		failure = strings.ToValidUTF8(failure[:MaxFailureBytes-3], "") + "..."
 	}
-	return newCommand(TypeEndTask, 1, EndTaskBody{Job: job, Worker: worker, Failure: failure, JobID: jobID})
+	return newCommand(TypeEndTask, 1, endTaskBody{Job: job, Worker: worker, Failure: failure, JobID: jobID})
 }
 
 func applyEndTask(s *State, c Command) (any, error) {
-	var b EndTaskBody
+	var b endTaskBody
 	if err := decodeBody(c, &b); err != nil {
 		return nil, err
 	}
@@ -87,29 +75,4 @@ func applyEndTask(s *State, c Command) (any, error) {
 		changed = true
 	}
 	return changed, nil
-}
-
-// State is the job's state: JobFailed once a task failed; JobFinished
-// once its data has ended (see the constants); JobRunning otherwise. A job
-// with no live worker has not finished: it waits for one.
-func (v JobView) State() string {
-	switch {
-	case v.Failure != nil:
-		return JobFailed
-	case v.Progress != nil:
-		if v.Progress.Complete {
-			return JobFinished
-		}
-		return JobRunning
-	}
-	live := v.LiveWorkers()
-	for _, w := range live {
-		if !v.Workers[w].Ended {
-			return JobRunning
-		}
-	}
-	if len(live) == 0 {
-		return JobRunning
-	}
-	return JobFinished
 }

@@ -1,7 +1,6 @@
 package raftstate
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 )
@@ -26,16 +25,8 @@ import (
 // any other: its splits are read again (exactly-once) or lost
 // (at-most-once).
 
-// ErrReleased answers a lease from a worker that its job released: it
-// hands back what it has not started and drains.
-var ErrReleased = errors.New("raftstate: worker released from the job")
-
-// TypeAllocateJob records the leader's allocation of nodes to an
-// autoscaling job (NewAllocateJob).
-const TypeAllocateJob CommandType = 26
-
-// AllocateJobBody is the body of TypeAllocateJob.
-type AllocateJobBody struct {
+// allocateJobBody is the body of TypeAllocateJob.
+type allocateJobBody struct {
 	Job string `cbor:"1,keyasint"`
 	// Share is how many nodes the allocation gives the job.
 	Share int `cbor:"2,keyasint"`
@@ -45,7 +36,7 @@ type AllocateJobBody struct {
 	Release []string `cbor:"4,keyasint,omitempty"`
 }
 
-// MaxAllocationReason bounds AllocateJobBody.Reason.
+// MaxAllocationReason bounds allocateJobBody.Reason.
 const MaxAllocationReason = 512
 
 // NewAllocateJob records that the leader gives job share nodes, for
@@ -56,11 +47,11 @@ const MaxAllocationReason = 512
 // its policy scales down, and waits for a worker it asked for before
 // measuring it (stepScale). Result: nil.
 func NewAllocateJob(job string, share int, reason string, release []string) Command {
-	return newCommand(TypeAllocateJob, 1, AllocateJobBody{Job: job, Share: share, Reason: reason, Release: release})
+	return newCommand(TypeAllocateJob, 1, allocateJobBody{Job: job, Share: share, Reason: reason, Release: release})
 }
 
 func applyAllocateJob(s *State, c Command) (any, error) {
-	var b AllocateJobBody
+	var b allocateJobBody
 	if err := decodeBody(c, &b); err != nil {
 		return nil, err
 	}
@@ -68,7 +59,7 @@ func applyAllocateJob(s *State, c Command) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if j.Scale == nil || !rejoinable(j) {
+	if j.Scale == nil || !j.Rejoinable() {
 		return nil, fmt.Errorf("%w: job %q does not autoscale", ErrInvalidCommand, b.Job)
 	}
 	if len(b.Reason) > MaxAllocationReason || b.Share < 0 || b.Share > MaxJobWorkers || len(b.Release) > MaxJobWorkers {
@@ -80,8 +71,8 @@ func applyAllocateJob(s *State, c Command) (any, error) {
 			return nil, fmt.Errorf("%w: worker %q of job %q: not assigned, expired or released already", ErrNotAssigned, w, b.Job)
 		}
 	}
-	if len(b.Release) > 0 && j.activeWorkers()-len(b.Release) < 1 {
-		return nil, fmt.Errorf("%w: releasing %d of job %q's %d workers would leave it none", ErrLimit, len(b.Release), b.Job, j.activeWorkers())
+	if len(b.Release) > 0 && j.ActiveWorkers()-len(b.Release) < 1 {
+		return nil, fmt.Errorf("%w: releasing %d of job %q's %d workers would leave it none", ErrLimit, len(b.Release), b.Job, j.ActiveWorkers())
 	}
 	for _, w := range b.Release {
 		st := j.Workers[w]
@@ -92,19 +83,3 @@ func applyAllocateJob(s *State, c Command) (any, error) {
 	j.Scale.Share, j.Scale.Allocation = b.Share, b.Reason
 	return nil, nil
 }
-
-// activeWorkers counts the workers that count toward the job's worker
-// count: assigned, neither expired nor released.
-func (j *Job) activeWorkers() int {
-	n := 0
-	for _, st := range j.Workers {
-		if !st.Expired && !st.Released {
-			n++
-		}
-	}
-	return n
-}
-
-// releasing reports whether worker was released from the job and has not
-// drained yet: its node still serves the job.
-func (st WorkerState) releasing() bool { return st.Released && !st.Drained && !st.Expired }
