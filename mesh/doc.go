@@ -1,12 +1,12 @@
 // Package mesh is a feedmesh node: one process that is, at once, a member of
-// the gossip mesh (hashicorp/memberlist), a possible Raft voter (raftstate),
+// the gossip mesh (hashicorp/memberlist), a possible Raft voter (internal/raftnode),
 // and a QUIC endpoint (transport) serving control requests and, in later
 // layers, batches. Every node is identical; which nodes vote is decided by
 // bootstrap_expect formation and then kept at its target size by the leader.
 //
 // The deciding logic (who bootstraps, which voter to add or remove, and the
 // leader's job upkeep: which dead workers to expire, which jobs to collect,
-// which live workers to assign, raftstate.PlanJobs) lives in raftstate as
+// which live workers to assign, plan.PlanJobs) lives in internal/plan as
 // pure functions; this package is the I/O shell that feeds them gossip's
 // view of the cluster and the clock and carries out what they decide (the
 // job loop in jobs.go, the formation and voter loops in loops.go).
@@ -20,7 +20,7 @@
 // sharedprod.go); or rounds, for coordinated jobs: bucketed batches grouped
 // into round windows (roundwindows.go), one per round, served on per-round
 // requests (roundserver.go, produce_rounds.go); the round schedule itself is
-// in raftstate. Every producer queues through one path, offer (offer.go),
+// in the replicated state (internal/fsm). Every producer queues through one path, offer (offer.go),
 // which is also where a task notices that its job is gone because its
 // consumers left. DYNAMIC productions lease their splits through one lease
 // loop (leases.go) whose sizing and ask-ahead policy is pure and takes the

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/fsm"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/ranges"
 )
@@ -488,11 +488,11 @@ func (p *leaseProvider) flush() {
 }
 
 // Bounds of one produced-splits request: what one ProduceSplits command
-// may carry (raftstate.MaxReceipts entries), and intervals enough to stay
-// well under the default raftstate.Config.MaxCommandBytes (1 MiB) at up
+// may carry (fsm.MaxReceipts entries), and intervals enough to stay
+// well under the default raftnode.Config.MaxCommandBytes (1 MiB) at up
 // to 18 bytes an interval. A report over either goes out as several.
 const (
-	maxProduceSplits    = raftstate.MaxReceipts
+	maxProduceSplits    = fsm.MaxReceipts
 	maxProduceIntervals = 1 << 15
 )
 

@@ -3,7 +3,7 @@ package mesh
 import (
 	"time"
 
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/raftnode"
 )
 
 // WorkerConfig bounds what a node does as a worker.
@@ -136,7 +136,7 @@ func (c WorkerConfig) roundsHeld() int {
 }
 
 // failoverAhead is FailoverAhead with its default applied (0: off).
-func (c WorkerConfig) failoverAhead(r raftstate.Config) time.Duration {
+func (c WorkerConfig) failoverAhead(r raftnode.Config) time.Duration {
 	switch {
 	case c.FailoverAhead < 0:
 		return 0
@@ -151,6 +151,6 @@ func (c WorkerConfig) failoverAhead(r raftstate.Config) time.Duration {
 // (Raft randomizes the timeout between one and two), and an election
 // whose first round fails (a vote refused by a peer that has not noticed
 // yet, or split) is retried after an ElectionTimeout.
-func failoverTime(r raftstate.Config) time.Duration {
+func failoverTime(r raftnode.Config) time.Duration {
 	return 2*r.HeartbeatTimeout + r.ElectionTimeout
 }
