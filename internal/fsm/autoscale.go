@@ -129,7 +129,7 @@ func (j *Job) stepScale(consumer string, m autoscale.Metric) {
 			return
 		}
 	}
-	limit := MaxJobWorkers
+	limit := maxJobWorkers
 	if j.Options.MaxWorkers > 0 {
 		limit = j.Options.MaxWorkers
 	}

@@ -257,7 +257,7 @@ func TestAutoscaleWarmStart(t *testing.T) {
 	fixed.Autoscale = false
 	applyErr(t, s, at(NewCreateJobAt("j4", "fp1", fixed, nil, start), 3400), ErrInvalidCommand)
 	applyErr(t, s, at(NewCreateJobAt("j4", "fp1", opts, nil, &ScaleStart{Workers: 0, From: "j1"}), 3400), ErrInvalidCommand)
-	applyErr(t, s, at(NewCreateJobAt("j4", "fp1", opts, nil, &ScaleStart{Workers: MaxJobWorkers + 1, From: "j1"}), 3400), ErrInvalidCommand)
+	applyErr(t, s, at(NewCreateJobAt("j4", "fp1", opts, nil, &ScaleStart{Workers: maxJobWorkers + 1, From: "j1"}), 3400), ErrInvalidCommand)
 	applyErr(t, s, at(NewCreateJobAt("j4", "fp1", opts, nil, &ScaleStart{Workers: 2}), 3400), ErrInvalidCommand)
 	v2 := NewCreateJobAt("j4", "fp1", opts, nil, start)
 	v2.Version = 2

@@ -7,7 +7,7 @@ import (
 
 // Releasing workers: how an autoscaling job gives a node back, for a
 // scale-down of its own or for another job's fair share
-// (AllocateWorkers). The leader proposes AllocateJob with the workers to
+// (the leader's allocation, internal/plan). The leader proposes AllocateJob with the workers to
 // release; each is marked Released in the job at once, so that it counts
 // no more toward the job's worker count and its next lease is refused
 // (ErrReleased). The worker then drains its task as a graceful shutdown
@@ -36,8 +36,8 @@ type allocateJobBody struct {
 	Release []string `cbor:"4,keyasint,omitempty"`
 }
 
-// MaxAllocationReason bounds allocateJobBody.Reason.
-const MaxAllocationReason = 512
+// maxAllocationReason bounds allocateJobBody.Reason.
+const maxAllocationReason = 512
 
 // NewAllocateJob records that the leader gives job share nodes, for
 // reason, and releases the given workers from it (see the top of this
@@ -62,7 +62,7 @@ func applyAllocateJob(s *State, c Command) (any, error) {
 	if j.Scale == nil || !j.Rejoinable() {
 		return nil, fmt.Errorf("%w: job %q does not autoscale", ErrInvalidCommand, b.Job)
 	}
-	if len(b.Reason) > MaxAllocationReason || b.Share < 0 || b.Share > MaxJobWorkers || len(b.Release) > MaxJobWorkers {
+	if len(b.Reason) > maxAllocationReason || b.Share < 0 || b.Share > maxJobWorkers || len(b.Release) > maxJobWorkers {
 		return nil, fmt.Errorf("%w: allocation of job %q: share %d, reason of %d bytes, %d releases", ErrInvalidCommand, b.Job, b.Share, len(b.Reason), len(b.Release))
 	}
 	for i, w := range b.Release {

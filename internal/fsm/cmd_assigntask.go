@@ -64,7 +64,7 @@ func applyAssignTask(s *State, c Command) (any, error) {
 			return nil, fmt.Errorf("%w: job %q has %d live workers (its limit: max_workers, or what autoscaling chose, %d)", ErrLimit, b.Job, live, mw)
 		}
 	}
-	if !known && len(j.Workers) >= MaxJobWorkers {
+	if !known && len(j.Workers) >= maxJobWorkers {
 		return nil, fmt.Errorf("%w: job %q has had %d workers", ErrLimit, b.Job, len(j.Workers))
 	}
 	j.Workers[b.Worker] = WorkerState{Since: c.At}

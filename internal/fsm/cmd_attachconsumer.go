@@ -55,7 +55,7 @@ func applyAttachConsumer(s *State, c Command) (any, error) {
 	if _, ok := j.Consumers[b.Consumer]; !ok {
 		limit := j.Options.NumConsumers
 		if limit == 0 {
-			limit = MaxJobConsumers
+			limit = maxJobConsumers
 		}
 		if len(j.Consumers) >= limit {
 			return nil, fmt.Errorf("%w: job %q already has %d consumers (num_consumers %d); a consumer that crashed holds its place until its lease expires (consumer_ttl %s)",

@@ -205,8 +205,8 @@ func checkCreateJob(b createJobBody, version uint16) (JobOptions, error) {
 			return JobOptions{}, fmt.Errorf("%w: CreateJob v%d cannot carry a scale start (v3)", ErrInvalidCommand, version)
 		case !b.Options.Autoscale:
 			return JobOptions{}, fmt.Errorf("%w: job %q: a scale start is for autoscaling jobs", ErrInvalidCommand, b.Name)
-		case st.Workers < 1 || st.Workers > MaxJobWorkers:
-			return JobOptions{}, fmt.Errorf("%w: job %q: scale start at %d workers (want 1..%d)", ErrInvalidCommand, b.Name, st.Workers, MaxJobWorkers)
+		case st.Workers < 1 || st.Workers > maxJobWorkers:
+			return JobOptions{}, fmt.Errorf("%w: job %q: scale start at %d workers (want 1..%d)", ErrInvalidCommand, b.Name, st.Workers, maxJobWorkers)
 		}
 		if err := checkName("scale start's job name", st.From); err != nil {
 			return JobOptions{}, err
@@ -268,18 +268,18 @@ func existingJob(j *Job, b createJobBody, o JobOptions) (id any, replace bool, e
 // dataset, the bounds, and room for a share group if it needs a new one
 // (group: the share group it joins, "" if none or a new one).
 func (s *State) roomForJob(b createJobBody, o JobOptions) (ds Dataset, group string, err error) {
-	if strings.HasPrefix(b.Name, ShareGroupPrefix) {
-		return Dataset{}, "", fmt.Errorf("%w: job name %q: the prefix %q is reserved for share groups", ErrInvalidCommand, b.Name, ShareGroupPrefix)
+	if strings.HasPrefix(b.Name, shareGroupPrefix) {
+		return Dataset{}, "", fmt.Errorf("%w: job name %q: the prefix %q is reserved for share groups", ErrInvalidCommand, b.Name, shareGroupPrefix)
 	}
 	ds, ok := s.Datasets[b.Fingerprint]
 	if !ok {
 		return Dataset{}, "", fmt.Errorf("%w: job %q names dataset %q: register it first", ErrUnknownDataset, b.Name, b.Fingerprint)
 	}
-	if len(s.Jobs) >= MaxJobs {
+	if len(s.Jobs) >= maxJobs {
 		return Dataset{}, "", fmt.Errorf("%w: %d jobs exist", ErrLimit, len(s.Jobs))
 	}
 	if o.Share && o.Sharding == splits.Dynamic {
-		if group = s.findShareGroup(ds.Fingerprint, o.Epochs); group == "" && len(s.Jobs)+1 >= MaxJobs {
+		if group = s.findShareGroup(ds.Fingerprint, o.Epochs); group == "" && len(s.Jobs)+1 >= maxJobs {
 			return Dataset{}, "", fmt.Errorf("%w: %d jobs exist, no room for the job and its share group", ErrLimit, len(s.Jobs))
 		}
 	}
@@ -313,8 +313,8 @@ func staticWorkers(in []string, maxWorkers int) ([]string, error) {
 	if len(in) == 0 {
 		return nil, fmt.Errorf("%w: a static job needs the list of workers agreed at creation", ErrInvalidCommand)
 	}
-	if len(in) > MaxJobWorkers {
-		return nil, fmt.Errorf("%w: %d static workers, limit %d", ErrLimit, len(in), MaxJobWorkers)
+	if len(in) > maxJobWorkers {
+		return nil, fmt.Errorf("%w: %d static workers, limit %d", ErrLimit, len(in), maxJobWorkers)
 	}
 	for _, w := range in {
 		if err := checkName("worker id", w); err != nil {

@@ -40,12 +40,12 @@ func applyDetachConsumer(s *State, c Command) (any, error) {
 }
 
 // rememberDetached records consumer in j.Detached, making room by
-// forgetting the oldest (then smallest id) at MaxJobConsumers.
+// forgetting the oldest (then smallest id) at maxJobConsumers.
 func rememberDetached(j *Job, consumer string, at int64) {
 	if j.Detached == nil {
 		j.Detached = map[string]int64{}
 	}
-	if _, ok := j.Detached[consumer]; !ok && len(j.Detached) >= MaxJobConsumers {
+	if _, ok := j.Detached[consumer]; !ok && len(j.Detached) >= maxJobConsumers {
 		oldest, first := "", true
 		for id, t := range j.Detached {
 			if first || t < j.Detached[oldest] || (t == j.Detached[oldest] && id < oldest) {

@@ -23,16 +23,16 @@ type endTaskBody struct {
 	JobID uint64 `cbor:"4,keyasint,omitempty"`
 }
 
-// NewEndTask records that worker's task of job ended: with failure "" its
+// newEndTask records that worker's task of job ended: with failure "" its
 // data ended; otherwise it failed with that error (cut to
 // MaxFailureBytes), and the job is failed for as long as it exists. Only
 // the first failure is kept. Idempotent. Result: bool, whether the command
 // changed the job.
-func NewEndTask(job, worker, failure string) Command {
+func newEndTask(job, worker, failure string) Command {
 	return NewEndTaskOfJob(job, 0, worker, failure)
 }
 
-// NewEndTaskOfJob is NewEndTask from a task of the job with ID jobID (0:
+// NewEndTaskOfJob is newEndTask from a task of the job with ID jobID (0:
 // unchecked): refused with ErrNotAssigned once a job resumed from
 // checkpoints has replaced it under its name.
 func NewEndTaskOfJob(job string, jobID uint64, worker, failure string) Command {

@@ -30,8 +30,8 @@ func applyFinishSplits(s *State, c Command) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(b.IDs) > MaxFinishSplits {
-		return nil, fmt.Errorf("%w: %d split ids, limit %d", ErrInvalidCommand, len(b.IDs), MaxFinishSplits)
+	if len(b.IDs) > maxFinishSplits {
+		return nil, fmt.Errorf("%w: %d split ids, limit %d", ErrInvalidCommand, len(b.IDs), maxFinishSplits)
 	}
 	if err := j.Dynamic.Finish(b.Worker, b.Epoch, b.IDs); err != nil {
 		return nil, fmt.Errorf("job %q: %w", b.Job, err)

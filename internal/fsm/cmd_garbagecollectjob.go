@@ -11,7 +11,7 @@ type garbageCollectJobBody struct {
 
 // NewGarbageCollectJob removes job. It is rejected with ErrJobInUse while
 // a consumer is attached or until the job has been without one for its
-// GCAfter, measured with the command's At (Job.GCDue). A missing job is not
+// GCAfter, measured with the command's At (Job.gcDue). A missing job is not
 // an error. Datasets are kept. Result: bool, whether the job existed.
 func NewGarbageCollectJob(job string) Command {
 	return newCommand(TypeGarbageCollectJob, 1, garbageCollectJobBody{Job: job})
@@ -39,7 +39,7 @@ func applyGarbageCollectJob(s *State, c Command) (any, error) {
 	if len(j.Consumers) > 0 {
 		return nil, fmt.Errorf("%w: job %q has %d consumers", ErrJobInUse, b.Job, len(j.Consumers))
 	}
-	if !j.GCDue(c.At) {
+	if !j.gcDue(c.At) {
 		return nil, fmt.Errorf("%w: job %q has had no consumer for %v of its gc_after %v",
 			ErrJobInUse, b.Job, timeDiff(c.At, j.NoConsumersSince), j.Options.GCAfter)
 	}

@@ -38,8 +38,8 @@ func applyHandBackSplits(s *State, c Command) (any, error) {
 	if err := checkJobID(j, b.JobID); err != nil {
 		return nil, err
 	}
-	if len(b.IDs) > MaxLeaseSplits {
-		return nil, fmt.Errorf("%w: %d split ids, limit %d", ErrInvalidCommand, len(b.IDs), MaxLeaseSplits)
+	if len(b.IDs) > maxLeaseSplits {
+		return nil, fmt.Errorf("%w: %d split ids, limit %d", ErrInvalidCommand, len(b.IDs), maxLeaseSplits)
 	}
 	if j.servingWorkers() < 2 {
 		return nil, fmt.Errorf("job %q: %w: %q is its only worker that is neither expired nor drained", b.Job, splits.ErrHandBackRefused, b.Worker)

@@ -29,7 +29,7 @@ const MaxPreferIntervals = 256
 
 // NewLeaseSplits leases up to n splits of a DYNAMIC job to worker, which
 // must be assigned and live (ErrNotAssigned). n is clamped to
-// [1, MaxLeaseSplits]; workers size it by their pipeline's rate
+// [1, splits.MaxLease]; workers size it by their pipeline's rate
 // (mesh/leasepolicy.go). requestID
 // makes a retry safe: the same (worker, requestID) as the worker's last
 // lease returns that lease again. Epochs advance inside this command (see
@@ -120,7 +120,7 @@ func applyLeaseSplits(s *State, c Command) (any, error) {
 	if l, off := offloadLease(j, b.Worker); off {
 		return l, nil
 	}
-	l := j.Dynamic.LeasePreferring(b.Worker, b.RequestID, min(max(b.N, 1), MaxLeaseSplits), b.Prefer)
+	l := j.Dynamic.LeasePreferring(b.Worker, b.RequestID, min(max(b.N, 1), maxLeaseSplits), b.Prefer)
 	l.Cut = j.Options.OffloadBoundary // the job's cut now (a retry's answer carries the cut in force)
 	return l, nil
 }

@@ -103,7 +103,7 @@ func applyOffload(s *State, c Command) (any, error) {
 		switch {
 		case ok && st.Expired:
 			return nil, fmt.Errorf("%w: the local worker of consumer %q was expired from job %q", ErrNotAssigned, b.Consumer, b.Job)
-		case !ok && len(j.Workers) >= MaxJobWorkers:
+		case !ok && len(j.Workers) >= maxJobWorkers:
 			return nil, fmt.Errorf("%w: job %q has had %d workers", ErrLimit, b.Job, len(j.Workers))
 		case !ok:
 			j.Workers[name] = WorkerState{Since: c.At}
@@ -137,8 +137,8 @@ func checkCutMidJob(j *Job, b OffloadBody, version uint16) error {
 	switch {
 	case version < 2:
 		return fmt.Errorf("%w: Offload v%d with a cut (v2)", ErrInvalidCommand, version)
-	case b.Cut < 0 || b.Cut > MaxOffloadBoundary:
-		return fmt.Errorf("%w: offload cut %d (want 1..%d)", ErrInvalidCommand, b.Cut, MaxOffloadBoundary)
+	case b.Cut < 0 || b.Cut > maxOffloadBoundary:
+		return fmt.Errorf("%w: offload cut %d (want 1..%d)", ErrInvalidCommand, b.Cut, maxOffloadBoundary)
 	case j.Options.OffloadBoundary == b.Cut:
 		return nil // a retry
 	case j.Options.OffloadBoundary != 0:

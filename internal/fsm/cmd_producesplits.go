@@ -16,14 +16,14 @@ type produceSplitsBody struct {
 	JobID uint64 `cbor:"5,keyasint,omitempty"`
 }
 
-// NewProduceSplits reports that worker has emitted every element of the
+// newProduceSplits reports that worker has emitted every element of the
 // given splits of epoch of an exactly-once DYNAMIC job, with the indices
 // it emitted (splits.DynamicState.Produce). Result: splits.Progress.
-func NewProduceSplits(job, worker string, epoch int64, done []ranges.SplitEmitted) Command {
+func newProduceSplits(job, worker string, epoch int64, done []ranges.SplitEmitted) Command {
 	return newCommand(TypeProduceSplits, 1, produceSplitsBody{Job: job, Worker: worker, Epoch: epoch, Splits: done})
 }
 
-// NewProduceSplitsOfJob is NewProduceSplits from a task of the job with
+// NewProduceSplitsOfJob is newProduceSplits from a task of the job with
 // ID jobID, as NewLeaseSplitsOfJob.
 func NewProduceSplitsOfJob(job string, jobID uint64, worker string, epoch int64, done []ranges.SplitEmitted) Command {
 	return newCommand(TypeProduceSplits, 1, produceSplitsBody{Job: job, Worker: worker, Epoch: epoch, Splits: done, JobID: jobID})

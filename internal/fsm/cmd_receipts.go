@@ -59,8 +59,8 @@ func applyReceipts(s *State, c Command) (any, error) {
 	if j.Dynamic == nil || !j.Dynamic.Tracked() {
 		return nil, fmt.Errorf("%w: job %q is not exactly-once DYNAMIC (receipts)", ErrNotDynamic, b.Job)
 	}
-	if len(b.Receipts) > MaxReceipts || len(b.Fenced) > MaxJobWorkers {
-		return nil, fmt.Errorf("%w: %d receipts, %d fences (limits %d, %d)", ErrInvalidCommand, len(b.Receipts), len(b.Fenced), MaxReceipts, MaxJobWorkers)
+	if len(b.Receipts) > MaxReceipts || len(b.Fenced) > maxJobWorkers {
+		return nil, fmt.Errorf("%w: %d receipts, %d fences (limits %d, %d)", ErrInvalidCommand, len(b.Receipts), len(b.Fenced), MaxReceipts, maxJobWorkers)
 	}
 	intervals := 0
 	for _, r := range b.Receipts {

@@ -30,8 +30,8 @@ func applyRegisterDataset(s *State, c Command) (any, error) {
 	if err := checkName("dataset fingerprint", d.Fingerprint); err != nil {
 		return nil, err
 	}
-	if len(d.Spec) > MaxSpecBytes {
-		return nil, fmt.Errorf("%w: spec of %d bytes, limit %d", ErrInvalidCommand, len(d.Spec), MaxSpecBytes)
+	if len(d.Spec) > maxSpecBytes {
+		return nil, fmt.Errorf("%w: spec of %d bytes, limit %d", ErrInvalidCommand, len(d.Spec), maxSpecBytes)
 	}
 	if d.NumSplits < 0 || d.NumSplits > splits.MaxSplits {
 		return nil, fmt.Errorf("%w: dataset with %d splits (want 0..%d)", ErrInvalidCommand, d.NumSplits, int64(splits.MaxSplits))
@@ -43,7 +43,7 @@ func applyRegisterDataset(s *State, c Command) (any, error) {
 		}
 		return false, nil
 	}
-	if len(s.Datasets) >= MaxDatasets {
+	if len(s.Datasets) >= maxDatasets {
 		return nil, fmt.Errorf("%w: %d datasets registered", ErrLimit, len(s.Datasets))
 	}
 	d.Spec = slices.Clone(d.Spec)

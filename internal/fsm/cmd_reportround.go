@@ -15,8 +15,8 @@ type reportRoundBody struct {
 // reached round (kept as the maximum of all reports for the index; the
 // first report of any index starts the job's rounds). ErrUnknownJob for no
 // such job; ErrInvalidCommand for a job that is not coordinated, an index
-// outside [0, NumConsumers) or a round outside [0, MaxRound]. Result: int64, the index's
-// highest reported round.
+// outside [0, NumConsumers) or a round outside [0, 2^60]. Result: int64,
+// the index's highest reported round.
 func NewReportRound(job string, index int, round int64) Command {
 	return newCommand(TypeReportRound, 1, reportRoundBody{Job: job, Index: index, Round: round})
 }
@@ -36,8 +36,8 @@ func applyReportRound(s *State, c Command) (any, error) {
 	if b.Index < 0 || b.Index >= j.Options.NumConsumers {
 		return nil, fmt.Errorf("%w: consumer index %d outside [0, %d)", ErrInvalidCommand, b.Index, j.Options.NumConsumers)
 	}
-	if b.Round < 0 || b.Round > MaxRound {
-		return nil, fmt.Errorf("%w: round %d outside [0, %d]", ErrInvalidCommand, b.Round, int64(MaxRound))
+	if b.Round < 0 || b.Round > maxRound {
+		return nil, fmt.Errorf("%w: round %d outside [0, %d]", ErrInvalidCommand, b.Round, int64(maxRound))
 	}
 	r := j.Rounds
 	if r.Reached == nil {

@@ -139,7 +139,7 @@ func (d *compatDriver) create(job string) Command {
 func (d *compatDriver) dynamic(job string, j *Job) Command {
 	r := d.r
 	worker, consumer := d.pick("w", 5), d.pick("c", 3)
-	if live := j.LiveWorkers(); len(live) > 0 && r.IntN(5) > 0 {
+	if live := j.liveWorkers(); len(live) > 0 && r.IntN(5) > 0 {
 		worker = live[r.IntN(len(live))]
 	}
 	if ids := j.ConsumerIDs(); len(ids) > 0 && r.IntN(4) > 0 {
@@ -289,7 +289,7 @@ func (d *compatDriver) end(job, worker string) Command {
 	if d.r.IntN(2) == 0 {
 		return NewEndTaskOfJob(job, d.jobID(job), worker, "")
 	}
-	return NewEndTask(job, worker, "boom: "+worker)
+	return newEndTask(job, worker, "boom: "+worker)
 }
 
 func (d *compatDriver) finish(job, worker string, l splits.Lease) Command {
@@ -308,7 +308,7 @@ func (d *compatDriver) produce(job, worker string, l splits.Lease) Command {
 	if d.r.IntN(2) == 0 {
 		return NewProduceSplitsOfJob(job, d.jobID(job), worker, l.Epoch, done)
 	}
-	return NewProduceSplits(job, worker, l.Epoch, done)
+	return newProduceSplits(job, worker, l.Epoch, done)
 }
 
 func (d *compatDriver) lease(job, worker string) Command {

@@ -48,7 +48,7 @@ func TestCreateJobOffloadBoundary(t *testing.T) {
 		{"at-most-once", func(o *JobOptions) { o.Delivery = "" }, "offload_boundary needs delivery exactly-once"},
 		{"coordinated", func(o *JobOptions) { o.Coordinated = true }, "offload_boundary needs delivery exactly-once without coordinated reads"},
 		{"negative", func(o *JobOptions) { o.OffloadBoundary = -1 }, "offload_boundary -1"},
-		{"too-far", func(o *JobOptions) { o.OffloadBoundary = MaxOffloadBoundary + 1 }, "offload_boundary 1025"},
+		{"too-far", func(o *JobOptions) { o.OffloadBoundary = maxOffloadBoundary + 1 }, "offload_boundary 1025"},
 	} {
 		x := o
 		tc.edit(&x)

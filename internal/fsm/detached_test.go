@@ -17,7 +17,7 @@ func TestDetachedConsumerStaysDetached(t *testing.T) {
 	}
 	applyErr(t, s, at(NewAttachConsumer("j1", "c1"), 2002), ErrDetached)
 	v, _ := s.Job("j1")
-	if len(v.Consumers) != 0 || v.NoConsumersSince != 2001 || !v.GCDue(2101) {
+	if len(v.Consumers) != 0 || v.NoConsumersSince != 2001 || !v.gcDue(2101) {
 		t.Fatalf("after the late attach: %+v", v)
 	}
 	applyOK(t, s, at(NewAttachConsumer("j1", "c2"), 2003)) // a new id is welcome
@@ -39,11 +39,11 @@ func TestDetachedConsumerStaysDetached(t *testing.T) {
 
 	// Remembered detaches are bounded: the oldest is forgotten first.
 	s = newJobState(t, &JobOptions{ConsumerTTL: time.Hour})
-	for i := range MaxJobConsumers + 1 {
+	for i := range maxJobConsumers + 1 {
 		applyOK(t, s, at(NewDetachConsumer("j1", fmt.Sprintf("d%d", i)), int64(2000+i)))
 	}
-	if v, _ := s.Job("j1"); len(v.Detached) != MaxJobConsumers {
-		t.Fatalf("%d detached remembered, want %d", len(v.Detached), MaxJobConsumers)
+	if v, _ := s.Job("j1"); len(v.Detached) != maxJobConsumers {
+		t.Fatalf("%d detached remembered, want %d", len(v.Detached), maxJobConsumers)
 	}
 	applyOK(t, s, at(NewAttachConsumer("j1", "d0"), 9000))
 	applyErr(t, s, at(NewAttachConsumer("j1", "d1"), 9001), ErrDetached)

@@ -36,7 +36,7 @@ func TestExactlyOnceCommands(t *testing.T) {
 	for _, id := range l2.Splits {
 		done = append(done, ranges.SplitEmitted{Split: id, Emitted: ranges.Span(0, 3)})
 	}
-	applyOK(t, s, NewProduceSplits("j1", "w2", 0, done))
+	applyOK(t, s, newProduceSplits("j1", "w2", 0, done))
 	var rs []Receipt
 	for _, id := range l2.Splits {
 		rs = append(rs, Receipt{Epoch: 0, Split: id, Got: ranges.Span(0, 3)})
@@ -53,13 +53,13 @@ func TestExactlyOnceCommands(t *testing.T) {
 	}
 	applyErr(t, s, NewReceipts("j1", "c1", 0, []Receipt{{Epoch: 0, Split: n, Got: ranges.Span(0, 1)}}, nil), ErrInvalidCommand)
 	applyErr(t, s, NewReceipts("j1", "c1", 0, []Receipt{{Epoch: 0, Split: sp, Got: ranges.Span(2, 3)}, {Epoch: 0, Split: sp, Got: ranges.Set{5, 4}}}, nil), ErrInvalidCommand)
-	applyErr(t, s, NewProduceSplits("j1", "w1", 0, []ranges.SplitEmitted{{Split: sp}}), splits.ErrNotLeased)
+	applyErr(t, s, newProduceSplits("j1", "w1", 0, []ranges.SplitEmitted{{Split: sp}}), splits.ErrNotLeased)
 	applyErr(t, s, NewReceipts("nope", "c1", 0, nil, nil), ErrUnknownJob)
 	after, _ := s.MarshalSnapshot()
 	if !reflect.DeepEqual(before, after) {
 		t.Fatal("a rejected command changed the state")
 	}
-	applyOK(t, s, NewProduceSplits("j1", "w2", 0, []ranges.SplitEmitted{{Split: sp, Emitted: ranges.Span(2, 3)}}))
+	applyOK(t, s, newProduceSplits("j1", "w2", 0, []ranges.SplitEmitted{{Split: sp, Emitted: ranges.Span(2, 3)}}))
 	if p := s.Jobs["j1"].Dynamic.Progress(); p.Complete {
 		t.Fatal("complete before the last receipt")
 	}
@@ -184,7 +184,7 @@ func TestCountLossCommands(t *testing.T) {
 	}
 	// w1 emitted its first split (5 elements; c1 got 3) and 2 of the
 	// second, then died.
-	applyOK(t, s, NewProduceSplits("j1", "w1", 0, []ranges.SplitEmitted{{Split: l.Splits[0], Emitted: ranges.Span(0, 5)}}))
+	applyOK(t, s, newProduceSplits("j1", "w1", 0, []ranges.SplitEmitted{{Split: l.Splits[0], Emitted: ranges.Span(0, 5)}}))
 	applyOK(t, s, NewReceipts("j1", "c1", 1, []Receipt{{Epoch: 0, Split: l.Splits[0], Got: ranges.Span(0, 3)}, {Epoch: 0, Split: l.Splits[1], Got: ranges.Span(0, 2)}}, nil))
 	applyOK(t, s, NewExpireWorker("w1"))
 	applyOK(t, s, NewReceipts("j1", "c1", 2, nil, []string{"w1"}))
@@ -195,7 +195,7 @@ func TestCountLossCommands(t *testing.T) {
 	if !c.Census || len(c.Splits) != 1 || c.Splits[0] != l.Splits[1] || c.Exclude[0].String() != "[0,2)" {
 		t.Fatalf("census lease: %+v", c)
 	}
-	applyOK(t, s, NewProduceSplits("j1", "w2", 0, []ranges.SplitEmitted{{Split: l.Splits[1], Emitted: ranges.Span(2, 6)}}))
+	applyOK(t, s, newProduceSplits("j1", "w2", 0, []ranges.SplitEmitted{{Split: l.Splits[1], Emitted: ranges.Span(2, 6)}}))
 	if x := s.Jobs["j1"].Dynamic.Progress().Exact; x.Lost != 2+4 || x.Censused != 1 {
 		t.Fatalf("after the census: %+v", x)
 	}

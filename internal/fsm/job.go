@@ -94,7 +94,7 @@ type Job struct {
 	Rounds *RoundState `cbor:"14,keyasint,omitempty" json:"rounds,omitempty"`
 	// Detached maps consumer id → the At of its DetachConsumer (v2), for
 	// the job's ConsumerTTL after it (ExpireConsumers forgets it then; at
-	// most MaxJobConsumers, the oldest forgotten first). AttachConsumer
+	// most 4096, the oldest forgotten first). AttachConsumer
 	// refuses these ids (ErrDetached): a detach is final, so a heartbeat
 	// that reaches the leader after its consumer's detach cannot attach it
 	// again and keep the job alive for a whole ConsumerTTL.
@@ -160,10 +160,10 @@ func (j *Job) ActiveWorkers() int {
 	return n
 }
 
-// LiveWorkers returns the assigned workers that are not expired, sorted:
+// liveWorkers returns the assigned workers that are not expired, sorted:
 // nodes only, a consumer's local worker (offload.go) does not count
 // toward max_workers.
-func (j *Job) LiveWorkers() []string {
+func (j *Job) liveWorkers() []string {
 	var ws []string
 	for w, st := range j.Workers {
 		if _, local := jobspec.LocalWorkerOf(w); !st.Expired && !local {
@@ -177,16 +177,16 @@ func (j *Job) LiveWorkers() []string {
 // ConsumerIDs returns the attached consumers, sorted.
 func (j *Job) ConsumerIDs() []string { return slices.Sorted(maps.Keys(j.Consumers)) }
 
-// GCDue reports whether the job may be garbage-collected at now (Unix
+// gcDue reports whether the job may be garbage-collected at now (Unix
 // nanoseconds): no consumer is attached and none has been for GCAfter. The
 // leader uses it to decide when to propose GarbageCollectJob.
-func (j *Job) GCDue(now int64) bool {
+func (j *Job) gcDue(now int64) bool {
 	return len(j.Consumers) == 0 && now >= addSat(j.NoConsumersSince, j.Options.GCAfter)
 }
 
-// StaticSplits returns the splits worker reads in a STATIC job (nil for
+// staticSplits returns the splits worker reads in a STATIC job (nil for
 // other policies or a worker not in StaticWorkers).
-func (j *Job) StaticSplits(worker string) []int64 {
+func (j *Job) staticSplits(worker string) []int64 {
 	if j.Options.Sharding != splits.Static {
 		return nil
 	}

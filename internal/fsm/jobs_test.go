@@ -80,7 +80,7 @@ func TestRegisterDataset(t *testing.T) {
 	applyErr(t, s, NewRegisterDataset(other), ErrMismatch)
 	applyErr(t, s, NewRegisterDataset(Dataset{NumSplits: 1}), ErrInvalidCommand)
 	applyErr(t, s, NewRegisterDataset(Dataset{Fingerprint: "x", NumSplits: -1}), ErrInvalidCommand)
-	applyErr(t, s, NewRegisterDataset(Dataset{Fingerprint: strings.Repeat("x", MaxNameBytes+1)}), ErrInvalidCommand)
+	applyErr(t, s, NewRegisterDataset(Dataset{Fingerprint: strings.Repeat("x", maxNameBytes+1)}), ErrInvalidCommand)
 	d, ok := s.Dataset("fp1")
 	if !ok || !reflect.DeepEqual(d, testDataset) {
 		t.Fatalf("dataset %+v, %v", d, ok)
@@ -132,13 +132,13 @@ func TestCreateJob(t *testing.T) {
 	}
 	v, ok := s.Job("j1")
 	if !ok || v.CreatedAt != 500 || v.NoConsumersSince != 500 || v.NumSplits != 40 || v.Options.Epochs != 2 ||
-		v.Options.ConsumerTTL != DefaultConsumerTTL || v.Dynamic == nil || v.Progress == nil || v.Progress.Remaining != 80 {
+		v.Options.ConsumerTTL != defaultConsumerTTL || v.Dynamic == nil || v.Progress == nil || v.Progress.Remaining != 80 {
 		t.Fatalf("job view %+v, progress %+v", v, v.Progress)
 	}
 	// Static: sorted, deduplicated, cut to MaxWorkers.
 	applyOK(t, s, NewCreateJob("st", "fp1", JobOptions{Sharding: splits.Static, MaxWorkers: 2}, []string{"w3", "w1", "w2", "w1"}))
 	if v, _ := s.Job("st"); !slices.Equal(v.StaticWorkers, []string{"w1", "w2"}) || v.Dynamic != nil || v.Progress != nil ||
-		!slices.Equal(v.StaticSplits("w2"), splits.StaticAssignment(40, []string{"w1", "w2"}, "w2")) {
+		!slices.Equal(v.staticSplits("w2"), splits.StaticAssignment(40, []string{"w1", "w2"}, "w2")) {
 		t.Fatalf("static job %+v", v)
 	}
 	// Forever.
@@ -189,7 +189,7 @@ func TestConsumerLeaseExpiryAndGC(t *testing.T) {
 	if v.NoConsumersSince != 2015 || len(v.ConsumerIDs()) != 0 {
 		t.Fatalf("after expiry: %+v", v)
 	}
-	if v.GCDue(2114) || !v.GCDue(2115) {
+	if v.gcDue(2114) || !v.gcDue(2115) {
 		t.Fatal("GCDue around NoConsumersSince + GCAfter")
 	}
 	applyErr(t, s, at(NewGarbageCollectJob("j1"), 2114), ErrJobInUse)
@@ -252,7 +252,7 @@ func TestAssignTask(t *testing.T) {
 		t.Fatalf("v1 re-assign after restart: %v", got)
 	}
 	v, _ := s.Job("j1")
-	if !slices.Equal(v.LiveWorkers(), []string{"w1", "w3"}) || v.Workers["w1"] != (WorkerState{Since: 14}) || !v.Workers["w2"].Expired {
+	if !slices.Equal(v.liveWorkers(), []string{"w1", "w3"}) || v.Workers["w1"] != (WorkerState{Since: 14}) || !v.Workers["w2"].Expired {
 		t.Fatalf("workers %+v", v.Workers)
 	}
 	// Static jobs take only the workers agreed at creation.
@@ -281,7 +281,7 @@ func TestLeaseSplits(t *testing.T) {
 	if !reflect.DeepEqual(retry, l1) || !reflect.DeepEqual(before, s.Jobs["j1"]) {
 		t.Fatalf("retry %+v changed the job", retry)
 	}
-	l2 := applyOK(t, s, NewLeaseSplits("j1", "w2", 1, MaxLeaseSplits*10)).(splits.Lease)
+	l2 := applyOK(t, s, NewLeaseSplits("j1", "w2", 1, maxLeaseSplits*10)).(splits.Lease)
 	if len(l2.Splits) != 36 || l2.Splits[0] != 4 {
 		t.Fatalf("w2 lease %+v", l2)
 	}

@@ -49,9 +49,9 @@ func (r OffloadReport) Validate() error {
 			return fmt.Errorf("offload report %+v: rates and fractions must be finite and >= 0", r)
 		}
 	}
-	if len(r.Mode) > MaxNameBytes || len(r.Reason) > MaxFailureBytes || r.Local < 0 || r.Remote < 0 || r.Cut < 0 {
+	if len(r.Mode) > maxNameBytes || len(r.Reason) > MaxFailureBytes || r.Local < 0 || r.Remote < 0 || r.Cut < 0 {
 		return fmt.Errorf("offload report: mode of %d bytes, reason of %d (limits %d, %d), counts %d/%d, cut %d",
-			len(r.Mode), len(r.Reason), MaxNameBytes, MaxFailureBytes, r.Local, r.Remote, r.Cut)
+			len(r.Mode), len(r.Reason), maxNameBytes, MaxFailureBytes, r.Local, r.Remote, r.Cut)
 	}
 	return nil
 }

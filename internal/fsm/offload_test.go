@@ -116,7 +116,7 @@ func TestOffloadCutMidJob(t *testing.T) {
 	}
 	v1 := newCommand(TypeOffload, 1, OffloadBody{Job: "j1", Consumer: "c1", Cut: 2})
 	applyErr(t, s, v1, ErrInvalidCommand)
-	applyErr(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Cut: MaxOffloadBoundary + 1}), ErrInvalidCommand)
+	applyErr(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Cut: maxOffloadBoundary + 1}), ErrInvalidCommand)
 	applyErr(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Cut: -1}), ErrInvalidCommand)
 	// A command refused for another of its parts cuts nothing.
 	applyErr(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Cut: 2, LocalWorker: true, Retire: true}), ErrInvalidCommand)

@@ -18,7 +18,7 @@ type JobOptions struct {
 	// value means forever (stored as -1).
 	Epochs int64 `cbor:"2,keyasint" json:"epochs"`
 	// NumConsumers is how many consumers may attach; 0 means any number
-	// (up to MaxJobConsumers).
+	// (up to 4096).
 	NumConsumers int `cbor:"3,keyasint" json:"num_consumers"`
 	// Share lets the job read from the workers' sliding-window cache shared
 	// with other jobs of the same dataset.
@@ -26,10 +26,10 @@ type JobOptions struct {
 	// Coordinated makes consumers read in rounds (bucketing).
 	Coordinated bool `cbor:"5,keyasint" json:"coordinated"`
 	// MaxWorkers caps the live workers of the job; 0 means every live
-	// worker that asks (up to MaxJobWorkers).
+	// worker that asks (up to 4096).
 	MaxWorkers int `cbor:"6,keyasint" json:"max_workers"`
 	// ConsumerTTL is the consumer lease: a consumer that does not renew it
-	// for this long is dropped. 0 means DefaultConsumerTTL.
+	// for this long is dropped. 0 means 30 s.
 	ConsumerTTL time.Duration `cbor:"7,keyasint" json:"consumer_ttl"`
 	// GCAfter is how long a job lives without consumers before it may be
 	// garbage-collected. 0 means DefaultGCAfter.
@@ -80,8 +80,8 @@ type JobOptions struct {
 	CountLoss bool `cbor:"17,keyasint,omitempty" json:"count_loss,omitempty"`
 }
 
-// MaxOffloadBoundary bounds JobOptions.OffloadBoundary.
-const MaxOffloadBoundary = 1024
+// maxOffloadBoundary bounds JobOptions.OffloadBoundary.
+const maxOffloadBoundary = 1024
 
 // Delivery names (JobOptions.Delivery).
 const (
@@ -116,7 +116,7 @@ func (o JobOptions) Normalized() JobOptions {
 		o.Epochs = -1
 	}
 	if o.ConsumerTTL == 0 {
-		o.ConsumerTTL = DefaultConsumerTTL
+		o.ConsumerTTL = defaultConsumerTTL
 	}
 	if o.GCAfter == 0 {
 		o.GCAfter = DefaultGCAfter
@@ -136,17 +136,17 @@ func (o JobOptions) validate() error {
 	if o.Epochs == 0 || o.Epochs < -1 || o.Epochs > jobspec.MaxEpochs {
 		errs = append(errs, fmt.Sprintf("epochs %d (want -1 or 1..%d)", o.Epochs, jobspec.MaxEpochs))
 	}
-	if o.NumConsumers < 0 || o.NumConsumers > MaxJobConsumers {
-		errs = append(errs, fmt.Sprintf("num_consumers %d (want 0..%d)", o.NumConsumers, MaxJobConsumers))
+	if o.NumConsumers < 0 || o.NumConsumers > maxJobConsumers {
+		errs = append(errs, fmt.Sprintf("num_consumers %d (want 0..%d)", o.NumConsumers, maxJobConsumers))
 	}
-	if o.MaxWorkers < 0 || o.MaxWorkers > MaxJobWorkers {
-		errs = append(errs, fmt.Sprintf("max_workers %d (want 0..%d)", o.MaxWorkers, MaxJobWorkers))
+	if o.MaxWorkers < 0 || o.MaxWorkers > maxJobWorkers {
+		errs = append(errs, fmt.Sprintf("max_workers %d (want 0..%d)", o.MaxWorkers, maxJobWorkers))
 	}
-	if o.ConsumerTTL <= 0 || o.ConsumerTTL > MaxConsumerTTL {
-		errs = append(errs, fmt.Sprintf("consumer_ttl %v (want up to %v)", o.ConsumerTTL, MaxConsumerTTL))
+	if o.ConsumerTTL <= 0 || o.ConsumerTTL > maxConsumerTTL {
+		errs = append(errs, fmt.Sprintf("consumer_ttl %v (want up to %v)", o.ConsumerTTL, maxConsumerTTL))
 	}
-	if o.GCAfter <= 0 || o.GCAfter > MaxGCAfter {
-		errs = append(errs, fmt.Sprintf("gc_after %v (want up to %v)", o.GCAfter, MaxGCAfter))
+	if o.GCAfter <= 0 || o.GCAfter > maxGCAfter {
+		errs = append(errs, fmt.Sprintf("gc_after %v (want up to %v)", o.GCAfter, maxGCAfter))
 	}
 	if !validCompressionName(o.Compression) {
 		errs = append(errs, fmt.Sprintf("compression %q (want a lowercase name, or empty for none)", o.Compression))
@@ -169,8 +169,8 @@ func (o JobOptions) validate() error {
 		errs = append(errs, err.Error())
 	}
 	switch {
-	case o.OffloadBoundary < 0 || o.OffloadBoundary > MaxOffloadBoundary:
-		errs = append(errs, fmt.Sprintf("offload_boundary %d (want 0..%d)", o.OffloadBoundary, MaxOffloadBoundary))
+	case o.OffloadBoundary < 0 || o.OffloadBoundary > maxOffloadBoundary:
+		errs = append(errs, fmt.Sprintf("offload_boundary %d (want 0..%d)", o.OffloadBoundary, maxOffloadBoundary))
 	case o.OffloadBoundary > 0 && (o.Delivery != DeliveryExactlyOnce || o.Coordinated):
 		errs = append(errs, fmt.Sprintf("offload_boundary needs delivery %s without coordinated reads (have delivery=%s coordinated=%v)", DeliveryExactlyOnce, deliveryName(o.Delivery), o.Coordinated))
 	}

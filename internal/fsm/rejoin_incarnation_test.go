@@ -40,7 +40,7 @@ func TestLostLeaseAnswerIsAskedAgain(t *testing.T) {
 		done = append(done, ranges.SplitEmitted{Split: id, Emitted: ranges.Span(0, 5)})
 		rs = append(rs, Receipt{Epoch: 0, Split: id, Got: ranges.Span(0, 5)})
 	}
-	applyOK(t, s, NewProduceSplits("j1", "w1", 0, done))
+	applyOK(t, s, newProduceSplits("j1", "w1", 0, done))
 	applyOK(t, s, NewReceipts("j1", "c1", 1, rs, nil))
 	// w1's node stops (drain cut short): expired, its last two splits
 	// orphaned until c1 fences it; c1 fences.
@@ -70,7 +70,7 @@ func TestLostLeaseAnswerIsAskedAgain(t *testing.T) {
 	applyOK(t, s2, NewAssignTask("j1", "w1"))
 	applyOK(t, s2, NewAssignTask("j1", "w2"))
 	applyOK(t, s2, NewLeaseSplitsAs("j1", "w1", 100, 1, int(n)))
-	applyOK(t, s2, NewProduceSplits("j1", "w1", 0, done))
+	applyOK(t, s2, newProduceSplits("j1", "w1", 0, done))
 	applyOK(t, s2, NewReceipts("j1", "c1", 1, rs, nil))
 	applyOK(t, s2, NewExpireWorker("w1"))
 	applyOK(t, s2, NewReceipts("j1", "c1", 2, nil, []string{"w1"}))

@@ -95,7 +95,7 @@ func TestResumeReplacesJob(t *testing.T) {
 	}
 	applyOK(t, s, NewDetachConsumer("j1", "c1"))
 	applyErr(t, s, resume("j1", old, "c1", 2, part), ErrJobInUse)
-	later := planNow.Add(MaxConsumerTTL).UnixNano()
+	later := planNow.Add(maxConsumerTTL).UnixNano()
 	applyOK(t, s, at(NewExpireConsumers(later), later)) // c2's lease ran out
 
 	// Options or dataset that differ are a mismatch, not a replacement.

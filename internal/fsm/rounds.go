@@ -38,9 +38,9 @@ import (
 // same change rounds.
 const RoundLookahead = 64
 
-// MaxRound bounds a reported round, so max(Reached) + RoundLookahead cannot
+// maxRound bounds a reported round, so max(Reached) + RoundLookahead cannot
 // overflow.
-const MaxRound = 1 << 60
+const maxRound = 1 << 60
 
 // RoundState is a coordinated job's round schedule and consumer progress.
 type RoundState struct {
@@ -65,8 +65,8 @@ func (r *RoundState) clone() *RoundState {
 	return &c
 }
 
-// MaxReached is the furthest round any consumer reported (0 if none).
-func (r *RoundState) MaxReached() int64 {
+// maxReached is the furthest round any consumer reported (0 if none).
+func (r *RoundState) maxReached() int64 {
 	var m int64
 	for _, v := range r.Reached {
 		m = max(m, v)
@@ -79,7 +79,7 @@ func (r *RoundState) minFrom() int64 {
 	if !r.Started {
 		return 0
 	}
-	return r.MaxReached() + RoundLookahead
+	return r.maxReached() + RoundLookahead
 }
 
 // addWorker puts w in the rotation (see the rules above); a worker already
@@ -127,7 +127,7 @@ func (r *RoundState) validate(j *Job) error {
 		}
 	}
 	for i, v := range r.Reached {
-		if i < 0 || i >= j.Options.NumConsumers || v < 0 || v > MaxRound {
+		if i < 0 || i >= j.Options.NumConsumers || v < 0 || v > maxRound {
 			return fmt.Errorf("reached[%d] = %d", i, v)
 		}
 	}

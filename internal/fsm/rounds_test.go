@@ -43,7 +43,7 @@ func TestCoordinatedOptions(t *testing.T) {
 	applyErr(t, s, NewReportRound("c", 2, 0), ErrInvalidCommand)
 	applyErr(t, s, NewReportRound("c", -1, 0), ErrInvalidCommand)
 	applyErr(t, s, NewReportRound("c", 0, -1), ErrInvalidCommand)
-	applyErr(t, s, NewReportRound("c", 0, MaxRound+1), ErrInvalidCommand)
+	applyErr(t, s, NewReportRound("c", 0, maxRound+1), ErrInvalidCommand)
 }
 
 // TestRotationChanges is the table of how AssignTask, ExpireWorker and

@@ -16,7 +16,7 @@ import (
 // whole dataset. Leasing under one of the jobs' names would tie the
 // bookkeeping to that job: when it is garbage-collected while others still
 // read, its leases vanish with it. So the state holds a share group: a hidden
-// job (Group set, named ShareGroupPrefix + the log index that created it)
+// job (Group set, named shareGroupPrefix + the log index that created it)
 // with the DYNAMIC bookkeeping of (dataset, epochs). Sharing jobs name it in
 // Job.ShareGroup, and workers lease, finish and are expired in it exactly as
 // in any job:
@@ -35,8 +35,8 @@ import (
 //     references it; GarbageCollectJob of a group still referenced is
 //     rejected (ErrJobInUse).
 
-// ShareGroupPrefix starts every share group's name; job names may not.
-const ShareGroupPrefix = "share~"
+// shareGroupPrefix starts every share group's name; job names may not.
+const shareGroupPrefix = "share~"
 
 // findShareGroup returns the newest share group of dataset fp and epochs
 // whose splits are not all handed out yet, or "" if there is none.
@@ -63,7 +63,7 @@ func (s *State) findShareGroup(fp string, epochs int64) string {
 // and returns its name. The caller has checked that there is room.
 func (s *State) newShareGroup(ds Dataset, o JobOptions, at int64) string {
 	g := &Job{
-		ID: s.applying, Name: fmt.Sprintf("%s%d", ShareGroupPrefix, s.applying), Fingerprint: ds.Fingerprint,
+		ID: s.applying, Name: fmt.Sprintf("%s%d", shareGroupPrefix, s.applying), Fingerprint: ds.Fingerprint,
 		NumSplits: ds.NumSplits, CreatedAt: at, NoConsumersSince: at, Group: true,
 		Options:   JobOptions{Sharding: splits.Dynamic, Epochs: o.Epochs, Share: true}.Normalized(),
 		Consumers: map[string]int64{}, Workers: map[string]WorkerState{},
@@ -86,7 +86,7 @@ func (s *State) assignShareGroup(j *Job, worker string, at int64, final bool) {
 	if st, known := g.Workers[worker]; known && (!st.Expired || final) {
 		return
 	}
-	if _, known := g.Workers[worker]; !known && len(g.Workers) >= MaxJobWorkers {
+	if _, known := g.Workers[worker]; !known && len(g.Workers) >= maxJobWorkers {
 		return // the job's own bound was checked; the group's is the same
 	}
 	g.Workers[worker] = WorkerState{Since: at}

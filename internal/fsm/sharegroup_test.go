@@ -33,7 +33,7 @@ func TestShareGroupLifecycle(t *testing.T) {
 	}
 
 	// Reserved names; a group takes no consumers.
-	applyErr(t, s, NewCreateJob(ShareGroupPrefix+"x", "fp1", share, nil), ErrInvalidCommand)
+	applyErr(t, s, NewCreateJob(shareGroupPrefix+"x", "fp1", share, nil), ErrInvalidCommand)
 	applyErr(t, s, NewAttachConsumer(g, "c1"), ErrInvalidCommand)
 
 	// Assigning a worker to a job assigns it to the group; leases there
@@ -94,7 +94,7 @@ func TestShareGroupDoneStartsAfresh(t *testing.T) {
 	applyOK(t, s, at(NewCreateJob("a", "fp1", share, nil), 1000))
 	g := s.Jobs["a"].ShareGroup
 	applyOK(t, s, at(NewAssignTask("a", "w1"), 1000))
-	l := applyOK(t, s, NewLeaseSplits(g, "w1", 1, MaxLeaseSplits)).(splits.Lease)
+	l := applyOK(t, s, NewLeaseSplits(g, "w1", 1, maxLeaseSplits)).(splits.Lease)
 	if len(l.Splits) != int(testDataset.NumSplits) {
 		t.Fatalf("leased %d of %d", len(l.Splits), testDataset.NumSplits)
 	}

@@ -7,13 +7,13 @@ import (
 	"github.com/fxamacker/cbor/v2"
 )
 
-// SnapshotFormat is the snapshot format this node writes. Restore accepts
+// snapshotFormat is the snapshot format this node writes. Restore accepts
 // only formats it knows (1 and 2); a newer node's snapshot is an error, not
 // a guess.
 //
 // Format 1: the KV table. Format 2 adds the last applied index, datasets
 // and jobs.
-const SnapshotFormat = 2
+const snapshotFormat = 2
 
 // MaxSnapshotBytes bounds a snapshot this node will read. The state is
 // metadata (never batches), so a snapshot near this size means something is
@@ -65,10 +65,10 @@ func init() {
 	}
 }
 
-// MarshalSnapshot encodes the whole state in SnapshotFormat. Equal states
+// MarshalSnapshot encodes the whole state in snapshotFormat. Equal states
 // give equal bytes.
 func (s *State) MarshalSnapshot() ([]byte, error) {
-	b, err := encMode.Marshal(snapshotV2{Format: SnapshotFormat, KV: s.KV, Index: s.Index, Datasets: s.Datasets, Jobs: s.Jobs})
+	b, err := encMode.Marshal(snapshotV2{Format: snapshotFormat, KV: s.KV, Index: s.Index, Datasets: s.Datasets, Jobs: s.Jobs})
 	if err != nil {
 		return nil, fmt.Errorf("encode snapshot: %w", err)
 	}
@@ -99,7 +99,7 @@ func UnmarshalSnapshot(data []byte) (*State, error) {
 		}
 	default:
 		return nil, fmt.Errorf("%w: format %d, this node reads formats 1 and %d (was it written by a newer feedmesh?)",
-			ErrSnapshotFormat, h.Format, SnapshotFormat)
+			ErrSnapshotFormat, h.Format, snapshotFormat)
 	}
 	s := NewState()
 	s.Index = v.Index
@@ -120,12 +120,12 @@ func UnmarshalSnapshot(data []byte) (*State, error) {
 
 // restoreJobs checks decoded datasets and jobs and puts them in s.
 func restoreJobs(s *State, datasets map[string]Dataset, jobs map[string]*Job) error {
-	if len(datasets) > MaxDatasets || len(jobs) > MaxJobs {
-		return fmt.Errorf("%d datasets, %d jobs: limits %d, %d", len(datasets), len(jobs), MaxDatasets, MaxJobs)
+	if len(datasets) > maxDatasets || len(jobs) > maxJobs {
+		return fmt.Errorf("%d datasets, %d jobs: limits %d, %d", len(datasets), len(jobs), maxDatasets, maxJobs)
 	}
 	for fp, d := range datasets {
-		if d.Fingerprint != fp || checkName("fingerprint", fp) != nil || len(d.Spec) > MaxSpecBytes ||
-			d.NumSplits < 0 || d.NumSplits > splits.MaxSplits || d.ScaleWorkers < 0 || d.ScaleWorkers > MaxJobWorkers ||
+		if d.Fingerprint != fp || checkName("fingerprint", fp) != nil || len(d.Spec) > maxSpecBytes ||
+			d.NumSplits < 0 || d.NumSplits > splits.MaxSplits || d.ScaleWorkers < 0 || d.ScaleWorkers > maxJobWorkers ||
 			d.ScaleJob != "" && checkName("job name", d.ScaleJob) != nil {
 			return fmt.Errorf("dataset %q: invalid", fp)
 		}

@@ -17,7 +17,7 @@ func checkJob(s *State, name string, j *Job) error {
 		return fmt.Errorf("named %q", j.Name)
 	case j.Options.Normalized() != j.Options:
 		return errors.New("options not normalized")
-	case len(j.Consumers) > MaxJobConsumers || len(j.Detached) > MaxJobConsumers || len(j.Workers) > MaxJobWorkers || len(j.StaticWorkers) > MaxJobWorkers:
+	case len(j.Consumers) > maxJobConsumers || len(j.Detached) > maxJobConsumers || len(j.Workers) > maxJobWorkers || len(j.StaticWorkers) > maxJobWorkers:
 		return errors.New("too many consumers or workers")
 	case j.ID > s.Index:
 		return fmt.Errorf("id %d after the last applied index %d", j.ID, s.Index)

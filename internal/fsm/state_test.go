@@ -48,7 +48,7 @@ func TestStatePutDelete(t *testing.T) {
 
 func TestStateRejects(t *testing.T) {
 	body, _ := cbor.Marshal(putKVBody{Key: "k", Value: []byte("v")})
-	long := string(bytes.Repeat([]byte("k"), MaxKeyBytes+1))
+	long := string(bytes.Repeat([]byte("k"), maxKeyBytes+1))
 	extra, _ := cbor.Marshal(map[int]any{1: "k", 2: []byte("v"), 9: 1})
 	cases := []struct {
 		name string

@@ -14,25 +14,25 @@ func TestEndTask(t *testing.T) {
 	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Epochs: 1})
 	applyOK(t, s, NewAssignTask("j1", "w1"))
 	applyOK(t, s, NewAssignTask("j1", "w2"))
-	applyErr(t, s, NewEndTask("nope", "w1", "boom"), ErrUnknownJob)
-	applyErr(t, s, NewEndTask("j1", "", "boom"), ErrInvalidCommand)
-	if v := applyOK(t, s, NewEndTask("j1", "w9", "")); v != false { // not assigned: nothing to record
+	applyErr(t, s, newEndTask("nope", "w1", "boom"), ErrUnknownJob)
+	applyErr(t, s, newEndTask("j1", "", "boom"), ErrInvalidCommand)
+	if v := applyOK(t, s, newEndTask("j1", "w9", "")); v != false { // not assigned: nothing to record
 		t.Fatalf("end of an unassigned worker's task changed the job")
 	}
-	bad := NewEndTask("j1", "w1", "x")
+	bad := newEndTask("j1", "w1", "x")
 	bad.Body = mustBody(t, endTaskBody{Job: "j1", Worker: "w1", Failure: strings.Repeat("x", MaxFailureBytes+1)})
 	applyErr(t, s, bad, ErrInvalidCommand)
 	if v, _ := s.Job("j1"); v.State() != JobRunning {
 		t.Fatalf("new job: %s", v.State())
 	}
 
-	if v := applyOK(t, s, at(NewEndTask("j1", "w1", "read /data/a.txt: invalid UTF-8"), 5000)); v != true {
+	if v := applyOK(t, s, at(newEndTask("j1", "w1", "read /data/a.txt: invalid UTF-8"), 5000)); v != true {
 		t.Fatalf("first failure recorded = %v", v)
 	}
-	if v := applyOK(t, s, at(NewEndTask("j1", "w1", "again"), 5500)); v != false {
+	if v := applyOK(t, s, at(newEndTask("j1", "w1", "again"), 5500)); v != false {
 		t.Fatalf("same worker again = %v", v)
 	}
-	if v := applyOK(t, s, at(NewEndTask("j1", "w2", "later"), 6000)); v != true { // w2 ended; the failure stays w1's
+	if v := applyOK(t, s, at(newEndTask("j1", "w2", "later"), 6000)); v != true { // w2 ended; the failure stays w1's
 		t.Fatalf("second failure = %v", v)
 	}
 	want := &JobFailure{Worker: "w1", Reason: "read /data/a.txt: invalid UTF-8", At: 5000}
@@ -44,7 +44,7 @@ func TestEndTask(t *testing.T) {
 		t.Fatalf("after snapshot: %+v", r.Jobs["j1"])
 	}
 	var fb endTaskBody
-	if err := decodeBody(NewEndTask("j1", "w1", strings.Repeat("é", MaxFailureBytes)), &fb); err != nil || len(fb.Failure) > MaxFailureBytes || !strings.HasSuffix(fb.Failure, "...") {
+	if err := decodeBody(newEndTask("j1", "w1", strings.Repeat("é", MaxFailureBytes)), &fb); err != nil || len(fb.Failure) > MaxFailureBytes || !strings.HasSuffix(fb.Failure, "...") {
 		t.Fatalf("cut failure: %d bytes, %v", len(fb.Failure), err)
 	}
 }
@@ -70,8 +70,8 @@ func TestJobState(t *testing.T) {
 		applyOK(t, s, NewAssignTask("off", w))
 		applyOK(t, s, NewAssignTask("j1", w))
 	}
-	applyOK(t, s, NewEndTask("off", "w1", ""))
-	applyOK(t, s, NewEndTask("off", "w2", ""))
+	applyOK(t, s, newEndTask("off", "w1", ""))
+	applyOK(t, s, newEndTask("off", "w2", ""))
 	if got := state(s, "off"); got != JobRunning {
 		t.Fatalf("off job, w3 still running: %s", got)
 	}
@@ -82,8 +82,8 @@ func TestJobState(t *testing.T) {
 
 	l := applyOK(t, s, NewLeaseSplits("j1", "w1", 1, 30)).(splits.Lease)
 	applyOK(t, s, NewFinishSplits("j1", "w1", 0, l.Splits))
-	applyOK(t, s, NewEndTask("j1", "w1", ""))
-	applyOK(t, s, NewEndTask("j1", "w2", ""))
+	applyOK(t, s, newEndTask("j1", "w1", ""))
+	applyOK(t, s, newEndTask("j1", "w2", ""))
 	if got := state(s, "j1"); got != JobRunning {
 		t.Fatalf("dynamic job with splits left: %s", got)
 	}
@@ -93,7 +93,7 @@ func TestJobState(t *testing.T) {
 		t.Fatalf("dynamic job, every split finished: %s", got)
 	}
 	// A failure on a worker the job has not assigned is the job's too.
-	applyOK(t, s, NewEndTask("off", "w9", "boom"))
+	applyOK(t, s, newEndTask("off", "w9", "boom"))
 	if got := state(s, "off"); got != JobFailed {
 		t.Fatalf("off job after a failure on an unassigned worker: %s", got)
 	}

@@ -67,7 +67,7 @@ func (v JobView) State() string {
 		}
 		return JobRunning
 	}
-	live := v.LiveWorkers()
+	live := v.liveWorkers()
 	for _, w := range live {
 		if !v.Workers[w].Ended {
 			return JobRunning

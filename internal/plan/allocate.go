@@ -11,7 +11,7 @@ import (
 // The leader's allocation of nodes to autoscaling jobs, decided purely
 // (PlanJobs step 3 applies it): every autoscaling job that runs wants the
 // count its policy chose (Scale.Workers, capped by MaxWorkers), and
-// AllocateWorkers turns the wants into nodes. While the wants fit the
+// allocateWorkers turns the wants into nodes. While the wants fit the
 // mesh, each node serves at most one autoscaling job; when they do not,
 // the nodes are shared out max-min fairly (water-filling: each job gets
 // min(want, level), the level raised until the nodes run out, so no job
@@ -59,7 +59,7 @@ func planAllocation(jobs map[string]*fsm.Job, nodes []string) (map[string][]stri
 	if len(want) == 0 {
 		return nil, nil
 	}
-	alloc := AllocateWorkers(want, nodes, current)
+	alloc := allocateWorkers(want, nodes, current)
 	total := 0
 	for _, w := range want {
 		total += w
@@ -142,7 +142,7 @@ func planAllocated(job *fsm.Job, members []JobMember, allowed []string, busy map
 	return steps
 }
 
-// AllocateWorkers assigns worker nodes to jobs: want is each job's worker
+// allocateWorkers assigns worker nodes to jobs: want is each job's worker
 // count (autoscale.Step's), nodes the live worker nodes, current each job's
 // nodes now. It keeps current assignments where it can (a node moves only
 // when its job wants fewer, or another job's fair share needs it).
@@ -155,7 +155,7 @@ func planAllocated(job *fsm.Job, members []JobMember, allowed []string, busy map
 // does a node serve several, every job then getting one node, the least
 // loaded. A job that wants 0 gets none. Jobs are returned sorted, each
 // with its nodes sorted.
-func AllocateWorkers(want map[string]int, nodes []string, current map[string][]string) map[string][]string {
+func allocateWorkers(want map[string]int, nodes []string, current map[string][]string) map[string][]string {
 	jobs := slices.Sorted(maps.Keys(want))
 	live := slices.Sorted(slices.Values(nodes))
 	live = slices.Compact(live)

@@ -13,25 +13,25 @@ import (
 
 func TestAllocateWorkers(t *testing.T) {
 	nodes := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
-	got := AllocateWorkers(map[string]int{"a": 2, "b": 3}, nodes, map[string][]string{"a": {"n5", "n6"}})
+	got := allocateWorkers(map[string]int{"a": 2, "b": 3}, nodes, map[string][]string{"a": {"n5", "n6"}})
 	if !slices.Equal(got["a"], []string{"n5", "n6"}) || len(got["b"]) != 3 || slices.Contains(got["b"], "n5") {
 		t.Errorf("enough nodes: %v (a keeps n5, n6)", got)
 	}
 	// More wanted than there is: max-min fair shares, one job per node.
-	got = AllocateWorkers(map[string]int{"a": 1, "b": 8, "c": 8}, nodes, nil)
+	got = allocateWorkers(map[string]int{"a": 1, "b": 8, "c": 8}, nodes, nil)
 	if len(got["a"]) != 1 || len(got["b"])+len(got["c"]) != 5 || absInt(len(got["b"])-len(got["c"])) > 1 {
 		t.Errorf("contended: %v", got)
 	}
 	// The README's examples: on 6 nodes, wants 2 and 5 get 2 and 4; 4 and
 	// 5 get 3 and 3.
 	for _, c := range []struct{ a, b, wantA, wantB int }{{2, 5, 2, 4}, {4, 5, 3, 3}} {
-		got = AllocateWorkers(map[string]int{"a": c.a, "b": c.b}, nodes, nil)
+		got = allocateWorkers(map[string]int{"a": c.a, "b": c.b}, nodes, nil)
 		if len(got["a"]) != c.wantA || len(got["b"]) != c.wantB {
 			t.Errorf("wants %d and %d: %v, want %d and %d nodes", c.a, c.b, got, c.wantA, c.wantB)
 		}
 	}
 	// More jobs than nodes: one node each, shared evenly.
-	got = AllocateWorkers(map[string]int{"a": 3, "b": 3, "c": 3}, nodes[:2], nil)
+	got = allocateWorkers(map[string]int{"a": 3, "b": 3, "c": 3}, nodes[:2], nil)
 	load := map[string]int{}
 	for _, ns := range got {
 		if len(ns) != 1 {
@@ -72,7 +72,7 @@ func TestAllocateWorkersProperty(t *testing.T) {
 				current[name] = append(current[name], "gone")
 			}
 		}
-		got := AllocateWorkers(want, nodes, current)
+		got := allocateWorkers(want, nodes, current)
 		total, active := 0, 0
 		for _, w := range want {
 			total += w

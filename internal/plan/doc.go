@@ -16,7 +16,7 @@
 //   - Job upkeep (PlanJobs) returns the state machine's commands for one
 //     pass: expire dead workers (and older processes of restarted ones),
 //     expire consumer leases, collect jobs without consumers, allocate
-//     nodes to autoscaling jobs (AllocateWorkers: max-min fair, one job
+//     nodes to autoscaling jobs (max-min fair, one job
 //     per node while they fit) and assign workers. It plans on a copy of
 //     the jobs with its own earlier steps applied, through internal/fsm,
 //     so each step sees what the ones before it do.

@@ -31,7 +31,7 @@ type JobStep struct {
 }
 
 // gcDue is the leader's test for proposing GarbageCollectJob: without a
-// consumer for more than GCAfter at now. It is stricter than Job.GCDue (which
+// consumer for more than GCAfter at now. It is stricter than the state machine's own test (which
 // the command checks against its At, stamped at Apply, so never earlier
 // than now): the command is not proposed to be rejected.
 func gcDue(j *fsm.Job, now time.Time) bool {
@@ -141,7 +141,7 @@ func planUpkeep(now time.Time, state *fsm.State, members []JobMember) []JobStep 
 			delete(state.Jobs, name) // what the step does, for what follows
 		}
 	}
-	// Autoscaling jobs get the nodes AllocateWorkers gives them
+	// Autoscaling jobs get the nodes allocateWorkers gives them
 	// (allocate.go): the allocations, with their releases, first, then
 	// the assignments, none of a node still draining a release. The
 	// others take every node, as before, up to MaxWorkers.

@@ -7,7 +7,7 @@ import (
 
 // MaxWorkers bounds the worker counts the policy is told of (a metric's
 // Workers). It is the most workers a job may ever have, which the state
-// machine's bound (fsm.MaxJobWorkers) is.
+// machine's bound on a job's workers is.
 const MaxWorkers = 4096
 
 // Config are the policy's knobs; DefaultConfig has Cachew's values.
