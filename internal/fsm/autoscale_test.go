@@ -271,3 +271,19 @@ func TestAutoscaleWarmStart(t *testing.T) {
 		t.Errorf("an existing job's count moved to %d", w)
 	}
 }
+
+// TestScaleConfigs pins the two configurations the state machine steps
+// autoscaling jobs with: they decide what a replayed heartbeat does, so
+// they change only with a new command version. (internal/plan/autoscale's
+// tests exercise the policy under these same values.)
+func TestScaleConfigs(t *testing.T) {
+	want := autoscale.Config{Threshold: 0.03, RevisitEvery: 10, UpRatio: 0.10, DownQueueRatio: 0.40, PauseMetrics: 2, BatchesPerMetric: 100, NoScaleDown: true}
+	if scaleConfig != want {
+		t.Errorf("scaleConfig %+v, want %+v", scaleConfig, want)
+	}
+	want.NoScaleDown = false
+	want.StallBound, want.QueueMin, want.SettleOnConverge, want.PauseUp = true, 4, true, 1
+	if scaleConfigAllocated != want {
+		t.Errorf("scaleConfigAllocated %+v, want %+v", scaleConfigAllocated, want)
+	}
+}

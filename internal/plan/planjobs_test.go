@@ -111,133 +111,143 @@ func planState(t *testing.T, setup []fsm.Command) *fsm.State {
 	return s
 }
 
+// planJobsCase is one case of TestPlanJobsTable: a state set up by
+// commands, gossip's members, and the steps PlanJobs must return.
+type planJobsCase struct {
+	name    string
+	setup   []fsm.Command
+	members []JobMember
+	want    []JobStep
+}
+
+// Shorthands of TestPlanJobsTable's cases.
+var (
+	caseMinute      = func(o *fsm.JobOptions) { o.GCAfter = time.Minute }
+	caseCapped      = func(n int) fsm.JobOptions { return opts(dyn, func(o *fsm.JobOptions) { o.MaxWorkers = n }) }
+	caseStatic      = opts(dyn, func(o *fsm.JobOptions) { o.Sharding = splits.Static })
+	caseCoordinated = opts(dyn, func(o *fsm.JobOptions) { o.Coordinated, o.NumConsumers = true, 2 })
+	caseControl     = JobMember{ID: "c1", Addr: "c1:1", Status: MemberAlive}
+	caseNoAddr      = JobMember{ID: "w1", Status: MemberAlive, Worker: true}
+)
+
+// planJobsCases are TestPlanJobsTable's cases.
+var planJobsCases = []planJobsCase{
+	// Nothing to do; consumer leases are expired whenever a job exists.
+	{"no jobs", nil, with(up("w1"), member("w2", MemberDead)), nil},
+	{"no members", cmds(create("j1", dyn)), nil, []JobStep{expireC()}},
+
+	// New workers join.
+	{"new job gets every live worker, by name", cmds(create("j1", dyn)), up("w2", "w3", "w1"),
+		[]JobStep{expireC(), assign("j1", "w1"), assign("j1", "w2"), assign("j1", "w3")}},
+	{"assigned workers are left alone", cmds(create("j1", dyn), assigned("j1", "w1")), up("w1", "w2"),
+		[]JobStep{expireC(), assign("j1", "w2")}},
+	{"off job is assigned like dynamic", cmds(create("j1", fsm.JobOptions{})), up("w1"),
+		[]JobStep{expireC(), assign("j1", "w1")}},
+	{"several jobs, by name", cmds(create("b", dyn), create("a", dyn)), up("w1"),
+		[]JobStep{expireC(), assign("a", "w1"), assign("b", "w1")}},
+	{"control-only and address-less members get no task", cmds(create("j1", dyn)),
+		with(up("w2"), caseControl, caseNoAddr), []JobStep{expireC(), assign("j1", "w2")}},
+	{"a member listed twice is assigned once", cmds(create("j1", dyn)), with(up("w1"), member("w1", MemberAlive)),
+		[]JobStep{expireC(), assign("j1", "w1")}},
+
+	// Dead workers are expired.
+	{"dead worker expired, not reassigned", cmds(create("j1", dyn), assigned("j1", "w1", "w2")),
+		with(up("w1"), member("w2", MemberDead)), []JobStep{expireW("w2"), expireC()}},
+	{"left worker expired", cmds(create("j1", dyn), assigned("j1", "w1")),
+		[]JobMember{member("w1", MemberLeft)}, []JobStep{expireW("w1"), expireC()}},
+	{"dead worker without an address still expired", cmds(create("j1", dyn), assigned("j1", "w1")),
+		[]JobMember{{ID: "w1", Status: MemberDead, Worker: true}}, []JobStep{expireW("w1"), expireC()}},
+	{"suspect worker neither expired nor given a task", cmds(create("j1", dyn), assigned("j1", "w1")),
+		[]JobMember{member("w1", MemberSuspect), member("w2", MemberSuspect)}, []JobStep{expireC()}},
+	{"status unknown: neither", cmds(create("j1", dyn), assigned("j1", "w1")),
+		[]JobMember{member("w1", 0), member("w2", 0)}, []JobStep{expireC()}},
+	{"worker already expired is not expired again", cmds(create("j1", dyn), assigned("j1", "w1"), fsm.NewExpireWorker("w1")),
+		[]JobMember{member("w1", MemberDead)}, []JobStep{expireC()}},
+	{"dead member that never worked on a job", cmds(create("j1", dyn)),
+		[]JobMember{member("w5", MemberDead)}, []JobStep{expireC()}},
+	// An expired worker is out of the job for good: its consumers
+	// dropped it, so splits it leased again would be read by nobody.
+	{"expired worker alive again stays out of the job", cmds(create("j1", dyn), assigned("j1", "w1"), fsm.NewExpireWorker("w1")),
+		up("w1"), []JobStep{expireC()}},
+	{"expired worker alive again gets the jobs it never had", cmds(create("a", dyn), assigned("a", "w1"), fsm.NewExpireWorker("w1"), create("b", dyn)),
+		up("w1"), []JobStep{expireC(), assign("b", "w1")}},
+	{"expired worker alive again stays out of a caseCoordinated job's rotation",
+		cmds(create("c", opts(dyn, func(o *fsm.JobOptions) { o.Coordinated, o.NumConsumers = true, 2 })), assigned("c", "w1", "w2"), fsm.NewExpireWorker("w2")),
+		up("w1", "w2"), []JobStep{expireC()}},
+	{"expired worker alive again, revived by an older log's AssignTask v1, is left alone",
+		cmds(create("j1", dyn), assigned("j1", "w1"), fsm.NewExpireWorker("w1"), assignV1("j1", "w1")),
+		up("w1"), []JobStep{expireC()}},
+	{"worker dead in several jobs expired once, first job's order first",
+		cmds(create("a", dyn), create("b", dyn), assigned("a", "w9"), assigned("b", "w1", "w9")),
+		[]JobMember{member("w1", MemberDead), member("w9", MemberDead)},
+		[]JobStep{expireW("w9"), expireW("w1"), expireC()}},
+
+	// MaxWorkers.
+	{"max workers caps new workers", cmds(create("j1", caseCapped(2)), assigned("j1", "w1")), up("w1", "w2", "w3"),
+		[]JobStep{expireC(), assign("j1", "w2")}},
+	{"max workers reached", cmds(create("j1", caseCapped(2)), assigned("j1", "w1", "w2")), up("w1", "w2", "w3"),
+		[]JobStep{expireC()}},
+	{"a dead worker frees its slot in the same pass", cmds(create("j1", caseCapped(2)), assigned("j1", "w1", "w2")),
+		with(up("w1", "w3"), member("w2", MemberDead)), []JobStep{expireW("w2"), expireC(), assign("j1", "w3")}},
+	{"expired workers do not count", cmds(create("j1", caseCapped(1)), assigned("j1", "w1"), fsm.NewExpireWorker("w1")),
+		up("w2"), []JobStep{expireC(), assign("j1", "w2")}},
+	{"a suspect worker keeps its slot", cmds(create("j1", caseCapped(1)), assigned("j1", "w1")),
+		with(up("w2"), member("w1", MemberSuspect)), []JobStep{expireC()}},
+	{"caps are per job", cmds(create("a", caseCapped(1)), create("b", caseCapped(2))), up("w1", "w2", "w3"),
+		[]JobStep{expireC(), assign("a", "w1"), assign("b", "w1"), assign("b", "w2")}},
+
+	// STATIC jobs keep the workers agreed at creation.
+	{"static job gets no new worker", cmds(create("j1", caseStatic, "w1"), assigned("j1", "w1")), up("w1", "w2"),
+		[]JobStep{expireC()}},
+	{"static worker not yet assigned is not assigned by the loop", cmds(create("j1", caseStatic, "w1", "w2")), up("w1", "w2"),
+		[]JobStep{expireC()}},
+	{"static job's dead worker is expired", cmds(create("j1", caseStatic, "w1", "w2"), assigned("j1", "w1", "w2")),
+		with(up("w1"), member("w2", MemberDead)), []JobStep{expireW("w2"), expireC()}},
+
+	// Garbage collection: after GCAfter without consumers, not before.
+	{"collected after gc_after without consumers", cmds(createAt("j1", dyn, ago(fsm.DefaultGCAfter+1))), up("w1"),
+		[]JobStep{expireC(), gc("j1")}},
+	{"not collected at exactly gc_after", cmds(createAt("j1", dyn, ago(fsm.DefaultGCAfter))), up("w1"),
+		[]JobStep{expireC(), assign("j1", "w1")}},
+	{"custom gc_after", cmds(createAt("j1", opts(dyn, caseMinute), ago(time.Minute+time.Second))), nil,
+		[]JobStep{expireC(), gc("j1")}},
+	{"a job with a consumer is kept", cmds(createAt("j1", dyn, ago(time.Hour)), at(fsm.NewAttachConsumer("j1", "c1"), ago(time.Second))),
+		up("w1"), []JobStep{expireC(), assign("j1", "w1")}},
+	{"lease ran out long ago: expired and collected in one pass",
+		cmds(createAt("j1", opts(dyn, caseMinute), ago(time.Hour)), at(fsm.NewAttachConsumer("j1", "c1"), ago(10*time.Minute))),
+		up("w1"), []JobStep{expireC(), gc("j1")}},
+	{"lease ran out recently: not collected yet",
+		cmds(createAt("j1", opts(dyn, caseMinute), ago(time.Hour)), at(fsm.NewAttachConsumer("j1", "c1"), ago(40*time.Second))),
+		up("w1"), []JobStep{expireC(), assign("j1", "w1")}},
+	{"last consumer detached long ago",
+		cmds(createAt("j1", opts(dyn, caseMinute), ago(time.Hour)), at(fsm.NewAttachConsumer("j1", "c1"), ago(time.Hour)),
+			at(fsm.NewDetachConsumer("j1", "c1"), ago(2*time.Minute))),
+		nil, []JobStep{expireC(), gc("j1")}},
+	{"collected job gets no worker, the others do", cmds(createAt("a", dyn, ago(time.Hour)), create("b", dyn)), up("w1"),
+		[]JobStep{expireC(), gc("a"), assign("b", "w1")}},
+	{"dead worker of a collected job is expired first",
+		cmds(createAt("a", dyn, ago(time.Hour)), assigned("a", "w1")),
+		[]JobMember{member("w1", MemberDead)}, []JobStep{expireW("w1"), expireC(), gc("a")}},
+
+	// Share groups: never collected or assigned by the plan, but their
+	// workers are expired like any job's.
+	{"sharing jobs are assigned, their group is not", cmds(create("a", shared), create("b", shared)), up("w1"),
+		[]JobStep{expireC(), assign("a", "w1"), assign("b", "w1")}},
+	{"sharing job collected, its group left to the state machine", cmds(createAt("a", shared, ago(time.Hour))), nil,
+		[]JobStep{expireC(), gc("a")}},
+	{"worker left only in a share group is expired",
+		cmds(createAt("a", opts(shared, caseMinute), ago(time.Hour)), create("b", shared), assigned("a", "w1"),
+			at(fsm.NewGarbageCollectJob("a"), ago(time.Minute))),
+		[]JobMember{member("w1", MemberDead)}, []JobStep{expireW("w1"), expireC()}},
+
+	// Coordinated jobs are assigned like any job; the rotation changes
+	// inside AssignTask and ExpireWorker (TestPlanJobsCoordinatedRotation).
+	{"coordinated job", cmds(create("c", caseCoordinated), assigned("c", "w1", "w2")),
+		with(up("w1", "w3"), member("w2", MemberDead)), []JobStep{expireW("w2"), expireC(), assign("c", "w3")}},
+}
+
 func TestPlanJobsTable(t *testing.T) {
-	minute := func(o *fsm.JobOptions) { o.GCAfter = time.Minute }
-	capped := func(n int) fsm.JobOptions { return opts(dyn, func(o *fsm.JobOptions) { o.MaxWorkers = n }) }
-	static := opts(dyn, func(o *fsm.JobOptions) { o.Sharding = splits.Static })
-	coordinated := opts(dyn, func(o *fsm.JobOptions) { o.Coordinated, o.NumConsumers = true, 2 })
-	control := JobMember{ID: "c1", Addr: "c1:1", Status: MemberAlive}
-	noAddr := JobMember{ID: "w1", Status: MemberAlive, Worker: true}
-	cases := []struct {
-		name    string
-		setup   []fsm.Command
-		members []JobMember
-		want    []JobStep
-	}{
-		// Nothing to do; consumer leases are expired whenever a job exists.
-		{"no jobs", nil, with(up("w1"), member("w2", MemberDead)), nil},
-		{"no members", cmds(create("j1", dyn)), nil, []JobStep{expireC()}},
-
-		// New workers join.
-		{"new job gets every live worker, by name", cmds(create("j1", dyn)), up("w2", "w3", "w1"),
-			[]JobStep{expireC(), assign("j1", "w1"), assign("j1", "w2"), assign("j1", "w3")}},
-		{"assigned workers are left alone", cmds(create("j1", dyn), assigned("j1", "w1")), up("w1", "w2"),
-			[]JobStep{expireC(), assign("j1", "w2")}},
-		{"off job is assigned like dynamic", cmds(create("j1", fsm.JobOptions{})), up("w1"),
-			[]JobStep{expireC(), assign("j1", "w1")}},
-		{"several jobs, by name", cmds(create("b", dyn), create("a", dyn)), up("w1"),
-			[]JobStep{expireC(), assign("a", "w1"), assign("b", "w1")}},
-		{"control-only and address-less members get no task", cmds(create("j1", dyn)),
-			with(up("w2"), control, noAddr), []JobStep{expireC(), assign("j1", "w2")}},
-		{"a member listed twice is assigned once", cmds(create("j1", dyn)), with(up("w1"), member("w1", MemberAlive)),
-			[]JobStep{expireC(), assign("j1", "w1")}},
-
-		// Dead workers are expired.
-		{"dead worker expired, not reassigned", cmds(create("j1", dyn), assigned("j1", "w1", "w2")),
-			with(up("w1"), member("w2", MemberDead)), []JobStep{expireW("w2"), expireC()}},
-		{"left worker expired", cmds(create("j1", dyn), assigned("j1", "w1")),
-			[]JobMember{member("w1", MemberLeft)}, []JobStep{expireW("w1"), expireC()}},
-		{"dead worker without an address still expired", cmds(create("j1", dyn), assigned("j1", "w1")),
-			[]JobMember{{ID: "w1", Status: MemberDead, Worker: true}}, []JobStep{expireW("w1"), expireC()}},
-		{"suspect worker neither expired nor given a task", cmds(create("j1", dyn), assigned("j1", "w1")),
-			[]JobMember{member("w1", MemberSuspect), member("w2", MemberSuspect)}, []JobStep{expireC()}},
-		{"status unknown: neither", cmds(create("j1", dyn), assigned("j1", "w1")),
-			[]JobMember{member("w1", 0), member("w2", 0)}, []JobStep{expireC()}},
-		{"worker already expired is not expired again", cmds(create("j1", dyn), assigned("j1", "w1"), fsm.NewExpireWorker("w1")),
-			[]JobMember{member("w1", MemberDead)}, []JobStep{expireC()}},
-		{"dead member that never worked on a job", cmds(create("j1", dyn)),
-			[]JobMember{member("w5", MemberDead)}, []JobStep{expireC()}},
-		// An expired worker is out of the job for good: its consumers
-		// dropped it, so splits it leased again would be read by nobody.
-		{"expired worker alive again stays out of the job", cmds(create("j1", dyn), assigned("j1", "w1"), fsm.NewExpireWorker("w1")),
-			up("w1"), []JobStep{expireC()}},
-		{"expired worker alive again gets the jobs it never had", cmds(create("a", dyn), assigned("a", "w1"), fsm.NewExpireWorker("w1"), create("b", dyn)),
-			up("w1"), []JobStep{expireC(), assign("b", "w1")}},
-		{"expired worker alive again stays out of a coordinated job's rotation",
-			cmds(create("c", opts(dyn, func(o *fsm.JobOptions) { o.Coordinated, o.NumConsumers = true, 2 })), assigned("c", "w1", "w2"), fsm.NewExpireWorker("w2")),
-			up("w1", "w2"), []JobStep{expireC()}},
-		{"expired worker alive again, revived by an older log's AssignTask v1, is left alone",
-			cmds(create("j1", dyn), assigned("j1", "w1"), fsm.NewExpireWorker("w1"), assignV1("j1", "w1")),
-			up("w1"), []JobStep{expireC()}},
-		{"worker dead in several jobs expired once, first job's order first",
-			cmds(create("a", dyn), create("b", dyn), assigned("a", "w9"), assigned("b", "w1", "w9")),
-			[]JobMember{member("w1", MemberDead), member("w9", MemberDead)},
-			[]JobStep{expireW("w9"), expireW("w1"), expireC()}},
-
-		// MaxWorkers.
-		{"max workers caps new workers", cmds(create("j1", capped(2)), assigned("j1", "w1")), up("w1", "w2", "w3"),
-			[]JobStep{expireC(), assign("j1", "w2")}},
-		{"max workers reached", cmds(create("j1", capped(2)), assigned("j1", "w1", "w2")), up("w1", "w2", "w3"),
-			[]JobStep{expireC()}},
-		{"a dead worker frees its slot in the same pass", cmds(create("j1", capped(2)), assigned("j1", "w1", "w2")),
-			with(up("w1", "w3"), member("w2", MemberDead)), []JobStep{expireW("w2"), expireC(), assign("j1", "w3")}},
-		{"expired workers do not count", cmds(create("j1", capped(1)), assigned("j1", "w1"), fsm.NewExpireWorker("w1")),
-			up("w2"), []JobStep{expireC(), assign("j1", "w2")}},
-		{"a suspect worker keeps its slot", cmds(create("j1", capped(1)), assigned("j1", "w1")),
-			with(up("w2"), member("w1", MemberSuspect)), []JobStep{expireC()}},
-		{"caps are per job", cmds(create("a", capped(1)), create("b", capped(2))), up("w1", "w2", "w3"),
-			[]JobStep{expireC(), assign("a", "w1"), assign("b", "w1"), assign("b", "w2")}},
-
-		// STATIC jobs keep the workers agreed at creation.
-		{"static job gets no new worker", cmds(create("j1", static, "w1"), assigned("j1", "w1")), up("w1", "w2"),
-			[]JobStep{expireC()}},
-		{"static worker not yet assigned is not assigned by the loop", cmds(create("j1", static, "w1", "w2")), up("w1", "w2"),
-			[]JobStep{expireC()}},
-		{"static job's dead worker is expired", cmds(create("j1", static, "w1", "w2"), assigned("j1", "w1", "w2")),
-			with(up("w1"), member("w2", MemberDead)), []JobStep{expireW("w2"), expireC()}},
-
-		// Garbage collection: after GCAfter without consumers, not before.
-		{"collected after gc_after without consumers", cmds(createAt("j1", dyn, ago(fsm.DefaultGCAfter+1))), up("w1"),
-			[]JobStep{expireC(), gc("j1")}},
-		{"not collected at exactly gc_after", cmds(createAt("j1", dyn, ago(fsm.DefaultGCAfter))), up("w1"),
-			[]JobStep{expireC(), assign("j1", "w1")}},
-		{"custom gc_after", cmds(createAt("j1", opts(dyn, minute), ago(time.Minute+time.Second))), nil,
-			[]JobStep{expireC(), gc("j1")}},
-		{"a job with a consumer is kept", cmds(createAt("j1", dyn, ago(time.Hour)), at(fsm.NewAttachConsumer("j1", "c1"), ago(time.Second))),
-			up("w1"), []JobStep{expireC(), assign("j1", "w1")}},
-		{"lease ran out long ago: expired and collected in one pass",
-			cmds(createAt("j1", opts(dyn, minute), ago(time.Hour)), at(fsm.NewAttachConsumer("j1", "c1"), ago(10*time.Minute))),
-			up("w1"), []JobStep{expireC(), gc("j1")}},
-		{"lease ran out recently: not collected yet",
-			cmds(createAt("j1", opts(dyn, minute), ago(time.Hour)), at(fsm.NewAttachConsumer("j1", "c1"), ago(40*time.Second))),
-			up("w1"), []JobStep{expireC(), assign("j1", "w1")}},
-		{"last consumer detached long ago",
-			cmds(createAt("j1", opts(dyn, minute), ago(time.Hour)), at(fsm.NewAttachConsumer("j1", "c1"), ago(time.Hour)),
-				at(fsm.NewDetachConsumer("j1", "c1"), ago(2*time.Minute))),
-			nil, []JobStep{expireC(), gc("j1")}},
-		{"collected job gets no worker, the others do", cmds(createAt("a", dyn, ago(time.Hour)), create("b", dyn)), up("w1"),
-			[]JobStep{expireC(), gc("a"), assign("b", "w1")}},
-		{"dead worker of a collected job is expired first",
-			cmds(createAt("a", dyn, ago(time.Hour)), assigned("a", "w1")),
-			[]JobMember{member("w1", MemberDead)}, []JobStep{expireW("w1"), expireC(), gc("a")}},
-
-		// Share groups: never collected or assigned by the plan, but their
-		// workers are expired like any job's.
-		{"sharing jobs are assigned, their group is not", cmds(create("a", shared), create("b", shared)), up("w1"),
-			[]JobStep{expireC(), assign("a", "w1"), assign("b", "w1")}},
-		{"sharing job collected, its group left to the state machine", cmds(createAt("a", shared, ago(time.Hour))), nil,
-			[]JobStep{expireC(), gc("a")}},
-		{"worker left only in a share group is expired",
-			cmds(createAt("a", opts(shared, minute), ago(time.Hour)), create("b", shared), assigned("a", "w1"),
-				at(fsm.NewGarbageCollectJob("a"), ago(time.Minute))),
-			[]JobMember{member("w1", MemberDead)}, []JobStep{expireW("w1"), expireC()}},
-
-		// Coordinated jobs are assigned like any job; the rotation changes
-		// inside AssignTask and ExpireWorker (TestPlanJobsCoordinatedRotation).
-		{"coordinated job", cmds(create("c", coordinated), assigned("c", "w1", "w2")),
-			with(up("w1", "w3"), member("w2", MemberDead)), []JobStep{expireW("w2"), expireC(), assign("c", "w3")}},
-	}
-	for _, tc := range cases {
+	for _, tc := range planJobsCases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := planState(t, tc.setup)
 			before := s.Clone()

@@ -158,46 +158,7 @@ func TestClusterFailoverAndRestart(t *testing.T) {
 	}
 	waitValue(t, nodes, "k1", "v1")
 
-	// Followers refuse.
-	for _, n := range nodes {
-		if n == leader {
-			continue
-		}
-		if _, err := n.Apply(ctx, fsm.NewPutKV("k1", []byte("x"))); !errors.Is(err, ErrNotLeader) {
-			t.Fatalf("apply on follower %s: err = %v, want ErrNotLeader", n.id, err)
-		}
-		if err := n.Barrier(ctx); !errors.Is(err, ErrNotLeader) {
-			t.Fatalf("barrier on follower: %v", err)
-		}
-	}
-
-	// A command this node does not know is committed and rejected, nowhere applied.
-	bad := fsm.NewPutKV("k1", []byte("newer"))
-	bad.Version = 9
-	res, err = leader.Apply(ctx, bad)
-	if !errors.Is(err, ErrRejected) || !errors.Is(err, fsm.ErrUnknownVersion) || res.Index == 0 {
-		t.Fatalf("unknown version: res %+v, err %v", res, err)
-	}
-	if err := leader.Barrier(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if v, _ := leader.Get("k1"); string(v) != "v1" {
-		t.Fatalf("rejected command changed k1 to %q", v)
-	}
-
-	// Status on the leader.
-	st := leader.Status()
-	if st.Role != plan.RoleLeader || st.State != "Leader" || len(st.Voters) != 3 || st.Term == 0 ||
-		st.CommitIndex < res.Index || st.AppliedIndex < res.Index || st.LastLogIndex < res.Index || st.Leader != leader.id {
-		t.Fatalf("leader status: %+v", st)
-	}
-	for _, n := range nodes {
-		if n != leader {
-			if st := n.Status(); st.Role != plan.RoleVoter || st.State != "Follower" {
-				t.Fatalf("follower status: %+v", st)
-			}
-		}
-	}
+	checkLeaderAndFollowers(t, ctx, nodes, leader)
 
 	// Kill the leader: a new one takes over and writes continue.
 	killedAt := time.Now()
@@ -249,6 +210,53 @@ func TestClusterFailoverAndRestart(t *testing.T) {
 	})
 	if l := waitLeader(t, all); l == nil {
 		t.Fatal("no leader after restart")
+	}
+}
+
+// checkLeaderAndFollowers checks a running cluster whose key k1 is v1:
+// followers refuse commands, the leader commits and rejects a command of
+// an unknown version, and Status reports each node's role.
+func checkLeaderAndFollowers(t *testing.T, ctx context.Context, nodes []*testNode, leader *testNode) {
+	t.Helper()
+	// Followers refuse.
+	for _, n := range nodes {
+		if n == leader {
+			continue
+		}
+		if _, err := n.Apply(ctx, fsm.NewPutKV("k1", []byte("x"))); !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("apply on follower %s: err = %v, want ErrNotLeader", n.id, err)
+		}
+		if err := n.Barrier(ctx); !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("barrier on follower: %v", err)
+		}
+	}
+
+	// A command this node does not know is committed and rejected, nowhere applied.
+	bad := fsm.NewPutKV("k1", []byte("newer"))
+	bad.Version = 9
+	res, err := leader.Apply(ctx, bad)
+	if !errors.Is(err, ErrRejected) || !errors.Is(err, fsm.ErrUnknownVersion) || res.Index == 0 {
+		t.Fatalf("unknown version: res %+v, err %v", res, err)
+	}
+	if err := leader.Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := leader.Get("k1"); string(v) != "v1" {
+		t.Fatalf("rejected command changed k1 to %q", v)
+	}
+
+	// Status on the leader.
+	st := leader.Status()
+	if st.Role != plan.RoleLeader || st.State != "Leader" || len(st.Voters) != 3 || st.Term == 0 ||
+		st.CommitIndex < res.Index || st.AppliedIndex < res.Index || st.LastLogIndex < res.Index || st.Leader != leader.id {
+		t.Fatalf("leader status: %+v", st)
+	}
+	for _, n := range nodes {
+		if n != leader {
+			if st := n.Status(); st.Role != plan.RoleVoter || st.State != "Follower" {
+				t.Fatalf("follower status: %+v", st)
+			}
+		}
 	}
 }
 

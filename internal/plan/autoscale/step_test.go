@@ -59,10 +59,14 @@ func runScale(s autoscale.State, m scaleModel, n, limit int, noise []float64) au
 	return s
 }
 
+// plateauModel is 100 ms of work per batch and a model that takes 25
+// ms: 4 workers keep up, a fifth brings nothing.
+var plateauModel = scaleModel{worker: 0.100, model: 0.025}
+
+// TestStepAutoscale: the ramp converges at the plateau, through noise
+// within the threshold, or at the mesh's limit.
 func TestStepAutoscale(t *testing.T) {
-	// 100 ms of work per batch, a model that takes 25 ms: 4 workers keep
-	// up, a fifth brings nothing.
-	m := scaleModel{worker: 0.100, model: 0.025}
+	m := plateauModel
 	for _, c := range []struct {
 		name  string
 		noise []float64
@@ -79,6 +83,12 @@ func TestStepAutoscale(t *testing.T) {
 		}
 	}
 
+}
+
+// TestStepAutoscaleStallBound: a consumer that hardly waits ends the
+// ramp, and keeps a converged job where it is.
+func TestStepAutoscaleStallBound(t *testing.T) {
+	m := plateauModel
 	// With StallBound (the allocated jobs' configuration), a window in
 	// which the consumer hardly waits ends the ramp: the plateau is found
 	// without trying a fifth worker, a consumer that one worker feeds
@@ -133,6 +143,11 @@ func TestStepAutoscale(t *testing.T) {
 		t.Errorf("a fed consumer's model slowed: up to %d workers (%s), want 4 throughout", peak, st.Reason)
 	}
 
+}
+
+// TestStepAutoscaleSettlingQueue: a plateau's queue, filling and
+// wavering, sets off no scale-down with the allocated configuration.
+func TestStepAutoscaleSettlingQueue(t *testing.T) {
 	// At the plateau the result queue fills towards the consumer's bound
 	// after the decision converged, then wavers by a few batches: with the
 	// allocated jobs' configuration neither sets off a scale-down (the
@@ -169,7 +184,12 @@ func TestStepAutoscale(t *testing.T) {
 			t.Errorf("with %s, the queue should have set off a scale-down try: %+v", c.name, st)
 		}
 	}
+}
 
+// TestStepAutoscaleScaleDown: the workers given back when the model
+// slows, and the tries that bring one back.
+func TestStepAutoscaleScaleDown(t *testing.T) {
+	m := plateauModel
 	// A scale-down try during which the consumer is fed from its queue:
 	// the batch time holds, but the queue drains, so the worker comes
 	// back (with a 1-batch floor, the rule is off, and the job would go
@@ -185,7 +205,7 @@ func TestStepAutoscale(t *testing.T) {
 		}
 		return st
 	}
-	st = drainTry(allocatedConfig)
+	st := drainTry(allocatedConfig)
 	if st.Phase != autoscale.Converged || st.Workers != 4 || !strings.Contains(st.Reason, "drains") {
 		t.Errorf("a draining queue: %v at %d (%s), want back to 4", st.Phase, st.Workers, st.Reason)
 	}
