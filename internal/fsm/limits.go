@@ -34,7 +34,7 @@ const (
 	// maxConsumerTTL and maxGCAfter bound the job's durations.
 	maxConsumerTTL = 24 * time.Hour
 	maxGCAfter     = 30 * 24 * time.Hour
-	// MaxFailureBytes bounds an EndTask's failure; newEndTask cuts
+	// MaxFailureBytes bounds an EndTask's failure; NewEndTaskOfJob cuts
 	// longer ones.
 	MaxFailureBytes = 1024
 )
