@@ -6,14 +6,14 @@
 // It depends on nothing heavier than transport's error type, the tensor
 // and bucketing types the messages embed, and the compression names of the
 // batch stream: no Raft store, no gossip. `go list -deps ./client` must
-// show no hashicorp/raft, raft-boltdb, bbolt, memberlist or raftstate, and
+// show no hashicorp/raft, raft-boltdb, bbolt, memberlist or the replicated state (internal/raftnode, internal/fsm), and
 // this package is why it can.
 //
 // Files:
 //   - methods.go: the method names, and the error codes that cross the wire
 //   - node.go:    members, status and the key-value test methods
 //   - jobs.go:    JobOptions (the one set of job options on the wire; the
-//     replicated form is raftstate.JobOptions), Sharding, and the job and
+//     replicated form is fsm.JobOptions), Sharding, and the job and
 //     worker messages (distribute, heartbeat, lease, finish, job.get)
 //   - share.go:   ephemeral sharing's counters (worker.sharestats)
 //   - rounds.go:  coordinated reads' per-stream request and batch header

@@ -38,7 +38,7 @@ func ParseSharding(s string) (Sharding, error) {
 
 // JobOptions describe the job a client creates or joins: the one set of
 // job options on the wire (the client's JobOptions is this type; the
-// replicated form is raftstate.JobOptions). Two clients that name the same
+// replicated form is fsm.JobOptions). Two clients that name the same
 // job must ask for the same options.
 type JobOptions struct {
 	// Name identifies the job: trainers that give the same name join the
@@ -369,7 +369,7 @@ type JobInfo struct {
 	// Failure (JobFailed) says which worker's pipeline failed, and how.
 	Failure string `json:"failure,omitempty"`
 	// ShareGroup (DYNAMIC jobs with Share) is the hidden job whose split
-	// leases all sharing jobs of the dataset use (raftstate share groups);
+	// leases all sharing jobs of the dataset use (the state machine's share groups);
 	// workers lease under it. Leased/Finished/Lost are the group's.
 	ShareGroup string `json:"share_group,omitempty"`
 	// Share (jobs with Share, in `feedmesh jobs` only) sums the sharing
@@ -466,7 +466,7 @@ type RoundsInfo struct {
 	// Reached maps consumer index → the highest round it reported.
 	Reached map[int]int64 `json:"reached"`
 	// Lookahead is how far past its last committed report a consumer may
-	// read (raftstate.RoundLookahead).
+	// read (fsm.RoundLookahead).
 	Lookahead int64 `json:"lookahead"`
 }
 
@@ -553,7 +553,7 @@ type LeaseRequest struct {
 	Forwarded bool   `cbor:"5,keyasint,omitempty"`
 	// Incarnation identifies the worker's process (its start time): the
 	// first lease of a restarted worker makes the leases of its previous
-	// process lost (raftstate.NewLeaseSplitsAs). 0: not said.
+	// process lost (fsm.NewLeaseSplitsAs). 0: not said.
 	Incarnation uint64 `cbor:"6,keyasint,omitempty"`
 	// JobID is the ID of the job the worker's task runs (0: unchecked): a
 	// lease for a job replaced since under its name is refused

@@ -45,6 +45,6 @@ var ErrNotAssigned = &transport.Error{Code: "not_assigned"}
 var ErrHandBackRefused = &transport.Error{Code: "handback_refused"}
 
 // ErrReleased answers a lease from a worker its autoscaling job gave back
-// (raftstate.ErrReleased): it hands back what it has not started, reads
+// (fsm.ErrReleased): it hands back what it has not started, reads
 // the split in progress and drains, as in a graceful shutdown.
 var ErrReleased = &transport.Error{Code: "released"}

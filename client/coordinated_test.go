@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/fsm"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
@@ -224,8 +224,8 @@ func TestCoordinatedWorkerJoins(t *testing.T) {
 	}
 	// It joined once consumers had reported round 0 or later, so it is
 	// added from round RoundLookahead or later, never earlier.
-	if first < raftstate.RoundLookahead {
-		t.Fatalf("the joined worker served round %d, before the earliest round it may be added at (%d)", first, raftstate.RoundLookahead)
+	if first < fsm.RoundLookahead {
+		t.Fatalf("the joined worker served round %d, before the earliest round it may be added at (%d)", first, fsm.RoundLookahead)
 	}
 	t.Logf("worker %s joined; first served round %d", joined, first)
 }

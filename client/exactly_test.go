@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/fsm"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
@@ -205,10 +205,10 @@ func TestExactlyOnceProduceReportsPaced(t *testing.T) {
 }
 
 // TestExactlyOnceProduceReportsChunked: a report of more produced splits
-// than one Raft command may carry (raftstate.MaxReceipts) goes out as
+// than one Raft command may carry (fsm.MaxReceipts) goes out as
 // several, so a fast pipeline of tiny splits still ends, exactly once.
 func TestExactlyOnceProduceReportsChunked(t *testing.T) {
-	const n = raftstate.MaxReceipts + 4000 // splits of one element
+	const n = fsm.MaxReceipts + 4000 // splits of one element
 	c := testcluster.Start(t, 3, testcluster.WithConfig(func(_ int, cfg *mesh.Config) {
 		cfg.Worker.ProduceInterval = time.Hour // one report at the start, the rest at the end
 	}))

@@ -29,7 +29,7 @@ import (
 // apply to it: offload auto retires it when it cuts the job) and never
 // runs a census (the cluster leases none to it). The cluster expires it with its consumer, so a client
 // that dies with leases loses nothing and duplicates nothing: its
-// unsettled splits are read again by the nodes (raftstate/offload.go).
+// unsettled splits are read again by the nodes (internal/fsm/offload.go).
 //
 // Its share of the job is held by a gate: before it takes its next split
 // it waits until what it prepared is at most its fraction of everything

@@ -111,7 +111,7 @@ func newLedger(t *tracker) *ledger {
 
 // maxPendingIntervals is how many receipt intervals wait before a report
 // goes out without waiting for the next tick; well under what one report
-// may carry (raftstate.MaxReceiptIntervals).
+// may carry (fsm.MaxReceiptIntervals).
 const maxPendingIntervals = 4096
 
 // record notes a batch's elements as received and queues them for the next

@@ -13,7 +13,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/internal/autocache"
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/fsm"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/transport"
@@ -366,7 +366,7 @@ func (c *nodeCache) held(job api.JobInfo, spec *pipeline.Spec) func() ranges.Set
 // cache holds (nil when it holds none, or the hint is malformed: the
 // lease then goes on without it).
 func preferHeld(req api.LeaseRequest) ranges.Set {
-	if len(req.Held) == 0 || req.Held.Validate() != nil || req.Held.Intervals() > min(api.MaxHeldIntervals, raftstate.MaxPreferIntervals) {
+	if len(req.Held) == 0 || req.Held.Validate() != nil || req.Held.Intervals() > min(api.MaxHeldIntervals, fsm.MaxPreferIntervals) {
 		return nil
 	}
 	return req.Held

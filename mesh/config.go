@@ -8,18 +8,19 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/internal/autocache"
+	"github.com/feedmesh/feedmesh/internal/plan"
+	"github.com/feedmesh/feedmesh/internal/raftnode"
 	"github.com/feedmesh/feedmesh/internal/worker"
 
 	"github.com/hashicorp/memberlist"
 
-	"github.com/feedmesh/feedmesh/internal/raftstate"
 	"github.com/feedmesh/feedmesh/internal/share"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
 // AutoVoters as Config.RaftVoters lets the leader pick the voter count
-// from the cluster's size (raftstate.VoterTarget).
-const AutoVoters = raftstate.AutoVoters
+// from the cluster's size (plan.VoterTarget).
+const AutoVoters = plan.AutoVoters
 
 // Version is the build version a node advertises in its gossip metadata.
 var Version = "0.1.0-dev"
@@ -59,7 +60,7 @@ type Config struct {
 	// RaftVoters is the voter count the leader maintains. 0 (AutoVoters,
 	// the default) adapts it to the cluster: 3 voters, 5 once at least 5
 	// members are live, back to 3 only as voters dead past VoterGrace are
-	// removed (raftstate.VoterTarget). 1, 3 or 5 fix it: 1 tolerates no
+	// removed (plan.VoterTarget). 1, 3 or 5 fix it: 1 tolerates no
 	// failure, 3 one, 5 two.
 	RaftVoters int
 	// VoterGrace is how long a voter must be dead before the leader
@@ -109,7 +110,7 @@ type Config struct {
 	Transport transport.Config
 	// Raft configures Raft timing and storage; its ID, Addr and DataDir
 	// are filled in by the node.
-	Raft raftstate.Config
+	Raft raftnode.Config
 	// Worker bounds the node's work as a worker.
 	Worker worker.Config
 	// CacheBytes bounds the autocache on this node's disk (the files under
@@ -200,7 +201,7 @@ func DefaultConfig() Config {
 			ReconnectTimeout:        24 * time.Hour,
 		},
 		Transport: nodeTransport(transport.DefaultConfig()),
-		Raft:      raftstate.DefaultConfig(),
+		Raft:      raftnode.DefaultConfig(),
 		Worker: worker.Config{
 			TaskBuffer:         8,
 			LeaseSplits:        256,
@@ -260,7 +261,7 @@ func FastConfig() Config {
 		ReconnectTimeout:        time.Minute,
 	}
 	c.Transport = nodeTransport(transport.FastConfig())
-	c.Raft = raftstate.FastConfig()
+	c.Raft = raftnode.FastConfig()
 	c.Worker.JobPollInterval = 200 * time.Millisecond
 	c.Worker.OrphanPollInterval = 100 * time.Millisecond
 	c.Worker.ShareWindowBytes = share.FastConfig().WindowBytes

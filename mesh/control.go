@@ -9,7 +9,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/fsm"
+	"github.com/feedmesh/feedmesh/internal/raftnode"
 	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/transport"
 )
@@ -62,9 +63,9 @@ func (n *Node) put(ctx context.Context, req api.PutRequest) (api.PutResponse, er
 	var resp api.PutResponse
 	err := n.onLeader(ctx, req.Forwarded, api.MethodPut, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
 		func(ctx context.Context) error {
-			cmd := raftstate.NewPutKV(req.Key, req.Value)
+			cmd := fsm.NewPutKV(req.Key, req.Value)
 			if req.IfAbsent {
-				cmd = raftstate.NewPutKVIfAbsent(req.Key, req.Value)
+				cmd = fsm.NewPutKVIfAbsent(req.Key, req.Value)
 			}
 			res, err := n.raft.Apply(ctx, cmd)
 			resp.Index = res.Index
@@ -202,17 +203,17 @@ func retriable(err error) bool {
 
 func mapRaftErr(err error) error {
 	switch {
-	case errors.Is(err, raftstate.ErrUnknownJob):
+	case errors.Is(err, fsm.ErrUnknownJob):
 		return transport.Errorf(transport.ErrNotFound, "%v", err)
-	case errors.Is(err, raftstate.ErrNotAssigned):
+	case errors.Is(err, fsm.ErrNotAssigned):
 		return transport.Errorf(api.ErrNotAssigned, "%v", err)
-	case errors.Is(err, raftstate.ErrReleased):
+	case errors.Is(err, fsm.ErrReleased):
 		return transport.Errorf(api.ErrReleased, "%v", err)
 	case errors.Is(err, splits.ErrHandBackRefused):
 		return transport.Errorf(api.ErrHandBackRefused, "%v", err)
 	case errorsIsRejected(err):
 		return transport.Errorf(transport.ErrInvalid, "%v", err)
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raftstate.ErrNotLeader):
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raftnode.ErrNotLeader):
 		return transport.Errorf(transport.ErrNoLeader, "%v", err)
 	case errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, context.DeadlineExceeded):
 		return transport.Errorf(transport.ErrNoQuorum, "not committed in time: %v", err)

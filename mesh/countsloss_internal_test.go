@@ -3,7 +3,7 @@ package mesh
 import (
 	"testing"
 
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/fsm"
 	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/pipeline"
 )
@@ -21,18 +21,18 @@ func TestCountsLoss(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		o    raftstate.JobOptions
+		o    fsm.JobOptions
 		take bool
 		want bool
 	}{
-		{"at-most-once dynamic", raftstate.JobOptions{Sharding: splits.Dynamic, Delivery: raftstate.DeliveryAtMostOnce}, false, true},
-		{"stored at-most-once", raftstate.JobOptions{Sharding: splits.Dynamic}, false, true},
-		{"with take", raftstate.JobOptions{Sharding: splits.Dynamic}, true, false},
-		{"exactly-once", raftstate.JobOptions{Sharding: splits.Dynamic, Delivery: raftstate.DeliveryExactlyOnce}, false, false},
-		{"share", raftstate.JobOptions{Sharding: splits.Dynamic, Share: true}, false, false},
-		{"coordinated", raftstate.JobOptions{Sharding: splits.Dynamic, Coordinated: true}, false, false},
-		{"off", raftstate.JobOptions{Sharding: splits.Off}, false, false},
-		{"static", raftstate.JobOptions{Sharding: splits.Static}, false, false},
+		{"at-most-once dynamic", fsm.JobOptions{Sharding: splits.Dynamic, Delivery: fsm.DeliveryAtMostOnce}, false, true},
+		{"stored at-most-once", fsm.JobOptions{Sharding: splits.Dynamic}, false, true},
+		{"with take", fsm.JobOptions{Sharding: splits.Dynamic}, true, false},
+		{"exactly-once", fsm.JobOptions{Sharding: splits.Dynamic, Delivery: fsm.DeliveryExactlyOnce}, false, false},
+		{"share", fsm.JobOptions{Sharding: splits.Dynamic, Share: true}, false, false},
+		{"coordinated", fsm.JobOptions{Sharding: splits.Dynamic, Coordinated: true}, false, false},
+		{"off", fsm.JobOptions{Sharding: splits.Off}, false, false},
+		{"static", fsm.JobOptions{Sharding: splits.Static}, false, false},
 	} {
 		if got := countsLoss(c.o, spec(c.take)); got != c.want {
 			t.Errorf("%s: counts loss %v, want %v", c.name, got, c.want)

@@ -1,6 +1,6 @@
 // Package mesh is a feedmesh node: one process that is, at once, a member of
 // the gossip mesh (hashicorp/memberlist), a possible Raft voter
-// (internal/raftstate), a QUIC endpoint (transport) answering the control
+// (internal/raftnode, running the pure state machine internal/fsm), a QUIC endpoint (transport) answering the control
 // methods of the wire API (api), and a worker (internal/worker). Every node
 // is identical; which nodes vote is decided by bootstrap_expect formation
 // and then kept at its target size by the leader.
@@ -8,7 +8,7 @@
 // The node is the I/O shell of the cluster: the deciding logic (who
 // bootstraps, which voter to add or remove, and the leader's job upkeep:
 // which dead workers to expire, which jobs to collect, which live workers
-// to assign) lives in internal/raftstate as pure functions; the node feeds
+// to assign) lives in internal/plan as pure functions; the node feeds
 // them gossip's view of the cluster and the clock and carries out what
 // they decide through Raft. It answers control methods on the leader,
 // forwarding them there from any other node, so a client may dial any

@@ -5,13 +5,13 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/fsm"
 	"github.com/feedmesh/feedmesh/internal/splits"
 )
 
 // jobInfo converts the replicated job to its wire form, with each
 // worker's current QUIC address from gossip.
-func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
+func (n *Node) jobInfo(v fsm.JobView) api.JobInfo {
 	addrs := map[string]string{}
 	for _, m := range n.Members() {
 		addrs[m.Name] = m.Addr
@@ -27,7 +27,7 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 			OffloadBoundary: v.Options.OffloadBoundary,
 		},
 		CreatedAt: time.Unix(0, v.CreatedAt),
-		Tracked:   v.Options.Delivery == raftstate.DeliveryExactlyOnce || v.Options.CountLoss,
+		Tracked:   v.Options.Delivery == fsm.DeliveryExactlyOnce || v.Options.CountLoss,
 	}
 	switch {
 	case v.Options.Autoscale:
@@ -75,7 +75,7 @@ func (n *Node) jobInfo(v raftstate.JobView) api.JobInfo {
 			Wanted: v.WantedWorkers(), Share: sc.Share, Allocation: sc.Allocation}
 	}
 	if r := v.Rounds; r != nil {
-		info.Rounds = &api.RoundsInfo{Changes: r.Schedule.Changes, Reached: r.Reached, Lookahead: raftstate.RoundLookahead}
+		info.Rounds = &api.RoundsInfo{Changes: r.Schedule.Changes, Reached: r.Reached, Lookahead: fsm.RoundLookahead}
 	}
 	if g, ok := n.raft.Job(v.ShareGroup); ok && v.ShareGroup != "" {
 		v.Progress = g.Progress // the group leases for the job

@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/fsm"
+	"github.com/feedmesh/feedmesh/internal/plan"
+	"github.com/feedmesh/feedmesh/internal/plan/autoscale"
+	"github.com/feedmesh/feedmesh/internal/raftnode"
 	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/internal/worker"
 	"github.com/feedmesh/feedmesh/pipeline"
@@ -58,8 +61,8 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest) (
 		if err != nil {
 			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: enumerate splits: %v", req.Options.Name, err)
 		}
-		d := raftstate.Dataset{Fingerprint: fp, Spec: req.Spec, NumSplits: int64(len(ss))}
-		if _, err := n.raft.Apply(ctx, raftstate.NewRegisterDataset(d)); err != nil {
+		d := fsm.Dataset{Fingerprint: fp, Spec: req.Spec, NumSplits: int64(len(ss))}
+		if _, err := n.raft.Apply(ctx, fsm.NewRegisterDataset(d)); err != nil {
 			return api.JobInfo{}, err
 		}
 	}
@@ -87,14 +90,14 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest) (
 	if opts.Sharding == splits.Static {
 		static = n.liveWorkers(opts.MaxWorkers)
 	}
-	create := raftstate.NewCreateJobAt(req.Options.Name, fp, opts, static, scaleStart(n.raft, fp, opts))
+	create := fsm.NewCreateJobAt(req.Options.Name, fp, opts, static, scaleStart(n.raft, fp, opts))
 	if r := req.Resume; r != nil {
-		create = raftstate.NewResumeJob(req.Options.Name, fp, opts, raftstate.ResumeBody{From: r.From, Part: r.Part, Want: r.Want, Delivered: r.Delivered})
+		create = fsm.NewResumeJob(req.Options.Name, fp, opts, fsm.ResumeBody{From: r.From, Part: r.Part, Want: r.Want, Delivered: r.Delivered})
 	}
 	if _, err := n.raft.Apply(ctx, create); err != nil {
 		return api.JobInfo{}, jobMismatch(err, req)
 	}
-	if _, err := n.raft.Apply(ctx, raftstate.NewAttachConsumer(req.Options.Name, req.Consumer)); err != nil {
+	if _, err := n.raft.Apply(ctx, fsm.NewAttachConsumer(req.Options.Name, req.Consumer)); err != nil {
 		return api.JobInfo{}, err
 	}
 	// Assign the live workers now, so the client can start streaming at
@@ -111,7 +114,7 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest) (
 // options, which ones (the job's value first) and what to do, without the
 // Raft command's wrapping; any other err is returned as it is.
 func jobMismatch(err error, req api.DistributeRequest) error {
-	var m *raftstate.JobMismatchError
+	var m *fsm.JobMismatchError
 	if !errors.As(err, &m) {
 		return err
 	}
@@ -125,7 +128,7 @@ func jobMismatch(err error, req api.DistributeRequest) error {
 // scaleStart is where a new autoscaling job of dataset fp starts: at the
 // count where the last autoscaling job of the dataset converged, if more
 // than one (README, Autoscaling: "A repeated job").
-func scaleStart(r *raftstate.Node, fp string, o raftstate.JobOptions) *raftstate.ScaleStart {
+func scaleStart(r *raftnode.Node, fp string, o fsm.JobOptions) *fsm.ScaleStart {
 	if !o.Autoscale {
 		return nil
 	}
@@ -133,25 +136,25 @@ func scaleStart(r *raftstate.Node, fp string, o raftstate.JobOptions) *raftstate
 	if !ok || ds.ScaleWorkers <= 1 || ds.ScaleJob == "" {
 		return nil
 	}
-	return &raftstate.ScaleStart{Workers: ds.ScaleWorkers, From: ds.ScaleJob}
+	return &fsm.ScaleStart{Workers: ds.ScaleWorkers, From: ds.ScaleJob}
 }
 
 func (n *Node) heartbeat(ctx context.Context, req api.JobRequest) (api.JobInfo, error) {
 	var info api.JobInfo
 	err := n.onLeader(ctx, req.Forwarded, api.MethodHeartbeat, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &info,
 		func(ctx context.Context) error {
-			var m *raftstate.ScaleMetric
+			var m *autoscale.Metric
 			if x := req.Metrics; x != nil {
-				m = &raftstate.ScaleMetric{BatchTime: x.BatchTimeSeconds, ResultQueue: x.ResultQueue, Stall: x.Stall, Batches: x.Batches, Workers: x.Workers}
+				m = &autoscale.Metric{BatchTime: x.BatchTimeSeconds, ResultQueue: x.ResultQueue, Stall: x.Stall, Batches: x.Batches, Workers: x.Workers}
 				if err := m.Validate(); err != nil {
 					return transport.Errorf(transport.ErrInvalid, "heartbeat of %q: %v", req.Consumer, err)
 				}
 			}
-			if _, err := n.raft.Apply(ctx, raftstate.NewHeartbeat(req.Job, req.Consumer, m)); err != nil {
+			if _, err := n.raft.Apply(ctx, fsm.NewHeartbeat(req.Job, req.Consumer, m)); err != nil {
 				return err
 			}
 			if req.Report {
-				if _, err := n.raft.Apply(ctx, raftstate.NewReportRound(req.Job, req.Index, req.Round)); err != nil {
+				if _, err := n.raft.Apply(ctx, fsm.NewReportRound(req.Job, req.Index, req.Round)); err != nil {
 					return err
 				}
 			}
@@ -168,7 +171,7 @@ func (n *Node) heartbeat(ctx context.Context, req api.JobRequest) (api.JobInfo, 
 func (n *Node) detach(ctx context.Context, req api.JobRequest) error {
 	return n.onLeader(ctx, req.Forwarded, api.MethodDetach, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
 		func(ctx context.Context) error {
-			_, err := n.raft.Apply(ctx, raftstate.NewDetachConsumer(req.Job, req.Consumer))
+			_, err := n.raft.Apply(ctx, fsm.NewDetachConsumer(req.Job, req.Consumer))
 			return err
 		})
 }
@@ -236,25 +239,25 @@ func (n *Node) jobGetLocal(job string) (api.JobGetResponse, error) {
 }
 
 // liveWorkers lists the members that may be given a task, sorted, at most
-// max (0: all), as raftstate.AssignableWorkers decides.
+// max (0: all), as plan.AssignableWorkers decides.
 func (n *Node) liveWorkers(max int) []string {
-	return raftstate.AssignableWorkers(jobMembers(n.Members()), max)
+	return plan.AssignableWorkers(jobMembers(n.Members()), max)
 }
 
 // jobMembers is gossip's view of the members, as the job planner takes it.
-func jobMembers(ms []api.Member) []raftstate.JobMember {
-	out := make([]raftstate.JobMember, 0, len(ms))
+func jobMembers(ms []api.Member) []plan.JobMember {
+	out := make([]plan.JobMember, 0, len(ms))
 	for _, m := range ms {
-		jm := raftstate.JobMember{ID: m.Name, Addr: m.Addr, Worker: m.Worker, Incarnation: m.Incarnation}
+		jm := plan.JobMember{ID: m.Name, Addr: m.Addr, Worker: m.Worker, Incarnation: m.Incarnation}
 		switch m.Status {
 		case api.StatusAlive:
-			jm.Status = raftstate.MemberAlive
+			jm.Status = plan.MemberAlive
 		case api.StatusSuspect:
-			jm.Status = raftstate.MemberSuspect
+			jm.Status = plan.MemberSuspect
 		case api.StatusDead:
-			jm.Status = raftstate.MemberDead
+			jm.Status = plan.MemberDead
 		case api.StatusLeft:
-			jm.Status = raftstate.MemberLeft
+			jm.Status = plan.MemberLeft
 		}
 		out = append(out, jm)
 	}
@@ -262,20 +265,20 @@ func jobMembers(ms []api.Member) []raftstate.JobMember {
 }
 
 // assignWorkers gives job to every live member not yet working on it, up
-// to MaxWorkers, as raftstate.PlanJobWorkers decides. STATIC jobs keep the
+// to MaxWorkers, as plan.PlanJobWorkers decides. STATIC jobs keep the
 // workers agreed at creation.
 func (n *Node) assignWorkers(ctx context.Context, job string) {
 	view, ok := n.raft.Job(job)
 	if !ok {
 		return
 	}
-	n.applyJobSteps(ctx, raftstate.PlanJobWorkersAmong(jobMembers(n.Members()), view, n.raft.Jobs()))
+	n.applyJobSteps(ctx, plan.PlanJobWorkersAmong(jobMembers(n.Members()), view, n.raft.Jobs()))
 }
 
 // jobLoop runs on the leader: it assigns new members to jobs, expires dead
 // workers (their unfinished splits are lost: at-most-once), expires
 // consumers whose lease ran out and garbage-collects jobs nobody reads, as
-// raftstate.PlanJobs decides.
+// plan.PlanJobs decides.
 func (n *Node) jobLoop() {
 	defer n.wg.Done()
 	ticker := time.NewTicker(n.cfg.ReconcileInterval)
@@ -301,7 +304,7 @@ func (n *Node) reconcileJobs(ctx context.Context) {
 	if len(jobs) == 0 {
 		return // nothing to plan; spare the member list
 	}
-	n.applyJobSteps(ctx, raftstate.PlanJobs(time.Now(), jobMembers(n.Members()), jobs))
+	n.applyJobSteps(ctx, plan.PlanJobs(time.Now(), jobMembers(n.Members()), jobs))
 }
 
 // applyJobSteps applies a job plan in order. A failure is logged and the
@@ -309,15 +312,15 @@ func (n *Node) reconcileJobs(ctx context.Context) {
 // (the job may be at its MaxWorkers, or gone). The state machine checks
 // every rule again, so a step overtaken by another request (a consumer that
 // attached since the plan, say) is rejected there and logged here.
-func (n *Node) applyJobSteps(ctx context.Context, steps []raftstate.JobStep) {
+func (n *Node) applyJobSteps(ctx context.Context, steps []plan.JobStep) {
 	var stopped map[string]bool // jobs whose assignments failed
 	for _, st := range steps {
-		if st.Command.Type == raftstate.TypeAssignTask && stopped[st.Job] {
+		if st.Command.Type == fsm.TypeAssignTask && stopped[st.Job] {
 			continue
 		}
 		_, err := n.raft.Apply(ctx, st.Command)
 		switch st.Command.Type {
-		case raftstate.TypeExpireWorker:
+		case fsm.TypeExpireWorker:
 			switch {
 			case err != nil:
 				n.log.Warn("expire worker", "worker", st.Worker, "err", err)
@@ -326,17 +329,17 @@ func (n *Node) applyJobSteps(ctx context.Context, steps []raftstate.JobStep) {
 			default:
 				n.log.Info("expired dead worker", "worker", st.Worker)
 			}
-		case raftstate.TypeExpireConsumers:
+		case fsm.TypeExpireConsumers:
 			if err != nil {
 				n.log.Warn("expire consumers", "err", err)
 			}
-		case raftstate.TypeGarbageCollectJob:
+		case fsm.TypeGarbageCollectJob:
 			if err != nil {
 				n.log.Warn("garbage-collect job", "job", st.Job, "err", err)
 			} else {
 				n.log.Info("garbage-collected job with no consumers", "job", st.Job)
 			}
-		case raftstate.TypeAssignTask:
+		case fsm.TypeAssignTask:
 			if err != nil {
 				n.log.Warn("assign task", "job", st.Job, "worker", st.Worker, "err", err)
 				if stopped == nil {
@@ -344,13 +347,13 @@ func (n *Node) applyJobSteps(ctx context.Context, steps []raftstate.JobStep) {
 				}
 				stopped[st.Job] = true
 			}
-		case raftstate.TypeAllocateJob:
+		case fsm.TypeAllocateJob:
 			if err != nil {
 				n.log.Warn("allocate nodes to an autoscaling job", "job", st.Job, "err", err)
 			} else {
 				n.log.Info("allocated nodes to an autoscaling job", "job", st.Job)
 			}
-		case raftstate.TypeDrainTask:
+		case fsm.TypeDrainTask:
 			if err != nil {
 				n.log.Warn("rejoin a drained worker to its job", "job", st.Job, "worker", st.Worker, "err", err)
 			} else {
@@ -364,20 +367,20 @@ func (n *Node) applyJobSteps(ctx context.Context, steps []raftstate.JobStep) {
 	}
 }
 
-func toRaftOptions(o api.JobOptions) (raftstate.JobOptions, error) {
+func toRaftOptions(o api.JobOptions) (fsm.JobOptions, error) {
 	p, err := splits.ParsePolicy(string(o.Sharding))
 	if err != nil {
-		return raftstate.JobOptions{}, err
+		return fsm.JobOptions{}, err
 	}
 	c, err := batch.ParseCompression(o.Compression)
 	if err != nil {
-		return raftstate.JobOptions{}, err
+		return fsm.JobOptions{}, err
 	}
-	comp := "" // none, as raftstate stores it
+	comp := "" // none, as fsm stores it
 	if c != batch.CompressNone {
 		comp = c.String()
 	}
-	return raftstate.JobOptions{
+	return fsm.JobOptions{
 		Sharding: p, Epochs: o.Epochs, NumConsumers: o.NumConsumers, Share: o.Share,
 		Coordinated: o.Coordinated, PadFinalRound: o.PadFinalRound, MaxWorkers: o.MaxWorkers, ConsumerTTL: o.ConsumerTTL, GCAfter: o.GCAfter,
 		Compression: comp, Delivery: o.Delivery, Autoscale: o.Autoscale,
@@ -388,7 +391,7 @@ func toRaftOptions(o api.JobOptions) (raftstate.JobOptions, error) {
 
 // errorsIsRejected reports an FSM rejection (a command that was valid CBOR
 // but broke a rule: bad options, unknown job).
-func errorsIsRejected(err error) bool { return errors.Is(err, raftstate.ErrRejected) }
+func errorsIsRejected(err error) bool { return errors.Is(err, raftnode.ErrRejected) }
 
 // LocalJobs lists the jobs as this node's own replica of the cluster state
 // has them, asking no other node: it may lag the leader by what this node

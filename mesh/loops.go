@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/plan"
 )
 
 // formationLoop bootstraps Raft the first time the cluster forms: alone in
@@ -32,7 +32,7 @@ func (n *Node) formationLoop() {
 			return
 		}
 		if len(n.cfg.Join) == 0 {
-			self := []raftstate.Server{{ID: n.name, Addr: n.addr}}
+			self := []plan.Server{{ID: n.name, Addr: n.addr}}
 			if err := n.raft.Bootstrap(self); err != nil {
 				n.log.Error("bootstrap single-node cluster", "err", err)
 			} else {
@@ -55,7 +55,7 @@ func (n *Node) formationLoop() {
 			n.log.Info("cluster already formed; not bootstrapping")
 			return
 		}
-		voters, ok := raftstate.BootstrapPlan(n.name, n.cfg.BootstrapExpect, raftMembers(members))
+		voters, ok := plan.BootstrapPlan(n.name, n.cfg.BootstrapExpect, raftMembers(members))
 		if ok {
 			if err := n.raft.Bootstrap(voters); errors.Is(err, raft.ErrCantBootstrap) {
 				// Peers that bootstrapped first already replicated the
@@ -85,7 +85,7 @@ func (n *Node) formationLoop() {
 // voterLoop runs on every node but acts only on the leader: it keeps the
 // voter set at RaftVoters (with AutoVoters: 3, or 5 from 5 live members on)
 // by promoting live members and removing voters that have been dead past
-// VoterGrace, as raftstate.PlanVoters decides.
+// VoterGrace, as plan.PlanVoters decides.
 func (n *Node) voterLoop() {
 	defer n.wg.Done()
 	ticker := time.NewTicker(n.cfg.ReconcileInterval)
@@ -106,17 +106,17 @@ func (n *Node) voterLoop() {
 			continue
 		}
 		members := raftMembers(n.Members())
-		if t := raftstate.VoterTarget(n.cfg.RaftVoters, n.name, cfg, members); t != lastTarget {
+		if t := plan.VoterTarget(n.cfg.RaftVoters, n.name, cfg, members); t != lastTarget {
 			n.log.Info("voter target", "voters", t, "auto", n.cfg.RaftVoters == AutoVoters)
 			lastTarget = t
 		}
-		changes := raftstate.PlanVoters(n.cfg.RaftVoters, n.cfg.VoterGrace, time.Now(), n.name, cfg, members)
+		changes := plan.PlanVoters(n.cfg.RaftVoters, n.cfg.VoterGrace, time.Now(), n.name, cfg, members)
 		for _, ch := range changes {
 			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
 			switch ch.Kind {
-			case raftstate.AddVoter:
+			case plan.AddVoter:
 				err = n.raft.AddVoter(ctx, ch.Server)
-			case raftstate.RemoveServer:
+			case plan.RemoveServer:
 				err = n.raft.RemoveServer(ctx, ch.Server.ID)
 			}
 			cancel()

@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/plan"
 )
 
 type memberEntry struct {
@@ -92,7 +92,7 @@ func (t *memberTable) set(n *memberlist.Node, status string) {
 		t.entries[n.Name] = e
 	}
 	if err == nil {
-		if meta.Raft == raftstate.RoleLeader && e.meta.Raft != raftstate.RoleLeader {
+		if meta.Raft == plan.RoleLeader && e.meta.Raft != plan.RoleLeader {
 			e.leaderSince = time.Now()
 		}
 		e.meta = meta
@@ -133,7 +133,7 @@ func (t *memberTable) newestLeader(self string) string {
 	var addr string
 	var since time.Time
 	for name, e := range t.entries {
-		if name == self || e.status != api.StatusAlive || e.meta.Raft != raftstate.RoleLeader {
+		if name == self || e.status != api.StatusAlive || e.meta.Raft != plan.RoleLeader {
 			continue
 		}
 		if addr == "" || e.leaderSince.After(since) || (e.leaderSince.Equal(since) && e.meta.Addr < addr) {
@@ -174,13 +174,13 @@ func (t *memberTable) snapshot() []api.Member {
 
 // raftMembers converts members to the planner's input. A suspect member
 // counts as alive: suspicion is not yet failure.
-func raftMembers(ms []api.Member) []raftstate.Member {
-	out := make([]raftstate.Member, 0, len(ms))
+func raftMembers(ms []api.Member) []plan.Member {
+	out := make([]plan.Member, 0, len(ms))
 	for _, m := range ms {
 		if m.Addr == "" {
 			continue // no metadata yet
 		}
-		rm := raftstate.Member{ID: m.Name, Addr: m.Addr, Alive: m.Status == api.StatusAlive || m.Status == api.StatusSuspect}
+		rm := plan.Member{ID: m.Name, Addr: m.Addr, Alive: m.Status == api.StatusAlive || m.Status == api.StatusSuspect}
 		if rm.Alive && m.Raft != "none" {
 			rm.Role = m.Raft
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/plan"
 )
 
 // Dead members are kept as long as the reconnect loop retries them
@@ -41,22 +41,22 @@ func TestNewestLeader(t *testing.T) {
 	if got := tb.newestLeader("self"); got != "" {
 		t.Fatalf("no member: %q", got)
 	}
-	claim("self", "self:1", raftstate.RoleLeader)
-	claim("a", "a:1", raftstate.RoleVoter)
+	claim("self", "self:1", plan.RoleLeader)
+	claim("a", "a:1", plan.RoleVoter)
 	if got := tb.newestLeader("self"); got != "" {
 		t.Fatalf("only self leads: %q", got)
 	}
-	claim("a", "a:1", raftstate.RoleLeader)
-	claim("b", "b:1", raftstate.RoleLeader) // elected after a died, gossip not yet knowing
+	claim("a", "a:1", plan.RoleLeader)
+	claim("b", "b:1", plan.RoleLeader) // elected after a died, gossip not yet knowing
 	if got := tb.newestLeader("self"); got != "b:1" {
 		t.Fatalf("b's claim is newer: %q", got)
 	}
-	claim("b", "b:1", raftstate.RoleLeader) // the same claims gossiped again
-	claim("a", "a:1", raftstate.RoleLeader)
+	claim("b", "b:1", plan.RoleLeader) // the same claims gossiped again
+	claim("a", "a:1", plan.RoleLeader)
 	if got := tb.newestLeader("self"); got != "b:1" {
 		t.Fatalf("a repeated claim is not a new one: %q", got)
 	}
-	tb.set(&memberlist.Node{Name: "b", Meta: mustMeta(t, "b:1", raftstate.RoleLeader)}, api.StatusDead)
+	tb.set(&memberlist.Node{Name: "b", Meta: mustMeta(t, "b:1", plan.RoleLeader)}, api.StatusDead)
 	if got := tb.newestLeader("self"); got != "a:1" {
 		t.Fatalf("b died: %q", got)
 	}

@@ -17,7 +17,8 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/plan"
+	"github.com/feedmesh/feedmesh/internal/raftnode"
 	"github.com/feedmesh/feedmesh/internal/worker"
 	"github.com/feedmesh/feedmesh/transport"
 )
@@ -39,7 +40,7 @@ type Node struct {
 	// incarnation grows with each start of this node (its start time): a
 	// lease tells the leader which process of the worker asks, so that a
 	// quick restart does not leave the old process's leases held for good
-	// (raftstate.NewLeaseSplitsAs).
+	// (fsm.NewLeaseSplitsAs).
 	incarnation uint64
 
 	resetKey quic.StatelessResetKey
@@ -48,7 +49,7 @@ type Node struct {
 	tr    *transport.Transport
 	codec *transport.Codec
 	rpc   *transport.RPCServer
-	raft  *raftstate.Node
+	raft  *raftnode.Node
 
 	worker *worker.Worker
 	cache  *nodeCache // autocache.go
@@ -137,13 +138,13 @@ func (n *Node) start(ctx context.Context) error {
 	rcfg := cfg.Raft
 	rcfg.ID, rcfg.Addr, rcfg.DataDir = n.name, n.addr, filepath.Join(cfg.DataDir, raftDir)
 	if rcfg.Logger == nil {
-		rcfg.Logger = n.log // raftstate adds component=raft
+		rcfg.Logger = n.log // raftnode adds component=raft
 	}
 	adv, err := net.ResolveUDPAddr("udp", n.addr)
 	if err != nil {
 		return fmt.Errorf("advertise address %s: %w", n.addr, err)
 	}
-	if n.raft, err = raftstate.Open(rcfg, raftstate.StreamLayer(n.tr, adv)); err != nil {
+	if n.raft, err = raftnode.Open(rcfg, raftnode.StreamLayer(n.tr, adv)); err != nil {
 		return fmt.Errorf("open raft: %w", err)
 	}
 
@@ -208,7 +209,7 @@ func (n *Node) GossipAddr() string { return n.gossipAddr }
 func (n *Node) Transport() *transport.Transport { return n.tr }
 
 // Raft exposes the node's replicated state.
-func (n *Node) Raft() *raftstate.Node { return n.raft }
+func (n *Node) Raft() *raftnode.Node { return n.raft }
 
 // Members lists every member this node knows of, dead ones included. A
 // node that holds the Raft configuration states every member's role from
@@ -222,7 +223,7 @@ func (n *Node) Members() []api.Member {
 	leader, _ := n.raft.Leader()
 	roles := make(map[string]string, len(cfg))
 	for _, s := range cfg {
-		if s.Suffrage == raftstate.SuffrageVoter {
+		if s.Suffrage == plan.SuffrageVoter {
 			roles[s.ID] = "voter"
 		} else {
 			roles[s.ID] = "nonvoter"

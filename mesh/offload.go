@@ -4,14 +4,14 @@ import (
 	"context"
 
 	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/fsm"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
 // The offload RPC (api.MethodOffload): a consumer assigns its local
 // worker, turns the nodes' part of the job off or on, and reports its
-// offload (raftstate/offload.go has the rules).
+// offload (internal/fsm/offload.go has the rules).
 
 // probe answers a link probe (api.MethodProbe) with req.Bytes of zeros.
 func (n *Node) probe(_ context.Context, req api.ProbeRequest) (any, error) {
@@ -48,23 +48,23 @@ var probeZeros = make([]byte, api.MaxProbeBytes)
 func (n *Node) offload(ctx context.Context, req api.OffloadRequest) error {
 	return n.onLeader(ctx, req.Forwarded, api.MethodOffload, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
 		func(ctx context.Context) error {
-			b := raftstate.OffloadBody{Job: req.Job, Consumer: req.Consumer, LocalWorker: req.LocalWorker, Remote: req.Remote, Retire: req.Retire, Cut: req.Cut}
+			b := fsm.OffloadBody{Job: req.Job, Consumer: req.Consumer, LocalWorker: req.LocalWorker, Remote: req.Remote, Retire: req.Retire, Cut: req.Cut}
 			if req.Cut != 0 {
 				if err := n.checkCut(req.Job, req.Cut); err != nil {
 					return err
 				}
 			}
 			if r := req.Report; r != nil {
-				b.Report = &raftstate.OffloadReport{Mode: r.Mode, Fraction: r.Fraction, Cut: r.Cut, Predicted: r.Predicted, Measured: r.Measured,
-					Local: r.Local, Remote: r.Remote, Stall: r.Stall, Reason: truncate(r.Reason, raftstate.MaxFailureBytes)}
+				b.Report = &fsm.OffloadReport{Mode: r.Mode, Fraction: r.Fraction, Cut: r.Cut, Predicted: r.Predicted, Measured: r.Measured,
+					Local: r.Local, Remote: r.Remote, Stall: r.Stall, Reason: truncate(r.Reason, fsm.MaxFailureBytes)}
 			}
-			_, err := n.raft.Apply(ctx, raftstate.NewOffload(b))
+			_, err := n.raft.Apply(ctx, fsm.NewOffload(b))
 			return err
 		})
 }
 
 // checkCut refuses a cut that job's pipeline does not have (the state
-// machine checks the rest: raftstate's cutMidJob).
+// machine checks the rest: fsm's checkCutMidJob).
 func (n *Node) checkCut(job string, cut int) error {
 	v, ok := n.raft.Job(job)
 	if !ok {
@@ -85,7 +85,7 @@ func (n *Node) checkCut(job string, cut int) error {
 }
 
 // offloadInfo fills a job's offload part of its wire form.
-func offloadInfo(info *api.JobInfo, v raftstate.JobView) {
+func offloadInfo(info *api.JobInfo, v fsm.JobView) {
 	o := v.Offload
 	if o == nil {
 		return

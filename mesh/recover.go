@@ -10,7 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/plan"
+	"github.com/feedmesh/feedmesh/internal/raftnode"
 )
 
 // raftDir is where a node keeps its Raft state inside its data dir.
@@ -20,13 +21,13 @@ const raftDir = "raft"
 type RecoverResult struct {
 	// Name is the node whose data dir it is.
 	Name string
-	raftstate.RecoverReport
+	raftnode.RecoverReport
 }
 
 // Recover rewrites the Raft configuration in each of dataDirs (data dirs
 // of stopped nodes) so that voters, node names, are the only voters: the
 // way back when a cluster has lost a majority of its voters for good
-// (raftstate.Recover, Consul's peers.json). Empty voters means the nodes of
+// (raftnode.Recover, Consul's peers.json). Empty voters means the nodes of
 // dataDirs themselves, the usual case on one machine; survivors on
 // several machines each run it on their own data dir with the same voters.
 // Started again with their usual command lines, the survivors elect a
@@ -34,8 +35,8 @@ type RecoverResult struct {
 // members join.
 //
 // It refuses a data dir that a running node holds
-// (raftstate.ErrDataDirInUse) or that has no Raft state
-// (raftstate.ErrNoState), checking every dir before it changes any. On an
+// (raftnode.ErrDataDirInUse) or that has no Raft state
+// (raftnode.ErrNoState), checking every dir before it changes any. On an
 // error the results say which dirs were rewritten; running it again with
 // the same arguments is safe.
 func Recover(dataDirs []string, voters []string, logger *slog.Logger) ([]RecoverResult, error) {
@@ -57,7 +58,7 @@ func Recover(dataDirs []string, voters []string, logger *slog.Logger) ([]Recover
 	}
 	for i, d := range dataDirs {
 		name := names[i]
-		if err := raftstate.CheckRecoverable(recoverConfig(name, d, logger)); errors.Is(err, raftstate.ErrNoState) {
+		if err := raftnode.CheckRecoverable(recoverConfig(name, d, logger)); errors.Is(err, raftnode.ErrNoState) {
 			return nil, fmt.Errorf("node %s: %w: it was never a voter, or this is not its data dir", name, err)
 		} else if err != nil {
 			return nil, fmt.Errorf("node %s: %w", name, err)
@@ -71,13 +72,13 @@ func Recover(dataDirs []string, voters []string, logger *slog.Logger) ([]Recover
 			return nil, fmt.Errorf("node %s is not among the voters %v: a survivor whose data dir is given must be one of them", name, voters)
 		}
 	}
-	servers := make([]raftstate.Server, len(voters))
+	servers := make([]plan.Server, len(voters))
 	for i, v := range voters {
-		servers[i] = raftstate.Server{ID: v}
+		servers[i] = plan.Server{ID: v}
 	}
 	var out []RecoverResult
 	for i, d := range dataDirs {
-		rep, err := raftstate.Recover(recoverConfig(names[i], d, logger), servers)
+		rep, err := raftnode.Recover(recoverConfig(names[i], d, logger), servers)
 		if err != nil {
 			return out, fmt.Errorf("node %s: %w", names[i], err)
 		}
@@ -86,8 +87,8 @@ func Recover(dataDirs []string, voters []string, logger *slog.Logger) ([]Recover
 	return out, nil
 }
 
-func recoverConfig(name, dataDir string, logger *slog.Logger) raftstate.Config {
-	cfg := raftstate.DefaultConfig()
+func recoverConfig(name, dataDir string, logger *slog.Logger) raftnode.Config {
+	cfg := raftnode.DefaultConfig()
 	cfg.ID, cfg.DataDir, cfg.Logger = name, filepath.Join(dataDir, raftDir), logger
 	return cfg
 }

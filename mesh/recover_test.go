@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/raftnode"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
@@ -34,7 +34,7 @@ func TestRecoverAfterLosingQuorum(t *testing.T) {
 
 	// A running node's data dir is refused, and left untouched.
 	dir := c.DataDir(s)
-	if _, err := mesh.Recover([]string{dir}, nil, nil); !errors.Is(err, raftstate.ErrDataDirInUse) {
+	if _, err := mesh.Recover([]string{dir}, nil, nil); !errors.Is(err, raftnode.ErrDataDirInUse) {
 		t.Fatalf("recover on a running node: err = %v, want ErrDataDirInUse", err)
 	}
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/fsm"
 	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/pipeline"
 )
@@ -19,7 +19,7 @@ func (n *Node) lease(ctx context.Context, req api.LeaseRequest) (api.LeaseRespon
 	var resp api.LeaseResponse
 	err := n.onLeader(ctx, req.Forwarded, api.MethodLease, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
 		func(ctx context.Context) error {
-			res, err := n.raft.Apply(ctx, raftstate.NewLeaseSplitsPreferring(req.Job, req.JobID, req.Worker, req.Incarnation, req.RequestID, req.N, preferHeld(req)))
+			res, err := n.raft.Apply(ctx, fsm.NewLeaseSplitsPreferring(req.Job, req.JobID, req.Worker, req.Incarnation, req.RequestID, req.N, preferHeld(req)))
 			if err != nil {
 				return err
 			}
@@ -36,7 +36,7 @@ func (n *Node) lease(ctx context.Context, req api.LeaseRequest) (api.LeaseRespon
 func (n *Node) finish(ctx context.Context, req api.FinishRequest) error {
 	return n.onLeader(ctx, req.Forwarded, api.MethodFinish, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
 		func(ctx context.Context) error {
-			_, err := n.raft.Apply(ctx, raftstate.NewFinishSplits(req.Job, req.Worker, req.Epoch, req.Splits))
+			_, err := n.raft.Apply(ctx, fsm.NewFinishSplits(req.Job, req.Worker, req.Epoch, req.Splits))
 			return err
 		})
 }
@@ -44,7 +44,7 @@ func (n *Node) finish(ctx context.Context, req api.FinishRequest) error {
 func (n *Node) produce(ctx context.Context, req api.ProduceRequest) error {
 	return n.onLeader(ctx, req.Forwarded, api.MethodProduce, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
 		func(ctx context.Context) error {
-			_, err := n.raft.Apply(ctx, raftstate.NewProduceSplitsOfJob(req.Job, req.JobID, req.Worker, req.Epoch, req.Splits))
+			_, err := n.raft.Apply(ctx, fsm.NewProduceSplitsOfJob(req.Job, req.JobID, req.Worker, req.Epoch, req.Splits))
 			return err
 		})
 }
@@ -52,7 +52,7 @@ func (n *Node) produce(ctx context.Context, req api.ProduceRequest) error {
 func (n *Node) handBack(ctx context.Context, req api.HandBackRequest) error {
 	return n.onLeader(ctx, req.Forwarded, api.MethodHandBack, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
 		func(ctx context.Context) error {
-			_, err := n.raft.Apply(ctx, raftstate.NewHandBackSplits(req.Job, req.JobID, req.Worker, req.Epoch, req.Splits))
+			_, err := n.raft.Apply(ctx, fsm.NewHandBackSplits(req.Job, req.JobID, req.Worker, req.Epoch, req.Splits))
 			return err
 		})
 }
@@ -60,7 +60,7 @@ func (n *Node) handBack(ctx context.Context, req api.HandBackRequest) error {
 func (n *Node) drained(ctx context.Context, req api.DrainedRequest) error {
 	return n.onLeader(ctx, req.Forwarded, api.MethodDrained, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
 		func(ctx context.Context) error {
-			_, err := n.raft.Apply(ctx, raftstate.NewDrainTask(req.Job, req.JobID, req.Worker, req.Incarnation))
+			_, err := n.raft.Apply(ctx, fsm.NewDrainTask(req.Job, req.JobID, req.Worker, req.Incarnation))
 			return err
 		})
 }
@@ -68,22 +68,22 @@ func (n *Node) drained(ctx context.Context, req api.DrainedRequest) error {
 func (n *Node) receipts(ctx context.Context, req api.ReceiptsRequest) error {
 	return n.onLeader(ctx, req.Forwarded, api.MethodReceipts, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
 		func(ctx context.Context) error {
-			rs := make([]raftstate.Receipt, len(req.Receipts))
+			rs := make([]fsm.Receipt, len(req.Receipts))
 			for i, r := range req.Receipts {
-				rs[i] = raftstate.Receipt{Epoch: r.Epoch, Split: r.Split, Got: r.Got}
+				rs[i] = fsm.Receipt{Epoch: r.Epoch, Split: r.Split, Got: r.Got}
 			}
-			_, err := n.raft.Apply(ctx, raftstate.NewReceipts(req.Job, req.Consumer, req.Seq, rs, req.Fenced))
+			_, err := n.raft.Apply(ctx, fsm.NewReceipts(req.Job, req.Consumer, req.Seq, rs, req.Fenced))
 			return err
 		})
 }
 
 // countsLoss reports whether an at-most-once job counts its loss exactly
-// (raftstate.JobOptions.CountLoss, splits/census.go): every DYNAMIC one
+// (fsm.JobOptions.CountLoss, splits/census.go): every DYNAMIC one
 // without share or coordinated reads whose pipeline exactly-once could
 // run (a census runs a dead worker's splits again, to count them). The
 // others count lost splits only.
-func countsLoss(o raftstate.JobOptions, spec *pipeline.Spec) bool {
-	atMostOnce := o.Delivery == "" || o.Delivery == raftstate.DeliveryAtMostOnce
+func countsLoss(o fsm.JobOptions, spec *pipeline.Spec) bool {
+	atMostOnce := o.Delivery == "" || o.Delivery == fsm.DeliveryAtMostOnce
 	return atMostOnce && o.Sharding == splits.Dynamic && !o.Share && !o.Coordinated && exactlyOnceSpec(spec) == nil
 }
 

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/raftnode"
 	"github.com/feedmesh/feedmesh/internal/worker"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/ranges"
@@ -82,7 +82,7 @@ func (n *Node) newWorker() *worker.Worker {
 // (Raft randomizes the timeout between one and two), and an election
 // whose first round fails (a vote refused by a peer that has not noticed
 // yet, or split) is retried after an ElectionTimeout.
-func failoverTime(r raftstate.Config) time.Duration {
+func failoverTime(r raftnode.Config) time.Duration {
 	return 2*r.HeartbeatTimeout + r.ElectionTimeout
 }
 

@@ -2,7 +2,7 @@
 // one UDP socket, carrying the three kinds of streams a node uses.
 //
 //   - KindRaft streams carry hashicorp/raft's NetworkTransport traffic
-//     (raftstate.StreamLayer adapts them; this package links no Raft, so
+//     (raftnode.StreamLayer adapts them; this package links no Raft, so
 //     the client does not either).
 //   - KindControl streams carry one request/response RPC each ([Call],
 //     [RPCServer]), with typed errors ([Error]) that survive the wire.

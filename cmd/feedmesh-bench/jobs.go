@@ -15,7 +15,8 @@ import (
 
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/cmd/internal/cli"
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/fsm"
+	"github.com/feedmesh/feedmesh/internal/raftnode"
 	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/mesh/localcluster"
@@ -161,29 +162,29 @@ func raftLeaseRate(ctx context.Context, workers, perLease int, d time.Duration) 
 	defer cleanup()
 	_, leader := c.Leader()
 	r := leader.Raft()
-	apply := func(cmd raftstate.Command) (raftstate.Result, error) {
+	apply := func(cmd fsm.Command) (raftnode.Result, error) {
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		return r.Apply(actx, cmd)
 	}
-	if _, err := apply(raftstate.NewRegisterDataset(raftstate.Dataset{Fingerprint: "bench", Spec: []byte{0xa0}, NumSplits: 1 << 40})); err != nil {
+	if _, err := apply(fsm.NewRegisterDataset(fsm.Dataset{Fingerprint: "bench", Spec: []byte{0xa0}, NumSplits: 1 << 40})); err != nil {
 		return 0, err
 	}
-	if _, err := apply(raftstate.NewCreateJob("bench", "bench", raftstate.JobOptions{Sharding: splits.Dynamic, Epochs: 1}, nil)); err != nil {
+	if _, err := apply(fsm.NewCreateJob("bench", "bench", fsm.JobOptions{Sharding: splits.Dynamic, Epochs: 1}, nil)); err != nil {
 		return 0, err
 	}
 	for w := 0; w < workers; w++ {
-		if _, err := apply(raftstate.NewAssignTask("bench", "w"+strconv.Itoa(w))); err != nil {
+		if _, err := apply(fsm.NewAssignTask("bench", "w"+strconv.Itoa(w))); err != nil {
 			return 0, err
 		}
 	}
 	return leaseRate(workers, d, func(name string, req uint64) error {
-		res, err := apply(raftstate.NewLeaseSplits("bench", name, req, perLease))
+		res, err := apply(fsm.NewLeaseSplits("bench", name, req, perLease))
 		if err != nil {
 			return err
 		}
 		l := res.Value.(splits.Lease)
-		_, err = apply(raftstate.NewFinishSplits("bench", name, l.Epoch, l.Splits))
+		_, err = apply(fsm.NewFinishSplits("bench", name, l.Epoch, l.Splits))
 		return err
 	})
 }

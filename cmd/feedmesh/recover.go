@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/feedmesh/feedmesh/cmd/internal/cli"
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/plan"
 	"github.com/feedmesh/feedmesh/mesh"
 )
 
@@ -57,7 +57,7 @@ func runRecover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
-func describe(cfg []raftstate.ConfigServer) string {
+func describe(cfg []plan.ConfigServer) string {
 	parts := make([]string, len(cfg))
 	for i, s := range cfg {
 		parts[i] = s.ID + " " + s.Suffrage + " at " + s.Addr

@@ -45,10 +45,10 @@ var errSpec = errors.New("invalid dataset spec")
 // errArg marks bad options or arguments found on this side.
 var errArg = errors.New("invalid argument")
 
-// jobInUseText is how raftstate.ErrJobInUse reads once the node has sent
+// jobInUseText is how fsm.ErrJobInUse reads once the node has sent
 // it back as an invalid_argument error: the wire carries no code of its
-// own for it, and the client must not link raftstate to compare errors.
-// TestJobInUseText pins the text to raftstate's.
+// own for it, and the client must not link the state machine (internal/fsm) to compare errors.
+// TestJobInUseText pins the text to fsm's.
 const jobInUseText = "job still in use"
 
 // kindOf maps an error of the Go client to a status code.

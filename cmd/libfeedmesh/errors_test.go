@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/feedmesh/feedmesh/client"
-	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/fsm"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -35,7 +35,7 @@ func TestKindOf(t *testing.T) {
 		{wire(transport.ErrDeadline, "x"), codeUnavailable},
 		{wire(transport.ErrInvalid, `job "j": dataset spec: bad`), codeInvalidSpec},
 		{wire(transport.ErrInvalid, `job "j": enumerate splits: no file matches`), codeInvalidSpec},
-		{wire(transport.ErrInvalid, "apply CreateJob at index 9: raftstate: command rejected by the state machine: "+raftstate.ErrJobInUse.Error()+": 1 consumer attached"), codeJobInUse},
+		{wire(transport.ErrInvalid, "apply CreateJob at index 9: raftnode: command rejected by the state machine: "+fsm.ErrJobInUse.Error()+": 1 consumer attached"), codeJobInUse},
 		{wire(transport.ErrInvalid, "job exists with other options"), codeInvalidArgument},
 		{wire(transport.ErrInternal, "boom"), codeOther},
 		{context.DeadlineExceeded, codeUnavailable},
@@ -53,10 +53,10 @@ func TestKindOf(t *testing.T) {
 	}
 }
 
-// TestJobInUseText: the text kindOfCode looks for is raftstate's, which
+// TestJobInUseText: the text kindOfCode looks for is fsm's, which
 // the node sends back inside an invalid_argument error.
 func TestJobInUseText(t *testing.T) {
-	if !strings.Contains(raftstate.ErrJobInUse.Error(), jobInUseText) {
-		t.Fatalf("raftstate.ErrJobInUse reads %q, which lacks %q: update jobInUseText", raftstate.ErrJobInUse, jobInUseText)
+	if !strings.Contains(fsm.ErrJobInUse.Error(), jobInUseText) {
+		t.Fatalf("fsm.ErrJobInUse reads %q, which lacks %q: update jobInUseText", fsm.ErrJobInUse, jobInUseText)
 	}
 }

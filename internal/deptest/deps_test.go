@@ -147,7 +147,7 @@ func TestProductLinksNoTestCode(t *testing.T) {
 	for _, p := range importers {
 		t.Errorf("cmd/feedmesh links testing through %s: %s", p, g.chain(p))
 	}
-	testOnly := []string{"testcluster", "bench", "cmd/feedmesh-bench", "internal/s3test", "internal/slowlink", "internal/pqshard", "internal/deptest"}
+	testOnly := []string{"testcluster", "bench", "cmd/feedmesh-bench", "internal/s3test", "internal/slowlink", "internal/pqshard", "internal/deptest", "internal/fsm/fsmtest"}
 	forbid(t, g, "test, benchmark or fault-injection code", func(p string) bool {
 		for _, s := range testOnly {
 			if under(p, module+"/"+s) {
@@ -165,10 +165,13 @@ func TestPureCores(t *testing.T) {
 	heavy := func(p string) bool {
 		return server(p) || p == "net" || strings.HasPrefix(p, "github.com/quic-go/") || under(p, module+"/transport")
 	}
-	for _, pkg := range []string{"ranges", "tensor", "api/rounds", "api/jobspec", "internal/splits", "internal/share", "pipeline/bucketing"} {
+	// internal/fsm is the replicated state machine and internal/plan the
+	// leader's planners: the Raft shell around them is internal/raftnode.
+	for _, pkg := range []string{"ranges", "tensor", "api/rounds", "api/jobspec", "internal/splits", "internal/share", "pipeline/bucketing",
+		"internal/fsm", "internal/plan", "internal/plan/autoscale"} {
 		forbid(t, load(t, pkg), "a pure core links no network, Raft or gossip", heavy)
 	}
-	for _, pkg := range []string{"ranges", "api/rounds", "api/jobspec"} {
+	for _, pkg := range []string{"ranges", "api/rounds", "api/jobspec", "internal/plan/autoscale"} {
 		g := load(t, pkg)
 		forbid(t, g, fmt.Sprintf("%s is a leaf: it imports nothing of the module", pkg), func(p string) bool {
 			return under(p, module) && p != g.root

@@ -70,7 +70,7 @@ type Lease struct {
 	// splits are all emitted ends its part.
 	AllProduced bool `cbor:"6,keyasint,omitempty" json:"all_produced,omitempty"`
 	// Cut is the job's offload boundary when the lease was answered (set
-	// by the state machine, raftstate; 0: none): the worker runs the
+	// by the state machine, internal/fsm; 0: none): the worker runs the
 	// splits' elements through the ops before it only. Every element
 	// says which way it was made, so a retry answered after a job was
 	// cut, whose splits run cut, delivers the same elements.
@@ -121,7 +121,7 @@ type LeaseRecord struct {
 // deliver an element twice. Without Expire every split is handed out exactly
 // once per epoch.
 //
-// The exported fields are the persistent state, encoded in raftstate's
+// The exported fields are the persistent state, encoded in the state machine's (internal/fsm)
 // snapshots: maps encode with sorted keys under a deterministic CBOR mode,
 // so equal states give equal bytes. Treat them as read-only; change a
 // DynamicState only through its methods.

@@ -27,7 +27,7 @@ import (
 // is accepted at any time.
 //
 // Either way a hand-back needs another worker to take the splits: the
-// caller (raftstate) refuses it when the worker is its job's last live one.
+// caller (the state machine, internal/fsm) refuses it when the worker is its job's last live one.
 
 // ErrHandBackRefused: the splits cannot be handed back; the worker must read
 // them itself. Not a failure: a draining worker then finishes its queue.

@@ -36,7 +36,7 @@ const ResumeEnd = math.MaxInt64
 
 // ResumeState is a resumed job's part of its DynamicState.
 type ResumeState struct {
-	// From is the job (its raftstate ID) the checkpoints were taken of.
+	// From is the job (its ID in the replicated state) the checkpoints were taken of.
 	From uint64 `cbor:"1,keyasint" json:"from"`
 	// Want is how many consumers' checkpoints the job waits for before it
 	// hands out anything (the largest count a checkpoint named).

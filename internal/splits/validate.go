@@ -6,9 +6,10 @@ import (
 	"github.com/feedmesh/feedmesh/api/jobspec"
 )
 
-// Validate checks every invariant of d. raftstate calls it on a
-// DynamicState decoded from a snapshot, which is input from disk or the
-// network: one that passes is safe to use, one that fails must be refused.
+// Validate checks every invariant of d. The state machine (internal/fsm)
+// calls it on a DynamicState decoded from a snapshot, which is input from
+// disk or the network: one that passes is safe to use, one that fails
+// must be refused.
 // The error wraps ErrInvalid and names the broken invariant.
 func (d *DynamicState) Validate() error {
 	bad := func(format string, args ...any) error {

@@ -25,7 +25,7 @@ import (
 //     queued, then its end of data, and close their streams.
 //  3. Exactly-once: the node waits until the consumers' receipts settle
 //     every split it produced, so that nothing of it is read again.
-//  4. It records the drain in the job (raftstate.NewDrainTask): its
+//  4. It records the drain in the job (fsm.NewDrainTask): its
 //     next process rejoins the job rather than being out of it for good,
 //     so a rolling restart keeps every job's workers.
 //  5. The node leaves (gossip leave, leadership transfer), as before.
@@ -141,7 +141,7 @@ func (w *Worker) jobDrainView(ctx context.Context, job string, cache map[string]
 
 // recordDrained tells the job that this process drained its task: it
 // holds nothing, and the node's next process rejoins the job
-// (raftstate.NewDrainTask). Without it the node's departure expires it from
+// (fsm.NewDrainTask). Without it the node's departure expires it from
 // the job for good, which loses nothing either, but takes its CPUs from
 // the job.
 func (w *Worker) recordDrained(ctx context.Context, t *task) {
@@ -167,7 +167,7 @@ func (w *Worker) taskList() []*task {
 
 // drained reports whether t has nothing more a consumer would read from
 // this node (see the comment at the top of this file), and whether it
-// drained through its end (record: raftstate.NewDrainTask applies).
+// drained through its end (record: fsm.NewDrainTask applies).
 func (t *task) drained(ctx context.Context, views map[string]drainView) (done, record bool) {
 	o := t.job.Options
 	if o.Sharding != api.Dynamic || o.Coordinated {

@@ -5,7 +5,7 @@ import (
 )
 
 // A task its job released (autoscaling gave the worker back to the mesh:
-// raftstate/release.go) drains as a graceful shutdown drains it
+// internal/fsm/cmd_allocatejob.go) drains as a graceful shutdown drains it
 // (drain.go), but alone, while the node goes on serving its other jobs:
 //
 //  1. The lease that is refused (api.ErrReleased) tells the task; the
@@ -15,7 +15,7 @@ import (
 //     of data: the job goes on elsewhere, and the worker may be given the
 //     job again later, assigned afresh).
 //  3. Exactly-once: the task waits until the consumers' receipts settle
-//     what it produced, then records the drain (raftstate.NewDrainTask),
+//     what it produced, then records the drain (fsm.NewDrainTask),
 //     which frees the node for the allocation; the task is retired and
 //     gone, so that a stream opened after the job takes the worker back
 //     starts a new one.

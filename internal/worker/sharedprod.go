@@ -25,7 +25,7 @@ import (
 //
 // OFF: the production runs the whole dataset, epoch after epoch, like an
 // unshared OFF task. DYNAMIC: it leases splits under the jobs' share group
-// (raftstate/sharegroup.go), a hidden job that holds the DYNAMIC
+// (internal/fsm/sharegroup.go), a hidden job that holds the DYNAMIC
 // bookkeeping of every sharing job of the dataset, so splits are leased
 // once for all of them, by every worker from the same bookkeeping. Because
 // the group is not any one job, a job leaving or being collected changes

@@ -12,7 +12,7 @@ import (
 // VersionError). A version's messages never change meaning: a change a peer
 // must understand (a new field it may not ignore, another tail layout) comes
 // with a new version, and a worker that still serves the older one branches
-// on Sender.Version, as raftstate's handlers branch on a command's Version.
+// on Sender.Version, as the state machine's handlers (internal/fsm) branch on a command's Version.
 //
 // Two things are the same in every version, so that any two peers can tell
 // each other they disagree: the Open's kind and version (keys 0 and 21),
