@@ -24,3 +24,8 @@ func (n *Node) HoldProbes() func() {
 		}
 	}
 }
+
+// Detach is detach for the tests of package mesh_test: a consumer leaves.
+func (n *Node) Detach(ctx context.Context, job, consumer string) error {
+	return n.detach(ctx, api.JobRequest{Job: job, Consumer: consumer})
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/internal/fsm"
 	"github.com/feedmesh/feedmesh/internal/plan"
 	"github.com/feedmesh/feedmesh/internal/plan/autoscale"
@@ -92,6 +93,9 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest) (
 	}
 	create := fsm.NewCreateJobAt(req.Options.Name, fp, opts, static, scaleStart(n.raft, fp, opts))
 	if r := req.Resume; r != nil {
+		if err := n.checkResumePart(fp, opts.Epochs, r); err != nil {
+			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)
+		}
 		create = fsm.NewResumeJob(req.Options.Name, fp, opts, fsm.ResumeBody{From: r.From, Part: r.Part, Want: r.Want, Delivered: r.Delivered})
 	}
 	if _, err := n.raft.Apply(ctx, create); err != nil {
@@ -108,6 +112,24 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest) (
 		return api.JobInfo{}, transport.Errorf(transport.ErrNotFound, "job %q vanished", req.Options.Name)
 	}
 	return n.jobInfo(view), nil
+}
+
+// checkResumePart refuses a checkpoint the state machine would refuse
+// only after it had replaced the job it resumes (CreateJob, to stay
+// compatible with the logs it replays, removes the old job first): the
+// running job must not be lost to a checkpoint that cannot resume it.
+func (n *Node) checkResumePart(fp string, epochs int64, r *api.ResumePart) error {
+	if r.Part == "" || r.Want < 1 || r.Want > jobspec.MaxResumeParts {
+		return fmt.Errorf("resume: checkpoint of consumer %q of %d consumers: want a consumer and 1 to %d consumers", r.Part, r.Want, jobspec.MaxResumeParts)
+	}
+	d, ok := n.raft.Dataset(fp)
+	if !ok {
+		return nil // registered by this request's leader a moment ago: the state machine checks it
+	}
+	if err := r.Delivered.Validate(d.NumSplits, epochs, jobspec.MaxEpochs, jobspec.MaxReceiptIntervals); err != nil {
+		return fmt.Errorf("resume: checkpoint of consumer %q: %w", r.Part, err)
+	}
+	return nil
 }
 
 // jobMismatch says, when err is the job of that name existing with other
