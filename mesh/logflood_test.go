@@ -252,3 +252,38 @@ func TestGracefulCloseLogsNoError(t *testing.T) {
 		t.Fatalf("a graceful close logged %d ERROR lines, want 0", e)
 	}
 }
+
+// A peer's graceful restart is an expected departure: the nodes that stay
+// log no ERROR for it, while it is away (the leader cannot replicate to
+// it) or when it is back (issue 42: 721 of 3,140 lines were ERROR).
+func TestPeerRestartLogsNoError(t *testing.T) {
+	logger, counts := newCountingLogger()
+	c := testcluster.Start(t, 3, testcluster.WithConfig(func(i int, cfg *mesh.Config) {
+		if i != 2 {
+			cfg.Logger = logger // the restarted node's own lines are not counted
+		}
+	}))
+	c.WaitFor(t, 20*time.Second, "three voters", func() bool {
+		_, l := c.Leader()
+		return l != nil && len(l.Status().Voters) == 3
+	})
+	put(t, c.Node(0), "k", "v")
+	before := counts.count(slog.LevelError)
+	if err := c.Stop(2); err != nil {
+		t.Fatal(err)
+	}
+	// While it is away the leader keeps trying to replicate to it.
+	put(t, c.Node(0), "k2", "v2")
+	if err := c.Restart(2); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitFor(t, 30*time.Second, "the restarted node back and caught up", func() bool {
+		n := c.Node(2)
+		return n != nil && n.Status().Leader != "" && n.Status().AppliedIndex >= c.Node(0).Status().CommitIndex
+	})
+	put(t, c.Node(0), "k3", "v3")
+	if e := counts.count(slog.LevelError) - before; e != 0 {
+		counts.report(t)
+		t.Fatalf("a peer's graceful restart logged %d ERROR lines on the nodes that stayed, want 0", e)
+	}
+}

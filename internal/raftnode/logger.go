@@ -68,7 +68,25 @@ func (a *hclogAdapter) enabled(level hclog.Level) bool {
 	return level >= a.level && a.l.Enabled(context.Background(), a.slogLevel(level))
 }
 
+// peerTrouble are raft's errors about reaching one peer (the leader
+// replicating to it, a candidate asking for its vote). A peer that leaves
+// gracefully, restarts or dies makes them, again at every backoff, while
+// this node is fine; gossip reports the peer itself. They are warnings:
+// ERROR is for this node's own failures (its log store, its snapshots),
+// which keep raft's level.
+var peerTrouble = map[string]bool{
+	"failed to start pipeline replication to": true,
+	"failed to appendEntries to":              true,
+	"failed to heartbeat to":                  true,
+	"failed to pipeline appendEntries":        true,
+	"failed to send snapshot to":              true,
+	"failed to make requestVote RPC":          true,
+}
+
 func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
+	if level == hclog.Error && peerTrouble[msg] {
+		level = hclog.Warn
+	}
 	if level == hclog.Off || !a.enabled(level) {
 		return
 	}

@@ -35,3 +35,23 @@ func TestHclogAdapterLevels(t *testing.T) {
 	}
 	newHclog(nil).Error("discarded") // nil logger: no panic
 }
+
+// TestPeerTroubleIsAWarning: raft's errors about reaching a peer (a voter
+// that left, restarts or died) are warnings; its errors about this node's
+// own state stay errors.
+func TestPeerTroubleIsAWarning(t *testing.T) {
+	var buf bytes.Buffer
+	l := newHclog(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	for msg := range peerTrouble {
+		buf.Reset()
+		l.Error(msg, "peer", "127.0.0.1:7947", "error", "connection lost")
+		if out := buf.String(); !strings.Contains(out, "level=WARN") {
+			t.Errorf("%q logged as %q, want WARN", msg, out)
+		}
+	}
+	buf.Reset()
+	l.Error("failed to persist vote", "error", "disk full")
+	if out := buf.String(); !strings.Contains(out, "level=ERROR") {
+		t.Errorf("an error of this node's own logged as %q, want ERROR", out)
+	}
+}
