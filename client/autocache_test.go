@@ -9,6 +9,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
@@ -17,12 +18,8 @@ import (
 )
 
 func init() {
-	// A random op for after the autocache point: r drawn from the
-	// element's generator (seeded by epoch, split and index).
-	fn.RegisterMap("test_autocache_rand", func(c *fn.FnContext, e tensor.Element) (tensor.Element, error) {
-		e.Set(tensor.ScalarInt64("r", c.Rand().Int64()))
-		return e, nil
-	})
+	// (test_autocache_rand, the random op after the autocache point, is
+	// jobtest's.)
 	// A cheap op that makes large elements: 64 KiB of zeros.
 	fn.RegisterMap("test_autocache_big", func(_ *fn.FnContext, e tensor.Element) (tensor.Element, error) {
 		e.Set(tensor.BytesScalar("big", make([]byte, 64<<10)))
@@ -73,7 +70,7 @@ func autocacheConfig(_ int, cfg *mesh.Config) {
 // (auto) is cache, with its inputs in the job's stats.
 func TestAutocacheExpensivePrefixPutsThenGets(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.WithConfig(autocacheConfig))
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const n, split = 1200, 30
 	it, err := cl.Distribute(context.Background(), expensivePrefix(n, split, 400, pipeline.AutocacheAuto, 10),
 		client.JobOptions{Name: "ac-epochs", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: 3})
@@ -82,8 +79,8 @@ func TestAutocacheExpensivePrefixPutsThenGets(t *testing.T) {
 	}
 	defer it.Close()
 	rs := map[int64][]int64{}
-	d := drain(t, it, 120*time.Second, func(b client.Batch) {
-		vs := values(t, b)
+	d := jobtest.Drain(t, it, 120*time.Second, func(b client.Batch) {
+		vs := jobtest.Values(t, b)
 		rt, ok := b.Get("r")
 		if !ok {
 			t.Fatal("batch without r")
@@ -93,7 +90,7 @@ func TestAutocacheExpensivePrefixPutsThenGets(t *testing.T) {
 			rs[v] = append(rs[v], r[i])
 		}
 	})
-	checkExactly(t, d, n, 3)
+	jobtest.CheckExactly(t, d, n, 3)
 	same := 0
 	for _, r := range rs {
 		if r[0] == r[1] || r[1] == r[2] || r[0] == r[2] {
@@ -161,14 +158,14 @@ func TestAutocacheCheapPrefixSlowDiskComputes(t *testing.T) {
 		cfg.Autocache.ProfileElements = 40
 		cfg.Autocache.ProbeBytes = 128 << 10
 	}))
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	s := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 400, SplitSize: 20}})
 	s.Map("test_autocache_big", nil, 1).Autocache().Batch(10, false)
 	it, err := cl.Distribute(context.Background(), s, client.JobOptions{Name: "ac-cheap", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkExactly(t, drain(t, it, 60*time.Second, nil), 400, 1)
+	jobtest.CheckExactly(t, jobtest.Drain(t, it, 60*time.Second, nil), 400, 1)
 	it.Close()
 	ac := waitDecision(t, c, "ac-cheap")
 	if ac.Decided() != "compute" || ac.Decision.ReadSeconds <= ac.Decision.ComputeSeconds || ac.Decision.ReadBytesPerSec > 1<<20 {
@@ -179,7 +176,7 @@ func TestAutocacheCheapPrefixSlowDiskComputes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkExactly(t, drain(t, it, 60*time.Second, nil), 400, 1)
+	jobtest.CheckExactly(t, jobtest.Drain(t, it, 60*time.Second, nil), 400, 1)
 	it.Close()
 	after := cacheTotals(c)
 	if after.Hits != before.Hits || after.Fetched != before.Fetched || after.Puts != before.Puts {
@@ -197,14 +194,14 @@ func TestAutocacheSharedRestartCorrupt(t *testing.T) {
 	const splits = n / split
 	run := func(name string, batch int64) {
 		t.Helper()
-		cl := dial(t, c, 0)
+		cl := jobtest.Dial(t, c, 0)
 		it, err := cl.Distribute(context.Background(), expensivePrefix(n, split, 200, pipeline.AutocacheCache, batch),
 			client.JobOptions{Name: name, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer it.Close()
-		checkExactly(t, drain(t, it, 60*time.Second, nil), n, 1)
+		jobtest.CheckExactly(t, jobtest.Drain(t, it, 60*time.Second, nil), n, 1)
 	}
 	run("ac-first", 10)
 	first := cacheTotals(c)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
@@ -33,7 +34,7 @@ func TestAutoscaleConvergesToPlateau(t *testing.T) {
 		t.Skip("sweeps fixed worker counts, then reads two autoscaling jobs for several seconds")
 	}
 	c := testcluster.Start(t, 6)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// 5 ms per element, 2 per batch: a worker makes at most 100 batches/s.
@@ -41,11 +42,13 @@ func TestAutoscaleConvergesToPlateau(t *testing.T) {
 	// plateau is 2 workers), the fast one every 4 ms (250/s: 3). Sleeps
 	// of milliseconds, not microseconds, so that a loaded machine's
 	// oversleeping is a small part of each.
-	spec := slowSpec(10_000_000, 10, 2, 5000)
+	spec := jobtest.SlowSpec(10_000_000, 10, 2, 5000)
 	// Each autoscaling job reads a dataset of its own (one element more
 	// each), so that none starts where an earlier one converged (README,
 	// Autoscaling: a repeated job); the last check below reads one again.
-	autoSpec := func(attempt, i int) *pipeline.Spec { return slowSpec(10_000_000+int64(2*attempt+i), 10, 2, 5000) }
+	autoSpec := func(attempt, i int) *pipeline.Spec {
+		return jobtest.SlowSpec(10_000_000+int64(2*attempt+i), 10, 2, 5000)
+	}
 	const slowModel, fastModel = 8 * time.Millisecond, 4 * time.Millisecond
 
 	job := 0
@@ -143,14 +146,14 @@ func TestAutoscaleConvergesToPlateau(t *testing.T) {
 				if _, done := converged[r.name]; done {
 					continue
 				}
-				active, _, sc := serving(t, ctx, cl, r.name)
+				active, _, sc := jobtest.Serving(t, ctx, cl, r.name)
 				if sc.Phase == "converged" && active == sc.Workers {
 					converged[r.name] = sc.Workers
 					t.Logf("%s converged at %d workers after %d changes: %s", r.name, sc.Workers, sc.Changes, sc.Reason)
 				}
 			}
 		}
-		_, _, sc := serving(t, ctx, cl, readers[1].name)
+		_, _, sc := jobtest.Serving(t, ctx, cl, readers[1].name)
 		lastFast, lastFastWanted = readers[1].name, sc.Wanted
 		stop()
 		wg.Wait()
@@ -204,7 +207,7 @@ func TestAutoscaleConvergesToPlateau(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer it.Close()
-	if _, _, sc := serving(t, ctx, cl, "warm-fast"); sc.Workers != lastFastWanted || !strings.Contains(sc.Reason, lastFast) {
+	if _, _, sc := jobtest.Serving(t, ctx, cl, "warm-fast"); sc.Workers != lastFastWanted || !strings.Contains(sc.Reason, lastFast) {
 		t.Errorf("a repeated job of %s's dataset started at %d workers (%s), want %d", lastFast, sc.Workers, sc.Reason, lastFastWanted)
 	} else {
 		t.Logf("warm-fast: %s", sc.Reason)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
@@ -24,20 +25,20 @@ func TestAutoscaleWorkerAndLeaderKilled(t *testing.T) {
 		cfg.Worker.Disabled = i < 3
 	}))
 	const client0 = 3
-	cl := dial(t, c, client0)
+	cl := jobtest.Dial(t, c, client0)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// 0.5 ms of waiting per element, 4 per batch: a worker makes ~500
 	// batches/s, and a consumer that takes them as they come wants more.
 	const n = 12_000
-	it, err := cl.Distribute(ctx, slowSpec(n, 20, 4, 500), client.JobOptions{Name: "auto-kill", Sharding: client.Dynamic, Offload: client.OffloadRemote})
+	it, err := cl.Distribute(ctx, jobtest.SlowSpec(n, 20, 4, 500), client.JobOptions{Name: "auto-kill", Sharding: client.Dynamic, Offload: client.OffloadRemote})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer it.Close()
 	victim, leader := -1, -1
 	var killedAt int64
-	d := drain(t, it, 90*time.Second, func(b client.Batch) {
+	d := jobtest.Drain(t, it, 90*time.Second, func(b client.Batch) {
 		batches := it.Stats().Batches
 		switch {
 		case victim < 0 && batches%20 == 0:
@@ -77,18 +78,18 @@ func TestAutoscaleWorkerAndLeaderKilled(t *testing.T) {
 		}
 	})
 	if victim < 0 || leader < 0 {
-		t.Fatalf("the job ended before both kills (worker %d, leader %d) after %d batches", victim, leader, d.batches)
+		t.Fatalf("the job ended before both kills (worker %d, leader %d) after %d batches", victim, leader, d.Batches)
 	}
-	checkExactly(t, d, n, 1)
+	jobtest.CheckExactly(t, d, n, 1)
 	// The job had two workers when one died: the allocation gave it the
 	// third worker node in its place.
 	replaced := false
-	for w := range d.byWorker {
+	for w := range d.ByWorker {
 		if i := c.Index(w); i != victim && i != client0 {
 			replaced = true
 		}
 	}
 	if !replaced {
-		t.Errorf("the dead worker was not replaced: batches from %v", keys(d.byWorker))
+		t.Errorf("the dead worker was not replaced: batches from %v", jobtest.Keys(d.ByWorker))
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
 
@@ -20,10 +21,10 @@ func TestAutoscaleGrows(t *testing.T) {
 		t.Skip("reads for several seconds")
 	}
 	c := testcluster.Start(t, 4)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	it, err := cl.Distribute(ctx, slowSpec(10_000_000, 20, 4, 2000), client.JobOptions{Name: "grow", Sharding: client.Dynamic, Offload: client.OffloadRemote, Autoscale: true})
+	it, err := cl.Distribute(ctx, jobtest.SlowSpec(10_000_000, 20, 4, 2000), client.JobOptions{Name: "grow", Sharding: client.Dynamic, Offload: client.OffloadRemote, Autoscale: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,33 +72,6 @@ func TestAutoscaleGrows(t *testing.T) {
 	}
 }
 
-// serving counts an autoscaling job's workers that serve it (neither
-// expired nor released) and those released, and returns its scale info.
-func serving(t *testing.T, ctx context.Context, cl *client.Client, job string) (active, released int, sc api.ScaleInfo) {
-	t.Helper()
-	jobs, err := cl.Jobs(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, j := range jobs {
-		if j.Name != job || j.Scale == nil {
-			continue
-		}
-		for _, w := range j.Workers {
-			switch {
-			case w.Expired:
-			case w.Released:
-				released++
-			default:
-				active++
-			}
-		}
-		return active, released, *j.Scale
-	}
-	t.Fatalf("no autoscaling job %q", job)
-	return
-}
-
 // A consumer that slows down makes its job shed workers: the result
 // queue grows past the converged one, the policy scales down, the leader
 // releases workers (AllocateJob), and each hands back the splits it has
@@ -107,13 +81,13 @@ func TestAutoscaleShedsWorkers(t *testing.T) {
 		t.Skip("reads for several seconds")
 	}
 	c := testcluster.Start(t, 4)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const n = 40_000
 	// 0.5 ms of (sleeping) work per element, 4 per batch: a worker makes
 	// 500 batches/s; the slowed consumer takes 250.
-	it, err := cl.Distribute(ctx, slowSpec(n, 20, 4, 500), client.JobOptions{Name: "shed", Sharding: client.Dynamic, Offload: client.OffloadRemote, Autoscale: true})
+	it, err := cl.Distribute(ctx, jobtest.SlowSpec(n, 20, 4, 500), client.JobOptions{Name: "shed", Sharding: client.Dynamic, Offload: client.OffloadRemote, Autoscale: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,14 +100,14 @@ func TestAutoscaleShedsWorkers(t *testing.T) {
 	phase, peak, low, everReleased := fast, 0, 0, 0
 	var last api.ScaleInfo
 	var convergedAt int64 // batches, when the fast consumer saw it converge
-	d := drain(t, it, 150*time.Second, func(b client.Batch) {
+	d := jobtest.Drain(t, it, 150*time.Second, func(b client.Batch) {
 		if phase == slow {
 			time.Sleep(4 * time.Millisecond) // the model's work per batch
 		}
 		if it.Stats().Batches%100 != 0 || phase == rest {
 			return
 		}
-		active, released, sc := serving(t, ctx, cl, "shed")
+		active, released, sc := jobtest.Serving(t, ctx, cl, "shed")
 		last, everReleased = sc, max(everReleased, released)
 		switch phase {
 		case fast:
@@ -158,7 +132,7 @@ func TestAutoscaleShedsWorkers(t *testing.T) {
 	if phase != rest {
 		t.Errorf("the job did not shed workers: phase %d, peak %d, low %d, released %d; last decision %+v", phase, peak, low, everReleased, last)
 	}
-	checkExactly(t, d, n, 1)
+	jobtest.CheckExactly(t, d, n, 1)
 }
 
 // TestAutoscaleTuningReachesTheJob: a job's autoscaling knobs go through
@@ -166,10 +140,10 @@ func TestAutoscaleShedsWorkers(t *testing.T) {
 // for other knobs of the same job is refused, naming the knob.
 func TestAutoscaleTuningReachesTheJob(t *testing.T) {
 	c := testcluster.Start(t, 1)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	ctx := context.Background()
 	o := client.JobOptions{Name: "tuned", Sharding: client.Dynamic, Offload: client.OffloadRemote, AutoscaleThreshold: 0.2, AutoscaleRevisit: 5, AutoscalePause: -1}
-	it, err := cl.Distribute(ctx, rangeSpec(1000, 100, 10), o)
+	it, err := cl.Distribute(ctx, jobtest.RangeSpec(1000, 100, 10), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +165,7 @@ func TestAutoscaleTuningReachesTheJob(t *testing.T) {
 		t.Fatal("job not listed")
 	}
 	o.AutoscaleThreshold = 0.3
-	if it2, err := cl.Distribute(ctx, rangeSpec(1000, 100, 10), o); err == nil {
+	if it2, err := cl.Distribute(ctx, jobtest.RangeSpec(1000, 100, 10), o); err == nil {
 		it2.Close()
 		t.Fatal("a consumer with another threshold joined the job")
 	} else if !strings.Contains(err.Error(), "autoscale_threshold") {

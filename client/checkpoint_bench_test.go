@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
@@ -48,7 +49,7 @@ func BenchmarkCheckpointBytes(b *testing.B) {
 		return ck
 	}
 	for i := range b.N {
-		cl := dial(b, c, 0)
+		cl := jobtest.Dial(b, c, 0)
 		it, err := cl.Distribute(context.Background(), spec(), client.JobOptions{Name: fmt.Sprintf("ck1-%d", i), Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 		if err != nil {
 			b.Fatal(err)
@@ -68,7 +69,7 @@ func BenchmarkCheckpointBytes(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		y, err := dial(b, c, 1).Distribute(context.Background(), spec(), o)
+		y, err := jobtest.Dial(b, c, 1).Distribute(context.Background(), spec(), o)
 		if err != nil {
 			b.Fatal(err)
 		}

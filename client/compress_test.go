@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
 	"github.com/feedmesh/feedmesh/transport/batch"
@@ -58,8 +59,8 @@ func tokensByID(t *testing.T, it *client.Iterator) (map[int64][]int32, client.St
 // on the wire, and the job lists its compression.
 func TestJobCompression(t *testing.T) {
 	c := testcluster.Start(t, 2)
-	cl := dial(t, c, 0)
-	spec := textSpec(3000, 100)
+	cl := jobtest.Dial(t, c, 0)
+	spec := jobtest.TextSpec(3000, 100)
 	got := map[string]map[int64][]int32{}
 	wire := map[string]float64{} // wire bytes per delivered byte
 	for _, comp := range []string{"none", "lz4", "zstd"} {
@@ -105,31 +106,31 @@ func TestJobCompression(t *testing.T) {
 // consumer cannot join a job with another compression.
 func TestJobCompressionErrors(t *testing.T) {
 	c := testcluster.Start(t, 1)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	ctx := context.Background()
-	_, err := cl.Distribute(ctx, rangeSpec(10, 5, 5), client.JobOptions{Name: "bad", Compression: "snappy"})
+	_, err := cl.Distribute(ctx, jobtest.RangeSpec(10, 5, 5), client.JobOptions{Name: "bad", Compression: "snappy"})
 	if err == nil || !strings.Contains(err.Error(), "zstd") {
 		t.Fatalf("compression snappy: %v, want an error naming the choices", err)
 	}
 	if jobs, _ := cl.Jobs(ctx); len(jobs) != 0 {
 		t.Fatalf("a job was registered: %+v", jobs)
 	}
-	it, err := cl.Distribute(ctx, slowSpec(200, 10, 10, 100), client.JobOptions{Name: "j", Compression: "lz4"})
+	it, err := cl.Distribute(ctx, jobtest.SlowSpec(200, 10, 10, 100), client.JobOptions{Name: "j", Compression: "lz4"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer it.Close()
-	_, err = cl.Distribute(ctx, slowSpec(200, 10, 10, 100), client.JobOptions{Name: "j", Compression: "zstd"})
+	_, err = cl.Distribute(ctx, jobtest.SlowSpec(200, 10, 10, 100), client.JobOptions{Name: "j", Compression: "zstd"})
 	if err == nil || !strings.Contains(err.Error(), "compression") {
 		t.Fatalf("joining with another compression: %v, want an error naming compression", err)
 	}
 	// "none" and "" are the same option.
-	it2, err := cl.Distribute(ctx, slowSpec(200, 10, 10, 100), client.JobOptions{Name: "k", Compression: "none"})
+	it2, err := cl.Distribute(ctx, jobtest.SlowSpec(200, 10, 10, 100), client.JobOptions{Name: "k", Compression: "none"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer it2.Close()
-	it3, err := cl.Distribute(ctx, slowSpec(200, 10, 10, 100), client.JobOptions{Name: "k"})
+	it3, err := cl.Distribute(ctx, jobtest.SlowSpec(200, 10, 10, 100), client.JobOptions{Name: "k"})
 	if err != nil {
 		t.Fatalf(`joining a "none" job with "": %v`, err)
 	}
@@ -140,9 +141,9 @@ func TestJobCompressionErrors(t *testing.T) {
 // stream gets the shared frames in its own job's compression.
 func TestShareMixedCompression(t *testing.T) {
 	c := testcluster.Start(t, 2)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const n, batch = 4000, 100
-	spec := slowSpec(n, 200, batch, 100)
+	spec := jobtest.SlowSpec(n, 200, batch, 100)
 	comps := []string{"none", "lz4", "zstd"}
 	its := make([]*client.Iterator, len(comps))
 	for i, comp := range comps {
@@ -153,10 +154,10 @@ func TestShareMixedCompression(t *testing.T) {
 		t.Cleanup(func() { it.Close() })
 		its[i] = it
 	}
-	ds := collectAll(t, its, nil, nil)
+	ds := jobtest.CollectAll(t, its, nil, nil)
 	wire := make([]float64, len(comps))
 	for i, d := range ds {
-		checkExactly(t, d, n, 2)
+		jobtest.CheckExactly(t, d, n, 2)
 		st := its[i].Stats()
 		wire[i] = float64(st.WireBytes) / float64(st.Bytes)
 		t.Logf("%s: %d bytes, %d on the wire", comps[i], st.Bytes, st.WireBytes)
@@ -165,7 +166,7 @@ func TestShareMixedCompression(t *testing.T) {
 		t.Errorf("wire bytes per byte: %v (none, lz4, zstd)", wire)
 	}
 	oneJob := int64(2 * n / batch)
-	if _, all := sharedWork(c); float64(all) > 1.1*float64(oneJob) {
+	if _, all := jobtest.SharedWork(c); float64(all) > 1.1*float64(oneJob) {
 		t.Errorf("workers produced %d batches for 3 sharing jobs; one job needs %d", all, oneJob)
 	}
 }
@@ -175,7 +176,7 @@ func TestShareMixedCompression(t *testing.T) {
 // and says so in its Accept.
 func TestWorkerEnforcesJobCompression(t *testing.T) {
 	c := testcluster.Start(t, 2)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	codec, err := transport.NewCodec(transport.DefaultConfig().MaxHeaderBytes, transport.DefaultConfig().MaxFrameBytes)
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +191,7 @@ func TestWorkerEnforcesJobCompression(t *testing.T) {
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		it, err := cl.Distribute(ctx, textSpec(3000, 100), client.JobOptions{Name: "enforce-" + tc.job + "-" + tc.ask.String(), Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Compression: tc.job})
+		it, err := cl.Distribute(ctx, jobtest.TextSpec(3000, 100), client.JobOptions{Name: "enforce-" + tc.job + "-" + tc.ask.String(), Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Compression: tc.job})
 		if err != nil {
 			t.Fatal(err)
 		}

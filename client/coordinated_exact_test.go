@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
 
@@ -136,7 +137,7 @@ func checkRanksExactly(t *testing.T, n int64, reads ...[]rankRead) {
 // the worker is a filler for the ranks that did not get it).
 func TestCoordinatedExactlyOnceWorkerKilled(t *testing.T) {
 	c := testcluster.Start(t, 3)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const m = 4
 	var once sync.Once
 	victim := ""
@@ -158,7 +159,7 @@ func TestCoordinatedExactlyOnceWorkerKilled(t *testing.T) {
 // two reads together hold every element once, and the ranks stay aligned.
 func TestCoordinatedCheckpointResume(t *testing.T) {
 	c := testcluster.Start(t, 3)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const m = 4
 	first := readRanks(t, cl, "coord-eo-ckpt", m, 12, nil, nil)
 	ckpts := make([][]byte, m)

@@ -12,20 +12,12 @@ import (
 
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
-
-// textSpec is a finite heavy-tailed synthetic text corpus, tokenized and
-// bucketed: the shape of a coordinated job's pipeline.
-func textSpec(count, splitSize int64) *pipeline.Spec {
-	s := pipeline.NewSpec(pipeline.FromSynthetic(pipeline.SyntheticSource{Kind: "text", Count: count, Seed: 3, SplitSize: splitSize, MaxWords: 512}))
-	s.Map("tokenize_whitespace", fn.Args{"vocab_size": 1000}, 1)
-	s.BucketBySequenceLength(pipeline.BucketOp{Tensor: "tokens", Boundaries: []int64{16, 32, 64, 128}, BatchSizes: []int64{16, 8, 4, 2, 1}})
-	return s
-}
 
 // consumerRounds is what one coordinated consumer received, by round.
 type consumerRounds struct {
@@ -103,9 +95,9 @@ func TestCoordinatedReads(t *testing.T) {
 	// may take all of it before the others start, and this test wants
 	// every worker to serve rounds.
 	c := testcluster.Start(t, 3, testcluster.WithConfig(func(_ int, cfg *mesh.Config) { cfg.Worker.FailoverAhead = -1 }))
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const m = 4
-	out := readCoordinated(t, cl, textSpec(9000, 100), "coord", m, true, nil)
+	out := readCoordinated(t, cl, jobtest.TextSpec(9000, 100), "coord", m, true, nil)
 	checkIncreasing(t, out)
 	n := len(out[0].rounds)
 	if n < 20 {
@@ -162,7 +154,7 @@ func TestCoordinatedReads(t *testing.T) {
 
 func TestCoordinatedWorkerKilled(t *testing.T) {
 	c := testcluster.Start(t, 3)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const m = 4
 	var once sync.Once
 	victim := ""
@@ -194,7 +186,7 @@ func TestCoordinatedWorkerKilled(t *testing.T) {
 
 func TestCoordinatedWorkerJoins(t *testing.T) {
 	c := testcluster.Start(t, 2)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const m = 2
 	var once sync.Once
 	joined := ""
@@ -243,7 +235,7 @@ func killUpcoming(c *testcluster.Cluster, b client.Batch) string {
 	return ""
 }
 
-// slowText is textSpec with a per-element cost, so the job runs long enough
+// slowText is jobtest.TextSpec with a per-element cost, so the job runs long enough
 // for a fault in the middle.
 func slowText(count, splitSize int64) *pipeline.Spec {
 	s := pipeline.NewSpec(pipeline.FromSynthetic(pipeline.SyntheticSource{Kind: "text", Count: count, Seed: 5, SplitSize: splitSize, MaxWords: 512}))
@@ -255,7 +247,7 @@ func slowText(count, splitSize int64) *pipeline.Spec {
 
 func TestCoordinatedConsumerRestarts(t *testing.T) {
 	c := testcluster.Start(t, 2)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	spec := slowText(3000, 50)
 	opts := func(i int) client.JobOptions {
 		return client.JobOptions{Name: "coord-restart", Coordinated: true, NumConsumers: 2, ConsumerIndex: i}
@@ -322,18 +314,18 @@ func TestCoordinatedConsumerRestarts(t *testing.T) {
 
 func TestCoordinatedValidation(t *testing.T) {
 	c := testcluster.Start(t, 1)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		spec *pipeline.Spec
 		o    client.JobOptions
 		want string
 	}{
-		{rangeSpec(100, 10, 4), client.JobOptions{Name: "v1", Coordinated: true, NumConsumers: 2}, "must end in bucket_by_sequence_length"},
-		{textSpec(100, 10), client.JobOptions{Name: "v2", Coordinated: true}, "NumConsumers: coordinated reads need"},
-		{textSpec(100, 10), client.JobOptions{Name: "v3", Coordinated: true, NumConsumers: 2, Sharding: client.Off}, "needs sharding dynamic"},
-		{textSpec(100, 10), client.JobOptions{Name: "v4", Coordinated: true, NumConsumers: 2, ConsumerIndex: 2}, "ConsumerIndex 2"},
-		{textSpec(100, 10), client.JobOptions{Name: "v5", PadFinalRound: true}, "only for coordinated"},
+		{jobtest.RangeSpec(100, 10, 4), client.JobOptions{Name: "v1", Coordinated: true, NumConsumers: 2}, "must end in bucket_by_sequence_length"},
+		{jobtest.TextSpec(100, 10), client.JobOptions{Name: "v2", Coordinated: true}, "NumConsumers: coordinated reads need"},
+		{jobtest.TextSpec(100, 10), client.JobOptions{Name: "v3", Coordinated: true, NumConsumers: 2, Sharding: client.Off}, "needs sharding dynamic"},
+		{jobtest.TextSpec(100, 10), client.JobOptions{Name: "v4", Coordinated: true, NumConsumers: 2, ConsumerIndex: 2}, "ConsumerIndex 2"},
+		{jobtest.TextSpec(100, 10), client.JobOptions{Name: "v5", PadFinalRound: true}, "only for coordinated"},
 	} {
 		_, err := cl.Distribute(ctx, tc.spec, tc.o)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

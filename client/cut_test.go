@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
 	"github.com/feedmesh/feedmesh/tensor"
@@ -57,7 +58,7 @@ func draws(t *testing.T, it *client.Iterator, timeout time.Duration, each func(b
 			t.Fatalf("after %d batches: %v", batches, err)
 		}
 		batches++
-		vs := values(t, b)
+		vs := jobtest.Values(t, b)
 		rt, ok := b.Get("r")
 		if !ok {
 			t.Fatalf("batch without r: %v", b.Element)
@@ -88,7 +89,7 @@ func draws(t *testing.T, it *client.Iterator, timeout time.Duration, each func(b
 // a new iterator gives the rest exactly once.
 func TestOffloadBoundary(t *testing.T) {
 	c := testcluster.Start(t, 3)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const n = 1000 // the even half passes the filter
 	spec := cutSpec(n, 100)
 	whole, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: "cut-0", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: 2})
@@ -163,9 +164,9 @@ func TestOffloadBoundary(t *testing.T) {
 // some batches resumes in a new iterator with exactly the rest.
 func TestOffloadBoundaryKilledAndResumed(t *testing.T) {
 	c := testcluster.Start(t, 3)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const n = 3000
-	spec := shuffledSpec(n, 20, 10, 200) // ops: shuffle, cast, cost, batch
+	spec := jobtest.ShuffledSpec(n, 20, 10, 200) // ops: shuffle, cast, cost, batch
 	opts := client.JobOptions{Name: "cut-kill", Sharding: client.Dynamic, Workers: client.AllWorkers, OffloadBoundary: 2}
 	it, err := cl.Distribute(context.Background(), spec, opts)
 	if err != nil {
@@ -177,7 +178,7 @@ func TestOffloadBoundaryKilledAndResumed(t *testing.T) {
 		victim = 2
 	}
 	killed := false
-	d := drain(t, it, 90*time.Second, func(client.Batch) {
+	d := jobtest.Drain(t, it, 90*time.Second, func(client.Batch) {
 		if !killed && it.Stats().Batches >= 40 {
 			killed = true
 			c.Kill(victim)
@@ -187,7 +188,7 @@ func TestOffloadBoundaryKilledAndResumed(t *testing.T) {
 	if !killed {
 		t.Fatal("the job ended before the kill")
 	}
-	checkExactly(t, d, n, 1)
+	jobtest.CheckExactly(t, d, n, 1)
 
 	// Checkpoint and resume, on the two nodes left.
 	opts.Name = "cut-resume"
@@ -195,10 +196,10 @@ func TestOffloadBoundaryKilledAndResumed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, ckpt := readUntil(t, it, 50)
+	first, ckpt := jobtest.ReadUntil(t, it, 50)
 	rest := resumeRest(t, cl, spec, opts, ckpt, first)
-	checkExactly(t, rest, n, 1)
-	t.Logf("killed %s; resumed after %d batches, %d batches after the resume", c.Name(victim), first.batches, rest.batches)
+	jobtest.CheckExactly(t, rest, n, 1)
+	t.Logf("killed %s; resumed after %d batches, %d batches after the resume", c.Name(victim), first.Batches, rest.Batches)
 }
 
 // TestOffloadBoundaryAttach: a consumer attached by name to a cut job (a
@@ -207,9 +208,9 @@ func TestOffloadBoundaryKilledAndResumed(t *testing.T) {
 // consumers together read every element once.
 func TestOffloadBoundaryAttach(t *testing.T) {
 	c := testcluster.Start(t, 2)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const n = 2000
-	it1, err := cl.Distribute(context.Background(), shuffledSpec(n, 20, 10, 500), client.JobOptions{Name: "cut-attach", Sharding: client.Dynamic, Workers: client.AllWorkers, OffloadBoundary: 1})
+	it1, err := cl.Distribute(context.Background(), jobtest.ShuffledSpec(n, 20, 10, 500), client.JobOptions{Name: "cut-attach", Sharding: client.Dynamic, Workers: client.AllWorkers, OffloadBoundary: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func TestOffloadBoundaryAttach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vals[0] = values(t, b)
+	vals[0] = jobtest.Values(t, b)
 	it2, err := cl.Attach(ctx, "cut-attach")
 	if err != nil {
 		t.Fatal(err)
@@ -244,7 +245,7 @@ func TestOffloadBoundaryAttach(t *testing.T) {
 					errs <- fmt.Errorf("consumer %d: a batch of worker %q in a cut job", i, b.Worker)
 					return
 				}
-				vals[i] = append(vals[i], values(t, b)...)
+				vals[i] = append(vals[i], jobtest.Values(t, b)...)
 			}
 		}()
 	}
@@ -253,13 +254,13 @@ func TestOffloadBoundaryAttach(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d := delivery{counts: map[int64]int{}, byWorker: map[string][]int64{}}
+	d := jobtest.Delivery{Counts: map[int64]int{}, ByWorker: map[string][]int64{}}
 	for _, vs := range vals {
 		for _, v := range vs {
-			d.counts[v]++
+			d.Counts[v]++
 		}
 	}
-	checkExactly(t, d, n, 1)
+	jobtest.CheckExactly(t, d, n, 1)
 	if len(vals[1]) == 0 {
 		t.Fatal("the attached consumer read nothing: the test did not test it")
 	}
@@ -275,14 +276,14 @@ func TestOffloadBoundaryAttach(t *testing.T) {
 // binding waits in short slices this way).
 func TestOffloadBoundaryNextDeadline(t *testing.T) {
 	c := testcluster.Start(t, 2)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const n = 1000
-	it, err := cl.Distribute(context.Background(), shuffledSpec(n, 20, 10, 500), client.JobOptions{Name: "cut-deadline", Sharding: client.Dynamic, Workers: client.AllWorkers, OffloadBoundary: 2})
+	it, err := cl.Distribute(context.Background(), jobtest.ShuffledSpec(n, 20, 10, 500), client.JobOptions{Name: "cut-deadline", Sharding: client.Dynamic, Workers: client.AllWorkers, OffloadBoundary: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer it.Close()
-	d := delivery{counts: map[int64]int{}, byWorker: map[string][]int64{}}
+	d := jobtest.Delivery{Counts: map[int64]int{}, ByWorker: map[string][]int64{}}
 	expired := 0
 	seqs := map[uint64]bool{}
 	end := time.Now().Add(60 * time.Second)
@@ -298,24 +299,24 @@ func TestOffloadBoundaryNextDeadline(t *testing.T) {
 			break
 		}
 		if err != nil {
-			t.Fatalf("after %d batches: %v", d.batches, err)
+			t.Fatalf("after %d batches: %v", d.Batches, err)
 		}
-		d.batches++
-		for _, v := range values(t, b) {
-			d.counts[v]++
+		d.Batches++
+		for _, v := range jobtest.Values(t, b) {
+			d.Counts[v]++
 		}
 		// The client made each batch: its own worker name, its own
 		// sequence numbers.
 		if b.Worker != client.SuffixWorker || seqs[b.Seq] {
-			t.Fatalf("batch %d: worker %q seq %d (seen: %v)", d.batches, b.Worker, b.Seq, seqs[b.Seq])
+			t.Fatalf("batch %d: worker %q seq %d (seen: %v)", d.Batches, b.Worker, b.Seq, seqs[b.Seq])
 		}
 		seqs[b.Seq] = true
 	}
-	checkExactly(t, d, n, 1)
+	jobtest.CheckExactly(t, d, n, 1)
 	if expired == 0 {
 		t.Fatal("no Next timed out: the test did not test that")
 	}
-	t.Logf("%d batches, %d calls timed out", d.batches, expired)
+	t.Logf("%d batches, %d calls timed out", d.Batches, expired)
 }
 
 // TestOffloadBoundaryResumeWithFilter: a checkpoint of a cut job whose
@@ -324,7 +325,7 @@ func TestOffloadBoundaryNextDeadline(t *testing.T) {
 // kept elements not returned before.
 func TestOffloadBoundaryResumeWithFilter(t *testing.T) {
 	c := testcluster.Start(t, 2)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const n = 2000
 	spec := cutSpec(n, 100) // the filter (ops[3]) keeps even values
 	opts := client.JobOptions{Name: "cut-filter-resume", Sharding: client.Dynamic, Workers: client.AllWorkers, OffloadBoundary: 2}
@@ -332,7 +333,7 @@ func TestOffloadBoundaryResumeWithFilter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, ckpt := readUntil(t, it, 30)
+	first, ckpt := jobtest.ReadUntil(t, it, 30)
 	// The dropped odd values count as handled: without them the
 	// checkpoint lists a hole at each (820 bytes against 340-410 in
 	// ten runs).
@@ -340,21 +341,21 @@ func TestOffloadBoundaryResumeWithFilter(t *testing.T) {
 		t.Errorf("checkpoint of %d bytes: are the elements the filter dropped left out of it?", len(ckpt))
 	}
 	rest := resumeRest(t, cl, spec, opts, ckpt, first)
-	if len(rest.counts) != n/2 {
-		t.Errorf("%d distinct values, want the %d even ones", len(rest.counts), n/2)
+	if len(rest.Counts) != n/2 {
+		t.Errorf("%d distinct values, want the %d even ones", len(rest.Counts), n/2)
 	}
 	for v := int64(0); v < n; v += 2 {
-		if rest.counts[v] != 1 {
-			t.Fatalf("value %d delivered %d times, want once", v, rest.counts[v])
+		if rest.Counts[v] != 1 {
+			t.Fatalf("value %d delivered %d times, want once", v, rest.Counts[v])
 		}
 	}
-	t.Logf("%d batches before the checkpoint, %d after the resume", first.batches, rest.batches)
+	t.Logf("%d batches before the checkpoint, %d after the resume", first.Batches, rest.Batches)
 }
 
 // resumeRest resumes the job of opts from ckpt, reads it to the end, and
 // returns what it read added to first (what was read before the
 // checkpoint).
-func resumeRest(t *testing.T, cl *client.Client, spec *pipeline.Spec, opts client.JobOptions, ckpt []byte, first delivery) delivery {
+func resumeRest(t *testing.T, cl *client.Client, spec *pipeline.Spec, opts client.JobOptions, ckpt []byte, first jobtest.Delivery) jobtest.Delivery {
 	t.Helper()
 	opts.Resume = ckpt
 	it, err := cl.Distribute(context.Background(), spec, opts)
@@ -362,9 +363,9 @@ func resumeRest(t *testing.T, cl *client.Client, spec *pipeline.Spec, opts clien
 		t.Fatal(err)
 	}
 	defer it.Close()
-	rest := drain(t, it, 60*time.Second, nil)
-	for v, k := range first.counts {
-		rest.counts[v] += k
+	rest := jobtest.Drain(t, it, 60*time.Second, nil)
+	for v, k := range first.Counts {
+		rest.Counts[v] += k
 	}
 	return rest
 }

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
@@ -33,8 +33,8 @@ func TestRollingRestartDrains(t *testing.T) {
 			c := testcluster.Start(t, 5, testcluster.WithVoters(3),
 				testcluster.WithConfig(func(_ int, cfg *mesh.Config) { cfg.DrainTimeout = time.Minute }))
 			const n = 20000
-			cl := dial(t, c, 0)
-			it, err := cl.Distribute(context.Background(), shuffledSpec(n, 50, 10, 200),
+			cl := jobtest.Dial(t, c, 0)
+			it, err := cl.Distribute(context.Background(), jobtest.ShuffledSpec(n, 50, 10, 200),
 				client.JobOptions{Name: "drain", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Delivery: delivery})
 			if err != nil {
 				t.Fatal(err)
@@ -64,13 +64,13 @@ func TestRollingRestartDrains(t *testing.T) {
 						t.Errorf("restart %s: %v", c.Name(i), err)
 						return
 					}
-					if err := c.Wait(30*time.Second, c.Name(i)+" back", func() bool { return alive(c, i) }); err != nil {
+					if err := c.Wait(30*time.Second, c.Name(i)+" back", func() bool { return jobtest.Alive(c, i) }); err != nil {
 						t.Error(err)
 						return
 					}
 				}
 			}()
-			d := drain(t, it, 180*time.Second, func(client.Batch) {
+			d := jobtest.Drain(t, it, 180*time.Second, func(client.Batch) {
 				select {
 				case at <- it.Stats().Batches:
 				default:
@@ -81,7 +81,7 @@ func TestRollingRestartDrains(t *testing.T) {
 			if len(stops) < 5 {
 				t.Fatalf("the job ended after %d of 5 restarts", len(stops))
 			}
-			checkExactly(t, d, n, 1)
+			jobtest.CheckExactly(t, d, n, 1)
 			st := it.Stats()
 			if st.SplitsLost != 0 || st.WorkersDropped != 0 {
 				t.Errorf("%d splits counted lost, %d workers dropped: a drained worker is neither", st.SplitsLost, st.WorkersDropped)
@@ -90,27 +90,9 @@ func TestRollingRestartDrains(t *testing.T) {
 				t.Errorf("exactly-once read %d splits again: the drains left some held", st.Exact.Requeued)
 			}
 			t.Logf("%s: %d batches; 5 nodes drained and restarted, stops took %v; lost %d splits; exactly-once counters %+v; reconnects %d",
-				delivery, d.batches, stops, st.SplitsLost, st.Exact, st.Reconnects)
+				delivery, d.Batches, stops, st.SplitsLost, st.Exact, st.Reconnects)
 		})
 	}
-}
-
-// alive reports whether the leader lists node i alive.
-func alive(c *testcluster.Cluster, i int) bool { return memberStatus(c, i) == api.StatusAlive }
-
-// memberStatus is node i's status as the leader lists it ("" if no leader
-// or not listed).
-func memberStatus(c *testcluster.Cluster, i int) string {
-	_, l := c.Leader()
-	if l == nil {
-		return ""
-	}
-	for _, m := range l.Members() {
-		if m.Name == c.Name(i) {
-			return m.Status
-		}
-	}
-	return ""
 }
 
 // TestKilledWorkerRejoins: a worker SIGKILLed mid-job (declared dead, its
@@ -132,8 +114,8 @@ func TestKilledWorkerRejoins(t *testing.T) {
 			// new process once delivered nothing in CI (at-most-once),
 			// most likely because the survivors held the rest of the job.
 			const n = 36000
-			cl := dial(t, c, 0)
-			it, err := cl.Distribute(context.Background(), shuffledSpec(n, 50, 10, 300),
+			cl := jobtest.Dial(t, c, 0)
+			it, err := cl.Distribute(context.Background(), jobtest.ShuffledSpec(n, 50, 10, 300),
 				client.JobOptions{Name: "rejoin", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Delivery: delivery})
 			if err != nil {
 				t.Fatal(err)
@@ -142,7 +124,7 @@ func TestKilledWorkerRejoins(t *testing.T) {
 			const victim = 2
 			var restarted bool
 			var after int // batches the victim's new process delivered
-			d := drain(t, it, 120*time.Second, func(b client.Batch) {
+			d := jobtest.Drain(t, it, 120*time.Second, func(b client.Batch) {
 				switch {
 				case !restarted && it.Stats().Batches >= 100:
 					restarted = true
@@ -170,7 +152,7 @@ func TestKilledWorkerRejoins(t *testing.T) {
 			}
 			missing, twice := 0, 0
 			for v := int64(0); v < n; v++ {
-				switch k := d.counts[v]; {
+				switch k := d.Counts[v]; {
 				case k == 0:
 					missing++
 				case k > 1:
@@ -188,7 +170,7 @@ func TestKilledWorkerRejoins(t *testing.T) {
 				t.Errorf("workers dropped %d, want 1 (the killed one)", st.WorkersDropped)
 			}
 			t.Logf("%s: %s killed at batch 100 and restarted; its new process delivered %d of %d batches; %d elements missing (%d splits counted lost); exactly-once %+v",
-				delivery, c.Name(victim), after, d.batches, missing, st.SplitsLost, st.Exact)
+				delivery, c.Name(victim), after, d.Batches, missing, st.SplitsLost, st.Exact)
 		})
 	}
 }

@@ -9,22 +9,11 @@ import (
 
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/internal/raftstate"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
-	"github.com/feedmesh/feedmesh/pipeline/fn"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
-
-// shuffledSpec is issue 20's pipeline: it shuffles across splits, maps,
-// spends sleepUs per element and batches, over range [0, n).
-func shuffledSpec(n, splitSize, batch, sleepUs int64) *pipeline.Spec {
-	s := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: n, SplitSize: splitSize}})
-	s.Shuffle(64, 7)
-	s.Map("cast", fn.Args{"tensor": "value", "dtype": "int64"}, 2)
-	s.Cost(0, sleepUs)
-	s.Batch(batch, false)
-	return s
-}
 
 // TestExactlyOnceSurvivesKills: on a 5-node cluster with 3 voters, a
 // DYNAMIC job (exactly-once by default) whose pipeline shuffles, maps and
@@ -61,9 +50,9 @@ func TestExactlyOnceSurvivesKills(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testcluster.Start(t, 5, testcluster.WithVoters(3))
 			const dialed = 3
-			cl := dial(t, c, dialed)
+			cl := jobtest.Dial(t, c, dialed)
 			const n = 4000
-			it, err := cl.Distribute(context.Background(), shuffledSpec(n, 20, 10, 200),
+			it, err := cl.Distribute(context.Background(), jobtest.ShuffledSpec(n, 20, 10, 200),
 				client.JobOptions{Name: "eo-" + tc.name, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: tc.epochs})
 			if err != nil {
 				t.Fatal(err)
@@ -75,7 +64,7 @@ func TestExactlyOnceSurvivesKills(t *testing.T) {
 			victim, killed := tc.victim(c, dialed), false
 			var killedAt time.Time
 			var requeued time.Duration // from the kill to the client hearing of a split leased again
-			d := drain(t, it, 120*time.Second, func(b client.Batch) {
+			d := jobtest.Drain(t, it, 120*time.Second, func(b client.Batch) {
 				if !killed && it.Stats().Batches >= 40 {
 					killed, killedAt = true, time.Now()
 					c.Kill(victim)
@@ -87,14 +76,14 @@ func TestExactlyOnceSurvivesKills(t *testing.T) {
 			if !killed {
 				t.Fatal("the job ended before the kill")
 			}
-			checkExactly(t, d, n, int(tc.epochs))
+			jobtest.CheckExactly(t, d, n, int(tc.epochs))
 			st := it.Stats()
 			again := "none leased again"
 			if requeued > 0 {
 				again = fmt.Sprintf("first leased again %v after the kill", requeued.Round(time.Millisecond))
 			}
 			t.Logf("killed %s (node %d); %d batches; splits: %s (as the client heard it, fast preset); exactly-once counters %+v; duplicates dropped by the client %d",
-				c.Name(victim), victim, d.batches, again, st.Exact, st.DuplicatesDropped)
+				c.Name(victim), victim, d.Batches, again, st.Exact, st.DuplicatesDropped)
 			if st.Exact != nil && st.Exact.Duplicates != 0 {
 				t.Fatalf("the cluster counted %d elements receipted twice", st.Exact.Duplicates)
 			}
@@ -108,12 +97,12 @@ func TestExactlyOnceTwoConsumersWorkerKilled(t *testing.T) {
 	c := testcluster.Start(t, 5, testcluster.WithVoters(3))
 	const n = 3000
 	opts := client.JobOptions{Name: "eo-two", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers}
-	a, err := dial(t, c, 0).Distribute(context.Background(), shuffledSpec(n, 20, 10, 300), opts)
+	a, err := jobtest.Dial(t, c, 0).Distribute(context.Background(), jobtest.ShuffledSpec(n, 20, 10, 300), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := dial(t, c, 1).Distribute(context.Background(), shuffledSpec(n, 20, 10, 300), opts)
+	b, err := jobtest.Dial(t, c, 1).Distribute(context.Background(), jobtest.ShuffledSpec(n, 20, 10, 300), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,30 +113,30 @@ func TestExactlyOnceTwoConsumersWorkerKilled(t *testing.T) {
 		victim = 3
 	}
 	killed := make(chan struct{})
-	da, db := make(chan delivery, 1), make(chan delivery, 1)
+	da, db := make(chan jobtest.Delivery, 1), make(chan jobtest.Delivery, 1)
 	go func() {
-		da <- drain(t, a, 120*time.Second, func(client.Batch) {
+		da <- jobtest.Drain(t, a, 120*time.Second, func(client.Batch) {
 			if a.Stats().Batches == 30 {
 				c.Kill(victim)
 				close(killed)
 			}
 		})
 	}()
-	go func() { db <- drain(t, b, 120*time.Second, nil) }()
+	go func() { db <- jobtest.Drain(t, b, 120*time.Second, nil) }()
 	x, y := <-da, <-db
 	select {
 	case <-killed:
 	default:
 		t.Fatal("the job ended before the kill")
 	}
-	merged := delivery{counts: map[int64]int{}}
-	for _, dd := range []delivery{x, y} {
-		for v, k := range dd.counts {
-			merged.counts[v] += k
+	merged := jobtest.Delivery{Counts: map[int64]int{}}
+	for _, dd := range []jobtest.Delivery{x, y} {
+		for v, k := range dd.Counts {
+			merged.Counts[v] += k
 		}
 	}
-	checkExactly(t, merged, n, 1)
-	t.Logf("consumer a %d batches, b %d; killed %s", x.batches, y.batches, fmt.Sprint(c.Name(victim)))
+	jobtest.CheckExactly(t, merged, n, 1)
+	t.Logf("consumer a %d batches, b %d; killed %s", x.Batches, y.Batches, fmt.Sprint(c.Name(victim)))
 }
 
 // TestExactlyOnceRefusesTake: take and skip count per worker, so an
@@ -155,7 +144,7 @@ func TestExactlyOnceTwoConsumersWorkerKilled(t *testing.T) {
 // same spec runs at-most-once.
 func TestExactlyOnceRefusesTake(t *testing.T) {
 	c := testcluster.Start(t, 1)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 100, SplitSize: 10}}).Take(50).Batch(10, false)
 	_, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: "eo-take", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err == nil || !strings.Contains(err.Error(), "exactly-once cannot take") || !strings.Contains(err.Error(), "at-most-once") {
@@ -166,8 +155,8 @@ func TestExactlyOnceRefusesTake(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer it.Close()
-	if d := drain(t, it, 30*time.Second, nil); len(d.counts) != 50 {
-		t.Fatalf("at-most-once take(50) on one worker delivered %d elements", len(d.counts))
+	if d := jobtest.Drain(t, it, 30*time.Second, nil); len(d.Counts) != 50 {
+		t.Fatalf("at-most-once take(50) on one worker delivered %d elements", len(d.Counts))
 	}
 }
 
@@ -184,14 +173,14 @@ func TestExactlyOnceProduceReportsPaced(t *testing.T) {
 	spec.Batch(32, false)
 	counted := func() uint64 { return c.Node(0).Raft().AppliedCommands()["ProduceSplits"] }
 	before, start := counted(), time.Now()
-	it, err := dial(t, c, 0).Distribute(context.Background(), spec, client.JobOptions{Name: "eo-paced", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: epochs})
+	it, err := jobtest.Dial(t, c, 0).Distribute(context.Background(), spec, client.JobOptions{Name: "eo-paced", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: epochs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer it.Close()
-	d := drain(t, it, 120*time.Second, nil)
+	d := jobtest.Drain(t, it, 120*time.Second, nil)
 	elapsed := time.Since(start)
-	checkExactly(t, d, n, epochs)
+	jobtest.CheckExactly(t, d, n, epochs)
 	// Node 0 may not have applied the last reports yet: an upper bound
 	// only, which is what pacing promises.
 	reports := counted() - before
@@ -214,13 +203,13 @@ func TestExactlyOnceProduceReportsChunked(t *testing.T) {
 	}))
 	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: n, SplitSize: 1}})
 	spec.Batch(256, false)
-	it, err := dial(t, c, 0).Distribute(context.Background(), spec, client.JobOptions{Name: "eo-chunked", Sharding: client.Dynamic, Offload: client.OffloadRemote, MaxWorkers: 1})
+	it, err := jobtest.Dial(t, c, 0).Distribute(context.Background(), spec, client.JobOptions{Name: "eo-chunked", Sharding: client.Dynamic, Offload: client.OffloadRemote, MaxWorkers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer it.Close()
-	d := drain(t, it, 60*time.Second, nil)
-	checkExactly(t, d, n, 1)
+	d := jobtest.Drain(t, it, 60*time.Second, nil)
+	jobtest.CheckExactly(t, d, n, 1)
 	if x := it.Stats().Exact; x == nil || x.Duplicates != 0 {
 		t.Fatalf("exactly-once counters %+v", x)
 	}

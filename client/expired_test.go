@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
 
@@ -14,9 +15,9 @@ import (
 // fail the job for every consumer; nothing is delivered twice.
 func TestWorkerExpiredWhileAliveEndsCleanly(t *testing.T) {
 	c := testcluster.Start(t, 3)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const n, splitSize = 6000, 20
-	it, err := cl.Distribute(context.Background(), slowSpec(n, splitSize, 10, 300),
+	it, err := cl.Distribute(context.Background(), jobtest.SlowSpec(n, splitSize, 10, 300),
 		client.JobOptions{Name: "blip", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +25,7 @@ func TestWorkerExpiredWhileAliveEndsCleanly(t *testing.T) {
 	defer it.Close()
 	victim := c.Name(2)
 	cut := false
-	d := drain(t, it, 60*time.Second, func(b client.Batch) {
+	d := jobtest.Drain(t, it, 60*time.Second, func(b client.Batch) {
 		if cut || it.Stats().Batches < 40 {
 			return
 		}
@@ -43,10 +44,10 @@ func TestWorkerExpiredWhileAliveEndsCleanly(t *testing.T) {
 	if !cut {
 		t.Fatal("the job ended before the cut")
 	}
-	for v, k := range d.counts {
+	for v, k := range d.Counts {
 		if k != 1 || v < 0 || v >= n {
 			t.Fatalf("element %d delivered %d times", v, k)
 		}
 	}
-	t.Logf("delivered %d of %d after %s was expired while alive", len(d.counts), n, victim)
+	t.Logf("delivered %d of %d after %s was expired while alive", len(d.Counts), n, victim)
 }

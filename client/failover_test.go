@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
@@ -20,16 +21,16 @@ func TestClientFailsOverWhenDialedNodeDies(t *testing.T) {
 	c := testcluster.Start(t, 4, testcluster.WithConfig(func(i int, cfg *mesh.Config) {
 		cfg.Worker.Disabled = i == 3
 	}))
-	cl := dial(t, c, 3)
+	cl := jobtest.Dial(t, c, 3)
 	const n = 4000
-	it, err := cl.Distribute(context.Background(), slowSpec(n, 10, 10, 300),
+	it, err := cl.Distribute(context.Background(), jobtest.SlowSpec(n, 10, 10, 300),
 		client.JobOptions{Name: "failover", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, ConsumerTTL: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer it.Close()
 	killed := false
-	d := drain(t, it, 60*time.Second, func(b client.Batch) {
+	d := jobtest.Drain(t, it, 60*time.Second, func(b client.Batch) {
 		if !killed && it.Stats().Batches >= 50 {
 			killed = true
 			c.Kill(3)
@@ -38,7 +39,7 @@ func TestClientFailsOverWhenDialedNodeDies(t *testing.T) {
 	if !killed {
 		t.Fatal("the job ended before the kill")
 	}
-	checkExactly(t, d, n, 1)
+	jobtest.CheckExactly(t, d, n, 1)
 	// The consumer is still attached through another node: its lease was
 	// renewed after the kill.
 	_, leader := c.WaitLeader(t, 10*time.Second)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/formats"
@@ -17,22 +18,13 @@ import (
 	"github.com/feedmesh/feedmesh/transport"
 )
 
-// slowSpec spends sleepUs per element so a job lasts long enough to break
-// things in the middle of it.
-func slowSpec(n, splitSize, batch, sleepUs int64) *pipeline.Spec {
-	s := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: n, SplitSize: splitSize}})
-	s.Cost(0, sleepUs)
-	s.Batch(batch, false)
-	return s
-}
-
 // Test 2: a worker killed mid-epoch: nothing twice, nothing foreign, and
 // what is missing belongs to splits only the dead worker could have held.
 func TestDynamicWorkerKilledMidEpoch(t *testing.T) {
 	c := testcluster.Start(t, 3)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const n, splitSize = 6000, 20
-	it, err := cl.Distribute(context.Background(), slowSpec(n, splitSize, 10, 300),
+	it, err := cl.Distribute(context.Background(), jobtest.SlowSpec(n, splitSize, 10, 300),
 		client.JobOptions{Name: "kill-worker", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +33,7 @@ func TestDynamicWorkerKilledMidEpoch(t *testing.T) {
 	victim := 2 // the client dialed node 0
 	victimName := c.Name(victim)
 	killed := false
-	d := drain(t, it, 60*time.Second, func(b client.Batch) {
+	d := jobtest.Drain(t, it, 60*time.Second, func(b client.Batch) {
 		if !killed && it.Stats().Batches >= 60 {
 			killed = true
 			c.Kill(victim)
@@ -50,7 +42,7 @@ func TestDynamicWorkerKilledMidEpoch(t *testing.T) {
 	if !killed {
 		t.Fatal("the job ended before the kill")
 	}
-	for v, k := range d.counts {
+	for v, k := range d.Counts {
 		if k != 1 {
 			t.Fatalf("element %d delivered %d times", v, k)
 		}
@@ -59,7 +51,7 @@ func TestDynamicWorkerKilledMidEpoch(t *testing.T) {
 		}
 	}
 	survivorSplit := map[int64]bool{}
-	for w, vs := range d.byWorker {
+	for w, vs := range d.ByWorker {
 		if w == victimName {
 			continue
 		}
@@ -69,7 +61,7 @@ func TestDynamicWorkerKilledMidEpoch(t *testing.T) {
 	}
 	missing := 0
 	for v := int64(0); v < n; v++ {
-		if d.counts[v] == 0 {
+		if d.Counts[v] == 0 {
 			missing++
 			if survivorSplit[v/splitSize] {
 				t.Fatalf("element %d is missing but its split %d was served by a surviving worker", v, v/splitSize)
@@ -88,7 +80,7 @@ func TestDynamicWorkerKilledMidEpoch(t *testing.T) {
 	if !view.Workers[victimName].Expired {
 		t.Fatalf("killed worker %s not expired: %+v", victimName, view.Workers)
 	}
-	t.Logf("delivered %d of %d; %d missing in %d lost splits", len(d.counts), n, missing, lost)
+	t.Logf("delivered %d of %d; %d missing in %d lost splits", len(d.Counts), n, missing, lost)
 }
 
 // Test 3: the leader dies mid-job; workers (which are not Raft voters
@@ -97,16 +89,16 @@ func TestLeaderKilledMidJob(t *testing.T) {
 	c := testcluster.Start(t, 5, testcluster.WithVoters(3), testcluster.WithConfig(func(i int, cfg *mesh.Config) {
 		cfg.Worker.Disabled = i < 3 // the three voters only coordinate
 	}))
-	cl := dial(t, c, 3)
+	cl := jobtest.Dial(t, c, 3)
 	const n = 4000
-	it, err := cl.Distribute(context.Background(), slowSpec(n, 10, 10, 300),
+	it, err := cl.Distribute(context.Background(), jobtest.SlowSpec(n, 10, 10, 300),
 		client.JobOptions{Name: "kill-leader", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer it.Close()
 	killed := -1
-	d := drain(t, it, 60*time.Second, func(b client.Batch) {
+	d := jobtest.Drain(t, it, 60*time.Second, func(b client.Batch) {
 		if killed < 0 && it.Stats().Batches >= 50 {
 			killed, _ = c.Leader()
 			c.Kill(killed)
@@ -115,27 +107,27 @@ func TestLeaderKilledMidJob(t *testing.T) {
 	if killed < 0 {
 		t.Fatal("the job ended before the kill")
 	}
-	checkExactly(t, d, n, 1)
-	for w := range d.byWorker {
+	jobtest.CheckExactly(t, d, n, 1)
+	for w := range d.ByWorker {
 		if i := c.Index(w); i < 3 {
 			t.Errorf("control-only node %s delivered batches", w)
 		}
 	}
-	t.Logf("killed leader %s; %d batches from %v", c.Name(killed), d.batches, keys(d.byWorker))
+	t.Logf("killed leader %s; %d batches from %v", c.Name(killed), d.Batches, jobtest.Keys(d.ByWorker))
 }
 
 // Test 6: a node that joins mid-job starts serving it.
 func TestNodeJoinsMidJob(t *testing.T) {
 	c := testcluster.Start(t, 2)
-	cl := dial(t, c, 0)
-	it, err := cl.Distribute(context.Background(), slowSpec(8000, 20, 10, 300),
+	cl := jobtest.Dial(t, c, 0)
+	it, err := cl.Distribute(context.Background(), jobtest.SlowSpec(8000, 20, 10, 300),
 		client.JobOptions{Name: "join", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer it.Close()
 	added := -1
-	d := drain(t, it, 60*time.Second, func(b client.Batch) {
+	d := jobtest.Drain(t, it, 60*time.Second, func(b client.Batch) {
 		if added < 0 && it.Stats().Batches >= 20 {
 			var err error
 			if added, err = c.Add(); err != nil {
@@ -143,11 +135,11 @@ func TestNodeJoinsMidJob(t *testing.T) {
 			}
 		}
 	})
-	checkExactly(t, d, 8000, 1)
-	if len(d.byWorker[c.Name(added)]) == 0 {
-		t.Fatalf("the node that joined (%s) delivered nothing: %v", c.Name(added), keys(d.byWorker))
+	jobtest.CheckExactly(t, d, 8000, 1)
+	if len(d.ByWorker[c.Name(added)]) == 0 {
+		t.Fatalf("the node that joined (%s) delivered nothing: %v", c.Name(added), jobtest.Keys(d.ByWorker))
 	}
-	t.Logf("new node %s delivered %d of 8000 elements", c.Name(added), len(d.byWorker[c.Name(added)]))
+	t.Logf("new node %s delivered %d of 8000 elements", c.Name(added), len(d.ByWorker[c.Name(added)]))
 }
 
 // Test 7: a client that disappears: its lease expires and the job is
@@ -161,7 +153,7 @@ func TestAbandonedJobIsCollected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it, err := cl.Distribute(ctx, slowSpec(100000, 100, 10, 100), client.JobOptions{
+	it, err := cl.Distribute(ctx, jobtest.SlowSpec(100000, 100, 10, 100), client.JobOptions{
 		Name: "abandoned", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, ConsumerTTL: 500 * time.Millisecond, GCAfter: 500 * time.Millisecond,
 	})
 	if err != nil {
@@ -200,7 +192,7 @@ func waitNoTasks(t *testing.T, c *testcluster.Cluster, timeout time.Duration) {
 // Test 8: bad input gets a clear error and loses nothing.
 func TestJobBadInput(t *testing.T) {
 	c := testcluster.Start(t, 3)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	ctx := context.Background()
 
 	t.Run("invalid spec", func(t *testing.T) {
@@ -221,12 +213,12 @@ func TestJobBadInput(t *testing.T) {
 		}
 	})
 	t.Run("mismatched options", func(t *testing.T) {
-		it, err := cl.Distribute(ctx, rangeSpec(100, 10, 10), client.JobOptions{Name: "opts", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
+		it, err := cl.Distribute(ctx, jobtest.RangeSpec(100, 10, 10), client.JobOptions{Name: "opts", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer it.Close()
-		_, err = cl.Distribute(ctx, rangeSpec(100, 10, 10), client.JobOptions{Name: "opts", Sharding: client.Off})
+		_, err = cl.Distribute(ctx, jobtest.RangeSpec(100, 10, 10), client.JobOptions{Name: "opts", Sharding: client.Off})
 		if err == nil || !strings.Contains(err.Error(), "sharding") {
 			t.Fatalf("err = %v, want an error naming the sharding difference", err)
 		}
@@ -242,7 +234,7 @@ func TestJobBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer slow.Close()
-		it, err := slow.Distribute(ctx, rangeSpec(1_000_000, 1000, 10), client.JobOptions{Name: "stalled", Sharding: client.Off})
+		it, err := slow.Distribute(ctx, jobtest.RangeSpec(1_000_000, 1000, 10), client.JobOptions{Name: "stalled", Sharding: client.Off})
 		if err != nil {
 			t.Fatal(err)
 		}

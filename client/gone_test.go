@@ -9,6 +9,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
 )
@@ -51,7 +52,7 @@ func TestCoordinatedJobCollectedEndsIteration(t *testing.T) {
 	if !ok || len(v.Consumers) != 1 {
 		t.Fatalf("job: found %v, consumers %v", ok, v.Consumers)
 	}
-	if err := rawCall(t, c.Node(0).Addr(), api.MethodDetach, api.JobRequest{Job: name, Consumer: v.ConsumerIDs()[0]}); err != nil {
+	if err := jobtest.RawCall(t, c.Node(0).Addr(), api.MethodDetach, api.JobRequest{Job: name, Consumer: v.ConsumerIDs()[0]}); err != nil {
 		t.Fatal(err)
 	}
 	for {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
@@ -120,7 +121,7 @@ func leaderDeathRun(t *testing.T, defaultPreset, nonVoterWorkers bool) gapRun {
 	defer cl.Close()
 
 	// 10 ms per batch per worker, longer than the test reads.
-	it, err := cl.Distribute(ctx, slowSpec(200_000, 10, 10, 1000),
+	it, err := cl.Distribute(ctx, jobtest.SlowSpec(200_000, 10, 10, 1000),
 		client.JobOptions{Name: "leader-death", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)

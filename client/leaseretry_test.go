@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
@@ -23,16 +24,16 @@ func TestLeaseRetriedWithoutLeader(t *testing.T) {
 	}
 	const requestTimeout = 700 * time.Millisecond
 	c := testcluster.Start(t, 3, testcluster.WithConfig(func(_ int, cfg *mesh.Config) { cfg.RequestTimeout = requestTimeout }))
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const n, splitSize = 3000, 20
-	it, err := cl.Distribute(context.Background(), slowSpec(n, splitSize, 10, 300),
+	it, err := cl.Distribute(context.Background(), jobtest.SlowSpec(n, splitSize, 10, 300),
 		client.JobOptions{Name: "leaderless", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer it.Close()
 	cut := false
-	d := drain(t, it, 2*time.Minute, func(b client.Batch) {
+	d := jobtest.Drain(t, it, 2*time.Minute, func(b client.Batch) {
 		if cut || it.Stats().Batches < 30 {
 			return
 		}
@@ -52,7 +53,7 @@ func TestLeaseRetriedWithoutLeader(t *testing.T) {
 	if !cut {
 		t.Fatal("the job ended before the cut")
 	}
-	checkExactly(t, d, n, 1)
+	jobtest.CheckExactly(t, d, n, 1)
 	if st := it.Stats(); st.JobState == "failed" {
 		t.Fatalf("the job failed: %s", st.JobFailure)
 	}

@@ -2,14 +2,13 @@ package client_test
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/testcluster"
-	"github.com/feedmesh/feedmesh/transport"
 )
 
 // A heartbeat that the iterator had in flight when it closed can reach the
@@ -22,13 +21,13 @@ import (
 // late heartbeat is sent on purpose, after Close, so the order is certain.
 func TestLateHeartbeatDoesNotKeepClosedJobAlive(t *testing.T) {
 	c := testcluster.Start(t, 3)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const gcAfter = 300 * time.Millisecond
 	// ConsumerTTL is left at its default (30 s): the lease a revived
 	// consumer would hold.
-	it, err := cl.Distribute(ctx, slowSpec(100000, 100, 10, 100), client.JobOptions{Name: "late-beat", Sharding: client.Off, GCAfter: gcAfter})
+	it, err := cl.Distribute(ctx, jobtest.SlowSpec(100000, 100, 10, 100), client.JobOptions{Name: "late-beat", Sharding: client.Off, GCAfter: gcAfter})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +56,7 @@ func TestLateHeartbeatDoesNotKeepClosedJobAlive(t *testing.T) {
 	}
 
 	// The iterator's last heartbeat, arriving after its Detach.
-	beatErr := rawCall(t, c.Node(1).Addr(), api.MethodHeartbeat, api.JobRequest{Job: "late-beat", Consumer: consumer})
+	beatErr := jobtest.RawCall(t, c.Node(1).Addr(), api.MethodHeartbeat, api.JobRequest{Job: "late-beat", Consumer: consumer})
 	t.Logf("late heartbeat answered: %v", beatErr)
 
 	closed := time.Now()
@@ -74,32 +73,4 @@ func TestLateHeartbeatDoesNotKeepClosedJobAlive(t *testing.T) {
 	})
 	waitNoTasks(t, c, 5*time.Second)
 	t.Logf("job collected and tasks stopped %v after the late heartbeat", time.Since(closed).Round(time.Millisecond))
-}
-
-// rawCall sends one control request to addr as a client would, and returns
-// its error (nil if it succeeded).
-func rawCall(t *testing.T, addr, method string, req any) error {
-	t.Helper()
-	cfg := transport.FastConfig()
-	tlsConf, err := transport.ClientTLS("", "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	tr, err := transport.New(pc, nil, tlsConf, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	codec, err := transport.NewCodec(cfg.MaxHeaderBytes, cfg.MaxFrameBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return transport.Call(ctx, tr, codec, addr, method, req, nil)
 }

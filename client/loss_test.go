@@ -10,29 +10,12 @@ import (
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/formats"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
-
-// jobInfo is the job as `feedmesh jobs` lists it.
-func jobInfo(t *testing.T, cl *client.Client, name string) (api.JobInfo, bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	jobs, err := cl.Jobs(ctx)
-	if err != nil {
-		t.Logf("jobs: %v", err)
-		return api.JobInfo{}, false
-	}
-	for _, j := range jobs {
-		if j.Name == name {
-			return j, true
-		}
-	}
-	return api.JobInfo{}, false
-}
 
 // heldBy returns the splits of job that worker holds, as the leader
 // (node 0, the only voter) has them: outstanding for it, or produced by it
@@ -70,15 +53,15 @@ func heldBy(c *testcluster.Cluster, job, worker string) map[int64]bool {
 // missing lies in a split of the victim's (one it held then, or one it
 // had reported finished with batches still queued or on the wire: README,
 // "Job state and loss").
-func checkLoss(t *testing.T, c *testcluster.Cluster, cl *client.Client, it *client.Iterator, d delivery, job, victim string, held map[int64]bool, n, splitSize int64) (lost int64, missing int) {
+func checkLoss(t *testing.T, c *testcluster.Cluster, cl *client.Client, it *client.Iterator, d jobtest.Delivery, job, victim string, held map[int64]bool, n, splitSize int64) (lost int64, missing int) {
 	t.Helper()
-	for e, k := range d.counts {
+	for e, k := range d.Counts {
 		if k != 1 || e < 0 || e >= n {
 			t.Fatalf("element %d delivered %d times", e, k)
 		}
 	}
 	bySurvivor := map[int64]bool{}
-	for w, es := range d.byWorker {
+	for w, es := range d.ByWorker {
 		for _, e := range es {
 			if w != victim {
 				bySurvivor[e/splitSize] = true
@@ -86,7 +69,7 @@ func checkLoss(t *testing.T, c *testcluster.Cluster, cl *client.Client, it *clie
 		}
 	}
 	for e := int64(0); e < n; e++ {
-		if d.counts[e] == 0 {
+		if d.Counts[e] == 0 {
 			missing++
 			if s := e / splitSize; bySurvivor[s] {
 				t.Fatalf("element %d missing, but its split %d was served by a surviving worker", e, s)
@@ -95,7 +78,7 @@ func checkLoss(t *testing.T, c *testcluster.Cluster, cl *client.Client, it *clie
 	}
 	var info api.JobInfo
 	c.WaitFor(t, 15*time.Second, "the job to show finished in `jobs`", func() bool {
-		j, ok := jobInfo(t, cl, job)
+		j, ok := jobtest.JobInfo(t, cl, job)
 		info = j
 		return ok && j.State == api.JobFinished
 	})
@@ -124,9 +107,9 @@ func TestLossReportedWhenWorkerKilled(t *testing.T) {
 	const n, splitSize = 6000, 20
 	const victim = 2
 	c := testcluster.Start(t, 3, testcluster.WithVoters(1))
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const job = "kill-loss"
-	it, err := cl.Distribute(context.Background(), slowSpec(n, splitSize, 10, 300),
+	it, err := cl.Distribute(context.Background(), jobtest.SlowSpec(n, splitSize, 10, 300),
 		client.JobOptions{Name: job, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Delivery: client.AtMostOnce})
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +118,7 @@ func TestLossReportedWhenWorkerKilled(t *testing.T) {
 	name := c.Name(victim)
 	killed := false
 	var held map[int64]bool
-	d := drain(t, it, 60*time.Second, func(b client.Batch) {
+	d := jobtest.Drain(t, it, 60*time.Second, func(b client.Batch) {
 		if killed || b.Worker != name || len(heldBy(c, job, name)) < 2 {
 			return
 		}
@@ -168,7 +151,7 @@ func TestLossReportedWhenWorkerKilled(t *testing.T) {
 		t.Fatalf("killed worker not expired: %+v", v.Workers)
 	}
 	lost, missing := checkLoss(t, c, cl, it, d, job, name, held, n, splitSize)
-	t.Logf("delivered %d of %d; %d missing; %d splits (%d elements) reported lost", len(d.counts), n, missing, lost, lost*splitSize)
+	t.Logf("delivered %d of %d; %d missing; %d splits (%d elements) reported lost", len(d.Counts), n, missing, lost, lost*splitSize)
 }
 
 // A worker killed and restarted under the same name before it is declared
@@ -186,9 +169,9 @@ func TestLossReportedAfterQuickRestart(t *testing.T) {
 			cfg.Worker.LeaseDuration = time.Second
 		}
 	}))
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const job = "restart-loss"
-	it, err := cl.Distribute(context.Background(), slowSpec(n, splitSize, 10, 300),
+	it, err := cl.Distribute(context.Background(), jobtest.SlowSpec(n, splitSize, 10, 300),
 		client.JobOptions{Name: job, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Delivery: client.AtMostOnce})
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +180,7 @@ func TestLossReportedAfterQuickRestart(t *testing.T) {
 	name := c.Name(victim)
 	restarted := false
 	var heldAtKill map[int64]bool
-	d := drain(t, it, 60*time.Second, func(b client.Batch) {
+	d := jobtest.Drain(t, it, 60*time.Second, func(b client.Batch) {
 		if restarted || b.Worker != name || len(heldBy(c, job, name)) < 4 {
 			return
 		}
@@ -216,24 +199,24 @@ func TestLossReportedAfterQuickRestart(t *testing.T) {
 		t.Fatalf("%s was declared dead: the restart was not quick enough for this test", name)
 	}
 	lost, missing := checkLoss(t, c, cl, it, d, job, name, heldAtKill, n, splitSize)
-	t.Logf("delivered %d of %d; %d missing; %d splits reported lost of %d held at the kill", len(d.counts), n, missing, lost, len(heldAtKill))
+	t.Logf("delivered %d of %d; %d missing; %d splits reported lost of %d held at the kill", len(d.Counts), n, missing, lost, len(heldAtKill))
 }
 
 // A job whose pipeline fails on a worker shows failed in `jobs`, with the
 // worker's reason; an OFF job read to its end shows finished.
 func TestJobStateInJobs(t *testing.T) {
 	c := testcluster.Start(t, 2)
-	cl := dial(t, c, 0)
-	off, err := cl.Distribute(context.Background(), slowSpec(200, 20, 10, 1), client.JobOptions{Name: "off", Sharding: client.Off})
+	cl := jobtest.Dial(t, c, 0)
+	off, err := cl.Distribute(context.Background(), jobtest.SlowSpec(200, 20, 10, 1), client.JobOptions{Name: "off", Sharding: client.Off})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer off.Close()
-	if d := drain(t, off, 20*time.Second, nil); len(d.counts) != 200 {
-		t.Fatalf("off job delivered %d distinct elements", len(d.counts))
+	if d := jobtest.Drain(t, off, 20*time.Second, nil); len(d.Counts) != 200 {
+		t.Fatalf("off job delivered %d distinct elements", len(d.Counts))
 	}
 	c.WaitFor(t, 10*time.Second, "the off job to show finished in `jobs`", func() bool {
-		j, ok := jobInfo(t, cl, "off")
+		j, ok := jobtest.JobInfo(t, cl, "off")
 		return ok && j.State == api.JobFinished
 	})
 
@@ -270,7 +253,7 @@ func TestJobStateInJobs(t *testing.T) {
 	}
 	var info api.JobInfo
 	c.WaitFor(t, 10*time.Second, "the job to show failed in `jobs`", func() bool {
-		j, ok := jobInfo(t, cl, "corrupt")
+		j, ok := jobtest.JobInfo(t, cl, "corrupt")
 		info = j
 		return ok && j.State == api.JobFailed
 	})

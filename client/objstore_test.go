@@ -14,6 +14,7 @@ import (
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/internal/pqshard"
 	"github.com/feedmesh/feedmesh/internal/s3test"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/objstore"
 	"github.com/feedmesh/feedmesh/testcluster"
@@ -58,7 +59,7 @@ func TestDynamicParquetFromS3(t *testing.T) {
 	spec.PaddedBatch(16, 0)
 
 	c := testcluster.Start(t, 3)
-	cl := dial(t, c, 1)
+	cl := jobtest.Dial(t, c, 1)
 	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "s3-parquet", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +140,7 @@ func TestDatasetFilesChanged(t *testing.T) {
 		ObjectStore: &pipeline.ObjectStoreOptions{Endpoint: cfg.Endpoint, Region: cfg.Region, PathStyle: true},
 	}}).Batch(10, false)
 	c := testcluster.Start(t, 1)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	read := func(name string) (int, error) {
 		it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: name, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 		if err != nil {

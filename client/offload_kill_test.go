@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
 )
@@ -33,7 +34,7 @@ func TestHelperOffloadClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it, err := cl.Distribute(ctx, shuffledSpec(killN, 10, 10, 300), killOptions(os.Getenv("FEEDMESH_OFFLOAD_JOB"), "local"))
+	it, err := cl.Distribute(ctx, jobtest.ShuffledSpec(killN, 10, 10, 300), killOptions(os.Getenv("FEEDMESH_OFFLOAD_JOB"), "local"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestHelperOffloadClient(t *testing.T) {
 			t.Fatal(err) // the parent kills this process before the end
 		}
 		var sb strings.Builder
-		for _, v := range values(t, b) {
+		for _, v := range jobtest.Values(t, b) {
 			fmt.Fprintf(&sb, "%d ", v)
 		}
 		fmt.Fprintf(&sb, "%s\n", b.Worker)
@@ -109,8 +110,8 @@ func waitLines(t *testing.T, out string, n int) {
 // childDelivery is what the child returned in its first lines lines
 // (all when lines < 0), and how many of those batches its local worker
 // prepared.
-func childDelivery(t *testing.T, out string, lines int) (d delivery, local int) {
-	d = delivery{counts: map[int64]int{}}
+func childDelivery(t *testing.T, out string, lines int) (d jobtest.Delivery, local int) {
+	d = jobtest.Delivery{Counts: map[int64]int{}}
 	all := readLines(t, out)
 	if lines >= 0 {
 		all = all[:lines]
@@ -120,13 +121,13 @@ func childDelivery(t *testing.T, out string, lines int) (d delivery, local int) 
 		if strings.HasPrefix(f[len(f)-1], "client@") {
 			local++
 		}
-		d.batches++
+		d.Batches++
 		for _, s := range f[:len(f)-1] {
 			v, err := strconv.ParseInt(s, 10, 64)
 			if err != nil {
 				t.Fatal(err)
 			}
-			d.counts[v]++
+			d.Counts[v]++
 		}
 	}
 	return d, local
@@ -155,7 +156,7 @@ func TestOffloadClientKilled(t *testing.T) {
 		cmd := startChild(t, c, "killed-continue", out, "", 20)
 		// The other consumer attaches now (offload remote: it turns the
 		// nodes on, which the child's offload local had turned off).
-		b, err := dial(t, c, 1).Distribute(context.Background(), shuffledSpec(killN, 10, 10, 300), killOptions("killed-continue", "remote"))
+		b, err := jobtest.Dial(t, c, 1).Distribute(context.Background(), jobtest.ShuffledSpec(killN, 10, 10, 300), killOptions("killed-continue", "remote"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,21 +170,21 @@ func TestOffloadClientKilled(t *testing.T) {
 		if local < 20 {
 			t.Fatalf("the child's local worker prepared %d of its batches", local)
 		}
-		rest := drain(t, b, 120*time.Second, nil)
-		merged := merge(child, rest)
+		rest := jobtest.Drain(t, b, 120*time.Second, nil)
+		merged := jobtest.Merge(child, rest)
 		missing := 0
 		for v := int64(0); v < killN; v++ {
-			switch merged.counts[v] {
+			switch merged.Counts[v] {
 			case 0:
 				missing++
 			case 1:
 			default:
-				t.Fatalf("element %d delivered %d times", v, merged.counts[v])
+				t.Fatalf("element %d delivered %d times", v, merged.Counts[v])
 			}
 		}
 		st := b.Stats()
 		t.Logf("child returned %d elements before the kill, the other consumer %d; %d missing; exactly-once counters %+v",
-			len(child.counts), len(rest.counts), missing, st.Exact)
+			len(child.Counts), len(rest.Counts), missing, st.Exact)
 		// The child held at most PrefetchBatches (2) + one batch per
 		// stream (2 nodes × 2) + the local worker's batches whose receipts
 		// may be committed while they wait to be put (client.LocalAhead
@@ -222,11 +223,11 @@ func TestOffloadClientKilled(t *testing.T) {
 		o := killOptions("killed-resume", "local")
 		o.Resume = []byte(ck)
 		// The job resumes once the killed consumer's lease has expired.
-		cl := dial(t, c, 1)
+		cl := jobtest.Dial(t, c, 1)
 		deadline := time.Now().Add(30 * time.Second)
 		var it *client.Iterator
 		for {
-			it, err = cl.Distribute(context.Background(), shuffledSpec(killN, 10, 10, 300), o)
+			it, err = cl.Distribute(context.Background(), jobtest.ShuffledSpec(killN, 10, 10, 300), o)
 			if err == nil {
 				break
 			}
@@ -236,9 +237,9 @@ func TestOffloadClientKilled(t *testing.T) {
 			time.Sleep(100 * time.Millisecond) // polling the cluster for the lease's expiry
 		}
 		defer it.Close()
-		after := drain(t, it, 120*time.Second, nil)
-		checkExactly(t, merge(before, after), killN, 1)
-		t.Logf("child returned %d batches up to its checkpoint (%d of them local); resumed %d batches, stats %+v", lines, local, after.batches, it.Stats().Offload)
+		after := jobtest.Drain(t, it, 120*time.Second, nil)
+		jobtest.CheckExactly(t, jobtest.Merge(before, after), killN, 1)
+		t.Logf("child returned %d batches up to its checkpoint (%d of them local); resumed %d batches, stats %+v", lines, local, after.Batches, it.Stats().Offload)
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/internal/slowlink"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
 	"github.com/feedmesh/feedmesh/testcluster"
@@ -22,8 +23,8 @@ import (
 
 // localBatches splits a delivery's elements by who prepared them: this
 // consumer's local worker or the nodes.
-func localRows(d delivery) (local, remote int) {
-	for w, vs := range d.byWorker {
+func localRows(d jobtest.Delivery) (local, remote int) {
+	for w, vs := range d.ByWorker {
 		if _, ok := jobspec.LocalWorkerOf(w); ok {
 			local += len(vs)
 		} else {
@@ -39,7 +40,7 @@ func localRows(d delivery) (local, remote int) {
 // fraction both a part near it; the stats say the mode and the counts.
 func TestOffloadModes(t *testing.T) {
 	c := testcluster.Start(t, 2)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const n = 4000
 	for _, tc := range []struct {
 		offload        string
@@ -59,13 +60,13 @@ func TestOffloadModes(t *testing.T) {
 	} {
 		t.Run(tc.offload, func(t *testing.T) {
 			opts := client.JobOptions{Name: "offload-" + tc.offload, Sharding: client.Dynamic, Workers: client.AllWorkers, Epochs: 2, Offload: tc.offload, LocalCPUs: 1}
-			it, err := cl.Distribute(context.Background(), shuffledSpec(n, 10, 10, tc.sleepUs), opts)
+			it, err := cl.Distribute(context.Background(), jobtest.ShuffledSpec(n, 10, 10, tc.sleepUs), opts)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer it.Close()
-			d := drain(t, it, 90*time.Second, nil)
-			checkExactly(t, d, n, 2)
+			d := jobtest.Drain(t, it, 90*time.Second, nil)
+			jobtest.CheckExactly(t, d, n, 2)
 			loc, rem := localRows(d)
 			share := float64(loc) / float64(loc+rem)
 			st := it.Stats()
@@ -88,8 +89,8 @@ func TestOffloadModes(t *testing.T) {
 // say so; offload local on a job that is not DYNAMIC too.
 func TestOffloadBadInput(t *testing.T) {
 	c := testcluster.Start(t, 1)
-	cl := dial(t, c, 0)
-	spec := shuffledSpec(100, 10, 10, 1)
+	cl := jobtest.Dial(t, c, 0)
+	spec := jobtest.ShuffledSpec(100, 10, 10, 1)
 	for _, tc := range []struct {
 		name string
 		o    client.JobOptions
@@ -118,8 +119,8 @@ func TestOffloadBadInput(t *testing.T) {
 }
 
 // readPaced drains it as a training loop taking step per batch.
-func readPaced(t *testing.T, it *client.Iterator, step time.Duration) delivery {
-	return drain(t, it, 120*time.Second, func(client.Batch) {
+func readPaced(t *testing.T, it *client.Iterator, step time.Duration) jobtest.Delivery {
+	return jobtest.Drain(t, it, 120*time.Second, func(client.Batch) {
 		time.Sleep(step) // the training step's own work, not a wait for a condition
 	})
 }
@@ -141,32 +142,32 @@ func TestOffloadAuto(t *testing.T) {
 	defer cl.Close()
 	t.Run("no-stall", func(t *testing.T) {
 		const n = 800
-		it, err := cl.Distribute(ctx, shuffledSpec(n, 10, 10, 1), client.JobOptions{Name: "auto-nostall", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 1})
+		it, err := cl.Distribute(ctx, jobtest.ShuffledSpec(n, 10, 10, 1), client.JobOptions{Name: "auto-nostall", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer it.Close()
 		d := readPaced(t, it, 25*time.Millisecond) // 400 rows/s at most
-		checkExactly(t, d, n, 1)
+		jobtest.CheckExactly(t, d, n, 1)
 		st := it.Stats().Offload
 		t.Logf("%+v profile %+v", *st, st.Profile)
 		if st.Mode != "local" || st.RemoteBatches != 0 || st.Profile == nil || !strings.Contains(st.Reason, "no stall") {
 			t.Fatalf("auto without a stall: %+v", *st)
 		}
-		info, _ := jobInfo(t, cl, "auto-nostall")
+		info, _ := jobtest.JobInfo(t, cl, "auto-nostall")
 		if !info.RemoteOff {
 			t.Errorf("the nodes were turned on: %+v", info)
 		}
 	})
 	t.Run("stall", func(t *testing.T) {
 		const n = 3000
-		it, err := cl.Distribute(ctx, shuffledSpec(n, 10, 10, 2000), client.JobOptions{Name: "auto-stall", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 1})
+		it, err := cl.Distribute(ctx, jobtest.ShuffledSpec(n, 10, 10, 2000), client.JobOptions{Name: "auto-stall", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer it.Close()
-		d := drain(t, it, 120*time.Second, nil)
-		checkExactly(t, d, n, 1)
+		d := jobtest.Drain(t, it, 120*time.Second, nil)
+		jobtest.CheckExactly(t, d, n, 1)
 		st := it.Stats().Offload
 		t.Logf("%+v profile %+v", *st, st.Profile)
 		if st.Mode == "local" || st.RemoteBatches == 0 || st.LocalBatches == 0 || st.Predicted <= 0 {
@@ -262,29 +263,29 @@ func TestOffloadShareMoves(t *testing.T) {
 func TestOffloadAutoLockstepConsumers(t *testing.T) {
 	c := testcluster.Start(t, 2)
 	const n = 3000
-	spec := shuffledSpec(n, 50, 10, 100)
+	spec := jobtest.ShuffledSpec(n, 50, 10, 100)
 	name := "offload-lockstep"
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	d := delivery{counts: map[int64]int{}, byWorker: map[string][]int64{}}
+	d := jobtest.Delivery{Counts: map[int64]int{}, ByWorker: map[string][]int64{}}
 	next := func(i int, it *client.Iterator) bool {
 		b, err := it.Next(ctx)
 		if errors.Is(err, io.EOF) {
 			return false
 		}
 		if err != nil {
-			t.Fatalf("consumer %d after %d batches in all: %v; stats %+v", i, d.batches, err, it.Stats().Offload)
+			t.Fatalf("consumer %d after %d batches in all: %v; stats %+v", i, d.Batches, err, it.Stats().Offload)
 		}
-		d.batches++
-		for _, v := range values(t, b) {
-			d.counts[v]++
-			d.byWorker[b.Worker] = append(d.byWorker[b.Worker], v)
+		d.Batches++
+		for _, v := range jobtest.Values(t, b) {
+			d.Counts[v]++
+			d.ByWorker[b.Worker] = append(d.ByWorker[b.Worker], v)
 		}
 		return true
 	}
 	its := make([]*client.Iterator, 2)
 	for i := range its {
-		cl := dial(t, c, i)
+		cl := jobtest.Dial(t, c, i)
 		it, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: name, Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 1})
 		if err != nil {
 			t.Fatal(err)
@@ -307,7 +308,7 @@ func TestOffloadAutoLockstepConsumers(t *testing.T) {
 			}
 		}
 	}
-	checkExactly(t, d, n, 1)
+	jobtest.CheckExactly(t, d, n, 1)
 	for i, it := range its {
 		o := it.Stats().Offload
 		t.Logf("consumer %d: offload %s (%s), local %d remote %d batches", i, o.Mode, o.Reason, o.LocalBatches, o.RemoteBatches)
@@ -324,18 +325,18 @@ func TestOffloadAutoLockstepConsumers(t *testing.T) {
 // and the node assigned before the offload request is told it is done.
 func TestOffloadAtMostOnceEnds(t *testing.T) {
 	c := testcluster.Start(t, 2)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const n = 20000
 	for _, mode := range []string{"local", "0.5"} {
 		t.Run(mode, func(t *testing.T) {
-			it, err := cl.Distribute(context.Background(), rangeSpec(n, 500, 100),
+			it, err := cl.Distribute(context.Background(), jobtest.RangeSpec(n, 500, 100),
 				client.JobOptions{Name: "amo-" + mode, Sharding: client.Dynamic, Delivery: client.AtMostOnce, Offload: mode, LocalCPUs: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer it.Close()
-			d := drain(t, it, 60*time.Second, nil)
-			checkExactly(t, d, n, 1)
+			d := jobtest.Drain(t, it, 60*time.Second, nil)
+			jobtest.CheckExactly(t, d, n, 1)
 			if st := it.Stats(); st.SplitsLost != 0 {
 				t.Errorf("offload %s: %d splits lost, want 0 (stats %+v)", mode, st.SplitsLost, st)
 			}
@@ -373,15 +374,15 @@ func TestOffloadAutoSlowLink(t *testing.T) {
 	// runs, and whether the nodes were ever on.
 	var decided *client.OffloadStats
 	remoteOn := false
-	d := drain(t, it, 120*time.Second, func(client.Batch) {
-		if info, _ := jobInfo(t, cl, "auto-slowlink"); !info.RemoteOff {
+	d := jobtest.Drain(t, it, 120*time.Second, func(client.Batch) {
+		if info, _ := jobtest.JobInfo(t, cl, "auto-slowlink"); !info.RemoteOff {
 			remoteOn = true
 		}
 		if st := it.Stats().Offload; decided == nil && st != nil && st.Profile != nil {
 			decided = st
 		}
 	})
-	checkExactly(t, d, n, 1)
+	jobtest.CheckExactly(t, d, n, 1)
 	if decided == nil {
 		t.Fatalf("auto never decided: %+v", *it.Stats().Offload)
 	}
@@ -450,7 +451,7 @@ func TestOffloadAutoChoosesCut(t *testing.T) {
 	if st.Workers[firstLocal(st)].Batches == 0 {
 		t.Errorf("no batch of the local worker passed through the client's part: %+v", st.Workers)
 	}
-	if info, _ := jobInfo(t, cl, "cut-first"); info.Options.OffloadBoundary != 1 {
+	if info, _ := jobtest.JobInfo(t, cl, "cut-first"); info.Options.OffloadBoundary != 1 {
 		t.Errorf("the first job's offload_boundary is %d, want 1", info.Options.OffloadBoundary)
 	}
 	checkDraws(t, firstDraws, n)
@@ -462,7 +463,7 @@ func TestOffloadAutoChoosesCut(t *testing.T) {
 	defer it.Close()
 	// A consumer on another host (no profile, a fast link) joins with auto:
 	// it adopts the job's cut rather than being refused for asking none.
-	other, err := dial(t, c, 1).Distribute(ctx, spec, client.JobOptions{Name: "cut-second", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 1})
+	other, err := jobtest.Dial(t, c, 1).Distribute(ctx, spec, client.JobOptions{Name: "cut-second", Sharding: client.Dynamic, Workers: client.AllWorkers, LocalCPUs: 1})
 	if err != nil {
 		t.Fatalf("a second auto consumer: %v", err)
 	}
@@ -507,7 +508,7 @@ func TestOffloadAutoChoosesCut(t *testing.T) {
 	if so.Cut != 1 || so.Mode != client.OffloadRemote || !strings.Contains(so.Reason, "cut after 1 ops") || so.LocalBatches != 0 {
 		t.Fatalf("the second job did not cut after the first op: %+v", *so)
 	}
-	if info, _ := jobInfo(t, cl, "cut-second"); info.Options.OffloadBoundary != 1 {
+	if info, _ := jobtest.JobInfo(t, cl, "cut-second"); info.Options.OffloadBoundary != 1 {
 		t.Errorf("the job's offload_boundary is %d, want 1", info.Options.OffloadBoundary)
 	}
 }

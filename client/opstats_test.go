@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
@@ -20,7 +21,7 @@ func TestJobOpStatsAndAutotune(t *testing.T) {
 		t.Skip("starts a cluster")
 	}
 	c := testcluster.Start(t, 3)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Stop: 100_000_000, SplitSize: 200}}).
 		Map("cost", map[string]any{"sleep_us": 2000}, pipeline.ParallelismAuto).
 		Batch(8, false)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
@@ -37,9 +38,9 @@ func TestPausedWorkerStaysOutOfTheJob(t *testing.T) {
 			cfg.Worker.TaskBuffer = 4096
 		}
 	}))
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const job = "paused"
-	it, err := cl.Distribute(context.Background(), slowSpec(n, splitSize, 10, 500),
+	it, err := cl.Distribute(context.Background(), jobtest.SlowSpec(n, splitSize, 10, 500),
 		client.JobOptions{Name: job, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Delivery: client.AtMostOnce})
 	if err != nil {
 		t.Fatal(err)
@@ -48,21 +49,21 @@ func TestPausedWorkerStaysOutOfTheJob(t *testing.T) {
 	name := c.Name(victim)
 	leader := c.Node(0)
 	held := func() map[int64]bool { return heldBy(c, job, name) } // the victim's outstanding splits
-	// The pause outlasts the client's QUIC idle timeout (dial uses the fast
+	// The pause outlasts the client's QUIC idle timeout (jobtest.Dial uses the fast
 	// transport preset), as a 15 s SIGSTOP outlasts the default 5 s: the
 	// client's connections to the victim die, and it never reads the
 	// victim again.
 	pause := 2 * transport.FastConfig().MaxIdleTimeout
 	var lost map[int64]bool // what the victim held when it was cut off
 	cut := false
-	d := drain(t, it, 60*time.Second, func(b client.Batch) {
+	d := jobtest.Drain(t, it, 60*time.Second, func(b client.Batch) {
 		if cut || b.Worker != name {
 			return
 		}
 		// Cut it off once it is reading a large lease: it holds many
 		// splits, and it has the lease's answer.
 		h := held()
-		if len(h) < 100 || !h[values(t, b)[0]/splitSize] {
+		if len(h) < 100 || !h[jobtest.Values(t, b)[0]/splitSize] {
 			return
 		}
 		cut = true
@@ -118,18 +119,18 @@ func TestPausedWorkerStaysOutOfTheJob(t *testing.T) {
 
 	// Nothing twice; whatever is missing lies in a lost split, or in one the
 	// victim was sending when it was cut off (its last batches in flight).
-	for e, k := range d.counts {
+	for e, k := range d.Counts {
 		if k != 1 || e < 0 || e >= n {
 			t.Fatalf("element %d delivered %d times", e, k)
 		}
 	}
 	servedByVictim := map[int64]bool{}
-	for _, e := range d.byWorker[name] {
+	for _, e := range d.ByWorker[name] {
 		servedByVictim[e/splitSize] = true
 	}
 	missing, unaccounted := 0, map[int64]bool{}
 	for e := int64(0); e < n; e++ {
-		if d.counts[e] == 0 {
+		if d.Counts[e] == 0 {
 			missing++
 			if s := e / splitSize; !lost[s] && !servedByVictim[s] {
 				unaccounted[s] = true
@@ -146,5 +147,5 @@ func TestPausedWorkerStaysOutOfTheJob(t *testing.T) {
 	if !st.LossCounted || st.JobState != api.JobFinished || st.ElementsLost != int64(missing) {
 		t.Fatalf("%d elements missing; the client reports %d lost (counted %v, job %s)", missing, st.ElementsLost, st.LossCounted, st.JobState)
 	}
-	t.Logf("delivered %d of %d; %d missing, %d reported lost (%d splits; %d held by %s at the cut)", len(d.counts), n, missing, st.ElementsLost, st.SplitsLost, len(lost), name)
+	t.Logf("delivered %d of %d; %d missing, %d reported lost (%d splits; %d held by %s at the cut)", len(d.Counts), n, missing, st.ElementsLost, st.SplitsLost, len(lost), name)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
 )
@@ -23,22 +24,22 @@ func TestReleaseRecyclesBuffers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	it, err := cl.Distribute(context.Background(), rangeSpec(60000, 3000, 1000), client.JobOptions{Name: "recycle", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
+	it, err := cl.Distribute(context.Background(), jobtest.RangeSpec(60000, 3000, 1000), client.JobOptions{Name: "recycle", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := drain(t, it, 60*time.Second, func(b client.Batch) {
+	d := jobtest.Drain(t, it, 60*time.Second, func(b client.Batch) {
 		b.Release()
 		b.Release() // twice, and on a copy: no effect
 		c := b
 		c.Release()
 	})
 	it.Close()
-	checkExactly(t, d, 60000, 1)
+	jobtest.CheckExactly(t, d, 60000, 1)
 	st := cl.BufferStats()
-	t.Logf("%d batches, buffer stats %+v", d.batches, st)
-	if st.Reused < int64(d.batches)/2 || st.HeldBytes > 4<<20 {
-		t.Fatalf("%d of %d batches reused a buffer, %d bytes held (bound 4 MiB)", st.Reused, d.batches, st.HeldBytes)
+	t.Logf("%d batches, buffer stats %+v", d.Batches, st)
+	if st.Reused < int64(d.Batches)/2 || st.HeldBytes > 4<<20 {
+		t.Fatalf("%d of %d batches reused a buffer, %d bytes held (bound 4 MiB)", st.Reused, d.Batches, st.HeldBytes)
 	}
 
 	off, err := client.Dial(ctx, c.Node(1).Addr(), client.Options{Transport: &fast, RecycleBytes: -1})

@@ -8,47 +8,10 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
-
-// readUntil reads it until after batches batches, takes a checkpoint and
-// closes it, returning what it read and the checkpoint.
-func readUntil(t *testing.T, it *client.Iterator, batches int) (delivery, []byte) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	d := delivery{counts: map[int64]int{}, byWorker: map[string][]int64{}}
-	for d.batches < batches {
-		b, err := it.Next(ctx)
-		if err != nil {
-			t.Fatalf("after %d batches: %v", d.batches, err)
-		}
-		d.batches++
-		for _, v := range values(t, b) {
-			d.counts[v]++
-		}
-	}
-	ck, err := it.Checkpoint()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := it.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return d, ck
-}
-
-func merge(ds ...delivery) delivery {
-	m := delivery{counts: map[int64]int{}}
-	for _, d := range ds {
-		m.batches += d.batches
-		for v, k := range d.counts {
-			m.counts[v] += k
-		}
-	}
-	return m
-}
 
 // TestResumeFromCheckpoint: a consumer checkpoints after k batches and
 // closes; a fresh client resumes the job from the checkpoint: what the
@@ -64,22 +27,22 @@ func TestResumeFromCheckpoint(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 3000
 			opts := client.JobOptions{Name: "resume-" + tc.name, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: tc.epochs}
-			it, err := dial(t, c, 0).Distribute(context.Background(), shuffledSpec(n, 20, 10, 100), opts)
+			it, err := jobtest.Dial(t, c, 0).Distribute(context.Background(), jobtest.ShuffledSpec(n, 20, 10, 100), opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			before, ck := readUntil(t, it, tc.k)
+			before, ck := jobtest.ReadUntil(t, it, tc.k)
 			t.Logf("checkpoint after %d batches: %d bytes", tc.k, len(ck))
 			opts.Resume = ck
-			it2, err := dial(t, c, 1).Distribute(context.Background(), shuffledSpec(n, 20, 10, 100), opts)
+			it2, err := jobtest.Dial(t, c, 1).Distribute(context.Background(), jobtest.ShuffledSpec(n, 20, 10, 100), opts)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer it2.Close()
-			after := drain(t, it2, 120*time.Second, nil)
-			checkExactly(t, merge(before, after), n, int(tc.epochs))
+			after := jobtest.Drain(t, it2, 120*time.Second, nil)
+			jobtest.CheckExactly(t, jobtest.Merge(before, after), n, int(tc.epochs))
 			st := it2.Stats()
-			t.Logf("resumed: %d batches; exactly-once counters %+v", after.batches, st.Exact)
+			t.Logf("resumed: %d batches; exactly-once counters %+v", after.Batches, st.Exact)
 		})
 	}
 }
@@ -89,13 +52,13 @@ func TestResumeFromCheckpoint(t *testing.T) {
 // error that says so, and nothing is created.
 func TestResumeBadCheckpoint(t *testing.T) {
 	c := testcluster.Start(t, 1)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	opts := client.JobOptions{Name: "bad-ck", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers}
-	it, err := cl.Distribute(context.Background(), shuffledSpec(500, 20, 10, 1), opts)
+	it, err := cl.Distribute(context.Background(), jobtest.ShuffledSpec(500, 20, 10, 1), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, ck := readUntil(t, it, 5)
+	_, ck := jobtest.ReadUntil(t, it, 5)
 	flip := append([]byte(nil), ck...)
 	flip[len(flip)/2] ^= 0x40
 	newer := append([]byte(nil), ck...)
@@ -119,7 +82,7 @@ func TestResumeBadCheckpoint(t *testing.T) {
 				o = tc.o(o)
 			}
 			o.Resume = tc.ck
-			_, err := cl.Distribute(context.Background(), shuffledSpec(500, 20, 10, 1), o)
+			_, err := cl.Distribute(context.Background(), jobtest.ShuffledSpec(500, 20, 10, 1), o)
 			if !errors.Is(err, client.ErrBadCheckpoint) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want ErrBadCheckpoint saying %q", err, tc.want)
 			}
@@ -127,7 +90,7 @@ func TestResumeBadCheckpoint(t *testing.T) {
 	}
 	o := opts
 	o.Resume = ck
-	if _, err := cl.Distribute(context.Background(), shuffledSpec(501, 20, 10, 1), o); !errors.Is(err, client.ErrBadCheckpoint) || !strings.Contains(err.Error(), "another dataset") {
+	if _, err := cl.Distribute(context.Background(), jobtest.ShuffledSpec(501, 20, 10, 1), o); !errors.Is(err, client.ErrBadCheckpoint) || !strings.Contains(err.Error(), "another dataset") {
 		t.Fatalf("another dataset: %v", err)
 	}
 }
@@ -175,21 +138,21 @@ func TestResumeAcrossClusterChanges(t *testing.T) {
 			c := testcluster.Start(t, 3)
 			const n = 2000
 			opts := client.JobOptions{Name: "resume-" + tc.name, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: 2}
-			it, err := dial(t, c, 0).Distribute(context.Background(), shuffledSpec(n, 20, 10, 100), opts)
+			it, err := jobtest.Dial(t, c, 0).Distribute(context.Background(), jobtest.ShuffledSpec(n, 20, 10, 100), opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			before, ck := readUntil(t, it, 150)
+			before, ck := jobtest.ReadUntil(t, it, 150)
 			dialed := tc.change(t, c)
 			opts.Resume = ck
-			it2, err := dial(t, c, dialed).Distribute(context.Background(), shuffledSpec(n, 20, 10, 100), opts)
+			it2, err := jobtest.Dial(t, c, dialed).Distribute(context.Background(), jobtest.ShuffledSpec(n, 20, 10, 100), opts)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer it2.Close()
-			after := drain(t, it2, 120*time.Second, nil)
-			checkExactly(t, merge(before, after), n, 2)
-			t.Logf("%d + %d batches; workers after the change: %d", before.batches, after.batches, len(it2.Workers()))
+			after := jobtest.Drain(t, it2, 120*time.Second, nil)
+			jobtest.CheckExactly(t, jobtest.Merge(before, after), n, 2)
+			t.Logf("%d + %d batches; workers after the change: %d", before.Batches, after.Batches, len(it2.Workers()))
 		})
 	}
 }
@@ -202,27 +165,27 @@ func TestResumeTwoConsumers(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	const n = 3000
 	opts := client.JobOptions{Name: "resume-two", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Epochs: 2}
-	spec := func() *pipeline.Spec { return shuffledSpec(n, 20, 10, 100) }
-	a, err := dial(t, c, 0).Distribute(context.Background(), spec(), opts)
+	spec := func() *pipeline.Spec { return jobtest.ShuffledSpec(n, 20, 10, 100) }
+	a, err := jobtest.Dial(t, c, 0).Distribute(context.Background(), spec(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := dial(t, c, 1).Distribute(context.Background(), spec(), opts)
+	b, err := jobtest.Dial(t, c, 1).Distribute(context.Background(), spec(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	type part struct {
-		d  delivery
+		d  jobtest.Delivery
 		ck []byte
 	}
 	pa, pb := make(chan part, 1), make(chan part, 1)
-	go func() { d, ck := readUntil(t, a, 120); pa <- part{d, ck} }()
-	go func() { d, ck := readUntil(t, b, 120); pb <- part{d, ck} }()
+	go func() { d, ck := jobtest.ReadUntil(t, a, 120); pa <- part{d, ck} }()
+	go func() { d, ck := jobtest.ReadUntil(t, b, 120); pb <- part{d, ck} }()
 	x, y := <-pa, <-pb
-	ra, rb := make(chan delivery, 1), make(chan delivery, 1)
+	ra, rb := make(chan jobtest.Delivery, 1), make(chan jobtest.Delivery, 1)
 	go resumeOn(t, c, 2, spec(), opts, x.ck, ra)
 	go resumeOn(t, c, 0, spec(), opts, y.ck, rb)
-	checkExactly(t, merge(x.d, y.d, <-ra, <-rb), n, 2)
+	jobtest.CheckExactly(t, jobtest.Merge(x.d, y.d, <-ra, <-rb), n, 2)
 }
 
 // TestResumeConsumersOneAfterTheOther: consumer A reads and checkpoints
@@ -235,37 +198,37 @@ func TestResumeConsumersOneAfterTheOther(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	const n = 2000
 	opts := client.JobOptions{Name: "resume-seq", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers}
-	spec := func() *pipeline.Spec { return shuffledSpec(n, 20, 10, 100) }
-	cl := dial(t, c, 0)
+	spec := func() *pipeline.Spec { return jobtest.ShuffledSpec(n, 20, 10, 100) }
+	cl := jobtest.Dial(t, c, 0)
 	a, err := cl.Distribute(context.Background(), spec(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	da, cka := readUntil(t, a, 30)
+	da, cka := jobtest.ReadUntil(t, a, 30)
 	b, err := cl.Distribute(context.Background(), spec(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, ckb := readUntil(t, b, 30)
-	ra, rb := make(chan delivery, 1), make(chan delivery, 1)
+	db, ckb := jobtest.ReadUntil(t, b, 30)
+	ra, rb := make(chan jobtest.Delivery, 1), make(chan jobtest.Delivery, 1)
 	go resumeOn(t, c, 1, spec(), opts, cka, ra)
 	go resumeOn(t, c, 2, spec(), opts, ckb, rb)
-	checkExactly(t, merge(da, db, <-ra, <-rb), n, 1)
+	jobtest.CheckExactly(t, jobtest.Merge(da, db, <-ra, <-rb), n, 1)
 }
 
 // resumeOn reads job opts of spec to its end through node i, resumed from
 // ck, and sends what it delivered on out (an empty delivery after an
 // error, which it reports). Run it in its own goroutine, one per consumer.
-func resumeOn(t *testing.T, c *testcluster.Cluster, i int, spec *pipeline.Spec, opts client.JobOptions, ck []byte, out chan<- delivery) {
+func resumeOn(t *testing.T, c *testcluster.Cluster, i int, spec *pipeline.Spec, opts client.JobOptions, ck []byte, out chan<- jobtest.Delivery) {
 	opts.Resume = ck
-	it, err := dial(t, c, i).Distribute(context.Background(), spec, opts)
+	it, err := jobtest.Dial(t, c, i).Distribute(context.Background(), spec, opts)
 	if err != nil {
 		t.Error(err)
-		out <- delivery{counts: map[int64]int{}}
+		out <- jobtest.Delivery{Counts: map[int64]int{}}
 		return
 	}
 	defer it.Close()
-	d := drain(t, it, 120*time.Second, nil)
-	t.Logf("resumed on node %d: %d batches, %+v", i, d.batches, it.Stats().Exact)
+	d := jobtest.Drain(t, it, 120*time.Second, nil)
+	t.Logf("resumed on node %d: %d batches, %+v", i, d.Batches, it.Stats().Exact)
 	out <- d
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
@@ -26,16 +27,16 @@ func TestRollingRestartExactlyOnce(t *testing.T) {
 		testcluster.WithConfig(func(_ int, cfg *mesh.Config) { cfg.DrainTimeout = 200 * time.Millisecond }))
 	const n = 20000
 	// The client dials every node: whichever it is using is restarted too.
-	cl := dial(t, c, 0)
-	it, err := cl.Distribute(context.Background(), shuffledSpec(n, 50, 10, 200),
+	cl := jobtest.Dial(t, c, 0)
+	it, err := cl.Distribute(context.Background(), jobtest.ShuffledSpec(n, 50, 10, 200),
 		client.JobOptions{Name: "rolling", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer it.Close()
-	defer dumpJobOnFailure(t, c, "rolling", it)
+	defer jobtest.DumpJobOnFailure(t, c, "rolling", it)
 	next := 0
-	d := drain(t, it, 180*time.Second, func(b client.Batch) {
+	d := jobtest.Drain(t, it, 180*time.Second, func(b client.Batch) {
 		// One node every 100 batches (about a second), from batch 100.
 		if next < 5 && it.Stats().Batches >= int64(100*(next+1)) {
 			i := next
@@ -46,13 +47,13 @@ func TestRollingRestartExactlyOnce(t *testing.T) {
 			if err := c.Restart(i); err != nil {
 				t.Fatalf("restart %s: %v", c.Name(i), err)
 			}
-			c.WaitFor(t, 30*time.Second, c.Name(i)+" back in the cluster", func() bool { return alive(c, i) })
+			c.WaitFor(t, 30*time.Second, c.Name(i)+" back in the cluster", func() bool { return jobtest.Alive(c, i) })
 		}
 	})
 	if next < 5 {
 		t.Fatalf("the job ended after %d of 5 restarts", next)
 	}
-	checkExactly(t, d, n, 1)
+	jobtest.CheckExactly(t, d, n, 1)
 	st := it.Stats()
-	t.Logf("%d batches, 5 nodes restarted one by one; exactly-once counters %+v; reconnects %d", d.batches, st.Exact, st.Reconnects)
+	t.Logf("%d batches, 5 nodes restarted one by one; exactly-once counters %+v; reconnects %d", d.Batches, st.Exact, st.Reconnects)
 }

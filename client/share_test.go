@@ -2,9 +2,7 @@ package client_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/testcluster"
@@ -20,67 +19,6 @@ import (
 // Integration tests of ephemeral sharing (issue 5) on real nodes over QUIC.
 // Datasets are ranges, so every element carries its id: completeness and
 // duplicates are checked per worker.
-
-// collect drains it like drain, but returns its error instead of failing
-// the test, so it can run on any goroutine. hold, if not nil, is called
-// after every batch (the throttled reader blocks in it).
-func collect(it *client.Iterator, timeout time.Duration, hold func(batches int)) (delivery, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	d := delivery{counts: map[int64]int{}, byWorker: map[string][]int64{}}
-	for {
-		b, err := it.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return d, nil
-		}
-		if err != nil {
-			return d, fmt.Errorf("job %s after %d batches: %w", it.Job(), d.batches, err)
-		}
-		d.batches++
-		tv, ok := b.Get("value")
-		if !ok {
-			return d, fmt.Errorf("job %s: batch without tensor value", it.Job())
-		}
-		vs, err := tv.Int64s()
-		if err != nil {
-			return d, err
-		}
-		for _, v := range vs {
-			d.counts[v]++
-			d.byWorker[b.Worker] = append(d.byWorker[b.Worker], v)
-		}
-		if hold != nil {
-			hold(d.batches)
-		}
-	}
-}
-
-// collectAll drains every iterator concurrently; holds[i] may be nil.
-func collectAll(t *testing.T, its []*client.Iterator, holds []func(int), done func(i int)) []delivery {
-	t.Helper()
-	out := make([]delivery, len(its))
-	errs := make([]error, len(its))
-	var wg sync.WaitGroup
-	for i, it := range its {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var hold func(int)
-			if holds != nil {
-				hold = holds[i]
-			}
-			out[i], errs[i] = collect(it, 90*time.Second, hold)
-			if done != nil {
-				done(i)
-			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // distributeK starts k sharing jobs named prefix-0 … prefix-(k-1).
 func distributeK(t *testing.T, cl *client.Client, spec *pipeline.Spec, prefix string, k int, o client.JobOptions) []*client.Iterator {
@@ -98,20 +36,10 @@ func distributeK(t *testing.T, cl *client.Client, spec *pipeline.Spec, prefix st
 	return its
 }
 
-// sharedWork sums the batches the nodes' shared productions computed.
-func sharedWork(c *testcluster.Cluster) (shared, all int64) {
-	for _, i := range c.Running() {
-		w := c.Node(i).Work()
-		shared += w.SharedBatches
-		all += w.Batches
-	}
-	return shared, all
-}
-
 // noDuplicatesPerWorker fails if a worker delivered an element twice.
-func noDuplicatesPerWorker(t *testing.T, job string, d delivery) {
+func noDuplicatesPerWorker(t *testing.T, job string, d jobtest.Delivery) {
 	t.Helper()
-	for w, vs := range d.byWorker {
+	for w, vs := range d.ByWorker {
 		seen := map[int64]bool{}
 		for _, v := range vs {
 			if seen[v] {
@@ -140,16 +68,16 @@ func waitWindowsReleased(t *testing.T, c *testcluster.Cluster) {
 // produce it about once in all.
 func TestShareEightJobsOff(t *testing.T) {
 	c := testcluster.Start(t, 3)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const n, batch, k = 3000, 10, 8
-	its := distributeK(t, cl, slowSpec(n, 20, batch, 300), "sweep-off", k, client.JobOptions{Sharding: client.Off, Share: true})
-	ds := collectAll(t, its, nil, nil)
+	its := distributeK(t, cl, jobtest.SlowSpec(n, 20, batch, 300), "sweep-off", k, client.JobOptions{Sharding: client.Off, Share: true})
+	ds := jobtest.CollectAll(t, its, nil, nil)
 	for i, d := range ds {
-		checkExactly(t, d, n, 3) // OFF: every worker runs the whole dataset
+		jobtest.CheckExactly(t, d, n, 3) // OFF: every worker runs the whole dataset
 		noDuplicatesPerWorker(t, its[i].Job(), d)
 	}
 	oneJob := int64(3 * n / batch)
-	shared, all := sharedWork(c)
+	shared, all := jobtest.SharedWork(c)
 	t.Logf("%d jobs: workers produced %d shared batches (%d in all); one job needs %d", k, shared, all, oneJob)
 	if float64(all) > 1.1*float64(oneJob) {
 		t.Errorf("workers produced %d batches for %d sharing jobs; one job needs %d (limit 1.1×)", all, k, oneJob)
@@ -181,15 +109,15 @@ func TestShareEightJobsOff(t *testing.T) {
 // workers produce it once in all.
 func TestShareEightJobsDynamic(t *testing.T) {
 	c := testcluster.Start(t, 3)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const n, batch, k = 6000, 10, 8
-	its := distributeK(t, cl, slowSpec(n, 20, batch, 300), "sweep-dyn", k, client.JobOptions{Sharding: client.Dynamic, Offload: client.OffloadRemote, Share: true})
-	ds := collectAll(t, its, nil, nil)
+	its := distributeK(t, cl, jobtest.SlowSpec(n, 20, batch, 300), "sweep-dyn", k, client.JobOptions{Sharding: client.Dynamic, Offload: client.OffloadRemote, Share: true})
+	ds := jobtest.CollectAll(t, its, nil, nil)
 	for _, d := range ds {
-		checkExactly(t, d, n, 1)
+		jobtest.CheckExactly(t, d, n, 1)
 	}
 	oneJob := int64(n / batch)
-	shared, all := sharedWork(c)
+	shared, all := jobtest.SharedWork(c)
 	t.Logf("%d jobs: workers produced %d shared batches (%d in all); one job needs %d", k, shared, all, oneJob)
 	if float64(all) > 1.1*float64(oneJob) {
 		t.Errorf("workers produced %d batches for %d sharing jobs; one job needs about %d (limit 1.1×)", all, k, oneJob)
@@ -218,9 +146,9 @@ func TestShareEightJobsDynamic(t *testing.T) {
 // and gets the whole dataset.
 func TestShareDynamicFirstJobLeaves(t *testing.T) {
 	c := testcluster.Start(t, 3)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const n = 4000
-	spec := slowSpec(n, 20, 10, 200)
+	spec := jobtest.SlowSpec(n, 20, 10, 200)
 	first, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: "first", Sharding: client.Dynamic, Offload: client.OffloadRemote, Share: true, GCAfter: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +164,7 @@ func TestShareDynamicFirstJobLeaves(t *testing.T) {
 	first.Close()
 	_, leader := c.WaitLeader(t, 10*time.Second)
 	gone := false
-	d, err := collect(second, 60*time.Second, func(batches int) {
+	d, err := jobtest.Collect(second, 60*time.Second, func(batches int) {
 		if !gone && batches == 20 {
 			// Stop reading until "first" is collected: the rest of the
 			// dataset is leased after that.
@@ -253,7 +181,7 @@ func TestShareDynamicFirstJobLeaves(t *testing.T) {
 	if !gone {
 		t.Fatal("second job ended before the first was collected")
 	}
-	checkExactly(t, d, n, 1)
+	jobtest.CheckExactly(t, d, n, 1)
 }
 
 // One job stops reading: the others finish without it, and when it
@@ -263,9 +191,9 @@ func TestShareThrottledJob(t *testing.T) {
 	c := testcluster.Start(t, 3, testcluster.WithConfig(func(i int, cfg *mesh.Config) {
 		cfg.Worker.ShareWindowBytes = 32 << 10 // ~200 small batches
 	}))
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const n, batch, k = 20000, 10, 4
-	its := distributeK(t, cl, slowSpec(n, 100, batch, 20), "throttle", k, client.JobOptions{Sharding: client.Off, Share: true})
+	its := distributeK(t, cl, jobtest.SlowSpec(n, 100, batch, 20), "throttle", k, client.JobOptions{Sharding: client.Off, Share: true})
 	release := make(chan struct{})
 	var finished sync.WaitGroup
 	finished.Add(k - 1)
@@ -276,23 +204,23 @@ func TestShareThrottledJob(t *testing.T) {
 			<-release // the throttled job stops reading until the others are done
 		}
 	}
-	ds := collectAll(t, its, holds, func(i int) {
+	ds := jobtest.CollectAll(t, its, holds, func(i int) {
 		if i != k-1 {
 			finished.Done()
 		}
 	})
 	for i, d := range ds[:k-1] {
-		checkExactly(t, d, n, 3)
+		jobtest.CheckExactly(t, d, n, 3)
 		noDuplicatesPerWorker(t, its[i].Job(), d)
 	}
 	slow := its[k-1]
 	noDuplicatesPerWorker(t, slow.Job(), ds[k-1])
 	st := shareStats(t, slow)
-	t.Logf("throttled job: %d of %d elements, share stats %+v", len(ds[k-1].counts), n, st)
+	t.Logf("throttled job: %d of %d elements, share stats %+v", len(ds[k-1].Counts), n, st)
 	if st.EvictedBeforeRead == 0 {
 		t.Errorf("throttled job reports no evictions: %+v", st)
 	}
-	if got := int64(ds[k-1].batches); got+st.EvictedBeforeRead != int64(3*n/batch) {
+	if got := int64(ds[k-1].Batches); got+st.EvictedBeforeRead != int64(3*n/batch) {
 		t.Errorf("throttled job read %d batches and missed %d: want %d in all", got, st.EvictedBeforeRead, 3*n/batch)
 	}
 	for i := range k - 1 {
@@ -305,27 +233,27 @@ func TestShareThrottledJob(t *testing.T) {
 // Jobs over different datasets never read each other's windows.
 func TestShareDifferentSpecsStayApart(t *testing.T) {
 	c := testcluster.Start(t, 3)
-	cl := dial(t, c, 0)
+	cl := jobtest.Dial(t, c, 0)
 	const n = 1000
-	a := slowSpec(n, 20, 10, 200)
+	a := jobtest.SlowSpec(n, 20, 10, 200)
 	b := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 1 << 40, Stop: 1<<40 + n, SplitSize: 20}})
 	b.Cost(0, 200)
 	b.Batch(10, false)
 	its := distributeK(t, cl, a, "spec-a", 2, client.JobOptions{Share: true})
 	its = append(its, distributeK(t, cl, b, "spec-b", 2, client.JobOptions{Share: true})...)
-	ds := collectAll(t, its, nil, nil)
+	ds := jobtest.CollectAll(t, its, nil, nil)
 	for i, d := range ds {
 		lo := int64(0)
 		if i >= 2 {
 			lo = 1 << 40
 		}
-		for v := range d.counts {
+		for v := range d.Counts {
 			if v < lo || v >= lo+n {
 				t.Fatalf("job %s received element %d of the other dataset", its[i].Job(), v)
 			}
 		}
-		if len(d.counts) != n {
-			t.Errorf("job %s: %d distinct elements, want %d", its[i].Job(), len(d.counts), n)
+		if len(d.Counts) != n {
+			t.Errorf("job %s: %d distinct elements, want %d", its[i].Job(), len(d.Counts), n)
 		}
 	}
 }
@@ -336,13 +264,13 @@ func TestShareBatchLargerThanWindow(t *testing.T) {
 	c := testcluster.Start(t, 1, testcluster.WithConfig(func(i int, cfg *mesh.Config) {
 		cfg.Worker.ShareWindowBytes = 256
 	}))
-	cl := dial(t, c, 0)
-	it := distributeK(t, cl, rangeSpec(1000, 100, 100), "too-large", 1, client.JobOptions{Share: true})[0]
-	_, err := collect(it, 30*time.Second, nil)
+	cl := jobtest.Dial(t, c, 0)
+	it := distributeK(t, cl, jobtest.RangeSpec(1000, 100, 100), "too-large", 1, client.JobOptions{Share: true})[0]
+	_, err := jobtest.Collect(it, 30*time.Second, nil)
 	if err == nil || !strings.Contains(err.Error(), "larger than the share window") || !strings.Contains(err.Error(), "ShareWindowBytes") {
 		t.Fatalf("err = %v, want one saying the batch is larger than the share window", err)
 	}
-	if _, err := cl.Distribute(context.Background(), rangeSpec(10, 1, 1), client.JobOptions{Name: "static-share", Sharding: client.Static, Share: true}); err == nil {
+	if _, err := cl.Distribute(context.Background(), jobtest.RangeSpec(10, 1, 1), client.JobOptions{Name: "static-share", Sharding: client.Static, Share: true}); err == nil {
 		t.Fatal("sharing with static sharding was accepted")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
 )
@@ -26,12 +27,12 @@ func TestStreamsPerWorker(t *testing.T) {
 		sh    client.Sharding
 		times int
 	}{{client.Dynamic, 1}, {client.Off, 3}} {
-		it, err := cl.Distribute(context.Background(), rangeSpec(3000, 20, 8), client.JobOptions{Name: "streams-" + string(tc.sh), Sharding: tc.sh, Workers: client.AllWorkers, Offload: client.OffloadRemote})
+		it, err := cl.Distribute(context.Background(), jobtest.RangeSpec(3000, 20, 8), client.JobOptions{Name: "streams-" + string(tc.sh), Sharding: tc.sh, Workers: client.AllWorkers, Offload: client.OffloadRemote})
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := drain(t, it, 60*time.Second, nil)
+		d := jobtest.Drain(t, it, 60*time.Second, nil)
 		it.Close()
-		checkExactly(t, d, 3000, tc.times)
+		jobtest.CheckExactly(t, d, 3000, tc.times)
 	}
 }
