@@ -1,4 +1,4 @@
-package client_test
+package offload
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package client_test
+package offload
 
 import (
 	"bufio"
@@ -75,6 +75,11 @@ func TestHelperOffloadClient(t *testing.T) {
 }
 
 const killN = 3000
+
+// localAhead is client's localAhead: up to that many of the local
+// worker's batches wait for their receipts. This package cannot see it;
+// client's TestLocalAheadMirrored fails when the two differ.
+const localAhead = 8
 
 func killOptions(name, offload string) client.JobOptions {
 	return client.JobOptions{Name: name, Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: offload, LocalCPUs: 1,
@@ -187,11 +192,11 @@ func TestOffloadClientKilled(t *testing.T) {
 			len(child.Counts), len(rest.Counts), missing, st.Exact)
 		// The child held at most PrefetchBatches (2) + one batch per
 		// stream (2 nodes × 2) + the local worker's batches whose receipts
-		// may be committed while they wait to be put (client.LocalAhead
+		// may be committed while they wait to be put (localAhead
 		// queued, and the one being put), of 10 elements each. (With one
 		// for the local worker, this bound failed once in a loaded run:
 		// 360 missing, 260 abandoned.)
-		const held = (2 + 4 + client.LocalAhead + 1) * 10
+		const held = (2 + 4 + localAhead + 1) * 10
 		if st.Exact == nil || int64(missing) > st.Exact.Abandoned+held {
 			t.Fatalf("%d elements reached neither trainer; the cluster counts %+v abandoned, and the child held at most %d", missing, st.Exact, held)
 		}
