@@ -1,7 +1,7 @@
 // Package systemtest is the home of feedmesh's system tests: end-to-end
 // tests of the whole system (client, nodes, gossip, Raft, QUIC) on
 // in-process clusters of real nodes (testcluster: memberlist, Raft with
-// raft-boltdb on disk, QUIC on loopback), by topic:
+// raft-boltdb on disk, QUIC on loopback) or on node processes, by topic:
 //
 //   - delivery: how a job delivers (sharding modes, exactly-once,
 //     lockstep consumers, resume from checkpoints, streams, compression,
@@ -13,6 +13,9 @@
 //   - coordinated: coordinated reads (rounds) and their faults
 //   - autoscale: autoscaling and op autotuning
 //   - sharing: ephemeral sharing and autocache
+//   - process: real node processes (the feedmesh binary, built by the
+//     tests) SIGKILLed, SIGTERMed and restarted; the chaos test (build
+//     tag chaos, run by hand)
 //
 // The packages hold tests only; what they share (dialing, reading a job
 // to its end, checking what arrived, the specs) is in

@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -21,29 +20,6 @@ import (
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport"
 )
-
-// helperNodeEnv makes this test binary run `feedmesh node` with the
-// arguments after "--" (TestHelperNodeProcess), so a test can start real
-// node processes and SIGKILL them.
-const helperNodeEnv = "FEEDMESH_TEST_NODE_PROCESS"
-
-func TestHelperNodeProcess(t *testing.T) {
-	if os.Getenv(helperNodeEnv) != "1" {
-		t.Skip("runs as a node process for the process tests")
-	}
-	args := os.Args
-	for i, a := range args {
-		if a == "--" {
-			args = args[i+1:]
-			break
-		}
-	}
-	// SIGTERM and Ctrl-C stop the node gracefully, as in the real binary.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, args, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
 
 // freePort returns a port free for both TCP and UDP on loopback (gossip
 // uses both; QUIC, UDP).
@@ -79,8 +55,7 @@ type nodeProcess struct {
 // ports and arguments).
 func (np *nodeProcess) start(t *testing.T) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestHelperNodeProcess$", "--"}, np.args...)...)
-	cmd.Env = append(os.Environ(), helperNodeEnv+"=1")
+	cmd := exec.Command(feedmeshBinary(t), np.args...)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if testing.Verbose() {
 		cmd.Stderr = os.Stderr

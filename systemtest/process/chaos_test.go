@@ -1,6 +1,6 @@
 //go:build chaos
 
-package main
+package process
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 // were lost (ElementsLost, once the job has finished) are the elements
 // missing, no more, no fewer (README, "Job state and loss").
 //
-//	go test -tags chaos ./cmd/feedmesh -run TestChaos -v -timeout 20m
+//	go test -tags chaos ./systemtest/process -run TestChaos -v -timeout 20m
 //
 // FEEDMESH_CHAOS_DURATION (default 10m) and FEEDMESH_CHAOS_SEED set the
 // run's length and its random choices.
