@@ -17,7 +17,7 @@ import (
 // half an epoch, by one consumer and by each of two consumers, and in
 // epoch 2 of 3 by one consumer.
 //
-//	go test ./client -run '^$' -bench CheckpointBytes -benchtime 1x
+//	go test ./systemtest/delivery -run '^$' -bench CheckpointBytes -benchtime 1x
 func BenchmarkCheckpointBytes(b *testing.B) {
 	const n = 1_000_000
 	spec := func() *pipeline.Spec {
