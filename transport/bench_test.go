@@ -4,6 +4,8 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"github.com/feedmesh/feedmesh/internal/testutil"
 )
 
 // BenchmarkDataStream measures frames of 1 MiB tails over one KindData stream
@@ -13,7 +15,7 @@ func BenchmarkDataStream(b *testing.B) {
 	cfg := DefaultConfig() // production timeouts: a loaded machine must not fail the run
 	srv := startNode(b, nodeOpts{cfg: &cfg, noRPC: true})
 	cli := startNode(b, nodeOpts{cfg: &cfg, noServer: true})
-	s, err := cli.t.Dial(ctxT(b, 5*time.Second), srv.addr(), KindData)
+	s, err := cli.t.Dial(testutil.Ctx(b, 5*time.Second), srv.addr(), KindData)
 	if err != nil {
 		b.Fatal(err)
 	}

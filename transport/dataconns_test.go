@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/internal/testutil"
 	"github.com/quic-go/quic-go"
 )
 
@@ -14,7 +15,7 @@ func TestDataConnsSpreadsDataStreams(t *testing.T) {
 	cfg.DataConns = 3
 	srv := startNode(t, nodeOpts{})
 	cli := startNode(t, nodeOpts{cfg: &cfg, noServer: true, noRPC: true})
-	ctx := ctxT(t, 5*time.Second)
+	ctx := testutil.Ctx(t, 5*time.Second)
 	conns := map[*quic.Conn]int{}
 	var streams []*Stream
 	for i := 0; i < 9; i++ {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/internal/testutil"
 	"github.com/quic-go/quic-go"
 )
 
@@ -36,7 +37,7 @@ func TestRestartedPeerResetsStaleConnection(t *testing.T) {
 	a.echo(t, addr)
 
 	// Crash: nothing b sends from now on leaves the host.
-	b.fc.blackhole.Store(true)
+	b.fc.On.Store(true)
 	b.stop()
 
 	a.t.mu.Lock()
@@ -64,7 +65,7 @@ func TestRestartedPeerResetsStaleConnection(t *testing.T) {
 func TestVanishedPeerFailsRead(t *testing.T) {
 	a := startNode(t, nodeOpts{noRPC: true})
 	b := startNode(t, nodeOpts{noRPC: true, faulty: true})
-	s, err := a.t.Dial(ctxT(t, 3*time.Second), b.addr(), KindData)
+	s, err := a.t.Dial(testutil.Ctx(t, 3*time.Second), b.addr(), KindData)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestVanishedPeerFailsRead(t *testing.T) {
 		_, err := s.Read(make([]byte, 1))
 		readErr <- err
 	}()
-	b.fc.blackhole.Store(true)
+	b.fc.On.Store(true)
 	start := time.Now()
 	select {
 	case err := <-readErr:
@@ -116,7 +117,7 @@ func TestBadInput(t *testing.T) {
 	// rawRequest sends raw bytes on a control stream and returns the response.
 	rawRequest := func(t *testing.T, raw []byte) rpcResponse {
 		t.Helper()
-		s, err := a.t.Dial(ctxT(t, 3*time.Second), b.addr(), KindControl)
+		s, err := a.t.Dial(testutil.Ctx(t, 3*time.Second), b.addr(), KindControl)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,14 +195,14 @@ func TestBadInput(t *testing.T) {
 		a.echo(t, b.addr())
 	})
 	t.Run("unknown method", func(t *testing.T) {
-		err := Call(ctxT(t, 3*time.Second), a.t, a.codec, b.addr(), "no/such", nil, nil)
+		err := Call(testutil.Ctx(t, 3*time.Second), a.t, a.codec, b.addr(), "no/such", nil, nil)
 		if !errors.Is(err, ErrUnknownMethod) {
 			t.Fatalf("unknown method: %v", err)
 		}
 		a.echo(t, b.addr())
 	})
 	t.Run("unknown stream kind", func(t *testing.T) {
-		s, err := a.t.Dial(ctxT(t, 3*time.Second), b.addr(), StreamKind(99))
+		s, err := a.t.Dial(testutil.Ctx(t, 3*time.Second), b.addr(), StreamKind(99))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,18 +211,18 @@ func TestBadInput(t *testing.T) {
 		a.echo(t, b.addr())
 	})
 	t.Run("no kind byte", func(t *testing.T) {
-		c, _, err := a.t.conn(ctxT(t, 3*time.Second), keyFor(b.addr(), KindData))
+		c, _, err := a.t.conn(testutil.Ctx(t, 3*time.Second), keyFor(b.addr(), KindData))
 		if err != nil {
 			t.Fatal(err)
 		}
-		silent, err := c.OpenStreamSync(ctxT(t, 3*time.Second))
+		silent, err := c.OpenStreamSync(testutil.Ctx(t, 3*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer silent.CancelRead(0)
 		// The peer learns of a silent stream when a later stream on the same
 		// connection arrives.
-		later, err := c.OpenStreamSync(ctxT(t, 3*time.Second))
+		later, err := c.OpenStreamSync(testutil.Ctx(t, 3*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,7 +259,7 @@ func TestAcceptBacklogFull(t *testing.T) {
 	a := startNode(t, nodeOpts{noServer: true})
 	var streams []*Stream
 	for range 3 {
-		s, err := a.t.Dial(ctxT(t, 3*time.Second), b.addr(), KindData)
+		s, err := a.t.Dial(testutil.Ctx(t, 3*time.Second), b.addr(), KindData)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -287,7 +288,7 @@ func TestMaxIncomingConns(t *testing.T) {
 	first := startNode(t, nodeOpts{noServer: true})
 	first.echo(t, b.addr())
 	second := startNode(t, nodeOpts{noServer: true})
-	err := Call(ctxT(t, 3*time.Second), second.t, second.codec, b.addr(), "echo", "x", nil)
+	err := Call(testutil.Ctx(t, 3*time.Second), second.t, second.codec, b.addr(), "echo", "x", nil)
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "too many connections") {
 		t.Fatalf("second connection: %v, want it refused", err)
 	}
@@ -323,17 +324,12 @@ func TestForgetDuringDial(t *testing.T) {
 		_, _, err := a.t.conn(ctx, key)
 		done <- err
 	}()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+	testutil.WaitFor(t, 5*time.Second, "the dial to show up in the cache", func() bool {
 		a.t.mu.Lock()
+		defer a.t.mu.Unlock()
 		_, inFlight := a.t.dialed[key]
-		a.t.mu.Unlock()
-		if inFlight {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the dial never showed up in the cache")
-		}
-	}
+		return inFlight
+	})
 	a.t.forget(key, old) // not key's connection: closes old, keeps the entry
 	a.t.mu.Lock()
 	_, kept := a.t.dialed[key]
@@ -367,7 +363,7 @@ func TestGivingUpOnAStreamKeepsTheConnection(t *testing.T) {
 	b := startNode(t, nodeOpts{noRPC: true, cfg: &cfg})
 	var open []*Stream
 	for i := range 2 {
-		s, err := a.t.Dial(ctxT(t, 3*time.Second), b.addr(), KindControl)
+		s, err := a.t.Dial(testutil.Ctx(t, 3*time.Second), b.addr(), KindControl)
 		if err != nil {
 			t.Fatalf("stream %d: %v", i, err)
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/feedmesh/feedmesh/internal/testutil"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 )
@@ -243,7 +244,7 @@ func TestTransportStreamOverGRO(t *testing.T) {
 		t.Skip("kernel refused UDP_GRO")
 	}
 	payload := pattern(8<<20, 9)
-	s, err := a.t.Dial(ctxT(t, 5*time.Second), b.addr(), KindData)
+	s, err := a.t.Dial(testutil.Ctx(t, 5*time.Second), b.addr(), KindData)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/internal/testutil"
 	"github.com/quic-go/quic-go"
 )
 
@@ -140,7 +141,7 @@ func TestIdleControlStreamsDoNotStarveMembers(t *testing.T) {
 		}
 	}()
 	for range 300 {
-		s, err := a.t.Dial(ctxT(t, 3*time.Second), b.addr(), KindControl)
+		s, err := a.t.Dial(testutil.Ctx(t, 3*time.Second), b.addr(), KindControl)
 		if err != nil {
 			break // the node refused further streams: fine
 		}
@@ -174,7 +175,7 @@ func TestIdleConnsDoNotLockOutMembers(t *testing.T) {
 	member := startNode(t, nodeOpts{noServer: true, addr: "127.0.0.2:0"})
 	opened := 0
 	for range cfg.MaxIncomingConns + 16 {
-		c, err := a.t.dial(ctxT(t, 3*time.Second), b.addr())
+		c, err := a.t.dial(testutil.Ctx(t, 3*time.Second), b.addr())
 		if err != nil {
 			continue
 		}
@@ -183,7 +184,7 @@ func TestIdleConnsDoNotLockOutMembers(t *testing.T) {
 	}
 	t.Logf("stranger opened %d connections", opened)
 	start := time.Now()
-	err := Call(ctxT(t, 5*time.Second), member.t, member.codec, b.addr(), "echo", "x", nil)
+	err := Call(testutil.Ctx(t, 5*time.Second), member.t, member.codec, b.addr(), "echo", "x", nil)
 	d := time.Since(start)
 	t.Logf("member's echo: %s, %v", d, err)
 	if err != nil {
@@ -205,7 +206,7 @@ func TestLargeRequestsGiveBudgetBack(t *testing.T) {
 	big := string(make([]byte, 6<<20))
 	for i := range 5 {
 		var got string
-		if err := Call(ctxT(t, 5*time.Second), a.t, a.codec, b.addr(), "echo", big, &got); err != nil {
+		if err := Call(testutil.Ctx(t, 5*time.Second), a.t, a.codec, b.addr(), "echo", big, &got); err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
 		if len(got) != len(big) {

@@ -6,10 +6,10 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/internal/testutil"
 	"go.uber.org/goleak"
 )
 
@@ -17,35 +17,14 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// faultyConn wraps a UDP socket so tests can make a node vanish: with blackhole
-// set, every datagram in either direction is dropped, as if the host died.
-type faultyConn struct {
-	net.PacketConn
-	blackhole atomic.Bool
-}
-
-func (f *faultyConn) WriteTo(p []byte, addr net.Addr) (int, error) {
-	if f.blackhole.Load() {
-		return len(p), nil
-	}
-	return f.PacketConn.WriteTo(p, addr)
-}
-
-func (f *faultyConn) ReadFrom(p []byte) (int, net.Addr, error) {
-	for {
-		n, addr, err := f.PacketConn.ReadFrom(p)
-		if err != nil || !f.blackhole.Load() {
-			return n, addr, err
-		}
-	}
-}
-
 // node is one transport with its socket, TLS and an RPC server with an "echo"
-// method, closed at test cleanup.
+// method, closed at test cleanup: internal/testutil/quictest's Node, which
+// this package's internal tests cannot import (it imports transport),
+// built on the same socket (testutil.Loopback, testutil.Blackhole).
 type node struct {
 	t     *Transport
-	pc    net.PacketConn
-	fc    *faultyConn
+	udp   *net.UDPConn
+	fc    *testutil.Blackhole // nil unless started faulty
 	codec *Codec
 	rpc   *RPCServer
 	serve chan error
@@ -90,9 +69,6 @@ func (h *recordHandler) count(msg string) int {
 
 func startNode(tb testing.TB, o nodeOpts) *node {
 	tb.Helper()
-	if o.addr == "" {
-		o.addr = "127.0.0.1:0"
-	}
 	cfg := FastConfig()
 	if o.cfg != nil {
 		cfg = *o.cfg
@@ -107,20 +83,10 @@ func startNode(tb testing.TB, o nodeOpts) *node {
 	if o.noServer {
 		o.serverTLS = nil
 	}
-	ua, err := net.ResolveUDPAddr("udp", o.addr)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	udp, err := net.ListenUDP("udp", ua)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	n := &node{pc: udp}
-	if o.faulty {
-		n.fc = &faultyConn{PacketConn: udp}
-		n.pc = n.fc
-	}
-	n.t, err = New(n.pc, o.serverTLS, o.clientTLS, cfg, o.log)
+	udp, pc, fc := testutil.Loopback(tb, o.addr, o.faulty)
+	n := &node{udp: udp, fc: fc}
+	var err error
+	n.t, err = New(pc, o.serverTLS, o.clientTLS, cfg, o.log)
 	if err != nil {
 		udp.Close()
 		tb.Fatal(err)
@@ -154,7 +120,7 @@ func (n *node) stop() {
 		n.rpc = nil
 	}
 	n.t.Close()
-	n.pc.Close()
+	n.udp.Close()
 }
 
 func (n *node) addr() string { return n.t.Addr().String() }
@@ -171,10 +137,4 @@ func (n *node) echo(tb testing.TB, addr string) {
 	if got != "ping" {
 		tb.Fatalf("echo to %s: got %q", addr, got)
 	}
-}
-
-func ctxT(tb testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	tb.Cleanup(cancel)
-	return ctx
 }

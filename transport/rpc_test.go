@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/feedmesh/feedmesh/internal/testutil"
 )
 
 func TestRPCErrorsAndDeadlines(t *testing.T) {
@@ -42,7 +44,7 @@ func TestRPCErrorsAndDeadlines(t *testing.T) {
 		return nil, ctx.Err()
 	})
 	call := func(method string, req, resp any, d time.Duration) error {
-		return Call(ctxT(t, d), cli.t, cli.codec, srv.addr(), method, req, resp)
+		return Call(testutil.Ctx(t, d), cli.t, cli.codec, srv.addr(), method, req, resp)
 	}
 
 	var sum int
@@ -127,7 +129,7 @@ func TestRPCConcurrencyBoundAndClose(t *testing.T) {
 	errs := make(chan error, calls)
 	for range calls {
 		wg.Go(func() {
-			errs <- Call(ctxT(t, 5*time.Second), cli.t, cli.codec, srv.addr(), "hold", nil, nil)
+			errs <- Call(testutil.Ctx(t, 5*time.Second), cli.t, cli.codec, srv.addr(), "hold", nil, nil)
 		})
 	}
 	for range 2 {
@@ -158,7 +160,7 @@ func TestRPCConcurrencyBoundAndClose(t *testing.T) {
 	})
 	done := make(chan error, 1)
 	go func() {
-		done <- Call(ctxT(t, 5*time.Second), cli.t, cli.codec, srv.addr(), "block", nil, nil)
+		done <- Call(testutil.Ctx(t, 5*time.Second), cli.t, cli.codec, srv.addr(), "block", nil, nil)
 	}()
 	<-started
 	closed := make(chan struct{})
@@ -183,7 +185,7 @@ func TestRPCSilentCaller(t *testing.T) {
 	srv := startNode(t, nodeOpts{})
 	srv.rpc.SetReadTimeout(200 * time.Millisecond)
 	cli := startNode(t, nodeOpts{noServer: true})
-	s, err := cli.t.Dial(ctxT(t, 3*time.Second), srv.addr(), KindControl)
+	s, err := cli.t.Dial(testutil.Ctx(t, 3*time.Second), srv.addr(), KindControl)
 	if err != nil {
 		t.Fatal(err)
 	}

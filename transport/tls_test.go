@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/feedmesh/feedmesh/internal/testutil"
 )
 
 type testCA struct {
@@ -138,7 +140,7 @@ func TestMutualTLS(t *testing.T) {
 	reject := func(name string, c *tls.Config) {
 		t.Helper()
 		cli := startNode(t, nodeOpts{clientTLS: c, noServer: true})
-		err := Call(ctxT(t, 2*time.Second), cli.t, cli.codec, a.addr(), "echo", "x", nil)
+		err := Call(testutil.Ctx(t, 2*time.Second), cli.t, cli.codec, a.addr(), "echo", "x", nil)
 		if err == nil || !strings.Contains(err.Error(), "tls:") {
 			t.Fatalf("%s: call returned %v, want a TLS rejection", name, err)
 		}

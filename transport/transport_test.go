@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/feedmesh/feedmesh/internal/testutil"
 )
 
 func acceptT(tb testing.TB, l net.Listener) *Stream {
@@ -39,7 +41,7 @@ func TestDialEachKindRoundTrip(t *testing.T) {
 	b := startNode(t, nodeOpts{noRPC: true})
 	for _, kind := range []StreamKind{KindRaft, KindControl, KindData} {
 		t.Run(kind.String(), func(t *testing.T) {
-			s, err := a.t.Dial(ctxT(t, 3*time.Second), b.addr(), kind)
+			s, err := a.t.Dial(testutil.Ctx(t, 3*time.Second), b.addr(), kind)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,7 +113,7 @@ func TestManyConcurrentStreams(t *testing.T) {
 		}
 		wg.Wait()
 	})
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testutil.Ctx(t, 10*time.Second)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
@@ -159,7 +161,7 @@ func TestStreamNetConnSemantics(t *testing.T) {
 	a := startNode(t, nodeOpts{noRPC: true})
 	b := startNode(t, nodeOpts{noRPC: true})
 	dial := func() (*Stream, *Stream) {
-		s, err := a.t.Dial(ctxT(t, 3*time.Second), b.addr(), KindRaft)
+		s, err := a.t.Dial(testutil.Ctx(t, 3*time.Second), b.addr(), KindRaft)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,7 +279,7 @@ func TestStreamNetConnSemantics(t *testing.T) {
 func TestCloseIsPromptAndIdempotent(t *testing.T) {
 	a := startNode(t, nodeOpts{noRPC: true})
 	b := startNode(t, nodeOpts{noRPC: true})
-	s, err := a.t.Dial(ctxT(t, 3*time.Second), b.addr(), KindData)
+	s, err := a.t.Dial(testutil.Ctx(t, 3*time.Second), b.addr(), KindData)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +307,7 @@ func TestCloseIsPromptAndIdempotent(t *testing.T) {
 		}
 	}
 	b.t.Close()
-	if _, err := b.t.Dial(ctxT(t, time.Second), a.addr(), KindData); !errors.Is(err, net.ErrClosed) {
+	if _, err := b.t.Dial(testutil.Ctx(t, time.Second), a.addr(), KindData); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("dial after close: %v", err)
 	}
 	// The peer learns at once (CONNECTION_CLOSE), not after the idle timeout.
@@ -353,7 +355,7 @@ func TestConfigValidate(t *testing.T) {
 func TestUnreadDataDoesNotBlockControl(t *testing.T) {
 	b := startNode(t, nodeOpts{})
 	a := startNode(t, nodeOpts{noServer: true})
-	s, err := a.t.Dial(ctxT(t, 3*time.Second), b.addr(), KindData)
+	s, err := a.t.Dial(testutil.Ctx(t, 3*time.Second), b.addr(), KindData)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/feedmesh/feedmesh/internal/testutil"
 )
 
 // TestWindowBudgetArithmetic: increases are granted while they fit,
@@ -54,7 +56,7 @@ func TestReceiveWindowBounded(t *testing.T) {
 	errs := make(chan error, 2*peers)
 	for range peers {
 		c := startNode(t, nodeOpts{noServer: true})
-		s, err := c.t.Dial(ctxT(t, 5*time.Second), srv.addr(), KindData)
+		s, err := c.t.Dial(testutil.Ctx(t, 5*time.Second), srv.addr(), KindData)
 		if err != nil {
 			t.Fatal(err)
 		}

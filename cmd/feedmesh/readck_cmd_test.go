@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,37 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/tensor"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
-
-// dumpValues reads a --dump file of a range dataset: each line's "value".
-func dumpValues(t *testing.T, path string) []int64 {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var vs []int64
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var line map[string]int64
-		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			t.Fatalf("%s: line %q: %v", path, sc.Text(), err)
-		}
-		v, ok := line["value"]
-		if !ok || len(line) != 1 {
-			t.Fatalf("%s: line %q, want {\"value\": N}", path, sc.Text())
-		}
-		vs = append(vs, v)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return vs
-}
 
 // read --take K --checkpoint (and --dump), then read --resume --dump on
 // another node: the two dumps hold the dataset exactly once. A corrupted
@@ -119,7 +92,7 @@ func TestReadCheckpointAndResume(t *testing.T) {
 		t.Errorf("resumed read: %+v", second)
 	}
 	counts := map[int64]int{}
-	for _, v := range append(dumpValues(t, part1), dumpValues(t, part2)...) {
+	for _, v := range append(jobtest.DumpValues(t, part1), jobtest.DumpValues(t, part2)...) {
 		counts[v]++
 	}
 	for v := range int64(n) {
@@ -269,7 +242,7 @@ func TestReadInterruptedCheckpoint(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
-	got := dumpValues(t, part1)
+	got := jobtest.DumpValues(t, part1)
 	if s.Stopped != "interrupted" || s.CheckpointBytes == 0 || int64(len(got)) != s.Elements || s.Elements == 0 || s.Elements == 1000000 {
 		t.Fatalf("interrupted read: %+v, %d elements in the dump", s, len(got))
 	}
@@ -281,7 +254,7 @@ func TestReadInterruptedCheckpoint(t *testing.T) {
 	for _, v := range got {
 		seen[v] = true
 	}
-	again := dumpValues(t, part2)
+	again := jobtest.DumpValues(t, part2)
 	for _, v := range again {
 		if seen[v] {
 			t.Fatalf("element %d delivered before the checkpoint and again after it", v)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/internal/fsm"
 	"github.com/feedmesh/feedmesh/internal/plan"
+	"github.com/feedmesh/feedmesh/internal/testutil"
 	"github.com/hashicorp/raft"
 	"go.uber.org/goleak"
 )
@@ -87,25 +88,11 @@ func startCluster(t testing.TB, n int) []*testNode {
 	return nodes
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		<-tick.C
-	}
-}
-
 // waitLeader waits until exactly one of nodes leads and all of them agree.
 func waitLeader(t testing.TB, nodes []*testNode) *testNode {
 	t.Helper()
 	var leader *testNode
-	eventually(t, 5*time.Second, "a single agreed leader", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "a single agreed leader", func() bool {
 		leader = nil
 		for _, n := range nodes {
 			if n.IsLeader() {
@@ -128,16 +115,10 @@ func waitLeader(t testing.TB, nodes []*testNode) *testNode {
 	return leader
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func waitValue(t *testing.T, nodes []*testNode, key, want string) {
 	t.Helper()
 	for _, n := range nodes {
-		eventually(t, 5*time.Second, fmt.Sprintf("%s=%s on %s", key, want, n.id), func() bool {
+		testutil.WaitFor(t, 5*time.Second, fmt.Sprintf("%s=%s on %s", key, want, n.id), func() bool {
 			v, ok := n.Get(key)
 			return ok && string(v) == want
 		})
@@ -147,7 +128,7 @@ func waitValue(t *testing.T, nodes []*testNode, key, want string) {
 func TestClusterFailoverAndRestart(t *testing.T) {
 	nodes := startCluster(t, 3)
 	leader := waitLeader(t, nodes)
-	ctx := ctxT(t)
+	ctx := testutil.Ctx(t, 5*time.Second)
 
 	res, err := leader.Apply(ctx, fsm.NewPutKV("k1", []byte("v1")))
 	if err != nil {
@@ -204,7 +185,7 @@ func TestClusterFailoverAndRestart(t *testing.T) {
 	}
 	all := append(rest, back)
 	waitValue(t, all, "k2", "v2")
-	eventually(t, 5*time.Second, "k1 deleted on restarted node", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "k1 deleted on restarted node", func() bool {
 		_, ok := back.Get("k1")
 		return !ok
 	})
@@ -269,7 +250,7 @@ func TestAddRemoveServer(t *testing.T) {
 	if err := a.Bootstrap(voters); err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxT(t)
+	ctx := testutil.Ctx(t, 5*time.Second)
 	select {
 	case became := <-a.LeaderCh():
 		if !became {
@@ -302,7 +283,7 @@ func TestAddRemoveServer(t *testing.T) {
 		t.Fatalf("configuration %v, want %v", cfg, want)
 	}
 	waitValue(t, []*testNode{b}, "k", "v")
-	eventually(t, 5*time.Second, "b sees itself as voter", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "b sees itself as voter", func() bool {
 		st := b.Status()
 		return st.Role == plan.RoleVoter && len(st.Voters) == 2 && st.Leader == "a"
 	})
@@ -310,7 +291,7 @@ func TestAddRemoveServer(t *testing.T) {
 	// Through whichever node leads: on a loaded machine two voters can
 	// trade leadership (a missed heartbeat), and a follower refuses.
 	var removeErr error
-	eventually(t, 10*time.Second, "b removed through the leader", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "b removed through the leader", func() bool {
 		for _, n := range []*testNode{a, b} {
 			if n.Status().Role == plan.RoleLeader {
 				removeErr = n.RemoveServer(ctx, "b")
@@ -322,7 +303,7 @@ func TestAddRemoveServer(t *testing.T) {
 	if removeErr != nil {
 		t.Fatalf("remove server: %v", removeErr)
 	}
-	eventually(t, 10*time.Second, "a leads alone", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "a leads alone", func() bool {
 		st := a.Status()
 		return st.Role == plan.RoleLeader && len(st.Voters) == 1
 	})
@@ -343,7 +324,7 @@ func TestSnapshotRestoreOnRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLeader(t, []*testNode{a})
-	ctx := ctxT(t)
+	ctx := testutil.Ctx(t, 5*time.Second)
 	for i := range 20 {
 		if _, err := a.Apply(ctx, fsm.NewPutKV(fmt.Sprintf("k%d", i), []byte(fmt.Sprint(i)))); err != nil {
 			t.Fatal(err)
@@ -387,7 +368,7 @@ func TestApplyLimitsAndContext(t *testing.T) {
 	}
 	waitLeader(t, []*testNode{a})
 	big := fsm.NewPutKV("k", make([]byte, a.cfg.MaxCommandBytes))
-	if _, err := a.Apply(ctxT(t), big); !errors.Is(err, fsm.ErrCommandTooLarge) {
+	if _, err := a.Apply(testutil.Ctx(t, 5*time.Second), big); !errors.Is(err, fsm.ErrCommandTooLarge) {
 		t.Fatalf("oversized command: %v", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -446,7 +427,7 @@ func TestCloseLeaksNoGoroutines(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	nodes := startCluster(t, 3)
 	leader := waitLeader(t, nodes)
-	ctx := ctxT(t)
+	ctx := testutil.Ctx(t, 5*time.Second)
 	for i := range 10 {
 		if _, err := leader.Apply(ctx, fsm.NewPutKV(fmt.Sprint(i), []byte("v"))); err != nil {
 			t.Fatal(err)

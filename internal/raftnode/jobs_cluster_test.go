@@ -9,6 +9,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/internal/fsm"
 	"github.com/feedmesh/feedmesh/internal/splits"
+	"github.com/feedmesh/feedmesh/internal/testutil"
 	"github.com/hashicorp/raft"
 )
 
@@ -102,7 +103,7 @@ func TestClusterLeaseAcrossLeaderFailover(t *testing.T) {
 		t.Fatalf("%d splits handed out, want %d", len(handed), numSplits)
 	}
 	for _, n := range rest {
-		eventually(t, 5*time.Second, "job complete on "+n.id, func() bool {
+		testutil.WaitFor(t, 5*time.Second, "job complete on "+n.id, func() bool {
 			v, ok := n.Job("j")
 			return ok && v.Progress != nil && v.Progress.Complete && v.Progress.Total.Finished == numSplits
 		})

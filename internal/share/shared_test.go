@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/feedmesh/feedmesh/internal/testutil"
 )
 
 // source is a produce function over n items of a fixed size, then io.EOF;
@@ -41,24 +43,6 @@ func (s *source) produce(ctx context.Context) (item, error) {
 	}
 	s.next.Store(seq + 1)
 	return item{seq: seq, size: s.size}, nil
-}
-
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func (s *Shared[T]) waiters() int {
@@ -113,7 +97,7 @@ func TestSharedSameSpeed(t *testing.T) {
 		errs := make([]error, k)
 		var wg sync.WaitGroup
 		for i, job := range jobs {
-			wg.Go(func() { got[i], errs[i] = readAll(ctxT(t), s, job) })
+			wg.Go(func() { got[i], errs[i] = readAll(testutil.Ctx(t, 20*time.Second), s, job) })
 		}
 		wg.Wait()
 		checkAllItems(t, s, src, jobs, got, errs, n)
@@ -135,7 +119,7 @@ func TestSharedSameSpeed(t *testing.T) {
 			wg.Go(func() {
 				// Every reader arrives in every round, also after its
 				// stream ended, so a failure cannot stall the others.
-				ctx := ctxT(t)
+				ctx := testutil.Ctx(t, 20*time.Second)
 				done := false
 				for r := range release {
 					<-release[r]
@@ -210,7 +194,7 @@ func TestSharedThrottledReader(t *testing.T) {
 	s := NewShared(Config{WindowBytes: 4 * size, MaxItems: 64}, src.produce)
 	jobs := jobNames(k)
 	join(t, s, jobs...)
-	ctx := ctxT(t)
+	ctx := testutil.Ctx(t, 20*time.Second)
 
 	// The throttled reader reads one item per token until tokens is closed,
 	// then freely.
@@ -323,7 +307,7 @@ func TestSharedProduceError(t *testing.T) {
 	g := newGated()
 	s := NewShared(DefaultConfig(), g.produce)
 	join(t, s, "a", "b", "c", "d")
-	ctx := ctxT(t)
+	ctx := testutil.Ctx(t, 20*time.Second)
 
 	first := readAsync(ctx, s, "a")
 	g.answers <- result{it: item{seq: 0, size: 1}}
@@ -340,7 +324,7 @@ func TestSharedProduceError(t *testing.T) {
 	for _, j := range []string{"a", "b", "c"} {
 		reads = append(reads, readAsync(ctx, s, j))
 	}
-	waitFor(t, "two waiting readers", func() bool { return s.waiters() == 2 })
+	testutil.WaitFor(t, 10*time.Second, "two waiting readers", func() bool { return s.waiters() == 2 })
 	boom := errors.New("boom")
 	g.answers <- result{err: boom}
 	for i, ch := range reads {
@@ -368,7 +352,7 @@ func TestSharedEOF(t *testing.T) {
 	src := &source{n: 3, size: 10}
 	s := NewShared(DefaultConfig(), src.produce)
 	join(t, s, "a", "b")
-	ctx := ctxT(t)
+	ctx := testutil.Ctx(t, 20*time.Second)
 	for _, j := range []string{"a", "b"} {
 		got, err := readAll(ctx, s, j)
 		if err != nil || !slices.Equal(got, []int64{0, 1, 2}) {
@@ -395,7 +379,7 @@ func TestSharedWrappedEOF(t *testing.T) {
 		return item{}, fmt.Errorf("pipeline: %w", io.EOF)
 	})
 	join(t, s, "a")
-	if _, err := s.Read(ctxT(t), "a"); err != io.EOF {
+	if _, err := s.Read(testutil.Ctx(t, 20*time.Second), "a"); err != io.EOF {
 		t.Fatalf("err = %v, want io.EOF", err)
 	}
 }
@@ -404,11 +388,11 @@ func TestSharedCancelWaiter(t *testing.T) {
 	g := newGated()
 	s := NewShared(DefaultConfig(), g.produce)
 	join(t, s, "a", "b")
-	producer := readAsync(ctxT(t), s, "a")
-	waitFor(t, "a production", func() bool { return g.calls.Load() == 1 })
-	ctx, cancel := context.WithCancel(ctxT(t))
+	producer := readAsync(testutil.Ctx(t, 20*time.Second), s, "a")
+	testutil.WaitFor(t, 10*time.Second, "a production", func() bool { return g.calls.Load() == 1 })
+	ctx, cancel := context.WithCancel(testutil.Ctx(t, 20*time.Second))
 	waiter := readAsync(ctx, s, "b")
-	waitFor(t, "a waiting reader", func() bool { return s.waiters() == 1 })
+	testutil.WaitFor(t, 10*time.Second, "a waiting reader", func() bool { return s.waiters() == 1 })
 	cancel()
 	if r := <-waiter; !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("cancelled waiter: %+v", r)
@@ -420,7 +404,7 @@ func TestSharedCancelWaiter(t *testing.T) {
 	if r := <-producer; r.err != nil || r.it.seq != 0 {
 		t.Fatalf("producer: %+v", r)
 	}
-	if it, err := s.Read(ctxT(t), "b"); err != nil || it.seq != 0 {
+	if it, err := s.Read(testutil.Ctx(t, 20*time.Second), "b"); err != nil || it.seq != 0 {
 		t.Fatalf("b after cancelling: %v %v", it, err)
 	}
 	if c := g.calls.Load(); c != 1 {
@@ -440,21 +424,21 @@ func TestSharedCancelProducer(t *testing.T) {
 	g := newGated()
 	s := NewShared(DefaultConfig(), g.produce)
 	join(t, s, "a", "b")
-	ctx, cancel := context.WithCancel(ctxT(t))
+	ctx, cancel := context.WithCancel(testutil.Ctx(t, 20*time.Second))
 	producer := readAsync(ctx, s, "a")
-	waitFor(t, "a production", func() bool { return g.calls.Load() == 1 })
-	waiter := readAsync(ctxT(t), s, "b")
-	waitFor(t, "a waiting reader", func() bool { return s.waiters() == 1 })
+	testutil.WaitFor(t, 10*time.Second, "a production", func() bool { return g.calls.Load() == 1 })
+	waiter := readAsync(testutil.Ctx(t, 20*time.Second), s, "b")
+	testutil.WaitFor(t, 10*time.Second, "a waiting reader", func() bool { return s.waiters() == 1 })
 	cancel()
 	if r := <-producer; !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("cancelled producer: %+v", r)
 	}
-	waitFor(t, "the second production", func() bool { return g.calls.Load() == 2 })
+	testutil.WaitFor(t, 10*time.Second, "the second production", func() bool { return g.calls.Load() == 2 })
 	g.answers <- result{it: item{seq: 0, size: 1}}
 	if r := <-waiter; r.err != nil || r.it.seq != 0 {
 		t.Fatalf("new producer: %+v", r)
 	}
-	if it, err := s.Read(ctxT(t), "a"); err != nil || it.seq != 0 {
+	if it, err := s.Read(testutil.Ctx(t, 20*time.Second), "a"); err != nil || it.seq != 0 {
 		t.Fatalf("a after cancelling: %v %v", it, err)
 	}
 	a, _ := s.JobStats("a")
@@ -471,11 +455,11 @@ func TestSharedLeaveDuringProduction(t *testing.T) {
 	g := newGated()
 	s := NewShared(DefaultConfig(), g.produce)
 	join(t, s, "a", "b")
-	ctx := ctxT(t)
+	ctx := testutil.Ctx(t, 20*time.Second)
 	producer := readAsync(ctx, s, "a")
-	waitFor(t, "a production", func() bool { return g.calls.Load() == 1 })
+	testutil.WaitFor(t, 10*time.Second, "a production", func() bool { return g.calls.Load() == 1 })
 	waiter := readAsync(ctx, s, "b")
-	waitFor(t, "a waiting reader", func() bool { return s.waiters() == 1 })
+	testutil.WaitFor(t, 10*time.Second, "a waiting reader", func() bool { return s.waiters() == 1 })
 	s.Leave("a")
 	g.answers <- result{it: item{seq: 0, size: 1}}
 	if r := <-producer; !errors.Is(r.err, ErrUnknownJob) {
@@ -486,7 +470,7 @@ func TestSharedLeaveDuringProduction(t *testing.T) {
 	}
 
 	producer = readAsync(ctx, s, "b")
-	waitFor(t, "a production", func() bool { return g.calls.Load() == 2 })
+	testutil.WaitFor(t, 10*time.Second, "a production", func() bool { return g.calls.Load() == 2 })
 	s.Leave("b")
 	g.answers <- result{it: item{seq: 1, size: 1}}
 	if r := <-producer; !errors.Is(r.err, ErrUnknownJob) {
@@ -502,7 +486,7 @@ func TestSharedLastLeaveReleases(t *testing.T) {
 	s := NewShared(DefaultConfig(), src.produce)
 	join(t, s, "a", "b")
 	for range 5 {
-		if _, err := s.Read(ctxT(t), "a"); err != nil {
+		if _, err := s.Read(testutil.Ctx(t, 20*time.Second), "a"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -517,7 +501,7 @@ func TestSharedLastLeaveReleases(t *testing.T) {
 	if st := s.Stats(); st.Bytes != 0 || st.Len != 0 || st.Released != 5 {
 		t.Fatalf("after the last leave: %+v", st)
 	}
-	if _, err := s.Read(ctxT(t), "a"); !errors.Is(err, ErrUnknownJob) {
+	if _, err := s.Read(testutil.Ctx(t, 20*time.Second), "a"); !errors.Is(err, ErrUnknownJob) {
 		t.Fatalf("read after leave: %v", err)
 	}
 	if jobs := s.Jobs(); len(jobs) != 0 {
@@ -533,7 +517,7 @@ func TestSharedItemTooLarge(t *testing.T) {
 	})
 	join(t, s, "a", "b")
 	for _, j := range []string{"a", "b"} {
-		_, err := s.Read(ctxT(t), j)
+		_, err := s.Read(testutil.Ctx(t, 20*time.Second), j)
 		if !errors.Is(err, ErrItemTooLarge) || !strings.Contains(err.Error(), "101") {
 			t.Fatalf("%s: %v", j, err)
 		}
@@ -546,7 +530,7 @@ func TestSharedItemTooLarge(t *testing.T) {
 func TestSharedProducePanics(t *testing.T) {
 	s := NewShared(DefaultConfig(), func(context.Context) (item, error) { panic("pipeline bug") })
 	join(t, s, "a")
-	if _, err := s.Read(ctxT(t), "a"); err == nil || !strings.Contains(err.Error(), "pipeline bug") {
+	if _, err := s.Read(testutil.Ctx(t, 20*time.Second), "a"); err == nil || !strings.Contains(err.Error(), "pipeline bug") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -556,7 +540,7 @@ func TestSharedBadConfig(t *testing.T) {
 	if err := s.Join("a"); err == nil || !strings.Contains(err.Error(), "WindowBytes") {
 		t.Fatalf("Join: %v", err)
 	}
-	if _, err := s.Read(ctxT(t), "a"); err == nil {
+	if _, err := s.Read(testutil.Ctx(t, 20*time.Second), "a"); err == nil {
 		t.Fatal("Read succeeded with a bad config")
 	}
 	if err := NewShared[item](DefaultConfig(), nil).Join("a"); err == nil {

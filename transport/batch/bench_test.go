@@ -103,21 +103,21 @@ func benchStream(b *testing.B, size, window int, pooled bool) {
 			return buf[:n]
 		}
 	}
-	rcv, err := OpenConfig(ctx, p.client.t, p.client.codec, p.worker.addr(), OpenRequest{Job: "bench", Window: window}, rcfg)
+	rcv, err := OpenConfig(ctx, p.client.T, p.client.Codec, p.worker.Addr(), OpenRequest{Job: "bench", Window: window}, rcfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer rcv.Close()
-	c, err := p.worker.t.Listener(transport.KindData).Accept()
+	c, err := p.worker.T.Listener(transport.KindData).Accept()
 	if err != nil {
 		b.Fatal(err)
 	}
-	snd, _, err := Accept(ctx, p.worker.codec, c, 64)
+	snd, _, err := Accept(ctx, p.worker.Codec, c, 64)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer snd.Close()
-	f, err := Encode(p.worker.codec, Header{Worker: "w1"}, benchBatch(size))
+	f, err := Encode(p.worker.Codec, Header{Worker: "w1"}, benchBatch(size))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/internal/testutil"
 	"github.com/feedmesh/feedmesh/tensor"
 	"github.com/feedmesh/feedmesh/transport"
 	"github.com/klauspost/compress/zstd"
@@ -188,7 +189,7 @@ func TestStreamCompressed(t *testing.T) {
 	sent := map[Compression]int64{}
 	for _, c := range append([]Compression{CompressNone}, compressions...) {
 		p := newPair(t, transport.FastConfig())
-		ctx := ctxT(t, 10*time.Second)
+		ctx := testutil.Ctx(t, 10*time.Second)
 		var cc *countingConn
 		snd, rcv := p.streamWith(t, OpenRequest{Job: "j", Window: 4, Compression: c}, 16, ReceiverConfig{},
 			func(conn net.Conn) net.Conn { cc = &countingConn{Conn: conn}; return cc })
@@ -196,7 +197,7 @@ func TestStreamCompressed(t *testing.T) {
 		want := make([]tensor.Element, n)
 		for i := range fs {
 			want[i] = tokenBatch(32+i, 96)
-			fs[i] = encode(t, p.worker.codec, i, want[i])
+			fs[i] = encode(t, p.worker.Codec, i, want[i])
 		}
 		done := sendAllThenEnd(ctx, snd, fs)
 		for i := range n {
@@ -239,19 +240,19 @@ func TestStreamCompressed(t *testing.T) {
 // Receiver refuses to ask for one it does not know itself.
 func TestOpenUnknownCompression(t *testing.T) {
 	p := newPair(t, transport.FastConfig())
-	ctx := ctxT(t, 5*time.Second)
-	if _, err := OpenConfig(ctx, p.client.t, p.client.codec, p.worker.addr(), OpenRequest{Job: "j", Window: 1, Compression: 9}, ReceiverConfig{}); err == nil {
+	ctx := testutil.Ctx(t, 5*time.Second)
+	if _, err := OpenConfig(ctx, p.client.T, p.client.Codec, p.worker.Addr(), OpenRequest{Job: "j", Window: 1, Compression: 9}, ReceiverConfig{}); err == nil {
 		t.Fatal("Open accepted an unknown compression")
 	}
 	s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Version: ProtocolVersion, Job: "j", Window: 1, Comp: 9}, 4)
 	var m wireMsg
-	if _, err := readMsg(p.client.codec, s, &m, Limits{}, bufs{}); err != nil || m.Kind != kindAccept || m.Comp != CompressNone {
+	if _, err := readMsg(p.client.Codec, s, &m, Limits{}, bufs{}); err != nil || m.Kind != kindAccept || m.Comp != CompressNone {
 		t.Fatalf("client got %+v, %v; want an Accept confirming no compression", m, err)
 	}
 	e := tokenBatch(16, 64)
-	go snd.Send(ctx, encode(t, p.worker.codec, 0, e))
+	go snd.Send(ctx, encode(t, p.worker.Codec, 0, e))
 	m = wireMsg{}
-	got, err := readMsg(p.client.codec, s, &m, Limits{}, bufs{})
+	got, err := readMsg(p.client.Codec, s, &m, Limits{}, bufs{})
 	if err != nil || m.Kind != kindBatch || m.Comp != CompressNone {
 		t.Fatalf("client got %+v, %v; want an uncompressed batch", m, err)
 	}
@@ -265,20 +266,20 @@ func TestOpenUnknownCompression(t *testing.T) {
 // decodes to the padded batch.
 func TestNarrowedFramesSentAsEncoded(t *testing.T) {
 	p := newPair(t, transport.FastConfig())
-	ctx := ctxT(t, 5*time.Second)
+	ctx := testutil.Ctx(t, 5*time.Second)
 	s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Version: ProtocolVersion, Job: "j", Window: 2}, 4)
 	var m wireMsg
-	if _, err := readMsg(p.client.codec, s, &m, Limits{}, bufs{}); err != nil || m.Kind != kindAccept {
+	if _, err := readMsg(p.client.Codec, s, &m, Limits{}, bufs{}); err != nil || m.Kind != kindAccept {
 		t.Fatalf("accept: %+v, %v", m, err)
 	}
 	e := tokenBatch(16, 64)
-	f, err := EncodeWith(p.worker.codec, Header{Seq: 5}, e, ShippedEncodeOptions)
+	f, err := EncodeWith(p.worker.Codec, Header{Seq: 5}, e, ShippedEncodeOptions)
 	if err != nil || f.m.Tensors[0].Narrow != 2 {
 		t.Fatalf("encode: %v (tokens narrowed to %d bytes)", err, f.m.Tensors[0].Narrow)
 	}
 	go snd.Send(ctx, f)
 	m = wireMsg{}
-	got, err := readMsg(p.client.codec, s, &m, Limits{}, bufs{})
+	got, err := readMsg(p.client.Codec, s, &m, Limits{}, bufs{})
 	if err != nil || m.Kind != kindBatch || m.Seq != 5 {
 		t.Fatalf("%+v, %v", m, err)
 	}
@@ -373,14 +374,14 @@ func TestStreamCompressedNarrowedSurvive(t *testing.T) {
 	for _, c := range []Compression{CompressLZ4, CompressZstd} {
 		p := newPair(t, transport.FastConfig())
 		snd, rcv := p.streamWith(t, OpenRequest{Job: "j", Window: 4, Compression: c}, 4, ReceiverConfig{}, nil)
-		ctx := ctxT(t, 10*time.Second)
+		ctx := testutil.Ctx(t, 10*time.Second)
 		var sent []tensor.Element
 		for i := range 6 {
 			e := tokenBatch(16+i, 64)
 			binary.LittleEndian.PutUint64(e.Tensors[1].Data, uint64(1000+i))
 			sent = append(sent, e)
 		}
-		got := sendAll(t, ctx, p.worker.codec, snd, rcv, sent, ShippedEncodeOptions)
+		got := sendAll(t, ctx, p.worker.Codec, snd, rcv, sent, ShippedEncodeOptions)
 		for i := range sent {
 			if where, ok := equalElements(sent[i], got[i]); !ok {
 				t.Fatalf("%v batch %d differs in %s", c, i, where)
@@ -421,18 +422,18 @@ func TestAcceptWithChoosesCompression(t *testing.T) {
 	}
 	for _, tc := range cases {
 		p := newPair(t, transport.FastConfig())
-		ctx := ctxT(t, 10*time.Second)
-		rcv, err := OpenConfig(ctx, p.client.t, p.client.codec, p.worker.addr(), OpenRequest{Job: "j", Window: 4, Compression: tc.ask}, ReceiverConfig{})
+		ctx := testutil.Ctx(t, 10*time.Second)
+		rcv, err := OpenConfig(ctx, p.client.T, p.client.Codec, p.worker.Addr(), OpenRequest{Job: "j", Window: 4, Compression: tc.ask}, ReceiverConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { rcv.Close() })
-		c, err := p.worker.t.Listener(transport.KindData).Accept()
+		c, err := p.worker.T.Listener(transport.KindData).Accept()
 		if err != nil {
 			t.Fatal(err)
 		}
 		var asked OpenRequest
-		snd, _, err := AcceptWith(ctx, p.worker.codec, c, 16, func(req OpenRequest) Compression {
+		snd, _, err := AcceptWith(ctx, p.worker.Codec, c, 16, func(req OpenRequest) Compression {
 			asked = req
 			return tc.choose
 		})
@@ -447,7 +448,7 @@ func TestAcceptWithChoosesCompression(t *testing.T) {
 			t.Fatalf("ask %v, choose %v: sender in force %v, want %v", tc.ask, tc.choose, snd.Compression(), tc.want)
 		}
 		e := tokenBatch(64, 96)
-		done := sendAllThenEnd(ctx, snd, []*Frame{encode(t, p.worker.codec, 0, e)})
+		done := sendAllThenEnd(ctx, snd, []*Frame{encode(t, p.worker.Codec, 0, e)})
 		_, got, err := rcv.Next(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/internal/testutil"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -29,7 +30,7 @@ func (c *countingConn) Write(p []byte) (int, error) {
 // frames in far fewer stream writes than frames.
 func TestSendAllCoalescesWithinCredit(t *testing.T) {
 	p := newPair(t, transport.FastConfig())
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testutil.Ctx(t, 10*time.Second)
 	var cc *countingConn
 	snd, rcv := p.streamWith(t, OpenRequest{Job: "j", Window: 8}, 64, ReceiverConfig{Limits: DefaultLimits()},
 		func(c net.Conn) net.Conn { cc = &countingConn{Conn: c}; return cc })
@@ -39,7 +40,7 @@ func TestSendAllCoalescesWithinCredit(t *testing.T) {
 	const n, size = 40, 1000
 	fs := make([]*Frame, n)
 	for i := range fs {
-		fs[i] = encode(t, p.worker.codec, i, numbered(t, i, size))
+		fs[i] = encode(t, p.worker.Codec, i, numbered(t, i, size))
 	}
 	done := sendAllThenEnd(ctx, snd, fs)
 	for i := range n {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/internal/testutil"
 	"github.com/feedmesh/feedmesh/tensor"
 	"github.com/feedmesh/feedmesh/transport"
 )
@@ -59,9 +60,9 @@ func TestStreamRoundTripAndEnd(t *testing.T) {
 			const n, size = 25, 3000
 			sent := make(chan error, 1)
 			go func() {
-				ctx := ctxT(t, 10*time.Second)
+				ctx := testutil.Ctx(t, 10*time.Second)
 				for i := range n {
-					if err := snd.Send(ctx, encode(t, p.worker.codec, i, numbered(t, i, size))); err != nil {
+					if err := snd.Send(ctx, encode(t, p.worker.Codec, i, numbered(t, i, size))); err != nil {
 						sent <- err
 						return
 					}
@@ -72,7 +73,7 @@ func TestStreamRoundTripAndEnd(t *testing.T) {
 				}
 				sent <- snd.End(tc.endErr)
 			}()
-			ctx := ctxT(t, 10*time.Second)
+			ctx := testutil.Ctx(t, 10*time.Second)
 			for i := range n {
 				h, e, err := rcv.Next(ctx)
 				if err != nil {
@@ -96,7 +97,7 @@ func TestStreamRoundTripAndEnd(t *testing.T) {
 			if rcv.Received() != n {
 				t.Fatalf("Received %d, want %d", rcv.Received(), n)
 			}
-			if err := snd.Send(ctx, encode(t, p.worker.codec, 0, numbered(t, 0, 1))); !errors.Is(err, ErrEnded) {
+			if err := snd.Send(ctx, encode(t, p.worker.Codec, 0, numbered(t, 0, 1))); !errors.Is(err, ErrEnded) {
 				t.Fatalf("Send after End: %v, want ErrEnded", err)
 			}
 		})
@@ -107,10 +108,10 @@ func TestCreditFlowBoundsOutstanding(t *testing.T) {
 	p := newPair(t, transport.FastConfig())
 	const window = 3
 	snd, rcv := p.stream(t, OpenRequest{Job: "j", Window: window}, 16, Limits{})
-	frame := func(i int) *Frame { return encode(t, p.worker.codec, i, numbered(t, i, 64<<10)) }
+	frame := func(i int) *Frame { return encode(t, p.worker.Codec, i, numbered(t, i, 64<<10)) }
 
 	// The client consumes nothing: exactly window batches go out.
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testutil.Ctx(t, 10*time.Second)
 	for i := range window {
 		if err := snd.Send(ctx, frame(i)); err != nil {
 			t.Fatal(err)
@@ -150,7 +151,7 @@ func TestCreditFlowBoundsOutstanding(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Send after credit: %v", err)
 	}
-	waitFor(t, 5*time.Second, "outstanding back at the window", func() bool { return snd.Outstanding() == window })
+	testutil.WaitFor(t, 5*time.Second, "outstanding back at the window", func() bool { return snd.Outstanding() == window })
 
 	// Drain the rest with the producer running ahead as far as it may.
 	go func() {
@@ -187,15 +188,15 @@ func TestWindowClampedToWorkerMax(t *testing.T) {
 	if snd.Window() != 2 {
 		t.Fatalf("Window %d, want 2", snd.Window())
 	}
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testutil.Ctx(t, 10*time.Second)
 	for i := range 2 {
-		if err := snd.Send(ctx, encode(t, p.worker.codec, i, numbered(t, i, 10))); err != nil {
+		if err := snd.Send(ctx, encode(t, p.worker.Codec, i, numbered(t, i, 10))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	if err := snd.Send(sctx, encode(t, p.worker.codec, 2, numbered(t, 2, 10))); !errors.Is(err, context.DeadlineExceeded) {
+	if err := snd.Send(sctx, encode(t, p.worker.Codec, 2, numbered(t, 2, 10))); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("third Send with window 2: %v", err)
 	}
 	// The failed Send did not break the stream.
@@ -206,7 +207,7 @@ func TestWindowClampedToWorkerMax(t *testing.T) {
 		}
 		checkBatch(t, h, e, i, 10)
 	}
-	if err := snd.Send(ctx, encode(t, p.worker.codec, 2, numbered(t, 2, 10))); err != nil {
+	if err := snd.Send(ctx, encode(t, p.worker.Codec, 2, numbered(t, 2, 10))); err != nil {
 		t.Fatal(err)
 	}
 	h, e, err := rcv.Next(ctx)
@@ -223,9 +224,9 @@ func TestSharedFrameManyStreams(t *testing.T) {
 	const readers, n, size = 4, 30, 20000
 	frames := make([]*Frame, n)
 	for i := range frames {
-		frames[i] = encode(t, p.worker.codec, i, numbered(t, i, size))
+		frames[i] = encode(t, p.worker.Codec, i, numbered(t, i, size))
 	}
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testutil.Ctx(t, 20*time.Second)
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*readers)
 	for r := range readers {
@@ -272,8 +273,8 @@ func TestWorkerVanishes(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			p := newFaultyPair(t, transport.FastConfig())
 			snd, rcv := p.stream(t, OpenRequest{Job: "j", Window: 2}, 4, Limits{})
-			ctx := ctxT(t, 10*time.Second)
-			if err := snd.Send(ctx, encode(t, p.worker.codec, 0, numbered(t, 0, 100))); err != nil {
+			ctx := testutil.Ctx(t, 10*time.Second)
+			if err := snd.Send(ctx, encode(t, p.worker.Codec, 0, numbered(t, 0, 100))); err != nil {
 				t.Fatal(err)
 			}
 			if _, _, err := rcv.Next(ctx); err != nil {
@@ -281,9 +282,9 @@ func TestWorkerVanishes(t *testing.T) {
 			}
 			start := time.Now()
 			if how == "transport closed" {
-				p.worker.close()
+				p.worker.Close()
 			} else {
-				p.worker.bh.on.Store(true)
+				p.worker.Fault.On.Store(true)
 			}
 			_, _, err := rcv.Next(ctx)
 			if err == nil || err == io.EOF || ctx.Err() != nil {
@@ -297,7 +298,7 @@ func TestWorkerVanishes(t *testing.T) {
 				t.Fatal("Next succeeded after failing")
 			}
 			snd.Close()
-			p.worker.close() // the blackholed transport too, before goleak looks
+			p.worker.Close() // the blackholed transport too, before goleak looks
 		})
 	}
 }
@@ -306,9 +307,9 @@ func TestClientGoneFailsSendFast(t *testing.T) {
 	p := newPair(t, transport.FastConfig())
 	for _, waiting := range []bool{false, true} {
 		snd, rcv := p.stream(t, OpenRequest{Job: "j", Window: 1}, 4, Limits{})
-		ctx := ctxT(t, 10*time.Second)
+		ctx := testutil.Ctx(t, 10*time.Second)
 		if waiting { // the Send is blocked on credit when the client leaves
-			if err := snd.Send(ctx, encode(t, p.worker.codec, 0, numbered(t, 0, 10))); err != nil {
+			if err := snd.Send(ctx, encode(t, p.worker.Codec, 0, numbered(t, 0, 10))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -316,7 +317,7 @@ func TestClientGoneFailsSendFast(t *testing.T) {
 		go func() {
 			var err error
 			for i := 0; err == nil && i < 1000; i++ {
-				err = snd.Send(ctx, encode(t, p.worker.codec, i, numbered(t, i, 10)))
+				err = snd.Send(ctx, encode(t, p.worker.Codec, i, numbered(t, i, 10)))
 			}
 			done <- err
 		}()
@@ -342,8 +343,8 @@ func TestClientGoneFailsSendFast(t *testing.T) {
 func TestSenderCloseWithoutEnd(t *testing.T) {
 	p := newPair(t, transport.FastConfig())
 	snd, rcv := p.stream(t, OpenRequest{Job: "j", Window: 2}, 4, Limits{})
-	ctx := ctxT(t, 5*time.Second)
-	if err := snd.Send(ctx, encode(t, p.worker.codec, 0, numbered(t, 0, 10))); err != nil {
+	ctx := testutil.Ctx(t, 5*time.Second)
+	if err := snd.Send(ctx, encode(t, p.worker.Codec, 0, numbered(t, 0, 10))); err != nil {
 		t.Fatal(err)
 	}
 	snd.Close()
@@ -353,7 +354,7 @@ func TestSenderCloseWithoutEnd(t *testing.T) {
 	if _, _, err := rcv.Next(ctx); err == nil || err == io.EOF {
 		t.Fatalf("stream closed without End: %v, want an error", err)
 	}
-	if err := snd.Send(ctx, encode(t, p.worker.codec, 1, numbered(t, 1, 10))); !errors.Is(err, ErrSenderClosed) {
+	if err := snd.Send(ctx, encode(t, p.worker.Codec, 1, numbered(t, 1, 10))); !errors.Is(err, ErrSenderClosed) {
 		t.Fatalf("Send after Close: %v", err)
 	}
 }
@@ -361,7 +362,7 @@ func TestSenderCloseWithoutEnd(t *testing.T) {
 func TestNextContextBetweenBatchesKeepsStream(t *testing.T) {
 	p := newPair(t, transport.FastConfig())
 	snd, rcv := p.stream(t, OpenRequest{Job: "j", Window: 1}, 4, Limits{})
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testutil.Ctx(t, 10*time.Second)
 	timedOut := func() {
 		t.Helper()
 		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
@@ -380,7 +381,7 @@ func TestNextContextBetweenBatchesKeepsStream(t *testing.T) {
 	}
 	send := func(i int) {
 		t.Helper()
-		if err := snd.Send(ctx, encode(t, p.worker.codec, i, numbered(t, i, 10))); err != nil {
+		if err := snd.Send(ctx, encode(t, p.worker.Codec, i, numbered(t, i, 10))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -388,7 +389,7 @@ func TestNextContextBetweenBatchesKeepsStream(t *testing.T) {
 	send(0)
 	next(0)
 	timedOut() // grants the credit for batch 0, then times out
-	waitFor(t, 3*time.Second, "credit for batch 0", func() bool { return snd.Outstanding() == 0 })
+	testutil.WaitFor(t, 3*time.Second, "credit for batch 0", func() bool { return snd.Outstanding() == 0 })
 	// Retries grant nothing more: the worker would take an extra credit as a
 	// protocol violation and fail the next Send.
 	timedOut()
@@ -400,7 +401,7 @@ func TestNextContextBetweenBatchesKeepsStream(t *testing.T) {
 	send(1)
 	next(1)
 	done := make(chan error, 1)
-	go func() { done <- snd.Send(ctx, encode(t, p.worker.codec, 2, numbered(t, 2, 10))) }()
+	go func() { done <- snd.Send(ctx, encode(t, p.worker.Codec, 2, numbered(t, 2, 10))) }()
 	next(2)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -409,29 +410,29 @@ func TestNextContextBetweenBatchesKeepsStream(t *testing.T) {
 
 func TestBadOpenRequests(t *testing.T) {
 	p := newPair(t, transport.FastConfig())
-	ctx := ctxT(t, 5*time.Second)
-	if _, err := Open(ctx, p.client.t, p.client.codec, p.worker.addr(), OpenRequest{Window: 0}, Limits{}); err == nil {
+	ctx := testutil.Ctx(t, 5*time.Second)
+	if _, err := Open(ctx, p.client.T, p.client.Codec, p.worker.Addr(), OpenRequest{Window: 0}, Limits{}); err == nil {
 		t.Fatal("Open with Window 0 succeeded")
 	}
 	raw := func(m *wireMsg) net.Conn {
-		s, err := p.client.t.Dial(ctx, p.worker.addr(), transport.KindData)
+		s, err := p.client.T.Dial(ctx, p.worker.Addr(), transport.KindData)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
 		if m != nil {
-			if err := p.client.codec.WriteFrame(s, m); err != nil {
+			if err := p.client.Codec.WriteFrame(s, m); err != nil {
 				t.Fatal(err)
 			}
 		}
 		return s
 	}
 	accept := func(ctx context.Context) error {
-		c, err := p.worker.t.Listener(transport.KindData).Accept()
+		c, err := p.worker.T.Listener(transport.KindData).Accept()
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _, err = Accept(ctx, p.worker.codec, c, 4)
+		_, _, err = Accept(ctx, p.worker.Codec, c, 4)
 		return err
 	}
 	// Window 0 from a raw client: refused, and the client reads why.
@@ -440,7 +441,7 @@ func TestBadOpenRequests(t *testing.T) {
 		t.Fatal("Accept took Window 0")
 	}
 	var m wireMsg
-	if _, err := readMsg(p.client.codec, c, &m, Limits{}, bufs{}); err != nil || m.Kind != kindEnd || !m.Failed {
+	if _, err := readMsg(p.client.Codec, c, &m, Limits{}, bufs{}); err != nil || m.Kind != kindEnd || !m.Failed {
 		t.Fatalf("client got %+v, %v; want an error End", m, err)
 	}
 	// A credit before the open request.
@@ -459,15 +460,15 @@ func TestBadOpenRequests(t *testing.T) {
 
 func TestClientOverGrantingCreditIsCutOff(t *testing.T) {
 	p := newPair(t, transport.FastConfig())
-	ctx := ctxT(t, 5*time.Second)
+	ctx := testutil.Ctx(t, 5*time.Second)
 	s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Version: ProtocolVersion, Window: 1}, 4)
 	// Credits for batches never sent: a protocol violation.
-	if err := p.client.codec.WriteFrame(s, &wireMsg{Kind: kindCredit, Credits: 1000}); err != nil {
+	if err := p.client.Codec.WriteFrame(s, &wireMsg{Kind: kindCredit, Credits: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	var serr error
-	waitFor(t, 3*time.Second, "Send to fail", func() bool {
-		serr = snd.Send(ctx, encode(t, p.worker.codec, 0, numbered(t, 0, 10)))
+	testutil.WaitFor(t, 3*time.Second, "Send to fail", func() bool {
+		serr = snd.Send(ctx, encode(t, p.worker.Codec, 0, numbered(t, 0, 10)))
 		return serr != nil
 	})
 	if !errors.Is(serr, ErrClientGone) || !errors.Is(serr, ErrMalformedBatch) {
@@ -478,7 +479,7 @@ func TestClientOverGrantingCreditIsCutOff(t *testing.T) {
 func TestCloseInterruptsBlockedCalls(t *testing.T) {
 	p := newPair(t, transport.FastConfig())
 	snd, rcv := p.stream(t, OpenRequest{Job: "j", Window: 1}, 4, Limits{})
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testutil.Ctx(t, 10*time.Second)
 
 	// Next blocked waiting for a batch; Receiver.Close interrupts it.
 	next := make(chan error, 1)
@@ -487,7 +488,7 @@ func TestCloseInterruptsBlockedCalls(t *testing.T) {
 		next <- err
 	}()
 	// Send one batch so the sender has no credit left, then block on the next.
-	if err := snd.Send(ctx, encode(t, p.worker.codec, 0, numbered(t, 0, 10))); err != nil {
+	if err := snd.Send(ctx, encode(t, p.worker.Codec, 0, numbered(t, 0, 10))); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-next; err != nil {
@@ -497,7 +498,7 @@ func TestCloseInterruptsBlockedCalls(t *testing.T) {
 		_, _, err := rcv.Next(context.Background()) // credits batch 0, then waits
 		next <- err
 	}()
-	waitFor(t, 3*time.Second, "credit for batch 0", func() bool { return snd.Outstanding() == 0 })
+	testutil.WaitFor(t, 3*time.Second, "credit for batch 0", func() bool { return snd.Outstanding() == 0 })
 	rcv.Close()
 	select {
 	case err := <-next:
@@ -510,11 +511,11 @@ func TestCloseInterruptsBlockedCalls(t *testing.T) {
 
 	// Send blocked on credit; Sender.Close interrupts it.
 	snd2, _ := p.stream(t, OpenRequest{Job: "j2", Window: 1}, 4, Limits{})
-	if err := snd2.Send(ctx, encode(t, p.worker.codec, 0, numbered(t, 0, 10))); err != nil {
+	if err := snd2.Send(ctx, encode(t, p.worker.Codec, 0, numbered(t, 0, 10))); err != nil {
 		t.Fatal(err)
 	}
 	sent := make(chan error, 1)
-	go func() { sent <- snd2.Send(context.Background(), encode(t, p.worker.codec, 1, numbered(t, 1, 10))) }()
+	go func() { sent <- snd2.Send(context.Background(), encode(t, p.worker.Codec, 1, numbered(t, 1, 10))) }()
 	snd2.Close()
 	select {
 	case err := <-sent:

@@ -73,23 +73,23 @@ func BenchmarkTextStream(b *testing.B) {
 			p := newPair(b, cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			rcv, err := Open(ctx, p.client.t, p.client.codec, p.worker.addr(), OpenRequest{Job: "bench", Window: 16, Compression: v.c}, DefaultLimits())
+			rcv, err := Open(ctx, p.client.T, p.client.Codec, p.worker.Addr(), OpenRequest{Job: "bench", Window: 16, Compression: v.c}, DefaultLimits())
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer rcv.Close()
-			c, err := p.worker.t.Listener(transport.KindData).Accept()
+			c, err := p.worker.T.Listener(transport.KindData).Accept()
 			if err != nil {
 				b.Fatal(err)
 			}
-			snd, _, err := Accept(ctx, p.worker.codec, c, 64)
+			snd, _, err := Accept(ctx, p.worker.Codec, c, 64)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer snd.Close()
 			var wire, padded int64
 			for _, e := range batches {
-				f, err := EncodeWith(p.worker.codec, Header{Worker: "w1"}, e, o)
+				f, err := EncodeWith(p.worker.Codec, Header{Worker: "w1"}, e, o)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -105,7 +105,7 @@ func BenchmarkTextStream(b *testing.B) {
 			start := time.Now()
 			go func() {
 				for i := range n {
-					f, err := EncodeWith(p.worker.codec, Header{Worker: "w1", Seq: uint64(i)}, batches[i%len(batches)], o)
+					f, err := EncodeWith(p.worker.Codec, Header{Worker: "w1", Seq: uint64(i)}, batches[i%len(batches)], o)
 					if err == nil {
 						err = snd.Send(ctx, f)
 					}

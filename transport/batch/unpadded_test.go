@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/internal/testutil"
 	"github.com/feedmesh/feedmesh/tensor"
 	"github.com/feedmesh/feedmesh/transport"
 )
@@ -288,7 +289,7 @@ func TestUnpaddedIntoDirtyBuffers(t *testing.T) {
 func TestUnpaddedBatchesSurviveLaterOnes(t *testing.T) {
 	p := newPair(t, transport.FastConfig())
 	snd, rcv := p.stream(t, OpenRequest{Job: "j", Window: 4}, 4, Limits{})
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testutil.Ctx(t, 10*time.Second)
 	var sent []tensor.Element
 	for i := range 6 {
 		// Tails shrink batch by batch, so each fits in the buffer the
@@ -298,7 +299,7 @@ func TestUnpaddedBatchesSurviveLaterOnes(t *testing.T) {
 		binary.LittleEndian.PutUint64(e.Tensors[1].Data, uint64(1000+i)) // distinct ids
 		sent = append(sent, e)
 	}
-	got := sendAll(t, ctx, p.worker.codec, snd, rcv, sent, EncodeOptions{Unpadded: true})
+	got := sendAll(t, ctx, p.worker.Codec, snd, rcv, sent, EncodeOptions{Unpadded: true})
 	if !rcv.tailUsed && rcv.scratch == nil {
 		t.Fatal("the reused tail buffer was not used: the test tests nothing")
 	}
@@ -397,7 +398,7 @@ func TestUnpaddedBesideLargeTensorSurvivesLaterOnes(t *testing.T) {
 				cfg.Alloc = NewBufferPool(64 << 20).Recorder().Alloc
 			}
 			snd, rcv := p.streamWith(t, OpenRequest{Job: "j", Window: 4, Compression: comp}, 4, cfg, nil)
-			ctx := ctxT(t, 10*time.Second)
+			ctx := testutil.Ctx(t, 10*time.Second)
 			var sent []tensor.Element
 			for i := range 3 {
 				e := paddedBatch([]int32{int32(5 + i), 17, 0, int32(9 - i)}, 24, 0)
@@ -409,7 +410,7 @@ func TestUnpaddedBesideLargeTensorSurvivesLaterOnes(t *testing.T) {
 				e.Tensors = append(e.Tensors, tensor.Tensor{Name: "image", DType: tensor.Uint8, Shape: []int64{int64(len(big))}, Data: big})
 				sent = append(sent, e)
 			}
-			got := sendAll(t, ctx, p.worker.codec, snd, rcv, sent, EncodeOptions{Unpadded: true, Narrow: true})
+			got := sendAll(t, ctx, p.worker.Codec, snd, rcv, sent, EncodeOptions{Unpadded: true, Narrow: true})
 			for i := range sent {
 				if where, ok := equalElements(sent[i], got[i]); !ok {
 					t.Fatalf("batch %d changed after later batches arrived: differs in %s", i, where)

@@ -8,19 +8,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/internal/testutil"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
 // A current client and worker agree on ProtocolVersion, and batches flow.
 func TestVersionAgreed(t *testing.T) {
 	p := newPair(t, transport.FastConfig())
-	ctx := ctxT(t, 5*time.Second)
+	ctx := testutil.Ctx(t, 5*time.Second)
 	snd, rcv := p.stream(t, OpenRequest{Job: "j", Window: 2}, 4, Limits{})
 	if snd.Version() != ProtocolVersion {
 		t.Fatalf("worker: version %d, want %d", snd.Version(), ProtocolVersion)
 	}
 	go func() {
-		if snd.Send(ctx, encode(t, p.worker.codec, 0, numbered(t, 0, 10))) == nil {
+		if snd.Send(ctx, encode(t, p.worker.Codec, 0, numbered(t, 0, 10))) == nil {
 			snd.End(nil)
 		}
 	}()
@@ -61,20 +62,20 @@ func TestWorkerRefusesUnspokenVersion(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t, transport.FastConfig())
-			ctx := ctxT(t, 5*time.Second)
-			s, err := p.client.t.Dial(ctx, p.worker.addr(), transport.KindData)
+			ctx := testutil.Ctx(t, 5*time.Second)
+			s, err := p.client.T.Dial(ctx, p.worker.Addr(), transport.KindData)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if err := p.client.codec.WriteFrame(s, &wireMsg{Kind: kindOpen, Version: tc.version, Job: "j", Window: 2}); err != nil {
+			if err := p.client.Codec.WriteFrame(s, &wireMsg{Kind: kindOpen, Version: tc.version, Job: "j", Window: 2}); err != nil {
 				t.Fatal(err)
 			}
-			c, err := p.worker.t.Listener(transport.KindData).Accept()
+			c, err := p.worker.T.Listener(transport.KindData).Accept()
 			if err != nil {
 				t.Fatal(err)
 			}
-			snd, _, err := Accept(ctx, p.worker.codec, c, 4)
+			snd, _, err := Accept(ctx, p.worker.Codec, c, 4)
 			if snd != nil {
 				snd.Close()
 			}
@@ -86,11 +87,11 @@ func TestWorkerRefusesUnspokenVersion(t *testing.T) {
 
 			s.SetReadDeadline(time.Now().Add(3 * time.Second)) // a hang fails the test
 			var m wireMsg
-			if _, err := readMsg(p.client.codec, s, &m, Limits{}, bufs{}); err != nil || m.Kind != kindEnd || !m.Failed || m.Version != ProtocolVersion || m.MinVersion != MinProtocolVersion {
+			if _, err := readMsg(p.client.Codec, s, &m, Limits{}, bufs{}); err != nil || m.Kind != kindEnd || !m.Failed || m.Version != ProtocolVersion || m.MinVersion != MinProtocolVersion {
 				t.Fatalf("client got %+v, %v; want an End refusing the version", m, err)
 			}
 			checkVersionText(t, m.Error, tc.version, tc.advice)
-			if _, err := readMsg(p.client.codec, s, &wireMsg{}, Limits{}, bufs{}); err != io.EOF {
+			if _, err := readMsg(p.client.Codec, s, &wireMsg{}, Limits{}, bufs{}); err != io.EOF {
 				t.Fatalf("after the refusal: %v, want the end of the stream", err)
 			}
 		})
@@ -118,17 +119,17 @@ func checkVersionText(t *testing.T, text string, client uint16, advice string) {
 // writes msgs and closes the stream.
 func fakeWorker(t *testing.T, p *pair, msgs ...wireMsg) {
 	t.Helper()
-	c, err := p.worker.t.Listener(transport.KindData).Accept()
+	c, err := p.worker.T.Listener(transport.KindData).Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	var open wireMsg
-	if _, err := readMsg(p.worker.codec, c, &open, Limits{}, bufs{}); err != nil || open.Kind != kindOpen || open.Version != ProtocolVersion {
+	if _, err := readMsg(p.worker.Codec, c, &open, Limits{}, bufs{}); err != nil || open.Kind != kindOpen || open.Version != ProtocolVersion {
 		t.Fatalf("open: %+v, %v; want an Open of v%d", open, err, ProtocolVersion)
 	}
 	for i := range msgs {
-		if err := p.worker.codec.WriteFrame(c, &msgs[i]); err != nil {
+		if err := p.worker.Codec.WriteFrame(c, &msgs[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -164,8 +165,8 @@ func TestReceiverReportsRefusal(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t, transport.FastConfig())
-			ctx := ctxT(t, 5*time.Second)
-			rcv, err := Open(ctx, p.client.t, p.client.codec, p.worker.addr(), OpenRequest{Job: "j", Window: 2}, Limits{})
+			ctx := testutil.Ctx(t, 5*time.Second)
+			rcv, err := Open(ctx, p.client.T, p.client.Codec, p.worker.Addr(), OpenRequest{Job: "j", Window: 2}, Limits{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -175,7 +176,7 @@ func TestReceiverReportsRefusal(t *testing.T) {
 			if tc.predates {
 				var verr *VersionError
 				if !errors.As(err, &verr) || *verr != (VersionError{Client: ProtocolVersion}) || !strings.Contains(err.Error(), "predates protocol versions") ||
-					!strings.Contains(err.Error(), tc.advice) || !strings.Contains(err.Error(), p.worker.addr()) {
+					!strings.Contains(err.Error(), tc.advice) || !strings.Contains(err.Error(), p.worker.Addr()) {
 					t.Fatalf("Next: %v, want the *VersionError of a worker from before versions, naming it and saying %q", err, tc.advice)
 				}
 				return
@@ -190,7 +191,7 @@ func TestReceiverReportsRefusal(t *testing.T) {
 			if !errors.As(err, &verr) || *verr != (VersionError{Client: ProtocolVersion, Min: tc.min, Max: tc.max}) {
 				t.Fatalf("Next: %v, want a *VersionError for v%d against v%d to v%d", err, ProtocolVersion, tc.min, tc.max)
 			}
-			if msg := err.Error(); !strings.Contains(msg, tc.advice) || !strings.Contains(msg, fmt.Sprintf("v%d to v%d", tc.min, tc.max)) || !strings.Contains(msg, p.worker.addr()) {
+			if msg := err.Error(); !strings.Contains(msg, tc.advice) || !strings.Contains(msg, fmt.Sprintf("v%d to v%d", tc.min, tc.max)) || !strings.Contains(msg, p.worker.Addr()) {
 				t.Fatalf("Next: %q does not name the worker, its versions and %q", msg, tc.advice)
 			}
 			if _, _, again := rcv.Next(ctx); again != err {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/internal/testutil"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -21,7 +22,7 @@ func TestWindowBytesGrowsAndShrinks(t *testing.T) {
 	}{{"worker cap 64", 64, 8}, {"worker cap 6", 6, 6}} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t, transport.FastConfig())
-			ctx := ctxT(t, 20*time.Second)
+			ctx := testutil.Ctx(t, 20*time.Second)
 			snd, rcv := p.streamWith(t, OpenRequest{Job: "j", Window: 2}, tc.workerMax, ReceiverConfig{WindowBytes: 16 * small}, nil)
 			const nSmall, nLarge = 100, 60
 			sizeOf := func(i int) int {
@@ -33,7 +34,7 @@ func TestWindowBytesGrowsAndShrinks(t *testing.T) {
 			done := make(chan error, 1)
 			go func() {
 				for i := range nSmall + nLarge {
-					if err := snd.Send(ctx, encode(t, p.worker.codec, i, numbered(t, i, sizeOf(i)))); err != nil {
+					if err := snd.Send(ctx, encode(t, p.worker.Codec, i, numbered(t, i, sizeOf(i)))); err != nil {
 						done <- err
 						return
 					}
@@ -86,22 +87,22 @@ func TestBadAcceptIsMalformed(t *testing.T) {
 		{"another version", 4, 64, ProtocolVersion + 1}, {"no version", 4, 64, 0}} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t, transport.FastConfig())
-			ctx := ctxT(t, 5*time.Second)
-			rcv, err := Open(ctx, p.client.t, p.client.codec, p.worker.addr(), OpenRequest{Job: "j", Window: 4}, DefaultLimits())
+			ctx := testutil.Ctx(t, 5*time.Second)
+			rcv, err := Open(ctx, p.client.T, p.client.Codec, p.worker.Addr(), OpenRequest{Job: "j", Window: 4}, DefaultLimits())
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer rcv.Close()
-			c, err := p.worker.t.Listener(transport.KindData).Accept()
+			c, err := p.worker.T.Listener(transport.KindData).Accept()
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
 			var open wireMsg
-			if _, err := readMsg(p.worker.codec, c, &open, Limits{}, bufs{}); err != nil || open.Kind != kindOpen || open.Version != ProtocolVersion {
+			if _, err := readMsg(p.worker.Codec, c, &open, Limits{}, bufs{}); err != nil || open.Kind != kindOpen || open.Version != ProtocolVersion {
 				t.Fatalf("open: %+v, %v", open, err)
 			}
-			if err := p.worker.codec.WriteFrame(c, &wireMsg{Kind: kindAccept, Version: tc.version, Window: tc.window, MaxWindow: tc.maxWin}); err != nil {
+			if err := p.worker.Codec.WriteFrame(c, &wireMsg{Kind: kindAccept, Version: tc.version, Window: tc.window, MaxWindow: tc.maxWin}); err != nil {
 				t.Fatal(err)
 			}
 			if _, _, err := rcv.Next(ctx); !errors.Is(err, ErrMalformedBatch) {
@@ -118,14 +119,14 @@ func TestBadCreditGrowthIsCutOff(t *testing.T) {
 	// The worker's cap is 4: growth beyond it (or overflowing) is refused.
 	for _, m := range []wireMsg{{Kind: kindCredit, Credits: 0, Grow: -3}, {Kind: kindCredit}, {Kind: kindCredit, Grow: 5}, {Kind: kindCredit, Grow: math.MaxInt64}} {
 		p := newPair(t, transport.FastConfig())
-		ctx := ctxT(t, 5*time.Second)
+		ctx := testutil.Ctx(t, 5*time.Second)
 		s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Version: ProtocolVersion, Window: 1}, 4)
-		if err := p.client.codec.WriteFrame(s, &m); err != nil {
+		if err := p.client.Codec.WriteFrame(s, &m); err != nil {
 			t.Fatal(err)
 		}
 		var serr error
-		waitFor(t, 3*time.Second, "Send to fail", func() bool {
-			serr = snd.Send(ctx, encode(t, p.worker.codec, 0, numbered(t, 0, 10)))
+		testutil.WaitFor(t, 3*time.Second, "Send to fail", func() bool {
+			serr = snd.Send(ctx, encode(t, p.worker.Codec, 0, numbered(t, 0, 10)))
 			return serr != nil
 		})
 		if !errors.Is(serr, ErrMalformedBatch) {
@@ -138,17 +139,17 @@ func TestBadCreditGrowthIsCutOff(t *testing.T) {
 // the batches.
 func TestAcceptComesFirst(t *testing.T) {
 	p := newPair(t, transport.FastConfig())
-	ctx := ctxT(t, 5*time.Second)
+	ctx := testutil.Ctx(t, 5*time.Second)
 	s, snd := p.rawClient(t, wireMsg{Kind: kindOpen, Version: ProtocolVersion, Window: 2}, 4)
-	if err := snd.Send(ctx, encode(t, p.worker.codec, 0, numbered(t, 0, 10))); err != nil {
+	if err := snd.Send(ctx, encode(t, p.worker.Codec, 0, numbered(t, 0, 10))); err != nil {
 		t.Fatal(err)
 	}
 	var m wireMsg
-	if _, err := readMsg(p.client.codec, s, &m, Limits{}, bufs{}); err != nil || m.Kind != kindAccept || m.Version != ProtocolVersion || m.Window != 2 || m.MaxWindow != 4 {
+	if _, err := readMsg(p.client.Codec, s, &m, Limits{}, bufs{}); err != nil || m.Kind != kindAccept || m.Version != ProtocolVersion || m.Window != 2 || m.MaxWindow != 4 {
 		t.Fatalf("first message: %+v, %v; want an Accept of v%d, window 2, cap 4", m, err, ProtocolVersion)
 	}
 	m = wireMsg{}
-	if _, err := readMsg(p.client.codec, s, &m, Limits{}, bufs{}); err != nil || m.Kind != kindBatch {
+	if _, err := readMsg(p.client.Codec, s, &m, Limits{}, bufs{}); err != nil || m.Kind != kindBatch {
 		t.Fatalf("second message: %s, %v; want a batch", m.Kind, err)
 	}
 }
