@@ -22,8 +22,15 @@ type Stats struct {
 	Rows    int64 `json:"rows"`
 	Bytes   int64 `json:"bytes"`
 	// WireBytes is what the batches took on the network (see WorkerStats).
-	WireBytes int64                  `json:"wire_bytes"`
-	Workers   map[string]WorkerStats `json:"workers"`
+	WireBytes int64 `json:"wire_bytes"`
+	// Workers are the workers that delivered to this iterator, each
+	// since it first did: a worker that died or left stays listed.
+	Workers map[string]WorkerStats `json:"workers"`
+	// Serving is how many workers serve the job now, as the cluster last
+	// reported (refreshed every HeartbeatInterval): assigned and neither
+	// expired, drained nor released by autoscaling; a consumer's local
+	// worker counts as one.
+	Serving int `json:"serving"`
 	// Reconnects counts worker streams reopened after a failure. At most
 	// once, the batches on their way on a stream that broke are lost
 	// (exactly-once sends them again).
@@ -133,7 +140,19 @@ func (it *Iterator) Stats() Stats {
 	for k, v := range it.stats.Workers {
 		s.Workers[k] = v
 	}
+	s.Serving = serving(it.info)
 	return s
+}
+
+// serving counts the workers of info that serve the job now.
+func serving(info api.JobInfo) int {
+	n := 0
+	for _, w := range info.Workers {
+		if !w.Expired && !w.Drained && !w.Released {
+			n++
+		}
+	}
+	return n
 }
 
 // countDelivered counts a batch Next returns; entered is when Next was

@@ -362,7 +362,7 @@ func consume(ctx context.Context, it *client.Iterator, take int64, p progressLin
 			s := it.Stats()
 			dt := time.Since(last).Seconds()
 			fmt.Fprintf(p.w, "%s%8d batches %10d elements  %7.1f batches/s %8.1f MB/s  workers %d   %s",
-				p.start, s.Batches, s.Rows, float64(s.Batches-lastBatches)/dt, float64(s.Bytes-lastBytes)/dt/1e6, len(s.Workers), p.end)
+				p.start, s.Batches, s.Rows, float64(s.Batches-lastBatches)/dt, float64(s.Bytes-lastBytes)/dt/1e6, s.Serving, p.end)
 			last, lastBytes, lastBatches = time.Now(), s.Bytes, s.Batches
 		}
 	}
