@@ -15,6 +15,9 @@ var (
 	ErrUnknownType = errors.New("fsm: unknown command type")
 	// ErrUnknownVersion: the handler does not support the command's Version.
 	ErrUnknownVersion = errors.New("fsm: unsupported command version")
+	// ErrPanicked: applying the command panicked; it was rejected
+	// (State.ApplyIndex), on every replica alike.
+	ErrPanicked = errors.New("fsm: command panicked while it was applied; rejected")
 	// ErrCommandTooLarge: the encoded command exceeds the configured
 	// MaxCommandBytes (at raftnode's Node.Apply) or MaxCommandBytesLimit
 	// (in the FSM).

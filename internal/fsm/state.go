@@ -49,13 +49,28 @@ func (s *State) ApplyIndex(index uint64, c Command) (any, error) {
 			ErrUnknownVersion, h.name, c.Version, h.minVersion, h.maxVersion)
 	}
 	s.applying = index
-	v, err := h.apply(s, c)
+	v, err := h.applyRecovering(s, c)
 	s.applying = 0
 	if err != nil {
 		return nil, err
 	}
 	s.Index = index
 	return v, nil
+}
+
+// applyRecovering applies c. A panic in a handler (a bug, or an entry
+// that no check foresaw) must not crash every replica, and again at every
+// replay of the log: the entry is rejected instead, with the panic's value.
+// Every replica applies the same entry to the same state, so all reject it
+// alike, and what the handler changed before it panicked is the same on
+// each.
+func (h handler) applyRecovering(s *State, c Command) (v any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			v, err = nil, fmt.Errorf("%w: %s v%d: %v", ErrPanicked, h.name, c.Version, r)
+		}
+	}()
+	return h.apply(s, c)
 }
 
 // ApplyEntry decodes a log entry and applies it.

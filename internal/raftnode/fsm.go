@@ -1,8 +1,10 @@
 package raftnode
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -14,6 +16,7 @@ import (
 // its FSM goroutine; Get may be called from any goroutine, hence the lock.
 type machine struct {
 	beforeApply func(index uint64) // Config.BeforeApply
+	log         *slog.Logger       // Config.Logger (nil: none)
 	mu          sync.RWMutex
 	state       *fsm.State
 	// applied counts the commands applied, by type (the last slot: types
@@ -35,9 +38,9 @@ type applyResult struct {
 
 func newMachine() *machine { return &machine{state: fsm.NewState()} }
 
-// newNodeFSM is the FSM of a node, with its Config.BeforeApply.
-func newNodeMachine(beforeApply func(index uint64)) *machine {
-	return &machine{beforeApply: beforeApply, state: fsm.NewState()}
+// newNodeMachine is the state machine of a node with that Config.
+func newNodeMachine(cfg Config) *machine {
+	return &machine{beforeApply: cfg.BeforeApply, log: cfg.Logger, state: fsm.NewState()}
 }
 
 // Apply implements raft.FSM. Only LogCommand entries reach it.
@@ -54,6 +57,10 @@ func (f *machine) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	v, err := f.state.ApplyIndex(l.Index, c)
 	f.mu.Unlock()
+	if errors.Is(err, fsm.ErrPanicked) && f.log != nil {
+		f.log.Error("a committed command panicked while it was applied: rejected, as on every replica (a bug: please report it with this line)",
+			"index", l.Index, "type", c.Type, "err", err)
+	}
 	return applyResult{value: v, err: err}
 }
 

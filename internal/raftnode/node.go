@@ -73,7 +73,7 @@ type Node struct {
 // owns layer from this call on: Close, or a failed Open, closes it.
 func Open(cfg Config, layer raft.StreamLayer) (_ *Node, err error) {
 	tl := newTrackedLayer(layer)
-	n := &Node{cfg: cfg, log: newHclog(cfg.Logger), machine: newNodeMachine(cfg.BeforeApply), layer: tl, done: make(chan struct{})}
+	n := &Node{cfg: cfg, log: newHclog(cfg.Logger), machine: newNodeMachine(cfg), layer: tl, done: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			n.cleanup()
