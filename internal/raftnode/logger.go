@@ -69,9 +69,10 @@ func (a *hclogAdapter) enabled(level hclog.Level) bool {
 }
 
 // peerTrouble are raft's errors about reaching one peer (the leader
-// replicating to it, a candidate asking for its vote). A peer that leaves
-// gracefully, restarts or dies makes them, again at every backoff, while
-// this node is fine; gossip reports the peer itself. They are warnings:
+// replicating to it, a candidate asking for its vote, a peer's connection
+// torn down under a request it was sending or awaiting). A peer that
+// leaves gracefully, restarts or dies makes them, again at every backoff,
+// while this node is fine; gossip reports the peer itself. They are warnings:
 // ERROR is for this node's own failures (its log store, its snapshots),
 // which keep raft's level.
 var peerTrouble = map[string]bool{
@@ -81,6 +82,8 @@ var peerTrouble = map[string]bool{
 	"failed to pipeline appendEntries":        true,
 	"failed to send snapshot to":              true,
 	"failed to make requestVote RPC":          true,
+	"failed to decode incoming command":       true,
+	"failed to flush response":                true,
 }
 
 func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
