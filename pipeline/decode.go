@@ -170,55 +170,18 @@ func errPath(path string) string {
 	return path
 }
 
+// decodeValue fills rv from v, the generic tree's value at path.
 func decodeValue(path string, v any, rv reflect.Value) error {
 	if rv.Type() == argsType {
-		if v == nil {
-			return nil
-		}
-		a, err := normalizeArg(v, 0)
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		m, ok := a.(map[string]any)
-		if !ok {
-			return fmt.Errorf("%s: want a mapping of argument names to values, got %s", path, describe(v))
-		}
-		rv.Set(reflect.ValueOf(fn.Args(m)))
-		return nil
+		return decodeArgs(path, v, rv)
 	}
 	switch rv.Kind() {
 	case reflect.Pointer:
-		if v == nil {
-			if rv.Type().Elem().Kind() == reflect.Struct {
-				// `shuffle:` with nothing after it: an op with all defaults.
-				rv.Set(reflect.New(rv.Type().Elem()))
-			}
-			return nil
-		}
-		p := reflect.New(rv.Type().Elem())
-		if err := decodeValue(path, v, p.Elem()); err != nil {
-			return err
-		}
-		rv.Set(p)
-		return nil
+		return decodePointer(path, v, rv)
 	case reflect.Struct:
 		return decodeStruct(path, v, rv)
 	case reflect.Slice:
-		if v == nil {
-			return nil
-		}
-		xs, ok := v.([]any)
-		if !ok {
-			return fmt.Errorf("%s: want a list, got %s", errPath(path), describe(v))
-		}
-		out := reflect.MakeSlice(rv.Type(), len(xs), len(xs))
-		for i, x := range xs {
-			if err := decodeValue(fmt.Sprintf("%s[%d]", path, i), x, out.Index(i)); err != nil {
-				return err
-			}
-		}
-		rv.Set(out)
-		return nil
+		return decodeSlice(path, v, rv)
 	case reflect.String:
 		s, ok := v.(string)
 		if !ok {
@@ -234,23 +197,7 @@ func decodeValue(path string, v any, rv reflect.Value) error {
 		rv.SetBool(b)
 		return nil
 	case reflect.Int, reflect.Int64, reflect.Int32:
-		autoField := strings.HasSuffix(path, ".map.parallelism")
-		if s, ok := v.(string); ok && s == "auto" && autoField {
-			rv.SetInt(ParallelismAuto)
-			return nil
-		}
-		n, err := genericInt(v)
-		if err == nil && autoField && n == ParallelismAuto {
-			return fmt.Errorf("%s: must be in [1, %d], or auto (write auto, not %d)", path, MaxParallelism, n)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", errPath(path), err)
-		}
-		if rv.OverflowInt(n) {
-			return fmt.Errorf("%s: %d is out of range", errPath(path), n)
-		}
-		rv.SetInt(n)
-		return nil
+		return decodeInt(path, v, rv)
 	case reflect.Uint64, reflect.Uint, reflect.Uint32:
 		n, err := genericUint(v)
 		if err != nil {
@@ -270,6 +217,83 @@ func decodeValue(path string, v any, rv reflect.Value) error {
 		return nil
 	}
 	return fmt.Errorf("%s: cannot decode into %s", errPath(path), rv.Type())
+}
+
+// decodeArgs fills a function's args (fn.Args) from a mapping, in their
+// canonical form (normalizeArg).
+func decodeArgs(path string, v any, rv reflect.Value) error {
+	if v == nil {
+		return nil
+	}
+	a, err := normalizeArg(v, 0)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	m, ok := a.(map[string]any)
+	if !ok {
+		return fmt.Errorf("%s: want a mapping of argument names to values, got %s", path, describe(v))
+	}
+	rv.Set(reflect.ValueOf(fn.Args(m)))
+	return nil
+}
+
+// decodePointer points rv at a new value decoded from v; a null leaves it
+// nil, unless it points to a struct.
+func decodePointer(path string, v any, rv reflect.Value) error {
+	if v == nil {
+		if rv.Type().Elem().Kind() == reflect.Struct {
+			// `shuffle:` with nothing after it: an op with all defaults.
+			rv.Set(reflect.New(rv.Type().Elem()))
+		}
+		return nil
+	}
+	p := reflect.New(rv.Type().Elem())
+	if err := decodeValue(path, v, p.Elem()); err != nil {
+		return err
+	}
+	rv.Set(p)
+	return nil
+}
+
+// decodeSlice fills a slice from a list, each entry at path[i].
+func decodeSlice(path string, v any, rv reflect.Value) error {
+	if v == nil {
+		return nil
+	}
+	xs, ok := v.([]any)
+	if !ok {
+		return fmt.Errorf("%s: want a list, got %s", errPath(path), describe(v))
+	}
+	out := reflect.MakeSlice(rv.Type(), len(xs), len(xs))
+	for i, x := range xs {
+		if err := decodeValue(fmt.Sprintf("%s[%d]", path, i), x, out.Index(i)); err != nil {
+			return err
+		}
+	}
+	rv.Set(out)
+	return nil
+}
+
+// decodeInt fills a signed integer; a map's parallelism also takes "auto"
+// (ParallelismAuto), and only written so.
+func decodeInt(path string, v any, rv reflect.Value) error {
+	autoField := strings.HasSuffix(path, ".map.parallelism")
+	if s, ok := v.(string); ok && s == "auto" && autoField {
+		rv.SetInt(ParallelismAuto)
+		return nil
+	}
+	n, err := genericInt(v)
+	if err == nil && autoField && n == ParallelismAuto {
+		return fmt.Errorf("%s: must be in [1, %d], or auto (write auto, not %d)", path, MaxParallelism, n)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", errPath(path), err)
+	}
+	if rv.OverflowInt(n) {
+		return fmt.Errorf("%s: %d is out of range", errPath(path), n)
+	}
+	rv.SetInt(n)
+	return nil
 }
 
 // shorthandCount is the set of ops where a bare number means {count: N}.
