@@ -87,6 +87,8 @@ func compile(s *Spec) (*compiled, error) {
 	return c, nil
 }
 
+// compileOp checks op i of the spec, and builds its function when it is a
+// map or a filter.
 func compileOp(i int, op *Op, specSeed uint64, add func(path, format string, args ...any)) compiledOp {
 	names := op.names()
 	at := fmt.Sprintf("ops[%d]", i)
@@ -101,6 +103,69 @@ func compileOp(i int, op *Op, specSeed uint64, add func(path, format string, arg
 	}
 	co.name = names[0]
 	at += "." + names[0]
+	switch {
+	case op.Map != nil:
+		co.name = "map(" + op.Map.Fn + ")"
+		co.seed = opSeed(op.Map.Seed, specSeed, i)
+		co.mapFn = compileMap(op.Map, at, add)
+	case op.Filter != nil:
+		co.name = "filter(" + op.Filter.Fn + ")"
+		co.seed = opSeed(op.Filter.Seed, specSeed, i)
+		co.filter = compileFilter(op.Filter, at, add)
+	default:
+		checkOpFields(op, at, add)
+	}
+	return co
+}
+
+// compileMap checks a map op at path at and builds its function (nil when
+// it cannot).
+func compileMap(m *MapOp, at string, add func(path, format string, args ...any)) fn.MapFn {
+	if (m.Parallelism < 1 || m.Parallelism > MaxParallelism) && m.Parallelism != ParallelismAuto {
+		add(at+".parallelism", "must be in [1, %d], or auto", MaxParallelism)
+	}
+	if m.Fn == "" {
+		add(at+".fn", "missing; known map functions: %s", strings.Join(fn.MapNames(), ", "))
+		return nil
+	}
+	f, ok := fn.LookupMap(m.Fn)
+	if !ok {
+		add(at+".fn", "unknown map function %q (known: %s)", m.Fn, strings.Join(fn.MapNames(), ", "))
+		return nil
+	}
+	mf, err := buildSafely(func() (fn.MapFn, error) { return f(m.Args) })
+	if err != nil {
+		add(at+".args", "%v", err)
+	} else if mf == nil {
+		add(at+".fn", "map function %q built nothing", m.Fn)
+	}
+	return mf
+}
+
+// compileFilter checks a filter op at path at and builds its function
+// (nil when it cannot).
+func compileFilter(f *FilterOp, at string, add func(path, format string, args ...any)) fn.FilterFn {
+	if f.Fn == "" {
+		add(at+".fn", "missing; known filter functions: %s", strings.Join(fn.FilterNames(), ", "))
+		return nil
+	}
+	ff, ok := fn.LookupFilter(f.Fn)
+	if !ok {
+		add(at+".fn", "unknown filter function %q (known: %s)", f.Fn, strings.Join(fn.FilterNames(), ", "))
+		return nil
+	}
+	flt, err := buildSafely(func() (fn.FilterFn, error) { return ff(f.Args) })
+	if err != nil {
+		add(at+".args", "%v", err)
+	} else if flt == nil {
+		add(at+".fn", "filter function %q built nothing", f.Fn)
+	}
+	return flt
+}
+
+// checkOpFields checks the fields of an op that is neither a map nor a
+// filter, at path at, against their bounds.
+func checkOpFields(op *Op, at string, add func(path, format string, args ...any)) {
 	positive := func(field string, v int64) {
 		if v <= 0 {
 			add(at+"."+field, "must be > 0")
@@ -117,49 +182,6 @@ func compileOp(i int, op *Op, specSeed uint64, add func(path, format string, arg
 		}
 	}
 	switch {
-	case op.Map != nil:
-		m := op.Map
-		co.name = "map(" + m.Fn + ")"
-		co.seed = opSeed(m.Seed, specSeed, i)
-		if (m.Parallelism < 1 || m.Parallelism > MaxParallelism) && m.Parallelism != ParallelismAuto {
-			add(at+".parallelism", "must be in [1, %d], or auto", MaxParallelism)
-		}
-		if m.Fn == "" {
-			add(at+".fn", "missing; known map functions: %s", strings.Join(fn.MapNames(), ", "))
-			break
-		}
-		f, ok := fn.LookupMap(m.Fn)
-		if !ok {
-			add(at+".fn", "unknown map function %q (known: %s)", m.Fn, strings.Join(fn.MapNames(), ", "))
-			break
-		}
-		mf, err := buildSafely(func() (fn.MapFn, error) { return f(m.Args) })
-		if err != nil {
-			add(at+".args", "%v", err)
-		} else if mf == nil {
-			add(at+".fn", "map function %q built nothing", m.Fn)
-		}
-		co.mapFn = mf
-	case op.Filter != nil:
-		f := op.Filter
-		co.name = "filter(" + f.Fn + ")"
-		co.seed = opSeed(f.Seed, specSeed, i)
-		if f.Fn == "" {
-			add(at+".fn", "missing; known filter functions: %s", strings.Join(fn.FilterNames(), ", "))
-			break
-		}
-		ff, ok := fn.LookupFilter(f.Fn)
-		if !ok {
-			add(at+".fn", "unknown filter function %q (known: %s)", f.Fn, strings.Join(fn.FilterNames(), ", "))
-			break
-		}
-		flt, err := buildSafely(func() (fn.FilterFn, error) { return ff(f.Args) })
-		if err != nil {
-			add(at+".args", "%v", err)
-		} else if flt == nil {
-			add(at+".fn", "filter function %q built nothing", f.Fn)
-		}
-		co.filter = flt
 	case op.Shuffle != nil:
 		positive("buffer", op.Shuffle.Buffer)
 		atMost("buffer", op.Shuffle.Buffer, MaxShuffleBuffer)
@@ -213,7 +235,6 @@ func compileOp(i int, op *Op, specSeed uint64, add func(path, format string, arg
 			add(at+".mode", "unknown mode %q (want auto, compute or cache)", op.Autocache.Mode)
 		}
 	}
-	return co
 }
 
 // buildSafely runs a function factory, turning a panic in user code into a
