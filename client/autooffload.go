@@ -96,52 +96,10 @@ func localShareOf(d offload.Decision) float64 {
 func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
 	prof, cached := it.c.profiles.load(fingerprint)
 	if !cached {
-		// The link (a pipeline with cut points only) is probed while
-		// the host profiles: the nodes ship nothing meanwhile.
-		link := make(chan float64, 1)
-		if len(it.off.spec.Cuts()) > 0 {
-			go func() { link <- it.c.probeLink(ctx) }()
-		} else {
-			link <- 0
-		}
-		// The profile ends early when a cut is clear: after
-		// autoEarlyRows rows, once the link is probed, if a cut predicts
-		// autoEarlyGain× the rate without one (a margin no measurement
-		// noise of that many rows closes).
-		linkBps, probed := 0.0, false
-		complete := func(m OffloadProfile) OffloadProfile {
-			if st, ok := it.off.local.pipelineStats(); ok {
-				m.Ops = opRates(it.off.spec, st)
-			}
-			m.LinkBytesPerSecond = linkBps
-			m.Remote = it.estimateRemote(ctx, m)
-			return m
-		}
-		early := func(m OffloadProfile) bool {
-			if !probed {
-				select {
-				case linkBps = <-link:
-					probed = true
-				default:
-					return false
-				}
-			}
-			if m.Rows < autoEarlyRows || !(linkBps > 0) {
-				return false
-			}
-			_, _, ok := it.c.cutFromProfile(ctx, it.off.spec, complete(m), "", autoEarlyGain)
-			return ok
-		}
 		var ok bool
-		prof, ok = it.profileUntil(ctx, AutoProfileRows, AutoProfileTime, early)
-		if !probed {
-			linkBps = <-link // probeLink ends with ctx
-		}
-		if !ok {
+		if prof, ok = it.profileHost(ctx, fingerprint); !ok {
 			return
 		}
-		prof = complete(prof)
-		it.storeProfile(fingerprint, prof)
 		// Which ops, from the host's per-op rates and the link probed:
 		// a cut decided now is in force before any node ships a whole
 		// batch over a link it may be too slow for.
@@ -155,26 +113,8 @@ func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
 		return
 	}
 	if d.Offload && !prof.RemoteMeasured {
-		// Measure the nodes (FastFlow's remote profile) before sharing:
-		// the estimate only said they are worth turning on. Neither
-		// side is held meanwhile: the nodes' rate is theirs, and the
-		// host goes on preparing what it can.
-		it.applyAuto(ctx, prof, cached, offload.Decision{Offload: true, Fraction: 1, Predicted: d.Predicted,
-			Reason: "profiling the nodes: " + d.Reason})
-		it.off.gate.setFree(localShareOf(d))
-		it.mu.Lock()
-		it.off.mode = "auto (profiling the nodes)"
-		it.mu.Unlock()
-		m, ok := it.profileFor(ctx, AutoProfileRows, AutoRemoteProfileTime)
-		if !ok {
-			return
-		}
-		if m.RemoteMeasured {
-			prof.Remote, prof.RemoteMeasured = m.Remote, true
-			prof.LinkBytesPerSecond = max(prof.LinkBytesPerSecond, m.LinkBytesPerSecond)
-			it.storeProfile(fingerprint, prof)
-		}
-		if d, err = offload.Decide(autoProfile(prof), offload.DefaultConfig()); err != nil {
+		var ok bool
+		if prof, d, ok = it.profileNodes(ctx, fingerprint, prof, cached, d); !ok {
 			return
 		}
 		// Which ops (FastFlow's partial offload), now that the link is
@@ -185,6 +125,94 @@ func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
 		}
 	}
 	it.applyAuto(ctx, prof, cached, d)
+	it.reviseAuto(ctx, fingerprint, prof, d)
+}
+
+// profileHost is step 1: the host's profile, stored for later jobs of
+// the pipeline. False when ctx ended first.
+func (it *Iterator) profileHost(ctx context.Context, fingerprint string) (OffloadProfile, bool) {
+	// The link (a pipeline with cut points only) is probed while
+	// the host profiles: the nodes ship nothing meanwhile.
+	link := make(chan float64, 1)
+	if len(it.off.spec.Cuts()) > 0 {
+		go func() { link <- it.c.probeLink(ctx) }()
+	} else {
+		link <- 0
+	}
+	// The profile ends early when a cut is clear: after
+	// autoEarlyRows rows, once the link is probed, if a cut predicts
+	// autoEarlyGain× the rate without one (a margin no measurement
+	// noise of that many rows closes).
+	linkBps, probed := 0.0, false
+	complete := func(m OffloadProfile) OffloadProfile {
+		if st, ok := it.off.local.pipelineStats(); ok {
+			m.Ops = opRates(it.off.spec, st)
+		}
+		m.LinkBytesPerSecond = linkBps
+		m.Remote = it.estimateRemote(ctx, m)
+		return m
+	}
+	early := func(m OffloadProfile) bool {
+		if !probed {
+			select {
+			case linkBps = <-link:
+				probed = true
+			default:
+				return false
+			}
+		}
+		if m.Rows < autoEarlyRows || !(linkBps > 0) {
+			return false
+		}
+		_, _, ok := it.c.cutFromProfile(ctx, it.off.spec, complete(m), "", autoEarlyGain)
+		return ok
+	}
+	prof, ok := it.profileUntil(ctx, AutoProfileRows, AutoProfileTime, early)
+	if !probed {
+		linkBps = <-link // probeLink ends with ctx
+	}
+	if !ok {
+		return OffloadProfile{}, false
+	}
+	prof = complete(prof)
+	it.storeProfile(fingerprint, prof)
+	return prof, true
+}
+
+// profileNodes is step 2's remote profile, for a decision d to offload
+// taken on the nodes' estimated rate: it measures them and decides again.
+// False when ctx ended first, or no decision came.
+func (it *Iterator) profileNodes(ctx context.Context, fingerprint string, prof OffloadProfile, cached bool, d offload.Decision) (OffloadProfile, offload.Decision, bool) {
+	// Measure the nodes (FastFlow's remote profile) before sharing:
+	// the estimate only said they are worth turning on. Neither
+	// side is held meanwhile: the nodes' rate is theirs, and the
+	// host goes on preparing what it can.
+	it.applyAuto(ctx, prof, cached, offload.Decision{Offload: true, Fraction: 1, Predicted: d.Predicted,
+		Reason: "profiling the nodes: " + d.Reason})
+	it.off.gate.setFree(localShareOf(d))
+	it.mu.Lock()
+	it.off.mode = "auto (profiling the nodes)"
+	it.mu.Unlock()
+	m, ok := it.profileFor(ctx, AutoProfileRows, AutoRemoteProfileTime)
+	if !ok {
+		return prof, d, false
+	}
+	if m.RemoteMeasured {
+		prof.Remote, prof.RemoteMeasured = m.Remote, true
+		prof.LinkBytesPerSecond = max(prof.LinkBytesPerSecond, m.LinkBytesPerSecond)
+		it.storeProfile(fingerprint, prof)
+	}
+	d, err := offload.Decide(autoProfile(prof), offload.DefaultConfig())
+	if err != nil {
+		return prof, d, false
+	}
+	return prof, d, true
+}
+
+// reviseAuto is step 3: every AutoReviseInterval, the decision d in force
+// is revised from the rates of the last interval, until ctx ends, the
+// local worker retires, or a cut is put in force.
+func (it *Iterator) reviseAuto(ctx context.Context, fingerprint string, prof OffloadProfile, d offload.Decision) {
 	t := time.NewTicker(AutoReviseInterval)
 	defer t.Stop()
 	last, nodes := it.offloadSnapshot(), it.servingNodes()
