@@ -174,8 +174,10 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 	}
 	stop := interruptOn(ctx, r.s.SetDeadline)
 	defer stop()
-	if err := r.grant(ctx); err != nil {
-		return r.fail(err)
+	if credits, grow := r.plan(); credits+grow > 0 && !r.creditsOff {
+		if err := r.grant(ctx, credits, grow); err != nil {
+			return r.fail(err)
+		}
 	}
 	r.rc.n = 0
 	var m wireMsg
@@ -221,13 +223,9 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 	return r.fail(malformed("unexpected %s message from worker %s", m.Kind, r.addr))
 }
 
-// grant writes the credit message plan decides on, if any, before Next
-// reads. An error breaks the stream: the frame may be half written.
-func (r *Receiver) grant(ctx context.Context) error {
-	credits, grow := r.plan()
-	if credits+grow <= 0 || r.creditsOff {
-		return nil
-	}
+// grant writes the credit message plan decided on, before Next reads. An
+// error breaks the stream: the frame may be half written.
+func (r *Receiver) grant(ctx context.Context, credits, grow int64) error {
 	err := r.ctl.WriteFrame(r.s, &wireMsg{Kind: kindCredit, Credits: credits, Grow: grow})
 	switch {
 	case err == nil:
