@@ -201,120 +201,156 @@ func (p *plain) reconcile(ctx context.Context) (ended bool, next time.Time) {
 			// streams); nothing to read or fence here.
 			continue
 		}
-		s := p.workers[w.Name]
-		if s != nil && w.Since != s.since && s.since != 0 && w.Since != 0 && s.running == 0 {
-			// Assigned afresh: a new process of a worker that drained, or
-			// was expired, rejoined the job. Exactly-once: nothing of the
-			// old process is read any more (no stream runs), so it is
-			// fenced, as a dropped worker is, before reading the new one.
-			p.log.Info("worker rejoined the job; reading from it again", "job", p.job, "worker", w.Name)
-			if p.ledger != nil && !s.fenced {
-				p.ledger.fence(w.Name)
-			}
-			if s.opened && !s.done && !s.paused && !s.dropped {
-				p.it.countDropped() // the old process died mid-stream, unseen
-			}
-			s.cancel()
-			s = nil
-		}
-		if s == nil {
-			s = &workerStreams{since: w.Since}
-			if old := p.workers[w.Name]; old != nil {
-				// A rejoin (see rejoined). If the new process has leased
-				// already, its lease has expired whatever the old one
-				// took after the rejoin: fence it now.
-				s.inc, s.rejoined = w.Incarnation, true
-				if w.Incarnation != old.inc && w.Incarnation != 0 && old.inc != 0 {
-					s.rejoined = false
-					if p.ledger != nil {
-						p.ledger.fence(w.Name)
-					}
-				}
-			}
-			s.ctx, s.cancel = context.WithCancel(ctx)
-			p.workers[w.Name] = s
-		}
-		if w.Addr != "" {
-			s.addr = w.Addr
-		}
-		if s.rejoined && w.Incarnation != s.inc {
-			// The rejoined worker's new process leased (see rejoined).
-			s.rejoined = false
-			if p.ledger != nil {
-				p.ledger.fence(w.Name)
-			}
-			s.inc = w.Incarnation
-		}
-		if w.Incarnation != s.inc && s.inc != 0 && s.opened && !s.dropped && !s.done && !s.paused {
-			// The worker's process restarted while it streamed to this
-			// consumer (before it was declared dead): what the old one had
-			// made and not sent is gone (at-most-once), or read again.
-			p.it.countDropped()
-		}
-		if p.ledger != nil && w.Incarnation != s.inc {
-			if !s.dropped && (s.inc != 0 || s.broke) {
-				// A restart (from a known incarnation, or one this
-				// consumer did not hear of but whose stream broke): the
-				// old process's leases are orphaned until this consumer
-				// fences it. Stop every stream (one may still be the old
-				// process's) and fence once none reads; the new process
-				// resends what its stopped streams had not credited. The
-				// first incarnation heard is the worker's first lease,
-				// not a restart. A consumer that has opened no stream to
-				// the worker yet fences too (at once: nothing reads): a
-				// rejoined worker keeps its last incarnation, and a lease
-				// its old process took after the rejoin waits for it.
-				p.log.Info("worker restarted; reopening its streams", "job", p.job, "worker", w.Name)
-				s.cancel()
-				s.ctx, s.cancel = context.WithCancel(ctx)
-				s.refence = true
-				p.fenceIfIdle(w.Name, s)
-			}
-		}
-		s.inc = w.Incarnation
-		if w.Expired && !s.done {
-			if !s.dropped {
-				p.log.Info("worker expired; dropping it", "job", p.job, "worker", w.Name)
-				if s.opened && !s.paused {
-					p.it.countDropped()
-				}
-			}
-			s.dropped = true
-			s.cancel() // exactly-once: nothing more may be read from it
-			p.fenceIfIdle(w.Name, s)
+		s := p.streamsOf(ctx, w)
+		p.hearIncarnation(ctx, w, s)
+		if w.Expired {
+			p.drop(w.Name, s)
 			continue
 		}
-		if w.Expired && !s.dropped {
-			// Expired after it sent its end of data (cut off from the
-			// leader after its last batch, say): nothing is lost, but
-			// exactly-once its produced splits that have not settled are
-			// orphaned until every consumer fences it, and every batch it
-			// sent is in the ledger already.
-			s.dropped = true
-			p.fenceIfIdle(w.Name, s)
-			continue
-		}
-		for s.canOpen(now, p.perWorker) {
-			if s.fails > 0 {
-				p.it.countReconnect()
-			}
-			s.running++
-			s.opened = true
-			p.streams.Add(1)
-			go p.stream(ctx, s.ctx, w.Name, s.addr)
-		}
+		p.openStreams(ctx, w.Name, s, now)
 		if s.waiting(now, p.perWorker) && (next.IsZero() || s.retryAt.Before(next)) {
 			next = s.retryAt
 		}
 	}
+	return p.ended(), next
+}
+
+// streamsOf returns what the engine knows of worker w's streams: new for
+// a worker first heard of, and started over for one that rejoined the
+// job (assigned afresh), whose old process is then fenced. p.mu is held.
+func (p *plain) streamsOf(ctx context.Context, w api.WorkerInfo) *workerStreams {
+	s := p.workers[w.Name]
+	if s != nil && w.Since != s.since && s.since != 0 && w.Since != 0 && s.running == 0 {
+		// Assigned afresh: a new process of a worker that drained, or
+		// was expired, rejoined the job. Exactly-once: nothing of the
+		// old process is read any more (no stream runs), so it is
+		// fenced, as a dropped worker is, before reading the new one.
+		p.log.Info("worker rejoined the job; reading from it again", "job", p.job, "worker", w.Name)
+		if p.ledger != nil && !s.fenced {
+			p.ledger.fence(w.Name)
+		}
+		if s.opened && !s.done && !s.paused && !s.dropped {
+			p.it.countDropped() // the old process died mid-stream, unseen
+		}
+		s.cancel()
+		s = nil
+	}
+	if s == nil {
+		s = &workerStreams{since: w.Since}
+		if old := p.workers[w.Name]; old != nil {
+			// A rejoin (see rejoined). If the new process has leased
+			// already, its lease has expired whatever the old one
+			// took after the rejoin: fence it now.
+			s.inc, s.rejoined = w.Incarnation, true
+			if w.Incarnation != old.inc && w.Incarnation != 0 && old.inc != 0 {
+				s.rejoined = false
+				if p.ledger != nil {
+					p.ledger.fence(w.Name)
+				}
+			}
+		}
+		s.ctx, s.cancel = context.WithCancel(ctx)
+		p.workers[w.Name] = s
+	}
+	if w.Addr != "" {
+		s.addr = w.Addr
+	}
+	return s
+}
+
+// hearIncarnation takes in worker w's incarnation as last heard: a new
+// process after a rejoin, or a restart while it streamed, whose streams
+// are stopped so that the old process is fenced (exactly-once). p.mu is
+// held.
+func (p *plain) hearIncarnation(ctx context.Context, w api.WorkerInfo, s *workerStreams) {
+	if s.rejoined && w.Incarnation != s.inc {
+		// The rejoined worker's new process leased (see rejoined).
+		s.rejoined = false
+		if p.ledger != nil {
+			p.ledger.fence(w.Name)
+		}
+		s.inc = w.Incarnation
+	}
+	if w.Incarnation != s.inc && s.inc != 0 && s.opened && !s.dropped && !s.done && !s.paused {
+		// The worker's process restarted while it streamed to this
+		// consumer (before it was declared dead): what the old one had
+		// made and not sent is gone (at-most-once), or read again.
+		p.it.countDropped()
+	}
+	if p.ledger != nil && w.Incarnation != s.inc {
+		if !s.dropped && (s.inc != 0 || s.broke) {
+			// A restart (from a known incarnation, or one this
+			// consumer did not hear of but whose stream broke): the
+			// old process's leases are orphaned until this consumer
+			// fences it. Stop every stream (one may still be the old
+			// process's) and fence once none reads; the new process
+			// resends what its stopped streams had not credited. The
+			// first incarnation heard is the worker's first lease,
+			// not a restart. A consumer that has opened no stream to
+			// the worker yet fences too (at once: nothing reads): a
+			// rejoined worker keeps its last incarnation, and a lease
+			// its old process took after the rejoin waits for it.
+			p.log.Info("worker restarted; reopening its streams", "job", p.job, "worker", w.Name)
+			s.cancel()
+			s.ctx, s.cancel = context.WithCancel(ctx)
+			s.refence = true
+			p.fenceIfIdle(w.Name, s)
+		}
+	}
+	s.inc = w.Incarnation
+}
+
+// drop drops a worker the job expired: it will never finish, and nothing
+// more is read from it (exactly-once: it is fenced once no stream
+// reads). p.mu is held.
+func (p *plain) drop(worker string, s *workerStreams) {
+	switch {
+	case !s.done:
+		if !s.dropped {
+			p.log.Info("worker expired; dropping it", "job", p.job, "worker", worker)
+			if s.opened && !s.paused {
+				p.it.countDropped()
+			}
+		}
+		s.dropped = true
+		s.cancel() // exactly-once: nothing more may be read from it
+		p.fenceIfIdle(worker, s)
+	case !s.dropped:
+		// Expired after it sent its end of data (cut off from the
+		// leader after its last batch, say): nothing is lost, but
+		// exactly-once its produced splits that have not settled are
+		// orphaned until every consumer fences it, and every batch it
+		// sent is in the ledger already.
+		s.dropped = true
+		p.fenceIfIdle(worker, s)
+	}
+}
+
+// openStreams starts the streams the worker is due at now. p.mu is held.
+func (p *plain) openStreams(ctx context.Context, worker string, s *workerStreams, now time.Time) {
+	for s.canOpen(now, p.perWorker) {
+		if s.fails > 0 {
+			p.it.countReconnect()
+		}
+		s.running++
+		s.opened = true
+		p.streams.Add(1)
+		go p.stream(ctx, s.ctx, worker, s.addr)
+	}
+}
+
+// ended reports whether the job has ended for this consumer: every
+// worker has finished, and its local worker too when it has one. p.mu is
+// held.
+func (p *plain) ended() bool {
 	running := p.info.State == "" || p.info.State == api.JobRunning
 	if p.local != nil {
 		// With a local worker, the end is its end, once a heartbeat
 		// started after it was heard, and every node's.
 		done := p.localEnded && p.localBeats >= 2
-		return done && (len(p.workers) == 0 || allFinished(p.workers, running)), next
+		return done && (len(p.workers) == 0 || allFinished(p.workers, running))
 	}
-	return allFinished(p.workers, running), next
+	return allFinished(p.workers, running)
 }
 
 // stream reads one stream of a worker into the Iterator's buffer, and

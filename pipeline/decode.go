@@ -170,55 +170,18 @@ func errPath(path string) string {
 	return path
 }
 
+// decodeValue fills rv from v, the generic tree's value at path.
 func decodeValue(path string, v any, rv reflect.Value) error {
 	if rv.Type() == argsType {
-		if v == nil {
-			return nil
-		}
-		a, err := normalizeArg(v, 0)
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		m, ok := a.(map[string]any)
-		if !ok {
-			return fmt.Errorf("%s: want a mapping of argument names to values, got %s", path, describe(v))
-		}
-		rv.Set(reflect.ValueOf(fn.Args(m)))
-		return nil
+		return decodeArgs(path, v, rv)
 	}
 	switch rv.Kind() {
 	case reflect.Pointer:
-		if v == nil {
-			if rv.Type().Elem().Kind() == reflect.Struct {
-				// `shuffle:` with nothing after it: an op with all defaults.
-				rv.Set(reflect.New(rv.Type().Elem()))
-			}
-			return nil
-		}
-		p := reflect.New(rv.Type().Elem())
-		if err := decodeValue(path, v, p.Elem()); err != nil {
-			return err
-		}
-		rv.Set(p)
-		return nil
+		return decodePointer(path, v, rv)
 	case reflect.Struct:
 		return decodeStruct(path, v, rv)
 	case reflect.Slice:
-		if v == nil {
-			return nil
-		}
-		xs, ok := v.([]any)
-		if !ok {
-			return fmt.Errorf("%s: want a list, got %s", errPath(path), describe(v))
-		}
-		out := reflect.MakeSlice(rv.Type(), len(xs), len(xs))
-		for i, x := range xs {
-			if err := decodeValue(fmt.Sprintf("%s[%d]", path, i), x, out.Index(i)); err != nil {
-				return err
-			}
-		}
-		rv.Set(out)
-		return nil
+		return decodeSlice(path, v, rv)
 	case reflect.String:
 		s, ok := v.(string)
 		if !ok {
@@ -234,23 +197,7 @@ func decodeValue(path string, v any, rv reflect.Value) error {
 		rv.SetBool(b)
 		return nil
 	case reflect.Int, reflect.Int64, reflect.Int32:
-		autoField := strings.HasSuffix(path, ".map.parallelism")
-		if s, ok := v.(string); ok && s == "auto" && autoField {
-			rv.SetInt(ParallelismAuto)
-			return nil
-		}
-		n, err := genericInt(v)
-		if err == nil && autoField && n == ParallelismAuto {
-			return fmt.Errorf("%s: must be in [1, %d], or auto (write auto, not %d)", path, MaxParallelism, n)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", errPath(path), err)
-		}
-		if rv.OverflowInt(n) {
-			return fmt.Errorf("%s: %d is out of range", errPath(path), n)
-		}
-		rv.SetInt(n)
-		return nil
+		return decodeInt(path, v, rv)
 	case reflect.Uint64, reflect.Uint, reflect.Uint32:
 		n, err := genericUint(v)
 		if err != nil {
@@ -270,6 +217,83 @@ func decodeValue(path string, v any, rv reflect.Value) error {
 		return nil
 	}
 	return fmt.Errorf("%s: cannot decode into %s", errPath(path), rv.Type())
+}
+
+// decodeArgs fills a function's args (fn.Args) from a mapping, in their
+// canonical form (normalizeArg).
+func decodeArgs(path string, v any, rv reflect.Value) error {
+	if v == nil {
+		return nil
+	}
+	a, err := normalizeArg(v, 0)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	m, ok := a.(map[string]any)
+	if !ok {
+		return fmt.Errorf("%s: want a mapping of argument names to values, got %s", path, describe(v))
+	}
+	rv.Set(reflect.ValueOf(fn.Args(m)))
+	return nil
+}
+
+// decodePointer points rv at a new value decoded from v; a null leaves it
+// nil, unless it points to a struct.
+func decodePointer(path string, v any, rv reflect.Value) error {
+	if v == nil {
+		if rv.Type().Elem().Kind() == reflect.Struct {
+			// `shuffle:` with nothing after it: an op with all defaults.
+			rv.Set(reflect.New(rv.Type().Elem()))
+		}
+		return nil
+	}
+	p := reflect.New(rv.Type().Elem())
+	if err := decodeValue(path, v, p.Elem()); err != nil {
+		return err
+	}
+	rv.Set(p)
+	return nil
+}
+
+// decodeSlice fills a slice from a list, each entry at path[i].
+func decodeSlice(path string, v any, rv reflect.Value) error {
+	if v == nil {
+		return nil
+	}
+	xs, ok := v.([]any)
+	if !ok {
+		return fmt.Errorf("%s: want a list, got %s", errPath(path), describe(v))
+	}
+	out := reflect.MakeSlice(rv.Type(), len(xs), len(xs))
+	for i, x := range xs {
+		if err := decodeValue(fmt.Sprintf("%s[%d]", path, i), x, out.Index(i)); err != nil {
+			return err
+		}
+	}
+	rv.Set(out)
+	return nil
+}
+
+// decodeInt fills a signed integer; a map's parallelism also takes "auto"
+// (ParallelismAuto), and only written so.
+func decodeInt(path string, v any, rv reflect.Value) error {
+	autoField := strings.HasSuffix(path, ".map.parallelism")
+	if s, ok := v.(string); ok && s == "auto" && autoField {
+		rv.SetInt(ParallelismAuto)
+		return nil
+	}
+	n, err := genericInt(v)
+	if err == nil && autoField && n == ParallelismAuto {
+		return fmt.Errorf("%s: must be in [1, %d], or auto (write auto, not %d)", path, MaxParallelism, n)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", errPath(path), err)
+	}
+	if rv.OverflowInt(n) {
+		return fmt.Errorf("%s: %d is out of range", errPath(path), n)
+	}
+	rv.SetInt(n)
+	return nil
 }
 
 // shorthandCount is the set of ops where a bare number means {count: N}.
@@ -432,99 +456,4 @@ func genericFloat(v any) (float64, error) {
 		return f, nil
 	}
 	return 0, fmt.Errorf("want a number, got %s", describe(v))
-}
-
-// maxArgDepth bounds the nesting of function arguments.
-const maxArgDepth = 16
-
-// normalizeArg converts a function argument to its canonical Go form, so
-// that YAML, JSON and the builder agree (and so the fingerprint does):
-// integers become int64 (uint64 above MaxInt64), other numbers float64,
-// lists []any and mappings map[string]any. A number keeps its kind as
-// written: 1 is an integer and 1.0 a float in both YAML and JSON.
-func normalizeArg(v any, depth int) (any, error) {
-	if depth > maxArgDepth {
-		return nil, fmt.Errorf("arguments nested deeper than %d", maxArgDepth)
-	}
-	switch x := v.(type) {
-	case nil, bool, string, int64, float64:
-		return v, nil
-	case int:
-		return int64(x), nil
-	case int32:
-		return int64(x), nil
-	case uint64:
-		if x <= math.MaxInt64 {
-			return int64(x), nil
-		}
-		return x, nil
-	case float32:
-		return float64(x), nil
-	case json.Number:
-		if n, err := strconv.ParseInt(string(x), 10, 64); err == nil {
-			return n, nil
-		}
-		if n, err := strconv.ParseUint(string(x), 10, 64); err == nil {
-			return n, nil
-		}
-		f, err := x.Float64()
-		if err != nil {
-			return nil, fmt.Errorf("bad number %s", x)
-		}
-		return f, nil
-	case fn.Args:
-		return normalizeArg(map[string]any(x), depth)
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			n, err := normalizeArg(e, depth+1)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", k, err)
-			}
-			out[k] = n
-		}
-		return out, nil
-	case map[any]any:
-		m, err := stringMap(x)
-		if err != nil {
-			return nil, err
-		}
-		return normalizeArg(m, depth)
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			n, err := normalizeArg(e, depth+1)
-			if err != nil {
-				return nil, fmt.Errorf("[%d]: %w", i, err)
-			}
-			out[i] = n
-		}
-		return out, nil
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Slice, reflect.Array:
-		xs := make([]any, rv.Len())
-		for i := range xs {
-			xs[i] = rv.Index(i).Interface()
-		}
-		return normalizeArg(xs, depth)
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return rv.Int(), nil
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return normalizeArg(rv.Uint(), depth)
-	}
-	return nil, fmt.Errorf("unsupported argument type %T", v)
-}
-
-// normalizeArgs returns the canonical form of a function's args.
-func normalizeArgs(a fn.Args) (fn.Args, error) {
-	if len(a) == 0 {
-		return nil, nil
-	}
-	n, err := normalizeArg(a, 0)
-	if err != nil {
-		return nil, err
-	}
-	return fn.Args(n.(map[string]any)), nil
 }

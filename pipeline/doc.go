@@ -63,6 +63,7 @@
 //	spec.go         Spec and its ops: the declarative dataset
 //	decode.go       specs from YAML and JSON files (LoadFile, ParseYAML, ParseJSON), bounded
 //	builder.go      the Go builder (NewSpec(source).Map(…).Batch(…))
+//	normalize.go    the normalized spec: defaults written in, function args in canonical form
 //	validate.go     the checks and bounds every spec passes before it runs
 //	fingerprint.go  the canonical encoding and the dataset's fingerprint
 //	source.go       the sources' splits (Splits) and how a pipeline opens them

@@ -50,140 +50,6 @@ func (s *Spec) Validate() error {
 	return err
 }
 
-// Normalized returns a deep copy of the spec with every default written in
-// and function args in canonical form: the value that is fingerprinted and
-// run. It does not validate.
-func (s *Spec) Normalized() (*Spec, error) {
-	out := &Spec{Seed: s.Seed, Autotune: s.Autotune}
-	src := s.Source
-	if src.Range != nil {
-		r := *src.Range
-		out.Source.Range = &r
-	}
-	if src.Files != nil {
-		f := *src.Files
-		f.Paths = append([]string(nil), f.Paths...)
-		f.Fields = append([]Field(nil), f.Fields...)
-		f.Columns = append([]string(nil), f.Columns...)
-		if f.ObjectStore != nil {
-			o := *f.ObjectStore
-			f.ObjectStore = &o
-		}
-		out.Source.Files = &f
-	}
-	if src.Synthetic != nil {
-		y := *src.Synthetic
-		out.Source.Synthetic = &y
-	}
-	fillSourceDefaults(&out.Source)
-	for i, op := range s.Ops {
-		n, err := normalizeOp(op)
-		if err != nil {
-			return nil, fmt.Errorf("ops[%d].%s.args: %w", i, op.Name(), err)
-		}
-		out.Ops = append(out.Ops, n)
-	}
-	return out, nil
-}
-
-func normalizeOp(op Op) (Op, error) {
-	var out Op
-	var err error
-	if op.Map != nil {
-		m := *op.Map
-		if m.Args, err = normalizeArgs(m.Args); err != nil {
-			return out, err
-		}
-		if m.Parallelism == 0 {
-			m.Parallelism = 1
-		}
-		if m.Deterministic == nil {
-			t := true
-			m.Deterministic = &t
-		} else {
-			d := *m.Deterministic
-			m.Deterministic = &d
-		}
-		out.Map = &m
-	}
-	if op.Filter != nil {
-		f := *op.Filter
-		if f.Args, err = normalizeArgs(f.Args); err != nil {
-			return out, err
-		}
-		out.Filter = &f
-	}
-	if op.Shuffle != nil {
-		x := *op.Shuffle
-		out.Shuffle = &x
-	}
-	if op.Batch != nil {
-		x := *op.Batch
-		out.Batch = &x
-	}
-	if op.PaddedBatch != nil {
-		x := *op.PaddedBatch
-		out.PaddedBatch = &x
-	}
-	if op.BucketBySequenceLength != nil {
-		x := *op.BucketBySequenceLength
-		x.Boundaries = append([]int64(nil), x.Boundaries...)
-		x.BatchSizes = append([]int64(nil), x.BatchSizes...)
-		out.BucketBySequenceLength = &x
-	}
-	if op.Repeat != nil {
-		x := *op.Repeat
-		if x.Count != nil {
-			c := *x.Count
-			x.Count = &c
-		} else {
-			x.Forever = true
-		}
-		out.Repeat = &x
-	}
-	if op.Take != nil {
-		x := *op.Take
-		out.Take = &x
-	}
-	if op.Skip != nil {
-		x := *op.Skip
-		out.Skip = &x
-	}
-	if op.Prefetch != nil {
-		x := *op.Prefetch
-		if x.Buffer == 0 {
-			x.Buffer = DefaultPrefetchBuffer
-		}
-		out.Prefetch = &x
-	}
-	if op.Cost != nil {
-		x := *op.Cost
-		out.Cost = &x
-	}
-	if op.Pack != nil {
-		x := *op.Pack
-		if x.EOS != nil {
-			e := *x.EOS
-			x.EOS = &e
-		}
-		if x.Strategy == "" {
-			x.Strategy = PackConcat
-		}
-		if x.Strategy == PackFirstFit && x.MaxOpenBins == 0 {
-			x.MaxOpenBins = DefaultPackOpenBins
-		}
-		out.Pack = &x
-	}
-	if op.Autocache != nil {
-		x := *op.Autocache
-		if x.Mode == "" {
-			x.Mode = AutocacheAuto
-		}
-		out.Autocache = &x
-	}
-	return out, nil
-}
-
 // compiled is a validated, normalized spec with its functions built.
 type compiled struct {
 	spec   *Spec
@@ -221,6 +87,8 @@ func compile(s *Spec) (*compiled, error) {
 	return c, nil
 }
 
+// compileOp checks op i of the spec, and builds its function when it is a
+// map or a filter.
 func compileOp(i int, op *Op, specSeed uint64, add func(path, format string, args ...any)) compiledOp {
 	names := op.names()
 	at := fmt.Sprintf("ops[%d]", i)
@@ -235,6 +103,69 @@ func compileOp(i int, op *Op, specSeed uint64, add func(path, format string, arg
 	}
 	co.name = names[0]
 	at += "." + names[0]
+	switch {
+	case op.Map != nil:
+		co.name = "map(" + op.Map.Fn + ")"
+		co.seed = opSeed(op.Map.Seed, specSeed, i)
+		co.mapFn = compileMap(op.Map, at, add)
+	case op.Filter != nil:
+		co.name = "filter(" + op.Filter.Fn + ")"
+		co.seed = opSeed(op.Filter.Seed, specSeed, i)
+		co.filter = compileFilter(op.Filter, at, add)
+	default:
+		checkOpFields(op, at, add)
+	}
+	return co
+}
+
+// compileMap checks a map op at path at and builds its function (nil when
+// it cannot).
+func compileMap(m *MapOp, at string, add func(path, format string, args ...any)) fn.MapFn {
+	if (m.Parallelism < 1 || m.Parallelism > MaxParallelism) && m.Parallelism != ParallelismAuto {
+		add(at+".parallelism", "must be in [1, %d], or auto", MaxParallelism)
+	}
+	if m.Fn == "" {
+		add(at+".fn", "missing; known map functions: %s", strings.Join(fn.MapNames(), ", "))
+		return nil
+	}
+	f, ok := fn.LookupMap(m.Fn)
+	if !ok {
+		add(at+".fn", "unknown map function %q (known: %s)", m.Fn, strings.Join(fn.MapNames(), ", "))
+		return nil
+	}
+	mf, err := buildSafely(func() (fn.MapFn, error) { return f(m.Args) })
+	if err != nil {
+		add(at+".args", "%v", err)
+	} else if mf == nil {
+		add(at+".fn", "map function %q built nothing", m.Fn)
+	}
+	return mf
+}
+
+// compileFilter checks a filter op at path at and builds its function
+// (nil when it cannot).
+func compileFilter(f *FilterOp, at string, add func(path, format string, args ...any)) fn.FilterFn {
+	if f.Fn == "" {
+		add(at+".fn", "missing; known filter functions: %s", strings.Join(fn.FilterNames(), ", "))
+		return nil
+	}
+	ff, ok := fn.LookupFilter(f.Fn)
+	if !ok {
+		add(at+".fn", "unknown filter function %q (known: %s)", f.Fn, strings.Join(fn.FilterNames(), ", "))
+		return nil
+	}
+	flt, err := buildSafely(func() (fn.FilterFn, error) { return ff(f.Args) })
+	if err != nil {
+		add(at+".args", "%v", err)
+	} else if flt == nil {
+		add(at+".fn", "filter function %q built nothing", f.Fn)
+	}
+	return flt
+}
+
+// checkOpFields checks the fields of an op that is neither a map nor a
+// filter, at path at, against their bounds.
+func checkOpFields(op *Op, at string, add func(path, format string, args ...any)) {
 	positive := func(field string, v int64) {
 		if v <= 0 {
 			add(at+"."+field, "must be > 0")
@@ -251,49 +182,6 @@ func compileOp(i int, op *Op, specSeed uint64, add func(path, format string, arg
 		}
 	}
 	switch {
-	case op.Map != nil:
-		m := op.Map
-		co.name = "map(" + m.Fn + ")"
-		co.seed = opSeed(m.Seed, specSeed, i)
-		if (m.Parallelism < 1 || m.Parallelism > MaxParallelism) && m.Parallelism != ParallelismAuto {
-			add(at+".parallelism", "must be in [1, %d], or auto", MaxParallelism)
-		}
-		if m.Fn == "" {
-			add(at+".fn", "missing; known map functions: %s", strings.Join(fn.MapNames(), ", "))
-			break
-		}
-		f, ok := fn.LookupMap(m.Fn)
-		if !ok {
-			add(at+".fn", "unknown map function %q (known: %s)", m.Fn, strings.Join(fn.MapNames(), ", "))
-			break
-		}
-		mf, err := buildSafely(func() (fn.MapFn, error) { return f(m.Args) })
-		if err != nil {
-			add(at+".args", "%v", err)
-		} else if mf == nil {
-			add(at+".fn", "map function %q built nothing", m.Fn)
-		}
-		co.mapFn = mf
-	case op.Filter != nil:
-		f := op.Filter
-		co.name = "filter(" + f.Fn + ")"
-		co.seed = opSeed(f.Seed, specSeed, i)
-		if f.Fn == "" {
-			add(at+".fn", "missing; known filter functions: %s", strings.Join(fn.FilterNames(), ", "))
-			break
-		}
-		ff, ok := fn.LookupFilter(f.Fn)
-		if !ok {
-			add(at+".fn", "unknown filter function %q (known: %s)", f.Fn, strings.Join(fn.FilterNames(), ", "))
-			break
-		}
-		flt, err := buildSafely(func() (fn.FilterFn, error) { return ff(f.Args) })
-		if err != nil {
-			add(at+".args", "%v", err)
-		} else if flt == nil {
-			add(at+".fn", "filter function %q built nothing", f.Fn)
-		}
-		co.filter = flt
 	case op.Shuffle != nil:
 		positive("buffer", op.Shuffle.Buffer)
 		atMost("buffer", op.Shuffle.Buffer, MaxShuffleBuffer)
@@ -347,7 +235,6 @@ func compileOp(i int, op *Op, specSeed uint64, add func(path, format string, arg
 			add(at+".mode", "unknown mode %q (want auto, compute or cache)", op.Autocache.Mode)
 		}
 	}
-	return co
 }
 
 // buildSafely runs a function factory, turning a panic in user code into a

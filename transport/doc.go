@@ -23,7 +23,9 @@
 //
 // Files:
 //
-//	transport.go  Transport: the QUIC endpoint on one UDP socket, stream kinds, dial with its connection cache
+//	transport.go  Transport: the QUIC endpoint on one UDP socket, stream kinds, Close
+//	accept.go     accepting connections and routing their streams by kind
+//	dial.go       Dial with its connection cache
 //	config.go     Config, its presets (DefaultConfig, FastConfig) and bounds
 //	listener.go   the per-kind listener that accepted streams are routed to, bounded by AcceptBacklog
 //	limits.go     limits against hostile peers: per-address and per-connection counts, idle reads

@@ -9,9 +9,11 @@
 // records and bytes the file holds, so a truncated or corrupt file is
 // detected and never served). Store (store.go) bounds the entries' bytes
 // and evicts the least recently used, and rebuilds its index from the
-// files when the node restarts. Decide (decide.go) compares the prefix's
-// measured compute time per N elements with the projected time to read
-// them (bytes per element over the measured read throughput).
+// files when the node restarts; it also hands an entry's file to another
+// node and reads one another node sent (fetch.go). Decide (decide.go)
+// compares the prefix's measured compute time per N elements with the
+// projected time to read them (bytes per element over the measured read
+// throughput, throughput.go).
 //
 // The package does no networking and knows nothing of Raft: the mesh
 // records the decision in Raft and wires the store into the worker's

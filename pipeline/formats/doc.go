@@ -9,7 +9,10 @@
 //	source.go     Split and Iterator, what every source gives
 //	range.go      the range source
 //	synthetic.go  the synthetic sources (text, image, records)
-//	files.go      file sources: path expansion, splits, the readers of each format
+//	files.go      file sources: path expansion, splits, opening a split with the reader of its format
+//	filesoptions.go  FilesOptions: the formats, their fields, defaults and checks
+//	slab.go       record buffers carved from larger allocations
+//	wholefile.go  whole_file: one element per file
 //	lines.go      lines and jsonl files cut at line starts
 //	textenc.go    encoding and on_invalid: checking, skipping and repairing UTF-8
 //	csv.go        csv files cut at record boundaries

@@ -174,18 +174,9 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 	}
 	stop := interruptOn(ctx, r.s.SetDeadline)
 	defer stop()
-	credits, grow := r.plan()
-	if credits+grow > 0 && !r.creditsOff {
-		if err := r.ctl.WriteFrame(r.s, &wireMsg{Kind: kindCredit, Credits: credits, Grow: grow}); err == nil {
-			r.owed -= credits
-			r.window += int(grow)
-		} else if ctx.Err() != nil || r.isClosed() {
-			// The credit frame may be half written.
-			return r.fail(fmt.Errorf("next batch from %s: grant credit: %w (%w)", r.addr, err, cause(ctx, r)))
-		} else {
-			// The worker stopped reading credits: it has ended the stream or
-			// is gone. Either way the read below tells which.
-			r.creditsOff = true
+	if credits, grow := r.plan(); credits+grow > 0 && !r.creditsOff {
+		if err := r.grant(ctx, credits, grow); err != nil {
+			return r.fail(err)
 		}
 	}
 	r.rc.n = 0
@@ -199,21 +190,9 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 	if err == nil && r.workerMax == 0 && m.Kind != kindEnd {
 		// The worker answers an Open with its Accept, or refuses it with
 		// an End.
-		if m.Kind == kindBatch {
-			// A worker from before protocol versions sends no Accept
-			// and starts with the batches: say what to upgrade.
-			return r.fail(fmt.Errorf("open batch stream to %s: %w", r.addr, &VersionError{Client: ProtocolVersion}))
+		if err := r.accept(&m); err != nil {
+			return r.fail(err)
 		}
-		if m.Kind != kindAccept {
-			return r.fail(malformed("%s message from worker %s before its accept", m.Kind, r.addr))
-		}
-		if m.Version != ProtocolVersion || m.Window < 1 || m.Window > r.minWindow || m.MaxWindow < m.Window || !m.Comp.Valid() {
-			// The worker may only clamp the window asked for, never raise
-			// it, and speaks the version asked for or refuses it.
-			return r.fail(malformed("accept from %s: version %d (asked for %d), window %d (asked for %d), cap %d, %v", r.addr, m.Version, ProtocolVersion, m.Window, r.minWindow, m.MaxWindow, m.Comp))
-		}
-		r.workerMax, r.window, r.comp, r.version = m.MaxWindow, m.Window-int(r.withheld), m.Comp, m.Version
-		r.minWindow = min(r.minWindow, m.Window)
 		r.rc.n = 0
 		m = wireMsg{names: &r.names}
 		e, err = readMsg(r.codec, &r.rc, &m, r.cfg.Limits, b)
@@ -222,16 +201,7 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 		detachFromTail(&e, &m)
 	}
 	if err != nil {
-		if ctx.Err() != nil && r.rc.n == 0 && !r.isClosed() {
-			return Header{}, tensor.Element{}, fmt.Errorf("next batch from %s: %w", r.addr, ctx.Err())
-		}
-		if err == io.EOF {
-			err = fmt.Errorf("%w: stream ended without End: %w", ErrMalformedBatch, io.ErrUnexpectedEOF)
-		}
-		if ctx.Err() != nil || r.isClosed() {
-			err = fmt.Errorf("%w (%w)", err, cause(ctx, r))
-		}
-		return r.fail(fmt.Errorf("next batch from %s: %w", r.addr, err))
+		return r.readFailed(ctx, err)
 	}
 	switch m.Kind {
 	case kindBatch:
@@ -248,30 +218,93 @@ func (r *Receiver) Next(ctx context.Context) (Header, tensor.Element, error) {
 		r.holding = true
 		return m.header(), e, nil
 	case kindEnd:
-		switch {
-		case m.Version != 0 || m.MinVersion != 0:
-			verr := refused(&m, r.workerMax != 0)
-			if errors.Is(verr, ErrMalformedBatch) {
-				return r.fail(fmt.Errorf("next batch from %s: %w", r.addr, verr))
-			}
-			r.err = fmt.Errorf("open batch stream to %s: %w", r.addr, verr)
-		case m.Failed:
-			r.err = &RemoteError{Message: m.Error}
-		case r.workerMax == 0:
-			// A clean end with no Accept: a worker from before protocol
-			// versions with nothing to send.
-			return r.fail(fmt.Errorf("open batch stream to %s: %w", r.addr, &VersionError{Client: ProtocolVersion}))
-		case m.Sent != r.received:
-			return r.fail(malformed("end of stream from %s after %d batches, but %d were sent", r.addr, r.received, m.Sent))
-		case m.Paused:
-			r.err = ErrPaused
-		default:
-			r.err = io.EOF
-		}
-		r.s.Close()
-		return Header{}, tensor.Element{}, r.err
+		return r.end(&m)
 	}
 	return r.fail(malformed("unexpected %s message from worker %s", m.Kind, r.addr))
+}
+
+// grant writes the credit message plan decided on, before Next reads. An
+// error breaks the stream: the frame may be half written.
+func (r *Receiver) grant(ctx context.Context, credits, grow int64) error {
+	err := r.ctl.WriteFrame(r.s, &wireMsg{Kind: kindCredit, Credits: credits, Grow: grow})
+	switch {
+	case err == nil:
+		r.owed -= credits
+		r.window += int(grow)
+	case ctx.Err() != nil || r.isClosed():
+		return fmt.Errorf("next batch from %s: grant credit: %w (%w)", r.addr, err, cause(ctx, r))
+	default:
+		// The worker stopped reading credits: it has ended the stream or
+		// is gone. Either way Next's read tells which.
+		r.creditsOff = true
+	}
+	return nil
+}
+
+// accept takes in the worker's first answer to the Open, m, which is not
+// an End: its Accept, with the window it granted (at most the one asked
+// for), its cap on the window, and the version and compression in force.
+func (r *Receiver) accept(m *wireMsg) error {
+	if m.Kind == kindBatch {
+		// A worker from before protocol versions sends no Accept
+		// and starts with the batches: say what to upgrade.
+		return fmt.Errorf("open batch stream to %s: %w", r.addr, &VersionError{Client: ProtocolVersion})
+	}
+	if m.Kind != kindAccept {
+		return malformed("%s message from worker %s before its accept", m.Kind, r.addr)
+	}
+	if m.Version != ProtocolVersion || m.Window < 1 || m.Window > r.minWindow || m.MaxWindow < m.Window || !m.Comp.Valid() {
+		// The worker may only clamp the window asked for, never raise
+		// it, and speaks the version asked for or refuses it.
+		return malformed("accept from %s: version %d (asked for %d), window %d (asked for %d), cap %d, %v", r.addr, m.Version, ProtocolVersion, m.Window, r.minWindow, m.MaxWindow, m.Comp)
+	}
+	r.workerMax, r.window, r.comp, r.version = m.MaxWindow, m.Window-int(r.withheld), m.Comp, m.Version
+	r.minWindow = min(r.minWindow, m.Window)
+	return nil
+}
+
+// readFailed is what Next returns when reading a message failed: a ctx
+// that ended before any byte of it arrived leaves the stream usable;
+// anything else breaks it, naming Close or ctx when they interrupted it.
+func (r *Receiver) readFailed(ctx context.Context, err error) (Header, tensor.Element, error) {
+	if ctx.Err() != nil && r.rc.n == 0 && !r.isClosed() {
+		return Header{}, tensor.Element{}, fmt.Errorf("next batch from %s: %w", r.addr, ctx.Err())
+	}
+	if err == io.EOF {
+		err = fmt.Errorf("%w: stream ended without End: %w", ErrMalformedBatch, io.ErrUnexpectedEOF)
+	}
+	if ctx.Err() != nil || r.isClosed() {
+		err = fmt.Errorf("%w (%w)", err, cause(ctx, r))
+	}
+	return r.fail(fmt.Errorf("next batch from %s: %w", r.addr, err))
+}
+
+// end takes in the worker's End, m, and returns what it says, which Next
+// returns from now on: the end of data (io.EOF, or ErrPaused), the
+// worker's failure, or its refusal of the protocol version.
+func (r *Receiver) end(m *wireMsg) (Header, tensor.Element, error) {
+	switch {
+	case m.Version != 0 || m.MinVersion != 0:
+		verr := refused(m, r.workerMax != 0)
+		if errors.Is(verr, ErrMalformedBatch) {
+			return r.fail(fmt.Errorf("next batch from %s: %w", r.addr, verr))
+		}
+		r.err = fmt.Errorf("open batch stream to %s: %w", r.addr, verr)
+	case m.Failed:
+		r.err = &RemoteError{Message: m.Error}
+	case r.workerMax == 0:
+		// A clean end with no Accept: a worker from before protocol
+		// versions with nothing to send.
+		return r.fail(fmt.Errorf("open batch stream to %s: %w", r.addr, &VersionError{Client: ProtocolVersion}))
+	case m.Sent != r.received:
+		return r.fail(malformed("end of stream from %s after %d batches, but %d were sent", r.addr, r.received, m.Sent))
+	case m.Paused:
+		r.err = ErrPaused
+	default:
+		r.err = io.EOF
+	}
+	r.s.Close()
+	return Header{}, tensor.Element{}, r.err
 }
 
 // maxScratchBytes bounds the tail buffer a Receiver keeps for reuse;
