@@ -16,14 +16,7 @@ import (
 // node, after checking its header and trailer (a bad file is dropped, and
 // false returned). The receiver checks every record again.
 func (s *Store) OpenRaw(k Key) (*os.File, int64, bool) {
-	s.mu.Lock()
-	le, ok := s.entries[k]
-	var gen uint64
-	if ok {
-		s.lru.MoveToFront(le)
-		gen = le.Value.(*entry).gen
-	}
-	s.mu.Unlock()
+	gen, ok := s.touch(k)
 	if !ok {
 		return nil, 0, false
 	}

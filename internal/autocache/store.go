@@ -282,17 +282,23 @@ func (r *FileReader) Close() error {
 	return err
 }
 
+// touch marks entry k as just used (the LRU's front) and returns its
+// generation; false if the store does not hold it.
+func (s *Store) touch(k Key) (gen uint64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	le, ok := s.entries[k]
+	if !ok {
+		return 0, false
+	}
+	s.lru.MoveToFront(le)
+	return le.Value.(*entry).gen, true
+}
+
 // Get opens the entry k, or returns false if the store does not hold it.
 // A file that fails its header or trailer checks is dropped (false).
 func (s *Store) Get(k Key) (*FileReader, bool) {
-	s.mu.Lock()
-	le, ok := s.entries[k]
-	var gen uint64
-	if ok {
-		s.lru.MoveToFront(le)
-		gen = le.Value.(*entry).gen
-	}
-	s.mu.Unlock()
+	gen, ok := s.touch(k)
 	if !ok {
 		s.misses.Add(1)
 		return nil, false
