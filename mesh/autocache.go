@@ -312,19 +312,19 @@ func (tc *taskCache) Use(p pipeline.AutocachePoint) bool {
 	return true // profiling: put, so the first epoch is cached either way
 }
 
-func (tc *taskCache) Get(ctx context.Context, p pipeline.AutocachePoint, split int64) (pipeline.CachedSplit, bool) {
+func (tc *taskCache) Get(ctx context.Context, p pipeline.AutocachePoint, split int64, source string) (pipeline.CachedSplit, bool) {
 	k := autocache.Key{Prefix: p.Prefix, Split: split}
-	if r, ok := tc.c.store.Get(k); ok {
+	if r, ok := tc.c.store.GetSource(k, source); ok {
 		return r, true
 	}
-	if r, ok := tc.c.fetchRemote(ctx, k); ok {
+	if r, ok := tc.c.fetchRemote(ctx, k, source); ok {
 		return r, true
 	}
 	return nil, false
 }
 
-func (tc *taskCache) Put(p pipeline.AutocachePoint, split int64) (pipeline.CacheWriter, error) {
-	return tc.c.store.Create(autocache.Key{Prefix: p.Prefix, Split: split})
+func (tc *taskCache) Put(p pipeline.AutocachePoint, split int64, source string) (pipeline.CacheWriter, error) {
+	return tc.c.store.Create(autocache.Key{Prefix: p.Prefix, Split: split}, source)
 }
 
 func (tc *taskCache) Observe(p pipeline.AutocachePoint, elements, nanos, bytes int64) {

@@ -145,7 +145,7 @@ func (c *nodeCache) fetch(ctx context.Context, addr string, k autocache.Key) (*a
 
 // fetchRemote reads split k from a live peer that holds it, or returns
 // false.
-func (c *nodeCache) fetchRemote(ctx context.Context, k autocache.Key) (*autocache.FileReader, bool) {
+func (c *nodeCache) fetchRemote(ctx context.Context, k autocache.Key, source string) (*autocache.FileReader, bool) {
 	for _, m := range c.n.Members() {
 		if m.Name == c.n.name || m.Status != api.StatusAlive || !m.Worker {
 			continue
@@ -158,6 +158,12 @@ func (c *nodeCache) fetchRemote(ctx context.Context, k autocache.Key) (*autocach
 			// Once more: a connection cached from before the peer
 			// restarted fails the first stream, and is dropped then.
 			r, err = c.fetch(ctx, m.Addr, k)
+		}
+		if err == nil && r.Header.Source != source {
+			// The peer computed it from other input (one of them saw
+			// the split's file before it was rewritten): not served.
+			r.Close()
+			err = fmt.Errorf("%w: its copy was computed from %q, the split's input is now %q", errNotHeld, r.Header.Source, source)
 		}
 		if err == nil {
 			c.fetched.Add(1)

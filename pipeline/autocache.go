@@ -102,10 +102,14 @@ type Cache interface {
 	// a cached split, put one that is not), or computes. Asked once per
 	// split.
 	Use(p AutocachePoint) bool
-	// Get opens the cached output of the prefix for split, if held.
-	Get(ctx context.Context, p AutocachePoint, split int64) (CachedSplit, bool)
-	// Put starts caching the prefix's output for split.
-	Put(p AutocachePoint, split int64) (CacheWriter, error)
+	// Get opens the cached output of the prefix for split, if held and
+	// computed from the input source identifies (the split's version now,
+	// formats.SplitVersion): a cached split of another version is not
+	// served.
+	Get(ctx context.Context, p AutocachePoint, split int64, source string) (CachedSplit, bool)
+	// Put starts caching the prefix's output for split, computed from the
+	// input source identifies.
+	Put(p AutocachePoint, split int64, source string) (CacheWriter, error)
 	// Observe reports what computing the prefix over one split took:
 	// elements yielded, nanoseconds of the pipeline's time producing them,
 	// their bytes (the inputs of the decision).
@@ -133,12 +137,15 @@ type AutocacheStats struct {
 	Mode   string `json:"mode"`
 	// Splits read from the cache, computed and put, computed only;
 	// Recomputed splits whose cached file failed a check while read
-	// (the rest of the split was computed); PutFailed puts given up.
-	Got        int64 `json:"splits_got"`
-	Put        int64 `json:"splits_put"`
-	Computed   int64 `json:"splits_computed"`
-	Recomputed int64 `json:"splits_recomputed"`
-	PutFailed  int64 `json:"puts_failed"`
+	// (the rest of the split was computed); PutFailed puts given up;
+	// Unversioned splits whose input could not be identified
+	// (formats.SplitVersion failed): computed, neither got nor put.
+	Got         int64 `json:"splits_got"`
+	Put         int64 `json:"splits_put"`
+	Computed    int64 `json:"splits_computed"`
+	Recomputed  int64 `json:"splits_recomputed"`
+	PutFailed   int64 `json:"puts_failed"`
+	Unversioned int64 `json:"splits_unversioned,omitempty"`
 	// Elements the prefix computed, in ComputeSeconds, of Bytes.
 	Elements       int64   `json:"elements_computed"`
 	ComputeSeconds float64 `json:"compute_seconds"`
@@ -148,13 +155,14 @@ type AutocacheStats struct {
 type autocacheCounters struct {
 	point                                     AutocachePoint
 	got, put, computed, recomputed, putFailed atomic.Int64
+	unversioned                               atomic.Int64
 	elements, nanos, bytes                    atomic.Int64
 }
 
 func (c *autocacheCounters) snapshot() *AutocacheStats {
 	return &AutocacheStats{Prefix: c.point.Prefix, Mode: c.point.Mode,
 		Got: c.got.Load(), Put: c.put.Load(), Computed: c.computed.Load(), Recomputed: c.recomputed.Load(),
-		PutFailed: c.putFailed.Load(), Elements: c.elements.Load(), ComputeSeconds: float64(c.nanos.Load()) / 1e9, Bytes: c.bytes.Load()}
+		PutFailed: c.putFailed.Load(), Unversioned: c.unversioned.Load(), Elements: c.elements.Load(), ComputeSeconds: float64(c.nanos.Load()) / 1e9, Bytes: c.bytes.Load()}
 }
 
 // autocacheIter is stage k, the autocache op (ops[k-1]), when the
@@ -248,8 +256,19 @@ func (a *autocacheIter) nextSplit(ctx context.Context) error {
 		a.trk = a.p.track.newSplit(ps.Epoch, ps.Split.ID)
 	}
 	use := a.cache.Use(a.c.point)
+	var source string
 	if use {
-		if rd, ok := a.cache.Get(ctx, a.c.point, ps.Split.ID); ok {
+		// What the split reads now: a cached split computed from other
+		// input (a file rewritten since) is not served, and one whose
+		// input cannot be identified is computed, not cached.
+		var err error
+		if source, err = a.p.splitVersion(ctx, ps.Split); err != nil {
+			a.c.unversioned.Add(1)
+			use = false
+		}
+	}
+	if use {
+		if rd, ok := a.cache.Get(ctx, a.c.point, ps.Split.ID, source); ok {
 			a.rd = rd
 			a.c.got.Add(1)
 			return nil
@@ -259,7 +278,7 @@ func (a *autocacheIter) nextSplit(ctx context.Context) error {
 	if use && ps.Exclude.Empty() {
 		// A split read again without the elements already delivered is
 		// not all of it: only whole splits are put.
-		if cw, err := a.cache.Put(a.c.point, ps.Split.ID); err == nil {
+		if cw, err := a.cache.Put(a.c.point, ps.Split.ID, source); err == nil {
 			w = cw
 		} else {
 			a.c.putFailed.Add(1)
@@ -439,4 +458,13 @@ func (s *oneSplitSource) close() {
 		s.cur.Close()
 		s.cur = nil
 	}
+}
+
+// splitVersion identifies split s's input as it is now ("" for sources
+// the spec alone determines).
+func (p *plan) splitVersion(ctx context.Context, s Split) (string, error) {
+	if p.c.source == nil || p.c.source.version == nil {
+		return "", nil
+	}
+	return p.c.source.version(ctx, s)
 }

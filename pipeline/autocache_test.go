@@ -23,15 +23,15 @@ type storeCache struct {
 }
 
 func (c *storeCache) Use(AutocachePoint) bool { return !c.off }
-func (c *storeCache) Get(_ context.Context, p AutocachePoint, split int64) (CachedSplit, bool) {
-	r, ok := c.s.Get(autocache.Key{Prefix: p.Prefix, Split: split})
+func (c *storeCache) Get(_ context.Context, p AutocachePoint, split int64, source string) (CachedSplit, bool) {
+	r, ok := c.s.GetSource(autocache.Key{Prefix: p.Prefix, Split: split}, source)
 	if !ok {
 		return nil, false
 	}
 	return r, true
 }
-func (c *storeCache) Put(p AutocachePoint, split int64) (CacheWriter, error) {
-	return c.s.Create(autocache.Key{Prefix: p.Prefix, Split: split})
+func (c *storeCache) Put(p AutocachePoint, split int64, source string) (CacheWriter, error) {
+	return c.s.Create(autocache.Key{Prefix: p.Prefix, Split: split}, source)
 }
 func (c *storeCache) Observe(_ AutocachePoint, n, _, _ int64) { c.observed += n }
 

@@ -26,6 +26,10 @@ type compiledSource struct {
 	// (ListSplits); nil for file sources.
 	index func() (formats.IndexSplitter, error)
 	open  sourceOpener
+	// version identifies a split's input as it is now
+	// (formats.SplitVersion); nil for sources the spec alone determines
+	// (range, synthetic), whose version is "".
+	version func(ctx context.Context, s formats.Split) (string, error)
 }
 
 func rangeOptions(r *RangeSource) formats.RangeOptions {
@@ -185,6 +189,9 @@ func compileSource(src *Source, add func(path, format string, args ...any)) *com
 			splits: func() ([]formats.Split, error) { return formats.FileSplits(o) },
 			open: func(ctx context.Context, s formats.Split) (formats.Iterator, error) {
 				return formats.OpenFiles(ctx, o, s)
+			},
+			version: func(ctx context.Context, s formats.Split) (string, error) {
+				return formats.SplitVersion(ctx, o, s)
 			},
 		}
 	default:

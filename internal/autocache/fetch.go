@@ -28,7 +28,7 @@ func (s *Store) OpenRaw(k Key) (*os.File, int64, bool) {
 	st, err := f.Stat()
 	if err == nil {
 		var r *Reader
-		if r, err = OpenReader(f, st.Size(), nil); err == nil && r.Header != Header(k) {
+		if r, err = OpenReader(f, st.Size(), nil); err == nil && r.Header.Key() != k {
 			err = corrupt("file caches %+v, want %+v", r.Header, k)
 		}
 	}
@@ -72,7 +72,7 @@ func (s *Store) Fetched(k Key, fill func(io.Writer) error) (*FileReader, error) 
 		return fail(err)
 	}
 	r, err := OpenReader(f, st.Size(), s.throttle)
-	if err == nil && r.Header != Header(k) {
+	if err == nil && r.Header.Key() != k {
 		err = corrupt("fetched file caches %+v, want %+v", r.Header, k)
 	}
 	if err != nil {

@@ -12,9 +12,10 @@ import (
 	"github.com/feedmesh/feedmesh/tensor"
 )
 
-// File format, version 1 (all integers little-endian):
+// File format, version 2 (all integers little-endian):
 //
-//	header:  "FMAC" | version u8 = 1 | prefix length u8 | prefix | split i64 | crc32c u32 (of the header before it)
+//	header:  "FMAC" | version u8 = 2 | prefix length u8 | prefix | split i64 |
+//	         source length u8 | source | crc32c u32 (of the header before it)
 //	records: length u32 | crc32c u32 (of the payload) | payload
 //	trailer: "FMAE" | records u64 | record bytes u64 | crc32c u32 (of the trailer before it)
 //
@@ -28,9 +29,16 @@ import (
 // single element is served. A flipped bit inside a record fails its
 // checksum when it is read (the reader stops there and reports
 // ErrCorrupt; the elements before it were each checked).
+//
+// The source is what identified the split's input when its prefix output
+// was computed (formats.SplitVersion: the files' sizes and modification
+// times, an object's ETag; empty for sources the spec alone determines):
+// a reader compares it with the input's now, and a cached split whose
+// input changed is not served. Version 1 files (no source) are read as
+// having an empty one.
 
 const (
-	fileVersion  = 1
+	fileVersion  = 2
 	headerMagic  = "FMAC"
 	trailerMagic = "FMAE"
 	trailerSize  = 4 + 8 + 8 + 4
@@ -51,19 +59,32 @@ func corrupt(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
 }
 
-// Header identifies what a file caches.
+// Header identifies what a file caches: the prefix's output for a split,
+// computed from the split's input as Source identifies it.
 type Header struct {
 	Prefix string
 	Split  int64
+	Source string
 }
+
+// Key is the entry the header names.
+func (h Header) Key() Key { return Key{Prefix: h.Prefix, Split: h.Split} }
+
+// MaxSourceBytes bounds Header.Source.
+const MaxSourceBytes = 255
 
 func encodeHeader(h Header) ([]byte, error) {
 	if len(h.Prefix) == 0 || len(h.Prefix) > 255 {
 		return nil, fmt.Errorf("autocache: prefix fingerprint of %d bytes (want 1..255)", len(h.Prefix))
 	}
+	if len(h.Source) > MaxSourceBytes {
+		return nil, fmt.Errorf("autocache: source version of %d bytes (at most %d)", len(h.Source), MaxSourceBytes)
+	}
 	b := append([]byte(headerMagic), fileVersion, byte(len(h.Prefix)))
 	b = append(b, h.Prefix...)
 	b = binary.LittleEndian.AppendUint64(b, uint64(h.Split))
+	b = append(b, byte(len(h.Source)))
+	b = append(b, h.Source...)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), nil
 }
 
@@ -181,11 +202,21 @@ func OpenReader(ra io.ReaderAt, size int64, wrap func(io.Reader) io.Reader) (*Re
 	if string(fixed[:4]) != headerMagic {
 		return nil, corrupt("not a cache file (magic %q)", fixed[:4])
 	}
-	if fixed[4] != fileVersion {
-		return nil, corrupt("format version %d, this build reads %d", fixed[4], fileVersion)
+	version := fixed[4]
+	if version != 1 && version != fileVersion {
+		return nil, corrupt("format version %d, this build reads 1 and %d", version, fileVersion)
 	}
-	hlen := int64(6 + int(fixed[5]) + 8 + 4)
-	if fixed[5] == 0 || size < hlen+trailerSize {
+	plen := int64(fixed[5])
+	slen := int64(0) // version 1: no source
+	if version >= 2 && size > 6+plen+8 {
+		var sl [1]byte
+		if _, err := ra.ReadAt(sl[:], 6+plen+8); err != nil {
+			return nil, fmt.Errorf("read header: %w", err)
+		}
+		slen = 1 + int64(sl[0])
+	}
+	hlen := 6 + plen + 8 + slen + 4
+	if plen == 0 || size < hlen+trailerSize {
 		return nil, corrupt("header of %d bytes in a file of %d", hlen, size)
 	}
 	hb := make([]byte, hlen)
@@ -195,7 +226,10 @@ func OpenReader(ra io.ReaderAt, size int64, wrap func(io.Reader) io.Reader) (*Re
 	if crc32.Checksum(hb[:hlen-4], castagnoli) != binary.LittleEndian.Uint32(hb[hlen-4:]) {
 		return nil, corrupt("header checksum mismatch")
 	}
-	h := Header{Prefix: string(hb[6 : 6+int(fixed[5])]), Split: int64(binary.LittleEndian.Uint64(hb[hlen-12:]))}
+	h := Header{Prefix: string(hb[6 : 6+plen]), Split: int64(binary.LittleEndian.Uint64(hb[6+plen:]))}
+	if slen > 0 {
+		h.Source = string(hb[6+plen+8+1 : 6+plen+8+slen])
+	}
 	var tb [trailerSize]byte
 	if _, err := ra.ReadAt(tb[:], size-trailerSize); err != nil {
 		return nil, fmt.Errorf("read trailer: %w", err)

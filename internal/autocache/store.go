@@ -73,7 +73,7 @@ type Store struct {
 	used    int64
 	gen     uint64
 
-	hits, misses, puts, evicted, corrupt atomic.Int64
+	hits, misses, puts, evicted, corrupt, stale atomic.Int64
 	probe                                atomic.Uint64 // float64 bits of the last probe
 	tmpSeq                               atomic.Int64
 }
@@ -91,6 +91,9 @@ type Stats struct {
 	Puts    int64 `json:"puts"`
 	Evicted int64 `json:"evicted"`
 	Corrupt int64 `json:"corrupt"`
+	// Stale counts entries dropped because their split's input changed
+	// since they were computed (GetSource).
+	Stale int64 `json:"stale"`
 	// ReadBytesPerSec is the last measured read throughput (0: never).
 	ReadBytesPerSec float64 `json:"read_bytes_per_sec"`
 }
@@ -191,8 +194,8 @@ func checkFile(path string, k Key) (int64, time.Time, error) {
 	if err != nil {
 		return 0, time.Time{}, err
 	}
-	if r.Header != (Header(k)) {
-		return 0, time.Time{}, corrupt("file caches %+v, its name says %+v", r.Header, k)
+	if r.Header.Key() != k {
+		return 0, time.Time{}, corrupt("file caches %+v, its name says %+v", r.Header.Key(), k)
 	}
 	return st.Size(), st.ModTime(), nil
 }
@@ -244,7 +247,7 @@ func (s *Store) Stats() Stats {
 	st := Stats{Entries: len(s.entries), Bytes: s.used, MaxBytes: s.cfg.MaxBytes}
 	s.mu.Unlock()
 	st.Hits, st.Misses, st.Puts = s.hits.Load(), s.misses.Load(), s.puts.Load()
-	st.Evicted, st.Corrupt = s.evicted.Load(), s.corrupt.Load()
+	st.Evicted, st.Corrupt, st.Stale = s.evicted.Load(), s.corrupt.Load(), s.stale.Load()
 	st.ReadBytesPerSec = float64frombits(s.probe.Load())
 	return st
 }
@@ -282,6 +285,11 @@ func (r *FileReader) Close() error {
 	return err
 }
 
+// GetSource is Get for the prefix's output computed from the input
+// source identifies (Header.Source): an entry computed from other input
+// (the split's file rewritten since) is stale, and is dropped.
+func (s *Store) GetSource(k Key, source string) (*FileReader, bool) { return s.get(k, &source) }
+
 // touch marks entry k as just used (the LRU's front) and returns its
 // generation; false if the store does not hold it.
 func (s *Store) touch(k Key) (gen uint64, ok bool) {
@@ -297,7 +305,10 @@ func (s *Store) touch(k Key) (gen uint64, ok bool) {
 
 // Get opens the entry k, or returns false if the store does not hold it.
 // A file that fails its header or trailer checks is dropped (false).
-func (s *Store) Get(k Key) (*FileReader, bool) {
+func (s *Store) Get(k Key) (*FileReader, bool) { return s.get(k, nil) }
+
+// get is Get, and GetSource when source is not nil.
+func (s *Store) get(k Key, source *string) (*FileReader, bool) {
 	gen, ok := s.touch(k)
 	if !ok {
 		s.misses.Add(1)
@@ -315,8 +326,14 @@ func (s *Store) Get(k Key) (*FileReader, bool) {
 	if err == nil {
 		r, err = OpenReader(f, st.Size(), s.throttle)
 	}
-	if err == nil && r.Header != Header(k) {
-		err = corrupt("file caches %+v, want %+v", r.Header, k)
+	if err == nil && r.Header.Key() != k {
+		err = corrupt("file caches %+v, want %+v", r.Header.Key(), k)
+	}
+	if err == nil && source != nil && r.Header.Source != *source {
+		f.Close()
+		s.dropStale(k, gen, r.Header.Source, *source)
+		s.misses.Add(1)
+		return nil, false
 	}
 	if err != nil {
 		f.Close()
@@ -328,6 +345,18 @@ func (s *Store) Get(k Key) (*FileReader, bool) {
 	os.Chtimes(p, now, now) // the LRU order survives a restart
 	s.hits.Add(1)
 	return &FileReader{Reader: r, s: s, f: f, key: k, gen: gen}, true
+}
+
+// dropStale drops entry k (of generation gen), computed from input old
+// that is now cur.
+func (s *Store) dropStale(k Key, gen uint64, old, cur string) {
+	s.mu.Lock()
+	if le, ok := s.entries[k]; ok && le.Value.(*entry).gen == gen {
+		s.removeLocked(le)
+	}
+	s.mu.Unlock()
+	s.stale.Add(1)
+	s.log.Info("autocache: the split's input changed since it was cached; computing it again", "prefix", k.Prefix, "split", k.Split, "cached_from", old, "now", cur)
 }
 
 // drop removes k if it is still the file of generation gen.
@@ -372,8 +401,9 @@ type FileWriter struct {
 	done bool
 }
 
-// Create starts writing entry k.
-func (s *Store) Create(k Key) (*FileWriter, error) {
+// Create starts writing entry k, the prefix's output computed from the
+// split's input as source identifies it (Header.Source).
+func (s *Store) Create(k Key, source string) (*FileWriter, error) {
 	if s.cfg.MaxBytes <= 0 {
 		return nil, ErrDisabled
 	}
@@ -392,7 +422,7 @@ func (s *Store) Create(k Key) (*FileWriter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("autocache: %w", err)
 	}
-	w, err := NewWriter(f, Header(k))
+	w, err := NewWriter(f, Header{Prefix: k.Prefix, Split: k.Split, Source: source})
 	if err != nil {
 		f.Close()
 		os.Remove(tmp)

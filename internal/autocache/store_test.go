@@ -23,7 +23,7 @@ func element(i int64, size int) tensor.Element {
 
 func put(t *testing.T, s *Store, k Key, n int, size int) {
 	t.Helper()
-	w, err := s.Create(k)
+	w, err := s.Create(k, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestLRUBound(t *testing.T) {
 		t.Fatalf("evicted file still there: %v", err)
 	}
 	// An entry larger than the bound is refused, and nothing is evicted for it.
-	w, _ := s.Create(Key{fp, 9})
+	w, _ := s.Create(Key{fp, 9}, "")
 	var aerr error
 	for i := 0; i < 20 && aerr == nil; i++ {
 		aerr = w.Add(int64(i), element(int64(i), 1000))
@@ -124,7 +124,7 @@ func TestRestartKeepsEntriesAndOrder(t *testing.T) {
 	put(t, s, Key{fp, 1}, 3, 10)
 	put(t, s, Key{fp, 2}, 3, 10)
 	// A crash mid-put leaves a temporary file: removed at restart.
-	w, _ := s.Create(Key{fp, 3})
+	w, _ := s.Create(Key{fp, 3}, "")
 	w.Add(0, element(0, 10))
 	w.Writer.w.Flush()
 	s2, err := Open(Config{Dir: dir, MaxBytes: 1 << 20})
@@ -227,13 +227,13 @@ func TestThrottledProbe(t *testing.T) {
 func TestCreateRefusesBadKeys(t *testing.T) {
 	s, _ := Open(Config{Dir: t.TempDir(), MaxBytes: 1 << 20})
 	for _, k := range []Key{{"", 1}, {"../x", 1}, {"AB", 1}, {fp, -1}} {
-		if w, err := s.Create(k); err == nil {
+		if w, err := s.Create(k, ""); err == nil {
 			w.Abort()
 			t.Errorf("Create(%+v) accepted", k)
 		}
 	}
 	off, _ := Open(Config{Dir: t.TempDir()})
-	if _, err := off.Create(Key{fp, 1}); !errors.Is(err, ErrDisabled) {
+	if _, err := off.Create(Key{fp, 1}, ""); !errors.Is(err, ErrDisabled) {
 		t.Errorf("disabled store: %v", err)
 	}
 }
@@ -264,5 +264,39 @@ func TestRawAndFetched(t *testing.T) {
 	defer f.Close()
 	if _, err := b.Fetched(k, func(w io.Writer) error { _, err := io.CopyN(w, f, size-5); return err }); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("a cut transfer: %v", err)
+	}
+}
+
+// TestGetSource: an entry is served only to a reader whose split's input
+// is the one it was computed from; a stale entry is dropped and counted.
+func TestGetSource(t *testing.T) {
+	s, err := Open(Config{Dir: t.TempDir(), MaxBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := Key{Prefix: "abcdef01", Split: 4}
+	w, err := s.Create(k, "size=10,mtime=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add(0, tensor.Element{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	r, ok := s.GetSource(k, "size=10,mtime=1")
+	if !ok {
+		t.Fatal("the entry of the same input was not served")
+	}
+	r.Close()
+	if _, ok := s.GetSource(k, "size=10,mtime=2"); ok {
+		t.Fatal("an entry computed from other input was served")
+	}
+	if st := s.Stats(); st.Stale != 1 || st.Entries != 0 {
+		t.Fatalf("stats %+v: want the stale entry dropped and counted", st)
+	}
+	if _, ok := s.GetSource(k, "size=10,mtime=1"); ok {
+		t.Fatal("a dropped entry was served")
 	}
 }

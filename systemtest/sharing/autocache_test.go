@@ -2,6 +2,8 @@ package sharing
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -45,6 +47,7 @@ func cacheTotals(c *testcluster.Cluster) (t mesh.CacheStats) {
 		t.Hits += s.Hits
 		t.Fetched += s.Fetched
 		t.Corrupt += s.Corrupt
+		t.Stale += s.Stale
 	}
 	return t
 }
@@ -265,5 +268,76 @@ func TestAutocacheSharedRestartCorrupt(t *testing.T) {
 	// not computed whole).
 	if after.Puts-before.Puts != 1 {
 		t.Errorf("%d splits put again, want 1 (the truncated one)", after.Puts-before.Puts)
+	}
+}
+
+// Issue 42, item 5: the autocache never serves stale data. A file
+// rewritten between two jobs (the same size, other contents) is read
+// anew by the second job: the cached split was stamped with the file's
+// size and modification time, which no longer match, so it is dropped
+// and computed again; a job after it gets the new contents from the
+// cache.
+func TestAutocacheRewrittenFileIsReadAnew(t *testing.T) {
+	c := testcluster.Start(t, 1, testcluster.WithConfig(autocacheConfig))
+	cl := jobtest.Dial(t, c, 0)
+	path := filepath.Join(t.TempDir(), "data.txt")
+	write := func(word string, mtime time.Time) {
+		t.Helper()
+		var b []byte
+		for range 50 {
+			b = append(b, word+"\n"...)
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(job string) (map[string]int, client.Stats) {
+		t.Helper()
+		spec := pipeline.NewSpec(pipeline.FromFiles("lines", path)).Cost(10, 0).AutocacheMode(pipeline.AutocacheCache)
+		it, err := cl.Distribute(context.Background(), spec,
+			client.JobOptions{Name: job, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		words := map[string]int{}
+		for {
+			b, err := it.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				return words, it.Stats()
+			}
+			if err != nil {
+				t.Fatalf("job %s: %v", job, err)
+			}
+			words[string(b.Element.Tensors[0].Data)]++
+			b.Release()
+		}
+	}
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Second)
+	write("alpha", t0)
+	if got, _ := read("first"); got["alpha"] != 50 || len(got) != 1 {
+		t.Fatalf("first job read %v, want 50 alpha", got)
+	}
+	if st := cacheTotals(c); st.Puts != 1 {
+		t.Fatalf("the first job put %d splits, want 1", st.Puts)
+	}
+	write("omega", t0.Add(time.Second)) // same size, later modification time
+	if got, _ := read("second"); got["omega"] != 50 || len(got) != 1 {
+		t.Fatalf("after the file was rewritten the second job read %v, want 50 omega (the cache served stale data)", got)
+	}
+	st := cacheTotals(c)
+	if st.Stale != 1 || st.Puts != 2 {
+		t.Fatalf("cache counters %+v: want the stale split dropped once and put again", st)
+	}
+	if got, _ := read("third"); got["omega"] != 50 || len(got) != 1 {
+		t.Fatalf("the third job read %v, want 50 omega", got)
+	}
+	if st := cacheTotals(c); st.Hits < 1 {
+		t.Fatalf("the third job did not read the new contents from the cache: %+v", st)
 	}
 }
