@@ -74,8 +74,8 @@ type Store struct {
 	gen     uint64
 
 	hits, misses, puts, evicted, corrupt, stale atomic.Int64
-	probe                                atomic.Uint64 // float64 bits of the last probe
-	tmpSeq                               atomic.Int64
+	probe                                       atomic.Uint64 // float64 bits of the last probe
+	tmpSeq                                      atomic.Int64
 }
 
 // Stats are a store's counters.
