@@ -77,7 +77,9 @@ func findPython(t *testing.T) string {
 	return py
 }
 
-// buildLibrary builds this package as a C shared library into dir. With
+// buildLibrary builds this package as a C shared library into dir,
+// with -trimpath as python/setup.py does, so that Go's build cache serves
+// both (TestPipInstall's builds are then links). With
 // FEEDMESH_CGOCHECK2=1 it is built with GOEXPERIMENT=cgocheck2, which
 // checks every store of a Go pointer into C memory (the pinned batch
 // buffers) at run time.
@@ -85,7 +87,7 @@ func buildLibrary(t *testing.T, dir string) string {
 	t.Helper()
 	requireCgo(t)
 	lib := filepath.Join(dir, "libfeedmesh.so")
-	cmd := exec.Command(goTool(), "build", "-buildmode=c-shared", "-o", lib, ".")
+	cmd := exec.Command(goTool(), "build", "-buildmode=c-shared", "-trimpath", "-o", lib, ".")
 	cmd.Env = os.Environ()
 	if os.Getenv("FEEDMESH_CGOCHECK2") == "1" {
 		cmd.Env = append(cmd.Env, "GOEXPERIMENT=cgocheck2")
