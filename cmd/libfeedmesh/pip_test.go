@@ -20,21 +20,20 @@ import (
 // needs besides venv: setuptools >= 61 (pyproject.toml's [project]),
 // wheel (bdist_wheel) and numpy (the package's dependency, from Debian's
 // python3-numpy through --system-site-packages, as no package index is
-// reachable). It prints the Debian packages missing.
+// reachable). It prints one line per module missing: the module, a tab,
+// its Debian package.
 const pipTools = `
-missing = []
 try:
     import setuptools
     if int(setuptools.__version__.split(".")[0]) < 61:
-        missing.append("python3-setuptools (>= 61; this is %s)" % setuptools.__version__)
+        print("setuptools >= 61 (this is %s)\tpython3-setuptools" % setuptools.__version__)
 except ImportError:
-    missing.append("python3-setuptools")
-for m, pkg in (("wheel", "python3-wheel"), ("numpy", "python3-numpy")):
+    print("setuptools\tpython3-setuptools")
+for m in ("wheel", "numpy"):
     try:
         __import__(m)
     except ImportError:
-        missing.append(pkg)
-print(" ".join(missing))
+        print(m + "\tpython3-" + m)
 `
 
 // pipRead runs in a virtual environment's python: feedmesh must be the
@@ -110,8 +109,18 @@ func TestPipInstall(t *testing.T) {
 		return string(out)
 	}
 
-	if out, err := exec.Command(py, "-c", pipTools).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "" {
-		skipOrFail(t, "%s lacks what pip needs to build feedmesh offline: apt-get install %s (%v)", py, strings.TrimSpace(string(out)), err)
+	out, err := exec.Command(py, "-c", pipTools).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", py, err, out)
+	}
+	if missing := strings.TrimSpace(string(out)); missing != "" {
+		var mods, pkgs []string
+		for _, line := range strings.Split(missing, "\n") {
+			mod, pkg, _ := strings.Cut(line, "\t")
+			mods, pkgs = append(mods, mod), append(pkgs, pkg)
+		}
+		skipOrFail(t, "%s lacks what pip needs to build feedmesh offline: %s (for Debian's /usr/bin/python3: apt-get install %s)",
+			py, strings.Join(mods, ", "), strings.Join(pkgs, " "))
 	}
 	newVenv := func(dir string) string {
 		t.Helper()
@@ -191,7 +200,7 @@ func TestPipInstall(t *testing.T) {
 	}
 	cmd := exec.Command(py2, "-c", "import feedmesh\ntry:\n    feedmesh.Client('127.0.0.1:1')\nexcept feedmesh.Error as e:\n    print(e)\n")
 	cmd.Dir, cmd.Env = tmp, append(env2, "PYTHONPATH="+filepath.Dir(poison))
-	out, err := cmd.CombinedOutput()
+	out, err = cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "feedmesh needs numpy, which "+py2+" (Python ") ||
 		!strings.Contains(string(out), py2+" -m pip install numpy") {
 		t.Fatalf("a Client without numpy in %s said (%v):\n%s", venv2, err, out)
