@@ -143,7 +143,10 @@ class BinaryDistribution(Distribution):
 
 cmdclass = {"build_py": BuildPy}
 try:
-    from wheel.bdist_wheel import bdist_wheel
+    try:  # setuptools >= 70.1 has its own
+        from setuptools.command.bdist_wheel import bdist_wheel
+    except ImportError:
+        from wheel.bdist_wheel import bdist_wheel
 
     class BdistWheel(bdist_wheel):
         """Tags the wheel py3-none-<platform>: ctypes loads the library, so
