@@ -25,6 +25,7 @@ Commands (README.md, section Python):
 import atexit
 import importlib.util
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -89,14 +90,14 @@ def build_library(dest):
         out = os.path.join(tmp, name)  # go also writes a C header next to it: not packaged
         cmd = [go, "build", "-buildmode=c-shared", "-trimpath", "-ldflags=-s -w", "-o", out, "./cmd/libfeedmesh"]
         env = dict(os.environ, CGO_ENABLED="1")  # a missing C compiler is then named by go
-        print("feedmesh: %s (in %s)" % (" ".join(cmd), go_root()), flush=True)
+        print("feedmesh: %s (in %s)" % (" ".join(shlex.quote(a) for a in cmd), go_root()), flush=True)
         start = time.monotonic()
         try:
             subprocess.run(cmd, cwd=go_root(), env=env, check=True)
         except subprocess.CalledProcessError as e:
             sys.exit(
-                "feedmesh: building the library failed (%s, output above). It needs Go >= 1.26 and a C compiler "
-                "for cgo (Debian: apt-get install gcc)." % e
+                "feedmesh: building the library failed (go build exited with status %d, output above). It needs "
+                "Go >= 1.26 and a C compiler for cgo (Debian: apt-get install gcc)." % e.returncode
             )
         checks = _checks()
         kind = checks.binary_kind(out)
