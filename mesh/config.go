@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/feedmesh/feedmesh/internal/share"
+	"github.com/feedmesh/feedmesh/internal/version"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -22,8 +23,10 @@ import (
 // from the cluster's size (plan.VoterTarget).
 const AutoVoters = plan.AutoVoters
 
-// Version is the build version a node advertises in its gossip metadata.
-var Version = "0.1.0-dev"
+// Version is the build version a node advertises in its gossip metadata
+// and `feedmesh version` prints: internal/version's, which the Python
+// package's feedmesh.__version__ is too.
+var Version = version.Version
 
 // Config configures one node. DefaultConfig gives production settings;
 // FastConfig gives the timing preset used by tests and the demo.

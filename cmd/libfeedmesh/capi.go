@@ -43,6 +43,7 @@ import (
 	"unsafe"
 
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/internal/version"
 	"github.com/feedmesh/feedmesh/pipeline"
 )
 
@@ -78,6 +79,13 @@ func fm_abi_version() C.int32_t { return abiVersion }
 
 //export fm_free
 func fm_free(p unsafe.Pointer) { C.free(p) }
+
+// fm_version returns feedmesh's version (internal/version, the one
+// `feedmesh version` prints and the Python package's __version__) as a C
+// string: fm_free it.
+//
+//export fm_version
+func fm_version() *C.char { return C.CString(version.Version) }
 
 // fm_dial connects to the node at addr (host:port, its QUIC --port) with
 // the options in optsJSON (config.go's dialOptions) and sets *out to the

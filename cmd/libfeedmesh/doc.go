@@ -4,6 +4,9 @@
 //
 //	go build -buildmode=c-shared -o python/feedmesh/libfeedmesh.so ./cmd/libfeedmesh
 //
+// (pip install ./python runs that build, stripped and trimmed, and puts
+// the library into the installed package: python/setup.py.)
+//
 // The library is the Go client itself, so a Python trainer gets the same
 // semantics (failover, exactly-once delivery, checkpoints, coordinated
 // reads, sharing) and the same messages. It links what the client links
@@ -24,7 +27,8 @@
 // memory (fm_free it); errors.go maps the Go client's errors to kinds:
 // not found, no quorum, invalid spec, job in use, bad checkpoint,
 // closed, invalid argument, unavailable, other. fm_abi_version lets a
-// caller refuse a library built from another version of the API.
+// caller refuse a library built from another version of the API;
+// fm_version is feedmesh's version (internal/version).
 //
 // fm_next waits at most the timeout it is given, so a caller waits in
 // slices and handles signals (Ctrl-C) between them; the Go runtime does
@@ -52,4 +56,5 @@
 //	config.go   client and job options from JSON, dataset specs from text or a file
 //	errors.go   status codes, and the Go errors' kinds
 //	python_test.go  builds the library and runs the Python package's tests against a real cluster
+//	pip_test.go     pip install and pip wheel of python/ into fresh virtual environments, a job read from each
 package main

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,11 +51,9 @@ func goTool() string {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-// buildLibrary builds this package as a C shared library into dir. With
-// FEEDMESH_CGOCHECK2=1 it is built with GOEXPERIMENT=cgocheck2, which
-// checks every store of a Go pointer into C memory (the pinned batch
-// buffers) at run time.
-func buildLibrary(t *testing.T, dir string) string {
+// requireCgo skips (or fails, under CI) when cgo is off: the library
+// needs a C compiler.
+func requireCgo(t *testing.T) {
 	t.Helper()
 	out, err := exec.Command(goTool(), "env", "CGO_ENABLED").Output()
 	if err != nil {
@@ -63,8 +62,32 @@ func buildLibrary(t *testing.T, dir string) string {
 	if strings.TrimSpace(string(out)) != "1" {
 		skipOrFail(t, "cgo is off (no C compiler?): the library needs it (apt-get install gcc)")
 	}
+}
+
+// findPython returns the interpreter the Python tests run under, or skips
+// (fails, under CI) saying what to install.
+func findPython(t *testing.T) string {
+	t.Helper()
+	py := pythonPath()
+	if !fileExists(py) {
+		if _, err := exec.LookPath(py); err != nil {
+			skipOrFail(t, "no Python at %s (set FEEDMESH_PYTHON, or apt-get install python3 python3-numpy python3-torch)", py)
+		}
+	}
+	return py
+}
+
+// buildLibrary builds this package as a C shared library into dir,
+// with -trimpath as python/setup.py does, so that Go's build cache serves
+// both (TestPipInstall's builds are then links). With
+// FEEDMESH_CGOCHECK2=1 it is built with GOEXPERIMENT=cgocheck2, which
+// checks every store of a Go pointer into C memory (the pinned batch
+// buffers) at run time.
+func buildLibrary(t *testing.T, dir string) string {
+	t.Helper()
+	requireCgo(t)
 	lib := filepath.Join(dir, "libfeedmesh.so")
-	cmd := exec.Command(goTool(), "build", "-buildmode=c-shared", "-o", lib, ".")
+	cmd := exec.Command(goTool(), "build", "-buildmode=c-shared", "-trimpath", "-o", lib, ".")
 	cmd.Env = os.Environ()
 	if os.Getenv("FEEDMESH_CGOCHECK2") == "1" {
 		cmd.Env = append(cmd.Env, "GOEXPERIMENT=cgocheck2")
@@ -87,12 +110,7 @@ func TestPython(t *testing.T) {
 		// TestIteratorObject instead.
 		t.Skip("the Python suite runs without -race: ThreadSanitizer cannot start in a library loaded by Python")
 	}
-	py := pythonPath()
-	if !fileExists(py) {
-		if _, err := exec.LookPath(py); err != nil {
-			skipOrFail(t, "no Python at %s (set FEEDMESH_PYTHON, or apt-get install python3 python3-numpy python3-torch)", py)
-		}
-	}
+	py := findPython(t)
 	if out, err := exec.Command(py, "-c", "import numpy").CombinedOutput(); err != nil {
 		skipOrFail(t, "%s cannot import numpy: %s\n%s", py, installHint, out)
 	}
@@ -142,4 +160,39 @@ func TestPython(t *testing.T) {
 	if bytes.Contains(out.Bytes(), []byte("skipped")) && requirePython() {
 		t.Fatalf("the Python suite skipped tests under FEEDMESH_REQUIRE_PYTHON=1")
 	}
+}
+
+// TestPythonMessages runs python/tests/test_install.py: what a first
+// Client says when its interpreter lacks numpy, or a library built for its
+// platform. It needs no library, numpy or cluster: each case runs a child
+// interpreter that lacks what the case takes away.
+func TestPythonMessages(t *testing.T) {
+	py := findPython(t)
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, "-m", "unittest", "-v", "test_install")
+	cmd.Dir = filepath.Join(repo, "python", "tests")
+	cmd.Env = append(withoutEnv(os.Environ(), "PYTHONPATH", "FEEDMESH_LIB"), "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("python -m unittest -v test_install:\n%s", out)
+	if err != nil {
+		t.Fatalf("the install checks' tests failed: %v", err)
+	}
+	if bytes.Contains(out, []byte("skipped")) && requirePython() {
+		t.Fatalf("the install checks' tests skipped tests under FEEDMESH_REQUIRE_PYTHON=1")
+	}
+}
+
+// withoutEnv returns env without the variables named.
+func withoutEnv(env []string, names ...string) []string {
+	var out []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(names, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -104,9 +104,9 @@ func server(p string) bool {
 // suffix), the worker (the client's local worker is one, leasing as a
 // node does) with the pure cores it runs (the sharding policies and the
 // sharing window: TestPureCores keeps them free of network, Raft and
-// gossip), the data model, and the client itself.
+// gossip), the data model, the version (a leaf), and the client itself.
 var clientSide = []string{"api", "client", "pipeline", "transport", "ranges", "tensor",
-	"internal/worker", "internal/splits", "internal/share", "cmd/libfeedmesh"}
+	"internal/worker", "internal/splits", "internal/share", "internal/version", "cmd/libfeedmesh"}
 
 func outsideClientSide(p string) bool {
 	if !under(p, module) {
@@ -171,7 +171,7 @@ func TestPureCores(t *testing.T) {
 		"internal/fsm", "internal/plan", "internal/plan/autoscale"} {
 		forbid(t, load(t, pkg), "a pure core links no network, Raft or gossip", heavy)
 	}
-	for _, pkg := range []string{"ranges", "api/rounds", "api/jobspec", "internal/plan/autoscale"} {
+	for _, pkg := range []string{"ranges", "api/rounds", "api/jobspec", "internal/plan/autoscale", "internal/version"} {
 		g := load(t, pkg)
 		forbid(t, g, fmt.Sprintf("%s is a leaf: it imports nothing of the module", pkg), func(p string) bool {
 			return under(p, module) && p != g.root

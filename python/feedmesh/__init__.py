@@ -10,8 +10,10 @@
 The package is the Go client (package client) built as a C shared library
 (cmd/libfeedmesh), loaded with ctypes on first use: the same behaviour
 under failure, the same messages. It needs only the standard library and
-numpy; feedmesh.torch adds a PyTorch IterableDataset. README.md, section
-"Python", has the whole story (install, fork, signals, errors).
+numpy; feedmesh.torch adds a PyTorch IterableDataset. The first Client
+says exactly what this interpreter lacks (numpy, or a library built for
+its platform) and how to get it. README.md, section "Python", has the
+whole story (install with pip, fork, signals, errors).
 """
 
 from ._errors import (
@@ -27,10 +29,18 @@ from ._errors import (
     Unavailable,
 )
 from ._client import Batch, BytesTensor, Client, Iterator, live_batches
-from ._lib import library_path
+from ._lib import library_path, library_version
+
+try:
+    from ._version import __version__  # written by python/setup.py into what pip installs
+except ImportError:  # a checkout on PYTHONPATH: its internal/version/VERSION
+    from ._checks import checkout_version as _checkout_version
+
+    __version__ = _checkout_version(__path__[0])
+    del _checkout_version
 
 __all__ = [
-    "Client", "Iterator", "Batch", "BytesTensor", "live_batches", "library_path",
+    "__version__", "Client", "Iterator", "Batch", "BytesTensor", "live_batches", "library_path", "library_version",
     "Error", "NotFound", "NoQuorum", "InvalidSpec", "InvalidArgument", "JobInUse",
     "BadCheckpoint", "Closed", "Unavailable", "ForkError",
 ]

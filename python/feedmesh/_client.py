@@ -9,7 +9,7 @@ import threading
 import time
 import weakref
 
-from . import _lib
+from . import _checks, _lib
 from ._errors import Closed, Error, InvalidSpec
 
 # The words of an iterator's record buffer at first (fm_next_meta): a
@@ -31,7 +31,7 @@ def _numpy():
         try:
             import numpy
         except ImportError as e:
-            raise _lib.Error("feedmesh needs numpy (%s): on Debian or Ubuntu, apt-get install python3-numpy" % e) from None
+            raise _lib.Error(_checks.numpy_missing(e, _lib.library_path())) from None
 
         try:  # bfloat16 as a numpy dtype, where ml_dtypes (a JAX dependency) is installed
             import ml_dtypes

@@ -8,9 +8,9 @@ forks before that first use can load the library itself.
 
 import ctypes
 import os
-import sys
 import threading
 
+from . import _checks
 from ._errors import Error, ForkError, from_code
 
 # Must equal abiVersion in cmd/libfeedmesh/errors.go.
@@ -68,6 +68,7 @@ _P = ctypes.POINTER
 _SIGNATURES = {
     "fm_abi_version": (_i32, []),
     "fm_free": (None, [_vp]),
+    "fm_version": (_vp, []),
     "fm_dial": (_i32, [ctypes.c_char_p, ctypes.c_char_p, _P(_u64), _P(_vp)]),
     "fm_client_close": (_i32, [_u64, _P(_vp)]),
     "fm_distribute": (_i32, [_u64, _i32, ctypes.c_char_p, _i64, ctypes.c_char_p, ctypes.c_char_p, _i64, _P(_u64), _P(_vp)]),
@@ -123,8 +124,7 @@ def library_path():
     env = os.environ.get("FEEDMESH_LIB")
     if env:
         return env
-    name = "libfeedmesh.dylib" if sys.platform == "darwin" else "libfeedmesh.so"
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), _checks.library_name())
 
 
 def lib():
@@ -140,15 +140,15 @@ def lib():
 def _load():
     global _lib
     path = library_path()
-    if not os.path.exists(path):
-        raise Error(
-            "feedmesh: the Go library was not found at %s. Build it from a feedmesh checkout: "
-            "go build -buildmode=c-shared -o python/feedmesh/libfeedmesh.so ./cmd/libfeedmesh "
-            "(or set FEEDMESH_LIB to its path)" % path
-        )
+    problem = _checks.library_problem(path)  # missing, or built for another platform
+    if problem:
+        raise Error(problem)
     # CDLL (not PyDLL): every call releases the GIL, so other Python
     # threads run while one waits for a batch.
-    handle = ctypes.CDLL(path)
+    try:
+        handle = ctypes.CDLL(path)
+    except OSError as e:
+        raise Error(_checks.load_failed(path, e)) from None
     for name, (res, args) in _SIGNATURES.items():
         try:
             f = getattr(handle, name)
@@ -162,6 +162,12 @@ def _load():
             "from the same checkout as this package" % (path, v, ABI_VERSION)
         )
     _lib = handle
+
+
+def library_version():
+    """The version the library was built from (fm_version), loading it
+    if need be: feedmesh.__version__ when both come from one build."""
+    return take_string(lib().fm_version())
 
 
 def take_string(ptr):

@@ -318,6 +318,13 @@ class CheckpointTest(unittest.TestCase):
                     it.checkpoint()
 
 
+class VersionTest(unittest.TestCase):
+    def test_library_is_package_version(self):
+        # One checkout: the library's fm_version and the package's
+        # __version__ both come from internal/version/VERSION.
+        self.assertEqual(feedmesh.library_version(), feedmesh.__version__)
+
+
 class BadInputTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
