@@ -93,14 +93,15 @@ func writeSelfSigned(dir, nodeName, certPath, keyPath string) error {
 func writeNew(path string, data []byte, mode os.FileMode) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
-		return fmt.Errorf("dev tls: create %s: %w", path, err)
+		return fmt.Errorf("create %s: %w", path, err)
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("dev tls: write %s: %w", path, err)
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("dev tls: write %s: %w", path, err)
+	if err != nil {
+		os.Remove(path) // a partial key or certificate is worse than none
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }

@@ -1,0 +1,190 @@
+package transport
+
+import (
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+// Identities under mutual TLS.
+//
+// Every certificate of a feedmesh cluster names who holds it with one URI
+// SAN, a SPIFFE ID (https://spiffe.io, X.509-SVID):
+//
+//	spiffe://<cluster>/node/<name>     a node: it may serve, join, speak Raft
+//	spiffe://<cluster>/client/<name>   a trainer, a CLI user: it may only call
+//
+// The trust domain <cluster> is the cluster's name. It is recorded in the CA
+// certificate when the CA is created (a URI SAN spiffe://<cluster>, see NewCA;
+// `feedmesh tls ca create --cluster NAME`), so a peer's certificate is
+// accepted only when it chains to a CA of the CA file and names that CA's
+// cluster: a certificate another cluster's CA signed, or one the CA signed
+// for something else (no SPIFFE ID), is refused even when the CA file holds
+// both CAs. The role is in the path, and also in the extended key usage (a
+// node certificate has serverAuth and clientAuth, a client certificate only
+// clientAuth), so a client certificate cannot serve even to a verifier that
+// ignores the URI.
+//
+// Where it is checked (tls.go): a node's server verifies every connecting
+// peer's chain (Go's client-certificate verification) and then its SPIFFE ID
+// (either role); a dialling side (node or client) verifies the server's
+// chain and requires the node role; MutualTLS refuses a node certificate
+// that is not one, ClientTLS a certificate of no role. After the handshake
+// PeerIdentity gives what the peer proved, on both ends of a connection, and
+// RPC handlers find it in their context (PeerFromContext). In dev mode
+// (DevTLS) nothing is verified and every peer is unauthenticated.
+
+// Role is what a certificate allows its holder to be.
+type Role string
+
+// Roles.
+const (
+	// RoleNode is a cluster member: it serves control requests and data,
+	// joins gossip and speaks Raft.
+	RoleNode Role = "node"
+	// RoleClient is a trainer or an operator's CLI: it calls nodes and reads
+	// data, and cannot serve.
+	RoleClient Role = "client"
+)
+
+// Identity is who a peer proved to be with its certificate: its SPIFFE ID
+// spiffe://<Cluster>/<Role>/<Name>. The zero Identity is an unauthenticated
+// peer (dev mode); its String is "unauthenticated".
+type Identity struct {
+	Cluster string // the trust domain: the cluster's name, as its CA records it
+	Role    Role
+	Name    string // a node's name (as in gossip and Raft), or a client's
+}
+
+// Authenticated reports whether the identity was proved by a certificate
+// (false for the zero Identity).
+func (id Identity) Authenticated() bool { return id.Role != "" }
+
+// IsNode reports whether the peer proved to be a node of its cluster.
+func (id Identity) IsNode() bool { return id.Role == RoleNode }
+
+// String is the SPIFFE ID, or "unauthenticated".
+func (id Identity) String() string {
+	if !id.Authenticated() {
+		return "unauthenticated"
+	}
+	return "spiffe://" + id.Cluster + "/" + string(id.Role) + "/" + id.Name
+}
+
+// URI is the SPIFFE ID as a URL, for a certificate's URI SAN.
+func (id Identity) URI() *url.URL {
+	return &url.URL{Scheme: "spiffe", Host: id.Cluster, Path: "/" + string(id.Role) + "/" + id.Name}
+}
+
+// Validate reports what is wrong with the identity's parts.
+func (id Identity) Validate() error {
+	if err := ValidateCluster(id.Cluster); err != nil {
+		return err
+	}
+	if id.Role != RoleNode && id.Role != RoleClient {
+		return fmt.Errorf("role %q: want %q or %q", id.Role, RoleNode, RoleClient)
+	}
+	if !validName.MatchString(id.Name) {
+		return fmt.Errorf("%s name %q: use letters, digits, '.', '_' and '-', starting with a letter or digit (at most 128)", id.Role, id.Name)
+	}
+	return nil
+}
+
+// validName is a node's or client's name: what mesh accepts as a node name.
+var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// validCluster is a SPIFFE trust domain, kept short.
+var validCluster = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// ValidateCluster reports whether name can name a cluster (a SPIFFE trust
+// domain): lower-case letters, digits, '.', '_' and '-', at most 63.
+func ValidateCluster(name string) error {
+	if !validCluster.MatchString(name) {
+		return fmt.Errorf("cluster name %q: use lower-case letters, digits, '.', '_' and '-', starting with a letter or digit (at most 63)", name)
+	}
+	return nil
+}
+
+// ParseIdentity parses a SPIFFE ID spiffe://<cluster>/<node|client>/<name>.
+func ParseIdentity(s string) (Identity, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return Identity{}, fmt.Errorf("identity %q: %w", s, err)
+	}
+	return identityFromURI(u)
+}
+
+func identityFromURI(u *url.URL) (Identity, error) {
+	if u.Scheme != "spiffe" || u.Opaque != "" || u.User != nil || u.Port() != "" || u.RawQuery != "" || u.Fragment != "" || u.RawPath != "" {
+		return Identity{}, fmt.Errorf("identity %q: want spiffe://<cluster>/<node|client>/<name>", u)
+	}
+	role, name, ok := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
+	id := Identity{Cluster: u.Host, Role: Role(role), Name: name}
+	if !ok || !strings.HasPrefix(u.Path, "/") {
+		return Identity{}, fmt.Errorf("identity %q: want spiffe://<cluster>/<node|client>/<name>", u)
+	}
+	if err := id.Validate(); err != nil {
+		return Identity{}, fmt.Errorf("identity %q: %w", u, err)
+	}
+	return id, nil
+}
+
+// certIdentity is the SPIFFE ID of a leaf certificate: its only URI SAN.
+func certIdentity(c *x509.Certificate) (Identity, error) {
+	if c.IsCA {
+		return Identity{}, fmt.Errorf("certificate %q is a CA certificate, not a node's or client's", c.Subject.CommonName)
+	}
+	switch len(c.URIs) {
+	case 0:
+		return Identity{}, fmt.Errorf("certificate %q names no feedmesh identity (no URI SAN spiffe://<cluster>/<node|client>/<name>): make certificates with `feedmesh tls cert create`", c.Subject.CommonName)
+	case 1:
+	default:
+		return Identity{}, fmt.Errorf("certificate %q has %d URI SANs: a feedmesh certificate has exactly one, its spiffe:// identity", c.Subject.CommonName, len(c.URIs))
+	}
+	id, err := identityFromURI(c.URIs[0])
+	if err != nil {
+		return Identity{}, fmt.Errorf("certificate %q: %w", c.Subject.CommonName, err)
+	}
+	return id, nil
+}
+
+// caCluster is the cluster a CA certificate records: the host of its URI
+// SAN spiffe://<cluster> (no path).
+func caCluster(c *x509.Certificate) (string, error) {
+	for _, u := range c.URIs {
+		if u.Scheme == "spiffe" && (u.Path == "" || u.Path == "/") && u.User == nil && u.Port() == "" {
+			if err := ValidateCluster(u.Host); err != nil {
+				return "", fmt.Errorf("CA certificate %q: %w", c.Subject.CommonName, err)
+			}
+			return u.Host, nil
+		}
+	}
+	return "", fmt.Errorf("CA certificate %q names no cluster (no URI SAN spiffe://<cluster>): create the CA with `feedmesh tls ca create --cluster NAME`, or add that URI SAN to yours", c.Subject.CommonName)
+}
+
+// chainsIdentity is the identity of the leaf of verified chains: its SPIFFE
+// ID, whose cluster must be the one the chain's root CA records.
+func chainsIdentity(chains [][]*x509.Certificate) (Identity, error) {
+	if len(chains) == 0 || len(chains[0]) == 0 {
+		return Identity{}, errors.New("certificate not verified")
+	}
+	id, err := certIdentity(chains[0][0])
+	if err != nil {
+		return Identity{}, err
+	}
+	var roots []string
+	for _, ch := range chains {
+		c, err := caCluster(ch[len(ch)-1])
+		if err != nil {
+			return Identity{}, err
+		}
+		if c == id.Cluster {
+			return id, nil
+		}
+		roots = append(roots, c)
+	}
+	return Identity{}, fmt.Errorf("certificate of %s is signed by the CA of cluster %s, not of cluster %q", id, strings.Join(roots, ", "), id.Cluster)
+}
