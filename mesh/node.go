@@ -183,7 +183,7 @@ func (n *Node) start(ctx context.Context) error {
 
 func (n *Node) tlsConfigs() (server, client *tls.Config, err error) {
 	if n.cfg.TLSCA != "" {
-		server, client, err = transport.MutualTLS(n.cfg.TLSCA, n.cfg.TLSCert, n.cfg.TLSKey)
+		server, client, _, err = transport.MutualTLS(n.cfg.TLSCA, n.cfg.TLSCert, n.cfg.TLSKey)
 		if err != nil {
 			return nil, nil, fmt.Errorf("load TLS files: %w", err)
 		}

@@ -1,12 +1,17 @@
 package transport
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
+
+	"github.com/quic-go/quic-go"
 )
 
 // Identities under mutual TLS.
@@ -187,4 +192,106 @@ func chainsIdentity(chains [][]*x509.Certificate) (Identity, error) {
 		roots = append(roots, c)
 	}
 	return Identity{}, fmt.Errorf("certificate of %s is signed by the CA of cluster %s, not of cluster %q", id, strings.Join(roots, ", "), id.Cluster)
+}
+
+// PeerIdentity returns who the peer of c proved to be with its certificate
+// under mutual TLS. c is a stream of this package (*Stream: what
+// Transport.Dial returns, what the kinds' listeners accept and what an
+// RPCServer serves; raftnode's Raft connections are such streams), on either
+// end of the connection: a node sees a node or a client dialling it, a
+// dialling side sees the node it reached.
+//
+// ok is false for an unauthenticated peer: in dev mode (DevTLS, and
+// ClientTLS without a CA) nothing is verified, and c may be any net.Conn
+// that is not a stream of this package. Under mutual TLS every peer is
+// authenticated (the handshake refuses the others), so authorization may
+// treat !ok as "dev mode": allowed on a trusted network, or refused.
+//
+// The identity is worked out once per connection (on a dialled connection
+// by verifying the server's chain again against the dialling config's
+// RootCAs) and kept until the connection closes.
+func PeerIdentity(c net.Conn) (Identity, bool) {
+	s, ok := c.(*Stream)
+	if !ok || s == nil {
+		return Identity{}, false
+	}
+	return s.Peer()
+}
+
+// Peer is PeerIdentity of the stream.
+func (s *Stream) Peer() (Identity, bool) {
+	return connIdentity(s.conn, s.t.clientTLS.RootCAs)
+}
+
+// LocalIdentity is the identity this transport's own certificate proves
+// under mutual TLS (MutualTLS's self, ClientTLS's certificate); ok is false
+// in dev mode or without a certificate.
+func (t *Transport) LocalIdentity() (Identity, bool) {
+	c := t.clientTLS
+	if c.RootCAs == nil || len(c.Certificates) == 0 {
+		return Identity{}, false
+	}
+	certs, err := parseChain(c.Certificates[0])
+	if err != nil {
+		return Identity{}, false
+	}
+	chains, err := verifyPeerChain(certs, c.RootCAs)
+	if err != nil {
+		return Identity{}, false
+	}
+	id, err := chainsIdentity(chains)
+	return id, err == nil
+}
+
+// peerKey is the context key of the stream an RPC handler serves.
+type peerKey struct{}
+
+// PeerFromContext returns the identity of the peer whose request an RPC
+// handler serves (RPCServer puts the stream in the handler's context), as
+// PeerIdentity. A request a node forwards to the leader arrives from that
+// node: the leader sees the node, not the client that called it.
+func PeerFromContext(ctx context.Context) (Identity, bool) {
+	c, _ := ctx.Value(peerKey{}).(net.Conn)
+	if c == nil {
+		return Identity{}, false
+	}
+	return PeerIdentity(c)
+}
+
+// withPeer gives a handler's context the stream it serves.
+func withPeer(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, peerKey{}, c)
+}
+
+// peerIdentities caches each live connection's identity (connIdentity).
+var peerIdentities sync.Map // *quic.Conn → peerIdentity
+
+type peerIdentity struct {
+	id Identity
+	ok bool
+}
+
+// connIdentity is the identity c's peer proved: from the chains Go verified
+// (a server requiring client certificates), else by verifying the peer's
+// certificates against roots (a dialling side, whose config skips Go's
+// verification to skip the host name), else none.
+func connIdentity(c *quic.Conn, roots *x509.CertPool) (Identity, bool) {
+	if v, ok := peerIdentities.Load(c); ok {
+		p := v.(peerIdentity)
+		return p.id, p.ok
+	}
+	var p peerIdentity
+	st := c.ConnectionState().TLS
+	chains := st.VerifiedChains
+	if len(chains) == 0 && roots != nil && len(st.PeerCertificates) > 0 {
+		chains, _ = verifyPeerChain(st.PeerCertificates, roots)
+	}
+	if len(chains) > 0 {
+		id, err := chainsIdentity(chains)
+		p = peerIdentity{id: id, ok: err == nil}
+	}
+	if _, loaded := peerIdentities.LoadOrStore(c, p); !loaded {
+		context.AfterFunc(c.Context(), func() { peerIdentities.Delete(c) })
+	}
+	return p.id, p.ok
 }
