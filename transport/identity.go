@@ -19,8 +19,8 @@ import (
 // Every certificate of a feedmesh cluster names who holds it with one URI
 // SAN, a SPIFFE ID (https://spiffe.io, X.509-SVID):
 //
-//	spiffe://<cluster>/node/<name>     a node: it may serve, join, speak Raft
-//	spiffe://<cluster>/client/<name>   a trainer, a CLI user: it may only call
+//	spiffe://<cluster>/node/<name>     a node of the cluster
+//	spiffe://<cluster>/client/<name>   a trainer, an operator's CLI
 //
 // The trust domain <cluster> is the cluster's name. It is recorded in the CA
 // certificate when the CA is created (a URI SAN spiffe://<cluster>, see NewCA;
@@ -41,6 +41,10 @@ import (
 // PeerIdentity gives what the peer proved, on both ends of a connection, and
 // RPC handlers find it in their context (PeerFromContext). In dev mode
 // (DevTLS) nothing is verified and every peer is unauthenticated.
+//
+// What each role may do beyond serving (who may open Raft streams, be
+// admitted to gossip, call worker.* methods as which worker) is for the
+// layers above to decide from PeerIdentity; this package only proves it.
 
 // Role is what a certificate allows its holder to be.
 type Role string
@@ -48,10 +52,10 @@ type Role string
 // Roles.
 const (
 	// RoleNode is a cluster member: it serves control requests and data,
-	// joins gossip and speaks Raft.
+	// joins gossip and speaks Raft. Only a node certificate serves.
 	RoleNode Role = "node"
 	// RoleClient is a trainer or an operator's CLI: it calls nodes and reads
-	// data, and cannot serve.
+	// data. A server presenting it is refused; a node will not run with it.
 	RoleClient Role = "client"
 )
 
