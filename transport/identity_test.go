@@ -27,7 +27,7 @@ type pki struct {
 	caFile string
 }
 
-func newPKI(t *testing.T, cluster string) *pki {
+func newPKI(t testing.TB, cluster string) *pki {
 	t.Helper()
 	ca, err := NewCA(cluster, 24*time.Hour)
 	if err != nil {
@@ -42,7 +42,7 @@ func newPKI(t *testing.T, cluster string) *pki {
 }
 
 // issue writes the certificate and key of a node or client of the cluster.
-func (p *pki) issue(t *testing.T, role Role, name string) (certFile, keyFile string) {
+func (p *pki) issue(t testing.TB, role Role, name string) (certFile, keyFile string) {
 	t.Helper()
 	c, k, err := p.ca.Issue(Identity{Role: role, Name: name}, CertOptions{ValidFor: time.Hour})
 	if err != nil {
@@ -51,7 +51,7 @@ func (p *pki) issue(t *testing.T, role Role, name string) (certFile, keyFile str
 	return p.write(t, string(role)+"-"+name, c, k)
 }
 
-func (p *pki) write(t *testing.T, base string, certPEM, keyPEM []byte) (certFile, keyFile string) {
+func (p *pki) write(t testing.TB, base string, certPEM, keyPEM []byte) (certFile, keyFile string) {
 	t.Helper()
 	certFile, keyFile = filepath.Join(p.dir, base+".crt"), filepath.Join(p.dir, base+".key")
 	if err := WriteNewFiles(OutputFile{certFile, certPEM, 0o644}, OutputFile{keyFile, keyPEM, 0o600}); err != nil {
@@ -131,6 +131,17 @@ func TestServerWithClientCertRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused(t, "a node dialling a server with a client certificate", asNode, srv)
+
+	// A node identity without the serverAuth key usage does not serve either.
+	id := Identity{Cluster: "prod", Role: RoleNode, Name: "n2"}
+	cf, kf := p.issueRaw(t, "no-server-auth", &x509.Certificate{
+		Subject: pkix.Name{CommonName: "n2"}, URIs: []*url.URL{id.URI()},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	noServerAuth := rogue.Clone()
+	noServerAuth.Certificates = []tls.Certificate{loadPair(t, cf, kf)}
+	srv2 := startNode(t, nodeOpts{serverTLS: noServerAuth, clientTLS: noServerAuth})
+	refused(t, "a client dialling a node certificate without serverAuth", asClient, srv2)
 }
 
 // TestPeerWithoutIdentityRefused: certificates the cluster's CA signed that
