@@ -177,25 +177,32 @@ func caCluster(c *x509.Certificate) (string, error) {
 // chainsIdentity is the identity of the leaf of verified chains: its SPIFFE
 // ID, whose cluster must be the one the chain's root CA records.
 func chainsIdentity(chains [][]*x509.Certificate) (Identity, error) {
+	id, _, err := identityChain(chains)
+	return id, err
+}
+
+// identityChain is chainsIdentity, with the first chain whose root CA is
+// of the identity's cluster.
+func identityChain(chains [][]*x509.Certificate) (Identity, []*x509.Certificate, error) {
 	if len(chains) == 0 || len(chains[0]) == 0 {
-		return Identity{}, errors.New("certificate not verified")
+		return Identity{}, nil, errors.New("certificate not verified")
 	}
 	id, err := certIdentity(chains[0][0])
 	if err != nil {
-		return Identity{}, err
+		return Identity{}, nil, err
 	}
 	var roots []string
 	for _, ch := range chains {
 		c, err := caCluster(ch[len(ch)-1])
 		if err != nil {
-			return Identity{}, err
+			return Identity{}, nil, err
 		}
 		if c == id.Cluster {
-			return id, nil
+			return id, ch, nil
 		}
 		roots = append(roots, c)
 	}
-	return Identity{}, fmt.Errorf("certificate of %s is signed by the CA of cluster %s, not of cluster %q", id, strings.Join(roots, ", "), id.Cluster)
+	return Identity{}, nil, fmt.Errorf("certificate of %s is signed by the CA of cluster %s, not of cluster %q", id, strings.Join(roots, ", "), id.Cluster)
 }
 
 // PeerIdentity returns who the peer of c proved to be with its certificate

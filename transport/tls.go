@@ -26,8 +26,10 @@ const (
 
 // DevTLS loads, or creates on first use, a self-signed ECDSA P-256 certificate and
 // key in dir (node.crt, node.key with mode 0600) and returns TLS 1.3 configs with
-// the feedmesh ALPN. The client config does not verify the peer: traffic is
-// encrypted but not authenticated. Use MutualTLS outside development.
+// the feedmesh ALPN. The client config does not verify the peer and the
+// server asks for no certificate: traffic is encrypted but not
+// authenticated, and PeerIdentity reports every peer unauthenticated. Use
+// MutualTLS outside development.
 func DevTLS(dir, nodeName string) (server, client *tls.Config, err error) {
 	certPath, keyPath := filepath.Join(dir, devCertFile), filepath.Join(dir, devKeyFile)
 	cert, err := tls.LoadX509KeyPair(certPath, keyPath)
@@ -345,7 +347,7 @@ func verifyServer(c *tls.Config, pool *x509.CertPool, cluster string) {
 		if err != nil {
 			return fmt.Errorf("tls: verify the server's certificate: %w", err)
 		}
-		id, err := chainsIdentity(chains)
+		id, chain, err := identityChain(chains)
 		if err != nil {
 			return fmt.Errorf("tls: refused the server's certificate: %w", err)
 		}
@@ -355,7 +357,7 @@ func verifyServer(c *tls.Config, pool *x509.CertPool, cluster string) {
 		if id.Role != RoleNode {
 			return fmt.Errorf("tls: refused the server's certificate: it is %s, a %s certificate: only nodes serve", id, id.Role)
 		}
-		if !slices.ContainsFunc(chains, func(ch []*x509.Certificate) bool { return chainAllows(ch, x509.ExtKeyUsageServerAuth) }) {
+		if !chainAllows(chain, x509.ExtKeyUsageServerAuth) {
 			return fmt.Errorf("tls: refused the server's certificate (%s): no serverAuth key usage", id)
 		}
 		return nil
