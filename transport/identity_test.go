@@ -220,6 +220,20 @@ func TestClientCertCannotRunNode(t *testing.T) {
 		t.Fatalf("MutualTLS with a client certificate: %v; want a refusal that says to make a node certificate", err)
 	}
 	t.Log(err)
+
+	// Key usages: a node certificate must allow both ends, a client's the client end.
+	node := Identity{Cluster: "prod", Role: RoleNode, Name: "n1"}
+	cf, kf = p.issueRaw(t, "node-client-auth-only", &x509.Certificate{Subject: pkix.Name{CommonName: "n1"}, URIs: []*url.URL{node.URI()},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	if _, _, _, err := MutualTLS(p.caFile, cf, kf); err == nil || !strings.Contains(err.Error(), "no serverAuth key usage") {
+		t.Errorf("MutualTLS with a node certificate without serverAuth: %v", err)
+	}
+	alice := Identity{Cluster: "prod", Role: RoleClient, Name: "alice2"}
+	cf, kf = p.issueRaw(t, "client-server-auth-only", &x509.Certificate{Subject: pkix.Name{CommonName: "alice2"}, URIs: []*url.URL{alice.URI()},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	if _, err := ClientTLS(p.caFile, cf, kf); err == nil || !strings.Contains(err.Error(), "no clientAuth key usage") {
+		t.Errorf("ClientTLS with a client certificate without clientAuth: %v", err)
+	}
 }
 
 // TestPeerIdentity: under mutual TLS both ends of a connection learn who

@@ -128,17 +128,16 @@ func MutualTLS(caFile, certFile, keyFile string) (server, client *tls.Config, se
 	if err != nil {
 		return nil, nil, Identity{}, fmt.Errorf("mutual tls: load %s and %s: %w", certFile, keyFile, err)
 	}
-	self, err = ownIdentity(cert, pool, certFile, caFile)
+	self, chain, err := ownIdentity(cert, pool, certFile, caFile)
 	if err != nil {
 		return nil, nil, Identity{}, err
 	}
 	if self.Role != RoleNode {
 		return nil, nil, Identity{}, fmt.Errorf("mutual tls: %s is a %s certificate (%s): a node needs a node certificate: feedmesh tls cert create --node NAME", certFile, self.Role, self)
 	}
-	certs, _ := parseChain(cert) // parsed by ownIdentity
 	for _, u := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
-		if err := checkUsage(certs, pool, u); err != nil {
-			return nil, nil, Identity{}, fmt.Errorf("mutual tls: %s: %w: a node certificate needs serverAuth and clientAuth (feedmesh tls cert create --node makes them so)", certFile, err)
+		if !chainAllows(chain, u) {
+			return nil, nil, Identity{}, fmt.Errorf("mutual tls: %s has no %s key usage: a node certificate needs serverAuth and clientAuth (feedmesh tls cert create --node makes them so)", certFile, usageName(u))
 		}
 	}
 	server = baseTLS()
@@ -183,14 +182,13 @@ func ClientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 	}
 	cluster := "" // without a certificate: any cluster whose CA is in caFile
 	if certFile != "" {
-		self, err := ownIdentity(cert, pool, certFile, caFile)
+		self, chain, err := ownIdentity(cert, pool, certFile, caFile)
 		if err != nil {
 			return nil, err
 		}
 		cluster = self.Cluster
-		certs, _ := parseChain(cert) // parsed by ownIdentity
-		if err := checkUsage(certs, pool, x509.ExtKeyUsageClientAuth); err != nil {
-			return nil, fmt.Errorf("client tls: %s: %w: a client certificate needs clientAuth (feedmesh tls cert create --client makes it so)", certFile, err)
+		if !chainAllows(chain, x509.ExtKeyUsageClientAuth) {
+			return nil, fmt.Errorf("client tls: %s has no clientAuth key usage: a client certificate needs it (feedmesh tls cert create --client makes it so)", certFile)
 		}
 	}
 	verifyServer(c, pool, cluster)
@@ -239,21 +237,21 @@ func loadCA(caFile string) (*x509.CertPool, error) {
 }
 
 // ownIdentity checks that this side's certificate chains to the CA and
-// names an identity of its cluster, and returns it.
-func ownIdentity(cert tls.Certificate, pool *x509.CertPool, certFile, caFile string) (Identity, error) {
+// names an identity of its cluster, and returns it with that chain.
+func ownIdentity(cert tls.Certificate, pool *x509.CertPool, certFile, caFile string) (Identity, []*x509.Certificate, error) {
 	certs, err := parseChain(cert)
 	if err != nil {
-		return Identity{}, fmt.Errorf("tls: parse %s: %w", certFile, err)
+		return Identity{}, nil, fmt.Errorf("tls: parse %s: %w", certFile, err)
 	}
 	chains, err := verifyPeerChain(certs, pool)
 	if err != nil {
-		return Identity{}, fmt.Errorf("tls: %s does not verify against the CA in %s (made by another CA, or expired?): %w", certFile, caFile, err)
+		return Identity{}, nil, fmt.Errorf("tls: %s does not verify against the CA in %s (made by another CA, or expired?): %w", certFile, caFile, err)
 	}
-	id, err := chainsIdentity(chains)
+	id, chain, err := identityChain(chains)
 	if err != nil {
-		return Identity{}, fmt.Errorf("tls: %s: %w", certFile, err)
+		return Identity{}, nil, fmt.Errorf("tls: %s: %w", certFile, err)
 	}
-	return id, nil
+	return id, chain, nil
 }
 
 // parseChain is a loaded certificate's chain, leaf first.
@@ -276,23 +274,10 @@ func parseChain(cert tls.Certificate) ([]*x509.Certificate, error) {
 	return certs, nil
 }
 
-// checkUsage reports whether a certificate (its chain, leaf first) may be
-// used for u (extended key usage, along the chain).
-func checkUsage(certs []*x509.Certificate, pool *x509.CertPool, u x509.ExtKeyUsage) error {
-	inter := x509.NewCertPool()
-	for _, ic := range certs[1:] {
-		inter.AddCert(ic)
-	}
-	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{u}}); err != nil {
-		return fmt.Errorf("no %s key usage (%v)", usageName(u), err)
-	}
-	return nil
-}
-
 // chainAllows reports whether a verified chain may be used for u, as Go's
 // verification checks extended key usages: every certificate that names
 // some must name u or any. (Checking the chain verifyPeerChain returned
-// spares the handshake a second verification.)
+// spares a second verification.)
 func chainAllows(chain []*x509.Certificate, u x509.ExtKeyUsage) bool {
 	for _, c := range chain {
 		if len(c.ExtKeyUsage) == 0 && len(c.UnknownExtKeyUsage) == 0 {
