@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -198,9 +200,15 @@ func runCertCreate(args []string, stdout, stderr io.Writer) error {
 // *-ca.crt in dir and its .key.
 func findCA(dir, certFile, keyFile string) (string, string, error) {
 	if certFile == "" {
-		found, err := filepath.Glob(filepath.Join(dir, "*-ca.crt"))
+		matches, err := filepath.Glob(filepath.Join(dir, "*-ca.crt"))
 		if err != nil {
 			return "", "", err
+		}
+		var found []string // CA certificates only: a node called "ca" has a prod-node-ca.crt
+		for _, m := range matches {
+			if isCACert(m) {
+				found = append(found, m)
+			}
 		}
 		switch len(found) {
 		case 0:
@@ -218,4 +226,18 @@ func findCA(dir, certFile, keyFile string) (string, string, error) {
 		}
 	}
 	return certFile, keyFile, nil
+}
+
+// isCACert reports whether file holds a CA certificate (PEM).
+func isCACert(file string) bool {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return false
+	}
+	block, _ := pem.Decode(b)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return false
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	return err == nil && c.IsCA
 }

@@ -127,6 +127,34 @@ func TestTLSCommandsMakeACluster(t *testing.T) {
 	}
 }
 
+// TestTLSCertCreateFindsTheCA: without --ca-cert, cert create takes the one
+// CA in --dir, however the other certificates there are named, and says
+// what to do when there is none, or several.
+func TestTLSCertCreateFindsTheCA(t *testing.T) {
+	dir := t.TempDir()
+	if _, errOut, code := runCmd(t, "tls", "cert", "create", "--dir", dir, "--node", "n1"); code != 2 || !strings.Contains(errOut, "feedmesh tls ca create") {
+		t.Errorf("no CA: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := runCmd(t, "tls", "ca", "create", "--dir", dir, "--cluster", "prod"); code != 0 {
+		t.Fatal(errOut)
+	}
+	for _, name := range []string{"ca", "n1"} { // prod-node-ca.crt ends like a CA's file
+		if _, errOut, code := runCmd(t, "tls", "cert", "create", "--dir", dir, "--node", name); code != 0 {
+			t.Fatalf("cert create --node %s: exit %d, %s", name, code, errOut)
+		}
+	}
+	if _, errOut, code := runCmd(t, "tls", "ca", "create", "--dir", dir, "--cluster", "staging"); code != 0 {
+		t.Fatal(errOut)
+	}
+	if _, errOut, code := runCmd(t, "tls", "cert", "create", "--dir", dir, "--node", "n2"); code != 2 || !strings.Contains(errOut, "several CAs") || !strings.Contains(errOut, "--ca-cert") {
+		t.Errorf("two CAs: exit %d, %q", code, errOut)
+	}
+	out, errOut, code := runCmd(t, "tls", "cert", "create", "--dir", dir, "--node", "n2", "--ca-cert", filepath.Join(dir, "staging-ca.crt"))
+	if code != 0 || !strings.Contains(out, "spiffe://staging/node/n2") {
+		t.Errorf("--ca-cert staging: exit %d, %s%s", code, out, errOut)
+	}
+}
+
 // TestNodeProcessRefusals runs the product binary: `feedmesh node` with a
 // client certificate, or with another node's certificate, exits saying so;
 // on a non-loopback address without mutual TLS and gossip key it exits
