@@ -104,8 +104,16 @@ type Config struct {
 	GossipKey []byte
 	// TLSCA, TLSCert and TLSKey enable mutual TLS between nodes and
 	// clients. All empty: dev mode, a self-signed certificate is generated
-	// in DataDir and peers are not verified.
+	// in DataDir and peers are not verified. TLSCert must be a node
+	// certificate of the CA's cluster (`feedmesh tls cert create --node`)
+	// naming this node: with Name empty, its name becomes the node's.
 	TLSCA, TLSCert, TLSKey string
+	// Insecure lets a node that binds to or advertises an address other
+	// than loopback start without mutual TLS or without a gossip key
+	// (--insecure): only on a trusted private network, where whoever
+	// reaches the node's ports may join the cluster and read its data.
+	// On loopback nothing is needed.
+	Insecure bool
 
 	// Gossip holds memberlist's failure-detection timing.
 	Gossip GossipConfig
@@ -323,6 +331,9 @@ func (c *Config) Validate() error {
 	}
 	if tlsSet != 0 && tlsSet != 3 {
 		bad("TLSCA/TLSCert/TLSKey", "give all three or none")
+	}
+	if err := c.checkSecure(tlsSet == 3); err != nil {
+		bad("BindAddr/AdvertiseAddr", "%v", err)
 	}
 	for name, d := range map[string]time.Duration{
 		"VoterGrace": c.VoterGrace, "ReconcileInterval": c.ReconcileInterval,

@@ -21,7 +21,9 @@
 // over cache streams).
 //
 // A node starts with Start and a Config (DefaultConfig for deployments,
-// FastConfig for in-process clusters); Close drains its tasks and leaves
+// FastConfig for in-process clusters). Off loopback it needs mutual TLS,
+// with a node certificate that names it, and a gossip key, unless
+// Config.Insecure (tls.go); Close drains its tasks and leaves
 // the mesh, Kill stops it as a crash would. Recover makes survivors' data
 // dirs the only voters after quorum is lost.
 package mesh

@@ -44,6 +44,7 @@ type Node struct {
 	incarnation uint64
 
 	resetKey quic.StatelessResetKey
+	mtls     *mutualTLS // nil in dev mode (tls.go)
 
 	pc    net.PacketConn
 	tr    *transport.Transport
@@ -89,13 +90,29 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if log == nil {
 		log = discardLogger()
 	}
-	id, err := loadIdentity(cfg.DataDir, cfg.Name)
+	var mtls *mutualTLS // nil in dev mode
+	name := cfg.Name
+	if cfg.TLSCA != "" {
+		var err error
+		if mtls, err = loadMutualTLS(&cfg); err != nil {
+			return nil, err
+		}
+		name = mtls.self.Name
+	}
+	id, err := loadIdentity(cfg.DataDir, name)
 	if err != nil {
+		if mtls != nil && cfg.Name == "" {
+			err = fmt.Errorf("%w (the name is the one in its certificate %s)", err, cfg.TLSCert)
+		}
 		return nil, err
 	}
-	n := &Node{cfg: cfg, name: id.name, resetKey: id.resetKey, incarnation: uint64(time.Now().UnixNano()), probes: make(chan struct{}, maxProbes)}
+	n := &Node{cfg: cfg, name: id.name, mtls: mtls, resetKey: id.resetKey, incarnation: uint64(time.Now().UnixNano()), probes: make(chan struct{}, maxProbes)}
 	log, n.logs = newNodeLogs(log, n.leaving.Load)
 	n.log = log.With("node", id.name)
+	if addr, exposed := cfg.exposed(); exposed && cfg.Insecure && (mtls == nil || cfg.GossipKey == nil) {
+		n.log.Warn("insecure: the node is reachable from the network without mutual TLS or without a gossip key; whoever reaches its ports can join the cluster and read its data",
+			"addr", addr, "mutual_tls", mtls != nil, "gossip_key", cfg.GossipKey != nil)
+	}
 	n.known, n.knownAtStart, n.knewOthers = newKnownMembers(cfg.DataDir, cfg.KnownMembersMax, n.log)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.wg.Add(1)
@@ -182,12 +199,8 @@ func (n *Node) start(ctx context.Context) error {
 }
 
 func (n *Node) tlsConfigs() (server, client *tls.Config, err error) {
-	if n.cfg.TLSCA != "" {
-		server, client, err = transport.MutualTLS(n.cfg.TLSCA, n.cfg.TLSCert, n.cfg.TLSKey)
-		if err != nil {
-			return nil, nil, fmt.Errorf("load TLS files: %w", err)
-		}
-		return server, client, nil
+	if n.mtls != nil {
+		return n.mtls.server, n.mtls.client, nil
 	}
 	server, client, err = transport.DevTLS(filepath.Join(n.cfg.DataDir, "tls"), n.name)
 	if err != nil {

@@ -55,3 +55,39 @@ func BenchmarkDataStream(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkMutualTLSConnect measures a client's first request to a node
+// under mutual TLS: a new connection (QUIC and TLS 1.3 handshake, both
+// sides verifying the other's chain and identity) and one echo RPC.
+func BenchmarkMutualTLSConnect(b *testing.B) {
+	p := newPKI(b, "bench")
+	nc, nk := p.issue(b, RoleNode, "n1")
+	srvTLS, cliTLS, _, err := MutualTLS(p.caFile, nc, nk)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	srv := startNode(b, nodeOpts{cfg: &cfg, serverTLS: srvTLS, clientTLS: cliTLS})
+	cc, ck := p.issue(b, RoleClient, "alice")
+	clientTLS, err := ClientTLS(p.caFile, cc, ck)
+	if err != nil {
+		b.Fatal(err)
+	}
+	codec, err := NewCodec(cfg.MaxHeaderBytes, cfg.MaxFrameBytes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	udp, pc, _ := testutil.Loopback(b, "", false)
+	defer udp.Close()
+	for b.Loop() {
+		t, err := New(pc, nil, clientTLS, cfg, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var got string
+		if err := Call(testutil.Ctx(b, 5*time.Second), t, codec, srv.addr(), "echo", "ping", &got); err != nil || got != "ping" {
+			b.Fatalf("echo: %q, %v", got, err)
+		}
+		t.Close()
+	}
+}

@@ -11,7 +11,10 @@
 //
 // The first byte of every stream names its kind; the accepting side routes the
 // stream to the [net.Listener] of that kind ([Transport.Listener]). Connections
-// are TLS 1.3 ([DevTLS], [MutualTLS], [ClientTLS]). Dialled connections are
+// are TLS 1.3 ([DevTLS], [MutualTLS], [ClientTLS]); under mutual TLS every
+// certificate names its holder, a node or a client of the cluster, and
+// [PeerIdentity] (in RPC handlers [PeerFromContext]) tells who the peer of a
+// stream is. Dialled connections are
 // cached per peer address: one for Raft and control streams, one for data
 // streams, so unread batches filling a connection's flow-control window never
 // hold up heartbeats or RPCs. A cached connection that died (idle timeout,
@@ -34,7 +37,9 @@
 //	frame.go      Codec: frames of a CBOR header and a raw tail, with their size bounds; HeaderDecoder
 //	rpc.go        RPCServer and Call: one request/response per control stream
 //	rpcerror.go   Error: typed errors that cross the wire by code
-//	tls.go        DevTLS, MutualTLS, ClientTLS
+//	tls.go        DevTLS, MutualTLS, ClientTLS: the configs and their verification of peers
+//	identity.go   Identity (spiffe://<cluster>/node|client/<name>), PeerIdentity, PeerFromContext
+//	pki.go        a cluster's CA and the node and client certificates it issues
 //	gro.go        UDP generic receive offload on Linux (gro_other.go elsewhere)
 //
 // The batch stream on top of KindData streams is package transport/batch.

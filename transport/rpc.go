@@ -43,7 +43,8 @@ type rpcResponse struct {
 // Handler serves one RPC method. It decodes its request with decode (hardened
 // CBOR; decode errors carry ErrInvalid) and returns a CBOR-encodable response
 // or an error. Errors wrapping an *Error keep its code; others become
-// ErrInternal with the error's text.
+// ErrInternal with the error's text. PeerFromContext(ctx) tells who called
+// (under mutual TLS).
 type Handler func(ctx context.Context, decode func(v any) error) (any, error)
 
 // RPCServer serves request/response RPCs, one per KindControl stream.
@@ -181,7 +182,7 @@ func (s *RPCServer) serveStream(conn net.Conn) {
 		return
 	}
 
-	ctx, cancel := s.ctx, context.CancelFunc(func() {})
+	ctx, cancel := withPeer(s.ctx, conn), context.CancelFunc(func() {}) // PeerFromContext
 	writeDeadline := time.Now().Add(readTimeout)
 	if req.Timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.Timeout))

@@ -18,68 +18,6 @@ import (
 	"github.com/feedmesh/feedmesh/internal/testutil"
 )
 
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	file string
-}
-
-var serial int64
-
-func newTestCA(t *testing.T, dir, name string) *testCA {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	serial++
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(serial),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	file := filepath.Join(dir, name+"-ca.crt")
-	writePEM(t, file, "CERTIFICATE", der)
-	return &testCA{cert: cert, key: key, file: file}
-}
-
-// issue writes a leaf certificate and key signed by the CA and returns their files.
-func (ca *testCA) issue(t *testing.T, dir, name string) (certFile, keyFile string) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	serial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalECPrivateKey(key)
-	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	writePEM(t, certFile, "CERTIFICATE", der)
-	writePEM(t, keyFile, "EC PRIVATE KEY", kder)
-	return certFile, keyFile
-}
-
-func writePEM(t *testing.T, file, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestDevTLSPersistsIdentity(t *testing.T) {
 	dir := t.TempDir()
 	s1, c1, err := DevTLS(dir, "n1")
@@ -110,18 +48,21 @@ func TestDevTLSPersistsIdentity(t *testing.T) {
 }
 
 func TestMutualTLS(t *testing.T) {
-	dir := t.TempDir()
-	ca := newTestCA(t, dir, "mesh")
-	other := newTestCA(t, dir, "other")
-	certA, keyA := ca.issue(t, dir, "a")
-	certB, keyB := ca.issue(t, dir, "b")
-	certX, keyX := other.issue(t, dir, "x")
+	p := newPKI(t, "mesh")
+	other := newPKI(t, "other")
+	certA, keyA := p.issue(t, RoleNode, "a")
+	certB, keyB := p.issue(t, RoleNode, "b")
+	certC, keyC := p.issue(t, RoleClient, "c")
+	certX, keyX := other.issue(t, RoleNode, "x")
 
-	srvA, cliA, err := MutualTLS(ca.file, certA, keyA)
+	srvA, cliA, selfA, err := MutualTLS(p.caFile, certA, keyA)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srvB, cliB, err := MutualTLS(ca.file, certB, keyB)
+	if selfA != (Identity{Cluster: "mesh", Role: RoleNode, Name: "a"}) {
+		t.Fatalf("MutualTLS self %v", selfA)
+	}
+	srvB, cliB, _, err := MutualTLS(p.caFile, certB, keyB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,12 +71,15 @@ func TestMutualTLS(t *testing.T) {
 	a.echo(t, b.addr())
 	b.echo(t, a.addr())
 
-	// A CLI client with a certificate of the mesh CA is accepted.
-	good, err := ClientTLS(ca.file, certA, keyA)
-	if err != nil {
-		t.Fatal(err)
+	// A CLI client with a client certificate of the mesh CA is accepted,
+	// and so is one with a node's (an operator on a node's machine).
+	for _, f := range [][2]string{{certC, keyC}, {certA, keyA}} {
+		good, err := ClientTLS(p.caFile, f[0], f[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		startNode(t, nodeOpts{clientTLS: good, noServer: true}).echo(t, a.addr())
 	}
-	startNode(t, nodeOpts{clientTLS: good, noServer: true}).echo(t, a.addr())
 
 	reject := func(name string, c *tls.Config) {
 		t.Helper()
@@ -146,28 +90,25 @@ func TestMutualTLS(t *testing.T) {
 		}
 		t.Logf("%s rejected: %v", name, err)
 	}
-	foreign, err := ClientTLS(ca.file, certX, keyX)
+	foreign, err := ClientTLS(other.caFile, certX, keyX)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reject("client certificate from another CA, not offered", foreign)
+	reject("client trusting another CA", foreign)
 	// Go's client only offers a certificate matching the server's acceptable
 	// CAs; force it, so the server's own chain verification is what rejects it.
 	forced := foreign.Clone()
 	forced.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 		return &foreign.Certificates[0], nil
 	}
+	forced.VerifyConnection = nil
+	forced.InsecureSkipVerify = true
 	reject("client certificate from another CA, forced", forced)
-	noCert, err := ClientTLS(ca.file, "", "")
+	noCert, err := ClientTLS(p.caFile, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	reject("client without certificate", noCert)
-	wrongCA, err := ClientTLS(other.file, certX, keyX)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reject("client trusting another CA", wrongCA)
 
 	// The servers still serve after the rejections.
 	a.echo(t, b.addr())
@@ -175,7 +116,37 @@ func TestMutualTLS(t *testing.T) {
 	if _, err := ClientTLS("", certA, keyA); err == nil {
 		t.Fatal("ClientTLS with a certificate but no CA succeeded")
 	}
-	if _, _, err := MutualTLS(filepath.Join(dir, "missing"), certA, keyA); err == nil {
+	if _, err := ClientTLS(p.caFile, certX, keyX); err == nil || !strings.Contains(err.Error(), "does not verify against the CA") {
+		t.Fatalf("ClientTLS with a certificate of another CA: %v", err)
+	}
+	if _, _, _, err := MutualTLS(filepath.Join(p.dir, "missing"), certA, keyA); err == nil {
 		t.Fatal("MutualTLS with a missing CA file succeeded")
 	}
+}
+
+// TestCAWithoutCluster: a CA file whose CA records no cluster is refused
+// with what to do.
+func TestCAWithoutCluster(t *testing.T) {
+	dir := t.TempDir()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "legacy"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "ca.crt")
+	os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	_, err = ClientTLS(file, "", "")
+	if err == nil || !strings.Contains(err.Error(), "names no cluster") || !strings.Contains(err.Error(), "feedmesh tls ca create") {
+		t.Fatalf("a CA without cluster: %v", err)
+	}
+	t.Log(err)
 }

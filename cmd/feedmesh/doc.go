@@ -13,6 +13,7 @@
 //	diagnose.go feedmesh diagnose: what bounds a spec's throughput, Plumber's allocation, --write the tuned spec
 //	demo.go     feedmesh demo: an in-process cluster, a built-in dataset, live progress, a leader killed
 //	recover.go  feedmesh recover: after losing a Raft quorum for good, make the stopped survivors the only voters
+//	tls.go      feedmesh tls ca create, tls cert create: a cluster's CA, node and client certificates
 //	version.go  feedmesh version
 //	flags.go    flags that also read FEEDMESH_* environment variables
 //

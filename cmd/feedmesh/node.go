@@ -32,9 +32,10 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	voters := fs.Int("raft-voters", d.RaftVoters, "number of Raft voters the leader maintains: 0 = auto (3, or 5 once 5 nodes are live), or 1, 3 or 5")
 	voterGrace := fs.Duration("voter-grace", d.VoterGrace, "how long a voter may be dead before it is replaced")
 	gossipKey := fs.String("gossip-key", "", "gossip encryption key: base64 of 32 bytes, or a file holding it")
-	tlsCA := fs.String("tls-ca", "", "CA certificate (PEM) to verify peers and clients (mutual TLS)")
-	tlsCert := fs.String("tls-cert", "", "this node's certificate (PEM), signed by --tls-ca")
+	tlsCA := fs.String("tls-ca", "", "CA certificate (PEM) to verify peers and clients (mutual TLS; feedmesh tls ca create)")
+	tlsCert := fs.String("tls-cert", "", "this node's certificate (PEM), signed by --tls-ca: feedmesh tls cert create --node NAME; with no --name, the node takes its name")
 	tlsKey := fs.String("tls-key", "", "this node's private key (PEM)")
+	insecure := fs.Bool("insecure", false, "let a node on a non-loopback address run without mutual TLS or without --gossip-key: only on a trusted private network (on loopback nothing is needed)")
 	shareWindow := fs.Int64("share-window", d.Worker.ShareWindowBytes>>20, "MiB of batches a worker keeps per shared dataset for jobs that share it (share.window_bytes)")
 	cacheBytes := fs.Int64("cache-bytes", d.CacheBytes, "bytes of autocached splits this node keeps on disk under --data-dir/cache, least recently used evicted beyond (0: no caching; autocache ops compute)")
 	tc := d.Transport
@@ -77,7 +78,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg.Name, cfg.DataDir, cfg.BindAddr, cfg.AdvertiseAddr = *name, *dataDir, *bind, *advertise
 	cfg.GossipPort, cfg.Port, cfg.Join, cfg.BootstrapExpect = *gossipPort, *port, cli.SplitList(*join), *expect
 	cfg.RaftVoters, cfg.VoterGrace, cfg.GossipKey = *voters, *voterGrace, key
-	cfg.TLSCA, cfg.TLSCert, cfg.TLSKey = *tlsCA, *tlsCert, *tlsKey
+	cfg.TLSCA, cfg.TLSCert, cfg.TLSKey, cfg.Insecure = *tlsCA, *tlsCert, *tlsKey, *insecure
 	cfg.Worker.ShareWindowBytes = *shareWindow << 20
 	cfg.CacheBytes = *cacheBytes
 	if flagGiven(fs, "drain-timeout") { // else the preset's
