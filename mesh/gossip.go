@@ -48,7 +48,6 @@ func (n *Node) startGossip(ctx context.Context) error {
 	if cfg.WrapGossipTransport != nil {
 		gt = cfg.WrapGossipTransport(nt)
 	}
-	n.members = newMemberTable(n.log, cfg.DeadMemberRetention, cfg.Gossip.ReconnectTimeout)
 	n.delegate = &delegate{}
 	if err := n.setMeta("none"); err != nil {
 		nt.Shutdown()

@@ -109,6 +109,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, name: id.name, mtls: mtls, resetKey: id.resetKey, incarnation: uint64(time.Now().UnixNano()), probes: make(chan struct{}, maxProbes)}
 	log, n.logs = newNodeLogs(log, n.leaving.Load)
 	n.log = log.With("node", id.name)
+	// Before Raft opens: its stream layer asks the member table who may
+	// speak Raft (raftpeers.go).
+	n.members = newMemberTable(n.log, cfg.DeadMemberRetention, cfg.Gossip.ReconnectTimeout)
 	if addr, exposed := cfg.exposed(); exposed && cfg.Insecure && (mtls == nil || cfg.GossipKey == nil) {
 		n.log.Warn("insecure: the node is reachable from the network without mutual TLS or without a gossip key; whoever reaches its ports can join the cluster and read its data",
 			"addr", addr, "mutual_tls", mtls != nil, "gossip_key", cfg.GossipKey != nil)
@@ -161,7 +164,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("advertise address %s: %w", n.addr, err)
 	}
-	if n.raft, err = raftnode.Open(rcfg, raftnode.StreamLayer(n.tr, adv)); err != nil {
+	if n.raft, err = raftnode.Open(rcfg, raftnode.StreamLayer(n.tr, adv, n.raftPeer)); err != nil {
 		return fmt.Errorf("open raft: %w", err)
 	}
 

@@ -18,14 +18,36 @@ type streamLayer struct {
 	t *transport.Transport
 	net.Listener
 	advertise net.Addr
+	allow     func(net.Conn) error
 }
 
 // StreamLayer returns a raft.StreamLayer over t's KindRaft streams, for
 // raft.NewNetworkTransport. Its Addr is advertise, which peers must be able
 // to dial (t.Addr() for a transport bound to a concrete IP). Closing the
 // layer closes the KindRaft listener.
-func StreamLayer(t *transport.Transport, advertise net.Addr) raft.StreamLayer {
-	return &streamLayer{t: t, Listener: t.Listener(transport.KindRaft), advertise: advertise}
+//
+// allow, if not nil, decides whether an accepted stream may speak Raft:
+// hashicorp/raft trusts every stream it is handed (it checks neither the
+// sender against its configuration nor any identity), so a stream that
+// allow refuses is closed before Raft reads a byte of it.
+func StreamLayer(t *transport.Transport, advertise net.Addr, allow func(net.Conn) error) raft.StreamLayer {
+	return &streamLayer{t: t, Listener: t.Listener(transport.KindRaft), advertise: advertise, allow: allow}
+}
+
+// Accept returns the next stream that allow lets speak Raft; the others
+// are closed.
+func (r *streamLayer) Accept() (net.Conn, error) {
+	for {
+		c, err := r.Listener.Accept()
+		if err != nil || r.allow == nil {
+			return c, err
+		}
+		if err := r.allow(c); err != nil {
+			c.Close()
+			continue
+		}
+		return c, nil
+	}
 }
 
 // Addr returns the advertised address.

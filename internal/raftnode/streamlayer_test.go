@@ -57,7 +57,7 @@ func TestRaftClusterOverQUIC(t *testing.T) {
 	for i := range ms {
 		nd := startQUIC(t)
 		ms[i] = &member{node: nd, fsm: &recordFSM{}}
-		ms[i].trans = raft.NewNetworkTransport(StreamLayer(nd.t, nd.t.Addr()), 3, 2*time.Second, io.Discard)
+		ms[i].trans = raft.NewNetworkTransport(StreamLayer(nd.t, nd.t.Addr(), nil), 3, 2*time.Second, io.Discard)
 		servers = append(servers, raft.Server{ID: raft.ServerID(nd.addr()), Address: raft.ServerAddress(nd.addr())})
 	}
 	for _, m := range ms {
