@@ -82,6 +82,7 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest) (
 			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)
 		}
 	}
+	// (Until the next step, the nodes propose CreateJob v1..v5.)
 	opts, err := toRaftOptions(req.Options)
 	if err != nil {
 		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)
@@ -91,12 +92,12 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest) (
 	if opts.Sharding == splits.Static {
 		static = n.liveWorkers(opts.MaxWorkers)
 	}
-	create := fsm.NewCreateJobAt(req.Options.Name, fp, opts, static, scaleStart(n.raft, fp, opts))
+	create := fsm.LegacyCreateJobAt(req.Options.Name, fp, opts, static, scaleStart(n.raft, fp, opts))
 	if r := req.Resume; r != nil {
 		if err := n.checkResumePart(fp, opts.Epochs, r); err != nil {
 			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)
 		}
-		create = fsm.NewResumeJob(req.Options.Name, fp, opts, fsm.ResumeBody{From: r.From, Part: r.Part, Want: r.Want, Delivered: r.Delivered})
+		create = fsm.LegacyResumeJob(req.Options.Name, fp, opts, fsm.ResumeBody{From: r.From, Part: r.Part, Want: r.Want, Delivered: r.Delivered})
 	}
 	if _, err := n.raft.Apply(ctx, create); err != nil {
 		return api.JobInfo{}, jobMismatch(err, req)
