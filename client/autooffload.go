@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/client/offload"
 	"github.com/feedmesh/feedmesh/pipeline"
 )
@@ -346,7 +347,7 @@ func (it *Iterator) cutMidJob(ctx context.Context, p OffloadProfile, best offloa
 	}
 	r.remoteOn.Store(true)
 	it.mu.Lock()
-	r.mode, r.cut, r.reason, r.profile, r.fromCache, r.predicted = api.OffloadRemote, best.Cut, reason, &p, false, best.Rate
+	r.mode, r.cut, r.reason, r.profile, r.fromCache, r.predicted = jobspec.OffloadRemote, best.Cut, reason, &p, false, best.Rate
 	r.since, r.rowsAt = time.Now(), it.stats.Rows
 	it.mu.Unlock()
 	// The local worker goes on, held to nothing, until the suffix makes
@@ -577,9 +578,9 @@ func (it *Iterator) setAuto(p OffloadProfile, cached bool, d offload.Decision, r
 		return
 	}
 	_, _, share := r.gate.counts()
-	r.mode = api.OffloadLocal
+	r.mode = jobspec.OffloadLocal
 	if share < 1 {
-		r.mode = api.FractionMode(math.Round(share*100) / 100)
+		r.mode = jobspec.FractionMode(math.Round(share*100) / 100)
 	}
 	r.cut = 0
 	r.reason, r.profile, r.fromCache, r.predicted = reason, &p, cached, d.Predicted

@@ -39,7 +39,7 @@
 //
 // Files:
 //
-//	client.go       Options, Dial, the control client with failover, Distribute, Attach
+//	client.go       Options, Dial, the control client with failover, Distribute (the job options normalized once: NormalizeJobOptions), Attach
 //	control.go      the cluster's other control methods: Members, Status, Jobs, Put, Get
 //	iterator.go     the skeleton: Iterator, the engine and host interfaces, Next, Close, the prefetch byte budget (transport.ByteBudget)
 //	heartbeat.go    the heartbeat loop: lease renewal, the job's state, the job gone

@@ -16,18 +16,9 @@ func (n *Node) jobInfo(v fsm.JobView) api.JobInfo {
 	for _, m := range n.Members() {
 		addrs[m.Name] = m.Addr
 	}
-	o := v.Options.Options() // normalized: workers and delivery said outright
 	info := api.JobInfo{
 		ID: v.ID, Name: v.Name, Fingerprint: v.Fingerprint,
-		// Until api.JobOptions is jobspec.Options (the next step), a copy.
-		Options: api.JobOptions{
-			Sharding: api.Sharding(o.Sharding), Epochs: o.Epochs, NumConsumers: o.NumConsumers,
-			Share: o.Share, Coordinated: o.Coordinated, PadFinalRound: o.PadFinalRound, MaxWorkers: o.MaxWorkers,
-			ConsumerTTL: o.ConsumerTTL, GCAfter: o.GCAfter, Compression: o.Compression,
-			Delivery: o.Delivery, Autoscale: o.Autoscale, Workers: api.Workers(o.Workers),
-			AutoscaleThreshold: o.AutoscaleThreshold, AutoscaleRevisit: o.AutoscaleRevisit, AutoscalePause: o.AutoscalePause,
-			OffloadBoundary: o.OffloadBoundary,
-		},
+		Options:   v.Options.Options(), // as stored: normalized, the job's alone
 		CreatedAt: time.Unix(0, v.CreatedAt),
 		Tracked:   v.Options.Delivery() == jobspec.ExactlyOnce || v.CountLoss,
 	}
