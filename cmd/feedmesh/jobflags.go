@@ -12,7 +12,9 @@ import (
 )
 
 // jobFlags are `read`'s flags that give the job's options and this
-// reader's choices in it (client.JobOptions: jobspec.Options).
+// reader's choices in it: one per field of client.JobOptions
+// (jobspec.Options), which TestJobFlagsSetEveryOption checks, but for
+// Resume (--resume names the checkpoint's file: runRead reads it).
 type jobFlags struct {
 	job, sharding, delivery, workers, compression, offload *string
 	epochs                                                 *int64
@@ -73,5 +75,6 @@ func (f *jobFlags) options() (client.JobOptions, error) {
 		Coordinated: *f.coordinated, NumConsumers: *f.consumers, ConsumerIndex: *f.index, PadFinalRound: *f.padFinal,
 		Compression: *f.compression, Delivery: dl, Offload: *f.offload, LocalCPUs: *f.localCPUs, OffloadBoundary: *f.offloadBoundary,
 		AutoscaleThreshold: *f.scaleThreshold, AutoscaleRevisit: *f.scaleRevisit, AutoscalePause: *f.scalePause,
+		ConsumerTTL: *f.consumerTTL, GCAfter: *f.gcAfter,
 	}, nil
 }
