@@ -3,18 +3,22 @@
 // reads. Both sides import it: the node (mesh) serves these methods and the
 // client (client, and through it the Python package) calls them.
 //
-// It depends on nothing heavier than transport's error type, the tensor
-// and bucketing types the messages embed, and the compression names of the
-// batch stream: no Raft store, no gossip. `go list -deps ./client` must
-// show no hashicorp/raft, raft-boltdb, bbolt, memberlist or the replicated state (internal/raftnode, internal/fsm), and
-// this package is why it can.
+// It depends on nothing heavier than transport's error type and the
+// tensor and bucketing types the messages embed: no Raft store, no
+// gossip. `go list -deps ./client` must show no hashicorp/raft,
+// raft-boltdb, bbolt, memberlist or the replicated state
+// (internal/raftnode, internal/fsm), and this package is why it can.
+//
+// A job's options are jobspec's (api/jobspec: Options, their one
+// normalization, the job's bounds): JobOptions is an alias of
+// jobspec.Options, so that the messages read as the wire does.
 //
 // Files:
 //   - methods.go: the method names, and the error codes that cross the wire
 //   - node.go:    members, status and the key-value test methods
-//   - jobs.go:    JobOptions (the one set of job options on the wire; the
-//     replicated form is fsm.JobOptions), Sharding, and the job and
-//     worker messages (distribute, heartbeat, lease, finish, job.get)
+//   - jobs.go:    the job and worker messages (distribute, heartbeat,
+//     lease, finish, job.get); their JobOptions is jobspec.Options
+//   - offload.go: a consumer's offload requests and reports, and the probe
 //   - share.go:   ephemeral sharing's counters (worker.sharestats)
 //   - rounds.go:  coordinated reads' per-stream request and batch header
 //

@@ -3,277 +3,19 @@ package api
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/api/rounds"
 	"github.com/feedmesh/feedmesh/ranges"
-	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
-// Sharding says how a job's data is divided among its workers: tf.data
-// service's ShardingPolicy OFF and DYNAMIC, and a STATIC that assigns split
-// i to worker i mod n. The zero value asks for the job's default: Off, or
-// Dynamic for a coordinated job. The replicated state stores it as
-// splits.Policy.
-type Sharding string
-
-// The sharding policies.
-const (
-	Off     Sharding = "off"
-	Dynamic Sharding = "dynamic"
-	Static  Sharding = "static"
-)
-
-// ParseSharding parses a sharding name as the CLI takes it
-// (case-insensitive; "" is the default).
-func ParseSharding(s string) (Sharding, error) {
-	sh := Sharding(strings.ToLower(strings.TrimSpace(s)))
-	switch sh {
-	case "", Off, Dynamic, Static:
-		return sh, nil
-	}
-	return "", fmt.Errorf("sharding %q: want off, dynamic or static", s)
-}
-
-// JobOptions describe the job a client creates or joins: the one set of
-// job options on the wire (the client's JobOptions is this type; the
-// replicated form is fsm.JobOptions). Two clients that name the same
-// job must ask for the same options.
-type JobOptions struct {
-	// Name identifies the job: trainers that give the same name join the
-	// same job and share its data (each batch goes to one of them).
-	// Required.
-	Name string `cbor:"1,keyasint" json:"name,omitempty"`
-	// Sharding: see Sharding. Default Off (Dynamic for Coordinated).
-	Sharding Sharding `cbor:"2,keyasint" json:"sharding"`
-	// Epochs is how many passes over the dataset the job makes. Default 1.
-	Epochs int64 `cbor:"3,keyasint" json:"epochs"`
-	// NumConsumers, if set, limits how many consumers may attach (and is
-	// required for Coordinated: the consumers of each round).
-	NumConsumers int `cbor:"4,keyasint,omitempty" json:"num_consumers,omitempty"`
-	// MaxWorkers caps the workers serving the job: with Workers auto, the
-	// most the cluster may give it; otherwise the fixed count (Workers n
-	// sets it to n). 0: no cap (auto), every live node (all).
-	MaxWorkers int `cbor:"5,keyasint,omitempty" json:"max_workers,omitempty"`
-	// ConsumerTTL: a consumer that misses heartbeats this long is dropped.
-	// Default 30 s.
-	ConsumerTTL time.Duration `cbor:"6,keyasint" json:"consumer_ttl"`
-	// GCAfter: the job is deleted when no consumer has been attached this
-	// long. Default 1 min.
-	GCAfter time.Duration `cbor:"7,keyasint" json:"gc_after"`
-	// Share opts into ephemeral sharing: jobs with different names but the
-	// same dataset, sharding (off or dynamic) and epochs that all set Share
-	// share one production per worker, so a sweep of k jobs costs the
-	// workers about one job's preprocessing. Each job still reads every
-	// batch (they are not divided among the jobs), as long as it keeps up:
-	// a job that falls more than the worker's share window behind the
-	// fastest skips the batches evicted meanwhile instead of slowing the
-	// others (Stats().Share.EvictedBeforeRead counts them). A job that
-	// starts while others are half-way joins at the oldest batch the
-	// window still holds.
-	Share bool `cbor:"8,keyasint,omitempty" json:"share,omitempty"`
-	// Coordinated makes the NumConsumers consumers of the job (trainer
-	// ranks of one synchronous step) read in rounds: in round r each gets
-	// a batch of the same length bucket, all from the one worker that
-	// serves round r (so a step waits on no rank with a much longer
-	// batch). The spec must end in bucket_by_sequence_length;
-	// NumConsumers (m) is required; sharding defaults to dynamic (the only
-	// one allowed: workers read disjoint splits). Each consumer gives its
-	// ConsumerIndex in [0, m). The client's Batch.Round says which round,
-	// bucket and padded sizes each batch had.
-	Coordinated bool `cbor:"9,keyasint,omitempty" json:"coordinated,omitempty"`
-	// ConsumerIndex (coordinated jobs) is this consumer's index in [0,
-	// NumConsumers): it gets batch ConsumerIndex of every round. A consumer
-	// that restarts with the same index resumes where it left off. It is
-	// the consumer's, not the job's: the job's stored options leave it 0.
-	ConsumerIndex int `cbor:"10,keyasint,omitempty" json:"consumer_index,omitempty"`
-	// PadFinalRound (coordinated jobs): at the end of the data each
-	// worker's last partial windows are padded out with empty (zero-row)
-	// batches; false drops them (at-most-once only: exactly-once jobs always
-	// pad, or the elements would be lost). Every consumer ends at the same
-	// round either way.
-	PadFinalRound bool `cbor:"11,keyasint,omitempty" json:"pad_final_round,omitempty"`
-	// Compression has the workers compress the job's batches on the wire:
-	// "lz4" (cheap to decompress) or "zstd" (smaller, but compressing costs
-	// the worker ~3× lz4's CPU); "" or "none" (the default) sends them as
-	// they are. For links slower than the workers' CPUs: on bucketed token
-	// batches, already unpadded and narrowed by default, lz4 saves ~7% of
-	// the bytes and zstd ~20% (on a 200 Mbit/s link: 2.56× gRPC+TLS's
-	// batches/s uncompressed, 2.75× lz4, 3.19× zstd; BENCHMARKS.md); other
-	// data (features, embeddings) may compress better. Batches that do not
-	// compress (random bytes, encoded images) go uncompressed either way.
-	// Part of the job's options: every consumer of the job gets the same,
-	// and a worker grants a stream only its job's compression.
-	Compression string `cbor:"12,keyasint,omitempty" json:"compression,omitempty"`
-	// Delivery is what a DYNAMIC job guarantees when a node dies:
-	// ExactlyOnce (the default for DYNAMIC jobs without Share, coordinated
-	// ones included: a dead worker's splits are read again by another,
-	// skipping every element a consumer received, so each element of each
-	// epoch reaches the job's consumers once) or AtMostOnce (the dead
-	// worker's unfinished splits are lost, never repeated; the default,
-	// and the only choice, for Share jobs). OFF and STATIC
-	// jobs take "" (each worker reads its own splits; see the README).
-	Delivery string `cbor:"13,keyasint,omitempty" json:"delivery,omitempty"`
-	// Autoscale is Workers auto as nodes that predate Workers read it
-	// (WithDefaults sets it from Workers; setting it alone still asks for
-	// auto).
-	Autoscale bool `cbor:"14,keyasint,omitempty" json:"autoscale,omitempty"`
-	// Workers is how many nodes serve the job: auto (the default for
-	// DYNAMIC jobs without Share or Coordinated: the cluster chooses,
-	// after Cachew, from the consumers' batch time and result queue; one
-	// worker at first, one more while each improves the batch time by more
-	// than 3 %, fewer when the consumers' queue shows the workers outpace
-	// the model; MaxWorkers, if set, caps it), a fixed count (n, as
-	// FixedWorkers(n)), or all (every live node: the default of the other
-	// jobs). Nodes serve at most one autoscaling job while there are
-	// enough; see the README, "Autoscaling".
-	Workers Workers `cbor:"15,keyasint,omitempty" json:"workers,omitempty"`
-	// AutoscaleThreshold, AutoscaleRevisit and AutoscalePause tune the
-	// policy of a job with Workers auto (Cachew's knobs; 0 takes the
-	// default, Cachew's value). A metric is the speaking consumer's batch
-	// time over 100 batches (Cachew's batch_time).
-	//
-	// AutoscaleThreshold is the relative batch-time gain a worker must
-	// bring to stay, and to make the policy try one more: in (0, 1),
-	// default 0.03.
-	AutoscaleThreshold float64 `cbor:"16,keyasint,omitempty" json:"autoscale_threshold,omitempty"`
-	// AutoscaleRevisit is how many metrics a converged decision stands
-	// before the policy tries one worker fewer: default 10.
-	AutoscaleRevisit int `cbor:"17,keyasint,omitempty" json:"autoscale_revisit,omitempty"`
-	// AutoscalePause is how many metrics are ignored after a worker is
-	// removed or the job converges (they straddle the change): default 2;
-	// -1 ignores none. After a worker is added, the one metric taken as
-	// it starts to serve is ignored whatever the pause.
-	AutoscalePause int `cbor:"18,keyasint,omitempty" json:"autoscale_pause,omitempty"`
-	// Resume (client only, never on the wire as an option) is a
-	// checkpoint (Iterator.Checkpoint) to resume the job from: the job is
-	// created again, or joined, without what reached the trainer through
-	// the consumer that took it. Exactly-once DYNAMIC jobs only; the
-	// dataset, Epochs and Name must be the checkpoint's.
-	Resume []byte `cbor:"-" json:"-"`
-	// Offload: auto (the default), remote, local, or a fixed local
-	// fraction ("0.3"); see OffloadAuto and the README's Offload section.
-	// Read by the client only (it is this consumer's choice).
-	Offload string `cbor:"40,keyasint,omitempty" json:"offload,omitempty"`
-	// LocalCPUs is the trainer host's CPU budget for a local worker
-	// (cores; 0: the spare CPUs the client measures).
-	LocalCPUs float64 `cbor:"41,keyasint,omitempty" json:"local_cpus,omitempty"`
-	// OffloadBoundary, when > 0, cuts the pipeline after that many ops:
-	// the nodes run ops [0, OffloadBoundary) and ship single elements, the
-	// client runs the rest (pipeline.Spec.CheckCut says where a cut may
-	// go). DYNAMIC exactly-once jobs with offload remote or auto. 0: no
-	// cut (each side runs all of it).
-	OffloadBoundary int `cbor:"42,keyasint,omitempty" json:"offload_boundary,omitempty"`
-}
-
-// Delivery guarantees (JobOptions.Delivery).
-const (
-	ExactlyOnce = "exactly-once"
-	AtMostOnce  = "at-most-once"
-)
-
-// ParseDelivery parses a delivery name as the CLI takes it ("" is the
-// default).
-func ParseDelivery(s string) (string, error) {
-	d := strings.ToLower(strings.TrimSpace(s))
-	switch d {
-	case "", ExactlyOnce, AtMostOnce:
-		return d, nil
-	}
-	return "", fmt.Errorf("delivery %q: want exactly-once or at-most-once", s)
-}
-
-// Defaults of the zero JobOptions fields.
-const (
-	DefaultEpochs      = 1
-	DefaultConsumerTTL = 30 * time.Second
-	DefaultGCAfter     = time.Minute
-)
-
-// WithDefaults fills zero fields (see each field).
-func (o JobOptions) WithDefaults() JobOptions {
-	if o.Sharding == "" {
-		o.Sharding = Off
-		if o.Coordinated {
-			o.Sharding = Dynamic
-		}
-	}
-	if o.Delivery == "" && o.Sharding == Dynamic {
-		o.Delivery = ExactlyOnce
-		if o.Share {
-			o.Delivery = AtMostOnce
-		}
-	}
-	if o.Epochs == 0 {
-		o.Epochs = DefaultEpochs
-	}
-	if o.ConsumerTTL == 0 {
-		o.ConsumerTTL = DefaultConsumerTTL
-	}
-	if o.GCAfter == 0 {
-		o.GCAfter = DefaultGCAfter
-	}
-	return o.withWorkerDefaults()
-}
-
-// Validate checks options that WithDefaults has filled; errors name the
-// field. The client checks before it sends, the node again when it
-// receives.
-func (o JobOptions) Validate() error {
-	if o.Name == "" {
-		return errors.New("Name is required (trainers that give the same name join the same job)")
-	}
-	switch o.Sharding {
-	case Off, Dynamic, Static:
-	default:
-		return fmt.Errorf("sharding: %q is not off, dynamic or static", o.Sharding)
-	}
-	if o.Epochs < 1 {
-		return fmt.Errorf("epochs: must be >= 1, got %d", o.Epochs)
-	}
-	if o.NumConsumers < 0 || o.MaxWorkers < 0 {
-		return fmt.Errorf("num_consumers and max_workers must be >= 0")
-	}
-	if o.ConsumerTTL < 0 || o.GCAfter < 0 {
-		return fmt.Errorf("consumer_ttl and gc_after must be >= 0")
-	}
-	if o.Coordinated {
-		switch {
-		case o.Sharding != Dynamic:
-			return fmt.Errorf("coordinated: needs sharding dynamic (workers read disjoint splits), not %s", o.Sharding)
-		case o.NumConsumers < 1 || o.NumConsumers > rounds.MaxConsumers:
-			return fmt.Errorf("NumConsumers: coordinated reads need the number of consumers of each round, 1..%d, got %d", rounds.MaxConsumers, o.NumConsumers)
-		case o.ConsumerIndex < 0 || o.ConsumerIndex >= o.NumConsumers:
-			return fmt.Errorf("ConsumerIndex %d: must be in [0, NumConsumers=%d)", o.ConsumerIndex, o.NumConsumers)
-		case o.Share:
-			return fmt.Errorf("coordinated: cannot be combined with share")
-		}
-	} else if o.PadFinalRound {
-		return fmt.Errorf("pad_final_round: only for coordinated jobs")
-	}
-	if _, err := batch.ParseCompression(o.Compression); err != nil {
-		return fmt.Errorf("compression: %w", err)
-	}
-	switch {
-	case o.Delivery != "" && o.Delivery != ExactlyOnce && o.Delivery != AtMostOnce:
-		return fmt.Errorf("delivery: %q is not exactly-once or at-most-once", o.Delivery)
-	case o.Delivery != "" && o.Sharding != Dynamic:
-		return fmt.Errorf("delivery %s: only for sharding dynamic (with sharding %s each worker reads its own splits; see the README)", o.Delivery, o.Sharding)
-	case o.Delivery == ExactlyOnce && o.Share:
-		return fmt.Errorf("delivery exactly-once: not yet with share (use at-most-once)")
-	}
-	if err := o.validateWorkers(); err != nil {
-		return err
-	}
-	if len(o.Resume) > 0 && (o.Sharding != Dynamic || o.Delivery == AtMostOnce || o.Share) {
-		return fmt.Errorf("resume: only exactly-once DYNAMIC jobs resume from a checkpoint (no share)")
-	}
-	if o.Share && o.Sharding == Static {
-		return fmt.Errorf("share: ephemeral sharing works with sharing off or dynamic, not static (each static job fixes its own worker list)")
-	}
-	return o.validateOffload()
-}
+// JobOptions are the options of the job a client creates or joins, and
+// the client's own choices in it: jobspec.Options, the one schema of a
+// job's options (an alias, so that the messages below read as the wire
+// does). A node normalizes them (Normalize) when it takes a request; what
+// it stores and shows (JobInfo.Options) is the job's part, normalized.
+type JobOptions = jobspec.Options
 
 // DistributeRequest creates the job if needed and attaches a consumer.
 type DistributeRequest struct {
@@ -331,11 +73,13 @@ type WorkerInfo struct {
 
 // JobInfo describes a job, as `feedmesh jobs` shows it.
 type JobInfo struct {
-	ID          uint64     `json:"id"`
-	Name        string     `json:"name"`
-	Fingerprint string     `json:"fingerprint"`
-	Options     JobOptions `json:"options"`
-	Consumers   []string   `json:"consumers"`
+	ID          uint64 `json:"id"`
+	Name        string `json:"name"`
+	Fingerprint string `json:"fingerprint"`
+	// Options are the job's options as the cluster stores them
+	// (jobspec.Job.Options): normalized, with no consumer's choices.
+	Options   JobOptions `json:"options"`
+	Consumers []string   `json:"consumers"`
 	// ConsumerMetrics maps a consumer to the metric of its last heartbeat
 	// (absent before its first batch).
 	ConsumerMetrics map[string]ConsumerMetrics `json:"consumer_metrics,omitempty"`
@@ -389,7 +133,7 @@ type JobInfo struct {
 // Tracks reports whether the job keeps exactly-once's bookkeeping:
 // Tracked, or an exactly-once job as a node that does not set Tracked
 // describes it.
-func (j JobInfo) Tracks() bool { return j.Tracked || j.Options.Delivery == ExactlyOnce }
+func (j JobInfo) Tracks() bool { return j.Tracked || j.Options.Delivery == jobspec.ExactlyOnce }
 
 // ExactInfo is an exactly-once job's delivery counters (JobInfo.Exact).
 type ExactInfo struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport"
 )
@@ -45,50 +46,56 @@ func (c *Client) existingJob(ctx context.Context, name string) (info api.JobInfo
 	return resp.Job, true
 }
 
-// adopt fills into req.Options what the consumer of options o (as given)
-// adopts from the job (or, resuming a job that is gone, from the
-// checkpoint from), and sets off's cut to match; with neither, offload
-// auto may cut a new job from this host's profile (autoCut).
-func (c *Client) adopt(ctx context.Context, spec *pipeline.Spec, o JobOptions, req *api.DistributeRequest, off *offloadRun, from *checkpoint) error {
-	job, exists := c.existingJob(ctx, o.Name)
+// adopt fills into req.Options what the consumer of options n adopts from
+// the job (or, resuming a job that is gone, from the checkpoint from), and
+// sets off's cut to match; with neither, offload auto may cut a new job
+// from this host's profile (autoCut). Adopted options are other options
+// than the consumer's: they are normalized again, and the cluster checks
+// them as any.
+func (c *Client) adopt(ctx context.Context, spec *pipeline.Spec, n jobspec.Normalized, req *api.DistributeRequest, off *offloadRun, from *checkpoint) error {
+	job, exists := c.existingJob(ctx, n.Name())
 	var have *api.JobOptions
 	switch {
 	case exists:
 		have = &job.Options
 	case from != nil && from.Options != nil:
 		have = from.Options
-	case from == nil && off.requested == api.OffloadAuto && off.mode == api.OffloadAuto:
+	case from == nil && off.requested == jobspec.OffloadAuto && off.mode == jobspec.OffloadAuto:
 		// A new job: auto may cut it from this host's profile.
 		if cut, pred, why := c.autoCut(ctx, spec); cut > 0 {
 			req.Options.OffloadBoundary = cut
-			off.mode, off.cut, off.reason, off.predicted = api.OffloadRemote, cut, why, pred
+			off.mode, off.cut, off.reason, off.predicted = jobspec.OffloadRemote, cut, why, pred
 		}
 		return nil
 	default:
 		return nil
 	}
-	if err := adoptCut(spec, o, req, off, *have, exists, from != nil); err != nil {
+	if err := adoptCut(spec, n, req, off, *have, exists, from != nil); err != nil {
 		return err
 	}
 	if from != nil {
-		adoptWorkers(o, &req.Options, *have)
+		adoptWorkers(n, &req.Options, *have)
 	}
-	if err := req.Options.Validate(); err != nil {
+	adopted, err := req.Options.Normalize()
+	if err != nil {
 		source := "the checkpoint"
 		if exists {
-			source = fmt.Sprintf("job %q", o.Name)
+			source = fmt.Sprintf("job %q", n.Name())
 		}
 		return fmt.Errorf("the options adopted from %s: %w", source, err)
 	}
+	req.Options = adopted.Options()
+	req.Options.Resume = nil
 	return nil
 }
 
 // adoptCut adopts the cut of the job's options have (the job's when it
 // exists, else the checkpoint's), or refuses a consumer whose offload
 // options the job cannot run.
-func adoptCut(spec *pipeline.Spec, o JobOptions, req *api.DistributeRequest, off *offloadRun, have api.JobOptions, exists, resume bool) error {
-	cut, asked := have.OffloadBoundary, o.OffloadBoundary
-	orElse := fmt.Sprintf("or read under another job name than %q", o.Name)
+func adoptCut(spec *pipeline.Spec, n jobspec.Normalized, req *api.DistributeRequest, off *offloadRun, have api.JobOptions, exists, resume bool) error {
+	cut, asked := have.OffloadBoundary, n.Job().OffloadBoundary()
+	name := n.Name()
+	orElse := fmt.Sprintf("or read under another job name than %q", name)
 	if resume {
 		orElse = fmt.Sprintf("or resume once the job is gone (it is garbage-collected gc_after, %v, after its last consumer left)", have.GCAfter)
 	}
@@ -99,18 +106,18 @@ func adoptCut(spec *pipeline.Spec, o JobOptions, req *api.DistributeRequest, off
 			return nil // a job that is gone binds nothing: the cut asked for
 		case cut == 0:
 			return fmt.Errorf("%w: job %q is not cut (the nodes run its whole pipeline), and this consumer asks OffloadBoundary %d (feedmesh read --offload-boundary, Python offload_boundary): every consumer of a job runs the same cut; leave OffloadBoundary unset to adopt the job's, %s",
-				ErrOffloadOptions, o.Name, asked, orElse)
+				ErrOffloadOptions, name, asked, orElse)
 		}
 		return fmt.Errorf("%w: job %q is cut after %d ops (offload_boundary %d, as offload auto or its first consumer chose), and this consumer asks OffloadBoundary %d (feedmesh read --offload-boundary, Python offload_boundary): every consumer of a job runs the same cut; leave OffloadBoundary unset to adopt the job's, or give %d, %s",
-			ErrOffloadOptions, o.Name, cut, cut, asked, cut, orElse)
+			ErrOffloadOptions, name, cut, cut, asked, cut, orElse)
 	case cut == 0:
 		return nil
-	case off.requested == api.OffloadAuto || off.requested == api.OffloadRemote && exists:
+	case off.requested == jobspec.OffloadAuto || off.requested == jobspec.OffloadRemote && exists:
 		// (A job that is gone binds nothing: offload remote asked for
 		// the nodes to prepare everything, and gets it.)
 	case exists:
 		return fmt.Errorf("%w: job %q is cut after %d ops (offload_boundary %d, as offload auto or its first consumer chose), and this consumer asks offload %s (JobOptions.Offload, feedmesh read --offload, Python offload): a cut job runs no local worker; use offload auto (the default) or remote, which adopt the cut, %s",
-			ErrOffloadOptions, o.Name, cut, cut, o.Offload, orElse)
+			ErrOffloadOptions, name, cut, cut, n.Consumer().Offload(), orElse)
 	default:
 		return nil // local or a fraction, resuming a job that is gone
 	}
@@ -121,16 +128,16 @@ func adoptCut(spec *pipeline.Spec, o JobOptions, req *api.DistributeRequest, off
 	switch {
 	case err != nil && exists:
 		return fmt.Errorf("%w: job %q is cut after %d ops (offload_boundary %d, as offload auto or its first consumer chose), and every consumer runs the ops after the cut, which cannot run here (an op registered only in the node binary?): %w",
-			ErrOffloadOptions, o.Name, cut, cut, err)
+			ErrOffloadOptions, name, cut, cut, err)
 	case err != nil:
 		return nil // the checkpoint's cut: auto goes on without one
 	}
 	req.Options.OffloadBoundary = cut
-	off.mode, off.cut, off.predicted = api.OffloadRemote, cut, 0
+	off.mode, off.cut, off.predicted = jobspec.OffloadRemote, cut, 0
 	switch {
 	case !exists:
 		off.reason = fmt.Sprintf("auto: resumed with the cut the checkpoint records (after %d ops, as offload auto or the job's first consumer chose): the nodes run the source and ops [0, %d), this client ops [%d, %d)", cut, cut, cut, len(spec.Ops))
-	case off.requested == api.OffloadRemote:
+	case off.requested == jobspec.OffloadRemote:
 		off.reason = fmt.Sprintf("offload remote: the job cuts its pipeline after %d ops (as offload auto or its first consumer chose), and every consumer runs the rest: the nodes run the source and ops [0, %d), this client ops [%d, %d)", cut, cut, cut, len(spec.Ops))
 	default:
 		off.reason = fmt.Sprintf("auto: the job cuts its pipeline after %d ops (as its first consumer chose); this client runs the rest", cut)
@@ -138,10 +145,10 @@ func adoptCut(spec *pipeline.Spec, o JobOptions, req *api.DistributeRequest, off
 	return nil
 }
 
-// adoptWorkers gives a resume the job's workers (have's) when its options
-// o set none of them.
-func adoptWorkers(o JobOptions, req *api.JobOptions, have api.JobOptions) {
-	if o.Workers != "" || o.MaxWorkers != 0 || o.Autoscale || o.AutoscaleThreshold != 0 || o.AutoscaleRevisit != 0 || o.AutoscalePause != 0 || have.Workers == "" {
+// adoptWorkers gives a resume the job's workers (have's) when its
+// consumer set none of them.
+func adoptWorkers(n jobspec.Normalized, req *api.JobOptions, have api.JobOptions) {
+	if !n.Consumer().WorkersUnset() || have.Workers == "" {
 		return
 	}
 	req.Workers, req.MaxWorkers, req.Autoscale = have.Workers, have.MaxWorkers, have.Autoscale

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/client/offload"
 	"github.com/feedmesh/feedmesh/pipeline"
 )
@@ -59,7 +60,7 @@ func (it *Iterator) cutMidJob(ctx context.Context, p OffloadProfile, best offloa
 	}
 	r.remoteOn.Store(true)
 	it.mu.Lock()
-	r.mode, r.cut, r.reason, r.profile, r.fromCache, r.predicted = api.OffloadRemote, best.Cut, reason, &p, false, best.Rate
+	r.mode, r.cut, r.reason, r.profile, r.fromCache, r.predicted = jobspec.OffloadRemote, best.Cut, reason, &p, false, best.Rate
 	r.since, r.rowsAt = time.Now(), it.stats.Rows
 	it.mu.Unlock()
 	// The local worker goes on, held to nothing, until the suffix makes

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/client/offload"
 )
 
@@ -331,9 +332,9 @@ func (it *Iterator) setAuto(p OffloadProfile, cached bool, d offload.Decision, r
 		return
 	}
 	_, _, share := r.gate.counts()
-	r.mode = api.OffloadLocal
+	r.mode = jobspec.OffloadLocal
 	if share < 1 {
-		r.mode = api.FractionMode(math.Round(share*100) / 100)
+		r.mode = jobspec.FractionMode(math.Round(share*100) / 100)
 	}
 	r.cut = 0
 	r.reason, r.profile, r.fromCache, r.predicted = reason, &p, cached, d.Predicted

@@ -133,7 +133,7 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 
 // resumeFrom checks checkpoint b against the job about to be distributed
 // and returns its part for the cluster.
-func resumeFrom(b []byte, spec *pipeline.Spec, o JobOptions) (*checkpoint, *api.ResumePart, error) {
+func resumeFrom(b []byte, spec *pipeline.Spec, n jobspec.Normalized) (*checkpoint, *api.ResumePart, error) {
 	c, err := decodeCheckpoint(b)
 	if err != nil {
 		return nil, nil, err
@@ -142,24 +142,24 @@ func resumeFrom(b []byte, spec *pipeline.Spec, o JobOptions) (*checkpoint, *api.
 	if err != nil {
 		return nil, nil, err
 	}
-	o = o.WithDefaults()
+	o := n.Job()
 	var diffs []string
-	if c.Job != o.Name {
-		diffs = append(diffs, fmt.Sprintf("it is of job %q, not %q", c.Job, o.Name))
+	if c.Job != n.Name() {
+		diffs = append(diffs, fmt.Sprintf("it is of job %q, not %q", c.Job, n.Name()))
 	}
 	if c.Fingerprint != fp {
 		diffs = append(diffs, fmt.Sprintf("it is of another dataset (spec fingerprint %s, this spec's %s)", c.Fingerprint, fp))
 	}
-	if c.Epochs != o.Epochs {
-		diffs = append(diffs, fmt.Sprintf("it is of a job of %d epochs, not %d", c.Epochs, o.Epochs))
+	if c.Epochs != o.Epochs() {
+		diffs = append(diffs, fmt.Sprintf("it is of a job of %d epochs, not %d", c.Epochs, o.Epochs()))
 	}
 	switch {
-	case c.Coordinated != o.Coordinated:
-		diffs = append(diffs, fmt.Sprintf("it is of a job with coordinated reads %v, not %v", c.Coordinated, o.Coordinated))
-	case c.Coordinated && c.Consumers != o.NumConsumers:
-		diffs = append(diffs, fmt.Sprintf("it is of a coordinated job of %d consumers, not %d", c.Consumers, o.NumConsumers))
-	case c.Coordinated && c.Index != o.ConsumerIndex:
-		diffs = append(diffs, fmt.Sprintf("it is consumer index %d's, not %d's", c.Index, o.ConsumerIndex))
+	case c.Coordinated != o.Coordinated():
+		diffs = append(diffs, fmt.Sprintf("it is of a job with coordinated reads %v, not %v", c.Coordinated, o.Coordinated()))
+	case c.Coordinated && c.Consumers != o.NumConsumers():
+		diffs = append(diffs, fmt.Sprintf("it is of a coordinated job of %d consumers, not %d", c.Consumers, o.NumConsumers()))
+	case c.Coordinated && c.Index != n.Consumer().Index():
+		diffs = append(diffs, fmt.Sprintf("it is consumer index %d's, not %d's", c.Index, n.Consumer().Index()))
 	}
 	if len(diffs) > 0 {
 		return nil, nil, fmt.Errorf("%w: %s", ErrBadCheckpoint, strings.Join(diffs, "; "))
@@ -354,7 +354,7 @@ func (t *tracker) snapshot() (ranges.Delivered, int64, int, error) {
 // goroutine that calls Next, between two calls.
 func (it *Iterator) Checkpoint() ([]byte, error) {
 	it.mu.Lock()
-	exact := it.info.Options.Delivery == api.ExactlyOnce
+	exact := it.info.Options.Delivery == jobspec.ExactlyOnce
 	it.mu.Unlock()
 	if it.track == nil || !exact {
 		return nil, fmt.Errorf("checkpoint of job %q: only exactly-once DYNAMIC jobs (without share) checkpoint", it.job)

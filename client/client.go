@@ -11,53 +11,57 @@ import (
 	"sync"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
-// Sharding says how a job's data is divided among its workers (api.Sharding;
+// Sharding says how a job's data is divided among its workers (jobspec.Sharding;
 // the zero value is the job's default).
-type Sharding = api.Sharding
+type Sharding = jobspec.Sharding
 
 // The sharding policies (tf.data service's ShardingPolicy OFF, DYNAMIC, and
 // a STATIC that assigns split i to worker i mod n).
 const (
-	Off     = api.Off
-	Dynamic = api.Dynamic
-	Static  = api.Static
+	Off     = jobspec.Off
+	Dynamic = jobspec.Dynamic
+	Static  = jobspec.Static
 )
 
 // The delivery guarantees of a DYNAMIC job (JobOptions.Delivery).
 const (
-	ExactlyOnce = api.ExactlyOnce
-	AtMostOnce  = api.AtMostOnce
+	ExactlyOnce = jobspec.ExactlyOnce
+	AtMostOnce  = jobspec.AtMostOnce
 )
 
 // Workers says how many nodes serve a job (JobOptions.Workers): AutoWorkers,
 // AllWorkers or FixedWorkers(n).
-type Workers = api.Workers
+type Workers = jobspec.Workers
 
 // The worker choices that are not a count.
 const (
-	AutoWorkers = api.AutoWorkers
-	AllWorkers  = api.AllWorkers
+	AutoWorkers = jobspec.AutoWorkers
+	AllWorkers  = jobspec.AllWorkers
 )
 
 // FixedWorkers is a fixed count of n workers (JobOptions.Workers).
-func FixedWorkers(n int) Workers { return api.FixedWorkers(n) }
+func FixedWorkers(n int) Workers { return jobspec.FixedWorkers(n) }
 
 // The offload modes (JobOptions.Offload; a fixed local fraction is
 // written as "0.3"). See client/offload.go and the README.
 const (
-	OffloadAuto   = api.OffloadAuto
-	OffloadRemote = api.OffloadRemote
-	OffloadLocal  = api.OffloadLocal
+	OffloadAuto   = jobspec.OffloadAuto
+	OffloadRemote = jobspec.OffloadRemote
+	OffloadLocal  = jobspec.OffloadLocal
 )
 
-// JobOptions describe the job to create or join: Name is required, every
-// other field has a default (see api.JobOptions, the type on the wire).
-type JobOptions = api.JobOptions
+// JobOptions describe the job to create or join, and this consumer's
+// choices in it: Name is required, every other field has a default (see
+// jobspec.Options, the one schema of a job's options, which the wire
+// carries as api.JobOptions). Distribute normalizes them once
+// (NormalizeJobOptions).
+type JobOptions = jobspec.Options
 
 // Client talks to a feedmesh cluster through any of its nodes.
 type Client struct {
@@ -242,54 +246,84 @@ func (c *Client) Close() error {
 // Distribute validates spec, creates the job (or joins it, if a job of that
 // name exists with the same options) and returns an iterator over its
 // batches. A spec that fails validation is an error and nothing is
-// registered.
+// registered; so are options that do not normalize (NormalizeJobOptions:
+// the error wraps ErrJobOptions).
 func (c *Client) Distribute(ctx context.Context, spec *pipeline.Spec, o JobOptions) (*Iterator, error) {
-	if err := o.WithDefaults().Validate(); err != nil {
-		return nil, fmt.Errorf("distribute %q: JobOptions: %w", o.Name, err)
+	n, err := NormalizeJobOptions(o)
+	if err != nil {
+		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
 	}
+	return c.DistributeNormalized(ctx, spec, n)
+}
+
+// ErrJobOptions marks an error in the job options a caller gave
+// (NormalizeJobOptions, Distribute): it names the option.
+var ErrJobOptions = errors.New("JobOptions")
+
+// NormalizeJobOptions normalizes o (jobspec.Options.Normalize: its
+// defaults, and every rule of the job and of this consumer) and checks
+// that this client can read such a job (its compression): the one place
+// a client normalizes a job's options. Errors wrap ErrJobOptions and name
+// the option. A caller that checks its options before doing anything else
+// (the CLI, the Python package) normalizes here and distributes with
+// DistributeNormalized.
+func NormalizeJobOptions(o JobOptions) (jobspec.Normalized, error) {
+	n, err := o.Normalize()
+	if err != nil {
+		return jobspec.Normalized{}, fmt.Errorf("%w: %w", ErrJobOptions, err)
+	}
+	if _, err := batch.ParseCompression(n.Job().Compression()); err != nil {
+		return jobspec.Normalized{}, fmt.Errorf("%w: compression: %w", ErrJobOptions, err)
+	}
+	return n, nil
+}
+
+// DistributeNormalized is Distribute with options normalized already.
+func (c *Client) DistributeNormalized(ctx context.Context, spec *pipeline.Spec, n jobspec.Normalized) (*Iterator, error) {
+	name := n.Name()
 	canon, err := spec.CanonicalEncoding()
 	if err != nil {
-		return nil, fmt.Errorf("distribute %q: invalid dataset spec: %w", o.Name, err)
+		return nil, fmt.Errorf("distribute %q: invalid dataset spec: %w", name, err)
 	}
-	off, fraction, err := offloadPlan(spec, o)
+	off, fraction, err := offloadPlan(spec, n)
 	if err != nil {
-		return nil, fmt.Errorf("distribute %q: %w: %w", o.Name, ErrOffloadOptions, err)
+		return nil, fmt.Errorf("distribute %q: %w: %w", name, ErrOffloadOptions, err)
 	}
 	consumer, err := newConsumerID()
 	if err != nil {
 		return nil, err
 	}
-	// The options go with their defaults filled, so that a node that
-	// predates a field (Workers) reads its older form (MaxWorkers,
-	// Autoscale) and creates the same job.
-	req := api.DistributeRequest{Spec: canon, Options: o.WithDefaults(), Consumer: consumer}
+	// The options go normalized, so that a node that predates a field
+	// (Workers) reads its older form (MaxWorkers, Autoscale) and creates
+	// the same job. The checkpoint travels as Resume.
+	req := api.DistributeRequest{Spec: canon, Options: n.Options(), Consumer: consumer}
+	req.Options.Resume = nil
 	var from *checkpoint
-	if len(o.Resume) > 0 {
-		if from, req.Resume, err = resumeFrom(o.Resume, spec, o); err != nil {
-			return nil, fmt.Errorf("distribute %q: resume: %w", o.Name, err)
+	if ck := n.Consumer().Resume(); ck != nil {
+		if from, req.Resume, err = resumeFrom(ck, spec, n); err != nil {
+			return nil, fmt.Errorf("distribute %q: resume: %w", name, err)
 		}
-		req.Options.Resume = nil
 	}
 	// What the job chose (its cut, its workers) is adopted, not asked
 	// for again differently (adopt.go).
-	if err := c.adopt(ctx, spec, o, &req, off, from); err != nil {
-		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
+	if err := c.adopt(ctx, spec, n, &req, off, from); err != nil {
+		return nil, fmt.Errorf("distribute %q: %w", name, err)
 	}
 	var info api.JobInfo
 	if err := c.call(ctx, api.MethodDistribute, req, &info); err != nil {
-		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
+		return nil, fmt.Errorf("distribute %q: %w", name, err)
 	}
 	if err := api.CheckJobInfo(info); err != nil {
-		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
+		return nil, fmt.Errorf("distribute %q: %w", name, err)
 	}
 	if err := c.startOffload(ctx, info, consumer, off, fraction); err != nil {
-		return nil, fmt.Errorf("distribute %q: %w", o.Name, err)
+		return nil, fmt.Errorf("distribute %q: %w", name, err)
 	}
 	batched := spec.Batched()
 	if off != nil && off.cut > 0 {
 		batched = false // the nodes ship single elements
 	}
-	return newIterator(c, info, consumer, batched, o.ConsumerIndex, from, off.withSpec(spec, fraction)), nil
+	return newIterator(c, info, consumer, batched, n.Consumer().Index(), from, off.withSpec(spec, fraction)), nil
 }
 
 // Attach joins an existing job by name, without its spec (a trainer that
@@ -340,7 +374,7 @@ func (c *Client) attachCut(ctx context.Context, job string, cut int) (*offloadRu
 	if err := suffixRunsHere(spec, cut); err != nil {
 		return nil, fmt.Errorf("the ops after the cut cannot run here (an op registered only in the node binary?): %w", err)
 	}
-	r := &offloadRun{requested: api.OffloadRemote, mode: api.OffloadRemote, cut: cut,
+	r := &offloadRun{requested: jobspec.OffloadRemote, mode: jobspec.OffloadRemote, cut: cut,
 		reason: fmt.Sprintf("attached to a job cut after %d ops: the nodes run the source and ops [0, %d), this client ops [%d, %d)", cut, cut, cut, len(spec.Ops))}
 	return r.withSpec(spec, 0), nil
 }

@@ -39,7 +39,7 @@
 //
 // Files:
 //
-//	client.go       Dial, the control client with failover, Distribute, Attach
+//	client.go       Dial, the control client with failover, Distribute (the job options normalized once: NormalizeJobOptions), Attach
 //	options.go      Options, their defaults, and the bound on buffered bytes they imply
 //	control.go      the cluster's other control methods: Members, Status, Jobs, Put, Get
 //	iterator.go     the skeleton: Iterator, the engine and host interfaces, Next, Close, the prefetch byte budget (transport.ByteBudget)

@@ -88,64 +88,61 @@ var ErrOffloadOptions = errors.New("offload options")
 // An error is the user's (a bad mode, a budget of 0 with local, a
 // pipeline that cannot run in the client); auto falls back to remote with
 // the reason instead.
-func offloadPlan(spec *pipeline.Spec, o JobOptions) (*offloadRun, float64, error) {
-	o = o.WithDefaults()
-	mode, frac, err := api.ParseOffload(o.Offload)
-	if err != nil {
-		return nil, 0, err
-	}
+func offloadPlan(spec *pipeline.Spec, n jobspec.Normalized) (*offloadRun, float64, error) {
+	o, c := n.Job(), n.Consumer()
+	mode, frac := c.Offload(), c.Fraction()
 	r := &offloadRun{requested: mode, mode: mode,
-		dynamic: o.Sharding == api.Dynamic && !o.Share && !o.Coordinated}
-	if cut := o.OffloadBoundary; cut > 0 {
-		// Validate refused the local modes and at-most-once with a cut.
+		dynamic: o.Sharding() == jobspec.Dynamic && !o.Share() && !o.Coordinated()}
+	if cut := o.OffloadBoundary(); cut > 0 {
+		// Normalize refused the local modes and at-most-once with a cut.
 		if err := spec.CheckCut(cut); err != nil {
 			return nil, 0, err
 		}
 		if err := suffixRunsHere(spec, cut); err != nil {
 			return nil, 0, fmt.Errorf("offload_boundary %d: the ops after the cut run in the client, and the pipeline cannot run here (an op registered only in the node binary?): %w", cut, err)
 		}
-		r.mode, r.cut = api.OffloadRemote, cut
+		r.mode, r.cut = jobspec.OffloadRemote, cut
 		r.reason = fmt.Sprintf("offload_boundary %d: the nodes run the source and ops [0, %d) and ship single elements; this client runs ops [%d, %d)", cut, cut, cut, len(spec.Ops))
 		return r, 0, nil
 	}
-	if mode == api.OffloadRemote {
+	if mode == jobspec.OffloadRemote {
 		r.reason = "offload remote: the nodes prepare everything"
 		return r, 0, nil
 	}
-	if o.Sharding != api.Dynamic || o.Share || o.Coordinated {
-		// Validate refused the fixed modes; auto says why it stays remote.
-		r.mode, r.reason = api.OffloadRemote, fmt.Sprintf("auto: remote, since a local worker needs sharding dynamic without share or coordinated reads (sharding %s)", o.Sharding)
+	if !r.dynamic {
+		// Normalize refused the fixed modes; auto says why it stays remote.
+		r.mode, r.reason = jobspec.OffloadRemote, fmt.Sprintf("auto: remote, since a local worker needs sharding dynamic without share or coordinated reads (sharding %s)", o.Sharding())
 		return r, 0, nil
 	}
-	if mode == api.OffloadAuto && o.Delivery != api.ExactlyOnce {
+	if mode == jobspec.OffloadAuto && o.Delivery() != jobspec.ExactlyOnce {
 		// Auto retires its local worker when another consumer joins the
 		// job; only exactly-once hands a retired worker's splits on.
-		r.mode, r.reason = api.OffloadRemote, "auto: remote under at-most-once delivery (a local worker retired when another consumer joins would lose its splits; ask for local or a fraction to run one)"
+		r.mode, r.reason = jobspec.OffloadRemote, "auto: remote under at-most-once delivery (a local worker retired when another consumer joins would lose its splits; ask for local or a fraction to run one)"
 		return r, 0, nil
 	}
-	if len(o.Resume) > 0 && mode == api.OffloadAuto {
-		r.mode, r.reason = api.OffloadRemote, "auto: remote while resuming from a checkpoint (the local worker is not profiled then)"
+	if c.Resume() != nil && mode == jobspec.OffloadAuto {
+		r.mode, r.reason = jobspec.OffloadRemote, "auto: remote while resuming from a checkpoint (the local worker is not profiled then)"
 		return r, 0, nil
 	}
-	r.cores, r.coresFrom = o.LocalCPUs, "JobOptions.LocalCPUs"
+	r.cores, r.coresFrom = c.LocalCPUs(), "JobOptions.LocalCPUs"
 	if r.cores == 0 {
 		r.cores, r.coresFrom = spareCPUs()
 	}
 	if r.cores < minLocalCPUs {
-		if mode != api.OffloadAuto {
-			return nil, 0, fmt.Errorf("offload %s: the local CPU budget is %.2g cores (%s): nothing to run a local worker with; set JobOptions.LocalCPUs, or use offload remote", o.Offload, r.cores, r.coresFrom)
+		if mode != jobspec.OffloadAuto {
+			return nil, 0, fmt.Errorf("offload %s: the local CPU budget is %.2g cores (%s): nothing to run a local worker with; set JobOptions.LocalCPUs, or use offload remote", mode, r.cores, r.coresFrom)
 		}
-		r.mode, r.reason = api.OffloadRemote, fmt.Sprintf("auto: remote, the host has no spare CPU (%.2g cores, %s)", r.cores, r.coresFrom)
+		r.mode, r.reason = jobspec.OffloadRemote, fmt.Sprintf("auto: remote, the host has no spare CPU (%.2g cores, %s)", r.cores, r.coresFrom)
 		return r, 0, nil
 	}
 	if err := runsHere(spec); err != nil {
-		if mode != api.OffloadAuto {
-			return nil, 0, fmt.Errorf("offload %s: the pipeline cannot run in the client (an op registered only in the node binary?): %w; use offload remote", o.Offload, err)
+		if mode != jobspec.OffloadAuto {
+			return nil, 0, fmt.Errorf("offload %s: the pipeline cannot run in the client (an op registered only in the node binary?): %w; use offload remote", mode, err)
 		}
-		r.mode, r.reason = api.OffloadRemote, fmt.Sprintf("auto: remote, the pipeline cannot run in the client: %v", err)
+		r.mode, r.reason = jobspec.OffloadRemote, fmt.Sprintf("auto: remote, the pipeline cannot run in the client: %v", err)
 		return r, 0, nil
 	}
-	if mode == api.OffloadAuto {
+	if mode == jobspec.OffloadAuto {
 		r.reason = "auto: profiling the pipeline and the training loop on this host (the nodes off meanwhile)"
 		return r, 1, nil
 	}
@@ -163,13 +160,13 @@ func (c *Client) startOffload(ctx context.Context, info api.JobInfo, consumer st
 	if r == nil || !r.dynamic {
 		return nil
 	}
-	if r.requested == api.OffloadAuto && r.mode != api.OffloadRemote && len(info.Consumers) > 1 {
-		r.mode, r.reason = api.OffloadRemote, autoSeveralConsumers(len(info.Consumers))
+	if r.requested == jobspec.OffloadAuto && r.mode != jobspec.OffloadRemote && len(info.Consumers) > 1 {
+		r.mode, r.reason = jobspec.OffloadRemote, autoSeveralConsumers(len(info.Consumers))
 	}
 	// A consumer that wants the nodes turns them on (another consumer's
 	// offload local may have turned them off).
-	req := api.OffloadRequest{Job: info.Name, Consumer: consumer, LocalWorker: r.mode != api.OffloadRemote, Remote: "on"}
-	if fraction >= 1 && r.mode != api.OffloadRemote {
+	req := api.OffloadRequest{Job: info.Name, Consumer: consumer, LocalWorker: r.mode != jobspec.OffloadRemote, Remote: "on"}
+	if fraction >= 1 && r.mode != jobspec.OffloadRemote {
 		req.Remote = "off"
 	}
 	if err := c.call(ctx, api.MethodOffload, req, nil); err != nil {
@@ -192,11 +189,11 @@ func autoSeveralConsumers(n int) string {
 // reads on from the nodes, which read what the local worker held.
 func (it *Iterator) retireLocalIfShared(info api.JobInfo) {
 	r := it.off
-	if r == nil || r.local == nil || r.requested != api.OffloadAuto || len(info.Consumers) < 2 || r.local.retiring() {
+	if r == nil || r.local == nil || r.requested != jobspec.OffloadAuto || len(info.Consumers) < 2 || r.local.retiring() {
 		return
 	}
 	it.mu.Lock()
-	r.mode, r.reason = api.OffloadRemote, autoSeveralConsumers(len(info.Consumers))
+	r.mode, r.reason = jobspec.OffloadRemote, autoSeveralConsumers(len(info.Consumers))
 	r.since, r.rowsAt = time.Now(), it.stats.Rows
 	it.mu.Unlock()
 	r.gate.set(0)
@@ -341,7 +338,7 @@ const (
 // engine's run) and the offload's reporting, when the offload has one.
 func (it *Iterator) startLocal(p *plain) {
 	r := it.off
-	if r == nil || r.mode == api.OffloadRemote {
+	if r == nil || r.mode == jobspec.OffloadRemote {
 		return
 	}
 	r.gate = newShareGate(r.fraction, localSlack, func() bool {
@@ -357,16 +354,16 @@ func (it *Iterator) startLocal(p *plain) {
 		cores: r.cores, leaseSplits: localLeaseSplits, poll: localPoll}
 	w, err := newLocalWorker(cfg, it, it.ledger, r.gate)
 	if err != nil {
-		r.mode, r.reason = api.OffloadRemote, fmt.Sprintf("%s; fell back to remote: %v", r.reason, err)
+		r.mode, r.reason = jobspec.OffloadRemote, fmt.Sprintf("%s; fell back to remote: %v", r.reason, err)
 		r.gate = nil
 		return
 	}
 	r.local, p.local = w, w
 	r.since = time.Now()
-	if r.requested != api.OffloadAuto {
-		r.mode = api.FractionMode(r.fraction)
+	if r.requested != jobspec.OffloadAuto {
+		r.mode = jobspec.FractionMode(r.fraction)
 		if r.fraction >= 1 {
-			r.mode = api.OffloadLocal
+			r.mode = jobspec.OffloadLocal
 		}
 	}
 	w.blocked = &r.meters.localBlocked
@@ -375,7 +372,7 @@ func (it *Iterator) startLocal(p *plain) {
 		defer it.wg.Done()
 		it.reportOffload(it.ctx)
 	}()
-	if r.requested == api.OffloadAuto {
+	if r.requested == jobspec.OffloadAuto {
 		fp, _ := r.spec.Fingerprint()
 		it.wg.Add(1)
 		go func() {

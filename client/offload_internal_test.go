@@ -156,22 +156,30 @@ func TestLocalShareOf(t *testing.T) {
 func TestOffloadPlanFallbacks(t *testing.T) {
 	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 10, SplitSize: 5}})
 	spec.Map("only-in-the-node-binary", nil, 1)
+	plan := func(spec *pipeline.Spec, o JobOptions) (*offloadRun, float64, error) {
+		t.Helper()
+		n, err := NormalizeJobOptions(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return offloadPlan(spec, n)
+	}
 	o := JobOptions{Name: "j", Sharding: Dynamic, LocalCPUs: 1}
-	r, frac, err := offloadPlan(spec, o)
+	r, frac, err := plan(spec, o)
 	if err != nil || r.mode != OffloadRemote || frac != 0 || !strings.Contains(r.reason, "cannot run in the client") {
 		t.Fatalf("auto with a node-only op: %+v %v %v", r, frac, err)
 	}
 	o.Offload = OffloadLocal
-	if _, _, err := offloadPlan(spec, o); err == nil || !strings.Contains(err.Error(), "cannot run in the client") {
+	if _, _, err := plan(spec, o); err == nil || !strings.Contains(err.Error(), "cannot run in the client") {
 		t.Fatalf("local with a node-only op: %v", err)
 	}
 	ok := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 10, SplitSize: 5}})
 	o = JobOptions{Name: "j", Sharding: Dynamic, LocalCPUs: 0.01}
-	if r, _, err := offloadPlan(ok, o); err != nil || r.mode != OffloadRemote || !strings.Contains(r.reason, "no spare CPU") {
+	if r, _, err := plan(ok, o); err != nil || r.mode != OffloadRemote || !strings.Contains(r.reason, "no spare CPU") {
 		t.Fatalf("auto without a budget: %+v %v", r, err)
 	}
 	o.Sharding = Off
-	if r, _, err := offloadPlan(ok, o); err != nil || r.mode != OffloadRemote || !strings.Contains(r.reason, "sharding dynamic") {
+	if r, _, err := plan(ok, o); err != nil || r.mode != OffloadRemote || !strings.Contains(r.reason, "sharding dynamic") {
 		t.Fatalf("auto on an OFF job: %+v %v", r, err)
 	}
 }

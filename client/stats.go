@@ -79,7 +79,7 @@ type Stats struct {
 	// splits counted in SplitsLost (at most its task buffer and the
 	// stream windows); exactly-once reads it again.
 	WorkersDropped int64 `json:"workers_dropped,omitempty"`
-	// Delivery is the job's guarantee (api.ExactlyOnce, api.AtMostOnce;
+	// Delivery is the job's guarantee (jobspec.ExactlyOnce, jobspec.AtMostOnce;
 	// "" for OFF and STATIC jobs).
 	Delivery string `json:"delivery,omitempty"`
 	// Exact (exactly-once jobs) is the job's delivery counters as the

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/testcluster"
@@ -77,7 +78,7 @@ func TestJobLookupWaitsForLeaderToCatchUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := leader.Distribute(ctx, api.DistributeRequest{Spec: spec, Options: api.JobOptions{Name: job, Sharding: api.Dynamic, Workers: api.AllWorkers}, Consumer: "c0"}); err != nil {
+	if _, err := leader.Distribute(ctx, api.DistributeRequest{Spec: spec, Options: api.JobOptions{Name: job, Sharding: jobspec.Dynamic, Workers: jobspec.AllWorkers}, Consumer: "c0"}); err != nil {
 		t.Fatal(err)
 	}
 	// Hand leadership to x: raft first brings x's log up to date, so x

@@ -3,8 +3,7 @@ package mesh
 import (
 	"testing"
 
-	"github.com/feedmesh/feedmesh/internal/fsm"
-	"github.com/feedmesh/feedmesh/internal/splits"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/pipeline"
 )
 
@@ -21,20 +20,23 @@ func TestCountsLoss(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		o    fsm.JobOptions
+		o    jobspec.Options
 		take bool
 		want bool
 	}{
-		{"at-most-once dynamic", fsm.JobOptions{Sharding: splits.Dynamic, Delivery: fsm.DeliveryAtMostOnce}, false, true},
-		{"stored at-most-once", fsm.JobOptions{Sharding: splits.Dynamic}, false, true},
-		{"with take", fsm.JobOptions{Sharding: splits.Dynamic}, true, false},
-		{"exactly-once", fsm.JobOptions{Sharding: splits.Dynamic, Delivery: fsm.DeliveryExactlyOnce}, false, false},
-		{"share", fsm.JobOptions{Sharding: splits.Dynamic, Share: true}, false, false},
-		{"coordinated", fsm.JobOptions{Sharding: splits.Dynamic, Coordinated: true}, false, false},
-		{"off", fsm.JobOptions{Sharding: splits.Off}, false, false},
-		{"static", fsm.JobOptions{Sharding: splits.Static}, false, false},
+		{"at-most-once dynamic", jobspec.Options{Sharding: jobspec.Dynamic, Delivery: jobspec.AtMostOnce}, false, true},
+		{"with take", jobspec.Options{Sharding: jobspec.Dynamic, Delivery: jobspec.AtMostOnce}, true, false},
+		{"exactly-once", jobspec.Options{Sharding: jobspec.Dynamic}, false, false},
+		{"share", jobspec.Options{Sharding: jobspec.Dynamic, Share: true}, false, false},
+		{"coordinated", jobspec.Options{Coordinated: true, NumConsumers: 2, Delivery: jobspec.AtMostOnce}, false, false},
+		{"off", jobspec.Options{Sharding: jobspec.Off}, false, false},
+		{"static", jobspec.Options{Sharding: jobspec.Static}, false, false},
 	} {
-		if got := countsLoss(c.o, spec(c.take)); got != c.want {
+		o, err := jobspec.StoredJob(c.o)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := countsLoss(o, spec(c.take)); got != c.want {
 			t.Errorf("%s: counts loss %v, want %v", c.name, got, c.want)
 		}
 	}

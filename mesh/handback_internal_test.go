@@ -19,7 +19,7 @@ func TestHandBackRefusalCrossesTheWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []fsm.Command{
-		fsm.NewCreateJob("j", "fp", fsm.JobOptions{Sharding: splits.Dynamic, Epochs: 1}, nil),
+		fsm.LegacyCreateJob("j", "fp", fsm.JobOptions{Sharding: splits.Dynamic, Epochs: 1}, nil),
 		fsm.NewAssignTask("j", "w1"),
 		fsm.NewLeaseSplits("j", "w1", 1, 2),
 	} {

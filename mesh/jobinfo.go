@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/internal/fsm"
-	"github.com/feedmesh/feedmesh/internal/splits"
 )
 
 // jobInfo converts the replicated job to its wire form, with each
@@ -18,24 +18,9 @@ func (n *Node) jobInfo(v fsm.JobView) api.JobInfo {
 	}
 	info := api.JobInfo{
 		ID: v.ID, Name: v.Name, Fingerprint: v.Fingerprint,
-		Options: api.JobOptions{
-			Sharding: api.Sharding(v.Options.Sharding.String()), Epochs: v.Options.Epochs, NumConsumers: v.Options.NumConsumers,
-			Share: v.Options.Share, Coordinated: v.Options.Coordinated, PadFinalRound: v.Options.PadFinalRound, MaxWorkers: v.Options.MaxWorkers,
-			ConsumerTTL: v.Options.ConsumerTTL, GCAfter: v.Options.GCAfter, Compression: v.Options.Compression,
-			Delivery: v.Options.Delivery, Autoscale: v.Options.Autoscale,
-			AutoscaleThreshold: v.Options.AutoscaleThreshold, AutoscaleRevisit: v.Options.AutoscaleRevisit, AutoscalePause: v.Options.AutoscalePause,
-			OffloadBoundary: v.Options.OffloadBoundary,
-		},
+		Options:   v.Options.Options(), // as stored: normalized, the job's alone
 		CreatedAt: time.Unix(0, v.CreatedAt),
-		Tracked:   v.Options.Delivery == fsm.DeliveryExactlyOnce || v.Options.CountLoss,
-	}
-	switch {
-	case v.Options.Autoscale:
-		info.Options.Workers = api.AutoWorkers
-	case v.Options.MaxWorkers > 0:
-		info.Options.Workers = api.FixedWorkers(v.Options.MaxWorkers)
-	default:
-		info.Options.Workers = api.AllWorkers
+		Tracked:   v.Options.Delivery() == jobspec.ExactlyOnce || v.CountLoss,
 	}
 	if d, ok := n.raft.Dataset(v.Fingerprint); ok {
 		info.NumSplits = d.NumSplits
@@ -54,7 +39,7 @@ func (n *Node) jobInfo(v fsm.JobView) api.JobInfo {
 	for w := range v.Workers {
 		names = append(names, w)
 	}
-	if v.Options.Sharding == splits.Static {
+	if v.Options.Sharding() == jobspec.Static {
 		names = v.StaticWorkers
 	}
 	sort.Strings(names)
@@ -88,9 +73,6 @@ func (n *Node) jobInfo(v fsm.JobView) api.JobInfo {
 				ResumeFrom: x.ResumeFrom, ResumeWant: x.ResumeWant, ResumeHave: x.ResumeHave,
 				AtMostOnce: x.AtMostOnce, Lost: x.Lost, Censused: x.Censused}
 		}
-	}
-	if v.Options.Sharding == splits.Dynamic && info.Options.Delivery == "" {
-		info.Options.Delivery = api.AtMostOnce
 	}
 	info.State, info.Failure = jobState(v)
 	return info

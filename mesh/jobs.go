@@ -13,7 +13,6 @@ import (
 	"github.com/feedmesh/feedmesh/internal/plan"
 	"github.com/feedmesh/feedmesh/internal/plan/autoscale"
 	"github.com/feedmesh/feedmesh/internal/raftnode"
-	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/internal/worker"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport"
@@ -30,86 +29,101 @@ func (n *Node) distribute(ctx context.Context, req api.DistributeRequest) (api.J
 	if req.Consumer == "" {
 		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: consumer id is required", req.Options.Name)
 	}
-	req.Options = req.Options.WithDefaults()
-	req.Options.ConsumerIndex = 0 // the consumer's, not the job's
-	if err := req.Options.Validate(); err != nil {
+	// The trust boundary: whatever a client sent (a client of an older
+	// release, or none of feedmesh's), the options are normalized and
+	// checked here, once, and what goes on is the normalized form.
+	opts, err := normalizeRequest(req.Options)
+	if err != nil {
 		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)
 	}
+	req.Options = opts.Options()
+	req.Options.Resume = nil
 	var info api.JobInfo
-	err := n.onLeader(ctx, req.Forwarded, api.MethodDistribute, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &info,
+	err = n.onLeader(ctx, req.Forwarded, api.MethodDistribute, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &info,
 		func(ctx context.Context) error {
 			var err error
-			info, err = n.distributeLocal(ctx, req)
+			info, err = n.distributeLocal(ctx, req, opts)
 			return err
 		})
 	return info, err
 }
 
-// distributeLocal runs on the leader.
-func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest) (api.JobInfo, error) {
+// normalizeRequest normalizes a distribute request's options
+// (jobspec.Options.Normalize) and checks that this node's workers can
+// run the job (its compression).
+func normalizeRequest(o api.JobOptions) (jobspec.Normalized, error) {
+	n, err := o.Normalize()
+	if err != nil {
+		return jobspec.Normalized{}, err
+	}
+	if _, err := batch.ParseCompression(n.Job().Compression()); err != nil {
+		return jobspec.Normalized{}, fmt.Errorf("compression: %w", err)
+	}
+	return n, nil
+}
+
+// distributeLocal runs on the leader, with req's options normalized
+// (opts).
+func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, opts jobspec.Normalized) (api.JobInfo, error) {
+	name, job := opts.Name(), opts.Job()
 	spec, err := pipeline.DecodeCanonical(req.Spec)
 	if err != nil {
-		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: dataset spec: %v", req.Options.Name, err)
+		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: dataset spec: %v", name, err)
 	}
 	fp, err := spec.Fingerprint()
 	if err != nil {
-		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: dataset spec: %v", req.Options.Name, err)
+		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: dataset spec: %v", name, err)
 	}
 	if _, ok := n.raft.Dataset(fp); !ok {
 		// The leader enumerates the splits (like tf.data service's
 		// dispatcher): it sees the same files as the workers.
 		ss, err := pipeline.Splits(spec)
 		if err != nil {
-			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: enumerate splits: %v", req.Options.Name, err)
+			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: enumerate splits: %v", name, err)
 		}
 		d := fsm.Dataset{Fingerprint: fp, Spec: req.Spec, NumSplits: int64(len(ss))}
 		if _, err := n.raft.Apply(ctx, fsm.NewRegisterDataset(d)); err != nil {
 			return api.JobInfo{}, err
 		}
 	}
-	if req.Options.Coordinated {
+	if job.Coordinated() {
 		if _, err := worker.CoordinatedOp(spec); err != nil {
-			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)
+			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)
 		}
 	}
-	if req.Options.Delivery == api.ExactlyOnce {
+	if job.Delivery() == jobspec.ExactlyOnce {
 		if err := exactlyOnceSpec(spec); err != nil {
-			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)
+			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)
 		}
 	}
-	if cut := req.Options.OffloadBoundary; cut > 0 {
+	if cut := job.OffloadBoundary(); cut > 0 {
 		if err := spec.CheckCut(cut); err != nil {
-			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)
+			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)
 		}
 	}
-	opts, err := toRaftOptions(req.Options)
-	if err != nil {
-		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)
+	c := fsm.Create{Name: name, Fingerprint: fp, Options: job, CountLoss: countsLoss(job, spec), Scale: scaleStart(n.raft, fp, job)}
+	if job.Sharding() == jobspec.Static {
+		c.StaticWorkers = n.liveWorkers(job.MaxWorkers())
 	}
-	opts.CountLoss = countsLoss(opts, spec)
-	var static []string
-	if opts.Sharding == splits.Static {
-		static = n.liveWorkers(opts.MaxWorkers)
-	}
-	create := fsm.NewCreateJobAt(req.Options.Name, fp, opts, static, scaleStart(n.raft, fp, opts))
+	create := fsm.NewCreateJob(c)
 	if r := req.Resume; r != nil {
-		if err := n.checkResumePart(fp, opts.Epochs, r); err != nil {
-			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", req.Options.Name, err)
+		if err := n.checkResumePart(fp, job.Epochs(), r); err != nil {
+			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)
 		}
-		create = fsm.NewResumeJob(req.Options.Name, fp, opts, fsm.ResumeBody{From: r.From, Part: r.Part, Want: r.Want, Delivered: r.Delivered})
+		create = fsm.NewResumeJob(c, fsm.ResumeBody{From: r.From, Part: r.Part, Want: r.Want, Delivered: r.Delivered})
 	}
 	if _, err := n.raft.Apply(ctx, create); err != nil {
 		return api.JobInfo{}, jobMismatch(err, req)
 	}
-	if _, err := n.raft.Apply(ctx, fsm.NewAttachConsumer(req.Options.Name, req.Consumer)); err != nil {
+	if _, err := n.raft.Apply(ctx, fsm.NewAttachConsumer(name, req.Consumer)); err != nil {
 		return api.JobInfo{}, err
 	}
 	// Assign the live workers now, so the client can start streaming at
 	// once instead of waiting for the job loop.
-	n.assignWorkers(ctx, req.Options.Name)
-	view, ok := n.raft.Job(req.Options.Name)
+	n.assignWorkers(ctx, name)
+	view, ok := n.raft.Job(name)
 	if !ok {
-		return api.JobInfo{}, transport.Errorf(transport.ErrNotFound, "job %q vanished", req.Options.Name)
+		return api.JobInfo{}, transport.Errorf(transport.ErrNotFound, "job %q vanished", name)
 	}
 	return n.jobInfo(view), nil
 }
@@ -150,8 +164,8 @@ func jobMismatch(err error, req api.DistributeRequest) error {
 // scaleStart is where a new autoscaling job of dataset fp starts: at the
 // count where the last autoscaling job of the dataset converged, if more
 // than one (README, Autoscaling: "A repeated job").
-func scaleStart(r *raftnode.Node, fp string, o fsm.JobOptions) *fsm.ScaleStart {
-	if !o.Autoscale {
+func scaleStart(r *raftnode.Node, fp string, o jobspec.Job) *fsm.ScaleStart {
+	if !o.Autoscale() {
 		return nil
 	}
 	ds, ok := r.Dataset(fp)
@@ -387,28 +401,6 @@ func (n *Node) applyJobSteps(ctx context.Context, steps []plan.JobStep) {
 			}
 		}
 	}
-}
-
-func toRaftOptions(o api.JobOptions) (fsm.JobOptions, error) {
-	p, err := splits.ParsePolicy(string(o.Sharding))
-	if err != nil {
-		return fsm.JobOptions{}, err
-	}
-	c, err := batch.ParseCompression(o.Compression)
-	if err != nil {
-		return fsm.JobOptions{}, err
-	}
-	comp := "" // none, as fsm stores it
-	if c != batch.CompressNone {
-		comp = c.String()
-	}
-	return fsm.JobOptions{
-		Sharding: p, Epochs: o.Epochs, NumConsumers: o.NumConsumers, Share: o.Share,
-		Coordinated: o.Coordinated, PadFinalRound: o.PadFinalRound, MaxWorkers: o.MaxWorkers, ConsumerTTL: o.ConsumerTTL, GCAfter: o.GCAfter,
-		Compression: comp, Delivery: o.Delivery, Autoscale: o.Autoscale,
-		AutoscaleThreshold: o.AutoscaleThreshold, AutoscaleRevisit: o.AutoscaleRevisit, AutoscalePause: o.AutoscalePause,
-		OffloadBoundary: o.OffloadBoundary,
-	}, nil
 }
 
 // errorsIsRejected reports an FSM rejection (a command that was valid CBOR

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/testcluster"
@@ -26,7 +27,7 @@ func TestBadCheckpointKeepsTheJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := api.JobOptions{Name: "kept", Sharding: api.Dynamic, Workers: api.AllWorkers}
+	opts := api.JobOptions{Name: "kept", Sharding: jobspec.Dynamic, Workers: jobspec.AllWorkers}
 	first, err := n.Distribute(ctx, api.DistributeRequest{Spec: spec, Options: opts, Consumer: "c0"})
 	if err != nil {
 		t.Fatal(err)

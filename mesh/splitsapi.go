@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/internal/fsm"
 	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/pipeline"
@@ -78,13 +79,12 @@ func (n *Node) receipts(ctx context.Context, req api.ReceiptsRequest) error {
 }
 
 // countsLoss reports whether an at-most-once job counts its loss exactly
-// (fsm.JobOptions.CountLoss, splits/census.go): every DYNAMIC one
+// (fsm.Job.CountLoss, splits/census.go): every DYNAMIC one
 // without share or coordinated reads whose pipeline exactly-once could
 // run (a census runs a dead worker's splits again, to count them). The
 // others count lost splits only.
-func countsLoss(o fsm.JobOptions, spec *pipeline.Spec) bool {
-	atMostOnce := o.Delivery == "" || o.Delivery == fsm.DeliveryAtMostOnce
-	return atMostOnce && o.Sharding == splits.Dynamic && !o.Share && !o.Coordinated && exactlyOnceSpec(spec) == nil
+func countsLoss(o jobspec.Job, spec *pipeline.Spec) bool {
+	return o.Delivery() == jobspec.AtMostOnce && o.Sharding() == jobspec.Dynamic && !o.Share() && !o.Coordinated() && exactlyOnceSpec(spec) == nil
 }
 
 // exactlyOnceSpec refuses the specs an exactly-once job cannot run: take

@@ -80,8 +80,8 @@ func benchAutoscale(ctx context.Context, args []string, stdout, stderr io.Writer
 			run[p] = true
 		}
 		tuned := client.JobOptions{Workers: client.AutoWorkers, AutoscaleThreshold: *tunedThreshold, AutoscaleRevisit: *tunedRevisit, AutoscalePause: *tunedPause}
-		if err := (client.JobOptions{Name: "x", Sharding: client.Dynamic, Workers: client.AutoWorkers, AutoscaleThreshold: tuned.AutoscaleThreshold,
-			AutoscaleRevisit: tuned.AutoscaleRevisit, AutoscalePause: tuned.AutoscalePause}).WithDefaults().Validate(); err != nil {
+		if _, err := (client.JobOptions{Name: "x", Sharding: client.Dynamic, Workers: client.AutoWorkers, AutoscaleThreshold: tuned.AutoscaleThreshold,
+			AutoscaleRevisit: tuned.AutoscaleRevisit, AutoscalePause: tuned.AutoscalePause}).Normalize(); err != nil {
 			return cli.InputError(fmt.Errorf("--tuned-*: %w", err))
 		}
 		r, err := runAutoscaleScenario(ctx, sc, *target, *repeat, run, tuned, tr, stderr)

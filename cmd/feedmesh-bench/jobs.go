@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/internal/fsm"
@@ -170,7 +171,12 @@ func raftLeaseRate(ctx context.Context, workers, perLease int, d time.Duration) 
 	if _, err := apply(fsm.NewRegisterDataset(fsm.Dataset{Fingerprint: "bench", Spec: []byte{0xa0}, NumSplits: 1 << 40})); err != nil {
 		return 0, err
 	}
-	if _, err := apply(fsm.NewCreateJob("bench", "bench", fsm.JobOptions{Sharding: splits.Dynamic, Epochs: 1}, nil)); err != nil {
+	// An at-most-once DYNAMIC job of one epoch, as a node proposes it.
+	n, err := jobspec.Options{Name: "bench", Sharding: jobspec.Dynamic, Delivery: jobspec.AtMostOnce, Workers: jobspec.AllWorkers}.Normalize()
+	if err != nil {
+		return 0, err
+	}
+	if _, err := apply(fsm.NewCreateJob(fsm.Create{Name: n.Name(), Fingerprint: "bench", Options: n.Job()})); err != nil {
 		return 0, err
 	}
 	for w := 0; w < workers; w++ {

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/pipeline"
-	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
 func init() {
@@ -121,77 +121,45 @@ type coordSummary struct {
 func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := prog.NewFlagSet("read", "--spec FILE --job NAME [flags]", stderr)
 	cf := addClientFlags(fs)
+	jf := addJobFlags(fs)
 	specPath := fs.String("spec", "", "dataset spec, YAML or JSON (required)")
-	job := fs.String("job", "", "job name; readers that name the same job share its data (required)")
-	delivery := fs.String("delivery", "", "with --sharding dynamic: exactly-once (the default: a dead worker's splits are read again, skipping what was delivered) or at-most-once (they are lost; the default with --share)")
-	sharding := fs.String("sharding", "dynamic", "dynamic (each element once, split among the workers), off (every worker reads the whole dataset: one copy per worker) or static")
-	epochs := fs.Int64("epochs", 1, "passes over the dataset")
 	take := fs.Int64("take", 0, "stop after `N` batches, then leave the job (0: read to the end; the data may end first)")
 	dumpPath := fs.String("dump", "", dumpHelp)
 	ckPath := fs.String("checkpoint", "", "when reading stops (--take reached, the data's end, or Ctrl-C), write the job's checkpoint to `FILE` (atomically): it covers exactly the batches this read returned; --resume FILE goes on from there. Exactly-once jobs only")
 	resumePath := fs.String("resume", "", "resume the job from the checkpoint in `FILE` (written by --checkpoint), without what it covers; same --spec, --job and --epochs. Exactly-once jobs only")
 	resumeWait := fs.Duration("resume-wait", client.DefaultResumeWait, "with --resume: how long to wait for the checkpoints of the job's other consumers (a job that had several, two runs of --take --checkpoint within gc_after included, resumes once each has resumed with its own) before failing (0: wait for ever)")
 	window := fs.Int("window", 4, "batches each worker may send ahead")
-	workers := fs.String("workers", "", "how many nodes serve the job: auto (the cluster chooses from this reader's batch time and queue, starting at one worker and adding them while they help; the default with --sharding dynamic, without --share or --coordinated), all (every node; the default of the other jobs) or a fixed count `N`; see the README")
-	maxWorkers := fs.Int("max-workers", 0, "with --workers auto: the most workers the cluster may give the job; alone: a fixed count, as --workers N (0: no cap)")
-	autoscale := fs.Bool("autoscale", false, "the same as --workers auto (kept for older scripts)")
-	scaleThreshold := fs.Float64("autoscale-threshold", 0, "with --workers auto: the relative batch-time gain a worker must bring to stay (0: Cachew's 0.03)")
-	scaleRevisit := fs.Int("autoscale-revisit", 0, "with --workers auto: how many metrics (100 batches each) a converged worker count stands before one fewer is tried (0: Cachew's 10)")
-	scalePause := fs.Int("autoscale-pause", 0, "with --workers auto: how many metrics are ignored after a change (0: Cachew's 2; -1: none)")
-	shareFlag := fs.Bool("share", false, "ephemeral sharing: jobs of the same spec, sharding (off or dynamic) and epochs that all pass --share compute each batch once per worker; a job that lags more than the worker's share window behind skips batches instead of slowing the others")
-	coordinated := fs.Bool("coordinated", false, "coordinated reads: the --consumers readers of the job get, in each round, batches of the same length bucket from one worker (spec must end in bucket_by_sequence_length; sharding becomes dynamic)")
-	consumers := fs.Int("consumers", 0, "with --coordinated: how many consumers (trainer ranks) read the job in rounds")
-	index := fs.Int("index", 0, "with --coordinated: this reader's consumer index in [0, --consumers)")
-	compression := fs.String("compression", "none", "compress batches on the wire: none, lz4 (cheap to decompress) or zstd (smaller, costs the workers more CPU); for links slower than the workers")
-	offloadFlag := fs.String("offload", "auto", "where a dynamic job's pipeline runs for this reader: auto (profile, then decide: all local when the reader does not stall, else a share of it), remote (the nodes only), local (this process only; the nodes take no split), or a local fraction such as 0.3 (see the README's Offload section)")
-	offloadBoundary := fs.Int("offload-boundary", 0, "partial offload: the nodes run the source and the spec's first N ops and ship single elements, this reader runs the rest (a dynamic exactly-once job; 0: no cut; cut points are 1 up to the first op that batches, and the ops after the cut must not be repeat, take, skip or autocache)")
-	localCPUs := fs.Float64("local-cpus", 0, "CPU budget of this process's local worker, in cores (0: the spare CPUs measured)")
-	padFinal := fs.Bool("pad-final-round", false, "with --coordinated: pad the final partial rounds out with empty batches instead of dropping them")
 	tty := isTerminal(stderr)
 	progress := fs.Bool("progress", tty, "show live progress on stderr: a line redrawn in place on a terminal, a line a second elsewhere (default: when stderr is a terminal)")
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
 	}
-	if *specPath == "" || *job == "" {
+	if *specPath == "" || *jf.job == "" {
 		fs.Usage()
 		return fmt.Errorf("--spec and --job are required")
 	}
-	if *coordinated {
-		if *consumers < 1 || *index < 0 || *index >= *consumers {
-			return fmt.Errorf("--coordinated needs --consumers m >= 1 and --index i in [0, m), got m=%d i=%d", *consumers, *index)
+	if *jf.coordinated {
+		if *jf.consumers < 1 || *jf.index < 0 || *jf.index >= *jf.consumers {
+			return fmt.Errorf("--coordinated needs --consumers m >= 1 and --index i in [0, m), got m=%d i=%d", *jf.consumers, *jf.index)
 		}
 	}
 	if *take < 0 {
 		return cli.InputError(fmt.Errorf("--take %d: want N >= 1 batches (or 0: read to the end)", *take))
 	}
-	if _, err := batch.ParseCompression(*compression); err != nil {
-		return fmt.Errorf("--compression: %w", err)
-	}
-	sh, err := api.ParseSharding(*sharding)
+	opts, err := jf.options()
 	if err != nil {
-		return fmt.Errorf("--sharding: %w", err)
+		return err
 	}
-	dl, err := api.ParseDelivery(*delivery)
-	if err != nil {
-		return fmt.Errorf("--delivery: %w", err)
-	}
-	wk, err := api.ParseWorkers(*workers)
-	if err != nil {
-		return cli.InputError(fmt.Errorf("--workers: %w", err))
-	}
-	opts := client.JobOptions{
-		Name: *job, Sharding: sh, Epochs: *epochs, Workers: wk, MaxWorkers: *maxWorkers, Share: *shareFlag, Autoscale: *autoscale,
-		Coordinated: *coordinated, NumConsumers: *consumers, ConsumerIndex: *index, PadFinalRound: *padFinal,
-		Compression: *compression, Delivery: dl, Offload: *offloadFlag, LocalCPUs: *localCPUs, OffloadBoundary: *offloadBoundary,
-		AutoscaleThreshold: *scaleThreshold, AutoscaleRevisit: *scaleRevisit, AutoscalePause: *scalePause,
-	}
+	job := jf.job
 	// Everything the flags get wrong fails here, before anything is
-	// created: the dump, the job, the checkpoint.
-	if err := opts.WithDefaults().Validate(); err != nil {
+	// created: the dump, the job, the checkpoint. The options are
+	// normalized once, here, and the client takes them so.
+	n, err := client.NormalizeJobOptions(opts)
+	if err != nil {
 		return cli.InputError(fmt.Errorf("job %q: %w", *job, err))
 	}
 	if *ckPath != "" {
-		if err := checkpointable("--checkpoint", opts); err != nil {
+		if err := checkpointable("--checkpoint", n.Job()); err != nil {
 			return err
 		}
 		if err := checkCheckpointPath(*ckPath); err != nil {
@@ -199,11 +167,15 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	if *resumePath != "" {
-		if err := checkpointable("--resume", opts); err != nil {
+		if err := checkpointable("--resume", n.Job()); err != nil {
 			return err
 		}
-		if opts.Resume, err = readResume(*resumePath); err != nil {
+		ck, err := readResume(*resumePath)
+		if err != nil {
 			return err
+		}
+		if n, err = n.WithResume(ck); err != nil {
+			return cli.InputError(fmt.Errorf("--resume: %w", err))
 		}
 	}
 	spec, err := pipeline.LoadFile(*specPath)
@@ -224,7 +196,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if co.ResumeWait == 0 {
 		co.ResumeWait = -1 // for ever
 	}
-	it, existing, c, err := startRead(ctx, cf, co, spec, opts)
+	it, existing, c, err := startRead(ctx, cf, co, spec, n)
 	if err != nil {
 		if dump != nil {
 			dump.discard()
@@ -259,20 +231,20 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *resumePath != "" {
 		existing = nil // replaced by the resumed job, not joined
 	}
-	sum.Note = readNote(sum, existing, sh)
+	sum.Note = readNote(sum, existing, n.Job().Sharding())
 	if sum.Note == "" && *resumePath != "" && sum.Elements == 0 && sum.Stopped == "end" {
 		sum.Note = "nothing left to read: the checkpoint covered the whole job"
 	}
-	if *shareFlag {
+	if *jf.share {
 		sctx, cancel := context.WithTimeout(ctx, *cf.timeout)
 		if st, err := it.ShareStats(sctx); err == nil {
 			sum.Share = &st
 		}
 		cancel()
 	}
-	if *coordinated {
+	if *jf.coordinated {
 		st := it.Stats()
-		cs := &coordSummary{Index: *index, Rounds: st.Rounds, FillerRounds: st.FillerRounds, SkippedRounds: st.SkippedRounds, PaddedTokens: sum.padded, Tokens: sum.tokens}
+		cs := &coordSummary{Index: *jf.index, Rounds: st.Rounds, FillerRounds: st.FillerRounds, SkippedRounds: st.SkippedRounds, PaddedTokens: sum.padded, Tokens: sum.tokens}
 		sum.Coordinated = cs
 	}
 	if err := it.Close(); err != nil {
@@ -300,17 +272,17 @@ func warnLogger(stderr io.Writer) *slog.Logger {
 // startRead dials the cluster with client options co and creates, joins
 // or resumes the job; it also returns the job of that name that existed
 // before, if any.
-func startRead(ctx context.Context, cf *clientFlags, co client.Options, spec *pipeline.Spec, opts client.JobOptions) (*client.Iterator, *api.JobInfo, *client.Client, error) {
+func startRead(ctx context.Context, cf *clientFlags, co client.Options, spec *pipeline.Spec, opts jobspec.Normalized) (*client.Iterator, *api.JobInfo, *client.Client, error) {
 	c, err := cf.dial(ctx, co)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	existing, err := findJob(ctx, c, opts.Name, *cf.timeout)
+	existing, err := findJob(ctx, c, opts.Name(), *cf.timeout)
 	if err != nil {
 		c.Close()
 		return nil, nil, nil, err
 	}
-	it, err := c.Distribute(ctx, spec, opts)
+	it, err := c.DistributeNormalized(ctx, spec, opts)
 	if err != nil {
 		c.Close()
 		return nil, nil, nil, err
@@ -421,12 +393,12 @@ func findJob(ctx context.Context, c *client.Client, name string, timeout time.Du
 // readNote explains a result that would otherwise surprise: no data from a
 // job that existed before this reader (it had run to its end: jobs are
 // named runs), or the copies that sharing off delivers.
-func readNote(s readSummary, existing *api.JobInfo, sh api.Sharding) string {
+func readNote(s readSummary, existing *api.JobInfo, sh jobspec.Sharding) string {
 	switch {
 	case s.Elements == 0 && existing != nil:
 		return fmt.Sprintf("job %q delivered nothing: a job of that name already existed (created %s) and had delivered its data; a job is one run of its dataset, so give a new --job name to read the dataset again",
 			s.Job, existing.CreatedAt.Format(time.RFC3339))
-	case sh == api.Off && s.Workers > 1:
+	case sh == jobspec.Off && s.Workers > 1:
 		return fmt.Sprintf("sharding off: each of the %d workers read the whole dataset, so this is %d copies of it (--sharding dynamic reads it once, split among the workers)", s.Workers, s.Workers)
 	case s.Orphaned > 0:
 		return fmt.Sprintf("data may be missing: %d splits were held by workers that died after the job's last split was handed out, and no worker was left reading to read them again; what those workers had produced and this consumer had not received is missing (`feedmesh jobs` shows the job as not finished)", s.Orphaned)
@@ -436,7 +408,7 @@ func readNote(s readSummary, existing *api.JobInfo, sh api.Sharding) string {
 	case s.SplitsLost > 0 && !s.LossCounted:
 		return fmt.Sprintf("data lost: %d of the dataset's %d splits were lost (delivery at-most-once: a worker died or restarted while it held them, and what it had not sent of them is not read again; the default, exactly-once, reads them again); `feedmesh jobs` shows the job's loss",
 			s.SplitsLost, s.NumSplits)
-	case (s.WorkersDropped > 0 || s.Reconnects > 0) && s.Delivery == api.AtMostOnce && !s.LossCounted:
+	case (s.WorkersDropped > 0 || s.Reconnects > 0) && s.Delivery == jobspec.AtMostOnce && !s.LossCounted:
 		return fmt.Sprintf("data may be lost: %d workers were declared dead (or restarted) while streaming to this reader and %d streams broke and were reopened; at most once, batches a dead worker had made and not sent, and those on their way on a broken stream, are lost even when no split is counted lost (the default, exactly-once, sends them again)", s.WorkersDropped, s.Reconnects)
 	}
 	return ""
@@ -490,7 +462,7 @@ func printReadSummary(w io.Writer, s readSummary) {
 	case s.SplitsLost > 0:
 		fmt.Fprintf(w, "lost: %d of %d splits (at most once: their worker died or restarted)\n", s.SplitsLost, s.NumSplits)
 	}
-	if (s.WorkersDropped > 0 || s.Reconnects > 0) && s.Delivery == api.AtMostOnce && !s.LossCounted {
+	if (s.WorkersDropped > 0 || s.Reconnects > 0) && s.Delivery == jobspec.AtMostOnce && !s.LossCounted {
 		fmt.Fprintf(w, "workers dropped: %d declared dead or restarted while streaming; streams reopened: %d (at most once: what was on its way is lost too)\n", s.WorkersDropped, s.Reconnects)
 	}
 	if s.Requeued > 0 {

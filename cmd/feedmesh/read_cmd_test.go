@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
 
@@ -67,20 +68,20 @@ func TestReadNote(t *testing.T) {
 	for _, tc := range []struct {
 		s        readSummary
 		existing *api.JobInfo
-		sh       api.Sharding
+		sh       jobspec.Sharding
 		want     string
 	}{
-		{readSummary{Job: "j", Elements: 10, Workers: 3}, nil, api.Dynamic, ""},
-		{readSummary{Job: "j", Elements: 10, Workers: 3}, old, api.Dynamic, ""}, // joined a running job
-		{readSummary{Job: "j", Elements: 0, Workers: 0}, old, api.Dynamic, "2026-01-02T03:04:05Z"},
-		{readSummary{Job: "j", Elements: 0}, nil, api.Dynamic, ""}, // an empty dataset, freshly created
-		{readSummary{Job: "j", Elements: 30, Workers: 3}, nil, api.Off, "3 copies"},
-		{readSummary{Job: "j", Elements: 10, Workers: 1}, nil, api.Off, ""},
-		{readSummary{Job: "j", Elements: 90, Workers: 2, SplitsLost: 2, NumSplits: 50}, nil, api.Dynamic, "2 of the dataset's 50 splits were lost"},
-		{readSummary{Job: "j", Elements: 90, Workers: 2, NumSplits: 50}, nil, api.Dynamic, ""},
-		{readSummary{Job: "j", Elements: 90, Workers: 2, SplitsLost: 2, NumSplits: 50, LossCounted: true, ElementsLost: 7}, nil, api.Dynamic, "data lost: 7 elements, of 2 splits"},
-		{readSummary{Job: "j", Elements: 90, Workers: 2, SplitsLost: 1, NumSplits: 50, LossCounted: true}, nil, api.Dynamic, ""}, // its elements all arrived
-		{readSummary{Job: "j", Elements: 90, Workers: 2, NumSplits: 50, LossCounted: true, Reconnects: 2, Delivery: api.AtMostOnce}, nil, api.Dynamic, ""},
+		{readSummary{Job: "j", Elements: 10, Workers: 3}, nil, jobspec.Dynamic, ""},
+		{readSummary{Job: "j", Elements: 10, Workers: 3}, old, jobspec.Dynamic, ""}, // joined a running job
+		{readSummary{Job: "j", Elements: 0, Workers: 0}, old, jobspec.Dynamic, "2026-01-02T03:04:05Z"},
+		{readSummary{Job: "j", Elements: 0}, nil, jobspec.Dynamic, ""}, // an empty dataset, freshly created
+		{readSummary{Job: "j", Elements: 30, Workers: 3}, nil, jobspec.Off, "3 copies"},
+		{readSummary{Job: "j", Elements: 10, Workers: 1}, nil, jobspec.Off, ""},
+		{readSummary{Job: "j", Elements: 90, Workers: 2, SplitsLost: 2, NumSplits: 50}, nil, jobspec.Dynamic, "2 of the dataset's 50 splits were lost"},
+		{readSummary{Job: "j", Elements: 90, Workers: 2, NumSplits: 50}, nil, jobspec.Dynamic, ""},
+		{readSummary{Job: "j", Elements: 90, Workers: 2, SplitsLost: 2, NumSplits: 50, LossCounted: true, ElementsLost: 7}, nil, jobspec.Dynamic, "data lost: 7 elements, of 2 splits"},
+		{readSummary{Job: "j", Elements: 90, Workers: 2, SplitsLost: 1, NumSplits: 50, LossCounted: true}, nil, jobspec.Dynamic, ""}, // its elements all arrived
+		{readSummary{Job: "j", Elements: 90, Workers: 2, NumSplits: 50, LossCounted: true, Reconnects: 2, Delivery: jobspec.AtMostOnce}, nil, jobspec.Dynamic, ""},
 	} {
 		got := readNote(tc.s, tc.existing, tc.sh)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
@@ -114,7 +115,7 @@ func TestReadSummaryReportsLoss(t *testing.T) {
 	// Exactly-once: splits of a worker that died at the end, not read again.
 	b.Reset()
 	sum := readSummary{Job: "j", Batches: 9, Elements: 90, Seconds: 1, NumSplits: 50, Orphaned: 3}
-	sum.Note = readNote(sum, nil, api.Dynamic)
+	sum.Note = readNote(sum, nil, jobspec.Dynamic)
 	printReadSummary(&b, sum)
 	if !strings.Contains(b.String(), "not read again: 3 splits") || !strings.Contains(b.String(), "note: data may be missing: 3 splits") {
 		t.Errorf("summary without the orphaned splits:\n%s", b.String())
@@ -122,8 +123,8 @@ func TestReadSummaryReportsLoss(t *testing.T) {
 	// At-most-once: a worker dropped mid-stream with no split counted lost
 	// is still said.
 	b.Reset()
-	sum = readSummary{Job: "j", Batches: 9, Elements: 90, Seconds: 1, NumSplits: 50, WorkersDropped: 1, Delivery: api.AtMostOnce}
-	sum.Note = readNote(sum, nil, api.Dynamic)
+	sum = readSummary{Job: "j", Batches: 9, Elements: 90, Seconds: 1, NumSplits: 50, WorkersDropped: 1, Delivery: jobspec.AtMostOnce}
+	sum.Note = readNote(sum, nil, jobspec.Dynamic)
 	printReadSummary(&b, sum)
 	if !strings.Contains(b.String(), "workers dropped: 1") || !strings.Contains(b.String(), "note: data may be lost") {
 		t.Errorf("summary without the dropped worker:\n%s", b.String())
@@ -154,7 +155,7 @@ func TestWorkersColumn(t *testing.T) {
 	if got := workersColumn(api.JobInfo{Workers: []api.WorkerInfo{{Name: "a"}}}); got != "1 (0 expired)" {
 		t.Errorf("workers column %q", got)
 	}
-	auto := api.JobInfo{Options: api.JobOptions{Workers: api.AutoWorkers}, Workers: []api.WorkerInfo{{Name: "a"}, {Name: "b", Released: true}}}
+	auto := api.JobInfo{Options: api.JobOptions{Workers: jobspec.AutoWorkers}, Workers: []api.WorkerInfo{{Name: "a"}, {Name: "b", Released: true}}}
 	if got := workersColumn(auto); got != "auto:1 (0 expired, 0 drained, 1 released)" {
 		t.Errorf("workers column %q", got)
 	}

@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 )
@@ -16,19 +16,19 @@ import (
 // stops, and a job resumed from one (client.JobOptions.Resume).
 
 // checkpointable returns an error that says why a job of options o (as
-// the flags set them) cannot checkpoint or resume, or nil if it can.
-func checkpointable(flag string, o client.JobOptions) error {
-	o = o.WithDefaults()
-	if o.Sharding == api.Dynamic && o.Delivery == api.ExactlyOnce && !o.Share {
+// the flags set them, normalized) cannot checkpoint or resume, or nil if
+// it can.
+func checkpointable(flag string, o jobspec.Job) error {
+	if o.Sharding() == jobspec.Dynamic && o.Delivery() == jobspec.ExactlyOnce && !o.Share() {
 		return nil
 	}
-	why := fmt.Sprintf("this read is sharding %s", o.Sharding)
+	why := fmt.Sprintf("this read is sharding %s", o.Sharding())
 	switch {
-	case o.Sharding != api.Dynamic:
-	case o.Share:
+	case o.Sharding() != jobspec.Dynamic:
+	case o.Share():
 		why += " with --share (at most once)"
 	default:
-		why += ", delivery " + o.Delivery
+		why += ", delivery " + o.Delivery()
 	}
 	return cli.InputError(fmt.Errorf("%s: only exactly-once jobs checkpoint and resume (--sharding dynamic, the default delivery exactly-once, no --share); %s", flag, why))
 }

@@ -127,7 +127,7 @@ func fm_client_close(h C.uint64_t, errOut **C.char) (rc C.int32_t) {
 
 // fm_distribute creates or joins a job: the spec is YAML or JSON text
 // (specKind 0) or a file's path (1), jobJSON the job's options
-// (api.JobOptions' JSON), resume a checkpoint or NULL. It sets *out to
+// (client.JobOptions' JSON: jobOptions), resume a checkpoint or NULL. It sets *out to
 // the iterator's handle.
 //
 //export fm_distribute
@@ -150,12 +150,12 @@ func fm_distribute(h C.uint64_t, specKind C.int32_t, spec *C.char, specLen C.int
 	if resume != nil && resumeLen > 0 {
 		ck = C.GoBytes(resume, C.int(resumeLen))
 	}
-	o, err := jobOptions(C.GoString(jobJSON), ck)
+	n, err := jobOptions(C.GoString(jobJSON), ck)
 	if err != nil {
 		return fail(errOut, kindOf(err), err)
 	}
 	// Distribute's own calls are bounded by the client's RequestTimeout.
-	it, err := c.c.Distribute(context.Background(), s, o)
+	it, err := c.c.DistributeNormalized(context.Background(), s, n)
 	if err != nil {
 		return fail(errOut, kindOf(err), err)
 	}

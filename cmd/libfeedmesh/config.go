@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport"
@@ -121,22 +122,26 @@ func clientOptions(addr, text string) (client.Options, time.Duration, error) {
 	return o, timeout, nil
 }
 
-// jobOptions decodes fm_distribute's options: api.JobOptions as JSON,
-// under its own json names (name, sharding, epochs, num_consumers,
+// jobOptions decodes fm_distribute's options: client.JobOptions
+// (jobspec.Options) as JSON, under its own json names (the Python
+// package's distribute keywords: name, sharding, epochs, num_consumers,
 // consumer_index, share, coordinated, pad_final_round, compression,
 // delivery, workers ("auto", "all" or a count, as a string or a number),
-// max_workers, autoscale, consumer_ttl and gc_after in nanoseconds), and
-// checks them as the client would. Errors wrap errArg.
-func jobOptions(text string, resume []byte) (client.JobOptions, error) {
+// max_workers, autoscale and its knobs, consumer_ttl and gc_after in
+// nanoseconds, offload, local_cpus, offload_boundary), and normalizes
+// them as the client does (client.NormalizeJobOptions: once; fm_distribute
+// hands the result to DistributeNormalized). Errors wrap errArg.
+func jobOptions(text string, resume []byte) (jobspec.Normalized, error) {
 	var o client.JobOptions
 	if err := decodeStrict(text, &o); err != nil {
-		return o, fmt.Errorf("%w: job options: %v", errArg, err)
+		return jobspec.Normalized{}, fmt.Errorf("%w: job options: %v", errArg, err)
 	}
 	o.Resume = resume
-	if err := o.WithDefaults().Validate(); err != nil {
-		return o, fmt.Errorf("%w: job %q: %v", errArg, o.Name, err)
+	n, err := client.NormalizeJobOptions(o)
+	if err != nil {
+		return jobspec.Normalized{}, fmt.Errorf("%w: job %q: %v", errArg, o.Name, err)
 	}
-	return o, nil
+	return n, nil
 }
 
 // Where fm_distribute's spec argument comes from.

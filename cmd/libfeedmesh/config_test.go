@@ -42,20 +42,20 @@ func TestClientOptions(t *testing.T) {
 }
 
 func TestJobOptions(t *testing.T) {
-	o, err := jobOptions(`{"name": "j", "sharding": "dynamic", "epochs": 3, "consumer_ttl": 5000000000, "share": true}`, nil)
+	n, err := jobOptions(`{"name": "j", "sharding": "dynamic", "epochs": 3, "consumer_ttl": 5000000000, "share": true}`, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Name != "j" || o.Sharding != client.Dynamic || o.Epochs != 3 || o.ConsumerTTL != 5*time.Second || !o.Share {
-		t.Errorf("got %+v", o)
+	if o := n.Job(); n.Name() != "j" || o.Sharding() != client.Dynamic || o.Epochs() != 3 || o.ConsumerTTL() != 5*time.Second || !o.Share() || o.Delivery() != client.AtMostOnce {
+		t.Errorf("got %+v", o.Options())
 	}
 	for text, want := range map[string]client.Workers{`"workers": 3`: "3", `"workers": "all"`: client.AllWorkers, `"workers": "auto"`: client.AutoWorkers} {
-		if o, err := jobOptions(`{"name": "j", "sharding": "dynamic", `+text+`}`, nil); err != nil || o.Workers != want {
-			t.Errorf("%s: %+v, %v", text, o, err)
+		if n, err := jobOptions(`{"name": "j", "sharding": "dynamic", `+text+`}`, nil); err != nil || n.Job().Workers() != want {
+			t.Errorf("%s: %+v, %v", text, n.Job().Options(), err)
 		}
 	}
-	if o, err := jobOptions(`{"name": "j", "sharding": "dynamic"}`, []byte("ck")); err != nil || string(o.Resume) != "ck" {
-		t.Errorf("resume: %+v, %v", o, err)
+	if n, err := jobOptions(`{"name": "j", "sharding": "dynamic"}`, []byte("ck")); err != nil || string(n.Consumer().Resume()) != "ck" {
+		t.Errorf("resume: %+v, %v", n.Consumer(), err)
 	}
 	for _, tc := range []struct{ opts, want string }{
 		{`{"sharding": "dynamic"}`, "Name is required"},
@@ -65,6 +65,7 @@ func TestJobOptions(t *testing.T) {
 		{`{"name": "j", "coordinated": true, "num_consumers": 2, "workers": "auto"}`, "workers auto: only DYNAMIC jobs"},
 		{`{"name": "j", "sharding": "dynamic", "workers": 0}`, `workers "0"`},
 		{`{"name": "j", "sharding": "dynamic", "workers": true}`, "workers true"},
+		{`{"name": "j", "compression": "brotli"}`, "compression"}, // a name this client does not have
 	} {
 		_, err := jobOptions(tc.opts, nil)
 		if !errors.Is(err, errArg) || !strings.Contains(err.Error(), tc.want) {

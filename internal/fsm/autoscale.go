@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/internal/plan/autoscale"
 )
 
@@ -68,21 +69,27 @@ var (
 	}()
 )
 
-// tuneScale is c with the job's own knobs, where it set them.
-func (o JobOptions) tuneScale(c autoscale.Config) autoscale.Config {
-	if o.AutoscaleThreshold > 0 {
-		c.Threshold = o.AutoscaleThreshold
+// tuneScale is c with a job's own knobs, where it set them.
+func tuneScale(c autoscale.Config, threshold float64, revisit, pause int) autoscale.Config {
+	if threshold > 0 {
+		c.Threshold = threshold
 	}
-	if o.AutoscaleRevisit > 0 {
-		c.RevisitEvery = o.AutoscaleRevisit
+	if revisit > 0 {
+		c.RevisitEvery = revisit
 	}
 	switch {
-	case o.AutoscalePause > 0:
-		c.PauseMetrics = o.AutoscalePause
-	case o.AutoscalePause < 0:
+	case pause > 0:
+		c.PauseMetrics = pause
+	case pause < 0:
 		c.PauseMetrics = 0
 	}
 	return c
+}
+
+// tuneScale is c with the job's knobs.
+func (j *Job) tuneScale(c autoscale.Config) autoscale.Config {
+	o := j.Options
+	return tuneScale(c, o.AutoscaleThreshold(), o.AutoscaleRevisit(), o.AutoscalePause())
 }
 
 // validateScaleTuning checks the job's knobs (CreateJob).
@@ -93,14 +100,11 @@ func (o JobOptions) validateScaleTuning() error {
 	if !o.Autoscale {
 		return fmt.Errorf("autoscale threshold, revisit and pause tune an autoscaling job")
 	}
-	if o.AutoscaleRevisit > maxScaleMetrics || o.AutoscalePause > maxScaleMetrics || o.AutoscalePause < -1 || o.AutoscaleThreshold < 0 {
+	if o.AutoscaleRevisit > jobspec.MaxAutoscaleMetrics || o.AutoscalePause > jobspec.MaxAutoscaleMetrics || o.AutoscalePause < -1 || o.AutoscaleThreshold < 0 {
 		return fmt.Errorf("autoscale revisit %d, pause %d, threshold %v: out of range", o.AutoscaleRevisit, o.AutoscalePause, o.AutoscaleThreshold)
 	}
-	return o.tuneScale(scaleConfigAllocated).Validate()
+	return tuneScale(scaleConfigAllocated, o.AutoscaleThreshold, o.AutoscaleRevisit, o.AutoscalePause).Validate()
 }
-
-// maxScaleMetrics bounds the revisit interval and the pause.
-const maxScaleMetrics = 1000
 
 // stepScale applies consumer's metric m to the job's Scale, if the job
 // autoscales, the consumer speaks for it and a window has passed.
@@ -122,16 +126,16 @@ func (j *Job) stepScale(consumer string, m autoscale.Metric) {
 	if m.Batches < j.Scale.StepBatches+int64(scaleConfig.BatchesPerMetric) {
 		return
 	}
-	cfg := j.Options.tuneScale(scaleConfig)
+	cfg := j.tuneScale(scaleConfig)
 	if j.Scale.Allocated {
-		cfg = j.Options.tuneScale(scaleConfigAllocated)
+		cfg = j.tuneScale(scaleConfigAllocated)
 		if j.awaitWorker(m, cfg) {
 			return
 		}
 	}
 	limit := maxJobWorkers
-	if j.Options.MaxWorkers > 0 {
-		limit = j.Options.MaxWorkers
+	if mw := j.Options.MaxWorkers(); mw > 0 {
+		limit = mw
 	}
 	before := j.Scale.Workers
 	next := autoscale.Step(*j.Scale, m, cfg, limit)
@@ -180,12 +184,12 @@ func (j *Job) awaitWorker(m autoscale.Metric, cfg autoscale.Config) bool {
 func (j *Job) ScaledLimit() int {
 	if j.Scale != nil {
 		w := max(j.Scale.Workers, 1)
-		if mw := j.Options.MaxWorkers; mw > 0 {
+		if mw := j.Options.MaxWorkers(); mw > 0 {
 			w = min(w, mw)
 		}
 		return w
 	}
-	return j.Options.MaxWorkers
+	return j.Options.MaxWorkers()
 }
 
 // WantedWorkers is how many workers an autoscaling job's policy wants
@@ -197,7 +201,7 @@ func (j *Job) WantedWorkers() int {
 		return 0
 	}
 	w := max(j.ScaledLimit(), 1)
-	if j.Scale.WantsMore && (j.Options.MaxWorkers == 0 || w < j.Options.MaxWorkers) {
+	if mw := j.Options.MaxWorkers(); j.Scale.WantsMore && (mw == 0 || w < mw) {
 		w++
 	}
 	return w

@@ -80,13 +80,13 @@ func TestAutoscaleJob(t *testing.T) {
 		t.Fatalf("after a worker's death: %+v, want %d metrics paused at 3 workers", sc, scaleConfigAllocated.PauseMetrics)
 	}
 	// CreateJob carries autoscale only from version 2.
-	v1 := NewCreateJob("j2", "fp1", JobOptions{Sharding: splits.Dynamic, Autoscale: true, ConsumerTTL: 1e12, GCAfter: 1e12}, nil)
+	v1 := LegacyCreateJob("j2", "fp1", JobOptions{Sharding: splits.Dynamic, Autoscale: true, ConsumerTTL: 1e12, GCAfter: 1e12}, nil)
 	if v1.Version != 2 {
 		t.Fatalf("CreateJob with autoscale is v%d", v1.Version)
 	}
 	v1.Version = 1
 	applyErr(t, s, at(v1, 4000), ErrInvalidCommand)
-	if NewCreateJob("j3", "fp1", JobOptions{Sharding: splits.Dynamic}, nil).Version != 1 {
+	if LegacyCreateJob("j3", "fp1", JobOptions{Sharding: splits.Dynamic}, nil).Version != 1 {
 		t.Error("CreateJob without new options is not v1")
 	}
 	// Options other than dynamic reject autoscale.
@@ -170,7 +170,7 @@ func TestAutoscaleJobTuned(t *testing.T) {
 	if sc.Workers == 3 || sc.Phase != autoscale.Converged {
 		t.Fatalf("a 20 %% gain under a 50 %% threshold: %+v, want converged below 3 workers", sc)
 	}
-	cfg := o.tuneScale(scaleConfig)
+	cfg := s.Jobs["j1"].tuneScale(scaleConfig)
 	if cfg.Threshold != 0.5 || cfg.PauseMetrics != 0 || cfg.RevisitEvery != 4 {
 		t.Fatalf("tuned config %+v", cfg)
 	}
@@ -189,7 +189,7 @@ func TestAutoscaleJobTuned(t *testing.T) {
 	}
 	other := o
 	other.AutoscaleThreshold = 0.2
-	if d := other.Normalized().diff(o.Normalized()); len(d) != 1 || !strings.Contains(d[0], "autoscale_threshold") {
+	if d := mustStored(t, other).Diff(mustStored(t, o)); len(d) != 1 || !strings.Contains(d[0], "autoscale_threshold") {
 		t.Errorf("diff %v", d)
 	}
 }
@@ -231,7 +231,7 @@ func TestAutoscaleWarmStart(t *testing.T) {
 	}
 
 	start := &ScaleStart{Workers: 2, From: "j1"}
-	cmd := NewCreateJobAt("j2", "fp1", opts, nil, start)
+	cmd := LegacyCreateJobAt("j2", "fp1", opts, nil, start)
 	if cmd.Version != 3 {
 		t.Fatalf("CreateJob with a scale start is v%d", cmd.Version)
 	}
@@ -248,25 +248,25 @@ func TestAutoscaleWarmStart(t *testing.T) {
 	}
 	capped := opts
 	capped.MaxWorkers = 1
-	applyOK(t, s, at(NewCreateJobAt("j3", "fp1", capped, nil, start), 3300))
+	applyOK(t, s, at(LegacyCreateJobAt("j3", "fp1", capped, nil, start), 3300))
 	if w := s.Jobs["j3"].Scale.Workers; w != 1 {
 		t.Errorf("a start above MaxWorkers 1: %d workers", w)
 	}
 
 	fixed := opts
 	fixed.Autoscale = false
-	applyErr(t, s, at(NewCreateJobAt("j4", "fp1", fixed, nil, start), 3400), ErrInvalidCommand)
-	applyErr(t, s, at(NewCreateJobAt("j4", "fp1", opts, nil, &ScaleStart{Workers: 0, From: "j1"}), 3400), ErrInvalidCommand)
-	applyErr(t, s, at(NewCreateJobAt("j4", "fp1", opts, nil, &ScaleStart{Workers: maxJobWorkers + 1, From: "j1"}), 3400), ErrInvalidCommand)
-	applyErr(t, s, at(NewCreateJobAt("j4", "fp1", opts, nil, &ScaleStart{Workers: 2}), 3400), ErrInvalidCommand)
-	v2 := NewCreateJobAt("j4", "fp1", opts, nil, start)
+	applyErr(t, s, at(LegacyCreateJobAt("j4", "fp1", fixed, nil, start), 3400), ErrInvalidCommand)
+	applyErr(t, s, at(LegacyCreateJobAt("j4", "fp1", opts, nil, &ScaleStart{Workers: 0, From: "j1"}), 3400), ErrInvalidCommand)
+	applyErr(t, s, at(LegacyCreateJobAt("j4", "fp1", opts, nil, &ScaleStart{Workers: maxJobWorkers + 1, From: "j1"}), 3400), ErrInvalidCommand)
+	applyErr(t, s, at(LegacyCreateJobAt("j4", "fp1", opts, nil, &ScaleStart{Workers: 2}), 3400), ErrInvalidCommand)
+	v2 := LegacyCreateJobAt("j4", "fp1", opts, nil, start)
 	v2.Version = 2
 	applyErr(t, s, at(v2, 3400), ErrInvalidCommand)
 	if _, ok := s.Jobs["j4"]; ok {
 		t.Error("a refused CreateJob created the job")
 	}
 	// A job that exists already keeps its state whatever the start says.
-	applyOK(t, s, at(NewCreateJobAt("j1", "fp1", opts, nil, &ScaleStart{Workers: 5, From: "j2"}), 3500))
+	applyOK(t, s, at(LegacyCreateJobAt("j1", "fp1", opts, nil, &ScaleStart{Workers: 5, From: "j2"}), 3500))
 	if w := s.Jobs["j1"].Scale.Workers; w != 2 {
 		t.Errorf("an existing job's count moved to %d", w)
 	}

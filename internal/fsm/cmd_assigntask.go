@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/feedmesh/feedmesh/internal/splits"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 )
 
 // assignTaskBody is the body of TypeAssignTask.
@@ -53,7 +53,7 @@ func applyAssignTask(s *State, c Command) (any, error) {
 		return nil, fmt.Errorf("%w: worker %q was expired from job %q (declared dead, the splits it held counted lost) and does not rejoin it: its consumers have dropped it",
 			ErrNotAssigned, b.Worker, b.Job)
 	}
-	if j.Options.Sharding == splits.Static {
+	if j.Options.Sharding() == jobspec.Static {
 		if _, ok := slices.BinarySearch(j.StaticWorkers, b.Worker); !ok {
 			return nil, fmt.Errorf("%w: job %q is static over %v, chosen at creation; %q is not among them",
 				ErrNotAssigned, b.Job, j.StaticWorkers, b.Worker)

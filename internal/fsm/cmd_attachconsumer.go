@@ -53,13 +53,13 @@ func applyAttachConsumer(s *State, c Command) (any, error) {
 		return nil, fmt.Errorf("%w: consumer %q left job %q; a new consumer needs a new id", ErrDetached, b.Consumer, b.Job)
 	}
 	if _, ok := j.Consumers[b.Consumer]; !ok {
-		limit := j.Options.NumConsumers
+		limit := j.Options.NumConsumers()
 		if limit == 0 {
 			limit = maxJobConsumers
 		}
 		if len(j.Consumers) >= limit {
 			return nil, fmt.Errorf("%w: job %q already has %d consumers (num_consumers %d); a consumer that crashed holds its place until its lease expires (consumer_ttl %s)",
-				ErrLimit, b.Job, len(j.Consumers), j.Options.NumConsumers, j.Options.ConsumerTTL)
+				ErrLimit, b.Job, len(j.Consumers), j.Options.NumConsumers(), j.Options.ConsumerTTL())
 		}
 	}
 	if b.Metrics != nil {
@@ -70,7 +70,7 @@ func applyAttachConsumer(s *State, c Command) (any, error) {
 			return nil, fmt.Errorf("%w: %v", ErrInvalidCommand, err)
 		}
 	}
-	exp := addSat(c.At, j.Options.ConsumerTTL)
+	exp := addSat(c.At, j.Options.ConsumerTTL())
 	j.Consumers[b.Consumer] = exp
 	if b.Metrics != nil {
 		if j.ConsumerMetrics == nil {

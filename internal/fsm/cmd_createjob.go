@@ -5,12 +5,14 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/internal/plan/autoscale"
 	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/ranges"
 )
 
-// createJobBody is the body of TypeCreateJob.
+// createJobBody is the body of TypeCreateJob v1..v5: the job's options in
+// the legacy form (JobOptions), converted once on decode.
 type createJobBody struct {
 	Name          string     `cbor:"1,keyasint"`
 	Fingerprint   string     `cbor:"2,keyasint"`
@@ -22,6 +24,60 @@ type createJobBody struct {
 	// Scale (CreateJob v3, autoscaling jobs only) starts a new job at
 	// more than one worker (NewCreateJobAt).
 	Scale *ScaleStart `cbor:"6,keyasint,omitempty"`
+}
+
+// createJobV6 is the first CreateJob version that carries the job's
+// options as jobspec encodes them: v6 carries jobspec schema 1, and a
+// schema s needs version createJobV6-1+s (a node refuses the versions of
+// a schema it does not know, as any version it does not know).
+const createJobV6 = 6
+
+// createJobMaxVersion is the newest CreateJob this node knows.
+const createJobMaxVersion = createJobV6 - 1 + jobspec.Schema
+
+// createJobBodyV6 is the body of TypeCreateJob v6 and later: the job's
+// options under their own key, in jobspec's encoding (key 3 held the
+// legacy form), and the proposer's count_loss beside them.
+type createJobBodyV6 struct {
+	Name          string      `cbor:"1,keyasint"`
+	Fingerprint   string      `cbor:"2,keyasint"`
+	StaticWorkers []string    `cbor:"4,keyasint,omitempty"`
+	Resume        *ResumeBody `cbor:"5,keyasint,omitempty"`
+	Scale         *ScaleStart `cbor:"6,keyasint,omitempty"`
+	// Options are the job's options, normalized (decoding a jobspec.Job
+	// normalizes and checks it).
+	Options jobspec.Job `cbor:"7,keyasint"`
+	// CountLoss: Job.CountLoss.
+	CountLoss bool `cbor:"8,keyasint,omitempty"`
+}
+
+// createJob is a CreateJob of any version, decoded and checked on its
+// own (checkCreateJob, checkCreateJobV6), as applyCreateJob applies it.
+type createJob struct {
+	Name          string
+	Fingerprint   string
+	Options       jobspec.Job
+	CountLoss     bool
+	StaticWorkers []string
+	Resume        *ResumeBody
+	Scale         *ScaleStart
+}
+
+// Create is a new job as a node proposes it (NewCreateJob: CreateJob v6).
+type Create struct {
+	// Name and Fingerprint name the job and its registered dataset.
+	Name, Fingerprint string
+	// Options are the job's options (jobspec.Options.Normalize's Job).
+	Options jobspec.Job
+	// CountLoss: Job.CountLoss, the proposer's decision.
+	CountLoss bool
+	// StaticWorkers (a new STATIC job) is the worker list agreed at
+	// creation: sorted, deduplicated and cut to MaxWorkers; it must not be
+	// empty. Ignored for an existing job.
+	StaticWorkers []string
+	// Scale (a new autoscaling job) starts it at more than one worker,
+	// where an earlier job of its dataset converged: see NewCreateJobAt.
+	Scale *ScaleStart
 }
 
 // ScaleStart is where a new autoscaling job starts: at Workers, the count
@@ -46,32 +102,27 @@ type ResumeBody struct {
 	Delivered ranges.Delivered `cbor:"4,keyasint"`
 }
 
-// NewCreateJob creates job name over the registered dataset fingerprint.
-// It is idempotent by name: if the job exists with the same dataset and the
-// same (normalized) options, the result is the existing job's ID; if they
-// differ it is rejected with ErrMismatch and a message naming every
-// difference, e.g. `job "j1" exists with sharding=dynamic, not off`. An
-// unregistered dataset is ErrUnknownDataset. staticWorkers matters only for
-// a new STATIC job: it is sorted, deduplicated and cut to MaxWorkers, and
-// must not be empty; for an existing job it is ignored (the list agreed at
-// creation stands). Result: uint64, the job ID.
-func NewCreateJob(name, fingerprint string, o JobOptions, staticWorkers []string) Command {
-	return NewCreateJobAt(name, fingerprint, o, staticWorkers, nil)
-}
-
-// NewCreateJobAt is NewCreateJob for an autoscaling job that starts at
-// start.Workers instead of one worker, scaling up from there (Cachew's
+// NewCreateJob creates job c.Name over the registered dataset
+// c.Fingerprint (CreateJob v6: the options as jobspec.Job carries them).
+// It is idempotent by name: if the job exists with the same dataset and
+// the same options (count_loss included), the result is the existing
+// job's ID; if they differ it is rejected with a JobMismatchError naming
+// every difference, e.g. `job "j1" exists with sharding=dynamic, not off`.
+// An unregistered dataset is ErrUnknownDataset. For a new STATIC job
+// c.StaticWorkers is sorted, deduplicated and cut to MaxWorkers, and must
+// not be empty; for an existing job it is ignored (the list agreed at
+// creation stands). c.Scale starts a new autoscaling job at
+// c.Scale.Workers instead of one worker, scaling up from there (Cachew's
 // policy then tries one more, and converges back when it brings nothing),
 // because an earlier job of its dataset converged there (a repeated
-// training run need not climb from one worker again). A nil start is
-// NewCreateJob; so is any start for a job that exists already. A start
-// above the job's MaxWorkers starts at MaxWorkers.
-func NewCreateJobAt(name, fingerprint string, o JobOptions, staticWorkers []string, start *ScaleStart) Command {
-	v := createJobVersion(o)
-	if start != nil {
-		v = max(v, 3)
-	}
-	return newCommand(TypeCreateJob, v, createJobBody{Name: name, Fingerprint: fingerprint, Options: o, StaticWorkers: staticWorkers, Scale: start})
+// training run need not climb from one worker again); a start above the
+// job's MaxWorkers starts at MaxWorkers, and any start of a job that
+// exists already is ignored. Result: uint64, the job ID.
+//
+// A node that knows CreateJob up to v5 refuses it (ErrUnknownVersion):
+// every node must run this version or later.
+func NewCreateJob(c Create) Command {
+	return newCommand(TypeCreateJob, createJobV6-1+uint16(c.Options.Schema()), c.body())
 }
 
 // NewResumeJob is NewCreateJob for an exactly-once DYNAMIC job resumed
@@ -86,15 +137,78 @@ func NewCreateJobAt(name, fingerprint string, o JobOptions, staticWorkers []stri
 //
 // A checkpoint of job r.From that is not in yet, for the job resumed from
 // it once that has started, is ErrJobInUse while consumers read it (and
-// replaces it once none does). Result: uint64, the job ID.
-func NewResumeJob(name, fingerprint string, o JobOptions, r ResumeBody) Command {
+// replaces it once none does). c.StaticWorkers and c.Scale do not apply.
+// Result: uint64, the job ID.
+func NewResumeJob(c Create, r ResumeBody) Command {
+	b := c.body()
+	b.StaticWorkers, b.Scale, b.Resume = nil, nil, &r
+	return newCommand(TypeCreateJob, createJobV6-1+uint16(c.Options.Schema()), b)
+}
+
+func (c Create) body() createJobBodyV6 {
+	return createJobBodyV6{Name: c.Name, Fingerprint: c.Fingerprint, Options: c.Options, CountLoss: c.CountLoss, StaticWorkers: c.StaticWorkers, Scale: c.Scale}
+}
+
+// LegacyCreateJob is CreateJob in the version before v6 that carries o
+// (v1..v5, the options in their legacy form), as older nodes proposed it:
+// what older logs hold. The state machine applies it as it always has.
+// Tests use it to write a job's options in the state machine's own terms
+// (Sharding as splits.Policy, at-most-once as "", CountLoss among them);
+// the nodes propose NewCreateJob. See NewCreateJob for the semantics.
+func LegacyCreateJob(name, fingerprint string, o JobOptions, staticWorkers []string) Command {
+	return LegacyCreateJobAt(name, fingerprint, o, staticWorkers, nil)
+}
+
+// LegacyCreateJobAt is LegacyCreateJob with a scale start (v3 or later;
+// see Create.Scale).
+func LegacyCreateJobAt(name, fingerprint string, o JobOptions, staticWorkers []string, start *ScaleStart) Command {
+	v := createJobVersion(o)
+	if start != nil {
+		v = max(v, 3)
+	}
+	return newCommand(TypeCreateJob, v, createJobBody{Name: name, Fingerprint: fingerprint, Options: o, StaticWorkers: staticWorkers, Scale: start})
+}
+
+// LegacyResumeJob is NewResumeJob in the legacy form (LegacyCreateJob).
+func LegacyResumeJob(name, fingerprint string, o JobOptions, r ResumeBody) Command {
 	return newCommand(TypeCreateJob, createJobVersion(o), createJobBody{Name: name, Fingerprint: fingerprint, Options: o, Resume: &r})
 }
 
-// createJobVersion is the least version that carries o: 5 with
-// CountLoss (key 17), 4 with an offload boundary (options key 16, which a version-3 node would drop),
-// 2 with Autoscale (key 12), else 1: a log that uses no new option stays
-// readable by older nodes.
+// UpgradeCreateJob rewrites a CreateJob v1..v5 as the v6 command that
+// creates the same job, with the same stamp: for the tests that run a
+// recorded scenario both ways, and for tools that rewrite an old log.
+// Only a command whose legacy options are valid upgrades (an invalid one
+// has no v6 form: the state machine refuses it either way); anything else
+// is returned as it is, with false.
+func UpgradeCreateJob(c Command) (Command, bool) {
+	if c.Type != TypeCreateJob || c.Version >= createJobV6 {
+		return c, false
+	}
+	var b createJobBody
+	if decodeBody(c, &b) != nil {
+		return c, false
+	}
+	o := b.Options.Normalized()
+	if o.validate() != nil {
+		return c, false
+	}
+	job, err := o.stored()
+	if err != nil {
+		return c, false
+	}
+	n := Create{Name: b.Name, Fingerprint: b.Fingerprint, Options: job, CountLoss: o.CountLoss, StaticWorkers: b.StaticWorkers, Scale: b.Scale}
+	u := NewCreateJob(n)
+	if b.Resume != nil {
+		u = NewResumeJob(n, *b.Resume)
+	}
+	u.At = c.At
+	return u, true
+}
+
+// createJobVersion is the least legacy version that carries o: 5 with
+// CountLoss (key 17), 4 with an offload boundary (options key 16, which a
+// version-3 node would drop), 2 with Autoscale (key 12), else 1: a log
+// that uses no new option stays readable by older nodes.
 func createJobVersion(o JobOptions) uint16 {
 	switch {
 	case o.CountLoss:
@@ -131,17 +245,14 @@ func resumeExpect(j *Job, from uint64) []string {
 // ID. The steps check in the order the log has always been applied in: an
 // older node rejects the same entries with the same errors.
 func applyCreateJob(s *State, c Command) (any, error) {
-	var b createJobBody
-	if err := decodeBody(c, &b); err != nil {
-		return nil, err
-	}
-	o, err := checkCreateJob(b, c.Version)
+	b, err := decodeCreateJob(c)
 	if err != nil {
 		return nil, err
 	}
+	o := b.Options
 	var expect []string // a resume: consumers whose checkpoints it waits for, whatever the counts say
 	if j, ok := s.Jobs[b.Name]; ok {
-		id, replace, err := existingJob(j, b, o)
+		id, replace, err := existingJob(j, b)
 		if !replace {
 			return id, err
 		}
@@ -153,39 +264,41 @@ func applyCreateJob(s *State, c Command) (any, error) {
 		// entries, and every replica must keep applying them alike.)
 		delete(s.Jobs, b.Name)
 	}
-	ds, group, err := s.roomForJob(b, o)
+	ds, group, err := s.roomForJob(b)
 	if err != nil {
 		return nil, err
 	}
 	j := &Job{
-		ID: s.applying, Name: b.Name, Fingerprint: b.Fingerprint, NumSplits: ds.NumSplits, Options: o,
+		ID: s.applying, Name: b.Name, Fingerprint: b.Fingerprint, NumSplits: ds.NumSplits, Options: o, CountLoss: b.CountLoss,
 		CreatedAt: c.At, Consumers: map[string]int64{}, Workers: map[string]WorkerState{}, NoConsumersSince: c.At,
 	}
-	switch o.Sharding {
-	case splits.Static:
-		ws, err := staticWorkers(b.StaticWorkers, o.MaxWorkers)
+	switch o.Sharding() {
+	case jobspec.Static:
+		ws, err := staticWorkers(b.StaticWorkers, o.MaxWorkers())
 		if err != nil {
 			return nil, fmt.Errorf("job %q: %w", b.Name, err)
 		}
 		j.StaticWorkers = ws
-	case splits.Dynamic:
-		if j.Dynamic, err = newDynamic(b, o, ds, expect); err != nil {
+	case jobspec.Dynamic:
+		if j.Dynamic, err = newDynamic(b, ds, expect); err != nil {
 			return nil, err
 		}
-		if o.Share {
+		if o.Share() {
 			if group == "" {
-				group = s.newShareGroup(ds, o, c.At)
+				if group, err = s.newShareGroup(ds, o.Epochs(), c.At); err != nil {
+					return nil, err
+				}
 			}
 			j.ShareGroup = group
 		}
 	}
-	if o.Coordinated {
+	if o.Coordinated() {
 		j.Rounds = &RoundState{Reached: map[int]int64{}}
 	}
-	if o.Autoscale {
+	if o.Autoscale() {
 		sc := autoscale.NewState()
 		if st := b.Scale; st != nil {
-			sc = warmScaleState(*st, o.MaxWorkers)
+			sc = warmScaleState(*st, o.MaxWorkers())
 		}
 		j.Scale = &sc
 	}
@@ -193,46 +306,112 @@ func applyCreateJob(s *State, c Command) (any, error) {
 	return j.ID, nil
 }
 
-// checkCreateJob checks what a CreateJob says on its own (its version,
-// scale start, names and options) and returns its normalized options.
-func checkCreateJob(b createJobBody, version uint16) (JobOptions, error) {
+// decodeCreateJob decodes a CreateJob of any version and checks what it
+// says on its own.
+func decodeCreateJob(c Command) (createJob, error) {
+	if c.Version >= createJobV6 {
+		var b createJobBodyV6
+		if err := decodeBody(c, &b); err != nil {
+			return createJob{}, err
+		}
+		return checkCreateJobV6(b, c.Version)
+	}
+	var b createJobBody
+	if err := decodeBody(c, &b); err != nil {
+		return createJob{}, err
+	}
+	return checkCreateJob(b, c.Version)
+}
+
+// checkCreateJob checks what a CreateJob v1..v5 says on its own (its
+// version, scale start, names and options, in the order it always has)
+// and converts its options, normalized, to a job's.
+func checkCreateJob(b createJobBody, version uint16) (createJob, error) {
 	if v := createJobVersion(b.Options); version < v {
-		return JobOptions{}, fmt.Errorf("%w: CreateJob v%d cannot carry these options (autoscale needs v2, offload_boundary v4, count_loss v5; want v%d)", ErrInvalidCommand, version, v)
+		return createJob{}, fmt.Errorf("%w: CreateJob v%d cannot carry these options (autoscale needs v2, offload_boundary v4, count_loss v5; want v%d)", ErrInvalidCommand, version, v)
 	}
 	if st := b.Scale; st != nil {
 		switch {
 		case version < 3:
-			return JobOptions{}, fmt.Errorf("%w: CreateJob v%d cannot carry a scale start (v3)", ErrInvalidCommand, version)
+			return createJob{}, fmt.Errorf("%w: CreateJob v%d cannot carry a scale start (v3)", ErrInvalidCommand, version)
 		case !b.Options.Autoscale:
-			return JobOptions{}, fmt.Errorf("%w: job %q: a scale start is for autoscaling jobs", ErrInvalidCommand, b.Name)
-		case st.Workers < 1 || st.Workers > maxJobWorkers:
-			return JobOptions{}, fmt.Errorf("%w: job %q: scale start at %d workers (want 1..%d)", ErrInvalidCommand, b.Name, st.Workers, maxJobWorkers)
-		}
-		if err := checkName("scale start's job name", st.From); err != nil {
-			return JobOptions{}, err
+			return createJob{}, fmt.Errorf("%w: job %q: a scale start is for autoscaling jobs", ErrInvalidCommand, b.Name)
 		}
 	}
-	if err := checkName("job name", b.Name); err != nil {
-		return JobOptions{}, err
+	if err := checkScaleStart(b.Name, b.Scale); err != nil {
+		return createJob{}, err
 	}
-	if err := checkName("dataset fingerprint", b.Fingerprint); err != nil {
-		return JobOptions{}, err
+	if err := checkNames(b.Name, b.Fingerprint); err != nil {
+		return createJob{}, err
 	}
 	o := b.Options.Normalized()
 	if err := o.validate(); err != nil {
-		return JobOptions{}, err
+		return createJob{}, err
 	}
 	if b.Resume != nil && (o.Sharding != splits.Dynamic || o.Delivery != DeliveryExactlyOnce || o.Share) {
-		return JobOptions{}, fmt.Errorf("%w: job %q: only exactly-once DYNAMIC jobs without share resume from checkpoints", ErrInvalidCommand, b.Name)
+		return createJob{}, fmt.Errorf("%w: job %q: only exactly-once DYNAMIC jobs without share resume from checkpoints", ErrInvalidCommand, b.Name)
 	}
-	return o, nil
+	job, err := o.stored()
+	if err != nil {
+		return createJob{}, err
+	}
+	return createJob{Name: b.Name, Fingerprint: b.Fingerprint, Options: job, CountLoss: o.CountLoss, StaticWorkers: b.StaticWorkers, Resume: b.Resume, Scale: b.Scale}, nil
+}
+
+// checkCreateJobV6 checks what a CreateJob v6 or later says on its own:
+// its options (which decoding normalized and checked against jobspec's
+// rules, and here against the state machine's: checkStored), its scale
+// start and names.
+func checkCreateJobV6(b createJobBodyV6, version uint16) (createJob, error) {
+	o := b.Options
+	if o.IsZero() {
+		return createJob{}, fmt.Errorf("%w: CreateJob v%d of job %q without the job's options (key 7)", ErrInvalidCommand, version, b.Name)
+	}
+	if v := createJobV6 - 1 + uint16(o.Schema()); version < v {
+		return createJob{}, fmt.Errorf("%w: CreateJob v%d cannot carry these options (job options schema %d: want v%d)", ErrInvalidCommand, version, o.Schema(), v)
+	}
+	if b.Scale != nil && !o.Autoscale() {
+		return createJob{}, fmt.Errorf("%w: job %q: a scale start is for autoscaling jobs", ErrInvalidCommand, b.Name)
+	}
+	if err := checkScaleStart(b.Name, b.Scale); err != nil {
+		return createJob{}, err
+	}
+	if err := checkNames(b.Name, b.Fingerprint); err != nil {
+		return createJob{}, err
+	}
+	if err := checkStored(o, b.CountLoss); err != nil {
+		return createJob{}, err
+	}
+	if b.Resume != nil && (o.Sharding() != jobspec.Dynamic || o.Delivery() != jobspec.ExactlyOnce || o.Share()) {
+		return createJob{}, fmt.Errorf("%w: job %q: only exactly-once DYNAMIC jobs without share resume from checkpoints", ErrInvalidCommand, b.Name)
+	}
+	return createJob{Name: b.Name, Fingerprint: b.Fingerprint, Options: o, CountLoss: b.CountLoss, StaticWorkers: b.StaticWorkers, Resume: b.Resume, Scale: b.Scale}, nil
+}
+
+// checkScaleStart checks a scale start's count and the job it names.
+func checkScaleStart(job string, st *ScaleStart) error {
+	if st == nil {
+		return nil
+	}
+	if st.Workers < 1 || st.Workers > maxJobWorkers {
+		return fmt.Errorf("%w: job %q: scale start at %d workers (want 1..%d)", ErrInvalidCommand, job, st.Workers, maxJobWorkers)
+	}
+	return checkName("scale start's job name", st.From)
+}
+
+// checkNames checks a CreateJob's job name and dataset fingerprint.
+func checkNames(name, fingerprint string) error {
+	if err := checkName("job name", name); err != nil {
+		return err
+	}
+	return checkName("dataset fingerprint", fingerprint)
 }
 
 // existingJob decides a CreateJob for a name that has job j: its ID (a
 // retry, a consumer joining, a checkpoint the resumed job waits for), an
 // error, or replace: a resume replaces j.
-func existingJob(j *Job, b createJobBody, o JobOptions) (id any, replace bool, err error) {
-	d := j.Options.diff(o)
+func existingJob(j *Job, b createJob) (id any, replace bool, err error) {
+	d := optionsDiff(j.Options, j.CountLoss, b.Options, b.CountLoss)
 	if j.Fingerprint != b.Fingerprint {
 		d = append([]string{fmt.Sprintf("dataset %s, not %s", j.Fingerprint, b.Fingerprint)}, d...)
 	}
@@ -259,7 +438,7 @@ func existingJob(j *Job, b createJobBody, o JobOptions) (id any, replace bool, e
 	}
 	if len(j.Consumers) > 0 {
 		return nil, false, fmt.Errorf("%w: job %q (id %d) still has %d consumer(s) attached; a job resumes from checkpoints once every consumer of it has stopped (Close) or its lease has expired (consumer_ttl %v)",
-			ErrJobInUse, b.Name, j.ID, len(j.Consumers), j.Options.ConsumerTTL)
+			ErrJobInUse, b.Name, j.ID, len(j.Consumers), j.Options.ConsumerTTL())
 	}
 	return nil, true, nil
 }
@@ -267,7 +446,8 @@ func existingJob(j *Job, b createJobBody, o JobOptions) (id any, replace bool, e
 // roomForJob checks that a new job may be created: its name, its
 // dataset, the bounds, and room for a share group if it needs a new one
 // (group: the share group it joins, "" if none or a new one).
-func (s *State) roomForJob(b createJobBody, o JobOptions) (ds Dataset, group string, err error) {
+func (s *State) roomForJob(b createJob) (ds Dataset, group string, err error) {
+	o := b.Options
 	if strings.HasPrefix(b.Name, shareGroupPrefix) {
 		return Dataset{}, "", fmt.Errorf("%w: job name %q: the prefix %q is reserved for share groups", ErrInvalidCommand, b.Name, shareGroupPrefix)
 	}
@@ -278,8 +458,8 @@ func (s *State) roomForJob(b createJobBody, o JobOptions) (ds Dataset, group str
 	if len(s.Jobs) >= maxJobs {
 		return Dataset{}, "", fmt.Errorf("%w: %d jobs exist", ErrLimit, len(s.Jobs))
 	}
-	if o.Share && o.Sharding == splits.Dynamic {
-		if group = s.findShareGroup(ds.Fingerprint, o.Epochs); group == "" && len(s.Jobs)+1 >= maxJobs {
+	if o.Share() && o.Sharding() == jobspec.Dynamic {
+		if group = s.findShareGroup(ds.Fingerprint, o.Epochs()); group == "" && len(s.Jobs)+1 >= maxJobs {
 			return Dataset{}, "", fmt.Errorf("%w: %d jobs exist, no room for the job and its share group", ErrLimit, len(s.Jobs))
 		}
 	}
@@ -289,8 +469,9 @@ func (s *State) roomForJob(b createJobBody, o JobOptions) (ds Dataset, group str
 // newDynamic is a new DYNAMIC job's lease bookkeeping: resumed from the
 // command's checkpoint (waiting for the checkpoints of expect too),
 // exactly-once, counting its loss, or at-most-once.
-func newDynamic(b createJobBody, o JobOptions, ds Dataset, expect []string) (*splits.DynamicState, error) {
-	epochs := max(o.Epochs, 0) // splits: 0 repeats forever
+func newDynamic(b createJob, ds Dataset, expect []string) (*splits.DynamicState, error) {
+	o := b.Options
+	epochs := max(o.Epochs(), 0) // splits: 0 repeats forever
 	switch {
 	case b.Resume != nil:
 		d := splits.NewDynamicResumed(ds.NumSplits, epochs, b.Resume.From)
@@ -299,9 +480,9 @@ func newDynamic(b createJobBody, o JobOptions, ds Dataset, expect []string) (*sp
 			return nil, fmt.Errorf("%w: job %q: %v", ErrInvalidCommand, b.Name, err)
 		}
 		return d, nil
-	case o.Delivery == DeliveryExactlyOnce:
+	case o.Delivery() == jobspec.ExactlyOnce:
 		return splits.NewDynamicExactlyOnce(ds.NumSplits, epochs), nil
-	case o.CountLoss:
+	case b.CountLoss:
 		return splits.NewDynamicCounted(ds.NumSplits, epochs), nil
 	}
 	return splits.NewDynamic(ds.NumSplits, epochs), nil

@@ -29,7 +29,7 @@ func applyExpireConsumers(s *State, c Command) (any, error) {
 	for _, name := range slices.Sorted(maps.Keys(s.Jobs)) {
 		j := s.Jobs[name]
 		for id, at := range j.Detached {
-			if addSat(at, j.Options.ConsumerTTL) < b.Now {
+			if addSat(at, j.Options.ConsumerTTL()) < b.Now {
 				delete(j.Detached, id)
 			}
 		}

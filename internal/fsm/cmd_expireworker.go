@@ -67,7 +67,7 @@ func applyExpireWorker(s *State, c Command) (any, error) {
 			// The metrics that straddle the worker's replacement say
 			// nothing about the count (jobs of a log from before
 			// AllocateJob are not allocated and replay as they did).
-			*sc = sc.WorkerLost(j.Options.tuneScale(scaleConfigAllocated))
+			*sc = sc.WorkerLost(j.tuneScale(scaleConfigAllocated))
 		}
 		if j.Rounds != nil {
 			j.Rounds.evictWorker(b.Worker)

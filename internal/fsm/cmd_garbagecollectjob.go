@@ -41,7 +41,7 @@ func applyGarbageCollectJob(s *State, c Command) (any, error) {
 	}
 	if !j.gcDue(c.At) {
 		return nil, fmt.Errorf("%w: job %q has had no consumer for %v of its gc_after %v",
-			ErrJobInUse, b.Job, timeDiff(c.At, j.NoConsumersSince), j.Options.GCAfter)
+			ErrJobInUse, b.Job, timeDiff(c.At, j.NoConsumersSince), j.Options.GCAfter())
 	}
 	delete(s.Jobs, b.Job)
 	if g := j.ShareGroup; g != "" && !s.groupReferenced(g) {

@@ -121,6 +121,6 @@ func applyLeaseSplits(s *State, c Command) (any, error) {
 		return l, nil
 	}
 	l := j.Dynamic.LeasePreferring(b.Worker, b.RequestID, min(max(b.N, 1), maxLeaseSplits), b.Prefer)
-	l.Cut = j.Options.OffloadBoundary // the job's cut now (a retry's answer carries the cut in force)
+	l.Cut = j.Options.OffloadBoundary() // the job's cut now (a retry's answer carries the cut in force)
 	return l, nil
 }

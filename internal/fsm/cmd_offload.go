@@ -24,7 +24,7 @@ type OffloadBody struct {
 	Retire bool `cbor:"6,keyasint,omitempty"`
 	// Cut (version 2) cuts the job's pipeline after that many ops from
 	// now on (offload auto's "which ops", decided once the job runs):
-	// JobOptions.OffloadBoundary is set, and the splits leased from then
+	// the job's OffloadBoundary is set, and the splits leased from then
 	// on carry it (splits.Lease.Cut), so that their workers run the
 	// prefix and ship single elements. Allowed once, in an exactly-once
 	// job whose only consumer asks and that has no cut yet; asking again
@@ -77,8 +77,10 @@ func applyOffload(s *State, c Command) (any, error) {
 			return nil, fmt.Errorf("%w: %v", ErrInvalidCommand, err)
 		}
 	}
+	cut := j.Options
 	if b.Cut != 0 {
-		if err := checkCutMidJob(j, b, c.Version); err != nil {
+		var err error
+		if cut, err = checkCutMidJob(j, b, c.Version); err != nil {
 			return nil, err
 		}
 	}
@@ -109,11 +111,9 @@ func applyOffload(s *State, c Command) (any, error) {
 			j.Workers[name] = WorkerState{Since: c.At}
 		}
 	}
-	if b.Cut != 0 {
-		// Set only now that nothing of the command can be refused: a
-		// refused command changes nothing.
-		j.Options.OffloadBoundary = b.Cut
-	}
+	// The cut is set only now that nothing of the command can be
+	// refused: a refused command changes nothing.
+	j.Options = cut
 	if (b.Remote != RemoteUnchanged && (j.RemoteOff() || b.Remote == RemoteOff)) || b.Report != nil {
 		if j.Offload == nil {
 			j.Offload = &OffloadState{}
@@ -132,21 +132,26 @@ func applyOffload(s *State, c Command) (any, error) {
 }
 
 // checkCutMidJob refuses a running job's cut (OffloadBody.Cut) that
-// cannot be set; applyOffload sets it once the whole command passes.
-func checkCutMidJob(j *Job, b OffloadBody, version uint16) error {
+// cannot be set, and returns the job's options with it; applyOffload sets
+// them once the whole command passes.
+func checkCutMidJob(j *Job, b OffloadBody, version uint16) (jobspec.Job, error) {
 	switch {
 	case version < 2:
-		return fmt.Errorf("%w: Offload v%d with a cut (v2)", ErrInvalidCommand, version)
-	case b.Cut < 0 || b.Cut > maxOffloadBoundary:
-		return fmt.Errorf("%w: offload cut %d (want 1..%d)", ErrInvalidCommand, b.Cut, maxOffloadBoundary)
-	case j.Options.OffloadBoundary == b.Cut:
-		return nil // a retry
-	case j.Options.OffloadBoundary != 0:
-		return fmt.Errorf("%w: job %q is cut after %d ops already; a cut is set once", ErrInvalidCommand, j.Name, j.Options.OffloadBoundary)
+		return jobspec.Job{}, fmt.Errorf("%w: Offload v%d with a cut (v2)", ErrInvalidCommand, version)
+	case b.Cut < 0 || b.Cut > jobspec.MaxOffloadBoundary:
+		return jobspec.Job{}, fmt.Errorf("%w: offload cut %d (want 1..%d)", ErrInvalidCommand, b.Cut, jobspec.MaxOffloadBoundary)
+	case j.Options.OffloadBoundary() == b.Cut:
+		return j.Options, nil // a retry
+	case j.Options.OffloadBoundary() != 0:
+		return jobspec.Job{}, fmt.Errorf("%w: job %q is cut after %d ops already; a cut is set once", ErrInvalidCommand, j.Name, j.Options.OffloadBoundary())
 	case !j.Dynamic.ExactlyOnce():
-		return fmt.Errorf("%w: job %q: a cut needs exactly-once delivery (the consumer seeds the ops after it from each element's provenance)", ErrInvalidCommand, j.Name)
+		return jobspec.Job{}, fmt.Errorf("%w: job %q: a cut needs exactly-once delivery (the consumer seeds the ops after it from each element's provenance)", ErrInvalidCommand, j.Name)
 	case len(j.Consumers) != 1:
-		return fmt.Errorf("%w: job %q has %d consumers: only a job's only consumer cuts it while it runs (each consumer runs the ops after the cut)", ErrInvalidCommand, j.Name, len(j.Consumers))
+		return jobspec.Job{}, fmt.Errorf("%w: job %q has %d consumers: only a job's only consumer cuts it while it runs (each consumer runs the ops after the cut)", ErrInvalidCommand, j.Name, len(j.Consumers))
 	}
-	return nil
+	cut, err := j.Options.WithOffloadBoundary(b.Cut)
+	if err != nil {
+		return jobspec.Job{}, fmt.Errorf("%w: job %q: %v", ErrInvalidCommand, j.Name, err)
+	}
+	return cut, nil
 }

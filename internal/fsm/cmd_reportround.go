@@ -33,8 +33,8 @@ func applyReportRound(s *State, c Command) (any, error) {
 	if j.Rounds == nil {
 		return nil, fmt.Errorf("%w: job %q does not use coordinated reads", ErrInvalidCommand, b.Job)
 	}
-	if b.Index < 0 || b.Index >= j.Options.NumConsumers {
-		return nil, fmt.Errorf("%w: consumer index %d outside [0, %d)", ErrInvalidCommand, b.Index, j.Options.NumConsumers)
+	if b.Index < 0 || b.Index >= j.Options.NumConsumers() {
+		return nil, fmt.Errorf("%w: consumer index %d outside [0, %d)", ErrInvalidCommand, b.Index, j.Options.NumConsumers())
 	}
 	if b.Round < 0 || b.Round > maxRound {
 		return nil, fmt.Errorf("%w: round %d outside [0, %d]", ErrInvalidCommand, b.Round, int64(maxRound))
@@ -45,7 +45,7 @@ func applyReportRound(s *State, c Command) (any, error) {
 	}
 	r.Reached[b.Index] = max(r.Reached[b.Index], b.Round)
 	r.Started = true
-	if len(r.Reached) == j.Options.NumConsumers && len(r.Schedule.Changes) > 0 {
+	if len(r.Reached) == j.Options.NumConsumers() && len(r.Schedule.Changes) > 0 {
 		low := r.Reached[0]
 		for _, v := range r.Reached {
 			low = min(low, v)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/internal/plan/autoscale"
 	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/ranges"
@@ -25,6 +26,9 @@ type compatDriver struct {
 	inc    map[string]uint64       // worker → incarnation
 	seq    map[string]uint64       // job/consumer → report number
 	batch  map[string]int64        // job/consumer → batches received
+	// v6: the log's part after compatLegacyEntries, whose jobs are
+	// created as the nodes create them since: CreateJob v6.
+	v6 bool
 }
 
 var compatOptions = []JobOptions{
@@ -39,6 +43,43 @@ var compatOptions = []JobOptions{
 	{Sharding: splits.Off, Epochs: 1, Compression: "lz4"},
 	{Sharding: splits.Dynamic, Epochs: 1, Autoscale: true, AutoscaleThreshold: 0.05, AutoscaleRevisit: 3, AutoscalePause: -1},
 	{Sharding: splits.Dynamic, Epochs: 1, Delivery: DeliveryExactlyOnce},
+}
+
+// compatRequests are options as consumers ask for them, normalized as a
+// node does (jobspec's defaults: DYNAMIC is exactly-once and autoscales),
+// for the v6 part of the log.
+var compatRequests = []jobspec.Options{
+	{Sharding: jobspec.Dynamic},
+	{Sharding: jobspec.Dynamic, Delivery: jobspec.AtMostOnce, Workers: jobspec.FixedWorkers(2)},
+	{Sharding: jobspec.Dynamic, Epochs: 2, OffloadBoundary: 2, MaxWorkers: 3, Workers: jobspec.AutoWorkers},
+	{Sharding: jobspec.Dynamic, Share: true},
+	{Coordinated: true, NumConsumers: 2},
+	{Sharding: jobspec.Off, Compression: "zstd"},
+	{Sharding: jobspec.Static, Workers: "2"},
+}
+
+// compatCreate is a job's Create as the v6 part proposes it: the legacy
+// options o converted (the kinds the recording has had since the
+// start), or a consumer's request normalized.
+func compatCreate(name, fp string, o JobOptions) Create {
+	job, err := o.Normalized().stored()
+	if err != nil {
+		panic(fmt.Sprintf("compat option %+v: %v", o, err)) // the fixed table is valid
+	}
+	return Create{Name: name, Fingerprint: fp, Options: job, CountLoss: o.CountLoss}
+}
+
+func compatRequest(name, fp string, o jobspec.Options) Create {
+	o.Name = name
+	n, err := o.Normalize()
+	if err != nil {
+		panic(fmt.Sprintf("compat request %+v: %v", o, err)) // the fixed table is valid
+	}
+	// As mesh does: an at-most-once DYNAMIC job without share or
+	// coordinated reads counts its loss.
+	j := n.Job()
+	count := j.Delivery() == jobspec.AtMostOnce && j.Sharding() == jobspec.Dynamic && !j.Share() && !j.Coordinated()
+	return Create{Name: name, Fingerprint: fp, Options: j, CountLoss: count}
 }
 
 func (d *compatDriver) pick(prefix string, n int) string {
@@ -80,6 +121,9 @@ func (d *compatDriver) choose() Command {
 }
 
 func (d *compatDriver) create(job string) Command {
+	if d.v6 {
+		return d.createV6(job)
+	}
 	r := d.r
 	if r.IntN(8) == 0 {
 		o := JobOptions{Sharding: splits.Dynamic, Epochs: 2, Delivery: DeliveryExactlyOnce, ConsumerTTL: 5 * time.Second, GCAfter: 10 * time.Second}
@@ -87,18 +131,50 @@ func (d *compatDriver) create(job string) Command {
 		if r.IntN(2) == 0 {
 			p.Returned = map[int64]map[int64]ranges.Set{0: {int64(r.IntN(6)): ranges.Span(0, 2)}}
 		}
-		return NewResumeJob(job, "fp0", o, ResumeBody{From: d.jobID(job), Part: d.pick("c", 3), Want: 1 + r.IntN(2), Delivered: p})
+		return LegacyResumeJob(job, "fp0", o, ResumeBody{From: d.jobID(job), Part: d.pick("c", 3), Want: 1 + r.IntN(2), Delivered: p})
 	}
 	o := compatOptions[r.IntN(len(compatOptions))]
 	o.ConsumerTTL, o.GCAfter = 5*time.Second, 10*time.Second
 	fp := d.pick("fp", 2)
 	if o.Sharding == splits.Static {
-		return NewCreateJob(job, fp, o, []string{d.pick("w", 5), d.pick("w", 5), d.pick("w", 5)})
+		return LegacyCreateJob(job, fp, o, []string{d.pick("w", 5), d.pick("w", 5), d.pick("w", 5)})
 	}
 	if o.Autoscale && r.IntN(2) == 0 {
-		return NewCreateJobAt(job, fp, o, nil, &ScaleStart{Workers: 1 + r.IntN(4), From: d.pick("j", 4)})
+		return LegacyCreateJobAt(job, fp, o, nil, &ScaleStart{Workers: 1 + r.IntN(4), From: d.pick("j", 4)})
 	}
-	return NewCreateJob(job, fp, o, nil)
+	return LegacyCreateJob(job, fp, o, nil)
+}
+
+// createV6 is create for the v6 part: CreateJob v6, from the legacy
+// kinds converted or from consumers' requests normalized.
+func (d *compatDriver) createV6(job string) Command {
+	r := d.r
+	fp := d.pick("fp", 2)
+	if r.IntN(8) == 0 {
+		o := JobOptions{Sharding: splits.Dynamic, Epochs: 2, Delivery: DeliveryExactlyOnce, ConsumerTTL: 5 * time.Second, GCAfter: 10 * time.Second}
+		var p ranges.Delivered
+		if r.IntN(2) == 0 {
+			p.Returned = map[int64]map[int64]ranges.Set{0: {int64(r.IntN(6)): ranges.Span(0, 2)}}
+		}
+		return NewResumeJob(compatCreate(job, "fp0", o), ResumeBody{From: d.jobID(job), Part: d.pick("c", 3), Want: 1 + r.IntN(2), Delivered: p})
+	}
+	var c Create
+	if r.IntN(2) == 0 {
+		o := compatOptions[r.IntN(len(compatOptions))]
+		o.ConsumerTTL, o.GCAfter = 5*time.Second, 10*time.Second
+		c = compatCreate(job, fp, o)
+	} else {
+		o := compatRequests[r.IntN(len(compatRequests))]
+		o.ConsumerTTL, o.GCAfter = 5*time.Second, 10*time.Second
+		c = compatRequest(job, fp, o)
+	}
+	switch {
+	case c.Options.Sharding() == jobspec.Static:
+		c.StaticWorkers = []string{d.pick("w", 5), d.pick("w", 5), d.pick("w", 5)}
+	case c.Options.Autoscale() && r.IntN(2) == 0:
+		c.Scale = &ScaleStart{Workers: 1 + r.IntN(4), From: d.pick("j", 4)}
+	}
+	return NewCreateJob(c)
 }
 
 // dynamic picks a command for a DYNAMIC job.
@@ -357,10 +433,43 @@ func compatScript() []Command {
 	}
 	for i, o := range compatOptions {
 		job := fmt.Sprintf("kind%d", i)
-		cmds = append(cmds, NewCreateJob(job, "fp1", o, []string{"w0", "w1"}), NewAttachConsumer(job, "c0"))
+		cmds = append(cmds, LegacyCreateJob(job, "fp1", o, []string{"w0", "w1"}), NewAttachConsumer(job, "c0"))
 		for _, w := range []string{"w0", "w1"} {
 			cmds = append(cmds, NewAssignTask(job, w), NewLeaseSplits(job, w, 1, 2))
 		}
 	}
+	return cmds
+}
+
+// compatScriptV6 starts the v6 part: a job of each kind again, created
+// by CreateJob v6 (the legacy kinds converted, then the requests), with a
+// consumer, two workers and their leases.
+func compatScriptV6() []Command {
+	var cmds []Command
+	add := func(c Create) {
+		c.StaticWorkers = []string{"w0", "w1"}
+		if c.Options.Sharding() != jobspec.Static {
+			c.StaticWorkers = nil
+		}
+		cmds = append(cmds, NewCreateJob(c), NewAttachConsumer(c.Name, "c0"))
+		for _, w := range []string{"w0", "w1"} {
+			cmds = append(cmds, NewAssignTask(c.Name, w), NewLeaseSplits(c.Name, w, 1, 2))
+		}
+	}
+	for i, o := range compatOptions {
+		add(compatCreate(fmt.Sprintf("kind6-%d", i), "fp1", o))
+	}
+	for i, o := range compatRequests {
+		add(compatRequest(fmt.Sprintf("req6-%d", i), "fp1", o))
+	}
+	// A consumer that asks for another kind's job by its name, in both
+	// directions: a job of a CreateJob v1..v5 asked for by v6, and the
+	// other way; and the same options, which join.
+	cmds = append(cmds,
+		NewCreateJob(compatCreate("kind1", "fp1", compatOptions[0])),
+		LegacyCreateJob("kind6-0", "fp1", compatOptions[1], nil),
+		NewCreateJob(compatCreate("kind0", "fp1", compatOptions[0])),
+		LegacyCreateJob("kind6-1", "fp1", compatOptions[1], nil),
+	)
 	return cmds
 }

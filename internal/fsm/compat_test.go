@@ -19,26 +19,36 @@ import (
 
 // The log-format pin. testdata/compat holds a log recorded from the state
 // machine as it was at the split of raftstate (commit 92a22a9), with
-// every command type and most versions, and the snapshot of the state it
+// every command type and most versions, and the snapshots of the state it
 // leaves. A Raft log and its snapshots outlive the binary that wrote
 // them, so the recorded bytes are the contract:
 //
 //   - TestRecordedLogReplays decodes the recorded entries (not re-encoded
 //     ones), applies them to a fresh state and wants each recorded result
-//     and, at the end, the recorded snapshot byte for byte; the recorded
-//     snapshot must restore and marshal back to itself.
+//     and each recorded snapshot: a "snapshot3" line (format 3, the one
+//     this node writes) byte for byte, restoring and marshaling back to
+//     itself; a "snapshot" line (format 2, written before CreateJob v6)
+//     restoring to the state replayed, which it must marshal as.
 //   - TestConstructorsEncodeAsRecorded rebuilds the same log through the
-//     New* constructors and wants the recorded bytes: a constructor that
+//     constructors and wants the recorded bytes: a constructor that
 //     changes what it encodes (a key, a version, a field's form) fails.
+//     (Format 2 lines are not rebuilt: no node writes them any more.)
 //
-// -update-compat rewrites the files. It is for adding entries for a new
-// command or version on purpose, with the old entries left as they were;
-// never to make a failing run pass.
+// The first compatLegacyEntries entries and the format 2 snapshots are as
+// recorded at 92a22a9; the entries after them (CreateJob v6's era, the
+// driver proposing NewCreateJob) and the snapshot3 lines were added with
+// CreateJob v6 and snapshot format 3 (issue 35, item 4).
+//
+// -update-compat rewrites the files, keeping the format 2 lines as they
+// are. It is for adding entries for a new command or version on purpose,
+// with the old entries left as they were; never to make a failing run
+// pass.
 var updateCompat = flag.Bool("update-compat", false, "rewrite testdata/compat (see compat_test.go)")
 
 const (
 	compatLog           = "testdata/compat/log.txt"
-	compatEntries       = 1500
+	compatEntries       = 1800
+	compatLegacyEntries = 1500 // recorded before CreateJob v6
 	compatSnapshotEvery = 100
 )
 
@@ -82,11 +92,15 @@ func compatErr(err error) string {
 func generateCompat(t *testing.T) (lines []string) {
 	d := &compatDriver{r: rand.New(rand.NewPCG(6, 3)), s: NewState(), now: 1_700_000_000_000_000_000,
 		leases: map[string]splits.Lease{}, inc: map[string]uint64{}, seq: map[string]uint64{}, batch: map[string]int64{}}
-	script := compatScript()
+	script, scriptV6 := compatScript(), compatScriptV6()
 	for i := range compatEntries {
+		d.v6 = i >= compatLegacyEntries
 		c := d.next()
-		if i < len(script) {
+		switch k := i - compatLegacyEntries; {
+		case i < len(script):
 			c = at(script[i], d.now)
+		case k >= 0 && k < len(scriptV6):
+			c = at(scriptV6[k], d.now)
 		}
 		entry, err := EncodeCommand(c)
 		if err != nil {
@@ -104,13 +118,40 @@ func generateCompat(t *testing.T) (lines []string) {
 	return lines
 }
 
-// snapshotLine is the snapshot of s after entry index.
+// snapshotLine is the snapshot of s after entry index, in the format
+// this node writes (3).
 func snapshotLine(t *testing.T, index uint64, s *State) string {
 	snap, err := s.MarshalSnapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprintf("snapshot %d %s", index, hex.EncodeToString(snap))
+	return fmt.Sprintf("snapshot3 %d %s", index, hex.EncodeToString(snap))
+}
+
+// isLegacySnapshot reports a format 2 snapshot line: recorded before
+// format 3, never rebuilt.
+func isLegacySnapshot(line string) bool { return strings.HasPrefix(line, "snapshot ") }
+
+// withLegacySnapshots puts the recorded format 2 snapshot lines back
+// into generated lines, each after its entry.
+func withLegacySnapshots(lines, recorded []string) []string {
+	after := map[string]string{}
+	for _, l := range recorded {
+		if isLegacySnapshot(l) {
+			idx := strings.Fields(l)[1]
+			after["entry "+idx+" "] = l
+		}
+	}
+	var out []string
+	for _, l := range lines {
+		out = append(out, l)
+		for prefix, snap := range after {
+			if strings.HasPrefix(l, prefix) {
+				out = append(out, snap)
+			}
+		}
+	}
+	return out
 }
 
 func readCompat(t *testing.T) (lines []string) {
@@ -136,15 +177,23 @@ func TestConstructorsEncodeAsRecorded(t *testing.T) {
 	lines := generateCompat(t)
 	if *updateCompat {
 		head := "# Recorded by compat_test.go at the split of raftstate (92a22a9).\n" +
-			"# entry <index> <type> <entry, hex> => <result>; snapshot <after index> <snapshot, hex>\n"
+			"# entry <index> <type> <entry, hex> => <result>; snapshot <after index> <snapshot, hex>\n" +
+			"# Extended with CreateJob v6 and snapshot format 3 (issue 35, item 4): entries after 1500, and snapshot3 <after index> <format 3 snapshot, hex>;\n" +
+			"# the entries up to 1500 and the snapshot (format 2) lines are as recorded at 92a22a9.\n"
 		if err := os.MkdirAll(filepath.Dir(compatLog), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(compatLog, []byte(head+strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		all := withLegacySnapshots(lines, readCompat(t))
+		if err := os.WriteFile(compatLog, []byte(head+strings.Join(all, "\n")+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want := readCompat(t)
+	var want []string
+	for _, l := range readCompat(t) {
+		if !isLegacySnapshot(l) {
+			want = append(want, l)
+		}
+	}
 	if len(lines) != len(want) {
 		t.Fatalf("%d lines, %d recorded", len(lines), len(want))
 	}
@@ -158,8 +207,9 @@ func TestConstructorsEncodeAsRecorded(t *testing.T) {
 func TestRecordedLogReplays(t *testing.T) {
 	s := NewState()
 	types := map[CommandType]bool{}
+	createJobs := map[uint16]int{} // version → entries
 	var last uint64
-	snapshots := 0
+	snapshots := map[string]int{}
 	for _, line := range readCompat(t) {
 		kind, rest, _ := strings.Cut(line, " ")
 		idx, rest, _ := strings.Cut(rest, " ")
@@ -167,9 +217,14 @@ func TestRecordedLogReplays(t *testing.T) {
 		if err != nil {
 			t.Fatalf("bad recorded line %.100q", line)
 		}
-		if kind == "snapshot" {
+		switch kind {
+		case "snapshot":
+			checkRecordedLegacySnapshot(t, index, s, rest)
+			snapshots[kind]++
+			continue
+		case "snapshot3":
 			checkRecordedSnapshot(t, index, s, rest)
-			snapshots++
+			snapshots[kind]++
 			continue
 		}
 		_, rest, _ = strings.Cut(rest, " ") // the type's name
@@ -183,6 +238,9 @@ func TestRecordedLogReplays(t *testing.T) {
 			t.Fatalf("entry %d: %v", index, err)
 		}
 		types[c.Type] = true
+		if c.Type == TypeCreateJob {
+			createJobs[c.Version]++
+		}
 		if index != last+1 {
 			t.Fatalf("entry %d follows entry %d", index, last)
 		}
@@ -197,9 +255,53 @@ func TestRecordedLogReplays(t *testing.T) {
 			t.Errorf("the recording has no %v entry", t0)
 		}
 	}
-	if snapshots == 0 {
-		t.Fatal("the recording has no snapshot")
+	for v := uint16(1); v <= createJobMaxVersion; v++ {
+		if createJobs[v] == 0 {
+			t.Errorf("the recording has no CreateJob v%d entry", v)
+		}
 	}
+	if snapshots["snapshot"] == 0 || snapshots["snapshot3"] == 0 {
+		t.Fatalf("the recording lacks snapshots of format 2 or 3: %v", snapshots)
+	}
+	t.Logf("%d entries, CreateJob versions %v, snapshots %v", last, createJobs, snapshots)
+}
+
+// checkRecordedLegacySnapshot wants the format 2 snapshot recorded after
+// entry index to restore to s: the restored state marshals as s does.
+func checkRecordedLegacySnapshot(t *testing.T, index uint64, s *State, hexSnap string) {
+	t.Helper()
+	old, err := hex.DecodeString(hexSnap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := binaryFormat(t, old); f != 2 {
+		t.Fatalf("the snapshot line after entry %d is format %d, not 2", index, f)
+	}
+	restored, err := UnmarshalSnapshot(old)
+	if err != nil {
+		t.Fatalf("the format 2 snapshot recorded after entry %d does not restore: %v", index, err)
+	}
+	got, err := restored.MarshalSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := s.MarshalSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the format 2 snapshot recorded after entry %d restores to another state than the one replayed", index)
+	}
+}
+
+// binaryFormat is a snapshot's format number.
+func binaryFormat(t *testing.T, snap []byte) uint16 {
+	t.Helper()
+	var h snapshotHeader
+	if err := snapHeaderDecMode.Unmarshal(snap, &h); err != nil {
+		t.Fatal(err)
+	}
+	return h.Format
 }
 
 // checkRecordedSnapshot wants s to snapshot as recorded, and the recorded

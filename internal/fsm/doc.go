@@ -27,6 +27,13 @@
 // testdata/compat holds a log recorded from an earlier build that the
 // tests replay byte for byte.
 //
+// A job's options are api/jobspec's: a CreateJob (since version 6)
+// carries them as jobspec encodes them, normalized, and the job holds
+// them as they came (Job.Options, a jobspec.Job, which decoding
+// normalizes and checks again). Versions 1 to 5 carried the legacy
+// JobOptions: their checks run as they always did, then the options are
+// converted once (JobOptions.stored); format 2 snapshots' likewise.
+//
 // The State holds the KV table, the datasets and the jobs. A job carries
 // what its options call for: DYNAMIC split leases (internal/splits, both
 // at-most-once and exactly-once, with orphans, fences and a census of

@@ -78,16 +78,16 @@ func TestExactlyOnceCommands(t *testing.T) {
 // a job re-created with the other delivery is a mismatch.
 func TestExactlyOnceOptions(t *testing.T) {
 	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Delivery: DeliveryExactlyOnce})
-	applyErr(t, s, NewCreateJob("j1", "fp1", JobOptions{Sharding: splits.Dynamic, Delivery: DeliveryAtMostOnce}, nil), ErrMismatch)
+	applyErr(t, s, LegacyCreateJob("j1", "fp1", JobOptions{Sharding: splits.Dynamic, Delivery: DeliveryAtMostOnce}, nil), ErrMismatch)
 	for _, o := range []JobOptions{
 		{Sharding: splits.Off, Delivery: DeliveryExactlyOnce},
 		{Sharding: splits.Dynamic, Share: true, Delivery: DeliveryExactlyOnce},
 		{Sharding: splits.Dynamic, Delivery: "twice"},
 	} {
-		applyErr(t, s, NewCreateJob("j2", "fp1", o, nil), ErrInvalidCommand)
+		applyErr(t, s, LegacyCreateJob("j2", "fp1", o, nil), ErrInvalidCommand)
 	}
-	applyOK(t, s, NewCreateJob("j3", "fp1", JobOptions{Sharding: splits.Dynamic, Delivery: DeliveryAtMostOnce}, nil))
-	if s.Jobs["j3"].Dynamic.ExactlyOnce() || s.Jobs["j3"].Options.Delivery != "" {
+	applyOK(t, s, LegacyCreateJob("j3", "fp1", JobOptions{Sharding: splits.Dynamic, Delivery: DeliveryAtMostOnce}, nil))
+	if s.Jobs["j3"].Dynamic.ExactlyOnce() || s.Jobs["j3"].Options.Delivery() != DeliveryAtMostOnce {
 		t.Fatalf("at-most-once job stored as %+v", s.Jobs["j3"].Options)
 	}
 }
@@ -159,7 +159,7 @@ func TestCountLossCommands(t *testing.T) {
 		t.Fatalf("CreateJob version %d for count_loss, want 5", v)
 	}
 	s := newJobState(t, &o)
-	if d := s.Jobs["j1"].Dynamic; !d.Counted() || s.Jobs["j1"].Options.Delivery != "" {
+	if d := s.Jobs["j1"].Dynamic; !d.Counted() || s.Jobs["j1"].Options.Delivery() != DeliveryAtMostOnce || !s.Jobs["j1"].CountLoss {
 		t.Fatalf("counted job stored as %+v", s.Jobs["j1"].Options)
 	}
 	for _, bad := range []JobOptions{
@@ -168,12 +168,12 @@ func TestCountLossCommands(t *testing.T) {
 		{Sharding: splits.Off, CountLoss: true},
 		{Sharding: splits.Dynamic, Coordinated: true, NumConsumers: 1, CountLoss: true},
 	} {
-		applyErr(t, s, NewCreateJob("j2", "fp1", bad, nil), ErrInvalidCommand)
+		applyErr(t, s, LegacyCreateJob("j2", "fp1", bad, nil), ErrInvalidCommand)
 	}
-	v4 := NewCreateJob("j2", "fp1", o, nil)
+	v4 := LegacyCreateJob("j2", "fp1", o, nil)
 	v4.Version = 4
 	applyErr(t, s, v4, ErrInvalidCommand)
-	applyErr(t, s, NewCreateJob("j1", "fp1", JobOptions{Sharding: splits.Dynamic, Epochs: 1}, nil), ErrMismatch)
+	applyErr(t, s, LegacyCreateJob("j1", "fp1", JobOptions{Sharding: splits.Dynamic, Epochs: 1}, nil), ErrMismatch)
 
 	applyOK(t, s, NewAttachConsumer("j1", "c1"))
 	applyOK(t, s, NewAssignTask("j1", "w1"))

@@ -19,8 +19,8 @@ func FuzzDecodeCommand(f *testing.F) {
 		{Version: 2, Type: TypePutKV, Body: []byte{0xa0}},
 		{Version: 1, Type: 77, At: 12345, Body: []byte{0xf6}},
 		NewRegisterDataset(Dataset{Fingerprint: "fp2", Spec: []byte{1, 2}, NumSplits: 9}),
-		NewCreateJob("new", "fp1", JobOptions{Sharding: splits.Static, Epochs: 2}, []string{"w1", "w9"}),
-		NewCreateJob("dyn", "fp1", JobOptions{Sharding: splits.Off}, nil),
+		LegacyCreateJob("new", "fp1", JobOptions{Sharding: splits.Static, Epochs: 2}, []string{"w1", "w9"}),
+		LegacyCreateJob("dyn", "fp1", JobOptions{Sharding: splits.Off}, nil),
 		at(NewAttachConsumer("dyn", "c2"), 30),
 		NewDetachConsumer("off", "c-off"),
 		NewExpireConsumers(1 << 62),
@@ -32,10 +32,15 @@ func FuzzDecodeCommand(f *testing.F) {
 		NewFinishSplits("dyn", "w1", 0, []int64{0, 0}),
 		NewExpireWorker("w1"),
 		at(NewGarbageCollectJob("off"), 1<<62),
-		NewCreateJob("coord", "fp1", JobOptions{Sharding: splits.Dynamic, NumConsumers: 4, Coordinated: true, PadFinalRound: true}, nil),
-		NewCreateJob("zjob", "fp1", JobOptions{Sharding: splits.Dynamic, Compression: "lz4"}, nil),
+		LegacyCreateJob("coord", "fp1", JobOptions{Sharding: splits.Dynamic, NumConsumers: 4, Coordinated: true, PadFinalRound: true}, nil),
+		LegacyCreateJob("zjob", "fp1", JobOptions{Sharding: splits.Dynamic, Compression: "lz4"}, nil),
 		NewReportRound("coord", 3, 70),
 		NewReportRound("coord", 9, -1),
+		// CreateJob v6: the options in jobspec's encoding.
+		v6Job(f, "new6", JobOptions{Sharding: splits.Static, Epochs: 2}, []string{"w1", "w9"}),
+		v6Job(f, "dyn", JobOptions{Sharding: splits.Dynamic, Epochs: 3}, nil),
+		v6Job(f, "loss6", JobOptions{Sharding: splits.Dynamic, CountLoss: true}, nil),
+		v6Job(f, "cut6", JobOptions{Sharding: splits.Dynamic, Delivery: DeliveryExactlyOnce, OffloadBoundary: 1}, nil),
 	} {
 		f.Add(mustEncode(f, c))
 	}
@@ -77,11 +82,13 @@ func FuzzRestoreSnapshot(f *testing.F) {
 	b, _ := s.MarshalSnapshot()
 	f.Add(b)
 	f.Add([]byte{0xa1, 0x01, 0x02})
-	jobs, err := busyState(f).MarshalSnapshot()
+	busy := busyState(f)
+	jobs, err := busy.MarshalSnapshot()
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add(jobs)
+	f.Add(format2(f, busy, nil)) // the jobs' options in the legacy form
 	f.Fuzz(func(t *testing.T, data []byte) {
 		st, err := UnmarshalSnapshot(data)
 		if err != nil {

@@ -66,8 +66,10 @@ type Job struct {
 	Fingerprint string `cbor:"3,keyasint" json:"fingerprint"`
 	// NumSplits is the dataset's, copied at CreateJob.
 	NumSplits int64 `cbor:"4,keyasint" json:"num_splits"`
-	// Options are normalized (JobOptions.Normalized).
-	Options JobOptions `cbor:"5,keyasint" json:"options"`
+	// Options are the job's options, normalized (jobspec.Job): carried as
+	// they are by CreateJob v6, converted once from an older CreateJob's
+	// (JobOptions.stored).
+	Options jobspec.Job `cbor:"5,keyasint" json:"options"`
 	// CreatedAt is the CreateJob's At, Unix nanoseconds.
 	CreatedAt int64 `cbor:"6,keyasint" json:"created_at"`
 	// Consumers maps consumer id → lease expiry, Unix nanoseconds.
@@ -110,6 +112,15 @@ type Job struct {
 	// Scale (Options.Autoscale) is the autoscaling policy's state: how
 	// many workers the job should have, and why.
 	Scale *autoscale.State `cbor:"18,keyasint,omitempty" json:"scale,omitempty"`
+	// CountLoss (an at-most-once DYNAMIC job without share or coordinated
+	// reads): the job keeps exactly-once's bookkeeping to count exactly
+	// the elements a dead worker's splits lose (splits/census.go); its
+	// splits are still never delivered again. The proposer (mesh) sets it
+	// for every such job whose pipeline allows it (no take or skip): it is
+	// the cluster's decision, not an option a consumer asks for. A job
+	// without it, or of a log from before it, counts its loss in splits
+	// only. (CreateJob v5 carried it in the options, key 17.)
+	CountLoss bool `cbor:"19,keyasint,omitempty" json:"count_loss,omitempty"`
 	// Offload is the consumers' offload state (offload.go); nil when
 	// none asked.
 	Offload *OffloadState `cbor:"40,keyasint,omitempty" json:"offload,omitempty"`
@@ -181,13 +192,13 @@ func (j *Job) ConsumerIDs() []string { return slices.Sorted(maps.Keys(j.Consumer
 // nanoseconds): no consumer is attached and none has been for GCAfter. The
 // leader uses it to decide when to propose GarbageCollectJob.
 func (j *Job) gcDue(now int64) bool {
-	return len(j.Consumers) == 0 && now >= addSat(j.NoConsumersSince, j.Options.GCAfter)
+	return len(j.Consumers) == 0 && now >= addSat(j.NoConsumersSince, j.Options.GCAfter())
 }
 
 // staticSplits returns the splits worker reads in a STATIC job (nil for
 // other policies or a worker not in StaticWorkers).
 func (j *Job) staticSplits(worker string) []int64 {
-	if j.Options.Sharding != splits.Static {
+	if j.Options.Sharding() != jobspec.Static {
 		return nil
 	}
 	return splits.StaticAssignment(j.NumSplits, j.StaticWorkers, worker)
@@ -233,7 +244,7 @@ func (s *State) dynamicJobOf(job, worker string, needLive bool) (*Job, error) {
 		return nil, err
 	}
 	if j.Dynamic == nil {
-		return nil, fmt.Errorf("%w: job %q has sharding=%v", ErrNotDynamic, job, j.Options.Sharding)
+		return nil, fmt.Errorf("%w: job %q has sharding=%v", ErrNotDynamic, job, j.Options.Sharding())
 	}
 	if st, ok := j.Workers[worker]; needLive && (!ok || st.Expired) {
 		return nil, fmt.Errorf("%w: worker %q in job %q (assigned %v, expired %v)", ErrNotAssigned, worker, job, ok, st.Expired)

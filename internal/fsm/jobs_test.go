@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/internal/splits"
 )
 
@@ -59,7 +60,7 @@ func newJobState(t *testing.T, o *JobOptions, static ...string) *State {
 	s := NewState()
 	applyOK(t, s, NewRegisterDataset(testDataset))
 	if o != nil {
-		applyOK(t, s, at(NewCreateJob("j1", "fp1", *o, static), 1000))
+		applyOK(t, s, at(LegacyCreateJob("j1", "fp1", *o, static), 1000))
 	}
 	return s
 }
@@ -96,20 +97,20 @@ func TestRegisterDataset(t *testing.T) {
 
 func TestCreateJob(t *testing.T) {
 	s := newJobState(t, nil)
-	applyErr(t, s, NewCreateJob("j1", "nope", JobOptions{}, nil), ErrUnknownDataset)
-	applyErr(t, s, NewCreateJob("", "fp1", JobOptions{}, nil), ErrInvalidCommand)
-	applyErr(t, s, NewCreateJob("j1", "fp1", JobOptions{Sharding: 9}, nil), ErrInvalidCommand)
-	applyErr(t, s, NewCreateJob("j1", "fp1", JobOptions{NumConsumers: -1}, nil), ErrInvalidCommand)
-	applyErr(t, s, NewCreateJob("j1", "fp1", JobOptions{ConsumerTTL: -time.Second}, nil), ErrInvalidCommand)
-	applyErr(t, s, NewCreateJob("j1", "fp1", JobOptions{Sharding: splits.Static}, nil), ErrInvalidCommand)
+	applyErr(t, s, LegacyCreateJob("j1", "nope", JobOptions{}, nil), ErrUnknownDataset)
+	applyErr(t, s, LegacyCreateJob("", "fp1", JobOptions{}, nil), ErrInvalidCommand)
+	applyErr(t, s, LegacyCreateJob("j1", "fp1", JobOptions{Sharding: 9}, nil), ErrInvalidCommand)
+	applyErr(t, s, LegacyCreateJob("j1", "fp1", JobOptions{NumConsumers: -1}, nil), ErrInvalidCommand)
+	applyErr(t, s, LegacyCreateJob("j1", "fp1", JobOptions{ConsumerTTL: -time.Second}, nil), ErrInvalidCommand)
+	applyErr(t, s, LegacyCreateJob("j1", "fp1", JobOptions{Sharding: splits.Static}, nil), ErrInvalidCommand)
 
 	idx := s.Index + 1
-	id := applyOK(t, s, at(NewCreateJob("j1", "fp1", JobOptions{Sharding: splits.Dynamic, Epochs: 2}, nil), 500))
+	id := applyOK(t, s, at(LegacyCreateJob("j1", "fp1", JobOptions{Sharding: splits.Dynamic, Epochs: 2}, nil), 500))
 	if id != idx {
 		t.Fatalf("job id %v, want the log index %d", id, idx)
 	}
 	// Idempotent by name; zero fields are defaults, so 0 and DefaultGCAfter agree.
-	again := applyOK(t, s, at(NewCreateJob("j1", "fp1", JobOptions{Sharding: splits.Dynamic, Epochs: 2, GCAfter: DefaultGCAfter}, nil), 900))
+	again := applyOK(t, s, at(LegacyCreateJob("j1", "fp1", JobOptions{Sharding: splits.Dynamic, Epochs: 2, GCAfter: DefaultGCAfter}, nil), 900))
 	if again != id {
 		t.Fatalf("second create: id %v, want %v", again, id)
 	}
@@ -125,25 +126,25 @@ func TestCreateJob(t *testing.T) {
 		{"fp2", JobOptions{Sharding: splits.Dynamic, Epochs: 2}, `dataset fp1, not fp2`},
 	}
 	for _, tc := range cases {
-		err := applyErr(t, s, NewCreateJob("j1", tc.fp, tc.o, nil), ErrMismatch)
+		err := applyErr(t, s, LegacyCreateJob("j1", tc.fp, tc.o, nil), ErrMismatch)
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("mismatch message %q does not contain %q", err, tc.want)
 		}
 	}
 	v, ok := s.Job("j1")
-	if !ok || v.CreatedAt != 500 || v.NoConsumersSince != 500 || v.NumSplits != 40 || v.Options.Epochs != 2 ||
-		v.Options.ConsumerTTL != defaultConsumerTTL || v.Dynamic == nil || v.Progress == nil || v.Progress.Remaining != 80 {
+	if !ok || v.CreatedAt != 500 || v.NoConsumersSince != 500 || v.NumSplits != 40 || v.Options.Epochs() != 2 ||
+		v.Options.ConsumerTTL() != defaultConsumerTTL || v.Dynamic == nil || v.Progress == nil || v.Progress.Remaining != 80 {
 		t.Fatalf("job view %+v, progress %+v", v, v.Progress)
 	}
 	// Static: sorted, deduplicated, cut to MaxWorkers.
-	applyOK(t, s, NewCreateJob("st", "fp1", JobOptions{Sharding: splits.Static, MaxWorkers: 2}, []string{"w3", "w1", "w2", "w1"}))
+	applyOK(t, s, LegacyCreateJob("st", "fp1", JobOptions{Sharding: splits.Static, MaxWorkers: 2}, []string{"w3", "w1", "w2", "w1"}))
 	if v, _ := s.Job("st"); !slices.Equal(v.StaticWorkers, []string{"w1", "w2"}) || v.Dynamic != nil || v.Progress != nil ||
 		!slices.Equal(v.staticSplits("w2"), splits.StaticAssignment(40, []string{"w1", "w2"}, "w2")) {
 		t.Fatalf("static job %+v", v)
 	}
 	// Forever.
-	applyOK(t, s, NewCreateJob("forever", "fp1", JobOptions{Sharding: splits.Dynamic, Epochs: -5}, nil))
-	if v, _ := s.Job("forever"); v.Options.Epochs != -1 || v.Dynamic.Epochs != 0 || v.Progress.Remaining != -1 {
+	applyOK(t, s, LegacyCreateJob("forever", "fp1", JobOptions{Sharding: splits.Dynamic, Epochs: -5}, nil))
+	if v, _ := s.Job("forever"); v.Options.Epochs() != -1 || v.Dynamic.Epochs != 0 || v.Progress.Remaining != -1 {
 		t.Fatalf("forever job %+v", v)
 	}
 	if names := jobNames(s.JobList()); !slices.Equal(names, []string{"forever", "j1", "st"}) {
@@ -205,7 +206,7 @@ func TestConsumerLeaseExpiryAndGC(t *testing.T) {
 	applyErr(t, s, at(NewAttachConsumer("j1", "c1"), 2117), ErrUnknownJob)
 
 	// Detach: the last one out starts the GC clock.
-	applyOK(t, s, at(NewCreateJob("j2", "fp1", JobOptions{}, nil), 5000))
+	applyOK(t, s, at(LegacyCreateJob("j2", "fp1", JobOptions{}, nil), 5000))
 	applyOK(t, s, at(NewAttachConsumer("j2", "a"), 5001))
 	applyOK(t, s, at(NewAttachConsumer("j2", "b"), 5002))
 	if got := applyOK(t, s, at(NewDetachConsumer("j2", "a"), 5003)); got != true {
@@ -256,14 +257,14 @@ func TestAssignTask(t *testing.T) {
 		t.Fatalf("workers %+v", v.Workers)
 	}
 	// Static jobs take only the workers agreed at creation.
-	applyOK(t, s, NewCreateJob("st", "fp1", JobOptions{Sharding: splits.Static}, []string{"a", "b"}))
+	applyOK(t, s, LegacyCreateJob("st", "fp1", JobOptions{Sharding: splits.Static}, []string{"a", "b"}))
 	applyOK(t, s, NewAssignTask("st", "b"))
 	applyErr(t, s, NewAssignTask("st", "c"), ErrNotAssigned)
 }
 
 func TestLeaseSplits(t *testing.T) {
 	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Epochs: 2})
-	applyOK(t, s, NewCreateJob("off", "fp1", JobOptions{}, nil))
+	applyOK(t, s, LegacyCreateJob("off", "fp1", JobOptions{}, nil))
 	applyOK(t, s, NewAssignTask("off", "w1"))
 	applyErr(t, s, NewLeaseSplits("off", "w1", 1, 4), ErrNotDynamic)
 	applyErr(t, s, NewLeaseSplits("j1", "w1", 1, 4), ErrNotAssigned)
@@ -370,7 +371,7 @@ func TestJobsSnapshotRoundTrip(t *testing.T) {
 		"job key":           func(s *State) { s.Jobs["other"] = s.Jobs["off"] },
 		"missing dataset":   func(s *State) { delete(s.Datasets, "fp1") },
 		"unsorted static":   func(s *State) { s.Jobs["st"].StaticWorkers = []string{"b", "a"} },
-		"options":           func(s *State) { s.Jobs["off"].Options.Epochs = 0 },
+		"count_loss of off": func(s *State) { s.Jobs["off"].CountLoss = true },
 		"id after index":    func(s *State) { s.Jobs["off"].ID = s.Index + 1 },
 		"nil job":           func(s *State) { s.Jobs["off"] = nil },
 	}
@@ -403,9 +404,9 @@ func busyState(tb testing.TB) *State {
 		return v
 	}
 	do(NewRegisterDataset(testDataset))
-	do(at(NewCreateJob("dyn", "fp1", JobOptions{Sharding: splits.Dynamic, Epochs: 3}, nil), 10))
-	do(at(NewCreateJob("off", "fp1", JobOptions{Share: true}, nil), 11))
-	do(at(NewCreateJob("st", "fp1", JobOptions{Sharding: splits.Static}, []string{"w2", "w1"}), 12))
+	do(at(LegacyCreateJob("dyn", "fp1", JobOptions{Sharding: splits.Dynamic, Epochs: 3}, nil), 10))
+	do(at(LegacyCreateJob("off", "fp1", JobOptions{Share: true}, nil), 11))
+	do(at(LegacyCreateJob("st", "fp1", JobOptions{Sharding: splits.Static}, []string{"w2", "w1"}), 12))
 	for _, j := range []string{"dyn", "off", "st"} {
 		do(at(NewAttachConsumer(j, "c-"+j), 20))
 		do(at(NewAssignTask(j, "w1"), 21))
@@ -425,20 +426,30 @@ func busyState(tb testing.TB) *State {
 // consumer must match.
 func TestJobCompressionOption(t *testing.T) {
 	s := newJobState(t, nil)
-	applyOK(t, s, NewCreateJob("future", "fp1", JobOptions{Sharding: splits.Dynamic, Compression: "brotli9"}, nil))
+	applyOK(t, s, LegacyCreateJob("future", "fp1", JobOptions{Sharding: splits.Dynamic, Compression: "brotli9"}, nil))
 	for _, bad := range []string{"none", "LZ4", "lz-4", "averyveryverylongname"} {
-		err := applyErr(t, s, NewCreateJob("c", "fp1", JobOptions{Sharding: splits.Dynamic, Compression: bad}, nil), ErrInvalidCommand)
+		err := applyErr(t, s, LegacyCreateJob("c", "fp1", JobOptions{Sharding: splits.Dynamic, Compression: bad}, nil), ErrInvalidCommand)
 		if !strings.Contains(err.Error(), "compression") {
 			t.Fatalf("compression %q: %v, want an error naming compression", bad, err)
 		}
 	}
-	applyOK(t, s, NewCreateJob("c", "fp1", JobOptions{Sharding: splits.Dynamic, Compression: "zstd"}, nil))
-	if v, ok := s.Job("c"); !ok || v.Options.Compression != "zstd" {
+	applyOK(t, s, LegacyCreateJob("c", "fp1", JobOptions{Sharding: splits.Dynamic, Compression: "zstd"}, nil))
+	if v, ok := s.Job("c"); !ok || v.Options.Compression() != "zstd" {
 		t.Fatalf("stored options %+v", v.Options)
 	}
-	err := applyErr(t, s, NewCreateJob("c", "fp1", JobOptions{Sharding: splits.Dynamic, Compression: "lz4"}, nil), ErrMismatch)
+	err := applyErr(t, s, LegacyCreateJob("c", "fp1", JobOptions{Sharding: splits.Dynamic, Compression: "lz4"}, nil), ErrMismatch)
 	if !strings.Contains(err.Error(), "compression=zstd, not lz4") {
 		t.Fatalf("mismatch: %v", err)
 	}
-	applyOK(t, s, NewCreateJob("c", "fp1", JobOptions{Sharding: splits.Dynamic, Compression: "zstd"}, nil))
+	applyOK(t, s, LegacyCreateJob("c", "fp1", JobOptions{Sharding: splits.Dynamic, Compression: "zstd"}, nil))
+}
+
+// mustStored is legacy options o, normalized, as a job holds them.
+func mustStored(t testing.TB, o JobOptions) jobspec.Job {
+	t.Helper()
+	j, err := o.Normalized().stored()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/internal/plan/autoscale"
 	"github.com/feedmesh/feedmesh/internal/splits"
 )
@@ -21,10 +22,11 @@ const (
 	maxDatasets = 4096
 	maxJobs     = 4096
 	// maxJobConsumers bounds the consumers attached to one job (and
-	// JobOptions.NumConsumers).
-	maxJobConsumers = 4096
+	// NumConsumers).
+	maxJobConsumers = jobspec.MaxJobConsumers
 	// maxJobWorkers bounds the workers a job has ever been assigned,
-	// expired ones included (and JobOptions.MaxWorkers, StaticWorkers).
+	// expired ones included (and MaxWorkers, StaticWorkers): the
+	// autoscaling policy's bound, which is jobspec's (TestBoundsAgree).
 	maxJobWorkers = autoscale.MaxWorkers
 	// maxLeaseSplits is the most splits one LeaseSplits hands out; a larger
 	// n is clamped to it.
@@ -32,14 +34,15 @@ const (
 	// maxFinishSplits bounds the split ids of one FinishSplits.
 	maxFinishSplits = 1 << 16
 	// maxConsumerTTL and maxGCAfter bound the job's durations.
-	maxConsumerTTL = 24 * time.Hour
-	maxGCAfter     = 30 * 24 * time.Hour
+	maxConsumerTTL = jobspec.MaxConsumerTTL
+	maxGCAfter     = jobspec.MaxGCAfter
 	// MaxFailureBytes bounds an EndTask's failure; NewEndTaskOfJob cuts
 	// longer ones.
 	MaxFailureBytes = 1024
 )
 
-// Defaults applied to zero JobOptions fields by CreateJob.
+// Defaults applied to zero JobOptions fields by CreateJob v1..v5 (since
+// v6 the job's options come normalized: jobspec's defaults).
 const (
 	// defaultConsumerTTL is the consumer lease when JobOptions.ConsumerTTL
 	// is 0. Clients renew (AttachConsumer again) well within it.

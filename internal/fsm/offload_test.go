@@ -116,15 +116,15 @@ func TestOffloadCutMidJob(t *testing.T) {
 	}
 	v1 := newCommand(TypeOffload, 1, OffloadBody{Job: "j1", Consumer: "c1", Cut: 2})
 	applyErr(t, s, v1, ErrInvalidCommand)
-	applyErr(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Cut: maxOffloadBoundary + 1}), ErrInvalidCommand)
+	applyErr(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Cut: jobspec.MaxOffloadBoundary + 1}), ErrInvalidCommand)
 	applyErr(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Cut: -1}), ErrInvalidCommand)
 	// A command refused for another of its parts cuts nothing.
 	applyErr(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Cut: 2, LocalWorker: true, Retire: true}), ErrInvalidCommand)
-	if got := s.Jobs["j1"].Options.OffloadBoundary; got != 0 {
+	if got := s.Jobs["j1"].Options.OffloadBoundary(); got != 0 {
 		t.Fatalf("a refused command cut the job after %d ops", got)
 	}
 	applyOK(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Remote: RemoteOn, Cut: 2}))
-	if got := s.Jobs["j1"].Options.OffloadBoundary; got != 2 {
+	if got := s.Jobs["j1"].Options.OffloadBoundary(); got != 2 {
 		t.Fatalf("OffloadBoundary %d after the cut, want 2", got)
 	}
 	if l := applyOK(t, s, NewLeaseSplits("j1", "w1", 2, 2)).(splits.Lease); len(l.Splits) != 2 || l.Cut != 2 {
@@ -144,7 +144,7 @@ func TestOffloadCutMidJob(t *testing.T) {
 	amo := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Epochs: 1})
 	applyOK(t, amo, NewAttachConsumer("j1", "c1"))
 	applyErr(t, amo, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", Cut: 2}), ErrInvalidCommand)
-	if got := amo.Jobs["j1"].Options.OffloadBoundary; got != 0 {
+	if got := amo.Jobs["j1"].Options.OffloadBoundary(); got != 0 {
 		t.Fatalf("a refused cut set OffloadBoundary %d", got)
 	}
 }

@@ -9,8 +9,14 @@ import (
 	"github.com/feedmesh/feedmesh/internal/splits"
 )
 
-// JobOptions are a job's options, fixed at CreateJob. Zero fields get
-// defaults (see each field); the stored Job holds the normalized values.
+// JobOptions are a job's options as CreateJob v1..v5 carried them, and
+// snapshot format 2 stored them: the legacy form, kept to read older logs
+// and snapshots (and for tests that write a job's options in the state
+// machine's own terms: LegacyCreateJob). A command of those versions is
+// checked as it always was (Normalized, validate: an older log replays
+// with the same results), then converted once, by stored, to what a job
+// holds since CreateJob v6: its jobspec.Job and Job.CountLoss. Zero
+// fields get defaults (see each field).
 type JobOptions struct {
 	// Sharding is OFF, DYNAMIC or STATIC.
 	Sharding splits.Policy `cbor:"1,keyasint" json:"sharding"`
@@ -80,32 +86,11 @@ type JobOptions struct {
 	CountLoss bool `cbor:"17,keyasint,omitempty" json:"count_loss,omitempty"`
 }
 
-// maxOffloadBoundary bounds JobOptions.OffloadBoundary.
-const maxOffloadBoundary = 1024
-
 // Delivery names (JobOptions.Delivery).
 const (
 	DeliveryExactlyOnce = "exactly-once"
 	DeliveryAtMostOnce  = "at-most-once" // stored as ""
 )
-
-// maxCompressionName bounds JobOptions.Compression.
-const maxCompressionName = 16
-
-// validCompressionName reports whether s is "" or a lowercase name of
-// letters and digits, at most maxCompressionName bytes, other than "none"
-// (stored as "").
-func validCompressionName(s string) bool {
-	if len(s) > maxCompressionName || s == "none" {
-		return false
-	}
-	for _, r := range s {
-		if (r < 'a' || r > 'z') && (r < '0' || r > '9') {
-			return false
-		}
-	}
-	return true
-}
 
 // Normalized returns o with its defaults filled in, as CreateJob stores it.
 func (o JobOptions) Normalized() JobOptions {
@@ -148,7 +133,7 @@ func (o JobOptions) validate() error {
 	if o.GCAfter <= 0 || o.GCAfter > maxGCAfter {
 		errs = append(errs, fmt.Sprintf("gc_after %v (want up to %v)", o.GCAfter, maxGCAfter))
 	}
-	if !validCompressionName(o.Compression) {
+	if !jobspec.ValidCompressionName(o.Compression) {
 		errs = append(errs, fmt.Sprintf("compression %q (want a lowercase name, or empty for none)", o.Compression))
 	}
 	switch {
@@ -169,8 +154,8 @@ func (o JobOptions) validate() error {
 		errs = append(errs, err.Error())
 	}
 	switch {
-	case o.OffloadBoundary < 0 || o.OffloadBoundary > maxOffloadBoundary:
-		errs = append(errs, fmt.Sprintf("offload_boundary %d (want 0..%d)", o.OffloadBoundary, maxOffloadBoundary))
+	case o.OffloadBoundary < 0 || o.OffloadBoundary > jobspec.MaxOffloadBoundary:
+		errs = append(errs, fmt.Sprintf("offload_boundary %d (want 0..%d)", o.OffloadBoundary, jobspec.MaxOffloadBoundary))
 	case o.OffloadBoundary > 0 && (o.Delivery != DeliveryExactlyOnce || o.Coordinated):
 		errs = append(errs, fmt.Sprintf("offload_boundary needs delivery %s without coordinated reads (have delivery=%s coordinated=%v)", DeliveryExactlyOnce, deliveryName(o.Delivery), o.Coordinated))
 	}
@@ -181,31 +166,68 @@ func (o JobOptions) validate() error {
 	return nil
 }
 
-// diff names each option that differs, as "name=have, not want".
-func (o JobOptions) diff(want JobOptions) []string {
-	var d []string
-	add := func(name string, have, want any) {
-		if have != want {
-			d = append(d, fmt.Sprintf("%s=%v, not %v", name, have, want))
+// stored converts legacy options, normalized and valid (validate), to
+// the job's options as a job holds them since CreateJob v6 (its count_loss
+// is Job.CountLoss). It is the one place the legacy form is converted:
+// on decoding CreateJob v1..v5 and snapshot format 2. What the state
+// machine stored as "" (at-most-once, no compression) is said outright
+// where jobspec says it; the workers are autoscale and max_workers'.
+//
+// Every option validate accepts converts, but for two values no node
+// proposed (its client refused them): a negative autoscale_revisit and a
+// NaN autoscale_threshold, both of which meant the policy's default.
+func (o JobOptions) stored() (jobspec.Job, error) {
+	delivery := o.Delivery
+	if delivery == "" && o.Sharding == splits.Dynamic {
+		delivery = jobspec.AtMostOnce
+	}
+	workers := jobspec.AllWorkers
+	switch {
+	case o.Autoscale:
+		workers = jobspec.AutoWorkers
+	case o.MaxWorkers > 0:
+		workers = jobspec.FixedWorkers(o.MaxWorkers)
+	}
+	j, err := jobspec.StoredJob(jobspec.Options{
+		Sharding: jobspec.Sharding(o.Sharding.String()), Epochs: o.Epochs, NumConsumers: o.NumConsumers, MaxWorkers: o.MaxWorkers,
+		ConsumerTTL: o.ConsumerTTL, GCAfter: o.GCAfter, Share: o.Share, Coordinated: o.Coordinated, PadFinalRound: o.PadFinalRound,
+		Compression: o.Compression, Delivery: delivery, Autoscale: o.Autoscale, Workers: workers,
+		AutoscaleThreshold: o.AutoscaleThreshold, AutoscaleRevisit: o.AutoscaleRevisit, AutoscalePause: o.AutoscalePause,
+		OffloadBoundary: o.OffloadBoundary,
+	})
+	if err != nil {
+		return jobspec.Job{}, fmt.Errorf("%w: job options of an older CreateJob, accepted then, that no node proposed: %v", ErrInvalidCommand, err)
+	}
+	return j, nil
+}
+
+// checkStored checks what the state machine adds to jobspec's rules of a
+// stored job (jobspec.Job holds those): that a job counts its loss only
+// where it can, and that its autoscaling knobs make a valid policy.
+func checkStored(o jobspec.Job, countLoss bool) error {
+	var errs []string
+	if countLoss && (o.Delivery() != jobspec.AtMostOnce || o.Sharding() != jobspec.Dynamic || o.Share() || o.Coordinated()) {
+		errs = append(errs, fmt.Sprintf("count_loss needs delivery %s, sharding=dynamic, without share or coordinated reads (have delivery=%s sharding=%v share=%v coordinated=%v)",
+			DeliveryAtMostOnce, deliveryName(o.Delivery()), o.Sharding(), o.Share(), o.Coordinated()))
+	}
+	if o.Autoscale() {
+		if err := tuneScale(scaleConfigAllocated, o.AutoscaleThreshold(), o.AutoscaleRevisit(), o.AutoscalePause()).Validate(); err != nil {
+			errs = append(errs, err.Error())
 		}
 	}
-	add("sharding", o.Sharding, want.Sharding)
-	add("epochs", o.Epochs, want.Epochs)
-	add("num_consumers", o.NumConsumers, want.NumConsumers)
-	add("share", o.Share, want.Share)
-	add("coordinated", o.Coordinated, want.Coordinated)
-	add("max_workers", o.MaxWorkers, want.MaxWorkers)
-	add("consumer_ttl", o.ConsumerTTL, want.ConsumerTTL)
-	add("gc_after", o.GCAfter, want.GCAfter)
-	add("pad_final_round", o.PadFinalRound, want.PadFinalRound)
-	add("compression", compressionName(o.Compression), compressionName(want.Compression))
-	add("delivery", deliveryName(o.Delivery), deliveryName(want.Delivery))
-	add("autoscale", o.Autoscale, want.Autoscale)
-	add("autoscale_threshold", o.AutoscaleThreshold, want.AutoscaleThreshold)
-	add("autoscale_revisit", o.AutoscaleRevisit, want.AutoscaleRevisit)
-	add("autoscale_pause", o.AutoscalePause, want.AutoscalePause)
-	add("offload_boundary", o.OffloadBoundary, want.OffloadBoundary)
-	add("count_loss", o.CountLoss, want.CountLoss)
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: job options: %s", ErrInvalidCommand, strings.Join(errs, ", "))
+	}
+	return nil
+}
+
+// optionsDiff names each option of the job (o, countLoss) that differs
+// from the one asked for, as JobMismatchError lists them.
+func optionsDiff(o jobspec.Job, countLoss bool, want jobspec.Job, wantCountLoss bool) []string {
+	d := o.Diff(want)
+	if countLoss != wantCountLoss {
+		d = append(d, fmt.Sprintf("count_loss=%v, not %v", countLoss, wantCountLoss))
+	}
 	return d
 }
 
@@ -223,14 +245,6 @@ func (e *JobMismatchError) Error() string {
 }
 
 func (e *JobMismatchError) Unwrap() error { return ErrMismatch }
-
-// compressionName is the name of a stored JobOptions.Compression.
-func compressionName(c string) string {
-	if c == "" {
-		return "none"
-	}
-	return c
-}
 
 // deliveryName is the name of a stored JobOptions.Delivery.
 func deliveryName(d string) string {

@@ -30,7 +30,7 @@ func randomJobLog(t testing.TB, r *rand.Rand, n int) [][]byte {
 		case 1:
 			o := JobOptions{Sharding: []splits.Policy{splits.Off, splits.Dynamic, splits.Dynamic, splits.Dynamic, splits.Static}[r.IntN(5)], Epochs: r.Int64N(3) - 1, NumConsumers: r.IntN(3),
 				MaxWorkers: r.IntN(4), ConsumerTTL: 5 * time.Second, GCAfter: time.Minute}
-			c = NewCreateJob(job, pick("fp", 2), o, []string{pick("w", 5), pick("w", 5)})
+			c = LegacyCreateJob(job, pick("fp", 2), o, []string{pick("w", 5), pick("w", 5)})
 		case 2, 3:
 			c = NewAttachConsumer(job, pick("c", 4))
 		case 4:

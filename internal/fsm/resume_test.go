@@ -18,7 +18,7 @@ var eoOpts = JobOptions{Sharding: splits.Dynamic, Epochs: 2, Delivery: DeliveryE
 // resume is NewResumeJob of job name over testDataset, a second before
 // planNow.
 func resume(name string, from uint64, part string, want int, p ranges.Delivered) Command {
-	return at(NewResumeJob(name, "fp1", eoOpts, ResumeBody{From: from, Part: part, Want: want, Delivered: p}), ago(time.Second))
+	return at(LegacyResumeJob(name, "fp1", eoOpts, ResumeBody{From: from, Part: part, Want: want, Delivered: p}), ago(time.Second))
 }
 
 // snapshotRoundTrip checks that s survives a snapshot: the restored
@@ -81,7 +81,7 @@ func resumeParts(j *Job) []string {
 // with consumers attached it is ErrJobInUse.
 func TestResumeReplacesJob(t *testing.T) {
 	s := newJobState(t, nil)
-	old := applyOK(t, s, at(NewCreateJob("j1", "fp1", eoOpts, nil), ago(time.Second))).(uint64)
+	old := applyOK(t, s, at(LegacyCreateJob("j1", "fp1", eoOpts, nil), ago(time.Second))).(uint64)
 	applyOK(t, s, at(NewAttachConsumer("j1", "c1"), ago(time.Second)))
 	applyOK(t, s, at(NewAttachConsumer("j1", "c2"), ago(time.Second)))
 	applyOK(t, s, NewAssignTask("j1", "w1"))
@@ -101,7 +101,7 @@ func TestResumeReplacesJob(t *testing.T) {
 	// Options or dataset that differ are a mismatch, not a replacement.
 	other := eoOpts
 	other.Epochs = 3
-	applyErr(t, s, at(NewResumeJob("j1", "fp1", other, ResumeBody{From: old, Part: "c1", Want: 1, Delivered: part}), ago(time.Second)), ErrMismatch)
+	applyErr(t, s, at(LegacyResumeJob("j1", "fp1", other, ResumeBody{From: old, Part: "c1", Want: 1, Delivered: part}), ago(time.Second)), ErrMismatch)
 
 	idx := s.Index + 1
 	id := applyOK(t, s, resume("j1", old, "c1", 1, part)).(uint64)
@@ -154,16 +154,16 @@ func TestResumeRefused(t *testing.T) {
 		{Sharding: splits.Dynamic, Epochs: 2, Coordinated: true, NumConsumers: 2},
 		{Sharding: splits.Off, Epochs: 2},
 	} {
-		err := applyErr(t, s, NewResumeJob("j1", "fp1", o, body), ErrInvalidCommand)
+		err := applyErr(t, s, LegacyResumeJob("j1", "fp1", o, body), ErrInvalidCommand)
 		if !strings.Contains(err.Error(), "resume from checkpoints") {
 			t.Errorf("%+v: %v", o, err)
 		}
 	}
 	// Invalid options are refused as such.
-	applyErr(t, s, NewResumeJob("j1", "fp1", JobOptions{Sharding: splits.Dynamic, Share: true, Delivery: DeliveryExactlyOnce}, body), ErrInvalidCommand)
+	applyErr(t, s, LegacyResumeJob("j1", "fp1", JobOptions{Sharding: splits.Dynamic, Share: true, Delivery: DeliveryExactlyOnce}, body), ErrInvalidCommand)
 	// An existing job of another kind: a mismatch.
-	applyOK(t, s, NewCreateJob("plain", "fp1", JobOptions{Sharding: splits.Dynamic, Epochs: 2}, nil))
-	applyErr(t, s, NewResumeJob("plain", "fp1", eoOpts, body), ErrMismatch)
+	applyOK(t, s, LegacyCreateJob("plain", "fp1", JobOptions{Sharding: splits.Dynamic, Epochs: 2}, nil))
+	applyErr(t, s, LegacyResumeJob("plain", "fp1", eoOpts, body), ErrMismatch)
 	// Checkpoints that do not fit.
 	for _, b := range []ResumeBody{
 		{From: 1, Part: "a", Want: 0},
@@ -171,15 +171,15 @@ func TestResumeRefused(t *testing.T) {
 		{From: 1, Part: "a", Want: 1, Delivered: ranges.Delivered{DoneBefore: 3}},
 		{From: 1, Part: "a", Want: 1, Delivered: ranges.Delivered{Returned: map[int64]map[int64]ranges.Set{0: {0: {4, 2}}}}},
 	} {
-		applyErr(t, s, NewResumeJob("j1", "fp1", eoOpts, b), ErrInvalidCommand)
+		applyErr(t, s, LegacyResumeJob("j1", "fp1", eoOpts, b), ErrInvalidCommand)
 	}
-	applyErr(t, s, NewResumeJob("j1", "nope", eoOpts, body), ErrUnknownDataset)
+	applyErr(t, s, LegacyResumeJob("j1", "nope", eoOpts, body), ErrUnknownDataset)
 	// A job that runs forever: epochs before DoneBefore are skipped one
 	// by one inside a lease, so DoneBefore is bounded.
 	forever := eoOpts
 	forever.Epochs = -1
-	applyErr(t, s, NewResumeJob("j1", "fp1", forever, ResumeBody{From: 1, Part: "a", Want: 1, Delivered: ranges.Delivered{DoneBefore: 1 << 40}}), ErrInvalidCommand)
-	applyOK(t, s, NewResumeJob("j1", "fp1", forever, ResumeBody{From: 1, Part: "a", Want: 1, Delivered: ranges.Delivered{DoneBefore: 3}}))
+	applyErr(t, s, LegacyResumeJob("j1", "fp1", forever, ResumeBody{From: 1, Part: "a", Want: 1, Delivered: ranges.Delivered{DoneBefore: 1 << 40}}), ErrInvalidCommand)
+	applyOK(t, s, LegacyResumeJob("j1", "fp1", forever, ResumeBody{From: 1, Part: "a", Want: 1, Delivered: ranges.Delivered{DoneBefore: 3}}))
 	applyOK(t, s, NewAssignTask("j1", "w1"))
 	if l := applyOK(t, s, NewLeaseSplits("j1", "w1", 1, 1)).(splits.Lease); l.Epoch != 3 || !slices.Equal(l.Splits, []int64{0}) {
 		t.Fatalf("forever job's lease %+v", l)

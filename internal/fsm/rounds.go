@@ -127,7 +127,7 @@ func (r *RoundState) validate(j *Job) error {
 		}
 	}
 	for i, v := range r.Reached {
-		if i < 0 || i >= j.Options.NumConsumers || v < 0 || v > maxRound {
+		if i < 0 || i >= j.Options.NumConsumers() || v < 0 || v > maxRound {
 			return fmt.Errorf("reached[%d] = %d", i, v)
 		}
 	}

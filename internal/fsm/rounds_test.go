@@ -33,11 +33,11 @@ func TestCoordinatedOptions(t *testing.T) {
 		{Sharding: splits.Dynamic, NumConsumers: 2, Coordinated: true, Share: true},
 		{Sharding: splits.Dynamic, PadFinalRound: true},
 	} {
-		applyErr(t, s, NewCreateJob("c", "fp1", o, nil), ErrInvalidCommand)
+		applyErr(t, s, LegacyCreateJob("c", "fp1", o, nil), ErrInvalidCommand)
 	}
-	applyOK(t, s, NewCreateJob("c", "fp1", coordOptions, nil))
-	applyErr(t, s, NewCreateJob("c", "fp1", JobOptions{Sharding: splits.Dynamic, NumConsumers: 2, Coordinated: true, PadFinalRound: true}, nil), ErrMismatch)
-	applyOK(t, s, NewCreateJob("plain", "fp1", JobOptions{Sharding: splits.Dynamic}, nil))
+	applyOK(t, s, LegacyCreateJob("c", "fp1", coordOptions, nil))
+	applyErr(t, s, LegacyCreateJob("c", "fp1", JobOptions{Sharding: splits.Dynamic, NumConsumers: 2, Coordinated: true, PadFinalRound: true}, nil), ErrMismatch)
+	applyOK(t, s, LegacyCreateJob("plain", "fp1", JobOptions{Sharding: splits.Dynamic}, nil))
 	applyErr(t, s, NewReportRound("plain", 0, 0), ErrInvalidCommand)
 	applyErr(t, s, NewReportRound("nope", 0, 0), ErrUnknownJob)
 	applyErr(t, s, NewReportRound("c", 2, 0), ErrInvalidCommand)
@@ -113,7 +113,7 @@ func coordLog(t testing.TB, r *rand.Rand, n int) [][]byte {
 		var c Command
 		switch r.IntN(8) {
 		case 0:
-			c = NewCreateJob(job, "fp1", JobOptions{Sharding: splits.Dynamic, NumConsumers: 3, Coordinated: true, PadFinalRound: r.IntN(2) == 0}, nil)
+			c = LegacyCreateJob(job, "fp1", JobOptions{Sharding: splits.Dynamic, NumConsumers: 3, Coordinated: true, PadFinalRound: r.IntN(2) == 0}, nil)
 		case 1, 2:
 			c = NewAssignTask(job, worker)
 			if r.IntN(2) == 0 {

@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/internal/splits"
 )
 
@@ -43,7 +44,7 @@ const shareGroupPrefix = "share~"
 func (s *State) findShareGroup(fp string, epochs int64) string {
 	var best *Job
 	for _, g := range s.Jobs {
-		if !g.Group || g.Fingerprint != fp || g.Options.Epochs != epochs || g.Dynamic == nil {
+		if !g.Group || g.Fingerprint != fp || g.Options.Epochs() != epochs || g.Dynamic == nil {
 			continue
 		}
 		if g.Dynamic.Progress().Done {
@@ -59,18 +60,34 @@ func (s *State) findShareGroup(fp string, epochs int64) string {
 	return best.Name
 }
 
-// newShareGroup adds a share group for sharing jobs of ds with options o
-// and returns its name. The caller has checked that there is room.
-func (s *State) newShareGroup(ds Dataset, o JobOptions, at int64) string {
+// newShareGroup adds a share group for sharing jobs of ds that make
+// epochs passes, and returns its name. The caller has checked that there
+// is room.
+func (s *State) newShareGroup(ds Dataset, epochs int64, at int64) (string, error) {
+	o, err := shareGroupOptions(epochs)
+	if err != nil {
+		return "", err
+	}
 	g := &Job{
 		ID: s.applying, Name: fmt.Sprintf("%s%d", shareGroupPrefix, s.applying), Fingerprint: ds.Fingerprint,
-		NumSplits: ds.NumSplits, CreatedAt: at, NoConsumersSince: at, Group: true,
-		Options:   JobOptions{Sharding: splits.Dynamic, Epochs: o.Epochs, Share: true}.Normalized(),
+		NumSplits: ds.NumSplits, CreatedAt: at, NoConsumersSince: at, Group: true, Options: o,
 		Consumers: map[string]int64{}, Workers: map[string]WorkerState{},
-		Dynamic: splits.NewDynamic(ds.NumSplits, max(o.Epochs, 0)),
+		Dynamic: splits.NewDynamic(ds.NumSplits, max(epochs, 0)),
 	}
 	s.Jobs[g.Name] = g
-	return g.Name
+	return g.Name, nil
+}
+
+// shareGroupOptions are a share group's options: DYNAMIC at-most-once,
+// sharing, of its jobs' epochs, with the state machine's default lease
+// and lifetime (a group has no consumers, and lives while a job reads it).
+func shareGroupOptions(epochs int64) (jobspec.Job, error) {
+	o, err := jobspec.StoredJob(jobspec.Options{Sharding: jobspec.Dynamic, Epochs: epochs, Share: true, Delivery: jobspec.AtMostOnce,
+		Workers: jobspec.AllWorkers, ConsumerTTL: defaultConsumerTTL, GCAfter: DefaultGCAfter})
+	if err != nil {
+		return jobspec.Job{}, fmt.Errorf("%w: share group of %d epochs: %v", ErrInvalidCommand, epochs, err)
+	}
+	return o, nil
 }
 
 // assignShareGroup assigns worker to j's share group, if j has one; the

@@ -12,12 +12,12 @@ import (
 func TestShareGroupLifecycle(t *testing.T) {
 	s := newJobState(t, nil)
 	share := JobOptions{Sharding: splits.Dynamic, Share: true, GCAfter: 1}
-	applyOK(t, s, at(NewCreateJob("a", "fp1", share, nil), 1000))
-	applyOK(t, s, at(NewCreateJob("b", "fp1", share, nil), 1000))
-	applyOK(t, s, at(NewCreateJob("solo", "fp1", JobOptions{Sharding: splits.Dynamic}, nil), 1000))
+	applyOK(t, s, at(LegacyCreateJob("a", "fp1", share, nil), 1000))
+	applyOK(t, s, at(LegacyCreateJob("b", "fp1", share, nil), 1000))
+	applyOK(t, s, at(LegacyCreateJob("solo", "fp1", JobOptions{Sharding: splits.Dynamic}, nil), 1000))
 	three := share
 	three.Epochs = 3
-	applyOK(t, s, at(NewCreateJob("c", "fp1", three, nil), 1000))
+	applyOK(t, s, at(LegacyCreateJob("c", "fp1", three, nil), 1000))
 	g := s.Jobs["a"].ShareGroup
 	if g == "" || s.Jobs["b"].ShareGroup != g {
 		t.Fatalf("a and b in groups %q and %q, want one", g, s.Jobs["b"].ShareGroup)
@@ -33,7 +33,7 @@ func TestShareGroupLifecycle(t *testing.T) {
 	}
 
 	// Reserved names; a group takes no consumers.
-	applyErr(t, s, NewCreateJob(shareGroupPrefix+"x", "fp1", share, nil), ErrInvalidCommand)
+	applyErr(t, s, LegacyCreateJob(shareGroupPrefix+"x", "fp1", share, nil), ErrInvalidCommand)
 	applyErr(t, s, NewAttachConsumer(g, "c1"), ErrInvalidCommand)
 
 	// Assigning a worker to a job assigns it to the group; leases there
@@ -91,7 +91,7 @@ func TestShareGroupLifecycle(t *testing.T) {
 func TestShareGroupDoneStartsAfresh(t *testing.T) {
 	s := newJobState(t, nil)
 	share := JobOptions{Sharding: splits.Dynamic, Share: true}
-	applyOK(t, s, at(NewCreateJob("a", "fp1", share, nil), 1000))
+	applyOK(t, s, at(LegacyCreateJob("a", "fp1", share, nil), 1000))
 	g := s.Jobs["a"].ShareGroup
 	applyOK(t, s, at(NewAssignTask("a", "w1"), 1000))
 	l := applyOK(t, s, NewLeaseSplits(g, "w1", 1, maxLeaseSplits)).(splits.Lease)
@@ -99,7 +99,7 @@ func TestShareGroupDoneStartsAfresh(t *testing.T) {
 		t.Fatalf("leased %d of %d", len(l.Splits), testDataset.NumSplits)
 	}
 	applyOK(t, s, NewLeaseSplits(g, "w1", 2, 1)) // learns Done
-	applyOK(t, s, at(NewCreateJob("b", "fp1", share, nil), 2000))
+	applyOK(t, s, at(LegacyCreateJob("b", "fp1", share, nil), 2000))
 	if gb := s.Jobs["b"].ShareGroup; gb == g || gb == "" {
 		t.Fatalf("b joined %q after %q was done", gb, g)
 	}

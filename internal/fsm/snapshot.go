@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/feedmesh/feedmesh/internal/splits"
@@ -8,12 +9,14 @@ import (
 )
 
 // snapshotFormat is the snapshot format this node writes. Restore accepts
-// only formats it knows (1 and 2); a newer node's snapshot is an error, not
+// only formats it knows (1 to 3); a newer node's snapshot is an error, not
 // a guess.
 //
 // Format 1: the KV table. Format 2 adds the last applied index, datasets
-// and jobs.
-const snapshotFormat = 2
+// and jobs. Format 3 stores a job's options as CreateJob v6 carries them
+// (jobspec.Job, Job.CountLoss beside them) instead of the legacy
+// JobOptions; format 2's are converted once, on restore.
+const snapshotFormat = 3
 
 // MaxSnapshotBytes bounds a snapshot this node will read. The state is
 // metadata (never batches), so a snapshot near this size means something is
@@ -26,13 +29,55 @@ type snapshotV1 struct {
 	KV     map[string][]byte `cbor:"2,keyasint"`
 }
 
-// snapshotV2 is format 2: format 1's fields keep their keys.
-type snapshotV2 struct {
+// snapshotV3 is format 3: format 2's fields keep their keys; its jobs
+// hold their options as a Job does now.
+type snapshotV3 struct {
 	Format   uint16             `cbor:"1,keyasint"`
 	KV       map[string][]byte  `cbor:"2,keyasint"`
 	Index    uint64             `cbor:"3,keyasint"`
 	Datasets map[string]Dataset `cbor:"4,keyasint"`
 	Jobs     map[string]*Job    `cbor:"5,keyasint"`
+}
+
+// snapshotV2 is format 2: format 1's fields keep their keys, and its jobs
+// hold their options in the legacy form.
+type snapshotV2 struct {
+	Format   uint16             `cbor:"1,keyasint"`
+	KV       map[string][]byte  `cbor:"2,keyasint"`
+	Index    uint64             `cbor:"3,keyasint"`
+	Datasets map[string]Dataset `cbor:"4,keyasint"`
+	Jobs     map[string]*jobV2  `cbor:"5,keyasint"`
+}
+
+// jobV2 is a job of format 2: a Job whose options (key 5) are the legacy
+// JobOptions, count_loss among them.
+type jobV2 struct {
+	Job
+	Options JobOptions `cbor:"5,keyasint"`
+}
+
+// job converts a format 2 job, checked as format 2 checked it (its
+// options normalized and valid), to a Job.
+func (v *jobV2) job() (*Job, error) {
+	if v == nil {
+		return nil, nil // checkJob says so
+	}
+	switch {
+	case v.Options.Normalized() != v.Options:
+		return nil, errors.New("options not normalized")
+	case v.Job.CountLoss:
+		return nil, errors.New("count_loss outside the options (a format 3 key)")
+	}
+	if err := v.Options.validate(); err != nil {
+		return nil, err
+	}
+	o, err := v.Options.stored()
+	if err != nil {
+		return nil, err
+	}
+	j := v.Job
+	j.Options, j.CountLoss = o, v.Options.CountLoss
+	return &j, nil
 }
 
 // snapshotHeader reads just the format, whatever else the snapshot holds.
@@ -68,15 +113,15 @@ func init() {
 // MarshalSnapshot encodes the whole state in snapshotFormat. Equal states
 // give equal bytes.
 func (s *State) MarshalSnapshot() ([]byte, error) {
-	b, err := encMode.Marshal(snapshotV2{Format: snapshotFormat, KV: s.KV, Index: s.Index, Datasets: s.Datasets, Jobs: s.Jobs})
+	b, err := encMode.Marshal(snapshotV3{Format: snapshotFormat, KV: s.KV, Index: s.Index, Datasets: s.Datasets, Jobs: s.Jobs})
 	if err != nil {
 		return nil, fmt.Errorf("encode snapshot: %w", err)
 	}
 	return b, nil
 }
 
-// UnmarshalSnapshot decodes a snapshot of format 1 or 2 into a new State,
-// checking every invariant the commands rely on. It never panics.
+// UnmarshalSnapshot decodes a snapshot of format 1, 2 or 3 into a new
+// State, checking every invariant the commands rely on. It never panics.
 func UnmarshalSnapshot(data []byte) (*State, error) {
 	if len(data) > MaxSnapshotBytes {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrSnapshotFormat, len(data), MaxSnapshotBytes)
@@ -85,7 +130,7 @@ func UnmarshalSnapshot(data []byte) (*State, error) {
 	if err := snapHeaderDecMode.Unmarshal(data, &h); err != nil {
 		return nil, fmt.Errorf("%w: header: %v", ErrSnapshotFormat, err)
 	}
-	var v snapshotV2
+	var v snapshotV3
 	switch h.Format {
 	case 1:
 		var v1 snapshotV1
@@ -94,11 +139,27 @@ func UnmarshalSnapshot(data []byte) (*State, error) {
 		}
 		v.KV = v1.KV
 	case 2:
-		if err := snapDecMode.Unmarshal(data, &v); err != nil {
+		var v2 snapshotV2
+		if err := snapDecMode.Unmarshal(data, &v2); err != nil {
 			return nil, fmt.Errorf("%w: format 2: %v", ErrSnapshotFormat, err)
 		}
+		v.KV, v.Index, v.Datasets = v2.KV, v2.Index, v2.Datasets
+		if len(v2.Jobs) > maxJobs {
+			return nil, fmt.Errorf("%w: format 2: %d jobs, limit %d", ErrSnapshotFormat, len(v2.Jobs), maxJobs)
+		}
+		v.Jobs = make(map[string]*Job, len(v2.Jobs))
+		for name, j := range v2.Jobs {
+			var err error
+			if v.Jobs[name], err = j.job(); err != nil {
+				return nil, fmt.Errorf("%w: format 2: job %q: %v", ErrSnapshotFormat, name, err)
+			}
+		}
+	case 3:
+		if err := snapDecMode.Unmarshal(data, &v); err != nil {
+			return nil, fmt.Errorf("%w: format 3: %v", ErrSnapshotFormat, err)
+		}
 	default:
-		return nil, fmt.Errorf("%w: format %d, this node reads formats 1 and %d (was it written by a newer feedmesh?)",
+		return nil, fmt.Errorf("%w: format %d, this node reads formats 1 to %d (was it written by a newer feedmesh?)",
 			ErrSnapshotFormat, h.Format, snapshotFormat)
 	}
 	s := NewState()

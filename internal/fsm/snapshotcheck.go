@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/feedmesh/feedmesh/internal/splits"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 )
 
 // checkJob checks one decoded job against s's datasets.
@@ -15,14 +15,14 @@ func checkJob(s *State, name string, j *Job) error {
 		return errors.New("nil")
 	case j.Name != name || checkName("job name", name) != nil:
 		return fmt.Errorf("named %q", j.Name)
-	case j.Options.Normalized() != j.Options:
-		return errors.New("options not normalized")
+	case j.Options.IsZero():
+		return errors.New("no options")
 	case len(j.Consumers) > maxJobConsumers || len(j.Detached) > maxJobConsumers || len(j.Workers) > maxJobWorkers || len(j.StaticWorkers) > maxJobWorkers:
 		return errors.New("too many consumers or workers")
 	case j.ID > s.Index:
 		return fmt.Errorf("id %d after the last applied index %d", j.ID, s.Index)
 	}
-	if err := j.Options.validate(); err != nil {
+	if err := checkStored(j.Options, j.CountLoss); err != nil {
 		return err
 	}
 	d, ok := s.Datasets[j.Fingerprint]
@@ -52,16 +52,16 @@ func checkJob(s *State, name string, j *Job) error {
 			return fmt.Errorf("worker %q", w)
 		}
 	}
-	isStatic := j.Options.Sharding == splits.Static
+	isStatic := j.Options.Sharding() == jobspec.Static
 	if isStatic != (len(j.StaticWorkers) > 0) {
 		return errors.New("static workers do not match the sharding")
 	}
 	if isStatic {
-		if ws, err := staticWorkers(j.StaticWorkers, j.Options.MaxWorkers); err != nil || !slices.Equal(ws, j.StaticWorkers) {
+		if ws, err := staticWorkers(j.StaticWorkers, j.Options.MaxWorkers()); err != nil || !slices.Equal(ws, j.StaticWorkers) {
 			return errors.New("static workers not sorted, unique and within max_workers")
 		}
 	}
-	if j.Options.Coordinated != (j.Rounds != nil) {
+	if j.Options.Coordinated() != (j.Rounds != nil) {
 		return errors.New("round state does not match coordinated")
 	}
 	if j.Rounds != nil {
@@ -69,12 +69,12 @@ func checkJob(s *State, name string, j *Job) error {
 			return fmt.Errorf("rounds: %w", err)
 		}
 	}
-	isDynamic := j.Options.Sharding == splits.Dynamic
+	isDynamic := j.Options.Sharding() == jobspec.Dynamic
 	if isDynamic != (j.Dynamic != nil) {
 		return errors.New("dynamic state does not match the sharding")
 	}
 	if isDynamic {
-		epochs := max(j.Options.Epochs, 0)
+		epochs := max(j.Options.Epochs(), 0)
 		if j.Dynamic.NumSplits != j.NumSplits || j.Dynamic.Epochs != epochs {
 			return errors.New("dynamic state of another size")
 		}

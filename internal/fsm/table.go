@@ -58,7 +58,7 @@ var commandTable = map[CommandType]handler{
 	TypePutKV:             {name: "PutKV", minVersion: 1, maxVersion: 1, apply: applyPutKV},
 	TypeDeleteKV:          {name: "DeleteKV", minVersion: 1, maxVersion: 1, apply: applyDeleteKV},
 	TypeRegisterDataset:   {name: "RegisterDataset", minVersion: 1, maxVersion: 1, apply: applyRegisterDataset},
-	TypeCreateJob:         {name: "CreateJob", minVersion: 1, maxVersion: 5, apply: applyCreateJob},
+	TypeCreateJob:         {name: "CreateJob", minVersion: 1, maxVersion: createJobMaxVersion, apply: applyCreateJob},
 	TypeAttachConsumer:    {name: "AttachConsumer", minVersion: 1, maxVersion: 2, apply: applyAttachConsumer},
 	TypeDetachConsumer:    {name: "DetachConsumer", minVersion: 1, maxVersion: 2, apply: applyDetachConsumer},
 	TypeExpireConsumers:   {name: "ExpireConsumers", minVersion: 1, maxVersion: 1, apply: applyExpireConsumers},

@@ -62,7 +62,7 @@ func TestJobState(t *testing.T) {
 		return v.State()
 	}
 	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Epochs: 1})
-	applyOK(t, s, NewCreateJob("off", "fp1", JobOptions{}, nil))
+	applyOK(t, s, LegacyCreateJob("off", "fp1", JobOptions{}, nil))
 	if got := state(s, "off"); got != JobRunning {
 		t.Fatalf("off job without workers: %s", got)
 	}

@@ -30,7 +30,7 @@ func TestAllocationProperty(t *testing.T) {
 		want := map[string]int{}
 		for i := 0; i < nJobs; i++ {
 			name := fmt.Sprintf("j%d", i)
-			applyOK(t, s, at(fsm.NewCreateJob(name, "fp1", fsm.JobOptions{Sharding: splits.Dynamic, Autoscale: true, ConsumerTTL: 1e12, GCAfter: 1e12}, nil), 1000))
+			applyOK(t, s, at(fsm.LegacyCreateJob(name, "fp1", fsm.JobOptions{Sharding: splits.Dynamic, Autoscale: true, ConsumerTTL: 1e12, GCAfter: 1e12}, nil), 1000))
 			applyOK(t, s, at(fsm.NewAttachConsumer(name, "c"), 1000))
 		}
 		for round := 0; round < 12; round++ {

@@ -130,10 +130,10 @@ func TestAutoscaleJobsSpread(t *testing.T) {
 	s := fsm.NewState()
 	applyOK(t, s, fsm.NewRegisterDataset(testDataset))
 	for _, name := range []string{"a", "b"} {
-		applyOK(t, s, at(fsm.NewCreateJob(name, "fp1", fsm.JobOptions{Sharding: splits.Dynamic, Autoscale: true, ConsumerTTL: 1e12, GCAfter: 1e12}, nil), 1000))
+		applyOK(t, s, at(fsm.LegacyCreateJob(name, "fp1", fsm.JobOptions{Sharding: splits.Dynamic, Autoscale: true, ConsumerTTL: 1e12, GCAfter: 1e12}, nil), 1000))
 		s.Jobs[name].Scale.Workers = 2
 	}
-	applyOK(t, s, at(fsm.NewCreateJob("plain", "fp1", fsm.JobOptions{Sharding: splits.Dynamic, ConsumerTTL: 1e12, GCAfter: 1e12}, nil), 1000))
+	applyOK(t, s, at(fsm.LegacyCreateJob("plain", "fp1", fsm.JobOptions{Sharding: splits.Dynamic, ConsumerTTL: 1e12, GCAfter: 1e12}, nil), 1000))
 	members := []JobMember{member("n1", MemberAlive), member("n2", MemberAlive), member("n3", MemberAlive), member("n4", MemberAlive)}
 	steps := PlanJobs(time.Unix(0, 2000), members, s.JobList())
 	got := map[string][]string{}
@@ -155,7 +155,7 @@ func TestAutoscaleJobsSpread(t *testing.T) {
 	// no other autoscaling job uses: with a on n1, n2 and b on n3, n4
 	// released from b (b expired there), c gets n3.
 	applyOK(t, s, at(fsm.NewExpireWorker(got["b"][0]), 2500))
-	applyOK(t, s, at(fsm.NewCreateJob("c", "fp1", fsm.JobOptions{Sharding: splits.Dynamic, Autoscale: true, ConsumerTTL: 1e12, GCAfter: 1e12}, nil), 3000))
+	applyOK(t, s, at(fsm.LegacyCreateJob("c", "fp1", fsm.JobOptions{Sharding: splits.Dynamic, Autoscale: true, ConsumerTTL: 1e12, GCAfter: 1e12}, nil), 3000))
 	view, _ := s.Job("c")
 	steps = PlanJobWorkersAmong(members, view, s.JobList())
 	if len(steps) != 1 || steps[0].Worker != got["b"][0] {

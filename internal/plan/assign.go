@@ -4,8 +4,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/internal/fsm"
-	"github.com/feedmesh/feedmesh/internal/splits"
 )
 
 // PlanJobWorkers plans the AssignTask steps that give job to every
@@ -56,7 +56,7 @@ func autoscaleLoad(jobs []*fsm.Job) map[string]int {
 // whose node now runs a newer process, rejoins the job first
 // (fsm.NewRejoinTask).
 func planAssign(job *fsm.Job, members []JobMember, load map[string]int) []JobStep {
-	if job.Group || job.Options.Sharding == splits.Static || (job.Dynamic != nil && job.Dynamic.Waiting()) || job.RemoteOff() {
+	if job.Group || job.Options.Sharding() == jobspec.Static || (job.Dynamic != nil && job.Dynamic.Waiting()) || job.RemoteOff() {
 		return nil // a resumed job waiting for checkpoints gets workers once they are in
 	}
 	active := job.ActiveWorkers()

@@ -80,7 +80,7 @@ func newJobState(t *testing.T, o *fsm.JobOptions, static ...string) *fsm.State {
 	s := fsm.NewState()
 	applyOK(t, s, fsm.NewRegisterDataset(testDataset))
 	if o != nil {
-		applyOK(t, s, at(fsm.NewCreateJob("j1", "fp1", *o, static), 1000))
+		applyOK(t, s, at(fsm.LegacyCreateJob("j1", "fp1", *o, static), 1000))
 	}
 	return s
 }
@@ -91,7 +91,7 @@ var eoOpts = fsm.JobOptions{Sharding: splits.Dynamic, Epochs: 2, Delivery: fsm.D
 // resume is NewResumeJob of job name over testDataset, a second before
 // planNow.
 func resume(name string, from uint64, part string, want int, p ranges.Delivered) fsm.Command {
-	return at(fsm.NewResumeJob(name, "fp1", eoOpts, fsm.ResumeBody{From: from, Part: part, Want: want, Delivered: p}), ago(time.Second))
+	return at(fsm.LegacyResumeJob(name, "fp1", eoOpts, fsm.ResumeBody{From: from, Part: part, Want: want, Delivered: p}), ago(time.Second))
 }
 
 // snapshotRoundTrip and resumeParts are fsm's test helpers of that name.

@@ -35,7 +35,7 @@ type JobStep struct {
 // the command checks against its At, stamped at Apply, so never earlier
 // than now): the command is not proposed to be rejected.
 func gcDue(j *fsm.Job, now time.Time) bool {
-	return j.NoConsumersSince != 0 && now.Sub(time.Unix(0, j.NoConsumersSince)) > j.Options.GCAfter
+	return j.NoConsumersSince != 0 && now.Sub(time.Unix(0, j.NoConsumersSince)) > j.Options.GCAfter()
 }
 
 // PlanJobs plans one pass of the leader's job upkeep at now, given gossip's

@@ -43,7 +43,7 @@ func opts(o fsm.JobOptions, edit func(*fsm.JobOptions)) fsm.JobOptions { edit(&o
 
 // createAt creates job name over testDataset at t (Unix nanoseconds).
 func createAt(name string, o fsm.JobOptions, t int64, static ...string) fsm.Command {
-	return at(fsm.NewCreateJob(name, "fp1", o, static), t)
+	return at(fsm.LegacyCreateJob(name, "fp1", o, static), t)
 }
 
 // create creates job name a second before planNow.

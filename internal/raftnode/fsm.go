@@ -130,7 +130,7 @@ func (f *machine) jobCut(name string, id uint64) int {
 	if !ok || (id != 0 && j.ID != id) {
 		return 0
 	}
-	return j.Options.OffloadBoundary
+	return j.Options.OffloadBoundary()
 }
 
 func (f *machine) jobs() []fsm.JobView {

@@ -29,7 +29,7 @@ func BenchmarkLeaseSplits(b *testing.B) {
 		const workers = 32
 		setup := []fsm.Command{
 			fsm.NewRegisterDataset(fsm.Dataset{Fingerprint: "fp", Spec: []byte("spec"), NumSplits: splits.MaxSplits}),
-			fsm.NewCreateJob("j", "fp", fsm.JobOptions{Sharding: splits.Dynamic}, nil),
+			fsm.LegacyCreateJob("j", "fp", fsm.JobOptions{Sharding: splits.Dynamic}, nil),
 		}
 		for w := range workers {
 			setup = append(setup, fsm.NewAssignTask("j", fmt.Sprint("w", w)))

@@ -50,7 +50,7 @@ func TestClusterLeaseAcrossLeaderFailover(t *testing.T) {
 	const numSplits = 200
 	for _, c := range []fsm.Command{
 		fsm.NewRegisterDataset(fsm.Dataset{Fingerprint: "fp", Spec: []byte("spec"), NumSplits: numSplits}),
-		fsm.NewCreateJob("j", "fp", fsm.JobOptions{Sharding: splits.Dynamic}, nil),
+		fsm.LegacyCreateJob("j", "fp", fsm.JobOptions{Sharding: splits.Dynamic}, nil),
 		fsm.NewAssignTask("j", "w1"),
 		fsm.NewAssignTask("j", "w2"),
 	} {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -170,7 +171,7 @@ func (w *Worker) taskList() []*task {
 // drained through its end (record: fsm.NewDrainTask applies).
 func (t *task) drained(ctx context.Context, views map[string]drainView) (done, record bool) {
 	o := t.job.Options
-	if o.Sharding != api.Dynamic || o.Coordinated {
+	if o.Sharding != jobspec.Dynamic || o.Coordinated {
 		return true, false
 	}
 	local := t.hasEnded() && t.prod.queued() == 0 && t.streams.Load() == 0

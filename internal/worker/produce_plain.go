@@ -8,6 +8,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport/batch"
@@ -63,13 +64,13 @@ func (p *plainProducer) produce() error {
 	t := p.t
 	o := t.job.Options
 	switch o.Sharding {
-	case api.Dynamic:
+	case jobspec.Dynamic:
 		exact := t.job.Tracks()
 		cfg := t.w.leaseConfig(t.job.Name, t.splits, exact)
 		cfg.JobID, cfg.Waited, cfg.OnRelease = t.job.ID, &t.leaseWait, t.markReleased
 		cfg.Held = t.w.host.CacheHeld(t.job, t.spec)
 		cfg.Cut = p.cut
-		if t.job.Options.Delivery == api.ExactlyOnce {
+		if t.job.Options.Delivery == jobspec.ExactlyOnce {
 			cfg.JobCut = func() int { return t.w.host.JobCut(t.job.Name, t.job.ID) }
 		}
 		lp := NewLeaser(t.ctx, t.w.host, cfg)
@@ -102,7 +103,7 @@ func (p *plainProducer) produce() error {
 				return err
 			}
 		}
-	case api.Static:
+	case jobspec.Static:
 		ids := splits.StaticAssignment(t.splits.Len(), workerNames(t.job), t.w.name)
 		mine := make([]pipeline.Split, 0, len(ids))
 		for _, id := range ids {

@@ -9,6 +9,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/bucketing"
 	"github.com/feedmesh/feedmesh/transport/batch"
@@ -35,14 +36,14 @@ func newRoundProducer(t *task) (*roundProducer, error) {
 	}
 	// Exactly-once pads the final partial windows: dropping them would
 	// lose their elements.
-	pad := t.job.Options.PadFinalRound || t.job.Options.Delivery == api.ExactlyOnce
+	pad := t.job.Options.PadFinalRound || t.job.Options.Delivery == jobspec.ExactlyOnce
 	g, err := newWindowGrouper(m, op, pad)
 	if err != nil {
 		return nil, err
 	}
 	cfg := t.w.cfg
 	rs := newRoundServer(m, cfg.roundsAhead(), cfg.roundsHeld())
-	rs.keep = t.job.Options.Delivery == api.ExactlyOnce
+	rs.keep = t.job.Options.Delivery == jobspec.ExactlyOnce
 	return &roundProducer{t: t, rs: rs, grouper: g}, nil
 }
 
@@ -62,7 +63,7 @@ func newRoundProducer(t *task) (*roundProducer, error) {
 // the consumers.
 func (p *roundProducer) produce() error {
 	t := p.t
-	exact := t.job.Options.Delivery == api.ExactlyOnce
+	exact := t.job.Options.Delivery == jobspec.ExactlyOnce
 	cfg := t.w.leaseConfig(t.job.Name, t.splits, exact)
 	cfg.Drain = nil // a coordinated task does not drain: its rounds are fixed per worker
 	cfg.JobID, cfg.Waited = t.job.ID, &t.leaseWait

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/internal/share"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport/batch"
@@ -43,7 +44,7 @@ import (
 // shareKey identifies the jobs that may share a production.
 type shareKey struct {
 	fingerprint string
-	sharding    api.Sharding
+	sharding    jobspec.Sharding
 	epochs      int64
 	group       string // DYNAMIC: the share group; "" for OFF
 }
@@ -78,7 +79,7 @@ type sharedProd struct {
 // none is joinable. w.mu is held.
 func (w *Worker) joinShareLocked(job api.JobInfo, spec *pipeline.Spec, all pipeline.SplitList) (*sharedProd, error) {
 	key := shareKey{fingerprint: job.Fingerprint, sharding: job.Options.Sharding, epochs: job.Options.Epochs, group: job.ShareGroup}
-	if key.sharding == api.Dynamic && key.group == "" {
+	if key.sharding == jobspec.Dynamic && key.group == "" {
 		return nil, fmt.Errorf("job %q shares with dynamic sharding but has no share group: is the leader older than this worker?", job.Name)
 	}
 	sp := w.shares[key]
@@ -143,7 +144,7 @@ func (p *sharedProd) produce(context.Context) (*batch.Frame, error) {
 			return nil, err
 		}
 		epoch := p.epoch
-		if p.key.sharding == api.Dynamic {
+		if p.key.sharding == jobspec.Dynamic {
 			epoch = -1 // as unshared DYNAMIC tasks: the lease knows, the frame does not
 		}
 		f, err := p.w.encodeBatch(batch.Header{Seq: p.seq, Worker: p.w.name, Epoch: epoch}, el)
@@ -164,7 +165,7 @@ func (p *sharedProd) open() error {
 	var o pipeline.Options
 	var ss []pipeline.Split
 	switch p.key.sharding {
-	case api.Dynamic:
+	case jobspec.Dynamic:
 		if p.opened {
 			p.closeProvider()
 			return io.EOF

@@ -26,6 +26,10 @@ type Env struct {
 	Index uint64
 	// Now is the proposers' clock (tick moves it).
 	Now time.Time
+	// Upgrade proposes each create-job and resume as the nodes do since
+	// CreateJob v6 (fsm.UpgradeCreateJob; one whose options are invalid
+	// stays as written): a script must read the same either way.
+	Upgrade bool
 
 	requests map[string]uint64 // worker → its last lease request id
 	seqs     map[string]uint64 // job/consumer → its last receipts number
@@ -42,6 +46,9 @@ func New() *Env {
 func (e *Env) Apply(c fsm.Command) (any, error) {
 	if c.At == 0 {
 		c.At = e.Now.UnixNano()
+	}
+	if e.Upgrade {
+		c, _ = fsm.UpgradeCreateJob(c)
 	}
 	data, err := fsm.EncodeCommand(c)
 	if err != nil {

@@ -39,7 +39,7 @@ func handleCreateJob(e *Env, d *datadriven.TestData, out *strings.Builder) error
 		}
 		start = &fsm.ScaleStart{Workers: int(w), From: Str(d, "from", "")}
 	}
-	v, err := e.Apply(fsm.NewCreateJobAt(name, fp, o, List(d, "static"), start))
+	v, err := e.Apply(fsm.LegacyCreateJobAt(name, fp, o, List(d, "static"), start))
 	e.answer(out, fmt.Sprintf("job %s id=%v", name, v), err, name)
 	return nil
 }

@@ -53,7 +53,7 @@ func handleResume(e *Env, d *datadriven.TestData, out *strings.Builder) error {
 		p.Returned = map[int64]map[int64]ranges.Set{epoch: got}
 	}
 	r := fsm.ResumeBody{From: uint64(from), Part: Str(d, "part", ""), Want: int(want), Delivered: p}
-	v, err := e.Apply(fsm.NewResumeJob(name, fp, o, r))
+	v, err := e.Apply(fsm.LegacyResumeJob(name, fp, o, r))
 	e.answer(out, fmt.Sprintf("job %s id=%v", name, v), err, name)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/internal/fsm"
 	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/ranges"
@@ -54,30 +55,30 @@ func (e *Env) Job(name string) string {
 // jobTitle is "job j1 (id 2): dynamic exactly-once; 4 splits, 1 epoch".
 func jobTitle(v fsm.JobView) string {
 	o := v.Options
-	kind := o.Sharding.String()
+	kind := string(o.Sharding())
 	switch {
 	case v.Group:
 		kind = "share group of " + v.Fingerprint
-	case o.Delivery != "":
-		kind += " " + o.Delivery
-	case o.CountLoss:
+	case o.Delivery() == jobspec.ExactlyOnce:
+		kind += " " + o.Delivery()
+	case v.CountLoss:
 		kind += " at-most-once, counting its loss"
-	case o.Sharding == splits.Dynamic:
+	case o.Sharding() == jobspec.Dynamic:
 		kind += " at-most-once"
 	}
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{o.Share, "sharing " + v.ShareGroup}, {o.Coordinated, "coordinated"}, {o.Autoscale, "autoscaling"}} {
+	}{{o.Share(), "sharing " + v.ShareGroup}, {o.Coordinated(), "coordinated"}, {o.Autoscale(), "autoscaling"}} {
 		if f.on {
 			kind += ", " + f.name
 		}
 	}
-	if o.MaxWorkers > 0 {
-		kind += fmt.Sprintf(", max %d workers", o.MaxWorkers)
+	if o.MaxWorkers() > 0 {
+		kind += fmt.Sprintf(", max %d workers", o.MaxWorkers())
 	}
-	epochs := fmt.Sprintf("%d epochs", o.Epochs)
-	switch o.Epochs {
+	epochs := fmt.Sprintf("%d epochs", o.Epochs())
+	switch o.Epochs() {
 	case 1:
 		epochs = "1 epoch"
 	case -1:

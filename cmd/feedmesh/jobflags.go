@@ -1,0 +1,80 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/feedmesh/feedmesh/api/jobspec"
+	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
+	"github.com/feedmesh/feedmesh/transport/batch"
+)
+
+// jobFlags are `read`'s flags that give the job's options and this
+// reader's choices in it: one per field of client.JobOptions
+// (jobspec.Options), which TestJobFlagsSetEveryOption checks, but for
+// Resume (--resume names the checkpoint's file: runRead reads it).
+type jobFlags struct {
+	job, sharding, delivery, workers, compression, offload *string
+	epochs                                                 *int64
+	maxWorkers, consumers, index, offloadBoundary          *int
+	scaleRevisit, scalePause                               *int
+	autoscale, share, coordinated, padFinal                *bool
+	scaleThreshold, localCPUs                              *float64
+	consumerTTL, gcAfter                                   *time.Duration
+}
+
+// addJobFlags defines the job flags on fs.
+func addJobFlags(fs *flag.FlagSet) *jobFlags {
+	return &jobFlags{
+		job:             fs.String("job", "", "job name; readers that name the same job share its data (required)"),
+		delivery:        fs.String("delivery", "", "with --sharding dynamic: exactly-once (the default: a dead worker's splits are read again, skipping what was delivered) or at-most-once (they are lost; the default with --share)"),
+		sharding:        fs.String("sharding", "dynamic", "dynamic (each element once, split among the workers), off (every worker reads the whole dataset: one copy per worker) or static"),
+		epochs:          fs.Int64("epochs", 1, "passes over the dataset"),
+		workers:         fs.String("workers", "", "how many nodes serve the job: auto (the cluster chooses from this reader's batch time and queue, starting at one worker and adding them while they help; the default with --sharding dynamic, without --share or --coordinated), all (every node; the default of the other jobs) or a fixed count `N`; see the README"),
+		maxWorkers:      fs.Int("max-workers", 0, "with --workers auto: the most workers the cluster may give the job; alone: a fixed count, as --workers N (0: no cap)"),
+		autoscale:       fs.Bool("autoscale", false, "the same as --workers auto (kept for older scripts)"),
+		scaleThreshold:  fs.Float64("autoscale-threshold", 0, "with --workers auto: the relative batch-time gain a worker must bring to stay (0: Cachew's 0.03)"),
+		scaleRevisit:    fs.Int("autoscale-revisit", 0, "with --workers auto: how many metrics (100 batches each) a converged worker count stands before one fewer is tried (0: Cachew's 10)"),
+		scalePause:      fs.Int("autoscale-pause", 0, "with --workers auto: how many metrics are ignored after a change (0: Cachew's 2; -1: none)"),
+		share:           fs.Bool("share", false, "ephemeral sharing: jobs of the same spec, sharding (off or dynamic) and epochs that all pass --share compute each batch once per worker; a job that lags more than the worker's share window behind skips batches instead of slowing the others"),
+		coordinated:     fs.Bool("coordinated", false, "coordinated reads: the --consumers readers of the job get, in each round, batches of the same length bucket from one worker (spec must end in bucket_by_sequence_length; sharding becomes dynamic)"),
+		consumers:       fs.Int("consumers", 0, "with --coordinated: how many consumers (trainer ranks) read the job in rounds"),
+		index:           fs.Int("index", 0, "with --coordinated: this reader's consumer index in [0, --consumers)"),
+		compression:     fs.String("compression", "none", "compress batches on the wire: none, lz4 (cheap to decompress) or zstd (smaller, costs the workers more CPU); for links slower than the workers"),
+		offload:         fs.String("offload", "auto", "where a dynamic job's pipeline runs for this reader: auto (profile, then decide: all local when the reader does not stall, else a share of it), remote (the nodes only), local (this process only; the nodes take no split), or a local fraction such as 0.3 (see the README's Offload section)"),
+		offloadBoundary: fs.Int("offload-boundary", 0, "partial offload: the nodes run the source and the spec's first N ops and ship single elements, this reader runs the rest (a dynamic exactly-once job; 0: no cut; cut points are 1 up to the first op that batches, and the ops after the cut must not be repeat, take, skip or autocache)"),
+		localCPUs:       fs.Float64("local-cpus", 0, "CPU budget of this process's local worker, in cores (0: the spare CPUs measured)"),
+		padFinal:        fs.Bool("pad-final-round", false, "with --coordinated: pad the final partial rounds out with empty batches instead of dropping them"),
+		consumerTTL:     fs.Duration("consumer-ttl", 0, "a reader that misses heartbeats this long is dropped from the job (0: 30s)"),
+		gcAfter:         fs.Duration("gc-after", 0, "the job is deleted once no reader has been attached this long (0: 1m)"),
+	}
+}
+
+// options are the job options the flags give, as given (the client
+// normalizes them); an error names the flag.
+func (f *jobFlags) options() (client.JobOptions, error) {
+	if _, err := batch.ParseCompression(*f.compression); err != nil {
+		return client.JobOptions{}, fmt.Errorf("--compression: %w", err)
+	}
+	sh, err := jobspec.ParseSharding(*f.sharding)
+	if err != nil {
+		return client.JobOptions{}, fmt.Errorf("--sharding: %w", err)
+	}
+	dl, err := jobspec.ParseDelivery(*f.delivery)
+	if err != nil {
+		return client.JobOptions{}, fmt.Errorf("--delivery: %w", err)
+	}
+	wk, err := jobspec.ParseWorkers(*f.workers)
+	if err != nil {
+		return client.JobOptions{}, cli.InputError(fmt.Errorf("--workers: %w", err))
+	}
+	return client.JobOptions{
+		Name: *f.job, Sharding: sh, Epochs: *f.epochs, Workers: wk, MaxWorkers: *f.maxWorkers, Share: *f.share, Autoscale: *f.autoscale,
+		Coordinated: *f.coordinated, NumConsumers: *f.consumers, ConsumerIndex: *f.index, PadFinalRound: *f.padFinal,
+		Compression: *f.compression, Delivery: dl, Offload: *f.offload, LocalCPUs: *f.localCPUs, OffloadBoundary: *f.offloadBoundary,
+		AutoscaleThreshold: *f.scaleThreshold, AutoscaleRevisit: *f.scaleRevisit, AutoscalePause: *f.scalePause,
+		ConsumerTTL: *f.consumerTTL, GCAfter: *f.gcAfter,
+	}, nil
+}
