@@ -58,10 +58,10 @@ type WorkerInfo struct {
 	// shutdown; it holds nothing of the job. A later process of the node
 	// rejoins the job, assigned afresh (Since changes).
 	Drained bool `json:"drained,omitempty"`
-	// Released: the job's autoscaling gave the worker back; it drains
+	// Dismissed: the job's autoscaling gave the worker back; it drains
 	// (until Drained too), and the job may take it back later, assigned
 	// afresh (Since changes).
-	Released bool `json:"released,omitempty"`
+	Dismissed bool `json:"released,omitempty"`
 	// Held (DYNAMIC jobs) is how many splits the worker holds: leased,
 	// or (exactly-once) produced and not yet settled by receipts.
 	Held int `json:"held,omitempty"`

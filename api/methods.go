@@ -44,7 +44,7 @@ var ErrNotAssigned = &transport.Error{Code: "not_assigned"}
 // worker reads them itself. Any other failure leaves the outcome unknown.
 var ErrHandBackRefused = &transport.Error{Code: "handback_refused"}
 
-// ErrReleased answers a lease from a worker its autoscaling job gave back
-// (fsm.ErrReleased): it hands back what it has not started, reads
+// ErrDismissed answers a lease from a worker its autoscaling job gave back
+// (fsm.ErrDismissed): it hands back what it has not started, reads
 // the split in progress and drains, as in a graceful shutdown.
-var ErrReleased = &transport.Error{Code: "released"}
+var ErrDismissed = &transport.Error{Code: "released"}

@@ -59,7 +59,7 @@ type localWorker struct {
 	name   string
 	h      localHost
 	ledger *ledger
-	gate   *shareGate
+	gate   *fractionGate
 	all    pipeline.SplitList
 	lp     *worker.Leaser // the run's lease loop (set by run)
 
@@ -82,7 +82,7 @@ type localWorker struct {
 // once, as a node's WorkerConfig.LeaseDuration.
 const localLeaseDuration = 250 * time.Millisecond
 
-func newLocalWorker(cfg localConfig, h localHost, l *ledger, g *shareGate) (*localWorker, error) {
+func newLocalWorker(cfg localConfig, h localHost, l *ledger, g *fractionGate) (*localWorker, error) {
 	all, err := pipeline.ListSplits(cfg.spec)
 	if err != nil {
 		return nil, fmt.Errorf("local worker: %w", err)

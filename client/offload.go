@@ -58,7 +58,7 @@ type offloadRun struct {
 	coresFrom string
 	dynamic   bool // the job may have a local worker (DYNAMIC, no share, not coordinated)
 
-	gate     *shareGate
+	gate     *fractionGate
 	local    *localWorker // nil: remote
 	meters   offloadMeters
 	remoteOn atomic.Bool // auto turned the nodes on
@@ -341,7 +341,7 @@ func (it *Iterator) startLocal(p *plain) {
 	if r == nil || r.mode == jobspec.OffloadRemote {
 		return
 	}
-	r.gate = newShareGate(r.fraction, localSlack, func() bool {
+	r.gate = newFractionGate(r.fraction, localSlack, func() bool {
 		it.mu.Lock()
 		defer it.mu.Unlock()
 		return remoteServing(it.info) && !leasedOut(it.info)
@@ -388,7 +388,7 @@ func (it *Iterator) call(ctx context.Context, method string, req, resp any) erro
 }
 
 // offGate is the share gate of the iterator's local worker, or nil.
-func (it *Iterator) offGate() *shareGate {
+func (it *Iterator) offGate() *fractionGate {
 	if it.off == nil {
 		return nil
 	}

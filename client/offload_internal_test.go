@@ -52,7 +52,7 @@ func TestShareGateRules(t *testing.T) {
 // A gate set free (auto's "shared by capacity") holds neither side, however
 // far one runs ahead of the share it records; set again, it holds.
 func TestShareGateFree(t *testing.T) {
-	g := newShareGate(0.5, 2, func() bool { return true }, nil)
+	g := newFractionGate(0.5, 2, func() bool { return true }, nil)
 	g.Busy(true)
 	g.setFree(0.9)
 	g.add(false, 100) // the nodes far ahead of their 10 %

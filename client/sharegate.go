@@ -8,9 +8,9 @@ import (
 	"github.com/feedmesh/feedmesh/internal/worker"
 )
 
-// shareGate holds the local worker to its fraction of the elements the
+// fractionGate holds the local worker to its fraction of the elements the
 // consumer receives. Safe for concurrent use.
-type shareGate struct {
+type fractionGate struct {
 	mu       sync.Mutex
 	fraction float64 // the local worker's share, in [0, 1]
 	// free: neither side is held to the fraction (offload auto's
@@ -40,7 +40,7 @@ type shareGate struct {
 }
 
 // heldRemote is the wall time the nodes' batches were held so far.
-func (g *shareGate) heldRemote(now time.Time) time.Duration {
+func (g *fractionGate) heldRemote(now time.Time) time.Duration {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	h := g.remoteHeld
@@ -50,11 +50,11 @@ func (g *shareGate) heldRemote(now time.Time) time.Duration {
 	return h
 }
 
-func newShareGate(fraction float64, slack int64, remoteOn, jobEnded func() bool) *shareGate {
-	return &shareGate{fraction: fraction, slack: slack, remoteOn: remoteOn, jobEnded: jobEnded, changed: make(chan struct{}, 1)}
+func newFractionGate(fraction float64, slack int64, remoteOn, jobEnded func() bool) *fractionGate {
+	return &fractionGate{fraction: fraction, slack: slack, remoteOn: remoteOn, jobEnded: jobEnded, changed: make(chan struct{}, 1)}
 }
 
-func (g *shareGate) add(local bool, n int64) {
+func (g *fractionGate) add(local bool, n int64) {
 	g.mu.Lock()
 	if local {
 		g.local += n
@@ -67,7 +67,7 @@ func (g *shareGate) add(local bool, n int64) {
 	g.wake()
 }
 
-func (g *shareGate) wake() {
+func (g *fractionGate) wake() {
 	select {
 	case g.changed <- struct{}{}:
 	default:
@@ -75,12 +75,12 @@ func (g *shareGate) wake() {
 }
 
 // set changes the fraction, counting from now, and holds both sides to it.
-func (g *shareGate) set(f float64) { g.setHeld(f, false) }
+func (g *fractionGate) set(f float64) { g.setHeld(f, false) }
 
 // setFree records f as the expected share but holds neither side to it.
-func (g *shareGate) setFree(f float64) { g.setHeld(f, true) }
+func (g *fractionGate) setFree(f float64) { g.setHeld(f, true) }
 
-func (g *shareGate) setHeld(f float64, free bool) {
+func (g *fractionGate) setHeld(f float64, free bool) {
 	g.mu.Lock()
 	g.fraction, g.free = f, free
 	g.local, g.remote = 0, 0
@@ -89,7 +89,7 @@ func (g *shareGate) setHeld(f float64, free bool) {
 }
 
 // counts are the totals and the fraction in force.
-func (g *shareGate) counts() (local, remote int64, fraction float64) {
+func (g *fractionGate) counts() (local, remote int64, fraction float64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.totalLocal, g.totalRemote, g.fraction
@@ -117,7 +117,7 @@ func mayReceive(local, remote int64, fraction float64, slack int64, localBusy bo
 }
 
 // Open reports whether the local worker may take more now.
-func (g *shareGate) Open() bool {
+func (g *fractionGate) Open() bool {
 	on := g.remoteOn()
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -125,7 +125,7 @@ func (g *shareGate) Open() bool {
 }
 
 // Busy says whether the local worker has splits to read.
-func (g *shareGate) Busy(b bool) {
+func (g *fractionGate) Busy(b bool) {
 	g.mu.Lock()
 	g.localBusy = b
 	g.mu.Unlock()
@@ -134,7 +134,7 @@ func (g *shareGate) Busy(b bool) {
 
 // waitRemote blocks a node's batch until the nodes are within their
 // share: the stream then grants no credit, and the node slows down.
-func (g *shareGate) waitRemote(ctx context.Context) error {
+func (g *fractionGate) waitRemote(ctx context.Context) error {
 	g.mu.Lock()
 	open := g.free || mayReceive(g.local, g.remote, g.fraction, g.slack, g.localBusy)
 	if !open {
@@ -168,7 +168,7 @@ const gatePoll = 50 * time.Millisecond
 
 // Wait blocks until the local worker may take another split, or the job
 // has ended (worker.ErrJobEnded).
-func (g *shareGate) Wait(ctx context.Context) error {
+func (g *fractionGate) Wait(ctx context.Context) error {
 	ended := false
 	err := g.waitFor(ctx, func() bool {
 		on := g.remoteOn()
@@ -191,7 +191,7 @@ func (g *shareGate) Wait(ctx context.Context) error {
 // take the Iterator's lock, which is taken before g.mu elsewhere). The changed
 // channel has one waiter's worth of capacity, so every waiter also
 // looks again every gatePoll.
-func (g *shareGate) waitFor(ctx context.Context, ok func() bool) error {
+func (g *fractionGate) waitFor(ctx context.Context, ok func() bool) error {
 	t := time.NewTimer(gatePoll)
 	defer t.Stop()
 	for {

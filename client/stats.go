@@ -28,7 +28,7 @@ type Stats struct {
 	Workers map[string]WorkerStats `json:"workers"`
 	// Serving is how many workers serve the job now, as the cluster last
 	// reported (refreshed every HeartbeatInterval): assigned and neither
-	// expired, drained nor released by autoscaling; a consumer's local
+	// expired, drained nor dismissed by autoscaling; a consumer's local
 	// worker counts as one.
 	Serving int `json:"serving"`
 	// Reconnects counts worker streams reopened after a failure. At most
@@ -148,7 +148,7 @@ func (it *Iterator) Stats() Stats {
 func serving(info api.JobInfo) int {
 	n := 0
 	for _, w := range info.Workers {
-		if !w.Expired && !w.Drained && !w.Released {
+		if !w.Expired && !w.Drained && !w.Dismissed {
 			n++
 		}
 	}

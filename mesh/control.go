@@ -192,7 +192,7 @@ func (n *Node) forward(ctx context.Context, addr, method string, req, resp any) 
 // at another leader.
 func retriable(err error) bool {
 	switch {
-	case errorsIsRejected(err), errors.Is(err, api.ErrNotAssigned), errors.Is(err, api.ErrHandBackRefused), errors.Is(err, api.ErrReleased):
+	case errorsIsRejected(err), errors.Is(err, api.ErrNotAssigned), errors.Is(err, api.ErrHandBackRefused), errors.Is(err, api.ErrDismissed):
 		return false
 	case errors.Is(err, transport.ErrInvalid), errors.Is(err, transport.ErrNotFound),
 		errors.Is(err, transport.ErrUnknownMethod):
@@ -207,8 +207,8 @@ func mapRaftErr(err error) error {
 		return transport.Errorf(transport.ErrNotFound, "%v", err)
 	case errors.Is(err, fsm.ErrNotAssigned):
 		return transport.Errorf(api.ErrNotAssigned, "%v", err)
-	case errors.Is(err, fsm.ErrReleased):
-		return transport.Errorf(api.ErrReleased, "%v", err)
+	case errors.Is(err, fsm.ErrDismissed):
+		return transport.Errorf(api.ErrDismissed, "%v", err)
 	case errors.Is(err, splits.ErrHandBackRefused):
 		return transport.Errorf(api.ErrHandBackRefused, "%v", err)
 	case errorsIsRejected(err):

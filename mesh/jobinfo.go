@@ -50,14 +50,14 @@ func (n *Node) jobInfo(v fsm.JobView) api.JobInfo {
 	for _, w := range names {
 		st := v.Workers[w]
 		info.Workers = append(info.Workers, api.WorkerInfo{Name: w, Addr: addrs[w], Expired: st.Expired, Incarnation: st.Incarnation,
-			Drained: st.Drained, Released: st.Released, Since: st.Since, Held: held[w]})
+			Drained: st.Drained, Dismissed: st.Dismissed, Since: st.Since, Held: held[w]})
 	}
 	info.ShareGroup = v.ShareGroup
 	info.Autocache = n.autocacheInfo(v.Fingerprint)
 	offloadInfo(&info, v)
 	if sc := v.Scale; sc != nil {
 		info.Scale = &api.ScaleInfo{Workers: sc.Workers, Phase: sc.Phase.String(), Reason: sc.Reason, Changes: sc.Changes,
-			Wanted: v.WantedWorkers(), Share: sc.Share, Allocation: sc.Allocation}
+			Wanted: v.WantedWorkers(), Share: sc.Allotted, Allocation: sc.Allocation}
 	}
 	if r := v.Rounds; r != nil {
 		info.Rounds = &api.RoundsInfo{Changes: r.Schedule.Changes, Reached: r.Reached, Lookahead: fsm.RoundLookahead}

@@ -327,7 +327,7 @@ func servingWorkers(ctx context.Context, c *localcluster.Cluster, job string) (i
 		}
 		n := 0
 		for _, w := range j.Workers {
-			if !w.Expired && !w.Drained && !w.Released {
+			if !w.Expired && !w.Drained && !w.Dismissed {
 				n++
 			}
 		}

@@ -110,7 +110,7 @@ func autocacheLine(a api.AutocacheInfo) string {
 // workersColumn is the WORKERS column of `feedmesh jobs`: the job's
 // choice (auto, all or a count), then the workers serving it, then those
 // expired and those drained (stopped gracefully: their next process
-// rejoins) or released (autoscaling gave them back).
+// rejoins) or dismissed (autoscaling gave them back).
 func workersColumn(j api.JobInfo) string {
 	if w := j.Options.Workers; w != "" {
 		return string(w) + ":" + workerCounts(j) // one field: scripts split the table on blanks
@@ -119,21 +119,21 @@ func workersColumn(j api.JobInfo) string {
 }
 
 func workerCounts(j api.JobInfo) string {
-	live, expired, drained, released := 0, 0, 0, 0
+	live, expired, drained, dismissed := 0, 0, 0, 0
 	for _, w := range j.Workers {
 		switch {
 		case w.Expired:
 			expired++
-		case w.Released:
-			released++
+		case w.Dismissed:
+			dismissed++
 		case w.Drained:
 			drained++
 		default:
 			live++
 		}
 	}
-	if released > 0 {
-		return fmt.Sprintf("%d (%d expired, %d drained, %d released)", live, expired, drained, released)
+	if dismissed > 0 {
+		return fmt.Sprintf("%d (%d expired, %d drained, %d dismissed)", live, expired, drained, dismissed)
 	}
 	if drained > 0 {
 		return fmt.Sprintf("%d (%d expired, %d drained)", live, expired, drained)

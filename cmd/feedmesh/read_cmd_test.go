@@ -155,8 +155,8 @@ func TestWorkersColumn(t *testing.T) {
 	if got := workersColumn(api.JobInfo{Workers: []api.WorkerInfo{{Name: "a"}}}); got != "1 (0 expired)" {
 		t.Errorf("workers column %q", got)
 	}
-	auto := api.JobInfo{Options: api.JobOptions{Workers: jobspec.AutoWorkers}, Workers: []api.WorkerInfo{{Name: "a"}, {Name: "b", Released: true}}}
-	if got := workersColumn(auto); got != "auto:1 (0 expired, 0 drained, 1 released)" {
+	auto := api.JobInfo{Options: api.JobOptions{Workers: jobspec.AutoWorkers}, Workers: []api.WorkerInfo{{Name: "a"}, {Name: "b", Dismissed: true}}}
+	if got := workersColumn(auto); got != "auto:1 (0 expired, 0 drained, 1 dismissed)" {
 		t.Errorf("workers column %q", got)
 	}
 }

@@ -51,7 +51,7 @@ func (s *State) rememberScale(j *Job) {
 // job the leader has not allocated yet (autoscale.State.Allocated false: every
 // job of a log from before AllocateJob): Cachew's values, fixed so that
 // every replica steps alike, without scaling down. scaleConfigAllocated,
-// for an allocated job, scales down (the leader releases the workers,
+// for an allocated job, scales down (the leader dismisses the workers,
 // cmd_allocatejob.go), bounds a worker's gain by the consumer's stall
 // (StallBound), takes a queue for outpacing only once it settled and grew
 // by 4 batches (SettleOnConverge, QueueMin), and measures an added worker
@@ -166,13 +166,13 @@ func (j *Job) awaitWorker(m autoscale.Metric, cfg autoscale.Config) bool {
 	switch {
 	case active >= j.Scale.Workers:
 		j.Scale.Reason = fmt.Sprintf("waiting for worker %d's batches to reach the consumer (from %d workers in the last window)", j.Scale.Workers, m.Workers)
-	case j.Scale.Share >= j.Scale.Workers:
+	case j.Scale.Allotted >= j.Scale.Workers:
 		j.Scale.Reason = fmt.Sprintf("waiting for worker %d (has %d): its node is on its way", j.Scale.Workers, active)
 	case j.Scale.Pause > 0:
 		j.Scale.Pause--
 	default:
 		j.Scale.Converge(max(active, 1), j.Scale.Base, cfg, fmt.Sprintf("the allocation gives %d nodes (%s): converged at %d, one more wanted",
-			j.Scale.Share, j.Scale.Allocation, max(active, 1)))
+			j.Scale.Allotted, j.Scale.Allocation, max(active, 1)))
 		j.Scale.WantsMore = true
 		j.Scale.Changes++
 	}

@@ -104,7 +104,7 @@ func TestAutoscaleJobWaitsForWorker(t *testing.T) {
 	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Autoscale: true, ConsumerTTL: 1e12, GCAfter: 1e12})
 	applyOK(t, s, at(NewAssignTask("j1", "w1"), 1100))
 	sc := s.Jobs["j1"].Scale
-	sc.Allocated, sc.Share = true, 2
+	sc.Allocated, sc.Allotted = true, 2
 	beat := func(batches int64, bt float64) {
 		t.Helper()
 		applyOK(t, s, at(NewHeartbeat("j1", "a", &autoscale.Metric{BatchTime: bt, Stall: 0.5, Batches: batches}), 2000))

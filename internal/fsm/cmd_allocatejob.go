@@ -5,13 +5,13 @@ import (
 	"slices"
 )
 
-// Releasing workers: how an autoscaling job gives a node back, for a
+// Dismissing workers: how an autoscaling job gives a node back, for a
 // scale-down of its own or for another job's fair share
 // (the leader's allocation, internal/plan). The leader proposes AllocateJob with the workers to
-// release; each is marked Released in the job at once, so that it counts
+// release; each is marked Dismissed in the job at once, so that it counts
 // no more toward the job's worker count and its next lease is refused
-// (ErrReleased). The worker then drains its task as a graceful shutdown
-// would (mesh/drain.go, mesh/release.go): it hands the splits it has not
+// (ErrDismissed). The worker then drains its task as a graceful shutdown
+// would (internal/worker: drain.go, dismiss.go): it hands the splits it has not
 // started back to the job's other workers (HandBackSplits), reads the
 // split in progress to its end, waits until the consumers' receipts
 // settle what it produced (exactly-once), and records the drain
@@ -21,33 +21,33 @@ import (
 // for the same reasons as a drain: a handed-back split was never started,
 // and the split in progress is read by the worker that started it.
 //
-// A worker released and gone before it drained (it died) is expired as
+// A worker dismissed and gone before it drained (it died) is expired as
 // any other: its splits are read again (exactly-once) or lost
 // (at-most-once).
 
 // allocateJobBody is the body of TypeAllocateJob.
 type allocateJobBody struct {
 	Job string `cbor:"1,keyasint"`
-	// Share is how many nodes the allocation gives the job.
-	Share int `cbor:"2,keyasint"`
+	// Allotted is how many nodes the allocation gives the job.
+	Allotted int `cbor:"2,keyasint"`
 	// Reason says why (its own nodes, or a fair share and of what).
 	Reason string `cbor:"3,keyasint"`
-	// Release lists the workers the job gives back.
-	Release []string `cbor:"4,keyasint,omitempty"`
+	// Dismiss lists the workers the job gives back.
+	Dismiss []string `cbor:"4,keyasint,omitempty"`
 }
 
 // maxAllocationReason bounds allocateJobBody.Reason.
 const maxAllocationReason = 512
 
 // NewAllocateJob records that the leader gives job share nodes, for
-// reason, and releases the given workers from it (see the top of this
-// file). The job must autoscale; each released worker must be assigned,
-// neither expired nor released already, and one worker at least must
+// reason, and dismisses the given workers from it (see the top of this
+// file). The job must autoscale; each dismissed worker must be assigned,
+// neither expired nor dismissed already, and one worker at least must
 // stay. From its first AllocateJob on, a job follows the allocation:
 // its policy scales down, and waits for a worker it asked for before
 // measuring it (stepScale). Result: nil.
-func NewAllocateJob(job string, share int, reason string, release []string) Command {
-	return newCommand(TypeAllocateJob, 1, allocateJobBody{Job: job, Share: share, Reason: reason, Release: release})
+func NewAllocateJob(job string, allotted int, reason string, dismiss []string) Command {
+	return newCommand(TypeAllocateJob, 1, allocateJobBody{Job: job, Allotted: allotted, Reason: reason, Dismiss: dismiss})
 }
 
 func applyAllocateJob(s *State, c Command) (any, error) {
@@ -62,24 +62,24 @@ func applyAllocateJob(s *State, c Command) (any, error) {
 	if j.Scale == nil || !j.Rejoinable() {
 		return nil, fmt.Errorf("%w: job %q does not autoscale", ErrInvalidCommand, b.Job)
 	}
-	if len(b.Reason) > maxAllocationReason || b.Share < 0 || b.Share > maxJobWorkers || len(b.Release) > maxJobWorkers {
-		return nil, fmt.Errorf("%w: allocation of job %q: share %d, reason of %d bytes, %d releases", ErrInvalidCommand, b.Job, b.Share, len(b.Reason), len(b.Release))
+	if len(b.Reason) > maxAllocationReason || b.Allotted < 0 || b.Allotted > maxJobWorkers || len(b.Dismiss) > maxJobWorkers {
+		return nil, fmt.Errorf("%w: allocation of job %q: share %d, reason of %d bytes, %d releases", ErrInvalidCommand, b.Job, b.Allotted, len(b.Reason), len(b.Dismiss))
 	}
-	for i, w := range b.Release {
+	for i, w := range b.Dismiss {
 		st, ok := j.Workers[w]
-		if !ok || st.Expired || st.Released || slices.Contains(b.Release[:i], w) {
+		if !ok || st.Expired || st.Dismissed || slices.Contains(b.Dismiss[:i], w) {
 			return nil, fmt.Errorf("%w: worker %q of job %q: not assigned, expired or released already", ErrNotAssigned, w, b.Job)
 		}
 	}
-	if len(b.Release) > 0 && j.ActiveWorkers()-len(b.Release) < 1 {
-		return nil, fmt.Errorf("%w: releasing %d of job %q's %d workers would leave it none", ErrLimit, len(b.Release), b.Job, j.ActiveWorkers())
+	if len(b.Dismiss) > 0 && j.ActiveWorkers()-len(b.Dismiss) < 1 {
+		return nil, fmt.Errorf("%w: releasing %d of job %q's %d workers would leave it none", ErrLimit, len(b.Dismiss), b.Job, j.ActiveWorkers())
 	}
-	for _, w := range b.Release {
+	for _, w := range b.Dismiss {
 		st := j.Workers[w]
-		st.Released = true
+		st.Dismissed = true
 		j.Workers[w] = st
 	}
 	j.Scale.Allocated = true
-	j.Scale.Share, j.Scale.Allocation = b.Share, b.Reason
+	j.Scale.Allotted, j.Scale.Allocation = b.Allotted, b.Reason
 	return nil, nil
 }

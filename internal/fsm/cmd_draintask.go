@@ -60,7 +60,7 @@ func applyDrainTask(s *State, c Command) (any, error) {
 		if !ok || !(st.Drained || st.Expired) || !j.Rejoinable() {
 			return nil, fmt.Errorf("%w: worker %q of job %q is not drained or expired, or the job's workers are fixed: it does not rejoin", ErrNotAssigned, b.Worker, b.Job)
 		}
-		if mw := j.ScaledLimit(); mw > 0 && (st.Expired || st.Released) && j.ActiveWorkers() >= mw {
+		if mw := j.ScaledLimit(); mw > 0 && (st.Expired || st.Dismissed) && j.ActiveWorkers() >= mw {
 			return nil, fmt.Errorf("%w: job %q has %d live workers (max_workers %d)", ErrLimit, b.Job, j.ActiveWorkers(), mw)
 		}
 		ws := WorkerState{Since: c.At}

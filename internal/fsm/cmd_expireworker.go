@@ -63,7 +63,7 @@ func applyExpireWorker(s *State, c Command) (any, error) {
 		}
 		st.Expired = true
 		j.Workers[b.Worker] = st
-		if sc := j.Scale; sc != nil && sc.Allocated && !st.Released {
+		if sc := j.Scale; sc != nil && sc.Allocated && !st.Dismissed {
 			// The metrics that straddle the worker's replacement say
 			// nothing about the count (jobs of a log from before
 			// AllocateJob are not allocated and replay as they did).

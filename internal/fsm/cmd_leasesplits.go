@@ -97,7 +97,7 @@ func applyLeaseSplits(s *State, c Command) (any, error) {
 	if err := checkJobID(j, b.JobID); err != nil {
 		return nil, err
 	}
-	released := j.Workers[b.Worker].Released
+	dismissed := j.Workers[b.Worker].Dismissed
 	if st := j.Workers[b.Worker]; b.Incarnation != 0 && b.Incarnation != st.Incarnation {
 		if b.Incarnation < st.Incarnation {
 			return nil, fmt.Errorf("%w: worker %q in job %q: incarnation %d was superseded by %d (a restart)",
@@ -108,14 +108,14 @@ func applyLeaseSplits(s *State, c Command) (any, error) {
 		}
 		st.Incarnation = b.Incarnation
 		j.Workers[b.Worker] = st
-		if released {
+		if dismissed {
 			// The restart's leases are settled as above; the next lease
 			// is refused, and the new process drains (cmd_allocatejob.go).
 			return splits.Lease{}, nil
 		}
 	}
-	if released {
-		return nil, fmt.Errorf("%w: worker %q of job %q (autoscaling gave it back)", ErrReleased, b.Worker, b.Job)
+	if dismissed {
+		return nil, fmt.Errorf("%w: worker %q of job %q (autoscaling gave it back)", ErrDismissed, b.Worker, b.Job)
 	}
 	if l, off := offloadLease(j, b.Worker); off {
 		return l, nil

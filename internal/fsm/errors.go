@@ -54,9 +54,10 @@ var (
 	ErrDetached = errors.New("fsm: consumer detached from the job")
 )
 
-// ErrReleased answers a lease from a worker that its job released: it
+// ErrDismissed answers a lease from a worker that its job dismissed (its
+// text, "released", is what older releases recorded in their logs): it
 // hands back what it has not started and drains.
-var ErrReleased = errors.New("fsm: worker released from the job")
+var ErrDismissed = errors.New("fsm: worker released from the job")
 
 // ErrSnapshotFormat: the snapshot is malformed or of an unknown format.
 var ErrSnapshotFormat = errors.New("fsm: bad snapshot")

@@ -32,15 +32,15 @@ type WorkerState struct {
 	// when it left, so a later process of the same node rejoins the job
 	// (NewRejoinTask), expired or not, instead of being out of it for good.
 	Drained bool `cbor:"5,keyasint,omitempty" json:"drained,omitempty"`
-	// Released: the job gave the worker back (AllocateJob, cmd_allocatejob.go):
+	// Dismissed: the job gave the worker back (AllocateJob, cmd_allocatejob.go):
 	// its leases are refused, and it drains. Once Drained too, its node is
 	// free, and the job takes it back only through NewRejoinTask.
-	Released bool `cbor:"6,keyasint,omitempty" json:"released,omitempty"`
+	Dismissed bool `cbor:"6,keyasint,omitempty" json:"released,omitempty"`
 }
 
-// Releasing reports whether worker was released from the job and has not
+// Dismissing reports whether worker was dismissed from the job and has not
 // drained yet: its node still serves the job.
-func (st WorkerState) Releasing() bool { return st.Released && !st.Drained && !st.Expired }
+func (st WorkerState) Dismissing() bool { return st.Dismissed && !st.Drained && !st.Expired }
 
 // JobFailure is why a job failed (EndTask with a failure): the first
 // failure a worker reported. A failed job keeps running on its other workers, but its
@@ -160,11 +160,11 @@ func (j *Job) servingWorkers() int {
 }
 
 // ActiveWorkers counts the workers that count toward the job's worker
-// count: assigned, neither expired nor released.
+// count: assigned, neither expired nor dismissed.
 func (j *Job) ActiveWorkers() int {
 	n := 0
 	for _, st := range j.Workers {
-		if !st.Expired && !st.Released {
+		if !st.Expired && !st.Dismissed {
 			n++
 		}
 	}

@@ -21,7 +21,7 @@ import (
 // fixed count or all nodes (not autoscaling) run on every node as they
 // always have, outside the allocation.
 //
-// A node the allocation takes from a job is released (fsm.NewAllocateJob)
+// A node the allocation takes from a job is dismissed (fsm.NewAllocateJob)
 // and given to another job only once it has drained its task:
 // nodes still draining are left out of every assignment. The decision and
 // its reason are recorded in the job (Scale.Share, Scale.Allocation) by the
@@ -49,7 +49,7 @@ func planAllocation(jobs map[string]*fsm.Job, nodes []string) (map[string][]stri
 		}
 		want[name] = max(j.ScaledLimit(), 1)
 		for w, st := range j.Workers {
-			if !st.Expired && !st.Released {
+			if !st.Expired && !st.Dismissed {
 				if _, ok := slices.BinarySearch(nodes, w); ok {
 					current[name] = append(current[name], w)
 				}
@@ -67,14 +67,14 @@ func planAllocation(jobs map[string]*fsm.Job, nodes []string) (map[string][]stri
 	var steps []JobStep
 	for _, name := range slices.Sorted(maps.Keys(want)) {
 		j := jobs[name]
-		var release []string
+		var dismiss []string
 		for _, w := range slices.Sorted(slices.Values(current[name])) {
 			if !slices.Contains(alloc[name], w) {
-				release = append(release, w)
+				dismiss = append(dismiss, w)
 			}
 		}
-		if len(release) > 0 && len(release) >= j.ActiveWorkers() {
-			release = release[:len(release)-1] // one worker stays until its replacement is there
+		if len(dismiss) > 0 && len(dismiss) >= j.ActiveWorkers() {
+			dismiss = dismiss[:len(dismiss)-1] // one worker stays until its replacement is there
 		}
 		share := len(alloc[name])
 		reason := fmt.Sprintf("%d of its own", share)
@@ -84,21 +84,21 @@ func planAllocation(jobs map[string]*fsm.Job, nodes []string) (map[string][]stri
 		case share < want[name]:
 			reason = fmt.Sprintf("fair share %d of %d wanted: the jobs want %d nodes, the mesh has %d", share, want[name], total, len(nodes))
 		}
-		if len(release) == 0 && j.Scale.Allocated && j.Scale.Share == share && j.Scale.Allocation == reason {
+		if len(dismiss) == 0 && j.Scale.Allocated && j.Scale.Allotted == share && j.Scale.Allocation == reason {
 			continue
 		}
-		steps = append(steps, JobStep{Command: fsm.NewAllocateJob(name, share, reason, release), Job: name})
+		steps = append(steps, JobStep{Command: fsm.NewAllocateJob(name, share, reason, dismiss), Job: name})
 	}
 	return alloc, steps
 }
 
-// busyNodes are the nodes still draining a task a job released: no job
+// busyNodes are the nodes still draining a task a job dismissed: no job
 // is assigned them until they have drained.
 func busyNodes(jobs map[string]*fsm.Job) map[string]bool {
 	busy := map[string]bool{}
 	for _, j := range jobs {
 		for w, st := range j.Workers {
-			if st.Releasing() {
+			if st.Dismissing() {
 				busy[w] = true
 			}
 		}
@@ -107,7 +107,7 @@ func busyNodes(jobs map[string]*fsm.Job) map[string]bool {
 }
 
 // planAllocated is planAssign for an allocated job: its allocated nodes
-// that are not busy, a released and drained worker back through
+// that are not busy, a dismissed and drained worker back through
 // fsm.NewRejoinTask, a node new to the job through AssignTask, up to its
 // count.
 func planAllocated(job *fsm.Job, members []JobMember, allowed []string, busy map[string]bool) []JobStep {
@@ -132,7 +132,7 @@ func planAllocated(job *fsm.Job, members []JobMember, allowed []string, busy map
 		switch {
 		case !known:
 			steps = append(steps, JobStep{Command: fsm.NewAssignTask(job.Name, name), Job: job.Name, Worker: name})
-		case st.Released && st.Drained && !st.Expired, (st.Drained || st.Expired) && m.Incarnation > st.Incarnation:
+		case st.Dismissed && st.Drained && !st.Expired, (st.Drained || st.Expired) && m.Incarnation > st.Incarnation:
 			steps = append(steps, JobStep{Command: fsm.NewRejoinTask(job.Name, name), Job: job.Name, Worker: name})
 		default:
 			continue // working on it, or out of it for good

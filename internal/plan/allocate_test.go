@@ -51,11 +51,11 @@ func TestAllocationProperty(t *testing.T) {
 				for name, j := range s.Jobs {
 					active := 0
 					for w, st := range j.Workers {
-						if st.Expired || (st.Released && st.Drained) {
+						if st.Expired || (st.Dismissed && st.Drained) {
 							continue
 						}
 						serves[w]++
-						if !st.Released {
+						if !st.Dismissed {
 							active++
 						}
 					}
@@ -79,7 +79,7 @@ func TestAllocationProperty(t *testing.T) {
 			// The released workers drain (these jobs lease nothing).
 			for name, j := range s.Jobs {
 				for w, st := range j.Workers {
-					if st.Releasing() {
+					if st.Dismissing() {
 						applyOK(t, s, at(fsm.NewDrainTask(name, j.ID, w, 0), now.UnixNano()))
 					}
 				}

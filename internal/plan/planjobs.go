@@ -142,8 +142,8 @@ func planUpkeep(now time.Time, state *fsm.State, members []JobMember) []JobStep 
 		}
 	}
 	// Autoscaling jobs get the nodes allocateWorkers gives them
-	// (allocate.go): the allocations, with their releases, first, then
-	// the assignments, none of a node still draining a release. The
+	// (allocate.go): the allocations, with their dismissals, first, then
+	// the assignments, none of a node still draining a dismissal. The
 	// others take every node, as before, up to MaxWorkers.
 	alloc, allocSteps := planAllocation(state.Jobs, AssignableWorkers(members, 0))
 	for _, st := range allocSteps {

@@ -11,7 +11,7 @@ import (
 // Control is the cluster's control plane as a lease loop sees it. Each
 // call is answered on the Raft leader; a node forwards it there, a client
 // sends it to a node. An error that Retriable calls final says what the
-// cluster decided (api.ErrNotAssigned, api.ErrReleased,
+// cluster decided (api.ErrNotAssigned, api.ErrDismissed,
 // api.ErrHandBackRefused, transport.ErrInvalid …).
 type Control interface {
 	Lease(ctx context.Context, req api.LeaseRequest) (api.LeaseResponse, error)
@@ -42,7 +42,7 @@ var ErrJobEnded = errors.New("the job ended")
 // the cluster refused it for good.
 func Retriable(err error) bool {
 	switch {
-	case errors.Is(err, api.ErrNotAssigned), errors.Is(err, api.ErrHandBackRefused), errors.Is(err, api.ErrReleased),
+	case errors.Is(err, api.ErrNotAssigned), errors.Is(err, api.ErrHandBackRefused), errors.Is(err, api.ErrDismissed),
 		errors.Is(err, transport.ErrInvalid), errors.Is(err, transport.ErrNotFound), errors.Is(err, transport.ErrUnknownMethod):
 		return false
 	}

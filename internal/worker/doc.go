@@ -18,7 +18,7 @@
 // splits leased from the job, several per lease and asked for ahead of need
 // (leasePolicy, pure: it takes the time as an argument), and reports back
 // what the pipeline read (at-most-once: finished) or emitted (exactly-once:
-// produced). It hands splits back when its worker drains or is released,
+// produced). It hands splits back when its worker drains or is dismissed,
 // follows a cut and a census set while it runs, and waits for a dead
 // worker's splits between exactly-once phases. The semantics of leasing
 // therefore live in one place; where the two workers differ (a local worker

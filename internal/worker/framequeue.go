@@ -108,7 +108,7 @@ func (q *frameQueue) offer(f *batch.Frame) error {
 
 func (q *frameQueue) end(err error) {
 	q.err = err
-	q.paused = err == nil && (q.t.w.draining() || q.t.released.Load()) && !q.t.job.Options.Share
+	q.paused = err == nil && (q.t.w.draining() || q.t.dismissed.Load()) && !q.t.job.Options.Share
 	close(q.out)
 }
 

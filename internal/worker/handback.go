@@ -10,10 +10,10 @@ import (
 	"github.com/feedmesh/feedmesh/api"
 )
 
-// releasedBy handles a lease refused because the job released this
+// dismissedBy handles a lease refused because the job dismissed this
 // worker: it drains (handBack) and reports true.
-func (p *Leaser) releasedBy(ctx context.Context, err error) bool {
-	if !errors.Is(err, api.ErrReleased) {
+func (p *Leaser) dismissedBy(ctx context.Context, err error) bool {
+	if !errors.Is(err, api.ErrDismissed) {
 		return false
 	}
 	if p.policy.inflight {
@@ -21,9 +21,9 @@ func (p *Leaser) releasedBy(ctx context.Context, err error) bool {
 	}
 	p.policy.done = true
 	if !p.drained {
-		p.log.Info("released from the job by autoscaling: handing back the splits not started", "queued", len(p.queue))
-		if p.cfg.OnRelease != nil {
-			p.cfg.OnRelease()
+		p.log.Info("dismissed from the job by autoscaling: handing back the splits not started", "queued", len(p.queue))
+		if p.cfg.OnDismiss != nil {
+			p.cfg.OnDismiss()
 		}
 	}
 	p.handBack(ctx)
@@ -40,7 +40,7 @@ func (p *Leaser) draining() bool {
 	}
 }
 
-// handBack (once the node drains, or the job released it) stops leasing
+// handBack (once the node drains, or the job dismissed it) stops leasing
 // and hands the splits queued, and those of a lease in flight, back to
 // the job's other workers (splits/handback.go). What the leader refuses
 // (this is the job's last live worker; at-most-once, every split is

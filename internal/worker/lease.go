@@ -207,7 +207,7 @@ func (p *Leaser) await(ctx context.Context) error {
 
 // take applies the answer to the lease in flight.
 func (p *Leaser) take(ctx context.Context, r leaseResult) error {
-	if p.releasedBy(ctx, r.err) {
+	if p.dismissedBy(ctx, r.err) {
 		return nil
 	}
 	if errors.Is(r.err, api.ErrNotAssigned) {
@@ -331,7 +331,7 @@ func (p *Leaser) enqueue(resp api.LeaseResponse) {
 func (p *Leaser) collect() {
 	select {
 	case r := <-p.answer:
-		if p.releasedBy(p.ctx, r.err) {
+		if p.dismissedBy(p.ctx, r.err) {
 			return
 		}
 		if r.err != nil {

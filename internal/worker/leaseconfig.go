@@ -59,9 +59,9 @@ type LeaseConfig struct {
 	// a client's retiring local worker, whose splits the cluster gives to
 	// the nodes once it is expired. Nothing is handed back.
 	Stop context.Context
-	// OnRelease, if set, is called when a lease is refused because the
-	// job released this worker (api.ErrReleased); the loop then drains.
-	OnRelease func()
+	// OnDismiss, if set, is called when a lease is refused because the
+	// job dismissed this worker (api.ErrDismissed); the loop then drains.
+	OnDismiss func()
 	// Gate, if set, holds the worker to its share of the job.
 	Gate Gate
 	// Held, if set, returns the splits this worker's autocache holds for

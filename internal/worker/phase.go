@@ -138,7 +138,7 @@ func (p *Leaser) AwaitMore(ctx context.Context) (bool, error) {
 		case errors.Is(err, api.ErrNotAssigned):
 			p.expire()
 			return false, nil
-		case p.releasedBy(ctx, err):
+		case p.dismissedBy(ctx, err):
 			return false, nil
 		case err != nil && Retriable(err):
 			if ctx.Err() != nil {

@@ -67,7 +67,7 @@ func (p *plainProducer) produce() error {
 	case jobspec.Dynamic:
 		exact := t.job.Tracks()
 		cfg := t.w.leaseConfig(t.job.Name, t.splits, exact)
-		cfg.JobID, cfg.Waited, cfg.OnRelease = t.job.ID, &t.leaseWait, t.markReleased
+		cfg.JobID, cfg.Waited, cfg.OnDismiss = t.job.ID, &t.leaseWait, t.markDismissed
 		cfg.Held = t.w.host.CacheHeld(t.job, t.spec)
 		cfg.Cut = p.cut
 		if t.job.Options.Delivery == jobspec.ExactlyOnce {

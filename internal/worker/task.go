@@ -34,9 +34,9 @@ type task struct {
 
 	ended chan struct{} // closed when production ends
 
-	// released: the job gave this worker back (release.go); retired: the
-	// released task has drained, and a new stream starts a new task.
-	released, retired atomic.Bool
+	// dismissed: the job gave this worker back (dismiss.go); retired: the
+	// dismissed task has drained, and a new stream starts a new task.
+	dismissed, retired atomic.Bool
 
 	produced      atomic.Int64 // batches queued for consumers
 	producedBytes atomic.Int64 // their encoded size (plain and shared tasks)
@@ -132,8 +132,8 @@ func (t *task) run() {
 	if err != nil && t.ctx.Err() == nil {
 		t.w.log.Warn("task failed", "job", t.job.Name, "err", err)
 	}
-	if err == nil && t.released.Load() {
-		t.retire() // not the end of the task's data: the job released it
+	if err == nil && t.dismissed.Load() {
+		t.retire() // not the end of the task's data: the job dismissed it
 		return
 	}
 	if t.ctx.Err() == nil && (err != nil || !t.w.draining()) {

@@ -144,7 +144,7 @@ func (w *Worker) task(ctx context.Context, job string, id uint64) (*task, error)
 	w.mu.Lock()
 	t := w.tasks[job]
 	if t != nil && t.retired.Load() {
-		delete(w.tasks, job) // released and drained: the job took the worker back
+		delete(w.tasks, job) // dismissed and drained: the job took the worker back
 		t = nil
 	}
 	if t != nil && id != 0 && t.job.ID < id {

@@ -32,7 +32,7 @@ var (
 	dRaftApply     = desc("raft_apply_seconds", "Time from proposing a command on this node (as leader) to the state machine's answer.")
 	dJobs          = desc("jobs", "Jobs by state (this node's replica of the cluster state).", "state")
 	dJobConsumers  = desc("job_consumers", "Consumers attached to the job.", "job")
-	dJobWorkers    = desc("job_workers", "Workers serving the job (not expired, drained or released).", "job")
+	dJobWorkers    = desc("job_workers", "Workers serving the job (not expired, drained or dismissed by autoscaling).", "job")
 	dJobWanted     = desc("job_workers_wanted", "Workers the autoscaling job's policy wants (autoscaling jobs only).", "job")
 	dNodesWanted   = desc("mesh_nodes_wanted", "Nodes the jobs would want (as tf.data service's optimal_number_of_workers): what the autoscaling jobs want, summed, and at least the largest fixed worker count. From this node's replica: current on the leader, 0 on a node without one. For an external autoscaler: compare with feedmesh_mesh_worker_nodes.")
 	dWorkerNodes   = desc("mesh_worker_nodes", "Alive (or suspect) members that run tasks, as this node's gossip sees them.")
@@ -114,7 +114,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		byState[j.State]++
 		workers := 0
 		for _, w := range j.Workers {
-			if !w.Expired && !w.Drained && !w.Released {
+			if !w.Expired && !w.Drained && !w.Dismissed {
 				workers++
 			}
 		}

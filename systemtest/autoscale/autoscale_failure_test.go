@@ -55,7 +55,7 @@ func TestAutoscaleWorkerAndLeaderKilled(t *testing.T) {
 				}
 				var active []string
 				for _, w := range j.Workers {
-					if !w.Expired && !w.Released && !w.Drained {
+					if !w.Expired && !w.Dismissed && !w.Drained {
 						active = append(active, w.Name)
 					}
 				}

@@ -9,10 +9,10 @@ import (
 	"github.com/feedmesh/feedmesh/internal/fsm"
 )
 
-// allocate job=<job> share=<nodes> [release=(workers)] [reason=<text>]
+// allocate job=<job> share=<nodes> [dismiss=(workers)] [reason=<text>]
 //
 // AllocateJob: the leader's allocation of nodes to an autoscaling job,
-// releasing the workers it takes back.
+// dismissing the workers it takes back.
 func handleAllocate(e *Env, d *datadriven.TestData, out *strings.Builder) error {
 	job, err := MustStr(d, "job")
 	if err != nil {
@@ -22,8 +22,8 @@ func handleAllocate(e *Env, d *datadriven.TestData, out *strings.Builder) error 
 	if err != nil {
 		return err
 	}
-	release := List(d, "release")
-	_, err = e.Apply(fsm.NewAllocateJob(job, int(share), Str(d, "reason", "test"), release))
-	e.answer(out, fmt.Sprintf("%d nodes, releasing %v", share, release), err, job)
+	dismiss := List(d, "dismiss")
+	_, err = e.Apply(fsm.NewAllocateJob(job, int(share), Str(d, "reason", "test"), dismiss))
+	e.answer(out, fmt.Sprintf("%d nodes, dismissing %v", share, dismiss), err, job)
 	return nil
 }

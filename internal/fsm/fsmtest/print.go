@@ -36,7 +36,7 @@ func (e *Env) Job(name string) string {
 			fmt.Fprintf(&b, ", pausing %d", sc.Pause)
 		}
 		if sc.Allocated {
-			fmt.Fprintf(&b, ", allocated %d (%s)", sc.Share, sc.Allocation)
+			fmt.Fprintf(&b, ", allocated %d (%s)", sc.Allotted, sc.Allocation)
 		}
 		fmt.Fprintf(&b, ": %s\n", sc.Reason)
 	}
@@ -100,7 +100,7 @@ func workers(ws map[string]fsm.WorkerState) string {
 		for _, f := range []struct {
 			on   bool
 			name string
-		}{{st.Expired, "expired"}, {st.Released, "released"}, {st.Drained, "drained"}, {st.Ended, "ended"}} {
+		}{{st.Expired, "expired"}, {st.Dismissed, "dismissed"}, {st.Drained, "drained"}, {st.Ended, "ended"}} {
 			if f.on {
 				flags = append(flags, f.name)
 			}

@@ -57,9 +57,9 @@ type State struct {
 	// it. Jobs of a log from before AllocateJob never set it and replay
 	// as they did.
 	Allocated bool `cbor:"12,keyasint,omitempty" json:"allocated,omitempty"`
-	// Share is how many nodes the last allocation gave the job, and
+	// Allotted is how many nodes the last allocation gave the job, and
 	// Allocation why (its own nodes, or a fair share of how many).
-	Share      int    `cbor:"13,keyasint,omitempty" json:"share,omitempty"`
+	Allotted      int    `cbor:"13,keyasint,omitempty" json:"share,omitempty"`
 	Allocation string `cbor:"14,keyasint,omitempty" json:"allocation,omitempty"`
 	// WantsMore: the policy converged because the allocation could not
 	// give the worker it asked for (no free node): the job would take

@@ -64,7 +64,7 @@ func Serving(t *testing.T, ctx context.Context, cl *client.Client, job string) (
 		for _, w := range j.Workers {
 			switch {
 			case w.Expired:
-			case w.Released:
+			case w.Dismissed:
 				released++
 			default:
 				active++

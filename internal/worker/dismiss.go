@@ -4,12 +4,12 @@ import (
 	"time"
 )
 
-// A task its job released (autoscaling gave the worker back to the mesh:
+// A task its job dismissed (autoscaling gave the worker back to the mesh:
 // internal/fsm/cmd_allocatejob.go) drains as a graceful shutdown drains it
 // (drain.go), but alone, while the node goes on serving its other jobs:
 //
-//  1. The lease that is refused (api.ErrReleased) tells the task; the
-//     lease loop hands its queued splits back (leaseProvider.releasedBy),
+//  1. The lease that is refused (api.ErrDismissed) tells the task; the
+//     lease loop hands its queued splits back (Leaser.dismissedBy),
 //     reads the split in progress to its end, and the production ends.
 //  2. Its consumers read what is queued, then a paused end (not the end
 //     of data: the job goes on elsewhere, and the worker may be given the
@@ -22,10 +22,10 @@ import (
 //
 // No end of the task's data is reported (EndTask): its data did not end.
 
-// released marks the task released by its job; its production drains.
-func (t *task) markReleased() { t.released.Store(true) }
+// markDismissed marks the task dismissed by its job; its production drains.
+func (t *task) markDismissed() { t.dismissed.Store(true) }
 
-// retire waits, after a released task's production has ended, until it
+// retire waits, after a dismissed task's production has ended, until it
 // has drained (drained: its queue read, its streams closed, its splits
 // settled), records the drain, and returns: the task's goroutine then
 // ends and the task leaves the worker. It polls every drainPoll, for as
@@ -41,7 +41,7 @@ func (t *task) retire() {
 			if record {
 				t.w.recordDrained(t.ctx, t)
 			}
-			t.w.log.Info("released task drained; the node is free for other jobs", "job", t.job.Name)
+			t.w.log.Info("dismissed task drained; the node is free for other jobs", "job", t.job.Name)
 			t.cancel()
 			return
 		}
