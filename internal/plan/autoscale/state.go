@@ -59,7 +59,7 @@ type State struct {
 	Allocated bool `cbor:"12,keyasint,omitempty" json:"allocated,omitempty"`
 	// Allotted is how many nodes the last allocation gave the job, and
 	// Allocation why (its own nodes, or a fair share of how many).
-	Allotted      int    `cbor:"13,keyasint,omitempty" json:"share,omitempty"`
+	Allotted   int    `cbor:"13,keyasint,omitempty" json:"share,omitempty"`
 	Allocation string `cbor:"14,keyasint,omitempty" json:"allocation,omitempty"`
 	// WantsMore: the policy converged because the allocation could not
 	// give the worker it asked for (no free node): the job would take
