@@ -67,6 +67,12 @@ func (n *Node) serveCache(l net.Listener) {
 func (n *Node) handleCacheStream(conn net.Conn, busy chan struct{}) {
 	defer n.cache.wg.Done()
 	defer conn.Close()
+	if id, ok := transport.PeerIdentity(conn); ok && !id.IsNode() {
+		// Cached splits are worker to worker: a client reads a job's
+		// batches through its data streams, which check the job.
+		n.log.Warn("cache stream refused: the peer is not a node", "peer", id.String())
+		return
+	}
 	conn.SetDeadline(time.Now().Add(n.cfg.Autocache.FetchTimeout))
 	var req api.CacheFetchRequest
 	if _, err := n.codec.ReadFrame(conn, &req); err != nil {

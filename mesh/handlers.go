@@ -2,8 +2,10 @@ package mesh
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -34,7 +36,7 @@ func (n *Node) registerHandlers() {
 	handle(n, api.MethodShareStats, func(_ context.Context, req api.ShareStatsRequest) (any, error) { return n.ShareStats(req.Job), nil })
 	handle(n, api.MethodOpStats, func(_ context.Context, req api.OpStatsRequest) (any, error) { return n.OpStats(req.Job), nil })
 	handle(n, api.MethodProbe, n.probe)
-	handle(n, api.MethodCacheHeld, answer(n.cacheHeld))
+	handle(n, api.MethodCacheHeld, nodesOnly(answer(n.cacheHeld)))
 }
 
 // handle registers method, whose request decodes into a Req, answered by
@@ -46,8 +48,67 @@ func handle[Req any](n *Node, method string, f func(context.Context, Req) (any, 
 		if err := decode(&req); err != nil {
 			return nil, transport.Errorf(transport.ErrInvalid, "decode %s: %v", method, err)
 		}
+		if err := n.authorize(ctx, method, req); err != nil {
+			return nil, err
+		}
 		return f(ctx, req)
 	})
+}
+
+// authorize checks the caller of a request against what it asks (issue
+// 36). Under mutual TLS every caller is a node or a client of the cluster
+// (its certificate says which, and its name):
+//   - a forwarded request comes from a node only: the node that forwarded
+//     it checked its caller, and the leader trusts that check;
+//   - a worker's request (lease, finish, produce, hand back, drained, end
+//     of task) names its worker: a node acts only in its own name; a
+//     consumer's local worker (jobspec.LocalWorkerOf) may be any
+//     authenticated caller (which consumers a principal owns is part 2's
+//     tenancy).
+//
+// Refusals answer transport.ErrPermissionDenied and are logged, rate
+// limited per cause. Without identities (dev mode on loopback, or
+// --insecure) nobody proves who it is and nothing is checked here.
+func (n *Node) authorize(ctx context.Context, method string, req any) error {
+	id, ok := transport.PeerFromContext(ctx)
+	if !ok {
+		return nil
+	}
+	if f, ok := req.(api.Forwardable); ok && f.WasForwarded() {
+		if !id.IsNode() {
+			return n.deny(method, id, "only a node forwards a request to the leader")
+		}
+		return nil // the forwarding node checked its caller
+	}
+	w, ok := req.(api.WorkerRequest)
+	if !ok {
+		return nil
+	}
+	name := w.WorkerName()
+	if _, local := jobspec.LocalWorkerOf(name); local {
+		return nil
+	}
+	if !id.IsNode() || id.Name != name {
+		return n.deny(method, id, fmt.Sprintf("a worker request in the name of node %q: only that node may make it", name))
+	}
+	return nil
+}
+
+// deny logs and answers a refused request.
+func (n *Node) deny(method string, id transport.Identity, why string) error {
+	n.log.Warn("request refused: permission denied", "method", method, "caller", id.String(), "why", why)
+	return transport.Errorf(transport.ErrPermissionDenied, "%s: %s may not: %s", method, id, why)
+}
+
+// nodesOnly is a method only nodes call (worker to worker): refused to a
+// client under mutual TLS.
+func nodesOnly[Req any](f func(context.Context, Req) (any, error)) func(context.Context, Req) (any, error) {
+	return func(ctx context.Context, req Req) (any, error) {
+		if id, ok := transport.PeerFromContext(ctx); ok && !id.IsNode() {
+			return nil, transport.Errorf(transport.ErrPermissionDenied, "%s may not: only nodes ask each other what they cache", id)
+		}
+		return f(ctx, req)
+	}
 }
 
 // answer is a method that answers with a Resp.

@@ -29,6 +29,9 @@ var (
 	ErrUnavailable = &Error{Code: "unavailable"}
 	// ErrUnknownMethod: the server has no handler for the method.
 	ErrUnknownMethod = &Error{Code: "unknown_method"}
+	// ErrPermissionDenied: the caller, as its certificate identifies it,
+	// may not make this request.
+	ErrPermissionDenied = &Error{Code: "permission_denied"}
 	// ErrInternal: the handler failed for a reason without a code.
 	ErrInternal = &Error{Code: "internal"}
 	// ErrDeadline: the caller's deadline passed.
