@@ -71,6 +71,8 @@ func (n *Node) startGossip(ctx context.Context) error {
 	mc.DeadNodeReclaimTime = cfg.Gossip.DeadNodeReclaimTime
 	mc.Delegate = n.delegate
 	mc.Events = n.members
+	n.admit = newAdmission(n)
+	mc.Alive = n.admit
 	mc.Logger = newStdLogger(n.log, "memberlist")
 	if cfg.GossipKey != nil {
 		mc.SecretKey = cfg.GossipKey
@@ -81,6 +83,7 @@ func (n *Node) startGossip(ctx context.Context) error {
 		return fmt.Errorf("start gossip: %w", err)
 	}
 	n.ml = ml
+	n.admit.ml.Store(ml)
 	// Read once: memberlist's LocalNode points into state that UpdateNode
 	// rewrites, so reading it later would race.
 	ln := ml.LocalNode()

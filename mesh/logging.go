@@ -46,6 +46,11 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 	}
 	// "memberlist: " repeats the component.
 	line = bytes.TrimPrefix(line, []byte(w.component+": "))
+	if level > slog.LevelDebug && bytes.Contains(line, []byte(notAdmittedYet)) {
+		// memberlist warns of every alive message the admission refused
+		// while it checks the member (admission.go): routine, not news.
+		level = slog.LevelDebug
+	}
 	ctx := context.Background()
 	if w.log.Enabled(ctx, level) {
 		w.log.Log(ctx, level, string(line), "component", w.component)

@@ -47,6 +47,17 @@ func (n *Node) formationLoop() {
 		if leader, _ := n.raft.Leader(); leader != "" {
 			return // the cluster formed without us, or we were added
 		}
+		if n.admit != nil && n.admit.checking() {
+			// A member gossip told of is being checked (admission.go):
+			// bootstrapping on the view without it could pick other
+			// voters than the nodes that see it.
+			select {
+			case <-ticker.C:
+				continue
+			case <-n.ctx.Done():
+				return
+			}
+		}
 		members := n.Members()
 		if formed(members, n.name) {
 			// A member already leads a cluster (we are a fresh node joining

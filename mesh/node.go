@@ -60,6 +60,7 @@ type Node struct {
 
 	ml       *memberlist.Memberlist
 	delegate *delegate
+	admit    *admission // admission.go
 	members  *memberTable
 
 	// known keeps the members this node knows in its data dir;
