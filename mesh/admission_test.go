@@ -8,7 +8,9 @@ import (
 	"github.com/fxamacker/cbor/v2"
 	"github.com/hashicorp/memberlist"
 
+	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/testcluster"
+	"github.com/feedmesh/feedmesh/transport"
 )
 
 // fakeMeta is a member's gossip metadata (mesh's nodeMeta: QUIC address,
@@ -76,3 +78,50 @@ func TestFakeMemberIsNotAdmitted(t *testing.T) {
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestStrangerWithStolenGossipKeyIsNotAdmitted (issue 36): under mutual
+// TLS, a stranger running the stock binary with the cluster's gossip key
+// but no node certificate of the cluster (dev mode: a self-signed one)
+// joins the gossip mesh: the members' check of its QUIC address fails, so
+// it is never admitted, gets no voter slot and serves no job.
+func TestStrangerWithStolenGossipKeyIsNotAdmitted(t *testing.T) {
+	key := make([]byte, 32)
+	for i := range key {
+		key[i] = byte(i)
+	}
+	p := newTestPKI(t)
+	certs := map[int][2]string{}
+	for i := range 3 {
+		crt, k := p.issue(t, transport.RoleNode, nodeName(i))
+		certs[i] = [2]string{crt, k}
+	}
+	c := testcluster.Start(t, 3, testcluster.WithConfig(func(i int, cfg *mesh.Config) {
+		cfg.TLSCA, cfg.TLSCert, cfg.TLSKey = p.caFile, certs[i][0], certs[i][1]
+		cfg.GossipKey = key
+	}))
+	_, l := c.WaitLeader(t, 20*time.Second)
+	voters := len(l.Status().Voters)
+
+	cfg := singleNode(t)
+	cfg.Name = "aaaa-stranger" // sorts first: the voter planner's favourite
+	cfg.GossipKey = key
+	cfg.Join = []string{c.Node(0).GossipAddr()}
+	stranger, err := startOrErr(t, cfg)
+	if err != nil {
+		t.Fatalf("the stranger did not start: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, i := range c.Running() {
+			for _, m := range c.Node(i).Members() {
+				if m.Name == stranger.Name() {
+					t.Fatalf("%s admitted the stranger: %+v", c.Name(i), m)
+				}
+			}
+		}
+		if st := l.Status(); len(st.Voters) != voters || st.Leader != l.Name() {
+			t.Fatalf("the cluster changed: leader %q, voters %v", st.Leader, st.Voters)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
