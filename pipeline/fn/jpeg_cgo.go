@@ -25,7 +25,8 @@ package fn
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__has_include)
+// -DFM_NO_JPEGLIB (CGO_CFLAGS) builds as a machine without the header.
+#if defined(__has_include) && !defined(FM_NO_JPEGLIB)
 # if __has_include(<jpeglib.h>) && __has_include(<jerror.h>)
 #  include <jpeglib.h>
 #  include <jerror.h>
