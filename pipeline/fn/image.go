@@ -71,12 +71,15 @@ func decodeImage(a Args) (MapFn, error) {
 // image/jpeg), PNG, GIF or WebP into uint8 [H, W, c]: channels 0 gives 1
 // for grayscale images and 3 otherwise.
 func decodeAny(b []byte, channels int, maxPixels int64) (tensor.Tensor, error) {
-	if w, h, comps, isJPEG, err := jpegHeader(b); isJPEG {
+	if w, h, comps, scan, isJPEG, err := jpegMarkers(b); isJPEG {
 		if err != nil {
 			return tensor.Tensor{}, err
 		}
 		if int64(w)*int64(h) > maxPixels {
 			return tensor.Tensor{}, tooLarge("jpeg", w, h, maxPixels)
+		}
+		if !jpegComplete(b, scan) {
+			return tensor.Tensor{}, errTruncatedJPEG
 		}
 		if turbo() && (comps == 1 || comps == 3) {
 			c := channels

@@ -125,13 +125,19 @@ static void fm_error_exit(j_common_ptr c) {
 	longjmp(e->jb, 1);
 }
 
-// fm_emit_message: warnings are ignored (as PIL does: extraneous bytes,
-// a corrupt restart marker resynchronised), except a premature end of the
-// data, which libjpeg would fill with gray: a truncated file is an error.
+// fm_emit_message: warnings are ignored (as PIL does: extraneous bytes
+// before a marker, a corrupt restart marker resynchronised), except the
+// two that mean image data is missing, which libjpeg would fill with gray:
+// the file ends early (a truncated file), or a scan's data ends at a
+// marker before all its blocks (a header claiming more than the data).
 static void fm_emit_message(j_common_ptr c, int level) {
-	if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) {
+	if (level < 0 && (c->err->msg_code == JWRN_JPEG_EOF || c->err->msg_code == JWRN_HIT_MARKER)) {
 		fm_err *e = (fm_err *)c->err;
-		snprintf(e->msg, FM_ERRLEN, "truncated JPEG (premature end of the data)");
+		if (c->err->msg_code == JWRN_JPEG_EOF) {
+			snprintf(e->msg, FM_ERRLEN, "truncated JPEG (premature end of the data)");
+		} else {
+			snprintf(e->msg, FM_ERRLEN, "corrupt or truncated JPEG: a scan's data ends before its last block");
+		}
 		longjmp(e->jb, 1);
 	}
 }

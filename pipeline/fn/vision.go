@@ -179,12 +179,12 @@ func decodeAndCrop(a Args) (MapFn, error) {
 		if err != nil {
 			return e, fmt.Errorf("decode_and_crop: %w", err)
 		}
-		if w, h, comps, isJPEG, err := jpegHeader(b); isJPEG && turbo() && (comps == 1 || comps == 3) {
-			if err != nil {
-				return e, elemError(e, "decode_and_crop", err)
-			}
+		if w, h, comps, scan, isJPEG, err := jpegMarkers(b); isJPEG && err == nil && turbo() && (comps == 1 || comps == 3) {
 			if int64(w)*int64(h) > maxPixels {
 				return e, elemError(e, "decode_and_crop", tooLarge("jpeg", w, h, maxPixels))
+			}
+			if !jpegComplete(b, scan) {
+				return e, elemError(e, "decode_and_crop", errTruncatedJPEG)
 			}
 			c := int(channels)
 			if c == 0 {
