@@ -65,6 +65,7 @@ type visionCfg struct {
 	folder       string
 	images, size int
 	batch        int
+	dtype        string // normalize's output: float32 or bfloat16
 }
 
 func benchVision(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -78,6 +79,7 @@ func benchVision(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	runs := fs.Int("runs", 5, "runs; each measures every way once, in an order rotated from run to run; medians are reported")
 	size := fs.Int("size", 224, "the output's height and width")
 	batch := fs.Int("batch", 32, "batch size of the train ways")
+	dtype := fs.String("dtype", "float32", "the feedmesh train ways' normalize output: float32 (what ToTensor+Normalize give the DataLoader) or bfloat16 (half the bytes a node sends its client)")
 	waysFlag := fs.String("ways", joinList(visionWays), "ways to measure")
 	python := fs.String("python", pyDefault(), "the Python interpreter with PIL, numpy, torch and torchvision (Debian's python3-pil, python3-torchvision)")
 	pin := fs.Bool("pin", true, "run the per-core ways (decode-*, train-dataloader-0, train-feedmesh-1) under taskset -c 0")
@@ -94,7 +96,7 @@ vision_dataloader.py), every run measuring each once, in an order rotated from r
   train-dataloader-0  torch DataLoader (num_workers 0) over torchvision ImageFolder with
                       RandomResizedCrop(size), RandomHorizontalFlip, ToTensor, Normalize  1 core
   train-feedmesh-1    run-local: image_folder → decode_and_crop(size) → random_flip →
-                      normalize(ImageNet mean/std, chw) → batch, parallelism 1         1 core
+                      normalize(ImageNet mean/std, chw, --dtype) → batch, parallelism 1  1 core
   train-dataloader-2  the DataLoader with num_workers 2                               all cores
   train-feedmesh-all  train-feedmesh-1 with the maps at parallelism = cores           all cores
   train-node          one in-process node runs train-feedmesh-all's spec as a job; a client
@@ -132,6 +134,8 @@ Flags:`)
 		return fmt.Errorf("--size: %d is not in [1, 4096]", *size)
 	case *batch < 1 || *batch > 4096:
 		return fmt.Errorf("--batch: %d is not in [1, 4096]", *batch)
+	case *dtype != "float32" && *dtype != "bfloat16":
+		return fmt.Errorf("--dtype: %q is not float32 or bfloat16", *dtype)
 	case *perClass < 1 || *perClass > 100_000:
 		return fmt.Errorf("--per-class: %d is not in [1, 10^5]", *perClass)
 	}
@@ -169,7 +173,7 @@ Flags:`)
 	if err != nil {
 		return err
 	}
-	cfg := visionCfg{folder: *folder, images: *images, size: *size, batch: *batch}
+	cfg := visionCfg{folder: *folder, images: *images, size: *size, batch: *batch, dtype: *dtype}
 	desc, _ := fn.JPEGDecoder()
 	fmt.Fprintf(stderr, "vision: %s, %d images per pass, %d cores; JPEG decoder: %s\n", *folder, *images, runtime.NumCPU(), desc)
 	results := map[string][]visionResult{}
@@ -191,7 +195,7 @@ Flags:`)
 				}
 				cmd = exec.CommandContext(ctx, *python, pyArgs...)
 			} else {
-				cmd = exec.CommandContext(ctx, exe, "vision", visionChildArg, w, cfg.folder, strconv.Itoa(cfg.images), strconv.Itoa(cfg.size), strconv.Itoa(cfg.batch))
+				cmd = exec.CommandContext(ctx, exe, "vision", visionChildArg, w, cfg.folder, strconv.Itoa(cfg.images), strconv.Itoa(cfg.size), strconv.Itoa(cfg.batch), cfg.dtype)
 			}
 			if *pin && taskset != "" && visionPinned[w] {
 				cmd = exec.CommandContext(ctx, taskset, append([]string{"-c", "0"}, cmd.Args...)...)
@@ -295,19 +299,19 @@ func visionSpec(cfg visionCfg, decodeOnly bool, parallelism, n int) *pipeline.Sp
 	}
 	s.Map("decode_and_crop", fn.Args{"height": cfg.size, "width": cfg.size, "channels": 3}, parallelism)
 	s.Map("random_flip", nil, 1)
-	s.Map("normalize", fn.Args{"scale": 1.0 / 255, "mean": imagenetMean, "std": imagenetStd, "layout": "chw"}, parallelism)
+	s.Map("normalize", fn.Args{"scale": 1.0 / 255, "mean": imagenetMean, "std": imagenetStd, "layout": "chw", "dtype": cfg.dtype}, parallelism)
 	return s.Batch(int64(cfg.batch), false)
 }
 
 // visionChild measures one feedmesh way in this process: WAY FOLDER
-// IMAGES SIZE BATCH.
+// IMAGES SIZE BATCH DTYPE.
 func visionChild(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) != 5 {
-		return errors.New("vision --child WAY FOLDER IMAGES SIZE BATCH")
+	if len(args) != 6 {
+		return errors.New("vision --child WAY FOLDER IMAGES SIZE BATCH DTYPE")
 	}
 	var cfg visionCfg
 	var err error
-	cfg.folder = args[1]
+	cfg.folder, cfg.dtype = args[1], args[5]
 	for i, p := range []*int{&cfg.images, &cfg.size, &cfg.batch} {
 		if *p, err = strconv.Atoi(args[2+i]); err != nil {
 			return err

@@ -11,6 +11,7 @@ import (
 	_ "image/png"
 	"math"
 	"sync"
+	"unsafe"
 
 	_ "golang.org/x/image/webp"
 
@@ -496,14 +497,15 @@ func normalize(a Args) (MapFn, error) {
 			lut := table(c)
 			src := t.Data[:n]
 			switch {
-			case chw && c == 3 && size == 4:
-				l0, l1, l2 := lut[:256], lut[256:512], lut[512:]
-				o0, o1, o2 := out[:4*plane], out[4*plane:8*plane], out[8*plane:]
-				for p := 0; p < plane; p++ {
-					s := src[3*p : 3*p+3]
-					binary.LittleEndian.PutUint32(o0[4*p:], l0[s[0]])
-					binary.LittleEndian.PutUint32(o1[4*p:], l1[s[1]])
-					binary.LittleEndian.PutUint32(o2[4*p:], l2[s[2]])
+			case chw && c == 3 && size == 4 && nativeLE && plane > 0:
+				// Stores of whole words (out is word-aligned: a large allocation).
+				o := unsafe.Slice((*uint32)(unsafe.Pointer(&out[0])), 3*plane)
+				l0, l1, l2 := (*[256]uint32)(lut[:256]), (*[256]uint32)(lut[256:512]), (*[256]uint32)(lut[512:768])
+				o0, o1, o2 := o[:plane], o[plane:2*plane], o[2*plane:3*plane]
+				src = src[:3*plane]
+				for p := range o0 {
+					s := src[3*p : 3*p+3 : 3*p+3]
+					o0[p], o1[p], o2[p] = l0[s[0]], l1[s[1]], l2[s[2]]
 				}
 			case chw:
 				for i, v := range src {
@@ -533,6 +535,10 @@ func normalize(a Args) (MapFn, error) {
 		return with(e, tensor.Tensor{Name: name, DType: dtype, Shape: shape, Data: out}), nil
 	}, nil
 }
+
+// nativeLE reports a little-endian host, where a float32's bytes in a
+// tensor (little-endian) are its bits in memory.
+var nativeLE = func() bool { x := uint16(1); return *(*byte)(unsafe.Pointer(&x)) == 1 }()
 
 // encodeFloat is v's bits as a dtype of float32, bfloat16 or float16.
 func encodeFloat(dtype tensor.DType, v float64) uint32 {
