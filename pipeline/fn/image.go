@@ -507,6 +507,20 @@ func normalize(a Args) (MapFn, error) {
 					s := src[3*p : 3*p+3 : 3*p+3]
 					o0[p], o1[p], o2[p] = l0[s[0]], l1[s[1]], l2[s[2]]
 				}
+			case chw && c == 3 && size == 2 && nativeLE && plane > 0:
+				o := unsafe.Slice((*uint16)(unsafe.Pointer(&out[0])), 3*plane)
+				var l [3][256]uint16
+				for k := range l {
+					for v := range l[k] {
+						l[k][v] = uint16(lut[k*256+v])
+					}
+				}
+				o0, o1, o2 := o[:plane], o[plane:2*plane], o[2*plane:3*plane]
+				src = src[:3*plane]
+				for p := range o0 {
+					s := src[3*p : 3*p+3 : 3*p+3]
+					o0[p], o1[p], o2[p] = l[0][s[0]], l[1][s[1]], l[2][s[2]]
+				}
 			case chw:
 				for i, v := range src {
 					k := i % c

@@ -316,6 +316,9 @@ func turboDecode(b []byte, denom, channels int, r region, maxPixels int64, dst [
 	if len(b) == 0 {
 		return 0, 0, 0, 0, errors.New("empty data")
 	}
+	if loadJPEG(); jpegLib.desc == "" { // the library's functions are not there to call
+		return 0, 0, 0, 0, errors.New("libjpeg-turbo: " + jpegLib.why)
+	}
 	var msg [C.FM_ERRLEN]C.char
 	cw, ch := C.int(r.w), C.int(r.h)
 	var iw, ih C.int
