@@ -26,4 +26,5 @@
 //	transport.go    transport: the batch stream vs quic-go, gRPC+TLS, TCP+TLS, TCP (bench/transportbench)
 //	fanin.go        fanin: one client process reading from 1…8 workers, its CPU and memory
 //	python.go       python: the Python client vs the Go client, and a torch DataLoader vs feedmesh.torch
+//	vision.go       vision: PIL and a torch DataLoader vs decode_image, decode_and_crop run-local and on a node (vision_dataloader.py)
 package main

@@ -110,6 +110,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		cfg.Transport.RPCIdleTimeout = *rpcIdle
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+	logJPEGDecoder(cfg.Logger)
 
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	n, err := mesh.Start(startCtx, cfg)

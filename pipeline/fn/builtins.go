@@ -13,6 +13,8 @@ func init() {
 	RegisterMapFactory("resize", resize)
 	RegisterMapFactory("random_crop", randomCrop)
 	RegisterMapFactory("random_flip", randomFlip)
+	RegisterMapFactory("random_resized_crop", randomResizedCrop)
+	RegisterMapFactory("decode_and_crop", decodeAndCrop)
 	RegisterMapFactory("normalize", normalize)
 	RegisterMapFactory("cast", cast)
 	RegisterMapFactory("json_field", jsonField)

@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"image/jpeg"
 	"image/png"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -458,6 +459,35 @@ func BenchmarkTokenizeWhitespace(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if _, err := fn(&FnContext{}, e); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// The fast paths of normalize (uint8 input, 3 channels, CHW, float32 and
+// bfloat16) give what the general one gives.
+func TestNormalizeFastPaths(t *testing.T) {
+	img := rawImage(5, 7, 3, func(y, x, k int) uint8 { return uint8(37*y + 11*x + 90*k) })
+	vals := make([]float32, len(img.Data))
+	for i, v := range img.Data {
+		vals[i] = float32(v)
+	}
+	f32, _ := tensor.FromFloat32s("image", []int64{5, 7, 3}, vals)
+	for _, dtype := range []string{"float32", "bfloat16", "float16"} {
+		f := mustMap(t, "normalize", Args{"scale": 1.0 / 255, "mean": []any{0.485, 0.456, 0.406}, "std": []any{0.229, 0.224, 0.225}, "layout": "chw", "dtype": dtype})
+		fast, err := f(&FnContext{}, elem(img))
+		if err != nil {
+			t.Fatal(err)
+		}
+		slow, err := f(&FnContext{}, elem(f32)) // float input takes the general path
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := fast.Tensors[0], slow.Tensors[0]
+		if !reflect.DeepEqual(a.Shape, []int64{3, 5, 7}) || a.DType.String() != dtype || !bytes.Equal(a.Data, b.Data) {
+			t.Fatalf("%s: fast path %s%v differs from the general one", dtype, a.DType, a.Shape)
+		}
+		if got := a.Float64At(2*35 + 3*7 + 4); math.Abs(got-(float64(img.Data[(3*7+4)*3+2])/255-0.406)/0.225) > 0.02 {
+			t.Fatalf("%s: channel 2 at (3, 4) = %v", dtype, got)
 		}
 	}
 }

@@ -13,6 +13,9 @@
 //	bpe_o200k.go  o200k_base's pattern, on a small backtracking matcher over character classes
 //	tiktoken.go   tokenize_tiktoken: OpenAI's rank files and encodings
 //	image.go      decode_image, resize, random_crop, random_flip, normalize (bounded by DefaultMaxPixels)
+//	vision.go     random_resized_crop and decode_and_crop (torchvision's RandomResizedCrop; the fused JPEG decode)
+//	resample.go   Pillow's resampling (bilinear, area, bicubic); its two passes in C (resample_cgo.go) or Go (resample_go.go)
+//	jpeg.go       the JPEG decoder in use, the frame header read in Go; jpeg_cgo.go: libjpeg-turbo through cgo and dlopen
 //	cast.go       cast and json_field
 //	cost.go       cost: busy CPU or a wait per element, a parallelisable stand-in for expensive work
 //	common.go     helpers every function uses (its input tensor, replacing a tensor)

@@ -2,14 +2,17 @@ package fn
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"image"
 	"image/color"
 	_ "image/gif" // decoders for decode_image
 	_ "image/jpeg"
 	_ "image/png"
+	"math"
+	"sync"
+	"unsafe"
 
-	"golang.org/x/image/draw"
 	_ "golang.org/x/image/webp"
 
 	"github.com/feedmesh/feedmesh/tensor"
@@ -56,26 +59,83 @@ func decodeImage(a Args) (MapFn, error) {
 		if err != nil {
 			return e, err
 		}
-		cfg, format, err := image.DecodeConfig(bytes.NewReader(b))
+		img, err := decodeAny(b, int(channels), maxPixels)
 		if err != nil {
-			return e, fmt.Errorf("decode_image: %w", err)
+			return e, elemError(e, "decode_image", err)
 		}
-		if int64(cfg.Width)*int64(cfg.Height) > maxPixels {
-			return e, fmt.Errorf("decode_image: %s image of %dx%d exceeds max_pixels (%d)", format, cfg.Width, cfg.Height, maxPixels)
-		}
-		img, _, err := image.Decode(bytes.NewReader(b))
-		if err != nil {
-			return e, fmt.Errorf("decode_image: %s: %w", format, err)
-		}
-		c := int(channels)
-		if c == 0 {
-			c = 3
-			if _, gray := img.(*image.Gray); gray {
-				c = 1
-			}
-		}
-		return with(e, toHWC(out, img, c)), nil
+		img.Name = out
+		return with(e, img), nil
 	}, nil
+}
+
+// decodeAny decodes a JPEG (libjpeg-turbo when available, else
+// image/jpeg), PNG, GIF or WebP into uint8 [H, W, c]: channels 0 gives 1
+// for grayscale images and 3 otherwise.
+func decodeAny(b []byte, channels int, maxPixels int64) (tensor.Tensor, error) {
+	if w, h, comps, scan, isJPEG, err := jpegMarkers(b); isJPEG {
+		if err != nil {
+			return tensor.Tensor{}, err
+		}
+		if int64(w)*int64(h) > maxPixels {
+			return tensor.Tensor{}, tooLarge("jpeg", w, h, maxPixels)
+		}
+		if !jpegComplete(b, scan) {
+			return tensor.Tensor{}, errTruncatedJPEG
+		}
+		if turbo() && (comps == 1 || comps == 3) {
+			c := channels
+			if c == 0 {
+				c = 3
+				if comps == 1 {
+					c = 1
+				}
+			}
+			pix := make([]byte, w*h*c)
+			gw, gh, _, _, err := turboDecode(b, 1, c, region{}, maxPixels, pix)
+			switch {
+			case err == nil && gw == w && gh == h:
+				return tensor.Tensor{DType: tensor.Uint8, Shape: []int64{int64(h), int64(w), int64(c)}, Data: pix}, nil
+			case err == nil:
+				return tensor.Tensor{}, fmt.Errorf("jpeg: frame header says %dx%d, libjpeg decoded %dx%d", w, h, gw, gh)
+			case err != errUnsupportedJPEG:
+				return tensor.Tensor{}, fmt.Errorf("jpeg: %w", err)
+			}
+			// CMYK and YCCK: image/jpeg converts them.
+		}
+	}
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(b))
+	if err != nil {
+		return tensor.Tensor{}, err
+	}
+	if int64(cfg.Width)*int64(cfg.Height) > maxPixels {
+		return tensor.Tensor{}, tooLarge(format, cfg.Width, cfg.Height, maxPixels)
+	}
+	img, _, err := image.Decode(bytes.NewReader(b))
+	if err != nil {
+		return tensor.Tensor{}, fmt.Errorf("%s: %w", format, err)
+	}
+	c := channels
+	if c == 0 {
+		c = 3
+		switch img.(type) {
+		case *image.Gray, *image.Gray16:
+			c = 1
+		}
+	}
+	return toHWC("", img, c), nil
+}
+
+func tooLarge(format string, w, h int, maxPixels int64) error {
+	return fmt.Errorf("%s image of %dx%d exceeds max_pixels (%d)", format, w, h, maxPixels)
+}
+
+// elemError prefixes err with the op's name and, when the element has a
+// path (image_folder, whole_file), the file it came from.
+func elemError(e tensor.Element, op string, err error) error {
+	if p, ok := e.Get("path"); ok && p.DType == tensor.Bytes && len(p.Offsets) == 2 {
+		return fmt.Errorf("%s: %s: %w", op, p.Entry(0), err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
 }
 
 // toHWC converts an image to a uint8 [H, W, c] tensor, with fast paths for
@@ -163,10 +223,15 @@ func imageArgs(fn string, a Args, extra ...string) (name string, height, width i
 	return
 }
 
-// resize scales a uint8 [H, W, C] image (C = 1, 3 or 4) to [height, width,
-// C] with bilinear interpolation (golang.org/x/image/draw).
+// resize scales a uint8 [H, W, C] (or [H, W]) image to [height, width,
+// C] as PIL's Image.resize does (resample.go): bilinear (default), area or
+// bicubic, antialiased when downscaling.
 func resize(a Args) (MapFn, error) {
-	name, height, width, err := imageArgs("resize", a)
+	name, height, width, err := imageArgs("resize", a, "interpolation")
+	var f interp
+	if err == nil {
+		f, err = interpArg(a)
+	}
 	if err != nil {
 		return nil, argError("resize", err)
 	}
@@ -176,54 +241,35 @@ func resize(a Args) (MapFn, error) {
 		if err != nil {
 			return e, err
 		}
-		h, w, c, err := hwc(t)
+		h, w, c, err := uint8Image("resize", t)
 		if err != nil {
-			return e, fmt.Errorf("resize: %w", err)
+			return e, err
 		}
-		if t.DType != tensor.Uint8 || (c != 1 && c != 3 && c != 4) {
-			return e, fmt.Errorf("resize: tensor %q: want uint8 with 1, 3 or 4 channels, have %s%v (resize before normalize)", name, t.DType, t.Shape)
-		}
-		if h == 0 || w == 0 {
-			return e, fmt.Errorf("resize: tensor %q: empty image %v", name, t.Shape)
-		}
-		src := image.NewRGBA(image.Rect(0, 0, w, h))
-		var srcImg image.Image = src
-		switch c {
-		case 1:
-			srcImg = &image.Gray{Pix: t.Data, Stride: w, Rect: src.Rect}
-		case 3:
-			for i, j := 0, 0; i < len(t.Data); i, j = i+3, j+4 {
-				src.Pix[j], src.Pix[j+1], src.Pix[j+2], src.Pix[j+3] = t.Data[i], t.Data[i+1], t.Data[i+2], 255
-			}
-		case 4:
-			srcImg = &image.NRGBA{Pix: t.Data, Stride: 4 * w, Rect: src.Rect}
-		}
-		dst := image.NewRGBA(image.Rect(0, 0, ow, oh))
-		draw.BiLinear.Scale(dst, dst.Rect, srcImg, srcImg.Bounds(), draw.Src, nil)
 		out := make([]byte, oh*ow*c)
-		for i := 0; i < oh*ow; i++ {
-			p := dst.Pix[4*i : 4*i+4]
-			switch c {
-			case 1:
-				out[i] = p[0]
-			case 3:
-				copy(out[3*i:3*i+3], p[:3])
-			case 4: // back from premultiplied alpha
-				q := out[4*i : 4*i+4]
-				q[3] = p[3]
-				for k := 0; k < 3; k++ {
-					if p[3] != 0 {
-						q[k] = uint8(min(255, (uint32(p[k])*255+uint32(p[3])/2)/uint32(p[3])))
-					}
-				}
-			}
-		}
+		r := resamplers.Get().(*resampler)
+		r.resizeImage(out, ow, oh, t.Data, w, h, w*c, c, [4]float64{0, 0, float64(w), float64(h)}, f)
+		resamplers.Put(r)
 		shape := []int64{int64(oh), int64(ow), int64(c)}
 		if len(t.Shape) == 2 {
 			shape = shape[:2]
 		}
 		return with(e, tensor.Tensor{Name: name, DType: tensor.Uint8, Shape: shape, Data: out}), nil
 	}, nil
+}
+
+// uint8Image checks that t is a non-empty uint8 image of 1 to 4 channels.
+func uint8Image(op string, t *tensor.Tensor) (h, w, c int, err error) {
+	h, w, c, err = hwc(t)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("%s: %w", op, err)
+	}
+	if t.DType != tensor.Uint8 || c < 1 || c > 4 {
+		return 0, 0, 0, fmt.Errorf("%s: tensor %q: want uint8 with 1 to 4 channels, have %s%v (%s before normalize)", op, t.Name, t.DType, t.Shape, op)
+	}
+	if h == 0 || w == 0 {
+		return 0, 0, 0, fmt.Errorf("%s: tensor %q: empty image %v", op, t.Name, t.Shape)
+	}
+	return h, w, c, nil
 }
 
 // randomCrop cuts a [height, width] window at a random position out of an
@@ -313,22 +359,38 @@ func flip(t *tensor.Tensor, h, w, c int, fh, fv bool) tensor.Tensor {
 			copy(dst, src)
 			continue
 		}
-		for x := 0; x < w; x++ {
-			copy(dst[x*px:(x+1)*px], src[(w-1-x)*px:(w-x)*px])
+		switch px {
+		case 1:
+			for x, v := range src {
+				dst[w-1-x] = v
+			}
+		case 3:
+			for x, j := 0, 3*(w-1); j >= 0; x, j = x+3, j-3 {
+				d, s := dst[x:x+3], src[j:j+3]
+				d[0], d[1], d[2] = s[0], s[1], s[2]
+			}
+		default:
+			for x := 0; x < w; x++ {
+				copy(dst[x*px:(x+1)*px], src[(w-1-x)*px:(w-x)*px])
+			}
 		}
 	}
 	return tensor.Tensor{Name: t.Name, DType: t.DType, Shape: append([]int64(nil), t.Shape...), Data: out}
 }
 
 // normalize computes (x·scale − mean[c]) / std[c] per channel (the last
-// dimension) and outputs float32 of the same shape. mean and std have one
-// entry (all channels) or one per channel.
+// dimension) and outputs float32 (or bfloat16, float16: dtype) of the same
+// shape, or with layout: chw, an [H, W, C] image as [C, H, W] (what torch
+// models take). mean and std have one entry (all channels) or one per
+// channel. uint8 input goes through a table of the 256 results per
+// channel, computed in float64 and rounded once.
 func normalize(a Args) (MapFn, error) {
-	var name string
+	var name, layout, dtypeName string
 	var mean, std []float64
 	var scale float64
+	var dtype tensor.DType
 	err := func() (err error) {
-		if err = a.Known("tensor", "mean", "std", "scale"); err != nil {
+		if err = a.Known("tensor", "mean", "std", "scale", "dtype", "layout"); err != nil {
 			return
 		}
 		if name, err = stringArg(a, "tensor", "image"); err != nil {
@@ -342,6 +404,25 @@ func normalize(a Args) (MapFn, error) {
 		}
 		if scale, err = a.Float("scale", 1); err != nil {
 			return
+		}
+		if dtypeName, err = a.String("dtype", "float32"); err != nil {
+			return
+		}
+		switch dtypeName {
+		case "float32":
+			dtype = tensor.Float32
+		case "bfloat16":
+			dtype = tensor.BFloat16
+		case "float16":
+			dtype = tensor.Float16
+		default:
+			return fmt.Errorf("dtype: %q is not float32, bfloat16 or float16", dtypeName)
+		}
+		if layout, err = a.String("layout", "hwc"); err != nil {
+			return
+		}
+		if layout != "hwc" && layout != "chw" {
+			return fmt.Errorf("layout: %q is not hwc or chw", layout)
 		}
 		if len(mean) == 0 {
 			return fmt.Errorf("mean: must not be empty")
@@ -362,6 +443,24 @@ func normalize(a Args) (MapFn, error) {
 	if err != nil {
 		return nil, argError("normalize", err)
 	}
+	chw := layout == "chw"
+	// Per-channel tables for uint8 input, built on first use per channel count.
+	var tables sync.Map // int (channels) → []uint32 (c*256 values' bits)
+	table := func(c int) []uint32 {
+		if v, ok := tables.Load(c); ok {
+			return v.([]uint32)
+		}
+		lut := make([]uint32, c*256)
+		for k := 0; k < c; k++ {
+			m, s := mean[min(k, len(mean)-1)], std[min(k, len(std)-1)]
+			for v := 0; v < 256; v++ {
+				lut[k*256+v] = encodeFloat(dtype, (float64(v)*scale-m)/s)
+			}
+		}
+		tables.Store(c, lut)
+		return lut
+	}
+	size := dtype.Size()
 	return func(_ *FnContext, e tensor.Element) (tensor.Element, error) {
 		t, err := input(e, name)
 		if err != nil {
@@ -373,6 +472,9 @@ func normalize(a Args) (MapFn, error) {
 		if err := t.Validate(); err != nil {
 			return e, fmt.Errorf("normalize: %w", err)
 		}
+		if chw && len(t.Shape) != 3 {
+			return e, fmt.Errorf("normalize: layout chw: tensor %q is %v, not an image [H, W, C]", name, t.Shape)
+		}
 		c := 1
 		if len(t.Shape) > 0 {
 			c = int(t.Shape[len(t.Shape)-1])
@@ -382,26 +484,91 @@ func normalize(a Args) (MapFn, error) {
 				return e, fmt.Errorf("normalize: tensor %q has %d channels but mean/std have %d entries", name, c, len(l))
 			}
 		}
-		// Per-channel multiplier and offset: x*mul[c] + add[c].
-		mul, add := make([]float32, max(c, 1)), make([]float32, max(c, 1))
-		for k := range mul {
-			m, s := mean[min(k, len(mean)-1)], std[min(k, len(std)-1)]
-			mul[k], add[k] = float32(scale/s), float32(-m/s)
-		}
 		n := int(t.NumValues())
-		vals := make([]float32, n)
-		if t.DType == tensor.Uint8 {
-			for i, v := range t.Data[:n] {
-				k := i % c
-				vals[i] = float32(v)*mul[k] + add[k]
+		out := make([]byte, n*size)
+		shape := append([]int64{}, t.Shape...)
+		// dst(i) is where value i (in HWC order) goes.
+		plane := 0
+		if chw {
+			plane = n / max(c, 1)
+			shape = []int64{t.Shape[2], t.Shape[0], t.Shape[1]}
+		}
+		if t.DType == tensor.Uint8 && c > 0 {
+			lut := table(c)
+			src := t.Data[:n]
+			switch {
+			case chw && c == 3 && size == 4 && nativeLE && plane > 0:
+				// Stores of whole words (out is word-aligned: a large allocation).
+				o := unsafe.Slice((*uint32)(unsafe.Pointer(&out[0])), 3*plane)
+				l0, l1, l2 := (*[256]uint32)(lut[:256]), (*[256]uint32)(lut[256:512]), (*[256]uint32)(lut[512:768])
+				o0, o1, o2 := o[:plane], o[plane:2*plane], o[2*plane:3*plane]
+				src = src[:3*plane]
+				for p := range o0 {
+					s := src[3*p : 3*p+3 : 3*p+3]
+					o0[p], o1[p], o2[p] = l0[s[0]], l1[s[1]], l2[s[2]]
+				}
+			case chw && c == 3 && size == 2 && nativeLE && plane > 0:
+				o := unsafe.Slice((*uint16)(unsafe.Pointer(&out[0])), 3*plane)
+				var l [3][256]uint16
+				for k := range l {
+					for v := range l[k] {
+						l[k][v] = uint16(lut[k*256+v])
+					}
+				}
+				o0, o1, o2 := o[:plane], o[plane:2*plane], o[2*plane:3*plane]
+				src = src[:3*plane]
+				for p := range o0 {
+					s := src[3*p : 3*p+3 : 3*p+3]
+					o0[p], o1[p], o2[p] = l[0][s[0]], l[1][s[1]], l[2][s[2]]
+				}
+			case chw:
+				for i, v := range src {
+					k := i % c
+					put(out, size, k*plane+i/c, lut[k*256+int(v)])
+				}
+			case size == 4:
+				for i, v := range src {
+					binary.LittleEndian.PutUint32(out[4*i:], lut[(i%c)*256+int(v)])
+				}
+			default:
+				for i, v := range src {
+					binary.LittleEndian.PutUint16(out[2*i:], uint16(lut[(i%c)*256+int(v)]))
+				}
 			}
 		} else {
-			for i := range vals {
-				k := i % c
-				vals[i] = float32(t.Float64At(i))*mul[k] + add[k]
+			for i := 0; i < n; i++ {
+				k := i % max(c, 1)
+				m, s := mean[min(k, len(mean)-1)], std[min(k, len(std)-1)]
+				j := i
+				if chw {
+					j = k*plane + i/c
+				}
+				put(out, size, j, encodeFloat(dtype, (t.Float64At(i)*scale-m)/s))
 			}
 		}
-		o, _ := tensor.FromFloat32s(name, append([]int64{}, t.Shape...), vals)
-		return with(e, o), nil
+		return with(e, tensor.Tensor{Name: name, DType: dtype, Shape: shape, Data: out}), nil
 	}, nil
+}
+
+// nativeLE reports a little-endian host, where a float32's bytes in a
+// tensor (little-endian) are its bits in memory.
+var nativeLE = func() bool { x := uint16(1); return *(*byte)(unsafe.Pointer(&x)) == 1 }()
+
+// encodeFloat is v's bits as a dtype of float32, bfloat16 or float16.
+func encodeFloat(dtype tensor.DType, v float64) uint32 {
+	switch dtype {
+	case tensor.BFloat16:
+		return uint32(tensor.Float32ToBFloat16(float32(v)))
+	case tensor.Float16:
+		return uint32(tensor.Float32ToFloat16(float32(v)))
+	}
+	return math.Float32bits(float32(v))
+}
+
+func put(out []byte, size, i int, bits uint32) {
+	if size == 4 {
+		binary.LittleEndian.PutUint32(out[4*i:], bits)
+	} else {
+		binary.LittleEndian.PutUint16(out[2*i:], uint16(bits))
+	}
 }

@@ -1,0 +1,389 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/feedmesh/feedmesh/bench/transportbench"
+	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/fn"
+)
+
+func init() {
+	registerBench(cli.Command{Name: "vision", Summary: "images/s and CPU-s per 1,000 images of a vision pipeline on real photographs: feedmesh run-local (1 core, all cores), a node serving a client, PIL and a torch DataLoader", Run: benchVision})
+}
+
+//go:embed vision_dataloader.py
+var visionPy []byte
+
+// The ways the vision benchmark measures, each in a process of its own.
+const (
+	vDecodePIL     = "decode-pil"         // PIL: Image.open().convert("RGB"), np.asarray (pinned to one core)
+	vDecodeFM      = "decode-feedmesh"    // run-local: image_folder → decode_image, parallelism 1 (pinned to one core)
+	vTrainDL0      = "train-dataloader-0" // torch DataLoader, num_workers 0, PIL transforms (pinned to one core)
+	vTrainFM1      = "train-feedmesh-1"   // run-local: decode_and_crop → random_flip → normalize → batch, parallelism 1 (pinned to one core)
+	vTrainDL2      = "train-dataloader-2" // torch DataLoader, num_workers 2 (all cores)
+	vTrainFMAll    = "train-feedmesh-all" // run-local, parallelism = cores (all cores)
+	vTrainFMNode   = "train-node"         // one in-process node runs the job, a client reads it over loopback (all cores)
+	visionChildArg = "--child"
+)
+
+var visionWays = []string{vDecodePIL, vDecodeFM, vTrainDL0, vTrainFM1, vTrainDL2, vTrainFMAll, vTrainFMNode}
+
+// visionPinned are the per-core ways: run under `taskset -c 0`.
+var visionPinned = map[string]bool{vDecodePIL: true, vDecodeFM: true, vTrainDL0: true, vTrainFM1: true}
+
+// visionBaseline is what each way's ratio is taken against (within a run).
+var visionBaseline = map[string]string{vDecodeFM: vDecodePIL, vTrainFM1: vTrainDL0, vTrainFMAll: vTrainDL2, vTrainFMNode: vTrainFMAll}
+
+// visionResult is one measured pass (a child's JSON line).
+type visionResult struct {
+	Images     int64   `json:"images"`
+	Seconds    float64 `json:"seconds"`
+	CPUSeconds float64 `json:"cpu_s"`
+	Bounding   string  `json:"bounding_op,omitempty"`
+}
+
+func (r visionResult) perS() float64 { return float64(r.Images) / r.Seconds }
+
+// visionCfg is what every way needs.
+type visionCfg struct {
+	folder       string
+	images, size int
+	batch        int
+	dtype        string // normalize's output: float32 or bfloat16
+}
+
+func benchVision(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == visionChildArg {
+		return visionChild(ctx, args[1:], stdout)
+	}
+	fs := prog.NewFlagSet("vision", "[--folder DIR] [--images N] [--runs N] [--ways LIST] [--json]", stderr)
+	folder := fs.String("folder", "", "an image folder (root/<class>/<image>.jpg); default: one made by scripts/make-photo-folder.py in a temporary directory")
+	perClass := fs.Int("per-class", 500, "images per class of the folder made when --folder is not given")
+	images := fs.Int("images", 1000, "images per measured pass (the folder read from the start again when it runs out)")
+	runs := fs.Int("runs", 5, "runs; each measures every way once, in an order rotated from run to run; medians are reported")
+	size := fs.Int("size", 224, "the output's height and width")
+	batch := fs.Int("batch", 32, "batch size of the train ways")
+	dtype := fs.String("dtype", "float32", "the feedmesh train ways' normalize output: float32 (what ToTensor+Normalize give the DataLoader) or bfloat16 (half the bytes a node sends its client)")
+	waysFlag := fs.String("ways", joinList(visionWays), "ways to measure")
+	python := fs.String("python", pyDefault(), "the Python interpreter with PIL, numpy, torch and torchvision (Debian's python3-pil, python3-torchvision)")
+	pin := fs.Bool("pin", true, "run the per-core ways (decode-*, train-dataloader-0, train-feedmesh-1) under taskset -c 0")
+	jsonOut := fs.Bool("json", false, "print a JSON array of rows: way, cores (1: pinned, else all), images_per_s (median), cpu_s_per_1000 (median CPU-s of the process and its workers per 1,000 images), ratio (median over runs of images/s ÷ the baseline's in the same run), ratio_vs (the baseline), cpu_ratio (likewise, of the baseline's CPU-s per image ÷ this one's: per-core efficiency), bounding_op (feedmesh run-local: the op its statistics name bounding)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, `Usage: feedmesh-bench vision [flags]
+
+The input pipeline of an ImageNet-style training job on real photographs, seven ways, each in a
+process of its own (this binary in a hidden mode, or --python running the embedded
+vision_dataloader.py), every run measuring each once, in an order rotated from run to run:
+
+  decode-pil          PIL: Image.open(f).convert("RGB"), np.asarray                 1 core
+  decode-feedmesh     run-local: image_folder → decode_image, parallelism 1         1 core
+  train-dataloader-0  torch DataLoader (num_workers 0) over torchvision ImageFolder with
+                      RandomResizedCrop(size), RandomHorizontalFlip, ToTensor, Normalize  1 core
+  train-feedmesh-1    run-local: image_folder → decode_and_crop(size) → random_flip →
+                      normalize(ImageNet mean/std, chw, --dtype) → batch, parallelism 1  1 core
+  train-dataloader-2  the DataLoader with num_workers 2                               all cores
+  train-feedmesh-all  train-feedmesh-1 with the maps at parallelism = cores           all cores
+  train-node          one in-process node runs train-feedmesh-all's spec as a job; a client
+                      in the same process reads its batches over loopback               all cores
+
+Each way reads --images images after a warm-up of 64. Ratios are taken within a run:
+decode-feedmesh ÷ decode-pil, train-feedmesh-1 ÷ train-dataloader-0, train-feedmesh-all ÷
+train-dataloader-2, train-node ÷ train-feedmesh-all. Without --folder the folder is made by
+scripts/make-photo-folder.py (python3-pil, python3-sklearn; found from the working directory).
+The Python ways are skipped when the interpreter lacks PIL or torchvision. Progress goes to stderr.
+
+Flags:`)
+		fs.PrintDefaults()
+	}
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return err
+	}
+	var ways []string
+	for _, w := range cli.SplitList(*waysFlag) {
+		if !slices.Contains(visionWays, w) {
+			return fmt.Errorf("--ways: %q is not one of %s", w, joinList(visionWays))
+		}
+		if !slices.Contains(ways, w) {
+			ways = append(ways, w)
+		}
+	}
+	switch {
+	case len(ways) == 0:
+		return errors.New("--ways: none given")
+	case *runs < 1 || *runs > 100:
+		return fmt.Errorf("--runs: %d is not in [1, 100]", *runs)
+	case *images < 64 || *images > 10_000_000:
+		return fmt.Errorf("--images: %d is not in [64, 10^7]", *images)
+	case *size < 1 || *size > 4096:
+		return fmt.Errorf("--size: %d is not in [1, 4096]", *size)
+	case *batch < 1 || *batch > 4096:
+		return fmt.Errorf("--batch: %d is not in [1, 4096]", *batch)
+	case *dtype != "float32" && *dtype != "bfloat16":
+		return fmt.Errorf("--dtype: %q is not float32 or bfloat16", *dtype)
+	case *perClass < 1 || *perClass > 100_000:
+		return fmt.Errorf("--per-class: %d is not in [1, 10^5]", *perClass)
+	}
+	dir, err := os.MkdirTemp("", "feedmesh-bench-vision-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	pyPath := filepath.Join(dir, "vision_dataloader.py")
+	if err := os.WriteFile(pyPath, visionPy, 0o644); err != nil {
+		return err
+	}
+	hasPy := pyCheckImport(ctx, *python, "PIL, numpy, torch, torchvision") == ""
+	if *folder == "" {
+		repo, err := findRepo()
+		if err != nil {
+			return fmt.Errorf("no --folder, and no checkout to find scripts/make-photo-folder.py in: %w", err)
+		}
+		*folder = filepath.Join(dir, "photos")
+		fmt.Fprintf(stderr, "making %d photographs per class in %s …\n", *perClass, *folder)
+		cmd := exec.CommandContext(ctx, *python, filepath.Join(repo, "scripts", "make-photo-folder.py"), *folder, "--per-class", strconv.Itoa(*perClass))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("scripts/make-photo-folder.py: %v: %s", err, bytes.TrimSpace(out))
+		}
+	}
+	if !hasPy {
+		fmt.Fprintf(stderr, "vision: %s lacks PIL, numpy, torch or torchvision: the PIL and DataLoader ways are skipped (install python3-pil python3-torchvision)\n", *python)
+		ways = slices.DeleteFunc(ways, func(w string) bool { return w == vDecodePIL || w == vTrainDL0 || w == vTrainDL2 })
+	}
+	taskset, _ := exec.LookPath("taskset")
+	if *pin && taskset == "" {
+		fmt.Fprintln(stderr, "vision: no taskset (util-linux): the per-core ways run unpinned")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg := visionCfg{folder: *folder, images: *images, size: *size, batch: *batch, dtype: *dtype}
+	desc, _ := fn.JPEGDecoder()
+	fmt.Fprintf(stderr, "vision: %s, %d images per pass, %d cores; JPEG decoder: %s\n", *folder, *images, runtime.NumCPU(), desc)
+	results := map[string][]visionResult{}
+	ratios := map[string][]float64{}
+	cpuRatios := map[string][]float64{}
+	for r := 0; r < *runs; r++ {
+		got := map[string]visionResult{}
+		for k := range ways {
+			w := ways[(k+r)%len(ways)]
+			var cmd *exec.Cmd
+			if isPyWay(w) {
+				pyArgs := []string{pyPath, "decode", cfg.folder, strconv.Itoa(cfg.images)}
+				if w != vDecodePIL {
+					workers := "0"
+					if w == vTrainDL2 {
+						workers = "2"
+					}
+					pyArgs = []string{pyPath, "train", cfg.folder, strconv.Itoa(cfg.images), strconv.Itoa(cfg.size), strconv.Itoa(cfg.batch), workers}
+				}
+				cmd = exec.CommandContext(ctx, *python, pyArgs...)
+			} else {
+				cmd = exec.CommandContext(ctx, exe, "vision", visionChildArg, w, cfg.folder, strconv.Itoa(cfg.images), strconv.Itoa(cfg.size), strconv.Itoa(cfg.batch), cfg.dtype)
+			}
+			if *pin && taskset != "" && visionPinned[w] {
+				cmd = exec.CommandContext(ctx, taskset, append([]string{"-c", "0"}, cmd.Args...)...)
+			}
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("%s: %v: %s", w, err, bytes.TrimSpace(errb.Bytes()))
+			}
+			var res visionResult
+			lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
+			if err := json.Unmarshal(lines[len(lines)-1], &res); err != nil || res.Seconds <= 0 {
+				return fmt.Errorf("%s: no result in %q (%v): %s", w, out.String(), err, bytes.TrimSpace(errb.Bytes()))
+			}
+			fmt.Fprintf(stderr, "run %d: %-19s %7.1f images/s, %6.2f CPU-s/1000 images %s\n", r+1, w, res.perS(), res.CPUSeconds/float64(res.Images)*1000, res.Bounding)
+			got[w] = res
+			results[w] = append(results[w], res)
+		}
+		for w, b := range visionBaseline {
+			x, ok1 := got[w]
+			y, ok2 := got[b]
+			if ok1 && ok2 {
+				ratios[w] = append(ratios[w], x.perS()/y.perS())
+				cpuRatios[w] = append(cpuRatios[w], (y.CPUSeconds/float64(y.Images))/(x.CPUSeconds/float64(x.Images)))
+			}
+		}
+	}
+	var rows []benchRow
+	for _, w := range visionWays {
+		rs, ok := results[w]
+		if !ok {
+			continue
+		}
+		var ps, cpu []float64
+		bounding := map[string]int{}
+		for _, r := range rs {
+			ps = append(ps, r.perS())
+			cpu = append(cpu, r.CPUSeconds/float64(r.Images)*1000)
+			if r.Bounding != "" {
+				bounding[r.Bounding]++
+			}
+		}
+		cores := runtime.NumCPU()
+		if visionPinned[w] && *pin && taskset != "" {
+			cores = 1
+		}
+		row := benchRow{"way": w, "cores": cores, "images_per_s": median(ps), "cpu_s_per_1000": median(cpu)}
+		if b, ok := visionBaseline[w]; ok && len(ratios[w]) > 0 {
+			row["ratio"], row["ratio_vs"], row["cpu_ratio"] = median(ratios[w]), b, median(cpuRatios[w])
+		}
+		if len(bounding) > 0 {
+			best := ""
+			for op, n := range bounding {
+				if best == "" || n > bounding[best] || (n == bounding[best] && op < best) {
+					best = op
+				}
+			}
+			row["bounding_op"] = best
+		}
+		rows = append(rows, row)
+	}
+	return printRows(stdout, *jsonOut, []string{"way", "cores", "images_per_s", "cpu_s_per_1000", "ratio", "ratio_vs", "cpu_ratio", "bounding_op"}, rows)
+}
+
+func isPyWay(w string) bool { return w == vDecodePIL || w == vTrainDL0 || w == vTrainDL2 }
+
+func joinList(xs []string) string {
+	var b bytes.Buffer
+	for i, x := range xs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(x)
+	}
+	return b.String()
+}
+
+func pyDefault() string {
+	if p := os.Getenv("FEEDMESH_PYTHON"); p != "" {
+		return p
+	}
+	return "/usr/bin/python3"
+}
+
+// imagenetMean and imagenetStd are torchvision's ImageNet normalization.
+var (
+	imagenetMean = []any{0.485, 0.456, 0.406}
+	imagenetStd  = []any{0.229, 0.224, 0.225}
+)
+
+// visionSpec is a way's pipeline over cfg.folder: n images (the folder
+// repeated as needed), decoded only (decode) or the training transforms,
+// batched.
+func visionSpec(cfg visionCfg, decodeOnly bool, parallelism, n int) *pipeline.Spec {
+	s := pipeline.NewSpec(pipeline.FromFiles("image_folder", cfg.folder)).RepeatForever()
+	if n > 0 {
+		s.Take(int64(n))
+	}
+	if decodeOnly {
+		return s.Map("decode_image", fn.Args{"channels": 3}, parallelism)
+	}
+	s.Map("decode_and_crop", fn.Args{"height": cfg.size, "width": cfg.size, "channels": 3}, parallelism)
+	s.Map("random_flip", nil, 1)
+	s.Map("normalize", fn.Args{"scale": 1.0 / 255, "mean": imagenetMean, "std": imagenetStd, "layout": "chw", "dtype": cfg.dtype}, parallelism)
+	return s.Batch(int64(cfg.batch), false)
+}
+
+// visionChild measures one feedmesh way in this process: WAY FOLDER
+// IMAGES SIZE BATCH DTYPE.
+func visionChild(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) != 6 {
+		return errors.New("vision --child WAY FOLDER IMAGES SIZE BATCH DTYPE")
+	}
+	var cfg visionCfg
+	var err error
+	cfg.folder, cfg.dtype = args[1], args[5]
+	for i, p := range []*int{&cfg.images, &cfg.size, &cfg.batch} {
+		if *p, err = strconv.Atoi(args[2+i]); err != nil {
+			return err
+		}
+	}
+	way := args[0]
+	par := 1
+	if way == vTrainFMAll || way == vTrainFMNode {
+		par = runtime.GOMAXPROCS(0)
+	}
+	if way == vTrainFMNode {
+		return visionNode(ctx, cfg, par, stdout)
+	}
+	run := func(n int) (*pipeline.RunReport, error) {
+		return pipeline.RunLocal(ctx, visionSpec(cfg, way == vDecodeFM, par, n), pipeline.RunOptions{})
+	}
+	if _, err := run(64); err != nil {
+		return err
+	}
+	cpu0 := transportbench.CPUSeconds()
+	rep, err := run(cfg.images)
+	if err != nil {
+		return err
+	}
+	cpu := transportbench.CPUSeconds() - cpu0
+	if rep.Elements != int64(cfg.images) {
+		return fmt.Errorf("read %d images, want %d", rep.Elements, cfg.images)
+	}
+	return cli.WriteJSON(stdout, visionResult{Images: rep.Elements, Seconds: rep.Seconds, CPUSeconds: cpu, Bounding: rep.BoundingOp})
+}
+
+// visionNode runs the training spec as a job of a one-node in-process
+// cluster and reads it with a client over loopback.
+func visionNode(ctx context.Context, cfg visionCfg, par int, stdout io.Writer) error {
+	c, cleanup, err := jobsCluster(1)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	cl, err := benchClient(ctx, c, 0)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	// The job repeats the folder forever (exactly-once delivery cannot
+	// take): the client stops after n images.
+	read := func(name string, n int) (int64, error) {
+		it, err := cl.Distribute(ctx, visionSpec(cfg, false, par, 0), client.JobOptions{Name: name, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, GCAfter: pyGCAfter})
+		if err != nil {
+			return 0, err
+		}
+		defer it.Close()
+		for it.Stats().Rows < int64(n) {
+			b, err := it.Next(ctx)
+			if err != nil {
+				return 0, err
+			}
+			b.Release()
+		}
+		return it.Stats().Rows, nil
+	}
+	if _, err := read("vision-warmup", 64); err != nil {
+		return err
+	}
+	cpu0, t0 := transportbench.CPUSeconds(), time.Now()
+	rows, err := read("vision", cfg.images)
+	if err != nil {
+		return err
+	}
+	secs, cpu := time.Since(t0).Seconds(), transportbench.CPUSeconds()-cpu0
+	if rows < int64(cfg.images) {
+		return fmt.Errorf("the client read %d images, want %d", rows, cfg.images)
+	}
+	return cli.WriteJSON(stdout, visionResult{Images: rows, Seconds: secs, CPUSeconds: cpu})
+}
