@@ -13,15 +13,6 @@
 // normalization, the job's bounds): JobOptions is an alias of
 // jobspec.Options, so that the messages read as the wire does.
 //
-// Files:
-//   - methods.go: the method names, and the error codes that cross the wire
-//   - node.go:    members, status and the key-value test methods
-//   - jobs.go:    the job and worker messages (distribute, heartbeat,
-//     lease, finish, job.get); their JobOptions is jobspec.Options
-//   - offload.go: a consumer's offload requests and reports, and the probe
-//   - share.go:   ephemeral sharing's counters (worker.sharestats)
-//   - rounds.go:  coordinated reads' per-stream request and batch header
-//
 // Every message keeps its CBOR keys (keyasint) stable: a field is added
 // with a new key, never renumbered.
 package api

@@ -36,22 +36,4 @@
 // engines share (streams, retry policy, statistics); an engine implements
 // only how batches are read (the engine interface), and reaches the
 // Iterator through the host interface alone.
-//
-// Files:
-//
-//	client.go       Dial, the control client with failover, Distribute (the job options normalized once: NormalizeJobOptions), Attach
-//	options.go      Options, their defaults, and the bound on buffered bytes they imply
-//	control.go      the cluster's other control methods: Members, Status, Jobs, Put, Get
-//	iterator.go     the skeleton: Iterator, the engine and host interfaces, Next, Close, the prefetch byte budget (transport.ByteBudget)
-//	heartbeat.go    the heartbeat loop: lease renewal, the job's state, the job gone
-//	streams.go      opening a batch stream to a worker, and how a stream ended
-//	retry.go        the retry policy: delay after n failures (pure)
-//	batch.go        Batch, Rows, Release and buffer recycling
-//	stats.go        Stats and WorkerStats; the job's state and lost splits as the cluster reports them
-//	plain.go        the plain engine: StreamsPerWorker streams to every worker
-//	coordinated.go  the coordinated engine: rounds in order, horizon, end of rounds
-//	rounds.go       reading one worker's rounds (the coordinated engine's fetchers)
-//	sharestats.go   ShareStats: a sharing job's counters from its workers
-//	receipts.go     exactly-once: the ledger of what was received, duplicates dropped, receipts and fences reported
-//	checkpoint.go   exactly-once: Checkpoint, its format, what reached the trainer, resuming (JobOptions.Resume)
 package client

@@ -57,23 +57,4 @@
 // The pure bucketing logic (bucket index, per-bucket accumulation,
 // stacking and padding of batches) lives in package bucketing; sources in
 // pipeline/formats; map and filter functions in pipeline/fn.
-//
-// Files:
-//
-//	spec.go         Spec and its ops: the declarative dataset
-//	decode.go       specs from YAML and JSON files (LoadFile, ParseYAML, ParseJSON), bounded
-//	builder.go      the Go builder (NewSpec(source).Map(…).Batch(…))
-//	normalize.go    the normalized spec: defaults written in, function args in canonical form
-//	validate.go     the checks and bounds every spec passes before it runs
-//	fingerprint.go  the canonical encoding and the dataset's fingerprint
-//	source.go       the sources' splits (Splits) and how a pipeline opens them
-//	provider.go     SplitProvider: splits handed out one at a time (DYNAMIC leases), with exclusions
-//	provenance.go   Tracker: which source elements each output holds, which splits have left
-//	exec.go         Open: the pull-based chain of iterators, one per op
-//	ops.go          the single-goroutine ops (map, filter, shuffle, batch, bucket, take, …)
-//	concurrent.go   the ops that own goroutines: prefetch and parallel map
-//	pack.go         pack: documents into fixed-length rows (concat, first_fit) with document ids and positions
-//	stats.go        per-op statistics and the bounding op
-//	runlocal.go     RunLocal: a spec run in-process with its report (feedmesh run-local)
-//	batched.go      whether a spec's elements are batches
 package pipeline

@@ -3,11 +3,4 @@
 // an element whose tensors have a leading batch dimension. The types are
 // kept free of dependencies so every layer (pipeline, transport, client) can
 // share them.
-//
-// Files:
-//
-//	element.go  DType, Tensor, Element
-//	build.go    tensors from Go values (scalars, vectors, byte strings)
-//	convert.go  dtype conversions (float16, bfloat16, Cast)
-//	lengths.go  the "<name>_length" convention of padded tensors (LengthSuffix, LengthsName)
 package tensor

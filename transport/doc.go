@@ -24,23 +24,5 @@
 // Every queue and frame is bounded by a field of [Config]; every goroutine the
 // Transport starts has returned when [Transport.Close] returns.
 //
-// Files:
-//
-//	transport.go  Transport: the QUIC endpoint on one UDP socket, stream kinds, Close
-//	accept.go     accepting connections and routing their streams by kind
-//	dial.go       Dial with its connection cache
-//	config.go     Config, its presets (DefaultConfig, FastConfig) and bounds
-//	listener.go   the per-kind listener that accepted streams are routed to, bounded by AcceptBacklog
-//	limits.go     limits against hostile peers: per-address and per-connection counts, idle reads
-//	budget.go     ByteBudget: a counting semaphore of bytes (request bytes here, the client's prefetch bytes)
-//	stream.go     Stream: a QUIC stream as a net.Conn (Raft's transport needs one)
-//	frame.go      Codec: frames of a CBOR header and a raw tail, with their size bounds; HeaderDecoder
-//	rpc.go        RPCServer and Call: one request/response per control stream
-//	rpcerror.go   Error: typed errors that cross the wire by code
-//	tls.go        DevTLS, MutualTLS, ClientTLS: the configs and their verification of peers
-//	identity.go   Identity (spiffe://<cluster>/node|client/<name>), PeerIdentity, PeerFromContext
-//	pki.go        a cluster's CA and the node and client certificates it issues
-//	gro.go        UDP generic receive offload on Linux (gro_other.go elsewhere)
-//
 // The batch stream on top of KindData streams is package transport/batch.
 package transport

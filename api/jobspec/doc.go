@@ -23,12 +23,4 @@
 //
 // It imports nothing of feedmesh: the wire API, the client and the
 // server's pure cores all stand on it.
-//
-// Files:
-//   - options.go:    Options, Normalize, the rules of a job
-//   - normalized.go: Normalized, Consumer, the rules of a consumer
-//   - job.go:        Job: accessors, encoding, Diff, StoredJob, Schema
-//   - names.go:      sharding, delivery, workers and offload names and parsers
-//   - bounds.go:     the bounds of a job
-//   - localworker.go: the worker names of a consumer's local worker
 package jobspec

@@ -60,9 +60,4 @@
 // the rate (its headers take the rest). scripts/veth.sh rate RATE|off sets
 // the same by hand; a run without Rate on namespaces so shaped measures
 // under that limit and reports it (Row.Rate).
-//
-// Files: harness.go (Config, Run: spawning and timing the pairs), peer.go
-// (RunPeer, the protocol), peer_feedmesh.go, peer_quicraw.go, report.go (rows,
-// medians, the table), textload.go (the text workload and payload files),
-// veth.go (the veth pair and its rate limit).
 package transportbench

@@ -48,13 +48,4 @@
 // The Go runtime does not survive fork(): a child process cannot call
 // into a library its parent had loaded. The Python package refuses that
 // use with feedmesh.ForkError; spawned processes load their own copy.
-//
-// Files:
-//
-//	capi.go     the exported C functions, the fm_batch layout, pinning
-//	objects.go  the handle table, clients, iterators (Next with a timeout, Checkpoint, Stats)
-//	config.go   client and job options from JSON, dataset specs from text or a file
-//	errors.go   status codes, and the Go errors' kinds
-//	python_test.go  builds the library and runs the Python package's tests against a real cluster
-//	pip_test.go     pip install and pip wheel of python/ into fresh virtual environments, a job read from each
 package main

@@ -31,7 +31,4 @@
 //     equals the furthest cursor's progress.
 //   - A job joins at the oldest retained item; when the last job leaves,
 //     every retained item is released.
-//
-// Files: config.go (Config), window.go (Window), ring.go (the window's FIFO),
-// shared.go (Shared).
 package share

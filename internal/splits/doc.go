@@ -12,14 +12,4 @@
 // for in one lease is the worker's decision (mesh/leasepolicy.go: as many
 // as its pipeline reads in WorkerConfig.LeaseDuration); a lease never hands
 // out more than are left in the epoch.
-//
-// Files: policy.go (Policy), static.go (STATIC assignment), dynamic.go
-// (DYNAMIC leases, epochs, at-most-once expiry), exactly.go (exactly-once:
-// produced splits, settling, departures), receipts.go (what consumers
-// received), orphans.go (a dead worker's splits: orphans and fences),
-// census.go (at-most-once with an exact loss count), handback.go (splits a
-// draining worker returns), resume.go (a job resumed from its consumers'
-// checkpoints: Delivered, skipped splits and epochs, exclusions),
-// progress.go (summaries for status pages), validate.go (the invariants of
-// a DynamicState decoded from a snapshot).
 package splits

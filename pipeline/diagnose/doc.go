@@ -56,12 +56,4 @@
 // (source elements per epoch) × (elements out / source elements out) ×
 // (bytes per element), fits the memory budget; none when none fits or the
 // epoch's size is unknown.
-//
-// Files:
-//
-//	model.go    the input (Run, Budget), the constraints and the prediction
-//	analyze.go  Analyze: the Report, the bounding op and why, the LP and its realisation
-//	cache.go    the cache recommendation
-//	epoch.go    how many elements the source yields per epoch, counted or estimated
-//	rewrite.go  Rewrite and RewriteYAML: the recommendation applied to a spec
 package diagnose

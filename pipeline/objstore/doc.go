@@ -15,14 +15,4 @@
 // times. Every range request of a File carries the ETag the object had
 // when it was opened, so an object replaced or deleted while a File reads
 // it is an error naming it (ErrVanished), never a mix of two versions.
-//
-// Files:
-//
-//	doc.go       this overview
-//	store.go     Config, Store, File, URL parsing and glob expansion
-//	local.go     local files
-//	s3.go        S3 through minio-go: credentials, listing, range GETs, error mapping
-//	http.go      https:// URLs: HEAD and range GETs
-//	remote.go    the chunk cache and read-ahead shared by the remote backends
-//	retry.go     which errors are retried, and the backoff
 package objstore

@@ -77,11 +77,4 @@
 // fast path (fastwire.go; about 4x faster than the CBOR library, reusing the
 // tensor names of earlier headers); anything else goes to the codec's CBOR
 // mode, and FuzzFastHeader checks the two agree.
-//
-// Files: wire.go (message kinds, header structs, limits), version.go (the
-// protocol version and the refusal of an unspoken one), frame.go (Encode,
-// Frame), unpadded.go (unpadded token tensors), compress.go (tail
-// compression), fastwire.go (the header fast path), decode.go (Decode and
-// validation), sender.go (worker side), receiver.go (client side), pool.go
-// (recycled buffers).
 package batch
