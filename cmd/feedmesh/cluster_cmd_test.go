@@ -111,7 +111,7 @@ func TestUnknownCommandAndHelp(t *testing.T) {
 	}
 }
 
-// The README's first command must keep working.
+// The README's first quick-start command must keep working.
 func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
