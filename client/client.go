@@ -285,6 +285,11 @@ func (c *Client) DistributeNormalized(ctx context.Context, spec *pipeline.Spec, 
 	if err != nil {
 		return nil, fmt.Errorf("distribute %q: invalid dataset spec: %w", name, err)
 	}
+	// Options that do not compose with the spec (take under exactly-once)
+	// are refused here, before anything is sent (jobspec.Conflicts).
+	if err := n.CheckSpec(api.SpecFeatures(spec)); err != nil {
+		return nil, fmt.Errorf("distribute %q: %w: %w", name, ErrJobOptions, err)
+	}
 	off, fraction, err := offloadPlan(spec, n)
 	if err != nil {
 		return nil, fmt.Errorf("distribute %q: %w: %w", name, ErrOffloadOptions, err)

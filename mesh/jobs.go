@@ -91,10 +91,8 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)
 		}
 	}
-	if job.Delivery() == jobspec.ExactlyOnce {
-		if err := exactlyOnceSpec(spec); err != nil {
-			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)
-		}
+	if err := opts.CheckSpec(api.SpecFeatures(spec)); err != nil {
+		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)
 	}
 	if cut := job.OffloadBoundary(); cut > 0 {
 		if err := spec.CheckCut(cut); err != nil {
