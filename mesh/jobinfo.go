@@ -12,9 +12,9 @@ import (
 // jobInfo converts the replicated job to its wire form, with each
 // worker's current QUIC address from gossip.
 func (n *Node) jobInfo(v fsm.JobView) api.JobInfo {
-	addrs := map[string]string{}
+	addrs, status := map[string]string{}, map[string]string{}
 	for _, m := range n.Members() {
-		addrs[m.Name] = m.Addr
+		addrs[m.Name], status[m.Name] = m.Addr, m.Status
 	}
 	info := api.JobInfo{
 		ID: v.ID, Name: v.Name, Fingerprint: v.Fingerprint,
@@ -48,7 +48,14 @@ func (n *Node) jobInfo(v fsm.JobView) api.JobInfo {
 		held = v.Dynamic.Held()
 	}
 	for _, w := range names {
-		st := v.Workers[w]
+		st, assigned := v.Workers[w]
+		if !assigned && v.Options.Sharding() == jobspec.Static && status[w] != api.StatusAlive && status[w] != api.StatusSuspect {
+			// A STATIC worker that died (or left) before it took its
+			// task: ExpireWorker expires only the workers a job has, so
+			// without this its consumers would wait for its share for
+			// ever. It is gone, as an expired worker is.
+			st.Expired = true
+		}
 		info.Workers = append(info.Workers, api.WorkerInfo{Name: w, Addr: addrs[w], Expired: st.Expired, Incarnation: st.Incarnation,
 			Drained: st.Drained, Dismissed: st.Dismissed, Since: st.Since, Held: held[w]})
 	}
