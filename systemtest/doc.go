@@ -13,6 +13,8 @@
 //   - coordinated: coordinated reads (rounds) and their faults
 //   - autoscale: autoscaling and op autotuning
 //   - sharing: ephemeral sharing and autocache
+//   - compose: every pair of job features (a pairwise covering array of
+//     the combinations jobspec.Conflicts accepts) under a worker's kill
 //   - process: real node processes (the feedmesh binary, built by the
 //     tests) SIGKILLed, SIGTERMed and restarted; the chaos test (build
 //     tag chaos, run by hand)

@@ -62,7 +62,7 @@ func TestJobOptions(t *testing.T) {
 		{`{"name": "j", "sharding": "sideways"}`, "sharding"},
 		{`{"name": "j", "shard": "off"}`, `unknown field "shard"`},
 		{`{"name": "j", "coordinated": true, "num_consumers": 2, "consumer_index": 2}`, "ConsumerIndex"},
-		{`{"name": "j", "coordinated": true, "num_consumers": 2, "workers": "auto"}`, "workers auto: only DYNAMIC jobs"},
+		{`{"name": "j", "coordinated": true, "num_consumers": 2, "workers": "auto"}`, "workers auto with coordinated on: coordinated reads do not autoscale"},
 		{`{"name": "j", "sharding": "dynamic", "workers": 0}`, `workers "0"`},
 		{`{"name": "j", "sharding": "dynamic", "workers": true}`, "workers true"},
 		{`{"name": "j", "compression": "brotli"}`, "compression"}, // a name this client does not have
