@@ -25,18 +25,18 @@ func TestOnlyWorkerKilled(t *testing.T) {
 				c := testcluster.Start(t, 3)
 				cl := jobtest.Dial(t, c, 0)
 				const n = 600
-			// Another autoscaling job first, so that this one's worker is
-			// likely not node 0 (the first node, often the leader): the
-			// case seen was a worker that was neither.
-			hog, err := cl.Distribute(context.Background(), jobtest.SlowSpec(100000, 10, 8, 800),
-				client.JobOptions{Name: "hog-" + delivery + string(workers), Sharding: client.Dynamic, Delivery: delivery, Offload: client.OffloadRemote, Workers: client.AutoWorkers})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer hog.Close()
-			if _, err := hog.Next(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+				// Another autoscaling job first, so that this one's worker is
+				// likely not node 0 (the first node, often the leader): the
+				// case seen was a worker that was neither.
+				hog, err := cl.Distribute(context.Background(), jobtest.SlowSpec(100000, 10, 8, 800),
+					client.JobOptions{Name: "hog-" + delivery + string(workers), Sharding: client.Dynamic, Delivery: delivery, Offload: client.OffloadRemote, Workers: client.AutoWorkers})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer hog.Close()
+				if _, err := hog.Next(context.Background()); err != nil {
+					t.Fatal(err)
+				}
 				it, err := cl.Distribute(context.Background(), jobtest.SlowSpec(n, 10, 8, 800),
 					client.JobOptions{Name: "only-" + delivery + string(workers), Sharding: client.Dynamic, Delivery: delivery, Offload: client.OffloadRemote, Workers: workers})
 				if err != nil {
@@ -45,7 +45,7 @@ func TestOnlyWorkerKilled(t *testing.T) {
 				defer it.Close()
 				defer jobtest.DumpJobOnFailure(t, c, "only-"+delivery+string(workers), it)
 				victim := -1
-			l, _ := c.WaitLeader(t, 10*time.Second)
+				l, _ := c.WaitLeader(t, 10*time.Second)
 				d := jobtest.Drain(t, it, 60*time.Second, func(b client.Batch) {
 					if victim < 0 && it.Stats().Batches >= 4 {
 						victim = c.Index(b.Worker)
