@@ -50,10 +50,14 @@ func (n *Node) jobInfo(v fsm.JobView) api.JobInfo {
 	for _, w := range names {
 		st, assigned := v.Workers[w]
 		if !assigned && v.Options.Sharding() == jobspec.Static && status[w] != api.StatusAlive && status[w] != api.StatusSuspect {
-			// A STATIC worker that died (or left) before it took its
-			// task: ExpireWorker expires only the workers a job has, so
-			// without this its consumers would wait for its share for
-			// ever. It is gone, as an expired worker is.
+			// A STATIC job's workers are its StaticWorkers, fixed at
+			// creation: none is assigned a task in the state machine
+			// (plan.PlanJobWorkers leaves STATIC jobs alone), so
+			// ExpireWorker, which expires the workers a job has, never
+			// expires one, and its consumers waited for a dead worker's
+			// share for ever (systemtest/compose). Gossip holding it gone
+			// is its expiry: its share is lost, as a dead OFF worker's
+			// copy is.
 			st.Expired = true
 		}
 		info.Workers = append(info.Workers, api.WorkerInfo{Name: w, Addr: addrs[w], Expired: st.Expired, Incarnation: st.Incarnation,

@@ -271,6 +271,17 @@ func runRow(t *testing.T, c *testcluster.Cluster, cl *client.Client, row int, co
 	}
 	defer it.Close()
 	defer jobtest.DumpJobOnFailure(t, c, name, it)
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		for _, j := range c.Running() {
+			t.Logf("%s's members at failure: %+v", c.Name(j), c.Node(j).Members())
+		}
+		if ji, ok := jobtest.JobInfo(t, cl, name); ok {
+			t.Logf("job %s at failure: state %s, workers %+v", name, ji.State, ji.Workers)
+		}
+	}()
 	after := newGot()
 	victim := -1
 	read(t, it, &after, -1, func(b client.Batch) {
