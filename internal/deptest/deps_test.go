@@ -147,7 +147,7 @@ func TestProductLinksNoTestCode(t *testing.T) {
 	for _, p := range importers {
 		t.Errorf("cmd/feedmesh links testing through %s: %s", p, g.chain(p))
 	}
-	testOnly := []string{"testcluster", "internal/testutil", "systemtest", "bench", "cmd/feedmesh-bench", "internal/s3test", "internal/slowlink", "internal/pqshard", "internal/deptest", "internal/fsm/fsmtest"}
+	testOnly := []string{"testcluster", "internal/testutil", "systemtest", "bench", "cmd/feedmesh-bench", "internal/s3test", "internal/slowlink", "internal/pqshard", "internal/pairwise", "internal/deptest", "internal/fsm/fsmtest"}
 	forbid(t, g, "test, benchmark or fault-injection code", func(p string) bool {
 		for _, s := range testOnly {
 			if under(p, module+"/"+s) {
