@@ -39,6 +39,9 @@ func (it *Iterator) heartbeat(beats chan api.JobInfo) {
 		case err != nil:
 			it.logger().Warn("heartbeat failed", "job", it.job, "err", err)
 			continue
+		case it.jobID != 0 && info.ID != 0 && info.ID != it.jobID:
+			it.fail(jobReplaced(it.job, it.jobID, info))
+			return
 		}
 		it.setInfo(info)
 		select {
@@ -61,4 +64,21 @@ func (it *Iterator) kickHeartbeat() {
 // longer has.
 func jobGone(job string, err error) error {
 	return fmt.Errorf("job %q no longer exists (garbage-collected after it had no live consumer for its GCAfter?): %w", job, err)
+}
+
+// ErrFenced is wrapped by Next's error when the job this consumer read
+// was replaced under it: resumed from a checkpoint by another process
+// (which fences the consumers still attached: a preempted trainer's
+// restart does not wait for the dead one's lease), or collected after
+// this consumer's lease expired and created anew.
+var ErrFenced = errors.New("this consumer was fenced: the job it read was replaced")
+
+// jobReplaced is the error that ends the iteration of a consumer whose job
+// (ID was) the cluster replaced by now's.
+func jobReplaced(job string, was uint64, now api.JobInfo) error {
+	why := "created anew (this consumer's lease had expired and the job was collected)"
+	if x := now.Exact; x != nil && x.ResumeFrom == was {
+		why = "resumed from a checkpoint of it by another process (a restarted trainer), which fenced this consumer"
+	}
+	return fmt.Errorf("job %q: %w: it was %s; this iteration cannot go on (a consumer of the resumed job resumes from its own checkpoint)", job, ErrFenced, why)
 }
