@@ -157,8 +157,14 @@ func TestPython(t *testing.T) {
 		}
 		t.Fatal(err)
 	}
-	if bytes.Contains(out.Bytes(), []byte("skipped")) && requirePython() {
-		t.Fatalf("the Python suite skipped tests under FEEDMESH_REQUIRE_PYTHON=1")
+	if requirePython() {
+		// JAX is optional (no Debian package): its example's test skips
+		// where it is missing, saying so, even under CI.
+		for _, line := range strings.Split(out.String(), "\n") {
+			if strings.Contains(line, "skipped") && !strings.Contains(line, "JAX is not installed") {
+				t.Fatalf("the Python suite skipped tests under FEEDMESH_REQUIRE_PYTHON=1: %s", line)
+			}
+		}
 	}
 }
 

@@ -1,6 +1,8 @@
 """Client, Iterator and Batch: the Go client (package client) through
 libfeedmesh."""
 
+from __future__ import annotations  # the hints cost `import feedmesh` nothing
+
 import atexit
 import ctypes
 import json
@@ -9,12 +11,21 @@ import threading
 import time
 import weakref
 
+TYPE_CHECKING = False  # typing is not imported at run time: `import feedmesh` stays cheap
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Union
+
+    PathLike = Union[str, "os.PathLike[str]"]
+
 from . import _checks, _lib
 from ._errors import Closed, Error, InvalidSpec
 
 # The words of an iterator's record buffer at first (fm_next_meta): a
 # batch of up to 20 tensors of 4 dimensions fits.
 _META_WORDS = 256
+
+# Client's unavailable_timeout by default (client.DefaultUnavailableTimeout).
+DEFAULT_UNAVAILABLE_TIMEOUT = 60.0
 
 # How long one fm_next_meta call may wait: between two calls Python handles
 # signals (Ctrl-C raises KeyboardInterrupt within about this long).
@@ -221,6 +232,10 @@ def _make_batch(rec, names, owner):
     return b
 
 
+for _cls in (BytesTensor, Batch):
+    _cls.__module__ = "feedmesh"
+
+
 def live_batches():
     """How many batches the library has handed out and not yet had back
     (a test's view of the pool: it stays small under a consumer that keeps
@@ -320,13 +335,25 @@ class Client(_Closing):
     long an iterator resumed from a checkpoint waits for the checkpoints
     of the job's other consumers before next() raises feedmesh.Error;
     negative: for ever), transport ("default" or "fast"), dial_timeout
-    (seconds, default 10) and log_level ("warn" by default, to stderr;
-    "off" silences it: a resumed job that waits says so there)."""
+    (seconds, default 10), unavailable_timeout (seconds, default 60: an
+    iteration that hears nothing from the cluster for so long, every node
+    down, ends with feedmesh.Unavailable, or NoQuorum when nodes answer but
+    cannot commit, and close() then returns at once; None or 0: wait for
+    ever) and log_level (the least level of the Go client's records handed
+    to Python's logging, logger "feedmesh": "warn" by default, "info",
+    "debug", "error", "off")."""
 
-    def __init__(self, addr, *, tls_ca=None, tls_cert=None, tls_key=None, window=None, window_bytes=None,
-                 streams_per_worker=None, prefetch_batches=None, prefetch_bytes=None, recycle_bytes=None,
-                 heartbeat_interval=None, request_timeout=None, receipt_interval=None, transport=None,
-                 dial_timeout=None, log_level=None, resume_wait=None):
+    def __init__(self, addr: str, *, tls_ca: Optional[PathLike] = None, tls_cert: Optional[PathLike] = None,
+                 tls_key: Optional[PathLike] = None, window: Optional[int] = None, window_bytes: Optional[int] = None,
+                 streams_per_worker: Optional[int] = None, prefetch_batches: Optional[int] = None,
+                 prefetch_bytes: Optional[int] = None, recycle_bytes: Optional[int] = None,
+                 heartbeat_interval: Optional[float] = None, request_timeout: Optional[float] = None,
+                 receipt_interval: Optional[float] = None, transport: Optional[str] = None,
+                 dial_timeout: Optional[float] = None, log_level: Optional[str] = None,
+                 resume_wait: Optional[float] = None,
+                 unavailable_timeout: Optional[float] = DEFAULT_UNAVAILABLE_TIMEOUT) -> None:
+        if unavailable_timeout is not None and unavailable_timeout < 0:
+            raise ValueError("unavailable_timeout must be >= 0 seconds (None or 0: wait for ever)")
         opts = {
             "tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key, "window": window,
             "window_bytes": window_bytes, "streams_per_worker": streams_per_worker,
@@ -335,6 +362,7 @@ class Client(_Closing):
             "request_timeout": request_timeout, "receipt_interval": receipt_interval,
             "transport": transport, "dial_timeout": dial_timeout, "log_level": log_level,
             "resume_wait": resume_wait,
+            "unavailable_timeout": unavailable_timeout if unavailable_timeout else -1,
         }
         opts = {k: (os.fspath(v) if k.startswith("tls_") else v) for k, v in opts.items() if v is not None}
         self.addr = addr
@@ -415,6 +443,16 @@ class Client(_Closing):
         _lib.call("fm_attach", h, job.encode(), ctypes.byref(out))
         return self._iterator(out.value, job)
 
+    def job(self, name):
+        """The job named name as the cluster holds it, a dict (api.JobInfo):
+        state ("running", "finished", "failed"), consumers, workers,
+        num_splits, options, created_at (and created_at_unix, in seconds),
+        ... NotFound if there is none."""
+        h = self._live()
+        out = ctypes.c_void_p()
+        _lib.call("fm_job", h, name.encode(), ctypes.byref(out))
+        return json.loads(_lib.take_string(out.value))
+
     def _iterator(self, handle, job):
         it = Iterator(self, handle, job)
         self._iters.add(it)
@@ -441,6 +479,7 @@ class Iterator(_Closing):
         self.job = job
         self._handle = handle
         self._final_checkpoint = None
+        self._final_stats = None
         self._lock = threading.Lock()  # close
         self._next_lock = threading.Lock()  # next: one caller at a time, as the Go Iterator wants
         # Where fm_next_meta describes a batch: word 0 (the record's
@@ -481,6 +520,8 @@ class Iterator(_Closing):
                         raise TimeoutError("feedmesh: no batch of job %r within %gs" % (self.job, timeout))
                     ms = max(1, min(ms, int(left * 1000)))
                 rc = lib.fm_next_meta(h, ms, self._meta_addr, len(self._meta), self._errp_ref)
+                if _lib._log_seq.value != _lib._log_seen:
+                    _lib.drain_logs()
                 if rc == _lib.OK:
                     return self._claim()
                 if rc == _lib.END:
@@ -565,7 +606,11 @@ class Iterator(_Closing):
         elements, bytes, wire_bytes, seconds, workers (per worker:
         batches, rows, bytes, wire_bytes), job_state, delivery,
         stall_fraction (the share of the loop's time spent waiting for
-        data), batch_time_seconds, ..."""
+        data), batch_time_seconds, warnings (what makes the job slower than
+        it could be, such as fewer splits than workers), ... After close(),
+        the statistics as of the close."""
+        if not self._handle and self._final_stats is not None:
+            return self._final_stats
         h = self._live()
         out = ctypes.c_void_p()
         _lib.call("fm_stats", h, ctypes.byref(out))
@@ -579,22 +624,32 @@ class Iterator(_Closing):
             if not h or not _lib.usable():
                 self._handle = 0
                 return
-            try:  # keep the checkpoint as of the close, for checkpoint()
-                self._final_checkpoint = self.checkpoint()
-            except Exception:
-                pass
+            self._keep_final()
             self._handle = 0
         self._drop_pending()
         _lib.call("fm_iter_close", h)
+
+    def _keep_final(self):
+        """Keeps the checkpoint and statistics as of now, for checkpoint()
+        and stats() after close()."""
+        try:
+            self._final_stats = self.stats()
+        except Exception:
+            pass
+        try:
+            self._final_checkpoint = self.checkpoint()
+        except Exception:
+            pass
 
     def _forget(self):
         """The client closed this iterator."""
         with self._lock:
             if self._handle and _lib.usable():
-                try:
-                    self._final_checkpoint = self.checkpoint()
-                except Exception:
-                    pass
+                self._keep_final()
             self._handle = 0
         self._drop_pending()
 
+
+for _cls in (Client, Iterator):
+    _cls.__module__ = "feedmesh"
+del _cls
