@@ -251,7 +251,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		sum.Coordinated = cs
 	}
 	if err := it.Close(); err != nil {
-		fmt.Fprintf(stderr, "feedmesh read: warning: leaving job %q: %v (the job keeps this reader until its lease expires, and refuses a --resume until then)\n", *job, err)
+		fmt.Fprintf(stderr, "feedmesh read: warning: leaving job %q: %v (the job keeps this reader until its lease expires, or until a --resume from a checkpoint of the job fences it)\n", *job, err)
 	}
 	if *cf.jsonOut {
 		return cli.WriteJSON(summaryOut, sum)
