@@ -116,6 +116,11 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 			return api.JobInfo{}, err
 		}
 	}
+	if n.clusterProtocol() < fsm.Protocol {
+		// A server of an older release refuses CreateJob v6: propose the
+		// legacy form, which every release applies alike.
+		create, _ = fsm.DowngradeCreateJob(create)
+	}
 	if _, err := n.raft.Apply(ctx, create); err != nil {
 		if r := req.Resume; r != nil && errors.Is(err, fsm.ErrJobInUse) {
 			return api.JobInfo{}, resumeInUse(err, name, r, n)
@@ -224,7 +229,7 @@ func jobMismatch(err error, req api.DistributeRequest) error {
 
 // scaleStart is where a new autoscaling job of dataset fp starts: at the
 // count where the last autoscaling job of the dataset converged, if more
-// than one (README, Autoscaling: "A repeated job").
+// than one (docs/jobs/autoscaling.md, "A repeated job").
 func scaleStart(r *raftnode.Node, fp string, o jobspec.Job) *fsm.ScaleStart {
 	if !o.Autoscale() {
 		return nil

@@ -15,8 +15,8 @@ multi-host reading and device prefetch for JAX, feedmesh.progress a
 progress line. The Go client's log goes to Python's logging (logger
 "feedmesh"). Type hints are checked (py.typed). The first Client
 says exactly what this interpreter lacks (numpy, or a library built for
-its platform) and how to get it. README.md, section "Python", has the
-whole story (install with pip, fork, signals, errors).
+its platform) and how to get it. docs/python/ has the whole story
+(install with pip, fork, signals, errors).
 """
 
 from ._errors import (
