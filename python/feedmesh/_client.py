@@ -13,9 +13,12 @@ import weakref
 
 TYPE_CHECKING = False  # typing is not imported at run time: `import feedmesh` stays cheap
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Union
+    import typing  # typing.Iterator: Iterator is this module's class
+    from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
     PathLike = Union[str, "os.PathLike[str]"]
+    # A spec: a path, YAML or JSON text, or a dict.
+    SpecLike = Union[str, bytes, "os.PathLike[str]", Dict[str, Any]]
 
 from . import _checks, _lib
 from ._errors import Closed, Error, InvalidSpec
@@ -108,17 +111,17 @@ class BytesTensor:
 
     __slots__ = ("data", "offsets", "shape")
 
-    def __init__(self, data, offsets, shape):
+    def __init__(self, data: Any, offsets: Any, shape: Sequence[int]) -> None:
         self.data, self.offsets, self.shape = data, offsets, tuple(shape)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.shape[0] if self.shape else 1
 
-    def entry(self, i):
+    def entry(self, i: int) -> bytes:
         """The i-th byte string (flat index)."""
         return self.data[self.offsets[i] : self.offsets[i + 1]].tobytes()
 
-    def tolist(self):
+    def tolist(self) -> List[bytes]:
         """Every entry as bytes, flat."""
         o = self.offsets.tolist()
         d = self.data.tobytes()
@@ -145,14 +148,22 @@ class Batch(dict):
 
     __slots__ = ("_owner", "_released", "worker", "seq", "epoch", "rows", "round", "bucket")
 
-    def release(self):
+    # (annotations only: no class attributes beside the slots)
+    worker: str
+    seq: int
+    epoch: int
+    rows: int
+    round: int
+    bucket: int
+
+    def release(self) -> None:
         """Hands the batch back: see the class doc."""
         self._released = True
         self._owner = None
         dict.clear(self)
 
     @property
-    def released(self):
+    def released(self) -> bool:
         return self._released
 
     def _check(self):
@@ -163,15 +174,15 @@ class Batch(dict):
         self._check()
         return dict.__getitem__(self, k)
 
-    def get(self, k, default=None):
+    def get(self, k: str, default: Any = None) -> Any:
         self._check()
         return dict.get(self, k, default)
 
-    def __iter__(self):
+    def __iter__(self) -> typing.Iterator[str]:
         self._check()
         return dict.__iter__(self)
 
-    def __len__(self):
+    def __len__(self) -> int:
         self._check()
         return dict.__len__(self)
 
@@ -179,15 +190,15 @@ class Batch(dict):
         self._check()
         return dict.__contains__(self, k)
 
-    def keys(self):
+    def keys(self) -> typing.KeysView[str]:
         self._check()
         return dict.keys(self)
 
-    def values(self):
+    def values(self) -> typing.ValuesView[Any]:
         self._check()
         return dict.values(self)
 
-    def items(self):
+    def items(self) -> typing.ItemsView[str, Any]:
         self._check()
         return dict.items(self)
 
@@ -236,7 +247,7 @@ for _cls in (BytesTensor, Batch):
     _cls.__module__ = "feedmesh"
 
 
-def live_batches():
+def live_batches() -> int:
     """How many batches the library has handed out and not yet had back
     (a test's view of the pool: it stays small under a consumer that keeps
     nothing)."""
@@ -380,11 +391,17 @@ class Client(_Closing):
             raise Closed("feedmesh: client of %s is closed" % self.addr)
         return self._handle
 
-    def distribute(self, spec, job, *, sharding="dynamic", epochs=None, delivery=None, num_consumers=None,
-                   consumer_index=None, coordinated=None, pad_final_round=None, share=None, compression=None,
-                   max_workers=None, consumer_ttl=None, gc_after=None, resume=None, autoscale=None, workers=None,
-                   offload=None, local_cpus=None, autoscale_threshold=None, autoscale_revisit=None,
-                   autoscale_pause=None, offload_boundary=None):
+    def distribute(self, spec: SpecLike, job: str, *, sharding: Optional[str] = "dynamic",
+                   epochs: Optional[int] = None, delivery: Optional[str] = None,
+                   num_consumers: Optional[int] = None, consumer_index: Optional[int] = None,
+                   coordinated: Optional[bool] = None, pad_final_round: Optional[bool] = None,
+                   share: Optional[bool] = None, compression: Optional[str] = None,
+                   max_workers: Optional[int] = None, consumer_ttl: Optional[float] = None,
+                   gc_after: Optional[float] = None, resume: Optional[bytes] = None,
+                   autoscale: Optional[bool] = None, workers: Union[str, int, None] = None,
+                   offload: Union[str, float, None] = None, local_cpus: Optional[float] = None,
+                   autoscale_threshold: Optional[float] = None, autoscale_revisit: Optional[int] = None,
+                   autoscale_pause: Optional[int] = None, offload_boundary: Optional[int] = None) -> Iterator:
         """Creates the job (or joins it, if one of that name exists with the
         same options) and returns an Iterator over its batches.
 
@@ -435,7 +452,7 @@ class Client(_Closing):
                   resume, len(resume) if resume else 0, ctypes.byref(out))
         return self._iterator(out.value, job)
 
-    def attach(self, job):
+    def attach(self, job: str) -> Iterator:
         """Joins an existing job by name, without its spec (NotFound if
         there is none)."""
         h = self._live()
@@ -443,7 +460,7 @@ class Client(_Closing):
         _lib.call("fm_attach", h, job.encode(), ctypes.byref(out))
         return self._iterator(out.value, job)
 
-    def job(self, name):
+    def job(self, name: str) -> Dict[str, Any]:
         """The job named name as the cluster holds it, a dict (api.JobInfo):
         state ("running", "finished", "failed"), consumers, workers,
         num_splits, options, created_at (and created_at_unix, in seconds),
@@ -458,7 +475,7 @@ class Client(_Closing):
         self._iters.add(it)
         return it
 
-    def close(self):
+    def close(self) -> None:
         """Closes the client's iterators (detaching them from their jobs),
         then the client. Batches already returned stay valid."""
         h, self._handle = self._handle, 0
@@ -474,7 +491,7 @@ class Iterator(_Closing):
     """A job's batches (the Go client.Iterator): iterate it for Batch
     objects; it ends at the end of the job's data."""
 
-    def __init__(self, client, handle, job):
+    def __init__(self, client: Client, handle: int, job: str) -> None:
         self.client = client
         self.job = job
         self._handle = handle
@@ -497,10 +514,10 @@ class Iterator(_Closing):
             raise Closed("feedmesh: iterator of job %r is closed" % self.job)
         return self._handle
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator:
         return self
 
-    def next(self, timeout=None):
+    def next(self, timeout: Optional[float] = None) -> Batch:
         """The next Batch; StopIteration at the end of the data, TimeoutError
         when timeout (seconds) passes first. The wait releases the GIL and
         is cut in slices of 100 ms, so Ctrl-C raises KeyboardInterrupt
@@ -586,7 +603,7 @@ class Iterator(_Closing):
         finally:
             self._next_lock.release()
 
-    def checkpoint(self):
+    def checkpoint(self) -> bytes:
         """The checkpoint (bytes) of exactly the batches this iterator
         returned; pass it as distribute(..., resume=) to go on from there.
         Exactly-once DYNAMIC jobs only. After close(), the checkpoint as of
@@ -601,7 +618,7 @@ class Iterator(_Closing):
         finally:
             _lib.lib().fm_free(data.value)
 
-    def stats(self):
+    def stats(self) -> Dict[str, Any]:
         """What was delivered so far (client.Stats as a dict): batches,
         elements, bytes, wire_bytes, seconds, workers (per worker:
         batches, rows, bytes, wire_bytes), job_state, delivery,
@@ -616,7 +633,7 @@ class Iterator(_Closing):
         _lib.call("fm_stats", h, ctypes.byref(out))
         return json.loads(_lib.take_string(out.value))
 
-    def close(self):
+    def close(self) -> None:
         """Stops reading and detaches from the job. Batches already
         returned stay valid."""
         with self._lock:

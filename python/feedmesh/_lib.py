@@ -122,7 +122,7 @@ def usable():
     return _lib is not None and _forked_from is None
 
 
-def library_path():
+def library_path() -> str:
     """Where the library is looked for: $FEEDMESH_LIB, else next to this
     package."""
     env = os.environ.get("FEEDMESH_LIB")
@@ -203,7 +203,7 @@ def drain_logs():
         log.log(level, "%s", r.get("msg", ""))
 
 
-def library_version():
+def library_version() -> str:
     """The version the library was built from (fm_version), loading it
     if need be: feedmesh.__version__ when both come from one build."""
     return take_string(lib().fm_version())
