@@ -49,10 +49,10 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	maxRPCBytesPerConn := fs.Int64("max-rpc-bytes-per-conn", tc.MaxRPCBytesPerConn>>20, "MiB of control-request bytes held per connection")
 	initWindow := fs.Int64("initial-receive-window", int64(tc.InitialReceiveWindow>>10), "KiB of QUIC flow-control window each connection and stream starts with: what a peer may send unread per connection")
 	maxWindow := fs.Int64("max-receive-window", tc.MaxReceiveWindowBytes>>20, "MiB by which QUIC flow-control windows may grow beyond --initial-receive-window each, all connections together")
-	drainTimeout := fs.Duration("drain-timeout", d.DrainTimeout, "on SIGTERM/Ctrl-C, how long to drain before leaving: DYNAMIC tasks hand back unstarted splits and consumers read what is queued (0: leave at once; default of the fast preset: 10s)")
+	drainTimeout := fs.Duration("drain-timeout", d.DrainTimeout, "on SIGTERM/Ctrl-C, how long to drain before leaving: DYNAMIC tasks hand back unstarted splits and consumers read what is queued (0: leave at once; default of the fast preset: 10s); under Kubernetes keep terminationGracePeriodSeconds at least this plus 15s")
 	preset := fs.String("preset", "default", "timing preset: default, or fast (in-process tests and demos)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (/metrics), a status page (/) and its JSON (/status.json) over HTTP on this host:port (default: off)")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (/metrics), a status page (/) and its JSON (/status.json), and the health endpoints /livez and /readyz over HTTP on this host:port (default: off)")
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
 	}
@@ -112,6 +112,15 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 	logJPEGDecoder(cfg.Logger)
 
+	// The HTTP endpoints listen before the node starts: /livez answers
+	// while it joins, /readyz says it is starting (Kubernetes' probes).
+	var srv *observe.Server
+	if *metricsAddr != "" {
+		if srv, err = observe.ListenStarting(*metricsAddr, observe.Options{}); err != nil {
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+		defer srv.Close()
+	}
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	n, err := mesh.Start(startCtx, cfg)
 	cancel()
@@ -123,14 +132,9 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		self := invokedAs()
 		fmt.Fprintf(stdout, "  %s members --addr %s\n  %s status --addr %s\n", self, n.Addr(), self, n.Addr())
 	}
-	if *metricsAddr != "" {
-		srv, err := observe.Listen(*metricsAddr, n, observe.Options{})
-		if err != nil {
-			n.Close()
-			return fmt.Errorf("--metrics-addr: %w", err)
-		}
-		defer srv.Close()
-		fmt.Fprintf(stdout, "  status page http://%s/, metrics http://%s/metrics\n", srv.Addr(), srv.Addr())
+	if srv != nil {
+		srv.Attach(n)
+		fmt.Fprintf(stdout, "  status page http://%s/, metrics http://%s/metrics, health http://%s/livez and /readyz\n", srv.Addr(), srv.Addr(), srv.Addr())
 	}
 	<-ctx.Done()
 	if cfg.DrainTimeout > 0 {
