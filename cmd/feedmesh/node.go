@@ -111,6 +111,9 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 	logJPEGDecoder(cfg.Logger)
+	for _, h := range nodeHooks {
+		h(&cfg)
+	}
 
 	// The HTTP endpoints listen before the node starts: /livez answers
 	// while it joins, /readyz says it is starting (Kubernetes' probes).
@@ -144,6 +147,11 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	return n.Close()
 }
+
+// nodeHooks change a node's configuration before it starts: none in the
+// product binary; test builds add theirs (testhooks.go, build tag
+// feedmesh_testhooks).
+var nodeHooks []func(*mesh.Config)
 
 // invokedAs is how the user ran this binary, for the commands a node
 // suggests: ./feedmesh as they typed it, or go run's form.
