@@ -282,7 +282,6 @@ func TestMultiHost(t *testing.T) {
 	defer cancel()
 	work := t.TempDir()
 
-
 	// Loopback first: the same processes, flags and certificates on the
 	// machine's own loopback, for the throughput ratio.
 	var loopRate float64
@@ -352,7 +351,7 @@ func TestMultiHost(t *testing.T) {
 	cl := waitFormed(t, ctx, sec, nodes, order[0], n, 60*time.Second)
 	formation := time.Since(t0)
 	cl.Close()
-	
+
 	t.Logf("formed: 5 alive, a leader, every /readyz 200, %v after the first start (order %v, %d DNS queries for %s)", formation.Round(time.Millisecond), order, dns.Queries(joinName), joinName)
 
 	// Throughput with 0 and 2 ms per link (the trainer's link too).
