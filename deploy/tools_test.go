@@ -147,4 +147,3 @@ func nodeFlags(t *testing.T) (flags, envs map[string]bool) {
 	}
 	return flags, envs
 }
-

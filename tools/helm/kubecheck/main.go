@@ -242,4 +242,3 @@ type ScaledObjectSpec struct {
 		Metadata map[string]string `json:"metadata"`
 	} `json:"triggers"`
 }
-
