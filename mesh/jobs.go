@@ -112,6 +112,11 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 		}
 		create = fsm.NewResumeJob(c, fsm.ResumeBody{From: r.From, Part: r.Part, Want: r.Want, Delivered: r.Delivered})
 	}
+	if n.clusterProtocol() < fsm.Protocol {
+		// A server of an older release refuses CreateJob v6: propose the
+		// legacy form, which every release applies alike.
+		create, _ = fsm.DowngradeCreateJob(create)
+	}
 	if _, err := n.raft.Apply(ctx, create); err != nil {
 		return api.JobInfo{}, jobMismatch(err, req)
 	}
@@ -163,7 +168,7 @@ func jobMismatch(err error, req api.DistributeRequest) error {
 
 // scaleStart is where a new autoscaling job of dataset fp starts: at the
 // count where the last autoscaling job of the dataset converged, if more
-// than one (README, Autoscaling: "A repeated job").
+// than one (docs/jobs/autoscaling.md, "A repeated job").
 func scaleStart(r *raftnode.Node, fp string, o jobspec.Job) *fsm.ScaleStart {
 	if !o.Autoscale() {
 		return nil

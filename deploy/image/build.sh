@@ -25,7 +25,7 @@
 # Go's image/jpeg (libjpeg-turbo decodes 1.5x PIL's speed, image/jpeg far
 # slower) and the resampling passes of the vision ops run in Go, not C
 # (~669 against ~900 images/s of decode_and_crop+flip+normalize on one
-# core): BENCHMARKS.md, vision.
+# core): docs/benchmarks/current.md, Vision.
 #
 # Needs go, and for the cgo build gcc, ldd (libc-bin) and, for the fast
 # JPEG decoder, libjpeg62-turbo (and libjpeg62-turbo-dev to compile it in);

@@ -93,7 +93,7 @@ func (n *node) setDelay(t *testing.T, base, jitter time.Duration) {
 
 // secrets makes the cluster's CA, a node certificate per name, a client
 // certificate and a gossip key with the binary's own commands, as the
-// README tells an operator to.
+// docs/operating/cluster.md tells an operator to.
 type secrets struct{ dir, key string }
 
 func makeSecrets(t *testing.T, bin string, names []string) secrets {

@@ -47,6 +47,7 @@ type nodeProcess struct {
 	gossip  int
 	port    int
 	metrics int      // --metrics-addr port, 0 if none
+	bin     string   // the binary to run; "" for this tree's (feedmeshBinary)
 	args    []string // of `feedmesh node`
 	cmd     *exec.Cmd
 	waitErr chan error
@@ -56,7 +57,11 @@ type nodeProcess struct {
 // ports and arguments).
 func (np *nodeProcess) start(t *testing.T) {
 	t.Helper()
-	cmd := exec.Command(feedmeshBinary(t), np.args...)
+	bin := np.bin
+	if bin == "" {
+		bin = feedmeshBinary(t)
+	}
+	cmd := exec.Command(bin, np.args...)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if testing.Verbose() {
 		cmd.Stderr = os.Stderr
@@ -102,20 +107,23 @@ func logLevel() string {
 
 // startNodes starts n real `feedmesh node` processes (fast preset) that
 // form one cluster, and kills whatever is left when the test ends.
-func startNodes(t *testing.T, n int) []*nodeProcess {
+func startNodes(t *testing.T, n int, configure ...func(*nodeProcess)) []*nodeProcess {
 	t.Helper()
-	return startNodesWith(t, n, nil, n)
+	return startNodesWith(t, n, nil, n, configure...)
 }
 
 // startNodesWith is startNodes with extra flags per node (extra, if not
 // nil), starting only the first started of them (the others' processes
 // are started by the test).
-func startNodesWith(t *testing.T, n int, extra func(i int, np *nodeProcess, all []*nodeProcess) []string, started int) []*nodeProcess {
+func startNodesWith(t *testing.T, n int, extra func(i int, np *nodeProcess, all []*nodeProcess) []string, started int, configure ...func(*nodeProcess)) []*nodeProcess {
 	t.Helper()
 	dir := t.TempDir()
 	nodes := make([]*nodeProcess, n)
 	for i := range nodes {
 		nodes[i] = &nodeProcess{name: fmt.Sprintf("p%d", i), gossip: freePort(t), port: freePort(t)}
+		for _, c := range configure {
+			c(nodes[i])
+		}
 	}
 	for i, np := range nodes {
 		np.args = []string{"node", "--name", np.name, "--data-dir", filepath.Join(dir, np.name), "--bind", "127.0.0.1",
