@@ -67,7 +67,9 @@ libs_of() {
 
 if [ "$cgo" = 1 ]; then
 	for l in $(libs_of "$rootfs/usr/bin/feedmesh"); do copy_lib "$l"; done
-	jpeg=$(ldconfig -p 2>/dev/null | awk '/libjpeg\.so\.62 .*x86-64|libjpeg\.so\.62 / && /=>/ {print $NF; exit}')
+	# awk reads to the end (no exit): under pipefail, ldconfig killed by
+	# SIGPIPE would fail the build.
+	jpeg=$(ldconfig -p 2>/dev/null | awk '/libjpeg\.so\.62 .*x86-64|libjpeg\.so\.62 / && /=>/ && !found {print $NF; found=1}')
 	if [ -n "$jpeg" ] && [ -e "$jpeg" ]; then
 		# dlopen("libjpeg.so.62") searches the loader's default paths: keep
 		# it where the build machine has it (/lib/<triplet> or /usr/lib/<triplet>).
