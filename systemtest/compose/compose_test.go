@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/internal/pairwise"
@@ -305,9 +306,22 @@ func runRow(t *testing.T, c *testcluster.Cluster, cl *client.Client, row int, co
 	if err := c.Restart(victim); err != nil {
 		t.Fatal(err)
 	}
-	c.WaitFor(t, 30*time.Second, "the victim back and alive, and a leader", func() bool {
-		l, _ := c.Leader()
-		return l >= 0 && jobtest.Alive(c, 0) && jobtest.Alive(c, 1) && jobtest.Alive(c, 2)
+	// The next row starts once the victim is back as a voter: a kill
+	// while the cluster still re-adds one is voter churn (a 2-voter
+	// cluster that once did not elect a leader for 25 s), not what this
+	// test is about.
+	c.WaitFor(t, 30*time.Second, "the victim back, alive and a voter, and a leader", func() bool {
+		_, l := c.Leader()
+		if l == nil {
+			return false
+		}
+		voters := 0
+		for _, m := range l.Members() {
+			if m.Status == api.StatusAlive && (m.Raft == "voter" || m.Raft == "leader") {
+				voters++
+			}
+		}
+		return voters == 3
 	})
 }
 
