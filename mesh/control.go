@@ -195,7 +195,7 @@ func retriable(err error) bool {
 	case errorsIsRejected(err), errors.Is(err, api.ErrNotAssigned), errors.Is(err, api.ErrHandBackRefused), errors.Is(err, api.ErrDismissed):
 		return false
 	case errors.Is(err, transport.ErrInvalid), errors.Is(err, transport.ErrNotFound),
-		errors.Is(err, transport.ErrUnknownMethod):
+		errors.Is(err, transport.ErrUnknownMethod), errors.Is(err, transport.ErrPermissionDenied):
 		return false
 	}
 	return true
