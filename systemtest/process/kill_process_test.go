@@ -47,6 +47,7 @@ type nodeProcess struct {
 	gossip  int
 	port    int
 	args    []string // of `feedmesh node`
+	dir     string   // its working directory ("": the test's)
 	cmd     *exec.Cmd
 	waitErr chan error
 }
@@ -56,6 +57,7 @@ type nodeProcess struct {
 func (np *nodeProcess) start(t *testing.T) {
 	t.Helper()
 	cmd := exec.Command(feedmeshBinary(t), np.args...)
+	cmd.Dir = np.dir
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if testing.Verbose() {
 		cmd.Stderr = os.Stderr
