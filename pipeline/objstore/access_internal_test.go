@@ -386,9 +386,9 @@ func TestNamedStores(t *testing.T) {
 		url string
 		cfg Config
 	}{
-		{"s3://train/a/b.parquet", Config{}},                            // no such store: not the environment's S3 on a node
-		{"s3://other/train/a.parquet", Config{}},                        // another name
-		{"s3://train/a.parquet", Config{Store: "nope"}},                 // store: an unknown name
+		{"s3://train/a/b.parquet", Config{}},                           // no such store: not the environment's S3 on a node
+		{"s3://other/train/a.parquet", Config{}},                       // another name
+		{"s3://train/a.parquet", Config{Store: "nope"}},                // store: an unknown name
 		{"s3://minio/train/a.parquet", Config{Endpoint: "http://x:1"}}, // a spec's endpoint
 	} {
 		_, _, _, err := node.s3(c.url, c.cfg)

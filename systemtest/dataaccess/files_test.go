@@ -124,8 +124,21 @@ func TestSpecsReadOnlyUnderDataRoots(t *testing.T) {
 	got, err = attempt(t, cl, pipeline.NewSpec(pipeline.FromFiles("image_folder", tr.outside)))
 	r.refused("an image folder outside the roots", tr.outside, tr.secret, got, err)
 
-	// Tokenizer files follow the same roots: the parse error of a file
-	// outside would leak its first bytes.
+	// Tokenizer files follow the same roots: one under the root is read
+	// (named relative to it), and the parse error of a file outside would
+	// leak its first bytes.
+	tok, err := os.ReadFile(filepath.Join("..", "..", "pipeline", "fn", "testdata", "bpe", "gpt2-tokenizer.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tr.root, "gpt2.json.gz"), tok, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := pipeline.NewSpec(pipeline.FromSynthetic(pipeline.SyntheticSource{Kind: "text", Count: 10})).
+		Map("tokenize_bpe", fn.Args{"tokenizer": "gpt2.json.gz"}, 1)
+	if got, err := attempt(t, cl, spec); err != nil || len(got) == 0 {
+		t.Errorf("a tokenizer under the root: %d bytes, %v", len(got), err)
+	}
 	for _, a := range attacks[:3] {
 		spec := pipeline.NewSpec(pipeline.FromSynthetic(pipeline.SyntheticSource{Kind: "text", Count: 10})).
 			Map("tokenize_bpe", fn.Args{"tokenizer": a.path}, 1)
