@@ -29,6 +29,9 @@ type Member struct {
 	// Incarnation identifies the member's process (its start time, Unix
 	// nanoseconds; 0 from a node that does not say).
 	Incarnation uint64 `json:"incarnation,omitempty"`
+	// Protocol is the state machine's protocol level the member speaks (1
+	// for a node of a release before levels).
+	Protocol int `json:"protocol,omitempty"`
 }
 
 // Status is a node's view of the Raft group, as `feedmesh status` shows it.
@@ -58,6 +61,11 @@ type Status struct {
 	// autoscaler adds nodes while NodesWanted > WorkerNodes.
 	NodesWanted int `json:"nodes_wanted"`
 	WorkerNodes int `json:"worker_nodes"`
+	// Protocol is the cluster's protocol level as this node sees it: the
+	// least its Raft servers speak. The cluster writes the commands and
+	// snapshots of that level, so that mixed releases (a rolling upgrade)
+	// apply every entry alike; it rises once every server speaks more.
+	Protocol int `json:"protocol,omitempty"`
 }
 
 // Voter is one Raft voter in Status.

@@ -122,9 +122,9 @@ type Config struct {
 	GossipKeyFile string
 
 	// DataRoots are the directories whose files the specs this node runs
-	// may read (--data-root; README, "Data access"): a spec's local path
-	// is relative to the first root or absolute under one, and is opened
-	// through os.Root (no `..`, no symbolic link out of its root, no
+	// may read (--data-root; docs/operating/security.md, "Data access"):
+	// a spec's local path is relative to the first root or absolute under
+	// one, and is opened through os.Root (no `..`, no symbolic link out of its root, no
 	// /proc). A root may neither hold nor lie inside DataDir, the TLS
 	// files, GossipKeyFile or an object store's credentials file: Start
 	// refuses it. Empty: in loopback dev mode (the node binds and
@@ -267,8 +267,7 @@ func DefaultConfig() Config {
 // default limits, what peers can make a node hold (1024 connections' own
 // state, ~48 MiB; unread QUIC data, 1024 × 64 KiB + 48 MiB; control
 // requests, 64 MiB + 256 × 128 KiB) stays within 256 MiB
-// (transport.Config.PeerMemoryBound; README, "Limits against hostile
-// peers").
+// (transport.Config.PeerMemoryBound; docs/operating/limits.md).
 func nodeTransport(c transport.Config) transport.Config {
 	c.InitialReceiveWindow = 64 << 10
 	c.MaxReceiveWindowBytes = 48 << 20
@@ -403,9 +402,9 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// dataAccess is the node's data-access policy (README, "Data access"):
-// its data roots, allowed hosts and named stores, with its own secrets
-// out of every root. The data dir must exist.
+// dataAccess is the node's data-access policy (docs/operating/security.md,
+// "Data access"): its data roots, allowed hosts and named stores, with its
+// own secrets out of every root. The data dir must exist.
 func (c *Config) dataAccess(log *slog.Logger) (*objstore.Access, error) {
 	ac := objstore.AccessConfig{Roots: c.DataRoots, AllowHosts: c.AllowHosts, Stores: c.ObjectStores, Log: log}
 	for _, p := range []objstore.Protected{

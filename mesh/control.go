@@ -38,7 +38,7 @@ func (n *Node) Status() api.Status {
 		Term: rs.Term, CommitIndex: rs.CommitIndex, AppliedIndex: rs.AppliedIndex,
 		LastLogIndex: rs.LastLogIndex, Voters: voters, Members: len(ms), AliveMembers: alive,
 		ShareWindowBytes: n.cfg.Worker.ShareWindowBytes,
-		NodesWanted:      api.NodesWanted(n.LocalJobs()), WorkerNodes: workers,
+		NodesWanted:      api.NodesWanted(n.LocalJobs()), WorkerNodes: workers, Protocol: n.clusterProtocol(),
 	}
 }
 

@@ -117,6 +117,11 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 		}
 		create = fsm.NewResumeJob(c, fsm.ResumeBody{From: r.From, Part: r.Part, Want: r.Want, Delivered: r.Delivered})
 	}
+	if n.clusterProtocol() < fsm.Protocol {
+		// A server of an older release refuses CreateJob v6: propose the
+		// legacy form, which every release applies alike.
+		create, _ = fsm.DowngradeCreateJob(create)
+	}
 	if _, err := n.raft.Apply(ctx, create); err != nil {
 		return api.JobInfo{}, jobMismatch(err, req)
 	}
@@ -138,7 +143,7 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 // what the spec named and no more (err's text is the policy's generic
 // one; the node's log has the reason).
 func notAllowed(job string, err error) error {
-	return transport.Errorf(transport.ErrPermissionDenied, "job %q: %v (what specs may read is the node operator's decision: README, \"Data access\")", job, err)
+	return transport.Errorf(transport.ErrPermissionDenied, "job %q: %v (what specs may read is the node operator's decision: docs/operating/security.md#data-access)", job, err)
 }
 
 // checkResumePart refuses a checkpoint the state machine would refuse
@@ -176,7 +181,7 @@ func jobMismatch(err error, req api.DistributeRequest) error {
 
 // scaleStart is where a new autoscaling job of dataset fp starts: at the
 // count where the last autoscaling job of the dataset converged, if more
-// than one (README, Autoscaling: "A repeated job").
+// than one (docs/jobs/autoscaling.md, "A repeated job").
 func scaleStart(r *raftnode.Node, fp string, o jobspec.Job) *fsm.ScaleStart {
 	if !o.Autoscale() {
 		return nil

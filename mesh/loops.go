@@ -148,6 +148,7 @@ func (n *Node) roleLoop() {
 	defer ticker.Stop()
 	current := "none"
 	for {
+		n.updateProtocol()
 		if role := n.raft.Status().Role; role != current {
 			if err := n.setMeta(role); err != nil {
 				n.log.Error("advertise raft role", "err", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/internal/fsm"
 	"github.com/feedmesh/feedmesh/internal/plan"
 )
 
@@ -165,6 +166,7 @@ func (t *memberTable) snapshot() []api.Member {
 		out = append(out, api.Member{
 			Name: name, GossipAddr: e.gossipAddr, Addr: e.meta.Addr,
 			Status: e.status, Raft: raftRole, Version: e.meta.Version, Worker: !e.meta.NoWorker, Since: e.since, Incarnation: e.meta.Incarnation,
+			Protocol: max(e.meta.Protocol, fsm.ProtocolLegacy),
 		})
 	}
 	t.mu.Unlock()

@@ -3,6 +3,7 @@ package mesh
 import (
 	"fmt"
 
+	"github.com/feedmesh/feedmesh/internal/fsm"
 	"github.com/fxamacker/cbor/v2"
 )
 
@@ -24,6 +25,10 @@ type nodeMeta struct {
 	NoWorker bool `cbor:"5,keyasint,omitempty"`
 	// Incarnation is the node's process (Node.incarnation).
 	Incarnation uint64 `cbor:"6,keyasint,omitempty"`
+	// Protocol is the state machine's protocol level this node speaks
+	// (fsm.Protocol); 0 from a node of a release before levels, which
+	// speaks fsm.ProtocolLegacy.
+	Protocol int `cbor:"7,keyasint,omitempty"`
 }
 
 var metaDec = func() cbor.DecMode {
@@ -64,11 +69,11 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 // setMeta and setMetaLeaving publish this node's gossip metadata; the
 // delegate hands it to memberlist.
 func (n *Node) setMeta(role string) error {
-	return n.storeMeta(nodeMeta{Addr: n.addr, Raft: role, Version: Version, NoWorker: n.cfg.Worker.Disabled, Incarnation: n.incarnation})
+	return n.storeMeta(nodeMeta{Addr: n.addr, Raft: role, Version: Version, NoWorker: n.cfg.Worker.Disabled, Incarnation: n.incarnation, Protocol: fsm.Protocol})
 }
 
 func (n *Node) setMetaLeaving(role string) error {
-	return n.storeMeta(nodeMeta{Addr: n.addr, Raft: role, Version: Version, Leaving: true, NoWorker: n.cfg.Worker.Disabled, Incarnation: n.incarnation})
+	return n.storeMeta(nodeMeta{Addr: n.addr, Raft: role, Version: Version, Leaving: true, NoWorker: n.cfg.Worker.Disabled, Incarnation: n.incarnation, Protocol: fsm.Protocol})
 }
 
 func (n *Node) storeMeta(m nodeMeta) error {

@@ -27,23 +27,25 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
-// dataFlags are the data-access flags of `node` and `run-local` (README,
-// "Data access").
+// dataFlags are the data-access flags of `node` and `run-local`
+// (docs/operating/security.md, "Data access").
 type dataFlags struct {
 	roots, hosts, stores listFlag
 }
 
 func addDataFlags(fs *flag.FlagSet, node bool) *dataFlags {
 	d := &dataFlags{roots: listFlag{sep: ":"}, hosts: listFlag{sep: ","}, stores: listFlag{sep: ";"}}
-	rootHelp := "a directory whose files specs may read (repeat for several; ':'-separated in the variable): a spec's path is relative to the first or absolute under one; no `..`, no link out of it. Default: the current directory on loopback (dev mode), none off loopback"
-	hostHelp := "hosts http(s) sources and tokenizer URLs may reach (repeat, or comma-separated): a name (its public addresses), *.domain, *, an IP address or a CIDR network; loopback, link-local and private addresses only by address or network. Default: none"
+	rootHelp := "a directory (`DIR`) whose files specs may read (repeat for several; ':'-separated in the variable): a spec's path is relative to the first or absolute under one; no '..', no link out of it. Default: the current directory on loopback (dev mode), none off loopback"
+	hostHelp := "a `HOST` http(s) sources and tokenizer URLs may reach (repeat, or comma-separated): a name (its public addresses), *.domain, *, an IP address or a CIDR network; loopback, link-local and private addresses only by address or network. Default: none"
+	storeHelp := "a named object store specs read as s3://NAME/bucket/key (repeat; ';'-separated in the variable): `NAME=endpoint=URL,...` with region=R,path_style=true and where its credentials are (access_key_env=VAR,secret_key_env=VAR | credentials_file=PATH[,profile=P] | anonymous=true; default: the AWS environment)"
 	if !node {
-		rootHelp = "read local files only under this directory (repeat for several); default: every file you may read"
-		hostHelp = "let http(s) sources reach only these hosts (as feedmesh node's --allow-host); default: any host"
+		rootHelp = "read local files only under this directory (`DIR`; repeat for several); default: every file you may read"
+		hostHelp = "let http(s) sources reach only this `HOST` (repeat; as feedmesh node's --allow-host); default: any host"
+		storeHelp = "a named object store specs read as s3://NAME/bucket/key (repeat): `NAME=endpoint=URL,...` as feedmesh node's --object-store"
 	}
 	fs.Var(&d.roots, "data-root", rootHelp)
 	fs.Var(&d.hosts, "allow-host", hostHelp)
-	fs.Var(&d.stores, "object-store", "a named object store specs read as s3://NAME/bucket/key (repeat; ';'-separated in the variable): NAME=endpoint=URL,region=R,path_style=true and where its credentials are (access_key_env=VAR,secret_key_env=VAR | credentials_file=PATH[,profile=P] | anonymous=true; default: the AWS environment)")
+	fs.Var(&d.stores, "object-store", storeHelp)
 	return d
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/cmd/internal/cli"
+	"github.com/feedmesh/feedmesh/internal/fsm"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -127,6 +128,9 @@ func printStatus(w io.Writer, s api.Status) {
 	fmt.Fprintf(tw, "role:\t%s (raft state %s)\n", s.Role, s.State)
 	fmt.Fprintf(tw, "leader:\t%s\n", leader)
 	fmt.Fprintf(tw, "term:\t%d\n", s.Term)
+	if s.Protocol > 0 {
+		fmt.Fprintf(tw, "protocol:\t%d (the least the Raft servers speak; this node's release speaks %d)\n", s.Protocol, fsm.Protocol)
+	}
 	fmt.Fprintf(tw, "commit index:\t%d (applied %d, last log %d)\n", s.CommitIndex, s.AppliedIndex, s.LastLogIndex)
 	fmt.Fprintf(tw, "voters:\t")
 	for i, v := range s.Voters {

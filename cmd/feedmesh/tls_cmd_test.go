@@ -20,11 +20,13 @@ import (
 	"github.com/feedmesh/feedmesh/testcluster"
 )
 
-// TestTLSCommandsMakeACluster: the files `feedmesh tls ca create` and `tls
-// cert create` write make a 3-node mutual-TLS cluster (with a gossip key)
-// that forms and serves a client holding a client certificate: members, and
-// a job read over the data streams. A client without a certificate is
-// refused. The commands refuse to overwrite and write keys 0600.
+// TestTLSCommandsMakeACluster (issue 36): the files `feedmesh tls ca
+// create` and `tls cert create` write make a 5-node mutual-TLS cluster
+// (with a gossip key) that forms, serves a client holding a client
+// certificate (members, and a job read over the data streams), loses its
+// leader to a kill and serves the client again. A client without a
+// certificate is refused. The commands refuse to overwrite and write keys
+// 0600.
 func TestTLSCommandsMakeACluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
@@ -49,7 +51,7 @@ func TestTLSCommandsMakeACluster(t *testing.T) {
 		t.Error("the CA key was overwritten")
 	}
 
-	names := []string{"node-00", "node-01", "node-02"} // testcluster's
+	names := []string{"node-00", "node-01", "node-02", "node-03", "node-04"} // testcluster's
 	for _, n := range names {
 		out, errOut, code := runCmd(t, "tls", "cert", "create", "--dir", dir, "--node", n, "--days", "7")
 		if code != 0 {
@@ -71,8 +73,8 @@ func TestTLSCommandsMakeACluster(t *testing.T) {
 		t.Errorf("a certificate outliving the CA: exit %d, %q", code, errOut)
 	}
 	keys, _ := filepath.Glob(filepath.Join(dir, "*.key"))
-	if len(keys) != 5 {
-		t.Errorf("keys written: %v, want the CA's, 3 nodes' and alice's", keys)
+	if len(keys) != 7 {
+		t.Errorf("keys written: %v, want the CA's, 5 nodes' and alice's", keys)
 	}
 	for _, k := range keys {
 		if st, err := os.Stat(k); err != nil || st.Mode().Perm() != 0o600 {
@@ -82,7 +84,7 @@ func TestTLSCommandsMakeACluster(t *testing.T) {
 
 	gossipKey := make([]byte, 32)
 	rand.Read(gossipKey)
-	c := testcluster.Start(t, 3, testcluster.WithConfig(func(_ int, cfg *mesh.Config) {
+	c := testcluster.Start(t, 5, testcluster.WithConfig(func(_ int, cfg *mesh.Config) {
 		cfg.TLSCA = caFile
 		cfg.TLSCert = filepath.Join(dir, "prod-node-"+cfg.Name+".crt")
 		cfg.TLSKey = filepath.Join(dir, "prod-node-"+cfg.Name+".key")
@@ -100,7 +102,7 @@ func TestTLSCommandsMakeACluster(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("members with alice's certificate exited %d: %s", code, errOut)
 	}
-	if n := strings.Count(strings.TrimSpace(out), "\n") + 1; n != 3 {
+	if n := strings.Count(strings.TrimSpace(out), "\n") + 1; n != 5 {
 		t.Errorf("members lists %d nodes:\n%s", n, out)
 	}
 
@@ -108,14 +110,29 @@ func TestTLSCommandsMakeACluster(t *testing.T) {
 	if err := os.WriteFile(spec, []byte("source:\n  range: {stop: 3000, split_size: 100}\nops:\n  - batch: {size: 50}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code = runCmd(t, append([]string{"read", "--addr", addr, "--spec", spec, "--job", "tls", "--json", "--progress=false", "--offload", "remote"}, alice...)...)
-	if code != 0 {
-		t.Fatalf("read with alice's certificate exited %d: %s", code, errOut)
+	read := func(job, addr string) {
+		t.Helper()
+		out, errOut, code := runCmd(t, append([]string{"read", "--addr", addr, "--spec", spec, "--job", job, "--json", "--progress=false", "--offload", "remote"}, alice...)...)
+		if code != 0 {
+			t.Fatalf("read of %s with alice's certificate exited %d: %s", job, code, errOut)
+		}
+		var s readSummary
+		if err := json.Unmarshal([]byte(out), &s); err != nil || s.Elements != 3000 {
+			t.Errorf("read of %s over mutual TLS: %d elements (%v), want 3000: %s", job, s.Elements, err, out)
+		}
 	}
-	var s readSummary
-	if err := json.Unmarshal([]byte(out), &s); err != nil || s.Elements != 3000 {
-		t.Errorf("read over mutual TLS: %d elements (%v), want 3000: %s", s.Elements, err, out)
-	}
+	read("tls", addr)
+
+	// The leader dies; the cluster elects another among the certified
+	// nodes and serves alice again.
+	li, _ := c.WaitLeader(t, 20*time.Second)
+	c.Kill(li)
+	c.WaitFor(t, 30*time.Second, "a new leader after the kill", func() bool {
+		i, l := c.Leader()
+		return l != nil && i != li
+	})
+	survivor := c.Node((li + 1) % 5).Addr()
+	read("tls-after-kill", survivor)
 
 	// No certificate, or dev mode: refused by the nodes.
 	for _, args := range [][]string{{"--tls-ca", caFile}, nil} {

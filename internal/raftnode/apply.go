@@ -147,3 +147,13 @@ func (n *Node) mapErr(err error) error {
 	}
 	return err
 }
+
+// SetProtocol sets the cluster's protocol level (fsm.ProtocolLegacy or
+// fsm.Protocol): the least level the Raft servers speak, as the mesh
+// learns it from their gossip. The node writes its snapshots in that
+// level's format, so that a server of an older release can restore one
+// its leader sends it. Until it is set, a node writes the legacy format.
+func (n *Node) SetProtocol(level int) { n.machine.protocol.Store(int32(level)) }
+
+// Protocol is the level SetProtocol set.
+func (n *Node) Protocol() int { return int(n.machine.protocol.Load()) }

@@ -16,9 +16,12 @@ import (
 // its FSM goroutine; Get may be called from any goroutine, hence the lock.
 type machine struct {
 	beforeApply func(index uint64) // Config.BeforeApply
-	log         *slog.Logger       // Config.Logger (nil: none)
-	mu          sync.RWMutex
-	state       *fsm.State
+	// protocol is the cluster's protocol level (fsm.Protocol*, Node.SetProtocol):
+	// the snapshot format this node writes.
+	protocol atomic.Int32
+	log      *slog.Logger // Config.Logger (nil: none)
+	mu       sync.RWMutex
+	state    *fsm.State
 	// applied counts the commands applied, by type (the last slot: types
 	// beyond the table's, and entries that did not decode).
 	applied [maxCountedType + 1]atomic.Uint64
@@ -36,11 +39,17 @@ type applyResult struct {
 	err   error
 }
 
-func newMachine() *machine { return &machine{state: fsm.NewState()} }
+func newMachine() *machine {
+	m := &machine{state: fsm.NewState()}
+	m.protocol.Store(fsm.Protocol)
+	return m
+}
 
 // newNodeMachine is the state machine of a node with that Config.
 func newNodeMachine(cfg Config) *machine {
-	return &machine{beforeApply: cfg.BeforeApply, log: cfg.Logger, state: fsm.NewState()}
+	m := &machine{beforeApply: cfg.BeforeApply, log: cfg.Logger, state: fsm.NewState()}
+	m.protocol.Store(fsm.ProtocolLegacy) // until the node knows its cluster's (Node.SetProtocol)
+	return m
 }
 
 // Apply implements raft.FSM. Only LogCommand entries reach it.
@@ -69,7 +78,7 @@ func (f *machine) Apply(l *raft.Log) any {
 func (f *machine) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return &machineSnapshot{state: f.state.Clone()}, nil
+	return &machineSnapshot{state: f.state.Clone(), protocol: int(f.protocol.Load())}, nil
 }
 
 // Restore implements raft.FSM: it replaces the state with the snapshot's,
@@ -96,11 +105,14 @@ func (f *machine) get(key string) ([]byte, bool) {
 	return append([]byte{}, v...), true
 }
 
-type machineSnapshot struct{ state *fsm.State }
+type machineSnapshot struct {
+	state    *fsm.State
+	protocol int // the format to write (fsm.State.MarshalSnapshotAt)
+}
 
 // Persist implements raft.FSMSnapshot.
 func (s *machineSnapshot) Persist(sink raft.SnapshotSink) error {
-	b, err := s.state.MarshalSnapshot()
+	b, err := s.state.MarshalSnapshotAt(s.protocol)
 	if err == nil {
 		_, err = sink.Write(b)
 	}

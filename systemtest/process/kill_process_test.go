@@ -46,6 +46,7 @@ type nodeProcess struct {
 	name    string
 	gossip  int
 	port    int
+	bin     string   // the binary to run; "" for this tree's (feedmeshBinary)
 	args    []string // of `feedmesh node`
 	dir     string   // its working directory ("": the test's)
 	cmd     *exec.Cmd
@@ -56,7 +57,11 @@ type nodeProcess struct {
 // ports and arguments).
 func (np *nodeProcess) start(t *testing.T) {
 	t.Helper()
-	cmd := exec.Command(feedmeshBinary(t), np.args...)
+	bin := np.bin
+	if bin == "" {
+		bin = feedmeshBinary(t)
+	}
+	cmd := exec.Command(bin, np.args...)
 	cmd.Dir = np.dir
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if testing.Verbose() {
@@ -103,12 +108,15 @@ func logLevel() string {
 
 // startNodes starts n real `feedmesh node` processes (fast preset) that
 // form one cluster, and kills whatever is left when the test ends.
-func startNodes(t *testing.T, n int) []*nodeProcess {
+func startNodes(t *testing.T, n int, configure ...func(*nodeProcess)) []*nodeProcess {
 	t.Helper()
 	dir := t.TempDir()
 	nodes := make([]*nodeProcess, n)
 	for i := range nodes {
 		nodes[i] = &nodeProcess{name: fmt.Sprintf("p%d", i), gossip: freePort(t), port: freePort(t)}
+		for _, c := range configure {
+			c(nodes[i])
+		}
 	}
 	for i, np := range nodes {
 		np.args = []string{"node", "--name", np.name, "--data-dir", filepath.Join(dir, np.name), "--bind", "127.0.0.1",

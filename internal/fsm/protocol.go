@@ -1,0 +1,107 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/feedmesh/feedmesh/api/jobspec"
+	"github.com/feedmesh/feedmesh/internal/splits"
+)
+
+// Protocol levels: what a node's state machine writes, so that a cluster
+// of mixed releases (a rolling upgrade) keeps applying every entry alike.
+// A node advertises the level it speaks (gossip); the cluster's level is
+// the least of its Raft servers', and a node writes at that level: the
+// commands it proposes and the snapshots it takes.
+const (
+	// ProtocolLegacy: CreateJob v1..v5 (the options in their legacy
+	// form) and snapshot format 2. Nodes of releases before Protocol
+	// advertise no level: they are at this one.
+	ProtocolLegacy = 1
+	// Protocol, this release's: CreateJob v6 (jobspec's options) and
+	// snapshot format 3.
+	Protocol = 2
+)
+
+// legacyOptions is o (with count-loss) in the legacy form that CreateJob
+// v1..v5 and snapshot format 2 carry: the inverse of JobOptions.stored.
+func legacyOptions(o jobspec.Job, countLoss bool) (JobOptions, error) {
+	p, err := splits.ParsePolicy(string(o.Sharding()))
+	if err != nil {
+		return JobOptions{}, err
+	}
+	delivery := o.Delivery()
+	if delivery == jobspec.AtMostOnce {
+		delivery = "" // the legacy form's at-most-once
+	}
+	compression := o.Compression()
+	if compression == "none" {
+		compression = ""
+	}
+	l := JobOptions{
+		Sharding: p, Epochs: o.Epochs(), NumConsumers: o.NumConsumers(), Share: o.Share(), Coordinated: o.Coordinated(),
+		MaxWorkers: o.MaxWorkers(), ConsumerTTL: o.ConsumerTTL(), GCAfter: o.GCAfter(), PadFinalRound: o.PadFinalRound(),
+		Compression: compression, Delivery: delivery, Autoscale: o.Autoscale(),
+		AutoscaleThreshold: o.AutoscaleThreshold(), AutoscaleRevisit: o.AutoscaleRevisit(), AutoscalePause: o.AutoscalePause(),
+		OffloadBoundary: o.OffloadBoundary(), CountLoss: countLoss,
+	}.Normalized()
+	back, err := l.stored()
+	if err != nil {
+		return JobOptions{}, err
+	}
+	if d := back.Diff(o); len(d) > 0 {
+		return JobOptions{}, fmt.Errorf("job options with no legacy form: %v", d)
+	}
+	return l, nil
+}
+
+// DowngradeCreateJob rewrites a CreateJob v6 as the legacy command (v1..v5)
+// that creates the same job, for a cluster whose level is ProtocolLegacy
+// (a node of an older release among its servers would refuse v6). Any
+// other command, or options with no legacy form, is returned as it is,
+// with false: the older nodes then refuse it, with the message they have.
+func DowngradeCreateJob(c Command) (Command, bool) {
+	if c.Type != TypeCreateJob || c.Version < createJobV6 {
+		return c, false
+	}
+	var b createJobBodyV6
+	if decodeBody(c, &b) != nil {
+		return c, false
+	}
+	l, err := legacyOptions(b.Options, b.CountLoss)
+	if err != nil {
+		return c, false
+	}
+	var d Command
+	switch {
+	case b.Resume != nil:
+		d = LegacyResumeJob(b.Name, b.Fingerprint, l, *b.Resume)
+	default:
+		d = LegacyCreateJobAt(b.Name, b.Fingerprint, l, b.StaticWorkers, b.Scale)
+	}
+	d.At = c.At
+	return d, true
+}
+
+// MarshalSnapshotAt encodes the whole state as a node at protocol level
+// protocol writes it: format 3 at Protocol, format 2 at ProtocolLegacy
+// (which older nodes restore: a leader may send its snapshot to one).
+func (s *State) MarshalSnapshotAt(protocol int) ([]byte, error) {
+	if protocol >= Protocol {
+		return s.MarshalSnapshot()
+	}
+	jobs := make(map[string]*jobV2, len(s.Jobs))
+	for name, j := range s.Jobs {
+		l, err := legacyOptions(j.Options, j.CountLoss)
+		if err != nil {
+			return nil, fmt.Errorf("encode snapshot format 2: job %q: %w", name, err)
+		}
+		v := &jobV2{Job: *j, Options: l}
+		v.Job.CountLoss = false // format 2 keeps it in the options
+		jobs[name] = v
+	}
+	b, err := encMode.Marshal(snapshotV2{Format: 2, KV: s.KV, Index: s.Index, Datasets: s.Datasets, Jobs: jobs})
+	if err != nil {
+		return nil, fmt.Errorf("encode snapshot format 2: %w", err)
+	}
+	return b, nil
+}
