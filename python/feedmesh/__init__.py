@@ -26,6 +26,7 @@ from ._errors import (
     JobInUse,
     NoQuorum,
     NotFound,
+    PermissionDenied,
     Unavailable,
 )
 from ._client import Batch, BytesTensor, Client, Iterator, live_batches
@@ -42,5 +43,5 @@ except ImportError:  # a checkout on PYTHONPATH: its internal/version/VERSION
 __all__ = [
     "__version__", "Client", "Iterator", "Batch", "BytesTensor", "live_batches", "library_path", "library_version",
     "Error", "NotFound", "NoQuorum", "InvalidSpec", "InvalidArgument", "JobInUse",
-    "BadCheckpoint", "Closed", "Unavailable", "ForkError",
+    "BadCheckpoint", "Closed", "Unavailable", "PermissionDenied", "ForkError",
 ]

@@ -37,6 +37,12 @@ class Unavailable(Error, ConnectionError):
     """No node answered (a wrong address, or the cluster is down)."""
 
 
+class PermissionDenied(Error, PermissionError):
+    """The cluster refused: a spec names a path, URL or object store the
+    nodes' operator does not let specs read (docs/operating/security.md,
+    "Data access"), or the caller may not make the request."""
+
+
 class ForkError(Error):
     """feedmesh used in a process forked after its Go library was loaded."""
 
@@ -52,6 +58,7 @@ _BY_CODE = {
     16: Closed,
     17: InvalidArgument,
     18: Unavailable,
+    19: PermissionDenied,
 }
 
 

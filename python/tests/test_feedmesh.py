@@ -351,8 +351,17 @@ class BadInputTest(unittest.TestCase):
         self.assertIn("bogus", str(cm.exception))
         with self.assertRaises(feedmesh.InvalidSpec):
             self.c.distribute("no/such/spec.yaml", job=job_name("bad"))
-        with self.assertRaises(feedmesh.InvalidSpec):
-            self.c.distribute({"source": {"files": {"paths": ["/no/such/*.txt"], "format": "lines"}}}, job=job_name("bad"))
+        # Under the nodes' data root (their working directory, in loopback
+        # dev mode), a glob that matches nothing is an invalid spec; outside
+        # it, the nodes refuse to look, whether the files exist or not.
+        with self.assertRaises(feedmesh.InvalidSpec) as cm:
+            self.c.distribute({"source": {"files": {"paths": ["no/such/*.txt"], "format": "lines"}}}, job=job_name("bad"))
+        self.assertIn("matches no files", str(cm.exception))
+        for path in ("/no/such/*.txt", "/etc/passwd"):
+            with self.assertRaises(feedmesh.PermissionDenied) as cm:
+                self.c.distribute({"source": {"files": {"paths": [path], "format": "lines"}}}, job=job_name("bad"))
+            self.assertIn('"%s": not allowed' % path, str(cm.exception))
+            self.assertIsInstance(cm.exception, PermissionError)
         with self.assertRaises(feedmesh.InvalidArgument):
             self.c.distribute(range_spec(10, 5), job=job_name("bad"), sharding="sideways")
         with self.assertRaises(feedmesh.InvalidArgument) as cm:
