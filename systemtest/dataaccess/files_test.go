@@ -2,12 +2,17 @@ package dataaccess
 
 import (
 	"bytes"
+	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
+	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
 	"github.com/feedmesh/feedmesh/testcluster"
@@ -99,7 +104,7 @@ func TestSpecsReadOnlyUnderDataRoots(t *testing.T) {
 		{"through a directory symlink", filepath.Join(tr.root, "dir-link", "shadow")},
 		{"a glob through a directory symlink", filepath.Join(tr.root, "dir-link", "*")},
 		{"a glob matching a symlink out", filepath.Join(tr.root, "corpus", "*.txt")},
-		{"..", filepath.Join(tr.root, "..", "etc", "shadow")},
+		{"..", tr.root + "/../etc/shadow"},
 		{".. relative to the root", "../etc/shadow"},
 		{"/proc/self/root", "/proc/self/root" + tr.secretFile},
 		{"/proc/self/cwd (the node's working directory is no root)", "/proc/self/cwd/files_test.go"},
@@ -179,4 +184,79 @@ func TestWorkersCheckToo(t *testing.T) {
 	}
 	got, err := attempt(t, cl, wholeFile(p))
 	newRefusals(t, tr.outside).failed("a registered file turned into a link out", p, tr.secret, got, err)
+}
+
+// logSink is a node's log, kept as JSON lines for a test to search.
+type logSink struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *logSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+// refusals returns the "data access refused" records: name → reason.
+func (s *logSink) refusals(t *testing.T) map[string]string {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]string{}
+	for _, line := range bytes.Split(s.buf.Bytes(), []byte("\n")) {
+		var r struct{ Msg, Name, Reason, Component string }
+		if json.Unmarshal(line, &r) != nil || r.Msg != "data access refused" {
+			continue
+		}
+		if r.Component != "data-access" {
+			t.Errorf("a refusal logged with component %q, want data-access: %s", r.Component, line)
+		}
+		out[r.Name] = r.Reason
+	}
+	return out
+}
+
+// TestRefusalsAreLoggedWithTheirReason (issue 37, item 1): the client's
+// answer is the generic one, and the node's log has the detail the
+// answer leaves out: which file, and why (outside the data roots, a
+// `..`, a link out of its root), as a WARN line of the data-access
+// component, rate-limited as every warning of a node is.
+func TestRefusalsAreLoggedWithTheirReason(t *testing.T) {
+	tr := newTree(t)
+	var sink logSink
+	c := testcluster.Start(t, 1, dataAccess([]string{tr.root}, nil), testcluster.WithConfig(func(_ int, cfg *mesh.Config) {
+		cfg.Logger = slog.New(slog.NewJSONHandler(&sink, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}))
+	cl := jobtest.Dial(t, c, 0)
+	r := newRefusals(t, tr.outside)
+	cases := []struct{ name, reason string }{
+		{tr.secretFile, "outside the data roots"},
+		{tr.root + "/../etc/shadow", "a `..` component"},
+		{filepath.Join(tr.root, "abs-link"), "escapes"},
+	} // at most logBurst (3) lines of one cause per 10 s are written: the rest are counted
+	for _, cs := range cases {
+		got, err := attempt(t, cl, wholeFile(cs.name))
+		r.refused(cs.name, cs.name, tr.secret, got, err)
+		if err != nil && strings.Contains(err.Error(), cs.reason) {
+			t.Errorf("%s: the client was told the reason %q: %v", cs.name, cs.reason, err)
+		}
+	}
+	r.oneForm()
+	var logged map[string]string
+	c.WaitFor(t, 10*time.Second, "the refusals in the node's log", func() bool {
+		logged = sink.refusals(t)
+		for _, cs := range cases {
+			if !strings.Contains(logged[cs.name], cs.reason) {
+				return false
+			}
+		}
+		return true
+	})
+	for n, why := range logged {
+		t.Logf("log: %s: %s", n, why)
+	}
+	if n := c.Node(0).LogCounts()[mesh.LogCountKey{Level: "WARN", Component: "data-access"}]; n < int64(len(cases)) {
+		t.Errorf("the node counted %d data-access warnings, want at least %d", n, len(cases))
+	}
 }

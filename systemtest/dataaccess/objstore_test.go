@@ -1,22 +1,21 @@
 package dataaccess
 
 import (
-	"context"
 	"errors"
-
-	"github.com/feedmesh/feedmesh/api"
-	"github.com/feedmesh/feedmesh/client"
-	"github.com/fxamacker/cbor/v2"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
 	"github.com/feedmesh/feedmesh/testcluster"
 	"github.com/feedmesh/feedmesh/transport"
+	"github.com/fxamacker/cbor/v2"
 )
 
 // logger is an HTTP server that records the requests it gets (a
@@ -92,7 +91,6 @@ func TestSpecChoosesNoEndpoint(t *testing.T) {
 	if len(lg.auth) > 0 {
 		t.Errorf("the spec's endpoint got %d requests, want none: %v", len(lg.auth), lg.auth)
 	}
-	_ = context.Background
 }
 
 // hostileEncoding encodes a spec as DistributeRequest carries it, without
@@ -118,4 +116,49 @@ func distributeRequest(job string, spec []byte) api.DistributeRequest {
 		panic(err)
 	}
 	return api.DistributeRequest{Spec: spec, Options: o.Options(), Consumer: "0123456789abcdef"}
+}
+
+// TestNodesReadOnlyNamedStores (issue 37 item 1): a node reads s3://
+// objects only of the stores its operator named, never the S3 its
+// environment points at: with AWS_ENDPOINT_URL and the AWS keys set in
+// the node's environment (a "logging server" as the endpoint), a spec's
+// s3://bucket/key whose first segment names no store, and a spec naming
+// a store the node does not have, are both answered with the generic
+// permission_denied "not allowed", and the server gets no request.
+func TestNodesReadOnlyNamedStores(t *testing.T) {
+	const accessKey = "AKIAFEEDMESHTESTKEY2"
+	lg := startLogger(t)
+	t.Setenv("AWS_ENDPOINT_URL", lg.url)
+	t.Setenv("AWS_ACCESS_KEY_ID", accessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "feedmesh-test-secret-access-key")
+	other := startLogger(t) // the one store the node has
+	c := testcluster.Start(t, 1, dataAccess(nil, nil, objstore.NamedStore{Name: "lake", Endpoint: other.url, Region: "us-east-1", PathStyle: true}))
+	cl := jobtest.Dial(t, c, 0)
+	r := newRefusals(t, lg.url, "lake", "store")
+	for _, a := range []struct {
+		what, path, store string
+	}{
+		{"a bucket of the environment's S3", "s3://bucket/key.parquet", ""},
+		{"a glob in the environment's S3", "s3://bucket/*.parquet", ""},
+		{"a store the node does not have", "s3://nosuch/bucket/key.parquet", ""},
+		{"object_store.store the node does not have", "s3://bucket/key.parquet", "nosuch"},
+	} {
+		fs := &pipeline.FilesSource{Paths: []string{a.path}, Format: "parquet"}
+		if a.store != "" {
+			fs.ObjectStore = &pipeline.ObjectStoreOptions{Store: a.store}
+		}
+		got, err := attempt(t, cl, pipeline.NewSpec(pipeline.Source{Files: fs}))
+		r.refused(a.what, a.path, "", got, err)
+	}
+	r.oneForm()
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if len(lg.auth) > 0 {
+		t.Errorf("the environment's S3 endpoint got %d requests, want none: %v", len(lg.auth), lg.auth)
+	}
+	other.mu.Lock()
+	defer other.mu.Unlock()
+	if len(other.auth) > 0 {
+		t.Errorf("the named store got %d requests for specs that did not name it: %v", len(other.auth), other.auth)
+	}
 }
