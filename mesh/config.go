@@ -128,8 +128,9 @@ type Config struct {
 	// /proc). A root may neither hold nor lie inside DataDir, the TLS
 	// files, GossipKeyFile or an object store's credentials file: Start
 	// refuses it. Empty: in loopback dev mode (the node binds and
-	// advertises loopback addresses only) the current directory, without
-	// those files where they lie under it; off loopback, no local files.
+	// advertises loopback addresses only, without mutual TLS) the current
+	// directory, without those files where they lie under it; off
+	// loopback or under mutual TLS, no local files.
 	DataRoots []string
 	// AllowHosts are the hosts http(s) sources and tokenizer URLs may
 	// reach (--allow-host): a host name (its public addresses),
@@ -423,8 +424,10 @@ func (c *Config) dataAccess(log *slog.Logger) (*objstore.Access, error) {
 			ac.Protected = append(ac.Protected, objstore.Protected{Path: f, What: "object store " + s.Name + "'s credentials"})
 		}
 	}
-	if _, exposed := c.exposed(); len(c.DataRoots) == 0 && !exposed {
-		// Loopback dev mode: what the developer runs the node beside.
+	if _, exposed := c.exposed(); len(c.DataRoots) == 0 && !exposed && c.TLSCA == "" {
+		// Loopback dev mode: what the developer runs the node beside. A
+		// node given mutual TLS is not in dev mode, on loopback too: its
+		// operator says what it reads.
 		wd, err := os.Getwd()
 		if err != nil {
 			return nil, fmt.Errorf("default data root (the current directory): %w", err)

@@ -7,8 +7,9 @@ import (
 )
 
 // TestDefaultDataRoot: with no --data-root, a node on loopback (dev mode)
-// reads under its current directory; one that advertises another address
-// reads no local files.
+// reads under its current directory; one that advertises another address,
+// and one on loopback with mutual TLS (not dev mode: the operator says
+// what it reads), read no local files.
 func TestDefaultDataRoot(t *testing.T) {
 	wd, err := os.Getwd()
 	if err != nil {
@@ -35,5 +36,18 @@ func TestDefaultDataRoot(t *testing.T) {
 	}
 	if _, err := b.Stat("dataaccess_internal_test.go"); err == nil {
 		t.Error("off loopback, a file of the current directory was read")
+	}
+	cfg.AdvertiseAddr, cfg.Insecure = "", false
+	cfg.TLSCA, cfg.TLSCert, cfg.TLSKey = "tls/ca.crt", "tls/n1.crt", "tls/n1.key"
+	m, err := cfg.dataAccess(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if !strings.Contains(m.String(), "local files: none") {
+		t.Errorf("loopback with mutual TLS: %s", m)
+	}
+	if _, err := m.Stat("dataaccess_internal_test.go"); err == nil {
+		t.Error("loopback with mutual TLS, a file of the current directory was read")
 	}
 }

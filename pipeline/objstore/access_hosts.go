@@ -41,6 +41,8 @@ func newHostPolicy(allow []string) (*HostPolicy, error) {
 			continue
 		case e == "*":
 			p.anyName = true
+		case strings.Contains(e, "://"):
+			return nil, fmt.Errorf("allowed host %q: want a host name, *.domain, *, an IP address or a network (no scheme, port or path)", e)
 		case strings.Contains(e, "/"):
 			n, err := netip.ParsePrefix(e)
 			if err != nil {

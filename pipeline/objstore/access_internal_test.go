@@ -250,9 +250,14 @@ func TestHostPolicyEntries(t *testing.T) {
 			t.Errorf("name %s: %v", host, !want)
 		}
 	}
-	for _, bad := range []string{"http://x.com", "x.com:443", "10.0.0.0/33", "x/y", "a..b"} {
-		if _, err := newHostPolicy([]string{bad}); err == nil {
+	for _, bad := range []string{"http://x.com", "https://x.com/data/", "x.com:443", "10.0.0.0/33", "x/y", "a..b"} {
+		_, err := newHostPolicy([]string{bad})
+		if err == nil {
 			t.Errorf("%q accepted", bad)
+			continue
+		}
+		if strings.Contains(bad, "://") && !strings.Contains(err.Error(), "no scheme, port or path") {
+			t.Errorf("%q: %v, want a message saying no scheme", bad, err)
 		}
 	}
 }

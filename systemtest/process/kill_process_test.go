@@ -83,6 +83,7 @@ func (np *nodeProcess) stop(t *testing.T, timeout time.Duration) {
 	}
 	select {
 	case err := <-np.waitErr:
+		np.waitErr <- err // for a later kill
 		if err != nil {
 			t.Errorf("%s exited after SIGTERM: %v", np.name, err)
 		}
@@ -91,10 +92,12 @@ func (np *nodeProcess) stop(t *testing.T, timeout time.Duration) {
 	}
 }
 
-// kill SIGKILLs the node's process and waits for it to exit.
+// kill SIGKILLs the node's process and waits for it to exit. Killing
+// a process that has exited (killed, stopped) returns at once.
 func (np *nodeProcess) kill() {
 	np.cmd.Process.Kill()
-	<-np.waitErr
+	err := <-np.waitErr
+	np.waitErr <- err
 }
 
 // logLevel is the node processes': info with -v (their stderr is the
