@@ -408,3 +408,57 @@ func TestNamedStores(t *testing.T) {
 		t.Errorf("credentials files: %v", files)
 	}
 }
+
+// TestHardLinkToRotatedKey: the protected files' identities are kept for
+// a second (protectedRecheck), but a file with several links is compared
+// with identities taken when it is opened: a key replaced by a new file
+// (rotated) after the policy was made, then hard-linked into a root, is
+// refused at once, by Open, OpenFile and Stat alike.
+func TestHardLinkToRotatedKey(t *testing.T) {
+	base := t.TempDir()
+	root, keys := filepath.Join(base, "root"), filepath.Join(base, "keys")
+	for _, d := range []string{root, keys} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := filepath.Join(keys, "tls.key")
+	if err := os.WriteFile(key, []byte("old key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "a.txt"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := mustAccess(t, AccessConfig{Roots: []string{root}, Protected: []Protected{{Path: key, What: "the node's TLS key"}}})
+	for range 3 { // the identities are taken, then reused
+		f, err := a.OpenFile(filepath.Join(root, "a.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	// Rotate: a new file renamed over the key (a new inode).
+	if err := os.WriteFile(key+".new", []byte("new key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(key+".new", key); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root, "copy")
+	if err := os.Link(key, link); err != nil {
+		t.Skipf("no hard links here: %v", err)
+	}
+	if f, err := a.OpenFile(link); err == nil {
+		f.Close()
+		t.Error("OpenFile: a hard link to the rotated key was opened")
+	} else {
+		isDenied(t, "OpenFile", err, link)
+	}
+	if _, err := a.Stat(link); err == nil {
+		t.Error("Stat: a hard link to the rotated key was allowed")
+	}
+	if f, err := a.Open(context.Background(), link, Config{}); err == nil {
+		f.Close()
+		t.Error("Open: a hard link to the rotated key was opened")
+	}
+}

@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 )
 
 // localFiles is the local part of a policy: all files, or data roots.
@@ -18,6 +20,24 @@ type localFiles struct {
 	all       bool
 	roots     []*dataRoot
 	protected []protectedPath
+	ids       *protectedIDs
+}
+
+// protectedRecheck is how old the protected files' identities may be
+// when an opened file with a single link is compared with them: a file
+// with more than one link (a hard link may be one of them) is compared
+// with identities taken then. So only a bind mount of a protected file
+// replaced (a key rotated) less than this long ago could go unnoticed.
+const protectedRecheck = time.Second
+
+// protectedIDs are the protected files' identities (os.SameFile), taken
+// at most protectedRecheck ago: an open compares with them instead of
+// taking each protected file's stat again (5 stats were 40 % of what
+// opening a small file under a data root cost).
+type protectedIDs struct {
+	mu  sync.Mutex
+	at  time.Time
+	fis []fs.FileInfo // parallel to localFiles.protected; nil: no such file
 }
 
 // dataRoot is one data root, opened.
@@ -44,7 +64,7 @@ type protectedPath struct {
 var pseudoFS = []string{"/proc", "/sys", "/dev"}
 
 func newLocalFiles(cfg AccessConfig, log *slog.Logger) (localFiles, error) {
-	lf := localFiles{all: cfg.AllLocalFiles}
+	lf := localFiles{all: cfg.AllLocalFiles, ids: &protectedIDs{}}
 	if cfg.AllLocalFiles {
 		if len(cfg.Roots) > 0 {
 			return lf, errors.New("data roots: AllLocalFiles reads every file, give no roots with it")
@@ -249,13 +269,33 @@ func (a *Access) resolve(name string) (resolved, error) {
 	return res, nil
 }
 
+// protectedInfos returns the protected files' identities: taken now
+// when fresh, else at most protectedRecheck ago.
+func (lf *localFiles) protectedInfos(fresh bool) []fs.FileInfo {
+	lf.ids.mu.Lock()
+	defer lf.ids.mu.Unlock()
+	if now := time.Now(); fresh || lf.ids.fis == nil || now.Sub(lf.ids.at) >= protectedRecheck {
+		fis := make([]fs.FileInfo, len(lf.protected))
+		for i, p := range lf.protected {
+			if st, err := os.Stat(p.path); err == nil {
+				fis[i] = st
+			}
+		}
+		lf.ids.fis, lf.ids.at = fis, now
+	}
+	return lf.ids.fis
+}
+
 // checkOpened refuses what a path reached through links or other names:
 // a protected file (the same file: a hard link too), or, in a root with
 // protected paths inside, anything under them.
 func (a *Access) checkOpened(res resolved, fi fs.FileInfo) string {
-	for _, p := range a.local.protected {
-		if st, err := os.Stat(p.path); err == nil && os.SameFile(st, fi) {
-			return "is " + p.what + " " + p.path
+	if len(a.local.protected) > 0 {
+		for i, st := range a.local.protectedInfos(multiplyLinked(fi)) {
+			if st != nil && os.SameFile(st, fi) {
+				p := a.local.protected[i]
+				return "is " + p.what + " " + p.path
+			}
 		}
 	}
 	if len(res.root.excluded) > 0 {
