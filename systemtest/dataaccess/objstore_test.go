@@ -44,9 +44,9 @@ func startLogger(t *testing.T) *logger {
 	return lg
 }
 
-// TestSpecChoosesNoEndpoint (issue 37 item 1, issue 36 item 3): a spec
-// cannot send the nodes' object-store credentials to an endpoint of its
-// choice. A spec naming an endpoint is refused, saying how to configure a
+// TestSpecChoosesNoEndpoint (issue 37 item 1; issue 36 item 6, what a
+// node holds stays in it): a spec cannot send the nodes' object-store
+// credentials to an endpoint of its choice. A spec naming an endpoint is refused, saying how to configure a
 // named store, before any request leaves the node: the "logging server"
 // it names gets nothing, neither the access key nor the session token.
 // The check is the node's, not only the client library's: a hostile client
