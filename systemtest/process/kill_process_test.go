@@ -47,9 +47,11 @@ type nodeProcess struct {
 	gossip  int
 	port    int
 	bin     string   // the binary to run; "" for this tree's (feedmeshBinary)
+	preset  string   // --preset; "" for fast
 	args    []string // of `feedmesh node`
 	cmd     *exec.Cmd
 	waitErr chan error
+	exited  bool // the process of the last start was waited for (kill, stop)
 }
 
 // start starts the node's process (again, after a kill: same data dir,
@@ -68,7 +70,7 @@ func (np *nodeProcess) start(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	np.cmd, np.waitErr = cmd, make(chan error, 1)
+	np.cmd, np.waitErr, np.exited = cmd, make(chan error, 1), false
 	go func() { np.waitErr <- cmd.Wait() }()
 }
 
@@ -81,6 +83,7 @@ func (np *nodeProcess) stop(t *testing.T, timeout time.Duration) {
 	}
 	select {
 	case err := <-np.waitErr:
+		np.exited = true
 		if err != nil {
 			t.Errorf("%s exited after SIGTERM: %v", np.name, err)
 		}
@@ -89,10 +92,15 @@ func (np *nodeProcess) stop(t *testing.T, timeout time.Duration) {
 	}
 }
 
-// kill SIGKILLs the node's process and waits for it to exit.
+// kill SIGKILLs the node's process and waits for it to exit; it does
+// nothing if the process was already waited for (killed or stopped).
 func (np *nodeProcess) kill() {
+	if np.exited {
+		return
+	}
 	np.cmd.Process.Kill()
 	<-np.waitErr
+	np.exited = true
 }
 
 // logLevel is the node processes': info with -v (their stderr is the
@@ -117,9 +125,13 @@ func startNodes(t *testing.T, n int, configure ...func(*nodeProcess)) []*nodePro
 		}
 	}
 	for i, np := range nodes {
+		preset := np.preset
+		if preset == "" {
+			preset = "fast"
+		}
 		np.args = []string{"node", "--name", np.name, "--data-dir", filepath.Join(dir, np.name), "--bind", "127.0.0.1",
 			"--gossip-port", strconv.Itoa(np.gossip), "--port", strconv.Itoa(np.port), "--bootstrap-expect", strconv.Itoa(n),
-			"--preset", "fast", "--log-level", logLevel()}
+			"--preset", preset, "--log-level", logLevel()}
 		if i > 0 {
 			np.args = append(np.args, "--join", fmt.Sprintf("127.0.0.1:%d", nodes[0].gossip))
 		}
