@@ -124,6 +124,8 @@ class ReadTest(unittest.TestCase):
             self.assertEqual(sum(w["batches"] for w in st["workers"].values()), st["batches"])
             self.assertGreater(st["seconds"], 0)
             self.assertEqual(sum(w["rows"] for w in st["workers"].values()), n)
+            self.assertEqual(sum(w["elements"] for w in st["workers"].values()), n)
+            self.assertEqual(sum(w["cut_elements"] for w in st["workers"].values()), 0)
             self.assertEqual(st["delivery"], "exactly-once")
             with self.assertRaises(StopIteration):
                 next(it)
@@ -284,9 +286,17 @@ class ReadTest(unittest.TestCase):
                                                  {"map": {"fn": "cast", "args": {"tensor": "value", "dtype": "int64"}}}])
         with self.c.distribute(spec, job=job_name("cut"), offload_boundary=1) as it:
             assert_once(self, read_values(it), n)
-            off = it.stats()["offload"]
+            st = it.stats()
+            off = st["offload"]
             self.assertEqual(off["cut"], 1)
             self.assertIn("offload_boundary 1", off["reason"])
+            # The nodes shipped single elements: each worker's count them
+            # (all cut), none as its batches; this process made the batches.
+            ws = st["workers"].values()
+            self.assertEqual(sum(w["elements"] for w in ws), n)
+            self.assertEqual(sum(w["cut_elements"] for w in ws), n)
+            self.assertEqual(sum(w["batches"] for w in ws), 0)
+            self.assertGreaterEqual(st["batches"], n // 32)
         with self.assertRaisesRegex(feedmesh.InvalidArgument, "a cut leaves at least one"):
             self.c.distribute(spec, job=job_name("cut-bad"), offload_boundary=3)
 
