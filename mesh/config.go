@@ -347,6 +347,9 @@ func (c *Config) Validate() error {
 	if c.Worker.TaskBuffer < 1 || c.Worker.LeaseSplits < 1 || c.Worker.LeaseDuration <= 0 || c.Worker.OrphanPollInterval <= 0 || c.Worker.MaxWindow < 1 || c.Worker.SendCoalesce < 1 || c.Worker.JobPollInterval <= 0 {
 		bad("Worker", "TaskBuffer, LeaseSplits, LeaseDuration, OrphanPollInterval, MaxWindow, SendCoalesce and JobPollInterval must be > 0")
 	}
+	if s := c.Worker.LeaseHoldShare; s != s || s > 1 {
+		bad("Worker.LeaseHoldShare", "must be a share of a job's splits, at most 1 (0: the default, negative: no bound)")
+	}
 	if c.Worker.RoundsAhead < 0 || c.Worker.RoundsHeld < 0 {
 		bad("Worker.RoundsAhead/RoundsHeld", "must be >= 0 (0: the default)")
 	}

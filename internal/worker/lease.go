@@ -89,6 +89,7 @@ func NewLeaser(ctx context.Context, ctl Control, cfg LeaseConfig) *Leaser {
 		answer: make(chan leaseResult, 1),
 		cut:    cfg.Cut, cutSeen: cfg.Cut,
 	}
+	p.policy.hold = holdSplits(cfg.Splits.Len(), cfg.HoldShare)
 	p.prod.init(p)
 	return p
 }
