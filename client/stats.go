@@ -1,9 +1,11 @@
 package client
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 )
 
 // WorkerStats counts what one worker delivered.
@@ -126,6 +128,11 @@ type Stats struct {
 	// Offload is where the job's pipeline ran for this consumer, why, and
 	// how fast (nil for Attach; see JobOptions.Offload).
 	Offload *OffloadStats `json:"offload,omitempty"`
+	// Warnings say what makes the job slower than it could be, as last
+	// heard (each is also logged once, at WARN): a job with fewer splits
+	// per epoch than workers serving it (a single-file source read
+	// whole), whose extra workers idle.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Stats returns what was delivered so far.
@@ -153,7 +160,22 @@ func (it *Iterator) Stats() Stats {
 		s.Workers[k] = v
 	}
 	s.Serving = serving(it.info)
+	if w := fewSplits(it.info); w != "" {
+		s.Warnings = append(s.Warnings, w)
+	}
 	return s
+}
+
+// fewSplits is the warning for a DYNAMIC or STATIC job with fewer splits
+// per epoch than workers serving it, or "": a split is read by one
+// worker, so the others idle (a source of one file read whole, say).
+func fewSplits(info api.JobInfo) string {
+	n := serving(info)
+	if info.NumSplits <= 0 || int64(n) <= info.NumSplits || info.Options.Sharding == jobspec.Off {
+		return ""
+	}
+	return fmt.Sprintf("job %q has %d split(s) per epoch and %d workers serving it: at most %d can work at once, the others idle; split the source finer (a range's split_size; for text and TFRecord files, split_bytes, which cuts a file into byte ranges; or more files)",
+		info.Name, info.NumSplits, n, info.NumSplits)
 }
 
 // serving counts the workers of info that serve the job now.

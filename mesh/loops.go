@@ -128,6 +128,7 @@ func (n *Node) voterLoop() {
 			n.log.Info("voter target", "voters", t, "auto", n.cfg.RaftVoters == AutoVoters)
 			lastTarget = t
 		}
+		n.readdressVoters(cfg)
 		changes := plan.PlanVoters(n.cfg.RaftVoters, n.cfg.VoterGrace, time.Now(), n.name, cfg, members)
 		for _, ch := range changes {
 			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
@@ -183,6 +184,32 @@ func (n *Node) addStale(cfg []plan.ConfigServer, since map[string]time.Time, set
 		if !found[id] {
 			delete(since, id)
 		}
+	}
+}
+
+// readdressVoters, on the leader, rewrites the address of a voter that
+// gossip holds alive at another address than the configuration records (a
+// node started again at a new IP, as a Kubernetes pod is): Raft reaches it
+// at the new one already (raftnode's AddressOf); this keeps the
+// configuration, and `status`, true. AddVoter of a voter's id with another
+// address changes only the address.
+func (n *Node) readdressVoters(cfg []plan.ConfigServer) {
+	for _, s := range cfg {
+		if s.Suffrage != plan.SuffrageVoter || s.ID == n.name {
+			continue
+		}
+		addr, ok := n.members.addrOf(s.ID)
+		if !ok || addr == s.Addr {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
+		err := n.raft.AddVoter(ctx, plan.Server{ID: s.ID, Addr: addr})
+		cancel()
+		if err != nil {
+			n.log.Warn("voter address change failed", "voter", s.ID, "from", s.Addr, "to", addr, "err", err)
+			return
+		}
+		n.log.Info("voter address changed", "voter", s.ID, "from", s.Addr, "to", addr)
 	}
 }
 

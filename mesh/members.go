@@ -179,6 +179,18 @@ func (t *memberTable) snapshot() []api.Member {
 	return out
 }
 
+// addrOf is the QUIC address the member called name advertises, if gossip
+// holds it alive or suspect.
+func (t *memberTable) addrOf(name string) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.entries[name]
+	if !ok || e.meta.Addr == "" || (e.status != api.StatusAlive && e.status != api.StatusSuspect) {
+		return "", false
+	}
+	return e.meta.Addr, true
+}
+
 // raftMembers converts members to the planner's input. A suspect member
 // counts as alive: suspicion is not yet failure.
 func raftMembers(ms []api.Member) []plan.Member {

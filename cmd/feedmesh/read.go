@@ -76,6 +76,9 @@ type readSummary struct {
 	// nothing read from a job that had already run to its end, or the
 	// copies that sharing off delivers.
 	Note string `json:"note,omitempty"`
+	// Warnings are the client's (client.Stats.Warnings): what made the
+	// job slower than it could be, such as fewer splits than workers.
+	Warnings []string `json:"warnings,omitempty"`
 	// Share (with --share): batches read from the workers' share windows,
 	// those this job caused to be produced, those evicted before it read them.
 	Share *api.JobShareSummary `json:"share,omitempty"`
@@ -251,7 +254,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		sum.Coordinated = cs
 	}
 	if err := it.Close(); err != nil {
-		fmt.Fprintf(stderr, "feedmesh read: warning: leaving job %q: %v (the job keeps this reader until its lease expires, and refuses a --resume until then)\n", *job, err)
+		fmt.Fprintf(stderr, "feedmesh read: warning: leaving job %q: %v (the job keeps this reader until its lease expires, or until a --resume from a checkpoint of the job fences it)\n", *job, err)
 	}
 	if *cf.jsonOut {
 		return cli.WriteJSON(summaryOut, sum)
@@ -354,7 +357,7 @@ func consume(ctx context.Context, it *client.Iterator, take int64, p progressLin
 		JobState: s.JobState, SplitsLost: s.SplitsLost, NumSplits: s.NumSplits, LossCounted: s.LossCounted, ElementsLost: s.ElementsLost,
 		Delivery: s.Delivery, Requeued: requeued(s),
 		Orphaned: orphaned(s, stopped), WorkersDropped: s.WorkersDropped, Reconnects: s.Reconnects, Stopped: stopped,
-		StallFraction: s.StallFraction, BatchTimeSeconds: s.BatchTimeSeconds, Offload: s.Offload}, nil
+		StallFraction: s.StallFraction, BatchTimeSeconds: s.BatchTimeSeconds, Offload: s.Offload, Warnings: s.Warnings}, nil
 }
 
 // progressLine is where and how consume reports progress: nowhere (w nil),
@@ -504,6 +507,9 @@ func printReadSummary(w io.Writer, s readSummary) {
 	}
 	if s.Checkpoint != "" {
 		fmt.Fprintf(w, "checkpoint: %d bytes written to %s (it covers every batch read so far; go on with --resume %s)\n", s.CheckpointBytes, s.Checkpoint, s.Checkpoint)
+	}
+	for _, warning := range s.Warnings {
+		fmt.Fprintln(w, "warning: "+warning)
 	}
 	if s.Note != "" {
 		fmt.Fprintln(w, "note: "+s.Note)

@@ -15,8 +15,8 @@ import (
 
 // `feedmesh read` on a 3-node cluster: the default sharding reads the
 // dataset once (it used to be off: three copies, without a word); off says
-// how many copies it delivered; reading a job that has run to its end says
-// so instead of quietly delivering nothing.
+// how many copies it delivered; reading a job that has run to its end
+// fails, saying so, instead of quietly delivering nothing.
 func TestReadShardingAndNotes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
@@ -53,9 +53,25 @@ func TestReadShardingAndNotes(t *testing.T) {
 	if perWorker != once.Elements {
 		t.Errorf("per_worker elements sum to %d, total %d", perWorker, once.Elements)
 	}
-	again := read("once")
-	if again.Elements != 0 || !strings.Contains(again.Note, "already existed") || !strings.Contains(again.Note, "new --job name") {
-		t.Errorf("reading a finished job again: %d elements, note %q", again.Elements, again.Note)
+	// Reading a job that has run to its end again fails, saying so (it
+	// exited 0 with 0 elements and a note before: issue 38, item 2).
+	out, errOut, code := runCmd(t, "read", "--addr", c.Node(2).Addr(), "--spec", spec, "--job", "once", "--json", "--progress=false", "--offload", "remote")
+	if code == 0 || !strings.Contains(errOut, "job finished") || !strings.Contains(errOut, "another job name") {
+		t.Errorf("reading a finished job again: exit %d, stdout %q, stderr %q; want a failure saying the job finished and to use another name", code, out, errOut)
+	}
+	// One split and three workers: two idle, and read says so (it said
+	// nothing before: issue 38, item 2).
+	one := filepath.Join(t.TempDir(), "one.yaml")
+	if err := os.WriteFile(one, []byte("source:\n  range: {stop: 3000, split_size: 3000}\nops:\n  - batch: {size: 50}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = runCmd(t, "read", "--addr", c.Node(1).Addr(), "--spec", one, "--job", "one-split", "--json", "--progress=false", "--offload", "remote", "--workers", "all")
+	var few readSummary
+	if code != 0 || json.Unmarshal([]byte(out), &few) != nil {
+		t.Fatalf("read of one split: exit %d: %s %s", code, out, errOut)
+	}
+	if len(few.Warnings) != 1 || !strings.Contains(few.Warnings[0], "1 split(s)") || !strings.Contains(few.Warnings[0], "split_bytes") || !strings.Contains(errOut, "WARN") {
+		t.Errorf("one split, 3 workers: warnings %q, stderr %q; want the few-splits warning in both", few.Warnings, errOut)
 	}
 	off := read("copies", "--sharding", "off")
 	if off.Elements != 3000*int64(off.Workers) || !strings.Contains(off.Note, "copies") {

@@ -46,6 +46,7 @@ type nodeProcess struct {
 	name    string
 	gossip  int
 	port    int
+	metrics int      // --metrics-addr port, 0 if none
 	bin     string   // the binary to run; "" for this tree's (feedmeshBinary)
 	preset  string   // --preset; "" for fast
 	args    []string // of `feedmesh node`
@@ -116,6 +117,14 @@ func logLevel() string {
 // form one cluster, and kills whatever is left when the test ends.
 func startNodes(t *testing.T, n int, configure ...func(*nodeProcess)) []*nodeProcess {
 	t.Helper()
+	return startNodesWith(t, n, nil, n, configure...)
+}
+
+// startNodesWith is startNodes with extra flags per node (extra, if not
+// nil), starting only the first started of them (the others' processes
+// are started by the test).
+func startNodesWith(t *testing.T, n int, extra func(i int, np *nodeProcess, all []*nodeProcess) []string, started int, configure ...func(*nodeProcess)) []*nodeProcess {
+	t.Helper()
 	dir := t.TempDir()
 	nodes := make([]*nodeProcess, n)
 	for i := range nodes {
@@ -135,11 +144,18 @@ func startNodes(t *testing.T, n int, configure ...func(*nodeProcess)) []*nodePro
 		if i > 0 {
 			np.args = append(np.args, "--join", fmt.Sprintf("127.0.0.1:%d", nodes[0].gossip))
 		}
-		np.start(t)
+		if extra != nil {
+			np.args = append(np.args, extra(i, np, nodes)...)
+		}
+		if i < started {
+			np.start(t)
+		}
 	}
 	t.Cleanup(func() {
 		for _, np := range nodes {
-			np.kill()
+			if np.cmd != nil {
+				np.kill()
+			}
 		}
 	})
 	return nodes
