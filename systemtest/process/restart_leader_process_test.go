@@ -83,7 +83,7 @@ const (
 // restartedLeaderBound (the test fails past it and a margin for a loaded
 // machine): before, it ran elections the others refused and
 // named none for as long as the voter target stayed met (still none
-// after 180 s, a candidate at term 2; after: 3.0-3.9 s).
+// after 180 s, a candidate at term 2; after: 3.0-4.0 s).
 func TestRestartedNodeKnowsLeaderProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 5 node processes")
