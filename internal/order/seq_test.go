@@ -135,8 +135,8 @@ func progressPattern(r *rand.Rand, n uint64) []ConsumerProgress {
 	return ps
 }
 
-// TestMergeCoversRemainingOnce: for any N → N' (and a second resume
-// N' → N”), what the old consumers were given and what the new cut gives
+// TestMergeCoversRemainingOnce: for any N → N2 (and a second resume
+// N2 → N3), what the old consumers were given and what the new cut gives
 // are every kept position exactly once, skips excluded.
 func TestMergeCoversRemainingOnce(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 5))
