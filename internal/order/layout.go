@@ -136,7 +136,12 @@ func (l Layout) At(p uint64) (uint64, error) {
 		return 0, fmt.Errorf("%w: position %d of %d", ErrLayout, p, l.n)
 	}
 	w := l.WindowOf(p)
-	q := l.windowPerm(w).At(p - l.WindowStart(w))
+	return l.inWindow(w, l.windowPerm(w).At(p-l.WindowStart(w))), nil
+}
+
+// inWindow is the element at offset q of window w's blocks laid end to
+// end in slot order.
+func (l Layout) inWindow(w, q uint64) uint64 {
 	// q is an offset into the window's blocks laid end to end in slot
 	// order; only the short block (if in this window) is not Block long.
 	slot0 := w * l.window
@@ -152,7 +157,7 @@ func (l Layout) At(p uint64) (uint64, error) {
 			k, off = lk+1+r/l.block, r%l.block
 		}
 	}
-	return l.blocks.At(slot0+k)*l.block + off, nil
+	return l.blocks.At(slot0+k)*l.block + off
 }
 
 // PositionOf is the inverse of At: the position of element id.
@@ -177,14 +182,19 @@ func (l Layout) Window(w uint64) ([]uint64, error) {
 	if w >= l.Windows() {
 		return nil, fmt.Errorf("%w: window %d of %d", ErrLayout, w, l.Windows())
 	}
-	start, n := l.WindowStart(w), l.WindowLen(w)
+	n := l.WindowLen(w)
+	wp := l.windowPerm(w)
+	reads := l.Reads(w)
+	// The window's elements laid end to end in slot order, then permuted.
+	flat := make([]uint64, 0, n)
+	for _, r := range reads {
+		for k := range r.Len {
+			flat = append(flat, r.First+k)
+		}
+	}
 	out := make([]uint64, n)
 	for j := range n {
-		id, err := l.At(start + j)
-		if err != nil {
-			return nil, err
-		}
-		out[j] = id
+		out[j] = flat[wp.At(j)]
 	}
 	return out, nil
 }

@@ -27,7 +27,7 @@ import (
 // Layout.
 type Mixture struct {
 	window uint64
-	seed   uint64
+	key    uint64 // Key(seed, labelMix)
 	stages []Stage
 	cum    [][]uint64 // cum[s][k]: sum of stages[s].Counts[:k]
 }
@@ -64,7 +64,7 @@ func NewMixture(window, seed uint64, stages []Stage) (Mixture, error) {
 	if k == 0 || k > MaxSources {
 		return Mixture{}, fmt.Errorf("%w: %d sources (want 1 to %d)", ErrMixture, k, MaxSources)
 	}
-	m := Mixture{window: window, seed: seed, stages: make([]Stage, len(stages)), cum: make([][]uint64, len(stages))}
+	m := Mixture{window: window, key: Key(seed, labelMix), stages: make([]Stage, len(stages)), cum: make([][]uint64, len(stages))}
 	for s, st := range stages {
 		switch {
 		case s == 0 && st.From != 0:
@@ -116,7 +116,8 @@ func (m Mixture) At(j uint64) (source int, u uint64) {
 		case a == t:
 			hi = mid
 		default:
-			phi := Key(m.seed, labelMix, w, uint64(lo), uint64(hi)) % t
+			// The phase of this node of the tree in window w.
+			phi := mix64(m.key^mix64(w*0x9e3779b97f4a7c15+uint64(lo)<<20+uint64(hi))) % t
 			l0 := (o*a + phi) / t
 			l1 := ((o+1)*a + phi) / t
 			if l1 > l0 {

@@ -71,8 +71,9 @@ func NewPerm(n, key uint64) (Perm, error) {
 	}
 	half := (w + 1) / 2
 	p := Perm{n: n, half: half, mask: 1<<half - 1}
+	k := mix64(key ^ labelFeistel)
 	for r := range p.keys {
-		p.keys[r] = Key(key, labelFeistel, uint64(r))
+		p.keys[r] = mix64(k + uint64(r+1)*0x9e3779b97f4a7c15)
 	}
 	return p, nil
 }
