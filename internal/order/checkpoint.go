@@ -14,7 +14,7 @@ import (
 // are global batches of Epoch. Ahead are positions after Start that were
 // delivered before the re-cut that made this one (Merge), Skips the
 // user's skipped ranges of global batches, every epoch's, recorded so a
-// resume skips the same. Fingerprint binds it to the job's order (spec,
+// resume skips the same, and Digest what it saw of the epoch. Fingerprint binds it to the job's order (spec,
 // seed, layout, batch size): a resume under another refuses.
 //
 // Its encoding is at most MaxCheckpointLen bytes whatever the dataset's
@@ -28,6 +28,11 @@ type Checkpoint struct {
 	Start       uint64
 	Skips       []Skip
 	Ahead       []Range
+	// Digest is the visitation digest of what the consumer returned of
+	// Epoch so far (after a re-cut, the old consumers' digests summed, on
+	// consumer 0's checkpoint): a resumed consumer continues it, so the
+	// epoch's digests still add up to the epoch's.
+	Digest Digest
 }
 
 // Skip drops global batches [Lo, Hi) of Epoch.
@@ -42,11 +47,12 @@ const (
 	MaxSkips = 16
 	// MaxAhead bounds the ranges a re-cut may leave delivered ahead of
 	// its start (Merge's maxAhead for a checkpoint to hold them).
-	MaxAhead = 24
+	MaxAhead = 20
 	// MaxCheckpointLen bounds an encoded checkpoint: 3 bytes of header,
-	// 8 of fingerprint, 5 varints of at most 10, 2 counts, and the ranges
-	// at 3 varints (skips) or 2 (ahead) each.
-	MaxCheckpointLen = 3 + 8 + 5*10 + 2 + MaxSkips*30 + MaxAhead*20
+	// 8 of fingerprint, 5 varints of at most 10, 2 counts, the ranges at
+	// 3 varints (skips) or 2 (ahead) each, and the digest (a varint and
+	// 32 bytes).
+	MaxCheckpointLen = 3 + 8 + 5*10 + 2 + MaxSkips*30 + MaxAhead*20 + 10 + 32
 )
 
 var checkpointMagic = []byte{'F', 'O', 1}
@@ -128,6 +134,10 @@ func (c Checkpoint) MarshalBinary() ([]byte, error) {
 		b = binary.AppendUvarint(b, r.Lo)
 		b = binary.AppendUvarint(b, r.Hi-r.Lo)
 	}
+	b = binary.AppendUvarint(b, c.Digest.Count)
+	for _, l := range c.Digest.Sum {
+		b = binary.LittleEndian.AppendUint64(b, l)
+	}
 	return b, nil
 }
 
@@ -187,6 +197,16 @@ func (c *Checkpoint) UnmarshalBinary(b []byte) error {
 			err = fmt.Errorf("%w: range past 2^62", ErrCheckpoint)
 		}
 		d.Ahead = append(d.Ahead, Range{lo, lo + n})
+	}
+	d.Digest.Count = uv()
+	if err == nil && len(r) < 32 {
+		err = fmt.Errorf("%w: truncated digest", ErrCheckpoint)
+	}
+	if err == nil {
+		for l := range d.Digest.Sum {
+			d.Digest.Sum[l] = binary.LittleEndian.Uint64(r[8*l:])
+		}
+		r = r[32:]
 	}
 	if err != nil {
 		return err

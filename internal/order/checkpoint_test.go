@@ -17,6 +17,9 @@ func randomCheckpoint(r *rand.Rand) Checkpoint {
 		Next:        r.Uint64N(1 << 30),
 		Start:       r.Uint64N(1 << 40),
 	}
+	if r.IntN(2) == 0 {
+		c.Digest = Digest{Count: r.Uint64N(1 << 40), Sum: [4]uint64{r.Uint64(), r.Uint64(), r.Uint64(), r.Uint64()}}
+	}
 	var e, lo uint64
 	for range r.IntN(MaxSkips + 1) {
 		if r.IntN(3) == 0 {
@@ -67,7 +70,8 @@ func TestCheckpointUnder1KB(t *testing.T) {
 		t.Fatalf("MaxCheckpointLen %d", MaxCheckpointLen)
 	}
 	big := uint64(MaxPermSize)
-	c := Checkpoint{Fingerprint: ^uint64(0), Epoch: ^uint64(0), Consumers: MaxConsumers, Consumer: MaxConsumers - 1, Next: big / MaxConsumers, Start: 1 << 61}
+	c := Checkpoint{Fingerprint: ^uint64(0), Epoch: ^uint64(0), Consumers: MaxConsumers, Consumer: MaxConsumers - 1, Next: big / MaxConsumers, Start: 1 << 61,
+		Digest: Digest{Count: ^uint64(0), Sum: [4]uint64{1, 2, 3, 4}}}
 	for i := range uint64(MaxSkips) {
 		c.Skips = append(c.Skips, Skip{Epoch: ^uint64(0) - MaxSkips + i, Range: Range{1 << 60, 1<<61 + 1}})
 	}
@@ -85,7 +89,7 @@ func TestCheckpointUnder1KB(t *testing.T) {
 	}
 	typical, _ := Checkpoint{Fingerprint: 1, Epoch: 3, Consumers: 64, Consumer: 17, Next: 41_000}.MarshalBinary()
 	t.Logf("typical checkpoint: %d bytes", len(typical))
-	if len(typical) > 32 {
+	if len(typical) > 64 {
 		t.Fatalf("typical checkpoint is %d bytes", len(typical))
 	}
 }
