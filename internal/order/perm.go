@@ -42,22 +42,27 @@ const (
 // six leave margin against the round function's weakness.
 const PermRounds = 6
 
-// MaxPermSize bounds n: 2^62, so the Feistel domain (< 4n) fits 64 bits.
+// MaxPermSize bounds n: 2^62, so the Feistel domain (< 2n) and sums of
+// positions fit 64 bits.
 const MaxPermSize = 1 << 62
 
 // ErrPermSize: a permutation of 0 or more than MaxPermSize elements.
 var ErrPermSize = errors.New("order: permutation size must be in [1, 2^62]")
 
-// Perm is a seeded pseudorandom bijection of [0, n): a balanced Feistel
-// network over the smallest even number of bits that covers n, with cycle
-// walking to stay inside [0, n) (so the expected cost is under 4 network
-// evaluations, whatever n). Nothing is materialized: At and Inv are O(1)
-// in n. The zero Perm is not usable; build one with NewPerm.
+// Perm is a seeded pseudorandom bijection of [0, n): a Feistel network
+// over the w = bits(n-1) bits that hold n-1 (at least 2), cut into a
+// high half of w/2 bits and a low half of the rest, whose rounds
+// alternately XOR a keyed hash of one half into the other (an unbalanced,
+// alternating Feistel, so w need not be even), with cycle walking to stay
+// inside [0, n): the domain 2^w is under 2n, so the expected cost is under
+// 2 network evaluations whatever n. Nothing is materialized: At and Inv
+// are O(1) in n. The zero Perm is not usable; build one with NewPerm.
 type Perm struct {
-	n    uint64
-	half uint // bits of each half
-	mask uint64
-	keys [PermRounds]uint64
+	n      uint64
+	lo     uint // bits of the low half
+	hiMask uint64
+	loMask uint64
+	keys   [PermRounds]uint64
 }
 
 // NewPerm returns the permutation of [0, n) that key selects.
@@ -69,8 +74,9 @@ func NewPerm(n, key uint64) (Perm, error) {
 	if w < 2 {
 		w = 2
 	}
-	half := (w + 1) / 2
-	p := Perm{n: n, half: half, mask: 1<<half - 1}
+	hi := w / 2
+	lo := w - hi
+	p := Perm{n: n, lo: lo, hiMask: 1<<hi - 1, loMask: 1<<lo - 1}
 	k := mix64(key ^ labelFeistel)
 	for r := range p.keys {
 		p.keys[r] = mix64(k + uint64(r+1)*0x9e3779b97f4a7c15)
@@ -81,24 +87,30 @@ func NewPerm(n, key uint64) (Perm, error) {
 // Len is n.
 func (p Perm) Len() uint64 { return p.n }
 
-func (p Perm) round(r int, x uint64) uint64 {
-	return mix64(x^p.keys[r]) & p.mask
+// step applies round r to (h, l): even rounds change the high half from
+// the low one, odd rounds the low half from the high one. Each round is
+// its own inverse.
+func (p Perm) step(r int, h, l uint64) (uint64, uint64) {
+	if r%2 == 0 {
+		return h ^ mix64(l^p.keys[r])&p.hiMask, l
+	}
+	return h, l ^ mix64(h^p.keys[r])&p.loMask
 }
 
 func (p Perm) enc(x uint64) uint64 {
-	l, r := x>>p.half, x&p.mask
-	for i := range PermRounds {
-		l, r = r, l^p.round(i, r)
+	h, l := x>>p.lo, x&p.loMask
+	for r := range PermRounds {
+		h, l = p.step(r, h, l)
 	}
-	return l<<p.half | r
+	return h<<p.lo | l
 }
 
 func (p Perm) dec(x uint64) uint64 {
-	l, r := x>>p.half, x&p.mask
-	for i := PermRounds - 1; i >= 0; i-- {
-		l, r = r^p.round(i, l), l
+	h, l := x>>p.lo, x&p.loMask
+	for r := PermRounds - 1; r >= 0; r-- {
+		h, l = p.step(r, h, l)
 	}
-	return l<<p.half | r
+	return h<<p.lo | l
 }
 
 // At is the image of i (i < n; larger i are reduced mod n).
