@@ -28,6 +28,9 @@ type Checkpoint struct {
 	Start       uint64
 	Skips       []Skip
 	Ahead       []Range
+	// Anchor numbers the window holding the consumer's next batch (see
+	// Batches): a resumed job numbers global batches from there.
+	Anchor Anchor
 	// Digest is the visitation digest of what the consumer returned of
 	// Epoch so far (after a re-cut, the old consumers' digests summed, on
 	// consumer 0's checkpoint): a resumed consumer continues it, so the
@@ -49,10 +52,10 @@ const (
 	// its start (Merge's maxAhead for a checkpoint to hold them).
 	MaxAhead = 20
 	// MaxCheckpointLen bounds an encoded checkpoint: 3 bytes of header,
-	// 8 of fingerprint, 5 varints of at most 10, 2 counts, the ranges at
-	// 3 varints (skips) or 2 (ahead) each, and the digest (a varint and
-	// 32 bytes).
-	MaxCheckpointLen = 3 + 8 + 5*10 + 2 + MaxSkips*30 + MaxAhead*20 + 10 + 32
+	// 8 of fingerprint, 7 varints of at most 10 (the position and the
+	// anchor), 2 counts, the ranges at 3 varints (skips) or 2 (ahead)
+	// each, and the digest (a varint and 32 bytes).
+	MaxCheckpointLen = 3 + 8 + 7*10 + 2 + MaxSkips*30 + MaxAhead*20 + 10 + 32
 )
 
 var checkpointMagic = []byte{'F', 'O', 1}
@@ -69,6 +72,8 @@ func (c Checkpoint) Validate() error {
 		return fmt.Errorf("%w: consumer %d of %d", ErrCheckpoint, c.Consumer, c.Consumers)
 	case c.Start > MaxPermSize || c.Next > MaxPermSize/c.Consumers:
 		return fmt.Errorf("%w: position past 2^62", ErrCheckpoint)
+	case c.Anchor.Window >= MaxWindows || c.Anchor.Batch > MaxPermSize:
+		return fmt.Errorf("%w: anchor %+v", ErrCheckpoint, c.Anchor)
 	case len(c.Skips) > MaxSkips:
 		return fmt.Errorf("%w: %d skips (at most %d)", ErrCheckpoint, len(c.Skips), MaxSkips)
 	case len(c.Ahead) > MaxAhead:
@@ -120,7 +125,7 @@ func (c Checkpoint) MarshalBinary() ([]byte, error) {
 	b := make([]byte, 0, 64)
 	b = append(b, checkpointMagic...)
 	b = binary.LittleEndian.AppendUint64(b, c.Fingerprint)
-	for _, v := range []uint64{c.Epoch, c.Consumers, c.Consumer, c.Next, c.Start} {
+	for _, v := range []uint64{c.Epoch, c.Consumers, c.Consumer, c.Next, c.Start, c.Anchor.Window, c.Anchor.Batch} {
 		b = binary.AppendUvarint(b, v)
 	}
 	b = append(b, byte(len(c.Skips)))
@@ -184,6 +189,7 @@ func (c *Checkpoint) UnmarshalBinary(b []byte) error {
 		return n
 	}
 	d.Epoch, d.Consumers, d.Consumer, d.Next, d.Start = uv(), uv(), uv(), uv(), uv()
+	d.Anchor.Window, d.Anchor.Batch = uv(), uv()
 	for range count(MaxSkips) {
 		e, lo, n := uv(), uv(), uv()
 		if err == nil && lo > MaxPermSize-n {

@@ -18,6 +18,9 @@ func randomCheckpoint(r *rand.Rand) Checkpoint {
 		Start:       r.Uint64N(1 << 40),
 	}
 	if r.IntN(2) == 0 {
+		c.Anchor = Anchor{Window: r.Uint64N(MaxWindows), Batch: r.Uint64N(1 << 40)}
+	}
+	if r.IntN(2) == 0 {
 		c.Digest = Digest{Count: r.Uint64N(1 << 40), Sum: [4]uint64{r.Uint64(), r.Uint64(), r.Uint64(), r.Uint64()}}
 	}
 	var e, lo uint64
@@ -71,7 +74,7 @@ func TestCheckpointUnder1KB(t *testing.T) {
 	}
 	big := uint64(MaxPermSize)
 	c := Checkpoint{Fingerprint: ^uint64(0), Epoch: ^uint64(0), Consumers: MaxConsumers, Consumer: MaxConsumers - 1, Next: big / MaxConsumers, Start: 1 << 61,
-		Digest: Digest{Count: ^uint64(0), Sum: [4]uint64{1, 2, 3, 4}}}
+		Digest: Digest{Count: ^uint64(0), Sum: [4]uint64{1, 2, 3, 4}}, Anchor: Anchor{Window: MaxWindows - 1, Batch: MaxPermSize}}
 	for i := range uint64(MaxSkips) {
 		c.Skips = append(c.Skips, Skip{Epoch: ^uint64(0) - MaxSkips + i, Range: Range{1 << 60, 1<<61 + 1}})
 	}

@@ -224,3 +224,14 @@ func (g Gaps) containsRange(r Range) bool {
 	i := sort.Search(len(g.r), func(i int) bool { return g.r[i].Hi > r.Lo })
 	return i < len(g.r) && g.r[i].Lo <= r.Lo && r.Hi <= g.r[i].Hi
 }
+
+// Owner is the inverse of Nth: which consumer gets global position p and
+// as its how-manyth; ok is false for a position in a gap or before Start
+// (nobody gets it).
+func (c Cut) Owner(p uint64) (i, k uint64, ok bool) {
+	if c.N == 0 || c.N > MaxConsumers || p < c.Start || c.Gaps.Contains(p) {
+		return 0, 0, false
+	}
+	r := c.Gaps.Rank(p) - c.Gaps.Rank(c.Start)
+	return r % c.N, r / c.N, true
+}
