@@ -177,3 +177,61 @@ func TestMixtureRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestMixtureOverLayouts: a mixture of three sources of different sizes,
+// each with its own layout per pass: over a long stream every source's
+// pass is each of its elements once (a source that runs out starts its
+// next pass, reshuffled), and the stream is the same computed twice.
+func TestMixtureOverLayouts(t *testing.T) {
+	sizes := []uint64{1000, 301, 57}
+	counts, err := Apportion(100, []float64{0.7, 0.2, 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMixture(100, 42, []Stage{{Counts: counts}, {From: 20, Counts: []uint64{50, 30, 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	layouts := map[[2]uint64]Layout{}
+	elem := func(src int, u uint64) uint64 {
+		pass, pos := u/sizes[src], u%sizes[src]
+		k := [2]uint64{uint64(src), pass}
+		l, ok := layouts[k]
+		if !ok {
+			l, err = NewLayout(sizes[src], 16, 4, Key(42, uint64(src)), pass)
+			if err != nil {
+				t.Fatal(err)
+			}
+			layouts[k] = l
+		}
+		id, err := l.At(pos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	seen := map[[3]uint64]int{} // (source, pass, id)
+	passOrder := map[[2]uint64][]uint64{}
+	for j := range uint64(6000) {
+		src, u := m.At(j)
+		id := elem(src, u)
+		pass := u / sizes[src]
+		seen[[3]uint64{uint64(src), pass, id}]++
+		passOrder[[2]uint64{uint64(src), pass}] = append(passOrder[[2]uint64{uint64(src), pass}], id)
+	}
+	for k, ids := range passOrder {
+		for _, id := range ids {
+			if seen[[3]uint64{k[0], k[1], id}] != 1 {
+				t.Fatalf("source %d pass %d: element %d seen %d times", k[0], k[1], id, seen[[3]uint64{k[0], k[1], id}])
+			}
+		}
+		if n := uint64(len(ids)); n > sizes[k[0]] {
+			t.Fatalf("source %d pass %d has %d elements of %d", k[0], k[1], n, sizes[k[0]])
+		}
+	}
+	// Complete passes differ in order (each pass reshuffles).
+	a, b := passOrder[[2]uint64{2, 0}], passOrder[[2]uint64{2, 1}]
+	if len(a) != 57 || len(b) != 57 || slices.Equal(a, b) {
+		t.Fatalf("source 2's first two passes: %d and %d elements, equal order %v", len(a), len(b), slices.Equal(a, b))
+	}
+}
