@@ -17,6 +17,8 @@ import (
 //
 // When counts are static (no op changes them and a window's elements are
 // a multiple of the batch), NewStaticBatches numbers everything at once.
+// Build one with NewBatches, NewBatchesFrom or NewStaticBatches (the zero
+// Batches is not usable).
 type Batches struct {
 	base   uint64   // the first window numbered (an Anchor's)
 	prefix []uint64 // prefix[j]: batches before window base+j; len = committed+1

@@ -20,7 +20,8 @@ import (
 // short block), a worker producing a window reads its Window blocks and
 // holds at most Window·Block elements (the bound a buffer shuffle's
 // buffer had), and every element of the epoch appears exactly once.
-// Everything is a function of (Seed, Epoch, N, Block, Window).
+// Everything is a function of (Seed, Epoch, N, Block, Window). The zero
+// Layout is not usable; build one with NewLayout.
 type Layout struct {
 	n, block, window uint64
 	nblocks          uint64

@@ -14,6 +14,8 @@ import (
 // summing to Window). So proportions are exact in every window, not just
 // on average, and a step schedule (a curriculum) is a list of stages.
 //
+// The zero Mixture is not usable; build one with NewMixture.
+//
 // Within a window the sources are interleaved smoothly, not in runs: a
 // balanced binary tree over the sources splits each window between its
 // two halves Bresenham-style, with a phase drawn from (seed, window,
@@ -190,14 +192,19 @@ func Apportion(window uint64, weights []float64) ([]uint64, error) {
 		frac[i] = float64(q - f)
 		given += counts[i]
 	}
-	if given > window { // rounding up of the quotas: take from the largest
-		return nil, fmt.Errorf("%w: weights do not apportion (%d > %d)", ErrMixture, given, window)
-	}
 	idx := make([]int, len(weights))
 	for i := range idx {
 		idx[i] = i
 	}
 	sort.SliceStable(idx, func(a, b int) bool { return frac[idx[a]] > frac[idx[b]] })
+	// Rounding can push a quota just past an integer: take the excess back
+	// from the smallest remainders (those just past one).
+	for i := len(idx) - 1; given > window; i-- {
+		if k := idx[(i%len(idx)+len(idx))%len(idx)]; counts[k] > 0 {
+			counts[k]--
+			given--
+		}
+	}
 	for i := 0; given < window; i++ {
 		k := idx[i%len(idx)]
 		if weights[k] == 0 {
