@@ -9,14 +9,19 @@ import (
 
 // LineIndex is the element index of a lines or JSON-lines file for
 // deterministic order (docs/jobs/deterministic-order.md): how many lines
-// it has and where every Every-th line starts, so a block of Every lines
-// is one ranged read. A line is what the lines reader reads: bytes up to
+// it has and where lines First, First+Every, First+2·Every… start, so a
+// block of Every lines is one ranged read. Blocks are cut in the
+// dataset's global numbering of elements, which runs on across files: a
+// file whose first line has global id g is indexed with First = (Every −
+// g mod Every) mod Every, so its offsets are those of the blocks'
+// starts. A line is what the lines reader reads: bytes up to
 // and including '\n', or a last unterminated run of bytes; its address is
 // its number in the file, also when the reader yields nothing for it (a
 // blank JSON line, an invalid line skipped), which is a filter's drop.
-// Offsets[j] is the byte offset of line j·Every.
+// Offsets[j] is the byte offset of line First + j·Every.
 type LineIndex struct {
 	Lines   int64
+	First   int64
 	Every   int64
 	Offsets []int64
 }
@@ -32,12 +37,12 @@ const lineIndexBuffer = 1 << 20
 var ErrLineIndex = errors.New("formats: line index")
 
 // BuildLineIndex scans r once (sequentially, lineIndexBuffer at a time)
-// and indexes every every-th line.
-func BuildLineIndex(r io.Reader, every int64) (LineIndex, error) {
-	if every <= 0 {
-		return LineIndex{}, fmt.Errorf("%w: every %d lines", ErrLineIndex, every)
+// and indexes lines first, first+every, first+2·every…
+func BuildLineIndex(r io.Reader, first, every int64) (LineIndex, error) {
+	if every <= 0 || first < 0 || first >= every {
+		return LineIndex{}, fmt.Errorf("%w: every %d lines from line %d", ErrLineIndex, every, first)
 	}
-	x := LineIndex{Every: every}
+	x := LineIndex{First: first, Every: every}
 	buf := make([]byte, lineIndexBuffer)
 	var off int64   // file offset of buf[0]
 	atStart := true // the next byte starts a line
@@ -47,7 +52,7 @@ func BuildLineIndex(r io.Reader, every int64) (LineIndex, error) {
 		b := buf[:n]
 		for i := 0; i < len(b); {
 			if atStart {
-				if next%every == 0 {
+				if next >= first && (next-first)%every == 0 {
 					if len(x.Offsets) >= MaxLineIndexOffsets {
 						return LineIndex{}, fmt.Errorf("%w: more than %d offsets (every %d lines)", ErrLineIndex, MaxLineIndexOffsets, every)
 					}

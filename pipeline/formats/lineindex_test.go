@@ -55,8 +55,9 @@ func TestBuildLineIndex(t *testing.T) {
 		s := sb.String()
 		want := referenceLines(s)
 		every := int64(1 + r.IntN(7))
+		first := r.Int64N(every)
 		for _, rd := range []io.Reader{strings.NewReader(s), iotest.OneByteReader(strings.NewReader(s)), iotest.HalfReader(strings.NewReader(s))} {
-			x, err := BuildLineIndex(rd, every)
+			x, err := BuildLineIndex(rd, first, every)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,18 +65,20 @@ func TestBuildLineIndex(t *testing.T) {
 				t.Fatalf("trial %d: %d lines, want %d", trial, x.Lines, len(want))
 			}
 			var wantOff []int64
-			for k := int64(0); k < int64(len(want)); k += every {
+			for k := first; k < int64(len(want)); k += every {
 				wantOff = append(wantOff, want[k])
 			}
 			if !equalInt64(x.Offsets, wantOff) {
-				t.Fatalf("trial %d every %d: offsets %v, want %v", trial, every, x.Offsets, wantOff)
+				t.Fatalf("trial %d every %d from %d: offsets %v, want %v", trial, every, first, x.Offsets, wantOff)
 			}
 		}
 	}
-	if _, err := BuildLineIndex(strings.NewReader("a\n"), 0); !errors.Is(err, ErrLineIndex) {
-		t.Errorf("every 0: %v", err)
+	for _, bad := range [][2]int64{{0, 0}, {-1, 4}, {4, 4}} {
+		if _, err := BuildLineIndex(strings.NewReader("a\n"), bad[0], bad[1]); !errors.Is(err, ErrLineIndex) {
+			t.Errorf("first %d every %d: %v", bad[0], bad[1], err)
+		}
 	}
-	if _, err := BuildLineIndex(iotest.ErrReader(io.ErrUnexpectedEOF), 4); !errors.Is(err, io.ErrUnexpectedEOF) {
+	if _, err := BuildLineIndex(iotest.ErrReader(io.ErrUnexpectedEOF), 0, 4); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("a failing reader: %v", err)
 	}
 }
@@ -98,7 +101,7 @@ func equalInt64(a, b []int64) bool {
 func TestLineIndexAgreesWithReader(t *testing.T) {
 	s := "alpha\n\nbeta\r\ngamma\n" + strings.Repeat("l\n", 30) + "last"
 	p := writeFile(t, t.TempDir(), "f.txt", s)
-	x, err := BuildLineIndex(strings.NewReader(s), 3)
+	x, err := BuildLineIndex(strings.NewReader(s), 2, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,9 +133,10 @@ func TestLineIndexAgreesWithReader(t *testing.T) {
 	}
 	for j, off := range x.Offsets {
 		first, _ := count(Split{Path: p, Start: off, End: -1})
-		want := strings.TrimSuffix(lines[int64(j)*x.Every], "\r")
+		line := x.First + int64(j)*x.Every
+		want := strings.TrimSuffix(lines[line], "\r")
 		if first != want {
-			t.Fatalf("offset %d (line %d): the reader starts with %q, want %q", off, int64(j)*x.Every, first, want)
+			t.Fatalf("offset %d (line %d): the reader starts with %q, want %q", off, line, first, want)
 		}
 	}
 }
@@ -163,7 +167,7 @@ func BenchmarkLineIndex(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			x, err := BuildLineIndex(f, 4096)
+			x, err := BuildLineIndex(f, 0, 4096)
 			f.Close()
 			if err != nil || x.Lines != 20000 {
 				b.Fatalf("%d lines, %v", x.Lines, err)
