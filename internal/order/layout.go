@@ -205,10 +205,16 @@ func (l Layout) Window(w uint64) ([]uint64, error) {
 // batch of the epoch may be short): the windows a consumer needs produced
 // to assemble them. ok is false when the batches are past the end.
 func (l Layout) WindowsOfBatches(g0, g1, size uint64) (first, last uint64, ok bool) {
-	if size == 0 || g1 <= g0 || g0 >= (l.n+size-1)/size {
+	if size == 0 {
 		return 0, 0, false
 	}
-	nb := (l.n + size - 1) / size
+	nb := l.n / size // batches of the epoch, without overflow for any size
+	if l.n%size != 0 {
+		nb++
+	}
+	if g1 <= g0 || g0 >= nb {
+		return 0, 0, false
+	}
 	g1 = min(g1, nb)
 	p0 := g0 * size
 	p1 := min(g1*size, l.n) - 1

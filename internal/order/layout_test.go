@@ -154,6 +154,9 @@ func TestWindowsOfBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if first, last, ok := l.WindowsOfBatches(0, 1, ^uint64(0)); !ok || first != 0 || last != l.Windows()-1 {
+		t.Errorf("one batch of every element: windows %d..%d %v", first, last, ok)
+	}
 	for g0 := range uint64(40) {
 		for g1 := g0 + 1; g1 < g0+5; g1++ {
 			first, last, ok := l.WindowsOfBatches(g0, g1, 32)
