@@ -72,7 +72,7 @@ func (s simSpec) reference(t *testing.T) ([][]uint64, *Batches) {
 
 type simRun struct {
 	workers   int
-	lookahead uint64 // windows leased ahead of the commit frontier
+	lookahead uint64 // windows leased ahead of the oldest window a consumer still needs
 	credit    uint64 // positions a consumer grants ahead of its next
 	clock     uint64 // the random timing's seed
 	cut       Cut
@@ -125,8 +125,21 @@ func simulate(t *testing.T, s simSpec, run simRun) simOut {
 		}
 		type action struct{ kind, a int }
 		var acts []action
+		// The oldest window a consumer still needs: of the batch it needs
+		// next, or the first not committed when that batch is not numbered.
+		oldest := nb.Next()
+		for i := range n {
+			if next[i] >= run.stopAt[i] {
+				continue
+			}
+			if g, err := run.cut.Nth(i, next[i]); err == nil {
+				if w, _, ok := nb.Locate(g); ok {
+					oldest = min(oldest, w)
+				}
+			}
+		}
 		for wk, w := range busy {
-			if w < 0 && (len(redo) > 0 || lease < l.Windows() && lease < nb.Next()+run.lookahead) {
+			if w < 0 && (len(redo) > 0 || lease < l.Windows() && lease < oldest+run.lookahead) {
 				acts = append(acts, action{0, wk})
 			}
 			if w >= 0 {
