@@ -10,9 +10,21 @@ import (
 
 // WorkerStats counts what one worker delivered.
 type WorkerStats struct {
+	// Batches counts the batches the worker made (its pipeline ran whole)
+	// and sent. The single elements a worker ships for this client's part
+	// of a cut pipeline (JobOptions.OffloadBoundary, offload auto) are
+	// not batches: they count in Elements and CutElements, and the
+	// batches this client made of them in Stats.Batches alone.
 	Batches int64 `json:"batches"`
-	Rows    int64 `json:"rows"`
-	Bytes   int64 `json:"bytes"`
+	// Elements counts the elements the worker sent: its batches' rows
+	// and its cut elements.
+	Elements int64 `json:"elements"`
+	// CutElements counts those of Elements the worker sent one by one,
+	// cut (0 for a job that is not cut).
+	CutElements int64 `json:"cut_elements"`
+	// Rows is Elements under its former name, kept for readers of "rows".
+	Rows  int64 `json:"rows"`
+	Bytes int64 `json:"bytes"`
 	// WireBytes is what those batches took on the network: unpadded,
 	// compressed (JobOptions.Compression), headers included.
 	WireBytes int64 `json:"wire_bytes"`
@@ -219,8 +231,16 @@ func (it *Iterator) countShipped(x item) {
 
 func (it *Iterator) countShippedLocked(x item) {
 	ws := it.stats.Workers[x.b.Worker]
-	ws.Batches++
-	ws.Rows += x.b.Rows()
+	if x.cut > 0 {
+		// One element (pullCut checked), whatever its first tensor's
+		// leading dimension: the batch was not made yet.
+		ws.Elements++
+		ws.CutElements++
+	} else {
+		ws.Batches++
+		ws.Elements += x.b.Rows()
+	}
+	ws.Rows = ws.Elements
 	ws.Bytes += x.size
 	ws.WireBytes += x.wire
 	it.stats.Workers[x.b.Worker] = ws

@@ -312,3 +312,25 @@ func TestLongPartitionHeals(t *testing.T) {
 		return alive(0) == 3 && alive(1) == 3 && alive(2) == 3
 	})
 }
+
+// A node outside the Raft configuration (the fourth of four with 3 voters)
+// names in its status the leader gossip advertises, the one it forwards
+// to; before, Raft named none there and status showed no leader.
+func TestNodeOutsideConfigurationNamesLeader(t *testing.T) {
+	c := testcluster.Start(t, 4, testcluster.WithVoters(3))
+	_, leader := c.WaitLeader(t, 10*time.Second)
+	voters := voterIDs(leader.Status().Voters)
+	i := slices.IndexFunc([]int{0, 1, 2, 3}, func(j int) bool { return !slices.Contains(voters, c.Name(j)) })
+	if i < 0 {
+		t.Fatalf("no node outside voters %v", voters)
+	}
+	n := c.Node(i)
+	var st api.Status
+	c.WaitFor(t, 10*time.Second, n.Name()+" names the leader", func() bool {
+		st = n.Status()
+		return st.Leader == leader.Name() && st.LeaderAddr == leader.Addr()
+	})
+	if st.Role != "none" {
+		t.Errorf("%s: role %q, want none", n.Name(), st.Role)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/internal/fsm"
+	"github.com/feedmesh/feedmesh/internal/plan"
 	"github.com/feedmesh/feedmesh/internal/raftnode"
 	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/transport"
@@ -18,6 +19,13 @@ import (
 // Status reports this node's view of the cluster.
 func (n *Node) Status() api.Status {
 	rs := n.raft.Status()
+	if rs.Leader == "" && rs.Role == plan.RoleNone {
+		// Outside the Raft configuration (a member beyond the voters, or
+		// one removed while it was down that has learned so) Raft names no
+		// leader: the leader is the one gossip advertises, where this node
+		// forwards (leaderAddr).
+		rs.Leader, rs.LeaderAddr = n.members.newestLeaderMember(n.name)
+	}
 	ms := n.Members()
 	voters := make([]api.Voter, len(rs.Voters))
 	for i, v := range rs.Voters {
@@ -195,7 +203,7 @@ func retriable(err error) bool {
 	case errorsIsRejected(err), errors.Is(err, api.ErrNotAssigned), errors.Is(err, api.ErrHandBackRefused), errors.Is(err, api.ErrDismissed):
 		return false
 	case errors.Is(err, transport.ErrInvalid), errors.Is(err, transport.ErrNotFound),
-		errors.Is(err, transport.ErrUnknownMethod):
+		errors.Is(err, transport.ErrUnknownMethod), errors.Is(err, transport.ErrPermissionDenied):
 		return false
 	}
 	return true

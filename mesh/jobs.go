@@ -16,6 +16,7 @@ import (
 	"github.com/feedmesh/feedmesh/internal/raftnode"
 	"github.com/feedmesh/feedmesh/internal/worker"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
 	"github.com/feedmesh/feedmesh/transport"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
@@ -71,6 +72,7 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 	if err != nil {
 		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: dataset spec: %v", name, err)
 	}
+	spec = spec.Bind(n.access) // all it lists and opens, through the node's policy
 	fp, err := spec.Fingerprint()
 	if err != nil {
 		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: dataset spec: %v", name, err)
@@ -79,6 +81,9 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 		// The leader enumerates the splits (like tf.data service's
 		// dispatcher): it sees the same files as the workers.
 		ss, err := pipeline.Splits(spec)
+		if errors.Is(err, objstore.ErrNotAllowed) {
+			return api.JobInfo{}, notAllowed(name, err)
+		}
 		if err != nil {
 			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: enumerate splits: %v", name, err)
 		}
@@ -136,6 +141,14 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 		return api.JobInfo{}, transport.Errorf(transport.ErrNotFound, "job %q vanished", name)
 	}
 	return n.jobInfo(view), nil
+}
+
+// notAllowed is the answer to a spec that names a path, URL or object
+// store the node's data-access policy refuses: permission_denied, saying
+// what the spec named and no more (err's text is the policy's generic
+// one; the node's log has the reason).
+func notAllowed(job string, err error) error {
+	return transport.Errorf(transport.ErrPermissionDenied, "job %q: %v (what specs may read is the node operator's decision: docs/operating/security.md#data-access)", job, err)
 }
 
 // checkResumePart refuses a checkpoint the state machine would refuse

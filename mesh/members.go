@@ -129,19 +129,24 @@ func (t *memberTable) NotifyUpdate(n *memberlist.Node) { t.set(n, api.StatusAliv
 // dead (~3 s with the default preset), while its successor advertises
 // itself as soon as it is elected: the newest claim is the one to believe.
 func (t *memberTable) newestLeader(self string) string {
+	_, addr := t.newestLeaderMember(self)
+	return addr
+}
+
+// newestLeaderMember is newestLeader's member: its name and QUIC address.
+func (t *memberTable) newestLeaderMember(self string) (name, addr string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var addr string
 	var since time.Time
-	for name, e := range t.entries {
-		if name == self || e.status != api.StatusAlive || e.meta.Raft != plan.RoleLeader {
+	for n, e := range t.entries {
+		if n == self || e.status != api.StatusAlive || e.meta.Raft != plan.RoleLeader {
 			continue
 		}
 		if addr == "" || e.leaderSince.After(since) || (e.leaderSince.Equal(since) && e.meta.Addr < addr) {
-			addr, since = e.meta.Addr, e.leaderSince
+			name, addr, since = n, e.meta.Addr, e.leaderSince
 		}
 	}
-	return addr
+	return name, addr
 }
 
 // snapshot lists the members, dropping those that departed longer than the

@@ -53,7 +53,12 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	preset := fs.String("preset", "default", "timing preset: default, or fast (in-process tests and demos)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (/metrics), a status page (/) and its JSON (/status.json), and the health endpoints /livez and /readyz over HTTP on this host:port (default: off)")
+	data := addDataFlags(fs, true)
 	if err := parseWithEnv(fs, args); err != nil {
+		return err
+	}
+	stores, err := data.namedStores()
+	if err != nil {
 		return err
 	}
 	cfg := d
@@ -79,6 +84,10 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg.GossipPort, cfg.Port, cfg.Join, cfg.BootstrapExpect = *gossipPort, *port, cli.SplitList(*join), *expect
 	cfg.RaftVoters, cfg.VoterGrace, cfg.GossipKey = *voters, *voterGrace, key
 	cfg.TLSCA, cfg.TLSCert, cfg.TLSKey, cfg.Insecure = *tlsCA, *tlsCert, *tlsKey, *insecure
+	if st, err := os.Stat(*gossipKey); *gossipKey != "" && err == nil && st.Mode().IsRegular() {
+		cfg.GossipKeyFile = *gossipKey // kept out of the data roots
+	}
+	cfg.DataRoots, cfg.AllowHosts, cfg.ObjectStores = data.roots.vals, data.hosts.vals, stores
 	cfg.Worker.ShareWindowBytes = *shareWindow << 20
 	cfg.CacheBytes = *cacheBytes
 	if flagGiven(fs, "drain-timeout") { // else the preset's

@@ -176,3 +176,54 @@ func TestWorkersColumn(t *testing.T) {
 		t.Errorf("workers column %q", got)
 	}
 }
+
+// The per-worker figures of `read` count a worker's batches and its
+// elements apart: a job cut after its first op (--offload-boundary 1)
+// ships single elements, which count as each worker's elements (all cut),
+// not as its batches (this reader made the batches); before, every
+// element counted as one of the worker's "batches". The text summary
+// shows the CUT column then.
+func TestReadPerWorkerCountsUnderCut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	c := testcluster.Start(t, 3)
+	spec := filepath.Join(t.TempDir(), "spec.yaml")
+	if err := os.WriteFile(spec, []byte("source:\n  range: {stop: 1200, split_size: 20}\nops:\n  - cost: {sleep_us: 50}\n  - batch: {size: 10}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"read", "--addr", c.Node(1).Addr(), "--spec", spec, "--job", "cut-counts", "--json", "--progress=false", "--workers", "all", "--offload-boundary", "1"}
+	out, errOut, code := runCmd(t, args...)
+	if code != 0 {
+		t.Fatalf("%v exited %d: %s", args, code, errOut)
+	}
+	var s readSummary
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("%v: %v: %s", args, err, out)
+	}
+	if s.Elements != 1200 || s.Batches < 120 || s.Offload == nil || s.Offload.Cut != 1 {
+		t.Fatalf("%d elements in %d batches, offload %+v; want 1200 in at least 120, cut after 1 op", s.Elements, s.Batches, s.Offload)
+	}
+	var elements, cut int64
+	for w, ws := range s.PerWorker {
+		elements += ws.Elements
+		cut += ws.CutElements
+		if ws.Batches != 0 || ws.CutElements != ws.Elements || ws.Elements == 0 {
+			t.Errorf("worker %s: %+v; want no batch, its elements all cut", w, ws)
+		}
+	}
+	if elements != 1200 || cut != 1200 {
+		t.Errorf("per_worker: %d elements, %d cut; want 1200 and 1200: %s", elements, cut, out)
+	}
+	var b strings.Builder
+	printReadSummary(&b, s)
+	header := ""
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.Contains(l, "WORKER") {
+			header = strings.Join(strings.Fields(l), " ")
+		}
+	}
+	if header != "WORKER BATCHES ELEMENTS CUT MB MB/s" {
+		t.Errorf("the summary of a cut job: header %q, want a CUT column:\n%s", header, b.String())
+	}
+}

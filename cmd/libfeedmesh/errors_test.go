@@ -40,6 +40,7 @@ func TestKindOf(t *testing.T) {
 		{wire(transport.ErrInvalid, "apply CreateJob at index 9: raftnode: command rejected by the state machine: "+fsm.ErrJobInUse.Error()+": 1 consumer attached"), codeJobInUse},
 		{wire(transport.ErrInvalid, fsm.ErrJobInUse.Error()+": 1 consumer attached"), codeJobInUse},
 		{wire(transport.ErrInvalid, "job exists with other options"), codeInvalidArgument},
+		{wire(transport.ErrPermissionDenied, `job "j": files source: paths[0]: "/etc/shadow": not allowed`), codePermissionDenied},
 		{wire(transport.ErrInternal, "boom"), codeOther},
 		{context.DeadlineExceeded, codeUnavailable},
 		{errors.New("worker n1: split 3: corrupt record"), codeOther},

@@ -30,6 +30,7 @@ from ._errors import (
     JobInUse,
     NoQuorum,
     NotFound,
+    PermissionDenied,
     Unavailable,
 )
 from ._client import Batch, BytesTensor, Client, Iterator, live_batches
@@ -48,5 +49,5 @@ __all__ = [
     "__version__", "Client", "Iterator", "Batch", "BytesTensor", "live_batches", "library_path", "library_version",
     "progress",
     "Error", "NotFound", "NoQuorum", "InvalidSpec", "InvalidArgument", "JobInUse", "JobFinished",
-    "BadCheckpoint", "Closed", "Unavailable", "ForkError",
+    "BadCheckpoint", "Closed", "Unavailable", "PermissionDenied", "ForkError",
 ]

@@ -621,7 +621,9 @@ class Iterator(_Closing):
     def stats(self) -> Dict[str, Any]:
         """What was delivered so far (client.Stats as a dict): batches,
         elements, bytes, wire_bytes, seconds, workers (per worker:
-        batches, rows, bytes, wire_bytes), job_state, delivery,
+        batches it made, elements it sent, of them cut_elements sent one
+        by one to a cut job's client-side ops, bytes, wire_bytes; rows is
+        elements), job_state, delivery,
         stall_fraction (the share of the loop's time spent waiting for
         data), batch_time_seconds, warnings (what makes the job slower than
         it could be, such as fewer splits than workers), ... After close(),

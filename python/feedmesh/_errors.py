@@ -37,6 +37,12 @@ class Unavailable(Error, ConnectionError):
     """No node answered (a wrong address, or the cluster is down)."""
 
 
+class PermissionDenied(Error, PermissionError):
+    """The cluster refused: a spec names a path, URL or object store the
+    nodes' operator does not let specs read (docs/operating/security.md,
+    "Data access"), or the caller may not make the request."""
+
+
 class ForkError(Error):
     """feedmesh used in a process forked after its Go library was loaded."""
 
@@ -51,7 +57,7 @@ class JobFinished(Error):
 # Every exception is feedmesh.X, as the package exports it (not
 # feedmesh._errors.X) in tracebacks and reprs.
 for _cls in (Error, NotFound, NoQuorum, InvalidSpec, InvalidArgument, JobInUse, BadCheckpoint, Closed, Unavailable,
-             ForkError, JobFinished):
+             ForkError, JobFinished, PermissionDenied):
     _cls.__module__ = "feedmesh"
 del _cls
 
@@ -67,6 +73,7 @@ _BY_CODE = {
     17: InvalidArgument,
     18: Unavailable,
     19: JobFinished,
+    20: PermissionDenied,
 }
 
 

@@ -15,7 +15,7 @@ from . import _checks
 from ._errors import Error, ForkError, from_code
 
 # Must equal abiVersion in cmd/libfeedmesh/errors.go.
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 # Outcomes of fm_next and fm_next_meta (cmd/libfeedmesh/errors.go);
 # errors are 10 and above. MORE: fm_next_meta's buffer is too small.

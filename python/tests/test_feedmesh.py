@@ -124,6 +124,8 @@ class ReadTest(unittest.TestCase):
             self.assertEqual(sum(w["batches"] for w in st["workers"].values()), st["batches"])
             self.assertGreater(st["seconds"], 0)
             self.assertEqual(sum(w["rows"] for w in st["workers"].values()), n)
+            self.assertEqual(sum(w["elements"] for w in st["workers"].values()), n)
+            self.assertEqual(sum(w["cut_elements"] for w in st["workers"].values()), 0)
             self.assertEqual(st["delivery"], "exactly-once")
             with self.assertRaises(StopIteration):
                 next(it)
@@ -297,9 +299,17 @@ class ReadTest(unittest.TestCase):
                                                  {"map": {"fn": "cast", "args": {"tensor": "value", "dtype": "int64"}}}])
         with self.c.distribute(spec, job=job_name("cut"), offload_boundary=1) as it:
             assert_once(self, read_values(it), n)
-            off = it.stats()["offload"]
+            st = it.stats()
+            off = st["offload"]
             self.assertEqual(off["cut"], 1)
             self.assertIn("offload_boundary 1", off["reason"])
+            # The nodes shipped single elements: each worker's count them
+            # (all cut), none as its batches; this process made the batches.
+            ws = st["workers"].values()
+            self.assertEqual(sum(w["elements"] for w in ws), n)
+            self.assertEqual(sum(w["cut_elements"] for w in ws), n)
+            self.assertEqual(sum(w["batches"] for w in ws), 0)
+            self.assertGreaterEqual(st["batches"], n // 32)
         with self.assertRaisesRegex(feedmesh.InvalidArgument, "a cut leaves at least one"):
             self.c.distribute(spec, job=job_name("cut-bad"), offload_boundary=3)
 
@@ -667,8 +677,17 @@ class BadInputTest(unittest.TestCase):
         self.assertIn("bogus", str(cm.exception))
         with self.assertRaises(feedmesh.InvalidSpec):
             self.c.distribute("no/such/spec.yaml", job=job_name("bad"))
-        with self.assertRaises(feedmesh.InvalidSpec):
-            self.c.distribute({"source": {"files": {"paths": ["/no/such/*.txt"], "format": "lines"}}}, job=job_name("bad"))
+        # Under the nodes' data root (their working directory, in loopback
+        # dev mode), a glob that matches nothing is an invalid spec; outside
+        # it, the nodes refuse to look, whether the files exist or not.
+        with self.assertRaises(feedmesh.InvalidSpec) as cm:
+            self.c.distribute({"source": {"files": {"paths": ["no/such/*.txt"], "format": "lines"}}}, job=job_name("bad"))
+        self.assertIn("matches no files", str(cm.exception))
+        for path in ("/no/such/*.txt", "/etc/passwd"):
+            with self.assertRaises(feedmesh.PermissionDenied) as cm:
+                self.c.distribute({"source": {"files": {"paths": [path], "format": "lines"}}}, job=job_name("bad"))
+            self.assertIn('"%s": not allowed' % path, str(cm.exception))
+            self.assertIsInstance(cm.exception, PermissionError)
         with self.assertRaises(feedmesh.InvalidArgument):
             self.c.distribute(range_spec(10, 5), job=job_name("bad"), sharding="sideways")
         with self.assertRaises(feedmesh.InvalidArgument) as cm:

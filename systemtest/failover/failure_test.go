@@ -196,7 +196,8 @@ func waitNoTasks(t *testing.T, c *testcluster.Cluster, timeout time.Duration) {
 
 // Test 8: bad input gets a clear error and loses nothing.
 func TestJobBadInput(t *testing.T) {
-	c := testcluster.Start(t, 3)
+	data := t.TempDir() // the nodes' data root
+	c := testcluster.Start(t, 3, testcluster.WithConfig(func(_ int, cfg *mesh.Config) { cfg.DataRoots = []string{data} }))
 	cl := jobtest.Dial(t, c, 0)
 	ctx := context.Background()
 
@@ -263,7 +264,7 @@ func TestJobBadInput(t *testing.T) {
 		}
 	})
 	t.Run("pipeline error on a split", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := data
 		good := filepath.Join(dir, "a.tfrecord")
 		corrupt := filepath.Join(dir, "b.tfrecord")
 		for _, p := range []string{good, corrupt} {

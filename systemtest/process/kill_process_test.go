@@ -48,9 +48,12 @@ type nodeProcess struct {
 	port    int
 	metrics int      // --metrics-addr port, 0 if none
 	bin     string   // the binary to run; "" for this tree's (feedmeshBinary)
+	preset  string   // --preset; "" for fast
 	args    []string // of `feedmesh node`
+	dir     string   // its working directory ("": the test's)
 	cmd     *exec.Cmd
 	waitErr chan error
+	exited  bool // the process of the last start was waited for (kill, stop)
 }
 
 // start starts the node's process (again, after a kill: same data dir,
@@ -62,6 +65,7 @@ func (np *nodeProcess) start(t *testing.T) {
 		bin = feedmeshBinary(t)
 	}
 	cmd := exec.Command(bin, np.args...)
+	cmd.Dir = np.dir
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if testing.Verbose() {
 		cmd.Stderr = os.Stderr
@@ -69,7 +73,7 @@ func (np *nodeProcess) start(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	np.cmd, np.waitErr = cmd, make(chan error, 1)
+	np.cmd, np.waitErr, np.exited = cmd, make(chan error, 1), false
 	go func() { np.waitErr <- cmd.Wait() }()
 }
 
@@ -82,6 +86,7 @@ func (np *nodeProcess) stop(t *testing.T, timeout time.Duration) {
 	}
 	select {
 	case err := <-np.waitErr:
+		np.exited = true
 		if err != nil {
 			t.Errorf("%s exited after SIGTERM: %v", np.name, err)
 		}
@@ -90,10 +95,15 @@ func (np *nodeProcess) stop(t *testing.T, timeout time.Duration) {
 	}
 }
 
-// kill SIGKILLs the node's process and waits for it to exit.
+// kill SIGKILLs the node's process and waits for it to exit; it does
+// nothing if the process was already waited for (killed or stopped).
 func (np *nodeProcess) kill() {
+	if np.exited {
+		return
+	}
 	np.cmd.Process.Kill()
 	<-np.waitErr
+	np.exited = true
 }
 
 // logLevel is the node processes': info with -v (their stderr is the
@@ -126,9 +136,13 @@ func startNodesWith(t *testing.T, n int, extra func(i int, np *nodeProcess, all 
 		}
 	}
 	for i, np := range nodes {
+		preset := np.preset
+		if preset == "" {
+			preset = "fast"
+		}
 		np.args = []string{"node", "--name", np.name, "--data-dir", filepath.Join(dir, np.name), "--bind", "127.0.0.1",
 			"--gossip-port", strconv.Itoa(np.gossip), "--port", strconv.Itoa(np.port), "--bootstrap-expect", strconv.Itoa(n),
-			"--preset", "fast", "--log-level", logLevel()}
+			"--preset", preset, "--log-level", logLevel()}
 		if i > 0 {
 			np.args = append(np.args, "--join", fmt.Sprintf("127.0.0.1:%d", nodes[0].gossip))
 		}
