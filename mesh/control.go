@@ -117,7 +117,12 @@ func (n *Node) onLeader(ctx context.Context, forwarded bool, method string, mkRe
 		} else if forwarded {
 			return transport.Errorf(transport.ErrNoLeader, "%s is not the leader", n.name)
 		} else if addr := n.leaderAddr(); addr != "" && addr != n.addr {
-			err := n.forward(ctx, addr, method, mkReq(true), resp)
+			fr := mkReq(true)
+			if f, ok := fr.(api.Forwardable); ok {
+				p := principal(ctx)
+				fr = f.WithCaller(&p)
+			}
+			err := n.forward(ctx, addr, method, fr, resp)
 			if err == nil {
 				return nil
 			}

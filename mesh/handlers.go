@@ -51,7 +51,7 @@ func handle[Req any](n *Node, method string, f func(context.Context, Req) (any, 
 		if err := n.authorize(ctx, method, req); err != nil {
 			return nil, err
 		}
-		return f(ctx, req)
+		return f(withPrincipal(ctx, principalOf(ctx, req)), req)
 	})
 }
 

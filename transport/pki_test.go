@@ -31,6 +31,8 @@ func TestCAAndCertificates(t *testing.T) {
 	}{
 		{Identity{Role: RoleNode, Name: "n1"}, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}},
 		{Identity{Role: RoleClient, Name: "alice"}, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
+		{Identity{Role: RoleClient, Name: "bob", Tenant: "vision"}, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
+		{Identity{Role: RoleClient, Name: "ops", Tenant: "infra", Admin: true}, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
 	} {
 		certPEM, keyPEM, err := ca.Issue(c.id, CertOptions{ValidFor: time.Hour, DNSNames: []string{"n1.example"}})
 		if err != nil {
@@ -42,7 +44,7 @@ func TestCAAndCertificates(t *testing.T) {
 			t.Fatal(err)
 		}
 		id, err := certIdentity(cert)
-		want := Identity{Cluster: "prod", Role: c.id.Role, Name: c.id.Name}
+		want := Identity{Cluster: "prod", Role: c.id.Role, Name: c.id.Name, Tenant: c.id.Tenant, Admin: c.id.Admin}
 		if err != nil || id != want {
 			t.Errorf("%s: identity %v (%v), want %v", c.id.Name, id, err, want)
 		}
@@ -65,6 +67,12 @@ func TestCAAndCertificates(t *testing.T) {
 
 	if _, _, err := ca.Issue(Identity{Role: RoleNode, Name: "n1"}, CertOptions{ValidFor: 72 * time.Hour}); err == nil || !strings.Contains(err.Error(), "outlive its CA") {
 		t.Errorf("a certificate outliving the CA: %v", err)
+	}
+	if _, _, err := ca.Issue(Identity{Role: RoleNode, Name: "n2", Tenant: "vision"}, CertOptions{}); err == nil {
+		t.Error("a node certificate with a tenant was issued")
+	}
+	if _, _, err := ca.Issue(Identity{Role: RoleClient, Name: "c", Tenant: "bad/tenant"}, CertOptions{}); err == nil {
+		t.Error("a tenant with a slash was issued")
 	}
 	if _, _, err := ca.Issue(Identity{Role: RoleNode, Name: "bad/name"}, CertOptions{}); err == nil {
 		t.Error("a name with a slash was issued")
