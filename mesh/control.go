@@ -106,7 +106,12 @@ func (n *Node) onLeader(ctx context.Context, forwarded bool, method string, mkRe
 	var lastErr error
 	for attempt := 0; ; attempt++ {
 		if n.raft.IsLeader() {
-			err := local(ctx)
+			req := mkReq(false)
+			err := n.checkRequest(ctx, method, req)
+			if err == nil {
+				err = local(ctx)
+			}
+			n.audit(ctx, method, req, err)
 			if err == nil {
 				return nil
 			}
@@ -197,6 +202,8 @@ func (n *Node) forward(ctx context.Context, addr, method string, req, resp any) 
 // at another leader.
 func retriable(err error) bool {
 	switch {
+	case errors.Is(err, transport.ErrPermissionDenied):
+		return false
 	case errorsIsRejected(err), errors.Is(err, api.ErrNotAssigned), errors.Is(err, api.ErrHandBackRefused), errors.Is(err, api.ErrDismissed):
 		return false
 	case errors.Is(err, transport.ErrInvalid), errors.Is(err, transport.ErrNotFound),
@@ -208,6 +215,8 @@ func retriable(err error) bool {
 
 func mapRaftErr(err error) error {
 	switch {
+	case errors.Is(err, fsm.ErrPermission):
+		return transport.Errorf(transport.ErrPermissionDenied, "%v", err)
 	case errors.Is(err, fsm.ErrUnknownJob):
 		return transport.Errorf(transport.ErrNotFound, "%v", err)
 	case errors.Is(err, fsm.ErrNotAssigned):

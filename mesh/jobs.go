@@ -74,6 +74,11 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 	if err != nil {
 		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: dataset spec: %v", name, err)
 	}
+	p := principal(ctx)
+	level := n.clusterProtocol()
+	if level < fsm.ProtocolOwners && !p.Privileged() && p.Tenant != "" {
+		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, errTenantsNeedProtocol)
+	}
 	if _, ok := n.raft.Dataset(fp); !ok {
 		// The leader enumerates the splits (like tf.data service's
 		// dispatcher): it sees the same files as the workers.
@@ -82,7 +87,11 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: enumerate splits: %v", name, err)
 		}
 		d := fsm.Dataset{Fingerprint: fp, Spec: req.Spec, NumSplits: int64(len(ss))}
-		if _, err := n.raft.Apply(ctx, fsm.NewRegisterDataset(d)); err != nil {
+		register := fsm.NewRegisterDataset(d)
+		if level >= fsm.ProtocolOwners {
+			register = fsm.NewRegisterOwnedDataset(d, ownerOf(p))
+		}
+		if _, err := n.raft.Apply(ctx, register); err != nil {
 			return api.JobInfo{}, err
 		}
 	}
@@ -102,6 +111,10 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 		}
 	}
 	c := fsm.Create{Name: name, Fingerprint: fp, Options: job, CountLoss: countsLoss(job, spec), Scale: scaleStart(n.raft, fp, job)}
+	if level >= fsm.ProtocolOwners {
+		o := n.jobOwner(p, name)
+		c.Owner = &o
+	}
 	if job.Sharding() == jobspec.Static {
 		c.StaticWorkers = n.liveWorkers(job.MaxWorkers())
 	}
@@ -112,7 +125,7 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 		}
 		create = fsm.NewResumeJob(c, fsm.ResumeBody{From: r.From, Part: r.Part, Want: r.Want, Delivered: r.Delivered})
 	}
-	if n.clusterProtocol() < fsm.Protocol {
+	if level < fsm.ProtocolJobspec {
 		// A server of an older release refuses CreateJob v6: propose the
 		// legacy form, which every release applies alike.
 		create, _ = fsm.DowngradeCreateJob(create)
@@ -259,6 +272,9 @@ func (n *Node) jobGet(ctx context.Context, req api.JobRequest) (api.JobGetRespon
 			}
 			if err := n.raft.Barrier(ctx); err != nil {
 				return fmt.Errorf("job %q not in this leader's state; catching up with the log before answering: %w", req.Job, err)
+			}
+			if err := n.checkJob(principal(ctx), api.MethodJobGet, req.Job); err != nil {
+				return err // a job the barrier brought in is checked as well
 			}
 			resp, err = n.jobGetLocal(req.Job)
 			return err

@@ -145,6 +145,16 @@ func (f *machine) jobCut(name string, id uint64) int {
 	return j.Options.OffloadBoundary()
 }
 
+func (f *machine) jobTenant(name string) (string, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	j, ok := f.state.Jobs[name]
+	if !ok {
+		return "", false
+	}
+	return fsm.TenantOf(j.Owner), true
+}
+
 func (f *machine) jobs() []fsm.JobView {
 	f.mu.RLock()
 	defer f.mu.RUnlock()

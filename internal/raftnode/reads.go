@@ -19,6 +19,11 @@ func (n *Node) Job(name string) (fsm.JobView, bool) { return n.machine.job(name)
 // command is applied, before any lease says so.
 func (n *Node) JobCut(name string, id uint64) int { return n.machine.jobCut(name, id) }
 
+// JobTenant is the tenant of the job of that name in the local FSM ("":
+// the default tenant's, fsm.TenantOf), without copying the job; false if
+// there is no such job.
+func (n *Node) JobTenant(name string) (string, bool) { return n.machine.jobTenant(name) }
+
 // Jobs returns deep copies of every job in the local FSM, sorted by name,
 // all read at one consistent point.
 func (n *Node) Jobs() []fsm.JobView { return n.machine.jobs() }

@@ -1,0 +1,36 @@
+package fsm
+
+import "fmt"
+
+// Owner is who created a job or registered a dataset (docs/operating/
+// security.md, "Tenants and permissions"): the principal, and its tenant
+// ("" for the default tenant). CreateJob v7 and RegisterDataset v2 carry
+// it; a job or dataset of an older entry has none (nil): it is the
+// default tenant's, created by an anonymous or legacy principal.
+type Owner struct {
+	Principal string `cbor:"1,keyasint" json:"principal"`
+	Tenant    string `cbor:"2,keyasint,omitempty" json:"tenant,omitempty"`
+}
+
+// TenantOf is the tenant of what o owns: "" (the default tenant) for an
+// owner of an older entry (nil).
+func TenantOf(o *Owner) string {
+	if o == nil {
+		return ""
+	}
+	return o.Tenant
+}
+
+// checkOwner checks an owner a command carries.
+func checkOwner(o *Owner) error {
+	if o == nil {
+		return nil
+	}
+	if err := checkName("owner's principal", o.Principal); err != nil {
+		return err
+	}
+	if len(o.Tenant) > maxNameBytes {
+		return fmt.Errorf("%w: owner's tenant of %d bytes, limit %d", ErrInvalidCommand, len(o.Tenant), maxNameBytes)
+	}
+	return nil
+}

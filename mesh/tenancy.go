@@ -1,0 +1,91 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+
+	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/internal/fsm"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+// Permissions (docs/operating/security.md, "Tenants and permissions").
+// The leader decides, from its state machine, before it proposes
+// anything (checkRequest, called by onLeader):
+//   - a request about a job (api.JobNamed: distribute and resume,
+//     heartbeat, detach, job.get, receipts, offload, a consumer's local
+//     worker's worker.* requests) is refused unless the job is the
+//     principal's tenant's, or the principal is privileged (an
+//     administrator, a node); a job that does not exist yet is the
+//     creator's (its owner is recorded in the CreateJob);
+//   - kv.put and kv.get are for the privileged only (adminOnly).
+//
+// The state machine checks a CreateJob's owner against the job's again
+// (fsm.ErrPermission), so two tenants creating one name at once cannot
+// both have it.
+
+// checkRequest checks req (made by ctx's principal) on the leader.
+func (n *Node) checkRequest(ctx context.Context, method string, req any) error {
+	p := principal(ctx)
+	if p.Privileged() {
+		return nil
+	}
+	j, ok := req.(api.JobNamed)
+	if !ok {
+		return nil
+	}
+	return n.checkJob(p, method, j.JobName())
+}
+
+// checkJob refuses p acting on job unless it is p's tenant's (or there
+// is no such job).
+func (n *Node) checkJob(p api.Principal, method, job string) error {
+	if p.Privileged() {
+		return nil
+	}
+	if t, ok := n.raft.JobTenant(job); ok && t != p.Tenant {
+		return n.denyJob(method, p, job)
+	}
+	return nil
+}
+
+// denyJob logs and answers a request refused because the job is another
+// tenant's.
+func (n *Node) denyJob(method string, p api.Principal, job string) error {
+	n.log.Warn("request refused: permission denied", "method", method, "principal", p.Name, "tenant", p.Tenant, "job", job, "why", "another tenant's job")
+	return transport.Errorf(transport.ErrPermissionDenied, "%s: job %q is another tenant's: choose another job name", method, job)
+}
+
+// adminOnly is a method for the privileged only (administrators, nodes).
+func adminOnly[Req any](f func(context.Context, Req) (any, error)) func(context.Context, Req) (any, error) {
+	return func(ctx context.Context, req Req) (any, error) {
+		if p := principal(ctx); !p.Privileged() {
+			return nil, transport.Errorf(transport.ErrPermissionDenied, "%s may not: only administrators use the KV store", p.Name)
+		}
+		return f(ctx, req)
+	}
+}
+
+// ownerOf is the owner a new job or dataset of p records.
+func ownerOf(p api.Principal) fsm.Owner {
+	return fsm.Owner{Principal: p.Name, Tenant: p.Tenant}
+}
+
+// jobOwner is the owner a CreateJob of p carries for job: p, or for an
+// administrator acting on another tenant's existing job, that job's owner
+// (the state machine refuses a CreateJob of another tenant than the
+// job's).
+func (n *Node) jobOwner(p api.Principal, job string) fsm.Owner {
+	if v, ok := n.raft.Job(job); ok && p.Privileged() {
+		if v.Owner != nil {
+			return *v.Owner
+		}
+		return fsm.Owner{Principal: p.Name} // the default tenant's job
+	}
+	return ownerOf(p)
+}
+
+// errTenantsNeedProtocol answers a tenant's job request while a server
+// of an older release is in the cluster: jobs would not record their
+// owner there.
+var errTenantsNeedProtocol = errors.New("jobs of tenants need every Raft server at protocol level 3 (this release); finish the upgrade first")

@@ -1,0 +1,141 @@
+package mesh_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
+	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/ranges"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+// issueClient makes a client certificate of tenant (and an
+// administrator's if admin).
+func (p *testPKI) issueClient(t *testing.T, name, tenant string, admin bool) (certFile, keyFile string) {
+	t.Helper()
+	c, k, err := p.ca.Issue(transport.Identity{Role: transport.RoleClient, Name: name, Tenant: tenant, Admin: admin}, transport.CertOptions{ValidFor: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = p.dir+"/client-"+name+".crt", p.dir+"/client-"+name+".key"
+	if err := transport.WriteNewFiles(transport.OutputFile{Path: certFile, Data: c, Mode: 0o644}, transport.OutputFile{Path: keyFile, Data: k, Mode: 0o600}); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
+// tenantClient calls a node of an mTLS cluster with one client
+// certificate.
+type tenantClient struct {
+	t     *testing.T
+	tr    *transport.Transport
+	codec *transport.Codec
+}
+
+func newTenantClient(t *testing.T, p *testPKI, name, tenant string, admin bool) *tenantClient {
+	t.Helper()
+	cert, key := p.issueClient(t, name, tenant, admin)
+	tr, err := newStranger(t, p.caFile, cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	codec, err := transport.NewCodec(transport.DefaultConfig().MaxHeaderBytes, transport.DefaultConfig().MaxFrameBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tenantClient{t: t, tr: tr, codec: codec}
+}
+
+func (c *tenantClient) call(addr, method string, req, resp any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return transport.Call(ctx, c.tr, c.codec, addr, method, req, resp)
+}
+
+// TestTenantCannotTouchAnotherTenantsJob (issue 37, item 2): knowing a
+// job's name was enough to read its spec, attach and steal its batches,
+// renew or detach its consumers, lease its splits in its consumer's
+// local worker's name, record a forged failure, and replace it with a
+// forged checkpoint. Under mutual TLS a job is its creator's tenant's:
+// another tenant's client (and the default tenant's) is refused every
+// one of these, through any node, and the job is as it was; its own
+// tenant and an administrator are not refused.
+func TestTenantCannotTouchAnotherTenantsJob(t *testing.T) {
+	c, p := mtlsCluster(t, 3)
+	li, _ := c.WaitLeader(t, 20*time.Second)
+	follower := c.Node((li + 1) % 3).Addr()
+	leaderAddr := c.Node(li).Addr()
+	alice := newTenantClient(t, p, "alice", "vision", false)
+	bob := newTenantClient(t, p, "bob", "nlp", false)
+	carol := newTenantClient(t, p, "carol", "", false)
+	ops := newTenantClient(t, p, "ops", "", true)
+
+	spec, err := pipeline.NewSpec(pipeline.FromSynthetic(pipeline.SyntheticSource{Kind: "text", Count: 3000, Seed: 1, SplitSize: 100})).CanonicalEncoding()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const job = "vision-train"
+	opts := api.JobOptions{Name: job, Sharding: jobspec.Dynamic, Workers: jobspec.AllWorkers}
+	var info api.JobInfo
+	if err := alice.call(follower, api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: opts, Consumer: "a0"}, &info); err != nil {
+		t.Fatalf("alice creates her job: %v", err)
+	}
+	local := jobspec.LocalWorkerPrefix + "a0"
+	attacks := []struct {
+		what   string
+		method string
+		req    any
+	}{
+		{"read the spec", api.MethodJobGet, api.JobRequest{Job: job}},
+		{"attach a consumer", api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: opts, Consumer: "b0"}},
+		{"attach by heartbeat", api.MethodHeartbeat, api.JobRequest{Job: job, Consumer: "b0"}},
+		{"renew the victim's consumer", api.MethodHeartbeat, api.JobRequest{Job: job, Consumer: "a0"}},
+		{"detach the victim's consumer", api.MethodDetach, api.JobRequest{Job: job, Consumer: "a0"}},
+		{"lease in the victim's local worker's name", api.MethodLease, api.LeaseRequest{Job: job, Worker: local, N: 1}},
+		{"record a forged failure", api.MethodEndTask, api.EndTaskRequest{Job: job, Worker: local, Failure: "forged"}},
+		{"send receipts", api.MethodReceipts, api.ReceiptsRequest{Job: job, Consumer: "a0"}},
+		{"replace it with a forged checkpoint", api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: opts, Consumer: "b1",
+			Resume: &api.ResumePart{From: info.ID, Part: "a0", Want: 1, Delivered: ranges.Delivered{}}}},
+	}
+	for _, who := range []struct {
+		name string
+		c    *tenantClient
+	}{{"bob (tenant nlp)", bob}, {"carol (the default tenant)", carol}} {
+		for _, a := range attacks {
+			for _, addr := range []string{follower, leaderAddr} {
+				if err := who.c.call(addr, a.method, a.req, nil); !errors.Is(err, transport.ErrPermissionDenied) {
+					t.Errorf("%s tried to %s of alice's job (%s) through %s: %v, want permission_denied", who.name, a.what, a.method, addr, err)
+				}
+			}
+		}
+	}
+	got, err := c.Node(li).JobGet(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Job.ID != info.ID || len(got.Job.Consumers) != 1 || got.Job.Consumers[0] != "a0" || got.Job.Failure != "" {
+		t.Errorf("after the attacks alice's job is id %d, consumers %v, failure %q; want id %d, consumers [a0], no failure", got.Job.ID, got.Job.Consumers, got.Job.Failure, info.ID)
+	}
+	// Her own tenant and an administrator are not refused.
+	var g api.JobGetResponse
+	if err := alice.call(follower, api.MethodJobGet, api.JobRequest{Job: job}, &g); err != nil || len(g.Spec) == 0 {
+		t.Errorf("alice reads her job's spec: %v", err)
+	}
+	if err := ops.call(follower, api.MethodJobGet, api.JobRequest{Job: job}, &g); err != nil || len(g.Spec) == 0 {
+		t.Errorf("an administrator reads alice's job's spec: %v", err)
+	}
+	if err := alice.call(follower, api.MethodHeartbeat, api.JobRequest{Job: job, Consumer: "a0"}, nil); err != nil {
+		t.Errorf("alice renews her consumer: %v", err)
+	}
+	// Bob's own job of the same dataset is his.
+	bopts := opts
+	bopts.Name = "nlp-train"
+	if err := bob.call(follower, api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: bopts, Consumer: "b0"}, nil); err != nil {
+		t.Errorf("bob creates his own job: %v", err)
+	}
+}
