@@ -202,7 +202,7 @@ func (n *Node) forward(ctx context.Context, addr, method string, req, resp any) 
 // at another leader.
 func retriable(err error) bool {
 	switch {
-	case errors.Is(err, transport.ErrPermissionDenied):
+	case errors.Is(err, transport.ErrPermissionDenied), errors.Is(err, api.ErrQuota):
 		return false
 	case errorsIsRejected(err), errors.Is(err, api.ErrNotAssigned), errors.Is(err, api.ErrHandBackRefused), errors.Is(err, api.ErrDismissed):
 		return false

@@ -79,7 +79,12 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 	if level < fsm.ProtocolOwners && !p.Privileged() && p.Tenant != "" {
 		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, errTenantsNeedProtocol)
 	}
-	if _, ok := n.raft.Dataset(fp); !ok {
+	_, jobExists := n.raft.JobTenant(name)
+	_, datasetExists := n.raft.Dataset(fp)
+	if err := n.checkQuota(p, name, !jobExists, !datasetExists, len(req.Spec)); err != nil {
+		return api.JobInfo{}, err
+	}
+	if !datasetExists {
 		// The leader enumerates the splits (like tf.data service's
 		// dispatcher): it sees the same files as the workers.
 		ss, err := pipeline.Splits(spec)
@@ -340,6 +345,7 @@ func (n *Node) jobLoop() {
 	defer n.wg.Done()
 	ticker := time.NewTicker(n.cfg.ReconcileInterval)
 	defer ticker.Stop()
+	unread := map[string]time.Time{} // collectDatasets' memory, this loop's own
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -347,10 +353,12 @@ func (n *Node) jobLoop() {
 		case <-ticker.C:
 		}
 		if !n.raft.IsLeader() {
+			clear(unread)
 			continue
 		}
 		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
 		n.reconcileJobs(ctx)
+		n.collectDatasets(ctx, time.Now(), unread)
 		cancel()
 	}
 }

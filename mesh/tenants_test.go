@@ -3,11 +3,14 @@ package mesh_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/api/jobspec"
+	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/transport"
@@ -137,5 +140,70 @@ func TestTenantCannotTouchAnotherTenantsJob(t *testing.T) {
 	bopts.Name = "nlp-train"
 	if err := bob.call(follower, api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: bopts, Consumer: "b0"}, nil); err != nil {
 		t.Errorf("bob creates his own job: %v", err)
+	}
+}
+
+// TestTenantQuotaAndDatasetGC (issue 37, item 4): datasets were never
+// freed and bounded only cluster-wide, so one tenant registering specs
+// (4,100 of them) locked every tenant out for good; kv.put was open to
+// anyone and unbounded. Now a tenant at its limit of datasets (lowered
+// here to 3) gets a clear quota error while another tenant keeps
+// working; once its jobs are gone, the leader removes the datasets no job
+// reads and the tenant registers again; the KV store is refused to
+// tenants and open to an administrator.
+func TestTenantQuotaAndDatasetGC(t *testing.T) {
+	c, p := mtlsClusterWith(t, 3, func(_ int, cfg *mesh.Config) {
+		cfg.Tenants.MaxDatasets = 3
+		cfg.Tenants.DatasetGCAfter = 300 * time.Millisecond
+	})
+	li, _ := c.WaitLeader(t, 20*time.Second)
+	addr := c.Node((li + 1) % 3).Addr()
+	alice := newTenantClient(t, p, "alice", "vision", false)
+	bob := newTenantClient(t, p, "bob", "nlp", false)
+	ops := newTenantClient(t, p, "ops", "", true)
+
+	distribute := func(who *tenantClient, job string, seed uint64) error {
+		spec, err := pipeline.NewSpec(pipeline.FromSynthetic(pipeline.SyntheticSource{Kind: "text", Count: 100, Seed: seed, SplitSize: 50})).CanonicalEncoding()
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := api.JobOptions{Name: job, Sharding: jobspec.Dynamic, Workers: jobspec.AllWorkers, GCAfter: 100 * time.Millisecond}
+		return who.call(addr, api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: opts, Consumer: "c0"}, nil)
+	}
+	for i := range 3 {
+		if err := distribute(bob, fmt.Sprintf("bob-%d", i), uint64(10+i)); err != nil {
+			t.Fatalf("bob's dataset %d of 3: %v", i+1, err)
+		}
+	}
+	err := distribute(bob, "bob-3", 13)
+	if !errors.Is(err, api.ErrQuota) || !strings.Contains(err.Error(), "tenant-max-datasets") {
+		t.Fatalf("bob's 4th dataset: %v, want quota_exceeded naming --tenant-max-datasets", err)
+	}
+	if err := distribute(alice, "alice-0", 20); err != nil {
+		t.Errorf("alice, another tenant, while bob is at his limit: %v", err)
+	}
+	// Bob's jobs end; their datasets, read by no job, are removed.
+	for i := range 3 {
+		if err := bob.call(addr, api.MethodDetach, api.JobRequest{Job: fmt.Sprintf("bob-%d", i), Consumer: "c0"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.WaitFor(t, 30*time.Second, "bob registers again once his unread datasets are collected", func() bool {
+		return distribute(bob, "bob-3", 13) == nil
+	})
+	if got := c.Node(li).Raft().TenantUsage("vision"); got.Datasets != 1 {
+		t.Errorf("alice's dataset, read by her job, was collected too: %+v", got)
+	}
+
+	// The KV store: an administrator's, not a tenant's.
+	put := api.PutRequest{Key: "k", Value: make([]byte, 1<<20)}
+	if err := bob.call(addr, api.MethodPut, put, nil); !errors.Is(err, transport.ErrPermissionDenied) {
+		t.Errorf("a tenant's kv.put: %v, want permission_denied", err)
+	}
+	if err := bob.call(addr, api.MethodGet, api.GetRequest{Key: "k", Stale: true}, nil); !errors.Is(err, transport.ErrPermissionDenied) {
+		t.Errorf("a tenant's stale kv.get: %v, want permission_denied", err)
+	}
+	if err := ops.call(addr, api.MethodPut, api.PutRequest{Key: "k", Value: []byte("v")}, nil); err != nil {
+		t.Errorf("an administrator's kv.put: %v", err)
 	}
 }

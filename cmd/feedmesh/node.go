@@ -38,6 +38,11 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	insecure := fs.Bool("insecure", false, "let a node on a non-loopback address run without mutual TLS or without --gossip-key: only on a trusted private network (on loopback nothing is needed)")
 	shareWindow := fs.Int64("share-window", d.Worker.ShareWindowBytes>>20, "MiB of batches a worker keeps per shared dataset for jobs that share it (share.window_bytes)")
 	cacheBytes := fs.Int64("cache-bytes", d.CacheBytes, "bytes of autocached splits this node keeps on disk under --data-dir/cache, least recently used evicted beyond (0: no caching; autocache ops compute)")
+	tenantJobs := fs.Int("tenant-max-jobs", d.Tenants.MaxJobs, "jobs one tenant may hold (docs/operating/security.md, \"Quotas and cleanup\"); administrators are not bound")
+	tenantDatasets := fs.Int("tenant-max-datasets", d.Tenants.MaxDatasets, "datasets one tenant may have registered")
+	tenantBytes := fs.Int64("tenant-max-state-bytes", d.Tenants.MaxStateBytes, "bytes of dataset specs one tenant may hold in the replicated state")
+	adminReserve := fs.Int("admin-reserve", d.Tenants.AdminReserve, "job and dataset slots of the cluster's limits (4096 each) that only administrators may take")
+	datasetGC := fs.Duration("dataset-gc-after", d.Tenants.DatasetGCAfter, "remove a dataset once no job has read it for this long (0: keep datasets)")
 	tc := d.Transport
 	maxConns := fs.Int("max-conns", tc.MaxIncomingConns, "incoming QUIC connections in total (docs/operating/limits.md)")
 	maxConnsPerAddr := fs.Int("max-conns-per-addr", tc.MaxConnsPerAddr, "incoming connections from one remote IP")
@@ -81,6 +86,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg.TLSCA, cfg.TLSCert, cfg.TLSKey, cfg.Insecure = *tlsCA, *tlsCert, *tlsKey, *insecure
 	cfg.Worker.ShareWindowBytes = *shareWindow << 20
 	cfg.CacheBytes = *cacheBytes
+	cfg.Tenants = mesh.TenantsConfig{MaxJobs: *tenantJobs, MaxDatasets: *tenantDatasets, MaxStateBytes: *tenantBytes, AdminReserve: *adminReserve, DatasetGCAfter: *datasetGC}
 	if flagGiven(fs, "drain-timeout") { // else the preset's
 		cfg.DrainTimeout = *drainTimeout
 	}

@@ -34,3 +34,37 @@ func checkOwner(o *Owner) error {
 	}
 	return nil
 }
+
+// Bounds of the whole state, for the quotas a proposer applies below
+// them (mesh: per tenant, with a share kept for administrators).
+const (
+	MaxDatasets = maxDatasets
+	MaxJobs     = maxJobs
+)
+
+// Usage is what a tenant holds in the state: its jobs (share groups, the
+// state machine's own, are nobody's), the datasets it registered first
+// and the bytes of their specs; and the state's totals.
+type Usage struct {
+	Jobs, Datasets       int
+	SpecBytes            int64
+	AllJobs, AllDatasets int
+}
+
+// TenantUsage is tenant's Usage ("": the default tenant's, owner-less
+// entries among them).
+func (s *State) TenantUsage(tenant string) Usage {
+	u := Usage{AllJobs: len(s.Jobs), AllDatasets: len(s.Datasets)}
+	for _, j := range s.Jobs {
+		if !j.Group && TenantOf(j.Owner) == tenant {
+			u.Jobs++
+		}
+	}
+	for _, d := range s.Datasets {
+		if TenantOf(d.Owner) == tenant {
+			u.Datasets++
+			u.SpecBytes += int64(len(d.Spec))
+		}
+	}
+	return u
+}

@@ -3,7 +3,9 @@ package fsm
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/feedmesh/feedmesh/api/jobspec"
 )
@@ -81,5 +83,51 @@ func TestOwnersBelowTheirLevel(t *testing.T) {
 	v6.Version = 6
 	if _, err := NewState().ApplyIndex(1, at(v6, 1)); !errors.Is(err, ErrInvalidCommand) {
 		t.Errorf("CreateJob v6 with an owner: %v, want ErrInvalidCommand", err)
+	}
+}
+
+// TestDatasetGCFreesSlots: at the state machine's bound of datasets every
+// registration is refused (ErrLimit), for good while nothing is freed;
+// collecting an unread dataset frees its slot. A dataset a job reads is
+// kept, and one within its grace.
+func TestDatasetGCFreesSlots(t *testing.T) {
+	s := NewState()
+	owner := Owner{Principal: "spiffe://prod/client/bob", Tenant: "nlp"}
+	idx := uint64(0)
+	apply := func(c Command, at0 int64) (any, error) {
+		idx++
+		return s.ApplyIndex(idx, at(c, at0))
+	}
+	for i := range MaxDatasets {
+		if _, err := apply(NewRegisterOwnedDataset(Dataset{Fingerprint: fmt.Sprintf("fp%d", i), Spec: []byte("s"), NumSplits: 1}, owner), 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	more := Dataset{Fingerprint: "more", Spec: []byte("s"), NumSplits: 1}
+	if _, err := apply(NewRegisterOwnedDataset(more, owner), 100); !errors.Is(err, ErrLimit) {
+		t.Fatalf("a registration past %d datasets: %v, want ErrLimit", MaxDatasets, err)
+	}
+	c := compatRequest("j", "fp0", jobspec.Options{Sharding: jobspec.Dynamic})
+	c.Owner = &owner
+	if _, err := apply(NewCreateJob(c), 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := apply(NewGarbageCollectDataset("fp0", time.Second), 100+int64(time.Hour)); !errors.Is(err, ErrJobInUse) {
+		t.Errorf("collecting a dataset a job reads: %v, want ErrJobInUse", err)
+	}
+	if _, err := apply(NewGarbageCollectDataset("fp1", time.Hour), 100+int64(time.Minute)); !errors.Is(err, ErrJobInUse) {
+		t.Errorf("collecting a dataset within its grace: %v, want ErrJobInUse", err)
+	}
+	if u := s.UnreadDatasets(); len(u) != MaxDatasets-1 {
+		t.Errorf("%d unread datasets, want %d", len(u), MaxDatasets-1)
+	}
+	if v, err := apply(NewGarbageCollectDataset("fp1", time.Hour), 100+int64(2*time.Hour)); err != nil || v != true {
+		t.Fatalf("collecting an unread dataset past its grace: %v %v", v, err)
+	}
+	if _, err := apply(NewRegisterOwnedDataset(more, owner), 100); err != nil {
+		t.Errorf("a registration after a slot was freed: %v", err)
+	}
+	if u := s.TenantUsage("nlp"); u.Datasets != MaxDatasets || u.Jobs != 1 || u.SpecBytes != MaxDatasets {
+		t.Errorf("usage %+v", u)
 	}
 }

@@ -155,6 +155,18 @@ func (f *machine) jobTenant(name string) (string, bool) {
 	return fsm.TenantOf(j.Owner), true
 }
 
+func (f *machine) tenantUsage(tenant string) fsm.Usage {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.TenantUsage(tenant)
+}
+
+func (f *machine) unreadDatasets() []fsm.Dataset {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.UnreadDatasets()
+}
+
 func (f *machine) jobs() []fsm.JobView {
 	f.mu.RLock()
 	defer f.mu.RUnlock()

@@ -24,6 +24,14 @@ func (n *Node) JobCut(name string, id uint64) int { return n.machine.jobCut(name
 // there is no such job.
 func (n *Node) JobTenant(name string) (string, bool) { return n.machine.jobTenant(name) }
 
+// TenantUsage is what tenant holds in the local FSM, and the totals
+// (fsm.State.TenantUsage).
+func (n *Node) TenantUsage(tenant string) fsm.Usage { return n.machine.tenantUsage(tenant) }
+
+// UnreadDatasets lists the datasets no job reads in the local FSM, their
+// specs left out (fsm.State.UnreadDatasets).
+func (n *Node) UnreadDatasets() []fsm.Dataset { return n.machine.unreadDatasets() }
+
 // Jobs returns deep copies of every job in the local FSM, sorted by name,
 // all read at one consistent point.
 func (n *Node) Jobs() []fsm.JobView { return n.machine.jobs() }

@@ -1,0 +1,95 @@
+package mesh
+
+import (
+	"context"
+	"time"
+
+	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/internal/fsm"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+// Quotas and cleanup (docs/operating/security.md, "Quotas and cleanup").
+
+// checkQuota refuses p a new job (newJob) or a new dataset of specBytes
+// (newDataset) past its tenant's limits (Config.Tenants) or into the
+// slots kept for administrators. The privileged are bound only by the
+// state machine's own limits. Concurrent requests of one tenant may pass
+// the check together and overshoot by as many: the state machine's
+// limits still hold.
+func (n *Node) checkQuota(p api.Principal, job string, newJob, newDataset bool, specBytes int) error {
+	if p.Privileged() || (!newJob && !newDataset) {
+		return nil
+	}
+	tc := n.cfg.Tenants
+	u := n.raft.TenantUsage(p.Tenant)
+	tenant := p.Tenant
+	if tenant == "" {
+		tenant = "(default)"
+	}
+	refuse := func(format string, args ...any) error {
+		n.log.Warn("request refused: quota", "principal", p.Name, "tenant", p.Tenant, "job", job, "jobs", u.Jobs, "datasets", u.Datasets, "spec_bytes", u.SpecBytes)
+		return transport.Errorf(api.ErrQuota, "job %q: tenant %s: "+format, append([]any{job, tenant}, args...)...)
+	}
+	if newJob {
+		switch {
+		case u.Jobs >= tc.MaxJobs:
+			return refuse("%d jobs, its limit (--tenant-max-jobs %d): stop one, or wait for a finished one's gc_after", u.Jobs, tc.MaxJobs)
+		case u.AllJobs >= fsm.MaxJobs-tc.AdminReserve:
+			return refuse("the cluster holds %d jobs; the last %d of its %d are kept for administrators", u.AllJobs, tc.AdminReserve, fsm.MaxJobs)
+		}
+	}
+	if newDataset {
+		switch {
+		case u.Datasets >= tc.MaxDatasets:
+			return refuse("%d datasets, its limit (--tenant-max-datasets %d): datasets no job reads are removed after --dataset-gc-after (%v)", u.Datasets, tc.MaxDatasets, tc.DatasetGCAfter)
+		case u.SpecBytes+int64(specBytes) > tc.MaxStateBytes:
+			return refuse("its datasets' specs take %d bytes, and this one %d more: over its limit (--tenant-max-state-bytes %d)", u.SpecBytes, specBytes, tc.MaxStateBytes)
+		case u.AllDatasets >= fsm.MaxDatasets-tc.AdminReserve:
+			return refuse("the cluster holds %d datasets; the last %d of its %d are kept for administrators", u.AllDatasets, tc.AdminReserve, fsm.MaxDatasets)
+		}
+	}
+	return nil
+}
+
+// maxDatasetGCPerRound bounds the datasets one round of the job loop
+// removes, so that a backlog does not hold the leader's loop.
+const maxDatasetGCPerRound = 64
+
+// collectDatasets runs on the leader's job loop: it removes the datasets
+// no job has read for Config.Tenants.DatasetGCAfter (measured from when
+// this leader first saw each unread, and from its registration by the
+// state machine), at most maxDatasetGCPerRound a round. unread is the
+// loop's own memory (reset when this node does not lead).
+func (n *Node) collectDatasets(ctx context.Context, now time.Time, unread map[string]time.Time) {
+	after := n.cfg.Tenants.DatasetGCAfter
+	if after <= 0 || n.clusterProtocol() < fsm.ProtocolOwners {
+		return
+	}
+	ds := n.raft.UnreadDatasets()
+	seen := make(map[string]bool, len(ds))
+	removed := 0
+	for _, d := range ds {
+		seen[d.Fingerprint] = true
+		since, ok := unread[d.Fingerprint]
+		if !ok {
+			unread[d.Fingerprint] = now
+			continue
+		}
+		if now.Sub(since) < after || removed >= maxDatasetGCPerRound {
+			continue
+		}
+		if _, err := n.raft.Apply(ctx, fsm.NewGarbageCollectDataset(d.Fingerprint, after)); err != nil {
+			n.log.Debug("garbage-collect dataset", "dataset", d.Fingerprint, "err", err)
+			continue
+		}
+		removed++
+		delete(unread, d.Fingerprint)
+		n.log.Info("garbage-collected a dataset no job reads", "dataset", d.Fingerprint, "tenant", fsm.TenantOf(d.Owner))
+	}
+	for fp := range unread {
+		if !seen[fp] {
+			delete(unread, fp) // read again, or gone
+		}
+	}
+}
