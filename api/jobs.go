@@ -79,6 +79,12 @@ type JobInfo struct {
 	ID          uint64 `json:"id"`
 	Name        string `json:"name"`
 	Fingerprint string `json:"fingerprint"`
+	// Tenant is the tenant the job is of ("": the default tenant), Owner
+	// the principal that created it ("" for a job created before owners
+	// were recorded): docs/operating/security.md, "Tenants and
+	// permissions".
+	Tenant string `json:"tenant,omitempty"`
+	Owner  string `json:"owner,omitempty"`
 	// Options are the job's options as the cluster stores them
 	// (jobspec.Job.Options): normalized, with no consumer's choices.
 	Options   JobOptions `json:"options"`

@@ -33,8 +33,8 @@ func (n *Node) registerHandlers() {
 	handle(n, api.MethodDrained, done(n.drained))
 	handle(n, api.MethodEndTask, done(n.endTask))
 
-	handle(n, api.MethodShareStats, func(_ context.Context, req api.ShareStatsRequest) (any, error) { return n.ShareStats(req.Job), nil })
-	handle(n, api.MethodOpStats, func(_ context.Context, req api.OpStatsRequest) (any, error) { return n.OpStats(req.Job), nil })
+	handle(n, api.MethodShareStats, n.shareStatsOf)
+	handle(n, api.MethodOpStats, n.opStatsOf)
 	handle(n, api.MethodProbe, n.probe)
 	handle(n, api.MethodCacheHeld, nodesOnly(answer(n.cacheHeld)))
 }

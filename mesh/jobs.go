@@ -235,7 +235,8 @@ func (n *Node) detach(ctx context.Context, req api.JobRequest) error {
 		})
 }
 
-// Jobs lists every job, as the leader knows them.
+// Jobs lists every job, as the leader knows them (a client asking
+// jobs.list gets its tenant's only; in process, every tenant's).
 func (n *Node) Jobs(ctx context.Context) ([]api.JobInfo, error) { return n.jobs(ctx, false) }
 
 func (n *Node) jobs(ctx context.Context, forwarded bool) ([]api.JobInfo, error) {
@@ -243,9 +244,13 @@ func (n *Node) jobs(ctx context.Context, forwarded bool) ([]api.JobInfo, error) 
 	err := n.onLeader(ctx, forwarded, api.MethodJobs, func(fwd bool) any { return api.JobRequest{Forwarded: fwd} }, &out,
 		func(ctx context.Context) error {
 			out = nil
+			p := principal(ctx)
 			for _, v := range n.raft.Jobs() {
 				if v.Group {
 					continue // a share group is bookkeeping; its jobs show its progress
+				}
+				if !p.MayActOn(fsm.TenantOf(v.Owner)) {
+					continue // another tenant's: not even its name
 				}
 				out = append(out, n.jobInfo(v))
 			}

@@ -89,3 +89,54 @@ func (n *Node) jobOwner(p api.Principal, job string) fsm.Owner {
 // of an older release is in the cluster: jobs would not record their
 // owner there.
 var errTenantsNeedProtocol = errors.New("jobs of tenants need every Raft server at protocol level 3 (this release); finish the upgrade first")
+
+// Visibility: a worker asked for its counters (worker.sharestats,
+// worker.opstats) answers a principal about its tenant's jobs only, as
+// its own replica of the state knows their owners (a job it does not
+// know yet is left out of a list; asked about by name, it answers what it
+// has, nothing).
+
+// visibleJob reports whether p may see job, by this node's replica.
+func (n *Node) visibleJob(p api.Principal, job string) bool {
+	if p.Privileged() {
+		return true
+	}
+	t, ok := n.raft.JobTenant(job)
+	return ok && t == p.Tenant
+}
+
+func (n *Node) shareStatsOf(ctx context.Context, req api.ShareStatsRequest) (any, error) {
+	p := principal(ctx)
+	if err := n.checkJob(p, api.MethodShareStats, req.Job); req.Job != "" && err != nil {
+		return nil, err
+	}
+	st := n.ShareStats(req.Job)
+	if !p.Privileged() {
+		kept := st.Jobs[:0:0]
+		for _, j := range st.Jobs {
+			if n.visibleJob(p, j.Job) {
+				kept = append(kept, j)
+			}
+		}
+		st.Jobs = kept
+	}
+	return st, nil
+}
+
+func (n *Node) opStatsOf(ctx context.Context, req api.OpStatsRequest) (any, error) {
+	p := principal(ctx)
+	if err := n.checkJob(p, api.MethodOpStats, req.Job); req.Job != "" && err != nil {
+		return nil, err
+	}
+	st := n.OpStats(req.Job)
+	if !p.Privileged() {
+		kept := st.Tasks[:0:0]
+		for _, t := range st.Tasks {
+			if n.visibleJob(p, t.Job) {
+				kept = append(kept, t)
+			}
+		}
+		st.Tasks = kept
+	}
+	return st, nil
+}

@@ -1,10 +1,14 @@
 package mesh_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +18,7 @@ import (
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/transport"
+	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
 // issueClient makes a client certificate of tenant (and an
@@ -52,6 +57,20 @@ func newTenantClient(t *testing.T, p *testPKI, name, tenant string, admin bool) 
 		t.Fatal(err)
 	}
 	return &tenantClient{t: t, tr: tr, codec: codec}
+}
+
+// firstBatch opens a data stream of job (id) at the worker at addr and
+// reads its first batch: nil if one came.
+func (c *tenantClient) firstBatch(addr, job string, id uint64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	r, err := batch.Open(ctx, c.tr, c.codec, addr, batch.OpenRequest{Job: job, Consumer: "reader", Window: 2, JobID: id}, batch.DefaultLimits())
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	_, _, err = r.Next(ctx)
+	return err
 }
 
 func (c *tenantClient) call(addr, method string, req, resp any) error {
@@ -115,6 +134,12 @@ func TestTenantCannotTouchAnotherTenantsJob(t *testing.T) {
 					t.Errorf("%s tried to %s of alice's job (%s) through %s: %v, want permission_denied", who.name, a.what, a.method, addr, err)
 				}
 			}
+		}
+	}
+	// The data plane: a stream of alice's job from any worker.
+	for i := range 3 {
+		if err := bob.firstBatch(c.Node(i).Addr(), job, info.ID); err == nil || !strings.Contains(err.Error(), "permission denied") {
+			t.Errorf("bob reads a batch of alice's job from %s: %v, want permission denied", c.Name(i), err)
 		}
 	}
 	got, err := c.Node(li).JobGet(context.Background(), job)
@@ -205,5 +230,125 @@ func TestTenantQuotaAndDatasetGC(t *testing.T) {
 	}
 	if err := ops.call(addr, api.MethodPut, api.PutRequest{Key: "k", Value: []byte("v")}, nil); err != nil {
 		t.Errorf("an administrator's kv.put: %v", err)
+	}
+}
+
+// syncBuffer is a log sink several nodes write to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestTenantSeesItsOwnJobs (issue 37, item 6): `feedmesh jobs` listed
+// every tenant's jobs, consumers and workers, and any worker answered
+// its per-op statistics of any job. Now a principal sees its tenant's
+// jobs only (an administrator every one), a worker answers another
+// tenant's job's statistics with permission_denied and leaves its tasks
+// out of a full answer, and the leader logs every control action with
+// its principal, tenant, job and outcome.
+func TestTenantSeesItsOwnJobs(t *testing.T) {
+	logs := make([]*syncBuffer, 3)
+	for i := range logs {
+		logs[i] = &syncBuffer{}
+	}
+	c, p := mtlsClusterWith(t, 3, func(i int, cfg *mesh.Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(logs[i], &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	li, _ := c.WaitLeader(t, 20*time.Second)
+	addr := c.Node((li + 1) % 3).Addr()
+	alice := newTenantClient(t, p, "alice", "vision", false)
+	bob := newTenantClient(t, p, "bob", "nlp", false)
+	carol := newTenantClient(t, p, "carol", "", false)
+	ops := newTenantClient(t, p, "ops", "", true)
+	spec, err := pipeline.NewSpec(pipeline.FromSynthetic(pipeline.SyntheticSource{Kind: "text", Count: 100, Seed: 1, SplitSize: 50})).CanonicalEncoding()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range []struct {
+		who  *tenantClient
+		name string
+	}{{alice, "vision-a"}, {bob, "nlp-b"}} {
+		opts := api.JobOptions{Name: j.name, Sharding: jobspec.Dynamic, Workers: jobspec.AllWorkers}
+		if err := j.who.call(addr, api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: opts, Consumer: "c0"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func(who *tenantClient) []string {
+		var out []api.JobInfo
+		if err := who.call(addr, api.MethodJobs, api.JobRequest{}, &out); err != nil {
+			t.Fatal(err)
+		}
+		var ns []string
+		for _, j := range out {
+			ns = append(ns, j.Name)
+		}
+		slices.Sort(ns)
+		return ns
+	}
+	for _, tc := range []struct {
+		who  string
+		c    *tenantClient
+		want []string
+	}{{"alice", alice, []string{"vision-a"}}, {"bob", bob, []string{"nlp-b"}}, {"carol (default tenant)", carol, nil}, {"an administrator", ops, []string{"nlp-b", "vision-a"}}} {
+		if got := names(tc.c); !slices.Equal(got, tc.want) {
+			t.Errorf("%s lists jobs %v, want %v", tc.who, got, tc.want)
+		}
+	}
+	// A worker's statistics: alice reads from the node asked, which
+	// starts her job's task there.
+	if err := alice.firstBatch(addr, "vision-a", 0); err != nil {
+		t.Fatalf("alice reads a batch of her job: %v", err)
+	}
+	var all api.WorkerOpStats
+	if err := ops.call(addr, api.MethodOpStats, api.OpStatsRequest{}, &all); err != nil || !slices.ContainsFunc(all.Tasks, func(t api.TaskOpStats) bool { return t.Job == "vision-a" }) {
+		t.Fatalf("an administrator's statistics of the node hold no task of alice's job: %+v %v", all.Tasks, err)
+	}
+	if err := bob.call(addr, api.MethodOpStats, api.OpStatsRequest{Job: "vision-a"}, nil); !errors.Is(err, transport.ErrPermissionDenied) {
+		t.Errorf("bob asks a worker for alice's job's statistics: %v, want permission_denied", err)
+	}
+	var st api.WorkerOpStats
+	if err := bob.call(addr, api.MethodOpStats, api.OpStatsRequest{}, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range st.Tasks {
+		if task.Job == "vision-a" {
+			t.Errorf("bob's full statistics answer holds alice's job's task")
+		}
+	}
+	if err := bob.call(addr, api.MethodShareStats, api.ShareStatsRequest{Job: "vision-a"}, nil); !errors.Is(err, transport.ErrPermissionDenied) {
+		t.Errorf("bob asks a worker for alice's job's sharing counters: %v, want permission_denied", err)
+	}
+	// The audit log, on the leader.
+	if err := bob.call(addr, api.MethodJobGet, api.JobRequest{Job: "vision-a"}, nil); !errors.Is(err, transport.ErrPermissionDenied) {
+		t.Fatalf("bob reads alice's spec: %v", err)
+	}
+	lines := strings.Split(logs[li].String(), "\n")
+	for _, want := range [][]string{
+		{"msg=audit", "method=job.distribute", "principal=spiffe://prod/client/alice", "tenant=vision", "job=vision-a", "outcome=ok"},
+		{"msg=audit", "method=job.get", "principal=spiffe://prod/client/bob", "tenant=nlp", "job=vision-a", "outcome=denied"},
+		{"msg=audit", "method=jobs.list", "principal=spiffe://prod/client/ops", "admin=true", "outcome=ok"},
+	} {
+		if !slices.ContainsFunc(lines, func(l string) bool {
+			for _, w := range want {
+				if !strings.Contains(l, w) {
+					return false
+				}
+			}
+			return true
+		}) {
+			t.Errorf("the leader's log has no line with %q", want)
+		}
 	}
 }
