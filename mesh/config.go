@@ -167,6 +167,14 @@ type TenantsConfig struct {
 	// MaxStateBytes bounds the bytes of a tenant's dataset specs, what it
 	// adds to every Raft log and snapshot (--tenant-max-state-bytes).
 	MaxStateBytes int64
+	// MaxConsumers bounds the consumers attached to a tenant's jobs
+	// together (--tenant-max-consumers).
+	MaxConsumers int
+	// MaxJobNodes, if > 0, bounds the nodes one of a tenant's jobs may
+	// take (--tenant-max-job-nodes): a new job must ask for at most as
+	// many workers (max_workers, or a fixed count; autoscaling stays
+	// below it). 0: no bound.
+	MaxJobNodes int
 	// AdminReserve is how many of the state machine's job and dataset
 	// slots only the privileged may take, so that tenants together can
 	// never lock administrators out (--admin-reserve).
@@ -180,7 +188,7 @@ type TenantsConfig struct {
 // DefaultTenants are the tenant bounds of DefaultConfig: a tenant may take
 // a quarter of the state machine's slots, 256 MiB of specs.
 func DefaultTenants() TenantsConfig {
-	return TenantsConfig{MaxJobs: 1024, MaxDatasets: 1024, MaxStateBytes: 256 << 20, AdminReserve: 256, DatasetGCAfter: 30 * time.Minute}
+	return TenantsConfig{MaxJobs: 1024, MaxDatasets: 1024, MaxStateBytes: 256 << 20, MaxConsumers: 4096, AdminReserve: 256, DatasetGCAfter: 30 * time.Minute}
 }
 
 // GossipConfig is the subset of memberlist's timing that feedmesh tunes.
@@ -396,9 +404,9 @@ func (c *Config) Validate() error {
 	if a := c.Autocache; a.ProfileElements < 1 || a.ProbeBytes < 1 || a.ReadBytesPerSec < 0 || a.HeldTTL <= 0 || a.FetchTimeout <= 0 || a.MaxServing < 1 {
 		bad("Autocache", "ProfileElements, ProbeBytes, HeldTTL, FetchTimeout and MaxServing must be > 0, ReadBytesPerSec >= 0")
 	}
-	if tc := c.Tenants; tc.MaxJobs < 1 || tc.MaxDatasets < 1 || tc.MaxStateBytes < 1 || tc.AdminReserve < 0 || tc.DatasetGCAfter < 0 ||
+	if tc := c.Tenants; tc.MaxJobs < 1 || tc.MaxDatasets < 1 || tc.MaxStateBytes < 1 || tc.MaxConsumers < 1 || tc.MaxJobNodes < 0 || tc.AdminReserve < 0 || tc.DatasetGCAfter < 0 ||
 		tc.AdminReserve >= fsm.MaxJobs || tc.AdminReserve >= fsm.MaxDatasets {
-		bad("Tenants", "MaxJobs, MaxDatasets and MaxStateBytes must be > 0, DatasetGCAfter >= 0 (0: keep), AdminReserve 0 to %d", min(fsm.MaxJobs, fsm.MaxDatasets)-1)
+		bad("Tenants", "MaxJobs, MaxDatasets, MaxStateBytes and MaxConsumers must be > 0, MaxJobNodes and DatasetGCAfter >= 0 (0: no bound, keep), AdminReserve 0 to %d", min(fsm.MaxJobs, fsm.MaxDatasets)-1)
 	}
 	if c.Gossip.SuspicionMult < 1 {
 		bad("Gossip.SuspicionMult", "must be >= 1")

@@ -81,7 +81,8 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 	}
 	_, jobExists := n.raft.JobTenant(name)
 	_, datasetExists := n.raft.Dataset(fp)
-	if err := n.checkQuota(p, name, !jobExists, !datasetExists, len(req.Spec)); err != nil {
+	g := growth{job: !jobExists, workers: job.MaxWorkers(), dataset: !datasetExists, specBytes: len(req.Spec), consumer: !n.raft.HasConsumer(name, req.Consumer)}
+	if err := n.checkQuota(p, name, g); err != nil {
 		return api.JobInfo{}, err
 	}
 	if !datasetExists {
@@ -207,6 +208,11 @@ func (n *Node) heartbeat(ctx context.Context, req api.JobRequest) (api.JobInfo, 
 				m = &autoscale.Metric{BatchTime: x.BatchTimeSeconds, ResultQueue: x.ResultQueue, Stall: x.Stall, Batches: x.Batches, Workers: x.Workers}
 				if err := m.Validate(); err != nil {
 					return transport.Errorf(transport.ErrInvalid, "heartbeat of %q: %v", req.Consumer, err)
+				}
+			}
+			if p := principal(ctx); !p.Privileged() && !n.raft.HasConsumer(req.Job, req.Consumer) {
+				if err := n.checkQuota(p, req.Job, growth{consumer: true}); err != nil {
+					return err // a new consumer, attaching by its heartbeat
 				}
 			}
 			if _, err := n.raft.Apply(ctx, fsm.NewHeartbeat(req.Job, req.Consumer, m)); err != nil {

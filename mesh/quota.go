@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
@@ -11,14 +12,25 @@ import (
 
 // Quotas and cleanup (docs/operating/security.md, "Quotas and cleanup").
 
-// checkQuota refuses p a new job (newJob) or a new dataset of specBytes
-// (newDataset) past its tenant's limits (Config.Tenants) or into the
-// slots kept for administrators. The privileged are bound only by the
-// state machine's own limits. Concurrent requests of one tenant may pass
-// the check together and overshoot by as many: the state machine's
-// limits still hold.
-func (n *Node) checkQuota(p api.Principal, job string, newJob, newDataset bool, specBytes int) error {
-	if p.Privileged() || (!newJob && !newDataset) {
+// growth is what a request would add to a tenant's share of the state.
+type growth struct {
+	// job: a new job asking for up to workers nodes (0: every node).
+	job     bool
+	workers int
+	// dataset: a new dataset of specBytes.
+	dataset   bool
+	specBytes int
+	// consumer: a consumer attaching.
+	consumer bool
+}
+
+// checkQuota refuses p what g adds past its tenant's limits
+// (Config.Tenants) or into the slots kept for administrators. The
+// privileged are bound only by the state machine's own limits.
+// Concurrent requests of one tenant may pass the check together and
+// overshoot by as many: the state machine's limits still hold.
+func (n *Node) checkQuota(p api.Principal, job string, g growth) error {
+	if p.Privileged() || (!g.job && !g.dataset && !g.consumer) {
 		return nil
 	}
 	tc := n.cfg.Tenants
@@ -31,20 +43,29 @@ func (n *Node) checkQuota(p api.Principal, job string, newJob, newDataset bool, 
 		n.log.Warn("request refused: quota", "principal", p.Name, "tenant", p.Tenant, "job", job, "jobs", u.Jobs, "datasets", u.Datasets, "spec_bytes", u.SpecBytes)
 		return transport.Errorf(api.ErrQuota, "job %q: tenant %s: "+format, append([]any{job, tenant}, args...)...)
 	}
-	if newJob {
+	if g.job {
 		switch {
+		case tc.MaxJobNodes > 0 && (g.workers == 0 || g.workers > tc.MaxJobNodes):
+			asked := "every node (no max_workers)"
+			if g.workers > 0 {
+				asked = fmt.Sprintf("up to %d nodes", g.workers)
+			}
+			return refuse("the job asks for %s; a job of the tenant may take %d (--tenant-max-job-nodes): set max_workers (or workers) to at most %d", asked, tc.MaxJobNodes, tc.MaxJobNodes)
 		case u.Jobs >= tc.MaxJobs:
 			return refuse("%d jobs, its limit (--tenant-max-jobs %d): stop one, or wait for a finished one's gc_after", u.Jobs, tc.MaxJobs)
 		case u.AllJobs >= fsm.MaxJobs-tc.AdminReserve:
 			return refuse("the cluster holds %d jobs; the last %d of its %d are kept for administrators", u.AllJobs, tc.AdminReserve, fsm.MaxJobs)
 		}
 	}
-	if newDataset {
+	if g.consumer && u.Consumers >= tc.MaxConsumers {
+		return refuse("%d consumers attached to its jobs, its limit (--tenant-max-consumers %d): stop one", u.Consumers, tc.MaxConsumers)
+	}
+	if g.dataset {
 		switch {
 		case u.Datasets >= tc.MaxDatasets:
 			return refuse("%d datasets, its limit (--tenant-max-datasets %d): datasets no job reads are removed after --dataset-gc-after (%v)", u.Datasets, tc.MaxDatasets, tc.DatasetGCAfter)
-		case u.SpecBytes+int64(specBytes) > tc.MaxStateBytes:
-			return refuse("its datasets' specs take %d bytes, and this one %d more: over its limit (--tenant-max-state-bytes %d)", u.SpecBytes, specBytes, tc.MaxStateBytes)
+		case u.SpecBytes+int64(g.specBytes) > tc.MaxStateBytes:
+			return refuse("its datasets' specs take %d bytes, and this one %d more: over its limit (--tenant-max-state-bytes %d)", u.SpecBytes, g.specBytes, tc.MaxStateBytes)
 		case u.AllDatasets >= fsm.MaxDatasets-tc.AdminReserve:
 			return refuse("the cluster holds %d datasets; the last %d of its %d are kept for administrators", u.AllDatasets, tc.AdminReserve, fsm.MaxDatasets)
 		}

@@ -352,3 +352,54 @@ func TestTenantSeesItsOwnJobs(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantQuotaConsumersAndNodes (issue 37, item 4): a tenant's
+// consumers together, and the nodes one of its jobs may take, are
+// bounded (lowered here to 2 and 2): past them a consumer (attaching by
+// distribute or by its first heartbeat) and a job asking for more nodes
+// are refused with quota_exceeded naming the bound, while another tenant
+// and an administrator go on.
+func TestTenantQuotaConsumersAndNodes(t *testing.T) {
+	c, p := mtlsClusterWith(t, 3, func(_ int, cfg *mesh.Config) {
+		cfg.Tenants.MaxConsumers = 2
+		cfg.Tenants.MaxJobNodes = 2
+	})
+	li, _ := c.WaitLeader(t, 20*time.Second)
+	addr := c.Node((li + 1) % 3).Addr()
+	alice := newTenantClient(t, p, "alice", "vision", false)
+	bob := newTenantClient(t, p, "bob", "nlp", false)
+	ops := newTenantClient(t, p, "ops", "", true)
+	spec, err := pipeline.NewSpec(pipeline.FromSynthetic(pipeline.SyntheticSource{Kind: "text", Count: 100, Seed: 1, SplitSize: 50})).CanonicalEncoding()
+	if err != nil {
+		t.Fatal(err)
+	}
+	distribute := func(who *tenantClient, job, consumer string, o api.JobOptions) error {
+		o.Name = job
+		return who.call(addr, api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: o, Consumer: consumer}, nil)
+	}
+	two := api.JobOptions{Sharding: jobspec.Dynamic, MaxWorkers: 2}
+	all := api.JobOptions{Sharding: jobspec.Dynamic, Workers: jobspec.AllWorkers}
+	if err := distribute(bob, "bob-all", "c0", all); !errors.Is(err, api.ErrQuota) || !strings.Contains(err.Error(), "tenant-max-job-nodes") {
+		t.Errorf("bob's job on every node: %v, want quota_exceeded naming --tenant-max-job-nodes", err)
+	}
+	if err := distribute(ops, "ops-all", "c0", all); err != nil {
+		t.Errorf("an administrator's job on every node: %v", err)
+	}
+	for _, consumer := range []string{"c0", "c1"} {
+		if err := distribute(bob, "bob-two", consumer, two); err != nil {
+			t.Fatalf("bob's consumer %s: %v", consumer, err)
+		}
+	}
+	if err := distribute(bob, "bob-two", "c2", two); !errors.Is(err, api.ErrQuota) || !strings.Contains(err.Error(), "tenant-max-consumers") {
+		t.Errorf("bob's third consumer: %v, want quota_exceeded naming --tenant-max-consumers", err)
+	}
+	if err := bob.call(addr, api.MethodHeartbeat, api.JobRequest{Job: "bob-two", Consumer: "c3"}, nil); !errors.Is(err, api.ErrQuota) {
+		t.Errorf("bob's third consumer attaching by heartbeat: %v, want quota_exceeded", err)
+	}
+	if err := bob.call(addr, api.MethodHeartbeat, api.JobRequest{Job: "bob-two", Consumer: "c1"}, nil); err != nil {
+		t.Errorf("bob's attached consumer renews: %v", err)
+	}
+	if err := distribute(alice, "alice-two", "c0", two); err != nil {
+		t.Errorf("alice, another tenant: %v", err)
+	}
+}

@@ -40,6 +40,8 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cacheBytes := fs.Int64("cache-bytes", d.CacheBytes, "bytes of autocached splits this node keeps on disk under --data-dir/cache, least recently used evicted beyond (0: no caching; autocache ops compute)")
 	tenantJobs := fs.Int("tenant-max-jobs", d.Tenants.MaxJobs, "jobs one tenant may hold (docs/operating/security.md, \"Quotas and cleanup\"); administrators are not bound")
 	tenantDatasets := fs.Int("tenant-max-datasets", d.Tenants.MaxDatasets, "datasets one tenant may have registered")
+	tenantConsumers := fs.Int("tenant-max-consumers", d.Tenants.MaxConsumers, "consumers attached to one tenant's jobs together")
+	tenantJobNodes := fs.Int("tenant-max-job-nodes", d.Tenants.MaxJobNodes, "nodes one job of a tenant may take: a new job must set max_workers (or workers) to at most this (0: no bound)")
 	tenantBytes := fs.Int64("tenant-max-state-bytes", d.Tenants.MaxStateBytes, "bytes of dataset specs one tenant may hold in the replicated state")
 	adminReserve := fs.Int("admin-reserve", d.Tenants.AdminReserve, "job and dataset slots of the cluster's limits (4096 each) that only administrators may take")
 	datasetGC := fs.Duration("dataset-gc-after", d.Tenants.DatasetGCAfter, "remove a dataset once no job has read it for this long (0: keep datasets)")
@@ -86,7 +88,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg.TLSCA, cfg.TLSCert, cfg.TLSKey, cfg.Insecure = *tlsCA, *tlsCert, *tlsKey, *insecure
 	cfg.Worker.ShareWindowBytes = *shareWindow << 20
 	cfg.CacheBytes = *cacheBytes
-	cfg.Tenants = mesh.TenantsConfig{MaxJobs: *tenantJobs, MaxDatasets: *tenantDatasets, MaxStateBytes: *tenantBytes, AdminReserve: *adminReserve, DatasetGCAfter: *datasetGC}
+	cfg.Tenants = mesh.TenantsConfig{MaxJobs: *tenantJobs, MaxDatasets: *tenantDatasets, MaxStateBytes: *tenantBytes, MaxConsumers: *tenantConsumers, MaxJobNodes: *tenantJobNodes, AdminReserve: *adminReserve, DatasetGCAfter: *datasetGC}
 	if flagGiven(fs, "drain-timeout") { // else the preset's
 		cfg.DrainTimeout = *drainTimeout
 	}

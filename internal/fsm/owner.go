@@ -47,6 +47,7 @@ const (
 // and the bytes of their specs; and the state's totals.
 type Usage struct {
 	Jobs, Datasets       int
+	Consumers            int // attached to its jobs
 	SpecBytes            int64
 	AllJobs, AllDatasets int
 }
@@ -58,6 +59,7 @@ func (s *State) TenantUsage(tenant string) Usage {
 	for _, j := range s.Jobs {
 		if !j.Group && TenantOf(j.Owner) == tenant {
 			u.Jobs++
+			u.Consumers += len(j.Consumers)
 		}
 	}
 	for _, d := range s.Datasets {

@@ -155,6 +155,17 @@ func (f *machine) jobTenant(name string) (string, bool) {
 	return fsm.TenantOf(j.Owner), true
 }
 
+func (f *machine) hasConsumer(job, consumer string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	j, ok := f.state.Jobs[job]
+	if !ok {
+		return false
+	}
+	_, ok = j.Consumers[consumer]
+	return ok
+}
+
 func (f *machine) tenantUsage(tenant string) fsm.Usage {
 	f.mu.RLock()
 	defer f.mu.RUnlock()

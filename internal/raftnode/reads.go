@@ -28,6 +28,10 @@ func (n *Node) JobTenant(name string) (string, bool) { return n.machine.jobTenan
 // (fsm.State.TenantUsage).
 func (n *Node) TenantUsage(tenant string) fsm.Usage { return n.machine.tenantUsage(tenant) }
 
+// HasConsumer reports whether consumer is attached to job in the local
+// FSM.
+func (n *Node) HasConsumer(job, consumer string) bool { return n.machine.hasConsumer(job, consumer) }
+
 // UnreadDatasets lists the datasets no job reads in the local FSM, their
 // specs left out (fsm.State.UnreadDatasets).
 func (n *Node) UnreadDatasets() []fsm.Dataset { return n.machine.unreadDatasets() }
