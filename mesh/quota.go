@@ -25,23 +25,34 @@ type growth struct {
 }
 
 // checkQuota refuses p what g adds past its tenant's limits
-// (Config.Tenants) or into the slots kept for administrators. The
-// privileged are bound only by the state machine's own limits.
-// Concurrent requests of one tenant may pass the check together and
-// overshoot by as many: the state machine's limits still hold.
+// (Config.Tenants) or into the slots kept for administrators
+// (overQuota decides). Concurrent requests of one tenant may pass the
+// check together and overshoot by as many: the state machine's limits
+// still hold.
 func (n *Node) checkQuota(p api.Principal, job string, g growth) error {
 	if p.Privileged() || (!g.job && !g.dataset && !g.consumer) {
 		return nil
 	}
-	tc := n.cfg.Tenants
 	u := n.raft.TenantUsage(p.Tenant)
+	why := overQuota(n.cfg.Tenants, p, u, g)
+	if why == "" {
+		return nil
+	}
 	tenant := p.Tenant
 	if tenant == "" {
 		tenant = "(default)"
 	}
-	refuse := func(format string, args ...any) error {
-		n.log.Warn("request refused: quota", "principal", p.Name, "tenant", p.Tenant, "job", job, "jobs", u.Jobs, "datasets", u.Datasets, "spec_bytes", u.SpecBytes)
-		return transport.Errorf(api.ErrQuota, "job %q: tenant %s: "+format, append([]any{job, tenant}, args...)...)
+	n.log.Warn("request refused: quota", "principal", p.Name, "tenant", p.Tenant, "job", job, "jobs", u.Jobs, "datasets", u.Datasets, "consumers", u.Consumers, "spec_bytes", u.SpecBytes)
+	return transport.Errorf(api.ErrQuota, "job %q: tenant %s: %s", job, tenant, why)
+}
+
+// overQuota says why g would take p's tenant (holding u) past a limit
+// of tc, or into the slots kept for administrators; "" if it would not.
+// The privileged are bound only by the state machine's own limits. Pure:
+// the policy's table test drives it.
+func overQuota(tc TenantsConfig, p api.Principal, u fsm.Usage, g growth) string {
+	if p.Privileged() {
+		return ""
 	}
 	if g.job {
 		switch {
@@ -50,27 +61,27 @@ func (n *Node) checkQuota(p api.Principal, job string, g growth) error {
 			if g.workers > 0 {
 				asked = fmt.Sprintf("up to %d nodes", g.workers)
 			}
-			return refuse("the job asks for %s; a job of the tenant may take %d (--tenant-max-job-nodes): set max_workers (or workers) to at most %d", asked, tc.MaxJobNodes, tc.MaxJobNodes)
+			return fmt.Sprintf("the job asks for %s; a job of the tenant may take %d (--tenant-max-job-nodes): set max_workers (or workers) to at most %d", asked, tc.MaxJobNodes, tc.MaxJobNodes)
 		case u.Jobs >= tc.MaxJobs:
-			return refuse("%d jobs, its limit (--tenant-max-jobs %d): stop one, or wait for a finished one's gc_after", u.Jobs, tc.MaxJobs)
+			return fmt.Sprintf("%d jobs, its limit (--tenant-max-jobs %d): stop one, or wait for a finished one's gc_after", u.Jobs, tc.MaxJobs)
 		case u.AllJobs >= fsm.MaxJobs-tc.AdminReserve:
-			return refuse("the cluster holds %d jobs; the last %d of its %d are kept for administrators", u.AllJobs, tc.AdminReserve, fsm.MaxJobs)
+			return fmt.Sprintf("the cluster holds %d jobs; the last %d of its %d are kept for administrators (--admin-reserve)", u.AllJobs, tc.AdminReserve, fsm.MaxJobs)
 		}
 	}
 	if g.consumer && u.Consumers >= tc.MaxConsumers {
-		return refuse("%d consumers attached to its jobs, its limit (--tenant-max-consumers %d): stop one", u.Consumers, tc.MaxConsumers)
+		return fmt.Sprintf("%d consumers attached to its jobs, its limit (--tenant-max-consumers %d): stop one", u.Consumers, tc.MaxConsumers)
 	}
 	if g.dataset {
 		switch {
 		case u.Datasets >= tc.MaxDatasets:
-			return refuse("%d datasets, its limit (--tenant-max-datasets %d): datasets no job reads are removed after --dataset-gc-after (%v)", u.Datasets, tc.MaxDatasets, tc.DatasetGCAfter)
+			return fmt.Sprintf("%d datasets, its limit (--tenant-max-datasets %d): datasets no job reads are removed after --dataset-gc-after (%v)", u.Datasets, tc.MaxDatasets, tc.DatasetGCAfter)
 		case u.SpecBytes+int64(g.specBytes) > tc.MaxStateBytes:
-			return refuse("its datasets' specs take %d bytes, and this one %d more: over its limit (--tenant-max-state-bytes %d)", u.SpecBytes, g.specBytes, tc.MaxStateBytes)
+			return fmt.Sprintf("its datasets' specs take %d bytes, and this one %d more: over its limit (--tenant-max-state-bytes %d)", u.SpecBytes, g.specBytes, tc.MaxStateBytes)
 		case u.AllDatasets >= fsm.MaxDatasets-tc.AdminReserve:
-			return refuse("the cluster holds %d datasets; the last %d of its %d are kept for administrators", u.AllDatasets, tc.AdminReserve, fsm.MaxDatasets)
+			return fmt.Sprintf("the cluster holds %d datasets; the last %d of its %d are kept for administrators (--admin-reserve)", u.AllDatasets, tc.AdminReserve, fsm.MaxDatasets)
 		}
 	}
-	return nil
+	return ""
 }
 
 // maxDatasetGCPerRound bounds the datasets one round of the job loop

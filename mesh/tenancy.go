@@ -43,10 +43,18 @@ func (n *Node) checkJob(p api.Principal, method, job string) error {
 	if p.Privileged() {
 		return nil
 	}
-	if t, ok := n.raft.JobTenant(job); ok && t != p.Tenant {
+	if t, ok := n.raft.JobTenant(job); !mayActOnJob(p, t, ok) {
 		return n.denyJob(method, p, job)
 	}
 	return nil
+}
+
+// mayActOnJob is the policy of a request about a job of tenant (exists:
+// whether there is such a job): the privileged act on any job; others on
+// their tenant's, and on a name no job has (creating it makes it theirs).
+// Pure: the policy's table test drives it.
+func mayActOnJob(p api.Principal, tenant string, exists bool) bool {
+	return !exists || p.MayActOn(tenant)
 }
 
 // denyJob logs and answers a request refused because the job is another
