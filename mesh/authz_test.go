@@ -20,7 +20,7 @@ func mtlsCluster(t *testing.T, n int) (*testcluster.Cluster, *testPKI) {
 
 // mtlsClusterWith is mtlsCluster with more of each node's config set by
 // f (nil: none).
-func mtlsClusterWith(t *testing.T, n int, f func(i int, cfg *mesh.Config)) (*testcluster.Cluster, *testPKI) {
+func mtlsClusterWith(t testing.TB, n int, f func(i int, cfg *mesh.Config)) (*testcluster.Cluster, *testPKI) {
 	t.Helper()
 	p := newTestPKI(t)
 	certs := map[int][2]string{}

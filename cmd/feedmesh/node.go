@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -139,6 +140,9 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		defer srv.Close()
 		fmt.Fprintf(stdout, "  status page http://%s/, metrics http://%s/metrics\n", srv.Addr(), srv.Addr())
+		if cfg.TLSCA != "" && !loopbackAddr(srv.Addr()) {
+			cfg.Logger.Warn("the status page and /status.json show every tenant's jobs to whoever reaches --metrics-addr (plain HTTP, no authentication): serve them where only operators reach them (docs/operating/security.md, \"Visibility and the audit log\")", "addr", srv.Addr())
+		}
 	}
 	<-ctx.Done()
 	if cfg.DrainTimeout > 0 {
@@ -160,4 +164,14 @@ func invokedAs() string {
 		return "feedmesh"
 	}
 	return a
+}
+
+// loopbackAddr reports whether host:port is on a loopback address.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
