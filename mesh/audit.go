@@ -15,6 +15,7 @@ import (
 var audited = map[string]bool{
 	api.MethodDistribute: true, api.MethodDetach: true, api.MethodJobs: true, api.MethodJobGet: true,
 	api.MethodPut: true, api.MethodGet: true, api.MethodOffload: true, api.MethodEndTask: true,
+	api.MethodTokenCreate: true, api.MethodTokenRevoke: true,
 }
 
 // audit logs a control action the leader answered (err: its outcome).

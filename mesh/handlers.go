@@ -37,6 +37,8 @@ func (n *Node) registerHandlers() {
 	handle(n, api.MethodOpStats, n.opStatsOf)
 	handle(n, api.MethodProbe, n.probe)
 	handle(n, api.MethodCacheHeld, nodesOnly(answer(n.cacheHeld)))
+	handle(n, api.MethodTokenCreate, adminOnly(answer(n.tokenCreate)))
+	handle(n, api.MethodTokenRevoke, adminOnly(done(n.tokenRevoke)))
 }
 
 // handle registers method, whose request decodes into a Req, answered by
@@ -51,7 +53,11 @@ func handle[Req any](n *Node, method string, f func(context.Context, Req) (any, 
 		if err := n.authorize(ctx, method, req); err != nil {
 			return nil, err
 		}
-		return f(withPrincipal(ctx, principalOf(ctx, req)), req)
+		p, err := n.principalOf(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return f(withPrincipal(ctx, p), req)
 	})
 }
 

@@ -18,6 +18,8 @@ import (
 //     and administrator's unit it carries (transport.Identity), or a node
 //     of the cluster (privileged: it runs the jobs' workers and forwards
 //     its callers' requests);
+//   - a request carrying an access token: the token's principal
+//     (tokens.go), under mutual TLS or not;
 //   - a request a node forwarded to the leader: the principal that node
 //     took it from (api.Forwardable's Caller), trusted because only a
 //     node may forward (authorize). A node of an older release forwards no
@@ -48,19 +50,32 @@ func principal(ctx context.Context) api.Principal {
 }
 
 // principalOf works out the principal of req, which the peer of ctx sent
-// (authorize has checked that only a node sends a forwarded request).
-func principalOf(ctx context.Context, req any) api.Principal {
+// (authorize has checked that only a node sends a forwarded request),
+// with the access token it carried if any (tokens.go).
+func (n *Node) principalOf(ctx context.Context, req any) (api.Principal, error) {
 	id, ok := transport.PeerFromContext(ctx)
-	if !ok {
-		return anonymous
-	}
-	if f, ok := req.(api.Forwardable); ok && f.WasForwarded() && id.IsNode() {
-		if p := f.ForwardedFor(); p != nil {
-			return *p
+	if f, fwd := req.(api.Forwardable); fwd && f.WasForwarded() && (!ok || id.IsNode()) {
+		// In dev mode anyone may claim any principal, as anyone may send
+		// no token and be the anonymous administrator: the claim costs
+		// nothing, and keeps a token's principal across the forward.
+		switch p := f.ForwardedFor(); {
+		case p != nil:
+			return *p, nil
+		case !ok:
+			return anonymous, nil
 		}
-		return api.Principal{Name: "unknown (forwarded by " + id.String() + ")"}
+		return api.Principal{Name: "unknown (forwarded by " + id.String() + ")"}, nil
 	}
-	return identityPrincipal(id)
+	if ok && id.IsNode() {
+		return identityPrincipal(id), nil // a node acts as a node, whatever token it sends
+	}
+	if token, has := transport.TokenFromContext(ctx); has {
+		return n.tokenPrincipal(token)
+	}
+	if !ok {
+		return anonymous, nil
+	}
+	return identityPrincipal(id), nil
 }
 
 // identityPrincipal is the principal a certificate proves.

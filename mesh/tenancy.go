@@ -64,11 +64,12 @@ func (n *Node) denyJob(method string, p api.Principal, job string) error {
 	return transport.Errorf(transport.ErrPermissionDenied, "%s: job %q is another tenant's: choose another job name", method, job)
 }
 
-// adminOnly is a method for the privileged only (administrators, nodes).
+// adminOnly is a method for the privileged only (administrators, nodes):
+// the KV store, tokens.
 func adminOnly[Req any](f func(context.Context, Req) (any, error)) func(context.Context, Req) (any, error) {
 	return func(ctx context.Context, req Req) (any, error) {
 		if p := principal(ctx); !p.Privileged() {
-			return nil, transport.Errorf(transport.ErrPermissionDenied, "%s may not: only administrators use the KV store", p.Name)
+			return nil, transport.Errorf(transport.ErrPermissionDenied, "%s may not: an administrator's action", p.Name)
 		}
 		return f(ctx, req)
 	}

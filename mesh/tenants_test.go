@@ -3,6 +3,7 @@ package mesh_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,6 +43,7 @@ type tenantClient struct {
 	t     testing.TB
 	tr    *transport.Transport
 	codec *transport.Codec
+	token string // sent with every call and stream, if set
 }
 
 func newTenantClient(t testing.TB, p *testPKI, name, tenant string, admin bool) *tenantClient {
@@ -64,7 +66,7 @@ func newTenantClient(t testing.TB, p *testPKI, name, tenant string, admin bool) 
 func (c *tenantClient) firstBatch(addr, job string, id uint64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	r, err := batch.Open(ctx, c.tr, c.codec, addr, batch.OpenRequest{Job: job, Consumer: "reader", Window: 2, JobID: id}, batch.DefaultLimits())
+	r, err := batch.Open(ctx, c.tr, c.codec, addr, batch.OpenRequest{Job: job, Consumer: "reader", Window: 2, JobID: id, Token: c.token}, batch.DefaultLimits())
 	if err != nil {
 		return err
 	}
@@ -74,7 +76,7 @@ func (c *tenantClient) firstBatch(addr, job string, id uint64) error {
 }
 
 func (c *tenantClient) call(addr, method string, req, resp any) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(transport.WithToken(context.Background(), c.token), 15*time.Second)
 	defer cancel()
 	return transport.Call(ctx, c.tr, c.codec, addr, method, req, resp)
 }
@@ -462,4 +464,98 @@ func benchAuthz(b *testing.B, method string) {
 	b.ReportMetric(admin, "admin-ns/call")
 	b.ReportMetric(tenant, "tenant-ns/call")
 	b.ReportMetric(tenant/admin, "tenant/admin")
+}
+
+// withToken is c sending token.
+func (c *tenantClient) withToken(token string) *tenantClient {
+	d := *c
+	d.token = token
+	return &d
+}
+
+// TestTokens (issue 37, item 2): an administrator creates an access
+// token of a tenant; whoever holds it acts as that tenant's principal,
+// whatever certificate it connects with, on the control plane (through
+// any node) and on the data plane; the cluster keeps the secret's hash
+// only; a wrong or revoked token is refused, and only administrators
+// create or revoke tokens.
+func TestTokens(t *testing.T) {
+	c, p := mtlsCluster(t, 3)
+	li, _ := c.WaitLeader(t, 20*time.Second)
+	follower := c.Node((li + 1) % 3).Addr()
+	ops := newTenantClient(t, p, "ops", "", true)
+	alice := newTenantClient(t, p, "alice", "vision", false)
+	carol := newTenantClient(t, p, "carol", "", false) // the default tenant's certificate, shared by teams
+
+	if err := alice.call(follower, api.MethodTokenCreate, api.TokenCreateRequest{ID: "mine", Tenant: "nlp"}, nil); !errors.Is(err, transport.ErrPermissionDenied) {
+		t.Errorf("a tenant creates a token: %v, want permission_denied", err)
+	}
+	var created api.TokenCreateResponse
+	if err := ops.call(follower, api.MethodTokenCreate, api.TokenCreateRequest{ID: "vision-ci", Tenant: "vision", Hash: make([]byte, 32)}, &created); err != nil {
+		t.Fatal(err)
+	}
+	id, secret, ok := strings.Cut(created.Token, ".")
+	if !ok || id != "vision-ci" || len(secret) < 40 {
+		t.Fatalf("token %q: want vision-ci.<secret>", created.Token)
+	}
+	rec, ok := c.Node(li).Raft().Token("vision-ci")
+	h := sha256.Sum256([]byte(secret))
+	if !ok || !bytes.Equal(rec.Hash, h[:]) || rec.Tenant != "vision" || rec.CreatedBy != "spiffe://prod/client/ops" {
+		t.Fatalf("the leader's record of the token: %+v (found %v), want the secret's SHA-256 (not the hash the client sent), tenant vision, created by ops", rec, ok)
+	}
+	ci := carol.withToken(created.Token)
+	// Every node knows the token once it has applied it.
+	c.WaitFor(t, 10*time.Second, "the token works through every node", func() bool {
+		for i := range 3 {
+			if ci.call(c.Node(i).Addr(), api.MethodJobs, api.JobRequest{}, nil) != nil {
+				return false
+			}
+		}
+		return true
+	})
+	spec, err := pipeline.NewSpec(pipeline.FromSynthetic(pipeline.SyntheticSource{Kind: "text", Count: 100, Seed: 1, SplitSize: 50})).CanonicalEncoding()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info api.JobInfo
+	opts := api.JobOptions{Name: "ci-job", Sharding: jobspec.Dynamic, Workers: jobspec.AllWorkers}
+	if err := ci.call(follower, api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: opts, Consumer: "c0"}, &info); err != nil {
+		t.Fatalf("the token's holder creates a job: %v", err)
+	}
+	if info.Tenant != "vision" || info.Owner != "token:vision-ci" {
+		t.Errorf("the token's job: tenant %q, owner %q; want vision, token:vision-ci", info.Tenant, info.Owner)
+	}
+	if err := alice.call(follower, api.MethodJobGet, api.JobRequest{Job: "ci-job"}, nil); err != nil {
+		t.Errorf("alice, of the token's tenant, reads the job: %v", err)
+	}
+	if err := carol.call(follower, api.MethodJobGet, api.JobRequest{Job: "ci-job"}, nil); !errors.Is(err, transport.ErrPermissionDenied) {
+		t.Errorf("the certificate without the token reads the job: %v, want permission_denied", err)
+	}
+	if err := ci.firstBatch(follower, "ci-job", info.ID); err != nil {
+		t.Errorf("the token's holder reads a batch: %v", err)
+	}
+	if err := carol.firstBatch(follower, "ci-job", info.ID); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("the certificate without the token reads a batch: %v, want permission denied", err)
+	}
+	wrong := carol.withToken("vision-ci." + strings.Repeat("A", len(secret)))
+	if err := wrong.call(follower, api.MethodJobs, api.JobRequest{}, nil); !errors.Is(err, transport.ErrPermissionDenied) {
+		t.Errorf("a wrong secret: %v, want permission_denied", err)
+	}
+	if err := wrong.firstBatch(follower, "ci-job", info.ID); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("a wrong secret reads a batch: %v, want permission denied", err)
+	}
+	if err := ci.call(follower, api.MethodTokenRevoke, api.TokenRevokeRequest{ID: "vision-ci"}, nil); !errors.Is(err, transport.ErrPermissionDenied) {
+		t.Errorf("the token's holder revokes it: %v, want permission_denied", err)
+	}
+	if err := ops.call(follower, api.MethodTokenRevoke, api.TokenRevokeRequest{ID: "vision-ci"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitFor(t, 10*time.Second, "the revoked token refused through every node", func() bool {
+		for i := range 3 {
+			if err := ci.call(c.Node(i).Addr(), api.MethodJobs, api.JobRequest{}, nil); !errors.Is(err, transport.ErrPermissionDenied) {
+				return false
+			}
+		}
+		return true
+	})
 }

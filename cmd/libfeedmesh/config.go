@@ -25,6 +25,8 @@ type dialOptions struct {
 	TLSCA   string `json:"tls_ca"`
 	TLSCert string `json:"tls_cert"`
 	TLSKey  string `json:"tls_key"`
+	// Token: client.Options.Token, an access token.
+	Token string `json:"token"`
 
 	Window           int     `json:"window"`
 	WindowBytes      int64   `json:"window_bytes"`
@@ -82,7 +84,7 @@ func clientOptions(addr, text string) (client.Options, time.Duration, error) {
 		Window: d.Window, WindowBytes: d.WindowBytes, StreamsPerWorker: d.StreamsPerWorker,
 		PrefetchBatches: d.PrefetchBatches, PrefetchBytes: d.PrefetchBytes, RecycleBytes: d.RecycleBytes,
 		HeartbeatInterval: seconds(d.Heartbeat), RequestTimeout: seconds(d.RequestTimeout),
-		ReceiptInterval: seconds(d.ReceiptInterval), ResumeWait: seconds(d.ResumeWait),
+		ReceiptInterval: seconds(d.ReceiptInterval), ResumeWait: seconds(d.ResumeWait), Token: d.Token,
 	}
 	switch d.Transport {
 	case "", "default":

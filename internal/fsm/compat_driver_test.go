@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -216,7 +217,19 @@ func compatScriptOwners() []Command {
 		NewGarbageCollectDataset("fp4", time.Hour),   // of an older entry: removed
 		NewGarbageCollectDataset("fp3", 0),           // removed
 		NewGarbageCollectDataset("fp3", 0),           // gone: no error
+		NewPutToken("team-a", Token{Hash: compatHash("a"), Tenant: "vision", CreatedBy: "spiffe://prod/client/ops"}),
+		NewPutToken("team-a", Token{Hash: compatHash("a2"), Tenant: "nlp", CreatedBy: "spiffe://prod/client/ops"}), // exists: refused
+		NewPutToken("team-x", Token{Hash: []byte("short"), CreatedBy: "spiffe://prod/client/ops"}),                 // not a SHA-256: refused
+		NewPutToken("ops-b", Token{Hash: compatHash("b"), Admin: true, CreatedBy: "spiffe://prod/client/ops"}),
+		NewDeleteToken("team-a"),
+		NewDeleteToken("team-a"), // gone: false
 	}
+}
+
+// compatHash is a token secret's hash.
+func compatHash(secret string) []byte {
+	h := sha256.Sum256([]byte(secret))
+	return h[:]
 }
 
 // dynamic picks a command for a DYNAMIC job.

@@ -184,7 +184,7 @@ func TestConstructorsEncodeAsRecorded(t *testing.T) {
 			"# entry <index> <type> <entry, hex> => <result>; snapshot <after index> <snapshot, hex>\n" +
 			"# Extended with CreateJob v6 and snapshot format 3 (issue 35, item 4): entries after 1500, and snapshot3 <after index> <format 3 snapshot, hex>;\n" +
 			"# the entries up to 1500 and the snapshot (format 2) lines are as recorded at 92a22a9.\n" +
-			"# Extended with owners (CreateJob v7, RegisterDataset v2, GarbageCollectDataset; issue 37): entries after 1800.\n"
+			"# Extended with owners (CreateJob v7, RegisterDataset v2, GarbageCollectDataset, PutToken, DeleteToken; issue 37): entries after 1800.\n"
 		if err := os.MkdirAll(filepath.Dir(compatLog), 0o755); err != nil {
 			t.Fatal(err)
 		}

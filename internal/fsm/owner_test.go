@@ -42,6 +42,15 @@ func TestOwnersBelowTheirLevel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if _, err := owned.ApplyIndex(3, at(NewPutToken("t", Token{Hash: make([]byte, 32), Tenant: "vision", CreatedBy: "ops"}), 100)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.ApplyIndex(3, at(NewPutKV("k", nil), 100)); err != nil { // the same index
+		t.Fatal(err)
+	}
+	if _, err := plain.ApplyIndex(3, at(NewDeleteKV("k"), 100)); err != nil {
+		t.Fatal(err)
+	}
 	if j := owned.Jobs["j"]; j.Owner == nil || *j.Owner != alice || owned.Datasets["fp"].Owner == nil || owned.Datasets["fp"].RegisteredAt != 100 {
 		t.Fatalf("owned state: job owner %v, dataset %+v", j.Owner, owned.Datasets["fp"])
 	}
@@ -58,24 +67,24 @@ func TestOwnersBelowTheirLevel(t *testing.T) {
 			t.Errorf("level %d: the owned state's snapshot differs from the plain one's", level)
 		}
 	}
-	if owned.Jobs["j"].Owner == nil {
-		t.Error("a snapshot at a lower level took the owner off the live state")
+	if owned.Jobs["j"].Owner == nil || len(owned.Tokens) != 1 {
+		t.Error("a snapshot at a lower level took the owner or the token off the live state")
 	}
 	// Another tenant's CreateJob for the job is refused; the default
 	// tenant's too; the job's own tenant's joins it.
 	bob := c
 	bob.Owner = &Owner{Principal: "spiffe://prod/client/bob", Tenant: "nlp"}
-	if _, err := owned.ApplyIndex(3, at(NewCreateJob(bob), 200)); !errors.Is(err, ErrPermission) {
+	if _, err := owned.ApplyIndex(4, at(NewCreateJob(bob), 200)); !errors.Is(err, ErrPermission) {
 		t.Errorf("bob's CreateJob of alice's job: %v, want ErrPermission", err)
 	}
 	carol := c
 	carol.Owner = &Owner{Principal: "spiffe://prod/client/carol"}
-	if _, err := owned.ApplyIndex(4, at(NewCreateJob(carol), 200)); !errors.Is(err, ErrPermission) {
+	if _, err := owned.ApplyIndex(5, at(NewCreateJob(carol), 200)); !errors.Is(err, ErrPermission) {
 		t.Errorf("the default tenant's CreateJob of alice's job: %v, want ErrPermission", err)
 	}
 	alice2 := c
 	alice2.Owner = &Owner{Principal: "spiffe://prod/client/alice2", Tenant: "vision"}
-	if _, err := owned.ApplyIndex(5, at(NewCreateJob(alice2), 200)); err != nil {
+	if _, err := owned.ApplyIndex(6, at(NewCreateJob(alice2), 200)); err != nil {
 		t.Errorf("a CreateJob of the job's tenant: %v", err)
 	}
 	// An owner in a version that cannot carry one is refused.

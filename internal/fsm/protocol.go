@@ -121,8 +121,8 @@ func (s *State) MarshalSnapshotAt(protocol int) ([]byte, error) {
 }
 
 // withoutOwners is s, or if any job or dataset has an owner (or a dataset
-// a registration time), a shallow copy without them: what a node below
-// ProtocolOwners restores.
+// a registration time) or there are tokens, a shallow copy without them:
+// what a node below ProtocolOwners restores.
 func (s *State) withoutOwners() *State {
 	owned := false
 	for _, j := range s.Jobs {
@@ -131,10 +131,11 @@ func (s *State) withoutOwners() *State {
 	for _, d := range s.Datasets {
 		owned = owned || d.Owner != nil || d.RegisteredAt != 0
 	}
-	if !owned {
+	if !owned && len(s.Tokens) == 0 {
 		return s
 	}
 	c := *s
+	c.Tokens = nil
 	c.Jobs = make(map[string]*Job, len(s.Jobs))
 	for name, j := range s.Jobs {
 		if j.Owner != nil {

@@ -43,6 +43,8 @@ const (
 	TypeOffload CommandType = 47 // a consumer's offload request
 
 	TypeGarbageCollectDataset CommandType = 48 // remove a dataset no job reads
+	TypePutToken              CommandType = 49 // create an access token
+	TypeDeleteToken           CommandType = 50 // revoke an access token
 )
 
 // handler applies one command type to the state. Handlers are pure: they
@@ -80,6 +82,8 @@ var commandTable = map[CommandType]handler{
 	TypeOffload:           {name: "Offload", minVersion: 1, maxVersion: 2, apply: applyOffload},
 
 	TypeGarbageCollectDataset: {name: "GarbageCollectDataset", minVersion: 1, maxVersion: 1, apply: applyGarbageCollectDataset},
+	TypePutToken:              {name: "PutToken", minVersion: 1, maxVersion: 1, apply: applyPutToken},
+	TypeDeleteToken:           {name: "DeleteToken", minVersion: 1, maxVersion: 1, apply: applyDeleteToken},
 }
 
 // String names the type for errors and logs.

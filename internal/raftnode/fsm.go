@@ -166,6 +166,12 @@ func (f *machine) hasConsumer(job, consumer string) bool {
 	return ok
 }
 
+func (f *machine) token(id string) (fsm.Token, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.TokenRecord(id)
+}
+
 func (f *machine) tenantUsage(tenant string) fsm.Usage {
 	f.mu.RLock()
 	defer f.mu.RUnlock()

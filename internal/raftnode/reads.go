@@ -32,6 +32,9 @@ func (n *Node) TenantUsage(tenant string) fsm.Usage { return n.machine.tenantUsa
 // FSM.
 func (n *Node) HasConsumer(job, consumer string) bool { return n.machine.hasConsumer(job, consumer) }
 
+// Token is token id's record in the local FSM (fsm.State.TokenRecord).
+func (n *Node) Token(id string) (fsm.Token, bool) { return n.machine.token(id) }
+
 // UnreadDatasets lists the datasets no job reads in the local FSM, their
 // specs left out (fsm.State.UnreadDatasets).
 func (n *Node) UnreadDatasets() []fsm.Dataset { return n.machine.unreadDatasets() }

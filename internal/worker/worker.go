@@ -123,7 +123,7 @@ func (w *Worker) handleStream(conn net.Conn) {
 		sender.End(err)
 		return
 	}
-	if err := mayRead(conn, t.job); err != nil {
+	if err := w.host.MayRead(conn, req.Token, t.job); err != nil {
 		w.log.Warn("data stream refused: permission denied", "job", t.job.Name, "err", err)
 		sender.End(err)
 		return
@@ -239,17 +239,4 @@ func (w *Worker) encodeBatch(h batch.Header, el tensor.Element) (*batch.Frame, e
 		o = batch.EncodeOptions{}
 	}
 	return batch.EncodeWith(w.codec, h, el, o)
-}
-
-// mayRead refuses a data stream of job to a client of another tenant
-// than the job's (docs/operating/security.md, "Tenants and permissions"):
-// under mutual TLS the stream's peer proved its certificate, which names
-// its tenant; administrators and nodes read any job. In dev mode nobody
-// proves who it is: allowed.
-func mayRead(conn net.Conn, job api.JobInfo) error {
-	id, ok := transport.PeerIdentity(conn)
-	if !ok || id.IsNode() || id.Admin || id.Tenant == job.Tenant {
-		return nil
-	}
-	return fmt.Errorf("permission denied: %s may not read job %q: it is another tenant's", id, job.Name)
 }

@@ -314,6 +314,7 @@ class Client(_Closing):
     (the Go client.Dial). addr is a node's QUIC address, host:port.
 
     Keywords are client.Options: tls_ca, tls_cert, tls_key (mutual TLS),
+    token (an access token: `feedmesh token create`),
     window, window_bytes, streams_per_worker, prefetch_batches,
     prefetch_bytes, recycle_bytes, heartbeat_interval, request_timeout,
     receipt_interval (seconds), resume_wait (seconds, default 120: how
@@ -323,12 +324,12 @@ class Client(_Closing):
     (seconds, default 10) and log_level ("warn" by default, to stderr;
     "off" silences it: a resumed job that waits says so there)."""
 
-    def __init__(self, addr, *, tls_ca=None, tls_cert=None, tls_key=None, window=None, window_bytes=None,
+    def __init__(self, addr, *, tls_ca=None, tls_cert=None, tls_key=None, token=None, window=None, window_bytes=None,
                  streams_per_worker=None, prefetch_batches=None, prefetch_bytes=None, recycle_bytes=None,
                  heartbeat_interval=None, request_timeout=None, receipt_interval=None, transport=None,
                  dial_timeout=None, log_level=None, resume_wait=None):
         opts = {
-            "tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key, "window": window,
+            "tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key, "token": token, "window": window,
             "window_bytes": window_bytes, "streams_per_worker": streams_per_worker,
             "prefetch_batches": prefetch_batches, "prefetch_bytes": prefetch_bytes,
             "recycle_bytes": recycle_bytes, "heartbeat_interval": heartbeat_interval,
