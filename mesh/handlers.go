@@ -57,6 +57,9 @@ func handle[Req any](n *Node, method string, f func(context.Context, Req) (any, 
 		if err != nil {
 			return nil, err
 		}
+		if err := n.tenantsEnforced(p); err != nil {
+			return nil, err
+		}
 		return f(withPrincipal(ctx, p), req)
 	})
 }

@@ -94,6 +94,19 @@ func (n *Node) jobOwner(p api.Principal, job string) fsm.Owner {
 	return ownerOf(p)
 }
 
+// tenantsEnforced refuses a tenant's principal while the cluster is below
+// protocol level ProtocolOwners (a rolling upgrade): a leader of an older
+// release would neither record its jobs' owner nor check it. The default
+// tenant's and the privileged go on, as before tenants. Cheap once the
+// level is reached: this node's writing level first, the cluster's
+// computed only while that is below.
+func (n *Node) tenantsEnforced(p api.Principal) error {
+	if p.Privileged() || p.Tenant == "" || n.raft.Protocol() >= fsm.ProtocolOwners || n.clusterProtocol() >= fsm.ProtocolOwners {
+		return nil
+	}
+	return transport.Errorf(transport.ErrUnavailable, "%s of tenant %s: %v", p.Name, p.Tenant, errTenantsNeedProtocol)
+}
+
 // errTenantsNeedProtocol answers a tenant's job request while a server
 // of an older release is in the cluster: jobs would not record their
 // owner there.
