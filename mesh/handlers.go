@@ -72,8 +72,13 @@ func handle[Req any](n *Node, method string, f func(context.Context, Req) (any, 
 //   - a worker's request (lease, finish, produce, hand back, drained, end
 //     of task) names its worker: a node acts only in its own name; a
 //     consumer's local worker (jobspec.LocalWorkerOf) may be any
-//     authenticated caller (which consumers a principal owns is part 2's
-//     tenancy).
+//     authenticated caller here; the leader lets only the job's tenant
+//     make it (tenancy.go).
+//
+// Then the request's principal is worked out (principal.go: its
+// certificate, its access token, or the forwarding node's word) and kept
+// in the handler's context; the leader checks it against the job the
+// request concerns (tenancy.go).
 //
 // Refusals answer transport.ErrPermissionDenied and are logged, rate
 // limited per cause. Without identities (dev mode on loopback, or
