@@ -49,8 +49,14 @@ type Config struct {
 	Port int
 	// Join lists gossip addresses (host:port) to join at start. Every
 	// address is tried: joining one seed was seen to converge in 26-30 s,
-	// joining all known addresses in ~20 ms.
+	// joining all known addresses in ~20 ms. A host may be a DNS name: it
+	// stands for every address it resolves to (a Kubernetes headless
+	// Service), resolved again at each retry, so nodes that start in any
+	// order find each other; without a port, the node's own gossip port.
 	Join []string
+	// Resolver resolves the DNS names in Join; nil: net.DefaultResolver
+	// (/etc/hosts, then /etc/resolv.conf's servers). Tests give their own.
+	Resolver *net.Resolver
 	// RetryJoinInterval: when no Join address answers at start (nodes of a
 	// new cluster start in any order), keep trying this often in the
 	// background. 0 makes Start fail instead. A gossip key mismatch always
@@ -391,6 +397,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Worker.TaskBuffer < 1 || c.Worker.LeaseSplits < 1 || c.Worker.LeaseDuration <= 0 || c.Worker.OrphanPollInterval <= 0 || c.Worker.MaxWindow < 1 || c.Worker.SendCoalesce < 1 || c.Worker.JobPollInterval <= 0 {
 		bad("Worker", "TaskBuffer, LeaseSplits, LeaseDuration, OrphanPollInterval, MaxWindow, SendCoalesce and JobPollInterval must be > 0")
+	}
+	if s := c.Worker.LeaseHoldShare; s != s || s > 1 {
+		bad("Worker.LeaseHoldShare", "must be a share of a job's splits, at most 1 (0: the default, negative: no bound)")
 	}
 	if c.Worker.RoundsAhead < 0 || c.Worker.RoundsHeld < 0 {
 		bad("Worker.RoundsAhead/RoundsHeld", "must be >= 0 (0: the default)")

@@ -158,6 +158,14 @@ func (n *Node) start(ctx context.Context) error {
 
 	rcfg := cfg.Raft
 	rcfg.ID, rcfg.Addr, rcfg.DataDir = n.name, n.addr, filepath.Join(cfg.DataDir, raftDir)
+	// A voter started again at a new address (a pod's new IP) is dialled
+	// where gossip says it is, not where the configuration recorded it.
+	rcfg.AddressOf = func(id string) (string, bool) {
+		if id == n.name {
+			return n.addr, true
+		}
+		return n.members.addrOf(id)
+	}
 	if rcfg.Logger == nil {
 		rcfg.Logger = n.log // raftnode adds component=raft
 	}

@@ -27,12 +27,13 @@ const (
 	codeClosed          = 16 // FM_ERR_CLOSED: a closed client or iterator, or a released batch
 	codeInvalidArgument = 17 // FM_ERR_INVALID_ARGUMENT: bad options, a bad address
 	codeUnavailable     = 18 // FM_ERR_UNAVAILABLE: no node answered
+	codeJobFinished     = 19 // FM_ERR_JOB_FINISHED: distribute (without resume) or attach of a job that has run to its end (client.ErrJobFinished)
 )
 
 // abiVersion is what fm_abi_version returns: the Python package refuses a
 // library of another version (a stale build) instead of misreading its
 // structs. Bump it whenever a C signature, struct or code changes.
-const abiVersion = 2
+const abiVersion = 3
 
 // errClosed is the library's own "closed" condition: a handle that was
 // closed or released (or never existed).
@@ -61,6 +62,8 @@ func kindOf(err error) int {
 		return codeClosed
 	case errors.Is(err, client.ErrBadCheckpoint):
 		return codeBadCheckpoint
+	case errors.Is(err, client.ErrJobFinished):
+		return codeJobFinished
 	case errors.Is(err, errSpec):
 		return codeInvalidSpec
 	case errors.Is(err, errArg), errors.Is(err, client.ErrOffloadOptions):

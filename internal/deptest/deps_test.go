@@ -147,10 +147,22 @@ func TestProductLinksNoTestCode(t *testing.T) {
 	for _, p := range importers {
 		t.Errorf("cmd/feedmesh links testing through %s: %s", p, g.chain(p))
 	}
-	testOnly := []string{"testcluster", "internal/testutil", "systemtest", "bench", "cmd/feedmesh-bench", "internal/s3test", "internal/slowlink", "internal/pqshard", "internal/deptest", "internal/fsm/fsmtest"}
+	// internal/slowlink is linked only by -tags feedmesh_testhooks
+	// (systemtest/multihost's build); deploy holds the image's packer.
+	testOnly := []string{"testcluster", "internal/testutil", "systemtest", "bench", "cmd/feedmesh-bench", "internal/s3test", "internal/slowlink", "internal/pqshard", "internal/deptest", "internal/fsm/fsmtest", "deploy"}
 	forbid(t, g, "test, benchmark or fault-injection code", func(p string) bool {
 		for _, s := range testOnly {
 			if under(p, module+"/"+s) {
+				return true
+			}
+		}
+		return false
+	})
+	// Helm and the Kubernetes API types check the chart in tests, from
+	// tools/helm, a module of their own.
+	forbid(t, g, "a deployment tool", func(p string) bool {
+		for _, s := range []string{"helm.sh/", "k8s.io/", "sigs.k8s.io/", "github.com/prometheus-operator/"} {
+			if strings.HasPrefix(p, s) {
 				return true
 			}
 		}
