@@ -194,7 +194,7 @@ func (c *Client) learnNodes(ws []api.WorkerInfo) {
 // call sends a control request to the first node that answers, moving a
 // node that failed to the back of the list (failover).
 func (c *Client) call(ctx context.Context, method string, req, resp any) error {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	ctx, cancel := context.WithTimeout(transport.WithToken(ctx, c.opts.Token), c.opts.RequestTimeout)
 	defer cancel()
 	c.mu.Lock()
 	nodes := append([]string(nil), c.nodes...)

@@ -14,6 +14,11 @@ import (
 type Options struct {
 	// TLS verifies the nodes; nil means dev mode (encrypted, unverified).
 	TLS *tls.Config
+	// Token is an access token (`feedmesh token create`): every request
+	// and data stream of the client acts as its principal, its tenant's
+	// (docs/operating/security.md, "Tokens"). Empty: the principal of the
+	// client certificate, or dev mode's.
+	Token string
 	// Transport configures QUIC; zero means transport.DefaultConfig().
 	Transport *transport.Config
 	// Window is the credit granted to each worker stream: how many batches

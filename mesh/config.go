@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/feedmesh/feedmesh/internal/autocache"
+	"github.com/feedmesh/feedmesh/internal/fsm"
 	"github.com/feedmesh/feedmesh/internal/plan"
 	"github.com/feedmesh/feedmesh/internal/raftnode"
 	"github.com/feedmesh/feedmesh/internal/worker"
@@ -167,6 +168,10 @@ type Config struct {
 	CacheBytes int64
 	// Autocache tunes the autocache decision (autocache.go).
 	Autocache AutocacheConfig
+	// Tenants bounds what each tenant may hold in the replicated state,
+	// and when unread datasets are collected (quota.go). The leader's
+	// apply.
+	Tenants TenantsConfig
 
 	// Logger receives the node's structured logs; nil discards them.
 	Logger *slog.Logger
@@ -181,6 +186,45 @@ type Config struct {
 	// everything committed before it answers that the job does not exist.
 	// Tests learn from it that a lookup waits there; nil in a real node.
 	OnLeaderCatchUp func(job string)
+}
+
+// TenantsConfig bounds what each tenant holds in the replicated state
+// (docs/operating/security.md, "Quotas and cleanup"). The leader checks
+// them before it creates a job or registers a dataset for a principal
+// that is not privileged (administrators and nodes are bound only by the
+// state machine's own limits, fsm.MaxJobs and fsm.MaxDatasets); every node
+// should have the same, as any may lead.
+type TenantsConfig struct {
+	// MaxJobs bounds a tenant's jobs (--tenant-max-jobs).
+	MaxJobs int
+	// MaxDatasets bounds the datasets a tenant registered
+	// (--tenant-max-datasets).
+	MaxDatasets int
+	// MaxStateBytes bounds the bytes of a tenant's dataset specs, what it
+	// adds to every Raft log and snapshot (--tenant-max-state-bytes).
+	MaxStateBytes int64
+	// MaxConsumers bounds the consumers attached to a tenant's jobs
+	// together (--tenant-max-consumers).
+	MaxConsumers int
+	// MaxJobNodes, if > 0, bounds the nodes one of a tenant's jobs may
+	// take (--tenant-max-job-nodes): a new job must ask for at most as
+	// many workers (max_workers, or a fixed count; autoscaling stays
+	// below it). 0: no bound.
+	MaxJobNodes int
+	// AdminReserve is how many of the state machine's job and dataset
+	// slots only the privileged may take, so that tenants together can
+	// never lock administrators out (--admin-reserve).
+	AdminReserve int
+	// DatasetGCAfter is how long a dataset no job reads is kept before
+	// the leader removes it (--dataset-gc-after): a repeated job within
+	// it finds it, and where its autoscaling converged. 0 keeps them.
+	DatasetGCAfter time.Duration
+}
+
+// DefaultTenants are the tenant bounds of DefaultConfig: a tenant may take
+// a quarter of the state machine's slots, 256 MiB of specs.
+func DefaultTenants() TenantsConfig {
+	return TenantsConfig{MaxJobs: 1024, MaxDatasets: 1024, MaxStateBytes: 256 << 20, MaxConsumers: 4096, AdminReserve: 256, DatasetGCAfter: 30 * time.Minute}
 }
 
 // GossipConfig is the subset of memberlist's timing that feedmesh tunes.
@@ -262,6 +306,7 @@ func DefaultConfig() Config {
 			RoundsHeld:         worker.DefaultRoundsHeld,
 		},
 		CacheBytes: DefaultCacheBytes,
+		Tenants:    DefaultTenants(),
 		Autocache: AutocacheConfig{ProfileElements: 300, ProbeBytes: autocache.DefaultProbeBytes,
 			HeldTTL: 100 * time.Millisecond, FetchTimeout: time.Minute, MaxServing: 8},
 	}
@@ -397,6 +442,10 @@ func (c *Config) Validate() error {
 	}
 	if a := c.Autocache; a.ProfileElements < 1 || a.ProbeBytes < 1 || a.ReadBytesPerSec < 0 || a.HeldTTL <= 0 || a.FetchTimeout <= 0 || a.MaxServing < 1 {
 		bad("Autocache", "ProfileElements, ProbeBytes, HeldTTL, FetchTimeout and MaxServing must be > 0, ReadBytesPerSec >= 0")
+	}
+	if tc := c.Tenants; tc.MaxJobs < 1 || tc.MaxDatasets < 1 || tc.MaxStateBytes < 1 || tc.MaxConsumers < 1 || tc.MaxJobNodes < 0 || tc.AdminReserve < 0 || tc.DatasetGCAfter < 0 ||
+		tc.AdminReserve >= fsm.MaxJobs || tc.AdminReserve >= fsm.MaxDatasets {
+		bad("Tenants", "MaxJobs, MaxDatasets, MaxStateBytes and MaxConsumers must be > 0, MaxJobNodes and DatasetGCAfter >= 0 (0: no bound, keep), AdminReserve 0 to %d", min(fsm.MaxJobs, fsm.MaxDatasets)-1)
 	}
 	if c.Gossip.SuspicionMult < 1 {
 		bad("Gossip.SuspicionMult", "must be >= 1")

@@ -114,7 +114,12 @@ func (n *Node) onLeader(ctx context.Context, forwarded bool, method string, mkRe
 	var lastErr error
 	for attempt := 0; ; attempt++ {
 		if n.raft.IsLeader() {
-			err := local(ctx)
+			req := mkReq(false)
+			err := n.checkRequest(ctx, method, req)
+			if err == nil {
+				err = local(ctx)
+			}
+			n.audit(ctx, method, req, err)
 			if err == nil {
 				return nil
 			}
@@ -125,7 +130,12 @@ func (n *Node) onLeader(ctx context.Context, forwarded bool, method string, mkRe
 		} else if forwarded {
 			return transport.Errorf(transport.ErrNoLeader, "%s is not the leader", n.name)
 		} else if addr := n.leaderAddr(); addr != "" && addr != n.addr {
-			err := n.forward(ctx, addr, method, mkReq(true), resp)
+			fr := mkReq(true)
+			if f, ok := fr.(api.Forwardable); ok {
+				p := principal(ctx)
+				fr = f.WithCaller(&p)
+			}
+			err := n.forward(ctx, addr, method, fr, resp)
 			if err == nil {
 				return nil
 			}
@@ -200,6 +210,8 @@ func (n *Node) forward(ctx context.Context, addr, method string, req, resp any) 
 // at another leader.
 func retriable(err error) bool {
 	switch {
+	case errors.Is(err, transport.ErrPermissionDenied), errors.Is(err, api.ErrQuota):
+		return false
 	case errorsIsRejected(err), errors.Is(err, api.ErrNotAssigned), errors.Is(err, api.ErrHandBackRefused), errors.Is(err, api.ErrDismissed):
 		return false
 	case errors.Is(err, transport.ErrInvalid), errors.Is(err, transport.ErrNotFound),
@@ -216,6 +228,8 @@ func retriable(err error) bool {
 // this node's business, not the caller's.
 func mapRaftErr(err error) error {
 	switch {
+	case errors.Is(err, fsm.ErrPermission):
+		return transport.Errorf(transport.ErrPermissionDenied, "%v", err)
 	case errors.Is(err, fsm.ErrUnknownJob):
 		return transport.Errorf(transport.ErrNotFound, "%v", rejectedReason(err))
 	case errors.Is(err, fsm.ErrNotAssigned):

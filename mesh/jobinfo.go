@@ -21,6 +21,10 @@ func (n *Node) jobInfo(v fsm.JobView) api.JobInfo {
 		Options:   v.Options.Options(), // as stored: normalized, the job's alone
 		CreatedAt: time.Unix(0, v.CreatedAt),
 		Tracked:   v.Options.Delivery() == jobspec.ExactlyOnce || v.CountLoss,
+		Tenant:    fsm.TenantOf(v.Owner),
+	}
+	if v.Owner != nil {
+		info.Owner = v.Owner.Principal
 	}
 	if d, ok := n.raft.Dataset(v.Fingerprint); ok {
 		info.NumSplits = d.NumSplits

@@ -77,7 +77,18 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 	if err != nil {
 		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: dataset spec: %v", name, err)
 	}
-	if _, ok := n.raft.Dataset(fp); !ok {
+	p := principal(ctx)
+	level := n.clusterProtocol()
+	if level < fsm.ProtocolOwners && !p.Privileged() && p.Tenant != "" {
+		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, errTenantsNeedProtocol)
+	}
+	_, jobExists := n.raft.JobTenant(name)
+	_, datasetExists := n.raft.Dataset(fp)
+	g := growth{job: !jobExists, workers: job.MaxWorkers(), dataset: !datasetExists, specBytes: len(req.Spec), consumer: !n.raft.HasConsumer(name, req.Consumer)}
+	if err := n.checkQuota(p, name, g); err != nil {
+		return api.JobInfo{}, err
+	}
+	if !datasetExists {
 		// The leader enumerates the splits (like tf.data service's
 		// dispatcher): it sees the same files as the workers.
 		ss, err := pipeline.Splits(spec)
@@ -88,7 +99,11 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: enumerate splits: %v", name, err)
 		}
 		d := fsm.Dataset{Fingerprint: fp, Spec: req.Spec, NumSplits: int64(len(ss))}
-		if _, err := n.raft.Apply(ctx, fsm.NewRegisterDataset(d)); err != nil {
+		register := fsm.NewRegisterDataset(d)
+		if level >= fsm.ProtocolOwners {
+			register = fsm.NewRegisterOwnedDataset(d, ownerOf(p))
+		}
+		if _, err := n.raft.Apply(ctx, register); err != nil {
 			return api.JobInfo{}, err
 		}
 	}
@@ -106,6 +121,10 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 		}
 	}
 	c := fsm.Create{Name: name, Fingerprint: fp, Options: job, CountLoss: countsLoss(job, spec), Scale: scaleStart(n.raft, fp, job)}
+	if level >= fsm.ProtocolOwners {
+		o := n.jobOwner(p, name)
+		c.Owner = &o
+	}
 	if job.Sharding() == jobspec.Static {
 		c.StaticWorkers = n.liveWorkers(job.MaxWorkers())
 	}
@@ -119,7 +138,7 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 			return api.JobInfo{}, err
 		}
 	}
-	if n.clusterProtocol() < fsm.Protocol {
+	if level < fsm.ProtocolJobspec {
 		// A server of an older release refuses CreateJob v6: propose the
 		// legacy form, which every release applies alike.
 		create, _ = fsm.DowngradeCreateJob(create)
@@ -263,6 +282,11 @@ func (n *Node) heartbeat(ctx context.Context, req api.JobRequest) (api.JobInfo, 
 					return transport.Errorf(transport.ErrInvalid, "heartbeat of %q: %v", req.Consumer, err)
 				}
 			}
+			if p := principal(ctx); !p.Privileged() && !n.raft.HasConsumer(req.Job, req.Consumer) {
+				if err := n.checkQuota(p, req.Job, growth{consumer: true}); err != nil {
+					return err // a new consumer, attaching by its heartbeat
+				}
+			}
 			if _, err := n.raft.Apply(ctx, fsm.NewHeartbeat(req.Job, req.Consumer, m)); err != nil {
 				return err
 			}
@@ -289,7 +313,8 @@ func (n *Node) detach(ctx context.Context, req api.JobRequest) error {
 		})
 }
 
-// Jobs lists every job, as the leader knows them.
+// Jobs lists every job, as the leader knows them (a client asking
+// jobs.list gets its tenant's only; in process, every tenant's).
 func (n *Node) Jobs(ctx context.Context) ([]api.JobInfo, error) { return n.jobs(ctx, false) }
 
 func (n *Node) jobs(ctx context.Context, forwarded bool) ([]api.JobInfo, error) {
@@ -297,9 +322,13 @@ func (n *Node) jobs(ctx context.Context, forwarded bool) ([]api.JobInfo, error) 
 	err := n.onLeader(ctx, forwarded, api.MethodJobs, func(fwd bool) any { return api.JobRequest{Forwarded: fwd} }, &out,
 		func(ctx context.Context) error {
 			out = nil
+			p := principal(ctx)
 			for _, v := range n.raft.Jobs() {
 				if v.Group {
 					continue // a share group is bookkeeping; its jobs show its progress
+				}
+				if !p.MayActOn(fsm.TenantOf(v.Owner)) {
+					continue // another tenant's: not even its name
 				}
 				out = append(out, n.jobInfo(v))
 			}
@@ -331,6 +360,9 @@ func (n *Node) jobGet(ctx context.Context, req api.JobRequest) (api.JobGetRespon
 			}
 			if err := n.raft.Barrier(ctx); err != nil {
 				return fmt.Errorf("job %q not in this leader's state; catching up with the log before answering: %w", req.Job, err)
+			}
+			if err := n.checkJob(principal(ctx), api.MethodJobGet, req.Job); err != nil {
+				return err // a job the barrier brought in is checked as well
 			}
 			resp, err = n.jobGetLocal(req.Job)
 			return err
@@ -396,6 +428,7 @@ func (n *Node) jobLoop() {
 	defer n.wg.Done()
 	ticker := time.NewTicker(n.cfg.ReconcileInterval)
 	defer ticker.Stop()
+	unread := map[string]time.Time{} // collectDatasets' memory, this loop's own
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -403,10 +436,12 @@ func (n *Node) jobLoop() {
 		case <-ticker.C:
 		}
 		if !n.raft.IsLeader() {
+			clear(unread)
 			continue
 		}
 		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
 		n.reconcileJobs(ctx)
+		n.collectDatasets(ctx, time.Now(), unread)
 		cancel()
 	}
 }

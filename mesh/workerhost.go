@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"net"
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
@@ -110,4 +111,8 @@ func (n *Node) WorkerOpStats(ctx context.Context, name, addr, job string) (api.W
 	var st api.WorkerOpStats
 	err := transport.Call(ctx, n.tr, n.codec, addr, api.MethodOpStats, api.OpStatsRequest{Job: job}, &st)
 	return st, err
+}
+
+func (h workerHost) MayRead(conn net.Conn, token string, job api.JobInfo) error {
+	return h.n.mayRead(conn, token, job)
 }

@@ -31,6 +31,9 @@ type rpcRequest struct {
 	// Timeout is the caller's remaining time in nanoseconds (0: none). Relative,
 	// so clock skew between nodes does not matter.
 	Timeout int64 `cbor:"2,keyasint,omitempty"`
+	// Token is the caller's access token (WithToken), if any: the node
+	// decides what it proves (TokenFromContext).
+	Token string `cbor:"3,keyasint,omitempty"`
 }
 
 // rpcResponse is the header of a response frame; on success the CBOR-encoded
@@ -183,6 +186,9 @@ func (s *RPCServer) serveStream(conn net.Conn) {
 	}
 
 	ctx, cancel := withPeer(s.ctx, conn), context.CancelFunc(func() {}) // PeerFromContext
+	if req.Token != "" {
+		ctx = context.WithValue(ctx, receivedTokenKey{}, req.Token) // TokenFromContext
+	}
 	writeDeadline := time.Now().Add(readTimeout)
 	if req.Timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.Timeout))
@@ -344,7 +350,8 @@ func call(ctx context.Context, t *Transport, codec *Codec, addr, method string, 
 	stop := context.AfterFunc(ctx, func() { _ = s.SetDeadline(time.Now()) })
 	defer stop()
 
-	if err := codec.WriteFrame(s, rpcRequest{Method: method, Timeout: timeout}, body); err != nil {
+	token, _ := ctx.Value(sendTokenKey{}).(string)
+	if err := codec.WriteFrame(s, rpcRequest{Method: method, Timeout: timeout, Token: token}, body); err != nil {
 		if errors.Is(err, ErrFrameTooLarge) {
 			return fmt.Errorf("call %s on %s: %w: %w", method, addr, ErrInvalid, err)
 		}
@@ -390,4 +397,29 @@ func callErr(ctx context.Context, method, addr string, err error) error {
 func isStatelessReset(err error) bool {
 	var sr *quic.StatelessResetError
 	return errors.As(err, &sr)
+}
+
+// Access tokens travel in a request's header: a client puts its token in
+// the context of its calls (WithToken), a handler finds the caller's in
+// its own (TokenFromContext). The two keys differ, so that a node's calls
+// made while it serves a request never pass its caller's token on.
+type (
+	sendTokenKey     struct{}
+	receivedTokenKey struct{}
+)
+
+// WithToken is ctx whose calls (Call) carry token.
+func WithToken(ctx context.Context, token string) context.Context {
+	if token == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, sendTokenKey{}, token)
+}
+
+// TokenFromContext is the access token the caller of the request an RPC
+// handler serves sent, if any. This package proves nothing of it: the
+// layers above check it.
+func TokenFromContext(ctx context.Context) (string, bool) {
+	t, ok := ctx.Value(receivedTokenKey{}).(string)
+	return t, ok && t != ""
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -38,6 +39,13 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	insecure := fs.Bool("insecure", false, "let a node on a non-loopback address run without mutual TLS or without --gossip-key: only on a trusted private network (on loopback nothing is needed)")
 	shareWindow := fs.Int64("share-window", d.Worker.ShareWindowBytes>>20, "MiB of batches a worker keeps per shared dataset for jobs that share it (share.window_bytes)")
 	cacheBytes := fs.Int64("cache-bytes", d.CacheBytes, "bytes of autocached splits this node keeps on disk under --data-dir/cache, least recently used evicted beyond (0: no caching; autocache ops compute)")
+	tenantJobs := fs.Int("tenant-max-jobs", d.Tenants.MaxJobs, "jobs one tenant may hold (docs/operating/security.md, \"Quotas and cleanup\"); administrators are not bound")
+	tenantDatasets := fs.Int("tenant-max-datasets", d.Tenants.MaxDatasets, "datasets one tenant may have registered")
+	tenantConsumers := fs.Int("tenant-max-consumers", d.Tenants.MaxConsumers, "consumers attached to one tenant's jobs together")
+	tenantJobNodes := fs.Int("tenant-max-job-nodes", d.Tenants.MaxJobNodes, "nodes one job of a tenant may take: a new job must set max_workers (or workers) to at most this (0: no bound)")
+	tenantBytes := fs.Int64("tenant-max-state-bytes", d.Tenants.MaxStateBytes, "bytes of dataset specs one tenant may hold in the replicated state")
+	adminReserve := fs.Int("admin-reserve", d.Tenants.AdminReserve, "job and dataset slots of the cluster's limits (4096 each) that only administrators may take")
+	datasetGC := fs.Duration("dataset-gc-after", d.Tenants.DatasetGCAfter, "remove a dataset once no job has read it for this long (0: keep datasets)")
 	tc := d.Transport
 	maxConns := fs.Int("max-conns", tc.MaxIncomingConns, "incoming QUIC connections in total (docs/operating/limits.md)")
 	maxConnsPerAddr := fs.Int("max-conns-per-addr", tc.MaxConnsPerAddr, "incoming connections from one remote IP")
@@ -90,6 +98,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg.DataRoots, cfg.AllowHosts, cfg.ObjectStores = data.roots.vals, data.hosts.vals, stores
 	cfg.Worker.ShareWindowBytes = *shareWindow << 20
 	cfg.CacheBytes = *cacheBytes
+	cfg.Tenants = mesh.TenantsConfig{MaxJobs: *tenantJobs, MaxDatasets: *tenantDatasets, MaxStateBytes: *tenantBytes, MaxConsumers: *tenantConsumers, MaxJobNodes: *tenantJobNodes, AdminReserve: *adminReserve, DatasetGCAfter: *datasetGC}
 	if flagGiven(fs, "drain-timeout") { // else the preset's
 		cfg.DrainTimeout = *drainTimeout
 	}
@@ -147,6 +156,9 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if srv != nil {
 		srv.Attach(n)
 		fmt.Fprintf(stdout, "  status page http://%s/, metrics http://%s/metrics, health http://%s/livez and /readyz\n", srv.Addr(), srv.Addr(), srv.Addr())
+		if cfg.TLSCA != "" && !loopbackAddr(srv.Addr()) {
+			cfg.Logger.Warn("the status page and /status.json show every tenant's jobs to whoever reaches --metrics-addr (plain HTTP, no authentication): serve them where only operators reach them (docs/operating/security.md, \"Visibility and the audit log\")", "addr", srv.Addr())
+		}
 	}
 	<-ctx.Done()
 	if cfg.DrainTimeout > 0 {
@@ -173,4 +185,14 @@ func invokedAs() string {
 		return "feedmesh"
 	}
 	return a
+}
+
+// loopbackAddr reports whether host:port is on a loopback address.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -24,6 +24,8 @@ type dialOptions struct {
 	TLSCA   string `json:"tls_ca"`
 	TLSCert string `json:"tls_cert"`
 	TLSKey  string `json:"tls_key"`
+	// Token: client.Options.Token, an access token.
+	Token string `json:"token"`
 
 	Window           int     `json:"window"`
 	WindowBytes      int64   `json:"window_bytes"`
@@ -87,7 +89,7 @@ func clientOptions(addr, text string) (client.Options, time.Duration, error) {
 		PrefetchBatches: d.PrefetchBatches, PrefetchBytes: d.PrefetchBytes, RecycleBytes: d.RecycleBytes,
 		HeartbeatInterval: seconds(d.Heartbeat), RequestTimeout: seconds(d.RequestTimeout),
 		ReceiptInterval: seconds(d.ReceiptInterval), ResumeWait: seconds(d.ResumeWait),
-		UnavailableTimeout: seconds(d.UnavailableTimeout),
+		UnavailableTimeout: seconds(d.UnavailableTimeout), Token: d.Token,
 	}
 	switch d.Transport {
 	case "", "default":

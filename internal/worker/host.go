@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
@@ -39,6 +40,10 @@ type Host interface {
 	// CacheHeld returns what a task's leases tell the leader the node
 	// holds of job's cached splits (nil: nothing it could read).
 	CacheHeld(job api.JobInfo, spec *pipeline.Spec) func() ranges.Set
+	// MayRead refuses a data stream of job to its peer (conn), with the
+	// access token its Open carried (""), unless the node's policy lets
+	// it read the job (its tenant's).
+	MayRead(conn net.Conn, token string, job api.JobInfo) error
 }
 
 // JobView is what a worker reads of a job from its node's replica of the

@@ -125,6 +125,11 @@ func (w *Worker) handleStream(conn net.Conn) {
 		sender.End(err)
 		return
 	}
+	if err := w.host.MayRead(conn, req.Token, t.job); err != nil {
+		w.log.Warn("data stream refused: permission denied", "job", t.job.Name, "err", err)
+		sender.End(err)
+		return
+	}
 	t.streams.Add(1)
 	defer t.streams.Add(-1)
 	t.prod.serve(ctx, sender, req)

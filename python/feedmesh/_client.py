@@ -340,6 +340,7 @@ class Client(_Closing):
     (the Go client.Dial). addr is a node's QUIC address, host:port.
 
     Keywords are client.Options: tls_ca, tls_cert, tls_key (mutual TLS),
+    token (an access token: `feedmesh token create`),
     window, window_bytes, streams_per_worker, prefetch_batches,
     prefetch_bytes, recycle_bytes, heartbeat_interval, request_timeout,
     receipt_interval (seconds), resume_wait (seconds, default 120: how
@@ -355,7 +356,8 @@ class Client(_Closing):
     "debug", "error", "off")."""
 
     def __init__(self, addr: str, *, tls_ca: Optional[PathLike] = None, tls_cert: Optional[PathLike] = None,
-                 tls_key: Optional[PathLike] = None, window: Optional[int] = None, window_bytes: Optional[int] = None,
+                 tls_key: Optional[PathLike] = None, token: Optional[str] = None, window: Optional[int] = None,
+                 window_bytes: Optional[int] = None,
                  streams_per_worker: Optional[int] = None, prefetch_batches: Optional[int] = None,
                  prefetch_bytes: Optional[int] = None, recycle_bytes: Optional[int] = None,
                  heartbeat_interval: Optional[float] = None, request_timeout: Optional[float] = None,
@@ -366,7 +368,7 @@ class Client(_Closing):
         if unavailable_timeout is not None and unavailable_timeout < 0:
             raise ValueError("unavailable_timeout must be >= 0 seconds (None or 0: wait for ever)")
         opts = {
-            "tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key, "window": window,
+            "tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key, "token": token, "window": window,
             "window_bytes": window_bytes, "streams_per_worker": streams_per_worker,
             "prefetch_batches": prefetch_batches, "prefetch_bytes": prefetch_bytes,
             "recycle_bytes": recycle_bytes, "heartbeat_interval": heartbeat_interval,
