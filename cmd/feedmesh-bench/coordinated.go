@@ -95,7 +95,7 @@ func benchCoordinated(ctx context.Context, args []string, stdout, stderr io.Writ
 	spec.BucketBySequenceLength(pipeline.BucketOp{Tensor: "tokens", Boundaries: boundaries, BatchSizes: sizes})
 
 	fmt.Fprintf(stderr, "starting %d in-process nodes …\n", *nodes)
-	c, cleanup, err := jobsCluster(*nodes)
+	c, cleanup, err := jobsCluster(ctx, *nodes)
 	if err != nil {
 		return err
 	}

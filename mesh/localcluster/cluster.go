@@ -29,6 +29,7 @@ type options struct {
 	logs      bool
 	logOut    io.Writer
 	timeout   time.Duration
+	ctx       context.Context
 }
 
 // WithVoters sets the Raft voter target (mesh.Config.RaftVoters); the
@@ -55,6 +56,12 @@ func WithLogOutput(w io.Writer) Option { return func(o *options) { o.logOut = w 
 // WithStartTimeout bounds how long Start waits for the cluster to form.
 func WithStartTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
+// WithContext makes New, the node starts (New, Restart, Add) and Wait
+// give up once ctx is done: a program that starts a cluster stops on a
+// signal within one node start instead of forming the whole cluster
+// first. Without it, none of them can be cancelled.
+func WithContext(ctx context.Context) Option { return func(o *options) { o.ctx = ctx } }
+
 // Cluster is a set of in-process nodes on loopback.
 type Cluster struct {
 	opts options
@@ -77,7 +84,7 @@ type slot struct {
 // caller must Close the cluster; on error the returned cluster (if not nil)
 // still needs Close.
 func New(dir string, n int, opts ...Option) (*Cluster, error) {
-	o := options{voters: mesh.AutoVoters, timeout: 20 * time.Second}
+	o := options{voters: mesh.AutoVoters, timeout: 20 * time.Second, ctx: context.Background()}
 	if lv, ok := envLogLevel(); ok {
 		o.logs, o.logLevel = true, lv
 	}
@@ -98,6 +105,9 @@ func New(dir string, n int, opts ...Option) (*Cluster, error) {
 	}
 	c := &Cluster{opts: o, dir: dir}
 	for i := 0; i < n; i++ {
+		if err := o.ctx.Err(); err != nil {
+			return c, fmt.Errorf("localcluster: formation stopped after %d of %d nodes: %w", i, n, err)
+		}
 		s := c.newSlot(i)
 		c.slots = append(c.slots, s)
 		expect := o.expect
@@ -202,7 +212,7 @@ func (c *Cluster) startJoining(s *slot, expect int, join bool) error {
 			}
 			cfg.GossipPort, cfg.Port = p, 0
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(c.opts.ctx, 10*time.Second)
 		var err error
 		node, err = mesh.Start(ctx, cfg)
 		cancel()
@@ -361,10 +371,13 @@ func (c *Cluster) Leader() (int, *mesh.Node) {
 	return idx, leader
 }
 
-// Wait polls cond until it holds or timeout passes; then it returns an
-// error naming what was awaited.
+// Wait polls cond until it holds or timeout passes (or the context of
+// WithContext is done); then it returns an error naming what was awaited.
 func (c *Cluster) Wait(timeout time.Duration, what string, cond func() bool) error {
-	if !Poll(timeout, cond) {
+	if !PollContext(c.opts.ctx, timeout, cond) {
+		if err := c.opts.ctx.Err(); err != nil {
+			return fmt.Errorf("localcluster: stopped waiting for %s: %w", what, err)
+		}
 		return fmt.Errorf("localcluster: timed out after %s waiting for %s", timeout, what)
 	}
 	return nil
@@ -373,6 +386,11 @@ func (c *Cluster) Wait(timeout time.Duration, what string, cond func() bool) err
 // Poll evaluates cond every few milliseconds until it returns true (true)
 // or timeout passes (false).
 func Poll(timeout time.Duration, cond func() bool) bool {
+	return PollContext(context.Background(), timeout, cond)
+}
+
+// PollContext is Poll that also gives up (false) once ctx is done.
+func PollContext(ctx context.Context, timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -380,10 +398,13 @@ func Poll(timeout time.Duration, cond func() bool) bool {
 		if cond() {
 			return true
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
 			return false
 		}
-		<-tick.C
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+		}
 	}
 }
 
