@@ -50,7 +50,9 @@ type Node struct {
 	tr    *transport.Transport
 	codec *transport.Codec
 	rpc   *transport.RPCServer
-	raft  *raftnode.Node
+	// gossipCount counts what memberlist sends (gossipcount.go).
+	gossipCount gossipCounters
+	raft        *raftnode.Node
 
 	worker *worker.Worker
 	cache  *nodeCache // autocache.go

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -214,7 +215,13 @@ func (c *Cluster) startJoining(s *slot, expect int, join bool) error {
 		}
 		ctx, cancel := context.WithTimeout(c.opts.ctx, 10*time.Second)
 		var err error
-		node, err = mesh.Start(ctx, cfg)
+		// Every goroutine the node starts (Raft, gossip, QUIC, its tasks)
+		// inherits the label, and those goroutines' children too: a CPU
+		// profile of the process splits by node (the scale benchmark's
+		// leader CPU; `go tool pprof -tagfocus node=node-03`).
+		pprof.Do(ctx, pprof.Labels("node", s.name), func(ctx context.Context) {
+			node, err = mesh.Start(ctx, cfg)
+		})
 		cancel()
 		if err == nil {
 			break
