@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,9 @@ type options struct {
 	logOut    io.Writer
 	timeout   time.Duration
 	ctx       context.Context
+	scaled    bool // WithScaledGossip
+	joinAll   bool // WithJoinAll
+	size      int  // the n New was asked for
 }
 
 // WithVoters sets the Raft voter target (mesh.Config.RaftVoters); the
@@ -56,6 +60,42 @@ func WithLogOutput(w io.Writer) Option { return func(o *options) { o.logOut = w 
 
 // WithStartTimeout bounds how long Start waits for the cluster to form.
 func WithStartTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithScaledGossip gives every node ScaledGossip(FastConfig's timing, n)
+// for the n New is asked for (before WithConfig's edits): in-process
+// nodes share the machine's cores, so FastConfig's timers, meant for a
+// handful of nodes, make a hundred nodes' probes and gossip alone load a
+// 2-core machine.
+func WithScaledGossip() Option { return func(o *options) { o.scaled = true } }
+
+// WithJoinAll makes a starting node join every running node, as
+// localcluster did before maxJoin bounded it (the scale benchmark's
+// before/after).
+func WithJoinAll() Option { return func(o *options) { o.joinAll = true } }
+
+// ScaledGossip is g with its intervals stretched for a cluster of n nodes
+// sharing one machine: probe, probe timeout, gossip and push/pull
+// intervals and the TCP timeout × max(1, n/10), capped at memberlist's
+// LAN defaults (probe 1 s, probe timeout 500 ms, gossip 200 ms, push/pull
+// 30 s, TCP 10 s). A node's own
+// load does not grow with n (memberlist probes one member per interval
+// and gossips to a fixed fan-out), but n nodes in one process load it n
+// times: stretching by n/10 keeps the process's gossip load that of a
+// 10-node cluster, up to the LAN timing that real 100-node clusters use.
+// Failure detection slows by the same factor (about 1 s at 10 nodes, 5 s
+// at 100 with mesh.FastConfig).
+func ScaledGossip(g mesh.GossipConfig, n int) mesh.GossipConfig {
+	f := max(1, float64(n)/10)
+	stretch := func(d, limit time.Duration) time.Duration {
+		return max(d, min(time.Duration(float64(d)*f), limit))
+	}
+	g.ProbeInterval = stretch(g.ProbeInterval, time.Second)
+	g.ProbeTimeout = stretch(g.ProbeTimeout, 500*time.Millisecond)
+	g.GossipInterval = stretch(g.GossipInterval, 200*time.Millisecond)
+	g.PushPullInterval = stretch(g.PushPullInterval, 30*time.Second)
+	g.TCPTimeout = stretch(g.TCPTimeout, 10*time.Second)
+	return g
+}
 
 // WithContext makes New, the node starts (New, Restart, Add) and Wait
 // give up once ctx is done: a program that starts a cluster stops on a
@@ -104,6 +144,7 @@ func New(dir string, n int, opts ...Option) (*Cluster, error) {
 	if o.logOut == nil {
 		o.logOut = os.Stderr
 	}
+	o.size = n
 	c := &Cluster{opts: o, dir: dir}
 	for i := 0; i < n; i++ {
 		if err := o.ctx.Err(); err != nil {
@@ -188,10 +229,11 @@ func (c *Cluster) startJoining(s *slot, expect int, join bool) error {
 	cfg.Port = s.port
 	cfg.BootstrapExpect = expect
 	cfg.RaftVoters = c.opts.voters
+	if c.opts.scaled {
+		cfg.Gossip = ScaledGossip(cfg.Gossip, c.opts.size)
+	}
 	if join {
-		for _, o := range c.running() {
-			cfg.Join = append(cfg.Join, o.node.GossipAddr())
-		}
+		cfg.Join = joinAddrs(c.running(), c.opts.joinAll)
 	}
 	if c.opts.logs {
 		cfg.Logger = slog.New(slog.NewTextHandler(c.opts.logOut, &slog.HandlerOptions{Level: c.opts.logLevel}))
@@ -239,6 +281,29 @@ func (c *Cluster) startJoining(s *slot, expect int, join bool) error {
 		f(idx, node)
 	}
 	return nil
+}
+
+// maxJoin bounds the addresses a starting node joins: memberlist pushes
+// and pulls the full member list with each, so joining every running node
+// makes forming n nodes cost n²/2 state exchanges of up to n members each
+// (one node start took seconds past 50 nodes). The first nodes (the
+// bootstrap voters) and the latest ones are enough: gossip spreads the
+// newcomer from there.
+const maxJoin = 6
+
+// joinAddrs are the gossip addresses a node starting next to running
+// joins: all of them up to maxJoin, else the first and the latest
+// maxJoin/2.
+func joinAddrs(running []*slot, all bool) []string {
+	pick := running
+	if len(running) > maxJoin && !all {
+		pick = append(slices.Clone(running[:maxJoin/2]), running[len(running)-maxJoin/2:]...)
+	}
+	var out []string
+	for _, s := range pick {
+		out = append(out, s.node.GossipAddr())
+	}
+	return out
 }
 
 func freeTCPPort() (int, error) {
