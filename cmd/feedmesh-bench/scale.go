@@ -39,6 +39,10 @@ type scaleRow struct {
 	// JoinS: one more node joins until all N+1 see N+1 alive.
 	FormS float64 `json:"form_s"`
 	JoinS float64 `json:"join_converge_s"`
+	// JobStartS: the first consumer's Distribute (the job created, a task
+	// assigned to every node), then until every consumer has read.
+	JobStartS float64 `json:"job_start_s"`
+	FirstS    float64 `json:"all_consumers_reading_s"`
 	// Over the window: rows/s the consumers read, the Raft commands the
 	// leader applied per second by type and in all, the control requests
 	// the leader served per second by method and in all.
@@ -113,8 +117,8 @@ func benchScale(ctx context.Context, args []string, stdout, stderr io.Writer) er
 					return fmt.Errorf("N=%d, gossip %s: %w", n, m, err)
 				}
 				rows = append(rows, r)
-				fmt.Fprintf(stderr, "  form %.1f s, join %.2f s, %.0f rows/s, raft %.1f cmds/s (%s), leader rpcs %.1f/s (%s), CPU leader %.3f follower %.3f process %.2f s/s, gossip %.0f pkts/s %.0f B/s + streams %.0f B/s, rtt p50 %.1f p99 %.1f ms%s\n",
-					r.FormS, r.JoinS, r.RowsPerS, r.RaftPerS, fmtRates(r.RaftByType), r.RPCPerS, fmtRates(r.RPCByMethod), r.LeaderCPU, r.FollowerCPU, r.ProcessCPU,
+				fmt.Fprintf(stderr, "  form %.1f s, join %.2f s, job start %.2f s (all reading %.2f s), %.0f rows/s, raft %.1f cmds/s (%s), leader rpcs %.1f/s (%s), CPU leader %.3f follower %.3f process %.2f s/s, gossip %.0f pkts/s %.0f B/s + streams %.0f B/s, rtt p50 %.1f p99 %.1f ms%s\n",
+					r.FormS, r.JoinS, r.JobStartS, r.FirstS, r.RowsPerS, r.RaftPerS, fmtRates(r.RaftByType), r.RPCPerS, fmtRates(r.RPCByMethod), r.LeaderCPU, r.FollowerCPU, r.ProcessCPU,
 					r.GossipPktPerS, r.GossipBytesPerS, r.GossipStreamBPS, r.RTTP50MS, r.RTTP99MS, map[bool]string{true: " (leader changed)"}[r.LeaderChanged])
 			}
 		}
@@ -124,11 +128,11 @@ func benchScale(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	var out []benchRow
 	for _, r := range rows {
-		out = append(out, benchRow{"nodes": r.Nodes, "consumers": r.Consumers, "gossip": r.Gossip, "form_s": r.FormS, "join_s": r.JoinS,
+		out = append(out, benchRow{"nodes": r.Nodes, "consumers": r.Consumers, "gossip": r.Gossip, "form_s": r.FormS, "join_s": r.JoinS, "job_start_s": r.JobStartS,
 			"raft_cmds_per_s": r.RaftPerS, "leader_rpcs_per_s": r.RPCPerS, "leader_cpu": r.LeaderCPU, "follower_cpu": r.FollowerCPU,
 			"gossip_kB_per_s": (r.GossipBytesPerS + r.GossipStreamBPS) / 1000, "rtt_p99_ms": r.RTTP99MS})
 	}
-	return printRows(stdout, false, []string{"nodes", "consumers", "gossip", "form_s", "join_s", "raft_cmds_per_s", "leader_rpcs_per_s", "leader_cpu", "follower_cpu", "gossip_kB_per_s", "rtt_p99_ms"}, out)
+	return printRows(stdout, false, []string{"nodes", "consumers", "gossip", "form_s", "join_s", "job_start_s", "raft_cmds_per_s", "leader_rpcs_per_s", "leader_cpu", "follower_cpu", "gossip_kB_per_s", "rtt_p99_ms"}, out)
 }
 
 func scaleRun(ctx context.Context, n, consumers int, gossip string, rate, rttRate float64, window, startTimeout time.Duration, stderr io.Writer) (scaleRow, error) {
@@ -200,6 +204,7 @@ func scaleRun(ctx context.Context, n, consumers int, gossip string, rate, rttRat
 	}()
 	errs := make(chan error, consumers)
 	all := c.Running()
+	jobStart := time.Now()
 	for k := 0; k < consumers; k++ {
 		node := c.Node(all[k%len(all)])
 		cl, err := client.Dial(jctx, node.Addr(), client.Options{HeartbeatInterval: time.Second, RequestTimeout: 30 * time.Second})
@@ -210,6 +215,9 @@ func scaleRun(ctx context.Context, n, consumers int, gossip string, rate, rttRat
 		it, err := cl.Distribute(jctx, spec, client.JobOptions{Name: "scale", Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: client.OffloadRemote})
 		if err != nil {
 			return row, fmt.Errorf("consumer %d: %w", k, err)
+		}
+		if k == 0 {
+			row.JobStartS = time.Since(jobStart).Seconds()
 		}
 		wg.Go(func() {
 			defer it.Close()
@@ -236,6 +244,7 @@ func scaleRun(ctx context.Context, n, consumers int, gossip string, rate, rttRat
 	if err := c.Wait(time.Minute, "the consumers' first batches", func() bool { return rowsRead.Load() >= int64(consumers)*256 }); err != nil {
 		return row, err
 	}
+	row.FirstS = time.Since(jobStart).Seconds()
 	timer := time.NewTimer(3 * time.Second)
 	select {
 	case <-timer.C:
@@ -251,7 +260,7 @@ func scaleRun(ctx context.Context, n, consumers int, gossip string, rate, rttRat
 		return row, err
 	}
 	follower := c.Node(all[(slices.Index(all, li)+1)%len(all)])
-	rcl, err := client.Dial(ctx, follower.Addr(), client.Options{})
+	rcl, err := client.Dial(ctx, follower.Addr(), client.Options{RequestTimeout: 30 * time.Second})
 	if err != nil {
 		return row, err
 	}
@@ -282,7 +291,7 @@ func scaleRun(ctx context.Context, n, consumers int, gossip string, rate, rttRat
 			pprof.StopCPUProfile()
 			return row, fmt.Errorf("consumer: %w", err)
 		}
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		t := time.Now()
 		_, _, err := rcl.Get(rctx, "scale-rtt", false)
 		rtts = append(rtts, time.Since(t))
