@@ -39,9 +39,10 @@ func TestBenchScaleRow(t *testing.T) {
 	if r.RaftByType["Receipts"] <= 0 || r.RaftByType["AttachConsumer"] <= 0 || r.RPCByMethod["job.receipts"] <= 0 || r.RPCByMethod["job.heartbeat"] <= 0 {
 		t.Errorf("commands %v, requests %v", r.RaftByType, r.RPCByMethod)
 	}
-	// The profile split by node: the leader and the others burned CPU,
-	// and no more than the process did.
-	if r.LeaderCPU <= 0 || r.FollowerCPU <= 0 || r.LeaderCPU > r.ProcessCPU {
+	// The profile split by node: the leader (which serves every
+	// consumer's receipts) burned CPU, no more than the process did; a
+	// follower of this small job may get no 10 ms sample in 2 s.
+	if r.LeaderCPU <= 0 || r.FollowerCPU < 0 || r.LeaderCPU+r.FollowerCPU > r.ProcessCPU {
 		t.Errorf("CPU leader %v, follower %v, process %v", r.LeaderCPU, r.FollowerCPU, r.ProcessCPU)
 	}
 	if r.GossipPktPerS <= 0 || r.GossipBytesPerS < r.GossipPktPerS {
