@@ -31,6 +31,17 @@ func (c *Client) Jobs(ctx context.Context) ([]api.JobInfo, error) {
 	return out, c.call(ctx, api.MethodJobs, api.JobRequest{}, &out)
 }
 
+// Job returns the job named name as the cluster holds it (its state,
+// consumers, options, when it was created); an unknown job is an error
+// that wraps transport.ErrNotFound.
+func (c *Client) Job(ctx context.Context, name string) (api.JobInfo, error) {
+	var resp api.JobGetResponse
+	if err := c.call(ctx, api.MethodJobGet, api.JobRequest{Job: name}, &resp); err != nil {
+		return api.JobInfo{}, fmt.Errorf("job %q: %w", name, err)
+	}
+	return resp.Job, nil
+}
+
 // Put writes key=value through the cluster's leader and returns the log
 // index it landed at.
 func (c *Client) Put(ctx context.Context, key string, value []byte) (uint64, error) {

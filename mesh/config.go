@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"time"
 
 	"github.com/feedmesh/feedmesh/internal/autocache"
 	"github.com/feedmesh/feedmesh/internal/plan"
 	"github.com/feedmesh/feedmesh/internal/raftnode"
 	"github.com/feedmesh/feedmesh/internal/worker"
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
 
 	"github.com/hashicorp/memberlist"
 
@@ -48,8 +50,14 @@ type Config struct {
 	Port int
 	// Join lists gossip addresses (host:port) to join at start. Every
 	// address is tried: joining one seed was seen to converge in 26-30 s,
-	// joining all known addresses in ~20 ms.
+	// joining all known addresses in ~20 ms. A host may be a DNS name: it
+	// stands for every address it resolves to (a Kubernetes headless
+	// Service), resolved again at each retry, so nodes that start in any
+	// order find each other; without a port, the node's own gossip port.
 	Join []string
+	// Resolver resolves the DNS names in Join; nil: net.DefaultResolver
+	// (/etc/hosts, then /etc/resolv.conf's servers). Tests give their own.
+	Resolver *net.Resolver
 	// RetryJoinInterval: when no Join address answers at start (nodes of a
 	// new cluster start in any order), keep trying this often in the
 	// background. 0 makes Start fail instead. A gossip key mismatch always
@@ -114,6 +122,34 @@ type Config struct {
 	// reaches the node's ports may join the cluster and read its data.
 	// On loopback nothing is needed.
 	Insecure bool
+
+	// GossipKeyFile is the file GossipKey was read from (--gossip-key
+	// FILE), if any: like DataDir and the TLS files, no spec may read it.
+	GossipKeyFile string
+
+	// DataRoots are the directories whose files the specs this node runs
+	// may read (--data-root; docs/operating/security.md, "Data access"):
+	// a spec's local path is relative to the first root or absolute under
+	// one, and is opened through os.Root (no `..`, no symbolic link out of its root, no
+	// /proc). A root may neither hold nor lie inside DataDir, the TLS
+	// files, GossipKeyFile or an object store's credentials file: Start
+	// refuses it. Empty: in loopback dev mode (the node binds and
+	// advertises loopback addresses only, without mutual TLS) the current
+	// directory, without those files where they lie under it; off
+	// loopback or under mutual TLS, no local files.
+	DataRoots []string
+	// AllowHosts are the hosts http(s) sources and tokenizer URLs may
+	// reach (--allow-host): a host name (its public addresses),
+	// *.domain, * (any name), an IP address or a CIDR network.
+	// Loopback, link-local and private addresses are reached only when
+	// allowed by address or network; every redirect hop and every
+	// address connected to is checked. Empty: none.
+	AllowHosts []string
+	// ObjectStores are the object stores s3:// paths may read
+	// (--object-store NAME=endpoint=…): a spec names one
+	// (s3://NAME/bucket/key, or object_store: {store: NAME}), never an
+	// endpoint; the node alone knows where it is and its credentials.
+	ObjectStores []objstore.NamedStore
 
 	// Gossip holds memberlist's failure-detection timing.
 	Gossip GossipConfig
@@ -347,6 +383,9 @@ func (c *Config) Validate() error {
 	if c.Worker.TaskBuffer < 1 || c.Worker.LeaseSplits < 1 || c.Worker.LeaseDuration <= 0 || c.Worker.OrphanPollInterval <= 0 || c.Worker.MaxWindow < 1 || c.Worker.SendCoalesce < 1 || c.Worker.JobPollInterval <= 0 {
 		bad("Worker", "TaskBuffer, LeaseSplits, LeaseDuration, OrphanPollInterval, MaxWindow, SendCoalesce and JobPollInterval must be > 0")
 	}
+	if s := c.Worker.LeaseHoldShare; s != s || s > 1 {
+		bad("Worker.LeaseHoldShare", "must be a share of a job's splits, at most 1 (0: the default, negative: no bound)")
+	}
 	if c.Worker.RoundsAhead < 0 || c.Worker.RoundsHeld < 0 {
 		bad("Worker.RoundsAhead/RoundsHeld", "must be >= 0 (0: the default)")
 	}
@@ -365,7 +404,50 @@ func (c *Config) Validate() error {
 	if err := c.Transport.Validate(); err != nil {
 		bad("Transport", "%v", err)
 	}
+	for i, r := range c.DataRoots {
+		if r == "" {
+			bad(fmt.Sprintf("DataRoots[%d]", i), "empty")
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// dataAccess is the node's data-access policy (docs/operating/security.md,
+// "Data access"): its data roots, allowed hosts and named stores, with its
+// own secrets out of every root. The data dir must exist.
+func (c *Config) dataAccess(log *slog.Logger) (*objstore.Access, error) {
+	ac := objstore.AccessConfig{Roots: c.DataRoots, AllowHosts: c.AllowHosts, Stores: c.ObjectStores, Log: log}
+	for _, p := range []objstore.Protected{
+		{Path: c.DataDir, What: "the node's data dir"},
+		{Path: c.TLSKey, What: "the node's TLS key"},
+		{Path: c.TLSCert, What: "the node's TLS certificate"},
+		{Path: c.TLSCA, What: "the cluster's CA certificate"},
+		{Path: c.GossipKeyFile, What: "the gossip key"},
+	} {
+		if p.Path != "" {
+			ac.Protected = append(ac.Protected, p)
+		}
+	}
+	for _, s := range c.ObjectStores {
+		for _, f := range s.CredentialsFiles() {
+			ac.Protected = append(ac.Protected, objstore.Protected{Path: f, What: "object store " + s.Name + "'s credentials"})
+		}
+	}
+	if _, exposed := c.exposed(); len(c.DataRoots) == 0 && !exposed && c.TLSCA == "" {
+		// Loopback dev mode: what the developer runs the node beside. A
+		// node given mutual TLS is not in dev mode, on loopback too: its
+		// operator says what it reads.
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("default data root (the current directory): %w", err)
+		}
+		ac.ImplicitRoot = wd
+	}
+	a, err := objstore.NewAccess(ac)
+	if err != nil {
+		return nil, fmt.Errorf("data access (--data-root, --allow-host, --object-store): %w", err)
+	}
+	return a, nil
 }
 
 func (c *Config) advertiseIP() string {

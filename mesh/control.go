@@ -10,6 +10,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/internal/fsm"
+	"github.com/feedmesh/feedmesh/internal/plan"
 	"github.com/feedmesh/feedmesh/internal/raftnode"
 	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/transport"
@@ -18,6 +19,13 @@ import (
 // Status reports this node's view of the cluster.
 func (n *Node) Status() api.Status {
 	rs := n.raft.Status()
+	if rs.Leader == "" && rs.Role == plan.RoleNone {
+		// Outside the Raft configuration (a member beyond the voters, or
+		// one removed while it was down that has learned so) Raft names no
+		// leader: the leader is the one gossip advertises, where this node
+		// forwards (leaderAddr).
+		rs.Leader, rs.LeaderAddr = n.members.newestLeaderMember(n.name)
+	}
 	ms := n.Members()
 	voters := make([]api.Voter, len(rs.Voters))
 	for i, v := range rs.Voters {
@@ -195,28 +203,52 @@ func retriable(err error) bool {
 	case errorsIsRejected(err), errors.Is(err, api.ErrNotAssigned), errors.Is(err, api.ErrHandBackRefused), errors.Is(err, api.ErrDismissed):
 		return false
 	case errors.Is(err, transport.ErrInvalid), errors.Is(err, transport.ErrNotFound),
-		errors.Is(err, transport.ErrUnknownMethod):
+		errors.Is(err, transport.ErrUnknownMethod), errors.Is(err, transport.ErrPermissionDenied):
 		return false
 	}
 	return true
 }
 
+// mapRaftErr maps an error of a Raft apply to the error the caller is
+// answered. A command the state machine refused is answered with the
+// state machine's reason alone: the apply's wrapping ("apply CreateJob at
+// index 422: raftnode: command rejected by the state machine: ...") is
+// this node's business, not the caller's.
 func mapRaftErr(err error) error {
 	switch {
 	case errors.Is(err, fsm.ErrUnknownJob):
-		return transport.Errorf(transport.ErrNotFound, "%v", err)
+		return transport.Errorf(transport.ErrNotFound, "%v", rejectedReason(err))
 	case errors.Is(err, fsm.ErrNotAssigned):
-		return transport.Errorf(api.ErrNotAssigned, "%v", err)
+		return transport.Errorf(api.ErrNotAssigned, "%v", rejectedReason(err))
 	case errors.Is(err, fsm.ErrDismissed):
-		return transport.Errorf(api.ErrDismissed, "%v", err)
+		return transport.Errorf(api.ErrDismissed, "%v", rejectedReason(err))
 	case errors.Is(err, splits.ErrHandBackRefused):
-		return transport.Errorf(api.ErrHandBackRefused, "%v", err)
+		return transport.Errorf(api.ErrHandBackRefused, "%v", rejectedReason(err))
 	case errorsIsRejected(err):
-		return transport.Errorf(transport.ErrInvalid, "%v", err)
+		return transport.Errorf(transport.ErrInvalid, "%v", rejectedReason(err))
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raftnode.ErrNotLeader):
 		return transport.Errorf(transport.ErrNoLeader, "%v", err)
 	case errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, context.DeadlineExceeded):
 		return transport.Errorf(transport.ErrNoQuorum, "not committed in time: %v", err)
+	}
+	return err
+}
+
+// rejectedReason is the state machine's own error inside err, a command
+// raftnode.Node.Apply reports as rejected (it wraps both
+// raftnode.ErrRejected and the state machine's error); err itself
+// otherwise.
+func rejectedReason(err error) error {
+	for e := err; e != nil; {
+		if m, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, inner := range m.Unwrap() {
+				if inner != raftnode.ErrRejected {
+					return inner
+				}
+			}
+			return err
+		}
+		e = errors.Unwrap(e)
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/feedmesh/feedmesh/internal/raftnode"
 	"github.com/feedmesh/feedmesh/internal/worker"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
 	"github.com/feedmesh/feedmesh/transport"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
@@ -70,6 +72,7 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 	if err != nil {
 		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: dataset spec: %v", name, err)
 	}
+	spec = spec.Bind(n.access) // all it lists and opens, through the node's policy
 	fp, err := spec.Fingerprint()
 	if err != nil {
 		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: dataset spec: %v", name, err)
@@ -78,6 +81,9 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 		// The leader enumerates the splits (like tf.data service's
 		// dispatcher): it sees the same files as the workers.
 		ss, err := pipeline.Splits(spec)
+		if errors.Is(err, objstore.ErrNotAllowed) {
+			return api.JobInfo{}, notAllowed(name, err)
+		}
 		if err != nil {
 			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: enumerate splits: %v", name, err)
 		}
@@ -111,6 +117,9 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)
 		}
 		create = fsm.NewResumeJob(c, fsm.ResumeBody{From: r.From, Part: r.Part, Want: r.Want, Delivered: r.Delivered})
+		if err := n.fenceForResume(ctx, name, c, r); err != nil {
+			return api.JobInfo{}, err
+		}
 	}
 	if n.clusterProtocol() < fsm.Protocol {
 		// A server of an older release refuses CreateJob v6: propose the
@@ -118,6 +127,9 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 		create, _ = fsm.DowngradeCreateJob(create)
 	}
 	if _, err := n.raft.Apply(ctx, create); err != nil {
+		if r := req.Resume; r != nil && errors.Is(err, fsm.ErrJobInUse) {
+			return api.JobInfo{}, resumeInUse(err, name, r, n)
+		}
 		return api.JobInfo{}, jobMismatch(err, req)
 	}
 	if _, err := n.raft.Apply(ctx, fsm.NewAttachConsumer(name, req.Consumer)); err != nil {
@@ -131,6 +143,14 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 		return api.JobInfo{}, transport.Errorf(transport.ErrNotFound, "job %q vanished", name)
 	}
 	return n.jobInfo(view), nil
+}
+
+// notAllowed is the answer to a spec that names a path, URL or object
+// store the node's data-access policy refuses: permission_denied, saying
+// what the spec named and no more (err's text is the policy's generic
+// one; the node's log has the reason).
+func notAllowed(job string, err error) error {
+	return transport.Errorf(transport.ErrPermissionDenied, "job %q: %v (what specs may read is the node operator's decision: docs/operating/security.md#data-access)", job, err)
 }
 
 // checkResumePart refuses a checkpoint the state machine would refuse
@@ -149,6 +169,60 @@ func (n *Node) checkResumePart(fp string, epochs int64, r *api.ResumePart) error
 		return fmt.Errorf("resume: checkpoint of consumer %q: %w", r.Part, err)
 	}
 	return nil
+}
+
+// fenceForResume makes room for a resume from a checkpoint of the job
+// that holds the name now (a trainer preempted, SIGKILLed, and restarted
+// from its checkpoint): the checkpoint is proof that the run it was taken
+// of is being resumed, so the job's consumers still attached are fenced
+// (detached, and remembered as such, as a consumer that left) at once
+// instead of holding the job until their leases expire (consumer_ttl).
+// The resumed job replaces the job and waits for a checkpoint of each
+// consumer it had; a consumer fenced that was still alive finds, at its
+// next heartbeat, that the job of that name is another one, and stops
+// (the client says it was fenced by a resume).
+//
+// Nothing is fenced unless the checkpoint is of this very job (its ID)
+// and its consumer is one the job knows (attached, or one whose receipts
+// it recorded): a checkpoint of an earlier run of the name, or one the
+// job never saw, fences nothing, and neither does a resume whose options
+// differ from the job's (CreateJob refuses it, naming them): the state
+// machine decides as before. The fence is DetachConsumer, a command every release applies
+// alike: no new command, and a log of fences replays on any node.
+func (n *Node) fenceForResume(ctx context.Context, name string, c fsm.Create, r *api.ResumePart) error {
+	view, ok := n.raft.Job(name)
+	if !ok || view.ID != r.From || len(view.Consumers) == 0 || view.Dynamic == nil || !view.Admits(c) {
+		return nil
+	}
+	_, attached := view.Consumers[r.Part]
+	known := attached
+	if x := view.Dynamic.Exact; !known && x != nil {
+		_, known = slices.BinarySearch(x.Receivers, r.Part)
+	}
+	if !known {
+		return nil
+	}
+	fenced := view.ConsumerIDs()
+	for _, id := range fenced {
+		if _, err := n.raft.Apply(ctx, fsm.NewDetachConsumer(name, id)); err != nil {
+			return fmt.Errorf("job %q: fencing consumer %s for the resume from consumer %s's checkpoint: %w", name, id, r.Part, err)
+		}
+	}
+	n.log.Info("resume from a checkpoint fenced the job's consumers still attached (a preempted trainer's)", "job", name, "checkpoint_of", r.Part, "fenced", fenced)
+	return nil
+}
+
+// resumeInUse is the error of a resume the job refused because consumers
+// read it, and what the checkpoint is of: a resume from a checkpoint of
+// the job now read fences its consumers (fenceForResume), so the job is
+// another run of the name, or the checkpoint's consumer one it never
+// knew.
+func resumeInUse(err error, name string, r *api.ResumePart, n *Node) error {
+	why := fmt.Sprintf("the checkpoint is of consumer %s of job id %d", r.Part, r.From)
+	if view, ok := n.raft.Job(name); ok && view.ID != r.From {
+		why += fmt.Sprintf(", an earlier run of the name than the job now read (id %d), whose consumers it does not fence", view.ID)
+	}
+	return transport.Errorf(transport.ErrInvalid, "%v (%s)", rejectedReason(err), why)
 }
 
 // jobMismatch says, when err is the job of that name existing with other

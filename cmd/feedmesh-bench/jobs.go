@@ -22,6 +22,7 @@ import (
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/mesh/localcluster"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -83,6 +84,14 @@ func jobsCluster(ctx context.Context, n int, opts ...localcluster.Option) (*loca
 		return nil, nil, err
 	}
 	return c, cleanup, nil
+}
+
+// withData lets the nodes read files under dirs (their data roots) and
+// the named object stores.
+func withData(dirs []string, stores ...objstore.NamedStore) localcluster.Option {
+	return localcluster.WithConfig(func(_ int, c *mesh.Config) {
+		c.DataRoots, c.ObjectStores = dirs, stores
+	})
 }
 
 func benchClient(ctx context.Context, c *localcluster.Cluster, i int) (*client.Client, error) {

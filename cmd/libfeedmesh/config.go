@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"time"
 
@@ -38,14 +37,19 @@ type dialOptions struct {
 	// ResumeWait: client.Options.ResumeWait (a resumed job that waits for
 	// other consumers' checkpoints fails after it; negative: never).
 	ResumeWait float64 `json:"resume_wait"`
+	// UnavailableTimeout: client.Options.UnavailableTimeout (seconds;
+	// negative: wait for ever). The Python package sends -1 for None or 0.
+	UnavailableTimeout float64 `json:"unavailable_timeout"`
 	// Transport is "default" (transport.DefaultConfig) or "fast"
 	// (transport.FastConfig: a dead node noticed in ~1.5 s, for clusters
 	// run with --preset fast, as the tests do).
 	Transport string `json:"transport"`
 	// DialTimeout bounds fm_dial (seconds; default 10).
 	DialTimeout float64 `json:"dial_timeout"`
-	// LogLevel: the client's log to stderr: "debug", "info", "warn"
-	// (default), "error" or "off".
+	// LogLevel: the least level of the client's records kept for the
+	// caller (fm_logs; the Python package logs them to Python's logging,
+	// logger "feedmesh"): "debug", "info", "warn" (default), "error" or
+	// "off".
 	LogLevel string `json:"log_level"`
 }
 
@@ -83,6 +87,7 @@ func clientOptions(addr, text string) (client.Options, time.Duration, error) {
 		PrefetchBatches: d.PrefetchBatches, PrefetchBytes: d.PrefetchBytes, RecycleBytes: d.RecycleBytes,
 		HeartbeatInterval: seconds(d.Heartbeat), RequestTimeout: seconds(d.RequestTimeout),
 		ReceiptInterval: seconds(d.ReceiptInterval), ResumeWait: seconds(d.ResumeWait),
+		UnavailableTimeout: seconds(d.UnavailableTimeout),
 	}
 	switch d.Transport {
 	case "", "default":
@@ -114,7 +119,7 @@ func clientOptions(addr, text string) (client.Options, time.Duration, error) {
 	default:
 		return client.Options{}, 0, fmt.Errorf("%w: log_level %q: want debug, info, warn, error or off", errArg, d.LogLevel)
 	}
-	o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "feedmesh-client")
+	o.Logger = slog.New(&callerHandler{level: level}) // to the caller (fm_logs): Python's logging
 	timeout := seconds(d.DialTimeout)
 	if timeout <= 0 {
 		timeout = 10 * time.Second

@@ -7,6 +7,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
 	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/transport"
 )
@@ -70,4 +71,8 @@ type Options struct {
 	Codec *transport.Codec
 	// Log receives the worker's logs.
 	Log *slog.Logger
+	// Access is the node's data-access policy: every job's spec is bound
+	// to it (pipeline.Spec.Bind) before its splits are listed or read.
+	// nil reads as the process may (objstore.Local): tests only.
+	Access *objstore.Access
 }
