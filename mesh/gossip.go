@@ -44,9 +44,9 @@ func (n *Node) startGossip(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen for gossip on %s:%d: %w", cfg.BindAddr, cfg.GossipPort, err)
 	}
-	var gt memberlist.NodeAwareTransport = nt
+	var gt memberlist.NodeAwareTransport = countingTransport{NodeAwareTransport: nt, c: &n.gossipCount}
 	if cfg.WrapGossipTransport != nil {
-		gt = cfg.WrapGossipTransport(nt)
+		gt = cfg.WrapGossipTransport(gt)
 	}
 	n.delegate = &delegate{}
 	if err := n.setMeta("none"); err != nil {

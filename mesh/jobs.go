@@ -460,13 +460,28 @@ func (n *Node) reconcileJobs(ctx context.Context) {
 // (the job may be at its MaxWorkers, or gone). The state machine checks
 // every rule again, so a step overtaken by another request (a consumer that
 // attached since the plan, say) is rejected there and logged here.
+//
+// The steps are submitted together (raftnode.ApplyEach: one after
+// another in the log, but not each waiting for the one before to commit),
+// so a plan of one AssignTask per worker costs about one Raft round trip,
+// not one per worker. Once an AssignTask of a job fails, the job's later
+// ones (already submitted, and rejected by the state machine for the same
+// reason) are not logged.
 func (n *Node) applyJobSteps(ctx context.Context, steps []plan.JobStep) {
+	if len(steps) == 0 {
+		return
+	}
+	cmds := make([]fsm.Command, len(steps))
+	for i, st := range steps {
+		cmds[i] = st.Command
+	}
+	_, errs := n.raft.ApplyEach(ctx, cmds)
 	var stopped map[string]bool // jobs whose assignments failed
-	for _, st := range steps {
+	for i, st := range steps {
 		if st.Command.Type == fsm.TypeAssignTask && stopped[st.Job] {
 			continue
 		}
-		_, err := n.raft.Apply(ctx, st.Command)
+		err := errs[i]
 		switch st.Command.Type {
 		case fsm.TypeExpireWorker:
 			switch {

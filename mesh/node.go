@@ -51,7 +51,9 @@ type Node struct {
 	tr    *transport.Transport
 	codec *transport.Codec
 	rpc   *transport.RPCServer
-	raft  *raftnode.Node
+	// gossipCount counts what memberlist sends (gossipcount.go).
+	gossipCount gossipCounters
+	raft        *raftnode.Node
 
 	// access is the node's data-access policy: every spec it lists or
 	// runs is bound to it (pipeline.Spec.Bind).

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -64,6 +65,7 @@ type RPCServer struct {
 
 	mu        sync.Mutex
 	handlers  map[string]Handler
+	calls     map[string]*atomic.Uint64 // per registered method: requests served
 	listeners map[net.Listener]struct{}
 	closed    bool
 }
@@ -88,6 +90,7 @@ func NewRPCServer(codec *Codec, maxConcurrent int, log *slog.Logger) *RPCServer 
 		ctx:         ctx,
 		cancel:      cancel,
 		handlers:    make(map[string]Handler),
+		calls:       make(map[string]*atomic.Uint64),
 		listeners:   make(map[net.Listener]struct{}),
 	}
 }
@@ -107,6 +110,23 @@ func (s *RPCServer) Handle(method string, h Handler) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.handlers[method] = h
+	if s.calls[method] == nil {
+		s.calls[method] = new(atomic.Uint64)
+	}
+}
+
+// Calls returns how many requests each registered method has been sent
+// since the server was made (answered or refused after the method was
+// looked up: a request for an unknown method is not counted, so peers
+// cannot grow the map).
+func (s *RPCServer) Calls() map[string]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]uint64, len(s.calls))
+	for m, c := range s.calls {
+		out[m] = c.Load()
+	}
+	return out
 }
 
 // Serve accepts streams from l and serves one request on each, until l is
@@ -198,6 +218,9 @@ func (s *RPCServer) serveStream(conn net.Conn) {
 
 	s.mu.Lock()
 	h := s.handlers[req.Method]
+	if c := s.calls[req.Method]; c != nil {
+		c.Add(1)
+	}
 	s.mu.Unlock()
 	var resp any
 	if h == nil {

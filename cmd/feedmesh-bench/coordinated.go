@@ -96,7 +96,7 @@ func benchCoordinated(ctx context.Context, args []string, stdout, stderr io.Writ
 	spec.BucketBySequenceLength(pipeline.BucketOp{Tensor: "tokens", Boundaries: boundaries, BatchSizes: sizes})
 
 	fmt.Fprintf(stderr, "starting %d in-process nodes …\n", *nodes)
-	c, cleanup, err := jobsCluster(*nodes, withData(roots))
+	c, cleanup, err := jobsCluster(ctx, *nodes, withData(roots))
 	if err != nil {
 		return err
 	}

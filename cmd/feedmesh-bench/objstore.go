@@ -83,7 +83,7 @@ func benchObjstore(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	fmt.Fprintf(stderr, "  %d shards, %d rows, %.1f MB of Parquet\n", *shards, int64(*shards)**rows, float64(total)/1e6)
 
-	c, cleanup, err := jobsCluster(*nodes, withData([]string{local}, srv.NamedStore("bench")))
+	c, cleanup, err := jobsCluster(ctx, *nodes, withData([]string{local}, srv.NamedStore("bench")))
 	if err != nil {
 		return err
 	}

@@ -351,7 +351,7 @@ func visionNode(ctx context.Context, cfg visionCfg, par int, stdout io.Writer) e
 		return err
 	}
 	cfg.folder = folder // the node's data root, named absolute
-	c, cleanup, err := jobsCluster(1, withData([]string{folder}))
+	c, cleanup, err := jobsCluster(ctx, 1, withData([]string{folder}))
 	if err != nil {
 		return err
 	}
