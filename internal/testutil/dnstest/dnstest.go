@@ -37,14 +37,13 @@ type Server struct {
 // Start serves on addr ("127.0.0.1:0" for any port; a namespace's bridge
 // address and port 53 for processes that read /etc/resolv.conf), UDP and
 // TCP on the same port.
+//
+// With port 0 the UDP port is the kernel's choice, and its TCP twin may be
+// another process's already (seen under CI: "bind: address already in
+// use"): Start then tries other ports, up to 20 times.
 func Start(addr string) (*Server, error) {
-	udp, err := net.ListenPacket("udp", addr)
+	udp, tcp, err := listenPair(addr)
 	if err != nil {
-		return nil, err
-	}
-	tcp, err := net.Listen("tcp", udp.LocalAddr().String())
-	if err != nil {
-		udp.Close()
 		return nil, err
 	}
 	s := &Server{udp: udp, tcp: tcp, records: map[string][]net.IP{}, queries: map[string]int{}}
@@ -52,6 +51,32 @@ func Start(addr string) (*Server, error) {
 	go s.serveUDP()
 	go s.serveTCP()
 	return s, nil
+}
+
+// listenPair listens on UDP and TCP at one port of addr.
+func listenPair(addr string) (net.PacketConn, net.Listener, error) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	tries := 1
+	if port == "0" {
+		tries = 20
+	}
+	for i := 0; ; i++ {
+		udp, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		tcp, err := net.Listen("tcp", udp.LocalAddr().String())
+		if err == nil {
+			return udp, tcp, nil
+		}
+		udp.Close()
+		if i+1 >= tries {
+			return nil, nil, err
+		}
+	}
 }
 
 // Addr is the server's address (UDP and TCP).
