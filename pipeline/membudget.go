@@ -34,11 +34,17 @@ type BudgetError struct {
 }
 
 func (e *BudgetError) Error() string {
-	s := fmt.Sprintf("%s: holds %s", e.Op, formatBytes(e.Held))
-	if e.Total != e.Held {
-		s += fmt.Sprintf(" (the task's ops %s)", formatBytes(e.Total))
+	f := formatBytes
+	if formatBytes(e.Total) == formatBytes(e.Limit) {
+		// Just over: in bytes, or the message would read "32 MiB, over
+		// the budget of 32 MiB".
+		f = func(n int64) string { return fmt.Sprintf("%d B", n) }
 	}
-	s += fmt.Sprintf(", over the task's memory budget of %s", formatBytes(e.Limit))
+	s := fmt.Sprintf("%s: holds %s", e.Op, f(e.Held))
+	if e.Total != e.Held {
+		s += fmt.Sprintf(" (the task's ops %s)", f(e.Total))
+	}
+	s += fmt.Sprintf(", over the task's memory budget of %s", f(e.Limit))
 	if e.Flag != "" {
 		s += " (" + e.Flag + ")"
 	}
