@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/feedmesh/feedmesh/pipeline/fn"
+	"github.com/feedmesh/feedmesh/pipeline/formats"
 	"github.com/feedmesh/feedmesh/tensor"
 )
 
@@ -220,5 +221,21 @@ func TestMemoryBudgetRepeatCredits(t *testing.T) {
 	}
 	if n != 1000 || b.Used() != 0 {
 		t.Fatalf("yielded %d, used %d after the end; want 1000 and 0", n, b.Used())
+	}
+}
+
+// max_record_bytes is bounded: a spec cannot make a node read one record
+// of more than 1 GiB into memory.
+func TestMaxRecordBytesBounded(t *testing.T) {
+	for _, n := range []int64{1 << 30, formats.MaxMaxRecordBytes + 1, 1 << 40, -1} {
+		s := NewSpec(FromFiles("lines", "testdata/*.txt"))
+		s.Source.Files.MaxRecordBytes = n
+		err := s.Validate()
+		if ok := n >= 0 && n <= formats.MaxMaxRecordBytes; ok != (err == nil) {
+			t.Errorf("max_record_bytes %d: %v", n, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "max_record_bytes") {
+			t.Errorf("max_record_bytes %d: the error does not name the field: %v", n, err)
+		}
 	}
 }
