@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/feedmesh/feedmesh/tensor"
@@ -56,12 +57,23 @@ func (e *BudgetError) Unwrap() error { return ErrMemoryBudget }
 // MemoryBudget counts the bytes a pipeline's ops hold against a limit. It
 // is safe for concurrent use (a prefetch charges from its goroutine). A
 // nil *MemoryBudget counts nothing and never fails.
+//
+// Ops do not update the shared count per element: each reserves from it
+// in grains (limit/64, at most 1 MiB) as what it holds grows, and gives
+// grains back as it shrinks (hysteresis: two grains), so the count is
+// touched about once per grain of elements, not twice per element. The
+// count, and so the point where the budget fails, is over what the ops
+// hold by less than two grains per op.
 type MemoryBudget struct {
 	limit int64
+	grain int64
 	flag  string
-	used  atomic.Int64
+	used  atomic.Int64 // the ops' reservations
 	peak  atomic.Int64
 }
+
+// maxBudgetGrain bounds a budget's grain.
+const maxBudgetGrain = 1 << 20
 
 // NewMemoryBudget returns a budget of limit bytes (> 0); flag names the
 // setting it comes from in errors ("" for none).
@@ -69,7 +81,7 @@ func NewMemoryBudget(limit int64, flag string) *MemoryBudget {
 	if limit <= 0 {
 		return nil
 	}
-	return &MemoryBudget{limit: limit, flag: flag}
+	return &MemoryBudget{limit: limit, flag: flag, grain: max(1, min(maxBudgetGrain, limit/64))}
 }
 
 // Limit is the budget's limit (0 for a nil budget: none).
@@ -80,7 +92,8 @@ func (b *MemoryBudget) Limit() int64 {
 	return b.limit
 }
 
-// Used is what the ops hold now.
+// Used is what the ops have reserved now (what they hold, rounded up to
+// grains).
 func (b *MemoryBudget) Used() int64 {
 	if b == nil {
 		return 0
@@ -88,7 +101,7 @@ func (b *MemoryBudget) Used() int64 {
 	return b.used.Load()
 }
 
-// Peak is the most the ops held at once.
+// Peak is the most the ops reserved at once.
 func (b *MemoryBudget) Peak() int64 {
 	if b == nil {
 		return 0
@@ -100,9 +113,11 @@ func (b *MemoryBudget) Peak() int64 {
 // (a prefetch charges from its goroutine and credits from Next). A nil
 // account counts nothing.
 type account struct {
-	b    *MemoryBudget
-	op   string
-	held atomic.Int64
+	b        *MemoryBudget
+	op       string
+	held     atomic.Int64 // what the op holds
+	reserved atomic.Int64 // its share of b.used; changed under mu
+	mu       sync.Mutex
 }
 
 func (b *MemoryBudget) account(op string) *account {
@@ -119,8 +134,24 @@ func (a *account) charge(n int64) error {
 	if a == nil || n <= 0 {
 		return nil
 	}
-	held := a.held.Add(n)
-	total := a.b.used.Add(n)
+	if held := a.held.Add(n); held > a.reserved.Load() {
+		return a.reserve()
+	}
+	return nil
+}
+
+// reserve takes grains from the budget until the reservation covers what
+// the op holds.
+func (a *account) reserve() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	held, r, g := a.held.Load(), a.reserved.Load(), a.b.grain
+	want := (held + g - 1) / g * g
+	if want <= r {
+		return nil
+	}
+	a.reserved.Store(want)
+	total := a.b.used.Add(want - r)
 	for {
 		p := a.b.peak.Load()
 		if total <= p || a.b.peak.CompareAndSwap(p, total) {
@@ -142,9 +173,23 @@ func (a *account) credit(n int64) {
 		h := a.held.Load()
 		m := min(n, h)
 		if a.held.CompareAndSwap(h, h-m) {
-			a.b.used.Add(-m)
+			if a.reserved.Load()-(h-m) >= 2*a.b.grain || h == m {
+				a.unreserve()
+			}
 			return
 		}
+	}
+}
+
+// unreserve gives the grains the op no longer needs back.
+func (a *account) unreserve() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	held, r, g := a.held.Load(), a.reserved.Load(), a.b.grain
+	want := (held + g - 1) / g * g
+	if want < r {
+		a.reserved.Store(want)
+		a.b.used.Add(want - r)
 	}
 }
 
