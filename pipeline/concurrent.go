@@ -72,7 +72,7 @@ func (it *prefetchIter) next(ctx context.Context) (item, error) {
 		if r.err != nil {
 			it.err = r.err
 		} else {
-			it.acct.creditItem(&r.x)
+			it.acct.creditItemRemote(&r.x) // the run goroutine owns acct
 		}
 		return r.x, r.err
 	case <-ctx.Done():

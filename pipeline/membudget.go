@@ -3,7 +3,6 @@ package pipeline
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/feedmesh/feedmesh/tensor"
@@ -55,7 +54,7 @@ func (e *BudgetError) Error() string {
 func (e *BudgetError) Unwrap() error { return ErrMemoryBudget }
 
 // MemoryBudget counts the bytes a pipeline's ops hold against a limit. It
-// is safe for concurrent use (a prefetch charges from its goroutine). A
+// is safe for concurrent use (ops run on several goroutines). A
 // nil *MemoryBudget counts nothing and never fails.
 //
 // Ops do not update the shared count per element: each reserves from it
@@ -109,15 +108,17 @@ func (b *MemoryBudget) Peak() int64 {
 	return b.peak.Load()
 }
 
-// account is one op's share of a budget. It is safe for concurrent use
-// (a prefetch charges from its goroutine and credits from Next). A nil
+// account is one op's share of a budget, used from the op's goroutine:
+// charge, credit and release are not safe for concurrent use. An op that
+// lets elements go on another goroutine (prefetch: its consumer) credits
+// them with creditRemote, applied at its next charge or release. A nil
 // account counts nothing.
 type account struct {
 	b        *MemoryBudget
 	op       string
-	held     atomic.Int64 // what the op holds
-	reserved atomic.Int64 // its share of b.used; changed under mu
-	mu       sync.Mutex
+	held     int64        // what the op holds
+	reserved int64        // its share of b.used, in grains
+	remote   atomic.Int64 // credits from another goroutine, not yet applied
 }
 
 func (b *MemoryBudget) account(op string) *account {
@@ -134,24 +135,17 @@ func (a *account) charge(n int64) error {
 	if a == nil || n <= 0 {
 		return nil
 	}
-	if held := a.held.Add(n); held > a.reserved.Load() {
-		return a.reserve()
+	if a.remote.Load() != 0 {
+		a.credit(a.remote.Swap(0))
 	}
-	return nil
-}
-
-// reserve takes grains from the budget until the reservation covers what
-// the op holds.
-func (a *account) reserve() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	held, r, g := a.held.Load(), a.reserved.Load(), a.b.grain
-	want := (held + g - 1) / g * g
-	if want <= r {
+	a.held += n
+	if a.held <= a.reserved {
 		return nil
 	}
-	a.reserved.Store(want)
-	total := a.b.used.Add(want - r)
+	g := a.b.grain
+	want := (a.held + g - 1) / g * g
+	total := a.b.used.Add(want - a.reserved)
+	a.reserved = want
 	for {
 		p := a.b.peak.Load()
 		if total <= p || a.b.peak.CompareAndSwap(p, total) {
@@ -159,7 +153,7 @@ func (a *account) reserve() error {
 		}
 	}
 	if total > a.b.limit {
-		return &BudgetError{Op: a.op, Held: held, Total: total, Limit: a.b.limit, Flag: a.b.flag}
+		return &BudgetError{Op: a.op, Held: a.held, Total: total, Limit: a.b.limit, Flag: a.b.flag}
 	}
 	return nil
 }
@@ -169,36 +163,30 @@ func (a *account) credit(n int64) {
 	if a == nil || n <= 0 {
 		return
 	}
-	for {
-		h := a.held.Load()
-		m := min(n, h)
-		if a.held.CompareAndSwap(h, h-m) {
-			if a.reserved.Load()-(h-m) >= 2*a.b.grain || h == m {
-				a.unreserve()
-			}
-			return
-		}
+	a.held -= min(n, a.held)
+	if g := a.b.grain; a.reserved-a.held >= 2*g || (a.held == 0 && a.reserved > 0) {
+		want := (a.held + g - 1) / g * g
+		a.b.used.Add(want - a.reserved)
+		a.reserved = want
 	}
 }
 
-// unreserve gives the grains the op no longer needs back.
-func (a *account) unreserve() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	held, r, g := a.held.Load(), a.reserved.Load(), a.b.grain
-	want := (held + g - 1) / g * g
-	if want < r {
-		a.reserved.Store(want)
-		a.b.used.Add(want - r)
+// creditRemote is credit from another goroutine than the op's.
+func (a *account) creditRemote(n int64) {
+	if a == nil || n <= 0 {
+		return
 	}
+	a.remote.Add(n)
 }
 
-// release credits everything the op holds (when it closes).
+// release credits everything the op holds (when it closes; from the op's
+// goroutine, or after it has ended).
 func (a *account) release() {
 	if a == nil {
 		return
 	}
-	a.credit(a.held.Load())
+	a.remote.Store(0)
+	a.credit(a.held)
 }
 
 // chargeItem charges x's bytes; creditItem credits them.
@@ -214,6 +202,13 @@ func (a *account) creditItem(x *item) {
 		return
 	}
 	a.credit(ElementBytes(&x.el))
+}
+
+func (a *account) creditItemRemote(x *item) {
+	if a == nil {
+		return
+	}
+	a.creditRemote(ElementBytes(&x.el))
 }
 
 // ElementBytes is what a budget counts for an element: its tensors'

@@ -108,16 +108,16 @@ func TestMemoryBudgetGrains(t *testing.T) {
 		if err := a.charge(1000); err != nil {
 			t.Fatal(err)
 		}
-		if u, h := b.Used(), a.held.Load(); u < h || u > h+2<<20 {
+		if u, h := b.Used(), a.held; u < h || u > h+2<<20 {
 			t.Fatalf("held %d, counted %d", h, u)
 		}
 		if i%2 == 1 {
 			a.credit(1500)
 		}
 	}
-	for a.held.Load() > 0 {
+	for a.held > 0 {
 		a.credit(999)
-		if u, h := b.Used(), a.held.Load(); u < h || u > h+2<<20 {
+		if u, h := b.Used(), a.held; u < h || u > h+2<<20 {
 			t.Fatalf("held %d, counted %d", h, u)
 		}
 	}
