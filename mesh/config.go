@@ -304,6 +304,7 @@ func DefaultConfig() Config {
 			ShareWindowBytes:   share.DefaultWindowBytes,
 			RoundsAhead:        worker.DefaultRoundsAhead,
 			RoundsHeld:         worker.DefaultRoundsHeld,
+			TaskMemoryBudget:   worker.DefaultTaskMemoryBudget,
 		},
 		CacheBytes: DefaultCacheBytes,
 		Tenants:    DefaultTenants(),
@@ -430,6 +431,9 @@ func (c *Config) Validate() error {
 	}
 	if s := c.Worker.LeaseHoldShare; s != s || s > 1 {
 		bad("Worker.LeaseHoldShare", "must be a share of a job's splits, at most 1 (0: the default, negative: no bound)")
+	}
+	if c.Worker.TaskMemoryBudget < 0 {
+		bad("Worker.TaskMemoryBudget", "must be >= 0 (0: the default, 1 GiB)")
 	}
 	if c.Worker.RoundsAhead < 0 || c.Worker.RoundsHeld < 0 {
 		bad("Worker.RoundsAhead/RoundsHeld", "must be >= 0 (0: the default)")

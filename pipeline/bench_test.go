@@ -165,3 +165,17 @@ func BenchmarkImagePipeline(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMemoryBudget compares pipelines with and without a memory
+// budget (membudget.go); the overhead is the ns/op ratio. The text
+// pipeline shuffles, buckets and prefetches; the cheap one charges a
+// shuffle, a batch and a prefetch for elements that cost nothing else.
+func BenchmarkMemoryBudget(b *testing.B) {
+	glob := writeTextCorpus(b, b.TempDir())
+	cheap := NewSpec(Source{Range: &RangeSource{Stop: 100000, SplitSize: 10000}}).Shuffle(1024, 1).Batch(64, false).Prefetch(8)
+	budget := func() *MemoryBudget { return NewMemoryBudget(1<<30, "") }
+	b.Run("text/off", func(b *testing.B) { runPasses(b, textSpec(glob), Options{}) })
+	b.Run("text/on", func(b *testing.B) { runPasses(b, textSpec(glob), Options{Budget: budget()}) })
+	b.Run("cheap/off", func(b *testing.B) { runPasses(b, cheap, Options{}) })
+	b.Run("cheap/on", func(b *testing.B) { runPasses(b, cheap, Options{Budget: budget()}) })
+}

@@ -27,11 +27,16 @@ type prefetchIter struct {
 	wg     sync.WaitGroup
 	ch     chan result
 	err    error
+	acct   *account // the elements in ch (nil: not counted)
 }
 
 func newPrefetch(parent context.Context, in iter, buffer int) *prefetchIter {
+	return newPrefetchBudget(parent, in, buffer, nil)
+}
+
+func newPrefetchBudget(parent context.Context, in iter, buffer int, acct *account) *prefetchIter {
 	ctx, cancel := context.WithCancel(parent)
-	it := &prefetchIter{in: in, ctx: ctx, cancel: cancel, ch: make(chan result, buffer)}
+	it := &prefetchIter{in: in, ctx: ctx, cancel: cancel, ch: make(chan result, buffer), acct: acct}
 	it.wg.Add(1)
 	go it.run()
 	return it
@@ -41,6 +46,12 @@ func (it *prefetchIter) run() {
 	defer it.wg.Done()
 	for {
 		x, err := it.in.next(it.ctx)
+		if err == nil {
+			if err = it.acct.chargeItem(&x); err != nil {
+				it.acct.creditItem(&x)
+				x = item{}
+			}
+		}
 		select {
 		case it.ch <- result{x, err}:
 		case <-it.ctx.Done():
@@ -60,6 +71,8 @@ func (it *prefetchIter) next(ctx context.Context) (item, error) {
 	case r := <-it.ch:
 		if r.err != nil {
 			it.err = r.err
+		} else {
+			it.acct.creditItemRemote(&r.x) // the run goroutine owns acct
 		}
 		return r.x, r.err
 	case <-ctx.Done():
@@ -73,6 +86,7 @@ func (it *prefetchIter) close() {
 	it.cancel()
 	it.wg.Wait()
 	it.in.close()
+	it.acct.release()
 }
 
 // parallelMapIter runs a map function on up to parallelism elements at

@@ -66,6 +66,10 @@ type Options struct {
 	// Cache serves the spec's autocache op (autocache.go); nil: the op
 	// passes elements through (compute).
 	Cache Cache
+	// Budget, when not nil, bounds the bytes the pipeline's buffering
+	// ops hold (membudget.go): over it, the pipeline fails with a
+	// *BudgetError naming the op. nil: no bound.
+	Budget *MemoryBudget
 }
 
 // Splits enumerates the source's splits, in the deterministic order that
@@ -126,6 +130,7 @@ func openCompiledFrom(ctx context.Context, c *compiled, open sourceOpener, split
 		provider: o.Provider,
 		statsOn:  !o.DisableStats,
 		cache:    o.Cache,
+		budget:   o.Budget,
 	}
 	if o.Track {
 		p.track = &tracker{}
@@ -167,7 +172,7 @@ func openCompiledFrom(ctx context.Context, c *compiled, open sourceOpener, split
 		// autotune: true also overlaps the consumer with the pipeline, as
 		// diagnose recommends (a prefetch at the end, outside the
 		// statistics: it is no op of the spec).
-		it = newPrefetch(pctx, it, DefaultPrefetchBuffer)
+		it = newPrefetchBudget(pctx, it, DefaultPrefetchBuffer, p.budget.account("autotune's prefetch"))
 	}
 	x := &pipelineIter{p: p, it: it, cancel: cancel, start: time.Now()}
 	if p.tune != nil && p.tune.tuner != nil && p.statsOn {
@@ -209,11 +214,12 @@ type plan struct {
 	splits   SplitList
 	provider SplitProvider
 	statsOn  bool
-	stats    []*opStats // [0] source, [i+1] ops[i]
-	tune     *tuning    // nil unless some map is tuned
-	track    *tracker   // nil unless Options.Track
-	from     int        // the stage a src given to openStageFrom stands for
-	cache    Cache      // Options.Cache
+	stats    []*opStats    // [0] source, [i+1] ops[i]
+	tune     *tuning       // nil unless some map is tuned
+	track    *tracker      // nil unless Options.Track
+	from     int           // the stage a src given to openStageFrom stands for
+	cache    Cache         // Options.Cache
+	budget   *MemoryBudget // Options.Budget (nil: none)
 	// autocache counts what the autocache op did (nil without one, or
 	// without a Cache).
 	autocache *autocacheCounters
@@ -307,22 +313,35 @@ func (p *plan) newOp(i int, op *compiledOp, st *opStats, in iter, epoch uint64) 
 	case o.Filter != nil:
 		return &filterIter{in: in, f: op.filter, seed: op.seed, name: fmt.Sprintf("ops[%d].%s", i, op.name)}, nil
 	case o.Shuffle != nil:
-		return newShuffle(in, o.Shuffle, epoch), nil
+		s := newShuffle(in, o.Shuffle, epoch)
+		s.acct = p.budget.account(fmt.Sprintf("ops[%d].shuffle", i))
+		return s, nil
 	case o.Batch != nil:
-		return &batchIter{in: in, size: o.Batch.Size, drop: o.Batch.DropRemainder, name: fmt.Sprintf("ops[%d].batch", i)}, nil
+		name := fmt.Sprintf("ops[%d].batch", i)
+		return &batchIter{in: in, size: o.Batch.Size, drop: o.Batch.DropRemainder, name: name, acct: p.budget.account(name)}, nil
 	case o.PaddedBatch != nil:
+		name := fmt.Sprintf("ops[%d].padded_batch", i)
 		return &batchIter{in: in, size: o.PaddedBatch.Size, drop: o.PaddedBatch.DropRemainder, pad: true,
-			padValue: o.PaddedBatch.PadValue, name: fmt.Sprintf("ops[%d].padded_batch", i)}, nil
+			padValue: o.PaddedBatch.PadValue, name: name, acct: p.budget.account(name)}, nil
 	case o.BucketBySequenceLength != nil:
-		return newBucketIter(in, o.BucketBySequenceLength, fmt.Sprintf("ops[%d].bucket_by_sequence_length", i))
+		name := fmt.Sprintf("ops[%d].bucket_by_sequence_length", i)
+		b, err := newBucketIter(in, o.BucketBySequenceLength, name)
+		if err != nil {
+			return nil, err
+		}
+		b.acct = p.budget.account(name)
+		return b, nil
 	case o.Take != nil:
 		return &takeIter{in: in, count: o.Take.Count}, nil
 	case o.Skip != nil:
 		return &skipIter{in: in, count: o.Skip.Count}, nil
 	case o.Prefetch != nil:
-		return newPrefetch(p.ctx, in, int(o.Prefetch.Buffer)), nil
+		return newPrefetchBudget(p.ctx, in, int(o.Prefetch.Buffer), p.budget.account(fmt.Sprintf("ops[%d].prefetch", i))), nil
 	case o.Pack != nil:
-		return newPackIter(in, o.Pack, st, fmt.Sprintf("ops[%d].pack", i)), nil
+		name := fmt.Sprintf("ops[%d].pack", i)
+		pk := newPackIter(in, o.Pack, st, name)
+		pk.acct = p.budget.account(name)
+		return pk, nil
 	case o.Autocache != nil:
 		return in, nil // no cache: the prefix is computed
 	case o.Cost != nil:

@@ -117,6 +117,7 @@ type shuffleIter struct {
 	buf  []item
 	rng  *rand.Rand
 	eof  bool
+	acct *account // the elements in buf (nil: not counted)
 }
 
 func newShuffle(in iter, o *ShuffleOp, epoch uint64) *shuffleIter {
@@ -139,6 +140,9 @@ func (it *shuffleIter) next(ctx context.Context) (item, error) {
 			return item{}, err
 		}
 		it.buf = append(it.buf, x)
+		if err := it.acct.chargeItem(&x); err != nil {
+			return item{}, err
+		}
 	}
 	if len(it.buf) == 0 {
 		return item{}, io.EOF
@@ -149,10 +153,14 @@ func (it *shuffleIter) next(ctx context.Context) (item, error) {
 	it.buf[i] = it.buf[last]
 	it.buf[last] = item{}
 	it.buf = it.buf[:last]
+	it.acct.creditItem(&x)
 	return x, nil
 }
 
-func (it *shuffleIter) close() { it.in.close() }
+func (it *shuffleIter) close() {
+	it.in.close()
+	it.acct.release()
+}
 
 // batchIter implements batch and padded_batch.
 type batchIter struct {
@@ -165,6 +173,7 @@ type batchIter struct {
 	eof      bool
 	items    []item
 	elems    []tensor.Element
+	acct     *account // the items of the batch being filled (nil: not counted)
 }
 
 func (it *batchIter) next(ctx context.Context) (item, error) {
@@ -182,6 +191,9 @@ func (it *batchIter) next(ctx context.Context) (item, error) {
 			return item{}, err
 		}
 		it.items = append(it.items, x)
+		if err := it.acct.chargeItem(&x); err != nil {
+			return item{}, err
+		}
 	}
 	if len(it.items) == 0 {
 		return item{}, io.EOF
@@ -191,12 +203,18 @@ func (it *batchIter) next(ctx context.Context) (item, error) {
 			dropItem(&it.items[i])
 		}
 		clear(it.items)
+		it.acct.release()
 		return item{}, io.EOF
 	}
-	return assembleItems(it.items, &it.elems, it.pad, it.padValue, nil, it.name)
+	out, err := assembleItems(it.items, &it.elems, it.pad, it.padValue, nil, it.name)
+	it.acct.release()
+	return out, err
 }
 
-func (it *batchIter) close() { it.in.close() }
+func (it *batchIter) close() {
+	it.in.close()
+	it.acct.release()
+}
 
 // assembleItems builds one batch; elems is scratch space reused between
 // batches. For padded batches with no explicit length tensors, every tensor
@@ -243,6 +261,7 @@ type bucketIter struct {
 	elems   []tensor.Element
 	lengths []string
 	scratch []item
+	acct    *account // the items waiting in buckets (nil: not counted)
 }
 
 func newBucketIter(in iter, o *BucketOp, name string) (*bucketIter, error) {
@@ -269,6 +288,7 @@ func (it *bucketIter) next(ctx context.Context) (item, error) {
 						dropItem(&b.Items[i])
 					}
 				}
+				it.acct.release()
 			}
 			continue
 		}
@@ -282,14 +302,26 @@ func (it *bucketIter) next(ctx context.Context) (item, error) {
 		if batch, full := it.b.Add(t.Len(), x); full {
 			it.ready = append(it.ready, batch)
 		}
+		if err := it.acct.chargeItem(&x); err != nil {
+			return item{}, err
+		}
 	}
 	batch := it.ready[0]
 	it.ready[0] = bucketing.Batch[item]{}
 	it.ready = it.ready[1:]
-	return assembleItems(batch.Items, &it.elems, true, it.o.PadValue, it.lengths, it.name)
+	out, err := assembleItems(batch.Items, &it.elems, true, it.o.PadValue, it.lengths, it.name)
+	if it.acct != nil {
+		for i := range batch.Items {
+			it.acct.creditItem(&batch.Items[i])
+		}
+	}
+	return out, err
 }
 
-func (it *bucketIter) close() { it.in.close() }
+func (it *bucketIter) close() {
+	it.in.close()
+	it.acct.release()
+}
 
 // repeatIter re-opens its input count times (-1: forever). A pass that
 // yields nothing ends the repetition, so an empty dataset repeated forever

@@ -196,7 +196,12 @@ type packIter struct {
 	dtype tensor.DType
 	toks  []int64
 	eof   bool
+	acct  *account // the rows' tokens (nil: not counted)
 }
+
+// packTokenBytes is what a packed token costs a row: its id (int64),
+// document id and position (int32 each).
+const packTokenBytes = 16
 
 func newPackIter(in iter, o *PackOp, st *opStats, name string) *packIter {
 	return &packIter{in: in, o: o, st: st, name: name,
@@ -223,10 +228,14 @@ func (it *packIter) next(ctx context.Context) (item, error) {
 			return item{}, err
 		}
 		it.p.add(x, it.toks)
+		if err := it.acct.charge(packTokenBytes * int64(len(it.toks))); err != nil {
+			return item{}, err
+		}
 	}
 	r := it.p.ready[0]
 	it.p.ready[0] = nil
 	it.p.ready = it.p.ready[1:]
+	it.acct.credit(packTokenBytes * int64(len(r.tokens)))
 	return it.row(r)
 }
 
@@ -334,4 +343,7 @@ func (it *packIter) row(r *packRow) (item, error) {
 	return out, nil
 }
 
-func (it *packIter) close() { it.in.close() }
+func (it *packIter) close() {
+	it.in.close()
+	it.acct.release()
+}

@@ -38,6 +38,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	tlsKey := fs.String("tls-key", "", "this node's private key (PEM)")
 	insecure := fs.Bool("insecure", false, "let a node on a non-loopback address run without mutual TLS or without --gossip-key: only on a trusted private network (on loopback nothing is needed)")
 	shareWindow := fs.Int64("share-window", d.Worker.ShareWindowBytes>>20, "MiB of batches a worker keeps per shared dataset for jobs that share it (share.window_bytes)")
+	taskBudget := fs.Int64("task-memory-budget", d.Worker.TaskMemoryBudget>>20, "MiB the buffering ops (shuffle, batch, bucket, pack, prefetch) of one task's pipeline may hold together; a spec over it fails its job, naming the op (docs/operating/limits.md)")
 	cacheBytes := fs.Int64("cache-bytes", d.CacheBytes, "bytes of autocached splits this node keeps on disk under --data-dir/cache, least recently used evicted beyond (0: no caching; autocache ops compute)")
 	tenantJobs := fs.Int("tenant-max-jobs", d.Tenants.MaxJobs, "jobs one tenant may hold (docs/operating/security.md, \"Quotas and cleanup\"); administrators are not bound")
 	tenantDatasets := fs.Int("tenant-max-datasets", d.Tenants.MaxDatasets, "datasets one tenant may have registered")
@@ -97,6 +98,10 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	cfg.DataRoots, cfg.AllowHosts, cfg.ObjectStores = data.roots.vals, data.hosts.vals, stores
 	cfg.Worker.ShareWindowBytes = *shareWindow << 20
+	if *taskBudget <= 0 || *taskBudget > 1<<40 {
+		return fmt.Errorf("--task-memory-budget: %d MiB, want in [1, %d]", *taskBudget, 1<<40)
+	}
+	cfg.Worker.TaskMemoryBudget = *taskBudget << 20
 	cfg.CacheBytes = *cacheBytes
 	cfg.Tenants = mesh.TenantsConfig{MaxJobs: *tenantJobs, MaxDatasets: *tenantDatasets, MaxStateBytes: *tenantBytes, MaxConsumers: *tenantConsumers, MaxJobNodes: *tenantJobNodes, AdminReserve: *adminReserve, DatasetGCAfter: *datasetGC}
 	if flagGiven(fs, "drain-timeout") { // else the preset's

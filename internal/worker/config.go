@@ -1,6 +1,10 @@
 package worker
 
-import "time"
+import (
+	"time"
+
+	"github.com/feedmesh/feedmesh/pipeline"
+)
 
 // Config bounds what a node does as a worker (mesh.Config.Worker).
 type Config struct {
@@ -87,6 +91,12 @@ type Config struct {
 	// of the jobs (api.JobOptions.Compression) also keeps its compressed copy,
 	// at most its own size again per compression in use.
 	ShareWindowBytes int64
+	// TaskMemoryBudget bounds the bytes the buffering ops of one task's
+	// pipeline hold together (shuffle buffers, batches being filled,
+	// buckets, pack rows, prefetch queues: pipeline.MemoryBudget): a spec
+	// whose ops hold more fails its task, naming the op, and the job with
+	// it; other jobs on the node go on. 0 means DefaultTaskMemoryBudget.
+	TaskMemoryBudget int64
 	// RoundsAhead (coordinated jobs) is how many complete round windows
 	// (m batches each) a task prepares ahead of the consumers' requests.
 	// 0 means DefaultRoundsAhead.
@@ -101,6 +111,21 @@ type Config struct {
 	// a task keeps the batch each consumer index took last, for a retry
 	// of a stream that broke (roundserver.go). 0 means DefaultRoundsHeld.
 	RoundsHeld int
+}
+
+// DefaultTaskMemoryBudget is Config.TaskMemoryBudget's default: 1 GiB.
+const DefaultTaskMemoryBudget = 1 << 30
+
+// TaskMemoryBudgetFlag names the setting in budget errors.
+const TaskMemoryBudgetFlag = "--task-memory-budget"
+
+// taskBudget is a new budget for one pipeline of a task.
+func (c Config) taskBudget() *pipeline.MemoryBudget {
+	n := c.TaskMemoryBudget
+	if n == 0 {
+		n = DefaultTaskMemoryBudget
+	}
+	return pipeline.NewMemoryBudget(n, TaskMemoryBudgetFlag)
 }
 
 // Defaults of Config.RoundsAhead and RoundsHeld.

@@ -143,6 +143,7 @@ func (p *plainProducer) pumpList(o pipeline.Options, ss pipeline.SplitList, epoc
 	t := p.t
 	o.Cores = t.w.coreShare
 	o.Cache = t.w.host.TaskCache(t.ctx, t.job, t.spec)
+	o.Budget = t.w.cfg.taskBudget()
 	it, err := pipeline.OpenList(t.ctx, p.spec, ss, o)
 	if err != nil {
 		return err

@@ -88,7 +88,7 @@ func (p *roundProducer) produce() error {
 // phase runs one pipeline over the leases until they are done.
 func (p *roundProducer) phase(lp *Leaser, exact bool) error {
 	t := p.t
-	it, err := pipeline.OpenWithOptions(t.ctx, t.spec, nil, pipeline.Options{Provider: lp, Track: exact, Cores: t.w.coreShare})
+	it, err := pipeline.OpenWithOptions(t.ctx, t.spec, nil, pipeline.Options{Provider: lp, Track: exact, Cores: t.w.coreShare, Budget: t.w.cfg.taskBudget()})
 	if err != nil {
 		return err
 	}

@@ -180,6 +180,7 @@ func (p *sharedProd) open() error {
 		ss = p.splits.All()
 	}
 	o.Cores = p.w.coreShare
+	o.Budget = p.w.cfg.taskBudget()
 	it, err := pipeline.OpenWithOptions(p.ctx, p.spec, ss, o)
 	if err != nil {
 		return err

@@ -174,6 +174,13 @@ const remoteTokenizerTimeout = 2 * time.Minute
 // readTokenizer reads a tokenizer's bytes from f, gunzipping them when
 // path ends in .gz, up to MaxTokenizerBytes.
 func readTokenizer(path string, f io.Reader) ([]byte, error) {
+	return readBounded(path, f, MaxTokenizerBytes)
+}
+
+// readBounded reads f whole, gunzipped when path ends in .gz, refusing
+// more than limit bytes (after decompression: a gzip bomb costs at most
+// limit bytes, whatever it inflates to).
+func readBounded(path string, f io.Reader, limit int64) ([]byte, error) {
 	var r io.Reader = f
 	if strings.HasSuffix(path, ".gz") {
 		zr, err := gzip.NewReader(f)
@@ -182,12 +189,12 @@ func readTokenizer(path string, f io.Reader) ([]byte, error) {
 		}
 		r = zr
 	}
-	data, err := io.ReadAll(io.LimitReader(r, MaxTokenizerBytes+1))
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if len(data) > MaxTokenizerBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, MaxTokenizerBytes)
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
 	}
 	return data, nil
 }

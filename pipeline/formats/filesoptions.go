@@ -26,6 +26,10 @@ const (
 // whole file unless FilesOptions.MaxRecordBytes says otherwise.
 const DefaultMaxRecordBytes = 64 << 20
 
+// MaxMaxRecordBytes bounds max_record_bytes: one record is read whole into
+// memory, so a spec cannot ask a node for more than this per record.
+const MaxMaxRecordBytes = 1 << 30
+
 // Field selects a JSON field or CSV column and says how to store it.
 type Field struct {
 	// Name is the JSON field or CSV column.
@@ -211,8 +215,8 @@ func (o FilesOptions) Validate() error {
 	if o.SplitBytes < 0 {
 		return errors.New("split_bytes: must be >= 0 (0: one split per file)")
 	}
-	if o.MaxRecordBytes < 0 {
-		return errors.New("max_record_bytes: must be >= 0")
+	if o.MaxRecordBytes < 0 || o.MaxRecordBytes > MaxMaxRecordBytes {
+		return fmt.Errorf("max_record_bytes: must be in [0, %d] (0: %d), got %d", MaxMaxRecordBytes, DefaultMaxRecordBytes, o.MaxRecordBytes)
 	}
 	return nil
 }
