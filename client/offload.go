@@ -42,7 +42,8 @@ type OffloadStats struct {
 	RemoteBatches int64   `json:"remote_batches"`
 	LocalShare    float64 `json:"local_share"`
 	// Profile is what auto measured (nil otherwise); FromCache: it was
-	// remembered from an earlier run on this host (ProfileCachePath).
+	// remembered from an earlier run on this host, in the file
+	// Options.OffloadProfiles names.
 	Profile   *OffloadProfile `json:"profile,omitempty"`
 	FromCache bool            `json:"from_cache,omitempty"`
 	// Predicted is the training loop's rate (rows per second) the

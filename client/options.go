@@ -74,9 +74,12 @@ type Options struct {
 	// how many; after ResumeWait, Next fails with ErrResumeWait. Default
 	// 2 min; negative: wait for ever.
 	ResumeWait time.Duration
-	// OffloadProfiles is the file where offload auto remembers its
-	// profiles per (pipeline, host) (client/profilecache.go); "" is
-	// <user cache dir>/feedmesh/offload-profiles.json, "off" keeps none.
+	// OffloadProfiles is a file where offload auto remembers its
+	// profiles per (pipeline, host) (client/profilecache.go), so that a
+	// later job of the pipeline decides (and may cut it) without
+	// profiling. "" (the default, and "off") keeps none anywhere: each job
+	// profiles for itself, and no process's jobs change with what another
+	// measured.
 	OffloadProfiles string
 	// PacketConn is the UDP socket the client's QUIC transport sends and
 	// receives on; nil opens one on an ephemeral port. The client owns it

@@ -47,6 +47,9 @@ type dialOptions struct {
 	// LogLevel: the client's log to stderr: "debug", "info", "warn"
 	// (default), "error" or "off".
 	LogLevel string `json:"log_level"`
+	// OffloadProfiles: client.Options.OffloadProfiles (a file where
+	// offload auto remembers its profiles; none kept by default).
+	OffloadProfiles string `json:"offload_profiles"`
 }
 
 // decodeStrict decodes one JSON object into v; unknown fields are errors
@@ -83,6 +86,7 @@ func clientOptions(addr, text string) (client.Options, time.Duration, error) {
 		PrefetchBatches: d.PrefetchBatches, PrefetchBytes: d.PrefetchBytes, RecycleBytes: d.RecycleBytes,
 		HeartbeatInterval: seconds(d.Heartbeat), RequestTimeout: seconds(d.RequestTimeout),
 		ReceiptInterval: seconds(d.ReceiptInterval), ResumeWait: seconds(d.ResumeWait),
+		OffloadProfiles: d.OffloadProfiles,
 	}
 	switch d.Transport {
 	case "", "default":

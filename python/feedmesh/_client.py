@@ -320,13 +320,16 @@ class Client(_Closing):
     long an iterator resumed from a checkpoint waits for the checkpoints
     of the job's other consumers before next() raises feedmesh.Error;
     negative: for ever), transport ("default" or "fast"), dial_timeout
-    (seconds, default 10) and log_level ("warn" by default, to stderr;
-    "off" silences it: a resumed job that waits says so there)."""
+    (seconds, default 10), log_level ("warn" by default, to stderr;
+    "off" silences it: a resumed job that waits says so there) and
+    offload_profiles (a file where offload="auto" remembers what it
+    measured of a pipeline on this host, for later jobs that name the
+    same file; by default nothing is kept)."""
 
     def __init__(self, addr, *, tls_ca=None, tls_cert=None, tls_key=None, window=None, window_bytes=None,
                  streams_per_worker=None, prefetch_batches=None, prefetch_bytes=None, recycle_bytes=None,
                  heartbeat_interval=None, request_timeout=None, receipt_interval=None, transport=None,
-                 dial_timeout=None, log_level=None, resume_wait=None):
+                 dial_timeout=None, log_level=None, resume_wait=None, offload_profiles=None):
         opts = {
             "tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key, "window": window,
             "window_bytes": window_bytes, "streams_per_worker": streams_per_worker,
@@ -334,9 +337,10 @@ class Client(_Closing):
             "recycle_bytes": recycle_bytes, "heartbeat_interval": heartbeat_interval,
             "request_timeout": request_timeout, "receipt_interval": receipt_interval,
             "transport": transport, "dial_timeout": dial_timeout, "log_level": log_level,
-            "resume_wait": resume_wait,
+            "resume_wait": resume_wait, "offload_profiles": offload_profiles,
         }
-        opts = {k: (os.fspath(v) if k.startswith("tls_") else v) for k, v in opts.items() if v is not None}
+        opts = {k: (os.fspath(v) if k.startswith("tls_") or k == "offload_profiles" else v)
+                for k, v in opts.items() if v is not None}
         self.addr = addr
         self._handle = 0
         self._iters = weakref.WeakSet()

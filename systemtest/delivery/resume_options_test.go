@@ -20,9 +20,11 @@ import (
 // seedCutProfile writes to the offload profile file path a profile of
 // spec (this host's) under which offload auto cuts the pipeline after its
 // first op: the host prepares 10 rows a second, the nodes ship the
-// shuffled elements at 100 bytes each over a 10 MB/s link, and every op
-// after the cut is cheap. It is what a first job of the pipeline leaves
-// behind when it measured that (`~/.cache/feedmesh/offload-profiles.json`).
+// shuffled elements at 100 bytes each over a 10 MB/s link, the ops after
+// it make them 100 KB (the link would carry 100 of those a second), and
+// every op after the cut is cheap. It is what a first job of the pipeline
+// leaves behind, in the file its client names (Options.OffloadProfiles),
+// when it measured that.
 func seedCutProfile(t *testing.T, path string, spec *pipeline.Spec) {
 	t.Helper()
 	fp, err := spec.Fingerprint()
@@ -32,8 +34,9 @@ func seedCutProfile(t *testing.T, path string, spec *pipeline.Spec) {
 	host, _ := os.Hostname()
 	ops := make([]offload.OpRate, len(spec.Ops))
 	for i := range ops {
-		ops[i] = offload.OpRate{Seconds: 1e-6, Parallelism: 1, Bytes: 100}
+		ops[i] = offload.OpRate{Seconds: 1e-6, Parallelism: 1, Bytes: 1e5}
 	}
+	ops[0].Bytes = 100
 	p := client.OffloadProfile{Ingest: 1e4, Local: 10, Remote: 10, RemoteMeasured: true, Rows: 300, Ops: ops, LinkBytesPerSecond: 1e7}
 	b, err := json.Marshal(map[string]any{fp + "@" + host: map[string]any{"profile": p, "at": time.Now()}})
 	if err != nil {
