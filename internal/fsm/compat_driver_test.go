@@ -46,10 +46,11 @@ var compatOptions = []JobOptions{
 }
 
 // compatRequests are options as consumers ask for them, normalized as a
-// node does (jobspec's defaults: DYNAMIC is exactly-once and autoscales),
-// for the v6 part of the log.
+// node does (jobspec's defaults: DYNAMIC is exactly-once), for the v6
+// part of the log. The first was recorded when DYNAMIC jobs autoscaled by
+// default; it asks for auto since the default became all (issue 42).
 var compatRequests = []jobspec.Options{
-	{Sharding: jobspec.Dynamic},
+	{Sharding: jobspec.Dynamic, Workers: jobspec.AutoWorkers},
 	{Sharding: jobspec.Dynamic, Delivery: jobspec.AtMostOnce, Workers: jobspec.FixedWorkers(2)},
 	{Sharding: jobspec.Dynamic, Epochs: 2, OffloadBoundary: 2, MaxWorkers: 3, Workers: jobspec.AutoWorkers},
 	{Sharding: jobspec.Dynamic, Share: true},

@@ -369,11 +369,10 @@ class Client(_Closing):
         read`; "off", "static"), epochs, delivery ("exactly-once",
         "at-most-once"), num_consumers and consumer_index (a rank: with
         consumer_index, coordinated defaults to True), pad_final_round,
-        share, compression ("lz4", "zstd"), workers ("auto": the cluster
-        chooses the number of workers from this reader's batch time and
-        queue, the default for dynamic jobs without share or coordinated
-        reads; "all": every node, the default of the others; or a count,
-        e.g. 4), max_workers (with workers="auto", the most it may get;
+        share, compression ("lz4", "zstd"), workers ("all": every node,
+        the default; a count, e.g. 4; or "auto": the cluster chooses the
+        number of workers from this reader's batch time and queue, for
+        dynamic jobs without share or coordinated reads), max_workers (with workers="auto", the most it may get;
         alone, a fixed count), autoscale (the same as workers="auto"),
         consumer_ttl and gc_after (seconds), resume (bytes of
         Iterator.checkpoint()), offload ("auto" by default, "remote",
