@@ -259,15 +259,17 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // warnLogger is read's client log: its warnings (a resumed job that waits
-// for other consumers' checkpoints, a node that did not answer) on stderr.
+// for other consumers' checkpoints, a node that did not answer) on stderr,
+// and the one INFO line of the job's offload and workers decision
+// (cli.WithDecisions).
 func warnLogger(stderr io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn,
+	return slog.New(cli.WithDecisions(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-			if len(groups) == 0 && a.Key == slog.TimeKey {
+			if len(groups) == 0 && (a.Key == slog.TimeKey || a.Key == client.DecisionKey) {
 				return slog.Attr{} // one line per warning, as the command's own
 			}
 			return a
-		}}))
+		}}), slog.LevelWarn))
 }
 
 // startRead dials the cluster with client options co and creates, joins

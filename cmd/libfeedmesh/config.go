@@ -13,6 +13,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport"
 )
@@ -118,7 +119,13 @@ func clientOptions(addr, text string) (client.Options, time.Duration, error) {
 	default:
 		return client.Options{}, 0, fmt.Errorf("%w: log_level %q: want debug, info, warn, error or off", errArg, d.LogLevel)
 	}
-	o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "feedmesh-client")
+	var h slog.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	if level == slog.LevelWarn {
+		// The default level shows the one INFO line of each job's
+		// offload and workers decision too (cli.WithDecisions).
+		h = cli.WithDecisions(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}), level)
+	}
+	o.Logger = slog.New(h).With("component", "feedmesh-client")
 	timeout := seconds(d.DialTimeout)
 	if timeout <= 0 {
 		timeout = 10 * time.Second
