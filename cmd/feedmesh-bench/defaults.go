@@ -121,6 +121,7 @@ func benchDefaults(ctx context.Context, args []string, stdout, stderr io.Writer)
 	batch := fs.Int64("batch", 32, "elements per batch")
 	configs := fs.String("configs", "defaults,all/remote,auto/remote,all/auto,auto/auto,all/local,all/0.5,all/cut=1",
 		"comma-separated: defaults (no option set), or WORKERS/OFFLOAD with WORKERS default, auto, all or N and OFFLOAD default, auto, remote, local, a fraction or cut=N")
+	localCPUs := fs.Float64("local-cpus", 0, "every config's JobOptions.LocalCPUs: 0 (the default) has the client measure the host's spare CPUs when the job starts, which on a busy machine may find none; 2 stands for an idle 2-core host, the issue's case")
 	isolate := fs.Bool("isolate-cache", true, "point the user cache directory ($XDG_CACHE_HOME) at a directory of this run, so that a client that keeps state there by default keeps it for this run only (repeated runs within it see it, as a user's repeated reads would)")
 	timeout := fs.Duration("run-timeout", 5*time.Minute, "a run that takes longer fails the benchmark")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: nodes, config, runs, elements_per_second (median), ratio_vs_all_remote (median of the per-repetition ratios), ratio_vs_best (median over the best config's median), samples, serving_nodes, decision")
@@ -156,7 +157,7 @@ func benchDefaults(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if err != nil || n < 1 {
 			return fmt.Errorf("--nodes: %q: want counts >= 1", ns)
 		}
-		r, err := defaultsCluster(ctx, n, spec, cfgs, *reps, *timeout, stderr)
+		r, err := defaultsCluster(ctx, n, spec, cfgs, *reps, *localCPUs, *timeout, stderr)
 		if err != nil {
 			return err
 		}
@@ -197,11 +198,12 @@ type defaultsResult struct {
 	rate     float64
 	serving  int // nodes that delivered
 	decision string
+	reason   string // the offload's reason, as Stats().Offload gave it
 }
 
 // defaultsCluster runs every config reps times on a fresh cluster of n
 // nodes, the configs taking turns.
-func defaultsCluster(ctx context.Context, n int, spec *pipeline.Spec, cfgs []defaultsConfig, reps int, timeout time.Duration, stderr io.Writer) ([]benchRow, error) {
+func defaultsCluster(ctx context.Context, n int, spec *pipeline.Spec, cfgs []defaultsConfig, reps int, localCPUs float64, timeout time.Duration, stderr io.Writer) ([]benchRow, error) {
 	c, cleanup, err := jobsCluster(n, defaultTimings)
 	if err != nil {
 		return nil, err
@@ -228,6 +230,7 @@ func defaultsCluster(ctx context.Context, n int, spec *pipeline.Spec, cfgs []def
 			if err != nil {
 				return nil, err
 			}
+			o.LocalCPUs = localCPUs
 			if err := waitIdle(c); err != nil {
 				return nil, err
 			}
@@ -238,6 +241,9 @@ func defaultsCluster(ctx context.Context, n int, spec *pipeline.Spec, cfgs []def
 				return nil, fmt.Errorf("%d nodes, %s, repetition %d: %w", n, cfg, r, err)
 			}
 			fmt.Fprintf(stderr, "%d nodes rep %d %-14s %8.0f elements/s  %d nodes served  %s\n", n, r, cfg, x.rate, x.serving, x.decision)
+			if cfg.offload == "" || cfg.offload == "auto" {
+				fmt.Fprintf(stderr, "    %.300s\n", x.reason)
+			}
 			res[cfg] = append(res[cfg], x)
 		}
 	}
@@ -339,6 +345,7 @@ func defaultsRun(ctx context.Context, cl *client.Client, spec *pipeline.Spec, o 
 		if off.LocalBatches > 0 {
 			x.decision += fmt.Sprintf(" (local share %.2f)", off.LocalShare)
 		}
+		x.reason = off.Reason
 	}
 	return x, nil
 }
