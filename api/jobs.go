@@ -95,8 +95,8 @@ type JobInfo struct {
 	// Lost (DYNAMIC jobs) counts the splits lost at most once: leased to
 	// a worker that was declared dead, or that restarted, before it
 	// reported them finished. Their elements that the worker had not sent
-	// are missing from the job's data for good (README, "Job state and
-	// loss", says what this count does not yet cover).
+	// are missing from the job's data for good (docs/jobs/sharding-and-delivery.md,
+	// "Job state and loss", says what this count does not yet cover).
 	Lost int64 `json:"splits_lost"`
 	// Exact (exactly-once DYNAMIC jobs, and at-most-once ones that count
 	// their loss: Tracked) counts what delivery did.
@@ -122,7 +122,7 @@ type JobInfo struct {
 	// Rounds (coordinated jobs) is the round schedule and progress.
 	Rounds *RoundsInfo `json:"rounds,omitempty"`
 	// Autocache lists the pipeline's autocache points with what each
-	// does and why (README, Autocache).
+	// does and why (docs/jobs/autocache.md).
 	Autocache []AutocacheInfo `json:"autocache,omitempty"`
 	// Offload maps a consumer to its offload report (MethodOffload).
 	Offload map[string]OffloadReport `json:"offload,omitempty"`
@@ -165,8 +165,8 @@ type ExactInfo struct {
 	// AtMostOnce: the job is at-most-once and keeps these counters to
 	// count its loss: splits of dead workers are never read again. Lost
 	// is how many elements those splits emitted, or would have, that no
-	// consumer received (exact once the job is finished: README, "Job
-	// state and loss"), and Censused how many of them a live worker ran
+	// consumer received (exact once the job is finished:
+	// docs/jobs/sharding-and-delivery.md), and Censused how many of them a live worker ran
 	// without delivering, to count them.
 	AtMostOnce bool  `json:"at_most_once,omitempty"`
 	Lost       int64 `json:"lost,omitempty"`

@@ -49,7 +49,7 @@ const (
 func FixedWorkers(n int) Workers { return jobspec.FixedWorkers(n) }
 
 // The offload modes (JobOptions.Offload; a fixed local fraction is
-// written as "0.3"). See client/offload.go and the README.
+// written as "0.3"). See client/offload.go and docs/jobs/offload.md.
 const (
 	OffloadAuto   = jobspec.OffloadAuto
 	OffloadRemote = jobspec.OffloadRemote

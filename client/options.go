@@ -32,7 +32,7 @@ type Options struct {
 	// (transport.Config.DataConns), which moves batches faster: quic-go
 	// does its per-packet work on one goroutine per connection. Default 2
 	// (1 MiB batches: 0.70x gRPC+TLS's MB/s against 0.46x with 1 stream,
-	// BENCHMARKS.md); each stream has its own Window.
+	// docs/benchmarks/log.md); each stream has its own Window.
 	StreamsPerWorker int
 	// PrefetchBatches bounds the batches buffered in the client across all
 	// workers. Default 16.

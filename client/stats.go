@@ -60,13 +60,13 @@ type Stats struct {
 	// (which it does once its pipeline has read it); the elements of a
 	// lost split that the worker had not sent are missing for good, as
 	// are batches of finished splits still queued on the worker when it
-	// died (README, "Job state and loss"). SplitsLost counts the whole
+	// died (docs/jobs/sharding-and-delivery.md). SplitsLost counts the whole
 	// job's loss, not this iterator's alone.
 	NumSplits  int64 `json:"num_splits,omitempty"`
 	SplitsLost int64 `json:"splits_lost"`
 	// LossCounted: the job is at-most-once and counts its loss exactly
-	// (DYNAMIC without share, coordinated reads, take or skip; README,
-	// "Job state and loss"), and ElementsLost is that count: the elements
+	// (DYNAMIC without share, coordinated reads, take or skip;
+	// docs/jobs/sharding-and-delivery.md), and ElementsLost is that count: the elements
 	// its dead workers' splits emitted, or would have, that no consumer
 	// received. Like SplitsLost it is the whole job's, as the cluster last
 	// reported it; it is final once JobState is finished, which the end
@@ -88,7 +88,7 @@ type Stats struct {
 	Exact *api.ExactInfo `json:"exactly_once,omitempty"`
 	// Autocache is the job's autocache points as of the last heartbeat:
 	// what each does (cache, compute, profiling) and the recorded
-	// decision's inputs (README, Autocache).
+	// decision's inputs (docs/jobs/autocache.md).
 	Autocache []api.AutocacheInfo `json:"autocache,omitempty"`
 	// DuplicatesDropped (exactly-once jobs) counts elements this iterator
 	// received a second time; a batch made only of such elements is

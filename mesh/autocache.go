@@ -19,7 +19,7 @@ import (
 	"github.com/feedmesh/feedmesh/transport"
 )
 
-// AutocacheConfig tunes the autocache (README, Autocache). The cache's
+// AutocacheConfig tunes the autocache (docs/jobs/autocache.md). The cache's
 // bound is Config.CacheBytes.
 type AutocacheConfig struct {
 	// ProfileElements is how many elements of a prefix a worker computes

@@ -238,8 +238,7 @@ func DefaultConfig() Config {
 // default limits, what peers can make a node hold (1024 connections' own
 // state, ~48 MiB; unread QUIC data, 1024 × 64 KiB + 48 MiB; control
 // requests, 64 MiB + 256 × 128 KiB) stays within 256 MiB
-// (transport.Config.PeerMemoryBound; README, "Limits against hostile
-// peers").
+// (transport.Config.PeerMemoryBound; docs/operating/limits.md).
 func nodeTransport(c transport.Config) transport.Config {
 	c.InitialReceiveWindow = 64 << 10
 	c.MaxReceiveWindowBytes = 48 << 20

@@ -168,7 +168,7 @@ func jobMismatch(err error, req api.DistributeRequest) error {
 
 // scaleStart is where a new autoscaling job of dataset fp starts: at the
 // count where the last autoscaling job of the dataset converged, if more
-// than one (README, Autoscaling: "A repeated job").
+// than one (docs/jobs/autoscaling.md, "A repeated job").
 func scaleStart(r *raftnode.Node, fp string, o jobspec.Job) *fsm.ScaleStart {
 	if !o.Autoscale() {
 		return nil

@@ -7,8 +7,8 @@ import (
 )
 
 // TestNodeHoldsAtMost256MiB: with a node's default limits, what peers can
-// make it hold (unread QUIC data and control requests; README, "Limits
-// against hostile peers") is at most 256 MiB, in both presets.
+// make it hold (unread QUIC data and control requests;
+// docs/operating/limits.md) is at most 256 MiB, in both presets.
 func TestNodeHoldsAtMost256MiB(t *testing.T) {
 	for name, cfg := range map[string]mesh.Config{"default": mesh.DefaultConfig(), "fast": mesh.FastConfig()} {
 		if b := cfg.Transport.PeerMemoryBound(); b > 256<<20 {

@@ -74,15 +74,16 @@ func dialNode(t *testing.T, c *testcluster.Cluster, i int) *client.Client {
 	return cl
 }
 
-// Issue 14, item 5: Ctrl-C a node and run its README command line again
-// (its data dir, no --join). The others held it "left"; it must come back
-// alive everywhere, keep its Raft state, and answer control requests.
+// Issue 14, item 5: Ctrl-C a node and run its command line again, with
+// its data dir and no --join (docs/operating/cluster.md, "Restarting a
+// node"). The others held it "left"; it must come back alive everywhere,
+// keep its Raft state, and answer control requests.
 func TestGracefulRestartWithoutJoinRejoins(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	_, leader := c.WaitLeader(t, 10*time.Second)
 	put(t, leader, "before", "restart")
 
-	const i = 0 // the README's n1: the one started without --join
+	const i = 0 // the docs' n1: the one started without --join
 	name := c.Name(i)
 	if err := c.Stop(i); err != nil {
 		t.Fatal(err)

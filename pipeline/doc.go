@@ -10,7 +10,7 @@
 // and the builder (NewSpec(...).Map(...).Batch(...)) all produce. Decoding
 // is strict: unknown keys, ops, sources and functions are errors naming the
 // path (`ops[2].shuffle.buffer: must be > 0`), reported by Validate before
-// anything runs. SPEC.md documents every field.
+// anything runs. docs/data/spec.md documents every field.
 //
 // The canonical encoding (CanonicalEncoding: RFC 8949 core deterministic
 // CBOR of the spec with defaults filled and args normalized) identifies a

@@ -6,7 +6,7 @@ import "github.com/feedmesh/feedmesh/pipeline/fn"
 // into it (ParseYAML, ParseJSON, LoadFile) and the Go builder methods below
 // construct it; all three give the same value, and its canonical encoding
 // gives the dataset fingerprint (see Fingerprint). Field names in the tags
-// are the names used in spec files; SPEC.md documents each of them.
+// are the names used in spec files; docs/data/spec.md documents each of them.
 type Spec struct {
 	// Source is where elements come from. Exactly one kind must be set.
 	Source Source `yaml:"source" json:"source" cbor:"source"`
@@ -121,7 +121,7 @@ type SyntheticSource struct {
 	Seed  uint64 `yaml:"seed" json:"seed,omitempty" cbor:"seed,omitempty"`
 	// SplitSize is the number of elements per split (default 1024).
 	SplitSize int64 `yaml:"split_size" json:"split_size,omitempty" cbor:"split_size,omitempty"`
-	// Text: lengths in words (defaults 1, 1024, 32, 1.5; see SPEC.md for
+	// Text: lengths in words (defaults 1, 1024, 32, 1.5; see docs/data/spec.md for
 	// the distribution).
 	MinWords  int64   `yaml:"min_words" json:"min_words,omitempty" cbor:"min_words,omitempty"`
 	MaxWords  int64   `yaml:"max_words" json:"max_words,omitempty" cbor:"max_words,omitempty"`
@@ -140,7 +140,7 @@ type SyntheticSource struct {
 
 // Op is a union: exactly one field is set.
 type Op struct {
-	// Each field is one kind of op; see SPEC.md for their fields.
+	// Each field is one kind of op; see docs/data/spec.md for their fields.
 	Map                    *MapOp         `yaml:"map" json:"map,omitempty" cbor:"map,omitempty"`
 	Filter                 *FilterOp      `yaml:"filter" json:"filter,omitempty" cbor:"filter,omitempty"`
 	Shuffle                *ShuffleOp     `yaml:"shuffle" json:"shuffle,omitempty" cbor:"shuffle,omitempty"`
@@ -214,7 +214,7 @@ type BatchOp struct {
 // PaddedBatchOp batches Size elements, padding variable-length tensors to
 // the longest in the batch.
 type PaddedBatchOp struct {
-	// Size, PadValue and DropRemainder: see SPEC.md.
+	// Size, PadValue and DropRemainder: see docs/data/spec.md.
 	Size          int64   `yaml:"size" json:"size" cbor:"size,omitempty"`
 	PadValue      float64 `yaml:"pad_value" json:"pad_value,omitempty" cbor:"pad_value,omitempty"`
 	DropRemainder bool    `yaml:"drop_remainder" json:"drop_remainder,omitempty" cbor:"drop_remainder,omitempty"`
@@ -278,7 +278,7 @@ type CostOp struct {
 // PackOp packs variable-length token sequences (documents) into rows of
 // exactly Length tokens, as language-model pretraining feeds them, with
 // document_ids and positions tensors so that attention can be masked per
-// document. See pack.go and SPEC.md.
+// document. See pack.go and docs/data/spec.md.
 type PackOp struct {
 	// Tensor is the documents' int32 or int64 [n] tensor (tokens); the
 	// rows' tensor of the same name and dtype is [Length].

@@ -15,7 +15,7 @@ is built in a temporary directory, nothing in the checkout, so concurrent
 builds do not meet and no stale build/ leaks into a wheel; Go's build
 cache makes a second build a link (seconds).
 
-Commands (README.md, section Python):
+Commands (docs/python/install.md):
 
     python3 -m venv --system-site-packages VENV
     VENV/bin/pip install --no-build-isolation ./python
@@ -125,7 +125,7 @@ class BuildPy(build_py):
         if getattr(self, "editable_mode", False):
             # pip install -e: the package runs from the checkout, which
             # reads its version from the Go tree; the library goes where
-            # the README's go build puts it.
+            # the go build of docs/python/install.md puts it.
             build_library(os.path.join(HERE, "feedmesh", name))
             return
         pkg = os.path.join(self.build_lib, "feedmesh")

@@ -136,7 +136,7 @@ type Config struct {
 	// and per connection on one goroutine, so on a fast path several
 	// connections (with a client reading several streams per worker) move
 	// more bytes than one: 4 connections gave 0.53-0.63x gRPC+TLS at 16 MiB
-	// batches where one gave 0.34-0.40x (BENCHMARKS.md). Default 1.
+	// batches where one gave 0.34-0.40x (docs/benchmarks/log.md). Default 1.
 	DataConns int
 
 	// GROBuffers is how many 64 KiB buffers the transport reads coalesced

@@ -80,7 +80,7 @@ type Options struct {
 	// they are. For links slower than the workers' CPUs: on bucketed token
 	// batches, already unpadded and narrowed by default, lz4 saves ~7% of
 	// the bytes and zstd ~20% (on a 200 Mbit/s link: 2.56× gRPC+TLS's
-	// batches/s uncompressed, 2.75× lz4, 3.19× zstd; BENCHMARKS.md); other
+	// batches/s uncompressed, 2.75× lz4, 3.19× zstd; docs/benchmarks); other
 	// data (features, embeddings) may compress better. Batches that do not
 	// compress (random bytes, encoded images) go uncompressed either way.
 	// Part of the job's options: every consumer of the job gets the same,
@@ -95,7 +95,8 @@ type Options struct {
 	// epoch reaches the job's consumers once) or AtMostOnce (the dead
 	// worker's unfinished splits are lost, never repeated; the default,
 	// and the only choice, for Share jobs). OFF and STATIC
-	// jobs take "" (each worker reads its own splits; see the README).
+	// jobs take "" (each worker reads its own splits; see
+	// docs/jobs/sharding-and-delivery.md).
 	Delivery string `cbor:"13,keyasint,omitempty" json:"delivery,omitempty"`
 	// Autoscale is Workers auto as nodes that predate Workers read it
 	// (Normalize sets it from Workers; setting it alone still asks for
@@ -108,8 +109,8 @@ type Options struct {
 	// at first, one more while each improves the batch time by more than
 	// 3 %, fewer when the consumers' queue shows the workers outpace the
 	// model; MaxWorkers, if set, caps it). Nodes serve at most one
-	// autoscaling job while there are enough; see the README,
-	// "Autoscaling".
+	// autoscaling job while there are enough; see
+	// docs/jobs/autoscaling.md.
 	Workers Workers `cbor:"15,keyasint,omitempty" json:"workers,omitempty"`
 	// AutoscaleThreshold, AutoscaleRevisit and AutoscalePause tune the
 	// policy of a job with Workers auto (Cachew's knobs; 0 takes the
@@ -135,7 +136,7 @@ type Options struct {
 	// dataset, Epochs and Name must be the checkpoint's.
 	Resume []byte `cbor:"-" json:"-"`
 	// Offload: auto (the default), remote, local, or a fixed local
-	// fraction ("0.3"); see OffloadAuto and the README's Offload section.
+	// fraction ("0.3"); see OffloadAuto and docs/jobs/offload.md.
 	// The consumer's choice (Consumer.Offload).
 	Offload string `cbor:"40,keyasint,omitempty" json:"offload,omitempty"`
 	// LocalCPUs is the trainer host's CPU budget for a local worker
@@ -266,7 +267,7 @@ func (o Options) checkJob() error {
 	case o.Delivery != "" && o.Delivery != ExactlyOnce && o.Delivery != AtMostOnce:
 		return fmt.Errorf("delivery: %q is not exactly-once or at-most-once", o.Delivery)
 	case o.Delivery != "" && o.Sharding != Dynamic:
-		return fmt.Errorf("delivery %s: only for sharding dynamic (with sharding %s each worker reads its own splits; see the README)", o.Delivery, o.Sharding)
+		return fmt.Errorf("delivery %s: only for sharding dynamic (with sharding %s each worker reads its own splits; see docs/jobs/sharding-and-delivery.md)", o.Delivery, o.Sharding)
 	case o.Delivery == ExactlyOnce && o.Share:
 		return fmt.Errorf("delivery exactly-once: not yet with share (use at-most-once)")
 	}

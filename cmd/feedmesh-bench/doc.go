@@ -3,7 +3,8 @@
 // library, so that `feedmesh` links no benchmark harness. Each benchmark is a
 // subcommand that prints a table, or with --json an array of row objects;
 // `feedmesh-bench NAME --help` documents its flags and JSON fields. Results
-// and the command lines behind them are in BENCHMARKS.md.
+// and the command lines behind them are in docs/benchmarks: current.md (the
+// latest figure of each feature) and log.md (every run, dated).
 //
 //	go run ./cmd/feedmesh-bench transport --workload text --baseline /tmp/fm-baseline
 //

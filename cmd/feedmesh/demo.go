@@ -162,7 +162,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	default:
 		return fmt.Errorf("exactly-once broken: %d sentences missing, %d delivered more than once (please report this)", missing, twice)
 	}
-	step("next: a real cluster, `feedmesh read` and `feedmesh jobs` (see README.md)")
+	step("next: a real cluster, `feedmesh read` and `feedmesh jobs` (see docs/operating/cluster.md)")
 	return nil
 }
 

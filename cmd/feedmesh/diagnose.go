@@ -42,7 +42,8 @@ func runDiagnose(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	const synopsis = "SPEC [--cores N] [--memory BYTES] [--seconds S] [--json] [--write tuned.yaml]\n" +
 		"       feedmesh diagnose --job NAME [--addr NODE] [SPEC] [--cores N] [--memory BYTES] [--json] [--write tuned.yaml]"
 	fs := prog.NewFlagSet("diagnose", synopsis, stderr)
-	cores := fs.Float64("cores", float64(runtime.NumCPU()), "the core budget `N` the recommendation may use (Plumber's LP); more than the machine has emulates a bigger one with ops that sleep; with --job, per worker (default: the workers' GOMAXPROCS)")
+	cores := fs.Float64("cores", float64(runtime.NumCPU()), "the core budget `N` the recommendation may use (Plumber's LP); more than the machine has emulates a bigger one with ops that sleep; with --job, per worker, and the workers' GOMAXPROCS by default")
+	fs.Lookup("cores").DefValue = "this machine's cores" // as help shows it: the same on every machine
 	memory := fs.String("memory", "0", "memory budget for a cache, in `BYTES` (suffixes KB, MB, GB, KiB, MiB, GiB); 0: no cache recommendation")
 	seconds := fs.Float64("seconds", 5, "run the pipeline for at most `S` seconds (not with --job)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")

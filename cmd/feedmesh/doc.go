@@ -15,6 +15,7 @@
 //	recover.go  feedmesh recover: after losing a Raft quorum for good, make the stopped survivors the only voters
 //	tls.go      feedmesh tls ca create, tls cert create: a cluster's CA, node and client certificates
 //	version.go  feedmesh version
+//	reference.go feedmesh help-reference: every command's flags in Markdown, docs/operating/flags.md (go generate)
 //	flags.go    flags that also read FEEDMESH_* environment variables
 //
 // The benchmarks are cmd/feedmesh-bench, so this binary links none of them;

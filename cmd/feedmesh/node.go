@@ -39,7 +39,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	shareWindow := fs.Int64("share-window", d.Worker.ShareWindowBytes>>20, "MiB of batches a worker keeps per shared dataset for jobs that share it (share.window_bytes)")
 	cacheBytes := fs.Int64("cache-bytes", d.CacheBytes, "bytes of autocached splits this node keeps on disk under --data-dir/cache, least recently used evicted beyond (0: no caching; autocache ops compute)")
 	tc := d.Transport
-	maxConns := fs.Int("max-conns", tc.MaxIncomingConns, "incoming QUIC connections in total (Limits against hostile peers)")
+	maxConns := fs.Int("max-conns", tc.MaxIncomingConns, "incoming QUIC connections in total (docs/operating/limits.md)")
 	maxConnsPerAddr := fs.Int("max-conns-per-addr", tc.MaxConnsPerAddr, "incoming connections from one remote IP")
 	maxRPCs := fs.Int("max-concurrent-rpcs", tc.MaxConcurrentRPCs, "control requests served at once")
 	maxRPCStreamsPerConn := fs.Int("max-rpc-streams-per-conn", tc.MaxRPCStreamsPerConn, "open control streams per connection; more are reset")

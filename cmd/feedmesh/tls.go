@@ -19,7 +19,8 @@ import (
 )
 
 func init() {
-	register(cli.Command{Name: "tls", Summary: "make a cluster's CA and its node and client certificates for mutual TLS (tls ca create, tls cert create)", Run: runTLS})
+	register(cli.Command{Name: "tls", Summary: "make a cluster's CA and its node and client certificates for mutual TLS (tls ca create, tls cert create)", Run: runTLS,
+		Nested: []string{"ca create", "cert create"}})
 }
 
 const tlsUsage = `Usage: feedmesh tls ca create [--cluster NAME] [--dir DIR] [--days N]
@@ -60,13 +61,7 @@ func runTLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 // tlsFlagSet is a flag set for `tls ca create` or `tls cert create`.
 func tlsFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("feedmesh tls "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: feedmesh tls %s %s\n\nFlags:\n", name, synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
+	return prog.NewFlagSet("tls "+name, synopsis, stderr)
 }
 
 func runCACreate(args []string, stdout, stderr io.Writer) error {

@@ -10,8 +10,8 @@ import (
 // process. That runtime's heap holds nothing but the clients' buffers and
 // bookkeeping, a few MiB when batches are small; at Go's default GOGC of
 // 100 its collector then runs often enough to be most of what reading
-// costs a Python trainer beyond the Go client (BENCHMARKS.md, "The
-// collector in the Python process"). Unless the environment sets them,
+// costs a Python trainer beyond the Go client (docs/benchmarks/log.md,
+// "The collector in the Python process"). Unless the environment sets them,
 // the library runs its runtime with GOGC libGOGC and a soft memory limit
 // (GOMEMLIMIT) of the larger of libMinMemoryLimit and libLimitPerPrefetch
 // times the largest PrefetchBytes of a client opened so far, so that the

@@ -65,8 +65,8 @@ if errors:
 print("feedmesh %s from %s read %d elements" % (feedmesh.__version__, feedmesh.__file__, len(got)))
 `
 
-// TestPipInstall installs the Python package as the README's Python
-// section says: pip builds the library into a fresh virtual environment
+// TestPipInstall installs the Python package as docs/python/install.md
+// says: pip builds the library into a fresh virtual environment
 // (python3 -m venv --system-site-packages, for Debian's numpy), whose
 // python reads a job from a cluster; pip wheel makes a platform wheel,
 // which installs into a second environment with no Go on PATH, where the

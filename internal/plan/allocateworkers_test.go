@@ -22,7 +22,7 @@ func TestAllocateWorkers(t *testing.T) {
 	if len(got["a"]) != 1 || len(got["b"])+len(got["c"]) != 5 || absInt(len(got["b"])-len(got["c"])) > 1 {
 		t.Errorf("contended: %v", got)
 	}
-	// The README's examples: on 6 nodes, wants 2 and 5 get 2 and 4; 4 and
+	// The examples of docs/jobs/autoscaling.md: on 6 nodes, wants 2 and 5 get 2 and 4; 4 and
 	// 5 get 3 and 3.
 	for _, c := range []struct{ a, b, wantA, wantB int }{{2, 5, 2, 4}, {4, 5, 3, 3}} {
 		got = allocateWorkers(map[string]int{"a": c.a, "b": c.b}, nodes, nil)

@@ -209,7 +209,7 @@ func (d *DynamicState) Lease(worker string, requestID uint64, n int) Lease {
 }
 
 // LeasePreferring is Lease for a worker that prefers the splits in prefer
-// (the splits its autocache holds: README, Autocache): of the splits the
+// (the splits its autocache holds: docs/jobs/autocache.md): of the splits the
 // cursor would hand out in this epoch, those in prefer come first, ahead of
 // the cursor (Ahead), then the cursor's. Splits handed back or orphaned
 // still go first, and no rule of leasing changes: each split is handed out

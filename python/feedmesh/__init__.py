@@ -12,8 +12,8 @@ The package is the Go client (package client) built as a C shared library
 under failure, the same messages. It needs only the standard library and
 numpy; feedmesh.torch adds a PyTorch IterableDataset. The first Client
 says exactly what this interpreter lacks (numpy, or a library built for
-its platform) and how to get it. README.md, section "Python", has the
-whole story (install with pip, fork, signals, errors).
+its platform) and how to get it. docs/python/ has the whole story
+(install with pip, fork, signals, errors).
 """
 
 from ._errors import (

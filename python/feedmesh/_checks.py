@@ -21,7 +21,7 @@ DEBIAN_DIST_PACKAGES = "/usr/lib/python3/dist-packages"
 
 MODULE = "github.com/feedmesh/feedmesh"
 
-# The build command of a checkout (README.md, section Python).
+# The build command of a checkout (docs/python/install.md).
 GO_BUILD = "go build -buildmode=c-shared -trimpath -ldflags='-s -w' -o python/feedmesh/%s ./cmd/libfeedmesh"
 
 

@@ -377,16 +377,16 @@ class Client(_Closing):
         consumer_ttl and gc_after (seconds), resume (bytes of
         Iterator.checkpoint()), offload ("auto" by default, "remote",
         "local", or a local fraction such as 0.3: where a dynamic job's
-        pipeline runs, this process or the nodes; see the README's Offload
-        section) and local_cpus (this process's CPU budget for it, in
-        cores; 0 or None: the spare CPUs measured), offload_boundary (a
+        pipeline runs, this process or the nodes; see docs/jobs/offload.md)
+        and local_cpus (this process's CPU budget for it, in cores; 0 or
+        None: the spare CPUs measured), offload_boundary (a
         partial offload: the nodes run the source and the spec's first N
         ops and ship single elements, this process runs the rest; an
         exactly-once dynamic job). With workers="auto",
         autoscale_threshold (the batch-time gain a worker must bring,
         default 0.03), autoscale_revisit and autoscale_pause (in metrics
         of 100 batches: default 10 and 2; a pause of -1 ignores none) tune
-        the policy (the README's Autoscaling section)."""
+        the policy (docs/jobs/autoscaling.md)."""
         h = self._live()
         if coordinated is None:
             coordinated = consumer_index is not None

@@ -44,8 +44,9 @@ func TestAutoscaleConvergesToPlateau(t *testing.T) {
 	// oversleeping is a small part of each.
 	spec := jobtest.SlowSpec(10_000_000, 10, 2, 5000)
 	// Each autoscaling job reads a dataset of its own (one element more
-	// each), so that none starts where an earlier one converged (README,
-	// Autoscaling: a repeated job); the last check below reads one again.
+	// each), so that none starts where an earlier one converged
+	// (docs/jobs/autoscaling.md, "A repeated job"); the last check below
+	// reads one again.
 	autoSpec := func(attempt, i int) *pipeline.Spec {
 		return jobtest.SlowSpec(10_000_000+int64(2*attempt+i), 10, 2, 5000)
 	}

@@ -51,8 +51,8 @@ func heldBy(c *testcluster.Cluster, job, worker string) map[int64]bool {
 // `feedmesh jobs` agree on the lost splits; at least one and at most as
 // many as the victim held when it went are lost; and every element
 // missing lies in a split of the victim's (one it held then, or one it
-// had reported finished with batches still queued or on the wire: README,
-// "Job state and loss").
+// had reported finished with batches still queued or on the wire:
+// docs/jobs/sharding-and-delivery.md, "Job state and loss").
 func checkLoss(t *testing.T, c *testcluster.Cluster, cl *client.Client, it *client.Iterator, d jobtest.Delivery, job, victim string, held map[int64]bool, n, splitSize int64) (lost int64, missing int) {
 	t.Helper()
 	for e, k := range d.Counts {

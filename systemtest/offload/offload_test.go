@@ -53,8 +53,8 @@ func TestOffloadModes(t *testing.T) {
 		// local worker, out of splits, waited for the epoch's end (shares
 		// of 0.01 to 0.09; with it off, 0.20 to 0.29 with three busy loops
 		// on the two cores). How many splits the nodes hold ahead of a
-		// local worker is the fraction's known limit (the README's
-		// Offload section); this test is about the gate.
+		// local worker is the fraction's known limit
+		// (docs/jobs/offload.md, "Under failure"); this test is about the gate.
 		sleepUs int64
 	}{
 		{"remote", 0, 0, 200},

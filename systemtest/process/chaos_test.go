@@ -17,7 +17,7 @@ import (
 	"github.com/feedmesh/feedmesh/pipeline"
 )
 
-// TestChaos (issue 14; run by hand, see the README's Tests section):
+// TestChaos (issue 14; run by hand, see docs/testing.md, "The chaos test"):
 // five real node processes; every few seconds a random node is SIGKILLed
 // and restarted, paused (SIGSTOP, then SIGCONT), or stopped gracefully
 // (SIGTERM: it drains) and restarted, while jobs read range datasets
@@ -27,7 +27,7 @@ import (
 // is one the test caused); exactly-once jobs miss nothing; at-most-once
 // jobs report their loss exactly: the elements the client's Stats say
 // were lost (ElementsLost, once the job has finished) are the elements
-// missing, no more, no fewer (README, "Job state and loss").
+// missing, no more, no fewer (docs/jobs/sharding-and-delivery.md).
 //
 //	go test -tags chaos ./systemtest/process -run TestChaos -v -timeout 20m
 //

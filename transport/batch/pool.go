@@ -9,7 +9,7 @@ import (
 // (ReceiverConfig.Alloc = pool.Get), so a consumer that hands batches back
 // (pool.Put of the buffer) does not make the runtime allocate, zero and later
 // collect a new buffer per batch: at 1 MiB batches that was a quarter of the
-// receiving process's time (BENCHMARKS.md).
+// receiving process's time (docs/benchmarks/log.md).
 //
 // Buffers are kept in size classes, eight per doubling (a buffer is at most
 // 1/8 larger than asked for), and the bytes kept are bounded by the pool's

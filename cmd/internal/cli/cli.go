@@ -50,6 +50,10 @@ type Command struct {
 	// Run parses args (without the subcommand's name) and does the work. It
 	// writes normal output to stdout and diagnostics to stderr.
 	Run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	// Nested lists the command's own subcommands that have flags of their
+	// own, as the words that follow its name ("ca create"), for Help and
+	// Reference.
+	Nested []string
 }
 
 // Program is a binary made of subcommands.
@@ -161,10 +165,14 @@ func (p *Program) Usage(w io.Writer) {
 }
 
 // NewFlagSet returns a flag set for the subcommand name that reports errors
-// instead of exiting and prints its usage to stderr.
+// instead of exiting and prints its usage to stderr. Help sees every flag
+// set a command makes through it.
 func (p *Program) NewFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(p.Name+" "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	if rec, ok := stderr.(*flagRecorder); ok {
+		rec.sets = append(rec.sets, fs)
+	}
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: %s %s %s\n\nFlags:\n", p.Name, name, synopsis)
 		fs.PrintDefaults()
