@@ -62,7 +62,10 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer cleanup()
 	fast := transport.FastConfig()
-	copts := client.Options{Transport: &fast, HeartbeatInterval: 200 * time.Millisecond, PrefetchBatches: 32, OffloadProfiles: "off"}
+	copts := client.Options{Transport: &fast, HeartbeatInterval: 200 * time.Millisecond, PrefetchBatches: 32, OffloadProfiles: "off",
+		// The scenarios emulate nodes with CPUs of their own (sleep costs):
+		// auto decides by measurement, as for nodes elsewhere.
+		OffloadColocation: client.OffloadColocationIgnore}
 	cl, err := client.Dial(ctx, c.Node(0).Addr(), copts)
 	if err != nil {
 		return err

@@ -129,6 +129,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	resumePath := fs.String("resume", "", "resume the job from the checkpoint in `FILE` (written by --checkpoint), without what it covers; same --spec, --job and --epochs. Exactly-once jobs only")
 	resumeWait := fs.Duration("resume-wait", client.DefaultResumeWait, "with --resume: how long to wait for the checkpoints of the job's other consumers (a job that had several, two runs of --take --checkpoint within gc_after included, resumes once each has resumed with its own) before failing (0: wait for ever)")
 	window := fs.Int("window", 4, "batches each worker may send ahead")
+	colocation := fs.String("offload-colocation", "detect", "with --offload auto: detect (when every live worker node runs on this host, the nodes prepare with its CPUs: run remote without profiling) or ignore (decide by measurement, as for nodes elsewhere: nodes on this host with CPUs of their own)")
 	profiles := fs.String("offload-profiles", "", "with --offload auto: a `FILE` where auto remembers what it measured of this pipeline on this host, so that a later read of the same pipeline naming the same file decides (and may cut the pipeline) without profiling first (default: none kept; every read profiles for itself)")
 	tty := isTerminal(stderr)
 	progress := fs.Bool("progress", tty, "show live progress on stderr: a line redrawn in place on a terminal, a line a second elsewhere (default: when stderr is a terminal)")
@@ -193,7 +194,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			summaryOut = stderr // stdout carries the elements
 		}
 	}
-	co := client.Options{Window: *window, ResumeWait: *resumeWait, Logger: warnLogger(stderr), OffloadProfiles: *profiles}
+	co := client.Options{Window: *window, ResumeWait: *resumeWait, Logger: warnLogger(stderr), OffloadProfiles: *profiles, OffloadColocation: *colocation}
 	if co.ResumeWait == 0 {
 		co.ResumeWait = -1 // for ever
 	}

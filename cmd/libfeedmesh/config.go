@@ -51,6 +51,9 @@ type dialOptions struct {
 	// OffloadProfiles: client.Options.OffloadProfiles (a file where
 	// offload auto remembers its profiles; none kept by default).
 	OffloadProfiles string `json:"offload_profiles"`
+	// OffloadColocation: client.Options.OffloadColocation ("detect", the
+	// default, or "ignore").
+	OffloadColocation string `json:"offload_colocation"`
 }
 
 // decodeStrict decodes one JSON object into v; unknown fields are errors
@@ -87,7 +90,8 @@ func clientOptions(addr, text string) (client.Options, time.Duration, error) {
 		PrefetchBatches: d.PrefetchBatches, PrefetchBytes: d.PrefetchBytes, RecycleBytes: d.RecycleBytes,
 		HeartbeatInterval: seconds(d.Heartbeat), RequestTimeout: seconds(d.RequestTimeout),
 		ReceiptInterval: seconds(d.ReceiptInterval), ResumeWait: seconds(d.ResumeWait),
-		OffloadProfiles: d.OffloadProfiles,
+		OffloadProfiles:   d.OffloadProfiles,
+		OffloadColocation: d.OffloadColocation,
 	}
 	switch d.Transport {
 	case "", "default":

@@ -324,12 +324,16 @@ class Client(_Closing):
     "off" silences it: a resumed job that waits says so there) and
     offload_profiles (a file where offload="auto" remembers what it
     measured of a pipeline on this host, for later jobs that name the
-    same file; by default nothing is kept)."""
+    same file; by default nothing is kept) and offload_colocation
+    ("detect", the default: when every live worker node runs on this
+    host, offload="auto" runs remote without profiling, the nodes using
+    this host's CPUs; "ignore": decide by measurement)."""
 
     def __init__(self, addr, *, tls_ca=None, tls_cert=None, tls_key=None, window=None, window_bytes=None,
                  streams_per_worker=None, prefetch_batches=None, prefetch_bytes=None, recycle_bytes=None,
                  heartbeat_interval=None, request_timeout=None, receipt_interval=None, transport=None,
-                 dial_timeout=None, log_level=None, resume_wait=None, offload_profiles=None):
+                 dial_timeout=None, log_level=None, resume_wait=None, offload_profiles=None,
+                 offload_colocation=None):
         opts = {
             "tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key, "window": window,
             "window_bytes": window_bytes, "streams_per_worker": streams_per_worker,
@@ -338,6 +342,7 @@ class Client(_Closing):
             "request_timeout": request_timeout, "receipt_interval": receipt_interval,
             "transport": transport, "dial_timeout": dial_timeout, "log_level": log_level,
             "resume_wait": resume_wait, "offload_profiles": offload_profiles,
+            "offload_colocation": offload_colocation,
         }
         opts = {k: (os.fspath(v) if k.startswith("tls_") or k == "offload_profiles" else v)
                 for k, v in opts.items() if v is not None}

@@ -30,7 +30,7 @@ func TestHelperOffloadClient(t *testing.T) {
 	}
 	ctx := context.Background()
 	fast := transport.FastConfig()
-	cl, err := client.Dial(ctx, addr, client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond, PrefetchBatches: 2})
+	cl, err := client.Dial(ctx, addr, client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond, PrefetchBatches: 2, OffloadColocation: client.OffloadColocationIgnore})
 	if err != nil {
 		t.Fatal(err)
 	}

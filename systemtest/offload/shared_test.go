@@ -48,7 +48,7 @@ func TestOffloadAutoSharedCPUs(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	ctx := context.Background()
 	fast := transport.FastConfig()
-	cl, err := client.Dial(ctx, c.Node(0).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	cl, err := client.Dial(ctx, c.Node(0).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond, OffloadColocation: client.OffloadColocationIgnore, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,4 +91,42 @@ func TestOffloadAutoSharedCPUs(t *testing.T) {
 			t.Fatalf("auto on nodes with time of their own: %+v; want a share on both sides", *st)
 		}
 	})
+}
+
+// TestOffloadAutoColocatedNodes (issue 42): the in-process nodes listen on
+// loopback, this host's own address: with the default
+// Options.OffloadColocation, offload auto runs remote from the start (no
+// profiling, no local batch), says why in one reason, and reads every
+// element once. With "ignore" the same job profiles on the host first.
+func TestOffloadAutoColocatedNodes(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	ctx := context.Background()
+	fast := transport.FastConfig()
+	for _, colocation := range []string{"", client.OffloadColocationIgnore} {
+		cl, err := client.Dial(ctx, c.Node(0).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond, OffloadColocation: colocation})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		const n = 3000
+		s := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: n, SplitSize: 10}})
+		s.Map("cost", fn.Args{"sleep_us": 1000}, 2)
+		s.Batch(10, false)
+		it, err := cl.Distribute(ctx, s, client.JobOptions{Name: "auto-colocated-" + colocation, Sharding: client.Dynamic, LocalCPUs: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := jobtest.Drain(t, it, 120*time.Second, nil)
+		jobtest.CheckExactly(t, d, n, 1)
+		st := it.Stats().Offload
+		it.Close()
+		t.Logf("colocation %q: %s: %s", colocation, st.Mode, st.Reason)
+		colocated := strings.Contains(st.Reason, "all run on this host")
+		switch {
+		case colocation == "" && (st.Mode != client.OffloadRemote || !colocated || st.LocalBatches != 0):
+			t.Errorf("default colocation: %+v; want remote from the start, no local batch", *st)
+		case colocation != "" && (colocated || st.LocalBatches == 0):
+			t.Errorf("colocation ignore: %+v; want auto's profile on the host (local batches)", *st)
+		}
+	}
 }
