@@ -25,6 +25,9 @@ type DistributeRequest struct {
 	Options   JobOptions `cbor:"2,keyasint"`
 	Consumer  string     `cbor:"3,keyasint"`
 	Forwarded bool       `cbor:"4,keyasint,omitempty"`
+	// Caller is who asked the node that forwarded the request (set by
+	// that node only, and trusted from a node only: handlers).
+	Caller *Principal `cbor:"40,keyasint,omitempty"`
 	// Resume (an exactly-once DYNAMIC job resumed from a checkpoint) is
 	// the consumer's checkpoint, decoded and checked by the client.
 	Resume *ResumePart `cbor:"5,keyasint,omitempty"`
@@ -76,6 +79,12 @@ type JobInfo struct {
 	ID          uint64 `json:"id"`
 	Name        string `json:"name"`
 	Fingerprint string `json:"fingerprint"`
+	// Tenant is the tenant the job is of ("": the default tenant), Owner
+	// the principal that created it ("" for a job created before owners
+	// were recorded): docs/operating/security.md, "Tenants and
+	// permissions".
+	Tenant string `json:"tenant,omitempty"`
+	Owner  string `json:"owner,omitempty"`
 	// Options are the job's options as the cluster stores them
 	// (jobspec.Job.Options): normalized, with no consumer's choices.
 	Options   JobOptions `json:"options"`
@@ -219,6 +228,9 @@ type JobRequest struct {
 	Job       string `cbor:"1,keyasint"`
 	Consumer  string `cbor:"2,keyasint,omitempty"`
 	Forwarded bool   `cbor:"3,keyasint,omitempty"`
+	// Caller is who asked the node that forwarded the request (set by
+	// that node only, and trusted from a node only: handlers).
+	Caller *Principal `cbor:"40,keyasint,omitempty"`
 	// Report (heartbeats of coordinated consumers): record that consumer
 	// Index has reached Round before answering.
 	Report bool  `cbor:"4,keyasint,omitempty"`
@@ -295,6 +307,9 @@ type LeaseRequest struct {
 	RequestID uint64 `cbor:"3,keyasint"`
 	N         int    `cbor:"4,keyasint"`
 	Forwarded bool   `cbor:"5,keyasint,omitempty"`
+	// Caller is who asked the node that forwarded the request (set by
+	// that node only, and trusted from a node only: handlers).
+	Caller *Principal `cbor:"40,keyasint,omitempty"`
 	// Incarnation identifies the worker's process (its start time): the
 	// first lease of a restarted worker makes the leases of its previous
 	// process lost (fsm.NewLeaseSplitsAs). 0: not said.
@@ -344,6 +359,9 @@ type ProduceRequest struct {
 	Epoch     int64                 `cbor:"3,keyasint"`
 	Splits    []ranges.SplitEmitted `cbor:"4,keyasint"`
 	Forwarded bool                  `cbor:"5,keyasint,omitempty"`
+	// Caller is who asked the node that forwarded the request (set by
+	// that node only, and trusted from a node only: handlers).
+	Caller *Principal `cbor:"40,keyasint,omitempty"`
 	// JobID: as LeaseRequest's.
 	JobID uint64 `cbor:"6,keyasint,omitempty"`
 }
@@ -364,6 +382,9 @@ type ReceiptsRequest struct {
 	Receipts  []Receipt `cbor:"3,keyasint,omitempty"`
 	Fenced    []string  `cbor:"4,keyasint,omitempty"`
 	Forwarded bool      `cbor:"5,keyasint,omitempty"`
+	// Caller is who asked the node that forwarded the request (set by
+	// that node only, and trusted from a node only: handlers).
+	Caller *Principal `cbor:"40,keyasint,omitempty"`
 	// Seq numbers the consumer's reports from 1: one sent again after a
 	// failure keeps its number and is applied once.
 	Seq uint64 `cbor:"6,keyasint,omitempty"`
@@ -376,6 +397,9 @@ type EndTaskRequest struct {
 	Worker    string `cbor:"2,keyasint"`
 	Failure   string `cbor:"3,keyasint,omitempty"`
 	Forwarded bool   `cbor:"4,keyasint,omitempty"`
+	// Caller is who asked the node that forwarded the request (set by
+	// that node only, and trusted from a node only: handlers).
+	Caller *Principal `cbor:"40,keyasint,omitempty"`
 	// JobID: as LeaseRequest's.
 	JobID uint64 `cbor:"5,keyasint,omitempty"`
 }
@@ -390,6 +414,9 @@ type HandBackRequest struct {
 	Splits    []int64 `cbor:"4,keyasint"`
 	JobID     uint64  `cbor:"5,keyasint,omitempty"`
 	Forwarded bool    `cbor:"6,keyasint,omitempty"`
+	// Caller is who asked the node that forwarded the request (set by
+	// that node only, and trusted from a node only: handlers).
+	Caller *Principal `cbor:"40,keyasint,omitempty"`
 }
 
 // DrainedRequest says that a worker's process drained its task of a
@@ -401,6 +428,9 @@ type DrainedRequest struct {
 	JobID       uint64 `cbor:"3,keyasint,omitempty"`
 	Incarnation uint64 `cbor:"4,keyasint,omitempty"`
 	Forwarded   bool   `cbor:"5,keyasint,omitempty"`
+	// Caller is who asked the node that forwarded the request (set by
+	// that node only, and trusted from a node only: handlers).
+	Caller *Principal `cbor:"40,keyasint,omitempty"`
 }
 
 // FinishRequest reports splits a worker has read completely.
@@ -410,4 +440,7 @@ type FinishRequest struct {
 	Epoch     int64   `cbor:"3,keyasint"`
 	Splits    []int64 `cbor:"4,keyasint"`
 	Forwarded bool    `cbor:"5,keyasint,omitempty"`
+	// Caller is who asked the node that forwarded the request (set by
+	// that node only, and trusted from a node only: handlers).
+	Caller *Principal `cbor:"40,keyasint,omitempty"`
 }

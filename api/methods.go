@@ -48,3 +48,10 @@ var ErrHandBackRefused = &transport.Error{Code: "handback_refused"}
 // (fsm.ErrDismissed): it hands back what it has not started, reads
 // the split in progress and drains, as in a graceful shutdown.
 var ErrDismissed = &transport.Error{Code: "released"}
+
+// ErrQuota answers a request that would take a tenant past one of its
+// limits (a job, a dataset, bytes of replicated state) or into the share
+// of the cluster's limits kept for administrators
+// (docs/operating/security.md, "Quotas and cleanup"). Retrying does not
+// help until the tenant's jobs end or are removed.
+var ErrQuota = &transport.Error{Code: "quota_exceeded"}

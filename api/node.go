@@ -81,6 +81,9 @@ type PutRequest struct {
 	// Forwarded is set by a node passing the request to the leader; a
 	// forwarded request is never forwarded again.
 	Forwarded bool `cbor:"3,keyasint,omitempty"`
+	// Caller is who asked the node that forwarded the request (set by
+	// that node only, and trusted from a node only: handlers).
+	Caller *Principal `cbor:"40,keyasint,omitempty"`
 	// IfAbsent writes only if Key is not set (the first writer wins);
 	// PutResponse.Value is then the key's value after the write.
 	IfAbsent bool `cbor:"4,keyasint,omitempty"`
@@ -99,6 +102,9 @@ type GetRequest struct {
 	Key       string `cbor:"1,keyasint"`
 	Stale     bool   `cbor:"2,keyasint,omitempty"`
 	Forwarded bool   `cbor:"3,keyasint,omitempty"`
+	// Caller is who asked the node that forwarded the request (set by
+	// that node only, and trusted from a node only: handlers).
+	Caller *Principal `cbor:"40,keyasint,omitempty"`
 }
 
 // GetResponse carries the value, if any.

@@ -16,6 +16,9 @@ type OffloadRequest struct {
 	Remote    string         `cbor:"4,keyasint,omitempty"`
 	Report    *OffloadReport `cbor:"5,keyasint,omitempty"`
 	Forwarded bool           `cbor:"6,keyasint,omitempty"`
+	// Caller is who asked the node that forwarded the request (set by
+	// that node only, and trusted from a node only: handlers).
+	Caller *Principal `cbor:"40,keyasint,omitempty"`
 	// Retire ends the consumer's local worker while the consumer reads
 	// on (exactly-once jobs): what it leased and did not deliver goes to
 	// the nodes once the consumer fences it (its receipts tell what it

@@ -26,7 +26,9 @@ import (
 // returned: batches prefetched and not yet returned are not in it, and a
 // job resumed from it delivers them again. JobOptions.Resume resumes: the
 // job is created again without what the checkpoint covers (an existing job
-// of that name with no consumer attached is replaced), in a new process,
+// of that name is replaced; when it is the job the checkpoint was taken
+// of, the cluster fences its consumers still attached, such as a
+// preempted trainer's, rather than wait for their leases: ErrFenced), in a new process,
 // on a cluster restarted from its data dirs, or on one with more or fewer
 // nodes. A job with several consumers (data-parallel ranks) resumes once
 // every consumer it had when the checkpoints were taken has resumed with

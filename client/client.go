@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/api/jobspec"
@@ -198,13 +199,13 @@ func (c *Client) learnNodes(ws []api.WorkerInfo) {
 // call sends a control request to the first node that answers, moving a
 // node that failed to the back of the list (failover).
 func (c *Client) call(ctx context.Context, method string, req, resp any) error {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	ctx, cancel := context.WithTimeout(transport.WithToken(ctx, c.opts.Token), c.opts.RequestTimeout)
 	defer cancel()
 	c.mu.Lock()
 	nodes := append([]string(nil), c.nodes...)
 	c.mu.Unlock()
 	var lastErr error
-	for _, addr := range nodes {
+	for i, addr := range nodes {
 		// Each attempt has all the time left: the server spends it (retrying
 		// across leader changes) before it says "no quorum", and a dead node
 		// fails fast enough through the transport's handshake and idle
@@ -218,7 +219,10 @@ func (c *Client) call(ctx context.Context, method string, req, resp any) error {
 		}
 		lastErr = err
 		c.demote(addr)
-		c.opts.Logger.Warn("node unreachable, trying another", "node", addr, "err", err)
+		if i+1 < len(nodes) {
+			// (With none left, the error says it all: no line for it.)
+			c.opts.Logger.Warn("node unreachable, trying another", "node", addr, "err", err)
+		}
 	}
 	return fmt.Errorf("no node answered %s: %w", method, lastErr)
 }
@@ -290,6 +294,11 @@ func (c *Client) DistributeNormalized(ctx context.Context, spec *pipeline.Spec, 
 	if err != nil {
 		return nil, fmt.Errorf("distribute %q: invalid dataset spec: %w", name, err)
 	}
+	// Options that do not compose with the spec (take under exactly-once)
+	// are refused here, before anything is sent (jobspec.Conflicts).
+	if err := n.CheckSpec(api.SpecFeatures(spec)); err != nil {
+		return nil, fmt.Errorf("distribute %q: %w: %w", name, ErrJobOptions, err)
+	}
 	off, fraction, err := offloadPlan(spec, n)
 	if err != nil {
 		return nil, fmt.Errorf("distribute %q: %w: %w", name, ErrOffloadOptions, err)
@@ -322,6 +331,10 @@ func (c *Client) DistributeNormalized(ctx context.Context, spec *pipeline.Spec, 
 	if err := api.CheckJobInfo(info); err != nil {
 		return nil, fmt.Errorf("distribute %q: %w", name, err)
 	}
+	if from == nil && info.State == api.JobFinished {
+		c.leave(name, consumer)
+		return nil, &JobFinishedError{Job: name, ID: info.ID, CreatedAt: info.CreatedAt, Consumers: len(info.Consumers) - 1, GCAfter: info.Options.GCAfter}
+	}
 	if err := c.startOffload(ctx, info, consumer, off, fraction); err != nil {
 		return nil, fmt.Errorf("distribute %q: %w", name, err)
 	}
@@ -346,6 +359,10 @@ func (c *Client) Attach(ctx context.Context, job string) (*Iterator, error) {
 	}
 	if err := api.CheckJobInfo(info); err != nil {
 		return nil, fmt.Errorf("attach to job %q: %w", job, err)
+	}
+	if info.State == api.JobFinished {
+		c.leave(job, consumer)
+		return nil, &JobFinishedError{Job: job, ID: info.ID, CreatedAt: info.CreatedAt, Consumers: len(info.Consumers) - 1, GCAfter: info.Options.GCAfter}
 	}
 	if info.Options.Coordinated {
 		// A coordinated consumer needs its index: Distribute with
@@ -383,6 +400,49 @@ func (c *Client) attachCut(ctx context.Context, job string, cut int) (*offloadRu
 	r := &offloadRun{requested: jobspec.OffloadRemote, mode: jobspec.OffloadRemote, cut: cut,
 		reason: fmt.Sprintf("attached to a job cut after %d ops: the nodes run the source and ops [0, %d), this client ops [%d, %d)", cut, cut, cut, len(spec.Ops))}
 	return r.withSpec(spec, 0), nil
+}
+
+// ErrJobFinished is wrapped by the error of Distribute (without Resume)
+// and Attach when the job of that name has already run to its end: a job
+// is one run of its dataset, and its name stays taken until the job is
+// garbage-collected (GCAfter after its last consumer left). Reading it
+// again would deliver nothing; the error says so instead (the CLI exits
+// non-zero with it, Python raises feedmesh.JobFinished). To read the
+// dataset again, use another job name (a new epoch's, say); to go on from
+// a checkpoint, resume (JobOptions.Resume), which a finished job allows.
+// A consumer that joins a job that its fellow consumers have just read to
+// its end gets it too: there was nothing left for it.
+var ErrJobFinished = errors.New("job finished")
+
+// JobFinishedError is ErrJobFinished with what the cluster said of the job.
+type JobFinishedError struct {
+	Job       string
+	ID        uint64
+	CreatedAt time.Time     // when the job was created (the cluster leader's clock)
+	Consumers int           // other consumers still attached (reading what they hold)
+	GCAfter   time.Duration // how long after its last consumer left the name stays taken
+}
+
+func (e *JobFinishedError) Error() string {
+	others := ""
+	if e.Consumers > 0 {
+		others = fmt.Sprintf("; %d other consumer(s) still attached read what they hold", e.Consumers)
+	}
+	return fmt.Sprintf("job %q: %v: it was created %s and has delivered all its data%s; a job is one run of its dataset: read the dataset again under another job name (Python's FeedmeshDataset: set_epoch), or once the job is garbage-collected (gc_after %v after its last consumer left); a checkpoint resumes it (resume)",
+		e.Job, ErrJobFinished, e.CreatedAt.UTC().Format(time.RFC3339), others, e.GCAfter)
+}
+
+// Is makes errors.Is(err, ErrJobFinished) hold.
+func (e *JobFinishedError) Is(target error) bool { return target == ErrJobFinished }
+
+// leave detaches consumer from job at once, best effort (a consumer that
+// attached to a job it will not read).
+func (c *Client) leave(job, consumer string) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.RequestTimeout)
+	defer cancel()
+	if err := c.call(ctx, api.MethodDetach, api.JobRequest{Job: job, Consumer: consumer}, nil); err != nil {
+		c.opts.Logger.Debug("leaving a finished job", "job", job, "err", err)
+	}
 }
 
 func newConsumerID() (string, error) {

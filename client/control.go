@@ -31,6 +31,17 @@ func (c *Client) Jobs(ctx context.Context) ([]api.JobInfo, error) {
 	return out, c.call(ctx, api.MethodJobs, api.JobRequest{}, &out)
 }
 
+// Job returns the job named name as the cluster holds it (its state,
+// consumers, options, when it was created); an unknown job is an error
+// that wraps transport.ErrNotFound.
+func (c *Client) Job(ctx context.Context, name string) (api.JobInfo, error) {
+	var resp api.JobGetResponse
+	if err := c.call(ctx, api.MethodJobGet, api.JobRequest{Job: name}, &resp); err != nil {
+		return api.JobInfo{}, fmt.Errorf("job %q: %w", name, err)
+	}
+	return resp.Job, nil
+}
+
 // Put writes key=value through the cluster's leader and returns the log
 // index it landed at.
 func (c *Client) Put(ctx context.Context, key string, value []byte) (uint64, error) {
@@ -46,9 +57,23 @@ func (c *Client) Get(ctx context.Context, key string, stale bool) ([]byte, bool,
 	return r.Value, r.Found, err
 }
 
+// TokenCreate creates access token id for tenant ("": the default
+// tenant), an administrator's if admin, and returns it: shown once, the
+// cluster keeps its hash only. For administrators.
+func (c *Client) TokenCreate(ctx context.Context, id, tenant string, admin bool) (string, error) {
+	var r api.TokenCreateResponse
+	err := c.call(ctx, api.MethodTokenCreate, api.TokenCreateRequest{ID: id, Tenant: tenant, Admin: admin}, &r)
+	return r.Token, err
+}
+
+// TokenRevoke revokes access token id. For administrators.
+func (c *Client) TokenRevoke(ctx context.Context, id string) error {
+	return c.call(ctx, api.MethodTokenRevoke, api.TokenRevokeRequest{ID: id}, nil)
+}
+
 // callDialed asks the node Dial was given, with no failover.
 func (c *Client) callDialed(ctx context.Context, method string, req, resp any) error {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	ctx, cancel := context.WithTimeout(transport.WithToken(ctx, c.opts.Token), c.opts.RequestTimeout)
 	defer cancel()
 	if err := transport.Call(ctx, c.tr, c.codec, c.addr, method, req, resp); err != nil {
 		return fmt.Errorf("%s at %s: %w", method, c.addr, err)

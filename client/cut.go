@@ -29,7 +29,8 @@ import (
 // with the next batch; elements the suffix holds when the job stops (a
 // batch being filled) are the "prefetched, not returned" of exactly-once:
 // a resume delivers them again. The statistics count the trainer's
-// batches; a worker's figures count the elements it shipped.
+// batches; a worker's figures count the elements it shipped (Elements,
+// CutElements), and its Batches only the batches it made whole.
 
 // A job can also be cut while it runs (offload auto, from its first
 // measurements: cutMidJob): the nodes' splits leased from then on come as

@@ -56,8 +56,8 @@ func TestPullCutRefusesBatches(t *testing.T) {
 	if err != nil || e.Epoch != 1 || e.Split != 7 || e.Index != 5 || r.wire != 40 {
 		t.Fatalf("pullCut: %+v, %v (wire %d)", e, err, r.wire)
 	}
-	if ws := it.stats.Workers["w1"]; ws.Batches != 1 || ws.WireBytes != 40 {
-		t.Errorf("w1's figures %+v: the element it shipped is not counted", ws)
+	if ws := it.stats.Workers["w1"]; ws.Batches != 0 || ws.Elements != 1 || ws.CutElements != 1 || ws.WireBytes != 40 {
+		t.Errorf("w1's figures %+v: want the element it shipped counted as one cut element, not a batch", ws)
 	}
 	select {
 	case o := <-r.out:

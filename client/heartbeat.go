@@ -38,8 +38,16 @@ func (it *Iterator) heartbeat(beats chan api.JobInfo) {
 			return
 		case err != nil:
 			it.logger().Warn("heartbeat failed", "job", it.job, "err", err)
+			if err := it.unavailable(err); err != nil {
+				it.fail(err)
+				return
+			}
 			continue
+		case it.jobID != 0 && info.ID != 0 && info.ID != it.jobID:
+			it.fail(jobReplaced(it.job, it.jobID, info))
+			return
 		}
+		it.heard()
 		it.setInfo(info)
 		select {
 		case <-beats: // drop the unread older state
@@ -47,6 +55,31 @@ func (it *Iterator) heartbeat(beats chan api.JobInfo) {
 		}
 		beats <- info
 	}
+}
+
+// heard notes a word from the cluster (a heartbeat answered, a batch
+// received): Options.UnavailableTimeout counts from the last.
+func (it *Iterator) heard() { it.lastHeard.Store(time.Now().UnixNano()) }
+
+// unavailable is the error that ends the iteration when the cluster has
+// said nothing for Options.UnavailableTimeout (hb: the last heartbeat's
+// error), or nil.
+func (it *Iterator) unavailable(hb error) error {
+	limit := it.c.opts.UnavailableTimeout
+	if limit < 0 {
+		return nil
+	}
+	quiet := time.Since(time.Unix(0, it.lastHeard.Load()))
+	if quiet < limit {
+		return nil
+	}
+	it.unreachable.Store(true)
+	kind, what := transport.ErrUnavailable, "no node of the cluster answered"
+	if !unreachable(hb) {
+		kind, what = transport.ErrNoQuorum, "the cluster's nodes answered, but it could not commit (no quorum)"
+	}
+	return fmt.Errorf("job %q: %w: %s and no batch came for %v (Options.UnavailableTimeout, %v; Python unavailable_timeout, None for ever); the last heartbeat: %v",
+		it.job, kind, what, quiet.Round(time.Second), limit, hb)
 }
 
 // kickHeartbeat asks for a heartbeat now rather than at the next tick.
@@ -61,4 +94,21 @@ func (it *Iterator) kickHeartbeat() {
 // longer has.
 func jobGone(job string, err error) error {
 	return fmt.Errorf("job %q no longer exists (garbage-collected after it had no live consumer for its GCAfter?): %w", job, err)
+}
+
+// ErrFenced is wrapped by Next's error when the job this consumer read
+// was replaced under it: resumed from a checkpoint by another process
+// (which fences the consumers still attached: a preempted trainer's
+// restart does not wait for the dead one's lease), or collected after
+// this consumer's lease expired and created anew.
+var ErrFenced = errors.New("this consumer was fenced: the job it read was replaced")
+
+// jobReplaced is the error that ends the iteration of a consumer whose job
+// (ID was) the cluster replaced by now's.
+func jobReplaced(job string, was uint64, now api.JobInfo) error {
+	why := "created anew (this consumer's lease had expired and the job was collected)"
+	if x := now.Exact; x != nil && x.ResumeFrom == was {
+		why = "resumed from a checkpoint of it by another process (a restarted trainer), which fenced this consumer"
+	}
+	return fmt.Errorf("job %q: %w: it was %s; this iteration cannot go on (a consumer of the resumed job resumes from its own checkpoint)", job, ErrFenced, why)
 }

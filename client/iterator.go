@@ -100,6 +100,13 @@ type Iterator struct {
 	// final: the job's state at the end of data is in (refreshInfo);
 	// a heartbeat answered before it must not replace it.
 	final bool
+	// saidFewSplits: the few-splits warning (fewSplits) was logged.
+	saidFewSplits bool
+	// lastHeard: when the cluster last answered a heartbeat or sent a
+	// batch (Unix ns); unreachable: the iteration ended because it had
+	// not for Options.UnavailableTimeout (Close then asks nothing of it).
+	lastHeard   atomic.Int64
+	unreachable atomic.Bool
 }
 
 func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, index int, from *checkpoint, off *offloadRun) *Iterator {
@@ -111,6 +118,7 @@ func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, ind
 		stats:  Stats{Workers: map[string]WorkerStats{}},
 		off:    off,
 	}
+	it.heard()
 	it.setInfo(info)
 	// A compression this client does not know (a newer cluster's) is
 	// not asked for: the batches come uncompressed.
@@ -166,7 +174,7 @@ func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, ind
 		it.wg.Add(1)
 		go func() {
 			defer it.wg.Done()
-			r.run(it.ctx, c.opts.RequestTimeout)
+			r.run(it.ctx, it.exitTimeout)
 		}()
 	}
 	if info.Options.Share && !info.Options.Coordinated {
@@ -272,11 +280,26 @@ func (it *Iterator) Close() error {
 		it.fail(context.Canceled)
 		it.wg.Wait()
 		it.closeCut()
-		ctx, cancel := context.WithTimeout(context.Background(), it.c.opts.RequestTimeout)
+		timeout := it.exitTimeout()
+		if timeout <= 0 {
+			it.logger().Info("closing without a detach: the cluster did not answer for Options.UnavailableTimeout (the consumer stays attached until its lease expires, or a resume fences it)", "job", it.job)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		err = it.c.call(ctx, api.MethodDetach, api.JobRequest{Job: it.job, Consumer: it.consumer}, nil)
 	})
 	return err
+}
+
+// exitTimeout bounds each of what the end of an iteration asks of the
+// cluster (the last receipt report, the detach): RequestTimeout, or 0 (ask
+// nothing) once the iteration ended because the cluster did not answer.
+func (it *Iterator) exitTimeout() time.Duration {
+	if it.unreachable.Load() {
+		return 0
+	}
+	return it.c.opts.RequestTimeout
 }
 
 // Workers lists the job's workers as last heard.
@@ -312,6 +335,7 @@ func (it *Iterator) put(ctx context.Context, x item) error {
 		return ctx.Err()
 	}
 	x.held = held
+	it.heard()
 	if g := it.offGate(); g != nil {
 		local := x.b.Worker == it.off.localName()
 		g.add(local, 1)
@@ -367,7 +391,14 @@ func (it *Iterator) setInfoAs(info api.JobInfo, final bool) {
 		it.stats.LossCounted, it.stats.ElementsLost = x.AtMostOnce, x.Lost
 	}
 	it.stats.Autocache = info.Autocache
+	warn := ""
+	if w := fewSplits(info); w != "" && !it.saidFewSplits {
+		it.saidFewSplits, warn = true, w
+	}
 	it.mu.Unlock()
+	if warn != "" {
+		it.logger().Warn(warn, "job", it.job)
+	}
 	it.retireLocalIfShared(info)
 	it.c.learnNodes(info.Workers)
 	if it.track != nil {

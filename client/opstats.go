@@ -78,7 +78,7 @@ func (c *Client) JobOpStats(ctx context.Context, job string) (JobOpStats, error)
 }
 
 func (c *Client) workerOpStats(ctx context.Context, addr, job string) (api.WorkerOpStats, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	ctx, cancel := context.WithTimeout(transport.WithToken(ctx, c.opts.Token), c.opts.RequestTimeout)
 	defer cancel()
 	var st api.WorkerOpStats
 	if err := transport.Call(ctx, c.tr, c.codec, addr, api.MethodOpStats, api.OpStatsRequest{Job: job}, &st); err != nil {

@@ -14,6 +14,11 @@ import (
 type Options struct {
 	// TLS verifies the nodes; nil means dev mode (encrypted, unverified).
 	TLS *tls.Config
+	// Token is an access token (`feedmesh token create`): every request
+	// and data stream of the client acts as its principal, its tenant's
+	// (docs/operating/security.md, "Tokens"). Empty: the principal of the
+	// client certificate, or dev mode's.
+	Token string
 	// Transport configures QUIC; zero means transport.DefaultConfig().
 	Transport *transport.Config
 	// Window is the credit granted to each worker stream: how many batches
@@ -74,6 +79,16 @@ type Options struct {
 	// how many; after ResumeWait, Next fails with ErrResumeWait. Default
 	// 2 min; negative: wait for ever.
 	ResumeWait time.Duration
+	// UnavailableTimeout bounds how long an iteration goes on with no
+	// word from the cluster: when neither a heartbeat has been answered
+	// nor a batch received for that long (every node down, or cut off),
+	// Next fails with an error that wraps transport.ErrUnavailable (or
+	// transport.ErrNoQuorum when nodes answer but cannot commit), and
+	// Close then returns at once instead of waiting RequestTimeout for
+	// each of a last receipt report and the detach that no node can
+	// take. Default 60 s (DefaultUnavailableTimeout); negative: wait for
+	// ever.
+	UnavailableTimeout time.Duration
 	// OffloadProfiles is a file where offload auto remembers its
 	// profiles per (pipeline, host) (client/profilecache.go), so that a
 	// later job of the pipeline decides (and may cut it) without
@@ -103,6 +118,9 @@ type Options struct {
 
 // DefaultResumeWait is Options.ResumeWait's default.
 const DefaultResumeWait = 2 * time.Minute
+
+// DefaultUnavailableTimeout is Options.UnavailableTimeout's default.
+const DefaultUnavailableTimeout = time.Minute
 
 // PrefetchBudget is the bytes of buffered batches a client with these
 // options allows: PrefetchBytes, or its default.
@@ -141,6 +159,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ResumeWait == 0 {
 		o.ResumeWait = DefaultResumeWait
+	}
+	if o.UnavailableTimeout == 0 {
+		o.UnavailableTimeout = DefaultUnavailableTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -12,6 +12,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 )
 
 // The plain engine: StreamsPerWorker streams to every worker of the job
@@ -80,6 +81,17 @@ func (s *workerStreams) finished(jobRunning bool) bool {
 		return false
 	}
 	return s.dropped || ((s.done || s.paused) && s.running == 0)
+}
+
+// allDropped reports whether workers are known and every one was
+// dropped (expired).
+func allDropped(ws map[string]*workerStreams) bool {
+	for _, s := range ws {
+		if !s.dropped {
+			return false
+		}
+	}
+	return len(ws) > 0
 }
 
 // allFinished reports whether the job has ended: at least one worker is
@@ -344,6 +356,15 @@ func (p *plain) openStreams(ctx context.Context, worker string, s *workerStreams
 // held.
 func (p *plain) ended() bool {
 	running := p.info.State == "" || p.info.State == api.JobRunning
+	if running && p.info.Options.Sharding == jobspec.Dynamic && allDropped(p.workers) {
+		// Every worker it knows died, but a DYNAMIC job that runs on
+		// has splits left (a dead worker's, read again under
+		// exactly-once, and those never leased) for the worker the
+		// cluster gives it next: not the end (systemtest/compose saw
+		// an autoscaling job's only worker die, and its consumer end
+		// after 4 batches).
+		return false
+	}
 	if p.local != nil {
 		// With a local worker, the end is its end, once a heartbeat
 		// started after it was heard, and every node's.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 )
 
 // fakeHost is a host that opens no stream and counts nothing.
@@ -52,5 +53,33 @@ func TestReconcileFencesAWorkerExpiredAfterItsEnd(t *testing.T) {
 	}
 	if h.dropped != 0 {
 		t.Errorf("counted %d dropped workers, want 0: it had ended", h.dropped)
+	}
+}
+
+// TestEndNotWhenEveryWorkerDied: a DYNAMIC job still running whose every
+// known worker was dropped has not ended (the cluster gives it another
+// worker, which reads what is left); an OFF job has (each worker's copy
+// was its own), and so has a DYNAMIC job once it is not running, or
+// whose workers ended.
+func TestEndNotWhenEveryWorkerDied(t *testing.T) {
+	for _, tc := range []struct {
+		sharding jobspec.Sharding
+		state    string
+		dropped  bool
+		want     bool
+	}{
+		{jobspec.Dynamic, api.JobRunning, true, false},
+		{jobspec.Dynamic, "", true, false},
+		{jobspec.Dynamic, api.JobFinished, true, true},
+		{jobspec.Dynamic, api.JobRunning, false, true},
+		{jobspec.Off, api.JobRunning, true, true},
+		{jobspec.Static, api.JobRunning, true, true},
+	} {
+		info := api.JobInfo{Name: "j", State: tc.state, Options: jobspec.Options{Sharding: tc.sharding}}
+		p := newPlain(&fakeHost{}, info, "c", Options{Logger: slog.New(slog.DiscardHandler), StreamsPerWorker: 1}, false, nil)
+		p.workers["w1"] = &workerStreams{dropped: tc.dropped, done: !tc.dropped, opened: true}
+		if got := p.ended(); got != tc.want {
+			t.Errorf("sharding %s, state %q, the only worker dropped %v: ended %v, want %v", tc.sharding, tc.state, tc.dropped, got, tc.want)
+		}
 	}
 }

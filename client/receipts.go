@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -264,14 +265,20 @@ type reporter struct {
 	onErr    func(error)
 }
 
-func (r *reporter) run(ctx context.Context, flushTimeout time.Duration) {
+func (r *reporter) run(ctx context.Context, flushTimeout func() time.Duration) {
 	t := time.NewTicker(r.interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			// The last report: a failure now is final, so it is said.
-			fctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+			// The last report: a failure now is final, so it is said
+			// (none when flushTimeout says the cluster is out of reach).
+			timeout := flushTimeout()
+			if timeout <= 0 {
+				r.report(errors.New("the last receipts were not sent: the cluster did not answer (Options.UnavailableTimeout)"))
+				return
+			}
+			fctx, cancel := context.WithTimeout(context.Background(), timeout)
 			r.report(r.flush(fctx))
 			cancel()
 			return

@@ -43,7 +43,7 @@ func TestReporterEndIsNotAFailure(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { defer close(done); r.run(ctx, time.Second) }()
+		go func() { defer close(done); r.run(ctx, func() time.Duration { return time.Second }) }()
 		<-inFlight
 		cancel()
 		<-done

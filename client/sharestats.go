@@ -52,7 +52,7 @@ func (it *Iterator) ShareStats(ctx context.Context) (api.JobShareSummary, error)
 }
 
 func (it *Iterator) workerShareStats(ctx context.Context, addr string) (api.WorkerShareStats, error) {
-	ctx, cancel := context.WithTimeout(ctx, it.c.opts.RequestTimeout)
+	ctx, cancel := context.WithTimeout(transport.WithToken(ctx, it.c.opts.Token), it.c.opts.RequestTimeout)
 	defer cancel()
 	var st api.WorkerShareStats
 	err := transport.Call(ctx, it.c.tr, it.c.codec, addr, api.MethodShareStats, api.ShareStatsRequest{Job: it.job}, &st)

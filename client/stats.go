@@ -1,16 +1,30 @@
 package client
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 )
 
 // WorkerStats counts what one worker delivered.
 type WorkerStats struct {
+	// Batches counts the batches the worker made (its pipeline ran whole)
+	// and sent. The single elements a worker ships for this client's part
+	// of a cut pipeline (JobOptions.OffloadBoundary, offload auto) are
+	// not batches: they count in Elements and CutElements, and the
+	// batches this client made of them in Stats.Batches alone.
 	Batches int64 `json:"batches"`
-	Rows    int64 `json:"rows"`
-	Bytes   int64 `json:"bytes"`
+	// Elements counts the elements the worker sent: its batches' rows
+	// and its cut elements.
+	Elements int64 `json:"elements"`
+	// CutElements counts those of Elements the worker sent one by one,
+	// cut (0 for a job that is not cut).
+	CutElements int64 `json:"cut_elements"`
+	// Rows is Elements under its former name, kept for readers of "rows".
+	Rows  int64 `json:"rows"`
+	Bytes int64 `json:"bytes"`
 	// WireBytes is what those batches took on the network: unpadded,
 	// compressed (JobOptions.Compression), headers included.
 	WireBytes int64 `json:"wire_bytes"`
@@ -114,6 +128,11 @@ type Stats struct {
 	// Offload is where the job's pipeline ran for this consumer, why, and
 	// how fast (nil for Attach; see JobOptions.Offload).
 	Offload *OffloadStats `json:"offload,omitempty"`
+	// Warnings say what makes the job slower than it could be, as last
+	// heard (each is also logged once, at WARN): a job with fewer splits
+	// per epoch than workers serving it (a single-file source read
+	// whole), whose extra workers idle.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Stats returns what was delivered so far.
@@ -141,7 +160,22 @@ func (it *Iterator) Stats() Stats {
 		s.Workers[k] = v
 	}
 	s.Serving = serving(it.info)
+	if w := fewSplits(it.info); w != "" {
+		s.Warnings = append(s.Warnings, w)
+	}
 	return s
+}
+
+// fewSplits is the warning for a DYNAMIC or STATIC job with fewer splits
+// per epoch than workers serving it, or "": a split is read by one
+// worker, so the others idle (a source of one file read whole, say).
+func fewSplits(info api.JobInfo) string {
+	n := serving(info)
+	if info.NumSplits <= 0 || int64(n) <= info.NumSplits || info.Options.Sharding == jobspec.Off {
+		return ""
+	}
+	return fmt.Sprintf("job %q has %d split(s) per epoch and %d workers serving it: at most %d can work at once, the others idle; split the source finer (a range's split_size; for text and TFRecord files, split_bytes, which cuts a file into byte ranges; or more files)",
+		info.Name, info.NumSplits, n, info.NumSplits)
 }
 
 // serving counts the workers of info that serve the job now.
@@ -197,8 +231,16 @@ func (it *Iterator) countShipped(x item) {
 
 func (it *Iterator) countShippedLocked(x item) {
 	ws := it.stats.Workers[x.b.Worker]
-	ws.Batches++
-	ws.Rows += x.b.Rows()
+	if x.cut > 0 {
+		// One element (pullCut checked), whatever its first tensor's
+		// leading dimension: the batch was not made yet.
+		ws.Elements++
+		ws.CutElements++
+	} else {
+		ws.Batches++
+		ws.Elements += x.b.Rows()
+	}
+	ws.Rows = ws.Elements
 	ws.Bytes += x.size
 	ws.WireBytes += x.wire
 	it.stats.Workers[x.b.Worker] = ws

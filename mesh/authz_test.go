@@ -15,6 +15,13 @@ import (
 // mtlsCluster is a cluster of n nodes under mutual TLS, with its PKI.
 func mtlsCluster(t *testing.T, n int) (*testcluster.Cluster, *testPKI) {
 	t.Helper()
+	return mtlsClusterWith(t, n, nil)
+}
+
+// mtlsClusterWith is mtlsCluster with more of each node's config set by
+// f (nil: none).
+func mtlsClusterWith(t testing.TB, n int, f func(i int, cfg *mesh.Config)) (*testcluster.Cluster, *testPKI) {
+	t.Helper()
 	p := newTestPKI(t)
 	certs := map[int][2]string{}
 	for i := range n {
@@ -23,6 +30,9 @@ func mtlsCluster(t *testing.T, n int) (*testcluster.Cluster, *testPKI) {
 	}
 	c := testcluster.Start(t, n, testcluster.WithConfig(func(i int, cfg *mesh.Config) {
 		cfg.TLSCA, cfg.TLSCert, cfg.TLSKey = p.caFile, certs[i][0], certs[i][1]
+		if f != nil {
+			f(i, cfg)
+		}
 	}))
 	c.WaitLeader(t, 20*time.Second)
 	return c, p

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"time"
 
 	"github.com/feedmesh/feedmesh/internal/autocache"
+	"github.com/feedmesh/feedmesh/internal/fsm"
 	"github.com/feedmesh/feedmesh/internal/plan"
 	"github.com/feedmesh/feedmesh/internal/raftnode"
 	"github.com/feedmesh/feedmesh/internal/worker"
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
 
 	"github.com/hashicorp/memberlist"
 
@@ -48,8 +51,14 @@ type Config struct {
 	Port int
 	// Join lists gossip addresses (host:port) to join at start. Every
 	// address is tried: joining one seed was seen to converge in 26-30 s,
-	// joining all known addresses in ~20 ms.
+	// joining all known addresses in ~20 ms. A host may be a DNS name: it
+	// stands for every address it resolves to (a Kubernetes headless
+	// Service), resolved again at each retry, so nodes that start in any
+	// order find each other; without a port, the node's own gossip port.
 	Join []string
+	// Resolver resolves the DNS names in Join; nil: net.DefaultResolver
+	// (/etc/hosts, then /etc/resolv.conf's servers). Tests give their own.
+	Resolver *net.Resolver
 	// RetryJoinInterval: when no Join address answers at start (nodes of a
 	// new cluster start in any order), keep trying this often in the
 	// background. 0 makes Start fail instead. A gossip key mismatch always
@@ -115,6 +124,34 @@ type Config struct {
 	// On loopback nothing is needed.
 	Insecure bool
 
+	// GossipKeyFile is the file GossipKey was read from (--gossip-key
+	// FILE), if any: like DataDir and the TLS files, no spec may read it.
+	GossipKeyFile string
+
+	// DataRoots are the directories whose files the specs this node runs
+	// may read (--data-root; docs/operating/security.md, "Data access"):
+	// a spec's local path is relative to the first root or absolute under
+	// one, and is opened through os.Root (no `..`, no symbolic link out of its root, no
+	// /proc). A root may neither hold nor lie inside DataDir, the TLS
+	// files, GossipKeyFile or an object store's credentials file: Start
+	// refuses it. Empty: in loopback dev mode (the node binds and
+	// advertises loopback addresses only, without mutual TLS) the current
+	// directory, without those files where they lie under it; off
+	// loopback or under mutual TLS, no local files.
+	DataRoots []string
+	// AllowHosts are the hosts http(s) sources and tokenizer URLs may
+	// reach (--allow-host): a host name (its public addresses),
+	// *.domain, * (any name), an IP address or a CIDR network.
+	// Loopback, link-local and private addresses are reached only when
+	// allowed by address or network; every redirect hop and every
+	// address connected to is checked. Empty: none.
+	AllowHosts []string
+	// ObjectStores are the object stores s3:// paths may read
+	// (--object-store NAME=endpoint=…): a spec names one
+	// (s3://NAME/bucket/key, or object_store: {store: NAME}), never an
+	// endpoint; the node alone knows where it is and its credentials.
+	ObjectStores []objstore.NamedStore
+
 	// Gossip holds memberlist's failure-detection timing.
 	Gossip GossipConfig
 	// Transport configures QUIC and the frame codec.
@@ -131,6 +168,10 @@ type Config struct {
 	CacheBytes int64
 	// Autocache tunes the autocache decision (autocache.go).
 	Autocache AutocacheConfig
+	// Tenants bounds what each tenant may hold in the replicated state,
+	// and when unread datasets are collected (quota.go). The leader's
+	// apply.
+	Tenants TenantsConfig
 
 	// Logger receives the node's structured logs; nil discards them.
 	Logger *slog.Logger
@@ -145,6 +186,45 @@ type Config struct {
 	// everything committed before it answers that the job does not exist.
 	// Tests learn from it that a lookup waits there; nil in a real node.
 	OnLeaderCatchUp func(job string)
+}
+
+// TenantsConfig bounds what each tenant holds in the replicated state
+// (docs/operating/security.md, "Quotas and cleanup"). The leader checks
+// them before it creates a job or registers a dataset for a principal
+// that is not privileged (administrators and nodes are bound only by the
+// state machine's own limits, fsm.MaxJobs and fsm.MaxDatasets); every node
+// should have the same, as any may lead.
+type TenantsConfig struct {
+	// MaxJobs bounds a tenant's jobs (--tenant-max-jobs).
+	MaxJobs int
+	// MaxDatasets bounds the datasets a tenant registered
+	// (--tenant-max-datasets).
+	MaxDatasets int
+	// MaxStateBytes bounds the bytes of a tenant's dataset specs, what it
+	// adds to every Raft log and snapshot (--tenant-max-state-bytes).
+	MaxStateBytes int64
+	// MaxConsumers bounds the consumers attached to a tenant's jobs
+	// together (--tenant-max-consumers).
+	MaxConsumers int
+	// MaxJobNodes, if > 0, bounds the nodes one of a tenant's jobs may
+	// take (--tenant-max-job-nodes): a new job must ask for at most as
+	// many workers (max_workers, or a fixed count; autoscaling stays
+	// below it). 0: no bound.
+	MaxJobNodes int
+	// AdminReserve is how many of the state machine's job and dataset
+	// slots only the privileged may take, so that tenants together can
+	// never lock administrators out (--admin-reserve).
+	AdminReserve int
+	// DatasetGCAfter is how long a dataset no job reads is kept before
+	// the leader removes it (--dataset-gc-after): a repeated job within
+	// it finds it, and where its autoscaling converged. 0 keeps them.
+	DatasetGCAfter time.Duration
+}
+
+// DefaultTenants are the tenant bounds of DefaultConfig: a tenant may take
+// a quarter of the state machine's slots, 256 MiB of specs.
+func DefaultTenants() TenantsConfig {
+	return TenantsConfig{MaxJobs: 1024, MaxDatasets: 1024, MaxStateBytes: 256 << 20, MaxConsumers: 4096, AdminReserve: 256, DatasetGCAfter: 30 * time.Minute}
 }
 
 // GossipConfig is the subset of memberlist's timing that feedmesh tunes.
@@ -226,6 +306,7 @@ func DefaultConfig() Config {
 			RoundsHeld:         worker.DefaultRoundsHeld,
 		},
 		CacheBytes: DefaultCacheBytes,
+		Tenants:    DefaultTenants(),
 		Autocache: AutocacheConfig{ProfileElements: 300, ProbeBytes: autocache.DefaultProbeBytes,
 			HeldTTL: 100 * time.Millisecond, FetchTimeout: time.Minute, MaxServing: 8},
 	}
@@ -347,6 +428,9 @@ func (c *Config) Validate() error {
 	if c.Worker.TaskBuffer < 1 || c.Worker.LeaseSplits < 1 || c.Worker.LeaseDuration <= 0 || c.Worker.OrphanPollInterval <= 0 || c.Worker.MaxWindow < 1 || c.Worker.SendCoalesce < 1 || c.Worker.JobPollInterval <= 0 {
 		bad("Worker", "TaskBuffer, LeaseSplits, LeaseDuration, OrphanPollInterval, MaxWindow, SendCoalesce and JobPollInterval must be > 0")
 	}
+	if s := c.Worker.LeaseHoldShare; s != s || s > 1 {
+		bad("Worker.LeaseHoldShare", "must be a share of a job's splits, at most 1 (0: the default, negative: no bound)")
+	}
 	if c.Worker.RoundsAhead < 0 || c.Worker.RoundsHeld < 0 {
 		bad("Worker.RoundsAhead/RoundsHeld", "must be >= 0 (0: the default)")
 	}
@@ -359,13 +443,60 @@ func (c *Config) Validate() error {
 	if a := c.Autocache; a.ProfileElements < 1 || a.ProbeBytes < 1 || a.ReadBytesPerSec < 0 || a.HeldTTL <= 0 || a.FetchTimeout <= 0 || a.MaxServing < 1 {
 		bad("Autocache", "ProfileElements, ProbeBytes, HeldTTL, FetchTimeout and MaxServing must be > 0, ReadBytesPerSec >= 0")
 	}
+	if tc := c.Tenants; tc.MaxJobs < 1 || tc.MaxDatasets < 1 || tc.MaxStateBytes < 1 || tc.MaxConsumers < 1 || tc.MaxJobNodes < 0 || tc.AdminReserve < 0 || tc.DatasetGCAfter < 0 ||
+		tc.AdminReserve >= fsm.MaxJobs || tc.AdminReserve >= fsm.MaxDatasets {
+		bad("Tenants", "MaxJobs, MaxDatasets, MaxStateBytes and MaxConsumers must be > 0, MaxJobNodes and DatasetGCAfter >= 0 (0: no bound, keep), AdminReserve 0 to %d", min(fsm.MaxJobs, fsm.MaxDatasets)-1)
+	}
 	if c.Gossip.SuspicionMult < 1 {
 		bad("Gossip.SuspicionMult", "must be >= 1")
 	}
 	if err := c.Transport.Validate(); err != nil {
 		bad("Transport", "%v", err)
 	}
+	for i, r := range c.DataRoots {
+		if r == "" {
+			bad(fmt.Sprintf("DataRoots[%d]", i), "empty")
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// dataAccess is the node's data-access policy (docs/operating/security.md,
+// "Data access"): its data roots, allowed hosts and named stores, with its
+// own secrets out of every root. The data dir must exist.
+func (c *Config) dataAccess(log *slog.Logger) (*objstore.Access, error) {
+	ac := objstore.AccessConfig{Roots: c.DataRoots, AllowHosts: c.AllowHosts, Stores: c.ObjectStores, Log: log}
+	for _, p := range []objstore.Protected{
+		{Path: c.DataDir, What: "the node's data dir"},
+		{Path: c.TLSKey, What: "the node's TLS key"},
+		{Path: c.TLSCert, What: "the node's TLS certificate"},
+		{Path: c.TLSCA, What: "the cluster's CA certificate"},
+		{Path: c.GossipKeyFile, What: "the gossip key"},
+	} {
+		if p.Path != "" {
+			ac.Protected = append(ac.Protected, p)
+		}
+	}
+	for _, s := range c.ObjectStores {
+		for _, f := range s.CredentialsFiles() {
+			ac.Protected = append(ac.Protected, objstore.Protected{Path: f, What: "object store " + s.Name + "'s credentials"})
+		}
+	}
+	if _, exposed := c.exposed(); len(c.DataRoots) == 0 && !exposed && c.TLSCA == "" {
+		// Loopback dev mode: what the developer runs the node beside. A
+		// node given mutual TLS is not in dev mode, on loopback too: its
+		// operator says what it reads.
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("default data root (the current directory): %w", err)
+		}
+		ac.ImplicitRoot = wd
+	}
+	a, err := objstore.NewAccess(ac)
+	if err != nil {
+		return nil, fmt.Errorf("data access (--data-root, --allow-host, --object-store): %w", err)
+	}
+	return a, nil
 }
 
 func (c *Config) advertiseIP() string {

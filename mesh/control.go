@@ -10,6 +10,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/internal/fsm"
+	"github.com/feedmesh/feedmesh/internal/plan"
 	"github.com/feedmesh/feedmesh/internal/raftnode"
 	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/feedmesh/feedmesh/transport"
@@ -18,6 +19,13 @@ import (
 // Status reports this node's view of the cluster.
 func (n *Node) Status() api.Status {
 	rs := n.raft.Status()
+	if rs.Leader == "" && rs.Role == plan.RoleNone {
+		// Outside the Raft configuration (a member beyond the voters, or
+		// one removed while it was down that has learned so) Raft names no
+		// leader: the leader is the one gossip advertises, where this node
+		// forwards (leaderAddr).
+		rs.Leader, rs.LeaderAddr = n.members.newestLeaderMember(n.name)
+	}
 	ms := n.Members()
 	voters := make([]api.Voter, len(rs.Voters))
 	for i, v := range rs.Voters {
@@ -106,7 +114,12 @@ func (n *Node) onLeader(ctx context.Context, forwarded bool, method string, mkRe
 	var lastErr error
 	for attempt := 0; ; attempt++ {
 		if n.raft.IsLeader() {
-			err := local(ctx)
+			req := mkReq(false)
+			err := n.checkRequest(ctx, method, req)
+			if err == nil {
+				err = local(ctx)
+			}
+			n.audit(ctx, method, req, err)
 			if err == nil {
 				return nil
 			}
@@ -117,7 +130,12 @@ func (n *Node) onLeader(ctx context.Context, forwarded bool, method string, mkRe
 		} else if forwarded {
 			return transport.Errorf(transport.ErrNoLeader, "%s is not the leader", n.name)
 		} else if addr := n.leaderAddr(); addr != "" && addr != n.addr {
-			err := n.forward(ctx, addr, method, mkReq(true), resp)
+			fr := mkReq(true)
+			if f, ok := fr.(api.Forwardable); ok {
+				p := principal(ctx)
+				fr = f.WithCaller(&p)
+			}
+			err := n.forward(ctx, addr, method, fr, resp)
 			if err == nil {
 				return nil
 			}
@@ -192,31 +210,59 @@ func (n *Node) forward(ctx context.Context, addr, method string, req, resp any) 
 // at another leader.
 func retriable(err error) bool {
 	switch {
+	case errors.Is(err, transport.ErrPermissionDenied), errors.Is(err, api.ErrQuota):
+		return false
 	case errorsIsRejected(err), errors.Is(err, api.ErrNotAssigned), errors.Is(err, api.ErrHandBackRefused), errors.Is(err, api.ErrDismissed):
 		return false
 	case errors.Is(err, transport.ErrInvalid), errors.Is(err, transport.ErrNotFound),
-		errors.Is(err, transport.ErrUnknownMethod):
+		errors.Is(err, transport.ErrUnknownMethod), errors.Is(err, transport.ErrPermissionDenied):
 		return false
 	}
 	return true
 }
 
+// mapRaftErr maps an error of a Raft apply to the error the caller is
+// answered. A command the state machine refused is answered with the
+// state machine's reason alone: the apply's wrapping ("apply CreateJob at
+// index 422: raftnode: command rejected by the state machine: ...") is
+// this node's business, not the caller's.
 func mapRaftErr(err error) error {
 	switch {
+	case errors.Is(err, fsm.ErrPermission):
+		return transport.Errorf(transport.ErrPermissionDenied, "%v", err)
 	case errors.Is(err, fsm.ErrUnknownJob):
-		return transport.Errorf(transport.ErrNotFound, "%v", err)
+		return transport.Errorf(transport.ErrNotFound, "%v", rejectedReason(err))
 	case errors.Is(err, fsm.ErrNotAssigned):
-		return transport.Errorf(api.ErrNotAssigned, "%v", err)
+		return transport.Errorf(api.ErrNotAssigned, "%v", rejectedReason(err))
 	case errors.Is(err, fsm.ErrDismissed):
-		return transport.Errorf(api.ErrDismissed, "%v", err)
+		return transport.Errorf(api.ErrDismissed, "%v", rejectedReason(err))
 	case errors.Is(err, splits.ErrHandBackRefused):
-		return transport.Errorf(api.ErrHandBackRefused, "%v", err)
+		return transport.Errorf(api.ErrHandBackRefused, "%v", rejectedReason(err))
 	case errorsIsRejected(err):
-		return transport.Errorf(transport.ErrInvalid, "%v", err)
+		return transport.Errorf(transport.ErrInvalid, "%v", rejectedReason(err))
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raftnode.ErrNotLeader):
 		return transport.Errorf(transport.ErrNoLeader, "%v", err)
 	case errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, context.DeadlineExceeded):
 		return transport.Errorf(transport.ErrNoQuorum, "not committed in time: %v", err)
+	}
+	return err
+}
+
+// rejectedReason is the state machine's own error inside err, a command
+// raftnode.Node.Apply reports as rejected (it wraps both
+// raftnode.ErrRejected and the state machine's error); err itself
+// otherwise.
+func rejectedReason(err error) error {
+	for e := err; e != nil; {
+		if m, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, inner := range m.Unwrap() {
+				if inner != raftnode.ErrRejected {
+					return inner
+				}
+			}
+			return err
+		}
+		e = errors.Unwrap(e)
 	}
 	return err
 }

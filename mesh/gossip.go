@@ -44,9 +44,9 @@ func (n *Node) startGossip(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen for gossip on %s:%d: %w", cfg.BindAddr, cfg.GossipPort, err)
 	}
-	var gt memberlist.NodeAwareTransport = nt
+	var gt memberlist.NodeAwareTransport = countingTransport{NodeAwareTransport: nt, c: &n.gossipCount}
 	if cfg.WrapGossipTransport != nil {
-		gt = cfg.WrapGossipTransport(nt)
+		gt = cfg.WrapGossipTransport(gt)
 	}
 	n.delegate = &delegate{}
 	if err := n.setMeta("none"); err != nil {
@@ -98,27 +98,100 @@ func (n *Node) startGossip(ctx context.Context) error {
 		// are down too (this node may be the first one back).
 		n.log.Info("rejoining the members known from the data dir", "members", len(known), "file", knownMembersFile)
 		n.wg.Add(1)
-		go n.retryJoin(known, n.rejoinInterval(), true)
+		go n.retryJoin(nil, known, n.rejoinInterval(), true)
 		return nil
 	}
-	joined, err := ml.Join(cfg.Join)
+	addrs, rerr := n.resolveJoin(ctx, cfg.Join)
+	joined := 0
+	if len(addrs) > 0 {
+		joined, err = ml.Join(addrs)
+	}
 	if joined > 0 {
 		if err != nil {
 			n.log.Warn("some join addresses did not answer", "joined", joined, "err", err)
 		}
 		return nil
 	}
-	jerr := joinError(cfg.Join, err)
+	jerr := joinError(cfg.Join, addrs, errors.Join(rerr, err))
 	if errors.Is(jerr, ErrGossipKeyMismatch) || cfg.RetryJoinInterval <= 0 {
 		return jerr
 	}
 	// Nodes of a new cluster start in any order: keep trying, like
-	// Consul's retry_join, rather than making start order matter; a
-	// restarted node tries the members it knew as well.
+	// Consul's retry_join, rather than making start order matter,
+	// resolving the names in --join again each time (a headless Service
+	// lists each pod once it has an address); a restarted node tries the
+	// members it knew as well.
 	n.log.Warn("join failed, retrying in the background", "every", cfg.RetryJoinInterval, "err", jerr)
 	n.wg.Add(1)
-	go n.retryJoin(union(cfg.Join, known), cfg.RetryJoinInterval, false)
+	go n.retryJoin(cfg.Join, known, cfg.RetryJoinInterval, false)
 	return nil
+}
+
+// resolveJoin turns --join entries into gossip addresses: an IP (with
+// its port) as it is, a DNS name into every address it resolves to, each
+// with the entry's port (a Kubernetes headless Service, or a round-robin
+// name, lists every node; all nodes use the same gossip port). An entry
+// without a port takes this node's gossip port. This node's own address is
+// left out: joining itself would count as joined while it knows nobody.
+// Names are resolved by Config.Resolver (the system's resolver by
+// default: /etc/hosts, then the DNS servers of /etc/resolv.conf), each
+// within Gossip.TCPTimeout. It returns the addresses found and what
+// failed; a name that resolves to nothing but this node is no error.
+func (n *Node) resolveJoin(ctx context.Context, entries []string) ([]string, error) {
+	res := n.cfg.Resolver
+	if res == nil {
+		res = net.DefaultResolver
+	}
+	selfIP := net.ParseIP(n.cfg.advertiseIP())
+	selfPort := n.gossipPort()
+	var out []string
+	var errs []error
+	add := func(ip net.IP, port int) {
+		if ip.Equal(selfIP) && port == selfPort {
+			return
+		}
+		a := net.JoinHostPort(ip.String(), strconv.Itoa(port))
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	for _, e := range entries {
+		host, portText, err := net.SplitHostPort(e)
+		if err != nil { // no port
+			host, portText = strings.Trim(e, "[]"), strconv.Itoa(selfPort)
+		}
+		port, err := strconv.Atoi(portText)
+		if err != nil || port <= 0 || port > 65535 {
+			errs = append(errs, fmt.Errorf("join address %q: bad port", e))
+			continue
+		}
+		if ip := net.ParseIP(host); ip != nil {
+			add(ip, port)
+			continue
+		}
+		lctx, cancel := context.WithTimeout(ctx, n.cfg.Gossip.TCPTimeout)
+		ips, err := res.LookupIPAddr(lctx, host)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("resolve %s: %w", host, err))
+			continue
+		}
+		for _, ip := range ips {
+			add(ip.IP, port)
+		}
+		n.log.Debug("join name resolved", "name", host, "addresses", len(ips))
+	}
+	return out, errors.Join(errs...)
+}
+
+// gossipPort is the port this node's gossip listens on.
+func (n *Node) gossipPort() int {
+	if _, p, err := net.SplitHostPort(n.gossipAddr); err == nil {
+		if port, err := strconv.Atoi(p); err == nil {
+			return port
+		}
+	}
+	return n.cfg.GossipPort
 }
 
 // rejoinInterval is how often a restarted node retries the members it
@@ -131,11 +204,13 @@ func (n *Node) rejoinInterval() time.Duration {
 	return n.cfg.Gossip.ReconnectInterval
 }
 
-// retryJoin joins addrs, at once when now is set and then every interval,
-// until one address answers or the node closes (with interval 0, it makes
-// one attempt). It joins one address at a time so that Close waits for at
+// retryJoin joins the addresses that entries (--join, resolved anew at
+// each attempt: resolveJoin) and known (the members recorded in the data
+// dir) name, at once when now is set and then every interval, until one
+// address answers or the node closes (with interval 0, it makes one
+// attempt). It joins one address at a time so that Close waits for at
 // most one dial (Gossip.TCPTimeout), not one per address that is down.
-func (n *Node) retryJoin(addrs []string, every time.Duration, now bool) {
+func (n *Node) retryJoin(entries, known []string, every time.Duration, now bool) {
 	defer n.wg.Done()
 	var tick <-chan time.Time
 	if every > 0 {
@@ -154,6 +229,8 @@ func (n *Node) retryJoin(addrs []string, every time.Duration, now bool) {
 			case <-tick:
 			}
 		}
+		addrs, rerr := n.resolveJoin(n.ctx, entries)
+		addrs = union(addrs, known)
 		joined, err := n.joinEach(addrs)
 		if n.ctx.Err() != nil {
 			return
@@ -162,7 +239,7 @@ func (n *Node) retryJoin(addrs []string, every time.Duration, now bool) {
 			n.log.Info("joined", "members", joined, "attempts", attempt)
 			return
 		}
-		jerr := joinError(addrs, err)
+		jerr := joinError(union(entries, known), addrs, errors.Join(rerr, err))
 		if errors.Is(jerr, ErrGossipKeyMismatch) {
 			n.log.Error("cannot join", "err", jerr)
 		} else {
@@ -200,17 +277,25 @@ func union(a, b []string) []string {
 	return out
 }
 
-// joinError explains a failed join; a key mismatch is named as such, since
+// joinError explains a failed join of entries (--join and known members),
+// which resolved to addrs; a key mismatch is named as such, since
 // memberlist's own words for it ("no installed keys could decrypt") send
 // people looking in the wrong place.
-func joinError(addrs []string, err error) error {
+func joinError(entries, addrs []string, err error) error {
+	what := strings.Join(entries, ",")
+	if !slices.Equal(entries, addrs) {
+		what += " (" + strings.Join(addrs, ",") + ")"
+		if len(addrs) == 0 {
+			what = strings.Join(entries, ",") + " (no address but this node's)"
+		}
+	}
 	if err == nil {
-		return fmt.Errorf("join %s: no member answered", strings.Join(addrs, ","))
+		return fmt.Errorf("join %s: no member answered", what)
 	}
 	msg := strings.ToLower(err.Error())
 	if strings.Contains(msg, "decrypt") || strings.Contains(msg, "encrypt") || strings.Contains(msg, "keyring") {
 		return fmt.Errorf("join %s: %w: this node's --gossip-key differs from the cluster's (or one side has none): %v",
-			strings.Join(addrs, ","), ErrGossipKeyMismatch, err)
+			what, ErrGossipKeyMismatch, err)
 	}
-	return fmt.Errorf("join %s: %w", strings.Join(addrs, ","), err)
+	return fmt.Errorf("join %s: %w", what, err)
 }

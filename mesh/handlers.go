@@ -15,8 +15,8 @@ import (
 func (n *Node) registerHandlers() {
 	n.rpc.Handle(api.MethodMembers, func(context.Context, func(any) error) (any, error) { return n.Members(), nil })
 	n.rpc.Handle(api.MethodStatus, func(context.Context, func(any) error) (any, error) { return n.Status(), nil })
-	handle(n, api.MethodPut, answer(n.put))
-	handle(n, api.MethodGet, answer(n.get))
+	handle(n, api.MethodPut, adminOnly(answer(n.put)))
+	handle(n, api.MethodGet, adminOnly(answer(n.get)))
 
 	handle(n, api.MethodDistribute, answer(n.distribute))
 	handle(n, api.MethodHeartbeat, answer(n.heartbeat))
@@ -33,10 +33,12 @@ func (n *Node) registerHandlers() {
 	handle(n, api.MethodDrained, done(n.drained))
 	handle(n, api.MethodEndTask, done(n.endTask))
 
-	handle(n, api.MethodShareStats, func(_ context.Context, req api.ShareStatsRequest) (any, error) { return n.ShareStats(req.Job), nil })
-	handle(n, api.MethodOpStats, func(_ context.Context, req api.OpStatsRequest) (any, error) { return n.OpStats(req.Job), nil })
+	handle(n, api.MethodShareStats, n.shareStatsOf)
+	handle(n, api.MethodOpStats, n.opStatsOf)
 	handle(n, api.MethodProbe, n.probe)
 	handle(n, api.MethodCacheHeld, nodesOnly(answer(n.cacheHeld)))
+	handle(n, api.MethodTokenCreate, adminOnly(answer(n.tokenCreate)))
+	handle(n, api.MethodTokenRevoke, adminOnly(done(n.tokenRevoke)))
 }
 
 // handle registers method, whose request decodes into a Req, answered by
@@ -51,7 +53,14 @@ func handle[Req any](n *Node, method string, f func(context.Context, Req) (any, 
 		if err := n.authorize(ctx, method, req); err != nil {
 			return nil, err
 		}
-		return f(ctx, req)
+		p, err := n.principalOf(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if err := n.tenantsEnforced(p); err != nil {
+			return nil, err
+		}
+		return f(withPrincipal(ctx, p), req)
 	})
 }
 
@@ -63,8 +72,13 @@ func handle[Req any](n *Node, method string, f func(context.Context, Req) (any, 
 //   - a worker's request (lease, finish, produce, hand back, drained, end
 //     of task) names its worker: a node acts only in its own name; a
 //     consumer's local worker (jobspec.LocalWorkerOf) may be any
-//     authenticated caller (which consumers a principal owns is part 2's
-//     tenancy).
+//     authenticated caller here; the leader lets only the job's tenant
+//     make it (tenancy.go).
+//
+// Then the request's principal is worked out (principal.go: its
+// certificate, its access token, or the forwarding node's word) and kept
+// in the handler's context; the leader checks it against the job the
+// request concerns (tenancy.go).
 //
 // Refusals answer transport.ErrPermissionDenied and are logged, rate
 // limited per cause. Without identities (dev mode on loopback, or

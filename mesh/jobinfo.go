@@ -12,15 +12,19 @@ import (
 // jobInfo converts the replicated job to its wire form, with each
 // worker's current QUIC address from gossip.
 func (n *Node) jobInfo(v fsm.JobView) api.JobInfo {
-	addrs := map[string]string{}
+	addrs, status := map[string]string{}, map[string]string{}
 	for _, m := range n.Members() {
-		addrs[m.Name] = m.Addr
+		addrs[m.Name], status[m.Name] = m.Addr, m.Status
 	}
 	info := api.JobInfo{
 		ID: v.ID, Name: v.Name, Fingerprint: v.Fingerprint,
 		Options:   v.Options.Options(), // as stored: normalized, the job's alone
 		CreatedAt: time.Unix(0, v.CreatedAt),
 		Tracked:   v.Options.Delivery() == jobspec.ExactlyOnce || v.CountLoss,
+		Tenant:    fsm.TenantOf(v.Owner),
+	}
+	if v.Owner != nil {
+		info.Owner = v.Owner.Principal
 	}
 	if d, ok := n.raft.Dataset(v.Fingerprint); ok {
 		info.NumSplits = d.NumSplits
@@ -48,7 +52,18 @@ func (n *Node) jobInfo(v fsm.JobView) api.JobInfo {
 		held = v.Dynamic.Held()
 	}
 	for _, w := range names {
-		st := v.Workers[w]
+		st, assigned := v.Workers[w]
+		if !assigned && v.Options.Sharding() == jobspec.Static && status[w] != api.StatusAlive && status[w] != api.StatusSuspect {
+			// A STATIC job's workers are its StaticWorkers, fixed at
+			// creation: none is assigned a task in the state machine
+			// (plan.PlanJobWorkers leaves STATIC jobs alone), so
+			// ExpireWorker, which expires the workers a job has, never
+			// expires one, and its consumers waited for a dead worker's
+			// share for ever (systemtest/compose). Gossip holding it gone
+			// is its expiry: its share is lost, as a dead OFF worker's
+			// copy is.
+			st.Expired = true
+		}
 		info.Workers = append(info.Workers, api.WorkerInfo{Name: w, Addr: addrs[w], Expired: st.Expired, Incarnation: st.Incarnation,
 			Drained: st.Drained, Dismissed: st.Dismissed, Since: st.Since, Held: held[w]})
 	}

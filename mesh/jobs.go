@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/feedmesh/feedmesh/internal/raftnode"
 	"github.com/feedmesh/feedmesh/internal/worker"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
 	"github.com/feedmesh/feedmesh/transport"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
@@ -70,19 +72,38 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 	if err != nil {
 		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: dataset spec: %v", name, err)
 	}
+	spec = spec.Bind(n.access) // all it lists and opens, through the node's policy
 	fp, err := spec.Fingerprint()
 	if err != nil {
 		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: dataset spec: %v", name, err)
 	}
-	if _, ok := n.raft.Dataset(fp); !ok {
+	p := principal(ctx)
+	level := n.clusterProtocol()
+	if level < fsm.ProtocolOwners && !p.Privileged() && p.Tenant != "" {
+		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, errTenantsNeedProtocol)
+	}
+	_, jobExists := n.raft.JobTenant(name)
+	_, datasetExists := n.raft.Dataset(fp)
+	g := growth{job: !jobExists, workers: job.MaxWorkers(), dataset: !datasetExists, specBytes: len(req.Spec), consumer: !n.raft.HasConsumer(name, req.Consumer)}
+	if err := n.checkQuota(p, name, g); err != nil {
+		return api.JobInfo{}, err
+	}
+	if !datasetExists {
 		// The leader enumerates the splits (like tf.data service's
 		// dispatcher): it sees the same files as the workers.
 		ss, err := pipeline.Splits(spec)
+		if errors.Is(err, objstore.ErrNotAllowed) {
+			return api.JobInfo{}, notAllowed(name, err)
+		}
 		if err != nil {
 			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: enumerate splits: %v", name, err)
 		}
 		d := fsm.Dataset{Fingerprint: fp, Spec: req.Spec, NumSplits: int64(len(ss))}
-		if _, err := n.raft.Apply(ctx, fsm.NewRegisterDataset(d)); err != nil {
+		register := fsm.NewRegisterDataset(d)
+		if level >= fsm.ProtocolOwners {
+			register = fsm.NewRegisterOwnedDataset(d, ownerOf(p))
+		}
+		if _, err := n.raft.Apply(ctx, register); err != nil {
 			return api.JobInfo{}, err
 		}
 	}
@@ -91,10 +112,8 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)
 		}
 	}
-	if job.Delivery() == jobspec.ExactlyOnce {
-		if err := exactlyOnceSpec(spec); err != nil {
-			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)
-		}
+	if err := opts.CheckSpec(api.SpecFeatures(spec)); err != nil {
+		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)
 	}
 	if cut := job.OffloadBoundary(); cut > 0 {
 		if err := spec.CheckCut(cut); err != nil {
@@ -102,6 +121,10 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 		}
 	}
 	c := fsm.Create{Name: name, Fingerprint: fp, Options: job, CountLoss: countsLoss(job, spec), Scale: scaleStart(n.raft, fp, job)}
+	if level >= fsm.ProtocolOwners {
+		o := n.jobOwner(p, name)
+		c.Owner = &o
+	}
 	if job.Sharding() == jobspec.Static {
 		c.StaticWorkers = n.liveWorkers(job.MaxWorkers())
 	}
@@ -111,13 +134,19 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)
 		}
 		create = fsm.NewResumeJob(c, fsm.ResumeBody{From: r.From, Part: r.Part, Want: r.Want, Delivered: r.Delivered})
+		if err := n.fenceForResume(ctx, name, c, r); err != nil {
+			return api.JobInfo{}, err
+		}
 	}
-	if n.clusterProtocol() < fsm.Protocol {
+	if level < fsm.ProtocolJobspec {
 		// A server of an older release refuses CreateJob v6: propose the
 		// legacy form, which every release applies alike.
 		create, _ = fsm.DowngradeCreateJob(create)
 	}
 	if _, err := n.raft.Apply(ctx, create); err != nil {
+		if r := req.Resume; r != nil && errors.Is(err, fsm.ErrJobInUse) {
+			return api.JobInfo{}, resumeInUse(err, name, r, n)
+		}
 		return api.JobInfo{}, jobMismatch(err, req)
 	}
 	if _, err := n.raft.Apply(ctx, fsm.NewAttachConsumer(name, req.Consumer)); err != nil {
@@ -131,6 +160,14 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 		return api.JobInfo{}, transport.Errorf(transport.ErrNotFound, "job %q vanished", name)
 	}
 	return n.jobInfo(view), nil
+}
+
+// notAllowed is the answer to a spec that names a path, URL or object
+// store the node's data-access policy refuses: permission_denied, saying
+// what the spec named and no more (err's text is the policy's generic
+// one; the node's log has the reason).
+func notAllowed(job string, err error) error {
+	return transport.Errorf(transport.ErrPermissionDenied, "job %q: %v (what specs may read is the node operator's decision: docs/operating/security.md#data-access)", job, err)
 }
 
 // checkResumePart refuses a checkpoint the state machine would refuse
@@ -149,6 +186,60 @@ func (n *Node) checkResumePart(fp string, epochs int64, r *api.ResumePart) error
 		return fmt.Errorf("resume: checkpoint of consumer %q: %w", r.Part, err)
 	}
 	return nil
+}
+
+// fenceForResume makes room for a resume from a checkpoint of the job
+// that holds the name now (a trainer preempted, SIGKILLed, and restarted
+// from its checkpoint): the checkpoint is proof that the run it was taken
+// of is being resumed, so the job's consumers still attached are fenced
+// (detached, and remembered as such, as a consumer that left) at once
+// instead of holding the job until their leases expire (consumer_ttl).
+// The resumed job replaces the job and waits for a checkpoint of each
+// consumer it had; a consumer fenced that was still alive finds, at its
+// next heartbeat, that the job of that name is another one, and stops
+// (the client says it was fenced by a resume).
+//
+// Nothing is fenced unless the checkpoint is of this very job (its ID)
+// and its consumer is one the job knows (attached, or one whose receipts
+// it recorded): a checkpoint of an earlier run of the name, or one the
+// job never saw, fences nothing, and neither does a resume whose options
+// differ from the job's (CreateJob refuses it, naming them): the state
+// machine decides as before. The fence is DetachConsumer, a command every release applies
+// alike: no new command, and a log of fences replays on any node.
+func (n *Node) fenceForResume(ctx context.Context, name string, c fsm.Create, r *api.ResumePart) error {
+	view, ok := n.raft.Job(name)
+	if !ok || view.ID != r.From || len(view.Consumers) == 0 || view.Dynamic == nil || !view.Admits(c) {
+		return nil
+	}
+	_, attached := view.Consumers[r.Part]
+	known := attached
+	if x := view.Dynamic.Exact; !known && x != nil {
+		_, known = slices.BinarySearch(x.Receivers, r.Part)
+	}
+	if !known {
+		return nil
+	}
+	fenced := view.ConsumerIDs()
+	for _, id := range fenced {
+		if _, err := n.raft.Apply(ctx, fsm.NewDetachConsumer(name, id)); err != nil {
+			return fmt.Errorf("job %q: fencing consumer %s for the resume from consumer %s's checkpoint: %w", name, id, r.Part, err)
+		}
+	}
+	n.log.Info("resume from a checkpoint fenced the job's consumers still attached (a preempted trainer's)", "job", name, "checkpoint_of", r.Part, "fenced", fenced)
+	return nil
+}
+
+// resumeInUse is the error of a resume the job refused because consumers
+// read it, and what the checkpoint is of: a resume from a checkpoint of
+// the job now read fences its consumers (fenceForResume), so the job is
+// another run of the name, or the checkpoint's consumer one it never
+// knew.
+func resumeInUse(err error, name string, r *api.ResumePart, n *Node) error {
+	why := fmt.Sprintf("the checkpoint is of consumer %s of job id %d", r.Part, r.From)
+	if view, ok := n.raft.Job(name); ok && view.ID != r.From {
+		why += fmt.Sprintf(", an earlier run of the name than the job now read (id %d), whose consumers it does not fence", view.ID)
+	}
+	return transport.Errorf(transport.ErrInvalid, "%v (%s)", rejectedReason(err), why)
 }
 
 // jobMismatch says, when err is the job of that name existing with other
@@ -191,6 +282,11 @@ func (n *Node) heartbeat(ctx context.Context, req api.JobRequest) (api.JobInfo, 
 					return transport.Errorf(transport.ErrInvalid, "heartbeat of %q: %v", req.Consumer, err)
 				}
 			}
+			if p := principal(ctx); !p.Privileged() && !n.raft.HasConsumer(req.Job, req.Consumer) {
+				if err := n.checkQuota(p, req.Job, growth{consumer: true}); err != nil {
+					return err // a new consumer, attaching by its heartbeat
+				}
+			}
 			if _, err := n.raft.Apply(ctx, fsm.NewHeartbeat(req.Job, req.Consumer, m)); err != nil {
 				return err
 			}
@@ -217,7 +313,8 @@ func (n *Node) detach(ctx context.Context, req api.JobRequest) error {
 		})
 }
 
-// Jobs lists every job, as the leader knows them.
+// Jobs lists every job, as the leader knows them (a client asking
+// jobs.list gets its tenant's only; in process, every tenant's).
 func (n *Node) Jobs(ctx context.Context) ([]api.JobInfo, error) { return n.jobs(ctx, false) }
 
 func (n *Node) jobs(ctx context.Context, forwarded bool) ([]api.JobInfo, error) {
@@ -225,9 +322,13 @@ func (n *Node) jobs(ctx context.Context, forwarded bool) ([]api.JobInfo, error) 
 	err := n.onLeader(ctx, forwarded, api.MethodJobs, func(fwd bool) any { return api.JobRequest{Forwarded: fwd} }, &out,
 		func(ctx context.Context) error {
 			out = nil
+			p := principal(ctx)
 			for _, v := range n.raft.Jobs() {
 				if v.Group {
 					continue // a share group is bookkeeping; its jobs show its progress
+				}
+				if !p.MayActOn(fsm.TenantOf(v.Owner)) {
+					continue // another tenant's: not even its name
 				}
 				out = append(out, n.jobInfo(v))
 			}
@@ -259,6 +360,9 @@ func (n *Node) jobGet(ctx context.Context, req api.JobRequest) (api.JobGetRespon
 			}
 			if err := n.raft.Barrier(ctx); err != nil {
 				return fmt.Errorf("job %q not in this leader's state; catching up with the log before answering: %w", req.Job, err)
+			}
+			if err := n.checkJob(principal(ctx), api.MethodJobGet, req.Job); err != nil {
+				return err // a job the barrier brought in is checked as well
 			}
 			resp, err = n.jobGetLocal(req.Job)
 			return err
@@ -324,6 +428,7 @@ func (n *Node) jobLoop() {
 	defer n.wg.Done()
 	ticker := time.NewTicker(n.cfg.ReconcileInterval)
 	defer ticker.Stop()
+	unread := map[string]time.Time{} // collectDatasets' memory, this loop's own
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -331,10 +436,12 @@ func (n *Node) jobLoop() {
 		case <-ticker.C:
 		}
 		if !n.raft.IsLeader() {
+			clear(unread)
 			continue
 		}
 		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
 		n.reconcileJobs(ctx)
+		n.collectDatasets(ctx, time.Now(), unread)
 		cancel()
 	}
 }
@@ -353,13 +460,28 @@ func (n *Node) reconcileJobs(ctx context.Context) {
 // (the job may be at its MaxWorkers, or gone). The state machine checks
 // every rule again, so a step overtaken by another request (a consumer that
 // attached since the plan, say) is rejected there and logged here.
+//
+// The steps are submitted together (raftnode.ApplyEach: one after
+// another in the log, but not each waiting for the one before to commit),
+// so a plan of one AssignTask per worker costs about one Raft round trip,
+// not one per worker. Once an AssignTask of a job fails, the job's later
+// ones (already submitted, and rejected by the state machine for the same
+// reason) are not logged.
 func (n *Node) applyJobSteps(ctx context.Context, steps []plan.JobStep) {
+	if len(steps) == 0 {
+		return
+	}
+	cmds := make([]fsm.Command, len(steps))
+	for i, st := range steps {
+		cmds[i] = st.Command
+	}
+	_, errs := n.raft.ApplyEach(ctx, cmds)
 	var stopped map[string]bool // jobs whose assignments failed
-	for _, st := range steps {
+	for i, st := range steps {
 		if st.Command.Type == fsm.TypeAssignTask && stopped[st.Job] {
 			continue
 		}
-		_, err := n.raft.Apply(ctx, st.Command)
+		err := errs[i]
 		switch st.Command.Type {
 		case fsm.TypeExpireWorker:
 			switch {

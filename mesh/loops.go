@@ -102,6 +102,12 @@ func (n *Node) voterLoop() {
 	ticker := time.NewTicker(n.cfg.ReconcileInterval)
 	defer ticker.Stop()
 	lastTarget := 0
+	// staleSince is when this leader first found each stale server
+	// (plan.StaleServers); it adds one back once it has stayed stale for
+	// staleSettle, long enough for a server that rule 5 removed while live
+	// to advertise that it is out.
+	staleSince := map[string]time.Time{}
+	staleSettle := 2 * n.cfg.ReconcileInterval
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -109,6 +115,7 @@ func (n *Node) voterLoop() {
 		case <-ticker.C:
 		}
 		if !n.raft.IsLeader() {
+			clear(staleSince)
 			continue
 		}
 		cfg, err := n.raft.Configuration()
@@ -121,6 +128,7 @@ func (n *Node) voterLoop() {
 			n.log.Info("voter target", "voters", t, "auto", n.cfg.RaftVoters == AutoVoters)
 			lastTarget = t
 		}
+		n.readdressVoters(cfg)
 		changes := plan.PlanVoters(n.cfg.RaftVoters, n.cfg.VoterGrace, time.Now(), n.name, cfg, members)
 		for _, ch := range changes {
 			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
@@ -137,6 +145,71 @@ func (n *Node) voterLoop() {
 			}
 			n.log.Info("voter change", "change", ch)
 		}
+		n.addStale(cfg, staleSince, staleSettle)
+	}
+}
+
+// addStale adds back, as nonvoters, the live members that still hold a
+// configuration naming them but are not in the leader's cfg, once each has
+// been so for settle (plan.StaleServers): a voter removed while it was
+// down and restarted since. Without this it ran elections nobody answered
+// and knew no leader until the voter target next had room for it (seen:
+// 86 s, and for good while the target stays met). The roles come from
+// what each member advertises, not from cfg (Members overrides them).
+func (n *Node) addStale(cfg []plan.ConfigServer, since map[string]time.Time, settle time.Duration) {
+	now := time.Now()
+	stale := plan.StaleServers(cfg, raftMembers(n.members.snapshot()))
+	found := make(map[string]bool, len(stale))
+	for _, s := range stale {
+		found[s.ID] = true
+		first, ok := since[s.ID]
+		if !ok {
+			since[s.ID] = now
+			continue
+		}
+		if now.Sub(first) < settle {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
+		err := n.raft.AddNonvoter(ctx, s)
+		cancel()
+		if err != nil {
+			n.log.Warn("adding back a server with a stale configuration failed", "server", s.ID, "err", err)
+			return
+		}
+		delete(since, s.ID)
+		n.log.Info("added back as a nonvoter a server that holds a stale configuration (removed while down)", "server", s.ID, "addr", s.Addr)
+	}
+	for id := range since {
+		if !found[id] {
+			delete(since, id)
+		}
+	}
+}
+
+// readdressVoters, on the leader, rewrites the address of a voter that
+// gossip holds alive at another address than the configuration records (a
+// node started again at a new IP, as a Kubernetes pod is): Raft reaches it
+// at the new one already (raftnode's AddressOf); this keeps the
+// configuration, and `status`, true. AddVoter of a voter's id with another
+// address changes only the address.
+func (n *Node) readdressVoters(cfg []plan.ConfigServer) {
+	for _, s := range cfg {
+		if s.Suffrage != plan.SuffrageVoter || s.ID == n.name {
+			continue
+		}
+		addr, ok := n.members.addrOf(s.ID)
+		if !ok || addr == s.Addr {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RequestTimeout)
+		err := n.raft.AddVoter(ctx, plan.Server{ID: s.ID, Addr: addr})
+		cancel()
+		if err != nil {
+			n.log.Warn("voter address change failed", "voter", s.ID, "from", s.Addr, "to", addr, "err", err)
+			return
+		}
+		n.log.Info("voter address changed", "voter", s.ID, "from", s.Addr, "to", addr)
 	}
 }
 

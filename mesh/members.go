@@ -129,19 +129,24 @@ func (t *memberTable) NotifyUpdate(n *memberlist.Node) { t.set(n, api.StatusAliv
 // dead (~3 s with the default preset), while its successor advertises
 // itself as soon as it is elected: the newest claim is the one to believe.
 func (t *memberTable) newestLeader(self string) string {
+	_, addr := t.newestLeaderMember(self)
+	return addr
+}
+
+// newestLeaderMember is newestLeader's member: its name and QUIC address.
+func (t *memberTable) newestLeaderMember(self string) (name, addr string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var addr string
 	var since time.Time
-	for name, e := range t.entries {
-		if name == self || e.status != api.StatusAlive || e.meta.Raft != plan.RoleLeader {
+	for n, e := range t.entries {
+		if n == self || e.status != api.StatusAlive || e.meta.Raft != plan.RoleLeader {
 			continue
 		}
 		if addr == "" || e.leaderSince.After(since) || (e.leaderSince.Equal(since) && e.meta.Addr < addr) {
-			addr, since = e.meta.Addr, e.leaderSince
+			name, addr, since = n, e.meta.Addr, e.leaderSince
 		}
 	}
-	return addr
+	return name, addr
 }
 
 // snapshot lists the members, dropping those that departed longer than the
@@ -172,6 +177,18 @@ func (t *memberTable) snapshot() []api.Member {
 	t.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// addrOf is the QUIC address the member called name advertises, if gossip
+// holds it alive or suspect.
+func (t *memberTable) addrOf(name string) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.entries[name]
+	if !ok || e.meta.Addr == "" || (e.status != api.StatusAlive && e.status != api.StatusSuspect) {
+		return "", false
+	}
+	return e.meta.Addr, true
 }
 
 // raftMembers converts members to the planner's input. A suspect member

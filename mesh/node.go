@@ -20,6 +20,7 @@ import (
 	"github.com/feedmesh/feedmesh/internal/plan"
 	"github.com/feedmesh/feedmesh/internal/raftnode"
 	"github.com/feedmesh/feedmesh/internal/worker"
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -50,7 +51,13 @@ type Node struct {
 	tr    *transport.Transport
 	codec *transport.Codec
 	rpc   *transport.RPCServer
-	raft  *raftnode.Node
+	// gossipCount counts what memberlist sends (gossipcount.go).
+	gossipCount gossipCounters
+	raft        *raftnode.Node
+
+	// access is the node's data-access policy: every spec it lists or
+	// runs is bound to it (pipeline.Spec.Bind).
+	access *objstore.Access
 
 	worker *worker.Worker
 	cache  *nodeCache // autocache.go
@@ -117,6 +124,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.log.Warn("insecure: the node is reachable from the network without mutual TLS or without a gossip key; whoever reaches its ports can join the cluster and read its data",
 			"addr", addr, "mutual_tls", mtls != nil, "gossip_key", cfg.GossipKey != nil)
 	}
+	if n.access, err = cfg.dataAccess(n.log.With("component", "data-access")); err != nil {
+		return nil, err
+	}
+	n.log.Info("data access", "policy", n.access.String())
 	n.known, n.knownAtStart, n.knewOthers = newKnownMembers(cfg.DataDir, cfg.KnownMembersMax, n.log)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.wg.Add(1)
@@ -158,6 +169,14 @@ func (n *Node) start(ctx context.Context) error {
 
 	rcfg := cfg.Raft
 	rcfg.ID, rcfg.Addr, rcfg.DataDir = n.name, n.addr, filepath.Join(cfg.DataDir, raftDir)
+	// A voter started again at a new address (a pod's new IP) is dialled
+	// where gossip says it is, not where the configuration recorded it.
+	rcfg.AddressOf = func(id string) (string, bool) {
+		if id == n.name {
+			return n.addr, true
+		}
+		return n.members.addrOf(id)
+	}
 	if rcfg.Logger == nil {
 		rcfg.Logger = n.log // raftnode adds component=raft
 	}
@@ -352,6 +371,9 @@ func (n *Node) shutdown(graceful bool) error {
 	}
 	mark("raft down")
 	n.wg.Wait()
+	if n.access != nil {
+		n.access.Close() // after the worker's tasks: nothing opens through it now
+	}
 	if n.pc != nil {
 		n.pc.Close()
 	}

@@ -54,7 +54,7 @@ func strangerTransport(t *testing.T, tlsConf func() (*transport.Transport, error
 	}
 }
 
-func newStranger(t *testing.T, tlsCA, cert, key string) (*transport.Transport, error) {
+func newStranger(t testing.TB, tlsCA, cert, key string) (*transport.Transport, error) {
 	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		return nil, err

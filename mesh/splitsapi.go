@@ -88,24 +88,10 @@ func (n *Node) receipts(ctx context.Context, req api.ReceiptsRequest) error {
 // countsLoss reports whether an at-most-once job counts its loss exactly
 // (fsm.Job.CountLoss, splits/census.go): every DYNAMIC one
 // without share or coordinated reads whose pipeline exactly-once could
-// run (a census runs a dead worker's splits again, to count them). The
-// others count lost splits only.
+// run (no take or skip: they count per worker pipeline; a census runs a
+// dead worker's splits again, to count them). The others count lost
+// splits only (jobspec.GuaranteeOf says the same).
 func countsLoss(o jobspec.Job, spec *pipeline.Spec) bool {
-	return o.Delivery() == jobspec.AtMostOnce && o.Sharding() == jobspec.Dynamic && !o.Share() && !o.Coordinated() && exactlyOnceSpec(spec) == nil
-}
-
-// exactlyOnceSpec refuses the specs an exactly-once job cannot run: take
-// and skip count per worker pipeline (under DYNAMIC sharding each worker
-// reads its own share), and take would end a worker's pipeline before its
-// leased splits are read, so they could never be delivered.
-func exactlyOnceSpec(spec *pipeline.Spec) error {
-	for i, op := range spec.Ops {
-		switch {
-		case op.Take != nil:
-			return fmt.Errorf("ops[%d].take: delivery exactly-once cannot take (it would count per worker and leave leased splits unread): take in the trainer, or ask for delivery at-most-once", i)
-		case op.Skip != nil:
-			return fmt.Errorf("ops[%d].skip: delivery exactly-once cannot skip (it would count per worker): skip in the trainer, or ask for delivery at-most-once", i)
-		}
-	}
-	return nil
+	f := api.SpecFeatures(spec)
+	return o.Delivery() == jobspec.AtMostOnce && o.Sharding() == jobspec.Dynamic && !o.Share() && !o.Coordinated() && !f.Take && !f.Skip
 }

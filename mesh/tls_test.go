@@ -20,7 +20,7 @@ type testPKI struct {
 	caFile string
 }
 
-func newTestPKI(t *testing.T) *testPKI {
+func newTestPKI(t testing.TB) *testPKI {
 	t.Helper()
 	ca, err := transport.NewCA("prod", 24*time.Hour)
 	if err != nil {
@@ -34,7 +34,7 @@ func newTestPKI(t *testing.T) *testPKI {
 	return p
 }
 
-func (p *testPKI) issue(t *testing.T, role transport.Role, name string) (certFile, keyFile string) {
+func (p *testPKI) issue(t testing.TB, role transport.Role, name string) (certFile, keyFile string) {
 	t.Helper()
 	c, k, err := p.ca.Issue(transport.Identity{Role: role, Name: name}, transport.CertOptions{ValidFor: time.Hour})
 	if err != nil {

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"net"
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
@@ -73,7 +74,7 @@ func (h workerHost) CacheHeld(job api.JobInfo, spec *pipeline.Spec) func() range
 func (n *Node) newWorker() *worker.Worker {
 	return worker.New(workerHost{n}, worker.Options{
 		Name: n.name, Incarnation: n.incarnation, Config: n.cfg.Worker, RequestTimeout: n.cfg.RequestTimeout,
-		Failover: failoverTime(n.cfg.Raft), Codec: n.codec, Log: n.log,
+		Failover: failoverTime(n.cfg.Raft), Codec: n.codec, Log: n.log, Access: n.access,
 	})
 }
 
@@ -110,4 +111,8 @@ func (n *Node) WorkerOpStats(ctx context.Context, name, addr, job string) (api.W
 	var st api.WorkerOpStats
 	err := transport.Call(ctx, n.tr, n.codec, addr, api.MethodOpStats, api.OpStatsRequest{Job: job}, &st)
 	return st, err
+}
+
+func (h workerHost) MayRead(conn net.Conn, token string, job api.JobInfo) error {
+	return h.n.mayRead(conn, token, job)
 }

@@ -95,7 +95,7 @@ func OpenSuffix(ctx context.Context, spec *Spec, cut int, next func(context.Cont
 	if err := spec.CheckCut(cut); err != nil {
 		return nil, err
 	}
-	c, err := compile(spec)
+	c, err := compile(spec, spec.files())
 	if err != nil {
 		return nil, err
 	}

@@ -71,7 +71,7 @@ type Options struct {
 // Splits enumerates the source's splits, in the deterministic order that
 // every node computes identically.
 func Splits(spec *Spec) ([]Split, error) {
-	c, err := compile(spec)
+	c, err := compile(spec, spec.files())
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func OpenWithOptions(ctx context.Context, spec *Spec, splits []Split, o Options)
 // so reading a whole large dataset (OFF sharding) does not first build its
 // list.
 func OpenList(ctx context.Context, spec *Spec, splits SplitList, o Options) (Iterator, error) {
-	c, err := compile(spec)
+	c, err := compile(spec, spec.files())
 	if err != nil {
 		return nil, err
 	}

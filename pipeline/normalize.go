@@ -14,7 +14,7 @@ import (
 // and function args in canonical form: the value that is fingerprinted and
 // run. It does not validate.
 func (s *Spec) Normalized() (*Spec, error) {
-	out := &Spec{Seed: s.Seed, Autotune: s.Autotune}
+	out := &Spec{Seed: s.Seed, Autotune: s.Autotune, access: s.access}
 	src := s.Source
 	if src.Range != nil {
 		r := *src.Range

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/feedmesh/feedmesh/pipeline/formats"
@@ -36,16 +37,22 @@ func rangeOptions(r *RangeSource) formats.RangeOptions {
 	return formats.RangeOptions{Start: r.Start, Stop: r.Stop, Step: r.Step, SplitSize: r.SplitSize}
 }
 
-func filesOptions(f *FilesSource) (formats.FilesOptions, error) {
+// filesOptions is the files source as the formats package takes it,
+// reading through files.
+func filesOptions(f *FilesSource, files *objstore.Access) (formats.FilesOptions, error) {
 	o := formats.FilesOptions{
 		Paths: f.Paths, Format: f.Format, SplitBytes: f.SplitBytes,
 		SkipCorrupt: f.SkipCorrupt, MaxRecordBytes: f.MaxRecordBytes,
 		Encoding: f.Encoding, OnInvalid: f.OnInvalid,
 		Columns: f.Columns, OnNull: f.OnNull,
+		Access: files,
 	}
 	if s := f.ObjectStore; s != nil {
+		if err := s.checkNoEndpoint(); err != nil {
+			return o, err
+		}
 		o.Store = objstore.Config{
-			Endpoint: s.Endpoint, Region: s.Region, PathStyle: s.PathStyle,
+			Store:              s.Store,
 			MaxConcurrentReads: s.MaxConcurrentReads, ChunkBytes: s.ChunkBytes,
 			ReadAheadChunks: s.ReadAheadChunks, MaxRetries: s.MaxRetries,
 		}
@@ -69,6 +76,29 @@ func filesOptions(f *FilesSource) (formats.FilesOptions, error) {
 		o.Fields = append(o.Fields, ff)
 	}
 	return o, nil
+}
+
+// checkNoEndpoint refuses what only a node's operator may say about an
+// object store: where it is and how to sign in (the nodes' credentials
+// would go wherever a spec said).
+func (s *ObjectStoreOptions) checkNoEndpoint() error {
+	var set []string
+	if s.Endpoint != "" {
+		set = append(set, "endpoint")
+	}
+	if s.Region != "" {
+		set = append(set, "region")
+	}
+	if s.PathStyle {
+		set = append(set, "path_style")
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	return fmt.Errorf("object_store.%s: a spec does not say where an object store is or how to reach it "+
+		"(the nodes would send their credentials there): the operator configures a named store on every node "+
+		"(feedmesh node --object-store NAME=endpoint=http://HOST:PORT,region=REGION,path_style=true; run-local takes the same flag) "+
+		"and the spec names it: s3://NAME/bucket/key, or object_store: {store: NAME}", strings.Join(set, ", object_store."))
 }
 
 func syntheticOptions(s *SyntheticSource) formats.SyntheticOptions {
@@ -145,8 +175,9 @@ func omitTextDefaults(f *FilesSource) {
 }
 
 // compileSource validates a defaults-filled source; problems are reported
-// with the field path through add.
-func compileSource(src *Source, add func(path, format string, args ...any)) *compiledSource {
+// with the field path through add. Its files are read through files (nil:
+// the source is only checked; it opens nothing).
+func compileSource(src *Source, add func(path, format string, args ...any), files *objstore.Access) *compiledSource {
 	names := src.names()
 	if len(names) != 1 {
 		if len(names) == 0 {
@@ -175,7 +206,10 @@ func compileSource(src *Source, add func(path, format string, args ...any)) *com
 			},
 		}
 	case src.Files != nil:
-		o, err := filesOptions(src.Files)
+		if files == nil {
+			files = objstore.Denied()
+		}
+		o, err := filesOptions(src.Files, files)
 		if err != nil {
 			add("source.files", "%v", err)
 			return nil

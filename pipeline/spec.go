@@ -1,6 +1,9 @@
 package pipeline
 
-import "github.com/feedmesh/feedmesh/pipeline/fn"
+import (
+	"github.com/feedmesh/feedmesh/pipeline/fn"
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
+)
 
 // Spec is a dataset: a source plus a list of ops. YAML and JSON files decode
 // into it (ParseYAML, ParseJSON, LoadFile) and the Go builder methods below
@@ -19,6 +22,31 @@ type Spec struct {
 	// does for one map (a map's configured parallelism is where it
 	// starts).
 	Autotune bool `yaml:"autotune" json:"autotune,omitempty" cbor:"autotune,omitempty"`
+
+	// access is the data-access policy the spec opens everything through
+	// (Bind); nil: objstore.Local. Not part of the spec's encoding.
+	access *objstore.Access
+}
+
+// Bind returns a copy of the spec that opens everything through acc: its
+// source's files, URLs and objects and the files its functions' args name
+// (tokenizers). A node binds every spec it receives to its data-access
+// policy (data roots, allowed hosts, named stores) before it lists or
+// opens anything; a spec not bound reads as its process may
+// (objstore.Local: run-local, a Go program). Validate, Fingerprint and
+// CanonicalEncoding open nothing, bound or not.
+func (s *Spec) Bind(acc *objstore.Access) *Spec {
+	c := *s
+	c.access = acc
+	return &c
+}
+
+// files is the policy the spec opens through.
+func (s *Spec) files() *objstore.Access {
+	if s.access != nil {
+		return s.access
+	}
+	return objstore.Local()
 }
 
 // Source is a union: exactly one field is set.
@@ -82,16 +110,21 @@ type FilesSource struct {
 	ObjectStore *ObjectStoreOptions `yaml:"object_store" json:"object_store,omitempty" cbor:"object_store,omitempty"`
 }
 
-// ObjectStoreOptions say how to reach s3:// and https:// paths and how
-// hard to read them (objstore.Config; zero values are its defaults and
-// the environment's AWS_ENDPOINT_URL, AWS_REGION).
+// ObjectStoreOptions say which object store s3:// paths are in and how
+// hard to read s3:// and https:// paths (objstore.Config; zero values are
+// its defaults). Where a store is and how to sign in to it is the node
+// operator's: a named store (objstore.NamedStore), never the spec's.
 type ObjectStoreOptions struct {
-	// Endpoint of an S3-compatible store (http://127.0.0.1:7070).
-	Endpoint string `yaml:"endpoint" json:"endpoint,omitempty" cbor:"endpoint,omitempty"`
-	// Region of the bucket.
-	Region string `yaml:"region" json:"region,omitempty" cbor:"region,omitempty"`
-	// PathStyle addresses buckets as endpoint/bucket/key.
-	PathStyle bool `yaml:"path_style" json:"path_style,omitempty" cbor:"path_style,omitempty"`
+	// Store names the store s3://bucket/key paths are in (a node's
+	// --object-store NAME=…); without it, paths name it:
+	// s3://NAME/bucket/key.
+	Store string `yaml:"store" json:"store,omitempty" cbor:"store,omitempty"`
+	// Endpoint, Region and PathStyle are refused (validation says how to
+	// configure a named store instead); they remain so that a spec of
+	// before named stores decodes and is told so.
+	Endpoint  string `yaml:"endpoint" json:"endpoint,omitempty" cbor:"endpoint,omitempty"`
+	Region    string `yaml:"region" json:"region,omitempty" cbor:"region,omitempty"`
+	PathStyle bool   `yaml:"path_style" json:"path_style,omitempty" cbor:"path_style,omitempty"`
 	// MaxConcurrentReads bounds the requests in flight per process (16).
 	MaxConcurrentReads int `yaml:"max_concurrent_reads" json:"max_concurrent_reads,omitempty" cbor:"max_concurrent_reads,omitempty"`
 	// ChunkBytes is the size of one range request (8 MiB).

@@ -348,8 +348,8 @@ func TestSourceFieldsChangeFingerprint(t *testing.T) {
 	add("columns", parquet, func(s *Spec) { s.Source.Files.Columns = []string{"tokens"} })
 	add("columns order", parquet, func(s *Spec) { s.Source.Files.Columns = []string{"tokens", "id"} })
 	add("on_null", parquet, func(s *Spec) { s.Source.Files.OnNull = "skip" })
-	add("object_store.endpoint", parquet, func(s *Spec) { s.Source.Files.ObjectStore = &ObjectStoreOptions{Endpoint: "http://127.0.0.1:9000"} })
-	add("object_store.path_style", parquet, func(s *Spec) { s.Source.Files.ObjectStore = &ObjectStoreOptions{PathStyle: true} })
+	add("object_store.store", parquet, func(s *Spec) { s.Source.Files.ObjectStore = &ObjectStoreOptions{Store: "minio"} })
+	add("object_store.chunk_bytes", parquet, func(s *Spec) { s.Source.Files.ObjectStore = &ObjectStoreOptions{ChunkBytes: 1 << 20} })
 	add("encoding", lines, func(s *Spec) { s.Source.Files.Encoding = "bytes" })
 	add("on_invalid skip", lines, func(s *Spec) { s.Source.Files.OnInvalid = "skip" })
 	add("on_invalid replace", lines, func(s *Spec) { s.Source.Files.OnInvalid = "replace" })
@@ -479,7 +479,7 @@ func TestLoadFileObjectStore(t *testing.T) {
     format: parquet
     columns: [tokens, id]
     on_null: skip
-    object_store: {endpoint: "http://127.0.0.1:9000", region: eu-west-1, path_style: true, max_concurrent_reads: 4, chunk_bytes: 1048576, read_ahead_chunks: 3, max_retries: -1}
+    object_store: {store: minio, max_concurrent_reads: 4, chunk_bytes: 1048576, read_ahead_chunks: 3, max_retries: -1}
 `
 	if err := os.WriteFile(specPath, []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
@@ -493,15 +493,15 @@ func TestLoadFileObjectStore(t *testing.T) {
 	if !reflect.DeepEqual(f.Paths, want) {
 		t.Fatalf("paths %q, want %q", f.Paths, want)
 	}
-	wantStore := ObjectStoreOptions{Endpoint: "http://127.0.0.1:9000", Region: "eu-west-1", PathStyle: true, MaxConcurrentReads: 4, ChunkBytes: 1 << 20, ReadAheadChunks: 3, MaxRetries: -1}
+	wantStore := ObjectStoreOptions{Store: "minio", MaxConcurrentReads: 4, ChunkBytes: 1 << 20, ReadAheadChunks: 3, MaxRetries: -1}
 	if f.ObjectStore == nil || *f.ObjectStore != wantStore || !reflect.DeepEqual(f.Columns, []string{"tokens", "id"}) || f.OnNull != "skip" {
 		t.Fatalf("decoded %+v, object_store %+v", f, f.ObjectStore)
 	}
-	o, err := filesOptions(f)
+	o, err := filesOptions(f, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Store.Endpoint != wantStore.Endpoint || !o.Store.PathStyle || o.Store.MaxRetries != -1 || o.Store.ChunkBytes != 1<<20 {
+	if o.Store.Store != "minio" || o.Store.Endpoint != "" || o.Store.MaxRetries != -1 || o.Store.ChunkBytes != 1<<20 {
 		t.Fatalf("objstore config %+v", o.Store)
 	}
 	// A tokenizer in object storage is not resolved against the spec's
@@ -517,5 +517,24 @@ func TestLoadFileObjectStore(t *testing.T) {
 	}
 	if _, err := LoadFile(specPath); err == nil || !strings.Contains(err.Error(), "on_null") {
 		t.Fatalf("bad on_null: %v", err)
+	}
+}
+
+// TestSpecNamesNoEndpoint (issue 37): where an object store is and how to
+// reach it is the node operator's, not the spec's: a spec giving an
+// endpoint, a region or path_style decodes, and is refused by validation
+// with a message saying how to configure a named store.
+func TestSpecNamesNoEndpoint(t *testing.T) {
+	for _, o := range []string{`endpoint: "http://attacker.example:9000"`, "region: eu-west-1", "path_style: true"} {
+		spec := "source:\n  files: {paths: [\"s3://b/k.parquet\"], format: parquet, object_store: {" + o + "}}\n"
+		s, err := ParseYAML([]byte(spec))
+		if err == nil {
+			err = s.Validate()
+		}
+		key, _, _ := strings.Cut(o, ":")
+		if err == nil || !strings.Contains(err.Error(), "object_store."+key) || !strings.Contains(err.Error(), "--object-store NAME=endpoint=") ||
+			!strings.Contains(err.Error(), "s3://NAME/bucket/key") {
+			t.Errorf("%s: %v, want a refusal saying how to configure a named store", o, err)
+		}
 	}
 }

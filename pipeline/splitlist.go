@@ -14,7 +14,7 @@ type SplitList struct {
 
 // ListSplits is Splits, computed on demand where the source allows.
 func ListSplits(spec *Spec) (SplitList, error) {
-	c, err := compile(spec)
+	c, err := compile(spec, spec.files())
 	if err != nil {
 		return SplitList{}, err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/pipeline/bucketing"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
 )
 
 // Bounds on spec numbers, so that a spec cannot ask for unbounded work or
@@ -34,6 +35,10 @@ const (
 // "path: what is wrong" (`ops[2].shuffle.buffer: must be > 0`).
 type ValidationError struct {
 	Problems []string
+	// causes are the errors behind problems that have one (a function's
+	// file the data-access policy refused: errors.Is(err,
+	// objstore.ErrNotAllowed)).
+	causes []error
 }
 
 // Error joins the problems with "; ".
@@ -41,12 +46,16 @@ func (e *ValidationError) Error() string {
 	return strings.Join(e.Problems, "; ")
 }
 
+// Unwrap returns the errors behind the problems that have one.
+func (e *ValidationError) Unwrap() []error { return e.causes }
+
 // Validate checks the spec: exactly one source and one op per entry, every
 // field in range, every function registered and its args accepted by the
-// function's factory. Nothing is opened or read. The error is a
-// *ValidationError.
+// function's factory. Nothing is opened or read: a function's file (a
+// tokenizer) is opened, and the spec's files listed, when the spec is
+// opened (Splits, Open). The error is a *ValidationError.
 func (s *Spec) Validate() error {
-	_, err := compile(s)
+	_, err := compile(s, nil)
 	return err
 }
 
@@ -65,31 +74,39 @@ type compiledOp struct {
 	seed   uint64
 }
 
-func compile(s *Spec) (*compiled, error) {
+// compile checks a spec and builds its functions, which open the files
+// their args name through files; nil only checks (nothing is opened, and
+// the compiled spec must not be run).
+func compile(s *Spec, files *objstore.Access) (*compiled, error) {
 	var problems []string
+	var causes []error
 	add := func(path, format string, args ...any) {
 		problems = append(problems, path+": "+fmt.Sprintf(format, args...))
+	}
+	addErr := func(path string, err error) {
+		add(path, "%v", err)
+		causes = append(causes, err)
 	}
 	n, err := s.Normalized()
 	if err != nil {
 		return nil, &ValidationError{Problems: []string{err.Error()}}
 	}
 	c := &compiled{spec: n}
-	c.source = compileSource(&n.Source, add)
+	c.source = compileSource(&n.Source, add, files)
 	for i := range n.Ops {
 		op := &n.Ops[i]
-		c.ops = append(c.ops, compileOp(i, op, n.Seed, add))
+		c.ops = append(c.ops, compileOp(i, op, n.Seed, add, addErr, files))
 	}
 	validateAutocachePlacement(n.Ops, add)
 	if len(problems) > 0 {
-		return nil, &ValidationError{Problems: problems}
+		return nil, &ValidationError{Problems: problems, causes: causes}
 	}
 	return c, nil
 }
 
 // compileOp checks op i of the spec, and builds its function when it is a
 // map or a filter.
-func compileOp(i int, op *Op, specSeed uint64, add func(path, format string, args ...any)) compiledOp {
+func compileOp(i int, op *Op, specSeed uint64, add func(path, format string, args ...any), addErr func(string, error), files *objstore.Access) compiledOp {
 	names := op.names()
 	at := fmt.Sprintf("ops[%d]", i)
 	co := compiledOp{op: op}
@@ -107,7 +124,7 @@ func compileOp(i int, op *Op, specSeed uint64, add func(path, format string, arg
 	case op.Map != nil:
 		co.name = "map(" + op.Map.Fn + ")"
 		co.seed = opSeed(op.Map.Seed, specSeed, i)
-		co.mapFn = compileMap(op.Map, at, add)
+		co.mapFn = compileMap(op.Map, at, add, addErr, files)
 	case op.Filter != nil:
 		co.name = "filter(" + op.Filter.Fn + ")"
 		co.seed = opSeed(op.Filter.Seed, specSeed, i)
@@ -120,7 +137,7 @@ func compileOp(i int, op *Op, specSeed uint64, add func(path, format string, arg
 
 // compileMap checks a map op at path at and builds its function (nil when
 // it cannot).
-func compileMap(m *MapOp, at string, add func(path, format string, args ...any)) fn.MapFn {
+func compileMap(m *MapOp, at string, add func(path, format string, args ...any), addErr func(string, error), files *objstore.Access) fn.MapFn {
 	if (m.Parallelism < 1 || m.Parallelism > MaxParallelism) && m.Parallelism != ParallelismAuto {
 		add(at+".parallelism", "must be in [1, %d], or auto", MaxParallelism)
 	}
@@ -128,14 +145,14 @@ func compileMap(m *MapOp, at string, add func(path, format string, args ...any))
 		add(at+".fn", "missing; known map functions: %s", strings.Join(fn.MapNames(), ", "))
 		return nil
 	}
-	f, ok := fn.LookupMap(m.Fn)
+	f, ok := fn.LookupFileMap(m.Fn)
 	if !ok {
 		add(at+".fn", "unknown map function %q (known: %s)", m.Fn, strings.Join(fn.MapNames(), ", "))
 		return nil
 	}
-	mf, err := buildSafely(func() (fn.MapFn, error) { return f(m.Args) })
+	mf, err := buildSafely(func() (fn.MapFn, error) { return f(files, m.Args) })
 	if err != nil {
-		add(at+".args", "%v", err)
+		addErr(at+".args", err)
 	} else if mf == nil {
 		add(at+".fn", "map function %q built nothing", m.Fn)
 	}

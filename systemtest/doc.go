@@ -13,9 +13,19 @@
 //   - coordinated: coordinated reads (rounds) and their faults
 //   - autoscale: autoscaling and op autotuning
 //   - sharing: ephemeral sharing and autocache
+//   - compose: every pair of job features (a pairwise covering array of
+//     the combinations jobspec.Conflicts accepts) under a worker's kill
+//   - dataaccess: what specs may read (issue 37): a hostile tenant's
+//     files outside the data roots, links, `..`, /proc, tokenizer files,
+//     redirects to internal services, an endpoint of the spec's choosing
+//     for the nodes' object-store credentials, each refused with one
+//     generic answer; reads under the roots, allowed hosts and named
+//     stores work
 //   - process: real node processes (the feedmesh binary, built by the
-//     tests) SIGKILLed, SIGTERMed and restarted; the chaos test (build
-//     tag chaos, run by hand)
+//     tests) SIGKILLed, SIGTERMed and restarted; a dev-mode node whose
+//     keys and data dir lie in its working directory (its default data
+//     root) reads none of them; the chaos test (build tag chaos, run by
+//     hand)
 //
 // The packages hold tests only; what they share (dialing, reading a job
 // to its end, checking what arrived, the specs) is in

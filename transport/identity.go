@@ -66,6 +66,31 @@ type Identity struct {
 	Cluster string // the trust domain: the cluster's name, as its CA records it
 	Role    Role
 	Name    string // a node's name (as in gossip and Raft), or a client's
+	// Tenant (a client's) is the team the certificate's holder belongs to,
+	// "" for the default tenant: an organizational unit "tenant=<name>"
+	// of the certificate's subject (`feedmesh tls cert create --tenant`).
+	// Admin is an organizational unit "admin": the holder administers the
+	// cluster (every tenant's jobs, the KV store). Like the SPIFFE ID, they
+	// are what the cluster's CA signed; mesh decides what they allow
+	// (docs/operating/security.md, "Tenants and permissions").
+	Tenant string
+	Admin  bool
+}
+
+// AdminUnit is the organizational unit that makes a client certificate an
+// administrator's; TenantUnitPrefix prefixes the one naming its tenant.
+const (
+	AdminUnit        = "admin"
+	TenantUnitPrefix = "tenant="
+)
+
+// ValidateTenant reports whether name can name a tenant: as a client's
+// name (letters, digits, '.', '_' and '-', at most 128).
+func ValidateTenant(name string) error {
+	if !validName.MatchString(name) {
+		return fmt.Errorf("tenant %q: use letters, digits, '.', '_' and '-', starting with a letter or digit (at most 128)", name)
+	}
+	return nil
 }
 
 // Authenticated reports whether the identity was proved by a certificate
@@ -98,6 +123,14 @@ func (id Identity) Validate() error {
 	}
 	if !validName.MatchString(id.Name) {
 		return fmt.Errorf("%s name %q: use letters, digits, '.', '_' and '-', starting with a letter or digit (at most 128)", id.Role, id.Name)
+	}
+	if id.Role == RoleNode && (id.Tenant != "" || id.Admin) {
+		return fmt.Errorf("node %q: a node belongs to no tenant and is no administrator (the cluster trusts it as a node)", id.Name)
+	}
+	if id.Tenant != "" {
+		if err := ValidateTenant(id.Tenant); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -156,6 +189,22 @@ func certIdentity(c *x509.Certificate) (Identity, error) {
 	id, err := identityFromURI(c.URIs[0])
 	if err != nil {
 		return Identity{}, fmt.Errorf("certificate %q: %w", c.Subject.CommonName, err)
+	}
+	if id.Role == RoleClient {
+		for _, ou := range c.Subject.OrganizationalUnit {
+			switch t, isTenant := strings.CutPrefix(ou, TenantUnitPrefix); {
+			case ou == AdminUnit:
+				id.Admin = true
+			case isTenant:
+				if id.Tenant != "" {
+					return Identity{}, fmt.Errorf("certificate %q names two tenants (%q and %q): a client belongs to one", c.Subject.CommonName, id.Tenant, t)
+				}
+				if err := ValidateTenant(t); err != nil {
+					return Identity{}, fmt.Errorf("certificate %q: %w", c.Subject.CommonName, err)
+				}
+				id.Tenant = t
+			}
+		}
 	}
 	return id, nil
 }

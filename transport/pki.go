@@ -160,7 +160,7 @@ func (ca *CA) Issue(id Identity, o CertOptions) (certPEM, keyPEMBytes []byte, er
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: id.Name, OrganizationalUnit: []string{string(id.Role)}, Organization: []string{"feedmesh " + id.Cluster}},
+		Subject:      pkix.Name{CommonName: id.Name, OrganizationalUnit: units(id), Organization: []string{"feedmesh " + id.Cluster}},
 		URIs:         []*url.URL{id.URI()},
 		NotBefore:    now.Add(-clockSkew),
 		NotAfter:     notAfter,
@@ -258,4 +258,17 @@ func WriteNewFiles(files ...OutputFile) error {
 		written = append(written, f.Path)
 	}
 	return nil
+}
+
+// units are a certificate's organizational units: its role, then its
+// tenant and whether it is an administrator's (Identity.Tenant, Admin).
+func units(id Identity) []string {
+	u := []string{string(id.Role)}
+	if id.Tenant != "" {
+		u = append(u, TenantUnitPrefix+id.Tenant)
+	}
+	if id.Admin {
+		u = append(u, AdminUnit)
+	}
+	return u
 }

@@ -4,7 +4,9 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,6 +33,8 @@ func TestCAAndCertificates(t *testing.T) {
 	}{
 		{Identity{Role: RoleNode, Name: "n1"}, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}},
 		{Identity{Role: RoleClient, Name: "alice"}, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
+		{Identity{Role: RoleClient, Name: "bob", Tenant: "vision"}, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
+		{Identity{Role: RoleClient, Name: "ops", Tenant: "infra", Admin: true}, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
 	} {
 		certPEM, keyPEM, err := ca.Issue(c.id, CertOptions{ValidFor: time.Hour, DNSNames: []string{"n1.example"}})
 		if err != nil {
@@ -42,7 +46,7 @@ func TestCAAndCertificates(t *testing.T) {
 			t.Fatal(err)
 		}
 		id, err := certIdentity(cert)
-		want := Identity{Cluster: "prod", Role: c.id.Role, Name: c.id.Name}
+		want := Identity{Cluster: "prod", Role: c.id.Role, Name: c.id.Name, Tenant: c.id.Tenant, Admin: c.id.Admin}
 		if err != nil || id != want {
 			t.Errorf("%s: identity %v (%v), want %v", c.id.Name, id, err, want)
 		}
@@ -65,6 +69,12 @@ func TestCAAndCertificates(t *testing.T) {
 
 	if _, _, err := ca.Issue(Identity{Role: RoleNode, Name: "n1"}, CertOptions{ValidFor: 72 * time.Hour}); err == nil || !strings.Contains(err.Error(), "outlive its CA") {
 		t.Errorf("a certificate outliving the CA: %v", err)
+	}
+	if _, _, err := ca.Issue(Identity{Role: RoleNode, Name: "n2", Tenant: "vision"}, CertOptions{}); err == nil {
+		t.Error("a node certificate with a tenant was issued")
+	}
+	if _, _, err := ca.Issue(Identity{Role: RoleClient, Name: "c", Tenant: "bad/tenant"}, CertOptions{}); err == nil {
+		t.Error("a tenant with a slash was issued")
 	}
 	if _, _, err := ca.Issue(Identity{Role: RoleNode, Name: "bad/name"}, CertOptions{}); err == nil {
 		t.Error("a name with a slash was issued")
@@ -151,4 +161,37 @@ func poolOf(certs ...*x509.Certificate) *x509.CertPool {
 		p.AddCert(c)
 	}
 	return p
+}
+
+// FuzzCertTenancy parses a certificate's organizational units, where the
+// CA records a client's tenant and administrator's unit (the policy a
+// certificate carries), from arbitrary units: it never panics; a client
+// it accepts has at most one tenant, valid, that one of the units names
+// (tenant=T), and is an administrator exactly when a unit is "admin"; a
+// node never gets a tenant nor the administrator's unit.
+func FuzzCertTenancy(f *testing.F) {
+	f.Add("client", "tenant=vision", "admin")
+	f.Add("client", "tenant=a", "tenant=b")
+	f.Add("node", "tenant=vision", "admin")
+	f.Add("client", "tenant=", "tenant=../x")
+	f.Fuzz(func(t *testing.T, role, u1, u2 string) {
+		id0 := Identity{Cluster: "prod", Role: Role(role), Name: "x"}
+		if id0.Validate() != nil {
+			return
+		}
+		c := &x509.Certificate{URIs: []*url.URL{id0.URI()}, Subject: pkix.Name{CommonName: "x", OrganizationalUnit: []string{role, u1, u2}}}
+		id, err := certIdentity(c)
+		if err != nil {
+			return
+		}
+		units := []string{role, u1, u2}
+		switch {
+		case id.Role == RoleNode && (id.Tenant != "" || id.Admin):
+			t.Fatalf("node %+v got a tenant or the administrator's unit", id)
+		case id.Role == RoleClient && id.Admin != slices.Contains(units, AdminUnit):
+			t.Fatalf("units %q: admin %v", units, id.Admin)
+		case id.Tenant != "" && (ValidateTenant(id.Tenant) != nil || !slices.Contains(units, TenantUnitPrefix+id.Tenant)):
+			t.Fatalf("units %q: tenant %q", units, id.Tenant)
+		}
+	})
 }

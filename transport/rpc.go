@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -31,6 +32,9 @@ type rpcRequest struct {
 	// Timeout is the caller's remaining time in nanoseconds (0: none). Relative,
 	// so clock skew between nodes does not matter.
 	Timeout int64 `cbor:"2,keyasint,omitempty"`
+	// Token is the caller's access token (WithToken), if any: the node
+	// decides what it proves (TokenFromContext).
+	Token string `cbor:"3,keyasint,omitempty"`
 }
 
 // rpcResponse is the header of a response frame; on success the CBOR-encoded
@@ -61,6 +65,7 @@ type RPCServer struct {
 
 	mu        sync.Mutex
 	handlers  map[string]Handler
+	calls     map[string]*atomic.Uint64 // per registered method: requests served
 	listeners map[net.Listener]struct{}
 	closed    bool
 }
@@ -85,6 +90,7 @@ func NewRPCServer(codec *Codec, maxConcurrent int, log *slog.Logger) *RPCServer 
 		ctx:         ctx,
 		cancel:      cancel,
 		handlers:    make(map[string]Handler),
+		calls:       make(map[string]*atomic.Uint64),
 		listeners:   make(map[net.Listener]struct{}),
 	}
 }
@@ -104,6 +110,23 @@ func (s *RPCServer) Handle(method string, h Handler) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.handlers[method] = h
+	if s.calls[method] == nil {
+		s.calls[method] = new(atomic.Uint64)
+	}
+}
+
+// Calls returns how many requests each registered method has been sent
+// since the server was made (answered or refused after the method was
+// looked up: a request for an unknown method is not counted, so peers
+// cannot grow the map).
+func (s *RPCServer) Calls() map[string]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]uint64, len(s.calls))
+	for m, c := range s.calls {
+		out[m] = c.Load()
+	}
+	return out
 }
 
 // Serve accepts streams from l and serves one request on each, until l is
@@ -183,6 +206,9 @@ func (s *RPCServer) serveStream(conn net.Conn) {
 	}
 
 	ctx, cancel := withPeer(s.ctx, conn), context.CancelFunc(func() {}) // PeerFromContext
+	if req.Token != "" {
+		ctx = context.WithValue(ctx, receivedTokenKey{}, req.Token) // TokenFromContext
+	}
 	writeDeadline := time.Now().Add(readTimeout)
 	if req.Timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.Timeout))
@@ -192,6 +218,9 @@ func (s *RPCServer) serveStream(conn net.Conn) {
 
 	s.mu.Lock()
 	h := s.handlers[req.Method]
+	if c := s.calls[req.Method]; c != nil {
+		c.Add(1)
+	}
 	s.mu.Unlock()
 	var resp any
 	if h == nil {
@@ -344,7 +373,8 @@ func call(ctx context.Context, t *Transport, codec *Codec, addr, method string, 
 	stop := context.AfterFunc(ctx, func() { _ = s.SetDeadline(time.Now()) })
 	defer stop()
 
-	if err := codec.WriteFrame(s, rpcRequest{Method: method, Timeout: timeout}, body); err != nil {
+	token, _ := ctx.Value(sendTokenKey{}).(string)
+	if err := codec.WriteFrame(s, rpcRequest{Method: method, Timeout: timeout, Token: token}, body); err != nil {
 		if errors.Is(err, ErrFrameTooLarge) {
 			return fmt.Errorf("call %s on %s: %w: %w", method, addr, ErrInvalid, err)
 		}
@@ -390,4 +420,29 @@ func callErr(ctx context.Context, method, addr string, err error) error {
 func isStatelessReset(err error) bool {
 	var sr *quic.StatelessResetError
 	return errors.As(err, &sr)
+}
+
+// Access tokens travel in a request's header: a client puts its token in
+// the context of its calls (WithToken), a handler finds the caller's in
+// its own (TokenFromContext). The two keys differ, so that a node's calls
+// made while it serves a request never pass its caller's token on.
+type (
+	sendTokenKey     struct{}
+	receivedTokenKey struct{}
+)
+
+// WithToken is ctx whose calls (Call) carry token.
+func WithToken(ctx context.Context, token string) context.Context {
+	if token == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, sendTokenKey{}, token)
+}
+
+// TokenFromContext is the access token the caller of the request an RPC
+// handler serves sent, if any. This package proves nothing of it: the
+// layers above check it.
+func TokenFromContext(ctx context.Context) (string, bool) {
+	t, ok := ctx.Value(receivedTokenKey{}).(string)
+	return t, ok && t != ""
 }

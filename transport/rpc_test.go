@@ -89,6 +89,18 @@ func TestRPCErrorsAndDeadlines(t *testing.T) {
 	// The server keeps serving.
 	cli.echo(t, srv.addr())
 
+	// Calls counts each registered method's requests (a bad request too);
+	// the unknown "nope" is not counted.
+	calls := srv.rpc.Calls()
+	for m, want := range map[string]uint64{"add": 2, "quorum": 1, "panic": 1, "slow": 1, "deadline": 1} {
+		if calls[m] != want {
+			t.Errorf("Calls()[%q] = %d, want %d (all: %v)", m, calls[m], want, calls)
+		}
+	}
+	if _, ok := calls["nope"]; ok {
+		t.Errorf("an unknown method is counted: %v", calls)
+	}
+
 	// Unreachable peer: unavailable or deadline, never a hang.
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()

@@ -170,6 +170,9 @@ func (o Options) Normalize() (Normalized, error) {
 	}
 	job := o.jobPart()
 	job.normalizeJob()
+	if err := o.checkComposition(job); err != nil {
+		return Normalized{}, err
+	}
 	if err := job.checkRequest(); err != nil {
 		return Normalized{}, err
 	}

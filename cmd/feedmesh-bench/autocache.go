@@ -75,7 +75,7 @@ func benchAutocache(ctx context.Context, args []string, stdout, stderr io.Writer
 func autocacheScenarioRun(ctx context.Context, sc autocacheScenario, nodes int, profile int64, stderr io.Writer) ([]benchRow, error) {
 	var rows []benchRow
 	for _, mode := range []string{pipeline.AutocacheCompute, pipeline.AutocacheCache, pipeline.AutocacheAuto} {
-		c, cleanup, err := jobsCluster(nodes, localcluster.WithConfig(func(_ int, cfg *mesh.Config) {
+		c, cleanup, err := jobsCluster(ctx, nodes, localcluster.WithConfig(func(_ int, cfg *mesh.Config) {
 			cfg.Autocache.ReadBytesPerSec = sc.readLimit
 			cfg.Autocache.ProbeBytes = 1 << 20
 			cfg.CacheBytes = 4 << 30

@@ -94,7 +94,7 @@ func benchAutoscale(ctx context.Context, args []string, stdout, stderr io.Writer
 }
 
 func runAutoscaleScenario(ctx context.Context, sc autoscaleScenario, target float64, repeat int, run map[string]bool, tunedOpts client.JobOptions, trace, stderr io.Writer) ([]benchRow, error) {
-	c, cleanup, err := jobsCluster(sc.nodes)
+	c, cleanup, err := jobsCluster(ctx, sc.nodes)
 	if err != nil {
 		return nil, err
 	}

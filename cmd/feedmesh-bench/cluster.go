@@ -118,7 +118,8 @@ func benchCluster(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		var conv []time.Duration
 		for r := 0; r < *runs; r++ {
 			rdir, _ := os.MkdirTemp(dir, "gossip-")
-			d, err := gossipConvergence(rdir, *gossipNodes, secs[mode])
+			fmt.Fprintf(stderr, "gossip_converge: %d nodes, then one more joins (run %d, tls %s) …\n", *gossipNodes-1, r+1, mode)
+			d, err := gossipConvergence(ctx, rdir, *gossipNodes, secs[mode])
 			if err != nil {
 				return err
 			}
@@ -157,7 +158,7 @@ type clusterResult struct{ form, failover, dead, put, get time.Duration }
 func clusterRun(ctx context.Context, dir string, opt localcluster.Option, sec *benchTLS, rtts int) (clusterResult, error) {
 	var res clusterResult
 	start := time.Now()
-	c, err := localcluster.New(dir, 3, opt, sec.opt)
+	c, err := localcluster.New(dir, 3, opt, sec.opt, localcluster.WithContext(ctx))
 	if c != nil {
 		defer c.Close()
 	}
@@ -210,8 +211,8 @@ func clusterRun(ctx context.Context, dir string, opt localcluster.Option, sec *b
 	return res, err
 }
 
-func gossipConvergence(dir string, n int, sec *benchTLS) (time.Duration, error) {
-	c, err := localcluster.New(dir, n-1, localcluster.WithStartTimeout(60*time.Second), sec.opt)
+func gossipConvergence(ctx context.Context, dir string, n int, sec *benchTLS) (time.Duration, error) {
+	c, err := localcluster.New(dir, n-1, localcluster.WithStartTimeout(60*time.Second), localcluster.WithContext(ctx), sec.opt)
 	if c != nil {
 		defer c.Close()
 	}

@@ -62,6 +62,7 @@ func benchCoordinated(ctx context.Context, args []string, stdout, stderr io.Writ
 		return fmt.Errorf("--batch and --per-token-us must be > 0")
 	}
 	var src pipeline.Source
+	var roots []string
 	if *corpus != "" {
 		abs, err := filepath.Abs(*corpus)
 		if err != nil {
@@ -70,7 +71,7 @@ func benchCoordinated(ctx context.Context, args []string, stdout, stderr io.Writ
 		if _, err := os.Stat(abs); err != nil {
 			return fmt.Errorf("--corpus: %w", err)
 		}
-		src = pipeline.FromFiles("lines", abs)
+		src, roots = pipeline.FromFiles("lines", abs), []string{filepath.Dir(abs)}
 	} else {
 		src = pipeline.FromSynthetic(pipeline.SyntheticSource{Kind: "text", Count: *lines, Seed: 11, SplitSize: 500, MeanWords: *meanWords, TailAlpha: *tailAlpha, MaxWords: 1024})
 	}
@@ -95,7 +96,7 @@ func benchCoordinated(ctx context.Context, args []string, stdout, stderr io.Writ
 	spec.BucketBySequenceLength(pipeline.BucketOp{Tensor: "tokens", Boundaries: boundaries, BatchSizes: sizes})
 
 	fmt.Fprintf(stderr, "starting %d in-process nodes …\n", *nodes)
-	c, cleanup, err := jobsCluster(*nodes)
+	c, cleanup, err := jobsCluster(ctx, *nodes, withData(roots))
 	if err != nil {
 		return err
 	}

@@ -204,7 +204,7 @@ type defaultsResult struct {
 // defaultsCluster runs every config reps times on a fresh cluster of n
 // nodes, the configs taking turns.
 func defaultsCluster(ctx context.Context, n int, spec *pipeline.Spec, cfgs []defaultsConfig, reps int, localCPUs float64, timeout time.Duration, stderr io.Writer) ([]benchRow, error) {
-	c, cleanup, err := jobsCluster(n, defaultTimings)
+	c, cleanup, err := jobsCluster(ctx, n, defaultTimings)
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +397,7 @@ func benchLocalCPU(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if !(*seconds > 0) || *reps < 1 || *nodes < 1 {
 		return fmt.Errorf("--seconds %v, --reps %d, --nodes %d: want > 0 and >= 1", *seconds, *reps, *nodes)
 	}
-	c, cleanup, err := jobsCluster(*nodes, defaultTimings)
+	c, cleanup, err := jobsCluster(ctx, *nodes, defaultTimings)
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ func benchDynamic(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	c, cleanup, err := jobsCluster(3)
+	c, cleanup, err := jobsCluster(ctx, 3)
 	if err != nil {
 		return err
 	}

@@ -233,7 +233,7 @@ Flags:`)
 
 // faninPoint measures one worker count on a fresh cluster.
 func faninPoint(ctx context.Context, cfg faninConfig, k int, stderr io.Writer) (benchRow, error) {
-	c, cleanup, err := jobsCluster(k)
+	c, cleanup, err := jobsCluster(ctx, k)
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/mesh/localcluster"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -66,12 +67,12 @@ func printRows(stdout io.Writer, jsonOut bool, cols []string, rows []benchRow) e
 	return tw.Flush()
 }
 
-func jobsCluster(n int, opts ...localcluster.Option) (*localcluster.Cluster, func(), error) {
+func jobsCluster(ctx context.Context, n int, opts ...localcluster.Option) (*localcluster.Cluster, func(), error) {
 	dir, err := os.MkdirTemp("", "feedmesh-bench-")
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := localcluster.New(dir, n, append([]localcluster.Option{localcluster.WithStartTimeout(60 * time.Second)}, opts...)...)
+	c, err := localcluster.New(dir, n, append([]localcluster.Option{localcluster.WithStartTimeout(60 * time.Second), localcluster.WithContext(ctx)}, opts...)...)
 	cleanup := func() {
 		if c != nil {
 			c.Close()
@@ -83,6 +84,14 @@ func jobsCluster(n int, opts ...localcluster.Option) (*localcluster.Cluster, fun
 		return nil, nil, err
 	}
 	return c, cleanup, nil
+}
+
+// withData lets the nodes read files under dirs (their data roots) and
+// the named object stores.
+func withData(dirs []string, stores ...objstore.NamedStore) localcluster.Option {
+	return localcluster.WithConfig(func(_ int, c *mesh.Config) {
+		c.DataRoots, c.ObjectStores = dirs, stores
+	})
 }
 
 func benchClient(ctx context.Context, c *localcluster.Cluster, i int) (*client.Client, error) {
@@ -156,7 +165,7 @@ func memLeaseRate(workers, perLease int, d time.Duration) float64 {
 }
 
 func raftLeaseRate(ctx context.Context, workers, perLease int, d time.Duration) (float64, error) {
-	c, cleanup, err := jobsCluster(3)
+	c, cleanup, err := jobsCluster(ctx, 3)
 	if err != nil {
 		return 0, err
 	}
@@ -267,7 +276,7 @@ func benchScaleout(ctx context.Context, args []string, stdout, stderr io.Writer)
 		maxW = max(maxW, k)
 	}
 	fmt.Fprintf(stderr, "starting %d in-process nodes …\n", maxW)
-	c, cleanup, err := jobsCluster(maxW)
+	c, cleanup, err := jobsCluster(ctx, maxW)
 	if err != nil {
 		return err
 	}
@@ -429,7 +438,7 @@ func benchRecovery(ctx context.Context, args []string, stdout, stderr io.Writer)
 // worker; recovery is the time until a 300 ms window reaches 90 % of the
 // rate the surviving workers delivered before the kill.
 func recoveryRun(ctx context.Context, workers int, sleepUs int64, stderr io.Writer) (benchRow, time.Duration, error) {
-	c, cleanup, err := jobsCluster(workers, localcluster.WithConfig(func(i int, cfg *mesh.Config) {}))
+	c, cleanup, err := jobsCluster(ctx, workers, localcluster.WithConfig(func(i int, cfg *mesh.Config) {}))
 	if err != nil {
 		return nil, 0, err
 	}

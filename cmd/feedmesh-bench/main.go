@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"time"
 
 	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 )
@@ -14,6 +15,9 @@ var prog = cli.Program{
 	About: "feedmesh-bench: the benchmarks of feedmesh (kept out of the feedmesh binary)",
 	Noun:  "benchmark",
 	Arg:   "<name>",
+	// Every benchmark returns on its context within seconds
+	// (TestSIGTERMStopsClusterBenchmark); this bounds one that would not.
+	StopGrace: 15 * time.Second,
 }
 
 func registerBench(c cli.Command) { prog.Register(c) }

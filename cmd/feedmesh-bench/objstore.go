@@ -83,7 +83,7 @@ func benchObjstore(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	fmt.Fprintf(stderr, "  %d shards, %d rows, %.1f MB of Parquet\n", *shards, int64(*shards)**rows, float64(total)/1e6)
 
-	c, cleanup, err := jobsCluster(*nodes)
+	c, cleanup, err := jobsCluster(ctx, *nodes, withData([]string{local}, srv.NamedStore("bench")))
 	if err != nil {
 		return err
 	}
@@ -94,15 +94,13 @@ func benchObjstore(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	defer cl.Close()
-	cfg := srv.Config()
 	specs := map[string]*pipeline.Spec{}
 	for _, src := range []string{"local", "s3"} {
 		fsrc := &pipeline.FilesSource{Format: "parquet", Columns: []string{"id", "tokens"}}
 		if src == "local" {
 			fsrc.Paths = []string{filepath.Join(local, "shard-*.parquet")}
 		} else {
-			fsrc.Paths = []string{"s3://bench/shards/shard-*.parquet"}
-			fsrc.ObjectStore = &pipeline.ObjectStoreOptions{Endpoint: cfg.Endpoint, Region: cfg.Region, PathStyle: true}
+			fsrc.Paths = []string{"s3://bench/bench/shards/shard-*.parquet"} // the nodes' store "bench", its bucket "bench"
 		}
 		specs[src] = pipeline.NewSpec(pipeline.Source{Files: fsrc}).PaddedBatch(*batch, 0)
 	}

@@ -56,7 +56,7 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if !(*rate > 0) || !(*queue >= 1500) || *payload < 1 || *payload > fn.MaxCostOutBytes {
 		return fmt.Errorf("--rate %v, --queue-bytes %v, --payload-bytes %d: want a rate > 0, a queue of at least a datagram (1500) and 1 to %d bytes", *rate, *queue, *payload, fn.MaxCostOutBytes)
 	}
-	c, cleanup, err := jobsCluster(*workers)
+	c, cleanup, err := jobsCluster(ctx, *workers)
 	if err != nil {
 		return err
 	}

@@ -250,7 +250,7 @@ Flags:`)
 	}
 
 	fmt.Fprintf(stderr, "starting %d in-process nodes …\n", *nodes)
-	c, cleanup, err := jobsCluster(*nodes)
+	c, cleanup, err := jobsCluster(ctx, *nodes, withData([]string{dir}))
 	if err != nil {
 		return err
 	}

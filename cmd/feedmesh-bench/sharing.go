@@ -64,7 +64,7 @@ func benchSharing(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	spec.Batch(*batchSize, false)
 
 	fmt.Fprintf(stderr, "starting %d in-process nodes …\n", *nodes)
-	c, cleanup, err := jobsCluster(*nodes)
+	c, cleanup, err := jobsCluster(ctx, *nodes)
 	if err != nil {
 		return err
 	}

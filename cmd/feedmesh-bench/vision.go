@@ -346,7 +346,12 @@ func visionChild(ctx context.Context, args []string, stdout io.Writer) error {
 // visionNode runs the training spec as a job of a one-node in-process
 // cluster and reads it with a client over loopback.
 func visionNode(ctx context.Context, cfg visionCfg, par int, stdout io.Writer) error {
-	c, cleanup, err := jobsCluster(1)
+	folder, err := filepath.Abs(cfg.folder)
+	if err != nil {
+		return err
+	}
+	cfg.folder = folder // the node's data root, named absolute
+	c, cleanup, err := jobsCluster(ctx, 1, withData([]string{folder}))
 	if err != nil {
 		return err
 	}

@@ -31,8 +31,8 @@ func TestReadCoordinatedFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--workers", "many"}, `--workers: workers "many": want auto (the cluster chooses), all (every node) or a count >= 1`},
-		{[]string{"--workers", "auto", "--coordinated", "--consumers", "2"}, "a job with coordinated reads (every worker has its turn in the round rotation) takes workers all or a fixed count"},
-		{[]string{"--workers", "auto", "--share"}, "a job with share"},
+		{[]string{"--workers", "auto", "--coordinated", "--consumers", "2"}, "workers auto with coordinated on: coordinated reads do not autoscale (every worker has its turn in the round rotation): take workers all or a fixed count"},
+		{[]string{"--workers", "auto", "--share"}, "workers auto with share on: a sharing job does not autoscale"},
 		{[]string{"--workers", "all", "--max-workers", "2"}, "workers all: contradicts max_workers 2"},
 	} {
 		args := append([]string{"read", "--addr", "127.0.0.1:1", "--spec", "x.yaml", "--job", "j"}, tc.args...)

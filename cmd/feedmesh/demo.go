@@ -150,7 +150,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintln(tw, "          WORKER\tBATCHES\tSENTENCES\tMB\tSENTENCES/s")
 	for _, w := range sortedKeys(s.Workers) {
 		ws := s.Workers[w]
-		fmt.Fprintf(tw, "          %s\t%d\t%d\t%.1f\t%.0f\n", w, ws.Batches, ws.Rows, float64(ws.Bytes)/1e6, float64(ws.Rows)/el)
+		fmt.Fprintf(tw, "          %s\t%d\t%d\t%.1f\t%.0f\n", w, ws.Batches, ws.Elements, float64(ws.Bytes)/1e6, float64(ws.Elements)/el)
 	}
 	tw.Flush()
 	missing, twice := seen.result()

@@ -26,6 +26,7 @@ type clientFlags struct {
 	jsonOut                *bool
 	timeout                *time.Duration
 	tlsCA, tlsCert, tlsKey *string
+	token                  *string
 }
 
 func addClientFlags(fs *flag.FlagSet) *clientFlags {
@@ -43,6 +44,7 @@ func addConnFlags(fs *flag.FlagSet) *clientFlags {
 		tlsCA:   fs.String("tls-ca", "", "CA certificate to verify the node (default: dev mode, not verified)"),
 		tlsCert: fs.String("tls-cert", "", "client certificate for mutual TLS"),
 		tlsKey:  fs.String("tls-key", "", "client key for mutual TLS"),
+		token:   fs.String("token", "", "access token (feedmesh token create): act as its principal, its tenant's (docs/operating/security.md, \"Tokens\")"),
 	}
 }
 
@@ -54,6 +56,9 @@ func (f *clientFlags) dial(ctx context.Context, o client.Options) (*client.Clien
 		return nil, err
 	}
 	o.TLS = tlsConf
+	if o.Token == "" {
+		o.Token = *f.token
+	}
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = *f.timeout
 	}

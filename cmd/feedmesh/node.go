@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -24,10 +25,10 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	name := fs.String("name", "", "node name; default: the one stored in --data-dir, or a new one")
 	dataDir := fs.String("data-dir", "", "directory for the node's identity, certificate and Raft state (required)")
 	bind := fs.String("bind", d.BindAddr, "IP address to bind gossip and QUIC to")
-	advertise := fs.String("advertise", "", "IP address other nodes reach this one at (default: --bind)")
+	advertise := fs.String("advertise", "", "IP address other nodes reach this one at (default: --bind; required with --bind 0.0.0.0: in a pod, FEEDMESH_ADVERTISE from the downward API's status.podIP)")
 	gossipPort := fs.Int("gossip-port", 7946, "gossip port (TCP and UDP)")
 	port := fs.Int("port", 7947, "QUIC port (UDP): Raft, control and data")
-	join := fs.String("join", "", "comma-separated gossip addresses (host:port) of nodes to join; give all you know")
+	join := fs.String("join", "", "comma-separated gossip addresses (host:port) of nodes to join; give all you know. A DNS name stands for every address it resolves to (a Kubernetes headless Service) and is resolved again while the node retries; without :port, --gossip-port")
 	expect := fs.Int("bootstrap-expect", 0, "form the first Raft group once this many nodes are seen (0 with no --join: single-node dev mode)")
 	voters := fs.Int("raft-voters", d.RaftVoters, "number of Raft voters the leader maintains: 0 = auto (3, or 5 once 5 nodes are live), or 1, 3 or 5")
 	voterGrace := fs.Duration("voter-grace", d.VoterGrace, "how long a voter may be dead before it is replaced")
@@ -38,6 +39,13 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	insecure := fs.Bool("insecure", false, "let a node on a non-loopback address run without mutual TLS or without --gossip-key: only on a trusted private network (on loopback nothing is needed)")
 	shareWindow := fs.Int64("share-window", d.Worker.ShareWindowBytes>>20, "MiB of batches a worker keeps per shared dataset for jobs that share it (share.window_bytes)")
 	cacheBytes := fs.Int64("cache-bytes", d.CacheBytes, "bytes of autocached splits this node keeps on disk under --data-dir/cache, least recently used evicted beyond (0: no caching; autocache ops compute)")
+	tenantJobs := fs.Int("tenant-max-jobs", d.Tenants.MaxJobs, "jobs one tenant may hold (docs/operating/security.md, \"Quotas and cleanup\"); administrators are not bound")
+	tenantDatasets := fs.Int("tenant-max-datasets", d.Tenants.MaxDatasets, "datasets one tenant may have registered")
+	tenantConsumers := fs.Int("tenant-max-consumers", d.Tenants.MaxConsumers, "consumers attached to one tenant's jobs together")
+	tenantJobNodes := fs.Int("tenant-max-job-nodes", d.Tenants.MaxJobNodes, "nodes one job of a tenant may take: a new job must set max_workers (or workers) to at most this (0: no bound)")
+	tenantBytes := fs.Int64("tenant-max-state-bytes", d.Tenants.MaxStateBytes, "bytes of dataset specs one tenant may hold in the replicated state")
+	adminReserve := fs.Int("admin-reserve", d.Tenants.AdminReserve, "job and dataset slots of the cluster's limits (4096 each) that only administrators may take")
+	datasetGC := fs.Duration("dataset-gc-after", d.Tenants.DatasetGCAfter, "remove a dataset once no job has read it for this long (0: keep datasets)")
 	tc := d.Transport
 	maxConns := fs.Int("max-conns", tc.MaxIncomingConns, "incoming QUIC connections in total (docs/operating/limits.md)")
 	maxConnsPerAddr := fs.Int("max-conns-per-addr", tc.MaxConnsPerAddr, "incoming connections from one remote IP")
@@ -49,11 +57,16 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	maxRPCBytesPerConn := fs.Int64("max-rpc-bytes-per-conn", tc.MaxRPCBytesPerConn>>20, "MiB of control-request bytes held per connection")
 	initWindow := fs.Int64("initial-receive-window", int64(tc.InitialReceiveWindow>>10), "KiB of QUIC flow-control window each connection and stream starts with: what a peer may send unread per connection")
 	maxWindow := fs.Int64("max-receive-window", tc.MaxReceiveWindowBytes>>20, "MiB by which QUIC flow-control windows may grow beyond --initial-receive-window each, all connections together")
-	drainTimeout := fs.Duration("drain-timeout", d.DrainTimeout, "on SIGTERM/Ctrl-C, how long to drain before leaving: DYNAMIC tasks hand back unstarted splits and consumers read what is queued (0: leave at once; default of the fast preset: 10s)")
+	drainTimeout := fs.Duration("drain-timeout", d.DrainTimeout, "on SIGTERM/Ctrl-C, how long to drain before leaving: DYNAMIC tasks hand back unstarted splits and consumers read what is queued (0: leave at once; default of the fast preset: 10s); under Kubernetes keep terminationGracePeriodSeconds at least this plus 15s")
 	preset := fs.String("preset", "default", "timing preset: default, or fast (in-process tests and demos)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (/metrics), a status page (/) and its JSON (/status.json) over HTTP on this host:port (default: off)")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (/metrics), a status page (/) and its JSON (/status.json), and the health endpoints /livez and /readyz over HTTP on this host:port (default: off)")
+	data := addDataFlags(fs, true)
 	if err := parseWithEnv(fs, args); err != nil {
+		return err
+	}
+	stores, err := data.namedStores()
+	if err != nil {
 		return err
 	}
 	cfg := d
@@ -79,8 +92,13 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg.GossipPort, cfg.Port, cfg.Join, cfg.BootstrapExpect = *gossipPort, *port, cli.SplitList(*join), *expect
 	cfg.RaftVoters, cfg.VoterGrace, cfg.GossipKey = *voters, *voterGrace, key
 	cfg.TLSCA, cfg.TLSCert, cfg.TLSKey, cfg.Insecure = *tlsCA, *tlsCert, *tlsKey, *insecure
+	if st, err := os.Stat(*gossipKey); *gossipKey != "" && err == nil && st.Mode().IsRegular() {
+		cfg.GossipKeyFile = *gossipKey // kept out of the data roots
+	}
+	cfg.DataRoots, cfg.AllowHosts, cfg.ObjectStores = data.roots.vals, data.hosts.vals, stores
 	cfg.Worker.ShareWindowBytes = *shareWindow << 20
 	cfg.CacheBytes = *cacheBytes
+	cfg.Tenants = mesh.TenantsConfig{MaxJobs: *tenantJobs, MaxDatasets: *tenantDatasets, MaxStateBytes: *tenantBytes, MaxConsumers: *tenantConsumers, MaxJobNodes: *tenantJobNodes, AdminReserve: *adminReserve, DatasetGCAfter: *datasetGC}
 	if flagGiven(fs, "drain-timeout") { // else the preset's
 		cfg.DrainTimeout = *drainTimeout
 	}
@@ -111,7 +129,19 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 	logJPEGDecoder(cfg.Logger)
+	for _, h := range nodeHooks {
+		h(&cfg)
+	}
 
+	// The HTTP endpoints listen before the node starts: /livez answers
+	// while it joins, /readyz says it is starting (Kubernetes' probes).
+	var srv *observe.Server
+	if *metricsAddr != "" {
+		if srv, err = observe.ListenStarting(*metricsAddr, observe.Options{}); err != nil {
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+		defer srv.Close()
+	}
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	n, err := mesh.Start(startCtx, cfg)
 	cancel()
@@ -123,14 +153,12 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		self := invokedAs()
 		fmt.Fprintf(stdout, "  %s members --addr %s\n  %s status --addr %s\n", self, n.Addr(), self, n.Addr())
 	}
-	if *metricsAddr != "" {
-		srv, err := observe.Listen(*metricsAddr, n, observe.Options{})
-		if err != nil {
-			n.Close()
-			return fmt.Errorf("--metrics-addr: %w", err)
+	if srv != nil {
+		srv.Attach(n)
+		fmt.Fprintf(stdout, "  status page http://%s/, metrics http://%s/metrics, health http://%s/livez and /readyz\n", srv.Addr(), srv.Addr(), srv.Addr())
+		if cfg.TLSCA != "" && !loopbackAddr(srv.Addr()) {
+			cfg.Logger.Warn("the status page and /status.json show every tenant's jobs to whoever reaches --metrics-addr (plain HTTP, no authentication): serve them where only operators reach them (docs/operating/security.md, \"Visibility and the audit log\")", "addr", srv.Addr())
 		}
-		defer srv.Close()
-		fmt.Fprintf(stdout, "  status page http://%s/, metrics http://%s/metrics\n", srv.Addr(), srv.Addr())
 	}
 	<-ctx.Done()
 	if cfg.DrainTimeout > 0 {
@@ -140,6 +168,11 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	return n.Close()
 }
+
+// nodeHooks change a node's configuration before it starts: none in the
+// product binary; test builds add theirs (testhooks.go, build tag
+// feedmesh_testhooks).
+var nodeHooks []func(*mesh.Config)
 
 // invokedAs is how the user ran this binary, for the commands a node
 // suggests: ./feedmesh as they typed it, or go run's form.
@@ -152,4 +185,14 @@ func invokedAs() string {
 		return "feedmesh"
 	}
 	return a
+}
+
+// loopbackAddr reports whether host:port is on a loopback address.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

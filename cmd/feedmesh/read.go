@@ -76,6 +76,9 @@ type readSummary struct {
 	// nothing read from a job that had already run to its end, or the
 	// copies that sharing off delivers.
 	Note string `json:"note,omitempty"`
+	// Warnings are the client's (client.Stats.Warnings): what made the
+	// job slower than it could be, such as fewer splits than workers.
+	Warnings []string `json:"warnings,omitempty"`
 	// Share (with --share): batches read from the workers' share windows,
 	// those this job caused to be produced, those evicted before it read them.
 	Share *api.JobShareSummary `json:"share,omitempty"`
@@ -102,10 +105,13 @@ type readSummary struct {
 
 // workerSummary is what one worker delivered, in readSummary's words.
 type workerSummary struct {
-	Batches   int64 `json:"batches"`
-	Elements  int64 `json:"elements"`
-	Bytes     int64 `json:"bytes"`
-	WireBytes int64 `json:"wire_bytes"`
+	// Batches the worker made; Elements it sent, in them or, of those,
+	// CutElements one by one for this client's part of a cut pipeline.
+	Batches     int64 `json:"batches"`
+	Elements    int64 `json:"elements"`
+	CutElements int64 `json:"cut_elements"`
+	Bytes       int64 `json:"bytes"`
+	WireBytes   int64 `json:"wire_bytes"`
 }
 
 // coordSummary is a coordinated consumer's part of readSummary.
@@ -250,7 +256,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		sum.Coordinated = cs
 	}
 	if err := it.Close(); err != nil {
-		fmt.Fprintf(stderr, "feedmesh read: warning: leaving job %q: %v (the job keeps this reader until its lease expires, and refuses a --resume until then)\n", *job, err)
+		fmt.Fprintf(stderr, "feedmesh read: warning: leaving job %q: %v (the job keeps this reader until its lease expires, or until a --resume from a checkpoint of the job fences it)\n", *job, err)
 	}
 	if *cf.jsonOut {
 		return cli.WriteJSON(summaryOut, sum)
@@ -348,14 +354,14 @@ func consume(ctx context.Context, it *client.Iterator, take int64, p progressLin
 	s := it.Stats()
 	per := make(map[string]workerSummary, len(s.Workers))
 	for n, ws := range s.Workers {
-		per[n] = workerSummary{Batches: ws.Batches, Elements: ws.Rows, Bytes: ws.Bytes, WireBytes: ws.WireBytes}
+		per[n] = workerSummary{Batches: ws.Batches, Elements: ws.Elements, CutElements: ws.CutElements, Bytes: ws.Bytes, WireBytes: ws.WireBytes}
 	}
 	return readSummary{Job: it.Job(), Batches: s.Batches, Elements: s.Rows, Bytes: s.Bytes, WireBytes: s.WireBytes,
 		Seconds: time.Since(start).Seconds(), Workers: len(s.Workers), PerWorker: per, padded: padded, tokens: tokens,
 		JobState: s.JobState, SplitsLost: s.SplitsLost, NumSplits: s.NumSplits, LossCounted: s.LossCounted, ElementsLost: s.ElementsLost,
 		Delivery: s.Delivery, Requeued: requeued(s),
 		Orphaned: orphaned(s, stopped), WorkersDropped: s.WorkersDropped, Reconnects: s.Reconnects, Stopped: stopped,
-		StallFraction: s.StallFraction, BatchTimeSeconds: s.BatchTimeSeconds, Offload: s.Offload}, nil
+		StallFraction: s.StallFraction, BatchTimeSeconds: s.BatchTimeSeconds, Offload: s.Offload, Warnings: s.Warnings}, nil
 }
 
 // progressLine is where and how consume reports progress: nowhere (w nil),
@@ -426,11 +432,25 @@ func printReadSummary(w io.Writer, s readSummary) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	cut := false
+	for _, ws := range s.PerWorker {
+		cut = cut || ws.CutElements > 0
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  WORKER\tBATCHES\tELEMENTS\tMB\tMB/s")
+	if cut {
+		// A cut job: the nodes shipped elements (CUT of ELEMENTS) for
+		// this client to batch; BATCHES are those they made whole.
+		fmt.Fprintln(tw, "  WORKER\tBATCHES\tELEMENTS\tCUT\tMB\tMB/s")
+	} else {
+		fmt.Fprintln(tw, "  WORKER\tBATCHES\tELEMENTS\tMB\tMB/s")
+	}
 	for _, n := range names {
 		ws := s.PerWorker[n]
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%.1f\t%.1f\n", n, ws.Batches, ws.Elements, float64(ws.Bytes)/1e6, float64(ws.Bytes)/1e6/s.Seconds)
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t", n, ws.Batches, ws.Elements)
+		if cut {
+			fmt.Fprintf(tw, "%d\t", ws.CutElements)
+		}
+		fmt.Fprintf(tw, "%.1f\t%.1f\n", float64(ws.Bytes)/1e6, float64(ws.Bytes)/1e6/s.Seconds)
 	}
 	tw.Flush()
 	if c := s.Coordinated; c != nil {
@@ -441,7 +461,7 @@ func printReadSummary(w io.Writer, s readSummary) {
 		fmt.Fprintf(w, "waited for data %.0f %% of the time (%.3g ms a batch over the last 100)\n", 100*s.StallFraction, 1e3*s.BatchTimeSeconds)
 	}
 	if o := s.Offload; o != nil && o.Cut > 0 {
-		fmt.Fprintf(w, "offload %s: %s, cut after %d ops (the workers' figures count the elements each shipped)\n", o.Requested, o.Mode, o.Cut)
+		fmt.Fprintf(w, "offload %s: %s, cut after %d ops (the workers shipped the CUT elements one by one and this client made the batches of them)\n", o.Requested, o.Mode, o.Cut)
 		fmt.Fprintf(w, "  why: %s\n", o.Reason)
 	} else if o != nil {
 		fmt.Fprintf(w, "offload %s: %s, %d batches prepared here and %d by the nodes (local budget %.2g cores: %s)\n",
@@ -491,6 +511,9 @@ func printReadSummary(w io.Writer, s readSummary) {
 	}
 	if s.Checkpoint != "" {
 		fmt.Fprintf(w, "checkpoint: %d bytes written to %s (it covers every batch read so far; go on with --resume %s)\n", s.CheckpointBytes, s.Checkpoint, s.Checkpoint)
+	}
+	for _, warning := range s.Warnings {
+		fmt.Fprintln(w, "warning: "+warning)
 	}
 	if s.Note != "" {
 		fmt.Fprintln(w, "note: "+s.Note)

@@ -15,9 +15,9 @@ import (
 
 // `feedmesh read` on a 3-node cluster: the default sharding reads the
 // dataset once (it used to be off: three copies, without a word); off says
-// how many copies it delivered; reading a job that has run to its end says
-// so instead of quietly delivering nothing. Each read shows the offload
-// and workers decision in one line on stderr (issue 42).
+// how many copies it delivered; reading a job that has run to its end
+// fails, saying so, instead of quietly delivering nothing. Each read shows
+// the offload and workers decision in one line on stderr (issue 42).
 func TestReadShardingAndNotes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
@@ -60,9 +60,25 @@ func TestReadShardingAndNotes(t *testing.T) {
 	if perWorker != once.Elements {
 		t.Errorf("per_worker elements sum to %d, total %d", perWorker, once.Elements)
 	}
-	again := read("once")
-	if again.Elements != 0 || !strings.Contains(again.Note, "already existed") || !strings.Contains(again.Note, "new --job name") {
-		t.Errorf("reading a finished job again: %d elements, note %q", again.Elements, again.Note)
+	// Reading a job that has run to its end again fails, saying so (it
+	// exited 0 with 0 elements and a note before: issue 38, item 2).
+	out, errOut, code := runCmd(t, "read", "--addr", c.Node(2).Addr(), "--spec", spec, "--job", "once", "--json", "--progress=false", "--offload", "remote")
+	if code == 0 || !strings.Contains(errOut, "job finished") || !strings.Contains(errOut, "another job name") {
+		t.Errorf("reading a finished job again: exit %d, stdout %q, stderr %q; want a failure saying the job finished and to use another name", code, out, errOut)
+	}
+	// One split and three workers: two idle, and read says so (it said
+	// nothing before: issue 38, item 2).
+	one := filepath.Join(t.TempDir(), "one.yaml")
+	if err := os.WriteFile(one, []byte("source:\n  range: {stop: 3000, split_size: 3000}\nops:\n  - batch: {size: 50}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = runCmd(t, "read", "--addr", c.Node(1).Addr(), "--spec", one, "--job", "one-split", "--json", "--progress=false", "--offload", "remote", "--workers", "all")
+	var few readSummary
+	if code != 0 || json.Unmarshal([]byte(out), &few) != nil {
+		t.Fatalf("read of one split: exit %d: %s %s", code, out, errOut)
+	}
+	if len(few.Warnings) != 1 || !strings.Contains(few.Warnings[0], "1 split(s)") || !strings.Contains(few.Warnings[0], "split_bytes") || !strings.Contains(errOut, "WARN") {
+		t.Errorf("one split, 3 workers: warnings %q, stderr %q; want the few-splits warning in both", few.Warnings, errOut)
 	}
 	off := read("copies", "--sharding", "off")
 	if off.Elements != 3000*int64(off.Workers) || !strings.Contains(off.Note, "copies") {
@@ -165,5 +181,56 @@ func TestWorkersColumn(t *testing.T) {
 	auto := api.JobInfo{Options: api.JobOptions{Workers: jobspec.AutoWorkers}, Workers: []api.WorkerInfo{{Name: "a"}, {Name: "b", Dismissed: true}}}
 	if got := workersColumn(auto); got != "auto:1 (0 expired, 0 drained, 1 dismissed)" {
 		t.Errorf("workers column %q", got)
+	}
+}
+
+// The per-worker figures of `read` count a worker's batches and its
+// elements apart: a job cut after its first op (--offload-boundary 1)
+// ships single elements, which count as each worker's elements (all cut),
+// not as its batches (this reader made the batches); before, every
+// element counted as one of the worker's "batches". The text summary
+// shows the CUT column then.
+func TestReadPerWorkerCountsUnderCut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	c := testcluster.Start(t, 3)
+	spec := filepath.Join(t.TempDir(), "spec.yaml")
+	if err := os.WriteFile(spec, []byte("source:\n  range: {stop: 1200, split_size: 20}\nops:\n  - cost: {sleep_us: 50}\n  - batch: {size: 10}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"read", "--addr", c.Node(1).Addr(), "--spec", spec, "--job", "cut-counts", "--json", "--progress=false", "--workers", "all", "--offload-boundary", "1"}
+	out, errOut, code := runCmd(t, args...)
+	if code != 0 {
+		t.Fatalf("%v exited %d: %s", args, code, errOut)
+	}
+	var s readSummary
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("%v: %v: %s", args, err, out)
+	}
+	if s.Elements != 1200 || s.Batches < 120 || s.Offload == nil || s.Offload.Cut != 1 {
+		t.Fatalf("%d elements in %d batches, offload %+v; want 1200 in at least 120, cut after 1 op", s.Elements, s.Batches, s.Offload)
+	}
+	var elements, cut int64
+	for w, ws := range s.PerWorker {
+		elements += ws.Elements
+		cut += ws.CutElements
+		if ws.Batches != 0 || ws.CutElements != ws.Elements || ws.Elements == 0 {
+			t.Errorf("worker %s: %+v; want no batch, its elements all cut", w, ws)
+		}
+	}
+	if elements != 1200 || cut != 1200 {
+		t.Errorf("per_worker: %d elements, %d cut; want 1200 and 1200: %s", elements, cut, out)
+	}
+	var b strings.Builder
+	printReadSummary(&b, s)
+	header := ""
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.Contains(l, "WORKER") {
+			header = strings.Join(strings.Fields(l), " ")
+		}
+	}
+	if header != "WORKER BATCHES ELEMENTS CUT MB MB/s" {
+		t.Errorf("the summary of a cut job: header %q, want a CUT column:\n%s", header, b.String())
 	}
 }

@@ -24,7 +24,7 @@ func init() {
 }
 
 const tlsUsage = `Usage: feedmesh tls ca create [--cluster NAME] [--dir DIR] [--days N]
-       feedmesh tls cert create --node NAME | --client NAME [--dir DIR] [--ca-cert FILE --ca-key FILE] [--ip IP,...] [--dns NAME,...] [--days N]
+       feedmesh tls cert create --node NAME | --client NAME [--dir DIR] [--ca-cert FILE --ca-key FILE] [--ip IP,...] [--dns NAME,...] [--tenant T] [--admin] [--days N]
 
 Make the certificates of a cluster's mutual TLS, as consul tls does: once per
 cluster a CA (it records the cluster's name), then a certificate per node and
@@ -120,6 +120,8 @@ func runCertCreate(args []string, stdout, stderr io.Writer) error {
 	ips := fs.String("ip", "", "comma-separated IP addresses to add as SANs (for tools that check them; feedmesh checks the name)")
 	dnsNames := fs.String("dns", "", "comma-separated DNS names to add as SANs")
 	days := fs.Int("days", 365, "days the certificate is valid (at most until the CA expires)")
+	tenant := fs.String("tenant", "", "with --client: the tenant (team) the client belongs to; it sees and acts on its tenant's jobs only (docs/operating/security.md, \"Tenants and permissions\"); default: the default tenant")
+	admin := fs.Bool("admin", false, "with --client: an administrator's certificate (every tenant's jobs, the KV store)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -136,6 +138,10 @@ func runCertCreate(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return cli.ErrUsage
 	}
+	if (*tenant != "" || *admin) && id.Role != transport.RoleClient {
+		return cli.InputError(errors.New("--tenant and --admin are for client certificates: a node belongs to no tenant"))
+	}
+	id.Tenant, id.Admin = *tenant, *admin
 	if *days <= 0 {
 		return cli.InputError(fmt.Errorf("--days %d: must be positive", *days))
 	}
@@ -172,7 +178,7 @@ func runCertCreate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	valid := time.Now().Add(opts.ValidFor).Format(time.DateOnly)
-	fmt.Fprintf(stdout, "wrote the %s certificate of %s (valid until %s), signed by the CA in %s:\n", id.Role, id, valid, certFile)
+	fmt.Fprintf(stdout, "wrote the %s certificate of %s%s (valid until %s), signed by the CA in %s:\n", id.Role, id, describeTenancy(id), valid, certFile)
 	fmt.Fprintf(stdout, "  %s  certificate (--tls-cert)\n", outCert)
 	fmt.Fprintf(stdout, "  %s  key, mode 0600 (--tls-key): only %s needs it\n", outKey, id.Name)
 	self := invokedAs()
@@ -235,4 +241,20 @@ func isCACert(file string) bool {
 	}
 	c, err := x509.ParseCertificate(block.Bytes)
 	return err == nil && c.IsCA
+}
+
+// describeTenancy says which tenant a client certificate is of, and
+// whether it is an administrator's.
+func describeTenancy(id transport.Identity) string {
+	if id.Role != transport.RoleClient {
+		return ""
+	}
+	t := "of the default tenant"
+	if id.Tenant != "" {
+		t = "of tenant " + id.Tenant
+	}
+	if id.Admin {
+		t += ", an administrator"
+	}
+	return " (" + t + ")"
 }

@@ -222,6 +222,13 @@ func TestNodeProcessRefusals(t *testing.T) {
 	refuses("node n2 with n1's certificate", node(append([]string{"--name", "n2"}, tlsFlags("prod-node-n1")...)...),
 		`node name "n2"`, "spiffe://prod/node/n1", "feedmesh tls cert create --node n2")
 
+	// Data access (issue 36 item 6): a data root holding the node's TLS
+	// key, or a bad allowed host or object store, is refused at start.
+	refuses("a data root holding the node's TLS key", node(append([]string{"--name", "n1", "--data-root", dir}, tlsFlags("prod-node-n1")...)...),
+		"data root "+dir+" holds the node's TLS")
+	refuses("a bad --allow-host", node("--name", "n1", "--allow-host", "http://data.example.com/"), "allowed host")
+	refuses("a bad --object-store", node("--name", "n1", "--object-store", "Lake=endpoint=x"), "--object-store", `object store "Lake"`)
+
 	ip, ok := nonLoopbackIP()
 	if !ok {
 		t.Skip("this machine has no IPv4 address besides loopback that a socket can bind: the non-loopback case cannot run here")

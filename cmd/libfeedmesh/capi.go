@@ -36,12 +36,14 @@ import "C"
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
 	"time"
 	"unsafe"
 
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/internal/version"
 	"github.com/feedmesh/feedmesh/pipeline"
@@ -392,6 +394,32 @@ func fm_stats(h C.uint64_t, out **C.char, errOut **C.char) (rc C.int32_t) {
 		return fail(errOut, codeClosed, err)
 	}
 	js, err := o.stats()
+	if err != nil {
+		return fail(errOut, codeOther, err)
+	}
+	*out = C.CString(string(js))
+	return codeOK
+}
+
+// fm_job sets *out to the job named name as the cluster holds it, as JSON
+// (api.JobInfo, plus created_at_unix: its creation in Unix seconds): C
+// memory, fm_free it.
+//
+//export fm_job
+func fm_job(h C.uint64_t, name *C.char, out **C.char, errOut **C.char) (rc C.int32_t) {
+	defer guard(&rc, errOut)
+	c, err := typed[clientObj](uint64(h), "client")
+	if err != nil {
+		return fail(errOut, codeClosed, err)
+	}
+	info, err := c.c.Job(context.Background(), C.GoString(name))
+	if err != nil {
+		return fail(errOut, kindOf(err), err)
+	}
+	js, err := json.Marshal(struct {
+		api.JobInfo
+		CreatedAtUnix float64 `json:"created_at_unix"`
+	}{info, float64(info.CreatedAt.UnixNano()) / 1e9})
 	if err != nil {
 		return fail(errOut, codeOther, err)
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"time"
 
@@ -26,6 +25,8 @@ type dialOptions struct {
 	TLSCA   string `json:"tls_ca"`
 	TLSCert string `json:"tls_cert"`
 	TLSKey  string `json:"tls_key"`
+	// Token: client.Options.Token, an access token.
+	Token string `json:"token"`
 
 	Window           int     `json:"window"`
 	WindowBytes      int64   `json:"window_bytes"`
@@ -39,14 +40,19 @@ type dialOptions struct {
 	// ResumeWait: client.Options.ResumeWait (a resumed job that waits for
 	// other consumers' checkpoints fails after it; negative: never).
 	ResumeWait float64 `json:"resume_wait"`
+	// UnavailableTimeout: client.Options.UnavailableTimeout (seconds;
+	// negative: wait for ever). The Python package sends -1 for None or 0.
+	UnavailableTimeout float64 `json:"unavailable_timeout"`
 	// Transport is "default" (transport.DefaultConfig) or "fast"
 	// (transport.FastConfig: a dead node noticed in ~1.5 s, for clusters
 	// run with --preset fast, as the tests do).
 	Transport string `json:"transport"`
 	// DialTimeout bounds fm_dial (seconds; default 10).
 	DialTimeout float64 `json:"dial_timeout"`
-	// LogLevel: the client's log to stderr: "debug", "info", "warn"
-	// (default), "error" or "off".
+	// LogLevel: the least level of the client's records kept for the
+	// caller (fm_logs; the Python package logs them to Python's logging,
+	// logger "feedmesh"): "debug", "info", "warn" (default), "error" or
+	// "off".
 	LogLevel string `json:"log_level"`
 	// OffloadProfiles: client.Options.OffloadProfiles (a file where
 	// offload auto remembers its profiles; none kept by default).
@@ -90,8 +96,9 @@ func clientOptions(addr, text string) (client.Options, time.Duration, error) {
 		PrefetchBatches: d.PrefetchBatches, PrefetchBytes: d.PrefetchBytes, RecycleBytes: d.RecycleBytes,
 		HeartbeatInterval: seconds(d.Heartbeat), RequestTimeout: seconds(d.RequestTimeout),
 		ReceiptInterval: seconds(d.ReceiptInterval), ResumeWait: seconds(d.ResumeWait),
-		OffloadProfiles:   d.OffloadProfiles,
-		OffloadColocation: d.OffloadColocation,
+		OffloadProfiles:    d.OffloadProfiles,
+		OffloadColocation:  d.OffloadColocation,
+		UnavailableTimeout: seconds(d.UnavailableTimeout), Token: d.Token,
 	}
 	switch d.Transport {
 	case "", "default":
@@ -123,13 +130,14 @@ func clientOptions(addr, text string) (client.Options, time.Duration, error) {
 	default:
 		return client.Options{}, 0, fmt.Errorf("%w: log_level %q: want debug, info, warn, error or off", errArg, d.LogLevel)
 	}
-	var h slog.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+	// To the caller (fm_logs): Python's logging, logger "feedmesh". At the
+	// default level the one INFO line of each job's offload and workers
+	// decision goes too (cli.WithDecisions), as an INFO record.
+	var h slog.Handler = &callerHandler{level: level}
 	if level == slog.LevelWarn {
-		// The default level shows the one INFO line of each job's
-		// offload and workers decision too (cli.WithDecisions).
-		h = cli.WithDecisions(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}), level)
+		h = cli.WithDecisions(&callerHandler{level: slog.LevelInfo}, level)
 	}
-	o.Logger = slog.New(h).With("component", "feedmesh-client")
+	o.Logger = slog.New(h)
 	timeout := seconds(d.DialTimeout)
 	if timeout <= 0 {
 		timeout = 10 * time.Second

@@ -13,11 +13,11 @@ import (
 )
 
 func TestClientOptions(t *testing.T) {
-	o, timeout, err := clientOptions("127.0.0.1:7947", `{"window": 8, "prefetch_batches": 32, "heartbeat_interval": 0.25, "resume_wait": 30, "transport": "fast", "dial_timeout": 3, "log_level": "off"}`)
+	o, timeout, err := clientOptions("127.0.0.1:7947", `{"window": 8, "prefetch_batches": 32, "heartbeat_interval": 0.25, "resume_wait": 30, "unavailable_timeout": 5, "transport": "fast", "dial_timeout": 3, "log_level": "off"}`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Window != 8 || o.PrefetchBatches != 32 || o.HeartbeatInterval != 250*time.Millisecond || o.ResumeWait != 30*time.Second || timeout != 3*time.Second {
+	if o.Window != 8 || o.PrefetchBatches != 32 || o.HeartbeatInterval != 250*time.Millisecond || o.ResumeWait != 30*time.Second || o.UnavailableTimeout != 5*time.Second || timeout != 3*time.Second {
 		t.Errorf("options %+v, timeout %v", o, timeout)
 	}
 	if o.Transport == nil || o.Transport.MaxIdleTimeout != transport.FastConfig().MaxIdleTimeout {
@@ -62,7 +62,7 @@ func TestJobOptions(t *testing.T) {
 		{`{"name": "j", "sharding": "sideways"}`, "sharding"},
 		{`{"name": "j", "shard": "off"}`, `unknown field "shard"`},
 		{`{"name": "j", "coordinated": true, "num_consumers": 2, "consumer_index": 2}`, "ConsumerIndex"},
-		{`{"name": "j", "coordinated": true, "num_consumers": 2, "workers": "auto"}`, "workers auto: only DYNAMIC jobs"},
+		{`{"name": "j", "coordinated": true, "num_consumers": 2, "workers": "auto"}`, "workers auto with coordinated on: coordinated reads do not autoscale"},
 		{`{"name": "j", "sharding": "dynamic", "workers": 0}`, `workers "0"`},
 		{`{"name": "j", "sharding": "dynamic", "workers": true}`, "workers true"},
 		{`{"name": "j", "compression": "brotli"}`, "compression"}, // a name this client does not have

@@ -26,7 +26,7 @@
 // Every function returns a status code and, on error, a message in C
 // memory (fm_free it); errors.go maps the Go client's errors to kinds:
 // not found, no quorum, invalid spec, job in use, bad checkpoint,
-// closed, invalid argument, unavailable, other. fm_abi_version lets a
+// closed, invalid argument, unavailable, permission denied, other. fm_abi_version lets a
 // caller refuse a library built from another version of the API;
 // fm_version is feedmesh's version (internal/version).
 //

@@ -18,21 +18,23 @@ const (
 	codeTimeout = 2 // FM_TIMEOUT: no batch within the timeout; call again
 	codeMore    = 3 // FM_MORE: fm_next_meta's buffer is too small for the batch's record; call again with one of meta[1] words
 
-	codeOther           = 10 // FM_ERR_OTHER
-	codeNotFound        = 11 // FM_ERR_NOT_FOUND: no such job (transport.ErrNotFound)
-	codeNoQuorum        = 12 // FM_ERR_NO_QUORUM: the cluster cannot commit (no quorum, no leader)
-	codeInvalidSpec     = 13 // FM_ERR_INVALID_SPEC: the dataset spec does not parse or validate
-	codeJobInUse        = 14 // FM_ERR_JOB_IN_USE: a resume while the job still has consumers
-	codeBadCheckpoint   = 15 // FM_ERR_BAD_CHECKPOINT: client.ErrBadCheckpoint
-	codeClosed          = 16 // FM_ERR_CLOSED: a closed client or iterator, or a released batch
-	codeInvalidArgument = 17 // FM_ERR_INVALID_ARGUMENT: bad options, a bad address
-	codeUnavailable     = 18 // FM_ERR_UNAVAILABLE: no node answered
+	codeOther            = 10 // FM_ERR_OTHER
+	codeNotFound         = 11 // FM_ERR_NOT_FOUND: no such job (transport.ErrNotFound)
+	codeNoQuorum         = 12 // FM_ERR_NO_QUORUM: the cluster cannot commit (no quorum, no leader)
+	codeInvalidSpec      = 13 // FM_ERR_INVALID_SPEC: the dataset spec does not parse or validate
+	codeJobInUse         = 14 // FM_ERR_JOB_IN_USE: a resume while the job still has consumers
+	codeBadCheckpoint    = 15 // FM_ERR_BAD_CHECKPOINT: client.ErrBadCheckpoint
+	codeClosed           = 16 // FM_ERR_CLOSED: a closed client or iterator, or a released batch
+	codeInvalidArgument  = 17 // FM_ERR_INVALID_ARGUMENT: bad options, a bad address
+	codeUnavailable      = 18 // FM_ERR_UNAVAILABLE: no node answered
+	codeJobFinished      = 19 // FM_ERR_JOB_FINISHED: distribute (without resume) or attach of a job that has run to its end (client.ErrJobFinished)
+	codePermissionDenied = 20 // FM_ERR_PERMISSION_DENIED: the cluster refused (transport.ErrPermissionDenied): a spec's path, URL or store the data-access policy does not allow, a request the caller may not make
 )
 
 // abiVersion is what fm_abi_version returns: the Python package refuses a
 // library of another version (a stale build) instead of misreading its
 // structs. Bump it whenever a C signature, struct or code changes.
-const abiVersion = 2
+const abiVersion = 4
 
 // errClosed is the library's own "closed" condition: a handle that was
 // closed or released (or never existed).
@@ -61,6 +63,8 @@ func kindOf(err error) int {
 		return codeClosed
 	case errors.Is(err, client.ErrBadCheckpoint):
 		return codeBadCheckpoint
+	case errors.Is(err, client.ErrJobFinished):
+		return codeJobFinished
 	case errors.Is(err, errSpec):
 		return codeInvalidSpec
 	case errors.Is(err, errArg), errors.Is(err, client.ErrOffloadOptions):
@@ -82,6 +86,8 @@ func kindOfCode(te *transport.Error) int {
 		return codeNoQuorum
 	case transport.ErrUnavailable.Code, transport.ErrDeadline.Code:
 		return codeUnavailable
+	case transport.ErrPermissionDenied.Code:
+		return codePermissionDenied
 	case transport.ErrInvalid.Code:
 		switch msg := te.Message; {
 		case strings.Contains(msg, jobInUseText):

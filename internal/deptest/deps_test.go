@@ -102,11 +102,12 @@ func server(p string) bool {
 // clientSide are the module's packages a client may link: the wire API,
 // the transport, the pipeline (a client runs a local worker and a cut's
 // suffix), the worker (the client's local worker is one, leasing as a
-// node does) with the pure cores it runs (the sharding policies and the
-// sharing window: TestPureCores keeps them free of network, Raft and
-// gossip), the data model, the version (a leaf), and the client itself.
+// node does) with the pure cores it runs (the sharding policies, the
+// sharing window and deterministic order: TestPureCores keeps them free
+// of network, Raft and gossip), the data model, the version (a leaf), and
+// the client itself.
 var clientSide = []string{"api", "client", "pipeline", "transport", "ranges", "tensor",
-	"internal/worker", "internal/splits", "internal/share", "internal/version", "cmd/libfeedmesh"}
+	"internal/worker", "internal/splits", "internal/share", "internal/order", "internal/version", "cmd/libfeedmesh"}
 
 func outsideClientSide(p string) bool {
 	if !under(p, module) {
@@ -147,10 +148,22 @@ func TestProductLinksNoTestCode(t *testing.T) {
 	for _, p := range importers {
 		t.Errorf("cmd/feedmesh links testing through %s: %s", p, g.chain(p))
 	}
-	testOnly := []string{"testcluster", "internal/testutil", "systemtest", "bench", "cmd/feedmesh-bench", "internal/s3test", "internal/slowlink", "internal/pqshard", "internal/deptest", "internal/fsm/fsmtest"}
+	// internal/slowlink is linked only by -tags feedmesh_testhooks
+	// (systemtest/multihost's build); deploy holds the image's packer.
+	testOnly := []string{"testcluster", "internal/testutil", "systemtest", "bench", "cmd/feedmesh-bench", "internal/s3test", "internal/slowlink", "internal/pqshard", "internal/pairwise", "internal/deptest", "internal/fsm/fsmtest", "deploy"}
 	forbid(t, g, "test, benchmark or fault-injection code", func(p string) bool {
 		for _, s := range testOnly {
 			if under(p, module+"/"+s) {
+				return true
+			}
+		}
+		return false
+	})
+	// Helm and the Kubernetes API types check the chart in tests, from
+	// tools/helm, a module of their own.
+	forbid(t, g, "a deployment tool", func(p string) bool {
+		for _, s := range []string{"helm.sh/", "k8s.io/", "sigs.k8s.io/", "github.com/prometheus-operator/"} {
+			if strings.HasPrefix(p, s) {
 				return true
 			}
 		}
@@ -167,11 +180,11 @@ func TestPureCores(t *testing.T) {
 	}
 	// internal/fsm is the replicated state machine and internal/plan the
 	// leader's planners: the Raft shell around them is internal/raftnode.
-	for _, pkg := range []string{"ranges", "tensor", "api/rounds", "api/jobspec", "internal/splits", "internal/share", "pipeline/bucketing",
+	for _, pkg := range []string{"ranges", "tensor", "api/rounds", "api/jobspec", "internal/splits", "internal/share", "internal/order", "pipeline/bucketing",
 		"internal/fsm", "internal/plan", "internal/plan/autoscale"} {
 		forbid(t, load(t, pkg), "a pure core links no network, Raft or gossip", heavy)
 	}
-	for _, pkg := range []string{"ranges", "api/rounds", "api/jobspec", "internal/plan/autoscale", "internal/version"} {
+	for _, pkg := range []string{"ranges", "api/rounds", "api/jobspec", "internal/plan/autoscale", "internal/version", "internal/order"} {
 		g := load(t, pkg)
 		forbid(t, g, fmt.Sprintf("%s is a leaf: it imports nothing of the module", pkg), func(p string) bool {
 			return under(p, module) && p != g.root

@@ -32,8 +32,14 @@ type createJobBody struct {
 // a schema it does not know, as any version it does not know).
 const createJobV6 = 6
 
+// createJobOwnerV7 is the first CreateJob that may carry the job's owner
+// (key 9): v7 carries jobspec schema 1 as v6 does, and an owner. So the
+// next schema needs v8: from v7 on, a schema s needs createJobOwnerV7-1+s
+// (and v6, schema 1 without an owner, stays what it was).
+const createJobOwnerV7 = 7
+
 // createJobMaxVersion is the newest CreateJob this node knows.
-const createJobMaxVersion = createJobV6 - 1 + jobspec.Schema
+const createJobMaxVersion = createJobOwnerV7 - 1 + jobspec.Schema
 
 // createJobBodyV6 is the body of TypeCreateJob v6 and later: the job's
 // options under their own key, in jobspec's encoding (key 3 held the
@@ -49,6 +55,9 @@ type createJobBodyV6 struct {
 	Options jobspec.Job `cbor:"7,keyasint"`
 	// CountLoss: Job.CountLoss.
 	CountLoss bool `cbor:"8,keyasint,omitempty"`
+	// Owner (v7) is who creates the job: Job.Owner. Of an existing job
+	// (a consumer joining, a resume), it must be of the job's tenant.
+	Owner *Owner `cbor:"9,keyasint,omitempty"`
 }
 
 // createJob is a CreateJob of any version, decoded and checked on its
@@ -61,6 +70,7 @@ type createJob struct {
 	StaticWorkers []string
 	Resume        *ResumeBody
 	Scale         *ScaleStart
+	Owner         *Owner
 }
 
 // Create is a new job as a node proposes it (NewCreateJob: CreateJob v6).
@@ -78,6 +88,12 @@ type Create struct {
 	// Scale (a new autoscaling job) starts it at more than one worker,
 	// where an earlier job of its dataset converged: see NewCreateJobAt.
 	Scale *ScaleStart
+	// Owner, if set, is who creates the job (CreateJob v7: Job.Owner). A
+	// command for an existing job (a consumer joining it, a resume
+	// replacing it) is refused with ErrPermission unless Owner's tenant
+	// is the job's (an administrator acting on another tenant's job
+	// proposes it with the job's owner).
+	Owner *Owner
 }
 
 // ScaleStart is where a new autoscaling job starts: at Workers, the count
@@ -122,7 +138,16 @@ type ResumeBody struct {
 // A node that knows CreateJob up to v5 refuses it (ErrUnknownVersion):
 // every node must run this version or later.
 func NewCreateJob(c Create) Command {
-	return newCommand(TypeCreateJob, createJobV6-1+uint16(c.Options.Schema()), c.body())
+	return newCommand(TypeCreateJob, c.version(), c.body())
+}
+
+// version is the least CreateJob version that carries c: v6 for schema 1
+// without an owner, else from v7 on.
+func (c Create) version() uint16 {
+	if c.Owner == nil {
+		return createJobV6 - 1 + uint16(c.Options.Schema())
+	}
+	return createJobOwnerV7 - 1 + uint16(c.Options.Schema())
 }
 
 // NewResumeJob is NewCreateJob for an exactly-once DYNAMIC job resumed
@@ -142,11 +167,29 @@ func NewCreateJob(c Create) Command {
 func NewResumeJob(c Create, r ResumeBody) Command {
 	b := c.body()
 	b.StaticWorkers, b.Scale, b.Resume = nil, nil, &r
-	return newCommand(TypeCreateJob, createJobV6-1+uint16(c.Options.Schema()), b)
+	return newCommand(TypeCreateJob, c.version(), b)
 }
 
 func (c Create) body() createJobBodyV6 {
-	return createJobBodyV6{Name: c.Name, Fingerprint: c.Fingerprint, Options: c.Options, CountLoss: c.CountLoss, StaticWorkers: c.StaticWorkers, Scale: c.Scale}
+	return createJobBodyV6{Name: c.Name, Fingerprint: c.Fingerprint, Options: c.Options, CountLoss: c.CountLoss, StaticWorkers: c.StaticWorkers, Scale: c.Scale, Owner: c.Owner}
+}
+
+// DropOwner rewrites a CreateJob v7 or later as the v6 that creates the
+// same job without an owner (the default tenant's), for a cluster below
+// protocol level ProtocolOwners. Anything else is returned as it is, with
+// false.
+func DropOwner(c Command) (Command, bool) {
+	if c.Type != TypeCreateJob || c.Version < createJobOwnerV7 {
+		return c, false
+	}
+	var b createJobBodyV6
+	if decodeBody(c, &b) != nil || b.Options.Schema() != 1 {
+		return c, false
+	}
+	b.Owner = nil
+	d := newCommand(TypeCreateJob, createJobV6, b)
+	d.At = c.At
+	return d, true
 }
 
 // LegacyCreateJob is CreateJob in the version before v6 that carries o
@@ -252,6 +295,9 @@ func applyCreateJob(s *State, c Command) (any, error) {
 	o := b.Options
 	var expect []string // a resume: consumers whose checkpoints it waits for, whatever the counts say
 	if j, ok := s.Jobs[b.Name]; ok {
+		if b.Owner != nil && TenantOf(j.Owner) != b.Owner.Tenant {
+			return nil, fmt.Errorf("%w: job %q is another tenant's", ErrPermission, b.Name)
+		}
 		id, replace, err := existingJob(j, b)
 		if !replace {
 			return id, err
@@ -271,6 +317,10 @@ func applyCreateJob(s *State, c Command) (any, error) {
 	j := &Job{
 		ID: s.applying, Name: b.Name, Fingerprint: b.Fingerprint, NumSplits: ds.NumSplits, Options: o, CountLoss: b.CountLoss,
 		CreatedAt: c.At, Consumers: map[string]int64{}, Workers: map[string]WorkerState{}, NoConsumersSince: c.At,
+	}
+	if b.Owner != nil {
+		o := *b.Owner
+		j.Owner = &o
 	}
 	switch o.Sharding() {
 	case jobspec.Static:
@@ -370,6 +420,12 @@ func checkCreateJobV6(b createJobBodyV6, version uint16) (createJob, error) {
 	if v := createJobV6 - 1 + uint16(o.Schema()); version < v {
 		return createJob{}, fmt.Errorf("%w: CreateJob v%d cannot carry these options (job options schema %d: want v%d)", ErrInvalidCommand, version, o.Schema(), v)
 	}
+	if b.Owner != nil && version < createJobOwnerV7 {
+		return createJob{}, fmt.Errorf("%w: CreateJob v%d cannot carry an owner (v%d)", ErrInvalidCommand, version, createJobOwnerV7)
+	}
+	if err := checkOwner(b.Owner); err != nil {
+		return createJob{}, err
+	}
 	if b.Scale != nil && !o.Autoscale() {
 		return createJob{}, fmt.Errorf("%w: job %q: a scale start is for autoscaling jobs", ErrInvalidCommand, b.Name)
 	}
@@ -385,7 +441,7 @@ func checkCreateJobV6(b createJobBodyV6, version uint16) (createJob, error) {
 	if b.Resume != nil && (o.Sharding() != jobspec.Dynamic || o.Delivery() != jobspec.ExactlyOnce || o.Share()) {
 		return createJob{}, fmt.Errorf("%w: job %q: only exactly-once DYNAMIC jobs without share resume from checkpoints", ErrInvalidCommand, b.Name)
 	}
-	return createJob{Name: b.Name, Fingerprint: b.Fingerprint, Options: o, CountLoss: b.CountLoss, StaticWorkers: b.StaticWorkers, Resume: b.Resume, Scale: b.Scale}, nil
+	return createJob{Name: b.Name, Fingerprint: b.Fingerprint, Options: o, CountLoss: b.CountLoss, StaticWorkers: b.StaticWorkers, Resume: b.Resume, Scale: b.Scale, Owner: b.Owner}, nil
 }
 
 // checkScaleStart checks a scale start's count and the job it names.

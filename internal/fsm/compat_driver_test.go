@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -29,6 +30,9 @@ type compatDriver struct {
 	// v6: the log's part after compatLegacyEntries, whose jobs are
 	// created as the nodes create them since: CreateJob v6.
 	v6 bool
+	// owners: the part after compatV6Entries, whose jobs mostly have an
+	// owner of one of two tenants (CreateJob v7).
+	owners bool
 }
 
 var compatOptions = []JobOptions{
@@ -175,7 +179,58 @@ func (d *compatDriver) createV6(job string) Command {
 	case c.Options.Autoscale() && r.IntN(2) == 0:
 		c.Scale = &ScaleStart{Workers: 1 + r.IntN(4), From: d.pick("j", 4)}
 	}
+	if d.owners {
+		c.Owner = compatOwners[r.IntN(len(compatOwners))]
+	}
 	return NewCreateJob(c)
+}
+
+// compatOwners are the owners of the owners part's jobs: none (the
+// default tenant's), and principals of two tenants and the default one.
+var compatOwners = []*Owner{
+	nil,
+	{Principal: "spiffe://prod/client/alice", Tenant: "vision"},
+	{Principal: "spiffe://prod/client/bob", Tenant: "nlp"},
+	{Principal: "spiffe://prod/client/carol"},
+}
+
+// compatScriptOwners starts the owners part: datasets registered with
+// an owner, a job of each tenant with a consumer, a consumer of another
+// tenant refused, and datasets garbage-collected or spared.
+func compatScriptOwners() []Command {
+	alice, bob := *compatOwners[1], *compatOwners[2]
+	o := compatRequest("owned-a", "fp2", jobspec.Options{Sharding: jobspec.Dynamic})
+	o.Owner = &alice
+	b := compatRequest("owned-b", "fp2", jobspec.Options{Sharding: jobspec.Dynamic})
+	b.Owner = &bob
+	stolen := o
+	stolen.Owner = &bob
+	return []Command{
+		NewRegisterOwnedDataset(Dataset{Fingerprint: "fp2", Spec: []byte("spec of fp2"), NumSplits: 4}, alice),
+		NewRegisterOwnedDataset(Dataset{Fingerprint: "fp2", Spec: []byte("spec of fp2"), NumSplits: 4}, bob), // alice's still
+		NewRegisterOwnedDataset(Dataset{Fingerprint: "fp3", Spec: []byte("spec of fp3"), NumSplits: 2}, bob),
+		NewRegisterDataset(Dataset{Fingerprint: "fp4", Spec: []byte("spec of fp4"), NumSplits: 2}),
+		NewCreateJob(o), NewAttachConsumer("owned-a", "c0"),
+		NewCreateJob(b), NewAttachConsumer("owned-b", "c0"),
+		NewCreateJob(stolen),                         // another tenant's job: refused
+		NewGarbageCollectDataset("fp2", time.Minute), // read by jobs: refused
+		NewGarbageCollectDataset("fp3", time.Hour),   // within its grace: refused
+		NewGarbageCollectDataset("fp4", time.Hour),   // of an older entry: removed
+		NewGarbageCollectDataset("fp3", 0),           // removed
+		NewGarbageCollectDataset("fp3", 0),           // gone: no error
+		NewPutToken("team-a", Token{Hash: compatHash("a"), Tenant: "vision", CreatedBy: "spiffe://prod/client/ops"}),
+		NewPutToken("team-a", Token{Hash: compatHash("a2"), Tenant: "nlp", CreatedBy: "spiffe://prod/client/ops"}), // exists: refused
+		NewPutToken("team-x", Token{Hash: []byte("short"), CreatedBy: "spiffe://prod/client/ops"}),                 // not a SHA-256: refused
+		NewPutToken("ops-b", Token{Hash: compatHash("b"), Admin: true, CreatedBy: "spiffe://prod/client/ops"}),
+		NewDeleteToken("team-a"),
+		NewDeleteToken("team-a"), // gone: false
+	}
+}
+
+// compatHash is a token secret's hash.
+func compatHash(secret string) []byte {
+	h := sha256.Sum256([]byte(secret))
+	return h[:]
 }
 
 // dynamic picks a command for a DYNAMIC job.

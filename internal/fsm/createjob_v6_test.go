@@ -237,8 +237,9 @@ func TestBoundsAgree(t *testing.T) {
 	if maxJobWorkers != jobspec.MaxJobWorkers || autoscale.MaxWorkers != jobspec.MaxJobWorkers {
 		t.Fatalf("max workers: fsm %d, autoscale %d, jobspec %d", maxJobWorkers, autoscale.MaxWorkers, jobspec.MaxJobWorkers)
 	}
-	// CreateJob's newest version follows jobspec's schema (v6 is schema 1).
-	if v := commandTable[TypeCreateJob].maxVersion; v != createJobV6-1+jobspec.Schema {
+	// CreateJob's newest version follows jobspec's schema (v6 is schema 1
+	// without an owner, v7 schema 1 with one, v8 would be schema 2).
+	if v := commandTable[TypeCreateJob].maxVersion; v != createJobOwnerV7-1+jobspec.Schema {
 		t.Fatalf("CreateJob up to v%d, jobspec schema %d", v, jobspec.Schema)
 	}
 }

@@ -18,6 +18,13 @@ type Dataset struct {
 	// The state machine's own memory: RegisterDataset does not set it.
 	ScaleWorkers int    `cbor:"4,keyasint,omitempty" json:"scale_workers,omitempty"`
 	ScaleJob     string `cbor:"5,keyasint,omitempty" json:"scale_job,omitempty"`
+	// Owner is who registered the dataset first (RegisterDataset v2);
+	// nil for a dataset of an older entry: the default tenant's.
+	Owner *Owner `cbor:"6,keyasint,omitempty" json:"owner,omitempty"`
+	// RegisteredAt is when (the command's At; RegisterDataset v2):
+	// garbage collection spares a dataset for a while after it
+	// (NewGarbageCollectDataset). 0 for an older entry.
+	RegisteredAt int64 `cbor:"7,keyasint,omitempty" json:"registered_at,omitempty"`
 }
 
 // Dataset returns a copy of the dataset with that fingerprint.

@@ -48,6 +48,9 @@ var (
 	// ErrJobInUse: GarbageCollectJob on a job with consumers, or before it
 	// has been without consumers for its GCAfter.
 	ErrJobInUse = errors.New("fsm: job still in use")
+	// ErrPermission: a CreateJob whose owner is of another tenant than
+	// the job of that name's.
+	ErrPermission = errors.New("fsm: permission denied")
 	// ErrDetached: AttachConsumer of a consumer that detached from the job
 	// (DetachConsumer v2) within the job's ConsumerTTL: a heartbeat that
 	// was still on its way when its consumer left.

@@ -124,6 +124,9 @@ type Job struct {
 	// Offload is the consumers' offload state (offload.go); nil when
 	// none asked.
 	Offload *OffloadState `cbor:"40,keyasint,omitempty" json:"offload,omitempty"`
+	// Owner is who created the job (CreateJob v7); nil for a job of an
+	// older entry: the default tenant's.
+	Owner *Owner `cbor:"41,keyasint,omitempty" json:"owner,omitempty"`
 }
 
 // Clone returns a deep copy.

@@ -17,9 +17,19 @@ const (
 	// form) and snapshot format 2. Nodes of releases before Protocol
 	// advertise no level: they are at this one.
 	ProtocolLegacy = 1
-	// Protocol, this release's: CreateJob v6 (jobspec's options) and
-	// snapshot format 3.
-	Protocol = 2
+	// ProtocolJobspec: CreateJob v6 (jobspec's options) and snapshot
+	// format 3.
+	ProtocolJobspec = 2
+	// ProtocolOwners, this release's (Protocol): jobs and datasets record
+	// their owner (CreateJob v7, RegisterDataset v2, format 3 snapshots
+	// with owners) and unread datasets are garbage-collected
+	// (GarbageCollectDataset). Below it, the proposer drops owners
+	// (DropOwner, NewRegisterDataset), collects no dataset, and snapshots
+	// leave owners out (the older nodes' strict decoding refuses keys they
+	// do not know).
+	ProtocolOwners = 3
+	// Protocol is this release's level.
+	Protocol = ProtocolOwners
 )
 
 // legacyOptions is o (with count-loss) in the legacy form that CreateJob
@@ -86,7 +96,11 @@ func DowngradeCreateJob(c Command) (Command, bool) {
 // protocol writes it: format 3 at Protocol, format 2 at ProtocolLegacy
 // (which older nodes restore: a leader may send its snapshot to one).
 func (s *State) MarshalSnapshotAt(protocol int) ([]byte, error) {
-	if protocol >= Protocol {
+	if protocol >= ProtocolOwners {
+		return s.MarshalSnapshot()
+	}
+	s = s.withoutOwners()
+	if protocol >= ProtocolJobspec {
 		return s.MarshalSnapshot()
 	}
 	jobs := make(map[string]*jobV2, len(s.Jobs))
@@ -104,4 +118,37 @@ func (s *State) MarshalSnapshotAt(protocol int) ([]byte, error) {
 		return nil, fmt.Errorf("encode snapshot format 2: %w", err)
 	}
 	return b, nil
+}
+
+// withoutOwners is s, or if any job or dataset has an owner (or a dataset
+// a registration time) or there are tokens, a shallow copy without them:
+// what a node below ProtocolOwners restores.
+func (s *State) withoutOwners() *State {
+	owned := false
+	for _, j := range s.Jobs {
+		owned = owned || j.Owner != nil
+	}
+	for _, d := range s.Datasets {
+		owned = owned || d.Owner != nil || d.RegisteredAt != 0
+	}
+	if !owned && len(s.Tokens) == 0 {
+		return s
+	}
+	c := *s
+	c.Tokens = nil
+	c.Jobs = make(map[string]*Job, len(s.Jobs))
+	for name, j := range s.Jobs {
+		if j.Owner != nil {
+			cj := *j
+			cj.Owner = nil
+			j = &cj
+		}
+		c.Jobs[name] = j
+	}
+	c.Datasets = make(map[string]Dataset, len(s.Datasets))
+	for fp, d := range s.Datasets {
+		d.Owner, d.RegisteredAt = nil, 0
+		c.Datasets[fp] = d
+	}
+	return &c
 }

@@ -37,6 +37,8 @@ type snapshotV3 struct {
 	Index    uint64             `cbor:"3,keyasint"`
 	Datasets map[string]Dataset `cbor:"4,keyasint"`
 	Jobs     map[string]*Job    `cbor:"5,keyasint"`
+	// Tokens (protocol level ProtocolOwners) are the access tokens.
+	Tokens map[string]Token `cbor:"6,keyasint,omitempty"`
 }
 
 // snapshotV2 is format 2: format 1's fields keep their keys, and its jobs
@@ -113,7 +115,7 @@ func init() {
 // MarshalSnapshot encodes the whole state in snapshotFormat. Equal states
 // give equal bytes.
 func (s *State) MarshalSnapshot() ([]byte, error) {
-	b, err := encMode.Marshal(snapshotV3{Format: snapshotFormat, KV: s.KV, Index: s.Index, Datasets: s.Datasets, Jobs: s.Jobs})
+	b, err := encMode.Marshal(snapshotV3{Format: snapshotFormat, KV: s.KV, Index: s.Index, Datasets: s.Datasets, Jobs: s.Jobs, Tokens: s.Tokens})
 	if err != nil {
 		return nil, fmt.Errorf("encode snapshot: %w", err)
 	}
@@ -175,6 +177,18 @@ func UnmarshalSnapshot(data []byte) (*State, error) {
 	}
 	if err := restoreJobs(s, v.Datasets, v.Jobs); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrSnapshotFormat, err)
+	}
+	if len(v.Tokens) > maxTokens {
+		return nil, fmt.Errorf("%w: %d tokens, limit %d", ErrSnapshotFormat, len(v.Tokens), maxTokens)
+	}
+	for id, t := range v.Tokens {
+		if err := checkToken(id, t); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrSnapshotFormat, err)
+		}
+		if s.Tokens == nil {
+			s.Tokens = map[string]Token{}
+		}
+		s.Tokens[id] = t
 	}
 	return s, nil
 }

@@ -20,6 +20,8 @@ type State struct {
 	Datasets map[string]Dataset
 	// Jobs are the jobs by name. Never nil values.
 	Jobs map[string]*Job
+	// Tokens are the access tokens by id (PutToken); nil until the first.
+	Tokens map[string]Token
 
 	// applying is the index of the command being applied, set only during
 	// ApplyIndex.
@@ -101,6 +103,13 @@ func (s *State) Clone() *State {
 	}
 	for k, j := range s.Jobs {
 		c.Jobs[k] = j.Clone()
+	}
+	if s.Tokens != nil {
+		c.Tokens = make(map[string]Token, len(s.Tokens))
+		for k, t := range s.Tokens {
+			t.Hash = slices.Clone(t.Hash)
+			c.Tokens[k] = t
+		}
 	}
 	return c
 }

@@ -41,6 +41,10 @@ const (
 	// Numbered away from the others so that commands added beside it on
 	// other branches did not clash.
 	TypeOffload CommandType = 47 // a consumer's offload request
+
+	TypeGarbageCollectDataset CommandType = 48 // remove a dataset no job reads
+	TypePutToken              CommandType = 49 // create an access token
+	TypeDeleteToken           CommandType = 50 // revoke an access token
 )
 
 // handler applies one command type to the state. Handlers are pure: they
@@ -57,7 +61,7 @@ type handler struct {
 var commandTable = map[CommandType]handler{
 	TypePutKV:             {name: "PutKV", minVersion: 1, maxVersion: 1, apply: applyPutKV},
 	TypeDeleteKV:          {name: "DeleteKV", minVersion: 1, maxVersion: 1, apply: applyDeleteKV},
-	TypeRegisterDataset:   {name: "RegisterDataset", minVersion: 1, maxVersion: 1, apply: applyRegisterDataset},
+	TypeRegisterDataset:   {name: "RegisterDataset", minVersion: 1, maxVersion: 2, apply: applyRegisterDataset},
 	TypeCreateJob:         {name: "CreateJob", minVersion: 1, maxVersion: createJobMaxVersion, apply: applyCreateJob},
 	TypeAttachConsumer:    {name: "AttachConsumer", minVersion: 1, maxVersion: 2, apply: applyAttachConsumer},
 	TypeDetachConsumer:    {name: "DetachConsumer", minVersion: 1, maxVersion: 2, apply: applyDetachConsumer},
@@ -76,6 +80,10 @@ var commandTable = map[CommandType]handler{
 	TypeAllocateJob:       {name: "AllocateJob", minVersion: 1, maxVersion: 1, apply: applyAllocateJob},
 	TypePutKVIfAbsent:     {name: "PutKVIfAbsent", minVersion: 1, maxVersion: 1, apply: applyPutKVIfAbsent},
 	TypeOffload:           {name: "Offload", minVersion: 1, maxVersion: 2, apply: applyOffload},
+
+	TypeGarbageCollectDataset: {name: "GarbageCollectDataset", minVersion: 1, maxVersion: 1, apply: applyGarbageCollectDataset},
+	TypePutToken:              {name: "PutToken", minVersion: 1, maxVersion: 1, apply: applyPutToken},
+	TypeDeleteToken:           {name: "DeleteToken", minVersion: 1, maxVersion: 1, apply: applyDeleteToken},
 }
 
 // String names the type for errors and logs.

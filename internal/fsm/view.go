@@ -78,3 +78,11 @@ func (v JobView) State() string {
 	}
 	return JobFinished
 }
+
+// Admits reports whether a CreateJob of c would find this job the same
+// (dataset and options, count_loss included), as CreateJob decides
+// before anything else: a resume that would be refused for its options
+// must change nothing before it is (mesh fences consumers for a resume).
+func (v JobView) Admits(c Create) bool {
+	return v.Fingerprint == c.Fingerprint && len(optionsDiff(v.Options, v.CountLoss, c.Options, c.CountLoss)) == 0
+}

@@ -222,3 +222,33 @@ func candidates(voters, others []ConfigServer, mem map[string]Member) []Server {
 	})
 	return out
 }
+
+// StaleServers are the live members that advertise a Raft role (they hold
+// a configuration that names them) but are absent from the leader's
+// configuration cfg, sorted by ID. Raft never tells a server that was
+// removed while it was down: restarted, it holds the configuration it
+// had, in which it is still a voter, so it runs elections that the
+// members of the real configuration refuse, learns no leader, and, being
+// in a configuration by its own account, does not ask gossip for one
+// either. Nothing changes for it until the leader adds it back, which
+// PlanVoters does only when the voter target has room. The leader adds a
+// stale server as a nonvoter: the configuration and heartbeats reach it,
+// and it is the first candidate when a voter slot opens.
+//
+// A live voter that rule 5 removes advertises its old role until its
+// next gossip update: the caller waits a while before acting on a
+// server found stale, and adding such a one as a nonvoter is harmless.
+func StaleServers(cfg []ConfigServer, members []Member) []Server {
+	inCfg := make(map[string]bool, len(cfg))
+	for _, s := range cfg {
+		inCfg[s.ID] = true
+	}
+	var out []Server
+	for id, m := range indexMembers(members) {
+		if m.Alive && m.inCluster() && !inCfg[id] {
+			out = append(out, Server{ID: id, Addr: m.Addr})
+		}
+	}
+	slices.SortFunc(out, func(a, b Server) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}

@@ -292,3 +292,29 @@ func checkPlan(t *testing.T, iter, target int, leader string, cfg []ConfigServer
 		fail("ends with %d voters > target", n)
 	}
 }
+
+// StaleServers: a live member that advertises a Raft role and is absent
+// from the configuration is stale (a server removed while it was down and
+// restarted with its old configuration); one in the configuration, one
+// that advertises no role (beyond the voters, or never joined) and a dead
+// one are not.
+func TestStaleServers(t *testing.T) {
+	cfg := cfgOf([]string{"a", "b", "c"}, "d")
+	live := func(id, role string) Member { return Member{ID: id, Addr: id + ":1", Alive: true, Role: role} }
+	members := []Member{
+		live("a", RoleLeader), live("b", RoleVoter), live("c", RoleVoter), live("d", RoleNonvoter),
+		live("e", RoleVoter),    // removed while down, restarted: stale
+		live("f", RoleNonvoter), // so too
+		live("g", RoleNone),     // outside the configuration and knows it
+		live("h", ""),           // never joined a cluster
+		{ID: "i", Addr: "i:1", Role: RoleVoter, DownSince: now}, // dead
+	}
+	got := StaleServers(cfg, members)
+	want := []Server{{ID: "e", Addr: "e:1"}, {ID: "f", Addr: "f:1"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("StaleServers = %+v, want %+v", got, want)
+	}
+	if got := StaleServers(cfg, members[:4]); len(got) != 0 {
+		t.Errorf("no stale server: %+v", got)
+	}
+}

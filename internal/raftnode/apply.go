@@ -20,29 +20,74 @@ import (
 // (committed, FSM refused: Result.Index is set), ErrCommandTooLarge,
 // ctx.Err(), ErrClosed.
 func (n *Node) Apply(ctx context.Context, cmd fsm.Command) (Result, error) {
-	if err := n.precheck(); err != nil {
-		return Result{}, err
+	p := n.submit(ctx, cmd)
+	return n.finish(ctx, p)
+}
+
+// ApplyEach commits cmds in order, as Apply does each, but submits them
+// all before waiting for any: Raft replicates and commits them together
+// instead of one quorum round trip (and fsync) after another. A plan of
+// n steps (one AssignTask per worker for a job over all nodes) took n
+// round trips, past 30 s at 60 in-process nodes on a loaded machine. The
+// results and errors are Apply's, one per command; a command rejected by
+// the state machine does not stop the ones after it, which the state
+// machine judges on the state as it then is.
+func (n *Node) ApplyEach(ctx context.Context, cmds []fsm.Command) ([]Result, []error) {
+	ps := make([]pending, len(cmds))
+	for i, c := range cmds {
+		ps[i] = n.submit(ctx, c)
 	}
-	if cmd.At == 0 {
-		cmd.At = time.Now().UnixNano()
+	res, errs := make([]Result, len(cmds)), make([]error, len(cmds))
+	for i := range ps {
+		res[i], errs[i] = n.finish(ctx, ps[i])
 	}
-	data, err := fsm.EncodeCommand(cmd)
+	return res, errs
+}
+
+// pending is a command submitted to Raft (or refused before: err).
+type pending struct {
+	cmd   fsm.Command
+	f     raft.ApplyFuture
+	start time.Time
+	err   error
+}
+
+func (n *Node) submit(ctx context.Context, cmd fsm.Command) pending {
+	p := pending{cmd: cmd}
+	if p.err = n.precheck(); p.err != nil {
+		return p
+	}
+	if p.cmd.At == 0 {
+		p.cmd.At = time.Now().UnixNano()
+	}
+	data, err := fsm.EncodeCommand(p.cmd)
 	if err != nil {
-		return Result{}, err
+		p.err = err
+		return p
 	}
 	if len(data) > n.cfg.MaxCommandBytes {
-		return Result{}, fmt.Errorf("apply %v: %w: %d bytes, MaxCommandBytes %d", cmd.Type, fsm.ErrCommandTooLarge, len(data), n.cfg.MaxCommandBytes)
+		p.err = fmt.Errorf("apply %v: %w: %d bytes, MaxCommandBytes %d", cmd.Type, fsm.ErrCommandTooLarge, len(data), n.cfg.MaxCommandBytes)
+		return p
 	}
 	timeout, err := timeoutOf(ctx)
 	if err != nil {
-		return Result{}, fmt.Errorf("apply %v: %w", cmd.Type, err)
+		p.err = fmt.Errorf("apply %v: %w", cmd.Type, err)
+		return p
 	}
-	start := time.Now()
-	f := n.raft.Apply(data, timeout)
+	p.start = time.Now()
+	p.f = n.raft.Apply(data, timeout)
+	return p
+}
+
+func (n *Node) finish(ctx context.Context, p pending) (Result, error) {
+	if p.err != nil {
+		return Result{}, p.err
+	}
+	cmd, f := p.cmd, p.f
 	if err := n.wait(ctx, f); err != nil {
 		return Result{}, fmt.Errorf("apply %v: %w", cmd.Type, n.mapErr(err))
 	}
-	n.applyNanos.Add(int64(time.Since(start)))
+	n.applyNanos.Add(int64(time.Since(p.start)))
 	n.applied.Add(1)
 	res := Result{Index: f.Index()}
 	r, ok := f.Response().(applyResult)

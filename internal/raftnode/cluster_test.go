@@ -443,3 +443,49 @@ func TestCloseLeaksNoGoroutines(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyEach: the commands commit in the order given, each with its
+// own result; one the state machine rejects does not stop the others.
+func TestApplyEach(t *testing.T) {
+	a := openNode(t, "a", "127.0.0.1:0", filepath.Join(t.TempDir(), "a"))
+	if err := a.Bootstrap([]plan.Server{{ID: "a", Addr: a.addr}}); err != nil {
+		t.Fatal(err)
+	}
+	waitLeader(t, []*testNode{a})
+	cmds := []fsm.Command{
+		fsm.NewPutKVIfAbsent("k", []byte("first")),
+		fsm.NewPutKV("", []byte("no key")), // rejected
+		fsm.NewPutKVIfAbsent("k", []byte("second")),
+		fsm.NewPutKV("k2", []byte("v2")),
+	}
+	res, errs := a.ApplyEach(testutil.Ctx(t, 10*time.Second), cmds)
+	if len(res) != 4 || len(errs) != 4 {
+		t.Fatalf("%d results, %d errors for 4 commands", len(res), len(errs))
+	}
+	if errs[0] != nil || string(res[0].Value.([]byte)) != "first" {
+		t.Errorf("command 0: %v, %v", res[0].Value, errs[0])
+	}
+	if !errors.Is(errs[1], ErrRejected) {
+		t.Errorf("command 1 (empty key): %v", errs[1])
+	}
+	// The third ran after the first: the key holds the first's value.
+	if errs[2] != nil || string(res[2].Value.([]byte)) != "first" {
+		t.Errorf("command 2: %v, %v", res[2].Value, errs[2])
+	}
+	if errs[3] != nil {
+		t.Errorf("command 3: %v", errs[3])
+	}
+	for i := 1; i < 4; i++ {
+		if res[i].Index <= res[i-1].Index {
+			t.Errorf("indexes not in order: %d then %d", res[i-1].Index, res[i].Index)
+		}
+	}
+	if v, ok := a.Get("k2"); !ok || string(v) != "v2" {
+		t.Errorf("k2 = %q, %v", v, ok)
+	}
+	// Closed: every command fails with ErrClosed.
+	a.Close()
+	if _, errs := a.ApplyEach(t.Context(), cmds[:2]); !errors.Is(errs[0], ErrClosed) || !errors.Is(errs[1], ErrClosed) {
+		t.Errorf("after Close: %v", errs)
+	}
+}

@@ -18,6 +18,14 @@ type Config struct {
 	// Addr is the address peers dial to reach this server (the node's QUIC
 	// host:port). It is what the stream layer's Dial receives.
 	Addr string
+	// AddressOf, when set, gives a server's current address by its id;
+	// Raft dials that rather than the address the configuration recorded
+	// (hashicorp/raft's ServerAddressProvider), falling back to the
+	// recorded one when ok is false. A server whose address changes while
+	// its id and state stay (a Kubernetes pod started again gets a new IP)
+	// is then reached at once, even when no leader exists to change the
+	// configuration (every voter moved).
+	AddressOf func(id string) (addr string, ok bool)
 	// DataDir holds raft.db (raft-boltdb: log and stable store) and
 	// snapshots/. It is created if missing. A DataDir that already holds Raft
 	// state makes Node.HasState true: the node must not bootstrap again.

@@ -153,6 +153,45 @@ func (f *machine) idleLease(job string, jobID uint64, worker string, incarnation
 	return f.state.IdleLease(job, jobID, worker, incarnation)
 }
 
+func (f *machine) jobTenant(name string) (string, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	j, ok := f.state.Jobs[name]
+	if !ok {
+		return "", false
+	}
+	return fsm.TenantOf(j.Owner), true
+}
+
+func (f *machine) hasConsumer(job, consumer string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	j, ok := f.state.Jobs[job]
+	if !ok {
+		return false
+	}
+	_, ok = j.Consumers[consumer]
+	return ok
+}
+
+func (f *machine) token(id string) (fsm.Token, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.TokenRecord(id)
+}
+
+func (f *machine) tenantUsage(tenant string) fsm.Usage {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.TenantUsage(tenant)
+}
+
+func (f *machine) unreadDatasets() []fsm.Dataset {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.UnreadDatasets()
+}
+
 func (f *machine) jobs() []fsm.JobView {
 	f.mu.RLock()
 	defer f.mu.RUnlock()

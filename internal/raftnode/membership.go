@@ -56,6 +56,27 @@ func (n *Node) AddVoter(ctx context.Context, s plan.Server) error {
 	return nil
 }
 
+// AddNonvoter adds s as a nonvoter, on the leader only: it receives the
+// log and the configuration, and so the leader's heartbeats, but does not
+// vote. Adding a server that is already a voter leaves it a voter.
+func (n *Node) AddNonvoter(ctx context.Context, s plan.Server) error {
+	if err := n.precheck(); err != nil {
+		return err
+	}
+	if s.ID == "" || s.Addr == "" {
+		return fmt.Errorf("add nonvoter %+v: id and address are required", s)
+	}
+	timeout, err := timeoutOf(ctx)
+	if err != nil {
+		return fmt.Errorf("add nonvoter %s: %w", s.ID, err)
+	}
+	f := n.raft.AddNonvoter(raft.ServerID(s.ID), raft.ServerAddress(s.Addr), 0, timeout)
+	if err := n.wait(ctx, f); err != nil {
+		return fmt.Errorf("add nonvoter %s at %s: %w", s.ID, s.Addr, n.mapErr(err))
+	}
+	return nil
+}
+
 // RemoveServer removes id from the configuration, on the leader only.
 func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	if err := n.precheck(); err != nil {

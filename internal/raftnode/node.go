@@ -90,7 +90,7 @@ func Open(cfg Config, layer raft.StreamLayer) (_ *Node, err error) {
 		return nil, err
 	}
 	n.store, n.hasState = st.log, st.hasState
-	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	tcfg := &raft.NetworkTransportConfig{
 		Stream:  tl,
 		MaxPool: cfg.MaxPool,
 		// No pipelined replication: with the default of 2 in flight,
@@ -103,7 +103,11 @@ func Open(cfg Config, layer raft.StreamLayer) (_ *Node, err error) {
 		MaxRPCsInFlight: 1,
 		Timeout:         cfg.TransportTimeout,
 		Logger:          n.log.Named("transport"),
-	})
+	}
+	if cfg.AddressOf != nil {
+		tcfg.ServerAddressProvider = addressProvider(cfg.AddressOf)
+	}
+	n.trans = raft.NewNetworkTransportWithConfig(tcfg)
 	n.raft, err = raft.NewRaft(raftConfig(n.cfg, n.log), n.machine, n.store, n.store, st.snaps, n.trans)
 	if err != nil {
 		return nil, fmt.Errorf("start raft %s: %w", cfg.ID, err)
@@ -262,3 +266,13 @@ func (n *Node) closed() bool {
 // stands on (the transport) before calling Close, so the errors Raft logs
 // about vanished connections from then on are logged at debug level.
 func (n *Node) PrepareClose() { setClosing(n.log) }
+
+// addressProvider answers raft's ServerAddressProvider from AddressOf.
+type addressProvider func(id string) (string, bool)
+
+func (f addressProvider) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
+	if a, ok := f(string(id)); ok && a != "" {
+		return raft.ServerAddress(a), nil
+	}
+	return "", fmt.Errorf("no current address for %s", id)
+}

@@ -27,6 +27,26 @@ func (n *Node) IdleLease(job string, jobID uint64, worker string, incarnation ui
 	return n.machine.idleLease(job, jobID, worker, incarnation)
 }
 
+// JobTenant is the tenant of the job of that name in the local FSM ("":
+// the default tenant's, fsm.TenantOf), without copying the job; false if
+// there is no such job.
+func (n *Node) JobTenant(name string) (string, bool) { return n.machine.jobTenant(name) }
+
+// TenantUsage is what tenant holds in the local FSM, and the totals
+// (fsm.State.TenantUsage).
+func (n *Node) TenantUsage(tenant string) fsm.Usage { return n.machine.tenantUsage(tenant) }
+
+// HasConsumer reports whether consumer is attached to job in the local
+// FSM.
+func (n *Node) HasConsumer(job, consumer string) bool { return n.machine.hasConsumer(job, consumer) }
+
+// Token is token id's record in the local FSM (fsm.State.TokenRecord).
+func (n *Node) Token(id string) (fsm.Token, bool) { return n.machine.token(id) }
+
+// UnreadDatasets lists the datasets no job reads in the local FSM, their
+// specs left out (fsm.State.UnreadDatasets).
+func (n *Node) UnreadDatasets() []fsm.Dataset { return n.machine.unreadDatasets() }
+
 // Jobs returns deep copies of every job in the local FSM, sorted by name,
 // all read at one consistent point.
 func (n *Node) Jobs() []fsm.JobView { return n.machine.jobs() }

@@ -71,6 +71,14 @@ func (s *Server) Config() objstore.Config {
 	return objstore.Config{Endpoint: s.Endpoint, PathStyle: true, Region: "us-east-1"}
 }
 
+// NamedStore is the server as a node's named object store (what
+// `--object-store NAME=endpoint=…,region=us-east-1,path_style=true` gives
+// a node): specs read it as s3://NAME/bucket/key. Credentials come from
+// the environment: see SetCredentials.
+func (s *Server) NamedStore(name string) objstore.NamedStore {
+	return objstore.NamedStore{Name: name, Endpoint: s.Endpoint, Region: "us-east-1", PathStyle: true}
+}
+
 // SetCredentials puts the root credentials in the environment variables
 // objstore reads (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) for the test.
 func SetCredentials(t testing.TB) {

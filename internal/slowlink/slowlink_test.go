@@ -2,6 +2,7 @@ package slowlink
 
 import (
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -96,5 +97,59 @@ func TestSlowLinkClose(t *testing.T) {
 	link.Close()
 	if err := <-errc; err == nil {
 		t.Fatal("ReadFrom after Close returned no error")
+	}
+}
+
+// TestDelay: datagrams through a Delay arrive after its delay, within its
+// jitter, in the order sent, and a new delay applies from the next one.
+func TestDelay(t *testing.T) {
+	recv, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base atomic.Int64
+	base.Store(int64(20 * time.Millisecond))
+	d := NewDelay(recv, func() (time.Duration, time.Duration) { return time.Duration(base.Load()), 5 * time.Millisecond })
+	defer d.Close()
+	send, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer send.Close()
+	measure := func() []time.Duration {
+		var out []time.Duration
+		buf := make([]byte, 16)
+		for i := range 20 {
+			t0 := time.Now()
+			if _, err := send.WriteTo([]byte{byte(i)}, recv.LocalAddr()); err != nil {
+				t.Fatal(err)
+			}
+			n, _, err := d.ReadFrom(buf)
+			if err != nil || n != 1 || buf[0] != byte(i) {
+				t.Fatalf("datagram %d: %d bytes %v, err %v", i, n, buf[:n], err)
+			}
+			out = append(out, time.Since(t0))
+		}
+		return out
+	}
+	for _, el := range measure() {
+		if el < 15*time.Millisecond || el > 200*time.Millisecond {
+			t.Errorf("20 ms ± 5 ms delay: a datagram took %v", el)
+		}
+	}
+	base.Store(0)
+	for _, el := range measure() {
+		if el > 50*time.Millisecond {
+			t.Errorf("0 ± 5 ms delay: a datagram took %v", el)
+		}
+	}
+	// In order: a later datagram never overtakes an earlier one.
+	last := time.Time{}
+	for range 1000 {
+		at := At(time.Now(), last, 2*time.Millisecond, 2*time.Millisecond)
+		if at.Before(last) {
+			t.Fatal("At went back in time")
+		}
+		last = at
 	}
 }

@@ -27,6 +27,15 @@ type Config struct {
 	// milliseconds. Longer means fewer commits, and more splits lost when
 	// a worker dies (at-most-once).
 	LeaseDuration time.Duration
+	// LeaseHoldShare bounds what a DYNAMIC task holds leased and not yet
+	// read, as a share of the job's splits (an epoch's): its queue, and
+	// so a lease, never exceeds this share (at least one split), however
+	// fast the pipeline seems. It bounds how unevenly workers that read
+	// together end a job: a worker that misjudged its rate (the first
+	// splits after a resume's skipped ones are read while buffers fill)
+	// holds no more than this beyond the split it reads. 0 means
+	// DefaultLeaseHoldShare (1/16); negative: no such bound.
+	LeaseHoldShare float64
 	// OrphanPollInterval (exactly-once DYNAMIC jobs) is how often a task
 	// whose leases are done asks again, until its job is complete: a dead
 	// worker's splits come back to be read again (splits/exactly.go).

@@ -3,10 +3,12 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
 	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/transport"
 )
@@ -38,6 +40,10 @@ type Host interface {
 	// CacheHeld returns what a task's leases tell the leader the node
 	// holds of job's cached splits (nil: nothing it could read).
 	CacheHeld(job api.JobInfo, spec *pipeline.Spec) func() ranges.Set
+	// MayRead refuses a data stream of job to its peer (conn), with the
+	// access token its Open carried (""), unless the node's policy lets
+	// it read the job (its tenant's).
+	MayRead(conn net.Conn, token string, job api.JobInfo) error
 }
 
 // JobView is what a worker reads of a job from its node's replica of the
@@ -70,4 +76,8 @@ type Options struct {
 	Codec *transport.Codec
 	// Log receives the worker's logs.
 	Log *slog.Logger
+	// Access is the node's data-access policy: every job's spec is bound
+	// to it (pipeline.Spec.Bind) before its splits are listed or read.
+	// nil reads as the process may (objstore.Local): tests only.
+	Access *objstore.Access
 }

@@ -89,6 +89,7 @@ func NewLeaser(ctx context.Context, ctl Control, cfg LeaseConfig) *Leaser {
 		answer: make(chan leaseResult, 1),
 		cut:    cfg.Cut, cutSeen: cfg.Cut,
 	}
+	p.policy.hold = holdSplits(cfg.Splits.Len(), cfg.HoldShare)
 	p.prod.init(p)
 	return p
 }
@@ -114,7 +115,10 @@ func (p *Leaser) Next(ctx context.Context) (pipeline.ProvidedSplit, error) {
 		}
 		p.reading = false
 	}
-	ps, err := p.next(ctx, finished)
+	// A split read with exclusions (a resumed job's, an orphan read
+	// again) is not timed: what it excludes costs no op work, so its
+	// time says nothing of the pipeline's rate (leasePolicy).
+	ps, err := p.next(ctx, finished && len(p.current.exclude) == 0)
 	if err != nil {
 		p.gateBusy(false)
 		if len(p.finished) > 0 {
@@ -122,11 +126,13 @@ func (p *Leaser) Next(ctx context.Context) (pipeline.ProvidedSplit, error) {
 		}
 		return ps, err
 	}
-	p.current, p.reading = leasedSplit{id: ps.Split.ID, epoch: ps.Epoch}, true
+	p.current, p.reading = leasedSplit{id: ps.Split.ID, epoch: ps.Epoch, exclude: ps.Exclude}, true
 	return ps, nil
 }
 
-func (p *Leaser) next(ctx context.Context, finished bool) (pipeline.ProvidedSplit, error) {
+// timed: the pipeline has read the split before, which had no exclusions,
+// so the time since the one before it is the time of one split.
+func (p *Leaser) next(ctx context.Context, timed bool) (pipeline.ProvidedSplit, error) {
 	if p.stopping() {
 		return pipeline.ProvidedSplit{}, io.EOF // what it holds goes to the nodes
 	}
@@ -135,8 +141,8 @@ func (p *Leaser) next(ctx context.Context, finished bool) (pipeline.ProvidedSpli
 	} else {
 		p.collect()
 		if p.cfg.Gate != nil && !p.cfg.Gate.Open() {
-			p.policy.observe(time.Now(), finished) // held to its share: no lease ahead
-		} else if n := p.policy.next(time.Now(), finished, len(p.queue)); n > 0 {
+			p.policy.observe(time.Now(), timed) // held to its share: no lease ahead
+		} else if n := p.policy.next(time.Now(), timed, len(p.queue)); n > 0 {
 			p.ask(n)
 		}
 	}

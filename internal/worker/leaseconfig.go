@@ -39,6 +39,9 @@ type LeaseConfig struct {
 	LeaseSplits   int
 	LeaseDuration time.Duration
 	FailoverAhead time.Duration
+	// HoldShare bounds the splits queued to this share of Splits
+	// (Config.LeaseHoldShare; 0: the default, negative: none).
+	HoldShare float64
 	// Poll is how often a loop whose lease brought nothing asks again:
 	// between exactly-once phases, and while a job hands out nothing yet
 	// (a resumed job waiting for its checkpoints).

@@ -238,3 +238,49 @@ func TestEWMA(t *testing.T) {
 		}
 	}
 }
+
+// TestLeasePolicyHold: however fast the rate seems, the splits queued,
+// and so a lease, never exceed hold (a share of the job's splits): a
+// rate measured while buffers fill (1.3 ms a split) asked for 186 of a
+// resumed job's 280 splits before.
+func TestLeasePolicyHold(t *testing.T) {
+	for _, tc := range []struct {
+		n     int64
+		share float64
+		want  int
+	}{
+		{300, 0, 19}, {300, 1.0 / 16, 19}, {16, 0, 1}, {1, 0, 1}, {100000, 0, 6250},
+		{300, 0.5, 150}, {300, -1, 0}, {0, 0, 0},
+	} {
+		if got := holdSplits(tc.n, tc.share); got != tc.want {
+			t.Errorf("holdSplits(%d, %v) = %d, want %d", tc.n, tc.share, got, tc.want)
+		}
+	}
+	t0 := time.Unix(1000, 0)
+	p := newLeasePolicy(256, 250*ms, 3*time.Second)
+	p.hold = 19
+	p.start, p.lastNext = t0.Add(-time.Second), t0.Add(-1300*time.Microsecond)
+	p.leaseTime, p.splitTime = 15*ms, 1300*time.Microsecond
+	if got := p.size(); got != 19 {
+		t.Errorf("size() at 1.3 ms a split = %d, want hold, 19", got)
+	}
+	if got := p.next(t0, true, 4); got != 15 {
+		t.Errorf("next with 4 queued = %d, want 15: the queue up to hold", got)
+	}
+	p.inflight = false
+	if got := p.next(t0.Add(ms), false, 19); got != 0 {
+		t.Errorf("next with hold queued = %d, want no ask", got)
+	}
+	if got := p.next(t0.Add(2*ms), false, 18); got != 1 {
+		t.Errorf("next with 18 queued = %d, want 1", got)
+	}
+	p.inflight = false
+	if ask, end := p.empty(t0.Add(3 * ms)); ask != 19 || end {
+		t.Errorf("empty() = %d, %v; want a lease of hold, 19", ask, end)
+	}
+	free := newLeasePolicy(256, 250*ms, 3*time.Second)
+	free.splitTime = 1300 * time.Microsecond
+	if got := free.size(); got != 192 {
+		t.Errorf("no hold: size() = %d, want 250ms/1.3ms = 192", got)
+	}
+}

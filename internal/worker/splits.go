@@ -12,7 +12,7 @@ func (w *Worker) leaseConfig(job string, all pipeline.SplitList, exact bool) Lea
 	c := w.cfg
 	return LeaseConfig{
 		Job: job, Worker: w.name, Incarnation: w.incarnation, Splits: all, Exact: exact,
-		LeaseSplits: c.LeaseSplits, LeaseDuration: c.LeaseDuration, FailoverAhead: c.failoverAhead(w.failover),
+		LeaseSplits: c.LeaseSplits, LeaseDuration: c.LeaseDuration, FailoverAhead: c.failoverAhead(w.failover), HoldShare: c.LeaseHoldShare,
 		Poll: c.OrphanPollInterval, ProduceInterval: c.produceInterval(), RequestTimeout: w.requestTimeout,
 		Drain: w.drainCh, Log: w.log,
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
 	"github.com/feedmesh/feedmesh/tensor"
 	"github.com/feedmesh/feedmesh/transport"
 	"github.com/feedmesh/feedmesh/transport/batch"
@@ -28,6 +29,7 @@ type Worker struct {
 	failover       time.Duration
 	codec          *transport.Codec
 	log            *slog.Logger
+	access         *objstore.Access // the node's data-access policy
 	// ctx ends when the worker closes: every task's context derives from it.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -56,7 +58,7 @@ func New(host Host, o Options) *Worker {
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Worker{host: host, name: o.Name, incarnation: o.Incarnation, cfg: o.Config, requestTimeout: o.RequestTimeout,
-		failover: o.Failover, codec: o.Codec, log: log,
+		failover: o.Failover, codec: o.Codec, log: log, access: o.Access,
 		tasks: map[string]*task{}, shares: map[shareKey]*sharedProd{}, prods: map[*sharedProd]bool{}, drainCh: make(chan struct{})}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	return w
@@ -123,6 +125,11 @@ func (w *Worker) handleStream(conn net.Conn) {
 		sender.End(err)
 		return
 	}
+	if err := w.host.MayRead(conn, req.Token, t.job); err != nil {
+		w.log.Warn("data stream refused: permission denied", "job", t.job.Name, "err", err)
+		sender.End(err)
+		return
+	}
 	t.streams.Add(1)
 	defer t.streams.Add(-1)
 	t.prod.serve(ctx, sender, req)
@@ -176,6 +183,7 @@ func (w *Worker) task(ctx context.Context, job string, id uint64) (*task, error)
 	if err != nil {
 		return nil, fmt.Errorf("dataset spec: %w", err)
 	}
+	spec = spec.Bind(w.access) // every file it lists and opens, through the node's policy
 	all, err := pipeline.ListSplits(spec)
 	if err != nil {
 		return nil, fmt.Errorf("enumerate splits: %w", err)

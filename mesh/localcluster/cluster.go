@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +31,10 @@ type options struct {
 	logs      bool
 	logOut    io.Writer
 	timeout   time.Duration
+	ctx       context.Context
+	scaled    bool // WithScaledGossip
+	joinAll   bool // WithJoinAll
+	size      int  // the n New was asked for
 }
 
 // WithVoters sets the Raft voter target (mesh.Config.RaftVoters); the
@@ -55,6 +61,48 @@ func WithLogOutput(w io.Writer) Option { return func(o *options) { o.logOut = w 
 // WithStartTimeout bounds how long Start waits for the cluster to form.
 func WithStartTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
+// WithScaledGossip gives every node ScaledGossip(FastConfig's timing, n)
+// for the n New is asked for (before WithConfig's edits): in-process
+// nodes share the machine's cores, so FastConfig's timers, meant for a
+// handful of nodes, make a hundred nodes' probes and gossip alone load a
+// 2-core machine.
+func WithScaledGossip() Option { return func(o *options) { o.scaled = true } }
+
+// WithJoinAll makes a starting node join every running node, as
+// localcluster did before maxJoin bounded it (the scale benchmark's
+// before/after).
+func WithJoinAll() Option { return func(o *options) { o.joinAll = true } }
+
+// ScaledGossip is g with its intervals stretched for a cluster of n nodes
+// sharing one machine: probe, probe timeout, gossip and push/pull
+// intervals and the TCP timeout × max(1, n/10), capped at memberlist's
+// LAN defaults (probe 1 s, probe timeout 500 ms, gossip 200 ms, push/pull
+// 30 s, TCP 10 s). A node's own
+// load does not grow with n (memberlist probes one member per interval
+// and gossips to a fixed fan-out), but n nodes in one process load it n
+// times: stretching by n/10 keeps the process's gossip load that of a
+// 10-node cluster, up to the LAN timing that real 100-node clusters use.
+// Failure detection slows by the same factor (about 1 s at 10 nodes, 5 s
+// at 100 with mesh.FastConfig).
+func ScaledGossip(g mesh.GossipConfig, n int) mesh.GossipConfig {
+	f := max(1, float64(n)/10)
+	stretch := func(d, limit time.Duration) time.Duration {
+		return max(d, min(time.Duration(float64(d)*f), limit))
+	}
+	g.ProbeInterval = stretch(g.ProbeInterval, time.Second)
+	g.ProbeTimeout = stretch(g.ProbeTimeout, 500*time.Millisecond)
+	g.GossipInterval = stretch(g.GossipInterval, 200*time.Millisecond)
+	g.PushPullInterval = stretch(g.PushPullInterval, 30*time.Second)
+	g.TCPTimeout = stretch(g.TCPTimeout, 10*time.Second)
+	return g
+}
+
+// WithContext makes New, the node starts (New, Restart, Add) and Wait
+// give up once ctx is done: a program that starts a cluster stops on a
+// signal within one node start instead of forming the whole cluster
+// first. Without it, none of them can be cancelled.
+func WithContext(ctx context.Context) Option { return func(o *options) { o.ctx = ctx } }
+
 // Cluster is a set of in-process nodes on loopback.
 type Cluster struct {
 	opts options
@@ -77,7 +125,7 @@ type slot struct {
 // caller must Close the cluster; on error the returned cluster (if not nil)
 // still needs Close.
 func New(dir string, n int, opts ...Option) (*Cluster, error) {
-	o := options{voters: mesh.AutoVoters, timeout: 20 * time.Second}
+	o := options{voters: mesh.AutoVoters, timeout: 20 * time.Second, ctx: context.Background()}
 	if lv, ok := envLogLevel(); ok {
 		o.logs, o.logLevel = true, lv
 	}
@@ -96,8 +144,12 @@ func New(dir string, n int, opts ...Option) (*Cluster, error) {
 	if o.logOut == nil {
 		o.logOut = os.Stderr
 	}
+	o.size = n
 	c := &Cluster{opts: o, dir: dir}
 	for i := 0; i < n; i++ {
+		if err := o.ctx.Err(); err != nil {
+			return c, fmt.Errorf("localcluster: formation stopped after %d of %d nodes: %w", i, n, err)
+		}
 		s := c.newSlot(i)
 		c.slots = append(c.slots, s)
 		expect := o.expect
@@ -177,10 +229,11 @@ func (c *Cluster) startJoining(s *slot, expect int, join bool) error {
 	cfg.Port = s.port
 	cfg.BootstrapExpect = expect
 	cfg.RaftVoters = c.opts.voters
+	if c.opts.scaled {
+		cfg.Gossip = ScaledGossip(cfg.Gossip, c.opts.size)
+	}
 	if join {
-		for _, o := range c.running() {
-			cfg.Join = append(cfg.Join, o.node.GossipAddr())
-		}
+		cfg.Join = joinAddrs(c.running(), c.opts.joinAll)
 	}
 	if c.opts.logs {
 		cfg.Logger = slog.New(slog.NewTextHandler(c.opts.logOut, &slog.HandlerOptions{Level: c.opts.logLevel}))
@@ -202,9 +255,15 @@ func (c *Cluster) startJoining(s *slot, expect int, join bool) error {
 			}
 			cfg.GossipPort, cfg.Port = p, 0
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(c.opts.ctx, 10*time.Second)
 		var err error
-		node, err = mesh.Start(ctx, cfg)
+		// Every goroutine the node starts (Raft, gossip, QUIC, its tasks)
+		// inherits the label, and those goroutines' children too: a CPU
+		// profile of the process splits by node (the scale benchmark's
+		// leader CPU; `go tool pprof -tagfocus node=node-03`).
+		pprof.Do(ctx, pprof.Labels("node", s.name), func(ctx context.Context) {
+			node, err = mesh.Start(ctx, cfg)
+		})
 		cancel()
 		if err == nil {
 			break
@@ -222,6 +281,29 @@ func (c *Cluster) startJoining(s *slot, expect int, join bool) error {
 		f(idx, node)
 	}
 	return nil
+}
+
+// maxJoin bounds the addresses a starting node joins: memberlist pushes
+// and pulls the full member list with each, so joining every running node
+// makes forming n nodes cost n²/2 state exchanges of up to n members each
+// (one node start took seconds past 50 nodes). The first nodes (the
+// bootstrap voters) and the latest ones are enough: gossip spreads the
+// newcomer from there.
+const maxJoin = 6
+
+// joinAddrs are the gossip addresses a node starting next to running
+// joins: all of them up to maxJoin, else the first and the latest
+// maxJoin/2.
+func joinAddrs(running []*slot, all bool) []string {
+	pick := running
+	if len(running) > maxJoin && !all {
+		pick = append(slices.Clone(running[:maxJoin/2]), running[len(running)-maxJoin/2:]...)
+	}
+	var out []string
+	for _, s := range pick {
+		out = append(out, s.node.GossipAddr())
+	}
+	return out
 }
 
 func freeTCPPort() (int, error) {
@@ -361,10 +443,13 @@ func (c *Cluster) Leader() (int, *mesh.Node) {
 	return idx, leader
 }
 
-// Wait polls cond until it holds or timeout passes; then it returns an
-// error naming what was awaited.
+// Wait polls cond until it holds or timeout passes (or the context of
+// WithContext is done); then it returns an error naming what was awaited.
 func (c *Cluster) Wait(timeout time.Duration, what string, cond func() bool) error {
-	if !Poll(timeout, cond) {
+	if !PollContext(c.opts.ctx, timeout, cond) {
+		if err := c.opts.ctx.Err(); err != nil {
+			return fmt.Errorf("localcluster: stopped waiting for %s: %w", what, err)
+		}
 		return fmt.Errorf("localcluster: timed out after %s waiting for %s", timeout, what)
 	}
 	return nil
@@ -373,6 +458,11 @@ func (c *Cluster) Wait(timeout time.Duration, what string, cond func() bool) err
 // Poll evaluates cond every few milliseconds until it returns true (true)
 // or timeout passes (false).
 func Poll(timeout time.Duration, cond func() bool) bool {
+	return PollContext(context.Background(), timeout, cond)
+}
+
+// PollContext is Poll that also gives up (false) once ctx is done.
+func PollContext(ctx context.Context, timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -380,10 +470,13 @@ func Poll(timeout time.Duration, cond func() bool) bool {
 		if cond() {
 			return true
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
 			return false
 		}
-		<-tick.C
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+		}
 	}
 }
 

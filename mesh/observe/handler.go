@@ -49,7 +49,8 @@ var page []byte
 
 // NewHandler serves n's metrics on /metrics (Prometheus text exposition,
 // with the Go runtime's and the process's own collectors), the snapshot on
-// /status.json and the status page on /.
+// /status.json, the status page on /, and the health endpoints /livez and
+// /readyz (health.go).
 func NewHandler(n *mesh.Node, o Options) http.Handler {
 	o = o.withDefaults()
 	reg := prometheus.NewRegistry()
@@ -72,6 +73,8 @@ func NewHandler(n *mesh.Node, o Options) http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		_ = json.NewEncoder(w).Encode(s)
 	})
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) { writeLive(w) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { writeReadiness(w, r, n.Readiness()) })
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_, _ = w.Write(page)

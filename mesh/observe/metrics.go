@@ -58,6 +58,11 @@ var (
 	dShareWindows  = desc("share_windows", "Sharing windows on this node (one per dataset being shared).")
 	dShareLimit    = desc("share_window_limit_bytes", "The byte bound of each sharing window.")
 	dRecvWindow    = desc("transport_receive_window_bytes", "QUIC receive-window bytes this node's connections may hold unread (the budget in use).")
+	dGossipPackets = desc("gossip_packets_sent_total", "UDP gossip packets this node sent (probes, acks, gossip; compound packets count once). A cluster's gossip is the sum over its nodes.")
+	dGossipPBytes  = desc("gossip_packet_bytes_sent_total", "Bytes of those packets.")
+	dGossipStreams = desc("gossip_streams_total", "TCP gossip streams this node opened (push/pull state exchanges, joins, TCP fallback probes).")
+	dGossipSBytes  = desc("gossip_stream_bytes_total", "Bytes over those streams, both directions.")
+	dRPCRequests   = desc("rpc_requests_total", "Control requests this node served, by method (on the leader, the ones other nodes forwarded too: the control plane's fan-in).", "method")
 	dLogLines      = desc("log_lines_total", "WARN and ERROR log lines by level and component, written or left out by the rate limiter.", "level", "component")
 )
 
@@ -66,7 +71,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		dRaftLastLog, dRaftLag, dRaftVoters, dRaftCommands, dRaftApply, dJobs, dJobConsumers, dJobWorkers, dJobWanted, dNodesWanted, dWorkerNodes, dJobEpoch,
 		dJobSplits, dJobLeased, dJobFinished, dJobLost, dTaskBatches, dTaskBytes, dTaskQueued, dOpElements, dOpBytes,
 		dOpBusy, dOpStall, dOpWait, dOpParallelism, dOpBounding, dWorkBatches, dWorkRows, dWorkShared, dShareBytes,
-		dShareWindows, dShareLimit, dRecvWindow, dLogLines} {
+		dShareWindows, dShareLimit, dRecvWindow, dGossipPackets, dGossipPBytes, dGossipStreams, dGossipSBytes, dRPCRequests, dLogLines} {
 		ch <- d
 	}
 }
@@ -165,6 +170,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(dShareWindows, float64(sh.Windows))
 	gauge(dShareLimit, float64(sh.WindowLimit))
 	gauge(dRecvWindow, float64(n.Transport().ReceiveWindowInUse()))
+	g := n.GossipStats()
+	counter(dGossipPackets, float64(g.PacketsSent))
+	counter(dGossipPBytes, float64(g.PacketBytes))
+	counter(dGossipStreams, float64(g.Streams))
+	counter(dGossipSBytes, float64(g.StreamBytes))
+	for m, k := range n.RPCCalls() {
+		counter(dRPCRequests, float64(k), m)
+	}
 	for k, v := range n.LogCounts() {
 		counter(dLogLines, float64(v), k.Level, k.Component)
 	}

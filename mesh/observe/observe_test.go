@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/mesh/observe"
 	"github.com/feedmesh/feedmesh/pipeline"
@@ -163,7 +164,8 @@ func TestMetricsAndStatus(t *testing.T) {
 	for _, name := range []string{"feedmesh_node_info", "feedmesh_members", "feedmesh_raft_leader", "feedmesh_raft_term",
 		"feedmesh_raft_commands_applied_total", "feedmesh_raft_apply_seconds", "feedmesh_jobs", "feedmesh_job_workers", "feedmesh_mesh_nodes_wanted", "feedmesh_mesh_worker_nodes",
 		"feedmesh_task_batches_total", "feedmesh_op_elements_total", "feedmesh_op_busy_seconds_total",
-		"feedmesh_worker_batches_encoded_total", "feedmesh_transport_receive_window_bytes", "go_goroutines"} {
+		"feedmesh_worker_batches_encoded_total", "feedmesh_transport_receive_window_bytes", "feedmesh_gossip_packets_sent_total",
+		"feedmesh_gossip_packet_bytes_sent_total", "feedmesh_gossip_streams_total", "feedmesh_gossip_stream_bytes_total", "feedmesh_rpc_requests_total", "go_goroutines"} {
 		if _, ok := first[name]; !ok {
 			t.Errorf("/metrics has no %s", name)
 		}
@@ -173,6 +175,22 @@ func TestMetricsAndStatus(t *testing.T) {
 	}
 	if v, _ := value(first, "feedmesh_mesh_worker_nodes", nil); v != 3 {
 		t.Errorf("feedmesh_mesh_worker_nodes = %v, want 3", v)
+	}
+	// A node of a 3-node cluster has probed and gossiped (memberlist
+	// packs several messages in a packet of at most 1400 bytes), and
+	// joining made at least one push/pull stream on one of them.
+	if p, _ := value(first, "feedmesh_gossip_packets_sent_total", nil); p < 1 {
+		t.Errorf("feedmesh_gossip_packets_sent_total = %v", p)
+	} else if b, _ := value(first, "feedmesh_gossip_packet_bytes_sent_total", nil); b < p || b > 1400*p {
+		t.Errorf("feedmesh_gossip_packet_bytes_sent_total = %v for %v packets", b, p)
+	}
+	// The job's client dialled this node and distributed the job through
+	// it; a method nobody called is listed at 0.
+	if v, _ := value(first, "feedmesh_rpc_requests_total", map[string]string{"method": api.MethodDistribute}); v < 1 {
+		t.Errorf("feedmesh_rpc_requests_total{method=%s} = %v", api.MethodDistribute, v)
+	}
+	if _, ok := value(first, "feedmesh_rpc_requests_total", map[string]string{"method": api.MethodLease}); !ok {
+		t.Errorf("feedmesh_rpc_requests_total has no method=%s", api.MethodLease)
 	}
 	if v, ok := value(first, "feedmesh_raft_term", nil); !ok || v < 1 {
 		t.Errorf("feedmesh_raft_term = %v", v)

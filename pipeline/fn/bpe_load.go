@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,13 +23,17 @@ import (
 const MaxTokenizerBytes = 256 << 20
 
 // tokenizeBPE encodes a bytes scalar with a Hugging Face tokenizer.json of
-// byte-level BPE: int32 [n].
-func tokenizeBPE(a Args) (MapFn, error) {
+// byte-level BPE: int32 [n]. The file is opened through files (nil: the
+// args are only checked).
+func tokenizeBPE(files *objstore.Access, a Args) (MapFn, error) {
 	in, out, path, err := tokenizerArgs(a)
 	if err != nil {
 		return nil, argError("tokenize_bpe", err)
 	}
-	m, err := loadCached(path, "", loadHFTokenizer)
+	if files == nil {
+		return unopened("tokenize_bpe"), nil
+	}
+	m, err := loadTokenizer(files, path, "", loadHFTokenizer)
 	if err != nil {
 		return nil, argError("tokenize_bpe", fmt.Errorf("tokenizer: %w", err))
 	}
@@ -47,6 +50,14 @@ func tokenizerArgs(a Args) (in, out, path string, err error) {
 	}
 	path, err = stringArg(a, "tokenizer", "")
 	return
+}
+
+// unopened is the function of a spec that was only checked: its file was
+// not opened, so it cannot run.
+func unopened(name string) MapFn {
+	return func(*FnContext, tensor.Element) (tensor.Element, error) {
+		return tensor.Element{}, fmt.Errorf("%s: its file was not opened (the spec was only checked, not opened)", name)
+	}
 }
 
 func bpeMapFn(m *bpeModel, in, out string) MapFn {
@@ -90,20 +101,33 @@ type tokenizerEntry struct {
 	err  error
 }
 
-func loadCached(path, variant string, load func(path string, data []byte) (*bpeModel, error)) (*bpeModel, error) {
+// loadTokenizer loads the tokenizer file at path (local, or an object
+// URL) through files, once per process and file version: the model of
+// every spec naming the same file, unchanged, is shared. The file is
+// opened through the policy each time (a process may run specs for
+// readers with different policies); the key is what it resolved to.
+func loadTokenizer(files *objstore.Access, path, variant string, load func(path string, data []byte) (*bpeModel, error)) (*bpeModel, error) {
 	if objstore.IsRemote(path) {
-		return loadRemote(path, variant, load)
+		return loadRemote(files, path, variant, load)
 	}
-	abs, err := filepath.Abs(path)
+	f, err := files.OpenFile(path)
 	if err != nil {
 		return nil, err
 	}
-	st, err := os.Stat(abs)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("%s is a directory", path)
+	}
+	abs, err := filepath.Abs(f.Name()) // the file it resolved to
 	if err != nil {
 		return nil, err
 	}
 	k := tokenizerKey{path: abs, size: st.Size(), mtime: st.ModTime().UnixNano(), variant: variant}
-	return loadOnce(k, func() ([]byte, error) { return readTokenizerFile(abs) }, load)
+	return loadOnce(k, func() ([]byte, error) { return readTokenizer(path, f) }, load)
 }
 
 // loadOnce loads the tokenizer of key k once per process: the first
@@ -125,13 +149,13 @@ func loadOnce(k tokenizerKey, read func() ([]byte, error), load func(path string
 	return e.m, e.err
 }
 
-// loadRemote loads a tokenizer from object storage (s3:// or https://),
-// reached as the environment says (AWS_ENDPOINT_URL, AWS_REGION, the
-// credentials: objstore.Config's defaults), once per object version.
-func loadRemote(path, variant string, load func(path string, data []byte) (*bpeModel, error)) (*bpeModel, error) {
+// loadRemote loads a tokenizer from object storage (s3:// or https://)
+// through files (a named store, an allowed host; in a user's own process,
+// also the environment's S3), once per object version.
+func loadRemote(files *objstore.Access, path, variant string, load func(path string, data []byte) (*bpeModel, error)) (*bpeModel, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), remoteTokenizerTimeout)
 	defer cancel()
-	f, err := objstore.For(objstore.Config{}).Open(ctx, path)
+	f, err := files.Open(ctx, path, objstore.Config{})
 	if err != nil {
 		return nil, err
 	}
@@ -146,16 +170,6 @@ func loadRemote(path, variant string, load func(path string, data []byte) (*bpeM
 // remoteTokenizerTimeout bounds the opening of a tokenizer object (its
 // requests are retried within it).
 const remoteTokenizerTimeout = 2 * time.Minute
-
-// readTokenizerFile reads a file, gunzipping it when its name ends in .gz.
-func readTokenizerFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readTokenizer(path, f)
-}
 
 // readTokenizer reads a tokenizer's bytes from f, gunzipping them when
 // path ends in .gz, up to MaxTokenizerBytes.

@@ -14,8 +14,9 @@ import (
 
 // TestTokenizeBPEFromS3 loads GPT-2's tokenizer.json.gz from a real
 // S3-compatible server (versitygw on loopback), reached through the
-// environment as a node would: same ids as the golden files, loaded once
-// per object version, a missing object named.
+// environment as a user's own process reaches it (objstore.Local; a node
+// reaches it through a named store): same ids as the golden files, loaded
+// once per object version, a missing object named.
 func TestTokenizeBPEFromS3(t *testing.T) {
 	srv := s3test.StartT(t)
 	s3test.SetCredentials(t)

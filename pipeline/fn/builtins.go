@@ -6,8 +6,8 @@ package fn
 func init() {
 	RegisterMapFactory("tokenize_whitespace", tokenizeWhitespace)
 	RegisterMapFactory("tokenize_bytes", tokenizeBytes)
-	RegisterMapFactory("tokenize_bpe", tokenizeBPE)
-	RegisterMapFactory("tokenize_tiktoken", tokenizeTiktoken)
+	RegisterFileMapFactory("tokenize_bpe", tokenizeBPE)
+	RegisterFileMapFactory("tokenize_tiktoken", tokenizeTiktoken)
 	RegisterFilterFactory("length_between", lengthBetween)
 	RegisterMapFactory("decode_image", decodeImage)
 	RegisterMapFactory("resize", resize)

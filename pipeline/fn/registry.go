@@ -3,10 +3,12 @@ package fn
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/feedmesh/feedmesh/tensor"
 	"math/rand/v2"
 	"sort"
 	"sync"
+
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 // FnContext is what a map or filter function knows about the element it is
@@ -42,14 +44,22 @@ type FilterFn func(ctx *FnContext, e tensor.Element) (bool, error)
 // anything runs.
 type MapFactory func(args Args) (MapFn, error)
 
+// FileMapFactory is a MapFactory whose args name files (a tokenizer's):
+// it opens them through files, the data-access policy of whoever runs the
+// spec (a node's data roots, allowed hosts and named stores; a user's own
+// process reads as it may). files is nil when the spec is only checked
+// (validated): the factory then checks its args, opens nothing and
+// returns a function that is never run.
+type FileMapFactory func(files *objstore.Access, args Args) (MapFn, error)
+
 // FilterFactory is MapFactory's twin for filters.
 type FilterFactory func(args Args) (FilterFn, error)
 
 var registry = struct {
 	sync.RWMutex
-	maps    map[string]MapFactory
+	maps    map[string]FileMapFactory
 	filters map[string]FilterFactory
-}{maps: map[string]MapFactory{}, filters: map[string]FilterFactory{}}
+}{maps: map[string]FileMapFactory{}, filters: map[string]FilterFactory{}}
 
 // RegisterMap registers a map function that takes no args. Programs that
 // embed feedmesh call it from init or main before opening pipelines.
@@ -73,8 +83,15 @@ func RegisterFilter(name string, fn FilterFn) {
 }
 
 // RegisterMapFactory registers a map function that takes args. Registering a
-// name twice panics: it is a programming error, like http.Handle.
+// name twice panics: it is a programming error, like http.Handle. Its args
+// must not name files to open (RegisterFileMapFactory's do).
 func RegisterMapFactory(name string, f MapFactory) {
+	RegisterFileMapFactory(name, func(_ *objstore.Access, a Args) (MapFn, error) { return f(a) })
+}
+
+// RegisterFileMapFactory registers a map function whose args name files,
+// which it opens through the policy it is given.
+func RegisterFileMapFactory(name string, f FileMapFactory) {
 	registry.Lock()
 	defer registry.Unlock()
 	if _, dup := registry.maps[name]; dup {
@@ -93,8 +110,19 @@ func RegisterFilterFactory(name string, f FilterFactory) {
 	registry.filters[name] = f
 }
 
-// LookupMap returns the factory registered under name.
+// LookupMap returns the factory registered under name; one whose args
+// name files opens them as the process may (objstore.Local).
 func LookupMap(name string) (MapFactory, bool) {
+	f, ok := LookupFileMap(name)
+	if !ok {
+		return nil, false
+	}
+	return func(a Args) (MapFn, error) { return f(objstore.Local(), a) }, true
+}
+
+// LookupFileMap returns the factory registered under name, taking the
+// policy the files its args name are opened through.
+func LookupFileMap(name string) (FileMapFactory, bool) {
 	registry.RLock()
 	defer registry.RUnlock()
 	f, ok := registry.maps[name]

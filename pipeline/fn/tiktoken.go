@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
 )
 
 // tiktokenEncodings are the encodings tokenize_tiktoken knows: the split
@@ -28,7 +30,7 @@ const maxTiktokenRank = 1 << 24
 // tokenizeTiktoken encodes a bytes scalar as OpenAI's tiktoken does, from a
 // rank file (`cl100k_base.tiktoken`: one base64 token and its rank per
 // line) and the encoding's name: int32 [n].
-func tokenizeTiktoken(a Args) (MapFn, error) {
+func tokenizeTiktoken(files *objstore.Access, a Args) (MapFn, error) {
 	if err := a.Known("tensor", "output", "tokenizer", "encoding"); err != nil {
 		return nil, argError("tokenize_tiktoken", err)
 	}
@@ -53,7 +55,10 @@ func tokenizeTiktoken(a Args) (MapFn, error) {
 	if err != nil {
 		return nil, argError("tokenize_tiktoken", err)
 	}
-	m, err := loadCached(path, enc, func(p string, data []byte) (*bpeModel, error) {
+	if files == nil {
+		return unopened("tokenize_tiktoken"), nil
+	}
+	m, err := loadTokenizer(files, path, enc, func(p string, data []byte) (*bpeModel, error) {
 		return loadTiktoken(p, data, e.split, e.special)
 	})
 	if err != nil {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
 
 	"github.com/feedmesh/feedmesh/pipeline/objstore"
@@ -59,22 +57,21 @@ func (e *RecordError) Error() string {
 func (e *RecordError) Unwrap() error { return e.Err }
 
 // ExpandPaths expands the globs: sorted, deduplicated regular files. A glob
-// that matches no file is an error naming it (errors.Is ErrNoMatch).
+// that matches no file is an error naming it (errors.Is ErrNoMatch). It
+// reads as the process may (objstore.Local).
 func ExpandPaths(globs []string) ([]string, error) {
-	return expandPaths(context.Background(), nil, globs)
+	return expandPaths(context.Background(), objstore.Local(), objstore.Config{}, globs)
 }
 
-// expandPaths is ExpandPaths for local globs and object URLs (listed
-// through store; object globs are expanded by the store's listing).
-func expandPaths(ctx context.Context, store *objstore.Store, globs []string) ([]string, error) {
+// expandPaths is ExpandPaths for local globs and object URLs, through the
+// data-access policy acc (object globs are expanded by the store's
+// listing; cfg says how to read objects).
+func expandPaths(ctx context.Context, acc *objstore.Access, cfg objstore.Config, globs []string) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
 	for i, g := range globs {
 		if objstore.IsRemote(g) {
-			if store == nil {
-				return nil, fmt.Errorf("paths[%d]: %s: no object store configured", i, g)
-			}
-			matches, err := store.Glob(ctx, g)
+			matches, err := acc.Glob(ctx, g, cfg)
 			if err != nil {
 				if errors.Is(err, objstore.ErrNoMatch) {
 					return nil, fmt.Errorf("paths[%d]: %q %w", i, g, ErrNoMatch)
@@ -89,13 +86,16 @@ func expandPaths(ctx context.Context, store *objstore.Store, globs []string) ([]
 			}
 			continue
 		}
-		matches, err := filepath.Glob(g)
+		matches, err := acc.Glob(ctx, g, cfg)
 		if err != nil {
+			if errors.Is(err, objstore.ErrNotAllowed) {
+				return nil, fmt.Errorf("paths[%d]: %w", i, err)
+			}
 			return nil, fmt.Errorf("paths[%d]: bad pattern %q: %w", i, g, err)
 		}
 		n := 0
 		for _, m := range matches {
-			st, err := os.Stat(m)
+			st, err := acc.Stat(m)
 			if err != nil {
 				return nil, fmt.Errorf("paths[%d]: %w", i, err)
 			}
@@ -131,13 +131,13 @@ func FileSplits(o FilesOptions) ([]Split, error) {
 		}
 		return out, nil
 	}
-	store := objstore.For(o.Store)
-	paths, err := expandPaths(context.Background(), store, o.Paths)
+	acc := o.access()
+	paths, err := expandPaths(context.Background(), acc, o.Store, o.Paths)
 	if err != nil {
 		return nil, fmt.Errorf("files source: %w", err)
 	}
 	if o.Format == FormatParquet {
-		out, err := parquetSplits(context.Background(), store, o, paths)
+		out, err := parquetSplits(context.Background(), acc, o, paths)
 		if err != nil {
 			return nil, fmt.Errorf("files source: %w", err)
 		}
@@ -149,7 +149,7 @@ func FileSplits(o FilesOptions) ([]Split, error) {
 			out = append(out, Split{ID: int64(len(out)), Path: p, Start: 0, End: -1})
 			continue
 		}
-		bounds, err := splitBoundaries(store, o, p)
+		bounds, err := splitBoundaries(acc, o, p)
 		if err != nil {
 			return nil, fmt.Errorf("files source: split %s: %w", p, err)
 		}
@@ -166,8 +166,8 @@ func FileSplits(o FilesOptions) ([]Split, error) {
 
 // splitBoundaries returns the start offsets of a file's splits (the first
 // is always 0, so an empty file still has one split).
-func splitBoundaries(store *objstore.Store, o FilesOptions, path string) ([]int64, error) {
-	f, err := store.Open(context.Background(), path)
+func splitBoundaries(acc *objstore.Access, o FilesOptions, path string) ([]int64, error) {
+	f, err := acc.Open(context.Background(), path, o.Store)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +206,7 @@ func OpenFiles(ctx context.Context, o FilesOptions, s Split) (Iterator, error) {
 	if s.Start < 0 || (s.End != -1 && s.End < s.Start) {
 		return nil, fmt.Errorf("files source: split %d: bad byte range [%d, %d)", s.ID, s.Start, s.End)
 	}
-	f, err := objstore.For(o.Store).Open(ctx, s.Path)
+	f, err := o.access().Open(ctx, s.Path, o.Store)
 	if err != nil {
 		return nil, fmt.Errorf("files source: %w", err)
 	}

@@ -101,6 +101,17 @@ type FilesOptions struct {
 	// Store says how to reach paths that are object URLs (s3://,
 	// https://) and how hard to read them.
 	Store objstore.Config
+	// Access is the data-access policy every path and URL goes through;
+	// nil reads as the process may (objstore.Local).
+	Access *objstore.Access
+}
+
+// access is the policy o reads through.
+func (o FilesOptions) access() *objstore.Access {
+	if o.Access != nil {
+		return o.Access
+	}
+	return objstore.Local()
 }
 
 // WithDefaults returns o with zero fields replaced by their defaults.

@@ -2,14 +2,15 @@ package formats
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
 	"github.com/feedmesh/feedmesh/tensor"
 )
 
@@ -34,8 +35,9 @@ func imageFolderRoot(o FilesOptions) (string, error) {
 	if len(o.Paths) != 1 {
 		return "", fmt.Errorf("paths: image_folder takes exactly one root directory, got %d paths", len(o.Paths))
 	}
+	// The policy sees the path as given (a `..` in it is its to refuse).
+	st, err := o.access().Stat(o.Paths[0])
 	root := filepath.Clean(o.Paths[0])
-	st, err := os.Stat(root)
 	if err != nil {
 		return "", fmt.Errorf("paths[0]: %w", err)
 	}
@@ -47,8 +49,8 @@ func imageFolderRoot(o FilesOptions) (string, error) {
 
 // imageClasses lists root's class directories, sorted (hidden ones, whose
 // name starts with a dot, are not classes).
-func imageClasses(root string) ([]string, error) {
-	ents, err := os.ReadDir(root)
+func imageClasses(acc *objstore.Access, root string) ([]string, error) {
+	ents, err := acc.ReadDir(root)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +61,10 @@ func imageClasses(root string) ([]string, error) {
 		}
 		isDir := e.IsDir()
 		if e.Type()&fs.ModeSymlink != 0 {
-			st, err := os.Stat(filepath.Join(root, e.Name()))
+			st, err := acc.Stat(filepath.Join(root, e.Name()))
+			if errors.Is(err, objstore.ErrNotAllowed) {
+				return nil, err
+			}
 			isDir = err == nil && st.IsDir()
 		}
 		if isDir {
@@ -83,9 +88,9 @@ func isImage(name string) bool {
 // classImages lists the images under a class directory, in lexical order
 // of their path (filepath.WalkDir's order), skipping hidden files and
 // directories.
-func classImages(dir string) ([]string, error) {
+func classImages(acc *objstore.Access, dir string) ([]string, error) {
 	var out []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err := acc.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -99,7 +104,11 @@ func classImages(dir string) ([]string, error) {
 			return nil
 		}
 		if d.Type()&fs.ModeSymlink != 0 {
-			if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
+			st, err := acc.Stat(p)
+			if errors.Is(err, objstore.ErrNotAllowed) {
+				return err
+			}
+			if err != nil || !st.Mode().IsRegular() {
 				return nil
 			}
 		} else if !d.Type().IsRegular() {
@@ -117,7 +126,7 @@ func imageFolderSplits(o FilesOptions) ([]Split, error) {
 	if err != nil {
 		return nil, err
 	}
-	classes, err := imageClasses(root)
+	classes, err := imageClasses(o.access(), root)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +136,7 @@ func imageFolderSplits(o FilesOptions) ([]Split, error) {
 	var out []Split
 	for _, c := range classes {
 		dir := filepath.Join(root, c)
-		imgs, err := classImages(dir)
+		imgs, err := classImages(o.access(), dir)
 		if err != nil {
 			return nil, err
 		}
@@ -142,6 +151,7 @@ func imageFolderSplits(o FilesOptions) ([]Split, error) {
 }
 
 type imageFolderIter struct {
+	acc   *objstore.Access
 	paths []string
 	label int64
 	max   int64
@@ -156,7 +166,7 @@ func openImageFolder(o FilesOptions, s Split) (Iterator, error) {
 	if filepath.Dir(filepath.Clean(s.Path)) != root {
 		return nil, fmt.Errorf("split %d: %s is not a class directory of %s", s.ID, s.Path, root)
 	}
-	classes, err := imageClasses(root)
+	classes, err := imageClasses(o.access(), root)
 	if err != nil {
 		return nil, err
 	}
@@ -165,14 +175,14 @@ func openImageFolder(o FilesOptions, s Split) (Iterator, error) {
 	if label == len(classes) || classes[label] != name {
 		return nil, fmt.Errorf("split %d: class directory %s has gone", s.ID, s.Path)
 	}
-	imgs, err := classImages(s.Path)
+	imgs, err := classImages(o.access(), s.Path)
 	if err != nil {
 		return nil, err
 	}
 	if s.Start < 0 || s.End < s.Start || s.End > int64(len(imgs)) {
 		return nil, fmt.Errorf("split %d: images [%d, %d) of %s, which now holds %d: the folder changed since its splits were listed", s.ID, s.Start, s.End, s.Path, len(imgs))
 	}
-	return &imageFolderIter{paths: imgs[s.Start:s.End], label: int64(label), max: o.MaxRecordBytes}, nil
+	return &imageFolderIter{acc: o.access(), paths: imgs[s.Start:s.End], label: int64(label), max: o.MaxRecordBytes}, nil
 }
 
 func (it *imageFolderIter) Next(ctx context.Context) (tensor.Element, error) {
@@ -184,7 +194,7 @@ func (it *imageFolderIter) Next(ctx context.Context) (tensor.Element, error) {
 	}
 	p := it.paths[it.i]
 	it.i++
-	data, err := readBounded(p, it.max)
+	data, err := readBounded(it.acc, p, it.max)
 	if err != nil {
 		return tensor.Element{}, err
 	}
@@ -196,8 +206,8 @@ func (it *imageFolderIter) Next(ctx context.Context) (tensor.Element, error) {
 }
 
 // readBounded reads a whole file of at most max bytes.
-func readBounded(p string, max int64) ([]byte, error) {
-	f, err := os.Open(p)
+func readBounded(acc *objstore.Access, p string, max int64) ([]byte, error) {
+	f, err := acc.OpenFile(p)
 	if err != nil {
 		return nil, err
 	}

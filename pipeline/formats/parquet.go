@@ -144,7 +144,7 @@ func openParquet(f io.ReaderAt, size int64, path string) (*parquet.File, error) 
 // the store's MaxConcurrentReads at once: a job over thousands of shards
 // in object storage would otherwise wait for thousands of round trips in
 // turn before its first split.
-func parquetSplits(ctx context.Context, store *objstore.Store, o FilesOptions, paths []string) ([]Split, error) {
+func parquetSplits(ctx context.Context, acc *objstore.Access, o FilesOptions, paths []string) ([]Split, error) {
 	groups := make([]int, len(paths)) // row groups per file; -1: a corrupt footer skipped
 	errs := make([]error, len(paths))
 	sem := make(chan struct{}, o.Store.WithDefaults().MaxConcurrentReads)
@@ -154,7 +154,7 @@ func parquetSplits(ctx context.Context, store *objstore.Store, o FilesOptions, p
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			groups[i], errs[i] = parquetRowGroups(ctx, store, o, p)
+			groups[i], errs[i] = parquetRowGroups(ctx, acc, o, p)
 		}()
 	}
 	wg.Wait()
@@ -176,8 +176,8 @@ func parquetSplits(ctx context.Context, store *objstore.Store, o FilesOptions, p
 
 // parquetRowGroups reads one file's footer: its number of row groups, or
 // -1 for a corrupt footer that SkipCorrupt skips.
-func parquetRowGroups(ctx context.Context, store *objstore.Store, o FilesOptions, p string) (int, error) {
-	f, err := store.Open(ctx, p)
+func parquetRowGroups(ctx context.Context, acc *objstore.Access, o FilesOptions, p string) (int, error) {
+	f, err := acc.Open(ctx, p, o.Store)
 	if err != nil {
 		return 0, err
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 
 	"github.com/feedmesh/feedmesh/pipeline/objstore"
 )
@@ -25,7 +24,7 @@ func SplitVersion(ctx context.Context, o FilesOptions, s Split) (string, error) 
 		return imageSplitVersion(o, s)
 	}
 	if objstore.IsRemote(s.Path) {
-		f, err := objstore.For(o.Store).Open(ctx, s.Path)
+		f, err := o.access().Open(ctx, s.Path, o.Store)
 		if err != nil {
 			return "", fmt.Errorf("files source: version of split %d: %w", s.ID, err)
 		}
@@ -35,11 +34,11 @@ func SplitVersion(ctx context.Context, o FilesOptions, s Split) (string, error) 
 		}
 		return fmt.Sprintf("size=%d", f.Size()), nil
 	}
-	return fileVersion(s.Path)
+	return fileVersion(o.access(), s.Path)
 }
 
-func fileVersion(path string) (string, error) {
-	st, err := os.Stat(path)
+func fileVersion(acc *objstore.Access, path string) (string, error) {
+	st, err := acc.Stat(path)
 	if err != nil {
 		return "", fmt.Errorf("files source: version of %s: %w", path, err)
 	}
@@ -48,7 +47,7 @@ func fileVersion(path string) (string, error) {
 
 // imageSplitVersion hashes the versions of the images split s reads.
 func imageSplitVersion(o FilesOptions, s Split) (string, error) {
-	imgs, err := classImages(s.Path)
+	imgs, err := classImages(o.access(), s.Path)
 	if err != nil {
 		return "", fmt.Errorf("files source: version of split %d: %w", s.ID, err)
 	}
@@ -57,7 +56,7 @@ func imageSplitVersion(o FilesOptions, s Split) (string, error) {
 	}
 	h := sha256.New()
 	for _, p := range imgs[s.Start:s.End] {
-		v, err := fileVersion(p)
+		v, err := fileVersion(o.access(), p)
 		if err != nil {
 			return "", err
 		}

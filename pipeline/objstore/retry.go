@@ -31,6 +31,9 @@ func (e *StatusError) Error() string {
 // 502, 503, 504) and broken or timed-out connections. Not: 4xx answers
 // about the request itself (denied, not found, precondition failed).
 func retryable(err error) bool {
+	if errors.Is(err, ErrNotAllowed) {
+		return false // the policy's answer does not change
+	}
 	var se *StatusError
 	if errors.As(err, &se) {
 		switch se.S3Code {

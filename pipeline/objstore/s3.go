@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/minio/minio-go/v7"
@@ -37,10 +38,7 @@ func (s *Store) client() (*minio.Core, error) {
 		if s.cfg.PathStyle {
 			lookup = minio.BucketLookupPath
 		}
-		creds := credentials.NewChainCredentials([]credentials.Provider{
-			&credentials.EnvAWS{},
-			&credentials.FileAWSCredentials{},
-		})
+		creds := s.credentials()
 		c, err := minio.NewCore(endpoint, &minio.Options{
 			Creds:        creds,
 			Secure:       secure,
@@ -56,6 +54,28 @@ func (s *Store) client() (*minio.Core, error) {
 		s.s3 = c
 	})
 	return s.s3, s.s3err
+}
+
+// credentials are the store's credentials (Config.Credentials): from the
+// environment variables or file it names, never from a spec.
+func (s *Store) credentials() *credentials.Credentials {
+	c := s.cfg.Credentials
+	switch {
+	case c.Anonymous:
+		return credentials.NewStatic("", "", "", credentials.SignatureAnonymous)
+	case c.AccessKeyEnv != "":
+		tok := ""
+		if c.SessionTokenEnv != "" {
+			tok = os.Getenv(c.SessionTokenEnv)
+		}
+		return credentials.NewStaticV4(os.Getenv(c.AccessKeyEnv), os.Getenv(c.SecretKeyEnv), tok)
+	case c.File != "" || c.Profile != "":
+		return credentials.NewFileAWSCredentials(c.File, c.Profile)
+	}
+	return credentials.NewChainCredentials([]credentials.Provider{
+		&credentials.EnvAWS{},
+		&credentials.FileAWSCredentials{},
+	})
 }
 
 // s3Error turns minio-go's errors into ours: the sentinel callers branch
@@ -83,12 +103,11 @@ func (s *Store) s3Error(name, bucket string, err error) error {
 	return &NamedError{Name: name, Err: se}
 }
 
-func (s *Store) listS3(ctx context.Context, bucket, prefix string) ([]string, error) {
+func (s *Store) listS3(ctx context.Context, name, bucket, prefix string) ([]string, error) {
 	c, err := s.client()
 	if err != nil {
 		return nil, err
 	}
-	name := "s3://" + bucket + "/" + prefix
 	var keys []string
 	err = s.retry(ctx, func() error {
 		keys = keys[:0]

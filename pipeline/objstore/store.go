@@ -64,6 +64,18 @@ type Config struct {
 	// Transport makes the HTTP requests (S3 and https); nil means a clone
 	// of http.DefaultTransport. Tests use it to inject faults.
 	Transport http.RoundTripper
+
+	// Store is the named store (NamedStore) s3:// URLs are in, for
+	// Access.Open; a spec's `object_store.store`.
+	Store string
+	// Credentials say where the S3 credentials come from (the zero
+	// value: the AWS environment).
+	Credentials Credentials
+	// Hosts, when set, is the only place http(s) requests may go: the
+	// Store checks every request's URL and redirect hop, and every
+	// address it connects to (its own transport, without a proxy,
+	// replaces Transport).
+	Hosts *HostPolicy
 }
 
 // DefaultConfig returns the defaults, without the environment applied.
@@ -191,10 +203,14 @@ func New(cfg Config) *Store {
 	if tr == nil {
 		tr = http.DefaultTransport.(*http.Transport).Clone()
 	}
+	client := &http.Client{Transport: tr}
+	if h := cfg.Hosts; h != nil {
+		client = &http.Client{Transport: h.transport(), CheckRedirect: h.checkRedirect}
+	}
 	return &Store{
 		cfg:  cfg,
 		sem:  make(chan struct{}, cfg.MaxConcurrentReads),
-		http: &http.Client{Transport: tr},
+		http: client,
 	}
 }
 
@@ -230,7 +246,7 @@ func (s *Store) Glob(ctx context.Context, pattern string) ([]string, error) {
 	if !strings.HasPrefix(pattern, "s3://") && HasMeta(pattern) {
 		return nil, fmt.Errorf("%s: https URLs cannot be globbed (there is no listing): give each URL", pattern)
 	}
-	if !strings.HasPrefix(pattern, "s3://") || !HasMeta(strings.TrimPrefix(pattern, "s3://")) {
+	if !strings.HasPrefix(pattern, "s3://") {
 		f, err := s.Open(ctx, pattern)
 		if err != nil {
 			return nil, err
@@ -242,21 +258,36 @@ func (s *Store) Glob(ctx context.Context, pattern string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.globS3(ctx, pattern, "s3://", bucket, key)
+}
+
+// globS3 expands the key pattern of an s3:// URL (pattern, as the spec
+// gave it) in bucket: the URLs of the objects it matches, each prefix +
+// bucket/key.
+func (s *Store) globS3(ctx context.Context, pattern, prefix, bucket, key string) ([]string, error) {
+	if !HasMeta(key) {
+		f, err := s.openS3(ctx, pattern, bucket, key)
+		if err != nil {
+			return nil, err
+		}
+		f.Close()
+		return []string{pattern}, nil
+	}
 	if _, err := path.Match(key, ""); err != nil {
 		return nil, fmt.Errorf("%s: bad pattern: %w", pattern, err)
 	}
-	prefix := key
+	keyPrefix := key
 	if i := strings.IndexAny(key, `*?[\`); i >= 0 {
-		prefix = key[:i]
+		keyPrefix = key[:i]
 	}
-	keys, err := s.listS3(ctx, bucket, prefix)
+	keys, err := s.listS3(ctx, prefix+bucket+"/"+keyPrefix, bucket, keyPrefix)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, k := range keys {
 		if ok, _ := path.Match(key, k); ok {
-			out = append(out, "s3://"+bucket+"/"+k)
+			out = append(out, prefix+bucket+"/"+k)
 		}
 	}
 	if len(out) == 0 {

@@ -10,7 +10,10 @@
 The package is the Go client (package client) built as a C shared library
 (cmd/libfeedmesh), loaded with ctypes on first use: the same behaviour
 under failure, the same messages. It needs only the standard library and
-numpy; feedmesh.torch adds a PyTorch IterableDataset. The first Client
+numpy; feedmesh.torch adds a PyTorch IterableDataset, feedmesh.jax
+multi-host reading and device prefetch for JAX, feedmesh.progress a
+progress line. The Go client's log goes to Python's logging (logger
+"feedmesh"). Type hints are checked (py.typed). The first Client
 says exactly what this interpreter lacks (numpy, or a library built for
 its platform) and how to get it. docs/python/ has the whole story
 (install with pip, fork, signals, errors).
@@ -23,13 +26,16 @@ from ._errors import (
     ForkError,
     InvalidArgument,
     InvalidSpec,
+    JobFinished,
     JobInUse,
     NoQuorum,
     NotFound,
+    PermissionDenied,
     Unavailable,
 )
 from ._client import Batch, BytesTensor, Client, Iterator, live_batches
 from ._lib import library_path, library_version
+from ._progress import progress
 
 try:
     from ._version import __version__  # written by python/setup.py into what pip installs
@@ -41,6 +47,7 @@ except ImportError:  # a checkout on PYTHONPATH: its internal/version/VERSION
 
 __all__ = [
     "__version__", "Client", "Iterator", "Batch", "BytesTensor", "live_batches", "library_path", "library_version",
-    "Error", "NotFound", "NoQuorum", "InvalidSpec", "InvalidArgument", "JobInUse",
-    "BadCheckpoint", "Closed", "Unavailable", "ForkError",
+    "progress",
+    "Error", "NotFound", "NoQuorum", "InvalidSpec", "InvalidArgument", "JobInUse", "JobFinished",
+    "BadCheckpoint", "Closed", "Unavailable", "PermissionDenied", "ForkError",
 ]

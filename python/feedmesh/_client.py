@@ -1,6 +1,8 @@
 """Client, Iterator and Batch: the Go client (package client) through
 libfeedmesh."""
 
+from __future__ import annotations  # the hints cost `import feedmesh` nothing
+
 import atexit
 import ctypes
 import json
@@ -9,12 +11,24 @@ import threading
 import time
 import weakref
 
+TYPE_CHECKING = False  # typing is not imported at run time: `import feedmesh` stays cheap
+if TYPE_CHECKING:
+    import typing  # typing.Iterator: Iterator is this module's class
+    from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+    PathLike = Union[str, "os.PathLike[str]"]
+    # A spec: a path, YAML or JSON text, or a dict.
+    SpecLike = Union[str, bytes, "os.PathLike[str]", Dict[str, Any]]
+
 from . import _checks, _lib
 from ._errors import Closed, Error, InvalidSpec
 
 # The words of an iterator's record buffer at first (fm_next_meta): a
 # batch of up to 20 tensors of 4 dimensions fits.
 _META_WORDS = 256
+
+# Client's unavailable_timeout by default (client.DefaultUnavailableTimeout).
+DEFAULT_UNAVAILABLE_TIMEOUT = 60.0
 
 # How long one fm_next_meta call may wait: between two calls Python handles
 # signals (Ctrl-C raises KeyboardInterrupt within about this long).
@@ -97,17 +111,17 @@ class BytesTensor:
 
     __slots__ = ("data", "offsets", "shape")
 
-    def __init__(self, data, offsets, shape):
+    def __init__(self, data: Any, offsets: Any, shape: Sequence[int]) -> None:
         self.data, self.offsets, self.shape = data, offsets, tuple(shape)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.shape[0] if self.shape else 1
 
-    def entry(self, i):
+    def entry(self, i: int) -> bytes:
         """The i-th byte string (flat index)."""
         return self.data[self.offsets[i] : self.offsets[i + 1]].tobytes()
 
-    def tolist(self):
+    def tolist(self) -> List[bytes]:
         """Every entry as bytes, flat."""
         o = self.offsets.tolist()
         d = self.data.tobytes()
@@ -134,14 +148,22 @@ class Batch(dict):
 
     __slots__ = ("_owner", "_released", "worker", "seq", "epoch", "rows", "round", "bucket")
 
-    def release(self):
+    # (annotations only: no class attributes beside the slots)
+    worker: str
+    seq: int
+    epoch: int
+    rows: int
+    round: int
+    bucket: int
+
+    def release(self) -> None:
         """Hands the batch back: see the class doc."""
         self._released = True
         self._owner = None
         dict.clear(self)
 
     @property
-    def released(self):
+    def released(self) -> bool:
         return self._released
 
     def _check(self):
@@ -152,15 +174,15 @@ class Batch(dict):
         self._check()
         return dict.__getitem__(self, k)
 
-    def get(self, k, default=None):
+    def get(self, k: str, default: Any = None) -> Any:
         self._check()
         return dict.get(self, k, default)
 
-    def __iter__(self):
+    def __iter__(self) -> typing.Iterator[str]:
         self._check()
         return dict.__iter__(self)
 
-    def __len__(self):
+    def __len__(self) -> int:
         self._check()
         return dict.__len__(self)
 
@@ -168,15 +190,15 @@ class Batch(dict):
         self._check()
         return dict.__contains__(self, k)
 
-    def keys(self):
+    def keys(self) -> typing.KeysView[str]:
         self._check()
         return dict.keys(self)
 
-    def values(self):
+    def values(self) -> typing.ValuesView[Any]:
         self._check()
         return dict.values(self)
 
-    def items(self):
+    def items(self) -> typing.ItemsView[str, Any]:
         self._check()
         return dict.items(self)
 
@@ -221,7 +243,11 @@ def _make_batch(rec, names, owner):
     return b
 
 
-def live_batches():
+for _cls in (BytesTensor, Batch):
+    _cls.__module__ = "feedmesh"
+
+
+def live_batches() -> int:
     """How many batches the library has handed out and not yet had back
     (a test's view of the pool: it stays small under a consumer that keeps
     nothing)."""
@@ -314,35 +340,51 @@ class Client(_Closing):
     (the Go client.Dial). addr is a node's QUIC address, host:port.
 
     Keywords are client.Options: tls_ca, tls_cert, tls_key (mutual TLS),
+    token (an access token: `feedmesh token create`),
     window, window_bytes, streams_per_worker, prefetch_batches,
     prefetch_bytes, recycle_bytes, heartbeat_interval, request_timeout,
     receipt_interval (seconds), resume_wait (seconds, default 120: how
     long an iterator resumed from a checkpoint waits for the checkpoints
     of the job's other consumers before next() raises feedmesh.Error;
     negative: for ever), transport ("default" or "fast"), dial_timeout
-    (seconds, default 10), log_level ("warn" by default, to stderr;
-    "off" silences it: a resumed job that waits says so there) and
-    offload_profiles (a file where offload="auto" remembers what it
-    measured of a pipeline on this host, for later jobs that name the
-    same file; by default nothing is kept) and offload_colocation
-    ("detect", the default: when every live worker node runs on this
-    host, offload="auto" runs remote without profiling, the nodes using
-    this host's CPUs; "ignore": decide by measurement)."""
+    (seconds, default 10), unavailable_timeout (seconds, default 60: an
+    iteration that hears nothing from the cluster for so long, every node
+    down, ends with feedmesh.Unavailable, or NoQuorum when nodes answer but
+    cannot commit, and close() then returns at once; None or 0: wait for
+    ever) and log_level (the least level of the Go client's records handed
+    to Python's logging, logger "feedmesh": "warn" by default, "info",
+    "debug", "error", "off"; at "warn" each job's one INFO line of its
+    offload and workers decision is handed over too), offload_profiles (a
+    file where offload="auto" remembers what it measured of a pipeline on
+    this host, for later jobs that name the same file; by default nothing
+    is kept) and offload_colocation ("detect", the default: when every
+    live worker node runs on this host, offload="auto" runs remote without
+    profiling, the nodes using this host's CPUs; "ignore": decide by
+    measurement)."""
 
-    def __init__(self, addr, *, tls_ca=None, tls_cert=None, tls_key=None, window=None, window_bytes=None,
-                 streams_per_worker=None, prefetch_batches=None, prefetch_bytes=None, recycle_bytes=None,
-                 heartbeat_interval=None, request_timeout=None, receipt_interval=None, transport=None,
-                 dial_timeout=None, log_level=None, resume_wait=None, offload_profiles=None,
-                 offload_colocation=None):
+    def __init__(self, addr: str, *, tls_ca: Optional[PathLike] = None, tls_cert: Optional[PathLike] = None,
+                 tls_key: Optional[PathLike] = None, token: Optional[str] = None, window: Optional[int] = None,
+                 window_bytes: Optional[int] = None,
+                 streams_per_worker: Optional[int] = None, prefetch_batches: Optional[int] = None,
+                 prefetch_bytes: Optional[int] = None, recycle_bytes: Optional[int] = None,
+                 heartbeat_interval: Optional[float] = None, request_timeout: Optional[float] = None,
+                 receipt_interval: Optional[float] = None, transport: Optional[str] = None,
+                 dial_timeout: Optional[float] = None, log_level: Optional[str] = None,
+                 resume_wait: Optional[float] = None,
+                 unavailable_timeout: Optional[float] = DEFAULT_UNAVAILABLE_TIMEOUT,
+                 offload_profiles: Optional[PathLike] = None, offload_colocation: Optional[str] = None) -> None:
+        if unavailable_timeout is not None and unavailable_timeout < 0:
+            raise ValueError("unavailable_timeout must be >= 0 seconds (None or 0: wait for ever)")
         opts = {
-            "tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key, "window": window,
+            "tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key, "token": token, "window": window,
             "window_bytes": window_bytes, "streams_per_worker": streams_per_worker,
             "prefetch_batches": prefetch_batches, "prefetch_bytes": prefetch_bytes,
             "recycle_bytes": recycle_bytes, "heartbeat_interval": heartbeat_interval,
             "request_timeout": request_timeout, "receipt_interval": receipt_interval,
             "transport": transport, "dial_timeout": dial_timeout, "log_level": log_level,
-            "resume_wait": resume_wait, "offload_profiles": offload_profiles,
-            "offload_colocation": offload_colocation,
+            "resume_wait": resume_wait,
+            "unavailable_timeout": unavailable_timeout if unavailable_timeout else -1,
+            "offload_profiles": offload_profiles, "offload_colocation": offload_colocation,
         }
         opts = {k: (os.fspath(v) if k.startswith("tls_") or k == "offload_profiles" else v)
                 for k, v in opts.items() if v is not None}
@@ -361,11 +403,17 @@ class Client(_Closing):
             raise Closed("feedmesh: client of %s is closed" % self.addr)
         return self._handle
 
-    def distribute(self, spec, job, *, sharding="dynamic", epochs=None, delivery=None, num_consumers=None,
-                   consumer_index=None, coordinated=None, pad_final_round=None, share=None, compression=None,
-                   max_workers=None, consumer_ttl=None, gc_after=None, resume=None, autoscale=None, workers=None,
-                   offload=None, local_cpus=None, autoscale_threshold=None, autoscale_revisit=None,
-                   autoscale_pause=None, offload_boundary=None):
+    def distribute(self, spec: SpecLike, job: str, *, sharding: Optional[str] = "dynamic",
+                   epochs: Optional[int] = None, delivery: Optional[str] = None,
+                   num_consumers: Optional[int] = None, consumer_index: Optional[int] = None,
+                   coordinated: Optional[bool] = None, pad_final_round: Optional[bool] = None,
+                   share: Optional[bool] = None, compression: Optional[str] = None,
+                   max_workers: Optional[int] = None, consumer_ttl: Optional[float] = None,
+                   gc_after: Optional[float] = None, resume: Optional[bytes] = None,
+                   autoscale: Optional[bool] = None, workers: Union[str, int, None] = None,
+                   offload: Union[str, float, None] = None, local_cpus: Optional[float] = None,
+                   autoscale_threshold: Optional[float] = None, autoscale_revisit: Optional[int] = None,
+                   autoscale_pause: Optional[int] = None, offload_boundary: Optional[int] = None) -> Iterator:
         """Creates the job (or joins it, if one of that name exists with the
         same options) and returns an Iterator over its batches.
 
@@ -415,7 +463,7 @@ class Client(_Closing):
                   resume, len(resume) if resume else 0, ctypes.byref(out))
         return self._iterator(out.value, job)
 
-    def attach(self, job):
+    def attach(self, job: str) -> Iterator:
         """Joins an existing job by name, without its spec (NotFound if
         there is none)."""
         h = self._live()
@@ -423,12 +471,22 @@ class Client(_Closing):
         _lib.call("fm_attach", h, job.encode(), ctypes.byref(out))
         return self._iterator(out.value, job)
 
+    def job(self, name: str) -> Dict[str, Any]:
+        """The job named name as the cluster holds it, a dict (api.JobInfo):
+        state ("running", "finished", "failed"), consumers, workers,
+        num_splits, options, created_at (and created_at_unix, in seconds),
+        ... NotFound if there is none."""
+        h = self._live()
+        out = ctypes.c_void_p()
+        _lib.call("fm_job", h, name.encode(), ctypes.byref(out))
+        return json.loads(_lib.take_string(out.value))
+
     def _iterator(self, handle, job):
         it = Iterator(self, handle, job)
         self._iters.add(it)
         return it
 
-    def close(self):
+    def close(self) -> None:
         """Closes the client's iterators (detaching them from their jobs),
         then the client. Batches already returned stay valid."""
         h, self._handle = self._handle, 0
@@ -444,11 +502,12 @@ class Iterator(_Closing):
     """A job's batches (the Go client.Iterator): iterate it for Batch
     objects; it ends at the end of the job's data."""
 
-    def __init__(self, client, handle, job):
+    def __init__(self, client: Client, handle: int, job: str) -> None:
         self.client = client
         self.job = job
         self._handle = handle
         self._final_checkpoint = None
+        self._final_stats = None
         self._lock = threading.Lock()  # close
         self._next_lock = threading.Lock()  # next: one caller at a time, as the Go Iterator wants
         # Where fm_next_meta describes a batch: word 0 (the record's
@@ -466,10 +525,10 @@ class Iterator(_Closing):
             raise Closed("feedmesh: iterator of job %r is closed" % self.job)
         return self._handle
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator:
         return self
 
-    def next(self, timeout=None):
+    def next(self, timeout: Optional[float] = None) -> Batch:
         """The next Batch; StopIteration at the end of the data, TimeoutError
         when timeout (seconds) passes first. The wait releases the GIL and
         is cut in slices of 100 ms, so Ctrl-C raises KeyboardInterrupt
@@ -489,6 +548,8 @@ class Iterator(_Closing):
                         raise TimeoutError("feedmesh: no batch of job %r within %gs" % (self.job, timeout))
                     ms = max(1, min(ms, int(left * 1000)))
                 rc = lib.fm_next_meta(h, ms, self._meta_addr, len(self._meta), self._errp_ref)
+                if _lib._log_seq.value != _lib._log_seen:
+                    _lib.drain_logs()
                 if rc == _lib.OK:
                     return self._claim()
                 if rc == _lib.END:
@@ -553,7 +614,7 @@ class Iterator(_Closing):
         finally:
             self._next_lock.release()
 
-    def checkpoint(self):
+    def checkpoint(self) -> bytes:
         """The checkpoint (bytes) of exactly the batches this iterator
         returned; pass it as distribute(..., resume=) to go on from there.
         Exactly-once DYNAMIC jobs only. After close(), the checkpoint as of
@@ -568,18 +629,24 @@ class Iterator(_Closing):
         finally:
             _lib.lib().fm_free(data.value)
 
-    def stats(self):
+    def stats(self) -> Dict[str, Any]:
         """What was delivered so far (client.Stats as a dict): batches,
         elements, bytes, wire_bytes, seconds, workers (per worker:
-        batches, rows, bytes, wire_bytes), job_state, delivery,
+        batches it made, elements it sent, of them cut_elements sent one
+        by one to a cut job's client-side ops, bytes, wire_bytes; rows is
+        elements), job_state, delivery,
         stall_fraction (the share of the loop's time spent waiting for
-        data), batch_time_seconds, ..."""
+        data), batch_time_seconds, warnings (what makes the job slower than
+        it could be, such as fewer splits than workers), ... After close(),
+        the statistics as of the close."""
+        if not self._handle and self._final_stats is not None:
+            return self._final_stats
         h = self._live()
         out = ctypes.c_void_p()
         _lib.call("fm_stats", h, ctypes.byref(out))
         return json.loads(_lib.take_string(out.value))
 
-    def close(self):
+    def close(self) -> None:
         """Stops reading and detaches from the job. Batches already
         returned stay valid."""
         with self._lock:
@@ -587,22 +654,32 @@ class Iterator(_Closing):
             if not h or not _lib.usable():
                 self._handle = 0
                 return
-            try:  # keep the checkpoint as of the close, for checkpoint()
-                self._final_checkpoint = self.checkpoint()
-            except Exception:
-                pass
+            self._keep_final()
             self._handle = 0
         self._drop_pending()
         _lib.call("fm_iter_close", h)
+
+    def _keep_final(self):
+        """Keeps the checkpoint and statistics as of now, for checkpoint()
+        and stats() after close()."""
+        try:
+            self._final_stats = self.stats()
+        except Exception:
+            pass
+        try:
+            self._final_checkpoint = self.checkpoint()
+        except Exception:
+            pass
 
     def _forget(self):
         """The client closed this iterator."""
         with self._lock:
             if self._handle and _lib.usable():
-                try:
-                    self._final_checkpoint = self.checkpoint()
-                except Exception:
-                    pass
+                self._keep_final()
             self._handle = 0
         self._drop_pending()
 
+
+for _cls in (Client, Iterator):
+    _cls.__module__ = "feedmesh"
+del _cls

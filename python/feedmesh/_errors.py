@@ -37,9 +37,29 @@ class Unavailable(Error, ConnectionError):
     """No node answered (a wrong address, or the cluster is down)."""
 
 
+class PermissionDenied(Error, PermissionError):
+    """The cluster refused: a spec names a path, URL or object store the
+    nodes' operator does not let specs read (docs/operating/security.md,
+    "Data access"), or the caller may not make the request."""
+
+
 class ForkError(Error):
     """feedmesh used in a process forked after its Go library was loaded."""
 
+
+class JobFinished(Error):
+    """distribute() (without resume=) or attach() of a job that has already
+    run to its end: a job is one run of its dataset. Read the dataset again
+    under another job name (FeedmeshDataset.set_epoch), or resume from a
+    checkpoint."""
+
+
+# Every exception is feedmesh.X, as the package exports it (not
+# feedmesh._errors.X) in tracebacks and reprs.
+for _cls in (Error, NotFound, NoQuorum, InvalidSpec, InvalidArgument, JobInUse, BadCheckpoint, Closed, Unavailable,
+             ForkError, JobFinished, PermissionDenied):
+    _cls.__module__ = "feedmesh"
+del _cls
 
 # Status codes of the C library (cmd/libfeedmesh/errors.go) to exceptions.
 _BY_CODE = {
@@ -52,6 +72,8 @@ _BY_CODE = {
     16: Closed,
     17: InvalidArgument,
     18: Unavailable,
+    19: JobFinished,
+    20: PermissionDenied,
 }
 
 

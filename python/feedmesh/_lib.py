@@ -7,6 +7,7 @@ forks before that first use can load the library itself.
 """
 
 import ctypes
+import json
 import os
 import threading
 
@@ -14,7 +15,7 @@ from . import _checks
 from ._errors import Error, ForkError, from_code
 
 # Must equal abiVersion in cmd/libfeedmesh/errors.go.
-ABI_VERSION = 2
+ABI_VERSION = 4
 
 # Outcomes of fm_next and fm_next_meta (cmd/libfeedmesh/errors.go);
 # errors are 10 and above. MORE: fm_next_meta's buffer is too small.
@@ -81,6 +82,9 @@ _SIGNATURES = {
     "fm_checkpoint": (_i32, [_u64, _P(_vp), _P(_i64), _P(_vp)]),
     "fm_stats": (_i32, [_u64, _P(_vp), _P(_vp)]),
     "fm_iter_close": (_i32, [_u64, _P(_vp)]),
+    "fm_job": (_i32, [_u64, ctypes.c_char_p, _P(_vp), _P(_vp)]),
+    "fm_log_seq": (_vp, []),
+    "fm_logs": (_i32, [_P(_vp), _P(_vp)]),
 }
 
 _lib = None
@@ -118,7 +122,7 @@ def usable():
     return _lib is not None and _forked_from is None
 
 
-def library_path():
+def library_path() -> str:
     """Where the library is looked for: $FEEDMESH_LIB, else next to this
     package."""
     env = os.environ.get("FEEDMESH_LIB")
@@ -161,10 +165,45 @@ def _load():
             "feedmesh: %s speaks C API version %d, this package %d: rebuild the library "
             "from the same checkout as this package" % (path, v, ABI_VERSION)
         )
+    global _log_seq
+    _log_seq = ctypes.c_int64.from_address(handle.fm_log_seq())
     _lib = handle
 
 
-def library_version():
+# The Go client's log records (cmd/libfeedmesh/logs.go) go to Python's
+# logging, logger "feedmesh": the library keeps them, and every call here
+# that may have logged drains them (a look at a counter in the library's
+# memory when there are none). Client(log_level=) sets the least level
+# the library keeps ("warn" by default); logging's configuration decides
+# what is shown (with none, Python shows warnings and errors on stderr).
+# (logging is imported with the first records: `import feedmesh` stays
+# cheap.)
+_log_seq = None  # ctypes.c_int64 at the library's count of records kept
+_log_seen = 0
+
+
+def drain_logs():
+    """Logs the Go client's records kept since the last drain."""
+    global _log_seen
+    seq = _log_seq.value if _log_seq is not None else 0
+    if seq == _log_seen or not usable():
+        return
+    _log_seen = seq
+    out = ctypes.c_void_p()
+    errp = ctypes.c_void_p()
+    if _lib.fm_logs(ctypes.byref(out), ctypes.byref(errp)) != OK:
+        take_string(errp.value)
+        return
+    import logging
+
+    log = logging.getLogger("feedmesh")
+    for r in json.loads(take_string(out.value)):
+        lv = r.get("level", 0)  # slog's: debug -4, info 0, warn 4, error 8
+        level = logging.DEBUG if lv < 0 else logging.INFO if lv < 4 else logging.WARNING if lv < 8 else logging.ERROR
+        log.log(level, "%s", r.get("msg", ""))
+
+
+def library_version() -> str:
     """The version the library was built from (fm_version), loading it
     if need be: feedmesh.__version__ when both come from one build."""
     return take_string(lib().fm_version())
@@ -189,5 +228,6 @@ def call(name, *args):
     """Calls fm_<name>(*args, &err) and raises its error, if any."""
     errp = ctypes.c_void_p()
     rc = getattr(lib(), name)(*args, ctypes.byref(errp))
+    drain_logs()
     if rc != OK:
         raise error(rc, errp)

@@ -124,6 +124,8 @@ class ReadTest(unittest.TestCase):
             self.assertEqual(sum(w["batches"] for w in st["workers"].values()), st["batches"])
             self.assertGreater(st["seconds"], 0)
             self.assertEqual(sum(w["rows"] for w in st["workers"].values()), n)
+            self.assertEqual(sum(w["elements"] for w in st["workers"].values()), n)
+            self.assertEqual(sum(w["cut_elements"] for w in st["workers"].values()), 0)
             self.assertEqual(st["delivery"], "exactly-once")
             with self.assertRaises(StopIteration):
                 next(it)
@@ -276,6 +278,19 @@ class ReadTest(unittest.TestCase):
         assert_once(self, np.concatenate([first, res["it1"], res["it2"]]), n)
 
 
+    def test_few_splits_warning(self):
+        # One split, three workers: two idle. stats() says so (it said
+        # nothing before), and the client's log warns once.
+        with self.assertLogs("feedmesh", level="WARNING") as logs, \
+                feedmesh.Client(ADDR, **dict(CLIENT_OPTS, log_level="warn")) as c, \
+                c.distribute(range_spec(300, 30, split=300), job=job_name("few"), workers="all") as it:
+            assert_once(self, read_values(it), 300)
+            st = it.stats()
+        self.assertEqual(len(st["warnings"]), 1, st.get("warnings"))
+        self.assertIn("1 split(s)", st["warnings"][0])
+        self.assertIn("split_bytes", st["warnings"][0])
+        self.assertTrue(any("1 split(s)" in m for m in logs.output), logs.output)
+
     def test_offload_boundary(self):
         # A partial offload: the nodes run the cost op, this process the
         # cast and the batch; every element once, and the stats say so.
@@ -284,9 +299,17 @@ class ReadTest(unittest.TestCase):
                                                  {"map": {"fn": "cast", "args": {"tensor": "value", "dtype": "int64"}}}])
         with self.c.distribute(spec, job=job_name("cut"), offload_boundary=1) as it:
             assert_once(self, read_values(it), n)
-            off = it.stats()["offload"]
+            st = it.stats()
+            off = st["offload"]
             self.assertEqual(off["cut"], 1)
             self.assertIn("offload_boundary 1", off["reason"])
+            # The nodes shipped single elements: each worker's count them
+            # (all cut), none as its batches; this process made the batches.
+            ws = st["workers"].values()
+            self.assertEqual(sum(w["elements"] for w in ws), n)
+            self.assertEqual(sum(w["cut_elements"] for w in ws), n)
+            self.assertEqual(sum(w["batches"] for w in ws), 0)
+            self.assertGreaterEqual(st["batches"], n // 32)
         with self.assertRaisesRegex(feedmesh.InvalidArgument, "a cut leaves at least one"):
             self.c.distribute(spec, job=job_name("cut-bad"), offload_boundary=3)
 
@@ -300,13 +323,44 @@ class CheckpointTest(unittest.TestCase):
             before = read_values(it, limit=25)
             ck = it.checkpoint()
             self.assertIsInstance(ck, bytes)
-            with self.assertRaises(feedmesh.JobInUse):
-                c.distribute(spec, job=job, resume=ck)
             it.close()
             ck = it.checkpoint()  # as of the close: the same batches
             with c.distribute(spec, job=job, resume=ck) as it2:
                 after = read_values(it2)
         assert_once(self, np.concatenate([before, after]), n)
+
+    def test_resume_fences_the_old_consumer(self):
+        # A resume from a checkpoint of the job takes over at once: the
+        # consumer that took it, still attached (it raised JobInUse for its
+        # lease before), is fenced, and says so at its next call.
+        n = 3000
+        spec, job = range_spec(n, 30, split=100, ops=[{"cost": {"sleep_us": 200}}]), job_name("fence")
+        with client() as c:
+            it = c.distribute(spec, job=job)
+            before = read_values(it, limit=5)
+            ck = it.checkpoint()
+            with c.distribute(spec, job=job, resume=ck) as it2:
+                after = read_values(it2)
+            with self.assertRaisesRegex(feedmesh.Error, "fenced"):
+                while True:
+                    next(it)
+            it.close()
+        assert_once(self, np.concatenate([before, after]), n)
+
+    def test_finished_job_raises(self):
+        # Reading a job that has run to its end again raises JobFinished
+        # (it delivered nothing, silently, before); so does attach.
+        spec, job = range_spec(300, 30, split=100), job_name("done")
+        with client() as c:
+            with c.distribute(spec, job=job) as it:
+                assert_once(self, read_values(it), 300)
+            with self.assertRaisesRegex(feedmesh.JobFinished, "another job name") as cm:
+                c.distribute(spec, job=job)
+            self.assertEqual(type(cm.exception).__module__, "feedmesh")
+            with self.assertRaises(feedmesh.JobFinished):
+                c.attach(job)
+            self.assertEqual(c.job(job)["state"], "finished")
+            self.assertFalse(c.job(job)["consumers"])
 
     def test_bad_checkpoint(self):
         with client() as c:
@@ -318,11 +372,196 @@ class CheckpointTest(unittest.TestCase):
                     it.checkpoint()
 
 
+_TRAINER = """
+import sys, time, numpy as np, feedmesh
+addr, job, spec, ckpath, opts = sys.argv[1], sys.argv[2], eval(sys.argv[3]), sys.argv[4], eval(sys.argv[5])
+c = feedmesh.Client(addr, **opts)
+it = c.distribute(spec, job=job)
+vals = []
+for b in it:
+    vals.append(np.array(b["value"]))
+    if len(vals) == 20:
+        break
+np.save(ckpath + ".values.npy", np.concatenate(vals))
+with open(ckpath + ".tmp", "wb") as f:
+    f.write(it.checkpoint())
+import os
+os.rename(ckpath + ".tmp", ckpath)
+print("checkpointed", flush=True)
+time.sleep(600)  # training on, until SIGKILLed
+"""
+
+
+class PreemptionTest(unittest.TestCase):
+    def test_resume_after_sigkill(self):
+        # Issue 38 item 3: a trainer process reads, saves its checkpoint,
+        # and is SIGKILLed (preempted); its consumer stays attached until
+        # its lease expires (consumer_ttl, 30 s). A new process resumes
+        # from the checkpoint at once: it failed with JobInUse for those
+        # 30 s before; the checkpoint now fences the dead consumer. The
+        # time from the SIGKILL to the resumed reader's first batch is
+        # printed; the two read every element once.
+        import subprocess
+
+        n = 3000
+        spec, job = range_spec(n, 30, split=100), job_name("preempt")
+        with tempfile.TemporaryDirectory() as d:
+            ckpath = os.path.join(d, "ck")
+            p = subprocess.Popen([sys.executable, "-c", _TRAINER, ADDR, job, repr(spec), ckpath, repr(CLIENT_OPTS)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            try:
+                line = p.stdout.readline().decode()
+                self.assertEqual(line.strip(), "checkpointed", p.stderr.read().decode() if not line else line)
+                with open(ckpath, "rb") as f:
+                    ck = f.read()
+                before = np.load(ckpath + ".values.npy")
+            finally:
+                p.kill()
+                killed = time.monotonic()
+                p.wait()
+                p.stdout.close()
+                p.stderr.close()
+            with client() as c:
+                t0 = time.monotonic()
+                it = c.distribute(spec, job=job, resume=ck)
+                first = np.array(next(it)["value"])
+                took, resume_took = time.monotonic() - killed, time.monotonic() - t0
+                rest = read_values(it)
+                it.close()
+        print("preemption: SIGKILL to the resumed reader's first batch %.3f s (resume call to first batch %.3f s)"
+              % (took, resume_took), file=sys.stderr)
+        assert_once(self, np.concatenate([before, first, rest]), n)
+        self.assertLess(took, 10, "the resume waited for the dead consumer's lease")
+
+
+class ProgressTest(unittest.TestCase):
+    def test_progress_line(self):
+        import io
+
+        out = io.StringIO()
+        with client() as c, c.distribute(range_spec(300, 30, split=100), job=job_name("prog")) as it:
+            vals = [np.array(b["value"]) for b in feedmesh.progress(it, every=0, file=out)]
+        assert_once(self, np.concatenate(vals), 300)
+        text = out.getvalue()
+        self.assertTrue(text.startswith("\r") and text.endswith("\n"), repr(text[:80]))
+        last = text.rstrip("\n").split("\r")[-1]
+        self.assertIn("job prog-", last)
+        self.assertIn("10 batches", last)
+        self.assertIn("300 elements", last)
+        out = io.StringIO()
+        self.assertEqual(list(feedmesh.progress(range(5), every=0, file=out, total=5)), list(range(5)))
+        self.assertIn("5 items", out.getvalue())
+        self.assertIn("100%", out.getvalue())
+
+
+def _jax_missing():
+    try:
+        import jax  # noqa: F401
+    except ImportError as e:
+        return "JAX is not installed (%s): pip install jax to run python/examples/jax_train.py here" % e
+    return None
+
+
+class JaxTest(unittest.TestCase):
+    def test_example_runs(self):
+        # python/examples/jax_train.py, when JAX is importable.
+        why = _jax_missing()
+        if why:
+            self.skipTest(why)
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+        try:
+            import jax_train
+        finally:
+            sys.path.pop(0)
+        loss = jax_train.main(ADDR, job_name("jax"), CLIENT_OPTS)
+        self.assertLess(loss, 0.05)
+
+    def test_multihost_mapping_and_prefetch(self):
+        # feedmesh.jax with a stand-in for jax (runs without JAX): host 1
+        # of 2 reads as consumer_index 1 of num_consumers 2 (coordinated),
+        # or as one of 2 consumers of a DYNAMIC job (coordinated=False);
+        # prefetch_to_device keeps `size` batches put ahead, in order, and
+        # leaves bytes tensors on the host.
+        import types
+        from unittest import mock
+
+        put = []
+        fake = types.SimpleNamespace(process_count=lambda: 2, process_index=lambda: 1,
+                                     device_put=lambda v, d=None: put.append(v) or ("dev", v))
+        with mock.patch.dict(sys.modules, {"jax": fake}):
+            import feedmesh.jax as fmjax
+
+            calls = []
+            c = types.SimpleNamespace(distribute=lambda spec, job, **kw: calls.append(kw) or "it")
+            self.assertEqual(fmjax.distribute(c, "s.yaml", "j", epochs=2), "it")
+            self.assertEqual(calls[-1], {"epochs": 2, "num_consumers": 2, "consumer_index": 1})
+            fmjax.distribute(c, "s.yaml", "j", coordinated=False)
+            self.assertEqual(calls[-1], {"coordinated": False, "num_consumers": 2})
+            batches = [{"value": np.arange(i, i + 2), "text": feedmesh.BytesTensor(np.zeros(0, np.uint8), np.zeros(1, np.int64), ())}
+                       for i in range(5)]
+            seen = []
+
+            def source():
+                for b in batches:
+                    seen.append(len(put))
+                    yield b
+
+            out = list(fmjax.prefetch_to_device(source(), size=2))
+        self.assertEqual([o["value"][1][0] for o in out], [0, 1, 2, 3, 4])
+        self.assertIsInstance(out[0]["text"], feedmesh.BytesTensor)
+        self.assertEqual(seen[:3], [0, 1, 2], "two batches put ahead before the first is yielded")
+
+
 class VersionTest(unittest.TestCase):
     def test_library_is_package_version(self):
         # One checkout: the library's fm_version and the package's
         # __version__ both come from internal/version/VERSION.
         self.assertEqual(feedmesh.library_version(), feedmesh.__version__)
+
+
+class TypingTest(unittest.TestCase):
+    def test_public_api_is_typed(self):
+        # py.typed ships with the package, and every public function and
+        # method (those of feedmesh.__all__, feedmesh.torch.FeedmeshDataset,
+        # feedmesh.jax) annotates its parameters and return, with hints that
+        # resolve (they are strings at run time: from __future__ import
+        # annotations, typing imported only under TYPE_CHECKING).
+        import inspect
+        import typing
+
+        import feedmesh.jax
+        import feedmesh.torch
+
+        pkg = os.path.dirname(os.path.abspath(feedmesh.__file__))
+        self.assertTrue(os.path.isfile(os.path.join(pkg, "py.typed")))
+        names = dict(vars(typing))
+        names["typing"] = typing
+        names["SpecLike"] = typing.Any
+        names["PathLike"] = typing.Any
+        funcs = []
+        for name in feedmesh.__all__:
+            obj = getattr(feedmesh, name)
+            if inspect.isfunction(obj):
+                funcs.append(("feedmesh." + name, obj))
+            elif isinstance(obj, type) and not issubclass(obj, BaseException):
+                for m, f in vars(obj).items():
+                    if inspect.isfunction(f) and (not m.startswith("_") or m in ("__init__", "__iter__", "__len__")):
+                        funcs.append(("feedmesh.%s.%s" % (name, m), f))
+        for m, f in vars(feedmesh.torch.FeedmeshDataset).items():
+            if inspect.isfunction(f) and not m.startswith("_"):
+                funcs.append(("FeedmeshDataset." + m, f))
+        for m in feedmesh.jax.__all__:
+            funcs.append(("feedmesh.jax." + m, getattr(feedmesh.jax, m)))
+        self.assertGreater(len(funcs), 20)
+        for what, f in funcs:
+            sig = inspect.signature(f)
+            self.assertIsNot(sig.return_annotation, inspect.Signature.empty, what + ": no return annotation")
+            for p in sig.parameters.values():
+                if p.name != "self":
+                    self.assertIsNot(p.annotation, inspect.Parameter.empty, "%s: %s has no annotation" % (what, p.name))
+            ns = dict(names)
+            ns.update(vars(inspect.getmodule(f)))
+            typing.get_type_hints(f, globalns=ns)  # raises if a hint does not resolve
 
 
 class BadInputTest(unittest.TestCase):
@@ -344,6 +583,93 @@ class BadInputTest(unittest.TestCase):
             feedmesh.Client("no-port-here", **CLIENT_OPTS)
         with self.assertRaises(feedmesh.InvalidArgument):
             feedmesh.Client(ADDR, transport="warp", log_level="error")
+        with self.assertRaises(ValueError):
+            feedmesh.Client(ADDR, unavailable_timeout=-1, **CLIENT_OPTS)
+        feedmesh.Client(ADDR, unavailable_timeout=None, **CLIENT_OPTS).close()  # for ever
+
+    def test_wrong_address_prints_no_go_log(self):
+        # With the default log level, a wrong address raises Unavailable,
+        # named feedmesh.Unavailable, and prints nothing else: the Go
+        # client's records go to Python's logging, and a node that did not
+        # answer with no other to try is the error's to say (a logfmt
+        # "level=WARN" line was printed before).
+        import subprocess
+
+        code = (
+            "import feedmesh\n"
+            "try:\n"
+            "    feedmesh.Client('127.0.0.1:1', dial_timeout=2, transport='fast')\n"
+            "except feedmesh.Unavailable as e:\n"
+            "    print(type(e).__module__ + '.' + type(e).__name__)\n"
+        )
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+        self.assertEqual(r.stdout.decode().strip(), "feedmesh.Unavailable", r.stderr.decode())
+        self.assertEqual(r.stderr.decode(), "", "stderr of a Client of a wrong address")
+
+    def test_log_level_off_keeps_go_logs_quiet(self):
+        # log_level "off": the Go client's records (here the few-splits
+        # warning, which test_few_splits_warning sees at the default
+        # "warn") do not reach Python's logging.
+        import logging
+
+        records = []
+        h = logging.Handler()
+        h.emit = records.append
+        log = logging.getLogger("feedmesh")
+        log.addHandler(h)
+        try:
+            with feedmesh.Client(ADDR, **dict(CLIENT_OPTS, log_level="off")) as c, \
+                    c.distribute(range_spec(300, 30, split=300), job=job_name("quiet"), workers="all") as it:
+                read_values(it)
+                self.assertTrue(it.stats()["warnings"])
+        finally:
+            log.removeHandler(h)
+        self.assertEqual([r.getMessage() for r in records], [])
+
+    def test_exception_names_and_error_table(self):
+        # Every exception is feedmesh.X; the error table of
+        # docs/python/errors.md names each, with the standard bases it says
+        # ("also ValueError"), and what a misspelt keyword raises is what
+        # the table says: TypeError.
+        import builtins
+        import re
+
+        for name in feedmesh.__all__:
+            obj = getattr(feedmesh, name)
+            if isinstance(obj, type):
+                self.assertEqual(obj.__module__, "feedmesh", name)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        page = os.path.join(root, "docs", "python", "errors.md")
+        with open(page, encoding="utf-8") as f:
+            text = f.read()
+        rows = []
+        i = text.find("| exception | when |")
+        self.assertGreaterEqual(i, 0, "no error table (| exception | when |) in " + page)
+        for line in text[i:].splitlines()[2:]:
+            if not line.startswith("|"):
+                break
+            rows.append(line)
+        self.assertTrue(rows, "the error table of %s has no rows" % page)
+        named = set()
+        for row in rows:
+            cell = row.split("|")[1]
+            m = re.match(r"\s*`(\w+)`(?: \(also `(\w+)`(?: and `(\w+)`)?\))?", cell)
+            self.assertIsNotNone(m, row)
+            name, bases = m.group(1), [b for b in m.group(2, 3) if b]
+            named.add(name)
+            cls = getattr(feedmesh, name, None) or getattr(builtins, name, None)
+            self.assertTrue(isinstance(cls, type) and issubclass(cls, BaseException), row)
+            for b in bases:
+                self.assertTrue(issubclass(cls, getattr(builtins, b)), "%s is not a %s" % (name, b))
+        for name in feedmesh.__all__:
+            obj = getattr(feedmesh, name)
+            if isinstance(obj, type) and issubclass(obj, feedmesh.Error):
+                self.assertIn(name, named, "docs/python/errors.md's error table lacks feedmesh.%s" % name)
+        self.assertIn("TypeError", named)
+        with self.assertRaises(TypeError):
+            self.c.distribute(range_spec(10, 5), job=job_name("bad"), shardng="dynamic")
+        with self.assertRaises(TypeError):
+            feedmesh.Client(ADDR, windw=4)
 
     def test_invalid_spec(self):
         with self.assertRaises(feedmesh.InvalidSpec) as cm:
@@ -351,8 +677,17 @@ class BadInputTest(unittest.TestCase):
         self.assertIn("bogus", str(cm.exception))
         with self.assertRaises(feedmesh.InvalidSpec):
             self.c.distribute("no/such/spec.yaml", job=job_name("bad"))
-        with self.assertRaises(feedmesh.InvalidSpec):
-            self.c.distribute({"source": {"files": {"paths": ["/no/such/*.txt"], "format": "lines"}}}, job=job_name("bad"))
+        # Under the nodes' data root (their working directory, in loopback
+        # dev mode), a glob that matches nothing is an invalid spec; outside
+        # it, the nodes refuse to look, whether the files exist or not.
+        with self.assertRaises(feedmesh.InvalidSpec) as cm:
+            self.c.distribute({"source": {"files": {"paths": ["no/such/*.txt"], "format": "lines"}}}, job=job_name("bad"))
+        self.assertIn("matches no files", str(cm.exception))
+        for path in ("/no/such/*.txt", "/etc/passwd"):
+            with self.assertRaises(feedmesh.PermissionDenied) as cm:
+                self.c.distribute({"source": {"files": {"paths": [path], "format": "lines"}}}, job=job_name("bad"))
+            self.assertIn('"%s": not allowed' % path, str(cm.exception))
+            self.assertIsInstance(cm.exception, PermissionError)
         with self.assertRaises(feedmesh.InvalidArgument):
             self.c.distribute(range_spec(10, 5), job=job_name("bad"), sharding="sideways")
         with self.assertRaises(feedmesh.InvalidArgument) as cm:
@@ -378,8 +713,7 @@ class BadInputTest(unittest.TestCase):
         it.close()  # again: nothing
         with self.assertRaises(feedmesh.Closed):
             next(it)
-        with self.assertRaises(feedmesh.Closed):
-            it.stats()
+        self.assertIn("batches", it.stats())  # as of the close, as checkpoint()
         c = client()
         it = c.distribute(range_spec(100, 10), job=job_name("closed2"))
         c.close()
@@ -703,43 +1037,56 @@ class ForkTest(unittest.TestCase):
         self.assertIn("spawn", str(cm.exception))
 
 
-def _stateful_worker(ds, state, limit, barrier, out):
+def _stateful_worker(ds, state, fetch, barrier, out):
     """One DataLoader worker process as torchdata's StatefulDataLoader runs
-    it (its worker loop, torchdata/stateful_dataloader/worker.py): restore
-    the dataset's state (load_state_dict) before creating the iterator
-    (iter(ds)), fetch batches, and snapshot ds.state_dict() after a batch.
-    Reads limit batches (None: to the end); with a barrier, every worker
-    has read its batches (so every worker is a consumer of the job) before
-    any takes its snapshot. Puts (values read, state_dict) on out."""
+    it (its worker loop, torchdata/stateful_dataloader/worker.py, with
+    snapshot_every_n_steps=1): restore the dataset's state
+    (load_state_dict) when it has one, create the iterator (iter(ds)) and
+    take the initial state (ds.state_dict() at once), then fetch batches
+    and take ds.state_dict() after each, as the state sent with it to the
+    main process; the state after the end of data goes with the end.
+    Fetches fetch batches (None: to the end); with a barrier, every worker
+    has fetched one batch (so every worker is a consumer of the job) before
+    any goes on. Puts (initial state, [(values, state) per batch], end
+    state or None) on out."""
     try:
         if state is not None:
             ds.load_state_dict(state)
-        vals = []
-        for b in ds:
-            vals.append(b["value"].numpy().copy())
-            if limit is not None and len(vals) == limit:
+        it = iter(ds)
+        initial = ds.state_dict()
+        batches, end = [], None
+        while fetch is None or len(batches) < fetch:
+            try:
+                b = next(it)
+            except StopIteration:
+                end = ds.state_dict()
                 break
-        if barrier is not None:
-            barrier.wait(timeout=60)
-        sd = ds.state_dict()
+            batches.append((b["value"].numpy().copy(), ds.state_dict()))
+            if barrier is not None and len(batches) == 1:
+                barrier.wait(timeout=60)
+                time.sleep(0.5)  # heartbeats: each hears of the other consumer
         ds.close()
-        out.put((np.concatenate(vals) if vals else np.array([], dtype=np.int64), sd))
+        out.put((initial, batches, end))
     except BaseException as e:  # reported by the parent
-        out.put((None, repr(e)))
+        out.put((repr(e), None, None))
 
 
-def run_stateful_workers(ds, states, limit):
+def run_stateful_workers(ds, states, fetch):
     """Runs one spawned worker process per entry of states (its saved state,
-    or None) concurrently; returns [(values, state_dict)] in worker order."""
+    or None) concurrently; returns [(initial, batches, end)] in worker
+    order."""
     mp = multiprocessing.get_context("spawn")
-    barrier = mp.Barrier(len(states)) if limit is not None else None
+    barrier = mp.Barrier(len(states)) if fetch is not None else None
     queues = [mp.Queue() for _ in states]
-    procs = [mp.Process(target=_stateful_worker, args=(ds, st, limit, barrier, q)) for st, q in zip(states, queues)]
+    procs = [mp.Process(target=_stateful_worker, args=(ds, st, fetch, barrier, q)) for st, q in zip(states, queues)]
     for p in procs:
         p.start()
     res = [q.get(timeout=120) for q in queues]
     for p in procs:
         p.join(timeout=60)
+    for initial, batches, _ in res:
+        if batches is None:
+            raise AssertionError("worker failed: " + initial)
     return res
 
 
@@ -797,26 +1144,98 @@ class TorchTest(unittest.TestCase):
         assert_once(self, np.concatenate(vals), n)
 
     def test_state_dict_worker_processes(self):
-        # The protocol of torchdata's StatefulDataLoader with num_workers=2
-        # (torchdata is not installable here: no Python package index):
-        # each worker process's copy of the dataset is one consumer of the
-        # job and checkpoints its own part; a new run gives each worker its
-        # own state back. Together the two runs hold every element once.
-        # The job is much larger than a consumer's prefetch: each element
-        # goes to one consumer, and the first worker's buffer could
-        # otherwise take all of a small job before the second attaches
-        # (which then rightly reads nothing).
+        # torchdata's StatefulDataLoader protocol with num_workers=2, driven
+        # as its worker loop drives it (torchdata is not installable here:
+        # no Python package index): each worker process's copy of the
+        # dataset is one consumer of the job; its state_dict() after each
+        # batch it fetches goes with that batch, and the loader's
+        # state_dict() holds, per worker, the state sent with the last
+        # batch the training loop received from it. The workers fetch ahead
+        # (prefetch): the loop has received 4 batches of each when the
+        # checkpoint is taken, the workers fetched 6. A new run gives each
+        # worker its own state back: together the loop's batches of the two
+        # runs are every element once, the 2 fetched and never received
+        # included. The job is much larger than a consumer's prefetch: each
+        # element goes to one consumer, and the first worker's buffer could
+        # otherwise take all of a small job before the second attaches.
         n = 30000
         ds = fmtorch.FeedmeshDataset(ADDR, range_spec(n, 30, split=100), job=job_name("tsdw"), client_options=CLIENT_OPTS)
-        first = run_stateful_workers(ds, [None, None], limit=5)
-        for vals, sd in first:
-            self.assertIsNotNone(vals, sd)
-            self.assertTrue(0 < len(vals) <= 5 * 30, len(vals))  # 5 batches (a split's last is short)
-            self.assertIsInstance(sd["checkpoint"], bytes)
-        rest = run_stateful_workers(ds, [sd for _, sd in first], limit=None)
-        for vals, sd in rest:
-            self.assertIsNotNone(vals, sd)
-        assert_once(self, np.concatenate([v for v, _ in first + rest]), n)
+        received, fetched = 4, 6
+        first = run_stateful_workers(ds, [None, None], fetch=fetched)
+        loop, states = [], []
+        for initial, batches, _ in first:
+            self.assertIsInstance(initial["checkpoint"], bytes, "the initial state, right after iter()")
+            self.assertEqual(len(batches), fetched)
+            loop += [v for v, _ in batches[:received]]
+            states.append(batches[received - 1][1])  # the state sent with the last batch received
+        rest = run_stateful_workers(ds, states, fetch=None)
+        for _, batches, end in rest:
+            self.assertIsInstance(end["checkpoint"], bytes, "the state sent with the end of data")
+            loop += [v for v, _ in batches]
+        assert_once(self, np.concatenate(loop), n)
+        # The main process's copy, which gave copies to the workers, has no
+        # checkpoint of theirs: it raises rather than return an empty one.
+        with self.assertRaisesRegex(feedmesh.Error, "StatefulDataLoader"):
+            ds.state_dict()
+        with self.assertRaisesRegex(feedmesh.Error, "worker"):
+            ds.stats()
+
+    def test_state_dict_main_process_with_workers_raises(self):
+        # A plain DataLoader with worker processes: ds.state_dict() in the
+        # training process returned {"checkpoint": None} before, so a saved
+        # training checkpoint resumed from nothing; it raises now.
+        n = 600
+        ds = fmtorch.FeedmeshDataset(ADDR, range_spec(n, 30, split=100), job=job_name("tmain"), client_options=CLIENT_OPTS)
+        loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="spawn")
+        vals = [b["value"].numpy().copy() for b in loader]
+        assert_once(self, np.concatenate(vals), n)
+        with self.assertRaisesRegex(feedmesh.Error, "StatefulDataLoader"):
+            ds.state_dict()
+        # Iterated here again, it is this process's state once more.
+        ds.set_epoch(1)
+        for i, b in enumerate(torch.utils.data.DataLoader(ds, batch_size=None)):
+            if i == 2:
+                break
+        self.assertIsInstance(ds.state_dict()["checkpoint"], bytes)
+        self.assertEqual(ds.stats()["batches"], 3)
+        ds.close()
+
+    def test_second_iteration_raises(self):
+        # The same job name iterated again after it ran to its end: it
+        # delivered nothing, silently, before.
+        ds = fmtorch.FeedmeshDataset(ADDR, range_spec(300, 30, split=100), job=job_name("tagain"), client_options=CLIENT_OPTS)
+        assert_once(self, np.concatenate([b["value"].numpy().copy() for b in torch.utils.data.DataLoader(ds, batch_size=None)]), 300)
+        self.assertEqual(ds.stats()["batches"], 10)
+        with self.assertRaisesRegex(feedmesh.JobFinished, "set_epoch"):
+            list(torch.utils.data.DataLoader(ds, batch_size=None))
+        ds.close()
+
+    def test_late_worker_reads_nothing(self):
+        # A DataLoader worker that joins the job after its fellow workers
+        # of the same iteration read it all gets no batch and no error;
+        # a worker of a later iteration (a copy made after the job was
+        # created), or one that read the job before, gets JobFinished.
+        from unittest import mock
+
+        ds = fmtorch.FeedmeshDataset(ADDR, range_spec(300, 30, split=100), job=job_name("tlate"), client_options=CLIENT_OPTS)
+        late = pickle.loads(pickle.dumps(ds))  # the iteration's copy, made as it starts
+        reader = pickle.loads(pickle.dumps(ds))
+        assert_once(self, np.concatenate([b["value"].numpy().copy() for b in reader]), 300)
+        reader.close()
+        worker = mock.Mock(num_workers=2, id=1)
+        with mock.patch("torch.utils.data.get_worker_info", return_value=worker):
+            self.assertEqual(list(late), [])
+            with self.assertRaises(feedmesh.JobFinished):
+                list(late)  # read once already
+            time.sleep(1.1)  # the cluster tells a job's creation to the second
+            again = pickle.loads(pickle.dumps(ds))  # a later iteration's copy
+            with self.assertRaises(feedmesh.JobFinished):
+                list(again)
+            again.close()
+        late.close()
+        with self.assertRaises(feedmesh.JobFinished):  # not a worker
+            list(ds)
+        ds.close()
 
     def test_set_epoch(self):
         n = 300

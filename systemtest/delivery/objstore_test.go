@@ -15,18 +15,21 @@ import (
 	"github.com/feedmesh/feedmesh/internal/pqshard"
 	"github.com/feedmesh/feedmesh/internal/s3test"
 	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
+	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/objstore"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
 
 // TestDynamicParquetFromS3: a DYNAMIC job over Parquet shards in a real
-// S3-compatible server (versitygw on loopback), read by a 3-node cluster,
-// delivers every row exactly once, each with its own tokens.
+// S3-compatible server (versitygw on loopback), a named store of the
+// nodes the spec names in its paths (s3://NAME/bucket/key), read by a
+// 3-node cluster, delivers every row exactly once, each with its own
+// tokens.
 func TestDynamicParquetFromS3(t *testing.T) {
 	t.Cleanup(objstore.CloseIdleConnections) // runs last: after the cluster's Close
 	srv := s3test.StartT(t)
-	s3test.SetCredentials(t) // the nodes read the credentials from the environment
+	s3test.SetCredentials(t) // the nodes' named store reads the credentials from the environment
 	ctx := context.Background()
 	if err := srv.MakeBucket(ctx, "train"); err != nil {
 		t.Fatal(err)
@@ -44,21 +47,17 @@ func TestDynamicParquetFromS3(t *testing.T) {
 	// An object that the glob must leave out.
 	srv.Put(ctx, "train", "corpus/README.txt", []byte("not a shard"))
 
-	cfg := srv.Config()
 	spec := pipeline.NewSpec(pipeline.Source{Files: &pipeline.FilesSource{
-		Paths:   []string{"s3://train/corpus/shard-*.parquet"},
+		Paths:   []string{"s3://lake/train/corpus/shard-*.parquet"},
 		Format:  "parquet",
 		Columns: []string{"id", "tokens"},
-		ObjectStore: &pipeline.ObjectStoreOptions{
-			Endpoint: cfg.Endpoint, Region: cfg.Region, PathStyle: true,
-		},
 	}})
 	// A cost op spreads the 32 row groups over the workers: cheap splits
 	// could all go to the first worker.
 	spec.Cost(0, 500)
 	spec.PaddedBatch(16, 0)
 
-	c := testcluster.Start(t, 3)
+	c := testcluster.Start(t, 3, withStore(srv.NamedStore("lake")))
 	cl := jobtest.Dial(t, c, 1)
 	it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: "s3-parquet", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
 	if err != nil {
@@ -114,7 +113,8 @@ func TestDynamicParquetFromS3(t *testing.T) {
 
 // TestDatasetFilesChanged: a second job of a dataset whose glob now
 // matches another object fails, saying so, instead of reading split ids
-// that name other data on each worker.
+// that name other data on each worker. (The spec names the nodes' store
+// with object_store.store, its paths are s3://bucket/key.)
 func TestDatasetFilesChanged(t *testing.T) {
 	t.Cleanup(objstore.CloseIdleConnections)
 	srv := s3test.StartT(t)
@@ -134,12 +134,11 @@ func TestDatasetFilesChanged(t *testing.T) {
 	}
 	put(0)
 	put(1)
-	cfg := srv.Config()
 	spec := pipeline.NewSpec(pipeline.Source{Files: &pipeline.FilesSource{
 		Paths: []string{"s3://train/c/*.parquet"}, Format: "parquet", Columns: []string{"id"},
-		ObjectStore: &pipeline.ObjectStoreOptions{Endpoint: cfg.Endpoint, Region: cfg.Region, PathStyle: true},
+		ObjectStore: &pipeline.ObjectStoreOptions{Store: "lake"},
 	}}).Batch(10, false)
-	c := testcluster.Start(t, 1)
+	c := testcluster.Start(t, 1, withStore(srv.NamedStore("lake")))
 	cl := jobtest.Dial(t, c, 0)
 	read := func(name string) (int, error) {
 		it, err := cl.Distribute(ctx, spec, client.JobOptions{Name: name, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
@@ -171,4 +170,9 @@ func TestDatasetFilesChanged(t *testing.T) {
 		t.Fatalf("second job after an object was added: %d rows, %v", n, err)
 	}
 	t.Log(err)
+}
+
+// withStore configures a named object store on every node.
+func withStore(s objstore.NamedStore) testcluster.Option {
+	return testcluster.WithConfig(func(_ int, c *mesh.Config) { c.ObjectStores = append(c.ObjectStores, s) })
 }

@@ -100,8 +100,13 @@ func TestLeaderKilledMidJob(t *testing.T) {
 	killed := -1
 	d := jobtest.Drain(t, it, 60*time.Second, func(b client.Batch) {
 		if killed < 0 && it.Stats().Batches >= 50 {
-			killed, _ = c.Leader()
-			c.Kill(killed)
+			// Leader is -1 while two nodes, or none, think they lead
+			// (a loaded machine): kill at a later batch then (Kill(-1)
+			// panicked, with the cluster's lock held: the cleanup hung).
+			if l, _ := c.Leader(); l >= 0 {
+				killed = l
+				c.Kill(killed)
+			}
 		}
 	})
 	if killed < 0 {
@@ -191,7 +196,8 @@ func waitNoTasks(t *testing.T, c *testcluster.Cluster, timeout time.Duration) {
 
 // Test 8: bad input gets a clear error and loses nothing.
 func TestJobBadInput(t *testing.T) {
-	c := testcluster.Start(t, 3)
+	data := t.TempDir() // the nodes' data root
+	c := testcluster.Start(t, 3, testcluster.WithConfig(func(_ int, cfg *mesh.Config) { cfg.DataRoots = []string{data} }))
 	cl := jobtest.Dial(t, c, 0)
 	ctx := context.Background()
 
@@ -258,7 +264,7 @@ func TestJobBadInput(t *testing.T) {
 		}
 	})
 	t.Run("pipeline error on a split", func(t *testing.T) {
-		dir := t.TempDir()
+		dir := data
 		good := filepath.Join(dir, "a.tfrecord")
 		corrupt := filepath.Join(dir, "b.tfrecord")
 		for _, p := range []string{good, corrupt} {

@@ -205,7 +205,8 @@ func TestLossReportedAfterQuickRestart(t *testing.T) {
 // A job whose pipeline fails on a worker shows failed in `jobs`, with the
 // worker's reason; an OFF job read to its end shows finished.
 func TestJobStateInJobs(t *testing.T) {
-	c := testcluster.Start(t, 2)
+	dir := t.TempDir() // the nodes' data root
+	c := testcluster.Start(t, 2, testcluster.WithConfig(func(_ int, cfg *mesh.Config) { cfg.DataRoots = []string{dir} }))
 	cl := jobtest.Dial(t, c, 0)
 	off, err := cl.Distribute(context.Background(), jobtest.SlowSpec(200, 20, 10, 1), client.JobOptions{Name: "off", Sharding: client.Off})
 	if err != nil {
@@ -220,7 +221,6 @@ func TestJobStateInJobs(t *testing.T) {
 		return ok && j.State == api.JobFinished
 	})
 
-	dir := t.TempDir()
 	for _, name := range []string{"a.tfrecord", "b.tfrecord"} {
 		p := filepath.Join(dir, name)
 		f, err := os.Create(p)

@@ -35,6 +35,7 @@ func TestPausedWorkerStaysOutOfTheJob(t *testing.T) {
 		if i == victim {
 			cfg.Worker.LeaseDuration = 4 * time.Second
 			cfg.Worker.LeaseSplits = 1024
+			cfg.Worker.LeaseHoldShare = -1 // hold what the rate says, not a sixteenth
 			cfg.Worker.TaskBuffer = 4096
 		}
 	}))

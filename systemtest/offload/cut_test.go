@@ -369,3 +369,76 @@ func resumeRest(t *testing.T, cl *client.Client, spec *pipeline.Spec, opts clien
 	}
 	return rest
 }
+
+// TestOffloadBoundaryWorkerStats: the per-worker figures count elements
+// and batches apart. A job cut after its first op ships single elements:
+// every worker counts them as elements (all cut), none as a batch (the
+// client made the batches: Stats.Batches); before, each element counted
+// as a worker's batch. The same job uncut counts each worker's batches,
+// summing to the iterator's, and their elements.
+func TestOffloadBoundaryWorkerStats(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	cl := jobtest.Dial(t, c, 0)
+	const n, batch = 1200, 10
+	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: n, SplitSize: 20}})
+	spec.Cost(0, 50)
+	spec.Batch(batch, false)
+	for _, cut := range []int{0, 1} {
+		t.Run(fmt.Sprintf("cut=%d", cut), func(t *testing.T) {
+			opts := client.JobOptions{Name: fmt.Sprintf("worker-stats-%d", cut), Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers}
+			if cut > 0 {
+				opts.Offload, opts.OffloadBoundary = "", cut
+			}
+			it, err := cl.Distribute(context.Background(), spec, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer it.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			read := 0
+			for {
+				b, err := it.Next(ctx)
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatalf("after %d batches: %v", read, err)
+				}
+				read += len(jobtest.Values(t, b))
+			}
+			st := it.Stats()
+			if read != n || st.Rows != n {
+				t.Fatalf("read %d elements, stats %d rows; want %d", read, st.Rows, n)
+			}
+			var batches, elements, cutElements int64
+			for w, ws := range st.Workers {
+				t.Logf("worker %s: %+v", w, ws)
+				batches += ws.Batches
+				elements += ws.Elements
+				cutElements += ws.CutElements
+				if ws.Rows != ws.Elements {
+					t.Errorf("worker %s: rows %d, elements %d: rows is elements", w, ws.Rows, ws.Elements)
+				}
+				if cut > 0 && (ws.Batches != 0 || ws.CutElements != ws.Elements) {
+					t.Errorf("worker %s of a cut job: %d batches, %d elements of which %d cut; want no batch and every element cut", w, ws.Batches, ws.Elements, ws.CutElements)
+				}
+				if cut == 0 && (ws.CutElements != 0 || ws.Batches > ws.Elements || ws.Elements > batch*ws.Batches) {
+					t.Errorf("worker %s of a whole job: %d batches, %d elements (%d cut)", w, ws.Batches, ws.Elements, ws.CutElements)
+				}
+			}
+			if len(st.Workers) < 2 {
+				t.Errorf("%d workers delivered, want the 3 nodes'", len(st.Workers))
+			}
+			if elements != n {
+				t.Errorf("the workers' elements sum to %d, want %d", elements, n)
+			}
+			if cut == 0 && batches != st.Batches {
+				t.Errorf("the workers' batches sum to %d, the iterator's are %d", batches, st.Batches)
+			}
+			if cut > 0 && (batches != 0 || cutElements != n || st.Batches < n/batch) {
+				t.Errorf("cut job: workers' batches %d, cut elements %d, iterator's batches %d; want 0, %d, at least %d", batches, cutElements, st.Batches, n, n/batch)
+			}
+		})
+	}
+}

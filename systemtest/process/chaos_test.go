@@ -152,6 +152,7 @@ func TestChaos(t *testing.T) {
 	for _, np := range nodes {
 		select {
 		case err := <-np.waitErr:
+			np.exited = true
 			t.Errorf("%s exited on its own: %v", np.name, err)
 		default:
 		}

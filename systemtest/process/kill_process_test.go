@@ -46,10 +46,14 @@ type nodeProcess struct {
 	name    string
 	gossip  int
 	port    int
+	metrics int      // --metrics-addr port, 0 if none
 	bin     string   // the binary to run; "" for this tree's (feedmeshBinary)
+	preset  string   // --preset; "" for fast
 	args    []string // of `feedmesh node`
+	dir     string   // its working directory ("": the test's)
 	cmd     *exec.Cmd
 	waitErr chan error
+	exited  bool // the process of the last start was waited for (kill, stop)
 }
 
 // start starts the node's process (again, after a kill: same data dir,
@@ -61,6 +65,7 @@ func (np *nodeProcess) start(t *testing.T) {
 		bin = feedmeshBinary(t)
 	}
 	cmd := exec.Command(bin, np.args...)
+	cmd.Dir = np.dir
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if testing.Verbose() {
 		cmd.Stderr = os.Stderr
@@ -68,7 +73,7 @@ func (np *nodeProcess) start(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	np.cmd, np.waitErr = cmd, make(chan error, 1)
+	np.cmd, np.waitErr, np.exited = cmd, make(chan error, 1), false
 	go func() { np.waitErr <- cmd.Wait() }()
 }
 
@@ -81,6 +86,7 @@ func (np *nodeProcess) stop(t *testing.T, timeout time.Duration) {
 	}
 	select {
 	case err := <-np.waitErr:
+		np.exited = true
 		if err != nil {
 			t.Errorf("%s exited after SIGTERM: %v", np.name, err)
 		}
@@ -89,10 +95,15 @@ func (np *nodeProcess) stop(t *testing.T, timeout time.Duration) {
 	}
 }
 
-// kill SIGKILLs the node's process and waits for it to exit.
+// kill SIGKILLs the node's process and waits for it to exit; it does
+// nothing if the process was already waited for (killed or stopped).
 func (np *nodeProcess) kill() {
+	if np.exited {
+		return
+	}
 	np.cmd.Process.Kill()
 	<-np.waitErr
+	np.exited = true
 }
 
 // logLevel is the node processes': info with -v (their stderr is the
@@ -108,6 +119,14 @@ func logLevel() string {
 // form one cluster, and kills whatever is left when the test ends.
 func startNodes(t *testing.T, n int, configure ...func(*nodeProcess)) []*nodeProcess {
 	t.Helper()
+	return startNodesWith(t, n, nil, n, configure...)
+}
+
+// startNodesWith is startNodes with extra flags per node (extra, if not
+// nil), starting only the first started of them (the others' processes
+// are started by the test).
+func startNodesWith(t *testing.T, n int, extra func(i int, np *nodeProcess, all []*nodeProcess) []string, started int, configure ...func(*nodeProcess)) []*nodeProcess {
+	t.Helper()
 	dir := t.TempDir()
 	nodes := make([]*nodeProcess, n)
 	for i := range nodes {
@@ -117,17 +136,28 @@ func startNodes(t *testing.T, n int, configure ...func(*nodeProcess)) []*nodePro
 		}
 	}
 	for i, np := range nodes {
+		preset := np.preset
+		if preset == "" {
+			preset = "fast"
+		}
 		np.args = []string{"node", "--name", np.name, "--data-dir", filepath.Join(dir, np.name), "--bind", "127.0.0.1",
 			"--gossip-port", strconv.Itoa(np.gossip), "--port", strconv.Itoa(np.port), "--bootstrap-expect", strconv.Itoa(n),
-			"--preset", "fast", "--log-level", logLevel()}
+			"--preset", preset, "--log-level", logLevel()}
 		if i > 0 {
 			np.args = append(np.args, "--join", fmt.Sprintf("127.0.0.1:%d", nodes[0].gossip))
 		}
-		np.start(t)
+		if extra != nil {
+			np.args = append(np.args, extra(i, np, nodes)...)
+		}
+		if i < started {
+			np.start(t)
+		}
 	}
 	t.Cleanup(func() {
 		for _, np := range nodes {
-			np.kill()
+			if np.cmd != nil {
+				np.kill()
+			}
 		}
 	})
 	return nodes

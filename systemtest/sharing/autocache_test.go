@@ -278,9 +278,10 @@ func TestAutocacheSharedRestartCorrupt(t *testing.T) {
 // and computed again; a job after it gets the new contents from the
 // cache.
 func TestAutocacheRewrittenFileIsReadAnew(t *testing.T) {
-	c := testcluster.Start(t, 1, testcluster.WithConfig(autocacheConfig))
+	dir := t.TempDir() // the node's data root
+	c := testcluster.Start(t, 1, testcluster.WithConfig(autocacheConfig), testcluster.WithConfig(func(_ int, cfg *mesh.Config) { cfg.DataRoots = []string{dir} }))
 	cl := jobtest.Dial(t, c, 0)
-	path := filepath.Join(t.TempDir(), "data.txt")
+	path := filepath.Join(dir, "data.txt")
 	write := func(word string, mtime time.Time) {
 		t.Helper()
 		var b []byte

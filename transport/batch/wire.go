@@ -122,6 +122,10 @@ type OpenRequest struct {
 	// worker still running a task of a job since replaced under the same
 	// name (a resume) starts the new one instead of serving the old.
 	JobID uint64
+	// Token, when set, is the client's access token: what it proves
+	// decides whether the worker serves the job (mesh; the connection's
+	// certificate otherwise).
+	Token string
 }
 
 // wireMsg is the header of every frame on a batch stream: one flat CBOR map
@@ -152,6 +156,8 @@ type wireMsg struct {
 	// JobID: OpenRequest.JobID (read by the generic decoder: an Open
 	// never takes the fast path).
 	JobID uint64 `cbor:"24,keyasint,omitempty"`
+	// Token: OpenRequest.Token (generic decoder too).
+	Token string `cbor:"26,keyasint,omitempty"`
 	// Keys 17 and 20 were flags of unversioned clients (WantAccept,
 	// Widens); they are not reused, nor is 5 (see Prov).
 

@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // ErrUsage marks an error already explained by a usage text: the program
@@ -70,6 +71,14 @@ type Program struct {
 	// Moved answers subcommands that moved elsewhere: the message is
 	// printed and the program exits 2.
 	Moved map[string]string
+	// StopGrace, if set, bounds how long Main lets the subcommand run after
+	// SIGINT or SIGTERM (its context is cancelled at once): past it, or at
+	// a second signal, the program says so on stderr and exits 1 without
+	// its cleanup. Subcommands must return on their own well within it;
+	// this is the backstop for one that does not (feedmesh-bench: a
+	// benchmark forming a large cluster once ignored SIGTERM for minutes).
+	// 0: no bound (the feedmesh node drains for as long as it is told to).
+	StopGrace time.Duration
 
 	commands map[string]Command
 }
@@ -104,9 +113,38 @@ func (p *Program) Names() []string {
 // Main runs the subcommand os.Args names, with a context that ends on
 // SIGINT or SIGTERM, and exits with its code.
 func (p *Program) Main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		select {
+		case <-sigs:
+		case <-done:
+			return
+		}
+		cancel()
+		if p.StopGrace <= 0 {
+			return
+		}
+		t := time.NewTimer(p.StopGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-sigs:
+		case <-done:
+			return
+		}
+		fmt.Fprintf(os.Stderr, "%s: still running %s after the signal (or signalled twice): exiting without cleaning up\n", p.Name, p.StopGrace)
+		os.Exit(1)
+	}()
 	code := p.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	close(done)
+	<-exited
+	signal.Stop(sigs)
+	cancel()
 	os.Exit(code)
 }
 

@@ -1,0 +1,20 @@
+package api
+
+import (
+	"github.com/feedmesh/feedmesh/api/jobspec"
+	"github.com/feedmesh/feedmesh/pipeline"
+)
+
+// SpecFeatures is what of spec the composition rules look at
+// (jobspec.Normalized.CheckSpec): its autocache, take and skip ops. The
+// client checks them at Distribute, the node again when it takes the
+// request.
+func SpecFeatures(spec *pipeline.Spec) jobspec.SpecFeatures {
+	var f jobspec.SpecFeatures
+	for _, op := range spec.Ops {
+		f.Autocache = f.Autocache || op.Autocache != nil
+		f.Take = f.Take || op.Take != nil
+		f.Skip = f.Skip || op.Skip != nil
+	}
+	return f
+}

@@ -1,0 +1,538 @@
+package jobspec
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The composition of a job's features (docs/jobs/composition.md): every
+// combination of sharding × delivery × offload × workers × share ×
+// coordinated × autocache × take/skip × epochs × resume either works, with
+// the guarantee Guarantee states, or is refused before anything is sent,
+// by the first rule of Conflicts that it meets, with a message naming the
+// two options that conflict. Normalize checks the rules between options;
+// Normalized.CheckSpec those between an option and the spec (autocache,
+// take/skip), which the client checks at Distribute and the node again
+// when it takes the request.
+
+// Dim is one dimension of the composition table: an option, or a feature
+// of the spec.
+type Dim string
+
+// The dimensions, in the table's order.
+const (
+	DimSharding    Dim = "sharding"
+	DimDelivery    Dim = "delivery"
+	DimOffload     Dim = "offload"
+	DimWorkers     Dim = "workers"
+	DimShare       Dim = "share"
+	DimCoordinated Dim = "coordinated"
+	DimAutocache   Dim = "autocache"
+	DimTakeSkip    Dim = "take/skip"
+	DimEpochs      Dim = "epochs"
+	DimResume      Dim = "resume"
+)
+
+// Dims is every dimension, in the table's order.
+var Dims = []Dim{DimSharding, DimDelivery, DimOffload, DimWorkers, DimShare, DimCoordinated, DimAutocache, DimTakeSkip, DimEpochs, DimResume}
+
+// specDim reports a dimension that is the spec's, not an option.
+func specDim(d Dim) bool { return d == DimAutocache || d == DimTakeSkip }
+
+// The values a dimension takes in the table, after the defaults are filled
+// (Combo.Effective): a class of values where the options allow more (a
+// fixed worker count is "n", a local fraction "fraction", more than one
+// epoch ">1").
+const (
+	ValNone     = "none"     // delivery of an OFF or STATIC job; take/skip absent
+	ValOn       = "on"       // share, coordinated, autocache, resume
+	ValOff      = "off"      // share, coordinated, autocache, resume; sharding off
+	ValCount    = "n"        // workers: a fixed count
+	ValFraction = "fraction" // offload: a fixed local fraction
+	ValTake     = "take"
+	ValSkip     = "skip"
+	ValOneEpoch = "1"
+	ValEpochs   = ">1"
+)
+
+// Values is the values each dimension takes in the table (its effective
+// values), in the table's order.
+var Values = map[Dim][]string{
+	DimSharding:    {string(Off), string(Dynamic), string(Static)},
+	DimDelivery:    {ValNone, ExactlyOnce, AtMostOnce},
+	DimOffload:     {OffloadAuto, OffloadRemote, OffloadLocal, ValFraction},
+	DimWorkers:     {string(AutoWorkers), string(AllWorkers), ValCount},
+	DimShare:       {ValOff, ValOn},
+	DimCoordinated: {ValOff, ValOn},
+	DimAutocache:   {ValOff, ValOn},
+	DimTakeSkip:    {ValNone, ValTake, ValSkip},
+	DimEpochs:      {ValOneEpoch, ValEpochs},
+	DimResume:      {ValOff, ValOn},
+}
+
+// Conflict is one rule of the composition table: a job whose dimension A
+// takes one of AValues while B takes one of BValues (effective values,
+// Values) is refused, because Reason. Both dimensions are named in the
+// refusal. The rules are pairwise: no cell is refused but by a pair.
+type Conflict struct {
+	A       Dim
+	AValues []string
+	B       Dim
+	BValues []string
+	Reason  string
+}
+
+// Conflicts is the composition table's rules, in the order they are
+// checked: a cell that meets several is refused by the first. Rules that
+// name what the user is most likely to have set come first.
+var Conflicts = []Conflict{
+	{DimShare, []string{ValOn}, DimSharding, []string{string(Static)},
+		"ephemeral sharing works with sharding off or dynamic, not static (each static job fixes its own worker list)"},
+	{DimCoordinated, []string{ValOn}, DimSharding, []string{string(Off), string(Static)},
+		"a coordinated job needs sharding dynamic (workers read disjoint splits)"},
+	{DimCoordinated, []string{ValOn}, DimShare, []string{ValOn},
+		"coordinated reads cannot be combined with share (each worker's rounds are its own job's)"},
+	{DimDelivery, []string{ExactlyOnce, AtMostOnce}, DimSharding, []string{string(Off), string(Static)},
+		"delivery is only for sharding dynamic (with sharding off or static each worker reads its own splits; see docs/jobs/sharding-and-delivery.md)"},
+	{DimDelivery, []string{ExactlyOnce}, DimShare, []string{ValOn},
+		"exactly-once is not yet with share (its sliding window skips batches by design): use delivery at-most-once, the default with share"},
+	{DimWorkers, []string{string(AutoWorkers)}, DimSharding, []string{string(Off), string(Static)},
+		"only DYNAMIC jobs autoscale (with sharding off each worker reads the whole dataset, so the count changes the data; with static the worker list is fixed at the job's start): take workers all or a fixed count"},
+	{DimWorkers, []string{string(AutoWorkers)}, DimShare, []string{ValOn},
+		"a sharing job does not autoscale (each worker produces for every sharing job): take workers all or a fixed count"},
+	{DimWorkers, []string{string(AutoWorkers)}, DimCoordinated, []string{ValOn},
+		"coordinated reads do not autoscale (every worker has its turn in the round rotation): take workers all or a fixed count"},
+	{DimOffload, []string{OffloadLocal, ValFraction}, DimSharding, []string{string(Off), string(Static)},
+		"a local worker needs sharding dynamic (it leases splits beside the nodes): use offload remote or auto"},
+	{DimOffload, []string{OffloadLocal, ValFraction}, DimShare, []string{ValOn},
+		"a local worker needs sharding dynamic without share (the nodes' production is shared, not leased): use offload remote or auto"},
+	{DimOffload, []string{OffloadLocal, ValFraction}, DimCoordinated, []string{ValOn},
+		"a local worker needs sharding dynamic without coordinated reads (a round comes from one node): use offload remote or auto"},
+	{DimDelivery, []string{AtMostOnce}, DimOffload, []string{ValFraction},
+		"a dead node's unfinished splits are counted lost by a census that only a node runs, and the local worker can be the job's one live worker then, so the job never ended (systemtest/compose): use exactly-once, or offload local, remote or auto (which runs remote under at-most-once)"},
+	{DimResume, []string{ValOn}, DimSharding, []string{string(Off), string(Static)},
+		"only exactly-once DYNAMIC jobs resume from a checkpoint"},
+	{DimResume, []string{ValOn}, DimShare, []string{ValOn},
+		"only exactly-once DYNAMIC jobs resume from a checkpoint, and share is at-most-once"},
+	{DimResume, []string{ValOn}, DimDelivery, []string{AtMostOnce},
+		"only exactly-once DYNAMIC jobs resume from a checkpoint (an at-most-once job keeps no record of what its consumers returned)"},
+	{DimTakeSkip, []string{ValTake, ValSkip}, DimDelivery, []string{ExactlyOnce},
+		"exactly-once cannot take or skip on the nodes (they would count per worker, and take would leave leased splits unread): take or skip in the trainer, or ask for delivery at-most-once"},
+	{DimTakeSkip, []string{ValTake, ValSkip}, DimOffload, []string{OffloadLocal, ValFraction},
+		"a job whose pipeline takes or skips does not end with a local worker (it counts per worker pipeline; not built): use offload remote or auto (which runs remote under at-most-once)"},
+}
+
+// Combo is one cell of the composition table as a user gives it: the
+// options (zero values ask for the defaults, as in Options) and what of
+// the spec the table looks at.
+type Combo struct {
+	Sharding    Sharding
+	Delivery    string
+	Offload     string // "", auto, remote, local or a fraction
+	Workers     Workers
+	Share       bool
+	Coordinated bool
+	Autocache   bool   // the spec has an autocache op
+	TakeSkip    string // "", take or skip: the spec has that op
+	Epochs      int64
+	Resume      bool
+}
+
+// Options is the cell's options, with the rest what a coordinated job
+// needs (one consumer, index 0) and a stand-in checkpoint for Resume.
+func (c Combo) Options(name string) Options {
+	o := Options{Name: name, Sharding: c.Sharding, Delivery: c.Delivery, Offload: c.Offload, Workers: c.Workers,
+		Share: c.Share, Coordinated: c.Coordinated, Epochs: c.Epochs}
+	if c.Coordinated {
+		o.NumConsumers = 1
+	}
+	if c.Resume {
+		o.Resume = []byte{1}
+	}
+	return o
+}
+
+// Spec is the cell's spec features.
+func (c Combo) Spec() SpecFeatures {
+	return SpecFeatures{Autocache: c.Autocache, Take: c.TakeSkip == ValTake, Skip: c.TakeSkip == ValSkip}
+}
+
+// SpecFeatures is what of a job's spec the composition rules look at.
+type SpecFeatures struct {
+	Autocache  bool // an autocache op
+	Take, Skip bool // a take, a skip op
+}
+
+// Cell is a combination's effective values (Values), one per dimension,
+// and which of them were defaults (the user set nothing).
+type Cell struct {
+	Value   map[Dim]string
+	Default map[Dim]bool
+	shown   map[Dim]string // what a refusal shows, where it is not Value
+}
+
+// cellOf is the cell of normalized job options j, a consumer's offload
+// mode (as ParseOffload names it) and resume, and spec features f;
+// defaults says which dimensions the user left unset (nil: none).
+func cellOf(j Options, offload string, resume bool, f SpecFeatures, defaults map[Dim]bool) Cell {
+	onOff := func(b bool) string {
+		if b {
+			return ValOn
+		}
+		return ValOff
+	}
+	v := map[Dim]string{
+		DimSharding:    string(j.Sharding),
+		DimDelivery:    j.Delivery,
+		DimOffload:     offload,
+		DimWorkers:     string(j.Workers),
+		DimShare:       onOff(j.Share),
+		DimCoordinated: onOff(j.Coordinated),
+		DimAutocache:   onOff(f.Autocache),
+		DimTakeSkip:    ValNone,
+		DimEpochs:      ValOneEpoch,
+		DimResume:      onOff(resume),
+	}
+	if v[DimDelivery] == "" {
+		v[DimDelivery] = ValNone
+	}
+	shown := map[Dim]string{}
+	switch offload {
+	case OffloadAuto, OffloadRemote, OffloadLocal:
+	default:
+		v[DimOffload], shown[DimOffload] = ValFraction, offload
+	}
+	if j.Workers.Count() > 0 {
+		v[DimWorkers], shown[DimWorkers] = ValCount, string(j.Workers)
+	}
+	switch {
+	case f.Take:
+		v[DimTakeSkip] = ValTake
+	case f.Skip:
+		v[DimTakeSkip] = ValSkip
+	}
+	if j.Epochs != 1 {
+		v[DimEpochs] = ValEpochs
+	}
+	return Cell{Value: v, Default: defaults, shown: shown}
+}
+
+// checkComposition refuses raw options o, whose job part normalizeJob
+// made job, that meet a rule of Conflicts between two options. An
+// unparsable offload is left to newConsumer.
+func (o Options) checkComposition(job Options) error {
+	mode, _, err := ParseOffload(o.Offload)
+	if err != nil {
+		return nil
+	}
+	defaults := map[Dim]bool{
+		DimSharding: canonical(string(o.Sharding)) == "",
+		DimDelivery: canonical(o.Delivery) == "",
+		DimOffload:  canonical(o.Offload) == "",
+		DimWorkers:  canonical(string(o.Workers)) == "" && o.MaxWorkers == 0 && !o.Autoscale,
+		DimEpochs:   o.Epochs == 0,
+	}
+	return cellOf(job, mode, len(o.Resume) > 0, SpecFeatures{}, defaults).refusal(optionRule)
+}
+
+// meets reports whether the cell meets rule r.
+func (cell Cell) meets(r Conflict) bool {
+	return slices.Contains(r.AValues, cell.Value[r.A]) && slices.Contains(r.BValues, cell.Value[r.B])
+}
+
+// refusal is the error of the first rule the cell meets among those
+// whose dimensions pass use, or nil.
+func (cell Cell) refusal(use func(Conflict) bool) error {
+	for i, r := range Conflicts {
+		if use(r) && cell.meets(r) {
+			return &ConflictError{Rule: i, A: r.A, AValue: cell.show(r.A), B: r.B, BValue: cell.show(r.B), Reason: r.Reason}
+		}
+	}
+	return nil
+}
+
+// show is dimension d's value as a refusal names it: the option's value,
+// and "(the default)" when the user did not set it.
+func (cell Cell) show(d Dim) string {
+	v := cell.Value[d]
+	if s, ok := cell.shown[d]; ok {
+		v = s
+	}
+	if cell.Default[d] {
+		v += " (the default)"
+	}
+	return v
+}
+
+// ConflictError is a refusal of the composition table: options (or an
+// option and the spec) that do not compose. Its message names both.
+type ConflictError struct {
+	Rule           int // the index in Conflicts
+	A, B           Dim
+	AValue, BValue string
+	Reason         string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%s %s with %s %s: %s", e.A, e.AValue, e.B, e.BValue, e.Reason)
+}
+
+// optionRule reports a rule between two options (Normalize checks it).
+func optionRule(r Conflict) bool { return !specDim(r.A) && !specDim(r.B) }
+
+// CheckSpec checks the rules between n's options and what its spec has
+// (f): the cell's refusal, naming the option and the op, or nil. The
+// client calls it at Distribute, before anything is sent; the node again
+// when it takes the request.
+func (n Normalized) CheckSpec(f SpecFeatures) error {
+	cell := cellOf(n.job.o, n.consumer.offload, n.consumer.resume != nil, f, nil)
+	return cell.refusal(func(r Conflict) bool { return !optionRule(r) })
+}
+
+// Check is the composition table's verdict on a combination: nil if it
+// works (Guarantee says what it guarantees), else the refusal naming the
+// two options that conflict, as Normalize and CheckSpec give it.
+func (c Combo) Check() error {
+	n, err := c.Options("composition").Normalize()
+	if err != nil {
+		return err
+	}
+	return n.CheckSpec(c.Spec())
+}
+
+// Guarantee is what a combination that works guarantees about the
+// elements its consumers receive per epoch, whatever worker dies
+// (docs/jobs/composition.md).
+type Guarantee struct {
+	// Copies: each element is read by one worker (1), or by every worker
+	// (0: sharding off, a copy per worker).
+	Copies int
+	// Exact: every element arrives exactly Copies times per epoch, a dead
+	// worker's share read again by the others. Otherwise each arrives at
+	// most Copies times per epoch (a dead worker's share lost; with
+	// sharding off, a dead worker's copy ends early).
+	Exact bool
+	// LossCounted: the elements lost are counted exactly
+	// (Stats().ElementsLost: the dataset minus what arrived).
+	LossCounted bool
+	// Subset: take or skip count per worker pipeline, so what arrives is
+	// a subset of the dataset (bounded by Copies per epoch).
+	Subset bool
+}
+
+// String says the guarantee in the table's words.
+func (g Guarantee) String() string {
+	var s string
+	switch {
+	case g.Copies == 0:
+		s = "each element once per worker per epoch (a dead worker's copy ends early)"
+	case g.Exact:
+		s = "exactly once per epoch"
+	case g.LossCounted:
+		s = "at most once per epoch, loss counted exactly"
+	default:
+		s = "at most once per epoch"
+	}
+	if g.Subset {
+		s += "; take/skip per worker: a subset"
+	}
+	return s
+}
+
+// GuaranteeOf is the guarantee of normalized options n with spec
+// features f, which CheckSpec accepted.
+func GuaranteeOf(n Normalized, f SpecFeatures) Guarantee {
+	j := n.job.o
+	g := Guarantee{Copies: 1, Subset: f.Take || f.Skip}
+	switch {
+	case j.Sharding == Off:
+		g.Copies = 0
+	case j.Delivery == ExactlyOnce:
+		g.Exact = true
+	case j.Delivery == AtMostOnce && !j.Share && !j.Coordinated && !g.Subset:
+		g.LossCounted = true
+	}
+	return g
+}
+
+// Guarantee is the combination's guarantee; it must work (Check).
+func (c Combo) Guarantee() Guarantee {
+	n, err := c.Options("composition").Normalize()
+	if err != nil {
+		return Guarantee{}
+	}
+	return GuaranteeOf(n, c.Spec())
+}
+
+// ComboValues is the representative values of each dimension that the
+// table is tested over (the full product) and the system test draws its
+// rows from: raw options, defaults included ("").
+var ComboValues = map[Dim][]string{
+	DimSharding:    {"", string(Off), string(Dynamic), string(Static)},
+	DimDelivery:    {"", ExactlyOnce, AtMostOnce},
+	DimOffload:     {"", OffloadRemote, OffloadLocal, "0.5"},
+	DimWorkers:     {"", string(AutoWorkers), string(AllWorkers), "2"},
+	DimShare:       {ValOff, ValOn},
+	DimCoordinated: {ValOff, ValOn},
+	DimAutocache:   {ValOff, ValOn},
+	DimTakeSkip:    {ValNone, ValTake, ValSkip},
+	DimEpochs:      {"", "2"},
+	DimResume:      {ValOff, ValOn},
+}
+
+// ComboAt is the combination that takes, in each dimension d of Dims,
+// ComboValues[d][idx[i]].
+func ComboAt(idx []int) Combo {
+	v := func(i int) string { return ComboValues[Dims[i]][idx[i]] }
+	c := Combo{
+		Sharding:    Sharding(v(0)),
+		Delivery:    v(1),
+		Offload:     v(2),
+		Workers:     Workers(v(3)),
+		Share:       v(4) == ValOn,
+		Coordinated: v(5) == ValOn,
+		Autocache:   v(6) == ValOn,
+		Epochs:      0,
+		Resume:      v(9) == ValOn,
+	}
+	if t := v(7); t != ValNone {
+		c.TakeSkip = t
+	}
+	if v(8) != "" {
+		c.Epochs = 2
+	}
+	return c
+}
+
+// String names the combination's values that are not defaults.
+func (c Combo) String() string {
+	var p []string
+	add := func(k, v string) {
+		if v != "" {
+			p = append(p, k+"="+v)
+		}
+	}
+	add("sharding", string(c.Sharding))
+	add("delivery", c.Delivery)
+	add("offload", c.Offload)
+	add("workers", string(c.Workers))
+	if c.Share {
+		add("share", ValOn)
+	}
+	if c.Coordinated {
+		add("coordinated", ValOn)
+	}
+	if c.Autocache {
+		add("autocache", ValOn)
+	}
+	add("take/skip", c.TakeSkip)
+	if c.Epochs != 0 {
+		add("epochs", fmt.Sprint(c.Epochs))
+	}
+	if c.Resume {
+		add("resume", ValOn)
+	}
+	if len(p) == 0 {
+		return "defaults"
+	}
+	return strings.Join(p, " ")
+}
+
+// CompositionMarkdown is docs/jobs/composition.md's generated part: the
+// refusals (Conflicts) and the guarantee of the combinations that work,
+// over the full product of ComboValues, with its counts.
+func CompositionMarkdown() string {
+	var b strings.Builder
+	total, works := 0, 0
+	type key struct{ sharding, delivery, share, coordinated, takeSkip string }
+	guarantees := map[key]string{}
+	var keys []key
+	forEachCombo(func(c Combo) {
+		total++
+		if c.Check() != nil {
+			return
+		}
+		works++
+		n, _ := c.Options("composition").Normalize()
+		j := n.job.o
+		k := key{string(j.Sharding), j.Delivery, ValOff, ValOff, ValNone}
+		if k.delivery == "" {
+			k.delivery = ValNone
+		}
+		if j.Share {
+			k.share = ValOn
+		}
+		if j.Coordinated {
+			k.coordinated = ValOn
+		}
+		if c.TakeSkip != "" {
+			k.takeSkip = "take or skip"
+		}
+		g := GuaranteeOf(n, c.Spec()).String()
+		if old, ok := guarantees[k]; ok && old != g {
+			g = old + " / " + g // not expected: the table test would say
+		}
+		if _, ok := guarantees[k]; !ok {
+			keys = append(keys, k)
+		}
+		guarantees[k] = g
+	})
+	fmt.Fprintf(&b, "Over the full product of the values below (%d combinations), %d work and %d are refused.\n\n", total, works, total-works)
+	b.WriteString("| dimension | values tested |\n|---|---|\n")
+	for _, d := range Dims {
+		vs := make([]string, len(ComboValues[d]))
+		for i, v := range ComboValues[d] {
+			if v == "" {
+				v = "(default)"
+			}
+			vs[i] = "`" + v + "`"
+		}
+		fmt.Fprintf(&b, "| %s | %s |\n", d, strings.Join(vs, ", "))
+	}
+	b.WriteString("\n### Refused: the conflicting pairs\n\n")
+	b.WriteString("Checked in this order; a combination is refused by the first pair it has, after the defaults are filled in.\n\n")
+	b.WriteString("| # | option | value | conflicts with | value | why |\n|---|---|---|---|---|---|\n")
+	for i, r := range Conflicts {
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s |\n", i+1, r.A, code(r.AValues), r.B, code(r.BValues), r.Reason)
+	}
+	b.WriteString("\n### What works guarantees\n\n")
+	b.WriteString("Per epoch, whatever worker dies; every other dimension (offload, workers, autocache, epochs, resume) leaves the guarantee as it is.\n\n")
+	b.WriteString("| sharding | delivery | share | coordinated | take/skip | guarantee |\n|---|---|---|---|---|---|\n")
+	slices.SortFunc(keys, func(x, y key) int {
+		return strings.Compare(fmt.Sprint(x), fmt.Sprint(y))
+	})
+	for _, k := range keys {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", k.sharding, k.delivery, k.share, k.coordinated, k.takeSkip, guarantees[k])
+	}
+	return b.String()
+}
+
+// code is values as the table shows them.
+func code(vs []string) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = "`" + v + "`"
+	}
+	return strings.Join(out, ", ")
+}
+
+// forEachCombo calls f with every combination of ComboValues, in Dims'
+// order (the last dimension fastest).
+func forEachCombo(f func(Combo)) {
+	idx := make([]int, len(Dims))
+	for {
+		f(ComboAt(idx))
+		i := len(idx) - 1
+		for ; i >= 0; i-- {
+			idx[i]++
+			if idx[i] < len(ComboValues[Dims[i]]) {
+				break
+			}
+			idx[i] = 0
+		}
+		if i < 0 {
+			return
+		}
+	}
+}

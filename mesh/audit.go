@@ -1,0 +1,44 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+
+	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+// audited are the control actions the leader logs, each once, with its
+// principal, tenant, job and outcome (docs/operating/security.md, "Audit
+// log"). The data plane's frequent requests (heartbeats, leases,
+// finishes, receipts) are logged only when refused for who made them.
+var audited = map[string]bool{
+	api.MethodDistribute: true, api.MethodDetach: true, api.MethodJobs: true, api.MethodJobGet: true,
+	api.MethodPut: true, api.MethodGet: true, api.MethodOffload: true, api.MethodEndTask: true,
+	api.MethodTokenCreate: true, api.MethodTokenRevoke: true,
+}
+
+// audit logs a control action the leader answered (err: its outcome).
+func (n *Node) audit(ctx context.Context, method string, req any, err error) {
+	denied := errors.Is(err, transport.ErrPermissionDenied)
+	if !audited[method] && !denied {
+		return
+	}
+	p := principal(ctx)
+	job := ""
+	if j, ok := req.(api.JobNamed); ok {
+		job = j.JobName()
+	}
+	outcome := "ok"
+	switch {
+	case denied:
+		outcome = "denied"
+	case err != nil:
+		outcome = "error"
+	}
+	attrs := []any{"method", method, "principal", p.Name, "tenant", p.Tenant, "admin", p.Admin, "job", job, "outcome", outcome}
+	if err != nil {
+		attrs = append(attrs, "err", err.Error())
+	}
+	n.log.Info("audit", attrs...)
+}

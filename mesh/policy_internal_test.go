@@ -1,0 +1,93 @@
+package mesh
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/internal/fsm"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+// TestPolicyTable is the policy's evaluation, pure (docs/operating/
+// security.md, "Tenants and permissions"): who a certificate makes a
+// principal, who may act on a job of which tenant, who the KV store is
+// for, and which growth a tenant's quotas refuse, naming the bound.
+func TestPolicyTable(t *testing.T) {
+	alice := identityPrincipal(transport.Identity{Cluster: "prod", Role: transport.RoleClient, Name: "alice", Tenant: "vision"})
+	carol := identityPrincipal(transport.Identity{Cluster: "prod", Role: transport.RoleClient, Name: "carol"})
+	ops := identityPrincipal(transport.Identity{Cluster: "prod", Role: transport.RoleClient, Name: "ops", Admin: true})
+	node := identityPrincipal(transport.Identity{Cluster: "prod", Role: transport.RoleNode, Name: "n1"})
+	want := map[string]api.Principal{
+		"alice": {Name: "spiffe://prod/client/alice", Tenant: "vision"},
+		"carol": {Name: "spiffe://prod/client/carol"},
+		"ops":   {Name: "spiffe://prod/client/ops", Admin: true},
+		"node":  {Name: "spiffe://prod/node/n1", Node: true},
+	}
+	for name, got := range map[string]api.Principal{"alice": alice, "carol": carol, "ops": ops, "node": node} {
+		if got != want[name] {
+			t.Errorf("%s's principal %+v, want %+v", name, got, want[name])
+		}
+	}
+
+	for _, c := range []struct {
+		who    string
+		p      api.Principal
+		tenant string
+		exists bool
+		may    bool
+	}{
+		{"alice, her tenant's job", alice, "vision", true, true},
+		{"alice, another tenant's job", alice, "nlp", true, false},
+		{"alice, a default tenant's (or legacy) job", alice, "", true, false},
+		{"alice, a name no job has", alice, "", false, true},
+		{"carol (default tenant), a legacy job", carol, "", true, true},
+		{"carol, a tenant's job", carol, "vision", true, false},
+		{"an administrator, any job", ops, "vision", true, true},
+		{"a node, any job", node, "nlp", true, true},
+		{"dev mode's anonymous principal, any job", anonymous, "vision", true, true},
+	} {
+		if got := mayActOnJob(c.p, c.tenant, c.exists); got != c.may {
+			t.Errorf("%s: may act %v, want %v", c.who, got, c.may)
+		}
+	}
+	for _, c := range []struct {
+		p       api.Principal
+		mayKVer bool
+	}{{alice, false}, {carol, false}, {ops, true}, {node, true}, {anonymous, true}} {
+		if c.p.Privileged() != c.mayKVer {
+			t.Errorf("%s uses the KV store: %v, want %v", c.p.Name, c.p.Privileged(), c.mayKVer)
+		}
+	}
+
+	tc := TenantsConfig{MaxJobs: 2, MaxDatasets: 2, MaxStateBytes: 100, MaxConsumers: 3, MaxJobNodes: 4, AdminReserve: 10}
+	for _, c := range []struct {
+		what string
+		p    api.Principal
+		u    fsm.Usage
+		g    growth
+		want string // a part of the refusal; "" allowed
+	}{
+		{"a first job", alice, fsm.Usage{}, growth{job: true, workers: 2}, ""},
+		{"a job at the tenant's job limit", alice, fsm.Usage{Jobs: 2}, growth{job: true, workers: 2}, "--tenant-max-jobs"},
+		{"a job on every node", alice, fsm.Usage{}, growth{job: true}, "--tenant-max-job-nodes"},
+		{"a job on more nodes than allowed", alice, fsm.Usage{}, growth{job: true, workers: 5}, "--tenant-max-job-nodes"},
+		{"joining a job at the job limit", alice, fsm.Usage{Jobs: 2}, growth{consumer: true}, ""},
+		{"a consumer at the consumer limit", alice, fsm.Usage{Consumers: 3}, growth{consumer: true}, "--tenant-max-consumers"},
+		{"a dataset at the dataset limit", alice, fsm.Usage{Datasets: 2}, growth{dataset: true, specBytes: 1}, "--tenant-max-datasets"},
+		{"a dataset past the byte limit", alice, fsm.Usage{SpecBytes: 90}, growth{dataset: true, specBytes: 11}, "--tenant-max-state-bytes"},
+		{"a dataset up to the byte limit", alice, fsm.Usage{SpecBytes: 90}, growth{dataset: true, specBytes: 10}, ""},
+		{"a job in the administrators' slots", carol, fsm.Usage{AllJobs: fsm.MaxJobs - 10}, growth{job: true, workers: 1}, "--admin-reserve"},
+		{"a dataset in the administrators' slots", carol, fsm.Usage{AllDatasets: fsm.MaxDatasets - 10}, growth{dataset: true}, "--admin-reserve"},
+		{"an administrator past every tenant limit", ops, fsm.Usage{Jobs: 9, Datasets: 9, Consumers: 9, SpecBytes: 999, AllJobs: fsm.MaxJobs - 1}, growth{job: true, dataset: true, consumer: true, specBytes: 99}, ""},
+		{"a node past every tenant limit", node, fsm.Usage{Jobs: 9}, growth{job: true}, ""},
+	} {
+		got := overQuota(tc, c.p, c.u, c.g)
+		switch {
+		case c.want == "" && got != "":
+			t.Errorf("%s: refused (%s), want allowed", c.what, got)
+		case c.want != "" && !strings.Contains(got, c.want):
+			t.Errorf("%s: %q, want a refusal naming %s", c.what, got, c.want)
+		}
+	}
+}

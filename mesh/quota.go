@@ -1,0 +1,127 @@
+package mesh
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/internal/fsm"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+// Quotas and cleanup (docs/operating/security.md, "Quotas and cleanup").
+
+// growth is what a request would add to a tenant's share of the state.
+type growth struct {
+	// job: a new job asking for up to workers nodes (0: every node).
+	job     bool
+	workers int
+	// dataset: a new dataset of specBytes.
+	dataset   bool
+	specBytes int
+	// consumer: a consumer attaching.
+	consumer bool
+}
+
+// checkQuota refuses p what g adds past its tenant's limits
+// (Config.Tenants) or into the slots kept for administrators
+// (overQuota decides). Concurrent requests of one tenant may pass the
+// check together and overshoot by as many: the state machine's limits
+// still hold.
+func (n *Node) checkQuota(p api.Principal, job string, g growth) error {
+	if p.Privileged() || (!g.job && !g.dataset && !g.consumer) {
+		return nil
+	}
+	u := n.raft.TenantUsage(p.Tenant)
+	why := overQuota(n.cfg.Tenants, p, u, g)
+	if why == "" {
+		return nil
+	}
+	tenant := p.Tenant
+	if tenant == "" {
+		tenant = "(default)"
+	}
+	n.log.Warn("request refused: quota", "principal", p.Name, "tenant", p.Tenant, "job", job, "jobs", u.Jobs, "datasets", u.Datasets, "consumers", u.Consumers, "spec_bytes", u.SpecBytes)
+	return transport.Errorf(api.ErrQuota, "job %q: tenant %s: %s", job, tenant, why)
+}
+
+// overQuota says why g would take p's tenant (holding u) past a limit
+// of tc, or into the slots kept for administrators; "" if it would not.
+// The privileged are bound only by the state machine's own limits. Pure:
+// the policy's table test drives it.
+func overQuota(tc TenantsConfig, p api.Principal, u fsm.Usage, g growth) string {
+	if p.Privileged() {
+		return ""
+	}
+	if g.job {
+		switch {
+		case tc.MaxJobNodes > 0 && (g.workers == 0 || g.workers > tc.MaxJobNodes):
+			asked := "every node (no max_workers)"
+			if g.workers > 0 {
+				asked = fmt.Sprintf("up to %d nodes", g.workers)
+			}
+			return fmt.Sprintf("the job asks for %s; a job of the tenant may take %d (--tenant-max-job-nodes): set max_workers (or workers) to at most %d", asked, tc.MaxJobNodes, tc.MaxJobNodes)
+		case u.Jobs >= tc.MaxJobs:
+			return fmt.Sprintf("%d jobs, its limit (--tenant-max-jobs %d): stop one, or wait for a finished one's gc_after", u.Jobs, tc.MaxJobs)
+		case u.AllJobs >= fsm.MaxJobs-tc.AdminReserve:
+			return fmt.Sprintf("the cluster holds %d jobs; the last %d of its %d are kept for administrators (--admin-reserve)", u.AllJobs, tc.AdminReserve, fsm.MaxJobs)
+		}
+	}
+	if g.consumer && u.Consumers >= tc.MaxConsumers {
+		return fmt.Sprintf("%d consumers attached to its jobs, its limit (--tenant-max-consumers %d): stop one", u.Consumers, tc.MaxConsumers)
+	}
+	if g.dataset {
+		switch {
+		case u.Datasets >= tc.MaxDatasets:
+			return fmt.Sprintf("%d datasets, its limit (--tenant-max-datasets %d): datasets no job reads are removed after --dataset-gc-after (%v)", u.Datasets, tc.MaxDatasets, tc.DatasetGCAfter)
+		case u.SpecBytes+int64(g.specBytes) > tc.MaxStateBytes:
+			return fmt.Sprintf("its datasets' specs take %d bytes, and this one %d more: over its limit (--tenant-max-state-bytes %d)", u.SpecBytes, g.specBytes, tc.MaxStateBytes)
+		case u.AllDatasets >= fsm.MaxDatasets-tc.AdminReserve:
+			return fmt.Sprintf("the cluster holds %d datasets; the last %d of its %d are kept for administrators (--admin-reserve)", u.AllDatasets, tc.AdminReserve, fsm.MaxDatasets)
+		}
+	}
+	return ""
+}
+
+// maxDatasetGCPerRound bounds the datasets one round of the job loop
+// removes, so that a backlog does not hold the leader's loop.
+const maxDatasetGCPerRound = 64
+
+// collectDatasets runs on the leader's job loop: it removes the datasets
+// no job has read for Config.Tenants.DatasetGCAfter (measured from when
+// this leader first saw each unread, and from its registration by the
+// state machine), at most maxDatasetGCPerRound a round. unread is the
+// loop's own memory (reset when this node does not lead).
+func (n *Node) collectDatasets(ctx context.Context, now time.Time, unread map[string]time.Time) {
+	after := n.cfg.Tenants.DatasetGCAfter
+	if after <= 0 || n.clusterProtocol() < fsm.ProtocolOwners {
+		return
+	}
+	ds := n.raft.UnreadDatasets()
+	seen := make(map[string]bool, len(ds))
+	removed := 0
+	for _, d := range ds {
+		seen[d.Fingerprint] = true
+		since, ok := unread[d.Fingerprint]
+		if !ok {
+			unread[d.Fingerprint] = now
+			continue
+		}
+		if now.Sub(since) < after || removed >= maxDatasetGCPerRound {
+			continue
+		}
+		if _, err := n.raft.Apply(ctx, fsm.NewGarbageCollectDataset(d.Fingerprint, after)); err != nil {
+			n.log.Debug("garbage-collect dataset", "dataset", d.Fingerprint, "err", err)
+			continue
+		}
+		removed++
+		delete(unread, d.Fingerprint)
+		n.log.Info("garbage-collected a dataset no job reads", "dataset", d.Fingerprint, "tenant", fsm.TenantOf(d.Owner))
+	}
+	for fp := range unread {
+		if !seen[fp] {
+			delete(unread, fp) // read again, or gone
+		}
+	}
+}
