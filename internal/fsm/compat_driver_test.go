@@ -196,12 +196,14 @@ var compatOwners = []*Owner{
 
 // compatScriptOwners starts the owners part: datasets registered with
 // an owner, a job of each tenant with a consumer, a consumer of another
-// tenant refused, and datasets garbage-collected or spared.
+// tenant refused, and datasets garbage-collected or spared. Its jobs
+// were recorded when DYNAMIC jobs autoscaled by default: they ask for
+// auto since the default became all (issue 42).
 func compatScriptOwners() []Command {
 	alice, bob := *compatOwners[1], *compatOwners[2]
-	o := compatRequest("owned-a", "fp2", jobspec.Options{Sharding: jobspec.Dynamic})
+	o := compatRequest("owned-a", "fp2", jobspec.Options{Sharding: jobspec.Dynamic, Workers: jobspec.AutoWorkers})
 	o.Owner = &alice
-	b := compatRequest("owned-b", "fp2", jobspec.Options{Sharding: jobspec.Dynamic})
+	b := compatRequest("owned-b", "fp2", jobspec.Options{Sharding: jobspec.Dynamic, Workers: jobspec.AutoWorkers})
 	b.Owner = &bob
 	stolen := o
 	stolen.Owner = &bob
