@@ -174,3 +174,31 @@ func TestResumeAdoptsCutFromCheckpoint(t *testing.T) {
 		t.Errorf("the resumed job's offload_boundary is %d, want 1", info.Options.OffloadBoundary)
 	}
 }
+
+// TestSecondConsumerAdoptsJobsWorkers (issue 42 item 1): a consumer
+// that sets none of the workers options joins a job whose first
+// consumer asked for workers auto (or that a release whose default was
+// auto created) with the job's workers, instead of a mismatch on an
+// option it never set (autoscale=true, not false: the default became
+// all). One that sets other workers is still refused.
+func TestSecondConsumerAdoptsJobsWorkers(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	const n = 2000
+	spec := func() *pipeline.Spec { return jobtest.RangeSpec(n, 50, 10) }
+	first := client.JobOptions{Name: "adopt-workers", Sharding: client.Dynamic, Workers: client.AutoWorkers}
+	it1, err := jobtest.Dial(t, c, 0).Distribute(context.Background(), spec(), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it1.Close()
+	if _, err := jobtest.Dial(t, c, 2).Distribute(context.Background(), spec(), client.JobOptions{Name: "adopt-workers", Sharding: client.Dynamic, Workers: client.FixedWorkers(1)}); err == nil {
+		t.Error("a second consumer asking for 1 worker joined a job of workers auto")
+	}
+	it2, err := jobtest.Dial(t, c, 1).Distribute(context.Background(), spec(), client.JobOptions{Name: "adopt-workers", Sharding: client.Dynamic})
+	if err != nil {
+		t.Fatalf("a second consumer that set no workers option: %v", err)
+	}
+	defer it2.Close()
+	ds := jobtest.CollectAll(t, []*client.Iterator{it1, it2}, nil, nil)
+	jobtest.CheckExactly(t, jobtest.Merge(ds...), n, 1)
+}
