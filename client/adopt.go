@@ -73,9 +73,11 @@ func (c *Client) adopt(ctx context.Context, spec *pipeline.Spec, n jobspec.Norma
 	if err := adoptCut(spec, n, req, off, *have, exists, from != nil); err != nil {
 		return err
 	}
-	if from != nil {
-		adoptWorkers(n, &req.Options, *have)
-	}
+	// A consumer that set none of the workers options takes the job's
+	// (or the checkpoint's): a job created with workers auto, by its
+	// first consumer or by a release whose default was auto, is joined
+	// and resumed without a mismatch on options this consumer never set.
+	adoptWorkers(n, &req.Options, *have)
 	adopted, err := req.Options.Normalize()
 	if err != nil {
 		source := "the checkpoint"
@@ -145,8 +147,8 @@ func adoptCut(spec *pipeline.Spec, n jobspec.Normalized, req *api.DistributeRequ
 	return nil
 }
 
-// adoptWorkers gives a resume the job's workers (have's) when its
-// consumer set none of them.
+// adoptWorkers gives a consumer the job's workers (have's: the running
+// job's, or its checkpoint's) when it set none of them.
 func adoptWorkers(n jobspec.Normalized, req *api.JobOptions, have api.JobOptions) {
 	if !n.Consumer().WorkersUnset() || have.Workers == "" {
 		return

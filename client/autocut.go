@@ -67,7 +67,11 @@ func (it *Iterator) cutMidJob(ctx context.Context, p OffloadProfile, best offloa
 	// more than it did: the batches the nodes made whole, already on
 	// their way over what may be a slow link, arrive first.
 	r.gate.setFree(localShareOf(offload.Decision{Offload: true, Fraction: 0.5}))
-	it.logger().Info("offload auto: cut the job while it runs; the nodes run the ops before the cut, this client the rest", "job", it.job, "cut", best.Cut, "predicted", best.Rate)
+	if it.decided.Load() {
+		it.logger().Info("offload auto: cut the job while it runs; the nodes run the ops before the cut, this client the rest", "job", it.job, "cut", best.Cut, "predicted", best.Rate)
+	} else {
+		it.logDecision()
+	}
 	it.awaitSuffix(ctx, p.Local)
 	r.gate.set(0)
 	r.local.retire()
@@ -137,27 +141,35 @@ func (c *Client) autoCut(ctx context.Context, spec *pipeline.Spec) (cut int, pre
 
 // cutFromProfile is the best cut of spec for a profile (per-op times and
 // bytes, the link's measured throughput, the training loop's rate) on
-// the live nodes, when it predicts more than the threshold over the best
-// decision without one (offload.Decide on the same profile) and its
-// suffix runs in this process; with the reason, which names where the
-// profile came from.
+// the live nodes, when it predicts more than the threshold over both the
+// best decision without one (offload.Decide on the same profile) and the
+// nodes running the whole pipeline on the same model as the cut
+// (offload.WholeRate), and its suffix runs in this process; with the
+// reason, which names where the profile came from. The second bound
+// keeps the comparison like for like: the cut's rate counts every node
+// at the spec's parallelism, and so must what it is compared with (the
+// decision without a cut estimates the nodes from the host's rate per
+// core). Without it, nodes that share the host's CPUs were cut, shipping
+// single elements, on a prediction of 3x what they then read (issue 42).
 func (c *Client) cutFromProfile(ctx context.Context, spec *pipeline.Spec, prof OffloadProfile, from string, minGain float64) (offload.CutChoice, string, bool) {
 	if len(prof.Ops) != len(spec.Ops) || !(prof.LinkBytesPerSecond > 0) {
 		return offload.CutChoice{}, "", false
 	}
 	nodes := c.liveWorkerNodes(ctx)
 	cfg := offload.DefaultConfig()
-	best, ok := offload.BestCut(prof.Ops, offload.CutEnv{Ingest: prof.Ingest, Nodes: nodes, LinkBytesPerSecond: prof.LinkBytesPerSecond, Allowed: spec.Cuts()})
+	env := offload.CutEnv{Ingest: prof.Ingest, Nodes: nodes, LinkBytesPerSecond: prof.LinkBytesPerSecond, Allowed: spec.Cuts()}
+	best, ok := offload.BestCut(prof.Ops, env)
 	if !ok {
 		return offload.CutChoice{}, "", false
 	}
 	without, err := offload.Decide(autoProfile(prof), cfg)
-	if err != nil || best.Rate <= without.Predicted*max(minGain, 1+cfg.SpeedUp) {
+	whole := offload.WholeRate(prof.Ops, env)
+	if err != nil || best.Rate <= max(without.Predicted, whole)*max(minGain, 1+cfg.SpeedUp) {
 		return offload.CutChoice{}, "", false
 	}
 	if suffixRunsHere(spec, best.Cut) != nil {
 		return offload.CutChoice{}, "", false
 	}
-	return best, fmt.Sprintf("auto: cut after %d ops, from %s: the nodes run the ops before it (%.4g elements/s on %d nodes) and ship %.4g bytes an element over a link measured at %.4g bytes/s (%.4g elements/s), this client runs the rest (%.4g/s): %.4g elements/s predicted, against %.4g without a cut",
-		best.Cut, from, best.Remote, nodes, prof.Ops[best.Cut-1].Bytes, prof.LinkBytesPerSecond, best.Wire, best.Suffix, best.Rate, without.Predicted), true
+	return best, fmt.Sprintf("auto: cut after %d ops, from %s: the nodes run the ops before it (%.4g elements/s on %d nodes) and ship %.4g bytes an element over a link measured at %.4g bytes/s (%.4g elements/s), this client runs the rest (%.4g/s): %.4g elements/s predicted, against %.4g without a cut (%.4g with the nodes running every op)",
+		best.Cut, from, best.Remote, nodes, prof.Ops[best.Cut-1].Bytes, prof.LinkBytesPerSecond, best.Wire, best.Suffix, best.Rate, without.Predicted, whole), true
 }

@@ -62,6 +62,9 @@ func measure(a, b offloadSnapshot) OffloadProfile {
 		p.Ingest = 1e9 // the loop takes no time of its own
 	}
 	el := b.at.Sub(a.at)
+	if el > 0 {
+		p.Rate = float64(p.Rows) / el.Seconds()
+	}
 	p.Local = capacity(b.localRows-a.localRows, el, b.localBlocked-a.localBlocked, 20)
 	if remoteRows := b.remote - a.remote; remoteRows > 0 {
 		p.Remote, p.RemoteMeasured = capacity(remoteRows, el, b.remoteBlk-a.remoteBlk, 4), true
@@ -119,8 +122,8 @@ func (it *Iterator) profileFor(ctx context.Context, rows int64, d time.Duration)
 }
 
 // profileUntil is profileFor that also ends when early (if not nil)
-// says so of the profile so far.
-func (it *Iterator) profileUntil(ctx context.Context, rows int64, d time.Duration, early func(OffloadProfile) bool) (OffloadProfile, bool) {
+// says so of the profile so far and the time it has taken.
+func (it *Iterator) profileUntil(ctx context.Context, rows int64, d time.Duration, early func(OffloadProfile, time.Duration) bool) (OffloadProfile, bool) {
 	start := it.offloadSnapshot()
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
@@ -136,7 +139,7 @@ func (it *Iterator) profileUntil(ctx context.Context, rows int64, d time.Duratio
 			return measure(start, now), true
 		}
 		if early != nil {
-			if m := measure(start, now); early(m) {
+			if m := measure(start, now); early(m, now.at.Sub(start.at)) {
 				return m, true
 			}
 		}

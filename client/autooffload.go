@@ -31,7 +31,17 @@ import (
 //     leaves it (or, when neither side covers the loop alone, both run
 //     at capacity). Until measured, the nodes' rate is estimated: the
 //     local rate per core times the job's live nodes.
-//  3. Revise every AutoReviseInterval from the rates of the last
+//  3. Check (once per job): a decision that runs the local worker beside
+//     the nodes predicts the sum of the two sides' rates, the host's
+//     measured alone; when the rate into the loop, measured over the
+//     nodes' profile or a later interval, falls more than AutoMissMargin
+//     below that prediction, the sides share what the model does not see
+//     (the host's CPUs, when the nodes run on the trainer's host), and
+//     the nodes alone are measured for AutoTrialTime, the local worker
+//     held to nothing. If they read at least 1 − Hysteresis (95 %) of what
+//     both sides did, the local worker is retired and the nodes prepare
+//     everything from then on; otherwise the decision stands.
+//  4. Revise every AutoReviseInterval from the rates of the last
 //     interval (offload.Revise, with hysteresis), so that a node that
 //     dies or joins moves the local share.
 
@@ -51,7 +61,31 @@ const (
 	// autoShareBounds keep both sides running while offloading, so that
 	// each one's rate can be measured for the next revision.
 	autoMinShare, autoMaxShare = 0.05, 0.95
+	// AutoRemoteProfileSettle and AutoRemoteProfileMin: the nodes' profile
+	// starts this long after they are turned on (their first leases and
+	// pipelines' start) and lasts at least this long, so that a fast
+	// pipeline's 300 rows (a tenth of a second) do not make it.
+	AutoRemoteProfileSettle = 250 * time.Millisecond
+	AutoRemoteProfileMin    = time.Second
+	// AutoMissMargin: a decision that runs the local worker beside the
+	// nodes is checked (step 3) when the rate into the loop falls more
+	// than this far below the rate it predicted. 25 %: well above what
+	// the decision misses by where the two sides have resources of their
+	// own (3-8 % in feedmesh-bench offload), well below what it misses by
+	// on nodes that share the host's CPUs (35-60 %).
+	AutoMissMargin = 0.25
+	// AutoTrialSettle and AutoTrialTime: the check measures the nodes
+	// alone for AutoTrialTime, from AutoTrialSettle after the local worker
+	// is held (its batches in flight arrive meanwhile).
+	AutoTrialSettle = 500 * time.Millisecond
+	AutoTrialTime   = 2 * time.Second
 )
+
+// missed reports whether a rate measured falls more than AutoMissMargin
+// below the rate predicted (pure).
+func missed(predicted, measured float64) bool {
+	return predicted > 0 && measured > 0 && measured < predicted*(1-AutoMissMargin)
+}
 
 // OffloadProfile is what offload auto measured, in rows (elements) per
 // second into the training loop.
@@ -64,8 +98,10 @@ type OffloadProfile struct {
 	// Remote is the nodes' rate: estimated until measured.
 	Remote         float64 `json:"remote_rows_per_second,omitempty"`
 	RemoteMeasured bool    `json:"remote_measured,omitempty"`
-	// Rows is how many rows the profile measured.
-	Rows int64 `json:"rows"`
+	// Rows is how many rows the profile measured, and Rate the rows per
+	// second that reached the training loop meanwhile (both sides).
+	Rows int64   `json:"rows"`
+	Rate float64 `json:"rows_per_second,omitempty"`
 	// Ops are the pipeline's ops as the local worker ran them (the time
 	// an element spends in each, the spec's parallelism, what an element
 	// weighs after it), and LinkBytesPerSecond what the nodes' batches
@@ -111,11 +147,14 @@ func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
 	d, err := offload.Decide(autoProfile(prof), offload.DefaultConfig())
 	if err != nil {
 		it.setAuto(prof, cached, offload.Decision{}, fmt.Sprintf("auto: local, no decision: %v", err))
+		it.logDecision()
 		return
 	}
+	checked := false
 	if d.Offload && !prof.RemoteMeasured {
 		var ok bool
-		if prof, d, ok = it.profileNodes(ctx, fingerprint, prof, cached, d); !ok {
+		var both float64
+		if prof, d, both, ok = it.profileNodes(ctx, fingerprint, prof, cached, d); !ok {
 			return
 		}
 		// Which ops (FastFlow's partial offload), now that the link is
@@ -124,9 +163,87 @@ func (it *Iterator) runAuto(ctx context.Context, fingerprint string) {
 		if it.tryCut(ctx, prof) {
 			return
 		}
+		// Step 3 on the nodes' profile: both sides ran, each at its
+		// capacity; did they make what the decision predicts?
+		if d.Offload && missed(d.Predicted, both) {
+			checked = true
+			var done bool
+			if d, done = it.checkShared(ctx, prof, cached, d, both); done {
+				return
+			}
+		}
 	}
 	it.applyAuto(ctx, prof, cached, d)
-	it.reviseAuto(ctx, fingerprint, prof, d)
+	it.logDecision()
+	it.reviseAuto(ctx, fingerprint, prof, d, checked)
+}
+
+// checkShared is step 3: the decision d (the local worker beside the
+// nodes) predicted d.Predicted and both sides made only both rows a
+// second. The nodes alone are measured; if they make at least
+// 1 − Hysteresis of both, the local worker is retired (the nodes prepare
+// everything from then on) and done is true. Otherwise d, its prediction
+// now what was measured, is put back in force and returned (the caller's
+// revisions go on from it); done is true also when ctx ended.
+func (it *Iterator) checkShared(ctx context.Context, prof OffloadProfile, cached bool, d offload.Decision, both float64) (_ offload.Decision, done bool) {
+	r := it.off
+	if r.local.retiring() {
+		return d, true
+	}
+	r.gate.set(0)
+	it.mu.Lock()
+	r.mode = "auto (checking the nodes alone)"
+	it.mu.Unlock()
+	it.logger().Info("offload auto: the local worker beside the nodes reads less than predicted; measuring the nodes alone",
+		"job", it.job, "predicted", d.Predicted, "measured", both, "margin", AutoMissMargin)
+	select {
+	case <-ctx.Done():
+		return d, true
+	case <-time.After(AutoTrialSettle):
+	}
+	m, ok := it.profileFor(ctx, math.MaxInt64, AutoTrialTime)
+	if !ok {
+		return d, true
+	}
+	miss := 100 * (1 - both/d.Predicted)
+	if m.Rate >= both*(1-offload.DefaultConfig().Hysteresis) {
+		it.retireLocal(fmt.Sprintf("auto: remote, checked: with the local worker beside them the nodes read %.4g elements/s, %.0f %% under the %.4g predicted (more than the %.0f %% margin: the two sides share this host's CPUs, or what else the model does not see), and alone %.4g: the nodes prepare everything",
+			both, miss, d.Predicted, 100*AutoMissMargin, m.Rate), m.Rate)
+		return d, true
+	}
+	it.logger().Info("offload auto: the local worker beside the nodes reads more than the nodes alone; keeping it",
+		"job", it.job, "both", both, "nodes_alone", m.Rate)
+	d.Reason += fmt.Sprintf("; checked: %.4g elements/s with both sides (%.0f %% under the prediction), %.4g with the nodes alone", both, miss, m.Rate)
+	d.Predicted = both // what it was measured to make
+	it.applyAuto(ctx, prof, cached, d)
+	return d, false
+}
+
+// tail reports whether the job is near its end as last heard: every
+// split leased (leasedOut), so the rates fall as the nodes run out of
+// work, and miss any prediction.
+func (it *Iterator) tail() bool {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	return leasedOut(it.info)
+}
+
+// retireLocal retires offload auto's local worker for good, the nodes on
+// (they read what it held), with reason; predicted is what the nodes were
+// measured to make.
+func (it *Iterator) retireLocal(reason string, predicted float64) {
+	r := it.off
+	it.mu.Lock()
+	r.mode, r.reason, r.predicted = jobspec.OffloadRemote, reason, predicted
+	r.since, r.rowsAt = time.Now(), it.stats.Rows
+	it.mu.Unlock()
+	r.gate.set(0)
+	r.local.retire()
+	if it.decided.Load() {
+		it.logger().Info("offload auto: "+reason, "job", it.job)
+	} else {
+		it.logDecision()
+	}
 }
 
 // profileHost is step 1: the host's profile, stored for later jobs of
@@ -153,7 +270,7 @@ func (it *Iterator) profileHost(ctx context.Context, fingerprint string) (Offloa
 		m.Remote = it.estimateRemote(ctx, m)
 		return m
 	}
-	early := func(m OffloadProfile) bool {
+	early := func(m OffloadProfile, _ time.Duration) bool {
 		if !probed {
 			select {
 			case linkBps = <-link:
@@ -182,8 +299,10 @@ func (it *Iterator) profileHost(ctx context.Context, fingerprint string) (Offloa
 
 // profileNodes is step 2's remote profile, for a decision d to offload
 // taken on the nodes' estimated rate: it measures them and decides again.
-// False when ctx ended first, or no decision came.
-func (it *Iterator) profileNodes(ctx context.Context, fingerprint string, prof OffloadProfile, cached bool, d offload.Decision) (OffloadProfile, offload.Decision, bool) {
+// It also returns the rate both sides made meanwhile (rows a second into
+// the loop, each side at its capacity). False when ctx ended first, or no
+// decision came.
+func (it *Iterator) profileNodes(ctx context.Context, fingerprint string, prof OffloadProfile, cached bool, d offload.Decision) (OffloadProfile, offload.Decision, float64, bool) {
 	// Measure the nodes (FastFlow's remote profile) before sharing:
 	// the estimate only said they are worth turning on. Neither
 	// side is held meanwhile: the nodes' rate is theirs, and the
@@ -194,9 +313,16 @@ func (it *Iterator) profileNodes(ctx context.Context, fingerprint string, prof O
 	it.mu.Lock()
 	it.off.mode = "auto (profiling the nodes)"
 	it.mu.Unlock()
-	m, ok := it.profileFor(ctx, AutoProfileRows, AutoRemoteProfileTime)
+	select {
+	case <-ctx.Done():
+		return prof, d, 0, false
+	case <-time.After(AutoRemoteProfileSettle):
+	}
+	m, ok := it.profileUntil(ctx, math.MaxInt64, AutoRemoteProfileTime, func(m OffloadProfile, el time.Duration) bool {
+		return m.Rows >= AutoProfileRows && el >= AutoRemoteProfileMin
+	})
 	if !ok {
-		return prof, d, false
+		return prof, d, 0, false
 	}
 	if m.RemoteMeasured {
 		prof.Remote, prof.RemoteMeasured = m.Remote, true
@@ -205,15 +331,16 @@ func (it *Iterator) profileNodes(ctx context.Context, fingerprint string, prof O
 	}
 	d, err := offload.Decide(autoProfile(prof), offload.DefaultConfig())
 	if err != nil {
-		return prof, d, false
+		return prof, d, 0, false
 	}
-	return prof, d, true
+	return prof, d, m.Rate, true
 }
 
-// reviseAuto is step 3: every AutoReviseInterval, the decision d in force
+// reviseAuto is step 4: every AutoReviseInterval, the decision d in force
 // is revised from the rates of the last interval, until ctx ends, the
-// local worker retires, or a cut is put in force.
-func (it *Iterator) reviseAuto(ctx context.Context, fingerprint string, prof OffloadProfile, d offload.Decision) {
+// local worker retires, or a cut is put in force. Until checked, an
+// interval whose rate misses d's prediction is checked first (step 3).
+func (it *Iterator) reviseAuto(ctx context.Context, fingerprint string, prof OffloadProfile, d offload.Decision, checked bool) {
 	t := time.NewTicker(AutoReviseInterval)
 	defer t.Stop()
 	last, nodes := it.offloadSnapshot(), it.servingNodes()
@@ -227,9 +354,19 @@ func (it *Iterator) reviseAuto(ctx context.Context, fingerprint string, prof Off
 			return
 		}
 		now, n := it.offloadSnapshot(), it.servingNodes()
-		m := revised(prof, measure(last, now), last, now, nodes, n)
+		window := measure(last, now)
+		m := revised(prof, window, last, now, nodes, n)
 		last, nodes = now, n
 		if m.Rows < 1 {
+			continue
+		}
+		if !checked && d.Offload && n == nodes && !it.tail() && missed(d.Predicted, window.Rate) {
+			checked = true
+			var done bool
+			if d, done = it.checkShared(ctx, prof, false, d, window.Rate); done {
+				return
+			}
+			last, nodes = it.offloadSnapshot(), it.servingNodes()
 			continue
 		}
 		next, err := offload.Revise(d, autoProfile(m), offload.DefaultConfig())

@@ -120,6 +120,11 @@ func dialOn(ctx context.Context, pc net.PacketConn, addr string, o Options) (*Cl
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, fmt.Errorf("node address %q: want host:port (the node's --port): %w", addr, err)
 	}
+	switch o.OffloadColocation {
+	case "", OffloadColocationDetect, OffloadColocationIgnore:
+	default:
+		return nil, fmt.Errorf("Options.OffloadColocation %q: want %q (the default) or %q", o.OffloadColocation, OffloadColocationDetect, OffloadColocationIgnore)
+	}
 	tcfg := transport.DefaultConfig()
 	if o.Transport != nil {
 		tcfg = *o.Transport
@@ -318,6 +323,7 @@ func (c *Client) DistributeNormalized(ctx context.Context, spec *pipeline.Spec, 
 	if err := c.adopt(ctx, spec, n, &req, off, from); err != nil {
 		return nil, fmt.Errorf("distribute %q: %w", name, err)
 	}
+	fraction = c.autoColocated(ctx, off, fraction)
 	var info api.JobInfo
 	if err := c.call(ctx, api.MethodDistribute, req, &info); err != nil {
 		return nil, fmt.Errorf("distribute %q: %w", name, err)

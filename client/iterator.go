@@ -80,6 +80,7 @@ type Iterator struct {
 	ledger   *ledger                // exactly-once jobs: what this consumer received (receipts.go)
 	track    *tracker               // exactly-once jobs: what reached the trainer (checkpoint.go)
 	off      *offloadRun            // where the pipeline runs (offload.go); nil for Attach
+	decided  atomic.Bool            // the offload and workers decision was logged (logDecision)
 	cut      atomic.Pointer[cutRun] // a partial offload's suffix (cut.go); nil without a cut
 
 	ctx    context.Context
@@ -157,6 +158,9 @@ func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, ind
 		p := newPlain(it, info, consumer, c.opts, batched, it.ledger)
 		it.eng = p
 		it.startLocal(p)
+	}
+	if off == nil || off.local == nil {
+		it.logDecision() // no local worker: decided (a local one logs it: startLocal, auto)
 	}
 	it.wg.Add(1)
 	go it.run()

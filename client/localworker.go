@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -155,7 +156,7 @@ func (w *localWorker) run(ctx context.Context) error {
 	w.lp = worker.NewLeaser(lctx, localControl{w.h}, worker.LeaseConfig{
 		Job: w.cfg.job, JobID: w.cfg.jobID, Worker: w.name, Splits: w.all, Exact: w.cfg.exact,
 		LeaseSplits: w.cfg.leaseSplits, LeaseDuration: localLeaseDuration,
-		Poll: w.cfg.poll, ProduceInterval: w.cfg.poll, RequestTimeout: 5 * time.Second,
+		Poll: w.cfg.poll, ProduceInterval: max(w.cfg.poll, worker.DefaultProduceInterval), RequestTimeout: 5 * time.Second,
 		Stop: w.retireCtx, Gate: w.gate, WholePipeline: true, Waited: w.blocked, Log: w.h.logger(),
 	})
 	defer func() {
@@ -197,8 +198,10 @@ func (w *localWorker) run(ctx context.Context) error {
 // Exactly-once, a batch reaches the trainer only once the cluster has its
 // receipt (write-ahead): were this process to die, what its trainer got
 // is then excluded when the nodes read the worker's splits again, and
-// nothing else is. Up to localAhead batches wait for their receipts at
-// once, so the pipeline does not wait a commit per batch.
+// nothing else is. Up to localAhead batches (localAheadBytes) wait for
+// their receipts at once, so the pipeline does not wait a commit per
+// batch, and one report carries the receipts of many (ledger.recordLocal):
+// the nodes commit a Raft command per report, not per local batch.
 func (w *localWorker) pump(ctx context.Context) (err error) {
 	it, err := pipeline.OpenWithOptions(ctx, capParallelism(w.cfg.spec, w.cfg.cores), nil,
 		pipeline.Options{Provider: w.lp, Track: w.cfg.exact, Cores: func() float64 { return w.cfg.cores }})
@@ -214,7 +217,9 @@ func (w *localWorker) pump(ctx context.Context) (err error) {
 	defer cancel()
 	ahead := make(chan acked, localAhead)
 	putErr := make(chan error, 1)
-	go func() { putErr <- w.putAcked(pctx, ahead) }()
+	var waiting aheadBytes
+	waiting.init()
+	go func() { putErr <- w.putAcked(pctx, ahead, &waiting) }()
 	defer func() {
 		close(ahead)
 		if perr := <-putErr; err == nil {
@@ -252,12 +257,15 @@ func (w *localWorker) pump(ctx context.Context) (err error) {
 			}
 			if w.ledger != nil {
 				var dup bool
-				if dup, a.report = w.ledger.recordNow(a.x.prov); dup {
+				if dup, a.report = w.ledger.recordLocal(a.x.prov, a.x.size); dup {
 					w.h.logger().Error("exactly-once: the local worker made a batch received before (a bug: please report it)", "job", w.cfg.job)
 					continue
 				}
 			}
 			w.lp.Produced(tr.Completed())
+		}
+		if err := waiting.take(pctx, a.x.size); err != nil {
+			return nil // pctx ended: the putting goroutine failed, or ctx ended
 		}
 		select {
 		case ahead <- a:
@@ -279,9 +287,50 @@ func (w *localWorker) pump(ctx context.Context) (err error) {
 	}
 }
 
-// localAhead bounds the local worker's batches waiting for their
-// receipts' commit.
-const localAhead = 8
+// localAhead and localAheadBytes bound the local worker's batches waiting
+// for their receipts' commit (beyond the first batch, which always goes).
+const (
+	localAhead      = 32
+	localAheadBytes = 32 << 20
+)
+
+// aheadBytes bounds the bytes of the batches that wait for their
+// receipts: take waits until what waits is under localAheadBytes (or
+// nothing waits), give frees a batch's bytes once it is put.
+type aheadBytes struct {
+	mu    sync.Mutex
+	n     int64
+	freed chan struct{} // capacity 1: something was given back
+}
+
+func (a *aheadBytes) init() { a.freed = make(chan struct{}, 1) }
+
+func (a *aheadBytes) take(ctx context.Context, size int64) error {
+	for {
+		a.mu.Lock()
+		if a.n == 0 || a.n+size <= localAheadBytes {
+			a.n += size
+			a.mu.Unlock()
+			return nil
+		}
+		a.mu.Unlock()
+		select {
+		case <-a.freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (a *aheadBytes) give(size int64) {
+	a.mu.Lock()
+	a.n -= size
+	a.mu.Unlock()
+	select {
+	case a.freed <- struct{}{}:
+	default:
+	}
+}
 
 // acked is a local batch and the report that carries its receipt (0:
 // none, at-most-once).
@@ -293,10 +342,11 @@ type acked struct {
 // putAcked puts each batch once its receipt is committed, in order,
 // until in is closed; on a failure it cancels nothing itself (pump's ctx
 // ends with it) and drains in.
-func (w *localWorker) putAcked(ctx context.Context, in <-chan acked) error {
+func (w *localWorker) putAcked(ctx context.Context, in <-chan acked, waiting *aheadBytes) error {
 	var err error
 	for a := range in {
 		if err != nil {
+			waiting.give(a.x.size)
 			continue
 		}
 		if a.report > 0 {
@@ -307,6 +357,7 @@ func (w *localWorker) putAcked(ctx context.Context, in <-chan acked) error {
 			err = w.h.put(ctx, a.x)
 			w.addBlocked(t0)
 		}
+		waiting.give(a.x.size)
 	}
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()

@@ -42,7 +42,8 @@ type OffloadStats struct {
 	RemoteBatches int64   `json:"remote_batches"`
 	LocalShare    float64 `json:"local_share"`
 	// Profile is what auto measured (nil otherwise); FromCache: it was
-	// remembered from an earlier run on this host (ProfileCachePath).
+	// remembered from an earlier run on this host, in the file
+	// Options.OffloadProfiles names.
 	Profile   *OffloadProfile `json:"profile,omitempty"`
 	FromCache bool            `json:"from_cache,omitempty"`
 	// Predicted is the training loop's rate (rows per second) the
@@ -201,6 +202,47 @@ func (it *Iterator) retireLocalIfShared(info api.JobInfo) {
 	it.logger().Info("offload auto: another consumer joined the job; retiring the local worker, the nodes read on", "job", it.job, "consumers", len(info.Consumers))
 }
 
+// DecisionKey is the attribute that marks the client's log line of a
+// job's offload and workers decision (INFO, once per iterator): a handler
+// that shows WARN and above can show that line too (`feedmesh read`, the
+// Python package's log at its default level).
+const DecisionKey = "decision"
+
+// logDecision logs, once, the iterator's offload and workers decision in
+// one line at INFO, marked with DecisionKey: at Distribute for a fixed
+// mode (or auto's fallback), once auto has decided for auto (its later
+// revisions log lines of their own).
+func (it *Iterator) logDecision() {
+	if it.decided.Swap(true) {
+		return
+	}
+	it.mu.Lock()
+	o := it.info.Options
+	serving := 0
+	for _, w := range it.info.Workers {
+		if _, local := w.LocalWorker(); !local && !w.Expired && !w.Drained && !w.Dismissed {
+			serving++
+		}
+	}
+	mode, reason, cut := "remote", "", 0
+	if r := it.off; r != nil {
+		mode, reason, cut = r.mode, r.reason, r.cut
+	}
+	it.mu.Unlock()
+	workers := string(o.Workers)
+	switch jobspec.Workers(workers) {
+	case jobspec.AllWorkers:
+		workers = "all (every live node)"
+	case jobspec.AutoWorkers:
+		workers = "auto (the cluster adds workers while they help)"
+	}
+	if cut > 0 {
+		mode = fmt.Sprintf("%s, cut after %d ops", mode, cut)
+	}
+	it.logger().Info(fmt.Sprintf("job %q: offload %s; workers %s", it.job, mode, workers),
+		DecisionKey, true, "job", it.job, "offload", mode, "workers", o.Workers, "serving", serving, "reason", reason)
+}
+
 // localName is the iterator's local worker's name ("" without one).
 func (r *offloadRun) localName() string {
 	if r == nil || r.local == nil {
@@ -356,6 +398,7 @@ func (it *Iterator) startLocal(p *plain) {
 	if err != nil {
 		r.mode, r.reason = jobspec.OffloadRemote, fmt.Sprintf("%s; fell back to remote: %v", r.reason, err)
 		r.gate = nil
+		it.logDecision()
 		return
 	}
 	r.local, p.local = w, w
@@ -372,6 +415,9 @@ func (it *Iterator) startLocal(p *plain) {
 		defer it.wg.Done()
 		it.reportOffload(it.ctx)
 	}()
+	if r.requested != jobspec.OffloadAuto {
+		it.logDecision()
+	}
 	if r.requested == jobspec.OffloadAuto {
 		fp, _ := r.spec.Fingerprint()
 		it.wg.Add(1)

@@ -89,10 +89,26 @@ type Options struct {
 	// take. Default 60 s (DefaultUnavailableTimeout); negative: wait for
 	// ever.
 	UnavailableTimeout time.Duration
-	// OffloadProfiles is the file where offload auto remembers its
-	// profiles per (pipeline, host) (client/profilecache.go); "" is
-	// <user cache dir>/feedmesh/offload-profiles.json, "off" keeps none.
+	// OffloadProfiles is a file where offload auto remembers its
+	// profiles per (pipeline, host) (client/profilecache.go), so that a
+	// later job of the pipeline decides (and may cut it) without
+	// profiling. "" (the default, and "off") keeps none anywhere: each job
+	// profiles for itself, and no process's jobs change with what another
+	// measured.
 	OffloadProfiles string
+	// OffloadColocation says how offload auto treats worker nodes on
+	// this client's own host. "" (the default, or "detect"): when every
+	// live worker node's address is one of this host's (loopback
+	// included), the nodes prepare with the trainer's own CPUs, so auto
+	// runs remote without profiling: a local worker beside them would
+	// only take the CPUs they use (issue 42: on 3 and 5 co-located nodes
+	// every share and local read slower than remote). "ignore": auto
+	// profiles and decides from what it measures, as for nodes elsewhere
+	// (nodes on this host with CPUs of their own, such as containers
+	// pinned to other cores; in-process test clusters that emulate
+	// remote nodes). A job whose auto chose a cut from a named profiles
+	// file keeps it. Dial refuses any other value.
+	OffloadColocation string
 	// PacketConn is the UDP socket the client's QUIC transport sends and
 	// receives on; nil opens one on an ephemeral port. The client owns it
 	// either way: Close, or Dial when it fails, closes it. Only a *net.UDPConn gets the

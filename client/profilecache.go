@@ -12,13 +12,16 @@ import (
 	"time"
 )
 
-// Offload auto remembers its profiles per (pipeline fingerprint, host), as
-// FastFlow's metric store does, so that a repeated job on the same host
-// starts without profiling: a small JSON file, by default
-// <os.UserCacheDir>/feedmesh/offload-profiles.json (Options.OffloadProfiles
-// names another; "off" keeps none). At most maxProfiles entries, the
-// oldest dropped first. A file that cannot be read or parsed is ignored
-// (and replaced at the next store): the cache only saves time.
+// Offload auto can remember its profiles per (pipeline fingerprint, host),
+// as FastFlow's metric store does, so that a repeated job on the same host
+// starts without profiling: a small JSON file, kept only where the user
+// names one (Options.OffloadProfiles, `feedmesh read --offload-profiles`,
+// Python's offload_profiles). By default nothing is kept anywhere: what one
+// process measured does not change another's jobs behind its back (a
+// hidden per-user file did, issue 42), and every job profiles for itself.
+// At most maxProfiles entries, the oldest dropped first. A file that
+// cannot be read or parsed is ignored (and replaced at the next store):
+// the file only saves time.
 
 const maxProfiles = 256
 
@@ -34,17 +37,11 @@ type profileStore struct {
 	mu   sync.Mutex
 }
 
-// profileStoreFor resolves Options.OffloadProfiles.
+// profileStoreFor resolves Options.OffloadProfiles: "" (and "off", as
+// before the default changed) keeps none.
 func profileStoreFor(opt string) *profileStore {
-	switch opt {
-	case "off":
+	if opt == "" || opt == "off" {
 		return &profileStore{}
-	case "":
-		dir, err := os.UserCacheDir()
-		if err != nil {
-			return &profileStore{}
-		}
-		return &profileStore{path: filepath.Join(dir, "feedmesh", "offload-profiles.json")}
 	}
 	return &profileStore{path: opt}
 }

@@ -51,6 +51,10 @@ type ledger struct {
 	// waits for its batch's, localworker.go).
 	takes uint64
 	acked ackSignal
+	// localBatches and localBytes are the local worker's batches (and
+	// their bytes) whose receipts wait for the next report (recordNow).
+	localBatches int
+	localBytes   int64
 }
 
 // ackSignal is the last committed report's number, with a channel closed
@@ -94,17 +98,40 @@ func (a *ackSignal) wait(ctx context.Context, n uint64) error {
 	}
 }
 
-// recordNow records a local worker's batch (as record) and returns the
-// number of the report that will carry its receipt, having asked for that
-// report to go out now.
-func (l *ledger) recordNow(prov []batch.ProvRange) (dup bool, report uint64) {
+// recordLocal records a local worker's batch of size bytes (as record)
+// and returns the number of the report that will carry its receipt.
+//
+// The local worker's receipts are coalesced: the batches wait for one
+// report that covers many of them, so that a host that makes its batches
+// itself costs the nodes a Raft command per report, not per batch. That
+// report goes out with the reporter's next tick (Options.ReceiptInterval)
+// or, sooner, once localReportBatches batches or localReportBytes bytes
+// wait for it (half of what the local worker lets wait: localAhead,
+// localAheadBytes), so that its pipeline never waits for a report that
+// is not on its way.
+func (l *ledger) recordLocal(prov []batch.ProvRange, bytes int64) (dup bool, report uint64) {
 	dup, _ = l.record(prov)
 	l.mu.Lock()
 	report = l.takes + 1
+	if !dup {
+		l.localBatches++
+		l.localBytes += bytes
+	}
+	full := l.localBatches >= localReportBatches || l.localBytes >= localReportBytes
 	l.mu.Unlock()
-	l.wake()
+	if full {
+		l.wake()
+	}
 	return dup, report
 }
+
+// How many of the local worker's batches (or bytes) wait for their
+// receipts' report before it goes out without waiting for the next tick:
+// half of what may wait (localAhead, localAheadBytes).
+const (
+	localReportBatches = localAhead / 2
+	localReportBytes   = localAheadBytes / 2
+)
 
 func newLedger(t *tracker) *ledger {
 	return &ledger{seen: map[key]ranges.Set{}, pending: map[key]ranges.Set{}, kick: make(chan struct{}, 1), track: t}
@@ -202,6 +229,7 @@ func (l *ledger) take(job, consumer string) (req api.ReceiptsRequest, ok bool) {
 		req.Receipts = append(req.Receipts, api.Receipt{Epoch: k.epoch, Split: k.split, Got: l.pending[k]})
 	}
 	l.pending, l.fences = map[key]ranges.Set{}, nil
+	l.localBatches, l.localBytes = 0, 0
 	l.takes++
 	return req, true
 }

@@ -20,6 +20,13 @@ func (n *Node) lease(ctx context.Context, req api.LeaseRequest) (api.LeaseRespon
 	var resp api.LeaseResponse
 	err := n.onLeader(ctx, req.Forwarded, api.MethodLease, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
 		func(ctx context.Context) error {
+			if l, ok := n.raft.IdleLease(req.Job, req.JobID, req.Worker, req.Incarnation); ok {
+				// The job's consumer keeps the nodes off its splits
+				// (offload local): the empty lease the command would
+				// give, without committing one per poll.
+				resp = api.LeaseResponse{Epoch: l.Epoch, Splits: l.Splits, Done: l.Done, Exclude: l.Exclude, AllProduced: l.AllProduced, Cut: l.Cut, Census: l.Census}
+				return nil
+			}
 			res, err := n.raft.Apply(ctx, fsm.NewLeaseSplitsPreferring(req.Job, req.JobID, req.Worker, req.Incarnation, req.RequestID, req.N, preferHeld(req)))
 			if err != nil {
 				return err

@@ -34,7 +34,7 @@ func TestJobDecodeNormalizesAndChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(j, want) || j.Epochs() != 1 || j.Delivery() != ExactlyOnce || j.Workers() != AutoWorkers || !j.Autoscale() || j.ConsumerTTL() != DefaultConsumerTTL {
+	if !reflect.DeepEqual(j, want) || j.Epochs() != 1 || j.Delivery() != ExactlyOnce || j.Workers() != AllWorkers || j.Autoscale() || j.ConsumerTTL() != DefaultConsumerTTL {
 		t.Fatalf("decoded %+v, want %+v", j.Options(), want.Options())
 	}
 	// A stored job of an older log may repeat for ever, and share a
@@ -119,7 +119,7 @@ func TestWithOffloadBoundary(t *testing.T) {
 
 // TestDiff: the mismatch answer's wording, the job's value first.
 func TestDiff(t *testing.T) {
-	a := norm(t, Options{Name: "j", Sharding: Dynamic, Compression: "lz4", GCAfter: time.Hour}).Job()
+	a := norm(t, Options{Name: "j", Sharding: Dynamic, Compression: "lz4", GCAfter: time.Hour, Workers: AutoWorkers}).Job()
 	b := norm(t, Options{Name: "j", Sharding: Static}).Job()
 	got := strings.Join(a.Diff(b), "; ")
 	want := "sharding=dynamic, not static; gc_after=1h0m0s, not 1m0s; compression=lz4, not none; delivery=exactly-once, not at-most-once; autoscale=true, not false"

@@ -49,13 +49,13 @@ func ParseDelivery(s string) (string, error) {
 	return "", fmt.Errorf("delivery %q: want exactly-once or at-most-once", s)
 }
 
-// Workers says how many nodes serve a job (Options.Workers): AutoWorkers
-// (the cluster chooses from the consumers' batch time, after Cachew), a
-// fixed count (FixedWorkers(n), "n" on the wire), or AllWorkers (every live
-// node). The zero value asks for the job's default: AutoWorkers for the
-// jobs that can autoscale (DYNAMIC sharding without Share or Coordinated),
-// AllWorkers for the others; a job that sets only MaxWorkers n (as before
-// Workers existed) gets n, and one that sets only Autoscale gets auto.
+// Workers says how many nodes serve a job (Options.Workers): AllWorkers
+// (every live node), a fixed count (FixedWorkers(n), "n" on the wire), or
+// AutoWorkers (the cluster chooses from the consumers' batch time, after
+// Cachew; DYNAMIC jobs without Share or Coordinated). The zero value asks
+// for the default, AllWorkers; a job that sets only MaxWorkers n (as
+// before Workers existed) gets n, and one that sets only Autoscale gets
+// auto.
 type Workers string
 
 // The worker choices that are not a count.

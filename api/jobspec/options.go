@@ -102,15 +102,15 @@ type Options struct {
 	// (Normalize sets it from Workers; setting it alone still asks for
 	// auto).
 	Autoscale bool `cbor:"14,keyasint,omitempty" json:"autoscale,omitempty"`
-	// Workers is how many nodes serve the job: auto (the default for
-	// DYNAMIC jobs without Share or Coordinated: the cluster chooses,
-	// after Cachew, from the consumers' batch time and result queue; one
-	// worker at first, one more while each improves the batch time by more
-	// than 3 %, fewer when the consumers' queue shows the workers outpace
-	// the model; MaxWorkers, if set, caps it), a fixed count (n, as
-	// FixedWorkers(n)), or all (every live node: the default of the other
-	// jobs). Nodes serve at most one autoscaling job while there are
-	// enough; see docs/jobs/autoscaling.md.
+	// Workers is how many nodes serve the job: all (every live node: the
+	// default), a fixed count (n, as FixedWorkers(n)), or auto (DYNAMIC
+	// jobs without Share or Coordinated: the cluster chooses, after
+	// Cachew, from the consumers' batch time and result queue; one worker
+	// at first, one more while each improves the batch time by more than
+	// 3 %, fewer when the consumers' queue shows the workers outpace the
+	// model; MaxWorkers, if set, caps it). Nodes serve at most one
+	// autoscaling job while there are enough; see
+	// docs/jobs/autoscaling.md.
 	Workers Workers `cbor:"15,keyasint,omitempty" json:"workers,omitempty"`
 	// AutoscaleThreshold, AutoscaleRevisit and AutoscalePause tune the
 	// policy of a job with Workers auto (Cachew's knobs; 0 takes the
@@ -326,9 +326,12 @@ func (o *Options) withWorkerDefaults() {
 		o.Workers = AutoWorkers
 	case o.MaxWorkers > 0:
 		o.Workers = FixedWorkers(o.MaxWorkers)
-	case o.autoscalable():
-		o.Workers = AutoWorkers
+	case o.autoscalable() && (o.AutoscaleThreshold != 0 || o.AutoscaleRevisit != 0 || o.AutoscalePause != 0):
+		o.Workers = AutoWorkers // its knobs alone ask for it
 	default:
+		// Every job's default (issue 42: auto, the default of DYNAMIC jobs
+		// before, starts on one worker and read a plain job of a few
+		// seconds' work at a fraction of what every node reads).
 		o.Workers = AllWorkers
 	}
 	switch n := o.Workers.Count(); {

@@ -43,8 +43,10 @@ func TestNormalizeDefaults(t *testing.T) {
 	}{
 		{Options{Name: "j"}, d(Options{Sharding: Off, Workers: AllWorkers})},
 		{Options{Name: "j", Coordinated: true, NumConsumers: 2}, d(Options{Sharding: Dynamic, Coordinated: true, NumConsumers: 2, Delivery: ExactlyOnce, Workers: AllWorkers})},
-		// DYNAMIC jobs autoscale by default.
-		{Options{Name: "j", Sharding: Dynamic}, d(Options{Sharding: Dynamic, Delivery: ExactlyOnce, Workers: AutoWorkers, Autoscale: true})},
+		// Every node serves a DYNAMIC job too by default (issue 42);
+		// auto is asked for.
+		{Options{Name: "j", Sharding: Dynamic}, d(Options{Sharding: Dynamic, Delivery: ExactlyOnce, Workers: AllWorkers})},
+		{Options{Name: "j", Sharding: Dynamic, Workers: AutoWorkers}, d(Options{Sharding: Dynamic, Delivery: ExactlyOnce, Workers: AutoWorkers, Autoscale: true})},
 		{Options{Name: "j", Sharding: Dynamic, Share: true}, d(Options{Sharding: Dynamic, Share: true, Delivery: AtMostOnce, Workers: AllWorkers})},
 		{Options{Name: "j", Sharding: Static, Epochs: 3, ConsumerTTL: time.Second, GCAfter: 2 * time.Second}, d(Options{Sharding: Static, Epochs: 3, ConsumerTTL: time.Second, GCAfter: 2 * time.Second, Workers: AllWorkers})},
 		// The fields from before Workers keep their meaning: MaxWorkers
@@ -58,8 +60,10 @@ func TestNormalizeDefaults(t *testing.T) {
 		{Options{Name: "j", Sharding: " Dynamic", Delivery: "AT-MOST-ONCE", Compression: "None", Workers: "4"}, d(Options{Sharding: Dynamic, Delivery: AtMostOnce, Workers: "4", MaxWorkers: 4})},
 		{Options{Name: "j", Compression: "LZ4"}, d(Options{Sharding: Off, Compression: "lz4", Workers: AllWorkers})},
 		// The consumer's choices, in their normalized form.
-		{Options{Name: "j", Sharding: Dynamic, Offload: "0.25", LocalCPUs: 2}, d(Options{Sharding: Dynamic, Delivery: ExactlyOnce, Workers: AutoWorkers, Autoscale: true, LocalCPUs: 2, Offload: "fraction=0.25"})},
-		{Options{Name: "j", Sharding: Dynamic, Offload: "fraction=0"}, d(Options{Sharding: Dynamic, Delivery: ExactlyOnce, Workers: AutoWorkers, Autoscale: true, Offload: OffloadRemote})},
+		{Options{Name: "j", Sharding: Dynamic, Offload: "0.25", LocalCPUs: 2}, d(Options{Sharding: Dynamic, Delivery: ExactlyOnce, Workers: AllWorkers, LocalCPUs: 2, Offload: "fraction=0.25"})},
+		{Options{Name: "j", Sharding: Dynamic, Offload: "fraction=0"}, d(Options{Sharding: Dynamic, Delivery: ExactlyOnce, Workers: AllWorkers, Offload: OffloadRemote})},
+		// Autoscaling's knobs alone ask for auto.
+		{Options{Name: "j", Sharding: Dynamic, AutoscaleRevisit: 3}, d(Options{Sharding: Dynamic, Delivery: ExactlyOnce, Workers: AutoWorkers, Autoscale: true, AutoscaleRevisit: 3})},
 	} {
 		if got := norm(t, tc.in).Options(); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%+v normalized:\n got %+v\nwant %+v", tc.in, got, tc.want)

@@ -337,3 +337,36 @@ func BestCut(ops []OpRate, e CutEnv) (best CutChoice, ok bool) {
 	}
 	return best, ok
 }
+
+// WholeRate predicts, on BestCut's model, the training rate without a
+// cut: the nodes run every op at their parallelism and ship batches whose
+// rows weigh what an element weighs at the last allowed cut point (just
+// before the first op that batches). A cut is worth its per-element
+// shipping (a frame and a receipt per element instead of per batch,
+// which the model does not count) only when it beats this: on this model
+// only a link that binds the whole pipeline's rows, and not the cut's
+// elements, makes it, so a co-located mesh or a fast link is never cut.
+// 0 when nothing can be predicted (no op, no node, no ingest).
+func WholeRate(ops []OpRate, e CutEnv) float64 {
+	if len(ops) == 0 || e.Nodes <= 0 || !(e.Ingest > 0) {
+		return 0
+	}
+	r := e.Ingest
+	for _, o := range ops {
+		if o.Seconds > 0 {
+			r = min(r, float64(e.Nodes)*float64(max(o.Parallelism, 1))/o.Seconds)
+		}
+	}
+	last := 0
+	for _, c := range e.Allowed {
+		if c >= 1 && c <= len(ops) {
+			last = max(last, c)
+		}
+	}
+	if last > 0 && e.LinkBytesPerSecond > 0 {
+		if b := ops[last-1].Bytes; b > 0 {
+			r = min(r, e.LinkBytesPerSecond/b)
+		}
+	}
+	return r
+}

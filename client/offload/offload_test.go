@@ -197,3 +197,31 @@ func TestBestCut(t *testing.T) {
 		}
 	}
 }
+
+// TestWholeRate: TestBestCut's pipeline without a cut. Behind 2 MB/s the
+// link binds its 32 KiB rows (61/s): the cut before the decode (250/s)
+// beats it. Behind a fast link the nodes' decodes bind (500/s), as they
+// bind the best cut: a cut gains nothing there. On co-located nodes (a
+// link as fast as memory) a one-op pipeline's cut never beats the whole.
+func TestWholeRate(t *testing.T) {
+	ops := []OpRate{{Seconds: 0.002, Parallelism: 1, Bytes: 8}, {Seconds: 0.004, Parallelism: 1, Bytes: 32 << 10}, {Seconds: 0, Parallelism: 1, Bytes: 320 << 10}}
+	slow := CutEnv{Ingest: 4000, Nodes: 2, LinkBytesPerSecond: 2e6, Allowed: []int{1, 2}}
+	if got := WholeRate(ops, slow); math.Abs(got-2e6/(32<<10)) > 1e-6 {
+		t.Fatalf("slow link: %v", got)
+	}
+	fast := slow
+	fast.LinkBytesPerSecond = 1e9
+	best, _ := BestCut(ops, fast)
+	if got := WholeRate(ops, fast); math.Abs(got-500) > 1e-6 || best.Rate > got {
+		t.Fatalf("fast link: whole %v, best cut %+v", got, best)
+	}
+	one := []OpRate{{Seconds: 300e-6, Parallelism: 1, Bytes: 8}, {Seconds: 1e-6, Parallelism: 1, Bytes: 256}}
+	co := CutEnv{Ingest: 1e9, Nodes: 5, LinkBytesPerSecond: 3e7, Allowed: []int{1}}
+	best, _ = BestCut(one, co)
+	if whole := WholeRate(one, co); best.Rate > whole {
+		t.Fatalf("co-located: the cut %+v beats the whole pipeline %v", best, whole)
+	}
+	if WholeRate(nil, co) != 0 || WholeRate(one, CutEnv{Ingest: 1}) != 0 {
+		t.Error("a rate without ops or nodes")
+	}
+}

@@ -46,7 +46,7 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	scenarios := fs.String("scenarios", "spare-local,no-stall,split-cost,slow-link", "comma-separated: spare-local (the loop is faster than the nodes, the host has spare CPUs), no-stall (the host alone keeps up with the loop), split-cost (two cost ops, the second half as dear: the rows include each cut point), slow-link (split-cost's ops, the second making each element --payload-bytes, read over a link of --rate into the client)")
 	suffixUs := fs.Int64("suffix-cost-us", 1000, "split-cost and slow-link: the second op's cost per element (µs); the first costs --cost-us")
 	rate := fs.Float64("rate", 2e6, "slow-link: the link's rate into the client, bytes/s (emulated on the client's socket; the nodes talk at loopback speed)")
-	only := fs.String("configs", "", "comma-separated: run only these configs of each scenario (local, remote, fraction=F, cut=N, auto, auto-repeat: slow-link only, auto again with auto's profile remembered, so run auto before it); ratio_vs_best is then over those run")
+	only := fs.String("configs", "", "comma-separated: run only these configs of each scenario (defaults: no Workers or Offload set, no profile kept; local, remote, fraction=F, cut=N, auto, auto-repeat: slow-link only, auto again with auto's profile remembered, so run auto before it); ratio_vs_best is then over those run, defaults left out of the best")
 	queue := fs.Float64("queue-bytes", 64<<10, "slow-link: the link's drop-tail queue (bytes): what a small answer may wait behind")
 	payload := fs.Int64("payload-bytes", 32<<10, "slow-link: what the second op makes each element weigh (a decode: its output is much larger than its input)")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: scenario, config (local, remote, fraction=F, cut=N, auto), elements_per_second (rows into the training loop), remote_worker_seconds (Σ over the nodes that delivered to the reader of the seconds from their first batch to the end), local_share (of the batches), ratio_vs_best, ratio_vs_remote, decision (auto's mode and reason)")
@@ -62,13 +62,16 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer cleanup()
 	fast := transport.FastConfig()
-	copts := client.Options{Transport: &fast, HeartbeatInterval: 200 * time.Millisecond, PrefetchBatches: 32, OffloadProfiles: "off"}
+	copts := client.Options{Transport: &fast, HeartbeatInterval: 200 * time.Millisecond, PrefetchBatches: 32, OffloadProfiles: "off",
+		// The scenarios emulate nodes with CPUs of their own (sleep costs):
+		// auto decides by measurement, as for nodes elsewhere.
+		OffloadColocation: client.OffloadColocationIgnore}
 	cl, err := client.Dial(ctx, c.Node(0).Addr(), copts)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	var slowCl *client.Client // the slow-link scenario's, dialed when it runs
+	var slowCl, slowDefaultsCl *client.Client // the slow-link scenario's, dialed when it runs
 	nodeRate := float64(*remoteCores) * 1e6 / float64(*costUs)
 	type scenario struct {
 		name    string
@@ -80,7 +83,11 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		// much, and the scenario reads over the emulated slow link.
 		outBytes int64
 	}
-	configs := []string{"local", "remote"}
+	// defaults is the job with neither Workers nor Offload set (and the
+	// scenario's emulated host budget as its LocalCPUs, what an idle host
+	// of that size measures), read by a client that keeps no profile: what
+	// a user gets without a flag. It runs first, as a first job.
+	configs := []string{"defaults", "local", "remote"}
 	for f := 1; f <= 9; f++ {
 		configs = append(configs, fmt.Sprintf("fraction=0.%d", f))
 	}
@@ -99,7 +106,7 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			// Two ops; a cut after the first leaves the second to the
 			// client (at the spec's parallelism, --remote-cores), beside
 			// the nodes running the first. The loop takes all it gets.
-			cfgs := []string{"local", "remote", "fraction=0.5", "cut=1", "cut=2", "auto"}
+			cfgs := []string{"defaults", "local", "remote", "fraction=0.5", "cut=1", "cut=2", "auto"}
 			scs = append(scs, scenario{name: "split-cost", ingest: 4 * nodeRate * float64(*workers), local: *localCPUs, ops: []int64{*costUs, *suffixUs}, configs: cfgs})
 		case "slow-link":
 			// split-cost's ops, the second a decode that makes each
@@ -137,8 +144,11 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			}
 			spec.Batch(*batch, false)
 			o := client.JobOptions{Name: fmt.Sprintf("offload-%s-%s-%d", sc.name, cfg, n), Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: cfg, LocalCPUs: sc.local, GCAfter: time.Second}
-			if cfg == "auto-repeat" {
+			switch cfg {
+			case "auto-repeat":
 				o.Offload = client.OffloadAuto
+			case "defaults":
+				o.Workers, o.Offload = "", ""
 			}
 			if c, ok := strings.CutPrefix(cfg, "cut="); ok {
 				cut, err := strconv.Atoi(c)
@@ -149,7 +159,23 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			}
 			rcl := cl
 			link := ""
-			if sc.outBytes > 0 {
+			if sc.outBytes > 0 && cfg == "defaults" {
+				if slowDefaultsCl == nil {
+					udp, err := net.ListenUDP("udp", &net.UDPAddr{})
+					if err != nil {
+						return err
+					}
+					so := copts
+					so.PacketConn = slowlink.New(udp, *rate, *queue)
+					so.OffloadProfiles = ""
+					if slowDefaultsCl, err = client.Dial(ctx, c.Node(0).Addr(), so); err != nil {
+						return err
+					}
+					defer slowDefaultsCl.Close()
+				}
+				rcl = slowDefaultsCl
+				link = fmt.Sprintf(", a link of %.3g MB/s, %d-byte elements", *rate/1e6, sc.outBytes)
+			} else if sc.outBytes > 0 {
 				if slowCl == nil {
 					udp, err := net.ListenUDP("udp", &net.UDPAddr{})
 					if err != nil {
@@ -180,7 +206,9 @@ func benchOffload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			}
 			row := benchRow{"scenario": sc.name, "config": cfg, "elements_per_second": r.rate, "remote_worker_seconds": r.remoteSeconds,
 				"local_share": r.localShare, "decision": r.decision}
-			best = max(best, r.rate)
+			if cfg != "defaults" {
+				best = max(best, r.rate)
+			}
 			if cfg == "remote" {
 				remote = r.rate
 			}
@@ -247,7 +275,7 @@ func offloadRun(ctx context.Context, cl *client.Client, spec *pipeline.Spec, o c
 		if st.Cut > 0 {
 			r.decision = fmt.Sprintf("%s, cut=%d", st.Mode, st.Cut)
 		}
-		if o.Offload == "auto" {
+		if o.Offload == "auto" || o.Offload == "" {
 			r.decision = st.Mode + ": " + st.Reason
 			if st.FromCache {
 				r.decision += " (from the remembered profile)"

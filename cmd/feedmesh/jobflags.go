@@ -32,7 +32,7 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 		delivery:        fs.String("delivery", "", "with --sharding dynamic: exactly-once (the default: a dead worker's splits are read again, skipping what was delivered) or at-most-once (they are lost; the default with --share)"),
 		sharding:        fs.String("sharding", "dynamic", "dynamic (each element once, split among the workers), off (every worker reads the whole dataset: one copy per worker) or static"),
 		epochs:          fs.Int64("epochs", 1, "passes over the dataset"),
-		workers:         fs.String("workers", "", "how many nodes serve the job: auto (the cluster chooses from this reader's batch time and queue, starting at one worker and adding them while they help; the default with --sharding dynamic, without --share or --coordinated), all (every node; the default of the other jobs) or a fixed count `N`; see docs/jobs/autoscaling.md"),
+		workers:         fs.String("workers", "", "how many nodes serve the job: all (every node; the default), a fixed count `N`, or auto (with --sharding dynamic, without --share or --coordinated: the cluster chooses from this reader's batch time and queue, starting at one worker and adding them while they help); see docs/jobs/autoscaling.md"),
 		maxWorkers:      fs.Int("max-workers", 0, "with --workers auto: the most workers the cluster may give the job; alone: a fixed count, as --workers N (0: no cap)"),
 		autoscale:       fs.Bool("autoscale", false, "the same as --workers auto (kept for older scripts)"),
 		scaleThreshold:  fs.Float64("autoscale-threshold", 0, "with --workers auto: the relative batch-time gain a worker must bring to stay (0: Cachew's 0.03)"),

@@ -135,6 +135,8 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	resumePath := fs.String("resume", "", "resume the job from the checkpoint in `FILE` (written by --checkpoint), without what it covers; same --spec, --job and --epochs. Exactly-once jobs only")
 	resumeWait := fs.Duration("resume-wait", client.DefaultResumeWait, "with --resume: how long to wait for the checkpoints of the job's other consumers (a job that had several, two runs of --take --checkpoint within gc_after included, resumes once each has resumed with its own) before failing (0: wait for ever)")
 	window := fs.Int("window", 4, "batches each worker may send ahead")
+	colocation := fs.String("offload-colocation", "detect", "with --offload auto: detect (when every live worker node runs on this host, the nodes prepare with its CPUs: run remote without profiling) or ignore (decide by measurement, as for nodes elsewhere: nodes on this host with CPUs of their own)")
+	profiles := fs.String("offload-profiles", "", "with --offload auto: a `FILE` where auto remembers what it measured of this pipeline on this host, so that a later read of the same pipeline naming the same file decides (and may cut the pipeline) without profiling first (default: none kept; every read profiles for itself)")
 	tty := isTerminal(stderr)
 	progress := fs.Bool("progress", tty, "show live progress on stderr: a line redrawn in place on a terminal, a line a second elsewhere (default: when stderr is a terminal)")
 	if err := parseWithEnv(fs, args); err != nil {
@@ -198,7 +200,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			summaryOut = stderr // stdout carries the elements
 		}
 	}
-	co := client.Options{Window: *window, ResumeWait: *resumeWait, Logger: warnLogger(stderr)}
+	co := client.Options{Window: *window, ResumeWait: *resumeWait, Logger: warnLogger(stderr), OffloadProfiles: *profiles, OffloadColocation: *colocation}
 	if co.ResumeWait == 0 {
 		co.ResumeWait = -1 // for ever
 	}
@@ -264,15 +266,17 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // warnLogger is read's client log: its warnings (a resumed job that waits
-// for other consumers' checkpoints, a node that did not answer) on stderr.
+// for other consumers' checkpoints, a node that did not answer) on stderr,
+// and the one INFO line of the job's offload and workers decision
+// (cli.WithDecisions).
 func warnLogger(stderr io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn,
+	return slog.New(cli.WithDecisions(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-			if len(groups) == 0 && a.Key == slog.TimeKey {
+			if len(groups) == 0 && (a.Key == slog.TimeKey || a.Key == client.DecisionKey) {
 				return slog.Attr{} // one line per warning, as the command's own
 			}
 			return a
-		}}))
+		}}), slog.LevelWarn))
 }
 
 // startRead dials the cluster with client options co and creates, joins

@@ -16,7 +16,8 @@ import (
 // `feedmesh read` on a 3-node cluster: the default sharding reads the
 // dataset once (it used to be off: three copies, without a word); off says
 // how many copies it delivered; reading a job that has run to its end
-// fails, saying so, instead of quietly delivering nothing.
+// fails, saying so, instead of quietly delivering nothing. Each read shows
+// the offload and workers decision in one line on stderr (issue 42).
 func TestReadShardingAndNotes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
@@ -26,6 +27,7 @@ func TestReadShardingAndNotes(t *testing.T) {
 	if err := os.WriteFile(spec, []byte("source:\n  range: {stop: 3000, split_size: 100}\nops:\n  - batch: {size: 50}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	var stderr string
 	read := func(job string, extra ...string) readSummary {
 		t.Helper()
 		args := append([]string{"read", "--addr", c.Node(1).Addr(), "--spec", spec, "--job", job, "--json", "--progress=false", "--offload", "remote"}, extra...)
@@ -37,9 +39,14 @@ func TestReadShardingAndNotes(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &s); err != nil {
 			t.Fatalf("%v: %v: %s", args, err, out)
 		}
+		stderr = errOut
 		return s
 	}
 	once := read("once")
+	if lines := strings.Split(strings.TrimSpace(stderr), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "level=INFO") ||
+		!strings.Contains(lines[0], `job \"once\": offload remote; workers all`) || !strings.Contains(lines[0], "reason=") {
+		t.Errorf("stderr %q: want one INFO line with the offload and workers decision", stderr)
+	}
 	if once.Elements != 3000 || once.Note != "" {
 		t.Errorf("default sharding: %d elements, note %q; want the dataset once (3000), no note", once.Elements, once.Note)
 	}

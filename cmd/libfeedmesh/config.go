@@ -12,6 +12,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport"
 )
@@ -53,6 +54,12 @@ type dialOptions struct {
 	// logger "feedmesh"): "debug", "info", "warn" (default), "error" or
 	// "off".
 	LogLevel string `json:"log_level"`
+	// OffloadProfiles: client.Options.OffloadProfiles (a file where
+	// offload auto remembers its profiles; none kept by default).
+	OffloadProfiles string `json:"offload_profiles"`
+	// OffloadColocation: client.Options.OffloadColocation ("detect", the
+	// default, or "ignore").
+	OffloadColocation string `json:"offload_colocation"`
 }
 
 // decodeStrict decodes one JSON object into v; unknown fields are errors
@@ -89,6 +96,8 @@ func clientOptions(addr, text string) (client.Options, time.Duration, error) {
 		PrefetchBatches: d.PrefetchBatches, PrefetchBytes: d.PrefetchBytes, RecycleBytes: d.RecycleBytes,
 		HeartbeatInterval: seconds(d.Heartbeat), RequestTimeout: seconds(d.RequestTimeout),
 		ReceiptInterval: seconds(d.ReceiptInterval), ResumeWait: seconds(d.ResumeWait),
+		OffloadProfiles:    d.OffloadProfiles,
+		OffloadColocation:  d.OffloadColocation,
 		UnavailableTimeout: seconds(d.UnavailableTimeout), Token: d.Token,
 	}
 	switch d.Transport {
@@ -121,7 +130,14 @@ func clientOptions(addr, text string) (client.Options, time.Duration, error) {
 	default:
 		return client.Options{}, 0, fmt.Errorf("%w: log_level %q: want debug, info, warn, error or off", errArg, d.LogLevel)
 	}
-	o.Logger = slog.New(&callerHandler{level: level}) // to the caller (fm_logs): Python's logging
+	// To the caller (fm_logs): Python's logging, logger "feedmesh". At the
+	// default level the one INFO line of each job's offload and workers
+	// decision goes too (cli.WithDecisions), as an INFO record.
+	var h slog.Handler = &callerHandler{level: level}
+	if level == slog.LevelWarn {
+		h = cli.WithDecisions(&callerHandler{level: slog.LevelInfo}, level)
+	}
+	o.Logger = slog.New(h)
 	timeout := seconds(d.DialTimeout)
 	if timeout <= 0 {
 		timeout = 10 * time.Second

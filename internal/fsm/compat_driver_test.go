@@ -50,10 +50,11 @@ var compatOptions = []JobOptions{
 }
 
 // compatRequests are options as consumers ask for them, normalized as a
-// node does (jobspec's defaults: DYNAMIC is exactly-once and autoscales),
-// for the v6 part of the log.
+// node does (jobspec's defaults: DYNAMIC is exactly-once), for the v6
+// part of the log. The first was recorded when DYNAMIC jobs autoscaled by
+// default; it asks for auto since the default became all (issue 42).
 var compatRequests = []jobspec.Options{
-	{Sharding: jobspec.Dynamic},
+	{Sharding: jobspec.Dynamic, Workers: jobspec.AutoWorkers},
 	{Sharding: jobspec.Dynamic, Delivery: jobspec.AtMostOnce, Workers: jobspec.FixedWorkers(2)},
 	{Sharding: jobspec.Dynamic, Epochs: 2, OffloadBoundary: 2, MaxWorkers: 3, Workers: jobspec.AutoWorkers},
 	{Sharding: jobspec.Dynamic, Share: true},
@@ -195,12 +196,14 @@ var compatOwners = []*Owner{
 
 // compatScriptOwners starts the owners part: datasets registered with
 // an owner, a job of each tenant with a consumer, a consumer of another
-// tenant refused, and datasets garbage-collected or spared.
+// tenant refused, and datasets garbage-collected or spared. Its jobs
+// were recorded when DYNAMIC jobs autoscaled by default: they ask for
+// auto since the default became all (issue 42).
 func compatScriptOwners() []Command {
 	alice, bob := *compatOwners[1], *compatOwners[2]
-	o := compatRequest("owned-a", "fp2", jobspec.Options{Sharding: jobspec.Dynamic})
+	o := compatRequest("owned-a", "fp2", jobspec.Options{Sharding: jobspec.Dynamic, Workers: jobspec.AutoWorkers})
 	o.Owner = &alice
-	b := compatRequest("owned-b", "fp2", jobspec.Options{Sharding: jobspec.Dynamic})
+	b := compatRequest("owned-b", "fp2", jobspec.Options{Sharding: jobspec.Dynamic, Workers: jobspec.AutoWorkers})
 	b.Owner = &bob
 	stolen := o
 	stolen.Owner = &bob

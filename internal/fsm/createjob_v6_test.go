@@ -63,7 +63,7 @@ func TestCreateJobV6(t *testing.T) {
 	if id := applyOK(t, s, c); id != uint64(2) {
 		t.Fatalf("join: id %v", id)
 	}
-	other, err := jobspec.Options{Name: "j1", Sharding: jobspec.Dynamic}.Normalize()
+	other, err := jobspec.Options{Name: "j1", Sharding: jobspec.Dynamic, Workers: jobspec.AutoWorkers}.Normalize()
 	if err != nil {
 		t.Fatal(err)
 	}

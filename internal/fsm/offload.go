@@ -69,6 +69,27 @@ func offloadLease(j *Job, worker string) (splits.Lease, bool) {
 	return splits.Lease{Epoch: j.Dynamic.Epoch}, true
 }
 
+// IdleLease is the lease LeaseSplits would give worker now (its request
+// of incarnation, for the job of id jobID) when the job's remote part is
+// off and the command would change nothing: a node the job's consumer
+// keeps off its splits (offload local) asks for leases on its poll, and
+// the leader answers those from its state, without a Raft command (mesh's
+// lease). ok is false whenever the command could do more (a new
+// incarnation, a dismissed or unassigned worker, a replaced job, the
+// remote part on, every split produced): LeaseSplits must then be
+// applied. The state may be a little stale (a leader's): the lease is
+// empty and not done, so the worker only asks again later.
+func (s *State) IdleLease(job string, jobID uint64, worker string, incarnation uint64) (l splits.Lease, ok bool) {
+	j, err := s.dynamicJobOf(job, worker, true)
+	if err != nil || checkJobID(j, jobID) != nil {
+		return splits.Lease{}, false
+	}
+	if st := j.Workers[worker]; st.Dismissed || incarnation != 0 && incarnation != st.Incarnation {
+		return splits.Lease{}, false
+	}
+	return offloadLease(j, worker)
+}
+
 // departLocalWorker expires a departing consumer's local worker (called
 // once the consumer has left j.Consumers and its Depart is applied) and
 // forgets its report. No fence is awaited: what the local worker made

@@ -148,3 +148,58 @@ func TestOffloadCutMidJob(t *testing.T) {
 		t.Fatalf("a refused cut set OffloadBoundary %d", got)
 	}
 }
+
+// TestIdleLease: while a consumer keeps the nodes off the job, a node's
+// lease is answered from the state (IdleLease) exactly as LeaseSplits
+// answers it, and LeaseSplits changes nothing then; whenever the command
+// could do more (the nodes' part on, a new incarnation, a worker not
+// assigned, another job id, a local worker), IdleLease says so.
+func TestIdleLease(t *testing.T) {
+	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Epochs: 1, Delivery: DeliveryExactlyOnce})
+	applyOK(t, s, NewAttachConsumer("j1", "c1"))
+	applyOK(t, s, NewAssignTask("j1", "w1"))
+	applyOK(t, s, NewLeaseSplitsAs("j1", "w1", 7, 1, 1)) // incarnation 7
+	if _, ok := s.IdleLease("j1", 0, "w1", 7); ok {
+		t.Fatal("an idle lease with the nodes' part on")
+	}
+	applyOK(t, s, NewOffload(OffloadBody{Job: "j1", Consumer: "c1", LocalWorker: true, Remote: RemoteOff}))
+	id := s.Jobs["j1"].ID
+	l, ok := s.IdleLease("j1", id, "w1", 7)
+	if !ok || len(l.Splits) != 0 || l.Done {
+		t.Fatalf("idle lease %+v, %v; want an empty one, not done", l, ok)
+	}
+	// The state but for the index of the last command applied.
+	snap := func() string {
+		t.Helper()
+		i := s.Index
+		s.Index = 0
+		defer func() { s.Index = i }()
+		b, err := s.MarshalSnapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	before := snap()
+	got := applyOK(t, s, NewLeaseSplitsOfJob("j1", id, "w1", 7, 2, 4)).(splits.Lease)
+	if got.Epoch != l.Epoch || len(got.Splits) != 0 || got.Done != l.Done || got.Cut != l.Cut {
+		t.Fatalf("LeaseSplits gave %+v, IdleLease %+v", got, l)
+	}
+	if snap() != before {
+		t.Fatal("LeaseSplits changed the state where IdleLease answers for it")
+	}
+	for _, c := range []struct {
+		name, job, worker string
+		id, inc           uint64
+	}{
+		{"a new incarnation", "j1", "w1", id, 8},
+		{"a worker not assigned", "j1", "w2", id, 7},
+		{"another job id", "j1", "w1", id + 1, 7},
+		{"no such job", "j2", "w1", 0, 7},
+		{"a local worker", "j1", jobspec.LocalWorkerName("c1"), id, 0},
+	} {
+		if _, ok := s.IdleLease(c.job, c.id, c.worker, c.inc); ok {
+			t.Errorf("%s: IdleLease answered for LeaseSplits", c.name)
+		}
+	}
+}

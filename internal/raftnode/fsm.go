@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/feedmesh/feedmesh/internal/fsm"
+	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/hashicorp/raft"
 )
 
@@ -143,6 +144,13 @@ func (f *machine) jobCut(name string, id uint64) int {
 		return 0
 	}
 	return j.Options.OffloadBoundary()
+}
+
+// idleLease is fsm.State.IdleLease on the local state.
+func (f *machine) idleLease(job string, jobID uint64, worker string, incarnation uint64) (splits.Lease, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.IdleLease(job, jobID, worker, incarnation)
 }
 
 func (f *machine) jobTenant(name string) (string, bool) {

@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"github.com/feedmesh/feedmesh/internal/fsm"
+	"github.com/feedmesh/feedmesh/internal/splits"
 	"github.com/hashicorp/raft"
 )
 
@@ -18,6 +19,13 @@ func (n *Node) Job(name string) (fsm.JobView, bool) { return n.machine.job(name)
 // it runs (OffloadBody.Cut) shows here on every node as soon as the
 // command is applied, before any lease says so.
 func (n *Node) JobCut(name string, id uint64) int { return n.machine.jobCut(name, id) }
+
+// IdleLease is fsm.State.IdleLease on the local FSM: the empty lease a
+// node kept off a job's splits gets, when LeaseSplits would change
+// nothing (possibly stale, like Get; see fsm.State.IdleLease).
+func (n *Node) IdleLease(job string, jobID uint64, worker string, incarnation uint64) (splits.Lease, bool) {
+	return n.machine.idleLease(job, jobID, worker, incarnation)
+}
 
 // JobTenant is the tenant of the job of that name in the local FSM ("":
 // the default tenant's, fsm.TenantOf), without copying the job; false if

@@ -353,7 +353,14 @@ class Client(_Closing):
     cannot commit, and close() then returns at once; None or 0: wait for
     ever) and log_level (the least level of the Go client's records handed
     to Python's logging, logger "feedmesh": "warn" by default, "info",
-    "debug", "error", "off")."""
+    "debug", "error", "off"; at "warn" each job's one INFO line of its
+    offload and workers decision is handed over too), offload_profiles (a
+    file where offload="auto" remembers what it measured of a pipeline on
+    this host, for later jobs that name the same file; by default nothing
+    is kept) and offload_colocation ("detect", the default: when every
+    live worker node runs on this host, offload="auto" runs remote without
+    profiling, the nodes using this host's CPUs; "ignore": decide by
+    measurement)."""
 
     def __init__(self, addr: str, *, tls_ca: Optional[PathLike] = None, tls_cert: Optional[PathLike] = None,
                  tls_key: Optional[PathLike] = None, token: Optional[str] = None, window: Optional[int] = None,
@@ -364,7 +371,8 @@ class Client(_Closing):
                  receipt_interval: Optional[float] = None, transport: Optional[str] = None,
                  dial_timeout: Optional[float] = None, log_level: Optional[str] = None,
                  resume_wait: Optional[float] = None,
-                 unavailable_timeout: Optional[float] = DEFAULT_UNAVAILABLE_TIMEOUT) -> None:
+                 unavailable_timeout: Optional[float] = DEFAULT_UNAVAILABLE_TIMEOUT,
+                 offload_profiles: Optional[PathLike] = None, offload_colocation: Optional[str] = None) -> None:
         if unavailable_timeout is not None and unavailable_timeout < 0:
             raise ValueError("unavailable_timeout must be >= 0 seconds (None or 0: wait for ever)")
         opts = {
@@ -376,8 +384,10 @@ class Client(_Closing):
             "transport": transport, "dial_timeout": dial_timeout, "log_level": log_level,
             "resume_wait": resume_wait,
             "unavailable_timeout": unavailable_timeout if unavailable_timeout else -1,
+            "offload_profiles": offload_profiles, "offload_colocation": offload_colocation,
         }
-        opts = {k: (os.fspath(v) if k.startswith("tls_") else v) for k, v in opts.items() if v is not None}
+        opts = {k: (os.fspath(v) if k.startswith("tls_") or k == "offload_profiles" else v)
+                for k, v in opts.items() if v is not None}
         self.addr = addr
         self._handle = 0
         self._iters = weakref.WeakSet()
@@ -412,11 +422,10 @@ class Client(_Closing):
         read`; "off", "static"), epochs, delivery ("exactly-once",
         "at-most-once"), num_consumers and consumer_index (a rank: with
         consumer_index, coordinated defaults to True), pad_final_round,
-        share, compression ("lz4", "zstd"), workers ("auto": the cluster
-        chooses the number of workers from this reader's batch time and
-        queue, the default for dynamic jobs without share or coordinated
-        reads; "all": every node, the default of the others; or a count,
-        e.g. 4), max_workers (with workers="auto", the most it may get;
+        share, compression ("lz4", "zstd"), workers ("all": every node,
+        the default; a count, e.g. 4; or "auto": the cluster chooses the
+        number of workers from this reader's batch time and queue, for
+        dynamic jobs without share or coordinated reads), max_workers (with workers="auto", the most it may get;
         alone, a fixed count), autoscale (the same as workers="auto"),
         consumer_ttl and gc_after (seconds), resume (bytes of
         Iterator.checkpoint()), offload ("auto" by default, "remote",

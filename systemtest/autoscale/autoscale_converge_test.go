@@ -96,9 +96,9 @@ func TestAutoscaleConvergesToPlateau(t *testing.T) {
 	}
 	slowPlateau, fastPlateau := plateau(slowModel), plateau(fastModel)
 
-	// autoscale runs the two jobs side by side, with the default Workers
-	// (auto), each consumer at its own rate, until both converged, and
-	// returns their counts.
+	// autoscale runs the two jobs side by side, with Workers auto, each
+	// consumer at its own rate, until both converged, and returns their
+	// counts.
 	var lastFast string // the fast job of the last pair
 	var lastFastWanted int
 	autoscale := func(attempt int) (slow, fast int) {
@@ -111,7 +111,7 @@ func TestAutoscaleConvergesToPlateau(t *testing.T) {
 		rctx, stop := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		for i, r := range readers {
-			it, err := cl.Distribute(ctx, autoSpec(attempt, i), client.JobOptions{Name: r.name, Sharding: client.Dynamic, Offload: client.OffloadRemote, GCAfter: 200 * time.Millisecond})
+			it, err := cl.Distribute(ctx, autoSpec(attempt, i), client.JobOptions{Name: r.name, Sharding: client.Dynamic, Workers: client.AutoWorkers, Offload: client.OffloadRemote, GCAfter: 200 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -203,7 +203,7 @@ func TestAutoscaleConvergesToPlateau(t *testing.T) {
 	if lastFast != "auto-fast-1" {
 		attempt = 2
 	}
-	it, err := cl.Distribute(ctx, autoSpec(attempt, 1), client.JobOptions{Name: "warm-fast", Sharding: client.Dynamic, Offload: client.OffloadRemote, GCAfter: 200 * time.Millisecond})
+	it, err := cl.Distribute(ctx, autoSpec(attempt, 1), client.JobOptions{Name: "warm-fast", Sharding: client.Dynamic, Workers: client.AutoWorkers, Offload: client.OffloadRemote, GCAfter: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/feedmesh/feedmesh/testcluster"
 )
 
-// An autoscaling job (the default Workers, auto) under failure: one of its
+// An autoscaling job (Workers auto) under failure: one of its
 // workers is killed once it has two, then the leader (which allocates the
 // nodes) is killed; the job goes on with the workers left and those the new
 // leader gives it, and every element is delivered exactly once. Nodes 0-2
@@ -31,7 +31,7 @@ func TestAutoscaleWorkerAndLeaderKilled(t *testing.T) {
 	// 0.5 ms of waiting per element, 4 per batch: a worker makes ~500
 	// batches/s, and a consumer that takes them as they come wants more.
 	const n = 12_000
-	it, err := cl.Distribute(ctx, jobtest.SlowSpec(n, 20, 4, 500), client.JobOptions{Name: "auto-kill", Sharding: client.Dynamic, Offload: client.OffloadRemote})
+	it, err := cl.Distribute(ctx, jobtest.SlowSpec(n, 20, 4, 500), client.JobOptions{Name: "auto-kill", Sharding: client.Dynamic, Workers: client.AutoWorkers, Offload: client.OffloadRemote})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestAutoscaleWorkerAndLeaderKilled(t *testing.T) {
 					continue
 				}
 				if j.Options.Workers != client.AutoWorkers || j.Scale == nil {
-					t.Fatalf("the default options of a DYNAMIC job: workers %q, scale %+v; want auto", j.Options.Workers, j.Scale)
+					t.Fatalf("a DYNAMIC job asking for workers auto: workers %q, scale %+v; want auto", j.Options.Workers, j.Scale)
 				}
 				var active []string
 				for _, w := range j.Workers {

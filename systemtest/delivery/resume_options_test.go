@@ -20,9 +20,11 @@ import (
 // seedCutProfile writes to the offload profile file path a profile of
 // spec (this host's) under which offload auto cuts the pipeline after its
 // first op: the host prepares 10 rows a second, the nodes ship the
-// shuffled elements at 100 bytes each over a 10 MB/s link, and every op
-// after the cut is cheap. It is what a first job of the pipeline leaves
-// behind when it measured that (`~/.cache/feedmesh/offload-profiles.json`).
+// shuffled elements at 100 bytes each over a 10 MB/s link, the ops after
+// it make them 100 KB (the link would carry 100 of those a second), and
+// every op after the cut is cheap. It is what a first job of the pipeline
+// leaves behind, in the file its client names (Options.OffloadProfiles),
+// when it measured that.
 func seedCutProfile(t *testing.T, path string, spec *pipeline.Spec) {
 	t.Helper()
 	fp, err := spec.Fingerprint()
@@ -32,8 +34,9 @@ func seedCutProfile(t *testing.T, path string, spec *pipeline.Spec) {
 	host, _ := os.Hostname()
 	ops := make([]offload.OpRate, len(spec.Ops))
 	for i := range ops {
-		ops[i] = offload.OpRate{Seconds: 1e-6, Parallelism: 1, Bytes: 100}
+		ops[i] = offload.OpRate{Seconds: 1e-6, Parallelism: 1, Bytes: 1e5}
 	}
+	ops[0].Bytes = 100
 	p := client.OffloadProfile{Ingest: 1e4, Local: 10, Remote: 10, RemoteMeasured: true, Rows: 300, Ops: ops, LinkBytesPerSecond: 1e7}
 	b, err := json.Marshal(map[string]any{fp + "@" + host: map[string]any{"profile": p, "at": time.Now()}})
 	if err != nil {
@@ -50,7 +53,7 @@ func dialProfiles(t *testing.T, c *testcluster.Cluster, i int, profiles string) 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	fast := transport.FastConfig()
-	cl, err := client.Dial(ctx, c.Node(i).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond, OffloadProfiles: profiles})
+	cl, err := client.Dial(ctx, c.Node(i).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond, OffloadProfiles: profiles, OffloadColocation: client.OffloadColocationIgnore})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,4 +173,32 @@ func TestResumeAdoptsCutFromCheckpoint(t *testing.T) {
 	if info, _ := jobtest.JobInfo(t, other, opts.Name); info.Options.OffloadBoundary != 1 {
 		t.Errorf("the resumed job's offload_boundary is %d, want 1", info.Options.OffloadBoundary)
 	}
+}
+
+// TestSecondConsumerAdoptsJobsWorkers (issue 42 item 1): a consumer
+// that sets none of the workers options joins a job whose first
+// consumer asked for workers auto (or that a release whose default was
+// auto created) with the job's workers, instead of a mismatch on an
+// option it never set (autoscale=true, not false: the default became
+// all). One that sets other workers is still refused.
+func TestSecondConsumerAdoptsJobsWorkers(t *testing.T) {
+	c := testcluster.Start(t, 3)
+	const n = 2000
+	spec := func() *pipeline.Spec { return jobtest.RangeSpec(n, 50, 10) }
+	first := client.JobOptions{Name: "adopt-workers", Sharding: client.Dynamic, Workers: client.AutoWorkers}
+	it1, err := jobtest.Dial(t, c, 0).Distribute(context.Background(), spec(), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it1.Close()
+	if _, err := jobtest.Dial(t, c, 2).Distribute(context.Background(), spec(), client.JobOptions{Name: "adopt-workers", Sharding: client.Dynamic, Workers: client.FixedWorkers(1)}); err == nil {
+		t.Error("a second consumer asking for 1 worker joined a job of workers auto")
+	}
+	it2, err := jobtest.Dial(t, c, 1).Distribute(context.Background(), spec(), client.JobOptions{Name: "adopt-workers", Sharding: client.Dynamic})
+	if err != nil {
+		t.Fatalf("a second consumer that set no workers option: %v", err)
+	}
+	defer it2.Close()
+	ds := jobtest.CollectAll(t, []*client.Iterator{it1, it2}, nil, nil)
+	jobtest.CheckExactly(t, jobtest.Merge(ds...), n, 1)
 }

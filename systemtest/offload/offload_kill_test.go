@@ -30,7 +30,7 @@ func TestHelperOffloadClient(t *testing.T) {
 	}
 	ctx := context.Background()
 	fast := transport.FastConfig()
-	cl, err := client.Dial(ctx, addr, client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond, PrefetchBatches: 2})
+	cl, err := client.Dial(ctx, addr, client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond, PrefetchBatches: 2, OffloadColocation: client.OffloadColocationIgnore})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ const killN = 3000
 // localAhead is client's localAhead: up to that many of the local
 // worker's batches wait for their receipts. This package cannot see it;
 // client's TestLocalAheadMirrored fails when the two differ.
-const localAhead = 8
+const localAhead = 32
 
 func killOptions(name, offload string) client.JobOptions {
 	return client.JobOptions{Name: name, Sharding: client.Dynamic, Workers: client.AllWorkers, Offload: offload, LocalCPUs: 1,

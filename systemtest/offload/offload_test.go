@@ -138,7 +138,7 @@ func TestOffloadAuto(t *testing.T) {
 	c := testcluster.Start(t, 2)
 	ctx := context.Background()
 	fast := transport.FastConfig()
-	cl, err := client.Dial(ctx, c.Node(0).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond, OffloadProfiles: "off"})
+	cl, err := client.Dial(ctx, c.Node(0).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond, OffloadProfiles: "off", OffloadColocation: client.OffloadColocationIgnore})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestOffloadShareMoves(t *testing.T) {
 	c := testcluster.Start(t, 3)
 	ctx := context.Background()
 	fast := transport.FastConfig()
-	cl, err := client.Dial(ctx, c.Node(0).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond, OffloadProfiles: "off"})
+	cl, err := client.Dial(ctx, c.Node(0).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond, OffloadProfiles: "off", OffloadColocation: client.OffloadColocationIgnore})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -557,7 +557,7 @@ func dialSlowLink(t *testing.T, c *testcluster.Cluster, profiles string) *client
 		t.Fatal(err)
 	}
 	fast := transport.FastConfig()
-	cl, err := client.Dial(context.Background(), c.Node(0).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond,
+	cl, err := client.Dial(context.Background(), c.Node(0).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond, OffloadColocation: client.OffloadColocationIgnore,
 		PrefetchBatches: 32, OffloadProfiles: profiles, PacketConn: slowlink.New(udp, 1e6, 64<<10)})
 	if err != nil {
 		t.Fatal(err)

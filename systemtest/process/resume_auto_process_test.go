@@ -50,13 +50,13 @@ type readOutput struct {
 	Offload  *client.OffloadStats `json:"offload,omitempty"`
 }
 
-// seedProfileCache writes, under cacheDir as the user cache directory
-// ($XDG_CACHE_HOME), an offload profile of the spec at specPath under
+// seedProfileCache writes to the profiles file path (`read
+// --offload-profiles`) an offload profile of the spec at specPath under
 // which offload auto cuts the pipeline after its first op (the host
-// slow, the link fast, the ops after the cut cheap): what a first run of
-// the pipeline leaves in ~/.cache/feedmesh/offload-profiles.json when it
-// measured that.
-func seedProfileCache(t *testing.T, cacheDir, specPath string) {
+// slow, the link fast, the ops after the cut cheap, the nodes running the
+// whole pipeline bounded by the link): what a first run of the pipeline
+// naming that file leaves in it when it measured that.
+func seedProfileCache(t *testing.T, path, specPath string) {
 	t.Helper()
 	spec, err := pipeline.LoadFile(specPath)
 	if err != nil {
@@ -67,28 +67,27 @@ func seedProfileCache(t *testing.T, cacheDir, specPath string) {
 		t.Fatal(err)
 	}
 	host, _ := os.Hostname()
+	// The first op's elements are small, the second's large (a decode):
+	// the link carries 10⁵ of the first a second, 100 of the second.
 	ops := make([]offload.OpRate, len(spec.Ops))
 	for i := range ops {
-		ops[i] = offload.OpRate{Seconds: 1e-6, Parallelism: 1, Bytes: 100}
+		ops[i] = offload.OpRate{Seconds: 1e-6, Parallelism: 1, Bytes: 1e5}
 	}
+	ops[0].Bytes = 100
 	p := client.OffloadProfile{Ingest: 1e4, Local: 10, Remote: 10, RemoteMeasured: true, Rows: 300, Ops: ops, LinkBytesPerSecond: 1e7}
 	b, err := json.Marshal(map[string]any{fp + "@" + host: map[string]any{"profile": p, "at": time.Now()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(cacheDir, "feedmesh")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "offload-profiles.json"), b, 0o644); err != nil {
+	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // TestReadResumeDefaultsProcess (issue 42): three real node processes and
-// real `feedmesh read` processes with the default options, offload auto
-// finding this host's profile of the pipeline in the user cache
-// directory.
+// real `feedmesh read` processes with the default options but for
+// --offload-profiles, offload auto finding this host's profile of the
+// pipeline in the file it names.
 //
 //   - auto-cut: `read --take --checkpoint` (auto cuts the job), then
 //     `read --resume` within gc_after: the resume adopts the job's cut
@@ -113,13 +112,15 @@ func TestReadResumeDefaultsProcess(t *testing.T) {
 	if err := os.WriteFile(specPath, []byte("source:\n  range: {stop: 3000, split_size: 100}\nops:\n  - cost: {sleep_us: 20}\n  - cost: {sleep_us: 20}\n  - batch: {size: 20}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cache := filepath.Join(dir, "cache")
-	seedProfileCache(t, cache, specPath)
-	env := []string{"XDG_CACHE_HOME=" + cache}
+	profiles := filepath.Join(dir, "profiles.json")
+	seedProfileCache(t, profiles, specPath)
+	// No profile in the user cache directory counts any more: the
+	// profile is the named file's (--offload-profiles).
+	env := []string{"XDG_CACHE_HOME=" + filepath.Join(dir, "cache")}
 	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", nodes[i].port) }
 	read := func(node int, job string, extra ...string) (readOutput, string, int) {
 		t.Helper()
-		args := append([]string{"--addr", addr(node), "--spec", specPath, "--job", job, "--json", "--progress=false"}, extra...)
+		args := append([]string{"--addr", addr(node), "--spec", specPath, "--job", job, "--json", "--progress=false", "--offload-profiles", profiles}, extra...)
 		out, errOut, code := readProcess(t, 90*time.Second, env, args...)
 		var s readOutput
 		if code == 0 {

@@ -22,7 +22,7 @@ func Dial(t testing.TB, c *testcluster.Cluster, i int) *client.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	fast := transport.FastConfig()
-	cl, err := client.Dial(ctx, c.Node(i).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond})
+	cl, err := client.Dial(ctx, c.Node(i).Addr(), client.Options{Transport: &fast, HeartbeatInterval: 100 * time.Millisecond, OffloadColocation: client.OffloadColocationIgnore})
 	if err != nil {
 		t.Fatal(err)
 	}
