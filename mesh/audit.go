@@ -3,6 +3,9 @@ package mesh
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/transport"
@@ -41,4 +44,18 @@ func (n *Node) audit(ctx context.Context, method string, req any, err error) {
 		attrs = append(attrs, "err", err.Error())
 	}
 	n.log.Info("audit", attrs...)
+}
+
+// maxLogString bounds a client-chosen string (a job or consumer name, an
+// error naming one) in a log line.
+const maxLogString = 128
+
+// logString is s as a log line may carry it when a client chose it:
+// quoted (strconv.Quote: no control characters or line breaks), and cut
+// to maxLogString bytes with how many more it had.
+func logString(s string) string {
+	if len(s) <= maxLogString {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s…(+%d bytes)", strconv.Quote(strings.ToValidUTF8(s[:maxLogString], "")), len(s)-maxLogString)
 }

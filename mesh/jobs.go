@@ -85,9 +85,11 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 	_, jobExists := n.raft.JobTenant(name)
 	_, datasetExists := n.raft.Dataset(fp)
 	g := growth{job: !jobExists, workers: job.MaxWorkers(), dataset: !datasetExists, specBytes: len(req.Spec), consumer: !n.raft.HasConsumer(name, req.Consumer)}
-	if err := n.checkQuota(p, name, g); err != nil {
+	release, err := n.reserveQuota(ctx, p, name, g)
+	if err != nil {
 		return api.JobInfo{}, err
 	}
+	defer release() // once its commands are applied, the state machine counts them
 	if !datasetExists {
 		// The leader enumerates the splits (like tf.data service's
 		// dispatcher): it sees the same files as the workers.
@@ -283,9 +285,11 @@ func (n *Node) heartbeat(ctx context.Context, req api.JobRequest) (api.JobInfo, 
 				}
 			}
 			if p := principal(ctx); !p.Privileged() && !n.raft.HasConsumer(req.Job, req.Consumer) {
-				if err := n.checkQuota(p, req.Job, growth{consumer: true}); err != nil {
+				release, err := n.reserveQuota(ctx, p, req.Job, growth{consumer: true})
+				if err != nil {
 					return err // a new consumer, attaching by its heartbeat
 				}
+				defer release()
 			}
 			if _, err := n.raft.Apply(ctx, fsm.NewHeartbeat(req.Job, req.Consumer, m)); err != nil {
 				return err

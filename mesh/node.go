@@ -34,7 +34,8 @@ type Node struct {
 
 	cfg        Config
 	log        *slog.Logger
-	logs       *nodeLogs // rate-limits log's WARN/ERROR lines per cause (logging.go)
+	logs       *nodeLogs   // rate-limits log's WARN/ERROR lines per cause (logging.go)
+	quota      quotaLedger // on the leader: quota reserved by requests in flight (quota.go)
 	name       string
 	addr       string // advertised QUIC address
 	gossipAddr string // advertised gossip address
