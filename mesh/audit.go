@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/feedmesh/feedmesh/api"
@@ -50,12 +49,14 @@ func (n *Node) audit(ctx context.Context, method string, req any, err error) {
 // error naming one) in a log line.
 const maxLogString = 128
 
-// logString is s as a log line may carry it when a client chose it:
-// quoted (strconv.Quote: no control characters or line breaks), and cut
-// to maxLogString bytes with how many more it had.
+// logString is s as a log line may carry it when a client chose it: cut
+// to maxLogString bytes (valid UTF-8), saying how many more it had. The
+// node's slog handler quotes it (text: strconv.Quote when it holds
+// spaces, quotes, control characters or line breaks; JSON: escaped), so
+// a name cannot forge a line or a field.
 func logString(s string) string {
 	if len(s) <= maxLogString {
-		return strconv.Quote(s)
+		return s
 	}
-	return fmt.Sprintf("%s…(+%d bytes)", strconv.Quote(strings.ToValidUTF8(s[:maxLogString], "")), len(s)-maxLogString)
+	return fmt.Sprintf("%s…(+%d bytes)", strings.ToValidUTF8(s[:maxLogString], ""), len(s)-maxLogString)
 }

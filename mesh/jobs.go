@@ -355,7 +355,8 @@ func (n *Node) jobGet(ctx context.Context, req api.JobRequest) (api.JobGetRespon
 	err := n.onLeader(ctx, req.Forwarded, api.MethodJobGet, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
 		func(ctx context.Context) error {
 			var err error
-			resp, err = n.jobGetLocal(req.Job)
+			p := principal(ctx)
+			resp, err = n.jobGetFor(p, req.Job)
 			if !errors.Is(err, transport.ErrNotFound) {
 				return err
 			}
@@ -365,19 +366,19 @@ func (n *Node) jobGet(ctx context.Context, req api.JobRequest) (api.JobGetRespon
 			if err := n.raft.Barrier(ctx); err != nil {
 				return fmt.Errorf("job %q not in this leader's state; catching up with the log before answering: %w", req.Job, err)
 			}
-			if err := n.checkJob(principal(ctx), api.MethodJobGet, req.Job); err != nil {
-				return err // a job the barrier brought in is checked as well
-			}
-			resp, err = n.jobGetLocal(req.Job)
+			resp, err = n.jobGetFor(p, req.Job) // a job the barrier brought in is checked as well
 			return err
 		})
 	return resp, err
 }
 
-// jobGetLocal reads job and its dataset from this node's FSM.
-func (n *Node) jobGetLocal(job string) (api.JobGetResponse, error) {
+// jobGetFor reads job and its dataset from this node's FSM for p: a
+// job p may not see (another tenant's, a share group) is answered
+// exactly as one that does not exist, after the same Barrier (jobGet),
+// so that job.get is no oracle of other tenants' job names.
+func (n *Node) jobGetFor(p api.Principal, job string) (api.JobGetResponse, error) {
 	view, ok := n.raft.Job(job)
-	if !ok || view.Group {
+	if !ok || view.Group || !n.visibleJob(p, job) {
 		return api.JobGetResponse{}, transport.Errorf(transport.ErrNotFound, "job %q not found", job)
 	}
 	d, ok := n.raft.Dataset(view.Fingerprint)

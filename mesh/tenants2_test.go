@@ -3,6 +3,8 @@ package mesh_test
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/transport"
 )
 
 // TestTenantQuotaHoldsUnderConcurrency (security review of issue 37):
@@ -84,5 +87,93 @@ func TestTenantQuotaHoldsUnderConcurrency(t *testing.T) {
 	}
 	if u := c.Node(li).Raft().TenantUsage("nlp"); u.Consumers > 5 {
 		t.Fatalf("consumers after concurrent heartbeats: %d, want at most 5 (--tenant-max-consumers)", u.Consumers)
+	}
+}
+
+// TestShareGroupsAreNoTenants (security review of issue 37): a share
+// group (the hidden job `share~N` whose splits the jobs sharing a dataset
+// lease once) had no owner, so the policy took it for the default
+// tenant's: a default-tenant client's worker.endtask with a forged
+// failure on it was recorded, and job.get told another tenant's client
+// whether a group (or another tenant's job) existed (not_found against
+// permission_denied). Now a client of any tenant is refused every
+// request about a group's name, existing or not, alike, and the group is
+// as it was; job.get of another tenant's job, or of a group, answers
+// exactly as job.get of a name no job has.
+func TestShareGroupsAreNoTenants(t *testing.T) {
+	c, p := mtlsCluster(t, 3)
+	li, _ := c.WaitLeader(t, 20*time.Second)
+	addr := c.Node((li + 1) % 3).Addr()
+	alice := newTenantClient(t, p, "alice", "vision", false)
+	bob := newTenantClient(t, p, "bob", "nlp", false)
+	carol := newTenantClient(t, p, "carol", "", false)
+	ops := newTenantClient(t, p, "ops", "", true)
+
+	spec, err := pipeline.NewSpec(pipeline.FromSynthetic(pipeline.SyntheticSource{Kind: "text", Count: 3000, Seed: 1, SplitSize: 100})).CanonicalEncoding()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info api.JobInfo
+	opts := api.JobOptions{Name: "vision-shared", Sharding: jobspec.Dynamic, Workers: jobspec.AllWorkers, Share: true}
+	if err := alice.call(addr, api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: opts, Consumer: "a0"}, &info); err != nil {
+		t.Fatal(err)
+	}
+	group := info.ShareGroup
+	if group == "" {
+		t.Fatalf("alice's sharing job has no share group: %+v", info)
+	}
+	local := jobspec.LocalWorkerPrefix + "x"
+	for _, who := range []struct {
+		name string
+		c    *tenantClient
+	}{{"carol (the default tenant)", carol}, {"bob (tenant nlp)", bob}, {"alice (the sharing job's tenant)", alice}} {
+		var denied []string
+		for _, g := range []string{group, "share~999999"} {
+			for _, m := range []struct {
+				method string
+				req    any
+			}{
+				{api.MethodEndTask, api.EndTaskRequest{Job: g, Worker: local, Failure: "forged"}},
+				{api.MethodLease, api.LeaseRequest{Job: g, Worker: local, N: 1}},
+				{api.MethodHeartbeat, api.JobRequest{Job: g, Consumer: "x"}},
+				{api.MethodDetach, api.JobRequest{Job: g, Consumer: "x"}},
+			} {
+				err := who.c.call(addr, m.method, m.req, nil)
+				if !errors.Is(err, transport.ErrPermissionDenied) {
+					t.Errorf("%s: %s on %s: %v, want permission_denied", who.name, m.method, g, err)
+					continue
+				}
+				denied = append(denied, strings.ReplaceAll(err.Error(), g, "G"))
+			}
+		}
+		if len(denied) == 8 && !slices.Equal(denied[:4], denied[4:]) {
+			t.Errorf("%s: the answers about an existing group %q differ from a name no group has: %q vs %q", who.name, group, denied[:4], denied[4:])
+		}
+	}
+	v, ok := c.Node(li).Raft().Job(group)
+	if !ok || v.Failure != nil {
+		t.Errorf("after the attacks the share group is there %v, failure %v; want there, no failure", ok, v.Failure)
+	}
+
+	// job.get: another tenant's job, or a group, answers as no job.
+	answer := func(who *tenantClient, job string) string {
+		err := who.call(addr, api.MethodJobGet, api.JobRequest{Job: job}, nil)
+		if !errors.Is(err, transport.ErrNotFound) {
+			t.Errorf("job.get of %q: %v, want not_found", job, err)
+			return ""
+		}
+		return strings.ReplaceAll(err.Error(), job, "J")
+	}
+	none := answer(bob, "no-such-job")
+	for _, c := range []struct {
+		who *tenantClient
+		job string
+	}{{bob, "vision-shared"}, {carol, "vision-shared"}, {bob, group}, {carol, group}, {alice, group}} {
+		if got := answer(c.who, c.job); got != none {
+			t.Errorf("job.get of %q answers %q, a name no job has %q: an oracle", c.job, got, none)
+		}
+	}
+	if err := ops.call(addr, api.MethodJobGet, api.JobRequest{Job: "vision-shared"}, nil); err != nil {
+		t.Errorf("an administrator's job.get of alice's job: %v", err)
 	}
 }
