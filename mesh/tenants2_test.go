@@ -3,6 +3,7 @@ package mesh_test
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -175,5 +176,83 @@ func TestShareGroupsAreNoTenants(t *testing.T) {
 	}
 	if err := ops.call(addr, api.MethodJobGet, api.JobRequest{Job: "vision-shared"}, nil); err != nil {
 		t.Errorf("an administrator's job.get of alice's job: %v", err)
+	}
+}
+
+// TestAuditFloodIsBounded (security review of issue 37): every refused
+// request wrote an audit line with the job name its client chose, without
+// bound (1 MB/s of log from one client). Now a principal's refused
+// requests get a few audit lines a window, the rest counted
+// (Node.AuditSuppressed, the audit_suppressed_total metric) and summed
+// up in one summary line; the names are cut; another principal's refusals
+// are still logged.
+func TestAuditFloodIsBounded(t *testing.T) {
+	logs := make([]*syncBuffer, 3)
+	for i := range logs {
+		logs[i] = &syncBuffer{}
+	}
+	c, p := mtlsClusterWith(t, 3, func(i int, cfg *mesh.Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(logs[i], &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	li, _ := c.WaitLeader(t, 20*time.Second)
+	addr := c.Node((li + 1) % 3).Addr()
+	bob := newTenantClient(t, p, "bob", "nlp", false)
+	alice := newTenantClient(t, p, "alice", "vision", false)
+
+	const n = 300
+	long := strings.Repeat("x", 4096)
+	for i := range n {
+		job := fmt.Sprintf("%s-%d", long, i)
+		method := api.MethodDetach
+		if i%2 == 1 {
+			method = api.MethodJobGet
+		}
+		if err := bob.call(addr, method, api.JobRequest{Job: job, Consumer: "c"}, nil); err == nil {
+			t.Fatalf("bob's %s of a job no one has: no error", method)
+		}
+	}
+	if err := alice.call(addr, api.MethodDetach, api.JobRequest{Job: "alice-none", Consumer: "c"}, nil); err == nil {
+		t.Fatal("alice's detach of a job no one has: no error")
+	}
+	leader := c.Node(li)
+	leader.FlushAudit()
+	var bobLines, aliceLines, bytes int
+	summarized := -1
+	for _, l := range strings.Split(logs[li].String(), "\n") {
+		if !strings.Contains(l, "msg=audit") {
+			continue
+		}
+		bytes += len(l)
+		switch {
+		case strings.Contains(l, "principal=spiffe://prod/client/bob"):
+			bobLines++
+		case strings.Contains(l, "principal=spiffe://prod/client/alice"):
+			aliceLines++
+		}
+		if len(l) > 2048 {
+			t.Errorf("an audit line of %d bytes: %.200s…", len(l), l)
+		}
+	}
+	for _, l := range strings.Split(logs[li].String(), "\n") {
+		if strings.Contains(l, `msg="audit: refused requests left out"`) && strings.Contains(l, "client/bob") {
+			i := strings.Index(l, "suppressed=")
+			if _, err := fmt.Sscanf(l[i:], "suppressed=%d", &summarized); err != nil {
+				t.Fatalf("summary line %q: %v", l, err)
+			}
+		}
+	}
+	left := leader.AuditSuppressed()
+	t.Logf("%d refused requests of bob: %d audit lines (%d bytes of audit in all), %d left out, summary says %d", n, bobLines, bytes, left, summarized)
+	if bobLines < 1 || bobLines > 40 {
+		t.Errorf("bob's %d refused requests wrote %d audit lines, want 1 to 40 (rate-limited per principal)", n, bobLines)
+	}
+	if int(left)+bobLines != n {
+		t.Errorf("%d audit lines and %d left out, want %d in all", bobLines, left, n)
+	}
+	if summarized != int(left) {
+		t.Errorf("the summary line counts %d left out, want %d", summarized, left)
+	}
+	if aliceLines != 1 {
+		t.Errorf("alice's refused request while bob floods: %d audit lines, want 1", aliceLines)
 	}
 }
