@@ -157,6 +157,10 @@ func (n *Node) shareStatsOf(ctx context.Context, req api.ShareStatsRequest) (any
 	}
 	st := n.ShareStats(req.Job)
 	if !p.Privileged() {
+		// The node-wide figures count every tenant's traffic: the
+		// operator's (administrators, /metrics). A tenant gets its jobs'
+		// counters only.
+		st.Produced, st.Bytes, st.Windows = 0, 0, 0
 		kept := st.Jobs[:0:0]
 		for _, j := range st.Jobs {
 			if n.visibleJob(p, j.Job) {

@@ -256,3 +256,46 @@ func TestAuditFloodIsBounded(t *testing.T) {
 		t.Errorf("alice's refused request while bob floods: %d audit lines, want 1", aliceLines)
 	}
 }
+
+// TestShareStatsTotalsAreTheOperators (security review of issue 37):
+// worker.sharestats without a job name answered another tenant's client
+// the node-wide sharing figures (batches produced, window bytes,
+// windows), every tenant's traffic. Now a tenant gets its jobs' counters
+// only (the totals 0); an administrator gets all.
+func TestShareStatsTotalsAreTheOperators(t *testing.T) {
+	c, p := mtlsCluster(t, 3)
+	li, _ := c.WaitLeader(t, 20*time.Second)
+	addr := c.Node((li + 1) % 3).Addr()
+	alice := newTenantClient(t, p, "alice", "vision", false)
+	bob := newTenantClient(t, p, "bob", "nlp", false)
+	ops := newTenantClient(t, p, "ops", "", true)
+	spec, err := pipeline.NewSpec(pipeline.FromSynthetic(pipeline.SyntheticSource{Kind: "text", Count: 3000, Seed: 1, SplitSize: 100})).CanonicalEncoding()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info api.JobInfo
+	opts := api.JobOptions{Name: "vision-shared", Sharding: jobspec.Dynamic, Workers: jobspec.AllWorkers, Share: true}
+	if err := alice.call(addr, api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: opts, Consumer: "reader"}, &info); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.firstBatch(addr, "vision-shared", info.ID); err != nil {
+		t.Fatalf("alice reads a batch of her sharing job: %v", err)
+	}
+	var all api.WorkerShareStats
+	c.WaitFor(t, 20*time.Second, "the node counts alice's shared production", func() bool {
+		all = api.WorkerShareStats{}
+		return ops.call(addr, api.MethodShareStats, api.ShareStatsRequest{}, &all) == nil && all.Produced > 0 && all.Windows > 0
+	})
+	var st api.WorkerShareStats
+	if err := bob.call(addr, api.MethodShareStats, api.ShareStatsRequest{}, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Produced != 0 || st.Bytes != 0 || st.Windows != 0 || len(st.Jobs) != 0 {
+		t.Errorf("bob's sharing counters of the node: produced %d, window bytes %d, windows %d, jobs %v; want none of alice's traffic (the administrator's: produced %d, windows %d)",
+			st.Produced, st.Bytes, st.Windows, st.Jobs, all.Produced, all.Windows)
+	}
+	var mine api.WorkerShareStats
+	if err := alice.call(addr, api.MethodShareStats, api.ShareStatsRequest{}, &mine); err != nil || len(mine.Jobs) != 1 || mine.Jobs[0].Job != "vision-shared" {
+		t.Errorf("alice's sharing counters of the node: %+v %v, want her job's", mine, err)
+	}
+}
