@@ -42,7 +42,9 @@ type growth struct {
 // first; an entry of a former leader that this leader's log does not
 // hold never commits. A deposed leader still taking requests cannot
 // commit what it proposes (its term is over), and its reservations die
-// with its requests.
+// with its requests. A request that stopped waiting for its commands
+// (its context done) may leave one to be applied after its release: the
+// next check then runs a Barrier first, as after a change of leader.
 type quotaLedger struct {
 	mu      sync.Mutex
 	term    uint64 // the term whose Barrier this leader has applied
@@ -124,6 +126,12 @@ func (n *Node) reserveQuota(ctx context.Context, p api.Principal, job string, g 
 			q.all.add(g, -1)
 			if *r == (reserved{}) {
 				delete(q.pending, p.Tenant)
+			}
+			if ctx.Err() != nil {
+				// The request stopped waiting (deadline, client gone):
+				// a command it proposed may still be applied. The next
+				// check waits for it (a Barrier) before counting.
+				q.term = 0
 			}
 		})
 	}, nil
