@@ -17,7 +17,9 @@ type WorkerShareStats struct {
 	// (WorkerConfig.ShareWindowBytes).
 	WindowLimit int64 `cbor:"2,keyasint" json:"window_limit_bytes"`
 	// Produced counts the batches its shared productions computed, since
-	// the node started.
+	// the node started. Produced, Bytes and Windows are node-wide, every
+	// tenant's: a worker answers them to administrators and nodes only
+	// (0 to a tenant's client, which gets its jobs' counters in Jobs).
 	Produced int64 `cbor:"3,keyasint" json:"produced"`
 	// Bytes is what its windows retain now; Windows is how many exist
 	// (one per dataset being shared, released with its last job).

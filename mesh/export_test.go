@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"time"
 
 	"github.com/feedmesh/feedmesh/api"
 )
@@ -29,3 +30,7 @@ func (n *Node) HoldProbes() func() {
 func (n *Node) Detach(ctx context.Context, job, consumer string) error {
 	return n.detach(ctx, api.JobRequest{Job: job, Consumer: consumer})
 }
+
+// FlushAudit writes every pending summary of left-out audit lines, as
+// Close does.
+func (n *Node) FlushAudit() { n.flushAudit(time.Now(), true) }

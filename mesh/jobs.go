@@ -85,9 +85,11 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 	_, jobExists := n.raft.JobTenant(name)
 	_, datasetExists := n.raft.Dataset(fp)
 	g := growth{job: !jobExists, workers: job.MaxWorkers(), dataset: !datasetExists, specBytes: len(req.Spec), consumer: !n.raft.HasConsumer(name, req.Consumer)}
-	if err := n.checkQuota(p, name, g); err != nil {
+	release, err := n.reserveQuota(ctx, p, name, g)
+	if err != nil {
 		return api.JobInfo{}, err
 	}
+	defer release() // once its commands are applied, the state machine counts them
 	if !datasetExists {
 		// The leader enumerates the splits (like tf.data service's
 		// dispatcher): it sees the same files as the workers.
@@ -283,9 +285,11 @@ func (n *Node) heartbeat(ctx context.Context, req api.JobRequest) (api.JobInfo, 
 				}
 			}
 			if p := principal(ctx); !p.Privileged() && !n.raft.HasConsumer(req.Job, req.Consumer) {
-				if err := n.checkQuota(p, req.Job, growth{consumer: true}); err != nil {
+				release, err := n.reserveQuota(ctx, p, req.Job, growth{consumer: true})
+				if err != nil {
 					return err // a new consumer, attaching by its heartbeat
 				}
+				defer release()
 			}
 			if _, err := n.raft.Apply(ctx, fsm.NewHeartbeat(req.Job, req.Consumer, m)); err != nil {
 				return err
@@ -351,7 +355,8 @@ func (n *Node) jobGet(ctx context.Context, req api.JobRequest) (api.JobGetRespon
 	err := n.onLeader(ctx, req.Forwarded, api.MethodJobGet, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, &resp,
 		func(ctx context.Context) error {
 			var err error
-			resp, err = n.jobGetLocal(req.Job)
+			p := principal(ctx)
+			resp, err = n.jobGetFor(p, req.Job)
 			if !errors.Is(err, transport.ErrNotFound) {
 				return err
 			}
@@ -361,19 +366,19 @@ func (n *Node) jobGet(ctx context.Context, req api.JobRequest) (api.JobGetRespon
 			if err := n.raft.Barrier(ctx); err != nil {
 				return fmt.Errorf("job %q not in this leader's state; catching up with the log before answering: %w", req.Job, err)
 			}
-			if err := n.checkJob(principal(ctx), api.MethodJobGet, req.Job); err != nil {
-				return err // a job the barrier brought in is checked as well
-			}
-			resp, err = n.jobGetLocal(req.Job)
+			resp, err = n.jobGetFor(p, req.Job) // a job the barrier brought in is checked as well
 			return err
 		})
 	return resp, err
 }
 
-// jobGetLocal reads job and its dataset from this node's FSM.
-func (n *Node) jobGetLocal(job string) (api.JobGetResponse, error) {
+// jobGetFor reads job and its dataset from this node's FSM for p: a
+// job p may not see (another tenant's, a share group) is answered
+// exactly as one that does not exist, after the same Barrier (jobGet),
+// so that job.get is no oracle of other tenants' job names.
+func (n *Node) jobGetFor(p api.Principal, job string) (api.JobGetResponse, error) {
 	view, ok := n.raft.Job(job)
-	if !ok || view.Group {
+	if !ok || view.Group || !n.visibleJob(p, job) {
 		return api.JobGetResponse{}, transport.Errorf(transport.ErrNotFound, "job %q not found", job)
 	}
 	d, ok := n.raft.Dataset(view.Fingerprint)

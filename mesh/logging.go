@@ -241,6 +241,7 @@ func (n *Node) logSummaryLoop() {
 			return
 		case now := <-t.C:
 			n.logs.flush(now, false)
+			n.flushAudit(now, false)
 		}
 	}
 }

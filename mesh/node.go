@@ -34,7 +34,9 @@ type Node struct {
 
 	cfg        Config
 	log        *slog.Logger
-	logs       *nodeLogs // rate-limits log's WARN/ERROR lines per cause (logging.go)
+	logs       *nodeLogs   // rate-limits log's WARN/ERROR lines per cause (logging.go)
+	quota      quotaLedger // on the leader: quota reserved by requests in flight (quota.go)
+	auditLim   *auditLimit // refused requests' audit lines, per principal (audit.go)
 	name       string
 	addr       string // advertised QUIC address
 	gossipAddr string // advertised gossip address
@@ -116,6 +118,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, name: id.name, mtls: mtls, resetKey: id.resetKey, incarnation: uint64(time.Now().UnixNano()), probes: make(chan struct{}, maxProbes)}
 	log, n.logs = newNodeLogs(log, n.leaving.Load)
+	n.auditLim = newAuditLimit()
 	n.log = log.With("node", id.name)
 	// Before Raft opens: its stream layer asks the member table who may
 	// speak Raft (raftpeers.go).
@@ -378,6 +381,7 @@ func (n *Node) shutdown(graceful bool) error {
 		n.pc.Close()
 	}
 	n.logs.flush(time.Now(), true) // the counts of lines left out since the last summary
+	n.flushAudit(time.Now(), true)
 	n.log.Info("node stopped", "graceful", graceful)
 	return errors.Join(errs...)
 }

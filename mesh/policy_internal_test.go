@@ -33,21 +33,27 @@ func TestPolicyTable(t *testing.T) {
 	for _, c := range []struct {
 		who    string
 		p      api.Principal
+		job    string
 		tenant string
 		exists bool
 		may    bool
 	}{
-		{"alice, her tenant's job", alice, "vision", true, true},
-		{"alice, another tenant's job", alice, "nlp", true, false},
-		{"alice, a default tenant's (or legacy) job", alice, "", true, false},
-		{"alice, a name no job has", alice, "", false, true},
-		{"carol (default tenant), a legacy job", carol, "", true, true},
-		{"carol, a tenant's job", carol, "vision", true, false},
-		{"an administrator, any job", ops, "vision", true, true},
-		{"a node, any job", node, "nlp", true, true},
-		{"dev mode's anonymous principal, any job", anonymous, "vision", true, true},
+		{"alice, her tenant's job", alice, "j", "vision", true, true},
+		{"alice, another tenant's job", alice, "j", "nlp", true, false},
+		{"alice, a default tenant's (or legacy) job", alice, "j", "", true, false},
+		{"alice, a name no job has", alice, "j", "", false, true},
+		{"carol (default tenant), a legacy job", carol, "j", "", true, true},
+		{"carol, a tenant's job", carol, "j", "vision", true, false},
+		{"an administrator, any job", ops, "j", "vision", true, true},
+		{"a node, any job", node, "j", "nlp", true, true},
+		{"dev mode's anonymous principal, any job", anonymous, "j", "vision", true, true},
+		{"alice, a share group", alice, "share~364", "", true, false},
+		{"carol (default tenant), a share group (owner-less)", carol, "share~364", "", true, false},
+		{"carol, a share group's name no group has", carol, "share~9", "", false, false},
+		{"an administrator, a share group", ops, "share~364", "", true, true},
+		{"a node, a share group", node, "share~364", "", true, true},
 	} {
-		if got := mayActOnJob(c.p, c.tenant, c.exists); got != c.may {
+		if got := mayActOnJob(c.p, c.job, c.tenant, c.exists); got != c.may {
 			t.Errorf("%s: may act %v, want %v", c.who, got, c.may)
 		}
 	}

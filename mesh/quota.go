@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
@@ -24,26 +25,116 @@ type growth struct {
 	consumer bool
 }
 
-// checkQuota refuses p what g adds past its tenant's limits
+// quotaLedger holds, on the leader, what the requests it has let past
+// their quota check and not yet seen applied will add (issue 37: the
+// check read the state machine's usage and proposed later, so 60
+// concurrent distributes of one tenant at --tenant-max-jobs 3 all
+// passed). reserveQuota checks usage plus these reservations and adds
+// its own under one lock; the request releases it once its commands are
+// applied (or refused), when the state machine's usage counts them. In
+// between a request is counted twice, so a request racing another's
+// release may be refused at the boundary: conservative, never over.
+//
+// Sound across leader changes: a leader checks against its applied
+// state only after a Barrier of its term (the term is recorded when the
+// Barrier returns), so every entry a former leader committed, or that
+// this leader's log holds from it and commits, is applied and counted
+// first; an entry of a former leader that this leader's log does not
+// hold never commits. A deposed leader still taking requests cannot
+// commit what it proposes (its term is over), and its reservations die
+// with its requests. A request that stopped waiting for its commands
+// (its context done) may leave one to be applied after its release: the
+// next check then runs a Barrier first, as after a change of leader.
+type quotaLedger struct {
+	mu      sync.Mutex
+	term    uint64 // the term whose Barrier this leader has applied
+	pending map[string]*reserved
+	all     reserved // every tenant's, for the administrators' reserve
+}
+
+// reserved is what requests in flight will add to a tenant's usage.
+type reserved struct {
+	jobs, datasets, consumers int
+	specBytes                 int64
+}
+
+func (r *reserved) add(g growth, sign int) {
+	if g.job {
+		r.jobs += sign
+	}
+	if g.dataset {
+		r.datasets += sign
+		r.specBytes += int64(sign * g.specBytes)
+	}
+	if g.consumer {
+		r.consumers += sign
+	}
+}
+
+// reserveQuota refuses p what g adds past its tenant's limits
 // (Config.Tenants) or into the slots kept for administrators
-// (overQuota decides). Concurrent requests of one tenant may pass the
-// check together and overshoot by as many: the state machine's limits
-// still hold.
-func (n *Node) checkQuota(p api.Principal, job string, g growth) error {
+// (overQuota decides), counting what requests in flight have reserved
+// (quotaLedger); if it does not refuse, it reserves g until the caller
+// calls release, which it must once the commands that add g are applied
+// or refused.
+func (n *Node) reserveQuota(ctx context.Context, p api.Principal, job string, g growth) (release func(), err error) {
 	if p.Privileged() || (!g.job && !g.dataset && !g.consumer) {
-		return nil
+		return func() {}, nil
+	}
+	q := &n.quota
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if term := n.raft.Term(); term != q.term {
+		if err := n.raft.Barrier(ctx); err != nil {
+			return nil, err
+		}
+		q.term = term
 	}
 	u := n.raft.TenantUsage(p.Tenant)
-	why := overQuota(n.cfg.Tenants, p, u, g)
-	if why == "" {
-		return nil
+	if r := q.pending[p.Tenant]; r != nil {
+		u.Jobs += r.jobs
+		u.Datasets += r.datasets
+		u.Consumers += r.consumers
+		u.SpecBytes += r.specBytes
 	}
-	tenant := p.Tenant
-	if tenant == "" {
-		tenant = "(default)"
+	u.AllJobs += q.all.jobs
+	u.AllDatasets += q.all.datasets
+	if why := overQuota(n.cfg.Tenants, p, u, g); why != "" {
+		tenant := p.Tenant
+		if tenant == "" {
+			tenant = "(default)"
+		}
+		n.log.Warn("request refused: quota", "principal", p.Name, "tenant", p.Tenant, "job", logString(job), "jobs", u.Jobs, "datasets", u.Datasets, "consumers", u.Consumers, "spec_bytes", u.SpecBytes)
+		return nil, transport.Errorf(api.ErrQuota, "job %q: tenant %s: %s", job, tenant, why)
 	}
-	n.log.Warn("request refused: quota", "principal", p.Name, "tenant", p.Tenant, "job", job, "jobs", u.Jobs, "datasets", u.Datasets, "consumers", u.Consumers, "spec_bytes", u.SpecBytes)
-	return transport.Errorf(api.ErrQuota, "job %q: tenant %s: %s", job, tenant, why)
+	if q.pending == nil {
+		q.pending = make(map[string]*reserved)
+	}
+	r := q.pending[p.Tenant]
+	if r == nil {
+		r = &reserved{}
+		q.pending[p.Tenant] = r
+	}
+	r.add(g, 1)
+	q.all.add(g, 1)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			r.add(g, -1)
+			q.all.add(g, -1)
+			if *r == (reserved{}) {
+				delete(q.pending, p.Tenant)
+			}
+			if ctx.Err() != nil {
+				// The request stopped waiting (deadline, client gone):
+				// a command it proposed may still be applied. The next
+				// check waits for it (a Barrier) before counting.
+				q.term = 0
+			}
+		})
+	}, nil
 }
 
 // overQuota says why g would take p's tenant (holding u) past a limit

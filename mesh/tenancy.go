@@ -25,9 +25,11 @@ import (
 // both have it.
 
 // checkRequest checks req (made by ctx's principal) on the leader.
+// job.get checks its own (jobGet): another tenant's job is answered as a
+// job that does not exist.
 func (n *Node) checkRequest(ctx context.Context, method string, req any) error {
 	p := principal(ctx)
-	if p.Privileged() {
+	if p.Privileged() || method == api.MethodJobGet {
 		return nil
 	}
 	j, ok := req.(api.JobNamed)
@@ -38,30 +40,48 @@ func (n *Node) checkRequest(ctx context.Context, method string, req any) error {
 }
 
 // checkJob refuses p acting on job unless it is p's tenant's (or there
-// is no such job).
+// is no such job), or on a share group.
 func (n *Node) checkJob(p api.Principal, method, job string) error {
 	if p.Privileged() {
 		return nil
 	}
-	if t, ok := n.raft.JobTenant(job); !mayActOnJob(p, t, ok) {
+	if fsm.IsShareGroupName(job) {
+		return n.denyGroup(method, p, job)
+	}
+	if t, ok := n.raft.JobTenant(job); !mayActOnJob(p, job, t, ok) {
 		return n.denyJob(method, p, job)
 	}
 	return nil
 }
 
-// mayActOnJob is the policy of a request about a job of tenant (exists:
-// whether there is such a job): the privileged act on any job; others on
-// their tenant's, and on a name no job has (creating it makes it theirs).
-// Pure: the policy's table test drives it.
-func mayActOnJob(p api.Principal, tenant string, exists bool) bool {
+// mayActOnJob is the policy of a request about the job named job, of
+// tenant (exists: whether there is such a job): the privileged act on
+// any job; others on their tenant's, and on a name no job has (creating
+// it makes it theirs), never on a share group's name (a share group is
+// the cluster's: its workers are nodes, whatever the tenants of the jobs
+// that share it). Pure: the policy's table test drives it.
+func mayActOnJob(p api.Principal, job, tenant string, exists bool) bool {
+	if p.Privileged() {
+		return true
+	}
+	if fsm.IsShareGroupName(job) {
+		return false
+	}
 	return !exists || p.MayActOn(tenant)
 }
 
 // denyJob logs and answers a request refused because the job is another
 // tenant's.
 func (n *Node) denyJob(method string, p api.Principal, job string) error {
-	n.log.Warn("request refused: permission denied", "method", method, "principal", p.Name, "tenant", p.Tenant, "job", job, "why", "another tenant's job")
+	n.log.Warn("request refused: permission denied", "method", method, "principal", p.Name, "tenant", p.Tenant, "job", logString(job), "why", "another tenant's job")
 	return transport.Errorf(transport.ErrPermissionDenied, "%s: job %q is another tenant's: choose another job name", method, job)
+}
+
+// denyGroup answers a client's request about a share group's name,
+// whether or not the group exists (no oracle of groups).
+func (n *Node) denyGroup(method string, p api.Principal, job string) error {
+	n.log.Warn("request refused: permission denied", "method", method, "principal", p.Name, "tenant", p.Tenant, "job", logString(job), "why", "a share group's name")
+	return transport.Errorf(transport.ErrPermissionDenied, "%s: job %q: names starting %q are the cluster's share groups, for nodes and administrators only", method, job, "share~")
 }
 
 // adminOnly is a method for the privileged only (administrators, nodes):
@@ -123,6 +143,9 @@ func (n *Node) visibleJob(p api.Principal, job string) bool {
 	if p.Privileged() {
 		return true
 	}
+	if fsm.IsShareGroupName(job) {
+		return false // the cluster's, no tenant's
+	}
 	t, ok := n.raft.JobTenant(job)
 	return ok && t == p.Tenant
 }
@@ -134,6 +157,10 @@ func (n *Node) shareStatsOf(ctx context.Context, req api.ShareStatsRequest) (any
 	}
 	st := n.ShareStats(req.Job)
 	if !p.Privileged() {
+		// The node-wide figures count every tenant's traffic: the
+		// operator's (administrators, /metrics). A tenant gets its jobs'
+		// counters only.
+		st.Produced, st.Bytes, st.Windows = 0, 0, 0
 		kept := st.Jobs[:0:0]
 		for _, j := range st.Jobs {
 			if n.visibleJob(p, j.Job) {

@@ -115,7 +115,6 @@ func TestTenantCannotTouchAnotherTenantsJob(t *testing.T) {
 		method string
 		req    any
 	}{
-		{"read the spec", api.MethodJobGet, api.JobRequest{Job: job}},
 		{"attach a consumer", api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: opts, Consumer: "b0"}},
 		{"attach by heartbeat", api.MethodHeartbeat, api.JobRequest{Job: job, Consumer: "b0"}},
 		{"renew the victim's consumer", api.MethodHeartbeat, api.JobRequest{Job: job, Consumer: "a0"}},
@@ -136,6 +135,13 @@ func TestTenantCannotTouchAnotherTenantsJob(t *testing.T) {
 					t.Errorf("%s tried to %s of alice's job (%s) through %s: %v, want permission_denied", who.name, a.what, a.method, addr, err)
 				}
 			}
+		}
+	}
+	// Reading the spec: answered as a job that does not exist
+	// (TestJobGetIsNoOracle).
+	for _, addr := range []string{follower, leaderAddr} {
+		if err := bob.call(addr, api.MethodJobGet, api.JobRequest{Job: job}, nil); !errors.Is(err, transport.ErrNotFound) {
+			t.Errorf("bob reads the spec of alice's job through %s: %v, want not_found", addr, err)
 		}
 	}
 	// The data plane: a stream of alice's job from any worker.
@@ -333,13 +339,13 @@ func TestTenantSeesItsOwnJobs(t *testing.T) {
 		t.Errorf("bob asks a worker for alice's job's sharing counters: %v, want permission_denied", err)
 	}
 	// The audit log, on the leader.
-	if err := bob.call(addr, api.MethodJobGet, api.JobRequest{Job: "vision-a"}, nil); !errors.Is(err, transport.ErrPermissionDenied) {
-		t.Fatalf("bob reads alice's spec: %v", err)
+	if err := bob.call(addr, api.MethodDetach, api.JobRequest{Job: "vision-a", Consumer: "a0"}, nil); !errors.Is(err, transport.ErrPermissionDenied) {
+		t.Fatalf("bob detaches alice's consumer: %v", err)
 	}
 	lines := strings.Split(logs[li].String(), "\n")
 	for _, want := range [][]string{
 		{"msg=audit", "method=job.distribute", "principal=spiffe://prod/client/alice", "tenant=vision", "job=vision-a", "outcome=ok"},
-		{"msg=audit", "method=job.get", "principal=spiffe://prod/client/bob", "tenant=nlp", "job=vision-a", "outcome=denied"},
+		{"msg=audit", "method=job.detach", "principal=spiffe://prod/client/bob", "tenant=nlp", "job=vision-a", "outcome=denied"},
 		{"msg=audit", "method=jobs.list", "principal=spiffe://prod/client/ops", "admin=true", "outcome=ok"},
 	} {
 		if !slices.ContainsFunc(lines, func(l string) bool {
@@ -528,8 +534,8 @@ func TestTokens(t *testing.T) {
 	if err := alice.call(follower, api.MethodJobGet, api.JobRequest{Job: "ci-job"}, nil); err != nil {
 		t.Errorf("alice, of the token's tenant, reads the job: %v", err)
 	}
-	if err := carol.call(follower, api.MethodJobGet, api.JobRequest{Job: "ci-job"}, nil); !errors.Is(err, transport.ErrPermissionDenied) {
-		t.Errorf("the certificate without the token reads the job: %v, want permission_denied", err)
+	if err := carol.call(follower, api.MethodJobGet, api.JobRequest{Job: "ci-job"}, nil); !errors.Is(err, transport.ErrNotFound) {
+		t.Errorf("the certificate without the token reads the job: %v, want not_found (as a job that does not exist)", err)
 	}
 	if err := ci.firstBatch(follower, "ci-job", info.ID); err != nil {
 		t.Errorf("the token's holder reads a batch: %v", err)

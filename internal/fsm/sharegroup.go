@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/internal/splits"
@@ -118,3 +119,7 @@ func (s *State) groupReferenced(g string) bool {
 	}
 	return false
 }
+
+// IsShareGroupName reports whether name is a share group's (the prefix
+// job names may not take): the cluster's, no tenant's.
+func IsShareGroupName(name string) bool { return strings.HasPrefix(name, shareGroupPrefix) }

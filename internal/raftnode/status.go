@@ -69,3 +69,6 @@ func (n *Node) Leader() (id, addr string) {
 // older one, so a slow reader sees the latest state, not every flap. It is
 // never closed; stop reading when the node is closed.
 func (n *Node) LeaderCh() <-chan bool { return n.raft.LeaderCh() }
+
+// Term is the current Raft term as this node knows it.
+func (n *Node) Term() uint64 { return n.raft.CurrentTerm() }

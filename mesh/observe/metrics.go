@@ -64,6 +64,7 @@ var (
 	dGossipSBytes  = desc("gossip_stream_bytes_total", "Bytes over those streams, both directions.")
 	dRPCRequests   = desc("rpc_requests_total", "Control requests this node served, by method (on the leader, the ones other nodes forwarded too: the control plane's fan-in).", "method")
 	dLogLines      = desc("log_lines_total", "WARN and ERROR log lines by level and component, written or left out by the rate limiter.", "level", "component")
+	dAuditLeftOut  = desc("audit_suppressed_total", "Audit lines of refused requests left out by the per-principal rate limit (counted in the summary lines).")
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
@@ -71,7 +72,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		dRaftLastLog, dRaftLag, dRaftVoters, dRaftCommands, dRaftApply, dJobs, dJobConsumers, dJobWorkers, dJobWanted, dNodesWanted, dWorkerNodes, dJobEpoch,
 		dJobSplits, dJobLeased, dJobFinished, dJobLost, dTaskBatches, dTaskBytes, dTaskQueued, dOpElements, dOpBytes,
 		dOpBusy, dOpStall, dOpWait, dOpParallelism, dOpBounding, dWorkBatches, dWorkRows, dWorkShared, dShareBytes,
-		dShareWindows, dShareLimit, dRecvWindow, dGossipPackets, dGossipPBytes, dGossipStreams, dGossipSBytes, dRPCRequests, dLogLines} {
+		dShareWindows, dShareLimit, dRecvWindow, dGossipPackets, dGossipPBytes, dGossipStreams, dGossipSBytes, dRPCRequests, dLogLines, dAuditLeftOut} {
 		ch <- d
 	}
 }
@@ -181,4 +182,5 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for k, v := range n.LogCounts() {
 		counter(dLogLines, float64(v), k.Level, k.Component)
 	}
+	counter(dAuditLeftOut, float64(n.AuditSuppressed()))
 }
