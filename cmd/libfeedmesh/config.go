@@ -12,7 +12,6 @@ import (
 
 	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/client"
-	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/transport"
 )
@@ -133,11 +132,7 @@ func clientOptions(addr, text string) (client.Options, time.Duration, error) {
 	// To the caller (fm_logs): Python's logging, logger "feedmesh". At the
 	// default level the one INFO line of each job's offload and workers
 	// decision goes too (cli.WithDecisions), as an INFO record.
-	var h slog.Handler = &callerHandler{level: level}
-	if level == slog.LevelWarn {
-		h = cli.WithDecisions(&callerHandler{level: slog.LevelInfo}, level)
-	}
-	o.Logger = slog.New(h)
+	o.Logger = slog.New(&callerHandler{level: level, decisions: level == slog.LevelWarn})
 	timeout := seconds(d.DialTimeout)
 	if timeout <= 0 {
 		timeout = 10 * time.Second

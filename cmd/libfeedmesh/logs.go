@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/feedmesh/feedmesh/client"
 	"log/slog"
 	"strings"
 	"sync"
@@ -73,15 +74,23 @@ func takeLogs() []logRecord {
 
 // callerHandler is the clients' slog.Handler: records at level or above
 // are kept for fm_logs, as one line: the message, then the attributes as
-// key=value.
+// key=value. With decisions, the client's one INFO line of a job's
+// offload and workers decision (marked client.DecisionKey) is kept too,
+// below level.
 type callerHandler struct {
-	level slog.Leveler
-	attrs string // preformatted " key=value" of WithAttrs
+	level     slog.Leveler
+	decisions bool
+	attrs     string // preformatted " key=value" of WithAttrs
 }
 
-func (h *callerHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level.Level() }
+func (h *callerHandler) Enabled(_ context.Context, l slog.Level) bool {
+	return l >= h.level.Level() || h.decisions && l >= slog.LevelInfo
+}
 
 func (h *callerHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Level < h.level.Level() && !(h.decisions && r.Level >= slog.LevelInfo && isDecision(r)) {
+		return nil
+	}
 	var b strings.Builder
 	b.WriteString(r.Message)
 	b.WriteString(h.attrs)
@@ -99,7 +108,17 @@ func (h *callerHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	for _, a := range as {
 		appendAttr(&b, "", a)
 	}
-	return &callerHandler{level: h.level, attrs: b.String()}
+	return &callerHandler{level: h.level, decisions: h.decisions, attrs: b.String()}
+}
+
+// isDecision reports whether r is the client's decision line.
+func isDecision(r slog.Record) bool {
+	found := false
+	r.Attrs(func(a slog.Attr) bool {
+		found = a.Key == client.DecisionKey
+		return !found
+	})
+	return found
 }
 
 // WithGroup: the clients use no groups; a group's attributes are written
