@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"time"
 
 	"github.com/feedmesh/feedmesh/internal/autocache"
@@ -463,44 +462,6 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// dataAccess is the node's data-access policy (docs/operating/security.md,
-// "Data access"): its data roots, allowed hosts and named stores, with its
-// own secrets out of every root. The data dir must exist.
-func (c *Config) dataAccess(log *slog.Logger) (*objstore.Access, error) {
-	ac := objstore.AccessConfig{Roots: c.DataRoots, AllowHosts: c.AllowHosts, Stores: c.ObjectStores, Log: log}
-	for _, p := range []objstore.Protected{
-		{Path: c.DataDir, What: "the node's data dir"},
-		{Path: c.TLSKey, What: "the node's TLS key"},
-		{Path: c.TLSCert, What: "the node's TLS certificate"},
-		{Path: c.TLSCA, What: "the cluster's CA certificate"},
-		{Path: c.GossipKeyFile, What: "the gossip key"},
-	} {
-		if p.Path != "" {
-			ac.Protected = append(ac.Protected, p)
-		}
-	}
-	for _, s := range c.ObjectStores {
-		for _, f := range s.CredentialsFiles() {
-			ac.Protected = append(ac.Protected, objstore.Protected{Path: f, What: "object store " + s.Name + "'s credentials"})
-		}
-	}
-	if _, exposed := c.exposed(); len(c.DataRoots) == 0 && !exposed && c.TLSCA == "" {
-		// Loopback dev mode: what the developer runs the node beside. A
-		// node given mutual TLS is not in dev mode, on loopback too: its
-		// operator says what it reads.
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, fmt.Errorf("default data root (the current directory): %w", err)
-		}
-		ac.ImplicitRoot = wd
-	}
-	a, err := objstore.NewAccess(ac)
-	if err != nil {
-		return nil, fmt.Errorf("data access (--data-root, --allow-host, --object-store): %w", err)
-	}
-	return a, nil
 }
 
 func (c *Config) advertiseIP() string {
