@@ -425,6 +425,24 @@ func (c *Config) Validate() error {
 			bad(name, "must be > 0")
 		}
 	}
+	c.validateBounds(bad)
+	if c.Gossip.SuspicionMult < 1 {
+		bad("Gossip.SuspicionMult", "must be >= 1")
+	}
+	if err := c.Transport.Validate(); err != nil {
+		bad("Transport", "%v", err)
+	}
+	for i, r := range c.DataRoots {
+		if r == "" {
+			bad(fmt.Sprintf("DataRoots[%d]", i), "empty")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validateBounds is Validate's part for the worker's, the autocache's and
+// the tenants' bounds.
+func (c *Config) validateBounds(bad func(field, format string, args ...any)) {
 	if c.Worker.TaskBuffer < 1 || c.Worker.LeaseSplits < 1 || c.Worker.LeaseDuration <= 0 || c.Worker.OrphanPollInterval <= 0 || c.Worker.MaxWindow < 1 || c.Worker.SendCoalesce < 1 || c.Worker.JobPollInterval <= 0 {
 		bad("Worker", "TaskBuffer, LeaseSplits, LeaseDuration, OrphanPollInterval, MaxWindow, SendCoalesce and JobPollInterval must be > 0")
 	}
@@ -450,18 +468,6 @@ func (c *Config) Validate() error {
 		tc.AdminReserve >= fsm.MaxJobs || tc.AdminReserve >= fsm.MaxDatasets {
 		bad("Tenants", "MaxJobs, MaxDatasets, MaxStateBytes and MaxConsumers must be > 0, MaxJobNodes and DatasetGCAfter >= 0 (0: no bound, keep), AdminReserve 0 to %d", min(fsm.MaxJobs, fsm.MaxDatasets)-1)
 	}
-	if c.Gossip.SuspicionMult < 1 {
-		bad("Gossip.SuspicionMult", "must be >= 1")
-	}
-	if err := c.Transport.Validate(); err != nil {
-		bad("Transport", "%v", err)
-	}
-	for i, r := range c.DataRoots {
-		if r == "" {
-			bad(fmt.Sprintf("DataRoots[%d]", i), "empty")
-		}
-	}
-	return errors.Join(errs...)
 }
 
 func (c *Config) advertiseIP() string {
