@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/feedmesh/feedmesh/pipeline/fn"
 	"github.com/feedmesh/feedmesh/pipeline/formats"
@@ -158,6 +160,13 @@ func records(count int64, size int) *Spec {
 // returns the error it ended with (nil: io.EOF) and the budget.
 func runBudget(t *testing.T, spec *Spec, limit int64) (int, error, *MemoryBudget) {
 	t.Helper()
+	return runBudgetAfter(t, spec, limit, nil)
+}
+
+// runBudgetAfter is runBudget calling before, if not nil, once the
+// pipeline is open and before it is read.
+func runBudgetAfter(t *testing.T, spec *Spec, limit int64, before func(*MemoryBudget)) (int, error, *MemoryBudget) {
+	t.Helper()
 	b := NewMemoryBudget(limit, "--task-memory-budget")
 	ss, err := Splits(spec)
 	if err != nil {
@@ -168,6 +177,9 @@ func runBudget(t *testing.T, spec *Spec, limit int64) (int, error, *MemoryBudget
 		t.Fatal(err)
 	}
 	defer it.Close()
+	if before != nil {
+		before(b)
+	}
 	n := 0
 	for {
 		_, err := it.Next(context.Background())
@@ -181,19 +193,24 @@ func runBudget(t *testing.T, spec *Spec, limit int64) (int, error, *MemoryBudget
 	}
 }
 
+// registerBudgetDoc registers test_budget_doc once (go test -count N).
+var registerBudgetDoc sync.Once
+
 // Each buffering op fails the pipeline once what it holds goes over the
 // budget, naming itself; under a budget that fits, the same spec runs to
 // its end and everything charged is credited back.
 func TestMemoryBudgetOps(t *testing.T) {
-	fn.RegisterMapFactory("test_budget_doc", func(a fn.Args) (fn.MapFn, error) {
-		return func(_ *fn.FnContext, e tensor.Element) (tensor.Element, error) {
-			toks := make([]int32, 1000) // 16 KB of packed row each
-			t, err := tensor.FromInt32s("tokens", nil, toks)
-			if err != nil {
-				return e, err
-			}
-			return tensor.Element{Tensors: []tensor.Tensor{t}}, nil
-		}, nil
+	registerBudgetDoc.Do(func() {
+		fn.RegisterMapFactory("test_budget_doc", func(a fn.Args) (fn.MapFn, error) {
+			return func(_ *fn.FnContext, e tensor.Element) (tensor.Element, error) {
+				toks := make([]int32, 1000) // 16 KB of packed row each
+				t, err := tensor.FromInt32s("tokens", nil, toks)
+				if err != nil {
+					return e, err
+				}
+				return tensor.Element{Tensors: []tensor.Tensor{t}}, nil
+			}, nil
+		})
 	})
 	const kb = 1 << 10
 	cases := []struct {
@@ -203,17 +220,18 @@ func TestMemoryBudgetOps(t *testing.T) {
 		fits   int64 // a budget the spec runs under
 		over   int64 // a budget it goes over
 		yields int   // elements it yields when it fits
+		ahead  bool  // the op fills its buffer on a goroutine of its own, ahead of the reader
 	}{
-		{"shuffle", records(400, 10*kb).Shuffle(100, 1), "ops[0].shuffle", 1200 * kb, 500 * kb, 400},
-		{"batch", records(400, 10*kb).Batch(100, false), "ops[0].batch", 1200 * kb, 500 * kb, 4},
-		{"padded_batch", records(400, 10*kb).PaddedBatch(100, 0), "ops[0].padded_batch", 1200 * kb, 500 * kb, 4},
-		{"prefetch", records(400, 10*kb).Prefetch(100), "ops[0].prefetch", 1200 * kb, 50 * kb, 400},
+		{"shuffle", records(400, 10*kb).Shuffle(100, 1), "ops[0].shuffle", 1200 * kb, 500 * kb, 400, false},
+		{"batch", records(400, 10*kb).Batch(100, false), "ops[0].batch", 1200 * kb, 500 * kb, 4, false},
+		{"padded_batch", records(400, 10*kb).PaddedBatch(100, 0), "ops[0].padded_batch", 1200 * kb, 500 * kb, 4, false},
+		{"prefetch", records(400, 10*kb).Prefetch(100), "ops[0].prefetch", 1200 * kb, 50 * kb, 400, true},
 		{"bucket", NewSpec(FromRange(0, 400, 1)).Then(Op{Map: &MapOp{Fn: "test_budget_doc"}}).
 			BucketBySequenceLength(BucketOp{Tensor: "tokens", Boundaries: []int64{10}, BatchSizes: []int64{100, 100}}),
-			"ops[1].bucket_by_sequence_length", 600 * kb, 300 * kb, 4},
+			"ops[1].bucket_by_sequence_length", 600 * kb, 300 * kb, 4, false},
 		{"pack", NewSpec(FromRange(0, 400, 1)).Then(Op{Map: &MapOp{Fn: "test_budget_doc"}}).
 			Pack(PackOp{Tensor: "tokens", Length: 64000, Strategy: PackConcat}),
-			"ops[1].pack", 1200 * kb, 500 * kb, 7},
+			"ops[1].pack", 1200 * kb, 500 * kb, 7, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -230,7 +248,18 @@ func TestMemoryBudgetOps(t *testing.T) {
 			if b.Peak() == 0 {
 				t.Fatal("nothing was counted")
 			}
-			_, err, _ = runBudget(t, c.spec, c.over)
+			var before func(*MemoryBudget)
+			if c.ahead {
+				// A reader as fast as the op's goroutine (seen under -race)
+				// keeps its buffer under the budget: read only once it has
+				// gone over, or after 10 s (then the check below fails).
+				before = func(b *MemoryBudget) {
+					for deadline := time.Now().Add(10 * time.Second); b.Peak() <= c.over && time.Now().Before(deadline); {
+						runtime.Gosched()
+					}
+				}
+			}
+			_, err, _ = runBudgetAfter(t, c.spec, c.over, before)
 			var be *BudgetError
 			if !errors.As(err, &be) {
 				t.Fatalf("under %d bytes: %v, want a *BudgetError", c.over, err)
