@@ -77,15 +77,25 @@ func queryNode[T any](ctx context.Context, name, synopsis string, args []string,
 	if err := parseWithEnv(fs, args); err != nil {
 		return zero, nil, err
 	}
-	c, err := cf.dial(ctx, client.Options{})
+	var v T
+	err := cf.with(ctx, func(c *client.Client, ctx context.Context) (err error) {
+		v, err = call(c, ctx)
+		return err
+	})
+	return v, cf, err
+}
+
+// with dials the node at --addr and runs call within the --timeout,
+// closing the client after.
+func (f *clientFlags) with(ctx context.Context, call func(*client.Client, context.Context) error) error {
+	c, err := f.dial(ctx, client.Options{})
 	if err != nil {
-		return zero, nil, err
+		return err
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, *cf.timeout)
+	ctx, cancel := context.WithTimeout(ctx, *f.timeout)
 	defer cancel()
-	v, err := call(c, ctx)
-	return v, cf, err
+	return call(c, ctx)
 }
 
 func runMembers(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -61,15 +61,11 @@ func runTokenCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *id == "" {
 		return cli.InputError(errors.New("--id is required"))
 	}
-	c, err := cf.dial(ctx, client.Options{})
-	if err != nil {
+	var tok string
+	if err := cf.with(ctx, func(c *client.Client, ctx context.Context) (err error) {
+		tok, err = c.TokenCreate(ctx, *id, *tenant, *admin)
 		return err
-	}
-	defer c.Close()
-	qctx, cancel := context.WithTimeout(ctx, *cf.timeout)
-	defer cancel()
-	tok, err := c.TokenCreate(qctx, *id, *tenant, *admin)
-	if err != nil {
+	}); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, tok)
@@ -86,14 +82,7 @@ func runTokenRevoke(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *id == "" {
 		return cli.InputError(errors.New("--id is required"))
 	}
-	c, err := cf.dial(ctx, client.Options{})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	qctx, cancel := context.WithTimeout(ctx, *cf.timeout)
-	defer cancel()
-	if err := c.TokenRevoke(qctx, *id); err != nil {
+	if err := cf.with(ctx, func(c *client.Client, ctx context.Context) error { return c.TokenRevoke(ctx, *id) }); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "revoked token %s\n", *id)
