@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
@@ -73,4 +74,48 @@ func TestFiveNodesSurviveTwoVoterDeaths(t *testing.T) {
 	// The dead voters are removed past the grace period; the target
 	// falls back to 3 with 3 live members, and no live voter is shed.
 	c.WaitFor(t, 10*time.Second, "3 voters, the dead ones removed", func() bool { return countVoters(c) == 3 })
+}
+
+// A voter of 3 that died and stays down past the grace is kept in the
+// configuration (removing it would not lower the quorum), so when it
+// restarts it is a voter at once and a second node may then fail: the
+// two up of three keep a leader. Before, the leader removed it, and the
+// restarted node waited to be added back; a failure of the other follower
+// in that window left the leader alone in a 2-voter configuration, with
+// no leader for as long as the second node stayed down (the composition
+// test once saw 25 s).
+func TestRestartedVoterCountsAtOnce(t *testing.T) {
+	var grace time.Duration
+	c := testcluster.Start(t, 3, testcluster.WithConfig(func(_ int, cfg *mesh.Config) { grace = cfg.VoterGrace }))
+	c.WaitFor(t, 10*time.Second, "3 voters", func() bool { return countVoters(c) == 3 })
+	li, leader := c.WaitLeader(t, 10*time.Second)
+	var followers []int
+	for _, i := range c.Running() {
+		if i != li {
+			followers = append(followers, i)
+		}
+	}
+	first, second := followers[0], followers[1]
+	c.Kill(first)
+	// Down well past the grace, as the leader sees it: several voter
+	// rounds in which the old planner removed it.
+	c.WaitFor(t, 30*time.Second, "the killed voter dead past 3 graces in the leader's view", func() bool {
+		for _, m := range leader.Members() {
+			if m.Name == c.Name(first) {
+				return m.Status == api.StatusDead && time.Since(m.Since) > 3*grace
+			}
+		}
+		return false
+	})
+	if n := countVoters(c); n != 3 {
+		t.Fatalf("%d voters after one of 3 died: a dead voter whose removal does not lower the quorum must stay", n)
+	}
+	if err := c.Restart(first); err != nil {
+		t.Fatal(err)
+	}
+	c.Kill(second)
+	c.WaitFor(t, 20*time.Second, "a leader and a committed put with 2 of 3 up", func() bool {
+		_, l := c.Leader()
+		return l != nil && tryPut(l, "after", "two of three")
+	})
 }

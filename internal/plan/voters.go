@@ -107,10 +107,14 @@ func VoterTarget(target int, leaderID string, cfg []ConfigServer, members []Memb
 //     plus at most one replacement for a voter dead past grace. One
 //     replacement per round bounds the transient voter count at target+1,
 //     and the live-voter count never exceeds target.
-//  4. Then RemoveServer for every voter dead past grace (by ID). Removing a
-//     dead voter never lowers fault tolerance (live - quorum cannot
-//     decrease), so this is done with or without a replacement; each removal
-//     is checked anyway to keep live voters at or above quorum.
+//  4. Then RemoveServer for voters dead past grace (by ID): those a
+//     replacement was added for (voters above target), and more only where
+//     removing them lowers the quorum (5 voters with 2 dead become 3 with
+//     none). A dead voter whose removal would not lower the quorum (one of
+//  3. is kept: removing it would not raise fault tolerance, and kept, it
+//     is a voter again the moment it comes back, with no window in which a
+//     second failure stops a cluster whose majority is up. Each removal is
+//     checked anyway to keep live voters at or above quorum.
 //  5. If voters still exceed target (target was lowered), remove one live
 //     non-leader voter, highest ID first, if quorum still holds.
 //  6. Finally, remove nonvoters and staging servers dead past grace.
@@ -167,7 +171,7 @@ func PlanVoters(target int, grace time.Duration, now time.Time, leaderID string,
 	}
 	n, live = n+adds, live+adds
 	// 4. Dead voters.
-	for _, d := range dead {
+	for _, d := range dead[:deadRemovals(n, target, len(dead))] {
 		if live < quorum(n-1) {
 			break // cannot happen (d is not live); kept as the safety net
 		}
@@ -192,6 +196,23 @@ func PlanVoters(target int, grace time.Duration, now time.Time, leaderID string,
 		}
 	}
 	return plan
+}
+
+// deadRemovals is how many of dead voters dead past grace rule 4 removes
+// from n voters: those above target (a replacement was added), and beyond
+// that only as many as lower the quorum (the fewest that reach the lowest
+// quorum). A dead voter kept where removing it would not lower the quorum
+// costs no fault tolerance, and when it comes back it is a voter at once;
+// removed, it would wait to be added again, and a second failure in that
+// window (a 3-voter cluster left with 2, one of them dead) stops the
+// cluster although 2 of the 3 nodes are up.
+func deadRemovals(n, target, dead int) int {
+	k := min(dead, max(0, n-target))
+	best := quorum(n - dead)
+	for quorum(n-k) > best {
+		k++
+	}
+	return k
 }
 
 // candidates are live members that are not voters, nonvoters of the
