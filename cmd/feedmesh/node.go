@@ -162,7 +162,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		srv.Attach(n)
 		fmt.Fprintf(stdout, "  status page http://%s/, metrics http://%s/metrics, health http://%s/livez and /readyz\n", srv.Addr(), srv.Addr(), srv.Addr())
 		if cfg.TLSCA != "" && !loopbackAddr(srv.Addr()) {
-			cfg.Logger.Warn("the status page and /status.json show every tenant's jobs to whoever reaches --metrics-addr (plain HTTP, no authentication): serve them where only operators reach them (docs/operating/security.md, \"Visibility and the audit log\")", "addr", srv.Addr())
+			cfg.Logger.Warn("/metrics names every tenant's jobs to whoever reaches --metrics-addr (plain HTTP; /status.json asks for an access token): serve it where only operators and the scraper reach it (docs/operating/security.md, \"Visibility and the audit log\")", "addr", srv.Addr())
 		}
 	}
 	<-ctx.Done()

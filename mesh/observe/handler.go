@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,7 +51,10 @@ var page []byte
 // NewHandler serves n's metrics on /metrics (Prometheus text exposition,
 // with the Go runtime's and the process's own collectors), the snapshot on
 // /status.json, the status page on /, and the health endpoints /livez and
-// /readyz (health.go).
+// /readyz (health.go). /status.json shows the jobs of the principal an
+// access token in the Authorization header proves (its tenant's; an
+// administrator's: all); without a token, on a node under mutual TLS it
+// answers 401, in dev mode it shows every job.
 func NewHandler(n *mesh.Node, o Options) http.Handler {
 	o = o.withDefaults()
 	reg := prometheus.NewRegistry()
@@ -66,9 +70,15 @@ func NewHandler(n *mesh.Node, o Options) http.Handler {
 			http.Error(w, "too many status requests at once; try again", http.StatusServiceUnavailable)
 			return
 		}
+		p, err := n.HTTPPrincipal(bearer(r))
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="feedmesh"`)
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), 4*o.RequestTimeout)
 		defer cancel()
-		s := snapshot(ctx, n, o)
+		s := snapshot(ctx, n, p, o)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		_ = json.NewEncoder(w).Encode(s)
@@ -80,4 +90,13 @@ func NewHandler(n *mesh.Node, o Options) http.Handler {
 		_, _ = w.Write(page)
 	})
 	return mux
+}
+
+// bearer is the token of r's "Authorization: Bearer" header, or "".
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
 }

@@ -67,14 +67,15 @@ type Diagnosis struct {
 	PrefetchAfter []int       `json:"prefetch_after,omitempty"`
 }
 
-// snapshot gathers a Snapshot within o.RequestTimeout per request.
-func snapshot(ctx context.Context, n *mesh.Node, o Options) Snapshot {
+// snapshot gathers a Snapshot of the jobs p may see (its tenant's; an
+// administrator's: every tenant's) within o.RequestTimeout per request.
+func snapshot(ctx context.Context, n *mesh.Node, p api.Principal, o Options) Snapshot {
 	s := Snapshot{At: time.Now(), Node: n.Status(), Members: n.Members()}
 	jctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
-	jobs, err := n.Jobs(jctx)
+	jobs, err := n.JobsAs(jctx, p)
 	cancel()
 	if err != nil {
-		jobs, s.JobsStale, s.JobsError = n.LocalJobs(), true, err.Error()
+		jobs, s.JobsStale, s.JobsError = n.LocalJobsAs(p), true, err.Error()
 	}
 	sort.Slice(jobs, func(i, j int) bool { return jobs[i].Name < jobs[j].Name })
 	s.Jobs = make([]JobSnapshot, len(jobs))
