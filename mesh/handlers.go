@@ -15,8 +15,8 @@ import (
 func (n *Node) registerHandlers() {
 	n.rpc.Handle(api.MethodMembers, func(context.Context, func(any) error) (any, error) { return n.Members(), nil })
 	n.rpc.Handle(api.MethodStatus, func(context.Context, func(any) error) (any, error) { return n.Status(), nil })
-	handle(n, api.MethodPut, adminOnly(answer(n.put)))
-	handle(n, api.MethodGet, adminOnly(answer(n.get)))
+	handle(n, api.MethodPut, adminOnly(noReservedKey(func(r api.PutRequest) string { return r.Key }, answer(n.put))))
+	handle(n, api.MethodGet, adminOnly(noReservedKey(func(r api.GetRequest) string { return r.Key }, answer(n.get))))
 
 	handle(n, api.MethodDistribute, answer(n.distribute))
 	handle(n, api.MethodHeartbeat, answer(n.heartbeat))
