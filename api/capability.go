@@ -81,3 +81,28 @@ func CheckpointMAC(capability []byte, job string, r ResumePart) ([]byte, error) 
 	m.Write(body)
 	return m.Sum(nil), nil
 }
+
+// MethodCapabilityCheck (CapabilityCheckRequest → CapabilityCheckResponse)
+// is a worker asking the leader whether a data stream's capability is its
+// consumer's, when the worker holds no replica of the cluster state (not
+// a Raft server) or its replica lacks the cluster's secret yet. Only nodes
+// ask it (under mutual TLS); the answer is yes or no.
+const MethodCapabilityCheck = "job.capability"
+
+// CapabilityCheckRequest asks whether Capability is Consumer's of Job.
+type CapabilityCheckRequest struct {
+	Job        string     `cbor:"1,keyasint"`
+	Consumer   string     `cbor:"2,keyasint"`
+	Capability []byte     `cbor:"3,keyasint"`
+	Forwarded  bool       `cbor:"4,keyasint,omitempty"`
+	Caller     *Principal `cbor:"40,keyasint,omitempty"`
+}
+
+// CapabilityCheckResponse answers a CapabilityCheckRequest.
+type CapabilityCheckResponse struct {
+	OK bool `cbor:"1,keyasint"`
+}
+
+func (r CapabilityCheckRequest) WasForwarded() bool          { return r.Forwarded }
+func (r CapabilityCheckRequest) ForwardedFor() *Principal    { return r.Caller }
+func (r CapabilityCheckRequest) WithCaller(p *Principal) any { r.Caller = p; return r }

@@ -8,7 +8,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
-	"time"
+	"sync"
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/internal/fsm"
@@ -66,30 +66,6 @@ func (n *Node) ensureJobSecret(ctx context.Context) ([]byte, error) {
 	return nil, transport.Errorf(transport.ErrUnavailable, "the cluster's job secret is malformed in the state (%s)", jobSecretKey)
 }
 
-// waitJobSecret (on a worker) returns the secret from this node's
-// replica, waiting up to RequestTimeout for it to apply the entry that
-// holds it: a job is created after its secret, but a follower may still
-// be applying the entries before the job when its first stream comes.
-func (n *Node) waitJobSecret(ctx context.Context) ([]byte, bool) {
-	if s, ok := n.localJobSecret(); ok {
-		return s, true
-	}
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, false
-		case <-tick.C:
-			if s, ok := n.localJobSecret(); ok {
-				return s, true
-			}
-		}
-	}
-}
-
 // jobKey is the key of tenant's job name under secret.
 func jobKey(secret []byte, tenant, name string) []byte {
 	m := hmac.New(sha256.New, secret)
@@ -113,19 +89,81 @@ func (n *Node) capabilityFor(ctx context.Context, tenant, name, consumer string)
 
 // checkCapability (on a worker) refuses a data stream of consumer of job
 // whose Open did not carry the consumer's capability, compared in
-// constant time. The capability is never logged nor echoed.
+// constant time. A worker whose replica holds the cluster's secret checks
+// it itself; another (not a Raft server, or its replica behind) asks the
+// leader, once per consumer and capability (capCache). The capability is
+// never logged nor echoed.
 func (n *Node) checkCapability(ctx context.Context, job api.JobInfo, consumer string, capability []byte) error {
 	if len(capability) == 0 {
 		return fmt.Errorf("permission denied: not allowed: consumer %q of job %q opened a data stream without its capability (the distribute or attach that attached it answers one; a client of an older release sends none: upgrade it)", consumer, job.Name)
 	}
-	s, ok := n.waitJobSecret(ctx)
-	if !ok {
-		return fmt.Errorf("worker %s cannot check the stream's capability yet: its replica of the cluster state lacks the job secret; retry", n.name)
+	var ok bool
+	if s, has := n.localJobSecret(); has {
+		ok = hmac.Equal(capability, api.Capability(jobKey(s, job.Tenant, job.Name), consumer))
+	} else if ok = n.caps.has(job, consumer, capability); !ok {
+		var resp api.CapabilityCheckResponse
+		ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+		defer cancel()
+		if err := n.capabilityCheck(ctx, api.CapabilityCheckRequest{Job: job.Name, Consumer: consumer, Capability: capability}, &resp); err != nil {
+			return fmt.Errorf("worker %s could not have the leader check the stream's capability: %w", n.name, err)
+		}
+		if ok = resp.OK; ok {
+			n.caps.add(job, consumer, capability)
+		}
 	}
-	if !hmac.Equal(capability, api.Capability(jobKey(s, job.Tenant, job.Name), consumer)) {
+	if !ok {
 		return fmt.Errorf("permission denied: not allowed: the data stream's capability is not consumer %q's of job %q", consumer, job.Name)
 	}
 	return nil
+}
+
+// capabilityCheck answers api.MethodCapabilityCheck on the leader.
+func (n *Node) capabilityCheck(ctx context.Context, req api.CapabilityCheckRequest, resp *api.CapabilityCheckResponse) error {
+	return n.onLeader(ctx, req.Forwarded, api.MethodCapabilityCheck, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, resp,
+		func(ctx context.Context) error {
+			tenant, exists := n.raft.JobTenant(req.Job)
+			if !exists {
+				return transport.Errorf(transport.ErrNotFound, "job %q not found", req.Job)
+			}
+			c, err := n.capabilityFor(ctx, tenant, req.Job, req.Consumer)
+			if err != nil {
+				return err
+			}
+			resp.OK = hmac.Equal(req.Capability, c)
+			return nil
+		})
+}
+
+// maxCachedCapabilities bounds a worker's capCache.
+const maxCachedCapabilities = 4096
+
+// capCache is the capabilities the leader confirmed to a worker that
+// cannot check them itself, by tenant, job and consumer: a consumer's
+// next streams (a coordinated read opens one a round) ask nothing more.
+// Bounded: once full, it is emptied.
+type capCache struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func capCacheKey(job api.JobInfo, consumer string) string {
+	return job.Tenant + "\x00" + job.Name + "\x00" + consumer
+}
+
+func (c *capCache) has(job api.JobInfo, consumer string, capability []byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[capCacheKey(job, consumer)]
+	return ok && hmac.Equal(v, capability)
+}
+
+func (c *capCache) add(job api.JobInfo, consumer string, capability []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxCachedCapabilities {
+		c.m = map[string][]byte{}
+	}
+	c.m[capCacheKey(job, consumer)] = append([]byte(nil), capability...)
 }
 
 // checkCheckpointMAC (on the leader) refuses a resume whose checkpoint's

@@ -83,6 +83,10 @@ func TestStreamNeedsItsCapability(t *testing.T) {
 	if err := mallory.firstBatch(follower, job, info.ID, "m0", own.Capability); err != nil {
 		t.Errorf("mallory reads her own consumer's stream: %v", err)
 	}
+	// Only nodes ask the leader whether a capability checks out.
+	if err := mallory.call(follower, api.MethodCapabilityCheck, api.CapabilityCheckRequest{Job: job, Consumer: "a0", Capability: wrong}, nil); !errors.Is(err, transport.ErrPermissionDenied) {
+		t.Errorf("a client asks whether a capability checks out: %v, want permission_denied", err)
+	}
 
 	// The leader dies: the capability holds on the others, and on the
 	// node once it is back.
@@ -110,11 +114,22 @@ func TestStreamNeedsItsCapability(t *testing.T) {
 // TestStreamNeedsItsCapabilityInDevMode: in dev mode (no certificates)
 // anyone is the anonymous administrator on the control plane, but a job's
 // name and a consumer id still stream nothing: a stream needs the
-// consumer's capability, which only the attach answers.
+// consumer's capability, which only the attach answers. Every node
+// checks, the one outside Raft (no replica of the state: it asks the
+// leader) too.
 func TestStreamNeedsItsCapabilityInDevMode(t *testing.T) {
-	c := testcluster.Start(t, 3)
+	const n = 4
+	c := testcluster.Start(t, n, testcluster.WithVoters(3))
 	li, _ := c.WaitLeader(t, 20*time.Second)
-	addr := c.Node((li + 1) % 3).Addr()
+	addr := c.Node((li + 1) % n).Addr()
+	c.WaitFor(t, 20*time.Second, "a node outside Raft", func() bool {
+		for i := range n {
+			if c.Node(i).Status().Role == "none" {
+				return true
+			}
+		}
+		return false
+	})
 	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +154,7 @@ func TestStreamNeedsItsCapabilityInDevMode(t *testing.T) {
 	if err := anyone.call(addr, api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: opts, Consumer: "c0"}, &info); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 3 {
+	for i := range n {
 		if err := anyone.firstBatch(c.Node(i).Addr(), "dev-job", info.ID, "c0", nil); err == nil || !strings.Contains(err.Error(), "not allowed") {
 			t.Errorf("a stream of c0 without its capability from %s: %v, want not allowed", c.Name(i), err)
 		}
