@@ -41,6 +41,12 @@ type ResumePart struct {
 	Part      string           `cbor:"2,keyasint"`
 	Want      int              `cbor:"3,keyasint"`
 	Delivered ranges.Delivered `cbor:"4,keyasint"`
+	// MAC (checkpoint format 2) is the checkpoint's MAC (CheckpointMAC),
+	// under the key of consumer Part's capability: the cluster, which
+	// holds the job's key, recomputes it and refuses a checkpoint whose
+	// MAC differs (forged, another tenant's, another job's) or is absent
+	// (docs/operating/security.md, "Capabilities and checkpoint MACs").
+	MAC []byte `cbor:"5,keyasint,omitempty"`
 }
 
 // WorkerInfo is one worker of a job.
@@ -85,6 +91,11 @@ type JobInfo struct {
 	// permissions".
 	Tenant string `json:"tenant,omitempty"`
 	Owner  string `json:"owner,omitempty"`
+	// Capability is the consumer's capability (api/capability.go), in
+	// the answer to the distribute or heartbeat that attached it only:
+	// its data streams carry it, and its checkpoints' MACs are keyed by
+	// it. Never shown (json "-").
+	Capability []byte `cbor:"Capability,omitempty" json:"-"`
 	// Options are the job's options as the cluster stores them
 	// (jobspec.Job.Options): normalized, with no consumer's choices.
 	Options   JobOptions `json:"options"`

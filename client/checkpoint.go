@@ -38,9 +38,12 @@ import (
 //
 // The encoding: "FMCK", a format version (2 bytes, big endian), the CBOR
 // body, and a CRC-32C of everything before it (4 bytes, big endian).
+// Format 2 adds the body's MAC (api.CheckpointMAC, keyed by the
+// consumer's capability, which the cluster recomputes from the job's key
+// on resume): format 1 checkpoints carry none, and are refused.
 
 // CheckpointVersion is the checkpoint format this client writes and reads.
-const CheckpointVersion = 1
+const CheckpointVersion = 2
 
 const checkpointMagic = "FMCK"
 
@@ -76,6 +79,10 @@ type checkpoint struct {
 	// leaves unset from them once the job is gone (adopt.go). Absent in
 	// checkpoints of older clients.
 	Options *api.JobOptions `cbor:"12,keyasint,omitempty"`
+	// MAC (format 2) is api.CheckpointMAC of the part the cluster takes
+	// (resumeFrom), under the consumer's capability; absent when the
+	// cluster gave none (a node of an older release answered the attach).
+	MAC []byte `cbor:"13,keyasint,omitempty"`
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -110,6 +117,9 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	if v := binary.BigEndian.Uint16(b[len(checkpointMagic):]); v != CheckpointVersion {
 		if v > CheckpointVersion {
 			return nil, bad("format version %d, written by a newer feedmesh; this one reads version %d", v, CheckpointVersion)
+		}
+		if v == 1 {
+			return nil, bad("format version 1, written by a feedmesh from before checkpoints were signed by the cluster: this one reads version %d only, and a cluster refuses a checkpoint without its MAC (it could be forged); read the dataset afresh (without resume), and checkpoint again", CheckpointVersion)
 		}
 		return nil, bad("format version %d is not one this feedmesh reads (%d)", v, CheckpointVersion)
 	}
@@ -166,7 +176,12 @@ func resumeFrom(b []byte, spec *pipeline.Spec, n jobspec.Normalized) (*checkpoin
 	if len(diffs) > 0 {
 		return nil, nil, fmt.Errorf("%w: %s", ErrBadCheckpoint, strings.Join(diffs, "; "))
 	}
-	return c, &api.ResumePart{From: c.JobID, Part: c.Consumer, Want: c.Consumers, Delivered: c.Delivered}, nil
+	return c, c.part(), nil
+}
+
+// part is the checkpoint's part, as the cluster takes it (with its MAC).
+func (c *checkpoint) part() *api.ResumePart {
+	return &api.ResumePart{From: c.JobID, Part: c.Consumer, Want: c.Consumers, Delivered: c.Delivered, MAC: c.MAC}
 }
 
 // warnResumeWaiting says that the resumed job waits for the checkpoints
@@ -387,6 +402,11 @@ func (it *Iterator) Checkpoint() ([]byte, error) {
 		Job: it.job, JobID: it.jobID, Fingerprint: info.Fingerprint, Epochs: info.Options.Epochs, NumSplits: info.NumSplits,
 		Consumer: it.consumer, Consumers: consumers, Batches: n, Delivered: part,
 		Coordinated: info.Options.Coordinated, Index: it.index, Options: &jo,
+	}
+	if len(it.capability) > 0 {
+		if c.MAC, err = api.CheckpointMAC(it.capability, it.job, *c.part()); err != nil {
+			return nil, fmt.Errorf("checkpoint of job %q: %w", it.job, err)
+		}
 	}
 	return c.encode()
 }

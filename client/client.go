@@ -349,13 +349,9 @@ func (c *Client) DistributeNormalized(ctx context.Context, spec *pipeline.Spec, 
 // did not create the job). An unknown job is an error that wraps
 // transport.ErrNotFound.
 func (c *Client) Attach(ctx context.Context, job string) (*Iterator, error) {
-	consumer, err := newConsumerID()
+	consumer, info, err := c.attach(ctx, job)
 	if err != nil {
 		return nil, err
-	}
-	var info api.JobInfo
-	if err := c.call(ctx, api.MethodHeartbeat, api.JobRequest{Job: job, Consumer: consumer}, &info); err != nil {
-		return nil, fmt.Errorf("attach to job %q: %w", job, err)
 	}
 	if err := api.CheckJobInfo(info); err != nil {
 		return nil, fmt.Errorf("attach to job %q: %w", job, err)
@@ -442,6 +438,29 @@ func (c *Client) leave(job, consumer string) {
 	defer cancel()
 	if err := c.call(ctx, api.MethodDetach, api.JobRequest{Job: job, Consumer: consumer}, nil); err != nil {
 		c.opts.Logger.Debug("leaving a finished job", "job", job, "err", err)
+	}
+}
+
+// attach attaches a new consumer to job by its heartbeat, whose answer
+// carries the consumer's capability. A heartbeat retried after one that
+// attached the consumer but whose answer was lost (a failover) renews it
+// instead, and answers none: the consumer is left (to expire, or
+// detached) and another attached, once; a second answer without one is
+// a cluster of an older release, which checks none.
+func (c *Client) attach(ctx context.Context, job string) (string, api.JobInfo, error) {
+	for attempt := 0; ; attempt++ {
+		consumer, err := newConsumerID()
+		if err != nil {
+			return "", api.JobInfo{}, err
+		}
+		var info api.JobInfo
+		if err := c.call(ctx, api.MethodHeartbeat, api.JobRequest{Job: job, Consumer: consumer}, &info); err != nil {
+			return "", api.JobInfo{}, fmt.Errorf("attach to job %q: %w", job, err)
+		}
+		if len(info.Capability) > 0 || attempt > 0 {
+			return consumer, info, nil
+		}
+		c.leave(job, consumer)
 	}
 }
 

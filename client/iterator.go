@@ -73,15 +73,19 @@ type Iterator struct {
 	c        *Client
 	job      string
 	consumer string
-	index    int               // coordinated jobs: the consumer's index
-	jobID    uint64            // the job's ID: a job resumed under the same name is another
-	comp     batch.Compression // the job's, asked of every worker
-	eng      engine
-	ledger   *ledger                // exactly-once jobs: what this consumer received (receipts.go)
-	track    *tracker               // exactly-once jobs: what reached the trainer (checkpoint.go)
-	off      *offloadRun            // where the pipeline runs (offload.go); nil for Attach
-	decided  atomic.Bool            // the offload and workers decision was logged (logDecision)
-	cut      atomic.Pointer[cutRun] // a partial offload's suffix (cut.go); nil without a cut
+	index    int    // coordinated jobs: the consumer's index
+	jobID    uint64 // the job's ID: a job resumed under the same name is another
+	// capability is the consumer's (api.Capability), as its attach
+	// answered it: its streams carry it, its checkpoints' MACs are keyed
+	// by it. A secret: never logged.
+	capability []byte
+	comp       batch.Compression // the job's, asked of every worker
+	eng        engine
+	ledger     *ledger                // exactly-once jobs: what this consumer received (receipts.go)
+	track      *tracker               // exactly-once jobs: what reached the trainer (checkpoint.go)
+	off        *offloadRun            // where the pipeline runs (offload.go); nil for Attach
+	decided    atomic.Bool            // the offload and workers decision was logged (logDecision)
+	cut        atomic.Pointer[cutRun] // a partial offload's suffix (cut.go); nil without a cut
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -111,7 +115,7 @@ type Iterator struct {
 
 func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, index int, from *checkpoint, off *offloadRun) *Iterator {
 	it := &Iterator{
-		c: c, job: info.Name, jobID: info.ID, consumer: consumer, index: index, info: info,
+		c: c, job: info.Name, jobID: info.ID, consumer: consumer, index: index, info: info, capability: info.Capability,
 		items:  make(chan item, c.opts.PrefetchBatches),
 		budget: transport.NewByteBudget("PrefetchBytes", c.opts.PrefetchBytes),
 		kick:   make(chan struct{}, 1),
@@ -119,6 +123,7 @@ func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, ind
 		off:    off,
 	}
 	it.heard()
+	info.Capability = nil // kept in it.capability only
 	it.setInfo(info)
 	// A compression this client does not know (a newer cluster's) is
 	// not asked for: the batches come uncompressed.

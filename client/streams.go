@@ -33,7 +33,7 @@ type streamRequest struct {
 // openStream opens a batch stream for the iterator's job to worker at addr.
 func (it *Iterator) openStream(ctx context.Context, worker, addr string, sr streamRequest) (*stream, error) {
 	rec := it.c.recorder()
-	req := batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: sr.Window, Extra: sr.Extra, Compression: it.comp, JobID: it.jobID, Token: it.c.opts.Token}
+	req := batch.OpenRequest{Job: it.job, Consumer: it.consumer, Window: sr.Window, Extra: sr.Extra, Compression: it.comp, JobID: it.jobID, Token: it.c.opts.Token, Capability: it.capability}
 	r, err := batch.OpenConfig(ctx, it.c.tr, it.c.codec, addr, req, it.c.receiverConfig(rec, sr.Grow))
 	if err != nil {
 		return nil, fmt.Errorf("open a stream to worker %s: %w", worker, err)

@@ -78,7 +78,8 @@ func TestJobLookupWaitsForLeaderToCatchUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := leader.Distribute(ctx, api.DistributeRequest{Spec: spec, Options: api.JobOptions{Name: job, Sharding: jobspec.Dynamic, Workers: jobspec.AllWorkers}, Consumer: "c0"}); err != nil {
+	info, err := leader.Distribute(ctx, api.DistributeRequest{Spec: spec, Options: api.JobOptions{Name: job, Sharding: jobspec.Dynamic, Workers: jobspec.AllWorkers}, Consumer: "c0"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	// Hand leadership to x: raft first brings x's log up to date, so x
@@ -111,7 +112,7 @@ func TestJobLookupWaitsForLeaderToCatchUp(t *testing.T) {
 	result := make(chan error, 1)
 	go func() {
 		rcv, err := batch.OpenConfig(ctx, c.Node(li).Transport(), codec, w.Addr(),
-			batch.OpenRequest{Job: job, Consumer: "c0", Window: 2}, batch.ReceiverConfig{})
+			batch.OpenRequest{Job: job, Consumer: "c0", Window: 2, Capability: info.Capability}, batch.ReceiverConfig{})
 		if err != nil {
 			result <- err
 			return

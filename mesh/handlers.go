@@ -15,8 +15,8 @@ import (
 func (n *Node) registerHandlers() {
 	n.rpc.Handle(api.MethodMembers, func(context.Context, func(any) error) (any, error) { return n.Members(), nil })
 	n.rpc.Handle(api.MethodStatus, func(context.Context, func(any) error) (any, error) { return n.Status(), nil })
-	handle(n, api.MethodPut, adminOnly(answer(n.put)))
-	handle(n, api.MethodGet, adminOnly(answer(n.get)))
+	handle(n, api.MethodPut, adminOnly(noReservedKey(func(r api.PutRequest) string { return r.Key }, answer(n.put))))
+	handle(n, api.MethodGet, adminOnly(noReservedKey(func(r api.GetRequest) string { return r.Key }, answer(n.get))))
 
 	handle(n, api.MethodDistribute, answer(n.distribute))
 	handle(n, api.MethodHeartbeat, answer(n.heartbeat))
@@ -37,6 +37,10 @@ func (n *Node) registerHandlers() {
 	handle(n, api.MethodOpStats, n.opStatsOf)
 	handle(n, api.MethodProbe, n.probe)
 	handle(n, api.MethodCacheHeld, nodesOnly(answer(n.cacheHeld)))
+	handle(n, api.MethodCapabilityCheck, nodesOnly(func(ctx context.Context, req api.CapabilityCheckRequest) (any, error) {
+		var resp api.CapabilityCheckResponse
+		return resp, n.capabilityCheck(ctx, req, &resp)
+	}))
 	handle(n, api.MethodTokenCreate, adminOnly(answer(n.tokenCreate)))
 	handle(n, api.MethodTokenRevoke, adminOnly(done(n.tokenRevoke)))
 }
@@ -119,7 +123,7 @@ func (n *Node) deny(method string, id transport.Identity, why string) error {
 func nodesOnly[Req any](f func(context.Context, Req) (any, error)) func(context.Context, Req) (any, error) {
 	return func(ctx context.Context, req Req) (any, error) {
 		if id, ok := transport.PeerFromContext(ctx); ok && !id.IsNode() {
-			return nil, transport.Errorf(transport.ErrPermissionDenied, "%s may not: only nodes ask each other what they cache", id)
+			return nil, transport.Errorf(transport.ErrPermissionDenied, "%s may not: only nodes ask each other this (what they cache, whether a stream's capability checks out)", id)
 		}
 		return f(ctx, req)
 	}

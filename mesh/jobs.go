@@ -133,6 +133,9 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 		if err := n.checkResumePart(fp, job.Epochs(), r); err != nil {
 			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)
 		}
+		if err := n.checkCheckpointMAC(ctx, fsm.TenantOf(c.Owner), name, r); err != nil {
+			return api.JobInfo{}, err
+		}
 		create = fsm.NewResumeJob(c, fsm.ResumeBody{From: r.From, Part: r.Part, Want: r.Want, Delivered: r.Delivered})
 		if err := n.fenceForResume(ctx, name, c, r); err != nil {
 			return api.JobInfo{}, err
@@ -159,7 +162,11 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 	if !ok {
 		return api.JobInfo{}, transport.Errorf(transport.ErrNotFound, "job %q vanished", name)
 	}
-	return n.jobInfo(view), nil
+	info := n.jobInfo(view)
+	if info.Capability, err = n.capabilityFor(ctx, info.Tenant, name, req.Consumer); err != nil {
+		return api.JobInfo{}, err
+	}
+	return info, nil
 }
 
 // notAllowed is the answer to a spec that names a path, URL or object
@@ -282,7 +289,8 @@ func (n *Node) heartbeat(ctx context.Context, req api.JobRequest) (api.JobInfo, 
 					return transport.Errorf(transport.ErrInvalid, "heartbeat of %q: %v", req.Consumer, err)
 				}
 			}
-			if p := principal(ctx); !p.Privileged() && !n.raft.HasConsumer(req.Job, req.Consumer) {
+			attaching := !n.raft.HasConsumer(req.Job, req.Consumer)
+			if p := principal(ctx); !p.Privileged() && attaching {
 				release, err := n.reserveQuota(ctx, p, req.Job, growth{consumer: true})
 				if err != nil {
 					return err // a new consumer, attaching by its heartbeat
@@ -302,6 +310,13 @@ func (n *Node) heartbeat(ctx context.Context, req api.JobRequest) (api.JobInfo, 
 				return transport.Errorf(transport.ErrNotFound, "job %q not found", req.Job)
 			}
 			info = n.jobInfo(view)
+			if attaching {
+				// The attach answers the consumer's capability; a renewal,
+				// which anyone of the tenant may send, does not.
+				var err error
+				info.Capability, err = n.capabilityFor(ctx, info.Tenant, req.Job, req.Consumer)
+				return err
+			}
 			return nil
 		})
 	return info, err

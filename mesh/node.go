@@ -37,6 +37,7 @@ type Node struct {
 	logs       *nodeLogs   // rate-limits log's WARN/ERROR lines per cause (logging.go)
 	quota      quotaLedger // on the leader: quota reserved by requests in flight (quota.go)
 	auditLim   *auditLimit // refused requests' audit lines, per principal (audit.go)
+	caps       capCache    // on a worker: capabilities the leader confirmed (capability.go)
 	name       string
 	addr       string // advertised QUIC address
 	gossipAddr string // advertised gossip address

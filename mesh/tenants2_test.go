@@ -287,7 +287,7 @@ func TestShareStatsTotalsAreTheOperators(t *testing.T) {
 	if err := alice.call(addr, api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: opts, Consumer: "reader"}, &info); err != nil {
 		t.Fatal(err)
 	}
-	if err := alice.firstBatch(addr, "vision-shared", info.ID); err != nil {
+	if err := alice.firstBatch(addr, "vision-shared", info.ID, "reader", info.Capability); err != nil {
 		t.Fatalf("alice reads a batch of her sharing job: %v", err)
 	}
 	var all api.WorkerShareStats

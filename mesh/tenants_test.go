@@ -61,12 +61,12 @@ func newTenantClient(t testing.TB, p *testPKI, name, tenant string, admin bool) 
 	return &tenantClient{t: t, tr: tr, codec: codec}
 }
 
-// firstBatch opens a data stream of job (id) at the worker at addr and
-// reads its first batch: nil if one came.
-func (c *tenantClient) firstBatch(addr, job string, id uint64) error {
+// firstBatch opens a data stream of job (id) at the worker at addr as
+// consumer, with capability, and reads its first batch: nil if one came.
+func (c *tenantClient) firstBatch(addr, job string, id uint64, consumer string, capability []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	r, err := batch.Open(ctx, c.tr, c.codec, addr, batch.OpenRequest{Job: job, Consumer: "reader", Window: 2, JobID: id, Token: c.token}, batch.DefaultLimits())
+	r, err := batch.Open(ctx, c.tr, c.codec, addr, batch.OpenRequest{Job: job, Consumer: consumer, Window: 2, JobID: id, Token: c.token, Capability: capability}, batch.DefaultLimits())
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func TestTenantCannotTouchAnotherTenantsJob(t *testing.T) {
 	}
 	// The data plane: a stream of alice's job from any worker.
 	for i := range 3 {
-		if err := bob.firstBatch(c.Node(i).Addr(), job, info.ID); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		if err := bob.firstBatch(c.Node(i).Addr(), job, info.ID, "a0", info.Capability); err == nil || !strings.Contains(err.Error(), "permission denied") {
 			t.Errorf("bob reads a batch of alice's job from %s: %v, want permission denied", c.Name(i), err)
 		}
 	}
@@ -284,14 +284,17 @@ func TestTenantSeesItsOwnJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	caps := map[string][]byte{}
 	for _, j := range []struct {
 		who  *tenantClient
 		name string
 	}{{alice, "vision-a"}, {bob, "nlp-b"}} {
 		opts := api.JobOptions{Name: j.name, Sharding: jobspec.Dynamic, Workers: jobspec.AllWorkers}
-		if err := j.who.call(addr, api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: opts, Consumer: "c0"}, nil); err != nil {
+		var info api.JobInfo
+		if err := j.who.call(addr, api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: opts, Consumer: "c0"}, &info); err != nil {
 			t.Fatal(err)
 		}
+		caps[j.name] = info.Capability
 	}
 	names := func(who *tenantClient) []string {
 		var out []api.JobInfo
@@ -316,7 +319,7 @@ func TestTenantSeesItsOwnJobs(t *testing.T) {
 	}
 	// A worker's statistics: alice reads from the node asked, which
 	// starts her job's task there.
-	if err := alice.firstBatch(addr, "vision-a", 0); err != nil {
+	if err := alice.firstBatch(addr, "vision-a", 0, "c0", caps["vision-a"]); err != nil {
 		t.Fatalf("alice reads a batch of her job: %v", err)
 	}
 	var all api.WorkerOpStats
@@ -537,17 +540,17 @@ func TestTokens(t *testing.T) {
 	if err := carol.call(follower, api.MethodJobGet, api.JobRequest{Job: "ci-job"}, nil); !errors.Is(err, transport.ErrNotFound) {
 		t.Errorf("the certificate without the token reads the job: %v, want not_found (as a job that does not exist)", err)
 	}
-	if err := ci.firstBatch(follower, "ci-job", info.ID); err != nil {
+	if err := ci.firstBatch(follower, "ci-job", info.ID, "c0", info.Capability); err != nil {
 		t.Errorf("the token's holder reads a batch: %v", err)
 	}
-	if err := carol.firstBatch(follower, "ci-job", info.ID); err == nil || !strings.Contains(err.Error(), "permission denied") {
+	if err := carol.firstBatch(follower, "ci-job", info.ID, "c0", info.Capability); err == nil || !strings.Contains(err.Error(), "permission denied") {
 		t.Errorf("the certificate without the token reads a batch: %v, want permission denied", err)
 	}
 	wrong := carol.withToken("vision-ci." + strings.Repeat("A", len(secret)))
 	if err := wrong.call(follower, api.MethodJobs, api.JobRequest{}, nil); !errors.Is(err, transport.ErrPermissionDenied) {
 		t.Errorf("a wrong secret: %v, want permission_denied", err)
 	}
-	if err := wrong.firstBatch(follower, "ci-job", info.ID); err == nil || !strings.Contains(err.Error(), "permission denied") {
+	if err := wrong.firstBatch(follower, "ci-job", info.ID, "c0", info.Capability); err == nil || !strings.Contains(err.Error(), "permission denied") {
 		t.Errorf("a wrong secret reads a batch: %v, want permission denied", err)
 	}
 	if err := ci.call(follower, api.MethodTokenRevoke, api.TokenRevokeRequest{ID: "vision-ci"}, nil); !errors.Is(err, transport.ErrPermissionDenied) {

@@ -11,6 +11,7 @@ import (
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/transport"
+	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
 // workerHost is the node as its worker sees it (worker.Host): the split
@@ -113,6 +114,9 @@ func (n *Node) WorkerOpStats(ctx context.Context, name, addr, job string) (api.W
 	return st, err
 }
 
-func (h workerHost) MayRead(conn net.Conn, token string, job api.JobInfo) error {
-	return h.n.mayRead(conn, token, job)
+func (h workerHost) MayRead(ctx context.Context, conn net.Conn, open batch.OpenRequest, job api.JobInfo) error {
+	if err := h.n.mayRead(conn, open.Token, job); err != nil {
+		return err
+	}
+	return h.n.checkCapability(ctx, job, open.Consumer, open.Capability)
 }

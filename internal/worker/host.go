@@ -11,6 +11,7 @@ import (
 	"github.com/feedmesh/feedmesh/pipeline/objstore"
 	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/transport"
+	"github.com/feedmesh/feedmesh/transport/batch"
 )
 
 // Host is the node a Worker runs on, as the worker sees it: the control
@@ -41,9 +42,10 @@ type Host interface {
 	// holds of job's cached splits (nil: nothing it could read).
 	CacheHeld(job api.JobInfo, spec *pipeline.Spec) func() ranges.Set
 	// MayRead refuses a data stream of job to its peer (conn), with the
-	// access token its Open carried (""), unless the node's policy lets
-	// it read the job (its tenant's).
-	MayRead(conn net.Conn, token string, job api.JobInfo) error
+	// Open it sent (its access token, consumer and capability), unless
+	// the node's policy lets it read the job (its tenant's, and the
+	// consumer's capability). Its error never holds the capability.
+	MayRead(ctx context.Context, conn net.Conn, open batch.OpenRequest, job api.JobInfo) error
 }
 
 // JobView is what a worker reads of a job from its node's replica of the

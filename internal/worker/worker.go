@@ -125,7 +125,7 @@ func (w *Worker) handleStream(conn net.Conn) {
 		sender.End(err)
 		return
 	}
-	if err := w.host.MayRead(conn, req.Token, t.job); err != nil {
+	if err := w.host.MayRead(ctx, conn, req, t.job); err != nil {
 		w.log.Warn("data stream refused: permission denied", "job", t.job.Name, "err", err)
 		sender.End(err)
 		return

@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"errors"
+	"github.com/feedmesh/feedmesh/api"
 	"io"
 	"slices"
 	"strings"
@@ -207,9 +208,15 @@ func TestWorkerEnforcesJobCompression(t *testing.T) {
 				}
 			}
 		}()
-		// A stream of our own to node 0's worker, asking for tc.ask.
+		// A consumer of our own (its attach answers its capability), and
+		// its stream to node 0's worker, asking for tc.ask.
+		raw := "raw-" + tc.ask.String()
+		var attached api.JobInfo
+		if err := transport.Call(ctx, c.Node(1).Transport(), codec, c.Node(0).Addr(), api.MethodHeartbeat, api.JobRequest{Job: it.Job(), Consumer: raw}, &attached); err != nil {
+			t.Fatal(err)
+		}
 		rcv, err := batch.OpenConfig(ctx, c.Node(1).Transport(), codec, c.Node(0).Addr(),
-			batch.OpenRequest{Job: it.Job(), Consumer: "raw-" + tc.ask.String(), Window: 2, Compression: tc.ask}, batch.ReceiverConfig{})
+			batch.OpenRequest{Job: it.Job(), Consumer: raw, Window: 2, Compression: tc.ask, Capability: attached.Capability}, batch.ReceiverConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -48,8 +48,9 @@ func TestResumeFromCheckpoint(t *testing.T) {
 }
 
 // TestResumeBadCheckpoint: a checkpoint of another job, dataset or epoch
-// count, truncated, corrupted or of a newer format is refused with an
-// error that says so, and nothing is created.
+// count, truncated, corrupted, of a newer format or of format 1 (without
+// the cluster's MAC) is refused with an error that says so, and nothing
+// is created.
 func TestResumeBadCheckpoint(t *testing.T) {
 	c := testcluster.Start(t, 1)
 	cl := jobtest.Dial(t, c, 0)
@@ -63,6 +64,8 @@ func TestResumeBadCheckpoint(t *testing.T) {
 	flip[len(flip)/2] ^= 0x40
 	newer := append([]byte(nil), ck...)
 	newer[5] = 9
+	v1 := append([]byte(nil), ck...)
+	v1[4], v1[5] = 0, 1 // format 1: before checkpoints carried the cluster's MAC
 	for _, tc := range []struct {
 		name string
 		ck   []byte
@@ -74,6 +77,7 @@ func TestResumeBadCheckpoint(t *testing.T) {
 		{"truncated", ck[:len(ck)-7], nil, "corrupted or truncated"},
 		{"corrupted", flip, nil, "corrupted"},
 		{"newer", newer, nil, "newer feedmesh"},
+		{"format-1", v1, nil, "format version 1, written by a feedmesh from before checkpoints were signed"},
 		{"not-one", []byte("hello"), nil, "not a feedmesh checkpoint"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

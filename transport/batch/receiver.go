@@ -127,7 +127,7 @@ func OpenConfig(ctx context.Context, tr *transport.Transport, codec *transport.C
 	}
 	r := &Receiver{codec: codec, ctl: codec.WithMaxFrame(controlFrameBytes), s: s, addr: addr, cfg: cfg, window: req.Window, minWindow: req.Window}
 	r.rc.r = s
-	m := wireMsg{Kind: kindOpen, Version: ProtocolVersion, Job: req.Job, Consumer: req.Consumer, Window: req.Window, OpenExtra: req.Extra, Comp: req.Compression, JobID: req.JobID, Token: req.Token}
+	m := wireMsg{Kind: kindOpen, Version: ProtocolVersion, Job: req.Job, Consumer: req.Consumer, Window: req.Window, OpenExtra: req.Extra, Comp: req.Compression, JobID: req.JobID, Token: req.Token, Capability: req.Capability}
 	stop := interruptOn(ctx, s.SetWriteDeadline)
 	err = r.ctl.WriteFrame(s, &m)
 	stop()

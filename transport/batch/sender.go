@@ -124,7 +124,7 @@ func AcceptWith(ctx context.Context, codec *transport.Codec, s net.Conn, maxWind
 		refuse(ctl, s, &end)
 		return nil, OpenRequest{}, fmt.Errorf("accept batch stream from %s: %w", s.RemoteAddr(), verr)
 	}
-	req := OpenRequest{Job: m.Job, Consumer: m.Consumer, Window: m.Window, Extra: m.OpenExtra, Compression: m.Comp, JobID: m.JobID, Token: m.Token}
+	req := OpenRequest{Job: m.Job, Consumer: m.Consumer, Window: m.Window, Extra: m.OpenExtra, Compression: m.Comp, JobID: m.JobID, Token: m.Token, Capability: m.Capability}
 	if !req.Compression.Valid() {
 		// A compression this node does not know: send uncompressed,
 		// which the Accept tells the client.

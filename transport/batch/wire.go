@@ -126,6 +126,11 @@ type OpenRequest struct {
 	// decides whether the worker serves the job (mesh; the connection's
 	// certificate otherwise).
 	Token string
+	// Capability is the consumer's capability, which the distribute or
+	// attach that attached it answered: a worker of a mesh serves the
+	// stream only with the capability of the Open's Consumer (mesh). A
+	// secret: never logged.
+	Capability []byte
 }
 
 // wireMsg is the header of every frame on a batch stream: one flat CBOR map
@@ -158,6 +163,8 @@ type wireMsg struct {
 	JobID uint64 `cbor:"24,keyasint,omitempty"`
 	// Token: OpenRequest.Token (generic decoder too).
 	Token string `cbor:"26,keyasint,omitempty"`
+	// Capability: OpenRequest.Capability (generic decoder too).
+	Capability []byte `cbor:"27,keyasint,omitempty"`
 	// Keys 17 and 20 were flags of unversioned clients (WantAccept,
 	// Widens); they are not reused, nor is 5 (see Prov).
 

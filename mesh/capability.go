@@ -1,0 +1,202 @@
+package mesh
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/internal/fsm"
+	"github.com/feedmesh/feedmesh/transport"
+)
+
+// Job keys, capabilities and checkpoint MACs (docs/operating/security.md,
+// "Capabilities and checkpoint MACs"; api/capability.go has the client's
+// side).
+//
+// The cluster keeps one secret, 32 random bytes, in its Raft state (the
+// KV entry jobSecretKey, which the first leader that needs it writes once
+// with PutKVIfAbsent, and which no client may read or write). A job's key
+// is the HMAC of its tenant and name under that secret: every node
+// derives it from its own replica, it never leaves the cluster, and it is
+// the same for every run of the name in the tenant (a resume replaces the
+// job, and a job collected after its last consumer left may be resumed
+// later from a checkpoint: its key is still the one the checkpoint was
+// made under). A tenant's job key is another tenant's job of the same
+// name's, and another job's, never.
+
+// jobSecretKey is the KV entry holding the cluster's secret. KV keys
+// under reservedKVPrefix are the cluster's: kv.put and kv.get refuse them
+// to every caller (noReservedKey).
+const (
+	reservedKVPrefix = "feedmesh.internal/"
+	jobSecretKey     = reservedKVPrefix + "job-secret"
+	jobSecretBytes   = 32
+)
+
+// localJobSecret is the secret in this node's replica, if it has one
+// (of the right size).
+func (n *Node) localJobSecret() ([]byte, bool) {
+	v, ok := n.raft.Get(jobSecretKey)
+	return v, ok && len(v) == jobSecretBytes
+}
+
+// ensureJobSecret (on the leader) returns the cluster's secret, writing
+// it first if the state has none: PutKVIfAbsent, so that two leaders (one
+// deposed) writing at once agree on the first.
+func (n *Node) ensureJobSecret(ctx context.Context) ([]byte, error) {
+	if s, ok := n.localJobSecret(); ok {
+		return s, nil
+	}
+	s := make([]byte, jobSecretBytes)
+	if _, err := rand.Read(s); err != nil {
+		return nil, err
+	}
+	if _, err := n.raft.Apply(ctx, fsm.NewPutKVIfAbsent(jobSecretKey, s)); err != nil {
+		return nil, fmt.Errorf("record the cluster's job secret: %w", err)
+	}
+	if s, ok := n.localJobSecret(); ok {
+		return s, nil
+	}
+	return nil, transport.Errorf(transport.ErrUnavailable, "the cluster's job secret is malformed in the state (%s)", jobSecretKey)
+}
+
+// jobKey is the key of tenant's job name under secret.
+func jobKey(secret []byte, tenant, name string) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("feedmesh job key v1\x00"))
+	var l [binary.MaxVarintLen64]byte
+	m.Write(l[:binary.PutUvarint(l[:], uint64(len(tenant)))])
+	m.Write([]byte(tenant))
+	m.Write([]byte(name))
+	return m.Sum(nil)
+}
+
+// capabilityFor (on the leader) is consumer's capability of tenant's
+// job name.
+func (n *Node) capabilityFor(ctx context.Context, tenant, name, consumer string) ([]byte, error) {
+	s, err := n.ensureJobSecret(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return api.Capability(jobKey(s, tenant, name), consumer), nil
+}
+
+// checkCapability (on a worker) refuses a data stream of consumer of job
+// whose Open did not carry the consumer's capability, compared in
+// constant time. A worker whose replica holds the cluster's secret checks
+// it itself; another (not a Raft server, or its replica behind) asks the
+// leader, once per consumer and capability (capCache). The capability is
+// never logged nor echoed.
+func (n *Node) checkCapability(ctx context.Context, job api.JobInfo, consumer string, capability []byte) error {
+	if len(capability) == 0 {
+		return fmt.Errorf("permission denied: not allowed: consumer %q of job %q opened a data stream without its capability (the distribute or attach that attached it answers one; a client of an older release sends none: upgrade it)", consumer, job.Name)
+	}
+	var ok bool
+	if s, has := n.localJobSecret(); has {
+		ok = hmac.Equal(capability, api.Capability(jobKey(s, job.Tenant, job.Name), consumer))
+	} else if ok = n.caps.has(job, consumer, capability); !ok {
+		var resp api.CapabilityCheckResponse
+		ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+		defer cancel()
+		if err := n.capabilityCheck(ctx, api.CapabilityCheckRequest{Job: job.Name, Consumer: consumer, Capability: capability}, &resp); err != nil {
+			return fmt.Errorf("worker %s could not have the leader check the stream's capability: %w", n.name, err)
+		}
+		if ok = resp.OK; ok {
+			n.caps.add(job, consumer, capability)
+		}
+	}
+	if !ok {
+		return fmt.Errorf("permission denied: not allowed: the data stream's capability is not consumer %q's of job %q", consumer, job.Name)
+	}
+	return nil
+}
+
+// capabilityCheck answers api.MethodCapabilityCheck on the leader.
+func (n *Node) capabilityCheck(ctx context.Context, req api.CapabilityCheckRequest, resp *api.CapabilityCheckResponse) error {
+	return n.onLeader(ctx, req.Forwarded, api.MethodCapabilityCheck, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, resp,
+		func(ctx context.Context) error {
+			tenant, exists := n.raft.JobTenant(req.Job)
+			if !exists {
+				return transport.Errorf(transport.ErrNotFound, "job %q not found", req.Job)
+			}
+			c, err := n.capabilityFor(ctx, tenant, req.Job, req.Consumer)
+			if err != nil {
+				return err
+			}
+			resp.OK = hmac.Equal(req.Capability, c)
+			return nil
+		})
+}
+
+// maxCachedCapabilities bounds a worker's capCache.
+const maxCachedCapabilities = 4096
+
+// capCache is the capabilities the leader confirmed to a worker that
+// cannot check them itself, by tenant, job and consumer: a consumer's
+// next streams (a coordinated read opens one a round) ask nothing more.
+// Bounded: once full, it is emptied.
+type capCache struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func capCacheKey(job api.JobInfo, consumer string) string {
+	return job.Tenant + "\x00" + job.Name + "\x00" + consumer
+}
+
+func (c *capCache) has(job api.JobInfo, consumer string, capability []byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[capCacheKey(job, consumer)]
+	return ok && hmac.Equal(v, capability)
+}
+
+func (c *capCache) add(job api.JobInfo, consumer string, capability []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxCachedCapabilities {
+		c.m = map[string][]byte{}
+	}
+	c.m[capCacheKey(job, consumer)] = append([]byte(nil), capability...)
+}
+
+// checkCheckpointMAC (on the leader) refuses a resume whose checkpoint's
+// MAC is not the one the cluster computes for tenant's job name:
+// forged, of another tenant's job or of another job, or of a format
+// before MACs.
+func (n *Node) checkCheckpointMAC(ctx context.Context, tenant, name string, r *api.ResumePart) error {
+	if len(r.MAC) == 0 {
+		return transport.Errorf(transport.ErrPermissionDenied, "job %q: resume: not allowed: the checkpoint of consumer %q carries no MAC (checkpoint format 1, written before checkpoints were signed by the cluster, or not a feedmesh client's): format 1 checkpoints are refused; read the dataset afresh", name, r.Part)
+	}
+	c, err := n.capabilityFor(ctx, tenant, name, r.Part)
+	if err != nil {
+		return err
+	}
+	want, err := api.CheckpointMAC(c, name, *r)
+	if err != nil {
+		return err
+	}
+	if !hmac.Equal(r.MAC, want) {
+		n.log.Warn("resume refused: the checkpoint's MAC does not check out", "tenant", tenant, "job", logString(name), "part", logString(r.Part))
+		return transport.Errorf(transport.ErrPermissionDenied, "job %q: resume: not allowed: the checkpoint of consumer %q was not made by a consumer of this job (forged, another tenant's, or another job's checkpoint)", name, r.Part)
+	}
+	return nil
+}
+
+// noReservedKey refuses kv.put and kv.get of the cluster's own entries
+// (reservedKVPrefix) to every caller: an administrator's too (the job
+// secret is never sent to a client).
+func noReservedKey[Req any](key func(Req) string, f func(context.Context, Req) (any, error)) func(context.Context, Req) (any, error) {
+	return func(ctx context.Context, req Req) (any, error) {
+		if k := key(req); strings.HasPrefix(k, reservedKVPrefix) {
+			return nil, transport.Errorf(transport.ErrPermissionDenied, "key %q: keys under %q are the cluster's own", logString(k), reservedKVPrefix)
+		}
+		return f(ctx, req)
+	}
+}
