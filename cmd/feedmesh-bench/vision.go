@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"time"
@@ -40,6 +41,8 @@ const (
 	vTrainFMAll    = "train-feedmesh-all" // run-local, parallelism = cores (all cores)
 	vTrainFMNode   = "train-node"         // one in-process node runs the job, a client reads it over loopback (all cores)
 	visionChildArg = "--child"
+	// visionProfileEnv names the file a child writes its measured pass's CPU profile to (--cpuprofile).
+	visionProfileEnv = "FEEDMESH_BENCH_VISION_CPUPROFILE"
 )
 
 var visionWays = []string{vDecodePIL, vDecodeFM, vTrainDL0, vTrainFM1, vTrainDL2, vTrainFMAll, vTrainFMNode}
@@ -82,6 +85,7 @@ func benchVision(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	dtype := fs.String("dtype", "float32", "the feedmesh train ways' normalize output: float32 (what ToTensor+Normalize give the DataLoader) or bfloat16 (half the bytes a node sends its client)")
 	waysFlag := fs.String("ways", joinList(visionWays), "ways to measure")
 	python := fs.String("python", pyDefault(), "the Python interpreter with PIL, numpy, torch and torchvision (Debian's python3-pil, python3-torchvision)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each feedmesh way's measured pass to PREFIX-<way>-<run>.pprof")
 	pin := fs.Bool("pin", true, "run the per-core ways (decode-*, train-dataloader-0, train-feedmesh-1) under taskset -c 0")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: way, cores (1: pinned, else all), images_per_s (median), cpu_s_per_1000 (median CPU-s of the process and its workers per 1,000 images), ratio (median over runs of images/s ÷ the baseline's in the same run), ratio_vs (the baseline), cpu_ratio (likewise, of the baseline's CPU-s per image ÷ this one's: per-core efficiency), bounding_op (feedmesh run-local: the op its statistics name bounding)")
 	fs.Usage = func() {
@@ -199,6 +203,9 @@ Flags:`)
 			}
 			if *pin && taskset != "" && visionPinned[w] {
 				cmd = exec.CommandContext(ctx, taskset, append([]string{"-c", "0"}, cmd.Args...)...)
+			}
+			if *cpuProfile != "" && !isPyWay(w) {
+				cmd.Env = append(os.Environ(), visionProfileEnv+"="+fmt.Sprintf("%s-%s-%d.pprof", *cpuProfile, w, r+1))
 			}
 			var out, errb bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errb
@@ -331,8 +338,13 @@ func visionChild(ctx context.Context, args []string, stdout io.Writer) error {
 	if _, err := run(64); err != nil {
 		return err
 	}
+	stop, err := visionProfile()
+	if err != nil {
+		return err
+	}
 	cpu0 := transportbench.CPUSeconds()
 	rep, err := run(cfg.images)
+	stop()
 	if err != nil {
 		return err
 	}
@@ -381,8 +393,13 @@ func visionNode(ctx context.Context, cfg visionCfg, par int, stdout io.Writer) e
 	if _, err := read("vision-warmup", 64); err != nil {
 		return err
 	}
+	stop, err := visionProfile()
+	if err != nil {
+		return err
+	}
 	cpu0, t0 := transportbench.CPUSeconds(), time.Now()
 	rows, err := read("vision", cfg.images)
+	stop()
 	if err != nil {
 		return err
 	}
@@ -391,4 +408,22 @@ func visionNode(ctx context.Context, cfg visionCfg, par int, stdout io.Writer) e
 		return fmt.Errorf("the client read %d images, want %d", rows, cfg.images)
 	}
 	return cli.WriteJSON(stdout, visionResult{Images: rows, Seconds: secs, CPUSeconds: cpu})
+}
+
+// visionProfile starts a CPU profile into the file visionProfileEnv names,
+// if it names one; stop ends it.
+func visionProfile() (stop func(), err error) {
+	path := os.Getenv(visionProfileEnv)
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

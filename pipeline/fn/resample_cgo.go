@@ -11,6 +11,7 @@ package fn
 #cgo CFLAGS: -O3
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define FM_PB 22
 
@@ -25,9 +26,73 @@ static inline unsigned char fm_clip8(int32_t v) {
 # define FM_CLONES
 #endif
 
+// fm_resample_h_px is the horizontal pass for 3- and 4-channel images
+// where the processor has SSE4.1: one output pixel's channels are the
+// lanes of one vector, each tap one widening load, one multiply and one
+// add for all of them. The sums are the scalar loop's (same order, same
+// int32 arithmetic), so the bytes are too. in_w is the width of the input
+// rows in pixels: a 3-channel pixel is loaded with the byte after it,
+// except the row's last, which is loaded byte by byte.
+#if defined(__x86_64__) && defined(__GNUC__)
+# include <smmintrin.h>
+# define FM_HAVE_PX 1
+
+__attribute__((target("sse4.1")))
+static inline __m128i fm_px4(const unsigned char *p) {
+	int32_t v;
+	memcpy(&v, p, 4);
+	return _mm_cvtepu8_epi32(_mm_cvtsi32_si128(v));
+}
+
+__attribute__((target("sse4.1")))
+static void fm_resample_h_px(unsigned char *dst, int dst_stride, const unsigned char *src, int stride,
+		int first, int rows, int c, int ow, const int32_t *start, const int32_t *n, const int32_t *k, int ks, int in_w) {
+	const __m128i half = _mm_set1_epi32(1 << (FM_PB - 1));
+	for (int y = 0; y < rows; y++) {
+		const unsigned char *in = src + (size_t)(first + y) * stride;
+		unsigned char *out = dst + (size_t)y * dst_stride;
+		for (int xx = 0; xx < ow; xx++) {
+			const int32_t *kk = k + (size_t)xx * ks;
+			const unsigned char *p = in + (size_t)start[xx] * c;
+			int m = n[xx];
+			int safe = c == 4 || start[xx] + m < in_w ? m : m - 1;
+			__m128i s = half, s2 = _mm_setzero_si128();
+			int x = 0;
+			for (; x + 1 < safe; x += 2) {
+				s = _mm_add_epi32(s, _mm_mullo_epi32(fm_px4(p + x * c), _mm_set1_epi32(kk[x])));
+				s2 = _mm_add_epi32(s2, _mm_mullo_epi32(fm_px4(p + (x + 1) * c), _mm_set1_epi32(kk[x + 1])));
+			}
+			if (x < safe) {
+				s = _mm_add_epi32(s, _mm_mullo_epi32(fm_px4(p + x * c), _mm_set1_epi32(kk[x])));
+				x++;
+			}
+			if (x < m) {
+				const unsigned char *q = p + x * c;
+				s = _mm_add_epi32(s, _mm_mullo_epi32(_mm_setr_epi32(q[0], q[1], q[2], 0), _mm_set1_epi32(kk[x])));
+			}
+			s = _mm_add_epi32(s, s2);
+			int32_t v[4];
+			_mm_storeu_si128((__m128i *)v, s);
+			unsigned char *o = out + (size_t)xx * c;
+			o[0] = fm_clip8(v[0]);
+			o[1] = fm_clip8(v[1]);
+			o[2] = fm_clip8(v[2]);
+			if (c == 4) o[3] = fm_clip8(v[3]);
+		}
+	}
+}
+#endif
+
+// fm_resample_h: rows [first, first+rows) of src → rows of dst.
 FM_CLONES
 static void fm_resample_h(unsigned char *dst, int dst_stride, const unsigned char *src, int stride,
-		int first, int rows, int c, int ow, const int32_t *start, const int32_t *n, const int32_t *k, int ks) {
+		int first, int rows, int c, int ow, const int32_t *start, const int32_t *n, const int32_t *k, int ks, int in_w) {
+#ifdef FM_HAVE_PX
+	if ((c == 3 || c == 4) && __builtin_cpu_supports("sse4.1")) {
+		fm_resample_h_px(dst, dst_stride, src, stride, first, rows, c, ow, start, n, k, ks, in_w);
+		return;
+	}
+#endif
 	for (int y = 0; y < rows; y++) {
 		const unsigned char *in = src + (size_t)(first + y) * stride;
 		unsigned char *out = dst + (size_t)y * dst_stride;
@@ -88,7 +153,7 @@ func resampleH(dst []byte, dstStride int, src []byte, stride, first, rows, c int
 	}
 	C.fm_resample_h((*C.uchar)(unsafe.Pointer(&dst[0])), C.int(dstStride), (*C.uchar)(unsafe.Pointer(&src[0])), C.int(stride),
 		C.int(first), C.int(rows), C.int(c), C.int(ow), (*C.int32_t)(unsafe.Pointer(&k.start[0])), (*C.int32_t)(unsafe.Pointer(&k.n[0])),
-		(*C.int32_t)(unsafe.Pointer(&k.k[0])), C.int(k.ksize))
+		(*C.int32_t)(unsafe.Pointer(&k.k[0])), C.int(k.ksize), C.int(k.in))
 }
 
 func resampleV(dst []byte, rowBytes int, src []byte, stride, oh int, k *coeffs, acc []int32) {
