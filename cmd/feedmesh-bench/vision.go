@@ -40,18 +40,19 @@ const (
 	vTrainDL2      = "train-dataloader-2" // torch DataLoader, num_workers 2 (all cores)
 	vTrainFMAll    = "train-feedmesh-all" // run-local, parallelism = cores (all cores)
 	vTrainFMNode   = "train-node"         // one in-process node runs the job, a client reads it over loopback (all cores)
+	vTrainNodeCut  = "train-node-cut"     // train-node with the job cut after random_flip: the node ships uint8 crops, the client normalizes and batches (all cores)
 	visionChildArg = "--child"
 	// visionProfileEnv names the file a child writes its measured pass's CPU profile to (--cpuprofile).
 	visionProfileEnv = "FEEDMESH_BENCH_VISION_CPUPROFILE"
 )
 
-var visionWays = []string{vDecodePIL, vDecodeFM, vTrainDL0, vTrainFM1, vTrainDL2, vTrainFMAll, vTrainFMNode}
+var visionWays = []string{vDecodePIL, vDecodeFM, vTrainDL0, vTrainFM1, vTrainDL2, vTrainFMAll, vTrainFMNode, vTrainNodeCut}
 
 // visionPinned are the per-core ways: run under `taskset -c 0`.
 var visionPinned = map[string]bool{vDecodePIL: true, vDecodeFM: true, vTrainDL0: true, vTrainFM1: true}
 
 // visionBaseline is what each way's ratio is taken against (within a run).
-var visionBaseline = map[string]string{vDecodeFM: vDecodePIL, vTrainFM1: vTrainDL0, vTrainFMAll: vTrainDL2, vTrainFMNode: vTrainFMAll}
+var visionBaseline = map[string]string{vDecodeFM: vDecodePIL, vTrainFM1: vTrainDL0, vTrainFMAll: vTrainDL2, vTrainFMNode: vTrainFMAll, vTrainNodeCut: vTrainFMAll}
 
 // visionResult is one measured pass (a child's JSON line).
 type visionResult struct {
@@ -105,10 +106,12 @@ vision_dataloader.py), every run measuring each once, in an order rotated from r
   train-feedmesh-all  train-feedmesh-1 with the maps at parallelism = cores           all cores
   train-node          one in-process node runs train-feedmesh-all's spec as a job; a client
                       in the same process reads its batches over loopback               all cores
+  train-node-cut      train-node with the job cut after random_flip (offload_boundary): the
+                      node ships each uint8 crop, the client normalizes and batches     all cores
 
 Each way reads --images images after a warm-up of 64. Ratios are taken within a run:
 decode-feedmesh ÷ decode-pil, train-feedmesh-1 ÷ train-dataloader-0, train-feedmesh-all ÷
-train-dataloader-2, train-node ÷ train-feedmesh-all. Without --folder the folder is made by
+train-dataloader-2, train-node and train-node-cut ÷ train-feedmesh-all. Without --folder the folder is made by
 scripts/make-photo-folder.py (python3-pil, python3-sklearn; found from the working directory).
 The Python ways are skipped when the interpreter lacks PIL or torchvision. Progress goes to stderr.
 
@@ -326,11 +329,11 @@ func visionChild(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	way := args[0]
 	par := 1
-	if way == vTrainFMAll || way == vTrainFMNode {
+	if way == vTrainFMAll || way == vTrainFMNode || way == vTrainNodeCut {
 		par = runtime.GOMAXPROCS(0)
 	}
-	if way == vTrainFMNode {
-		return visionNode(ctx, cfg, par, stdout)
+	if way == vTrainFMNode || way == vTrainNodeCut {
+		return visionNode(ctx, cfg, par, way == vTrainNodeCut, stdout)
 	}
 	run := func(n int) (*pipeline.RunReport, error) {
 		return pipeline.RunLocal(ctx, visionSpec(cfg, way == vDecodeFM, par, n), pipeline.RunOptions{})
@@ -355,9 +358,15 @@ func visionChild(ctx context.Context, args []string, stdout io.Writer) error {
 	return cli.WriteJSON(stdout, visionResult{Images: rep.Elements, Seconds: rep.Seconds, CPUSeconds: cpu, Bounding: rep.BoundingOp})
 }
 
+// visionCut is where train-node-cut cuts visionSpec: after repeat,
+// decode_and_crop and random_flip (the node ships uint8 crops, a quarter
+// of the bytes of float32; the client runs normalize and batch).
+const visionCut = 3
+
 // visionNode runs the training spec as a job of a one-node in-process
-// cluster and reads it with a client over loopback.
-func visionNode(ctx context.Context, cfg visionCfg, par int, stdout io.Writer) error {
+// cluster and reads it with a client over loopback; cut: with the job cut
+// at visionCut.
+func visionNode(ctx context.Context, cfg visionCfg, par int, cut bool, stdout io.Writer) error {
 	folder, err := filepath.Abs(cfg.folder)
 	if err != nil {
 		return err
@@ -376,7 +385,11 @@ func visionNode(ctx context.Context, cfg visionCfg, par int, stdout io.Writer) e
 	// The job repeats the folder forever (exactly-once delivery cannot
 	// take): the client stops after n images.
 	read := func(name string, n int) (int64, error) {
-		it, err := cl.Distribute(ctx, visionSpec(cfg, false, par, 0), client.JobOptions{Name: name, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, GCAfter: pyGCAfter})
+		o := client.JobOptions{Name: name, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, GCAfter: pyGCAfter}
+		if cut {
+			o.OffloadBoundary = visionCut
+		}
+		it, err := cl.Distribute(ctx, visionSpec(cfg, false, par, 0), o)
 		if err != nil {
 			return 0, err
 		}
