@@ -22,6 +22,7 @@ import (
 	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 func init() {
@@ -399,7 +400,11 @@ func visionNode(ctx context.Context, cfg visionCfg, par int, cut bool, stdout io
 			if err != nil {
 				return 0, err
 			}
+			err = checkVisionBatch(b.Element, cfg, cut, b.Worker)
 			b.Release()
+			if err != nil {
+				return 0, err
+			}
 		}
 		return it.Stats().Rows, nil
 	}
@@ -439,4 +444,27 @@ func visionProfile() (stop func(), err error) {
 		return nil, err
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// checkVisionBatch checks that a batch the client read is what run-local
+// makes: the normalized images, [n, 3, size, size] of the dtype, and, cut,
+// made by the client (the nodes shipped its elements).
+func checkVisionBatch(e tensor.Element, cfg visionCfg, cut bool, worker string) error {
+	t, ok := e.Get("image")
+	want := tensor.Float32
+	if cfg.dtype == "bfloat16" {
+		want = tensor.BFloat16
+	}
+	if !ok || t.DType != want || len(t.Shape) != 4 || t.Shape[0] < 1 || t.Shape[0] > int64(cfg.batch) ||
+		t.Shape[1] != 3 || t.Shape[2] != int64(cfg.size) || t.Shape[3] != int64(cfg.size) {
+		var names []string
+		for _, x := range e.Tensors {
+			names = append(names, fmt.Sprintf("%s %s%v", x.Name, x.DType, x.Shape))
+		}
+		return fmt.Errorf("the client read a batch without %s [n<=%d, 3, %d, %d] images: %v", want, cfg.batch, cfg.size, cfg.size, names)
+	}
+	if cut != (worker == client.SuffixWorker) {
+		return fmt.Errorf("the batch came from %q (cut %v)", worker, cut)
+	}
+	return nil
 }
