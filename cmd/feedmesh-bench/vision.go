@@ -37,11 +37,11 @@ const (
 	vDecodePIL     = "decode-pil"         // PIL: Image.open().convert("RGB"), np.asarray (pinned to one core)
 	vDecodeFM      = "decode-feedmesh"    // run-local: image_folder → decode_image, parallelism 1 (pinned to one core)
 	vTrainDL0      = "train-dataloader-0" // torch DataLoader, num_workers 0, PIL transforms (pinned to one core)
-	vTrainFM1      = "train-feedmesh-1"   // run-local: decode_and_crop → random_flip → normalize → batch, parallelism 1 (pinned to one core)
+	vTrainFM1      = "train-feedmesh-1"   // run-local: decode_and_crop → normalize (random_flip fused) → batch, parallelism 1 (pinned to one core)
 	vTrainDL2      = "train-dataloader-2" // torch DataLoader, num_workers 2 (all cores)
 	vTrainFMAll    = "train-feedmesh-all" // run-local, parallelism = cores (all cores)
 	vTrainFMNode   = "train-node"         // one in-process node runs the job, a client reads it over loopback (all cores)
-	vTrainNodeCut  = "train-node-cut"     // train-node with the job cut after random_flip: the node ships uint8 crops, the client normalizes and batches (all cores)
+	vTrainNodeCut  = "train-node-cut"     // train-node with the job cut after decode_and_crop: the node ships uint8 crops, the client flips, normalizes and batches (all cores)
 	visionChildArg = "--child"
 	// visionProfileEnv names the file a child writes its measured pass's CPU profile to (--cpuprofile).
 	visionProfileEnv = "FEEDMESH_BENCH_VISION_CPUPROFILE"
@@ -101,14 +101,14 @@ vision_dataloader.py), every run measuring each once, in an order rotated from r
   decode-feedmesh     run-local: image_folder → decode_image, parallelism 1         1 core
   train-dataloader-0  torch DataLoader (num_workers 0) over torchvision ImageFolder with
                       RandomResizedCrop(size), RandomHorizontalFlip, ToTensor, Normalize  1 core
-  train-feedmesh-1    run-local: image_folder → decode_and_crop(size) → random_flip →
-                      normalize(ImageNet mean/std, chw, --dtype) → batch, parallelism 1  1 core
+  train-feedmesh-1    run-local: image_folder → decode_and_crop(size) → normalize(ImageNet
+                      mean/std, chw, --dtype, random_flip) → batch, parallelism 1      1 core
   train-dataloader-2  the DataLoader with num_workers 2                               all cores
   train-feedmesh-all  train-feedmesh-1 with the maps at parallelism = cores           all cores
   train-node          one in-process node runs train-feedmesh-all's spec as a job; a client
                       in the same process reads its batches over loopback               all cores
-  train-node-cut      train-node with the job cut after random_flip (offload_boundary): the
-                      node ships each uint8 crop, the client normalizes and batches     all cores
+  train-node-cut      train-node with the job cut after decode_and_crop (offload_boundary):
+                      the node ships each uint8 crop, the client normalizes and batches all cores
 
 Each way reads --images images after a warm-up of 64. Ratios are taken within a run:
 decode-feedmesh ÷ decode-pil, train-feedmesh-1 ÷ train-dataloader-0, train-feedmesh-all ÷
@@ -309,8 +309,8 @@ func visionSpec(cfg visionCfg, decodeOnly bool, parallelism, n int) *pipeline.Sp
 		return s.Map("decode_image", fn.Args{"channels": 3}, parallelism)
 	}
 	s.Map("decode_and_crop", fn.Args{"height": cfg.size, "width": cfg.size, "channels": 3}, parallelism)
-	s.Map("random_flip", nil, 1)
-	s.Map("normalize", fn.Args{"scale": 1.0 / 255, "mean": imagenetMean, "std": imagenetStd, "layout": "chw", "dtype": cfg.dtype}, parallelism)
+	// RandomHorizontalFlip fused into normalize (its random_flip).
+	s.Map("normalize", fn.Args{"scale": 1.0 / 255, "mean": imagenetMean, "std": imagenetStd, "layout": "chw", "dtype": cfg.dtype, "random_flip": true}, parallelism)
 	return s.Batch(int64(cfg.batch), false)
 }
 
@@ -359,10 +359,10 @@ func visionChild(ctx context.Context, args []string, stdout io.Writer) error {
 	return cli.WriteJSON(stdout, visionResult{Images: rep.Elements, Seconds: rep.Seconds, CPUSeconds: cpu, Bounding: rep.BoundingOp})
 }
 
-// visionCut is where train-node-cut cuts visionSpec: after repeat,
-// decode_and_crop and random_flip (the node ships uint8 crops, a quarter
-// of the bytes of float32; the client runs normalize and batch).
-const visionCut = 3
+// visionCut is where train-node-cut cuts visionSpec: after repeat and
+// decode_and_crop (the node ships uint8 crops, a quarter of the bytes of
+// float32; the client runs normalize, with the flip, and batch).
+const visionCut = 2
 
 // visionNode runs the training spec as a job of a one-node in-process
 // cluster and reads it with a client over loopback; cut: with the job cut

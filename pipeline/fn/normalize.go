@@ -15,18 +15,21 @@ import (
 // shape, or with layout: chw, an [H, W, C] image as [C, H, W] (what torch
 // models take). mean and std have one entry (all channels) or one per
 // channel. uint8 input goes through a table of the 256 results per
-// channel, computed in float64 and rounded once.
+// channel, computed in float64 and rounded once. random_flip: true
+// mirrors an image [H, W, C] left-right with probability ½ in the same
+// pass (random_flip's horizontal flip, fused: no copy of its own).
 func normalize(a Args) (MapFn, error) {
 	n, err := parseNormalize(a)
 	if err != nil {
 		return nil, argError("normalize", err)
 	}
-	return func(_ *FnContext, e tensor.Element) (tensor.Element, error) {
+	return func(ctx *FnContext, e tensor.Element) (tensor.Element, error) {
 		t, err := input(e, n.name)
 		if err != nil {
 			return e, err
 		}
-		out, err := n.apply(t)
+		mirror := n.flip && ctx.Rand().IntN(2) == 1
+		out, err := n.apply(t, mirror)
 		if err != nil {
 			return e, fmt.Errorf("normalize: %w", err)
 		}
@@ -41,12 +44,13 @@ type normalizer struct {
 	scale     float64
 	dtype     tensor.DType
 	chw       bool
+	flip      bool     // random_flip
 	tables    sync.Map // int (channels) → []uint32 (c*256 values' bits), built on first use
 }
 
 func parseNormalize(a Args) (n *normalizer, err error) {
 	n = new(normalizer)
-	if err = a.Known("tensor", "mean", "std", "scale", "dtype", "layout"); err != nil {
+	if err = a.Known("tensor", "mean", "std", "scale", "dtype", "layout", "random_flip"); err != nil {
 		return
 	}
 	if n.name, err = stringArg(a, "tensor", "image"); err != nil {
@@ -83,6 +87,9 @@ func parseNormalize(a Args) (n *normalizer, err error) {
 		return nil, fmt.Errorf("layout: %q is not hwc or chw", layout)
 	}
 	n.chw = layout == "chw"
+	if n.flip, err = a.Bool("random_flip", false); err != nil {
+		return
+	}
 	return n, n.check()
 }
 
@@ -122,8 +129,8 @@ func (n *normalizer) table(c int) []uint32 {
 	return lut
 }
 
-// apply normalizes t into a new tensor.
-func (n *normalizer) apply(t *tensor.Tensor) (tensor.Tensor, error) {
+// apply normalizes t into a new tensor, mirrored left-right when mirror.
+func (n *normalizer) apply(t *tensor.Tensor, mirror bool) (tensor.Tensor, error) {
 	if t.DType == tensor.Bytes {
 		return tensor.Tensor{}, fmt.Errorf("tensor %q is bytes (decode it first)", n.name)
 	}
@@ -132,6 +139,9 @@ func (n *normalizer) apply(t *tensor.Tensor) (tensor.Tensor, error) {
 	}
 	if n.chw && len(t.Shape) != 3 {
 		return tensor.Tensor{}, fmt.Errorf("layout chw: tensor %q is %v, not an image [H, W, C]", n.name, t.Shape)
+	}
+	if n.flip && len(t.Shape) != 3 {
+		return tensor.Tensor{}, fmt.Errorf("random_flip: tensor %q is %v, not an image [H, W, C]", n.name, t.Shape)
 	}
 	c := 1
 	if len(t.Shape) > 0 {
@@ -152,9 +162,22 @@ func (n *normalizer) apply(t *tensor.Tensor) (tensor.Tensor, error) {
 		plane = nv / max(c, 1)
 		shape = []int64{t.Shape[2], t.Shape[0], t.Shape[1]}
 	}
-	if t.DType == tensor.Uint8 && c > 0 {
+	width := 0
+	if mirror {
+		width = int(t.Shape[1])
+	}
+	switch {
+	case t.DType == tensor.Uint8 && c == 3 && n.chw && size == 4 && nativeLE && plane > 0:
+		chw3x32(out, t.Data[:nv], n.table(c), plane, width)
+	case t.DType == tensor.Uint8 && c == 3 && n.chw && size == 2 && nativeLE && plane > 0:
+		chw3x16(out, t.Data[:nv], n.table(c), plane, width)
+	case mirror:
+		// The other layouts and dtypes flip first, as random_flip does.
+		m := flip(t, int(t.Shape[0]), width, c, true, false)
+		return n.apply(&m, false)
+	case t.DType == tensor.Uint8 && c > 0:
 		normalizeUint8(out, t.Data[:nv], n.table(c), c, plane, size, n.chw)
-	} else {
+	default:
 		n.normalizeAny(out, t, c, plane, size)
 	}
 	return tensor.Tensor{Name: n.name, DType: n.dtype, Shape: shape, Data: out}, nil
@@ -165,10 +188,6 @@ func (n *normalizer) apply(t *tensor.Tensor) (tensor.Tensor, error) {
 // chw.
 func normalizeUint8(out, src []byte, lut []uint32, c, plane, size int, chw bool) {
 	switch {
-	case chw && c == 3 && size == 4 && nativeLE && plane > 0:
-		chw3x32(out, src, lut, plane)
-	case chw && c == 3 && size == 2 && nativeLE && plane > 0:
-		chw3x16(out, src, lut, plane)
 	case chw:
 		for i, v := range src {
 			k := i % c
@@ -186,12 +205,24 @@ func normalizeUint8(out, src []byte, lut []uint32, c, plane, size int, chw bool)
 }
 
 // chw3x32 is normalizeUint8 of a 3-channel image to float32 planes, with
-// stores of whole words (out is word-aligned: a large allocation).
-func chw3x32(out, src []byte, lut []uint32, plane int) {
+// stores of whole words (out is word-aligned: a large allocation); width
+// > 0 mirrors the rows of width pixels left-right.
+func chw3x32(out, src []byte, lut []uint32, plane, width int) {
 	o := unsafe.Slice((*uint32)(unsafe.Pointer(&out[0])), 3*plane)
 	l0, l1, l2 := (*[256]uint32)(lut[:256]), (*[256]uint32)(lut[256:512]), (*[256]uint32)(lut[512:768])
 	o0, o1, o2 := o[:plane], o[plane:2*plane], o[2*plane:3*plane]
 	src = src[:3*plane]
+	if width > 0 {
+		for r := 0; r+width <= plane; r += width {
+			row := src[3*r : 3*(r+width)]
+			d0, d1, d2 := o0[r:r+width], o1[r:r+width], o2[r:r+width]
+			for x, j := 0, len(row)-3; j >= 0; x, j = x+1, j-3 {
+				s := row[j : j+3 : j+3]
+				d0[x], d1[x], d2[x] = l0[s[0]], l1[s[1]], l2[s[2]]
+			}
+		}
+		return
+	}
 	for p := range o0 {
 		s := src[3*p : 3*p+3 : 3*p+3]
 		o0[p], o1[p], o2[p] = l0[s[0]], l1[s[1]], l2[s[2]]
@@ -199,7 +230,7 @@ func chw3x32(out, src []byte, lut []uint32, plane int) {
 }
 
 // chw3x16 is chw3x32 for 16-bit floats.
-func chw3x16(out, src []byte, lut []uint32, plane int) {
+func chw3x16(out, src []byte, lut []uint32, plane, width int) {
 	o := unsafe.Slice((*uint16)(unsafe.Pointer(&out[0])), 3*plane)
 	var l [3][256]uint16
 	for k := range l {
@@ -209,6 +240,17 @@ func chw3x16(out, src []byte, lut []uint32, plane int) {
 	}
 	o0, o1, o2 := o[:plane], o[plane:2*plane], o[2*plane:3*plane]
 	src = src[:3*plane]
+	if width > 0 {
+		for r := 0; r+width <= plane; r += width {
+			row := src[3*r : 3*(r+width)]
+			d0, d1, d2 := o0[r:r+width], o1[r:r+width], o2[r:r+width]
+			for x, j := 0, len(row)-3; j >= 0; x, j = x+1, j-3 {
+				s := row[j : j+3 : j+3]
+				d0[x], d1[x], d2[x] = l[0][s[0]], l[1][s[1]], l[2][s[2]]
+			}
+		}
+		return
+	}
 	for p := range o0 {
 		s := src[3*p : 3*p+3 : 3*p+3]
 		o0[p], o1[p], o2[p] = l[0][s[0]], l[1][s[1]], l[2][s[2]]

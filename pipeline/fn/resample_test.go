@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"image/jpeg"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/feedmesh/feedmesh/tensor"
@@ -79,4 +80,71 @@ func BenchmarkVisionTrain(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "images/s")
+}
+
+// TestNormalizeRandomFlip: normalize with random_flip gives, for every
+// element, either the normalized image or the normalized mirror (what
+// random_flip then normalize give), both over the elements, the same for
+// the same element, on every path (uint8 chw to float32 and 16-bit, hwc,
+// one channel, float input).
+func TestNormalizeRandomFlip(t *testing.T) {
+	img := rawImage(5, 7, 3, func(y, x, k int) uint8 { return uint8(37*y + 11*x + 90*k) })
+	gray := rawImage(4, 6, 1, func(y, x, _ int) uint8 { return uint8(40*y + 9*x) })
+	vals := make([]float32, len(img.Data))
+	for i, v := range img.Data {
+		vals[i] = float32(v)
+	}
+	f32, _ := tensor.FromFloat32s("image", []int64{5, 7, 3}, vals)
+	for _, c := range []struct {
+		name string
+		img  tensor.Tensor
+		args Args
+	}{
+		{"chw float32", img, Args{"layout": "chw"}},
+		{"chw bfloat16", img, Args{"layout": "chw", "dtype": "bfloat16"}},
+		{"chw float16", img, Args{"layout": "chw", "dtype": "float16"}},
+		{"hwc float32", img, Args{}},
+		{"gray chw", gray, Args{"layout": "chw"}},
+		{"float input", f32, Args{"layout": "chw"}},
+	} {
+		args := Args{"scale": 1.0 / 255, "mean": []any{0.485, 0.456, 0.406}, "std": []any{0.229, 0.224, 0.225}}
+		if c.img.Shape[2] == 1 {
+			args["mean"], args["std"] = []any{0.5}, []any{0.25}
+		}
+		for k, v := range c.args {
+			args[k] = v
+		}
+		plain := mustMap(t, "normalize", args)
+		args["random_flip"] = true
+		fused := mustMap(t, "normalize", args)
+		h, w, ch := int(c.img.Shape[0]), int(c.img.Shape[1]), int(c.img.Shape[2])
+		mirrored := flip(&c.img, h, w, ch, true, false)
+		want, _ := plain(&FnContext{}, elem(c.img))
+		wantM, _ := plain(&FnContext{}, elem(mirrored))
+		var flipped, kept int
+		for i := range int64(40) {
+			got, err := fused(&FnContext{Seed: 5, Index: i}, elem(c.img))
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			again, _ := fused(&FnContext{Seed: 5, Index: i}, elem(c.img))
+			if !bytes.Equal(got.Tensors[0].Data, again.Tensors[0].Data) {
+				t.Fatalf("%s: element %d differs between two calls", c.name, i)
+			}
+			switch {
+			case bytes.Equal(got.Tensors[0].Data, wantM.Tensors[0].Data) && slicesEqual(got.Tensors[0].Shape, wantM.Tensors[0].Shape):
+				flipped++
+			case bytes.Equal(got.Tensors[0].Data, want.Tensors[0].Data) && slicesEqual(got.Tensors[0].Shape, want.Tensors[0].Shape):
+				kept++
+			default:
+				t.Fatalf("%s: element %d is neither the normalized image nor its mirror", c.name, i)
+			}
+		}
+		if flipped < 5 || kept < 5 {
+			t.Errorf("%s: %d of 40 mirrored, %d kept", c.name, flipped, kept)
+		}
+	}
+	if _, err := mustMap(t, "normalize", Args{"random_flip": true})(&FnContext{}, elem(tensor.Tensor{Name: "image", DType: tensor.Uint8, Shape: []int64{6}, Data: make([]byte, 6)})); err == nil || !strings.Contains(err.Error(), "not an image") {
+		t.Errorf("random_flip of a vector: %v", err)
+	}
 }
