@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/tensor"
 	"github.com/feedmesh/feedmesh/transport/batch"
 )
@@ -45,23 +46,35 @@ func (b *Batch) Rows() int64 {
 }
 
 // recycled is a batch's receive buffers (its tail, or its re-padded
-// tensors) on their way back to the client's pool.
+// tensors) on their way back to the client's pool, or a batch a cut job's
+// suffix assembled on its way back to the suffix (pipeline.Recycler).
 type recycled struct {
 	rec  *batch.Recorder
 	bufs [][]byte
-	done atomic.Bool
+	// suffix, when set, takes el back instead.
+	suffix pipeline.Recycler
+	el     tensor.Element
+	done   atomic.Bool
 }
 
 // Release gives the batch's receive buffers back to the client for reuse by
-// a later batch (Options.RecycleBytes). After Release the batch's tensors
-// must not be used: their bytes will be overwritten. Optional: a batch never
-// released is garbage-collected as usual. Calling it again, or on a copy of
-// the batch, does nothing.
+// a later batch (Options.RecycleBytes; for a job cut by offload, the
+// buffers the client assembled the batch in). After Release the batch's
+// tensors must not be used: their bytes will be overwritten. Optional: a
+// batch never released is garbage-collected as usual. Calling it again, or
+// on a copy of the batch, does nothing.
 func (b Batch) Release() {
-	if r := b.buf; r != nil && r.done.CompareAndSwap(false, true) {
-		r.rec.Put(r.bufs)
-		r.bufs = nil
+	r := b.buf
+	if r == nil || !r.done.CompareAndSwap(false, true) {
+		return
 	}
+	if r.suffix != nil {
+		r.suffix.Recycle(r.el)
+		r.el = tensor.Element{}
+		return
+	}
+	r.rec.Put(r.bufs)
+	r.bufs = nil
 }
 
 // receiverConfig is the receive configuration of one of the client's batch

@@ -112,6 +112,9 @@ func (r *cutRun) run(ctx context.Context) error {
 		}
 		o := cutOut{}
 		o.b = Batch{Element: el, batched: r.batched}
+		if rc, ok := r.it.(pipeline.Recycler); ok && r.batched {
+			o.b.buf = &recycled{suffix: rc, el: el} // Release hands it back to the suffix
+		}
 		r.rows.Add(o.b.Rows())
 		for _, s := range r.tr.LastProvenance() {
 			o.prov = batch.AppendProv(o.prov, s.Epoch, s.Split, s.Indices)

@@ -131,6 +131,7 @@ func openCompiledFrom(ctx context.Context, c *compiled, open sourceOpener, split
 		statsOn:  !o.DisableStats,
 		cache:    o.Cache,
 		budget:   o.Budget,
+		spares:   newSpares(c.ops),
 	}
 	if o.Track {
 		p.track = &tracker{}
@@ -223,6 +224,9 @@ type plan struct {
 	// autocache counts what the autocache op did (nil without one, or
 	// without a Cache).
 	autocache *autocacheCounters
+	// spares are the buffers of batches handed back (Recycle) for the
+	// last batch op; nil unless the pipeline ends in batch.
+	spares *spares
 }
 
 // openStage opens the iterator producing stage k's output (k = 0 is the
@@ -318,7 +322,7 @@ func (p *plan) newOp(i int, op *compiledOp, st *opStats, in iter, epoch uint64) 
 		return s, nil
 	case o.Batch != nil:
 		name := fmt.Sprintf("ops[%d].batch", i)
-		return &batchIter{in: in, size: o.Batch.Size, drop: o.Batch.DropRemainder, name: name, acct: p.budget.account(name)}, nil
+		return &batchIter{in: in, size: o.Batch.Size, drop: o.Batch.DropRemainder, name: name, acct: p.budget.account(name), spares: p.spares}, nil
 	case o.PaddedBatch != nil:
 		name := fmt.Sprintf("ops[%d].padded_batch", i)
 		return &batchIter{in: in, size: o.PaddedBatch.Size, drop: o.PaddedBatch.DropRemainder, pad: true,

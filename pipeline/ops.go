@@ -174,6 +174,7 @@ type batchIter struct {
 	items    []item
 	elems    []tensor.Element
 	acct     *account // the items of the batch being filled (nil: not counted)
+	spares   *spares  // buffers handed back for this op's batches (nil: none)
 }
 
 func (it *batchIter) next(ctx context.Context) (item, error) {
@@ -206,7 +207,7 @@ func (it *batchIter) next(ctx context.Context) (item, error) {
 		it.acct.release()
 		return item{}, io.EOF
 	}
-	out, err := assembleItems(it.items, &it.elems, it.pad, it.padValue, nil, it.name)
+	out, err := assembleItemsInto(it.items, &it.elems, it.pad, it.padValue, nil, it.name, it.spares)
 	it.acct.release()
 	return out, err
 }
@@ -220,6 +221,12 @@ func (it *batchIter) close() {
 // batches. For padded batches with no explicit length tensors, every tensor
 // of rank >= 1 gets one.
 func assembleItems(items []item, elems *[]tensor.Element, pad bool, padValue float64, lengths []string, name string) (item, error) {
+	return assembleItemsInto(items, elems, pad, padValue, lengths, name, nil)
+}
+
+// assembleItemsInto is assembleItems with the buffers of a stacked batch
+// from spares.
+func assembleItemsInto(items []item, elems *[]tensor.Element, pad bool, padValue float64, lengths []string, name string, spares *spares) (item, error) {
 	*elems = (*elems)[:0]
 	for _, x := range items {
 		*elems = append(*elems, x.el)
@@ -238,7 +245,7 @@ func assembleItems(items []item, elems *[]tensor.Element, pad bool, padValue flo
 		}
 		out, err = bucketing.Pad(*elems, bucketing.PadOptions{PadValue: padValue, Lengths: lengths})
 	} else {
-		out, err = bucketing.Stack(*elems)
+		out, err = bucketing.StackInto(*elems, spares.alloc)
 	}
 	clear(*elems)
 	if err != nil {

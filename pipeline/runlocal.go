@@ -80,6 +80,9 @@ func RunLocal(ctx context.Context, spec *Spec, o RunOptions) (*RunReport, error)
 		} else {
 			r.Elements++
 		}
+		if rc, ok := it.(Recycler); ok {
+			rc.Recycle(e) // counted: its buffers may back a later batch
+		}
 	}
 	elapsed := time.Since(start)
 	it.Close() // stop read-ahead first, so the counts agree with each other

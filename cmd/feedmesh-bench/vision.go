@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/feedmesh/feedmesh/cmd/internal/cli"
 	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/pipeline/fn"
+	"github.com/feedmesh/feedmesh/tensor"
 )
 
 func init() {
@@ -35,20 +37,23 @@ const (
 	vDecodePIL     = "decode-pil"         // PIL: Image.open().convert("RGB"), np.asarray (pinned to one core)
 	vDecodeFM      = "decode-feedmesh"    // run-local: image_folder → decode_image, parallelism 1 (pinned to one core)
 	vTrainDL0      = "train-dataloader-0" // torch DataLoader, num_workers 0, PIL transforms (pinned to one core)
-	vTrainFM1      = "train-feedmesh-1"   // run-local: decode_and_crop → random_flip → normalize → batch, parallelism 1 (pinned to one core)
+	vTrainFM1      = "train-feedmesh-1"   // run-local: decode_and_crop → normalize (random_flip fused) → batch, parallelism 1 (pinned to one core)
 	vTrainDL2      = "train-dataloader-2" // torch DataLoader, num_workers 2 (all cores)
 	vTrainFMAll    = "train-feedmesh-all" // run-local, parallelism = cores (all cores)
 	vTrainFMNode   = "train-node"         // one in-process node runs the job, a client reads it over loopback (all cores)
+	vTrainNodeCut  = "train-node-cut"     // train-node with the job cut after decode_and_crop: the node ships uint8 crops, the client flips, normalizes and batches (all cores)
 	visionChildArg = "--child"
+	// visionProfileEnv names the file a child writes its measured pass's CPU profile to (--cpuprofile).
+	visionProfileEnv = "FEEDMESH_BENCH_VISION_CPUPROFILE"
 )
 
-var visionWays = []string{vDecodePIL, vDecodeFM, vTrainDL0, vTrainFM1, vTrainDL2, vTrainFMAll, vTrainFMNode}
+var visionWays = []string{vDecodePIL, vDecodeFM, vTrainDL0, vTrainFM1, vTrainDL2, vTrainFMAll, vTrainFMNode, vTrainNodeCut}
 
 // visionPinned are the per-core ways: run under `taskset -c 0`.
 var visionPinned = map[string]bool{vDecodePIL: true, vDecodeFM: true, vTrainDL0: true, vTrainFM1: true}
 
 // visionBaseline is what each way's ratio is taken against (within a run).
-var visionBaseline = map[string]string{vDecodeFM: vDecodePIL, vTrainFM1: vTrainDL0, vTrainFMAll: vTrainDL2, vTrainFMNode: vTrainFMAll}
+var visionBaseline = map[string]string{vDecodeFM: vDecodePIL, vTrainFM1: vTrainDL0, vTrainFMAll: vTrainDL2, vTrainFMNode: vTrainFMAll, vTrainNodeCut: vTrainFMAll}
 
 // visionResult is one measured pass (a child's JSON line).
 type visionResult struct {
@@ -82,6 +87,7 @@ func benchVision(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	dtype := fs.String("dtype", "float32", "the feedmesh train ways' normalize output: float32 (what ToTensor+Normalize give the DataLoader) or bfloat16 (half the bytes a node sends its client)")
 	waysFlag := fs.String("ways", joinList(visionWays), "ways to measure")
 	python := fs.String("python", pyDefault(), "the Python interpreter with PIL, numpy, torch and torchvision (Debian's python3-pil, python3-torchvision)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each feedmesh way's measured pass to PREFIX-<way>-<run>.pprof")
 	pin := fs.Bool("pin", true, "run the per-core ways (decode-*, train-dataloader-0, train-feedmesh-1) under taskset -c 0")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows: way, cores (1: pinned, else all), images_per_s (median), cpu_s_per_1000 (median CPU-s of the process and its workers per 1,000 images), ratio (median over runs of images/s ÷ the baseline's in the same run), ratio_vs (the baseline), cpu_ratio (likewise, of the baseline's CPU-s per image ÷ this one's: per-core efficiency), bounding_op (feedmesh run-local: the op its statistics name bounding)")
 	fs.Usage = func() {
@@ -95,16 +101,18 @@ vision_dataloader.py), every run measuring each once, in an order rotated from r
   decode-feedmesh     run-local: image_folder → decode_image, parallelism 1         1 core
   train-dataloader-0  torch DataLoader (num_workers 0) over torchvision ImageFolder with
                       RandomResizedCrop(size), RandomHorizontalFlip, ToTensor, Normalize  1 core
-  train-feedmesh-1    run-local: image_folder → decode_and_crop(size) → random_flip →
-                      normalize(ImageNet mean/std, chw, --dtype) → batch, parallelism 1  1 core
+  train-feedmesh-1    run-local: image_folder → decode_and_crop(size) → normalize(ImageNet
+                      mean/std, chw, --dtype, random_flip) → batch, parallelism 1      1 core
   train-dataloader-2  the DataLoader with num_workers 2                               all cores
   train-feedmesh-all  train-feedmesh-1 with the maps at parallelism = cores           all cores
   train-node          one in-process node runs train-feedmesh-all's spec as a job; a client
                       in the same process reads its batches over loopback               all cores
+  train-node-cut      train-node with the job cut after decode_and_crop (offload_boundary):
+                      the node ships each uint8 crop, the client normalizes and batches all cores
 
 Each way reads --images images after a warm-up of 64. Ratios are taken within a run:
 decode-feedmesh ÷ decode-pil, train-feedmesh-1 ÷ train-dataloader-0, train-feedmesh-all ÷
-train-dataloader-2, train-node ÷ train-feedmesh-all. Without --folder the folder is made by
+train-dataloader-2, train-node and train-node-cut ÷ train-feedmesh-all. Without --folder the folder is made by
 scripts/make-photo-folder.py (python3-pil, python3-sklearn; found from the working directory).
 The Python ways are skipped when the interpreter lacks PIL or torchvision. Progress goes to stderr.
 
@@ -199,6 +207,9 @@ Flags:`)
 			}
 			if *pin && taskset != "" && visionPinned[w] {
 				cmd = exec.CommandContext(ctx, taskset, append([]string{"-c", "0"}, cmd.Args...)...)
+			}
+			if *cpuProfile != "" && !isPyWay(w) {
+				cmd.Env = append(os.Environ(), visionProfileEnv+"="+fmt.Sprintf("%s-%s-%d.pprof", *cpuProfile, w, r+1))
 			}
 			var out, errb bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errb
@@ -298,8 +309,8 @@ func visionSpec(cfg visionCfg, decodeOnly bool, parallelism, n int) *pipeline.Sp
 		return s.Map("decode_image", fn.Args{"channels": 3}, parallelism)
 	}
 	s.Map("decode_and_crop", fn.Args{"height": cfg.size, "width": cfg.size, "channels": 3}, parallelism)
-	s.Map("random_flip", nil, 1)
-	s.Map("normalize", fn.Args{"scale": 1.0 / 255, "mean": imagenetMean, "std": imagenetStd, "layout": "chw", "dtype": cfg.dtype}, parallelism)
+	// RandomHorizontalFlip fused into normalize (its random_flip).
+	s.Map("normalize", fn.Args{"scale": 1.0 / 255, "mean": imagenetMean, "std": imagenetStd, "layout": "chw", "dtype": cfg.dtype, "random_flip": true}, parallelism)
 	return s.Batch(int64(cfg.batch), false)
 }
 
@@ -319,11 +330,11 @@ func visionChild(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	way := args[0]
 	par := 1
-	if way == vTrainFMAll || way == vTrainFMNode {
+	if way == vTrainFMAll || way == vTrainFMNode || way == vTrainNodeCut {
 		par = runtime.GOMAXPROCS(0)
 	}
-	if way == vTrainFMNode {
-		return visionNode(ctx, cfg, par, stdout)
+	if way == vTrainFMNode || way == vTrainNodeCut {
+		return visionNode(ctx, cfg, par, way == vTrainNodeCut, stdout)
 	}
 	run := func(n int) (*pipeline.RunReport, error) {
 		return pipeline.RunLocal(ctx, visionSpec(cfg, way == vDecodeFM, par, n), pipeline.RunOptions{})
@@ -331,8 +342,13 @@ func visionChild(ctx context.Context, args []string, stdout io.Writer) error {
 	if _, err := run(64); err != nil {
 		return err
 	}
+	stop, err := visionProfile()
+	if err != nil {
+		return err
+	}
 	cpu0 := transportbench.CPUSeconds()
 	rep, err := run(cfg.images)
+	stop()
 	if err != nil {
 		return err
 	}
@@ -343,9 +359,15 @@ func visionChild(ctx context.Context, args []string, stdout io.Writer) error {
 	return cli.WriteJSON(stdout, visionResult{Images: rep.Elements, Seconds: rep.Seconds, CPUSeconds: cpu, Bounding: rep.BoundingOp})
 }
 
+// visionCut is where train-node-cut cuts visionSpec: after repeat and
+// decode_and_crop (the node ships uint8 crops, a quarter of the bytes of
+// float32; the client runs normalize, with the flip, and batch).
+const visionCut = 2
+
 // visionNode runs the training spec as a job of a one-node in-process
-// cluster and reads it with a client over loopback.
-func visionNode(ctx context.Context, cfg visionCfg, par int, stdout io.Writer) error {
+// cluster and reads it with a client over loopback; cut: with the job cut
+// at visionCut.
+func visionNode(ctx context.Context, cfg visionCfg, par int, cut bool, stdout io.Writer) error {
 	folder, err := filepath.Abs(cfg.folder)
 	if err != nil {
 		return err
@@ -364,7 +386,11 @@ func visionNode(ctx context.Context, cfg visionCfg, par int, stdout io.Writer) e
 	// The job repeats the folder forever (exactly-once delivery cannot
 	// take): the client stops after n images.
 	read := func(name string, n int) (int64, error) {
-		it, err := cl.Distribute(ctx, visionSpec(cfg, false, par, 0), client.JobOptions{Name: name, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, GCAfter: pyGCAfter})
+		o := client.JobOptions{Name: name, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, GCAfter: pyGCAfter}
+		if cut {
+			o.OffloadBoundary = visionCut
+		}
+		it, err := cl.Distribute(ctx, visionSpec(cfg, false, par, 0), o)
 		if err != nil {
 			return 0, err
 		}
@@ -374,15 +400,24 @@ func visionNode(ctx context.Context, cfg visionCfg, par int, stdout io.Writer) e
 			if err != nil {
 				return 0, err
 			}
+			err = checkVisionBatch(b.Element, cfg, cut, b.Worker)
 			b.Release()
+			if err != nil {
+				return 0, err
+			}
 		}
 		return it.Stats().Rows, nil
 	}
 	if _, err := read("vision-warmup", 64); err != nil {
 		return err
 	}
+	stop, err := visionProfile()
+	if err != nil {
+		return err
+	}
 	cpu0, t0 := transportbench.CPUSeconds(), time.Now()
 	rows, err := read("vision", cfg.images)
+	stop()
 	if err != nil {
 		return err
 	}
@@ -391,4 +426,45 @@ func visionNode(ctx context.Context, cfg visionCfg, par int, stdout io.Writer) e
 		return fmt.Errorf("the client read %d images, want %d", rows, cfg.images)
 	}
 	return cli.WriteJSON(stdout, visionResult{Images: rows, Seconds: secs, CPUSeconds: cpu})
+}
+
+// visionProfile starts a CPU profile into the file visionProfileEnv names,
+// if it names one; stop ends it.
+func visionProfile() (stop func(), err error) {
+	path := os.Getenv(visionProfileEnv)
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// checkVisionBatch checks that a batch the client read is what run-local
+// makes: the normalized images, [n, 3, size, size] of the dtype, and, cut,
+// made by the client (the nodes shipped its elements).
+func checkVisionBatch(e tensor.Element, cfg visionCfg, cut bool, worker string) error {
+	t, ok := e.Get("image")
+	want := tensor.Float32
+	if cfg.dtype == "bfloat16" {
+		want = tensor.BFloat16
+	}
+	if !ok || t.DType != want || len(t.Shape) != 4 || t.Shape[0] < 1 || t.Shape[0] > int64(cfg.batch) ||
+		t.Shape[1] != 3 || t.Shape[2] != int64(cfg.size) || t.Shape[3] != int64(cfg.size) {
+		var names []string
+		for _, x := range e.Tensors {
+			names = append(names, fmt.Sprintf("%s %s%v", x.Name, x.DType, x.Shape))
+		}
+		return fmt.Errorf("the client read a batch without %s [n<=%d, 3, %d, %d] images: %v", want, cfg.batch, cfg.size, cfg.size, names)
+	}
+	if cut != (worker == client.SuffixWorker) {
+		return fmt.Errorf("the batch came from %q (cut %v)", worker, cut)
+	}
+	return nil
 }

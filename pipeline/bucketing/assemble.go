@@ -25,7 +25,13 @@ type PadOptions struct {
 // leading dimension; bytes tensors are concatenated with shifted offsets. A
 // shape mismatch is an error that points to padded batching.
 func Stack(elems []tensor.Element) (tensor.Element, error) {
-	return assemble(elems, false, PadOptions{})
+	return assemble(elems, false, PadOptions{}, nil)
+}
+
+// StackInto is Stack with each numeric tensor's buffer from alloc(n): an
+// empty slice of capacity n at least, which Stack fills.
+func StackInto(elems []tensor.Element, alloc func(n int) []byte) (tensor.Element, error) {
+	return assemble(elems, false, PadOptions{}, alloc)
 }
 
 // Pad assembles a batch like Stack, but tensors whose shapes differ within
@@ -33,10 +39,10 @@ func Stack(elems []tensor.Element) (tensor.Element, error) {
 // the batch: numeric tensors with o.PadValue, bytes tensors with empty
 // entries. It then appends the length tensors o.Lengths asks for.
 func Pad(elems []tensor.Element, o PadOptions) (tensor.Element, error) {
-	return assemble(elems, true, o)
+	return assemble(elems, true, o, nil)
 }
 
-func assemble(elems []tensor.Element, pad bool, o PadOptions) (tensor.Element, error) {
+func assemble(elems []tensor.Element, pad bool, o PadOptions, alloc func(int) []byte) (tensor.Element, error) {
 	if len(elems) == 0 {
 		return tensor.Element{}, fmt.Errorf("cannot assemble an empty batch")
 	}
@@ -52,7 +58,7 @@ func assemble(elems []tensor.Element, pad bool, o PadOptions) (tensor.Element, e
 			}
 			col[i] = t
 		}
-		t, err := assembleTensor(col, pad, o.PadValue)
+		t, err := assembleTensor(col, pad, o.PadValue, alloc)
 		if err != nil {
 			return tensor.Element{}, err
 		}
@@ -99,7 +105,7 @@ func lengths(elems []tensor.Element, name string) (tensor.Tensor, error) {
 	return tensor.Tensor{Name: tensor.LengthsName(name), DType: tensor.Int32, Shape: []int64{int64(len(elems))}, Data: data}, nil
 }
 
-func assembleTensor(col []*tensor.Tensor, pad bool, padValue float64) (tensor.Tensor, error) {
+func assembleTensor(col []*tensor.Tensor, pad bool, padValue float64, alloc func(int) []byte) (tensor.Tensor, error) {
 	t0 := col[0]
 	same := true
 	for i, t := range col {
@@ -133,7 +139,12 @@ func assembleTensor(col []*tensor.Tensor, pad bool, padValue float64) (tensor.Te
 		for _, t := range col {
 			size += len(t.Data)
 		}
-		data := make([]byte, 0, size)
+		var data []byte
+		if alloc != nil {
+			data = alloc(size)[:0]
+		} else {
+			data = make([]byte, 0, size)
+		}
 		for _, t := range col {
 			data = append(data, t.Data...)
 		}

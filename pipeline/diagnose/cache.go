@@ -38,6 +38,23 @@ var deterministicFns = map[string]bool{
 // known to be deterministic, so that its output can be cached.
 func Deterministic(fn string) bool { return deterministicFns[fn] }
 
+// randomArgs are the arguments that make a deterministic function random
+// when true: normalize's random_flip.
+var randomArgs = map[string]string{"normalize": "random_flip"}
+
+// deterministicMap is Deterministic for a map with its arguments.
+func deterministicMap(m *pipeline.MapOp) bool {
+	if !Deterministic(m.Fn) {
+		return false
+	}
+	if arg, ok := randomArgs[m.Fn]; ok {
+		if v, set := m.Args[arg]; set && v != false {
+			return false
+		}
+	}
+	return true
+}
+
 // cacheable reports whether op may be part of a cached prefix, and if not why.
 func cacheable(op pipeline.Op) (bool, string) {
 	switch {
@@ -45,7 +62,7 @@ func cacheable(op pipeline.Op) (bool, string) {
 		return false, "shuffle is random"
 	case op.Repeat != nil:
 		return false, "repeat: a cache holds one epoch"
-	case op.Map != nil && !Deterministic(op.Map.Fn):
+	case op.Map != nil && !deterministicMap(op.Map):
 		return false, fmt.Sprintf("map(%s) is random or unknown", op.Map.Fn)
 	case op.Filter != nil && !Deterministic(op.Filter.Fn):
 		return false, fmt.Sprintf("filter(%s) is random or unknown", op.Filter.Fn)

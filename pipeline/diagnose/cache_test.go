@@ -70,6 +70,7 @@ func TestCacheStopsAtRandomAndUnknown(t *testing.T) {
 		{pipeline.NewSpec(pipeline.FromRange(0, 10, 1)).Map("random_flip", nil, 1), "map(random_flip) is random"},
 		{pipeline.NewSpec(pipeline.FromRange(0, 10, 1)).Map("my_own", nil, 1), "map(my_own) is random or unknown"},
 		{pipeline.NewSpec(pipeline.FromRange(0, 10, 1)).Repeat(2), "repeat"},
+		{pipeline.NewSpec(pipeline.FromRange(0, 10, 1)).Map("normalize", map[string]any{"tensor": "value", "random_flip": true}, 1), "map(normalize) is random"},
 	} {
 		run := runOf(c.spec, 10, st{10, 0.01, 8}, st{10, 0.01, 8})
 		r, err := Analyze(c.spec, run, Budget{Cores: 1, MemoryBytes: 1 << 30})

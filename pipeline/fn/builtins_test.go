@@ -15,7 +15,7 @@ import (
 	"github.com/feedmesh/feedmesh/tensor"
 )
 
-func mustMap(t *testing.T, name string, args Args) MapFn {
+func mustMap(t testing.TB, name string, args Args) MapFn {
 	t.Helper()
 	f, ok := LookupMap(name)
 	if !ok {

@@ -83,6 +83,7 @@ const resamplePrecision = 32 - 8 - 2 // Pillow's PRECISION_BITS
 // coeffs are one pass's weights: output i reads n[i] inputs from start[i]
 // with weights k[i*ksize:].
 type coeffs struct {
+	in    int // the input's size along the axis
 	ksize int
 	start []int32
 	n     []int32
@@ -96,6 +97,7 @@ type coeffs struct {
 // first, as it does.
 func (c *coeffs) compute(inSize int, in0, in1 float64, out int, f interp) {
 	in0, in1 = float64(float32(in0)), float64(float32(in1))
+	c.in = inSize
 	scale := (in1 - in0) / float64(out)
 	filterscale := max(scale, 1)
 	support := f.support() * filterscale

@@ -1,12 +1,11 @@
-//go:build !cgo
-
 package fn
 
-// The two passes of resample.go in Go, for builds without cgo
-// (resample_cgo.go has them in C).
+// The two passes of resample.go in Go: what builds without cgo run
+// (resample_nocgo.go), and what the C passes of resample_cgo.go are
+// tested against (the same bytes).
 
-// resampleH: rows [first, first+rows) of src → rows of dst.
-func resampleH(dst []byte, dstStride int, src []byte, stride, first, rows, c int, k *coeffs) {
+// resampleHGo: rows [first, first+rows) of src → rows of dst.
+func resampleHGo(dst []byte, dstStride int, src []byte, stride, first, rows, c int, k *coeffs) {
 	const half = 1 << (resamplePrecision - 1)
 	ow := len(k.start)
 	ks := k.ksize
@@ -56,9 +55,9 @@ func resampleH(dst []byte, dstStride int, src []byte, stride, first, rows, c int
 	}
 }
 
-// resampleV: src rows → dst rows, each dst value a weighted sum down a
+// resampleVGo: src rows → dst rows, each dst value a weighted sum down a
 // column.
-func resampleV(dst []byte, rowBytes int, src []byte, stride, oh int, k *coeffs, _ []int32) {
+func resampleVGo(dst []byte, rowBytes int, src []byte, stride, oh int, k *coeffs, _ []int32) {
 	const half = 1 << (resamplePrecision - 1)
 	ks := k.ksize
 	for yy := 0; yy < oh; yy++ {

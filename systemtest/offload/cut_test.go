@@ -70,6 +70,7 @@ func draws(t *testing.T, it *client.Iterator, timeout time.Duration, each func(b
 		for i, v := range vs {
 			out[v] = append(out[v], rs[i])
 		}
+		b.Release() // the values are copied out; a suffix's batch goes back to it
 		if each != nil {
 			each(batches)
 		}
