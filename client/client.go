@@ -290,14 +290,26 @@ func NormalizeJobOptions(o JobOptions) (jobspec.Normalized, error) {
 // DistributeNormalized is Distribute with options normalized already.
 func (c *Client) DistributeNormalized(ctx context.Context, spec *pipeline.Spec, n jobspec.Normalized) (*Iterator, error) {
 	name := n.Name()
+	if _, err := spec.CanonicalEncoding(); err != nil {
+		return nil, fmt.Errorf("distribute %q: invalid dataset spec: %w", name, err)
+	}
+	// Options that do not compose with the spec (a take the nodes cannot
+	// apply under exactly-once) are refused here, before anything is
+	// sent (jobspec.Conflicts).
+	if err := n.CheckSpec(api.SpecFeatures(spec)); err != nil {
+		return nil, fmt.Errorf("distribute %q: %w: %w", name, ErrJobOptions, err)
+	}
+	// A DYNAMIC job takes and skips over the epoch's order: the job's
+	// spec is the one with its take and skip applied to the source
+	// (CheckSpec refused what cannot be, where that matters).
+	if n.Job().Sharding() == jobspec.Dynamic {
+		if folded, ok, _ := spec.FoldTakeSkip(); ok {
+			spec = folded
+		}
+	}
 	canon, err := spec.CanonicalEncoding()
 	if err != nil {
 		return nil, fmt.Errorf("distribute %q: invalid dataset spec: %w", name, err)
-	}
-	// Options that do not compose with the spec (take under exactly-once)
-	// are refused here, before anything is sent (jobspec.Conflicts).
-	if err := n.CheckSpec(api.SpecFeatures(spec)); err != nil {
-		return nil, fmt.Errorf("distribute %q: %w: %w", name, ErrJobOptions, err)
 	}
 	off, fraction, err := offloadPlan(spec, n)
 	if err != nil {

@@ -154,10 +154,14 @@ const (
 	baseN     = 600
 	splitSize = 10
 	costUs    = 800
-	takeN     = 120 // per worker pipeline
+	takeN     = 120 // a DYNAMIC job's: of the epoch's order
 	skipN     = 30
-	killAfter = 4 // batches before the kill
-	resumeAt  = 3 // batches the first part of a resumed row reads
+	// perWorkerTake is a take of batches, after the batching op: the
+	// nodes cannot apply it to the epoch's order, so each worker
+	// pipeline counts its own.
+	perWorkerTake = 10
+	killAfter     = 4 // batches before the kill
+	resumeAt      = 3 // batches the first part of a resumed row reads
 )
 
 // specOf is the row's pipeline.
@@ -178,6 +182,9 @@ func specOf(combo jobspec.Combo, n int64) *pipeline.Spec {
 		s.BucketBySequenceLength(pipeline.BucketOp{Tensor: "tokens", Boundaries: []int64{8, 16}, BatchSizes: []int64{8, 4, 2}})
 	} else {
 		s.Batch(8, false)
+	}
+	if combo.TakeSkip == jobspec.ValPerWorker {
+		s.Take(perWorkerTake)
 	}
 	return s
 }
@@ -368,13 +375,24 @@ func pickVictim(t *testing.T, c *testcluster.Cluster, g got) int {
 func check(t *testing.T, combo jobspec.Combo, n int64, epochs int, before, after got, victim string, st client.Stats) {
 	t.Helper()
 	g := combo.Guarantee()
+	// The elements the epoch delivers: the dataset, or the window of
+	// its order that a DYNAMIC job's take or skip selects.
+	lo, hi := int64(0), n
+	if g.Window {
+		switch combo.TakeSkip {
+		case jobspec.ValTake:
+			hi = takeN
+		case jobspec.ValSkip:
+			lo = skipN
+		}
+	}
 	all := before.total()
 	for v, k := range after.total() {
 		all[v] += k
 	}
 	for v := range all {
-		if v < 0 || v >= n {
-			t.Fatalf("element %d is not in the dataset [0, %d)", v, n)
+		if v < lo || v >= hi {
+			t.Fatalf("element %d is not in [%d, %d), what the epoch delivers", v, lo, hi)
 		}
 	}
 	switch {
@@ -401,17 +419,17 @@ func check(t *testing.T, combo jobspec.Combo, n int64, epochs int, before, after
 			t.Fatal("nothing delivered")
 		}
 	case g.Exact:
-		for v := int64(0); v < n; v++ {
+		for v := lo; v < hi; v++ {
 			if all[v] != epochs {
 				t.Fatalf("element %d delivered %d times, want exactly %d", v, all[v], epochs)
 			}
 		}
-		if int64(len(all)) != n {
-			t.Fatalf("%d distinct elements, want %d", len(all), n)
+		if int64(len(all)) != hi-lo {
+			t.Fatalf("%d distinct elements, want %d", len(all), hi-lo)
 		}
 	default:
 		var missing int64
-		for v := int64(0); v < n; v++ {
+		for v := lo; v < hi; v++ {
 			if all[v] > epochs {
 				t.Fatalf("element %d delivered %d times, want at most %d", v, all[v], epochs)
 			}
