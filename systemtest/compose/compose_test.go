@@ -43,6 +43,9 @@ func init() {
 		e.Set(tok)
 		return e, nil
 	})
+	// A filter that keeps every element: a take after it counts per
+	// worker pipeline (pipeline.FoldTakeSkip cannot apply it).
+	fn.RegisterFilter("test_compose_keep", func(*fn.FnContext, tensor.Element) (bool, error) { return true, nil })
 }
 
 // sizes is the number of each dimension's values (jobspec.ComboValues).
@@ -156,10 +159,9 @@ const (
 	costUs    = 800
 	takeN     = 120 // a DYNAMIC job's: of the epoch's order
 	skipN     = 30
-	// perWorkerTake is a take of batches, after the batching op: the
-	// nodes cannot apply it to the epoch's order, so each worker
-	// pipeline counts its own.
-	perWorkerTake = 10
+	// perWorkerTake is a take after a filter: the nodes cannot apply it
+	// to the epoch's order, so each worker pipeline counts its own.
+	perWorkerTake = 80
 	killAfter     = 4 // batches before the kill
 	resumeAt      = 3 // batches the first part of a resumed row reads
 )
@@ -176,15 +178,14 @@ func specOf(combo jobspec.Combo, n int64) *pipeline.Spec {
 		s.Take(takeN)
 	case jobspec.ValSkip:
 		s.Skip(skipN)
+	case jobspec.ValPerWorker:
+		s.Filter("test_compose_keep", nil).Take(perWorkerTake)
 	}
 	if combo.Coordinated {
 		s.Map("test_compose_tokens", nil, 1)
 		s.BucketBySequenceLength(pipeline.BucketOp{Tensor: "tokens", Boundaries: []int64{8, 16}, BatchSizes: []int64{8, 4, 2}})
 	} else {
 		s.Batch(8, false)
-	}
-	if combo.TakeSkip == jobspec.ValPerWorker {
-		s.Take(perWorkerTake)
 	}
 	return s
 }
