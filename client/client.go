@@ -303,8 +303,9 @@ func (c *Client) DistributeNormalized(ctx context.Context, spec *pipeline.Spec, 
 	// spec is the one with its take and skip applied to the source
 	// (CheckSpec refused what cannot be, where that matters).
 	if n.Job().Sharding() == jobspec.Dynamic {
-		if folded, ok, _ := spec.FoldTakeSkip(); ok {
-			spec = folded
+		var err error
+		if spec, n, err = foldTakeSkip(spec, n); err != nil {
+			return nil, fmt.Errorf("distribute %q: %w: %w", name, ErrJobOptions, err)
 		}
 	}
 	canon, err := spec.CanonicalEncoding()
@@ -355,6 +356,27 @@ func (c *Client) DistributeNormalized(ctx context.Context, spec *pipeline.Spec, 
 		batched = false // the nodes ship single elements
 	}
 	return newIterator(c, info, consumer, batched, n.Consumer().Index(), from, off.withSpec(spec, fraction)), nil
+}
+
+// foldTakeSkip is spec with its take and skip applied to the source
+// (pipeline.FoldTakeSkip), and n with its cut (offload_boundary, an op
+// index of spec) moved back past the ops that removed; spec and n as
+// they are if there is nothing to fold.
+func foldTakeSkip(spec *pipeline.Spec, n jobspec.Normalized) (*pipeline.Spec, jobspec.Normalized, error) {
+	folded, ok, _ := spec.FoldTakeSkip()
+	if !ok {
+		return spec, n, nil
+	}
+	if cut := n.Job().OffloadBoundary(); cut > 0 && spec.TakeSkipBefore(cut) > 0 {
+		o := n.Options()
+		o.OffloadBoundary = cut - spec.TakeSkipBefore(cut)
+		m, err := o.Normalize()
+		if err != nil {
+			return nil, n, fmt.Errorf("offload_boundary %d without the take and skip before it: %w", cut, err)
+		}
+		n = m
+	}
+	return folded, n, nil
 }
 
 // Attach joins an existing job by name, without its spec (a trainer that

@@ -107,6 +107,19 @@ func (s *Spec) FoldTakeSkip() (*Spec, bool, error) {
 	return &out, true, nil
 }
 
+// TakeSkipBefore is how many take and skip ops come before op i: what
+// FoldTakeSkip removes ahead of it (an op index, such as a cut, moves back
+// by that much in the folded spec).
+func (s *Spec) TakeSkipBefore(i int) int {
+	n := 0
+	for j := range s.Ops[:min(max(i, 0), len(s.Ops))] {
+		if s.Ops[j].Take != nil || s.Ops[j].Skip != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // satAdd is a+b for counts (non-negative), saturating.
 func satAdd(a, b int64) int64 {
 	if b > 0 && a > (1<<63-1)-b {

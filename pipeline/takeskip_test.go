@@ -46,6 +46,12 @@ func TestFoldTakeSkip(t *testing.T) {
 			}
 		})
 	}
+	ts := rng(100, 10).Cost(0, 1).Skip(3).Take(5).Cost(0, 1).Batch(2, false)
+	for i, want := range []int{0, 0, 1, 2, 2, 2, 2} {
+		if got := ts.TakeSkipBefore(i); got != want {
+			t.Errorf("TakeSkipBefore(%d) = %d, want %d", i, got, want)
+		}
+	}
 	if _, ok, err := rng(10, 2).Batch(2, false).FoldTakeSkip(); ok || err != nil {
 		t.Fatalf("no take: folded %v, %v", ok, err)
 	}

@@ -1,10 +1,14 @@
 package compose
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/feedmesh/feedmesh/api/jobspec"
+	"github.com/feedmesh/feedmesh/client"
+	"github.com/feedmesh/feedmesh/pipeline"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
 
@@ -48,7 +52,37 @@ func TestTakeSkipUnderKill(t *testing.T) {
 			runRow(t, c, cl, row, combo)
 		})
 		if t.Failed() {
-			break
+			return
 		}
+	}
+	t.Run("cut", func(t *testing.T) { takeUnderCut(t, cl) })
+}
+
+// takeUnderCut: a cut (offload_boundary) counts the user's ops, take and
+// skip included; the job runs with them applied to the source and the
+// cut moved back past them, and delivers the window exactly once.
+func takeUnderCut(t *testing.T, cl *client.Client) {
+	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 500, SplitSize: 10}})
+	spec.Cost(0, 200).Skip(50).Take(200).Cost(0, 100).Batch(8, false)
+	it, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: "take-cut", Sharding: client.Dynamic,
+		Offload: client.OffloadRemote, Workers: client.AllWorkers, OffloadBoundary: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	g := newGot()
+	read(t, it, &g, -1, nil)
+	all := g.total()
+	for v := int64(50); v < 250; v++ {
+		if all[v] != 1 {
+			t.Fatalf("element %d arrived %d times, want once", v, all[v])
+		}
+	}
+	if len(all) != 200 {
+		t.Fatalf("%d distinct elements, want the 200 of [50, 250)", len(all))
+	}
+	st := it.Stats()
+	if st.Offload == nil || !strings.Contains(st.Offload.Reason, "offload_boundary 2") {
+		t.Fatalf("offload %+v: want the cut after the folded spec's 2 ops (cost, cost)", st.Offload)
 	}
 }
