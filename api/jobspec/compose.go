@@ -114,8 +114,6 @@ var Conflicts = []Conflict{
 		"a local worker needs sharding dynamic without share (the nodes' production is shared, not leased): use offload remote or auto"},
 	{DimOffload, []string{OffloadLocal, ValFraction}, DimCoordinated, []string{ValOn},
 		"a local worker needs sharding dynamic without coordinated reads (a round comes from one node): use offload remote or auto"},
-	{DimDelivery, []string{AtMostOnce}, DimOffload, []string{ValFraction},
-		"the exact loss count reads a dead node's unfinished splits once more (a census) on a node, never in a client, and the local worker holds one of the job's worker slots: once it is the one live worker, no node comes to run the census and the job never ends (a job of workers 1 whose node worker was killed): use exactly-once, or offload local, remote or auto (which runs remote under at-most-once)"},
 	{DimResume, []string{ValOn}, DimSharding, []string{string(Off), string(Static)},
 		"only exactly-once DYNAMIC jobs resume from a checkpoint"},
 	{DimResume, []string{ValOn}, DimShare, []string{ValOn},

@@ -250,6 +250,12 @@ func read(t *testing.T, it *client.Iterator, g *got, max int, each func(client.B
 // killed after killAfter batches and restarted at the end, and the check
 // of its guarantee.
 func runRow(t *testing.T, c *testcluster.Cluster, cl *client.Client, row int, combo jobspec.Combo) {
+	runRowKilling(t, c, cl, row, combo, func(t *testing.T, _ string, g got) int { return pickVictim(t, c, g) })
+}
+
+// runRowKilling is runRow with the victim chosen by victim (given the
+// job's name and what arrived so far).
+func runRowKilling(t *testing.T, c *testcluster.Cluster, cl *client.Client, row int, combo jobspec.Combo, victim func(t *testing.T, job string, g got) int) {
 	n := int64(baseN + row)
 	spec := specOf(combo, n)
 	name := fmt.Sprintf("compose-%02d", row)
@@ -292,26 +298,26 @@ func runRow(t *testing.T, c *testcluster.Cluster, cl *client.Client, row int, co
 		}
 	}()
 	after := newGot()
-	victim := -1
+	killed := -1
 	read(t, it, &after, -1, func(b client.Batch) {
-		if victim < 0 && after.batches >= killAfter {
-			victim = pickVictim(t, c, after)
-			t.Logf("killing %s after %d batches (workers so far %v)", c.Name(victim), after.batches, jobtest.Keys(after.byWorker))
-			c.Kill(victim)
+		if killed < 0 && after.batches >= killAfter {
+			killed = victim(t, name, after)
+			t.Logf("killing %s after %d batches (workers so far %v)", c.Name(killed), after.batches, jobtest.Keys(after.byWorker))
+			c.Kill(killed)
 		}
 	})
-	if victim < 0 {
+	if killed < 0 {
 		t.Fatalf("the job ended after %d batches, before the kill", after.batches)
 	}
 	st := it.Stats()
 	t.Logf("%d+%d batches; offload %+v; workers %v; splits lost %d, elements lost %d (counted %v); requeued %v",
 		before.batches, after.batches, offloadMode(st), jobtest.Keys(after.byWorker), st.SplitsLost, st.ElementsLost, st.LossCounted, exactRequeued(st))
-	check(t, combo, n, epochs, before, after, c.Name(victim), st)
+	check(t, combo, n, epochs, before, after, c.Name(killed), st)
 	if err := it.Close(); err != nil {
 		t.Logf("close: %v", err)
 	}
 	// Bring the victim back for the next row.
-	if err := c.Restart(victim); err != nil {
+	if err := c.Restart(killed); err != nil {
 		t.Fatal(err)
 	}
 	// The next row starts once the victim is back as a voter: a kill
