@@ -106,8 +106,8 @@ func countAccepted() int {
 	return n
 }
 
-// TestComposeUnderKill runs every row of the covering array (27, about
-// 40 s on 2 loaded cores: all of them, in the normal suite) on one 3-node
+// TestComposeUnderKill runs every row of the covering array (29, about
+// 32 s on 2 loaded cores: all of them, in the normal suite) on one 3-node
 // in-process cluster: each row's job reads a dataset of element ids,
 // a worker node is killed in the middle of it (and restarted after it),
 // and what arrived is checked element by element against the row's
