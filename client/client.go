@@ -313,6 +313,9 @@ func (c *Client) DistributeNormalized(ctx context.Context, spec *pipeline.Spec, 
 		return nil, fmt.Errorf("distribute %q: invalid dataset spec: %w", name, err)
 	}
 	off, fraction, err := offloadPlan(spec, n)
+	if err == nil {
+		err = c.checkLocalCensus(ctx, n)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("distribute %q: %w: %w", name, ErrOffloadOptions, err)
 	}

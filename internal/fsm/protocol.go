@@ -32,7 +32,7 @@ const (
 	// runs a census says so in its lease (LeaseSplits v4,
 	// NewLeaseSplitsCensus). Below it, the proposer leases such a worker
 	// as before (v3: no census), which older nodes apply alike.
-	ProtocolLocalCensus = 4
+	ProtocolLocalCensus = 4 // api.ProtocolLocalCensus
 	// Protocol is this release's level.
 	Protocol = ProtocolLocalCensus
 )
