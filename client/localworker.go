@@ -256,8 +256,6 @@ func (w *localWorker) pump(ctx context.Context) (err error) {
 			}
 			return fmt.Errorf("local worker: %w", err)
 		}
-		a := acked{x: item{b: Batch{Element: el, Worker: w.name, Seq: w.seq, batched: w.cfg.batched}, size: int64(el.ByteSize())}}
-		w.seq++
 		if w.lp.Census() {
 			// A census delivers nothing: it counts what the splits emit
 			// (reported as produced, counted lost).
@@ -266,6 +264,8 @@ func (w *localWorker) pump(ctx context.Context) (err error) {
 			}
 			continue
 		}
+		a := acked{x: item{b: Batch{Element: el, Worker: w.name, Seq: w.seq, batched: w.cfg.batched}, size: int64(el.ByteSize())}}
+		w.seq++
 		if tr != nil {
 			for _, se := range tr.LastProvenance() {
 				a.x.prov = batch.AppendProv(a.x.prov, se.Epoch, se.Split, se.Indices)
