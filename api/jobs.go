@@ -333,6 +333,10 @@ type LeaseRequest struct {
 	// cache holds for it: the lease hands out those first
 	// (splits.DynamicState.LeasePreferring). At most MaxHeldIntervals.
 	Held ranges.Set `cbor:"8,keyasint,omitempty"`
+	// RunsCensus: the worker, a consumer's local worker, runs a census
+	// (at-most-once with a loss count: internal/splits/census.go), so
+	// it may be leased one. Nodes always do.
+	RunsCensus bool `cbor:"9,keyasint,omitempty"`
 }
 
 // MaxHeldIntervals bounds LeaseRequest.Held.

@@ -68,6 +68,12 @@ type Status struct {
 	Protocol int `json:"protocol,omitempty"`
 }
 
+// ProtocolLocalCensus is the protocol level (Status.Protocol;
+// internal/fsm's ProtocolLocalCensus) from which a client's local worker
+// is leased a census: an at-most-once job with an offload fraction needs
+// it to count its loss and end once its node workers are dead.
+const ProtocolLocalCensus = 4
+
 // Voter is one Raft voter in Status.
 type Voter struct {
 	ID   string `json:"id"`

@@ -290,16 +290,32 @@ func NormalizeJobOptions(o JobOptions) (jobspec.Normalized, error) {
 // DistributeNormalized is Distribute with options normalized already.
 func (c *Client) DistributeNormalized(ctx context.Context, spec *pipeline.Spec, n jobspec.Normalized) (*Iterator, error) {
 	name := n.Name()
+	if _, err := spec.CanonicalEncoding(); err != nil {
+		return nil, fmt.Errorf("distribute %q: invalid dataset spec: %w", name, err)
+	}
+	// Options that do not compose with the spec (a take the nodes cannot
+	// apply under exactly-once) are refused here, before anything is
+	// sent (jobspec.Conflicts).
+	if err := n.CheckSpec(api.SpecFeatures(spec)); err != nil {
+		return nil, fmt.Errorf("distribute %q: %w: %w", name, ErrJobOptions, err)
+	}
+	// A DYNAMIC job takes and skips over the epoch's order: the job's
+	// spec is the one with its take and skip applied to the source
+	// (CheckSpec refused what cannot be, where that matters).
+	if n.Job().Sharding() == jobspec.Dynamic {
+		var err error
+		if spec, n, err = foldTakeSkip(spec, n); err != nil {
+			return nil, fmt.Errorf("distribute %q: %w: %w", name, ErrJobOptions, err)
+		}
+	}
 	canon, err := spec.CanonicalEncoding()
 	if err != nil {
 		return nil, fmt.Errorf("distribute %q: invalid dataset spec: %w", name, err)
 	}
-	// Options that do not compose with the spec (take under exactly-once)
-	// are refused here, before anything is sent (jobspec.Conflicts).
-	if err := n.CheckSpec(api.SpecFeatures(spec)); err != nil {
-		return nil, fmt.Errorf("distribute %q: %w: %w", name, ErrJobOptions, err)
-	}
 	off, fraction, err := offloadPlan(spec, n)
+	if err == nil {
+		err = c.checkLocalCensus(ctx, n)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("distribute %q: %w: %w", name, ErrOffloadOptions, err)
 	}
@@ -343,6 +359,27 @@ func (c *Client) DistributeNormalized(ctx context.Context, spec *pipeline.Spec, 
 		batched = false // the nodes ship single elements
 	}
 	return newIterator(c, info, consumer, batched, n.Consumer().Index(), from, off.withSpec(spec, fraction)), nil
+}
+
+// foldTakeSkip is spec with its take and skip applied to the source
+// (pipeline.FoldTakeSkip), and n with its cut (offload_boundary, an op
+// index of spec) moved back past the ops that removed; spec and n as
+// they are if there is nothing to fold.
+func foldTakeSkip(spec *pipeline.Spec, n jobspec.Normalized) (*pipeline.Spec, jobspec.Normalized, error) {
+	folded, ok, _ := spec.FoldTakeSkip()
+	if !ok {
+		return spec, n, nil
+	}
+	if cut := n.Job().OffloadBoundary(); cut > 0 && spec.TakeSkipBefore(cut) > 0 {
+		o := n.Options()
+		o.OffloadBoundary = cut - spec.TakeSkipBefore(cut)
+		m, err := o.Normalize()
+		if err != nil {
+			return nil, n, fmt.Errorf("offload_boundary %d without the take and skip before it: %w", cut, err)
+		}
+		n = m
+	}
+	return folded, n, nil
 }
 
 // Attach joins an existing job by name, without its spec (a trainer that

@@ -27,8 +27,11 @@ import (
 // pipeline engine, and, exactly-once, reports the splits it emitted
 // (produced) while the consumer's ledger receipts their elements as it
 // does a node's. Unlike a node it runs the whole pipeline (a cut does not
-// apply to it: offload auto retires it when it cuts the job) and never
-// runs a census (the cluster leases none to it). The cluster expires it with its consumer, so a client
+// apply to it: offload auto retires it when it cuts the job). It runs a
+// census (at-most-once with a loss count) as a node does, in a phase of
+// its own that delivers nothing: it holds one of the job's worker slots,
+// so once it is the job's one live worker, no node would come to run it.
+// The cluster expires it with its consumer, so a client
 // that dies with leases loses nothing and duplicates nothing: its
 // unsettled splits are read again by the nodes (internal/fsm/offload.go).
 //
@@ -157,7 +160,7 @@ func (w *localWorker) run(ctx context.Context) error {
 		Job: w.cfg.job, JobID: w.cfg.jobID, Worker: w.name, Splits: w.all, Exact: w.cfg.exact,
 		LeaseSplits: w.cfg.leaseSplits, LeaseDuration: localLeaseDuration,
 		Poll: w.cfg.poll, ProduceInterval: max(w.cfg.poll, worker.DefaultProduceInterval), RequestTimeout: 5 * time.Second,
-		Stop: w.retireCtx, Gate: w.gate, WholePipeline: true, Waited: w.blocked, Log: w.h.logger(),
+		Stop: w.retireCtx, Gate: w.gate, WholePipeline: true, RunsCensus: true, Waited: w.blocked, Log: w.h.logger(),
 	})
 	defer func() {
 		lcancel() // a lease asked ahead that is still retrying
@@ -165,13 +168,20 @@ func (w *localWorker) run(ctx context.Context) error {
 	}()
 	defer w.gate.Busy(false)
 	for {
+		// One pipeline per phase: a census (at-most-once with a loss
+		// count: a dead worker's unfinished splits run once more to
+		// count what they lose, delivering nothing) runs in a phase of
+		// its own.
+		census := w.lp.NextCensus()
+		w.lp.StartPhase(0, census)
+		if census {
+			w.h.logger().Info("at-most-once: the local worker counts what a dead worker's splits lose (a census: run, not delivered)", "job", w.cfg.job, "splits", w.lp.QueuedCensus())
+		}
 		if err := w.pump(ctx); err != nil {
 			return err
 		}
 		if w.lp.TakeRecut() {
-			// A census (or a cut the lease loop would follow): never a
-			// local worker's; the cluster leases none to it.
-			return fmt.Errorf("local worker: job %q leased it a split it cannot run here (a census): a bug, please report it", w.cfg.job)
+			continue // the next split is of the other kind
 		}
 		if w.lp.Over() || !w.cfg.exact || w.retired.Load() {
 			return nil
@@ -245,6 +255,14 @@ func (w *localWorker) pump(ctx context.Context) (err error) {
 				return nil // the putting goroutine failed: its error is returned
 			}
 			return fmt.Errorf("local worker: %w", err)
+		}
+		if w.lp.Census() {
+			// A census delivers nothing: it counts what the splits emit
+			// (reported as produced, counted lost).
+			if tr != nil {
+				w.lp.Produced(tr.Completed())
+			}
+			continue
 		}
 		a := acked{x: item{b: Batch{Element: el, Worker: w.name, Seq: w.seq, batched: w.cfg.batched}, size: int64(el.ByteSize())}}
 		w.seq++

@@ -151,6 +151,27 @@ func offloadPlan(spec *pipeline.Spec, n jobspec.Normalized) (*offloadRun, float6
 	return r, frac, nil
 }
 
+// checkLocalCensus refuses an at-most-once DYNAMIC job with an offload
+// fraction in a cluster below api.ProtocolLocalCensus (a rolling upgrade
+// from an older release): its local worker holds one of the job's worker
+// slots and would be leased no census, so once its node workers died the
+// job would wait for ever for a node to count what they lost.
+func (c *Client) checkLocalCensus(ctx context.Context, n jobspec.Normalized) error {
+	o, mode := n.Job(), n.Consumer().Offload()
+	if o.Sharding() != jobspec.Dynamic || o.Delivery() != jobspec.AtMostOnce || o.Share() || o.Coordinated() ||
+		mode == jobspec.OffloadAuto || mode == jobspec.OffloadRemote || mode == jobspec.OffloadLocal {
+		return nil
+	}
+	st, err := c.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("offload fraction with delivery at-most-once: the cluster's protocol level: %w", err)
+	}
+	if st.Protocol < api.ProtocolLocalCensus {
+		return fmt.Errorf("offload fraction %.2g with delivery at-most-once needs every Raft server at protocol level %d (the cluster is at %d: a rolling upgrade?), where the local worker counts a dead node's loss itself: use exactly-once, or offload local or remote, until then", n.Consumer().Fraction(), api.ProtocolLocalCensus, st.Protocol)
+	}
+	return nil
+}
+
 // minLocalCPUs is the least budget a local worker runs with.
 const minLocalCPUs = 0.05
 

@@ -115,6 +115,12 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 	if err := opts.CheckSpec(api.SpecFeatures(spec)); err != nil {
 		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)
 	}
+	if job.Sharding() == jobspec.Dynamic && job.Delivery() == jobspec.ExactlyOnce && spec.HasTakeSkip() {
+		// The client applies them to the source (pipeline.FoldTakeSkip):
+		// run by each worker they would count per worker, and a take
+		// would leave leased splits unread (the job would never end).
+		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: an exactly-once DYNAMIC job's take and skip are applied to its source by the client before it sends the spec (docs/jobs/sharding-and-delivery.md#take-and-skip); this spec still has them (a client of an older release?)", name)
+	}
 	if cut := job.OffloadBoundary(); cut > 0 {
 		if err := spec.CheckCut(cut); err != nil {
 			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)

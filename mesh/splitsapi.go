@@ -27,7 +27,11 @@ func (n *Node) lease(ctx context.Context, req api.LeaseRequest) (api.LeaseRespon
 				resp = api.LeaseResponse{Epoch: l.Epoch, Splits: l.Splits, Done: l.Done, Exclude: l.Exclude, AllProduced: l.AllProduced, Cut: l.Cut, Census: l.Census}
 				return nil
 			}
-			res, err := n.raft.Apply(ctx, fsm.NewLeaseSplitsPreferring(req.Job, req.JobID, req.Worker, req.Incarnation, req.RequestID, req.N, preferHeld(req)))
+			cmd := fsm.NewLeaseSplitsPreferring(req.Job, req.JobID, req.Worker, req.Incarnation, req.RequestID, req.N, preferHeld(req))
+			if req.RunsCensus && n.clusterProtocol() >= fsm.ProtocolLocalCensus {
+				cmd = fsm.NewLeaseSplitsCensus(req.Job, req.JobID, req.Worker, req.Incarnation, req.RequestID, req.N, preferHeld(req))
+			}
+			res, err := n.raft.Apply(ctx, cmd)
 			if err != nil {
 				return err
 			}

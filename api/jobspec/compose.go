@@ -1,6 +1,7 @@
 package jobspec
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -50,10 +51,14 @@ const (
 	ValOff      = "off"      // share, coordinated, autocache, resume; sharding off
 	ValCount    = "n"        // workers: a fixed count
 	ValFraction = "fraction" // offload: a fixed local fraction
-	ValTake     = "take"
-	ValSkip     = "skip"
-	ValOneEpoch = "1"
-	ValEpochs   = ">1"
+	ValTake     = "take"     // take/skip: a take the nodes apply to the epoch's order
+	ValSkip     = "skip"     // take/skip: a skip the nodes apply to the epoch's order
+	// ValPerWorker is a take or skip the nodes cannot apply to the
+	// epoch's order (SpecFeatures.PerWorker says why): each worker
+	// pipeline would count its own.
+	ValPerWorker = "per-worker"
+	ValOneEpoch  = "1"
+	ValEpochs    = ">1"
 )
 
 // Values is the values each dimension takes in the table (its effective
@@ -66,7 +71,7 @@ var Values = map[Dim][]string{
 	DimShare:       {ValOff, ValOn},
 	DimCoordinated: {ValOff, ValOn},
 	DimAutocache:   {ValOff, ValOn},
-	DimTakeSkip:    {ValNone, ValTake, ValSkip},
+	DimTakeSkip:    {ValNone, ValTake, ValSkip, ValPerWorker},
 	DimEpochs:      {ValOneEpoch, ValEpochs},
 	DimResume:      {ValOff, ValOn},
 }
@@ -109,18 +114,16 @@ var Conflicts = []Conflict{
 		"a local worker needs sharding dynamic without share (the nodes' production is shared, not leased): use offload remote or auto"},
 	{DimOffload, []string{OffloadLocal, ValFraction}, DimCoordinated, []string{ValOn},
 		"a local worker needs sharding dynamic without coordinated reads (a round comes from one node): use offload remote or auto"},
-	{DimDelivery, []string{AtMostOnce}, DimOffload, []string{ValFraction},
-		"a dead node's unfinished splits are counted lost by a census that only a node runs, and the local worker can be the job's one live worker then, so the job never ended (systemtest/compose): use exactly-once, or offload local, remote or auto (which runs remote under at-most-once)"},
 	{DimResume, []string{ValOn}, DimSharding, []string{string(Off), string(Static)},
 		"only exactly-once DYNAMIC jobs resume from a checkpoint"},
 	{DimResume, []string{ValOn}, DimShare, []string{ValOn},
 		"only exactly-once DYNAMIC jobs resume from a checkpoint, and share is at-most-once"},
 	{DimResume, []string{ValOn}, DimDelivery, []string{AtMostOnce},
 		"only exactly-once DYNAMIC jobs resume from a checkpoint (an at-most-once job keeps no record of what its consumers returned)"},
-	{DimTakeSkip, []string{ValTake, ValSkip}, DimDelivery, []string{ExactlyOnce},
-		"exactly-once cannot take or skip on the nodes (they would count per worker, and take would leave leased splits unread): take or skip in the trainer, or ask for delivery at-most-once"},
-	{DimTakeSkip, []string{ValTake, ValSkip}, DimOffload, []string{OffloadLocal, ValFraction},
-		"a job whose pipeline takes or skips does not end with a local worker (it counts per worker pipeline; not built): use offload remote or auto (which runs remote under at-most-once)"},
+	{DimTakeSkip, []string{ValPerWorker}, DimDelivery, []string{ExactlyOnce},
+		"exactly-once takes and skips over the epoch's order (split order, then index in the split), which the nodes apply only to a range source with the take or skip before any op that changes the number of elements; this one would count per worker pipeline: move it there, take or skip in the trainer, or ask for delivery at-most-once"},
+	{DimTakeSkip, []string{ValPerWorker}, DimOffload, []string{OffloadLocal, ValFraction},
+		"a take or skip that counts per worker pipeline does not end with a local worker (not built): use offload remote or auto, or move the take or skip where the nodes apply it to the epoch's order (a range source, before any op that changes the number of elements)"},
 }
 
 // Combo is one cell of the composition table as a user gives it: the
@@ -155,13 +158,34 @@ func (c Combo) Options(name string) Options {
 
 // Spec is the cell's spec features.
 func (c Combo) Spec() SpecFeatures {
-	return SpecFeatures{Autocache: c.Autocache, Take: c.TakeSkip == ValTake, Skip: c.TakeSkip == ValSkip}
+	f := SpecFeatures{Autocache: c.Autocache, Take: c.TakeSkip == ValTake || c.TakeSkip == ValPerWorker, Skip: c.TakeSkip == ValSkip}
+	if c.TakeSkip == ValPerWorker {
+		f.PerWorker = "a take after a batch"
+	}
+	return f
 }
 
 // SpecFeatures is what of a job's spec the composition rules look at.
 type SpecFeatures struct {
 	Autocache  bool // an autocache op
 	Take, Skip bool // a take, a skip op
+	// PerWorker says why the nodes cannot apply the take or skip to the
+	// epoch's order (pipeline.FoldTakeSkip), "" if they can: run by each
+	// worker pipeline, it would count per worker.
+	PerWorker string
+}
+
+// takeSkip is the take/skip dimension's value of spec features f.
+func (f SpecFeatures) takeSkip() string {
+	switch {
+	case (f.Take || f.Skip) && f.PerWorker != "":
+		return ValPerWorker
+	case f.Take:
+		return ValTake
+	case f.Skip:
+		return ValSkip
+	}
+	return ValNone
 }
 
 // Cell is a combination's effective values (Values), one per dimension,
@@ -206,12 +230,7 @@ func cellOf(j Options, offload string, resume bool, f SpecFeatures, defaults map
 	if j.Workers.Count() > 0 {
 		v[DimWorkers], shown[DimWorkers] = ValCount, string(j.Workers)
 	}
-	switch {
-	case f.Take:
-		v[DimTakeSkip] = ValTake
-	case f.Skip:
-		v[DimTakeSkip] = ValSkip
-	}
+	v[DimTakeSkip] = f.takeSkip()
 	if j.Epochs != 1 {
 		v[DimEpochs] = ValEpochs
 	}
@@ -272,10 +291,17 @@ type ConflictError struct {
 	A, B           Dim
 	AValue, BValue string
 	Reason         string
+	// Detail is what in the spec made the cell's value, if the rule's
+	// reason does not say (a take the nodes cannot apply: why).
+	Detail string
 }
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("%s %s with %s %s: %s", e.A, e.AValue, e.B, e.BValue, e.Reason)
+	s := fmt.Sprintf("%s %s with %s %s: %s", e.A, e.AValue, e.B, e.BValue, e.Reason)
+	if e.Detail != "" {
+		s += " (here: " + e.Detail + ")"
+	}
+	return s
 }
 
 // optionRule reports a rule between two options (Normalize checks it).
@@ -287,7 +313,12 @@ func optionRule(r Conflict) bool { return !specDim(r.A) && !specDim(r.B) }
 // when it takes the request.
 func (n Normalized) CheckSpec(f SpecFeatures) error {
 	cell := cellOf(n.job.o, n.consumer.offload, n.consumer.resume != nil, f, nil)
-	return cell.refusal(func(r Conflict) bool { return !optionRule(r) })
+	err := cell.refusal(func(r Conflict) bool { return !optionRule(r) })
+	var ce *ConflictError
+	if errors.As(err, &ce) && (ce.A == DimTakeSkip || ce.B == DimTakeSkip) {
+		ce.Detail = f.PerWorker
+	}
+	return err
 }
 
 // Check is the composition table's verdict on a combination: nil if it
@@ -319,6 +350,11 @@ type Guarantee struct {
 	// Subset: take or skip count per worker pipeline, so what arrives is
 	// a subset of the dataset (bounded by Copies per epoch).
 	Subset bool
+	// Window: the job's take and skip select the epoch's elements at
+	// positions [skip, skip+take) of the epoch's order (split order, then
+	// index in the split; pipeline.FoldTakeSkip), whichever worker reads
+	// them: Exact, LossCounted and Copies hold of those elements.
+	Window bool
 }
 
 // String says the guarantee in the table's words.
@@ -334,8 +370,11 @@ func (g Guarantee) String() string {
 	default:
 		s = "at most once per epoch"
 	}
-	if g.Subset {
+	switch {
+	case g.Subset:
 		s += "; take/skip per worker: a subset"
+	case g.Window:
+		s += ", of the elements take/skip select in the epoch's order"
 	}
 	return s
 }
@@ -345,6 +384,9 @@ func (g Guarantee) String() string {
 func GuaranteeOf(n Normalized, f SpecFeatures) Guarantee {
 	j := n.job.o
 	g := Guarantee{Copies: 1, Subset: f.Take || f.Skip}
+	if g.Subset && j.Sharding == Dynamic && f.PerWorker == "" {
+		g.Subset, g.Window = false, true
+	}
 	switch {
 	case j.Sharding == Off:
 		g.Copies = 0
@@ -376,7 +418,7 @@ var ComboValues = map[Dim][]string{
 	DimShare:       {ValOff, ValOn},
 	DimCoordinated: {ValOff, ValOn},
 	DimAutocache:   {ValOff, ValOn},
-	DimTakeSkip:    {ValNone, ValTake, ValSkip},
+	DimTakeSkip:    {ValNone, ValTake, ValSkip, ValPerWorker},
 	DimEpochs:      {"", "2"},
 	DimResume:      {ValOff, ValOn},
 }

@@ -33,8 +33,11 @@ func CompositionMarkdown() string {
 		if j.Coordinated {
 			k.coordinated = ValOn
 		}
-		if c.TakeSkip != "" {
+		switch c.TakeSkip {
+		case ValTake, ValSkip:
 			k.takeSkip = "take or skip"
+		case ValPerWorker:
+			k.takeSkip = ValPerWorker
 		}
 		g := GuaranteeOf(n, c.Spec()).String()
 		if old, ok := guarantees[k]; ok && old != g {

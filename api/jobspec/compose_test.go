@@ -131,7 +131,7 @@ func TestCompositionFullProduct(t *testing.T) {
 		}
 		perRule[want]++
 	})
-	if want := 4 * 3 * 4 * 4 * 2 * 2 * 2 * 3 * 2 * 2; total != want {
+	if want := 4 * 3 * 4 * 4 * 2 * 2 * 2 * 4 * 2 * 2; total != want {
 		t.Fatalf("%d cells, want %d", total, want)
 	}
 	for i, k := range perRule {
@@ -179,7 +179,8 @@ func TestConflictsArePairs(t *testing.T) {
 // TestCompositionGuarantee: the guarantee of the cells that work follows
 // their effective delivery and sharding: exactly-once is exact, sharding
 // off reads a copy per worker, at-most-once counts its loss exactly
-// unless share, coordinated reads or take/skip.
+// unless share, coordinated reads or a per-worker take/skip; a DYNAMIC
+// job's take/skip selects a window of the epoch's order.
 func TestCompositionGuarantee(t *testing.T) {
 	product(func(idx []int) {
 		c := ComboAt(idx)
@@ -187,8 +188,10 @@ func TestCompositionGuarantee(t *testing.T) {
 			return
 		}
 		eff, g := effective(c), c.Guarantee()
-		subset := eff[DimTakeSkip] != ValNone
-		want := Guarantee{Copies: 1, Subset: subset}
+		ts := eff[DimTakeSkip]
+		window := eff[DimSharding] == string(Dynamic) && (ts == ValTake || ts == ValSkip)
+		subset := ts != ValNone && !window
+		want := Guarantee{Copies: 1, Subset: subset, Window: window}
 		switch {
 		case eff[DimSharding] == string(Off):
 			want.Copies = 0
@@ -201,7 +204,7 @@ func TestCompositionGuarantee(t *testing.T) {
 			t.Fatalf("%v: guarantee %+v (%s), want %+v", c, g, g, want)
 		}
 		if g.Exact && g.Subset {
-			t.Fatalf("%v: exactly-once with take/skip works", c)
+			t.Fatalf("%v: exactly-once with a per-worker take/skip works", c)
 		}
 	})
 }
@@ -215,7 +218,8 @@ func TestConflictMessages(t *testing.T) {
 	}{
 		{Combo{Offload: "0.5", Sharding: Static}, "offload fraction=0.5 with sharding static: a local worker needs sharding dynamic"},
 		{Combo{Offload: OffloadLocal}, "offload local with sharding off (the default)"},
-		{Combo{Sharding: Dynamic, TakeSkip: ValTake}, "take/skip take with delivery exactly-once: exactly-once cannot take or skip"},
+		{Combo{Sharding: Dynamic, TakeSkip: ValPerWorker}, "take/skip per-worker with delivery exactly-once: exactly-once takes and skips over the epoch's order"},
+		{Combo{Sharding: Dynamic, Delivery: AtMostOnce, Offload: OffloadLocal, TakeSkip: ValPerWorker}, "take/skip per-worker with offload local: a take or skip that counts per worker pipeline"},
 		{Combo{Sharding: Dynamic, Delivery: AtMostOnce, Resume: true}, "resume on with delivery at-most-once"},
 		{Combo{Sharding: Dynamic, Share: true, Resume: true}, "resume on with share on"},
 		{Combo{Coordinated: true, Workers: AutoWorkers}, "workers auto with coordinated on"},
@@ -223,6 +227,23 @@ func TestConflictMessages(t *testing.T) {
 		err := tc.c.Check()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want %q", tc.c, err, tc.want)
+		}
+	}
+	// A per-worker take's refusal says what in the spec made it one.
+	n, err := Combo{Sharding: Dynamic}.Options("j").Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = n.CheckSpec(SpecFeatures{Take: true, PerWorker: "op 1 (filter) comes before a take"})
+	if err == nil || !strings.Contains(err.Error(), "(here: op 1 (filter) comes before a take)") {
+		t.Errorf("per-worker take under exactly-once: %v", err)
+	}
+	// Takes and skips the nodes apply to the epoch's order compose with
+	// exactly-once and with a local worker.
+	for _, c := range []Combo{{Sharding: Dynamic, TakeSkip: ValTake}, {Sharding: Dynamic, TakeSkip: ValSkip, Offload: "0.5"},
+		{Sharding: Dynamic, Delivery: AtMostOnce, TakeSkip: ValTake, Offload: OffloadLocal}} {
+		if err := c.Check(); err != nil {
+			t.Errorf("%v: %v", c, err)
 		}
 	}
 }

@@ -22,6 +22,9 @@ type leaseSplitsBody struct {
 	// autocache holds them): handed out first (splits.LeasePreferring).
 	// At most MaxPreferIntervals intervals.
 	Prefer ranges.Set `cbor:"7,keyasint,omitempty"`
+	// RunsCensus (version 4) says the worker, a consumer's local worker,
+	// runs a census: it may be leased one (splits.DynamicState.LeaseAs).
+	RunsCensus bool `cbor:"8,keyasint,omitempty"`
 }
 
 // MaxPreferIntervals bounds leaseSplitsBody.Prefer.
@@ -74,6 +77,13 @@ func NewLeaseSplitsPreferring(job string, jobID uint64, worker string, incarnati
 	return newCommand(TypeLeaseSplits, v, leaseSplitsBody{Job: job, Worker: worker, RequestID: requestID, N: n, Incarnation: incarnation, JobID: jobID, Prefer: prefer})
 }
 
+// NewLeaseSplitsCensus is NewLeaseSplitsPreferring from a local worker
+// that runs a census (version 4: a cluster at ProtocolLocalCensus; a
+// node runs censuses whatever its lease says).
+func NewLeaseSplitsCensus(job string, jobID uint64, worker string, incarnation, requestID uint64, n int, prefer ranges.Set) Command {
+	return newCommand(TypeLeaseSplits, 4, leaseSplitsBody{Job: job, Worker: worker, RequestID: requestID, N: n, Incarnation: incarnation, JobID: jobID, Prefer: prefer, RunsCensus: true})
+}
+
 func applyLeaseSplits(s *State, c Command) (any, error) {
 	var b leaseSplitsBody
 	if err := decodeBody(c, &b); err != nil {
@@ -81,6 +91,9 @@ func applyLeaseSplits(s *State, c Command) (any, error) {
 	}
 	if c.Version < 2 && b.Incarnation != 0 {
 		return nil, fmt.Errorf("%w: LeaseSplits v1 with an incarnation", ErrInvalidCommand)
+	}
+	if b.RunsCensus && c.Version < 4 {
+		return nil, fmt.Errorf("%w: LeaseSplits v%d that runs a census (v4)", ErrInvalidCommand, c.Version)
 	}
 	if len(b.Prefer) > 0 {
 		if c.Version < 3 {
@@ -120,7 +133,7 @@ func applyLeaseSplits(s *State, c Command) (any, error) {
 	if l, off := offloadLease(j, b.Worker); off {
 		return l, nil
 	}
-	l := j.Dynamic.LeasePreferring(b.Worker, b.RequestID, min(max(b.N, 1), maxLeaseSplits), b.Prefer)
+	l := j.Dynamic.LeaseAs(b.Worker, b.RequestID, min(max(b.N, 1), maxLeaseSplits), b.Prefer, b.RunsCensus)
 	l.Cut = j.Options.OffloadBoundary() // the job's cut now (a retry's answer carries the cut in force)
 	return l, nil
 }

@@ -120,6 +120,24 @@ func TestReceiptsApplyOnce(t *testing.T) {
 	}
 }
 
+// LeaseSplits v4 says the worker runs a census (a local worker that does
+// may be leased one: splits.DynamicState.LeaseAs); saying so in an older
+// version is refused.
+func TestLeaseSplitsCensusVersion(t *testing.T) {
+	s := newJobState(t, &JobOptions{Sharding: splits.Dynamic, Epochs: 1})
+	applyOK(t, s, NewAssignTask("j1", "w1"))
+	cmd := NewLeaseSplitsCensus("j1", 0, "w1", 0, 1, 2, nil)
+	if cmd.Version != 4 {
+		t.Fatalf("version %d, want 4", cmd.Version)
+	}
+	old := NewLeaseSplitsCensus("j1", 0, "w1", 0, 1, 2, nil)
+	old.Version = 3
+	applyErr(t, s, old, ErrInvalidCommand)
+	if l := applyOK(t, s, cmd).(splits.Lease); !slices.Equal(l.Splits, []int64{0, 1}) {
+		t.Fatalf("lease: %v, want [0 1]", l.Splits)
+	}
+}
+
 // LeaseSplits v3 hands out a worker's preferred splits first; a preference
 // in an older version, malformed or too long, is refused.
 func TestLeaseSplitsPreferring(t *testing.T) {

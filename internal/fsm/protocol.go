@@ -20,7 +20,7 @@ const (
 	// ProtocolJobspec: CreateJob v6 (jobspec's options) and snapshot
 	// format 3.
 	ProtocolJobspec = 2
-	// ProtocolOwners, this release's (Protocol): jobs and datasets record
+	// ProtocolOwners: jobs and datasets record
 	// their owner (CreateJob v7, RegisterDataset v2, format 3 snapshots
 	// with owners) and unread datasets are garbage-collected
 	// (GarbageCollectDataset). Below it, the proposer drops owners
@@ -28,8 +28,13 @@ const (
 	// leave owners out (the older nodes' strict decoding refuses keys they
 	// do not know).
 	ProtocolOwners = 3
+	// ProtocolLocalCensus, this release's: a consumer's local worker that
+	// runs a census says so in its lease (LeaseSplits v4,
+	// NewLeaseSplitsCensus). Below it, the proposer leases such a worker
+	// as before (v3: no census), which older nodes apply alike.
+	ProtocolLocalCensus = 4 // api.ProtocolLocalCensus
 	// Protocol is this release's level.
-	Protocol = ProtocolOwners
+	Protocol = ProtocolLocalCensus
 )
 
 // legacyOptions is o (with count-loss) in the legacy form that CreateJob

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/internal/splits"
 )
 
@@ -76,5 +77,14 @@ func TestDowngradeCreateJob(t *testing.T) {
 	}
 	if downgraded < 300 {
 		t.Fatalf("only %d cases downgraded", downgraded)
+	}
+}
+
+// TestProtocolLocalCensusMatchesAPI: the level clients check before an
+// at-most-once job with an offload fraction (api.ProtocolLocalCensus) is
+// the state machine's.
+func TestProtocolLocalCensusMatchesAPI(t *testing.T) {
+	if api.ProtocolLocalCensus != ProtocolLocalCensus || Protocol < ProtocolLocalCensus {
+		t.Fatalf("api %d, fsm %d, this release %d", api.ProtocolLocalCensus, ProtocolLocalCensus, Protocol)
 	}
 }

@@ -67,7 +67,7 @@ var commandTable = map[CommandType]handler{
 	TypeDetachConsumer:    {name: "DetachConsumer", minVersion: 1, maxVersion: 2, apply: applyDetachConsumer},
 	TypeExpireConsumers:   {name: "ExpireConsumers", minVersion: 1, maxVersion: 1, apply: applyExpireConsumers},
 	TypeAssignTask:        {name: "AssignTask", minVersion: 1, maxVersion: 2, apply: applyAssignTask},
-	TypeLeaseSplits:       {name: "LeaseSplits", minVersion: 1, maxVersion: 3, apply: applyLeaseSplits},
+	TypeLeaseSplits:       {name: "LeaseSplits", minVersion: 1, maxVersion: 4, apply: applyLeaseSplits},
 	TypeFinishSplits:      {name: "FinishSplits", minVersion: 1, maxVersion: 1, apply: applyFinishSplits},
 	TypeExpireWorker:      {name: "ExpireWorker", minVersion: 1, maxVersion: 2, apply: applyExpireWorker},
 	TypeGarbageCollectJob: {name: "GarbageCollectJob", minVersion: 1, maxVersion: 1, apply: applyGarbageCollectJob},

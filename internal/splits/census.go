@@ -36,9 +36,12 @@ import (
 // the elements emitted by the job's splits that no consumer received
 // (plus Abandoned: those that reached consumers which left).
 //
-// A census runs on a node, never in a client's local worker (the client
-// does not run one): a job whose nodes are kept off (offload local) still
-// lets them lease a census (CensusWaiting).
+// A census runs on a node, or in a client's local worker that says it
+// runs one (LeaseAs's runsCensus; a local worker of a release before it
+// does not): a job whose nodes are kept off (offload local) still lets
+// them lease a census (CensusWaiting). A local worker that runs censuses
+// matters when it holds one of the job's worker slots: once it is the
+// job's one live worker, no node would be assigned to run the census.
 
 // NewDynamicCounted is NewDynamic for an at-most-once job whose loss is
 // counted exactly (see above).

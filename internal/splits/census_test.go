@@ -1,6 +1,7 @@
 package splits
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/feedmesh/feedmesh/api/jobspec"
@@ -85,6 +86,40 @@ func TestCensusTable(t *testing.T) {
 	p := d.Progress()
 	if p.Exact.Lost != 3+5 || p.Exact.Censused != 1 || p.Exact.Requeued != 0 || p.Total.Lost != 2 || p.Total.Finished != 1 || !p.Exact.AtMostOnce {
 		t.Fatalf("complete: %+v %+v", p, p.Exact)
+	}
+	mustValid(t, d)
+}
+
+// TestCensusLocalWorkerThatRunsOne: a client's local worker that says it
+// runs a census (LeaseAs's runsCensus) is leased one like a node, with the
+// delivered elements excluded, and what it emits is counted lost; one that
+// does not say so is leased none.
+func TestCensusLocalWorkerThatRunsOne(t *testing.T) {
+	d := NewDynamicCounted(2, 1)
+	local := jobspec.LocalWorkerName("c1")
+	if l := d.Lease("w1", 1, 1); len(l.Splits) != 1 || l.Splits[0] != 0 {
+		t.Fatalf("lease: %+v", l)
+	}
+	if err := d.Receive("c1", 0, 0, ranges.Span(0, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.ExpireWorker("w1", []string{"c1"}); n != 1 {
+		t.Fatalf("orphaned %d, want 1", n)
+	}
+	d.Fence("c1", "w1")
+	if l := d.LeaseAs(local, 1, 5, nil, false); l.Census || slices.Contains(l.Splits, 0) {
+		t.Fatalf("a local worker that runs no census got %+v", l)
+	}
+	l := d.LeaseAs(local, 2, 5, nil, true)
+	if !l.Census || len(l.Splits) != 1 || l.Splits[0] != 0 || l.Exclude[0].String() != "[0,4)" {
+		t.Fatalf("census lease of a local worker that runs one: %+v", l)
+	}
+	mustValid(t, d)
+	if err := d.Produce(local, 0, []ranges.SplitEmitted{{Split: 0, Emitted: ranges.Span(4, 10)}}); err != nil {
+		t.Fatal(err)
+	}
+	if p := d.Progress(); p.Exact.Lost != 6 || p.Exact.Censused != 1 {
+		t.Fatalf("after the census: %+v %+v", p, p.Exact)
 	}
 	mustValid(t, d)
 }

@@ -215,6 +215,13 @@ func (d *DynamicState) Lease(worker string, requestID uint64, n int) Lease {
 // still go first, and no rule of leasing changes: each split is handed out
 // once per epoch, and the cursor skips the splits taken ahead.
 func (d *DynamicState) LeasePreferring(worker string, requestID uint64, n int, prefer ranges.Set) Lease {
+	return d.LeaseAs(worker, requestID, n, prefer, false)
+}
+
+// LeaseAs is LeasePreferring for a worker that says whether it runs a
+// census (runsCensus): a consumer's local worker is leased a census only
+// if it does (census.go); a node always does.
+func (d *DynamicState) LeaseAs(worker string, requestID uint64, n int, prefer ranges.Set, runsCensus bool) Lease {
 	if requestID != 0 {
 		if r, ok := d.LastLease[worker]; ok && r.RequestID == requestID {
 			return r.Lease.Clone()
@@ -222,7 +229,7 @@ func (d *DynamicState) LeasePreferring(worker string, requestID uint64, n int, p
 	}
 	l, ok := d.leaseHandedBack(worker, n)
 	if !ok && d.Exact != nil {
-		l, ok = d.leaseOrphans(worker, n)
+		l, ok = d.leaseOrphans(worker, n, runsCensus)
 	}
 	if ok {
 		l.Done = d.allOut()

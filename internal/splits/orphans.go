@@ -84,11 +84,12 @@ func (d *DynamicState) unwait(consumer, worker string) {
 
 // leaseOrphans hands worker up to n orphaned splits whose fences are all
 // in, of the earliest epoch that has any, with their delivered indices as
-// exclusions. ok is false when there is none.
-func (d *DynamicState) leaseOrphans(worker string, n int) (l Lease, ok bool) {
+// exclusions. ok is false when there is none. A local worker gets a
+// census only if it runs one (runsCensus: census.go).
+func (d *DynamicState) leaseOrphans(worker string, n int, runsCensus bool) (l Lease, ok bool) {
 	x := d.Exact
-	if _, local := jobspec.LocalWorkerOf(worker); local && x.Census {
-		return Lease{}, false // a census runs on a node (census.go)
+	if _, local := jobspec.LocalWorkerOf(worker); local && x.Census && !runsCensus {
+		return Lease{}, false // a census runs on a node, or a local worker that says it runs one (census.go)
 	}
 	for _, e := range slices.Sorted(maps.Keys(x.Orphaned)) {
 		var ids []int64

@@ -179,7 +179,7 @@ func (p *Leaser) next(ctx context.Context, timed bool) (pipeline.ProvidedSplit, 
 		}
 	}
 	p.learnCut()
-	if !p.cfg.WholePipeline && (p.queue[0].cut != p.cut || p.queue[0].census != p.census) {
+	if (!p.cfg.WholePipeline && p.queue[0].cut != p.cut) || p.queue[0].census != p.census {
 		p.recut = true
 		return pipeline.ProvidedSplit{}, io.EOF
 	}
@@ -361,7 +361,7 @@ func (p *Leaser) ask(n int) {
 }
 
 func (p *Leaser) leaseRequest(n int) api.LeaseRequest {
-	req := api.LeaseRequest{Job: p.cfg.Job, Worker: p.cfg.Worker, RequestID: p.reqID, N: n, Incarnation: p.cfg.Incarnation, JobID: p.cfg.JobID}
+	req := api.LeaseRequest{Job: p.cfg.Job, Worker: p.cfg.Worker, RequestID: p.reqID, N: n, Incarnation: p.cfg.Incarnation, JobID: p.cfg.JobID, RunsCensus: p.cfg.RunsCensus}
 	if p.cfg.Held != nil {
 		req.Held = p.cfg.Held()
 	}

@@ -76,6 +76,11 @@ type LeaseConfig struct {
 	// A node runs the prefix of a cut job: a cut set while it runs ends
 	// the pipeline's phase (TakeRecut).
 	WholePipeline bool
+	// RunsCensus: the worker (a consumer's local worker) runs a census,
+	// a phase whose pipeline delivers nothing (Census), so the cluster may
+	// lease it one (api.LeaseRequest.RunsCensus). A node's leases do not
+	// say: nodes always do.
+	RunsCensus bool
 	// Cut is the cut the first pipeline opens with; JobCut, if set, reads
 	// the job's cut now from the node's Raft state (a cut set while the
 	// job runs shows there before a lease says so).

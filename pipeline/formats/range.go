@@ -38,6 +38,9 @@ func (o RangeOptions) Validate() error {
 	return nil
 }
 
+// Count is the number of values of the range.
+func (o RangeOptions) Count() int64 { return o.count() }
+
 // count is the number of values of the range.
 func (o RangeOptions) count() int64 {
 	o = o.WithDefaults()

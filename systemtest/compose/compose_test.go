@@ -43,6 +43,9 @@ func init() {
 		e.Set(tok)
 		return e, nil
 	})
+	// A filter that keeps every element: a take after it counts per
+	// worker pipeline (pipeline.FoldTakeSkip cannot apply it).
+	fn.RegisterFilter("test_compose_keep", func(*fn.FnContext, tensor.Element) (bool, error) { return true, nil })
 }
 
 // sizes is the number of each dimension's values (jobspec.ComboValues).
@@ -103,8 +106,8 @@ func countAccepted() int {
 	return n
 }
 
-// TestComposeUnderKill runs every row of the covering array (27, about
-// 40 s on 2 loaded cores: all of them, in the normal suite) on one 3-node
+// TestComposeUnderKill runs every row of the covering array (29, about
+// 32 s on 2 loaded cores: all of them, in the normal suite) on one 3-node
 // in-process cluster: each row's job reads a dataset of element ids,
 // a worker node is killed in the middle of it (and restarted after it),
 // and what arrived is checked element by element against the row's
@@ -154,10 +157,13 @@ const (
 	baseN     = 600
 	splitSize = 10
 	costUs    = 800
-	takeN     = 120 // per worker pipeline
+	takeN     = 120 // a DYNAMIC job's: of the epoch's order
 	skipN     = 30
-	killAfter = 4 // batches before the kill
-	resumeAt  = 3 // batches the first part of a resumed row reads
+	// perWorkerTake is a take after a filter: the nodes cannot apply it
+	// to the epoch's order, so each worker pipeline counts its own.
+	perWorkerTake = 80
+	killAfter     = 4 // batches before the kill
+	resumeAt      = 3 // batches the first part of a resumed row reads
 )
 
 // specOf is the row's pipeline.
@@ -172,6 +178,8 @@ func specOf(combo jobspec.Combo, n int64) *pipeline.Spec {
 		s.Take(takeN)
 	case jobspec.ValSkip:
 		s.Skip(skipN)
+	case jobspec.ValPerWorker:
+		s.Filter("test_compose_keep", nil).Take(perWorkerTake)
 	}
 	if combo.Coordinated {
 		s.Map("test_compose_tokens", nil, 1)
@@ -242,6 +250,12 @@ func read(t *testing.T, it *client.Iterator, g *got, max int, each func(client.B
 // killed after killAfter batches and restarted at the end, and the check
 // of its guarantee.
 func runRow(t *testing.T, c *testcluster.Cluster, cl *client.Client, row int, combo jobspec.Combo) {
+	runRowKilling(t, c, cl, row, combo, func(t *testing.T, _ string, g got) int { return pickVictim(t, c, g) })
+}
+
+// runRowKilling is runRow with the victim chosen by victim (given the
+// job's name and what arrived so far).
+func runRowKilling(t *testing.T, c *testcluster.Cluster, cl *client.Client, row int, combo jobspec.Combo, victim func(t *testing.T, job string, g got) int) {
 	n := int64(baseN + row)
 	spec := specOf(combo, n)
 	name := fmt.Sprintf("compose-%02d", row)
@@ -284,26 +298,26 @@ func runRow(t *testing.T, c *testcluster.Cluster, cl *client.Client, row int, co
 		}
 	}()
 	after := newGot()
-	victim := -1
+	killed := -1
 	read(t, it, &after, -1, func(b client.Batch) {
-		if victim < 0 && after.batches >= killAfter {
-			victim = pickVictim(t, c, after)
-			t.Logf("killing %s after %d batches (workers so far %v)", c.Name(victim), after.batches, jobtest.Keys(after.byWorker))
-			c.Kill(victim)
+		if killed < 0 && after.batches >= killAfter {
+			killed = victim(t, name, after)
+			t.Logf("killing %s after %d batches (workers so far %v)", c.Name(killed), after.batches, jobtest.Keys(after.byWorker))
+			c.Kill(killed)
 		}
 	})
-	if victim < 0 {
+	if killed < 0 {
 		t.Fatalf("the job ended after %d batches, before the kill", after.batches)
 	}
 	st := it.Stats()
 	t.Logf("%d+%d batches; offload %+v; workers %v; splits lost %d, elements lost %d (counted %v); requeued %v",
 		before.batches, after.batches, offloadMode(st), jobtest.Keys(after.byWorker), st.SplitsLost, st.ElementsLost, st.LossCounted, exactRequeued(st))
-	check(t, combo, n, epochs, before, after, c.Name(victim), st)
+	check(t, combo, n, epochs, before, after, c.Name(killed), st)
 	if err := it.Close(); err != nil {
 		t.Logf("close: %v", err)
 	}
 	// Bring the victim back for the next row.
-	if err := c.Restart(victim); err != nil {
+	if err := c.Restart(killed); err != nil {
 		t.Fatal(err)
 	}
 	// The next row starts once the victim is back as a voter: a kill
@@ -368,13 +382,24 @@ func pickVictim(t *testing.T, c *testcluster.Cluster, g got) int {
 func check(t *testing.T, combo jobspec.Combo, n int64, epochs int, before, after got, victim string, st client.Stats) {
 	t.Helper()
 	g := combo.Guarantee()
+	// The elements the epoch delivers: the dataset, or the window of
+	// its order that a DYNAMIC job's take or skip selects.
+	lo, hi := int64(0), n
+	if g.Window {
+		switch combo.TakeSkip {
+		case jobspec.ValTake:
+			hi = takeN
+		case jobspec.ValSkip:
+			lo = skipN
+		}
+	}
 	all := before.total()
 	for v, k := range after.total() {
 		all[v] += k
 	}
 	for v := range all {
-		if v < 0 || v >= n {
-			t.Fatalf("element %d is not in the dataset [0, %d)", v, n)
+		if v < lo || v >= hi {
+			t.Fatalf("element %d is not in [%d, %d), what the epoch delivers", v, lo, hi)
 		}
 	}
 	switch {
@@ -401,17 +426,17 @@ func check(t *testing.T, combo jobspec.Combo, n int64, epochs int, before, after
 			t.Fatal("nothing delivered")
 		}
 	case g.Exact:
-		for v := int64(0); v < n; v++ {
+		for v := lo; v < hi; v++ {
 			if all[v] != epochs {
 				t.Fatalf("element %d delivered %d times, want exactly %d", v, all[v], epochs)
 			}
 		}
-		if int64(len(all)) != n {
-			t.Fatalf("%d distinct elements, want %d", len(all), n)
+		if int64(len(all)) != hi-lo {
+			t.Fatalf("%d distinct elements, want %d", len(all), hi-lo)
 		}
 	default:
 		var missing int64
-		for v := int64(0); v < n; v++ {
+		for v := lo; v < hi; v++ {
 			if all[v] > epochs {
 				t.Fatalf("element %d delivered %d times, want at most %d", v, all[v], epochs)
 			}

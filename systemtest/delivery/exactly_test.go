@@ -12,6 +12,8 @@ import (
 	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/pipeline/fn"
+	"github.com/feedmesh/feedmesh/tensor"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
 
@@ -139,24 +141,50 @@ func TestExactlyOnceTwoConsumersWorkerKilled(t *testing.T) {
 	t.Logf("consumer a %d batches, b %d; killed %s", x.Batches, y.Batches, fmt.Sprint(c.Name(victim)))
 }
 
-// TestExactlyOnceRefusesTake: take and skip count per worker, so an
-// exactly-once job refuses them with an error that says what to do; the
-// same spec runs at-most-once.
-func TestExactlyOnceRefusesTake(t *testing.T) {
-	c := testcluster.Start(t, 1)
+func init() {
+	// A filter that keeps every element: a take after it counts per
+	// worker pipeline (pipeline.FoldTakeSkip cannot apply it).
+	fn.RegisterFilter("test_delivery_keep", func(*fn.FnContext, tensor.Element) (bool, error) { return true, nil })
+}
+
+// TestExactlyOnceTakes: an exactly-once DYNAMIC job's skip and take select
+// positions [skip, skip+take) of the epoch's order, read by every worker
+// (the nodes apply them to the source): exactly those elements arrive,
+// once each. A take the nodes cannot apply (after a filter) would count
+// per worker: refused at Distribute with an error that names take/skip,
+// exactly-once and what in the spec made it so; the same spec runs
+// at-most-once.
+func TestExactlyOnceTakes(t *testing.T) {
+	c := testcluster.Start(t, 3)
 	cl := jobtest.Dial(t, c, 0)
-	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 100, SplitSize: 10}}).Take(50).Batch(10, false)
-	_, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: "eo-take", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
-	if err == nil || !strings.Contains(err.Error(), "exactly-once cannot take") || !strings.Contains(err.Error(), "at-most-once") {
-		t.Fatalf("take in an exactly-once job: %v", err)
+	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 1000, SplitSize: 10}}).Skip(95).Take(300).Batch(10, false)
+	it, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: "eo-take", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
+	if err != nil {
+		t.Fatal(err)
 	}
-	it, err := cl.Distribute(context.Background(), spec, client.JobOptions{Name: "amo-take", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, Delivery: client.AtMostOnce})
+	d := jobtest.Drain(t, it, 30*time.Second, nil)
+	it.Close()
+	for v := int64(95); v < 395; v++ {
+		if d.Counts[v] != 1 {
+			t.Fatalf("element %d arrived %d times, want once (the window [95, 395))", v, d.Counts[v])
+		}
+	}
+	if len(d.Counts) != 300 {
+		t.Fatalf("%d distinct elements arrived, want the 300 of the window", len(d.Counts))
+	}
+	perWorker := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 100, SplitSize: 10}}).Filter("test_delivery_keep", nil).Take(20).Batch(10, false)
+	_, err = cl.Distribute(context.Background(), perWorker, client.JobOptions{Name: "eo-take-late", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
+	if err == nil || !strings.Contains(err.Error(), "take/skip per-worker with delivery exactly-once") ||
+		!strings.Contains(err.Error(), "at-most-once") || !strings.Contains(err.Error(), "op 0 (filter)") {
+		t.Fatalf("a take after a filter in an exactly-once job: %v", err)
+	}
+	it, err = cl.Distribute(context.Background(), perWorker, client.JobOptions{Name: "amo-take-late", Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: "1", Delivery: client.AtMostOnce})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer it.Close()
-	if d := jobtest.Drain(t, it, 30*time.Second, nil); len(d.Counts) != 50 {
-		t.Fatalf("at-most-once take(50) on one worker delivered %d elements", len(d.Counts))
+	if d := jobtest.Drain(t, it, 30*time.Second, nil); len(d.Counts) != 20 {
+		t.Fatalf("at-most-once take(20) after a filter on one worker delivered %d elements", len(d.Counts))
 	}
 }
 
