@@ -103,7 +103,7 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 		if level >= fsm.ProtocolOwners {
 			register = fsm.NewRegisterOwnedDataset(d, ownerOf(p))
 		}
-		if _, err := n.raft.Apply(ctx, register); err != nil {
+		if _, err := n.raft.Apply(ctx, n.quotaGuard(p, level, register)); err != nil {
 			return api.JobInfo{}, err
 		}
 	}
@@ -143,13 +143,13 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 		// legacy form, which every release applies alike.
 		create, _ = fsm.DowngradeCreateJob(create)
 	}
-	if _, err := n.raft.Apply(ctx, create); err != nil {
+	if _, err := n.raft.Apply(ctx, n.quotaGuard(p, level, create)); err != nil {
 		if r := req.Resume; r != nil && errors.Is(err, fsm.ErrJobInUse) {
 			return api.JobInfo{}, resumeInUse(err, name, r, n)
 		}
 		return api.JobInfo{}, jobMismatch(err, req)
 	}
-	if _, err := n.raft.Apply(ctx, fsm.NewAttachConsumer(name, req.Consumer)); err != nil {
+	if _, err := n.raft.Apply(ctx, n.quotaGuard(p, level, fsm.NewAttachConsumer(name, req.Consumer))); err != nil {
 		return api.JobInfo{}, err
 	}
 	// Assign the live workers now, so the client can start streaming at
@@ -289,7 +289,7 @@ func (n *Node) heartbeat(ctx context.Context, req api.JobRequest) (api.JobInfo, 
 				}
 				defer release()
 			}
-			if _, err := n.raft.Apply(ctx, fsm.NewHeartbeat(req.Job, req.Consumer, m)); err != nil {
+			if _, err := n.raft.Apply(ctx, n.quotaGuard(principal(ctx), n.clusterProtocol(), fsm.NewHeartbeat(req.Job, req.Consumer, m))); err != nil {
 				return err
 			}
 			if req.Report {

@@ -130,7 +130,7 @@ func (n *Node) tenantsEnforced(p api.Principal) error {
 // errTenantsNeedProtocol answers a tenant's job request while a server
 // of an older release is in the cluster: jobs would not record their
 // owner there.
-var errTenantsNeedProtocol = errors.New("jobs of tenants need every Raft server at protocol level 3 (this release); finish the upgrade first")
+var errTenantsNeedProtocol = errors.New("jobs of tenants need every Raft server at protocol level 3 or later; finish the upgrade first")
 
 // Visibility: a worker asked for its counters (worker.sharestats,
 // worker.opstats) answers a principal about its tenant's jobs only, as

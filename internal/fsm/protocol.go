@@ -20,7 +20,7 @@ const (
 	// ProtocolJobspec: CreateJob v6 (jobspec's options) and snapshot
 	// format 3.
 	ProtocolJobspec = 2
-	// ProtocolOwners, this release's (Protocol): jobs and datasets record
+	// ProtocolOwners: jobs and datasets record
 	// their owner (CreateJob v7, RegisterDataset v2, format 3 snapshots
 	// with owners) and unread datasets are garbage-collected
 	// (GarbageCollectDataset). Below it, the proposer drops owners
@@ -28,8 +28,14 @@ const (
 	// leave owners out (the older nodes' strict decoding refuses keys they
 	// do not know).
 	ProtocolOwners = 3
+	// ProtocolQuotas, this release's (Protocol): a tenant's command that
+	// adds a job, a dataset or a consumer travels in a Quota command
+	// (NewQuota) that every replica checks against the tenant's limits
+	// when it applies it. Below it, the proposer sends the command
+	// unwrapped (the leader's check alone bounds the tenant).
+	ProtocolQuotas = 4
 	// Protocol is this release's level.
-	Protocol = ProtocolOwners
+	Protocol = ProtocolQuotas
 )
 
 // legacyOptions is o (with count-loss) in the legacy form that CreateJob
