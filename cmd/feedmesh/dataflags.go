@@ -3,8 +3,11 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 
+	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline/objstore"
 )
 
@@ -75,4 +78,22 @@ func (d *dataFlags) localAccess() (*objstore.Access, error) {
 		AllHosts: len(d.hosts.vals) == 0, AllowHosts: d.hosts.vals,
 		Stores: stores, EnvStore: true,
 	})
+}
+
+// loadPolicy reads and parses a --policy file.
+func loadPolicy(path string) (*mesh.Policy, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--policy: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
+	if err != nil {
+		return nil, fmt.Errorf("--policy %s: %w", path, err)
+	}
+	p, err := mesh.ParsePolicy(b)
+	if err != nil {
+		return nil, fmt.Errorf("--policy %s: %w", path, err)
+	}
+	return p, nil
 }

@@ -17,6 +17,7 @@ import (
 // localFiles is the local part of a policy: all files, or data roots.
 type localFiles struct {
 	all       bool
+	view      bool // a narrowed policy's (Access.Narrow): its roots are another's
 	roots     []*dataRoot
 	protected []protectedPath
 	ids       *protectedIDs
@@ -41,6 +42,9 @@ type protectedIDs struct {
 
 // dataRoot is one data root, opened.
 type dataRoot struct {
+	// name is what a policy's grant calls the root (Grant.Roots): the
+	// NAME of --data-root NAME=DIR, else the directory's base name.
+	name string
 	// forms are the absolute, clean paths that name the root: as
 	// configured, then its real path (symbolic links resolved) when it
 	// differs. A spec's absolute path names the root by either.
@@ -103,6 +107,9 @@ func newLocalFiles(cfg AccessConfig, log *slog.Logger) (localFiles, error) {
 }
 
 func (lf *localFiles) close() {
+	if lf.view {
+		return
+	}
 	for _, r := range lf.roots {
 		r.r.Close()
 	}
@@ -127,6 +134,7 @@ func within(p, dir string) bool {
 
 // openRoot checks and opens a data root.
 func (lf *localFiles) openRoot(given string, implicit bool) (*dataRoot, error) {
+	name, given := rootName(given)
 	abs, err := filepath.Abs(given)
 	if err != nil {
 		return nil, fmt.Errorf("data root %s: %w", given, err)
@@ -145,7 +153,10 @@ func (lf *localFiles) openRoot(given string, implicit bool) (*dataRoot, error) {
 			return nil, fmt.Errorf("data root %s holds or lies inside %s, the kernel's view of processes and devices (a spec could read the node's memory, environment and keys there): choose a directory that holds only data", given, sys)
 		}
 	}
-	dr := &dataRoot{forms: []string{abs}, real: real}
+	if name == "" {
+		name = filepath.Base(abs)
+	}
+	dr := &dataRoot{name: name, forms: []string{abs}, real: real}
 	if real != abs {
 		dr.forms = append(dr.forms, real)
 	}
