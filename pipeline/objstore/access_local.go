@@ -54,6 +54,26 @@ type dataRoot struct {
 	// excluded are the protected paths inside an implicit root, relative
 	// to it (slash-separated).
 	excluded []excludedPath
+	// hideDot: an implicit root (a dev-mode node's current directory)
+	// leaves out its hidden entries (a name starting with '.': .ssh,
+	// .git, .env, .aws), also reached through a link; a root the
+	// operator names shows them.
+	hideDot bool
+}
+
+// hiddenWhat is what excludedAt says of a hidden entry of an implicit
+// root.
+const hiddenWhat = "a hidden entry (a name starting with '.'), which the default data root (the current directory) leaves out: give --data-root to read it"
+
+// hiddenIn tells whether a slash-separated relative path has a
+// component starting with '.' (other than "." and "..").
+func hiddenIn(rel string) bool {
+	for _, c := range strings.Split(rel, "/") {
+		if len(c) > 1 && c[0] == '.' && c != ".." {
+			return true
+		}
+	}
+	return false
 }
 
 type excludedPath struct{ rel, what string }
@@ -156,7 +176,7 @@ func (lf *localFiles) openRoot(given string, implicit bool) (*dataRoot, error) {
 	if name == "" {
 		name = filepath.Base(abs)
 	}
-	dr := &dataRoot{name: name, forms: []string{abs}, real: real}
+	dr := &dataRoot{name: name, forms: []string{abs}, real: real, hideDot: implicit}
 	if real != abs {
 		dr.forms = append(dr.forms, real)
 	}
@@ -181,6 +201,9 @@ func (lf *localFiles) openRoot(given string, implicit bool) (*dataRoot, error) {
 // excludedAt returns what a protected path at or above rel (relative to
 // the root, slash-separated) is, or "".
 func (r *dataRoot) excludedAt(rel string) string {
+	if r.hideDot && hiddenIn(rel) {
+		return hiddenWhat
+	}
 	for _, e := range r.excluded {
 		if rel == e.rel || strings.HasPrefix(rel, e.rel+"/") {
 			return e.what
@@ -308,10 +331,13 @@ func (a *Access) checkOpened(res resolved, fi fs.FileInfo) string {
 			}
 		}
 	}
-	if len(res.root.excluded) > 0 {
+	if len(res.root.excluded) > 0 || res.root.hideDot {
 		real, err := filepath.EvalSymlinks(filepath.Join(res.root.real, filepath.FromSlash(res.rel)))
 		if err != nil {
 			return "cannot resolve it to check it: " + err.Error()
+		}
+		if rel, err := filepath.Rel(res.root.real, real); res.root.hideDot && err == nil && hiddenIn(filepath.ToSlash(rel)) {
+			return "resolves to " + real + ", " + hiddenWhat
 		}
 		for _, p := range a.local.protected {
 			if within(real, p.real) {
