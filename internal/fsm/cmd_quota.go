@@ -88,8 +88,11 @@ type quotaBody struct {
 // node below protocol level ProtocolQuotas refuses it (an unknown command
 // type): the proposer wraps only at that level.
 func NewQuota(l Limits, inner Command) Command {
+	at := inner.At
 	inner.At = 0 // the wrapper's, given to inner when applied
-	return newCommand(TypeQuota, 1, quotaBody{Limits: l, Command: inner})
+	c := newCommand(TypeQuota, 1, quotaBody{Limits: l, Command: inner})
+	c.At = at
+	return c
 }
 
 // handlerOf is commandTable's row of t (set in init: commandTable
