@@ -130,7 +130,7 @@ func applyQuota(s *State, c Command) (any, error) {
 		inner.At = c.At
 		return h.apply(s, inner)
 	}
-	if why := b.Limits.Exceeded(s.TenantUsage(tenant), g); why != "" {
+	if why := b.Limits.Exceeded(s.usageFor(tenant, g), g); why != "" {
 		name := tenant
 		if name == "" {
 			name = "(default)"
@@ -181,4 +181,27 @@ func (s *State) growthOf(inner Command) (tenant string, g Growth, err error) {
 		return TenantOf(j.Owner), Growth{Consumer: !attached}, nil
 	}
 	return "", g, fmt.Errorf("%w: Quota of a %v command (RegisterDataset, CreateJob or AttachConsumer only)", ErrInvalidCommand, inner.Type)
+}
+
+// usageFor is TenantUsage cut to what g is checked against: a job or a
+// consumer walks the jobs only, a dataset the datasets only.
+func (s *State) usageFor(tenant string, g Growth) Usage {
+	u := Usage{AllJobs: len(s.Jobs), AllDatasets: len(s.Datasets)}
+	if g.Job || g.Consumer {
+		for _, j := range s.Jobs {
+			if !j.Group && TenantOf(j.Owner) == tenant {
+				u.Jobs++
+				u.Consumers += len(j.Consumers)
+			}
+		}
+	}
+	if g.Dataset {
+		for fp := range s.Datasets {
+			if d := s.Datasets[fp]; TenantOf(d.Owner) == tenant {
+				u.Datasets++
+				u.SpecBytes += int64(len(d.Spec))
+			}
+		}
+	}
+	return u
 }
