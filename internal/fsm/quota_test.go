@@ -152,7 +152,9 @@ func BenchmarkQuotaApply(b *testing.B) {
 		cmd  func(i int) Command
 	}{
 		{"attach/plain", func(i int) Command { return NewAttachConsumer(fmt.Sprint("j", i%2000), fmt.Sprint("n", i)) }},
-		{"attach/quota", func(i int) Command { return NewQuota(l, NewAttachConsumer(fmt.Sprint("j", i%2000), fmt.Sprint("q", i))) }},
+		{"attach/quota", func(i int) Command {
+			return NewQuota(l, NewAttachConsumer(fmt.Sprint("j", i%2000), fmt.Sprint("q", i)))
+		}},
 		{"renew/plain", func(int) Command { return NewAttachConsumer("j7", "c0") }},
 		{"renew/quota", func(int) Command { return NewQuota(l, NewAttachConsumer("j7", "c0")) }},
 	} {
