@@ -150,6 +150,13 @@ type Config struct {
 	// (s3://NAME/bucket/key, or object_store: {store: NAME}), never an
 	// endpoint; the node alone knows where it is and its credentials.
 	ObjectStores []objstore.NamedStore
+	// Policy, if set, narrows what each tenant's requests may name
+	// (--policy FILE; docs/operating/security.md, "Roles and grants"):
+	// job names by prefix, the data roots, named stores and hosts its
+	// jobs read. nil: no narrowing (tenants are kept apart all the same).
+	// Give every node the same: any node may lead, every node runs
+	// workers.
+	Policy *Policy
 
 	// Gossip holds memberlist's failure-detection timing.
 	Gossip GossipConfig

@@ -230,6 +230,11 @@ func mapRaftErr(err error) error {
 	switch {
 	case errors.Is(err, fsm.ErrPermission):
 		return transport.Errorf(transport.ErrPermissionDenied, "%v", err)
+	case errors.Is(err, fsm.ErrQuota):
+		// Every replica's apply refused it: the leader's own check (which
+		// names the same bound) let it through, racing another request
+		// or another leader's.
+		return transport.Errorf(api.ErrQuota, "%v", rejectedReason(err))
 	case errors.Is(err, fsm.ErrUnknownJob):
 		return transport.Errorf(transport.ErrNotFound, "%v", rejectedReason(err))
 	case errors.Is(err, fsm.ErrNotAssigned):

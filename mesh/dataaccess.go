@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"sync"
 
 	"github.com/feedmesh/feedmesh/pipeline/objstore"
 )
@@ -38,10 +40,42 @@ func (c *Config) dataAccess(log *slog.Logger) (*objstore.Access, error) {
 			return nil, fmt.Errorf("default data root (the current directory): %w", err)
 		}
 		ac.ImplicitRoot = wd
+		warnHomeRoot(log, wd, &homeWarning)
 	}
 	a, err := objstore.NewAccess(ac)
 	if err != nil {
 		return nil, fmt.Errorf("data access (--data-root, --allow-host, --object-store): %w", err)
 	}
 	return a, nil
+}
+
+// homeWarning is said once a process: several nodes of one process
+// (testcluster, a demo) share its current directory.
+var homeWarning sync.Once
+
+// warnHomeRoot warns, once, that the default data root wd is the
+// user's home directory.
+func warnHomeRoot(log *slog.Logger, wd string, once *sync.Once) {
+	if !isHomeDir(wd) {
+		return
+	}
+	once.Do(func() {
+		log.Warn("the default data root (the current directory) is a home directory: specs may read every file in it but hidden ones (.ssh, .aws, .git and other names starting with '.'); run the node from a directory of data, or give --data-root", "dir", wd)
+	})
+}
+
+// isHomeDir tells whether dir is the user's home directory ($HOME), by
+// its real path.
+func isHomeDir(dir string) bool {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return false
+	}
+	real := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return filepath.Clean(p)
+	}
+	return real(home) == real(dir)
 }

@@ -1,8 +1,10 @@
 package mesh
 
 import (
+	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -49,5 +51,25 @@ func TestDefaultDataRoot(t *testing.T) {
 	}
 	if _, err := m.Stat("dataaccess_internal_test.go"); err == nil {
 		t.Error("loopback with mutual TLS, a file of the current directory was read")
+	}
+}
+
+// TestHomeRootWarnsOnce: a dev-mode node run from a home directory
+// warns, once, that its default data root is one; another directory
+// says nothing.
+func TestHomeRootWarnsOnce(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	var once sync.Once
+	warnHomeRoot(log, t.TempDir(), &once)
+	if buf.Len() != 0 {
+		t.Fatalf("a directory that is not home: %s", buf.String())
+	}
+	warnHomeRoot(log, home, &once)
+	warnHomeRoot(log, home+"/", &once)
+	if n := strings.Count(buf.String(), "is a home directory"); n != 1 || !strings.Contains(buf.String(), "--data-root") {
+		t.Fatalf("warned %d times: %s", n, buf.String())
 	}
 }

@@ -70,12 +70,12 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 	if err != nil {
 		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: dataset spec: %v", name, err)
 	}
-	spec = spec.Bind(n.access) // all it lists and opens, through the node's policy
+	p := principal(ctx)
+	spec = spec.Bind(n.accessOf(p, name)) // all it lists and opens, through the node's policy and p's grants
 	fp, err := spec.Fingerprint()
 	if err != nil {
 		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: dataset spec: %v", name, err)
 	}
-	p := principal(ctx)
 	level := n.clusterProtocol()
 	if level < fsm.ProtocolOwners && !p.Privileged() && p.Tenant != "" {
 		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, errTenantsNeedProtocol)
@@ -88,6 +88,14 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 		return api.JobInfo{}, err
 	}
 	defer release() // once its commands are applied, the state machine counts them
+	if _, narrowed := n.cfg.Policy.GrantsOf(p).Data(); datasetExists && narrowed {
+		// Another tenant registered it: p's grants must reach its files
+		// too (its workers would refuse them; the answer is the same as
+		// for a new dataset).
+		if _, err := pipeline.Splits(spec); errors.Is(err, objstore.ErrNotAllowed) {
+			return api.JobInfo{}, notAllowed(name, err)
+		}
+	}
 	if !datasetExists {
 		// The leader enumerates the splits (like tf.data service's
 		// dispatcher): it sees the same files as the workers.
@@ -103,7 +111,7 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 		if level >= fsm.ProtocolOwners {
 			register = fsm.NewRegisterOwnedDataset(d, ownerOf(p))
 		}
-		if _, err := n.raft.Apply(ctx, register); err != nil {
+		if _, err := n.raft.Apply(ctx, n.quotaGuard(p, level, register)); err != nil {
 			return api.JobInfo{}, err
 		}
 	}
@@ -152,13 +160,13 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 		// legacy form, which every release applies alike.
 		create, _ = fsm.DowngradeCreateJob(create)
 	}
-	if _, err := n.raft.Apply(ctx, create); err != nil {
+	if _, err := n.raft.Apply(ctx, n.quotaGuard(p, level, create)); err != nil {
 		if r := req.Resume; r != nil && errors.Is(err, fsm.ErrJobInUse) {
 			return api.JobInfo{}, resumeInUse(err, name, r, n)
 		}
 		return api.JobInfo{}, jobMismatch(err, req)
 	}
-	if _, err := n.raft.Apply(ctx, fsm.NewAttachConsumer(name, req.Consumer)); err != nil {
+	if _, err := n.raft.Apply(ctx, n.quotaGuard(p, level, fsm.NewAttachConsumer(name, req.Consumer))); err != nil {
 		return api.JobInfo{}, err
 	}
 	// Assign the live workers now, so the client can start streaming at
@@ -303,7 +311,7 @@ func (n *Node) heartbeat(ctx context.Context, req api.JobRequest) (api.JobInfo, 
 				}
 				defer release()
 			}
-			if _, err := n.raft.Apply(ctx, fsm.NewHeartbeat(req.Job, req.Consumer, m)); err != nil {
+			if _, err := n.raft.Apply(ctx, n.quotaGuard(principal(ctx), n.clusterProtocol(), fsm.NewHeartbeat(req.Job, req.Consumer, m))); err != nil {
 				return err
 			}
 			if req.Report {

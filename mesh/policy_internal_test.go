@@ -97,3 +97,30 @@ func TestPolicyTable(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotaGuardByLevel: a tenant's command travels in a Quota only when
+// every Raft server speaks ProtocolQuotas (an older server would refuse
+// the unknown command type); the privileged's never does.
+func TestQuotaGuardByLevel(t *testing.T) {
+	n := &Node{cfg: Config{Tenants: TenantsConfig{MaxJobs: 3, MaxDatasets: 4, MaxConsumers: 5, MaxStateBytes: 6, AdminReserve: 7}}}
+	alice := api.Principal{Name: "spiffe://prod/client/alice", Tenant: "vision"}
+	ops := api.Principal{Name: "spiffe://prod/client/ops", Admin: true}
+	c := fsm.NewAttachConsumer("j", "c")
+	for _, x := range []struct {
+		p     api.Principal
+		level int
+		typ   fsm.CommandType
+	}{
+		{alice, fsm.ProtocolQuotas, fsm.TypeQuota},
+		{alice, fsm.ProtocolOwners, fsm.TypeAttachConsumer},
+		{ops, fsm.ProtocolQuotas, fsm.TypeAttachConsumer},
+		{anonymous, fsm.ProtocolQuotas, fsm.TypeAttachConsumer},
+	} {
+		if got := n.quotaGuard(x.p, x.level, c); got.Type != x.typ {
+			t.Errorf("%s at level %d: %v, want %v", x.p.Name, x.level, got.Type, x.typ)
+		}
+	}
+	if l := n.cfg.Tenants.limits(); l != (fsm.Limits{MaxJobs: 3, MaxDatasets: 4, MaxConsumers: 5, MaxSpecBytes: 6, AdminReserve: 7}) {
+		t.Errorf("limits %+v", l)
+	}
+}

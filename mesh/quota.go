@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -145,34 +146,36 @@ func overQuota(tc TenantsConfig, p api.Principal, u fsm.Usage, g growth) string 
 	if p.Privileged() {
 		return ""
 	}
-	if g.job {
-		switch {
-		case tc.MaxJobNodes > 0 && (g.workers == 0 || g.workers > tc.MaxJobNodes):
-			asked := "every node (no max_workers)"
-			if g.workers > 0 {
-				asked = fmt.Sprintf("up to %d nodes", g.workers)
-			}
-			return fmt.Sprintf("the job asks for %s; a job of the tenant may take %d (--tenant-max-job-nodes): set max_workers (or workers) to at most %d", asked, tc.MaxJobNodes, tc.MaxJobNodes)
-		case u.Jobs >= tc.MaxJobs:
-			return fmt.Sprintf("%d jobs, its limit (--tenant-max-jobs %d): stop one, or wait for a finished one's gc_after", u.Jobs, tc.MaxJobs)
-		case u.AllJobs >= fsm.MaxJobs-tc.AdminReserve:
-			return fmt.Sprintf("the cluster holds %d jobs; the last %d of its %d are kept for administrators (--admin-reserve)", u.AllJobs, tc.AdminReserve, fsm.MaxJobs)
+	if g.job && tc.MaxJobNodes > 0 && (g.workers == 0 || g.workers > tc.MaxJobNodes) {
+		asked := "every node (no max_workers)"
+		if g.workers > 0 {
+			asked = fmt.Sprintf("up to %d nodes", g.workers)
 		}
+		return fmt.Sprintf("the job asks for %s; a job of the tenant may take %d (--tenant-max-job-nodes): set max_workers (or workers) to at most %d", asked, tc.MaxJobNodes, tc.MaxJobNodes)
 	}
-	if g.consumer && u.Consumers >= tc.MaxConsumers {
-		return fmt.Sprintf("%d consumers attached to its jobs, its limit (--tenant-max-consumers %d): stop one", u.Consumers, tc.MaxConsumers)
+	why := tc.limits().Exceeded(u, fsm.Growth{Job: g.job, Dataset: g.dataset, Consumer: g.consumer, SpecBytes: g.specBytes})
+	if why != "" && g.dataset && strings.Contains(why, "--tenant-max-datasets") {
+		why += fmt.Sprintf(" (%v)", tc.DatasetGCAfter)
 	}
-	if g.dataset {
-		switch {
-		case u.Datasets >= tc.MaxDatasets:
-			return fmt.Sprintf("%d datasets, its limit (--tenant-max-datasets %d): datasets no job reads are removed after --dataset-gc-after (%v)", u.Datasets, tc.MaxDatasets, tc.DatasetGCAfter)
-		case u.SpecBytes+int64(g.specBytes) > tc.MaxStateBytes:
-			return fmt.Sprintf("its datasets' specs take %d bytes, and this one %d more: over its limit (--tenant-max-state-bytes %d)", u.SpecBytes, g.specBytes, tc.MaxStateBytes)
-		case u.AllDatasets >= fsm.MaxDatasets-tc.AdminReserve:
-			return fmt.Sprintf("the cluster holds %d datasets; the last %d of its %d are kept for administrators (--admin-reserve)", u.AllDatasets, tc.AdminReserve, fsm.MaxDatasets)
-		}
+	return why
+}
+
+// limits are tc's bounds of the replicated state, as a Quota command
+// carries them.
+func (tc TenantsConfig) limits() fsm.Limits {
+	return fsm.Limits{MaxJobs: tc.MaxJobs, MaxDatasets: tc.MaxDatasets, MaxConsumers: tc.MaxConsumers, MaxSpecBytes: tc.MaxStateBytes, AdminReserve: tc.AdminReserve}
+}
+
+// quotaGuard is c as p proposes it at protocol level level: a tenant's
+// command that may add a job, dataset or consumer, wrapped in its
+// tenant's limits (fsm.NewQuota), so that every replica's apply refuses
+// it past them whatever this leader's check let through; the privileged's
+// commands, and every command below ProtocolQuotas, as they are.
+func (n *Node) quotaGuard(p api.Principal, level int, c fsm.Command) fsm.Command {
+	if p.Privileged() || level < fsm.ProtocolQuotas {
+		return c
 	}
-	return ""
+	return fsm.NewQuota(n.cfg.Tenants.limits(), c)
 }
 
 // maxDatasetGCPerRound bounds the datasets one round of the job loop

@@ -6,6 +6,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/internal/fsm"
+	"github.com/feedmesh/feedmesh/pipeline/objstore"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -51,7 +52,37 @@ func (n *Node) checkJob(p api.Principal, method, job string) error {
 	if t, ok := n.raft.JobTenant(job); !mayActOnJob(p, job, t, ok) {
 		return n.denyJob(method, p, job)
 	}
+	if g := n.cfg.Policy.GrantsOf(p); !g.MayJob(job) {
+		n.log.Warn("request refused: permission denied", "method", method, "principal", p.Name, "tenant", p.Tenant, "job", logString(job), "why", "no role grants the job's name")
+		return transport.Errorf(transport.ErrPermissionDenied, "%s: job %q: the policy grants %s jobs named %s only (--policy)", method, job, p.Name, g.JobPatterns())
+	}
 	return nil
+}
+
+// accessOf is the data-access policy a request of p for job reads
+// through: the node's, narrowed to the grants of p's tenant (--policy;
+// the privileged: the node's). The leader lists a new dataset's files
+// through it; every worker opens them through accessOfTenant, which
+// narrows alike.
+func (n *Node) accessOf(p api.Principal, job string) *objstore.Access {
+	if p.Privileged() {
+		if t, ok := n.raft.JobTenant(job); ok && t != "" {
+			return n.accessOfTenant(t) // another tenant's job: read as its workers will
+		}
+		return n.access
+	}
+	return n.accessOfTenant(p.Tenant)
+}
+
+// accessOfTenant is the node's data-access policy narrowed to what
+// tenant's roles grant (the node's when there is no policy, or the
+// default tenant has no binding).
+func (n *Node) accessOfTenant(tenant string) *objstore.Access {
+	g, narrowed := n.cfg.Policy.DataGrantOf(tenant)
+	if !narrowed {
+		return n.access
+	}
+	return n.access.Narrow(g)
 }
 
 // mayActOnJob is the policy of a request about the job named job, of
@@ -130,7 +161,7 @@ func (n *Node) tenantsEnforced(p api.Principal) error {
 // errTenantsNeedProtocol answers a tenant's job request while a server
 // of an older release is in the cluster: jobs would not record their
 // owner there.
-var errTenantsNeedProtocol = errors.New("jobs of tenants need every Raft server at protocol level 3 (this release); finish the upgrade first")
+var errTenantsNeedProtocol = errors.New("jobs of tenants need every Raft server at protocol level 3 or later; finish the upgrade first")
 
 // Visibility: a worker asked for its counters (worker.sharestats,
 // worker.opstats) answers a principal about its tenant's jobs only, as

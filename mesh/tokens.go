@@ -74,7 +74,7 @@ func (n *Node) tokenCreate(ctx context.Context, req api.TokenCreateRequest) (api
 	err := n.onLeader(ctx, req.Forwarded, api.MethodTokenCreate, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, nil,
 		func(ctx context.Context) error {
 			if n.clusterProtocol() < fsm.ProtocolOwners {
-				return transport.Errorf(transport.ErrInvalid, "tokens need every Raft server at protocol level %d (this release)", fsm.ProtocolOwners)
+				return transport.Errorf(transport.ErrInvalid, "tokens need every Raft server at protocol level %d or later", fsm.ProtocolOwners)
 			}
 			p := principal(ctx)
 			_, err := n.raft.Apply(ctx, fsm.NewPutToken(req.ID, fsm.Token{Hash: req.Hash, Tenant: req.Tenant, Admin: req.Admin, CreatedBy: p.Name}))

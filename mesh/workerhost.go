@@ -76,6 +76,7 @@ func (n *Node) newWorker() *worker.Worker {
 	return worker.New(workerHost{n}, worker.Options{
 		Name: n.name, Incarnation: n.incarnation, Config: n.cfg.Worker, RequestTimeout: n.cfg.RequestTimeout,
 		Failover: failoverTime(n.cfg.Raft), Codec: n.codec, Log: n.log, Access: n.access,
+		AccessFor: n.accessOfTenant,
 	})
 }
 

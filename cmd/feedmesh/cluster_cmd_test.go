@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -141,6 +143,24 @@ func TestNodeLimitFlags(t *testing.T) {
 		_, errOut, code := runCmd(t, "node", "--data-dir", t.TempDir(), "--port", "0", "--gossip-port", "0", flag)
 		if code == 0 || !strings.Contains(errOut, field) {
 			t.Errorf("%s: exit %d, %q: want a refusal naming %s", flag, code, errOut, field)
+		}
+	}
+}
+
+// TestNodePolicyFlag: a --policy file that does not parse, or does not
+// exist, stops the node at start with what is wrong.
+func TestNodePolicyFlag(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(bad, []byte("roles: {r: {jobs: [a-*]}}\nbindings: [{tenant: vision, roles: [nope]}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{
+		bad: `no role named "nope"`,
+		filepath.Join(t.TempDir(), "missing.yaml"): "--policy",
+	} {
+		_, errOut, code := runCmd(t, "node", "--data-dir", t.TempDir(), "--port", "0", "--gossip-port", "0", "--policy", file)
+		if code == 0 || !strings.Contains(errOut, want) {
+			t.Errorf("--policy %s: exit %d, %q: want a refusal saying %q", file, code, errOut, want)
 		}
 	}
 }

@@ -3,8 +3,11 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 
+	"github.com/feedmesh/feedmesh/mesh"
 	"github.com/feedmesh/feedmesh/pipeline/objstore"
 )
 
@@ -35,7 +38,7 @@ type dataFlags struct {
 
 func addDataFlags(fs *flag.FlagSet, node bool) *dataFlags {
 	d := &dataFlags{roots: listFlag{sep: ":"}, hosts: listFlag{sep: ","}, stores: listFlag{sep: ";"}}
-	rootHelp := "a directory (`DIR`) whose files specs may read (repeat for several; ':'-separated in the variable): a spec's path is relative to the first or absolute under one; no '..', no link out of it. Default: the current directory in loopback dev mode (no --tls-*), none off loopback or under mutual TLS"
+	rootHelp := "a directory (`DIR`) whose files specs may read (repeat for several; ':'-separated in the variable): a spec's path is relative to the first or absolute under one; no '..', no link out of it; NAME=DIR names it for --policy (else its base name). Default: the current directory in loopback dev mode (no --tls-*), none off loopback or under mutual TLS"
 	hostHelp := "a `HOST` http(s) sources and tokenizer URLs may reach (repeat, or comma-separated): a name (its public addresses), *.domain, *, an IP address or a CIDR network; loopback, link-local and private addresses only by address or network. Default: none"
 	storeHelp := "a named object store specs read as s3://NAME/bucket/key (repeat; ';'-separated in the variable): `NAME=endpoint=URL,...` with region=R,path_style=true and where its credentials are (access_key_env=VAR,secret_key_env=VAR | credentials_file=PATH[,profile=P] | anonymous=true; default: the AWS environment)"
 	if !node {
@@ -75,4 +78,22 @@ func (d *dataFlags) localAccess() (*objstore.Access, error) {
 		AllHosts: len(d.hosts.vals) == 0, AllowHosts: d.hosts.vals,
 		Stores: stores, EnvStore: true,
 	})
+}
+
+// loadPolicy reads and parses a --policy file.
+func loadPolicy(path string) (*mesh.Policy, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--policy: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
+	if err != nil {
+		return nil, fmt.Errorf("--policy %s: %w", path, err)
+	}
+	p, err := mesh.ParsePolicy(b)
+	if err != nil {
+		return nil, fmt.Errorf("--policy %s: %w", path, err)
+	}
+	return p, nil
 }

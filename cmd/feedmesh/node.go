@@ -47,6 +47,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	tenantBytes := fs.Int64("tenant-max-state-bytes", d.Tenants.MaxStateBytes, "bytes of dataset specs one tenant may hold in the replicated state")
 	adminReserve := fs.Int("admin-reserve", d.Tenants.AdminReserve, "job and dataset slots of the cluster's limits (4096 each) that only administrators may take")
 	datasetGC := fs.Duration("dataset-gc-after", d.Tenants.DatasetGCAfter, "remove a dataset once no job has read it for this long (0: keep datasets)")
+	policyFile := fs.String("policy", "", "a policy `FILE` (YAML) of roles and bindings narrowing each tenant's job names and the data roots, stores and hosts its jobs read (docs/operating/security.md#roles-and-grants); give every node the same. Default: none (tenants are kept apart, nothing narrowed)")
 	tc := d.Transport
 	maxConns := fs.Int("max-conns", tc.MaxIncomingConns, "incoming QUIC connections in total (docs/operating/limits.md)")
 	maxConnsPerAddr := fs.Int("max-conns-per-addr", tc.MaxConnsPerAddr, "incoming connections from one remote IP")
@@ -97,6 +98,11 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		cfg.GossipKeyFile = *gossipKey // kept out of the data roots
 	}
 	cfg.DataRoots, cfg.AllowHosts, cfg.ObjectStores = data.roots.vals, data.hosts.vals, stores
+	if *policyFile != "" {
+		if cfg.Policy, err = loadPolicy(*policyFile); err != nil {
+			return err
+		}
+	}
 	cfg.Worker.ShareWindowBytes = *shareWindow << 20
 	if *taskBudget <= 0 || *taskBudget > 1<<40 {
 		return fmt.Errorf("--task-memory-budget: %d MiB, want in [1, %d]", *taskBudget, 1<<40)

@@ -229,6 +229,29 @@ func compatScriptOwners() []Command {
 	}
 }
 
+// compatScriptQuotas starts the quotas part: tenants' datasets, jobs
+// and consumers wrapped in their limits (Quota), applied and refused.
+func compatScriptQuotas() []Command {
+	alice, bob := *compatOwners[1], *compatOwners[2]
+	l := Limits{MaxJobs: 100, MaxDatasets: 100, MaxConsumers: 100, MaxSpecBytes: 1 << 20, AdminReserve: 16}
+	none := Limits{}
+	o := compatRequest("quota-a", "fp5", jobspec.Options{Sharding: jobspec.Dynamic, Workers: jobspec.AutoWorkers})
+	o.Owner = &alice
+	b := compatRequest("quota-b", "fp5", jobspec.Options{Sharding: jobspec.Dynamic, Workers: jobspec.AutoWorkers})
+	b.Owner = &bob
+	return []Command{
+		NewQuota(l, NewRegisterOwnedDataset(Dataset{Fingerprint: "fp5", Spec: []byte("spec of fp5"), NumSplits: 4}, alice)),
+		NewQuota(none, NewRegisterOwnedDataset(Dataset{Fingerprint: "fp6", Spec: []byte("spec of fp6"), NumSplits: 2}, bob)), // refused: quota
+		NewQuota(none, NewRegisterOwnedDataset(Dataset{Fingerprint: "fp5", Spec: []byte("spec of fp5"), NumSplits: 4}, bob)), // registered: adds nothing
+		NewQuota(l, NewCreateJob(o)),
+		NewQuota(none, NewCreateJob(b)), // refused: quota
+		NewQuota(l, NewAttachConsumer("quota-a", "c0")),
+		NewQuota(none, NewAttachConsumer("quota-a", "c1")), // refused: quota
+		NewQuota(none, NewAttachConsumer("quota-a", "c0")), // a renewal: adds nothing
+		NewQuota(l, NewPutKV("k", []byte("v"))),            // refused: not guarded
+	}
+}
+
 // compatHash is a token secret's hash.
 func compatHash(secret string) []byte {
 	h := sha256.Sum256([]byte(secret))

@@ -47,9 +47,10 @@ var updateCompat = flag.Bool("update-compat", false, "rewrite testdata/compat (s
 
 const (
 	compatLog           = "testdata/compat/log.txt"
-	compatEntries       = 2100
+	compatEntries       = 2200
 	compatLegacyEntries = 1500 // recorded before CreateJob v6
 	compatV6Entries     = 1800 // recorded before owners (CreateJob v7)
+	compatOwnerEntries  = 2100 // recorded before quotas in the apply (Quota)
 	compatSnapshotEvery = 100
 )
 
@@ -93,18 +94,20 @@ func compatErr(err error) string {
 func generateCompat(t *testing.T) (lines []string) {
 	d := &compatDriver{r: rand.New(rand.NewPCG(6, 3)), s: NewState(), now: 1_700_000_000_000_000_000,
 		leases: map[string]splits.Lease{}, inc: map[string]uint64{}, seq: map[string]uint64{}, batch: map[string]int64{}}
-	script, scriptV6, scriptOwners := compatScript(), compatScriptV6(), compatScriptOwners()
+	script, scriptV6, scriptOwners, scriptQuotas := compatScript(), compatScriptV6(), compatScriptOwners(), compatScriptQuotas()
 	for i := range compatEntries {
 		d.v6 = i >= compatLegacyEntries
 		d.owners = i >= compatV6Entries
 		c := d.next()
-		switch k, k7 := i-compatLegacyEntries, i-compatV6Entries; {
+		switch k, k7, kq := i-compatLegacyEntries, i-compatV6Entries, i-compatOwnerEntries; {
 		case i < len(script):
 			c = at(script[i], d.now)
 		case k >= 0 && k < len(scriptV6):
 			c = at(scriptV6[k], d.now)
 		case k7 >= 0 && k7 < len(scriptOwners):
 			c = at(scriptOwners[k7], d.now)
+		case kq >= 0 && kq < len(scriptQuotas):
+			c = at(scriptQuotas[kq], d.now)
 		}
 		entry, err := EncodeCommand(c)
 		if err != nil {
@@ -184,7 +187,8 @@ func TestConstructorsEncodeAsRecorded(t *testing.T) {
 			"# entry <index> <type> <entry, hex> => <result>; snapshot <after index> <snapshot, hex>\n" +
 			"# Extended with CreateJob v6 and snapshot format 3 (issue 35, item 4): entries after 1500, and snapshot3 <after index> <format 3 snapshot, hex>;\n" +
 			"# the entries up to 1500 and the snapshot (format 2) lines are as recorded at 92a22a9.\n" +
-			"# Extended with owners (CreateJob v7, RegisterDataset v2, GarbageCollectDataset, PutToken, DeleteToken; issue 37): entries after 1800.\n"
+			"# Extended with owners (CreateJob v7, RegisterDataset v2, GarbageCollectDataset, PutToken, DeleteToken; issue 37): entries after 1800.\n" +
+			"# Extended with Quota (issue 37, quotas in the apply): entries after 2100.\n"
 		if err := os.MkdirAll(filepath.Dir(compatLog), 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -41,6 +41,10 @@ func FuzzDecodeCommand(f *testing.F) {
 		v6Job(f, "dyn", JobOptions{Sharding: splits.Dynamic, Epochs: 3}, nil),
 		v6Job(f, "loss6", JobOptions{Sharding: splits.Dynamic, CountLoss: true}, nil),
 		v6Job(f, "cut6", JobOptions{Sharding: splits.Dynamic, Delivery: DeliveryExactlyOnce, OffloadBoundary: 1}, nil),
+		// Quota: a tenant's command in its limits.
+		NewQuota(Limits{MaxJobs: 9, MaxDatasets: 9, MaxConsumers: 1, MaxSpecBytes: 64}, at(NewAttachConsumer("dyn", "c9"), 40)),
+		NewQuota(Limits{}, NewRegisterOwnedDataset(Dataset{Fingerprint: "fp9", Spec: []byte{1}, NumSplits: 2}, Owner{Principal: "p", Tenant: "t"})),
+		NewQuota(Limits{MaxJobs: 1}, NewPutKV("k", nil)),
 	} {
 		f.Add(mustEncode(f, c))
 	}

@@ -28,13 +28,22 @@ const (
 	// leave owners out (the older nodes' strict decoding refuses keys they
 	// do not know).
 	ProtocolOwners = 3
-	// ProtocolLocalCensus, this release's: a consumer's local worker that
-	// runs a census says so in its lease (LeaseSplits v4,
-	// NewLeaseSplitsCensus). Below it, the proposer leases such a worker
-	// as before (v3: no census), which older nodes apply alike.
+	// This release's level, 4, brings two changes (one release, one
+	// level: a node of this release has both):
+	//
+	// ProtocolLocalCensus: a consumer's local worker that runs a census
+	// says so in its lease (LeaseSplits v4, NewLeaseSplitsCensus). Below
+	// it, the proposer leases such a worker as before (v3: no census),
+	// which older nodes apply alike.
 	ProtocolLocalCensus = 4 // api.ProtocolLocalCensus
+	// ProtocolQuotas: a tenant's command that adds a job, a dataset or a
+	// consumer travels in a Quota command (NewQuota) that every replica
+	// checks against the tenant's limits when it applies it. Below it,
+	// the proposer sends the command unwrapped (the leader's check alone
+	// bounds the tenant).
+	ProtocolQuotas = 4
 	// Protocol is this release's level.
-	Protocol = ProtocolLocalCensus
+	Protocol = 4
 )
 
 // legacyOptions is o (with count-loss) in the legacy form that CreateJob

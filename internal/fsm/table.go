@@ -45,6 +45,10 @@ const (
 	TypeGarbageCollectDataset CommandType = 48 // remove a dataset no job reads
 	TypePutToken              CommandType = 49 // create an access token
 	TypeDeleteToken           CommandType = 50 // revoke an access token
+
+	// Numbered away from the others so that commands added beside it on
+	// other branches do not clash.
+	TypeQuota CommandType = 60 // a tenant's command, checked against its quotas
 )
 
 // handler applies one command type to the state. Handlers are pure: they
@@ -84,6 +88,7 @@ var commandTable = map[CommandType]handler{
 	TypeGarbageCollectDataset: {name: "GarbageCollectDataset", minVersion: 1, maxVersion: 1, apply: applyGarbageCollectDataset},
 	TypePutToken:              {name: "PutToken", minVersion: 1, maxVersion: 1, apply: applyPutToken},
 	TypeDeleteToken:           {name: "DeleteToken", minVersion: 1, maxVersion: 1, apply: applyDeleteToken},
+	TypeQuota:                 {name: "Quota", minVersion: 1, maxVersion: 1, apply: applyQuota},
 }
 
 // String names the type for errors and logs.

@@ -82,4 +82,8 @@ type Options struct {
 	// to it (pipeline.Spec.Bind) before its splits are listed or read.
 	// nil reads as the process may (objstore.Local): tests only.
 	Access *objstore.Access
+	// AccessFor, if set, is the policy a job of tenant reads through: the
+	// node's, narrowed to what the tenant's roles grant (mesh's
+	// --policy). nil: Access for every job.
+	AccessFor func(tenant string) *objstore.Access
 }

@@ -30,6 +30,7 @@ type Worker struct {
 	codec          *transport.Codec
 	log            *slog.Logger
 	access         *objstore.Access // the node's data-access policy
+	accessFor      func(tenant string) *objstore.Access
 	// ctx ends when the worker closes: every task's context derives from it.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -58,7 +59,7 @@ func New(host Host, o Options) *Worker {
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Worker{host: host, name: o.Name, incarnation: o.Incarnation, cfg: o.Config, requestTimeout: o.RequestTimeout,
-		failover: o.Failover, codec: o.Codec, log: log, access: o.Access,
+		failover: o.Failover, codec: o.Codec, log: log, access: o.Access, accessFor: o.AccessFor,
 		tasks: map[string]*task{}, shares: map[shareKey]*sharedProd{}, prods: map[*sharedProd]bool{}, drainCh: make(chan struct{})}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	return w
@@ -183,7 +184,11 @@ func (w *Worker) task(ctx context.Context, job string, id uint64) (*task, error)
 	if err != nil {
 		return nil, fmt.Errorf("dataset spec: %w", err)
 	}
-	spec = spec.Bind(w.access) // every file it lists and opens, through the node's policy
+	access := w.access
+	if w.accessFor != nil {
+		access = w.accessFor(resp.Job.Tenant) // the node's, narrowed to the tenant's grants
+	}
+	spec = spec.Bind(access) // every file it lists and opens, through the node's policy
 	all, err := pipeline.ListSplits(spec)
 	if err != nil {
 		return nil, fmt.Errorf("enumerate splits: %w", err)

@@ -101,9 +101,14 @@ func checkChunkPages(r io.ReaderAt, md *format.ColumnMetaData, fileSize int64) (
 }
 
 // checkDecodedLen checks the decoded length that compressed page data
-// [at, end) announces (snappy: a varint first; zstd: the frame header's
-// content size, when given) against the page header's.
+// [at, end) announces (snappy: a varint first; zstd: its frames' content
+// sizes, or what frames without one decode to) against the page
+// header's; gzip, brotli and LZ4_RAW data are counted as they decode
+// (checkBoundedLen).
 func checkDecodedLen(r io.ReaderAt, codec format.CompressionCodec, at, end, want int64) error {
+	if handled, err := checkBoundedLen(r, codec, at, end, want); handled {
+		return err // brotli, LZ4_RAW, zstd
+	}
 	var b [18]byte
 	n := min(int64(len(b)), end-at)
 	if n <= 0 {
@@ -134,12 +139,6 @@ func checkDecodedLen(r io.ReaderAt, codec format.CompressionCodec, at, end, want
 		v, k := binary.Uvarint(p)
 		if k <= 0 {
 			return fmt.Errorf("snappy page without its decoded length")
-		}
-		got = v
-	case format.Zstd:
-		v, ok := zstdContentSize(p)
-		if !ok {
-			return nil
 		}
 		got = v
 	default:

@@ -109,6 +109,9 @@ type Access struct {
 
 	mu         sync.Mutex
 	hostStores map[*Store]bool // the Stores made for hosts (theirs alone)
+	// parent is the policy a narrowed one was cut from (Narrow): it
+	// keeps the Stores made for hosts, and closes them.
+	parent *Access
 }
 
 var (
@@ -169,6 +172,9 @@ func NewAccess(cfg AccessConfig) (*Access, error) {
 // Close closes the roots and the idle connections of the stores made for
 // the policy's hosts. Nothing may be opened through it afterwards.
 func (a *Access) Close() error {
+	if a.parent != nil {
+		return nil // a narrowed view: its parent's Close closes
+	}
 	a.local.close()
 	a.mu.Lock()
 	defer a.mu.Unlock()

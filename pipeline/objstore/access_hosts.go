@@ -20,6 +20,9 @@ type HostPolicy struct {
 	suffixes []string // ".example.com" for "*.example.com"
 	anyName  bool     // "*"
 	nets     []netip.Prefix
+	// grant, if not nil, narrows the names further (Access.Narrow):
+	// every URL and redirect hop must name a host it allows.
+	grant hostGrant
 
 	// lookup resolves a name (tests replace it); dial connects to an
 	// address already checked.
@@ -159,6 +162,9 @@ func (p *HostPolicy) addrAllowed(ip netip.Addr, byName bool) (bool, string) {
 func (p *HostPolicy) checkURL(u *url.URL) error {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return &DeniedError{Name: u.String(), Reason: "scheme " + u.Scheme + " (http and https only)"}
+	}
+	if err := p.grant.check(u); err != nil {
+		return err
 	}
 	host := u.Hostname()
 	if ip, err := netip.ParseAddr(host); err == nil {

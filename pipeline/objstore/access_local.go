@@ -17,6 +17,7 @@ import (
 // localFiles is the local part of a policy: all files, or data roots.
 type localFiles struct {
 	all       bool
+	view      bool // a narrowed policy's (Access.Narrow): its roots are another's
 	roots     []*dataRoot
 	protected []protectedPath
 	ids       *protectedIDs
@@ -41,6 +42,9 @@ type protectedIDs struct {
 
 // dataRoot is one data root, opened.
 type dataRoot struct {
+	// name is what a policy's grant calls the root (Grant.Roots): the
+	// NAME of --data-root NAME=DIR, else the directory's base name.
+	name string
 	// forms are the absolute, clean paths that name the root: as
 	// configured, then its real path (symbolic links resolved) when it
 	// differs. A spec's absolute path names the root by either.
@@ -50,6 +54,26 @@ type dataRoot struct {
 	// excluded are the protected paths inside an implicit root, relative
 	// to it (slash-separated).
 	excluded []excludedPath
+	// hideDot: an implicit root (a dev-mode node's current directory)
+	// leaves out its hidden entries (a name starting with '.': .ssh,
+	// .git, .env, .aws), also reached through a link; a root the
+	// operator names shows them.
+	hideDot bool
+}
+
+// hiddenWhat is what excludedAt says of a hidden entry of an implicit
+// root.
+const hiddenWhat = "a hidden entry (a name starting with '.'), which the default data root (the current directory) leaves out: give --data-root to read it"
+
+// hiddenIn tells whether a slash-separated relative path has a
+// component starting with '.' (other than "." and "..").
+func hiddenIn(rel string) bool {
+	for _, c := range strings.Split(rel, "/") {
+		if len(c) > 1 && c[0] == '.' && c != ".." {
+			return true
+		}
+	}
+	return false
 }
 
 type excludedPath struct{ rel, what string }
@@ -103,6 +127,9 @@ func newLocalFiles(cfg AccessConfig, log *slog.Logger) (localFiles, error) {
 }
 
 func (lf *localFiles) close() {
+	if lf.view {
+		return
+	}
 	for _, r := range lf.roots {
 		r.r.Close()
 	}
@@ -127,6 +154,7 @@ func within(p, dir string) bool {
 
 // openRoot checks and opens a data root.
 func (lf *localFiles) openRoot(given string, implicit bool) (*dataRoot, error) {
+	name, given := rootName(given)
 	abs, err := filepath.Abs(given)
 	if err != nil {
 		return nil, fmt.Errorf("data root %s: %w", given, err)
@@ -145,7 +173,10 @@ func (lf *localFiles) openRoot(given string, implicit bool) (*dataRoot, error) {
 			return nil, fmt.Errorf("data root %s holds or lies inside %s, the kernel's view of processes and devices (a spec could read the node's memory, environment and keys there): choose a directory that holds only data", given, sys)
 		}
 	}
-	dr := &dataRoot{forms: []string{abs}, real: real}
+	if name == "" {
+		name = filepath.Base(abs)
+	}
+	dr := &dataRoot{name: name, forms: []string{abs}, real: real, hideDot: implicit}
 	if real != abs {
 		dr.forms = append(dr.forms, real)
 	}
@@ -170,6 +201,9 @@ func (lf *localFiles) openRoot(given string, implicit bool) (*dataRoot, error) {
 // excludedAt returns what a protected path at or above rel (relative to
 // the root, slash-separated) is, or "".
 func (r *dataRoot) excludedAt(rel string) string {
+	if r.hideDot && hiddenIn(rel) {
+		return hiddenWhat
+	}
 	for _, e := range r.excluded {
 		if rel == e.rel || strings.HasPrefix(rel, e.rel+"/") {
 			return e.what
@@ -297,10 +331,13 @@ func (a *Access) checkOpened(res resolved, fi fs.FileInfo) string {
 			}
 		}
 	}
-	if len(res.root.excluded) > 0 {
+	if len(res.root.excluded) > 0 || res.root.hideDot {
 		real, err := filepath.EvalSymlinks(filepath.Join(res.root.real, filepath.FromSlash(res.rel)))
 		if err != nil {
 			return "cannot resolve it to check it: " + err.Error()
+		}
+		if rel, err := filepath.Rel(res.root.real, real); res.root.hideDot && err == nil && hiddenIn(filepath.ToSlash(rel)) {
+			return "resolves to " + real + ", " + hiddenWhat
 		}
 		for _, p := range a.local.protected {
 			if within(real, p.real) {

@@ -219,12 +219,16 @@ func (a *Access) httpStore(name string, cfg Config) (*Store, error) {
 		}
 		c.Hosts, c.Transport = a.hosts, nil
 		st := For(c)
-		a.mu.Lock()
-		if a.hostStores == nil {
-			a.hostStores = map[*Store]bool{}
+		reg := a
+		if a.parent != nil {
+			reg = a.parent
 		}
-		a.hostStores[st] = true
-		a.mu.Unlock()
+		reg.mu.Lock()
+		if reg.hostStores == nil {
+			reg.hostStores = map[*Store]bool{}
+		}
+		reg.hostStores[st] = true
+		reg.mu.Unlock()
 		return st, nil
 	}
 	return For(c), nil
