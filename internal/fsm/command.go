@@ -52,6 +52,13 @@ func DecodeCommand(data []byte) (Command, error) {
 	if len(c.Body) == 0 {
 		return Command{}, fmt.Errorf("%w: envelope without a body", ErrBadCommand)
 	}
+	// The decoder checks the body is well-formed CBOR; the encoder also
+	// checks built-in tags' contents (a bignum tag must wrap a byte
+	// string). A body only the decoder accepts could be applied but not
+	// encoded again (in a Quota wrapper, a log dump): refuse it here.
+	if _, err := encMode.Marshal(c.Body); err != nil {
+		return Command{}, fmt.Errorf("%w: body: %v", ErrBadCommand, err)
+	}
 	return c, nil
 }
 
