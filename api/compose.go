@@ -6,7 +6,8 @@ import (
 )
 
 // SpecFeatures is what of spec the composition rules look at
-// (jobspec.Normalized.CheckSpec): its autocache, take and skip ops. The
+// (jobspec.Normalized.CheckSpec): its autocache, take, skip and repeat
+// ops. The
 // client checks them at Distribute, the node again when it takes the
 // request.
 func SpecFeatures(spec *pipeline.Spec) jobspec.SpecFeatures {
@@ -15,6 +16,7 @@ func SpecFeatures(spec *pipeline.Spec) jobspec.SpecFeatures {
 		f.Autocache = f.Autocache || op.Autocache != nil
 		f.Take = f.Take || op.Take != nil
 		f.Skip = f.Skip || op.Skip != nil
+		f.Repeat = f.Repeat || op.Repeat != nil
 	}
 	return f
 }
