@@ -8,9 +8,9 @@ import (
 )
 
 // SpecFeatures is what of spec the composition rules look at
-// (jobspec.Normalized.CheckSpec): its autocache, take and skip ops, and
-// whether the nodes can apply the take and skip to the epoch's order
-// (pipeline.FoldTakeSkip). The
+// (jobspec.Normalized.CheckSpec): its autocache, take, skip and repeat
+// ops, and whether the nodes can apply the take and skip to the epoch's
+// order (pipeline.FoldTakeSkip). The
 // client checks them at Distribute, the node again when it takes the
 // request.
 func SpecFeatures(spec *pipeline.Spec) jobspec.SpecFeatures {
@@ -19,6 +19,7 @@ func SpecFeatures(spec *pipeline.Spec) jobspec.SpecFeatures {
 		f.Autocache = f.Autocache || op.Autocache != nil
 		f.Take = f.Take || op.Take != nil
 		f.Skip = f.Skip || op.Skip != nil
+		f.Repeat = f.Repeat || op.Repeat != nil
 	}
 	if _, _, err := spec.FoldTakeSkip(); err != nil {
 		f.PerWorker = strings.TrimPrefix(err.Error(), pipeline.ErrTakeSkipPerWorker.Error()+": ")

@@ -58,7 +58,9 @@ func (s *providerIter) next(ctx context.Context) (item, error) {
 			ps, err := s.nextSplit(ctx)
 			if errors.Is(err, io.EOF) {
 				// A provider is consumed once: a repeat around it sees an
-				// empty second pass (the job's epochs do the repeating).
+				// empty second pass (the job's epochs do the repeating,
+				// and a DYNAMIC job refuses a spec that repeats:
+				// jobspec.RepeatError).
 				s.drained = true
 				return item{}, io.EOF
 			}

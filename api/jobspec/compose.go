@@ -173,6 +173,9 @@ type SpecFeatures struct {
 	// epoch's order (pipeline.FoldTakeSkip), "" if they can: run by each
 	// worker pipeline, it would count per worker.
 	PerWorker string
+	// Repeat: a repeat op. Not a dimension of the table: it has one
+	// rule, RepeatDynamicReason, that CheckSpec applies before the table.
+	Repeat bool
 }
 
 // takeSkip is the take/skip dimension's value of spec features f.
@@ -312,6 +315,9 @@ func optionRule(r Conflict) bool { return !specDim(r.A) && !specDim(r.B) }
 // client calls it at Distribute, before anything is sent; the node again
 // when it takes the request.
 func (n Normalized) CheckSpec(f SpecFeatures) error {
+	if f.Repeat && n.job.o.Sharding == Dynamic {
+		return &RepeatError{Epochs: n.job.o.Epochs}
+	}
 	cell := cellOf(n.job.o, n.consumer.offload, n.consumer.resume != nil, f, nil)
 	err := cell.refusal(func(r Conflict) bool { return !optionRule(r) })
 	var ce *ConflictError
@@ -319,6 +325,26 @@ func (n Normalized) CheckSpec(f SpecFeatures) error {
 		ce.Detail = f.PerWorker
 	}
 	return err
+}
+
+// RepeatDynamicReason is why a DYNAMIC job's spec may not repeat: its
+// workers read splits a provider leases them (pipeline.SplitProvider),
+// each split once per epoch of the job, so a repeat op re-opens a source
+// that has nothing left: it read one pass, and the job used to end there
+// with a plain end of data (feedmesh-bench vision's train-node asked for
+// more images than the folder held and got "EOF"). The job's epochs are
+// its passes; with sharding off or static each worker's pipeline reads a
+// fixed list of splits and repeat repeats it.
+const RepeatDynamicReason = "a dynamic job's workers lease each epoch's splits once, so a repeat in its spec would read one pass and end the job there: remove the repeat and ask for the passes with epochs (JobOptions.Epochs, read --epochs, Python epochs=), or use sharding off"
+
+// RepeatError refuses a DYNAMIC job whose spec has a repeat op
+// (RepeatDynamicReason).
+type RepeatError struct {
+	Epochs int64 // the job's
+}
+
+func (e *RepeatError) Error() string {
+	return fmt.Sprintf("sharding dynamic with repeat in the spec (epochs %d): %s", e.Epochs, RepeatDynamicReason)
 }
 
 // Check is the composition table's verdict on a combination: nil if it

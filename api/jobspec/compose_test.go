@@ -247,3 +247,36 @@ func TestConflictMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckSpecRepeat: a repeat op is refused under sharding dynamic
+// (whatever else: exactly-once, at-most-once, coordinated, share, local
+// offload), with a RepeatError naming epochs, and allowed under off and
+// static.
+func TestCheckSpecRepeat(t *testing.T) {
+	for _, c := range []Combo{
+		{Sharding: Dynamic}, {Sharding: Dynamic, Delivery: AtMostOnce}, {Sharding: Dynamic, Epochs: 3},
+		{Sharding: Dynamic, Share: true}, {Sharding: Dynamic, Offload: OffloadLocal}, {Coordinated: true},
+	} {
+		n, err := c.Options("r").Normalize()
+		if err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+		err = n.CheckSpec(SpecFeatures{Repeat: true})
+		var re *RepeatError
+		if !errors.As(err, &re) || re.Epochs != n.Job().Epochs() || !strings.Contains(err.Error(), "epochs") {
+			t.Errorf("%s with repeat: %v, want a RepeatError naming epochs", c, err)
+		}
+		if err := n.CheckSpec(SpecFeatures{}); err != nil {
+			t.Errorf("%s without repeat: %v", c, err)
+		}
+	}
+	for _, s := range []Sharding{Off, Static} {
+		n, err := Combo{Sharding: s}.Options("r").Normalize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.CheckSpec(SpecFeatures{Repeat: true}); err != nil {
+			t.Errorf("sharding %s with repeat: %v, want it allowed", s, err)
+		}
+	}
+}

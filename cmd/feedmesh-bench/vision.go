@@ -299,11 +299,12 @@ var (
 
 // visionSpec is a way's pipeline over cfg.folder: n images (the folder
 // repeated as needed), decoded only (decode) or the training transforms,
-// batched.
+// batched. n 0: one pass, unrepeated (a node's job, whose epochs repeat
+// it: a DYNAMIC job refuses repeat).
 func visionSpec(cfg visionCfg, decodeOnly bool, parallelism, n int) *pipeline.Spec {
-	s := pipeline.NewSpec(pipeline.FromFiles("image_folder", cfg.folder)).RepeatForever()
+	s := pipeline.NewSpec(pipeline.FromFiles("image_folder", cfg.folder))
 	if n > 0 {
-		s.Take(int64(n))
+		s.RepeatForever().Take(int64(n))
 	}
 	if decodeOnly {
 		return s.Map("decode_image", fn.Args{"channels": 3}, parallelism)
@@ -383,10 +384,16 @@ func visionNode(ctx context.Context, cfg visionCfg, par int, cut bool, stdout io
 		return err
 	}
 	defer cl.Close()
-	// The job repeats the folder forever (exactly-once delivery cannot
-	// take): the client stops after n images.
+	// A DYNAMIC job repeats by its epochs (its spec may not repeat, nor
+	// take under exactly-once): as many passes over the folder as n
+	// images need; the client stops after n.
+	images, err := visionFolderImages(cfg)
+	if err != nil {
+		return err
+	}
 	read := func(name string, n int) (int64, error) {
-		o := client.JobOptions{Name: name, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, GCAfter: pyGCAfter}
+		epochs := (int64(n) + images - 1) / images
+		o := client.JobOptions{Name: name, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers, GCAfter: pyGCAfter, Epochs: epochs}
 		if cut {
 			o.OffloadBoundary = visionCut
 		}
@@ -397,8 +404,11 @@ func visionNode(ctx context.Context, cfg visionCfg, par int, cut bool, stdout io
 		defer it.Close()
 		for it.Stats().Rows < int64(n) {
 			b, err := it.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				return 0, fmt.Errorf("job %q ended after %d images (%d epochs of the folder's %d), want %d", name, it.Stats().Rows, epochs, images, n)
+			}
 			if err != nil {
-				return 0, err
+				return 0, fmt.Errorf("job %q after %d images: %w", name, it.Stats().Rows, err)
 			}
 			err = checkVisionBatch(b.Element, cfg, cut, b.Worker)
 			b.Release()
@@ -426,6 +436,23 @@ func visionNode(ctx context.Context, cfg visionCfg, par int, cut bool, stdout io
 		return fmt.Errorf("the client read %d images, want %d", rows, cfg.images)
 	}
 	return cli.WriteJSON(stdout, visionResult{Images: rows, Seconds: secs, CPUSeconds: cpu})
+}
+
+// visionFolderImages is the number of images in cfg.folder (its splits'
+// image ranges), at least 1.
+func visionFolderImages(cfg visionCfg) (int64, error) {
+	ss, err := pipeline.Splits(visionSpec(cfg, true, 1, 0))
+	if err != nil {
+		return 0, fmt.Errorf("list %s: %w", cfg.folder, err)
+	}
+	var n int64
+	for _, s := range ss {
+		n += s.End - s.Start
+	}
+	if n < 1 {
+		return 0, fmt.Errorf("%s holds no images (root/<class>/<image>)", cfg.folder)
+	}
+	return n, nil
 }
 
 // visionProfile starts a CPU profile into the file visionProfileEnv names,
