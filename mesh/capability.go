@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/internal/fsm"
@@ -42,8 +43,25 @@ const (
 // localJobSecret is the secret in this node's replica, if it has one
 // (of the right size).
 func (n *Node) localJobSecret() ([]byte, bool) {
+	s, _, ok := n.localJobSecretSince()
+	return s, ok
+}
+
+// localJobSecretSince is the secret and when it was made (the proposing
+// leader's clock; zero for a secret recorded without it): the entry is
+// the secret, then the time in Unix nanoseconds (8 bytes, big-endian).
+// A job created before it was made (a rolling upgrade's, created by a
+// leader of a release without capabilities) has consumers that hold
+// none: checkCapability serves them as that release did.
+func (n *Node) localJobSecretSince() ([]byte, time.Time, bool) {
 	v, ok := n.raft.Get(jobSecretKey)
-	return v, ok && len(v) == jobSecretBytes
+	switch {
+	case ok && len(v) == jobSecretBytes:
+		return v, time.Time{}, true
+	case ok && len(v) == jobSecretBytes+8:
+		return v[:jobSecretBytes], time.Unix(0, int64(binary.BigEndian.Uint64(v[jobSecretBytes:]))), true
+	}
+	return nil, time.Time{}, false
 }
 
 // ensureJobSecret (on the leader) returns the cluster's secret, writing
@@ -53,10 +71,11 @@ func (n *Node) ensureJobSecret(ctx context.Context) ([]byte, error) {
 	if s, ok := n.localJobSecret(); ok {
 		return s, nil
 	}
-	s := make([]byte, jobSecretBytes)
+	s := make([]byte, jobSecretBytes, jobSecretBytes+8)
 	if _, err := rand.Read(s); err != nil {
 		return nil, err
 	}
+	s = binary.BigEndian.AppendUint64(s, uint64(time.Now().UnixNano()))
 	if _, err := n.raft.Apply(ctx, fsm.NewPutKVIfAbsent(jobSecretKey, s)); err != nil {
 		return nil, fmt.Errorf("record the cluster's job secret: %w", err)
 	}
@@ -79,7 +98,13 @@ func jobKey(secret []byte, tenant, name string) []byte {
 
 // capabilityFor (on the leader) is consumer's capability of tenant's
 // job name.
+// Below ProtocolCapabilities (a rolling upgrade from a release without
+// them: its nodes may lead, and answer none) it answers none, and
+// writes no secret.
 func (n *Node) capabilityFor(ctx context.Context, tenant, name, consumer string) ([]byte, error) {
+	if n.clusterProtocol() < fsm.ProtocolCapabilities {
+		return nil, nil
+	}
 	s, err := n.ensureJobSecret(ctx)
 	if err != nil {
 		return nil, err
@@ -93,12 +118,24 @@ func (n *Node) capabilityFor(ctx context.Context, tenant, name, consumer string)
 // it itself; another (not a Raft server, or its replica behind) asks the
 // leader, once per consumer and capability (capCache). The capability is
 // never logged nor echoed.
+//
+// A stream without a capability is served where the cluster never gave
+// its consumer one (heldNoCapability): until every Raft server runs a
+// release with capabilities (ProtocolCapabilities) a leader of the older
+// release answers none, and a job created before the cluster's secret (a
+// rolling upgrade's) keeps consumers that hold none. Those streams are
+// checked as that release did: their tenant, not their consumer.
 func (n *Node) checkCapability(ctx context.Context, job api.JobInfo, consumer string, capability []byte) error {
-	if len(capability) == 0 {
-		return fmt.Errorf("permission denied: not allowed: consumer %q of job %q opened a data stream without its capability (the distribute or attach that attached it answers one; a client of an older release sends none: upgrade it)", consumer, job.Name)
+	if len(capability) == 0 && n.clusterProtocol() < fsm.ProtocolCapabilities {
+		return nil
 	}
 	var ok bool
-	if s, has := n.localJobSecret(); has {
+	if s, since, has := n.localJobSecretSince(); has && len(capability) == 0 {
+		// A job's creation time may reach a worker in whole seconds
+		// (CBOR's time): compare whole seconds, so that a job of the
+		// secret's second counts as one after it.
+		ok = job.CreatedAt.Before(since.Truncate(time.Second))
+	} else if has {
 		ok = hmac.Equal(capability, api.Capability(jobKey(s, job.Tenant, job.Name), consumer))
 	} else if ok = n.caps.has(job, consumer, capability); !ok {
 		var resp api.CapabilityCheckResponse
@@ -111,27 +148,48 @@ func (n *Node) checkCapability(ctx context.Context, job api.JobInfo, consumer st
 			n.caps.add(job, consumer, capability)
 		}
 	}
-	if !ok {
+	switch {
+	case !ok && len(capability) == 0:
+		return fmt.Errorf("permission denied: not allowed: consumer %q of job %q opened a data stream without its capability (the distribute or attach that attached it answers one; a client of an older release sends none: upgrade it)", consumer, job.Name)
+	case !ok:
 		return fmt.Errorf("permission denied: not allowed: the data stream's capability is not consumer %q's of job %q", consumer, job.Name)
 	}
 	return nil
 }
 
-// capabilityCheck answers api.MethodCapabilityCheck on the leader.
+// capabilityCheck answers api.MethodCapabilityCheck on the leader: OK if
+// the capability is the consumer's, or if there is none and the cluster
+// never gave the consumer one (heldNoCapability).
 func (n *Node) capabilityCheck(ctx context.Context, req api.CapabilityCheckRequest, resp *api.CapabilityCheckResponse) error {
 	return n.onLeader(ctx, req.Forwarded, api.MethodCapabilityCheck, func(fwd bool) any { r := req; r.Forwarded = fwd; return r }, resp,
 		func(ctx context.Context) error {
-			tenant, exists := n.raft.JobTenant(req.Job)
+			view, exists := n.raft.Job(req.Job)
 			if !exists {
 				return transport.Errorf(transport.ErrNotFound, "job %q not found", req.Job)
 			}
-			c, err := n.capabilityFor(ctx, tenant, req.Job, req.Consumer)
+			if len(req.Capability) == 0 {
+				resp.OK = n.heldNoCapability(view.CreatedAt)
+				return nil
+			}
+			c, err := n.capabilityFor(ctx, fsm.TenantOf(view.Owner), req.Job, req.Consumer)
 			if err != nil {
 				return err
 			}
-			resp.OK = hmac.Equal(req.Capability, c)
+			resp.OK = c == nil || hmac.Equal(req.Capability, c) // nil: below ProtocolCapabilities, nothing to check
 			return nil
 		})
+}
+
+// heldNoCapability (on the leader) reports whether the consumers of a job
+// created at createdAt (Unix nanoseconds) may hold no capability: the
+// cluster is below ProtocolCapabilities, has no secret yet (it gave no
+// capability), or made its secret after the job.
+func (n *Node) heldNoCapability(createdAt int64) bool {
+	if n.clusterProtocol() < fsm.ProtocolCapabilities {
+		return true
+	}
+	_, since, ok := n.localJobSecretSince()
+	return !ok || createdAt < since.UnixNano()
 }
 
 // maxCachedCapabilities bounds a worker's capCache.
@@ -170,7 +228,14 @@ func (c *capCache) add(job api.JobInfo, consumer string, capability []byte) {
 // MAC is not the one the cluster computes for tenant's job name:
 // forged, of another tenant's job or of another job, or of a format
 // before MACs.
+//
+// Below ProtocolCapabilities (a rolling upgrade) the cluster has no
+// MACs to check against: a checkpoint's MAC is not checked, as by the
+// older release.
 func (n *Node) checkCheckpointMAC(ctx context.Context, tenant, name string, r *api.ResumePart) error {
+	if n.clusterProtocol() < fsm.ProtocolCapabilities {
+		return nil
+	}
 	if len(r.MAC) == 0 {
 		return transport.Errorf(transport.ErrPermissionDenied, "job %q: resume: not allowed: the checkpoint of consumer %q carries no MAC (checkpoint format 1, written before checkpoints were signed by the cluster, or not a feedmesh client's): format 1 checkpoints are refused; read the dataset afresh", name, r.Part)
 	}

@@ -80,6 +80,14 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 	if level < fsm.ProtocolOwners && !p.Privileged() && p.Tenant != "" {
 		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, errTenantsNeedProtocol)
 	}
+	if level >= fsm.ProtocolCapabilities {
+		// The cluster's secret exists before the job does: a job created
+		// before it is a rolling upgrade's, whose consumers hold no
+		// capability (checkCapability).
+		if _, err := n.ensureJobSecret(ctx); err != nil {
+			return api.JobInfo{}, err
+		}
+	}
 	_, jobExists := n.raft.JobTenant(name)
 	_, datasetExists := n.raft.Dataset(fp)
 	g := growth{job: !jobExists, workers: job.MaxWorkers(), dataset: !datasetExists, specBytes: len(req.Spec), consumer: !n.raft.HasConsumer(name, req.Consumer)}

@@ -38,6 +38,7 @@ type Node struct {
 	quota      quotaLedger // on the leader: quota reserved by requests in flight (quota.go)
 	auditLim   *auditLimit // refused requests' audit lines, per principal (audit.go)
 	caps       capCache    // on a worker: capabilities the leader confirmed (capability.go)
+	levels     levelMemory // the protocol levels Raft servers advertised (protocol.go)
 	name       string
 	addr       string // advertised QUIC address
 	gossipAddr string // advertised gossip address

@@ -42,6 +42,12 @@ const (
 	// the proposer sends the command unwrapped (the leader's check alone
 	// bounds the tenant).
 	ProtocolQuotas = 4
+	// ProtocolCapabilities: the cluster keeps a secret (a reserved KV
+	// entry) from which data streams' capabilities and checkpoints' MACs
+	// derive (mesh/capability.go). Below it, no capability is issued nor
+	// required and no MAC checked: a leader of the older release issues
+	// none.
+	ProtocolCapabilities = 4
 	// Protocol is this release's level.
 	Protocol = 4
 )
