@@ -1,6 +1,8 @@
 package api
 
 import (
+	"strings"
+
 	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/pipeline"
 )
@@ -16,5 +18,6 @@ func SpecFeatures(spec *pipeline.Spec) jobspec.SpecFeatures {
 		f.Take = f.Take || op.Take != nil
 		f.Skip = f.Skip || op.Skip != nil
 	}
+	f.Deterministic = strings.EqualFold(strings.TrimSpace(spec.Order), pipeline.OrderDeterministic)
 	return f
 }

@@ -124,7 +124,9 @@ func TestOrderRefuses(t *testing.T) {
 		want string
 	}{
 		{func(s *Spec) { s.Ops = append([]Op{{Shuffle: &ShuffleOp{Buffer: 10}}}, s.Ops...) }, "ops[0].shuffle: not yet under order: deterministic"},
-		{func(s *Spec) { s.Ops = append([]Op{{Filter: &FilterOp{Fn: "drop_every", Args: map[string]any{"n": 2}}}}, s.Ops...) }, "ops[0].filter"},
+		{func(s *Spec) {
+			s.Ops = append([]Op{{Filter: &FilterOp{Fn: "drop_every", Args: map[string]any{"n": 2}}}}, s.Ops...)
+		}, "ops[0].filter"},
 		{func(s *Spec) { s.Ops = append(s.Ops, Op{Batch: &BatchOp{Size: 2}}) }, "one batching op"},
 		{func(s *Spec) { s.Order = "random" }, `order: "random"`},
 		{func(s *Spec) { s.Order = ""; s.OrderBlock = 3 }, "order_block"},

@@ -32,13 +32,14 @@ const (
 	DimTakeSkip    Dim = "take/skip"
 	DimEpochs      Dim = "epochs"
 	DimResume      Dim = "resume"
+	DimOrder       Dim = "order"
 )
 
 // Dims is every dimension, in the table's order.
-var Dims = []Dim{DimSharding, DimDelivery, DimOffload, DimWorkers, DimShare, DimCoordinated, DimAutocache, DimTakeSkip, DimEpochs, DimResume}
+var Dims = []Dim{DimSharding, DimDelivery, DimOffload, DimWorkers, DimShare, DimCoordinated, DimAutocache, DimTakeSkip, DimEpochs, DimResume, DimOrder}
 
 // specDim reports a dimension that is the spec's, not an option.
-func specDim(d Dim) bool { return d == DimAutocache || d == DimTakeSkip }
+func specDim(d Dim) bool { return d == DimAutocache || d == DimTakeSkip || d == DimOrder }
 
 // The values a dimension takes in the table, after the defaults are filled
 // (Combo.Effective): a class of values where the options allow more (a
@@ -54,6 +55,9 @@ const (
 	ValSkip     = "skip"
 	ValOneEpoch = "1"
 	ValEpochs   = ">1"
+	// The spec's order (pipeline.Spec.Order; docs/jobs/deterministic-order.md).
+	ValAny           = "any"
+	ValDeterministic = "deterministic"
 )
 
 // Values is the values each dimension takes in the table (its effective
@@ -69,6 +73,7 @@ var Values = map[Dim][]string{
 	DimTakeSkip:    {ValNone, ValTake, ValSkip},
 	DimEpochs:      {ValOneEpoch, ValEpochs},
 	DimResume:      {ValOff, ValOn},
+	DimOrder:       {ValAny, ValDeterministic},
 }
 
 // Conflict is one rule of the composition table: a job whose dimension A
@@ -121,6 +126,18 @@ var Conflicts = []Conflict{
 		"exactly-once cannot take or skip on the nodes (they would count per worker, and take would leave leased splits unread): take or skip in the trainer, or ask for delivery at-most-once"},
 	{DimTakeSkip, []string{ValTake, ValSkip}, DimOffload, []string{OffloadLocal, ValFraction},
 		"a job whose pipeline takes or skips does not end with a local worker (it counts per worker pipeline; not built): use offload remote or auto (which runs remote under at-most-once)"},
+	{DimOrder, []string{ValDeterministic}, DimSharding, []string{string(Off), string(Static)},
+		"deterministic order needs sharding dynamic (its windows are leased first come, first served, and their content does not depend on who reads them; docs/jobs/deterministic-order.md)"},
+	{DimOrder, []string{ValDeterministic}, DimShare, []string{ValOn},
+		"deterministic order is not yet with share (a shared production orders batches by another rule)"},
+	{DimOrder, []string{ValDeterministic}, DimCoordinated, []string{ValOn},
+		"deterministic order is not yet with coordinated reads (rounds by bucket order batches by another rule)"},
+	{DimOrder, []string{ValDeterministic}, DimDelivery, []string{AtMostOnce},
+		"deterministic order needs delivery exactly-once (a dead worker's window is produced again, without what arrived, so the sequence has no hole)"},
+	{DimOrder, []string{ValDeterministic}, DimOffload, []string{OffloadLocal, ValFraction},
+		"deterministic order is not yet with a local worker: use offload remote or auto (which runs remote under deterministic order)"},
+	{DimOrder, []string{ValDeterministic}, DimAutocache, []string{ValOn},
+		"deterministic order reads windows block by block, which autocache does not cache yet: remove the autocache op"},
 }
 
 // Combo is one cell of the composition table as a user gives it: the
@@ -137,6 +154,7 @@ type Combo struct {
 	TakeSkip    string // "", take or skip: the spec has that op
 	Epochs      int64
 	Resume      bool
+	Order       string // "" (any) or deterministic: the spec's order
 }
 
 // Options is the cell's options, with the rest what a coordinated job
@@ -155,13 +173,16 @@ func (c Combo) Options(name string) Options {
 
 // Spec is the cell's spec features.
 func (c Combo) Spec() SpecFeatures {
-	return SpecFeatures{Autocache: c.Autocache, Take: c.TakeSkip == ValTake, Skip: c.TakeSkip == ValSkip}
+	return SpecFeatures{Autocache: c.Autocache, Take: c.TakeSkip == ValTake, Skip: c.TakeSkip == ValSkip,
+		Deterministic: c.Order == ValDeterministic}
 }
 
 // SpecFeatures is what of a job's spec the composition rules look at.
 type SpecFeatures struct {
 	Autocache  bool // an autocache op
 	Take, Skip bool // a take, a skip op
+	// Deterministic: the spec's order is deterministic.
+	Deterministic bool
 }
 
 // Cell is a combination's effective values (Values), one per dimension,
@@ -193,6 +214,10 @@ func cellOf(j Options, offload string, resume bool, f SpecFeatures, defaults map
 		DimTakeSkip:    ValNone,
 		DimEpochs:      ValOneEpoch,
 		DimResume:      onOff(resume),
+		DimOrder:       ValAny,
+	}
+	if f.Deterministic {
+		v[DimOrder] = ValDeterministic
 	}
 	if v[DimDelivery] == "" {
 		v[DimDelivery] = ValNone
@@ -379,6 +404,7 @@ var ComboValues = map[Dim][]string{
 	DimTakeSkip:    {ValNone, ValTake, ValSkip},
 	DimEpochs:      {"", "2"},
 	DimResume:      {ValOff, ValOn},
+	DimOrder:       {"", ValDeterministic},
 }
 
 // ComboAt is the combination that takes, in each dimension d of Dims,
@@ -395,6 +421,7 @@ func ComboAt(idx []int) Combo {
 		Autocache:   v(6) == ValOn,
 		Epochs:      0,
 		Resume:      v(9) == ValOn,
+		Order:       v(10),
 	}
 	if t := v(7); t != ValNone {
 		c.TakeSkip = t
@@ -433,6 +460,7 @@ func (c Combo) String() string {
 	if c.Resume {
 		add("resume", ValOn)
 	}
+	add("order", c.Order)
 	if len(p) == 0 {
 		return "defaults"
 	}

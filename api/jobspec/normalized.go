@@ -3,6 +3,7 @@ package jobspec
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Normalized is Options after Normalize: the job's name, the job's
@@ -36,6 +37,7 @@ func (n Normalized) Options() Options {
 	o.Name = n.name
 	c := n.consumer
 	o.ConsumerIndex, o.Resume, o.Offload, o.LocalCPUs = c.index, c.resume, c.request(), c.localCPUs
+	o.Order, o.Seed, o.ReorderBatches = c.order, c.seed, c.reorder
 	return o
 }
 
@@ -65,6 +67,26 @@ type Consumer struct {
 	localCPUs    float64
 	resume       []byte
 	workersUnset bool
+	order        string // "", any or deterministic: for the spec
+	seed         uint64 // 0: the spec's
+	reorder      int
+}
+
+// Order is the order the consumer asks to write into the spec: "" (the
+// spec's own), any or deterministic.
+func (c Consumer) Order() string { return c.order }
+
+// Seed is the seed the consumer asks to write into the spec (0: the
+// spec's own).
+func (c Consumer) Seed() uint64 { return c.seed }
+
+// ReorderBatches bounds the reorder buffer of a deterministic job's
+// consumer.
+func (c Consumer) ReorderBatches() int {
+	if c.reorder == 0 {
+		return DefaultReorderBatches
+	}
+	return c.reorder
 }
 
 // Index is a coordinated job's consumer index (0 for other jobs, whatever
@@ -112,6 +134,15 @@ func newConsumer(o, job Options) (Consumer, error) {
 		workersUnset: canonical(string(o.Workers)) == "" && o.MaxWorkers == 0 && !o.Autoscale && o.AutoscaleThreshold == 0 && o.AutoscaleRevisit == 0 && o.AutoscalePause == 0}
 	if len(o.Resume) > 0 {
 		c.resume = o.Resume
+	}
+	c.order, c.seed, c.reorder = strings.ToLower(strings.TrimSpace(o.Order)), o.Seed, o.ReorderBatches
+	switch c.order {
+	case "", ValAny, ValDeterministic:
+	default:
+		return Consumer{}, fmt.Errorf("order %q: want any or deterministic", o.Order)
+	}
+	if c.reorder < 0 || c.reorder > MaxReorderBatches {
+		return Consumer{}, fmt.Errorf("reorder_batches %d: want 0 (the default, %d) up to %d", c.reorder, DefaultReorderBatches, MaxReorderBatches)
 	}
 	if !job.Coordinated {
 		c.index = 0 // only a coordinated job's consumers have one (a node never refused it)
