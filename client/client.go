@@ -290,6 +290,7 @@ func NormalizeJobOptions(o JobOptions) (jobspec.Normalized, error) {
 // DistributeNormalized is Distribute with options normalized already.
 func (c *Client) DistributeNormalized(ctx context.Context, spec *pipeline.Spec, n jobspec.Normalized) (*Iterator, error) {
 	name := n.Name()
+	spec = withOrder(spec, n.Consumer())
 	canon, err := spec.CanonicalEncoding()
 	if err != nil {
 		return nil, fmt.Errorf("distribute %q: invalid dataset spec: %w", name, err)
@@ -318,6 +319,10 @@ func (c *Client) DistributeNormalized(ctx context.Context, spec *pipeline.Spec, 
 			return nil, fmt.Errorf("distribute %q: resume: %w", name, err)
 		}
 	}
+	ord, err := orderedFor(spec, n, from)
+	if err != nil {
+		return nil, fmt.Errorf("distribute %q: %w", name, err)
+	}
 	// What the job chose (its cut, its workers) is adopted, not asked
 	// for again differently (adopt.go).
 	if err := c.adopt(ctx, spec, n, &req, off, from); err != nil {
@@ -342,7 +347,9 @@ func (c *Client) DistributeNormalized(ctx context.Context, spec *pipeline.Spec, 
 	if off != nil && off.cut > 0 {
 		batched = false // the nodes ship single elements
 	}
-	return newIterator(c, info, consumer, batched, n.Consumer().Index(), from, off.withSpec(spec, fraction)), nil
+	it := newIterator(c, info, consumer, batched, n.Consumer().Index(), from, off.withSpec(spec, fraction))
+	it.ord = ord // before Next can run: only Next and Stats use it
+	return it, nil
 }
 
 // Attach joins an existing job by name, without its spec (a trainer that

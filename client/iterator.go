@@ -82,6 +82,7 @@ type Iterator struct {
 	off      *offloadRun            // where the pipeline runs (offload.go); nil for Attach
 	decided  atomic.Bool            // the offload and workers decision was logged (logDecision)
 	cut      atomic.Pointer[cutRun] // a partial offload's suffix (cut.go); nil without a cut
+	ord      *orderedRun            // a deterministic job's reorder buffer (ordered.go); nil otherwise
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -219,6 +220,9 @@ func (it *Iterator) Job() string { return it.job }
 func (it *Iterator) Next(ctx context.Context) (Batch, error) {
 	if r := it.cut.Load(); r != nil {
 		return it.nextCut(ctx, r)
+	}
+	if it.ord != nil {
+		return it.nextOrdered(ctx, it.ord)
 	}
 	entered, queued := time.Now(), len(it.items)
 	select {

@@ -1,0 +1,270 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/feedmesh/feedmesh/api/jobspec"
+	"github.com/feedmesh/feedmesh/internal/order"
+	"github.com/feedmesh/feedmesh/pipeline"
+)
+
+// Deterministic order, the consumer's side (docs/jobs/deterministic-order.md).
+// The workers lease windows first come, first served and produce each
+// window's batches (a function of the spec, the seed, the epoch and the
+// window alone: pipeline/order.go); batch k of window w names positions
+// [k·size, …) of split w in its provenance. The consumer knows the
+// sequence from the spec (pipeline.OrderOf): epoch by epoch, window by
+// window, batch by batch. Batches that arrive before their turn wait in a
+// reorder buffer of at most ReorderBatches; a batch that arrives twice (a
+// dead worker's window produced again) is kept once.
+
+// ErrReorderBound is wrapped by Next's error when the reorder buffer
+// would hold more than JobOptions.ReorderBatches.
+var ErrReorderBound = errors.New("reorder buffer over its bound")
+
+// ReorderStats are a deterministic job's reorder buffer's.
+type ReorderStats struct {
+	// Held is how many batches it holds now, Peak the most it held,
+	// Bound the most it may (JobOptions.ReorderBatches).
+	Held  int `json:"held"`
+	Peak  int `json:"peak"`
+	Bound int `json:"bound"`
+	// Duplicates counts batches that arrived again and were dropped.
+	Duplicates int64 `json:"duplicates"`
+	// Epoch, Window and Batch are the next batch the iterator returns:
+	// batch Batch of window Window of epoch Epoch.
+	Epoch  int64  `json:"epoch"`
+	Window uint64 `json:"window"`
+	Batch  uint64 `json:"batch"`
+}
+
+// okey is a batch's place in the sequence.
+type okey struct {
+	epoch int64
+	w, k  uint64
+}
+
+func (a okey) less(b okey) bool {
+	if a.epoch != b.epoch {
+		return a.epoch < b.epoch
+	}
+	if a.w != b.w {
+		return a.w < b.w
+	}
+	return a.k < b.k
+}
+
+// orderedRun is the reorder buffer and the cursor. Next's goroutine alone
+// uses it, but for stats (under Iterator.mu).
+type orderedRun struct {
+	plan   pipeline.OrderPlan
+	epochs int64 // the job's; -1: for ever
+	bound  int
+
+	cur    okey
+	layout order.Layout
+	count  uint64 // batches of the cursor's window
+	done   bool
+
+	buf  map[okey]item
+	peak int
+	dups int64
+}
+
+// newOrderedRun starts at the first batch the checkpoint from (nil: none)
+// does not cover.
+func newOrderedRun(plan pipeline.OrderPlan, epochs int64, bound int, from *checkpoint) (*orderedRun, error) {
+	r := &orderedRun{plan: plan, epochs: epochs, bound: bound, buf: map[okey]item{}}
+	if from == nil {
+		return r, r.enter(okey{})
+	}
+	d := from.Delivered
+	if err := r.enter(okey{epoch: d.DoneBefore}); err != nil || r.done {
+		return r, err
+	}
+	returned := d.Returned[d.DoneBefore]
+	for {
+		n := r.layout.WindowLen(r.cur.w)
+		s := returned[int64(r.cur.w)]
+		covered := uint64(0)
+		if len(s) >= 2 && s[0] == 0 {
+			covered = uint64(s[1])
+		}
+		if covered < n {
+			r.cur.k = covered / plan.BatchSize
+			return r, r.enter(r.cur)
+		}
+		if err := r.enter(okey{epoch: r.cur.epoch, w: r.cur.w + 1}); err != nil || r.done || r.cur.epoch != d.DoneBefore {
+			return r, err
+		}
+	}
+}
+
+// enter moves the cursor to k, or past it to the first batch there is.
+func (r *orderedRun) enter(k okey) error {
+	for {
+		if r.epochs >= 0 && k.epoch >= r.epochs {
+			r.cur, r.done = k, true
+			return nil
+		}
+		if k.epoch != r.cur.epoch || r.layout.Len() == 0 {
+			l, err := r.plan.Layout(k.epoch)
+			if err != nil {
+				return err
+			}
+			r.layout = l
+		}
+		if k.w >= r.layout.Windows() {
+			k = okey{epoch: k.epoch + 1}
+			r.cur.epoch = -1 // a new layout
+			continue
+		}
+		r.cur = k
+		r.count = r.plan.WindowBatches(r.layout, k.w)
+		if k.k < r.count {
+			return nil
+		}
+		k = okey{epoch: k.epoch, w: k.w + 1}
+	}
+}
+
+// keyOf is where batch x belongs in the sequence.
+func (r *orderedRun) keyOf(x item) (okey, error) {
+	if len(x.prov) == 0 {
+		return okey{}, fmt.Errorf("deterministic order: worker %s sent a batch without provenance", x.b.Worker)
+	}
+	p := x.prov[0]
+	for _, q := range x.prov[1:] {
+		if q.Epoch != p.Epoch || q.Split != p.Split {
+			return okey{}, fmt.Errorf("deterministic order: worker %s sent a batch of two windows (epoch %d window %d, epoch %d window %d)", x.b.Worker, p.Epoch, p.Split, q.Epoch, q.Split)
+		}
+	}
+	if p.Split < 0 || p.Lo < 0 || uint64(p.Lo)%r.plan.BatchSize != 0 {
+		return okey{}, fmt.Errorf("deterministic order: worker %s sent a batch of window %d starting at position %d, not at a batch boundary (%d)", x.b.Worker, p.Split, p.Lo, r.plan.BatchSize)
+	}
+	return okey{epoch: p.Epoch, w: uint64(p.Split), k: uint64(p.Lo) / r.plan.BatchSize}, nil
+}
+
+// put files x; false: it is a duplicate (dropped).
+func (r *orderedRun) put(x item) (bool, error) {
+	k, err := r.keyOf(x)
+	if err != nil {
+		return false, err
+	}
+	if _, ok := r.buf[k]; ok || k.less(r.cur) || r.done {
+		r.dups++
+		return false, nil
+	}
+	if len(r.buf) >= r.bound {
+		return false, fmt.Errorf("%w: it holds %d batches (JobOptions.ReorderBatches, feedmesh read --reorder-batches) while it waits for batch %d of window %d of epoch %d", ErrReorderBound, len(r.buf), r.cur.k, r.cur.w, r.cur.epoch)
+	}
+	r.buf[k] = x
+	r.peak = max(r.peak, len(r.buf))
+	return true, nil
+}
+
+// take returns the cursor's batch if it has arrived, and moves on.
+func (r *orderedRun) take() (item, bool, error) {
+	if r.done {
+		return item{}, false, nil
+	}
+	x, ok := r.buf[r.cur]
+	if !ok {
+		return item{}, false, nil
+	}
+	delete(r.buf, r.cur)
+	next := r.cur
+	next.k++
+	return x, true, r.enter(next)
+}
+
+func (r *orderedRun) stats() *ReorderStats {
+	return &ReorderStats{Held: len(r.buf), Peak: r.peak, Bound: r.bound, Duplicates: r.dups,
+		Epoch: r.cur.epoch, Window: r.cur.w, Batch: r.cur.k}
+}
+
+// nextOrdered is Next for a deterministic job.
+func (it *Iterator) nextOrdered(ctx context.Context, r *orderedRun) (Batch, error) {
+	entered, queued := time.Now(), len(it.items)
+	for {
+		it.mu.Lock()
+		x, ok, err := r.take()
+		it.mu.Unlock()
+		if err != nil {
+			it.fail(err)
+			return Batch{}, err
+		}
+		if ok {
+			it.countDelivered(x, entered, queued)
+			if it.track != nil {
+				it.track.returned(x.prov)
+			}
+			return x.b, nil
+		}
+		select {
+		case x, ok := <-it.items:
+			if !ok {
+				it.mu.Lock()
+				err, done, at := it.err, r.done, r.cur
+				it.mu.Unlock()
+				if errors.Is(err, io.EOF) && !done {
+					err = fmt.Errorf("deterministic order: the job ended before batch %d of window %d of epoch %d arrived", at.k, at.w, at.epoch)
+				}
+				return Batch{}, err
+			}
+			it.budget.Release(x.held)
+			x.held = 0
+			if x.cut != 0 {
+				err := fmt.Errorf("deterministic order: worker %s sent an element cut after %d ops (deterministic jobs are not cut)", x.b.Worker, x.cut)
+				it.fail(err)
+				return Batch{}, err
+			}
+			it.mu.Lock()
+			kept, err := r.put(x)
+			it.mu.Unlock()
+			if err != nil {
+				it.fail(err)
+				return Batch{}, err
+			}
+			if !kept {
+				x.b.Release()
+			}
+		case <-ctx.Done():
+			return Batch{}, ctx.Err()
+		}
+	}
+}
+
+// withOrder is spec with the order and seed the consumer asked for
+// (JobOptions.Order, Seed) written in; spec itself when it asked for
+// neither.
+func withOrder(spec *pipeline.Spec, c jobspec.Consumer) *pipeline.Spec {
+	if c.Order() == "" && c.Seed() == 0 {
+		return spec
+	}
+	s := *spec
+	if c.Order() != "" {
+		s.Order = c.Order()
+	}
+	if c.Seed() != 0 {
+		s.Seed = c.Seed()
+	}
+	return &s
+}
+
+// orderedFor is the reorder buffer of a deterministic job of spec, nil
+// for another; an error for what deterministic order does not serve yet.
+func orderedFor(spec *pipeline.Spec, n jobspec.Normalized, from *checkpoint) (*orderedRun, error) {
+	plan, ok, err := pipeline.OrderOf(spec)
+	if err != nil || !ok {
+		return nil, err
+	}
+	if k := n.Job().NumConsumers(); k > 1 {
+		return nil, fmt.Errorf("%w: num_consumers %d: deterministic order serves one consumer per job so far (consumer i of N is the plan: docs/jobs/deterministic-order.md)", ErrJobOptions, k)
+	}
+	return newOrderedRun(plan, n.Job().Epochs(), n.Consumer().ReorderBatches(), from)
+}
