@@ -17,7 +17,10 @@ import (
 // Resume (--resume names the checkpoint's file: runRead reads it).
 type jobFlags struct {
 	job, sharding, delivery, workers, compression, offload *string
+	order                                                  *string
 	epochs                                                 *int64
+	seed                                                   *uint64
+	reorderBatches                                         *int
 	maxWorkers, consumers, index, offloadBoundary          *int
 	scaleRevisit, scalePause                               *int
 	autoscale, share, coordinated, padFinal                *bool
@@ -49,6 +52,9 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 		padFinal:        fs.Bool("pad-final-round", false, "with --coordinated: pad the final partial rounds out with empty batches instead of dropping them"),
 		consumerTTL:     fs.Duration("consumer-ttl", 0, "a reader that misses heartbeats this long is dropped from the job (0: 30s)"),
 		gcAfter:         fs.Duration("gc-after", 0, "the job is deleted once no reader has been attached this long (0: 1m)"),
+		order:           fs.String("order", "", "any (the spec's order, or today's: it depends on which worker reads what) or deterministic (the same sequence of batches at any cluster size, through node deaths and resumes; with --sharding dynamic, exactly-once; range and synthetic sources, map and batch ops; see docs/jobs/deterministic-order.md); written into the spec"),
+		seed:            fs.Uint64("seed", 0, "the spec's seed (with the epoch, it decides every shuffle of --order deterministic); 0: the spec's own"),
+		reorderBatches:  fs.Int("reorder-batches", 0, "with --order deterministic: the most batches this reader holds that arrived before their turn; more fails the read, naming this flag (0: 4096)"),
 	}
 }
 
@@ -76,5 +82,6 @@ func (f *jobFlags) options() (client.JobOptions, error) {
 		Compression: *f.compression, Delivery: dl, Offload: *f.offload, LocalCPUs: *f.localCPUs, OffloadBoundary: *f.offloadBoundary,
 		AutoscaleThreshold: *f.scaleThreshold, AutoscaleRevisit: *f.scaleRevisit, AutoscalePause: *f.scalePause,
 		ConsumerTTL: *f.consumerTTL, GCAfter: *f.gcAfter,
+		Order: *f.order, Seed: *f.seed, ReorderBatches: *f.reorderBatches,
 	}, nil
 }
