@@ -76,6 +76,9 @@ type checkpoint struct {
 	// leaves unset from them once the job is gone (adopt.go). Absent in
 	// checkpoints of older clients.
 	Options *api.JobOptions `cbor:"12,keyasint,omitempty"`
+	// Audit (deterministic jobs): the visitation digests of the epochs
+	// the consumer returned batches of (audit.go).
+	Audit []auditEntry `cbor:"13,keyasint,omitempty"`
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -387,6 +390,11 @@ func (it *Iterator) Checkpoint() ([]byte, error) {
 		Job: it.job, JobID: it.jobID, Fingerprint: info.Fingerprint, Epochs: info.Options.Epochs, NumSplits: info.NumSplits,
 		Consumer: it.consumer, Consumers: consumers, Batches: n, Delivered: part,
 		Coordinated: info.Options.Coordinated, Index: it.index, Options: &jo,
+	}
+	if it.ord != nil {
+		it.mu.Lock()
+		c.Audit = it.ord.entries()
+		it.mu.Unlock()
 	}
 	return c.encode()
 }

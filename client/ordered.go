@@ -73,14 +73,23 @@ type orderedRun struct {
 	buf  map[okey]item
 	peak int
 	dups int64
+
+	// The audit (audit.go): per epoch, the digest of what was returned;
+	// ids are the element ids of window idsAt.
+	digests map[int64]order.Digest
+	ids     []uint64
+	idsAt   okey
 }
 
 // newOrderedRun starts at the first batch the checkpoint from (nil: none)
 // does not cover.
 func newOrderedRun(plan pipeline.OrderPlan, epochs int64, bound int, from *checkpoint) (*orderedRun, error) {
-	r := &orderedRun{plan: plan, epochs: epochs, bound: bound, buf: map[okey]item{}}
+	r := &orderedRun{plan: plan, epochs: epochs, bound: bound, buf: map[okey]item{}, digests: map[int64]order.Digest{}}
 	if from == nil {
 		return r, r.enter(okey{})
+	}
+	if err := r.restore(from.Audit); err != nil {
+		return nil, err
 	}
 	d := from.Delivered
 	if err := r.enter(okey{epoch: d.DoneBefore}); err != nil || r.done {
@@ -177,6 +186,9 @@ func (r *orderedRun) take() (item, bool, error) {
 		return item{}, false, nil
 	}
 	delete(r.buf, r.cur)
+	if err := r.audit(x); err != nil {
+		return item{}, false, err
+	}
 	next := r.cur
 	next.k++
 	return x, true, r.enter(next)

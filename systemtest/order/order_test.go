@@ -152,6 +152,21 @@ func same(t *testing.T, what string, got, want [][]int64, from int) {
 	}
 }
 
+// audited fails unless its visitation audit shows every epoch complete,
+// its digest the layout's.
+func audited(t *testing.T, it *client.Iterator) {
+	t.Helper()
+	a := it.Audit()
+	if len(a) != epochs {
+		t.Fatalf("audit of %d epochs, want %d: %+v", len(a), epochs, a)
+	}
+	for _, e := range a {
+		if !e.Complete || !e.Match || e.Elements != n {
+			t.Fatalf("audit of epoch %d: %+v", e.Epoch, e)
+		}
+	}
+}
+
 // TestSameSequenceOn1_2_5Nodes: the same job on 1, 2 and 5 nodes
 // delivers the layout's sequence, its batches byte for byte the same
 // in every run, made by several workers where there are several.
@@ -173,6 +188,7 @@ func TestSameSequenceOn1_2_5Nodes(t *testing.T) {
 			r := &run{}
 			read(t, it, r, -1, nil)
 			same(t, fmt.Sprintf("%d nodes", nodes), r.ids, want, 0)
+			audited(t, it)
 			st := it.Stats()
 			t.Logf("%d nodes: %d batches from workers %v; reorder %+v", nodes, len(r.ids), r.workers, *st.Reorder)
 			if nodes > 1 && len(r.workers) < 2 {
@@ -233,6 +249,7 @@ func TestSameSequenceThroughKill(t *testing.T) {
 		t.Fatalf("no worker to kill took part (workers %v)", r.workers)
 	}
 	same(t, "through a kill", r.ids, want, 0)
+	audited(t, it)
 	st := it.Stats()
 	t.Logf("%d batches from workers %v; reorder %+v; duplicates dropped %d", len(r.ids), r.workers, *st.Reorder, st.DuplicatesDropped)
 }
@@ -277,5 +294,6 @@ func TestResumeOnAnotherSize(t *testing.T) {
 	after := &run{}
 	read(t, it, after, -1, nil)
 	same(t, "after the resume", after.ids, want, at)
+	audited(t, it) // the digest of the part before the checkpoint came with it
 	t.Logf("resumed on 3 nodes: %d batches from workers %v", len(after.ids), after.workers)
 }
