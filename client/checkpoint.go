@@ -79,6 +79,11 @@ type checkpoint struct {
 	// Audit (deterministic jobs): the visitation digests of the epochs
 	// the consumer returned batches of (audit.go).
 	Audit []auditEntry `cbor:"13,keyasint,omitempty"`
+	// Position (deterministic jobs) is the next batch of the sequence:
+	// what the consumer returned is every batch before it, so Delivered
+	// is left empty (but for DoneBefore) and the resume computes it from
+	// the layout (expandPosition): a checkpoint of a position, not a set.
+	Position *orderPos `cbor:"14,keyasint,omitempty"`
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -168,6 +173,14 @@ func resumeFrom(b []byte, spec *pipeline.Spec, n jobspec.Normalized) (*checkpoin
 	}
 	if len(diffs) > 0 {
 		return nil, nil, fmt.Errorf("%w: %s", ErrBadCheckpoint, strings.Join(diffs, "; "))
+	}
+	if c.Position != nil {
+		if c.Delivered, err = expandPosition(spec, *c.Position); err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, err)
+		}
+		if k := c.Delivered.Intervals(); k > maxCheckpointIntervals {
+			return nil, nil, fmt.Errorf("%w: its position is window %d of epoch %d, %d intervals of the cluster's record, more than a resume may hold (%d)", ErrBadCheckpoint, c.Position.Window, c.Position.Epoch, k, maxCheckpointIntervals)
+		}
 	}
 	return c, &api.ResumePart{From: c.JobID, Part: c.Consumer, Want: c.Consumers, Delivered: c.Delivered}, nil
 }
@@ -365,7 +378,7 @@ func (it *Iterator) Checkpoint() ([]byte, error) {
 		return nil, fmt.Errorf("checkpoint of job %q: only exactly-once DYNAMIC jobs (without share) checkpoint", it.job)
 	}
 	part, n, consumers, err := it.track.snapshot()
-	if err == nil {
+	if err == nil && it.ord == nil { // a deterministic job's is its position (below)
 		if k := part.Intervals(); k > maxCheckpointIntervals {
 			err = fmt.Errorf("%d intervals, more than a checkpoint may hold (%d)", k, maxCheckpointIntervals)
 		}
@@ -391,10 +404,12 @@ func (it *Iterator) Checkpoint() ([]byte, error) {
 		Consumer: it.consumer, Consumers: consumers, Batches: n, Delivered: part,
 		Coordinated: info.Options.Coordinated, Index: it.index, Options: &jo,
 	}
-	if it.ord != nil {
+	if r := it.ord; r != nil {
 		it.mu.Lock()
-		c.Audit = it.ord.entries()
+		c.Audit = r.entries()
+		c.Position = &orderPos{Epoch: r.cur.epoch, Window: r.cur.w, Batch: r.cur.k}
 		it.mu.Unlock()
+		c.Delivered = ranges.Delivered{DoneBefore: c.Position.Epoch}
 	}
 	return c.encode()
 }

@@ -347,9 +347,10 @@ func (c *Client) DistributeNormalized(ctx context.Context, spec *pipeline.Spec, 
 	if off != nil && off.cut > 0 {
 		batched = false // the nodes ship single elements
 	}
-	it := newIterator(c, info, consumer, batched, n.Consumer().Index(), from, off.withSpec(spec, fraction))
-	it.ord = ord // before Next can run: only Next and Stats use it
-	return it, nil
+	if ord != nil {
+		ord.stall = c.opts.ReorderStall
+	}
+	return newIterator(c, info, consumer, batched, n.Consumer().Index(), from, off.withSpec(spec, fraction), ord), nil
 }
 
 // Attach joins an existing job by name, without its spec (a trainer that
@@ -384,10 +385,10 @@ func (c *Client) Attach(ctx context.Context, job string) (*Iterator, error) {
 		if err != nil {
 			return nil, fmt.Errorf("attach to job %q: it cuts its pipeline after %d ops (offload_boundary) and this client runs the rest: %w", job, cut, err)
 		}
-		return newIterator(c, info, consumer, false, 0, nil, off), nil
+		return newIterator(c, info, consumer, false, 0, nil, off, nil), nil
 	}
 	// Without the spec, assume batches (the common case for training).
-	return newIterator(c, info, consumer, true, 0, nil, nil), nil
+	return newIterator(c, info, consumer, true, 0, nil, nil, nil), nil
 }
 
 // attachCut is the offload of a consumer attached to a cut job: the ops

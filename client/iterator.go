@@ -110,9 +110,9 @@ type Iterator struct {
 	unreachable atomic.Bool
 }
 
-func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, index int, from *checkpoint, off *offloadRun) *Iterator {
+func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, index int, from *checkpoint, off *offloadRun, ord *orderedRun) *Iterator {
 	it := &Iterator{
-		c: c, job: info.Name, jobID: info.ID, consumer: consumer, index: index, info: info,
+		c: c, job: info.Name, jobID: info.ID, consumer: consumer, index: index, info: info, ord: ord,
 		items:  make(chan item, c.opts.PrefetchBatches),
 		budget: transport.NewByteBudget("PrefetchBytes", c.opts.PrefetchBytes),
 		kick:   make(chan struct{}, 1),
@@ -327,6 +327,11 @@ func (it *Iterator) fail(err error) {
 }
 
 func (it *Iterator) put(ctx context.Context, x item) error {
+	if r := it.ord; r != nil {
+		if err := it.gateOrdered(ctx, r, x); err != nil {
+			return err
+		}
+	}
 	// A batch larger than the whole budget takes all of it, alone, rather
 	// than waiting for ever.
 	if g := it.offGate(); g != nil && x.b.Worker != it.off.localName() {

@@ -114,7 +114,17 @@ type Options struct {
 	// either way: Close, or Dial when it fails, closes it. Only a *net.UDPConn gets the
 	// transport's GRO; benchmarks wrap one to emulate a slower link.
 	PacketConn net.PacketConn
+	// ReorderStall (deterministic jobs: JobOptions.Order) is how long the
+	// next batch of the sequence may be awaited before the streams held
+	// back for being too far ahead of it (half of ReorderBatches' worth
+	// of windows) are let go on (up to ReorderBatches, the hard bound):
+	// their workers may hold the window awaited, leased again after its
+	// worker died, behind the batches they cannot send. Default 500 ms.
+	ReorderStall time.Duration
 }
+
+// DefaultReorderStall is Options.ReorderStall's default.
+const DefaultReorderStall = 500 * time.Millisecond
 
 // DefaultResumeWait is Options.ResumeWait's default.
 const DefaultResumeWait = 2 * time.Minute
@@ -156,6 +166,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.LossWait == 0 {
 		o.LossWait = 5 * time.Second
+	}
+	if o.ReorderStall <= 0 {
+		o.ReorderStall = DefaultReorderStall
 	}
 	if o.ResumeWait == 0 {
 		o.ResumeWait = DefaultResumeWait

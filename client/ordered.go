@@ -10,6 +10,7 @@ import (
 	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/internal/order"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/ranges"
 )
 
 // Deterministic order, the consumer's side (docs/jobs/deterministic-order.md).
@@ -40,6 +41,13 @@ type ReorderStats struct {
 	Epoch  int64  `json:"epoch"`
 	Window uint64 `json:"window"`
 	Batch  uint64 `json:"batch"`
+	// AheadWindows is how far ahead of the next batch's window a stream's
+	// batch may be before the stream waits (half of Bound's worth of
+	// windows); StreamWaits counts the waits, StallEscapes those that
+	// ended because the next batch was awaited Options.ReorderStall.
+	AheadWindows uint64 `json:"ahead_windows"`
+	StreamWaits  int64  `json:"stream_waits"`
+	StallEscapes int64  `json:"stall_escapes"`
 }
 
 // okey is a batch's place in the sequence.
@@ -74,6 +82,16 @@ type orderedRun struct {
 	peak int
 	dups int64
 
+	// The gate (gateOrdered): a stream whose batch is soft windows or
+	// more ahead of the cursor waits for it to move (moved is closed
+	// and replaced when it does, at lastMove), or for stall without a
+	// move. held counts the waits, escapes those that ended by stall.
+	soft, nw      uint64
+	stall         time.Duration
+	moved         chan struct{}
+	lastMove      time.Time
+	held, escapes int64
+
 	// The audit (audit.go): per epoch, the digest of what was returned;
 	// ids are the element ids of window idsAt.
 	digests map[int64]order.Digest
@@ -84,7 +102,15 @@ type orderedRun struct {
 // newOrderedRun starts at the first batch the checkpoint from (nil: none)
 // does not cover.
 func newOrderedRun(plan pipeline.OrderPlan, epochs int64, bound int, from *checkpoint) (*orderedRun, error) {
-	r := &orderedRun{plan: plan, epochs: epochs, bound: bound, buf: map[okey]item{}, digests: map[int64]order.Digest{}}
+	r := &orderedRun{plan: plan, epochs: epochs, bound: bound, buf: map[okey]item{}, digests: map[int64]order.Digest{},
+		moved: make(chan struct{}), lastMove: time.Now()}
+	perWindow := max((plan.Block*plan.Window+plan.BatchSize-1)/plan.BatchSize, 1)
+	r.soft = max(uint64(bound)/2/perWindow, 1)
+	l0, err := plan.Layout(0)
+	if err != nil {
+		return nil, err
+	}
+	r.nw, r.stall = l0.Windows(), DefaultReorderStall
 	if from == nil {
 		return r, r.enter(okey{})
 	}
@@ -189,6 +215,8 @@ func (r *orderedRun) take() (item, bool, error) {
 	if err := r.audit(x); err != nil {
 		return item{}, false, err
 	}
+	close(r.moved)
+	r.moved, r.lastMove = make(chan struct{}), time.Now()
 	next := r.cur
 	next.k++
 	return x, true, r.enter(next)
@@ -196,7 +224,54 @@ func (r *orderedRun) take() (item, bool, error) {
 
 func (r *orderedRun) stats() *ReorderStats {
 	return &ReorderStats{Held: len(r.buf), Peak: r.peak, Bound: r.bound, Duplicates: r.dups,
-		Epoch: r.cur.epoch, Window: r.cur.w, Batch: r.cur.k}
+		Epoch: r.cur.epoch, Window: r.cur.w, Batch: r.cur.k,
+		AheadWindows: r.soft, StreamWaits: r.held, StallEscapes: r.escapes}
+}
+
+// ahead is how many windows k is past the cursor's (0 for one at or
+// before it).
+func (r *orderedRun) ahead(k okey) uint64 {
+	if !r.cur.less(k) || r.nw == 0 {
+		return 0
+	}
+	return uint64(k.epoch-r.cur.epoch)*r.nw + k.w - r.cur.w
+}
+
+// gateOrdered holds a stream's batch x back while it is too far ahead of
+// the cursor (orderedRun.soft windows), until the cursor moves close
+// enough or stalls for Options.ReorderStall: a stream that waits
+// backpressures its worker only, and the others go on.
+func (it *Iterator) gateOrdered(ctx context.Context, r *orderedRun, x item) error {
+	k, err := r.keyOf(x)
+	if err != nil {
+		return nil // Next says so
+	}
+	counted := false
+	for {
+		it.mu.Lock()
+		wait := r.stall - time.Since(r.lastMove)
+		ok := r.done || r.ahead(k) < r.soft || wait <= 0
+		if ok && wait <= 0 && counted {
+			r.escapes++
+		}
+		if !ok && !counted {
+			r.held, counted = r.held+1, true
+		}
+		moved := r.moved
+		it.mu.Unlock()
+		if ok {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-moved:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		t.Stop()
+	}
 }
 
 // nextOrdered is Next for a deterministic job.
@@ -279,4 +354,40 @@ func orderedFor(spec *pipeline.Spec, n jobspec.Normalized, from *checkpoint) (*o
 		return nil, fmt.Errorf("%w: num_consumers %d: deterministic order serves one consumer per job so far (consumer i of N is the plan: docs/jobs/deterministic-order.md)", ErrJobOptions, k)
 	}
 	return newOrderedRun(plan, n.Job().Epochs(), n.Consumer().ReorderBatches(), from)
+}
+
+// orderPos is a deterministic consumer's position in a checkpoint: the
+// next batch of its sequence.
+type orderPos struct {
+	Epoch  int64  `cbor:"1,keyasint"`
+	Window uint64 `cbor:"2,keyasint"`
+	Batch  uint64 `cbor:"3,keyasint"`
+}
+
+// expandPosition is what a consumer at position p returned, in the
+// cluster's terms: every epoch before p's, and of p's epoch the windows
+// before p's whole and p's batches before p's.
+func expandPosition(spec *pipeline.Spec, p orderPos) (ranges.Delivered, error) {
+	plan, ok, err := pipeline.OrderOf(spec)
+	if err != nil {
+		return ranges.Delivered{}, err
+	}
+	if !ok {
+		return ranges.Delivered{}, fmt.Errorf("it is a deterministic job's (it has a position), and the spec's order is any")
+	}
+	d := ranges.Delivered{DoneBefore: p.Epoch}
+	l, err := plan.Layout(p.Epoch)
+	if err != nil {
+		return d, err
+	}
+	if p.Window > l.Windows() || p.Window == l.Windows() && p.Batch > 0 {
+		return d, fmt.Errorf("position: window %d of %d", p.Window, l.Windows())
+	}
+	for w := range p.Window {
+		d.Return(p.Epoch, int64(w), 0, int64(l.WindowLen(w)))
+	}
+	if hi := min(p.Batch*plan.BatchSize, l.WindowLen(p.Window)); p.Batch > 0 {
+		d.Return(p.Epoch, int64(p.Window), 0, int64(hi))
+	}
+	return d, nil
 }

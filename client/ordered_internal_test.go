@@ -172,3 +172,32 @@ func TestOrderedRunAudit(t *testing.T) {
 		t.Fatalf("a dropped element: %+v", c)
 	}
 }
+
+// TestExpandPosition: a position expands to the batches before it, which
+// the reorder buffer's resume turns back into the same position.
+func TestExpandPosition(t *testing.T) {
+	spec := &pipeline.Spec{Source: pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 300, SplitSize: 10}},
+		Ops: []pipeline.Op{{Batch: &pipeline.BatchOp{Size: 5}}}, Seed: 9, Order: pipeline.OrderDeterministic, OrderBlock: 8, OrderWindow: 3}
+	plan, _, err := pipeline.OrderOf(spec)
+	if err != nil || plan != orderedPlan {
+		t.Fatalf("plan %+v, want %+v (%v)", plan, orderedPlan, err)
+	}
+	want := sequence(t, 2)
+	for _, at := range []int{0, 3, 5, 17, len(want)/2 - 1, len(want) / 2, len(want) - 1} {
+		p := want[at].prov[0]
+		d, err := expandPosition(spec, orderPos{Epoch: p.Epoch, Window: uint64(p.Split), Batch: uint64(p.Lo) / plan.BatchSize})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := newOrderedRun(plan, 2, 10, &checkpoint{Delivered: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.cur.epoch != p.Epoch || r.cur.w != uint64(p.Split) || r.cur.k != uint64(p.Lo)/plan.BatchSize {
+			t.Fatalf("batch %d: cursor %+v, want %+v", at, r.cur, p)
+		}
+	}
+	if _, err := expandPosition(spec, orderPos{Window: 1 << 20}); err == nil {
+		t.Fatal("a position past the epoch's windows expanded")
+	}
+}

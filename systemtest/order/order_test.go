@@ -282,6 +282,9 @@ func TestResumeOnAnotherSize(t *testing.T) {
 	}
 	same(t, "before the checkpoint", before.ids, want[:at], 0)
 	t.Logf("checkpoint after %d batches: %d bytes", at, len(ck))
+	if len(ck) >= 1024 {
+		t.Errorf("checkpoint of %d bytes: a deterministic job's is a position, under 1 KB", len(ck))
+	}
 	c := testcluster.Start(t, 3)
 	cl := dial(t, c)
 	o := options("det-resume")
