@@ -114,12 +114,13 @@ type Options struct {
 	// either way: Close, or Dial when it fails, closes it. Only a *net.UDPConn gets the
 	// transport's GRO; benchmarks wrap one to emulate a slower link.
 	PacketConn net.PacketConn
-	// ReorderStall (deterministic jobs: JobOptions.Order) is how long the
-	// next batch of the sequence may be awaited before the streams held
-	// back for being too far ahead of it (half of ReorderBatches' worth
-	// of windows) are let go on (up to ReorderBatches, the hard bound):
-	// their workers may hold the window awaited, leased again after its
-	// worker died, behind the batches they cannot send. Default 500 ms.
+	// ReorderStall (deterministic jobs: JobOptions.Order): a stream whose
+	// batch is more than half of ReorderBatches' worth of windows ahead
+	// of the next batch of the sequence waits; for every ReorderStall the
+	// next batch is awaited, streams one window further ahead go on
+	// (their workers may hold the window awaited, leased again after its
+	// worker died, behind batches they cannot send), up to ReorderBatches,
+	// the hard bound. Default 500 ms.
 	ReorderStall time.Duration
 }
 

@@ -43,8 +43,9 @@ type ReorderStats struct {
 	Batch  uint64 `json:"batch"`
 	// AheadWindows is how far ahead of the next batch's window a stream's
 	// batch may be before the stream waits (half of Bound's worth of
-	// windows); StreamWaits counts the waits, StallEscapes those that
-	// ended because the next batch was awaited Options.ReorderStall.
+	// windows, one more for every Options.ReorderStall the next batch is
+	// awaited); StreamWaits counts the waits, StallEscapes the batches let
+	// through by that widening.
 	AheadWindows uint64 `json:"ahead_windows"`
 	StreamWaits  int64  `json:"stream_waits"`
 	StallEscapes int64  `json:"stall_escapes"`
@@ -238,9 +239,11 @@ func (r *orderedRun) ahead(k okey) uint64 {
 }
 
 // gateOrdered holds a stream's batch x back while it is too far ahead of
-// the cursor (orderedRun.soft windows), until the cursor moves close
-// enough or stalls for Options.ReorderStall: a stream that waits
-// backpressures its worker only, and the others go on.
+// the cursor: orderedRun.soft windows, widened by one window for every
+// Options.ReorderStall the cursor has not moved (a worker may hold the
+// window awaited, leased again after its worker died, behind batches
+// the gate holds back). A stream that waits backpressures its worker
+// only; the others go on.
 func (it *Iterator) gateOrdered(ctx context.Context, r *orderedRun, x item) error {
 	k, err := r.keyOf(x)
 	if err != nil {
@@ -249,12 +252,14 @@ func (it *Iterator) gateOrdered(ctx context.Context, r *orderedRun, x item) erro
 	counted := false
 	for {
 		it.mu.Lock()
-		wait := r.stall - time.Since(r.lastMove)
-		ok := r.done || r.ahead(k) < r.soft || wait <= 0
-		if ok && wait <= 0 && counted {
+		since := time.Since(r.lastMove)
+		extra := uint64(since / r.stall)
+		ahead := r.ahead(k)
+		ok := r.done || ahead < r.soft+extra
+		switch {
+		case ok && ahead >= r.soft:
 			r.escapes++
-		}
-		if !ok && !counted {
+		case !ok && !counted:
 			r.held, counted = r.held+1, true
 		}
 		moved := r.moved
@@ -262,7 +267,7 @@ func (it *Iterator) gateOrdered(ctx context.Context, r *orderedRun, x item) erro
 		if ok {
 			return nil
 		}
-		t := time.NewTimer(wait)
+		t := time.NewTimer(r.stall - since%r.stall)
 		select {
 		case <-moved:
 		case <-t.C:
