@@ -37,15 +37,18 @@ const (
 	MaxOrderWindowElements = 1 << 20
 )
 
-// normalizeOrder writes s's order into out in canonical form: "" for any,
+// normalizeOrder writes s's order into out in canonical form: "" for any
+// (without block and window: they apply under deterministic order only,
+// which a consumer may set after the spec is parsed: JobOptions.Order),
 // block and window defaults for deterministic.
 func normalizeOrder(s, out *Spec) {
 	out.Order = strings.ToLower(strings.TrimSpace(s.Order))
 	if out.Order == OrderAny {
 		out.Order = ""
 	}
-	out.OrderBlock, out.OrderWindow = s.OrderBlock, s.OrderWindow
+	out.OrderBlock, out.OrderWindow = 0, 0
 	if out.Order == OrderDeterministic {
+		out.OrderBlock, out.OrderWindow = s.OrderBlock, s.OrderWindow
 		if out.OrderBlock == 0 {
 			out.OrderBlock = DefaultOrderBlock
 		}
@@ -64,9 +67,6 @@ func checkOrderFields(n *Spec, add func(path, format string, args ...any)) {
 		return
 	}
 	if n.Order == "" {
-		if n.OrderBlock != 0 || n.OrderWindow != 0 {
-			add("order_block", "order_block and order_window are for order: deterministic")
-		}
 		return
 	}
 	switch {

@@ -116,6 +116,28 @@ func TestOrderWindowsAsSplits(t *testing.T) {
 	}
 }
 
+// TestOrderBlockUnderAny: order_block and order_window are inert under
+// order any (a consumer may ask for deterministic order after the spec
+// is parsed), and not in its fingerprint.
+func TestOrderBlockUnderAny(t *testing.T) {
+	a, b := orderSpec(100, 10, false), orderSpec(100, 10, false)
+	a.Order, b.Order, b.OrderBlock, b.OrderWindow = "", "any", 0, 0
+	if err := a.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	fa, err := a.Fingerprint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := b.Fingerprint()
+	if err != nil || fa != fb {
+		t.Fatalf("fingerprints %s and %s (%v)", fa, fb, err)
+	}
+	if _, ok, _ := OrderOf(a); ok {
+		t.Fatal("order any has an order plan")
+	}
+}
+
 // TestOrderRefuses: what deterministic order does not take yet is
 // refused, naming the op or field.
 func TestOrderRefuses(t *testing.T) {
@@ -129,7 +151,6 @@ func TestOrderRefuses(t *testing.T) {
 		}, "ops[0].filter"},
 		{func(s *Spec) { s.Ops = append(s.Ops, Op{Batch: &BatchOp{Size: 2}}) }, "one batching op"},
 		{func(s *Spec) { s.Order = "random" }, `order: "random"`},
-		{func(s *Spec) { s.Order = ""; s.OrderBlock = 3 }, "order_block"},
 		{func(s *Spec) { s.OrderBlock, s.OrderWindow = 1<<20, 2 }, "order_window"},
 		{func(s *Spec) {
 			s.Source = Source{Files: &FilesSource{Paths: []string{"/nonexistent/*.txt"}, Format: "lines"}}
