@@ -88,29 +88,34 @@ func (r *orderedRun) report() []EpochAudit {
 	return out
 }
 
-// expected is the digest of every element of epoch e that batches hold
-// (without drop_remainder's dropped rows: with drop_remainder the
-// layout's windows say which).
+// expected is the digest of every element of epoch e that the batches
+// of the sequence hold, less the skipped batches (and, with
+// drop_remainder, the rows it drops), from the layout alone: O(the
+// epoch's elements).
 func (r *orderedRun) expected(e int64) order.Digest {
 	var d order.Digest
 	key := r.digestKey(e)
-	if !r.plan.DropRemainder {
-		for id := range r.plan.Elements {
-			d.Add(key, 0, id)
-		}
+	g, err := r.globalOf(okey{epoch: e})
+	if err != nil {
 		return d
 	}
 	l, err := r.plan.Layout(e)
 	if err != nil {
 		return d
 	}
+	b := r.plan.BatchSize
 	for w := range l.Windows() {
 		ids, err := l.Window(w)
 		if err != nil {
 			return d
 		}
-		for _, id := range ids[:r.plan.WindowBatches(l, w)*r.plan.BatchSize] {
-			d.Add(key, 0, id)
+		for k := range r.plan.WindowBatches(l, w) {
+			if !r.skips.Contains(g) {
+				for _, id := range ids[k*b : min((k+1)*b, uint64(len(ids)))] {
+					d.Add(key, 0, id)
+				}
+			}
+			g++
 		}
 	}
 	return d

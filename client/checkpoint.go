@@ -84,6 +84,9 @@ type checkpoint struct {
 	// is left empty (but for DoneBefore) and the resume computes it from
 	// the layout (expandPosition): a checkpoint of a position, not a set.
 	Position *orderPos `cbor:"14,keyasint,omitempty"`
+	// Skips (deterministic jobs) are the consumer's
+	// JobOptions.SkipBatches.
+	Skips [][2]int64 `cbor:"15,keyasint,omitempty"`
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -134,6 +137,14 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 		return nil, bad("incomplete: job %q, dataset %q, consumer %q", c.Job, c.Fingerprint, c.Consumer)
 	case c.Epochs < 1 || c.NumSplits < 0 || c.Consumers < 1 || c.Consumers > jobspec.MaxResumeParts || c.Batches < 0:
 		return nil, bad("epochs %d, splits %d, consumers %d, batches %d", c.Epochs, c.NumSplits, c.Consumers, c.Batches)
+	}
+	if len(c.Skips) > jobspec.MaxSkipRanges {
+		return nil, bad("%d skip ranges, at most %d", len(c.Skips), jobspec.MaxSkipRanges)
+	}
+	for _, s := range c.Skips {
+		if s[0] < 0 || s[1] <= s[0] {
+			return nil, bad("skip range [%d, %d)", s[0], s[1])
+		}
 	}
 	if err := c.Delivered.Validate(c.NumSplits, c.Epochs, jobspec.MaxEpochs, maxCheckpointIntervals); err != nil {
 		return nil, bad("%v", err)
@@ -408,6 +419,7 @@ func (it *Iterator) Checkpoint() ([]byte, error) {
 		it.mu.Lock()
 		c.Audit = r.entries()
 		c.Position = &orderPos{Epoch: r.cur.epoch, Window: r.cur.w, Batch: r.cur.k}
+		c.Skips = r.skipRs
 		it.mu.Unlock()
 		c.Delivered = ranges.Delivered{DoneBefore: c.Position.Epoch}
 	}

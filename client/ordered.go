@@ -41,6 +41,11 @@ type ReorderStats struct {
 	Epoch  int64  `json:"epoch"`
 	Window uint64 `json:"window"`
 	Batch  uint64 `json:"batch"`
+	// Step is the next batch's place in the run's sequence (numbered
+	// without skips: what JobOptions.SkipBatches names); Skipped counts
+	// the batches passed over.
+	Step    uint64 `json:"step"`
+	Skipped int64  `json:"skipped"`
 	// AheadWindows is how far ahead of the next batch's window a stream's
 	// batch may be before the stream waits (half of Bound's worth of
 	// windows, one more for every Options.ReorderStall the next batch is
@@ -83,6 +88,14 @@ type orderedRun struct {
 	peak int
 	dups int64
 
+	// g is the cursor's batch in the run's sequence (numbered without
+	// skips); skips the ranges of it passed over (JobOptions.SkipBatches),
+	// skipped how many were.
+	g       uint64
+	skips   order.Gaps
+	skipRs  [][2]int64
+	skipped int64
+
 	// The gate (gateOrdered): a stream whose batch is soft windows or
 	// more ahead of the cursor waits for it to move (moved is closed
 	// and replaced when it does, at lastMove), or for stall without a
@@ -101,8 +114,69 @@ type orderedRun struct {
 }
 
 // newOrderedRun starts at the first batch the checkpoint from (nil: none)
-// does not cover.
-func newOrderedRun(plan pipeline.OrderPlan, epochs int64, bound int, from *checkpoint) (*orderedRun, error) {
+// does not cover, passing over skips (sorted, disjoint ranges of the
+// run's sequence).
+func newOrderedRun(plan pipeline.OrderPlan, epochs int64, bound int, from *checkpoint, skips [][2]int64) (*orderedRun, error) {
+	r, err := startOrderedRun(plan, epochs, bound, from)
+	if err != nil || r.done {
+		return r, err
+	}
+	var rs []order.Range
+	for _, s := range skips {
+		rs = append(rs, order.Range{Lo: uint64(s[0]), Hi: uint64(s[1])})
+	}
+	r.skips, r.skipRs = order.NewGaps(rs...), skips
+	if r.g, err = r.globalOf(r.cur); err != nil {
+		return nil, err
+	}
+	return r, r.settle()
+}
+
+// globalOf is k's place in the run's sequence, numbered without skips.
+func (r *orderedRun) globalOf(k okey) (uint64, error) {
+	var g uint64
+	for e := range k.epoch + 1 {
+		l, err := r.plan.Layout(e)
+		if err != nil {
+			return 0, err
+		}
+		last := l.Windows()
+		if e == k.epoch {
+			last = k.w
+		}
+		for w := range last {
+			g += r.plan.WindowBatches(l, w)
+		}
+	}
+	return g + k.k, nil
+}
+
+// settle moves the cursor past the skipped batches it is on, dropping
+// any that arrived.
+func (r *orderedRun) settle() error {
+	for !r.done && r.skips.Contains(r.g) {
+		if x, ok := r.buf[r.cur]; ok {
+			delete(r.buf, r.cur)
+			x.b.Release()
+		}
+		r.skipped++
+		if err := r.step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// step moves the cursor to the next batch of the sequence.
+func (r *orderedRun) step() error {
+	next := r.cur
+	next.k++
+	r.g++
+	return r.enter(next)
+}
+
+// startOrderedRun is newOrderedRun without the skips.
+func startOrderedRun(plan pipeline.OrderPlan, epochs int64, bound int, from *checkpoint) (*orderedRun, error) {
 	r := &orderedRun{plan: plan, epochs: epochs, bound: bound, buf: map[okey]item{}, digests: map[int64]order.Digest{},
 		moved: make(chan struct{}), lastMove: time.Now()}
 	perWindow := max((plan.Block*plan.Window+plan.BatchSize-1)/plan.BatchSize, 1)
@@ -218,14 +292,15 @@ func (r *orderedRun) take() (item, bool, error) {
 	}
 	close(r.moved)
 	r.moved, r.lastMove = make(chan struct{}), time.Now()
-	next := r.cur
-	next.k++
-	return x, true, r.enter(next)
+	if err := r.step(); err != nil {
+		return item{}, false, err
+	}
+	return x, true, r.settle()
 }
 
 func (r *orderedRun) stats() *ReorderStats {
 	return &ReorderStats{Held: len(r.buf), Peak: r.peak, Bound: r.bound, Duplicates: r.dups,
-		Epoch: r.cur.epoch, Window: r.cur.w, Batch: r.cur.k,
+		Epoch: r.cur.epoch, Window: r.cur.w, Batch: r.cur.k, Step: r.g, Skipped: r.skipped,
 		AheadWindows: r.soft, StreamWaits: r.held, StallEscapes: r.escapes}
 }
 
@@ -358,7 +433,11 @@ func orderedFor(spec *pipeline.Spec, n jobspec.Normalized, from *checkpoint) (*o
 	if k := n.Job().NumConsumers(); k > 1 {
 		return nil, fmt.Errorf("%w: num_consumers %d: deterministic order serves one consumer per job so far (consumer i of N is the plan: docs/jobs/deterministic-order.md)", ErrJobOptions, k)
 	}
-	return newOrderedRun(plan, n.Job().Epochs(), n.Consumer().ReorderBatches(), from)
+	skips := n.Consumer().SkipBatches()
+	if len(skips) == 0 && from != nil {
+		skips = from.Skips // a resume that names none keeps the checkpoint's
+	}
+	return newOrderedRun(plan, n.Job().Epochs(), n.Consumer().ReorderBatches(), from, skips)
 }
 
 // orderPos is a deterministic consumer's position in a checkpoint: the

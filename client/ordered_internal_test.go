@@ -40,7 +40,7 @@ func sequence(t *testing.T, epochs int64) []item {
 // than its bound, and one more is refused naming it.
 func TestOrderedRunReorders(t *testing.T) {
 	want := sequence(t, 2)
-	r, err := newOrderedRun(orderedPlan, 2, len(want), nil)
+	r, err := newOrderedRun(orderedPlan, 2, len(want), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestOrderedRunReorders(t *testing.T) {
 		t.Errorf("%d duplicates, want 3", r.dups)
 	}
 	// A bound of 2: the third batch ahead of the cursor is refused.
-	r, _ = newOrderedRun(orderedPlan, 2, 2, nil)
+	r, _ = newOrderedRun(orderedPlan, 2, 2, nil, nil)
 	for i, x := range want[1:4] {
 		_, err := r.put(x)
 		if (i == 2) != errors.Is(err, ErrReorderBound) {
@@ -99,7 +99,7 @@ func TestOrderedRunResume(t *testing.T) {
 				d.Return(p.Epoch, p.Split, p.Lo, p.Hi)
 			}
 		}
-		r, err := newOrderedRun(orderedPlan, 2, 10, &checkpoint{Delivered: d})
+		r, err := newOrderedRun(orderedPlan, 2, 10, &checkpoint{Delivered: d}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,21 +138,21 @@ func drain(t *testing.T, r *orderedRun, in []item) int {
 // dropped it) makes its epoch's audit differ, one element short.
 func TestOrderedRunAudit(t *testing.T) {
 	want := sequence(t, 2)
-	r, _ := newOrderedRun(orderedPlan, 2, 10, nil)
+	r, _ := newOrderedRun(orderedPlan, 2, 10, nil, nil)
 	drain(t, r, want)
 	a := r.report()
 	if len(a) != 2 || !a[0].Match || !a[1].Match || a[0].Elements != orderedPlan.Elements {
 		t.Fatalf("whole run: %+v", a)
 	}
 	// Cut after 61 batches, resumed from the checkpoint's digests.
-	r, _ = newOrderedRun(orderedPlan, 2, 10, nil)
+	r, _ = newOrderedRun(orderedPlan, 2, 10, nil, nil)
 	drain(t, r, want[:61])
 	d := ranges.Delivered{Returned: map[int64]map[int64]ranges.Set{}}
 	for _, x := range want[:61] {
 		p := x.prov[0]
 		d.Return(p.Epoch, p.Split, p.Lo, p.Hi)
 	}
-	r2, err := newOrderedRun(orderedPlan, 2, 10, &checkpoint{Delivered: d, Audit: r.entries()})
+	r2, err := newOrderedRun(orderedPlan, 2, 10, &checkpoint{Delivered: d, Audit: r.entries()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestOrderedRunAudit(t *testing.T) {
 	p := bad[7].prov[0]
 	p.Hi--
 	bad[7] = item{prov: []batch.ProvRange{p}}
-	r, _ = newOrderedRun(orderedPlan, 2, 10, nil)
+	r, _ = newOrderedRun(orderedPlan, 2, 10, nil, nil)
 	drain(t, r, bad)
 	c := r.report()
 	if c[0].Match || c[0].Elements != orderedPlan.Elements-1 || !c[1].Match {
@@ -189,7 +189,7 @@ func TestExpandPosition(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := newOrderedRun(plan, 2, 10, &checkpoint{Delivered: d})
+		r, err := newOrderedRun(plan, 2, 10, &checkpoint{Delivered: d}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,5 +199,93 @@ func TestExpandPosition(t *testing.T) {
 	}
 	if _, err := expandPosition(spec, orderPos{Window: 1 << 20}); err == nil {
 		t.Fatal("a position past the epoch's windows expanded")
+	}
+}
+
+// TestOrderedRunSkips: skipped ranges of the run's sequence (one across
+// the epochs' boundary) are passed over, whether their batches arrived
+// or not, and nothing else is; the audit leaves them out; a resume from
+// within the run keeps skipping from the checkpoint.
+func TestOrderedRunSkips(t *testing.T) {
+	want := sequence(t, 2)
+	half := int64(len(want) / 2)
+	skips := [][2]int64{{0, 2}, {7, 11}, {half - 1, half + 3}}
+	skipped := func(i int) bool {
+		for _, s := range skips {
+			if int64(i) >= s[0] && int64(i) < s[1] {
+				return true
+			}
+		}
+		return false
+	}
+	var kept []item
+	for i, x := range want {
+		if !skipped(i) {
+			kept = append(kept, x)
+		}
+	}
+	r, err := newOrderedRun(orderedPlan, 2, len(want), nil, skips)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []item
+	in := append([]item(nil), want...)
+	rand.New(rand.NewPCG(3, 4)).Shuffle(len(in), func(i, j int) { in[i], in[j] = in[j], in[i] })
+	for _, x := range in {
+		if _, err := r.put(x); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			y, ok, err := r.take()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+			got = append(got, y)
+		}
+	}
+	if len(got) != len(kept) || !r.done {
+		t.Fatalf("%d batches (done %v), want %d", len(got), r.done, len(kept))
+	}
+	for i := range kept {
+		if got[i].prov[0] != kept[i].prov[0] {
+			t.Fatalf("batch %d: %+v, want %+v", i, got[i].prov[0], kept[i].prov[0])
+		}
+	}
+	if r.skipped != 10 {
+		t.Errorf("%d skipped, want 10", r.skipped)
+	}
+	for _, a := range r.report() {
+		if !a.Match {
+			t.Errorf("audit with skips: %+v", a)
+		}
+	}
+	// Resume after 12 batches of the run (6 kept: the first two skips
+	// passed over).
+	r, _ = newOrderedRun(orderedPlan, 2, len(want), nil, skips)
+	n := drain(t, r, want[:12])
+	if n != 6 || r.g != 12 {
+		t.Fatalf("%d batches out, cursor at %d", n, r.g)
+	}
+	p := orderPos{Epoch: r.cur.epoch, Window: r.cur.w, Batch: r.cur.k}
+	spec := &pipeline.Spec{Source: pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 300, SplitSize: 10}},
+		Ops: []pipeline.Op{{Batch: &pipeline.BatchOp{Size: 5}}}, Seed: 9, Order: pipeline.OrderDeterministic, OrderBlock: 8, OrderWindow: 3}
+	d, err := expandPosition(spec, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := newOrderedRun(orderedPlan, 2, len(want), &checkpoint{Delivered: d, Audit: r.entries(), Skips: r.skipRs}, r.skipRs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := drain(t, r2, want[12:]); m != len(kept)-6 {
+		t.Fatalf("resumed: %d batches, want %d", m, len(kept)-6)
+	}
+	for _, a := range r2.report() {
+		if !a.Match {
+			t.Errorf("resumed audit with skips: %+v", a)
+		}
 	}
 }

@@ -1,7 +1,9 @@
 package jobspec
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -37,7 +39,7 @@ func (n Normalized) Options() Options {
 	o.Name = n.name
 	c := n.consumer
 	o.ConsumerIndex, o.Resume, o.Offload, o.LocalCPUs = c.index, c.resume, c.request(), c.localCPUs
-	o.Order, o.Seed, o.ReorderBatches = c.order, c.seed, c.reorder
+	o.Order, o.Seed, o.ReorderBatches, o.SkipBatches = c.order, c.seed, c.reorder, c.SkipBatches()
 	return o
 }
 
@@ -70,6 +72,40 @@ type Consumer struct {
 	order        string // "", any or deterministic: for the spec
 	seed         uint64 // 0: the spec's
 	reorder      int
+	skips        [][2]int64 // sorted, disjoint, not touching
+}
+
+// SkipBatches are the ranges of its batch sequence the consumer passes
+// over (JobOptions.SkipBatches): sorted, disjoint and not touching.
+func (c Consumer) SkipBatches() [][2]int64 {
+	if len(c.skips) == 0 {
+		return nil
+	}
+	return append([][2]int64(nil), c.skips...)
+}
+
+// normalizeSkips checks skip ranges and returns them sorted and merged.
+func normalizeSkips(rs [][2]int64) ([][2]int64, error) {
+	if len(rs) > MaxSkipRanges {
+		return nil, fmt.Errorf("skip_batches: %d ranges, at most %d", len(rs), MaxSkipRanges)
+	}
+	var out [][2]int64
+	for _, r := range rs {
+		if r[0] < 0 || r[1] <= r[0] {
+			return nil, fmt.Errorf("skip_batches: [%d, %d): want 0 <= lo < hi", r[0], r[1])
+		}
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	merged := out[:0]
+	for _, r := range out {
+		if n := len(merged); n > 0 && r[0] <= merged[n-1][1] {
+			merged[n-1][1] = max(merged[n-1][1], r[1])
+			continue
+		}
+		merged = append(merged, r)
+	}
+	return merged, nil
 }
 
 // Order is the order the consumer asks to write into the spec: "" (the
@@ -140,6 +176,9 @@ func newConsumer(o, job Options) (Consumer, error) {
 	case "", ValAny, ValDeterministic:
 	default:
 		return Consumer{}, fmt.Errorf("order %q: want any or deterministic", o.Order)
+	}
+	if c.skips, err = normalizeSkips(o.SkipBatches); err != nil {
+		return Consumer{}, err
 	}
 	if c.reorder < 0 || c.reorder > MaxReorderBatches {
 		return Consumer{}, fmt.Errorf("reorder_batches %d: want 0 (the default, %d) up to %d", c.reorder, DefaultReorderBatches, MaxReorderBatches)

@@ -164,6 +164,14 @@ type Options struct {
 	// those it must return first. A consumer that would hold more fails,
 	// naming the bound. 0: DefaultReorderBatches.
 	ReorderBatches int `cbor:"-" json:"reorder_batches,omitempty"`
+	// SkipBatches (order deterministic; the consumer's) are ranges
+	// [lo, hi) of the consumer's batch sequence over the run (its steps:
+	// epoch 0's batches, then epoch 1's, …, as numbered without skips)
+	// that it passes over: every other batch is returned, in the same
+	// order. At most MaxSkipRanges. A checkpoint records them; a resume
+	// that gives none keeps the checkpoint's, one that gives some uses
+	// its own.
+	SkipBatches [][2]int64 `cbor:"-" json:"skip_batches,omitempty"`
 }
 
 // Defaults of the zero Options fields.
@@ -175,6 +183,8 @@ const (
 	DefaultReorderBatches = 4096
 	// MaxReorderBatches bounds ReorderBatches.
 	MaxReorderBatches = 1 << 20
+	// MaxSkipRanges bounds SkipBatches.
+	MaxSkipRanges = 16
 )
 
 // Normalize fills o's defaults and checks every rule of a job and of its
@@ -208,7 +218,7 @@ func (o Options) Normalize() (Normalized, error) {
 // jobPart is o without its name and the consumer's fields.
 func (o Options) jobPart() Options {
 	o.Name, o.ConsumerIndex, o.Resume, o.Offload, o.LocalCPUs = "", 0, nil, "", 0
-	o.Order, o.Seed, o.ReorderBatches = "", 0, 0
+	o.Order, o.Seed, o.ReorderBatches, o.SkipBatches = "", 0, 0, nil
 	return o
 }
 

@@ -264,6 +264,15 @@ def _workers_arg(workers):
     raise TypeError("feedmesh: workers=%r: want \"auto\", \"all\" or a count (int)" % (workers,))
 
 
+def _skips_arg(v):
+    """skip_batches as the library takes it: [[lo, hi], ...]; anything
+    else goes as it is, for the library to refuse naming the option."""
+    try:
+        return [[int(lo), int(hi)] for lo, hi in v]
+    except (TypeError, ValueError):
+        return v
+
+
 def _seconds_ns(name, v):
     if v is None:
         return None
@@ -415,7 +424,8 @@ class Client(_Closing):
                    autoscale_threshold: Optional[float] = None, autoscale_revisit: Optional[int] = None,
                    autoscale_pause: Optional[int] = None, offload_boundary: Optional[int] = None,
                    order: Optional[str] = None, seed: Optional[int] = None,
-                   reorder_batches: Optional[int] = None) -> Iterator:
+                   reorder_batches: Optional[int] = None,
+                   skip_batches: Optional[Sequence[Tuple[int, int]]] = None) -> Iterator:
         """Creates the job (or joins it, if one of that name exists with the
         same options) and returns an Iterator over its batches.
 
@@ -445,8 +455,10 @@ class Client(_Closing):
         (written into the spec, with seed when given) delivers the same
         sequence of batches at any cluster size, through node deaths and
         resumes, reordered here under reorder_batches (default 4096;
-        docs/jobs/deterministic-order.md); Iterator.audit() reports its
-        visitation digests."""
+        docs/jobs/deterministic-order.md); skip_batches, ranges (lo, hi)
+        of this reader's batch sequence over the run (its steps), passes
+        over those and nothing else (a checkpoint records them);
+        Iterator.audit() reports its visitation digests."""
         h = self._live()
         if coordinated is None:
             coordinated = consumer_index is not None
@@ -461,6 +473,7 @@ class Client(_Closing):
             "autoscale_threshold": autoscale_threshold, "autoscale_revisit": autoscale_revisit,
             "autoscale_pause": autoscale_pause, "offload_boundary": offload_boundary,
             "order": order, "seed": seed, "reorder_batches": reorder_batches,
+            "skip_batches": None if skip_batches is None else _skips_arg(skip_batches),
         }
         opts = {k: v for k, v in opts.items() if v is not None}
         kind, text = _spec_arg(spec)

@@ -315,6 +315,10 @@ class ReadTest(unittest.TestCase):
             tail = read_values(it)
             self.assertTrue(it.audit()[0]["match"])
         np.testing.assert_array_equal(np.concatenate([head, tail]), first)
+        with self.c.distribute(spec, job=job_name("det"), skip_batches=[(5, 10)], **opts) as it:
+            skipped = read_values(it)
+            self.assertEqual(it.stats()["reorder"]["skipped"], 5)
+        np.testing.assert_array_equal(skipped, np.concatenate([first[:5 * 16], first[10 * 16:]]))
         with self.c.distribute(spec, job=job_name("det"), order="deterministic", seed=99) as it:
             other = read_values(it)
         assert_once(self, other, n)

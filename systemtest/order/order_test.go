@@ -312,3 +312,65 @@ func TestResumeOnAnotherSize(t *testing.T) {
 	audited(t, it) // the digest of the part before the checkpoint came with it
 	t.Logf("resumed on 3 nodes: %d batches from workers %v", len(after.ids), after.workers)
 }
+
+// TestSkipBatches: skipped ranges of the run's sequence (one across the
+// epochs' boundary) are passed over and nothing else is, through a
+// checkpoint on 2 nodes resumed on 1 without naming them again; the
+// audit leaves them out and matches.
+func TestSkipBatches(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two clusters")
+	}
+	ref := reference(t)
+	perEpoch := len(ref) / epochs
+	skips := [][2]int64{{10, 20}, {int64(perEpoch) - 3, int64(perEpoch) + 5}}
+	var want [][]int64
+	for i, b := range ref {
+		in := false
+		for _, s := range skips {
+			in = in || int64(i) >= s[0] && int64(i) < s[1]
+		}
+		if !in {
+			want = append(want, b)
+		}
+	}
+	const at = 25 // kept batches before the checkpoint
+	o := options("det-skip", reorderBound)
+	o.SkipBatches = skips
+	before := &run{}
+	var ck []byte
+	{
+		c := testcluster.Start(t, 2)
+		cl := dial(t, c)
+		it, err := cl.Distribute(context.Background(), spec(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read(t, it, before, at, nil)
+		if ck, err = it.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		it.Close()
+		cl.Close()
+		c.Close()
+	}
+	same(t, "before the checkpoint", before.ids, want[:at], 0)
+	c := testcluster.Start(t, 1)
+	cl := dial(t, c)
+	o.SkipBatches, o.Resume = nil, ck // the checkpoint's skips
+	it, err := cl.Distribute(context.Background(), spec(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	after := &run{}
+	read(t, it, after, -1, nil)
+	same(t, "after the resume", after.ids, want, at)
+	st := it.Stats()
+	t.Logf("%d+%d batches; reorder %+v", len(before.ids), len(after.ids), *st.Reorder)
+	for _, a := range it.Audit() {
+		if !a.Complete || !a.Match {
+			t.Errorf("audit of epoch %d: %+v", a.Epoch, a)
+		}
+	}
+}
