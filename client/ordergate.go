@@ -59,4 +59,3 @@ func (it *Iterator) gateOrdered(ctx context.Context, r *orderedRun, x item) erro
 		t.Stop()
 	}
 }
-
