@@ -138,7 +138,10 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	case c.Epochs < 1 || c.NumSplits < 0 || c.Consumers < 1 || c.Consumers > jobspec.MaxResumeParts || c.Batches < 0:
 		return nil, bad("epochs %d, splits %d, consumers %d, batches %d", c.Epochs, c.NumSplits, c.Consumers, c.Batches)
 	}
-	if len(c.Skips) > jobspec.MaxSkipRanges {
+	if p := c.Position; p != nil && (p.Epoch < 0 || p.Epoch > c.Epochs || p.Epoch != c.Delivered.DoneBefore) {
+		return nil, bad("position in epoch %d of %d (done before %d)", p.Epoch, c.Epochs, c.Delivered.DoneBefore)
+	}
+		if len(c.Skips) > jobspec.MaxSkipRanges {
 		return nil, bad("%d skip ranges, at most %d", len(c.Skips), jobspec.MaxSkipRanges)
 	}
 	for _, s := range c.Skips {
