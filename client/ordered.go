@@ -380,7 +380,10 @@ func orderedFor(spec *pipeline.Spec, n jobspec.Normalized, from *checkpoint) (*o
 	if err != nil || !ok {
 		return nil, err
 	}
-	if k := n.Job().NumConsumers(); k > 1 {
+	if cut := n.Job().OffloadBoundary(); cut > 0 {
+		return nil, fmt.Errorf("%w: offload_boundary %d: deterministic order is not yet with a cut (the nodes would ship elements, not a window's batches)", ErrJobOptions, cut)
+	}
+		if k := n.Job().NumConsumers(); k > 1 {
 		return nil, fmt.Errorf("%w: num_consumers %d: deterministic order serves one consumer per job so far (consumer i of N is the plan: docs/jobs/deterministic-order.md)", ErrJobOptions, k)
 	}
 	skips := n.Consumer().SkipBatches()
