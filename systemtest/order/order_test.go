@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -372,5 +373,44 @@ func TestSkipBatches(t *testing.T) {
 		if !a.Complete || !a.Match {
 			t.Errorf("audit of epoch %d: %+v", a.Epoch, a)
 		}
+	}
+}
+
+// TestRefusals: what deterministic order does not serve yet is refused
+// at Distribute, before the job exists, naming the option or op.
+func TestRefusals(t *testing.T) {
+	c := testcluster.Start(t, 1)
+	cl := dial(t, c)
+	filtered := spec()
+	filtered.Ops = append([]pipeline.Op{{Filter: &pipeline.FilterOp{Fn: "length_between", Args: map[string]any{"tensor": "value", "max": 1}}}}, filtered.Ops...)
+	files := pipeline.NewSpec(pipeline.Source{Files: &pipeline.FilesSource{Paths: []string{t.TempDir() + "/*.txt"}, Format: "lines"}})
+	for _, tc := range []struct {
+		spec *pipeline.Spec
+		edit func(*client.JobOptions)
+		want string
+	}{
+		{spec(), func(o *client.JobOptions) { o.Sharding = jobspec.Off }, "order deterministic with sharding off: deterministic order needs sharding dynamic"},
+		{spec(), func(o *client.JobOptions) { o.Delivery = jobspec.AtMostOnce }, "order deterministic with delivery at-most-once"},
+		{spec(), func(o *client.JobOptions) { o.Share = true; o.Delivery = "" }, "order deterministic with share on"},
+		{spec(), func(o *client.JobOptions) { o.Offload = jobspec.OffloadLocal }, "order deterministic with offload local"},
+		{spec(), func(o *client.JobOptions) { o.NumConsumers = 2 }, "num_consumers 2: deterministic order serves one consumer"},
+		{spec(), func(o *client.JobOptions) { o.OffloadBoundary = 1 }, "offload_boundary 1: deterministic order is not yet with a cut"},
+		{filtered, func(*client.JobOptions) {}, "ops[0].filter: not yet under order: deterministic"},
+		{files, func(*client.JobOptions) {}, "reads range and synthetic sources so far"},
+	} {
+		o := options("det-refused", reorderBound)
+		tc.edit(&o)
+		it, err := cl.Distribute(context.Background(), tc.spec, o)
+		if err == nil {
+			it.Close()
+			t.Errorf("%q: accepted", tc.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want it to say %q", err, tc.want)
+		}
+	}
+	if jobs, err := cl.Jobs(context.Background()); err == nil && len(jobs) > 0 {
+		t.Errorf("a refused job exists: %+v", jobs)
 	}
 }
