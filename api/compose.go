@@ -1,8 +1,6 @@
 package api
 
 import (
-	"strings"
-
 	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/pipeline"
 )
@@ -18,6 +16,6 @@ func SpecFeatures(spec *pipeline.Spec) jobspec.SpecFeatures {
 		f.Take = f.Take || op.Take != nil
 		f.Skip = f.Skip || op.Skip != nil
 	}
-	f.Deterministic = strings.EqualFold(strings.TrimSpace(spec.Order), pipeline.OrderDeterministic)
+	f.Deterministic = spec.Deterministic()
 	return f
 }

@@ -150,6 +150,11 @@ func orderedSource(n *Spec, src *compiledSource) *compiledSource {
 	}
 }
 
+// Deterministic reports whether the spec's order is deterministic.
+func (s *Spec) Deterministic() bool {
+	return strings.EqualFold(strings.TrimSpace(s.Order), OrderDeterministic)
+}
+
 type epochKey struct{}
 
 // withEpoch tells a deterministic source's opener the job epoch it reads
