@@ -24,5 +24,6 @@ func SpecFeatures(spec *pipeline.Spec) jobspec.SpecFeatures {
 	if _, _, err := spec.FoldTakeSkip(); err != nil {
 		f.PerWorker = strings.TrimPrefix(err.Error(), pipeline.ErrTakeSkipPerWorker.Error()+": ")
 	}
+	f.Deterministic = spec.Deterministic()
 	return f
 }

@@ -83,6 +83,17 @@ type checkpoint struct {
 	// (resumeFrom), under the consumer's capability; absent when the
 	// cluster gave none (a node of an older release answered the attach).
 	MAC []byte `cbor:"13,keyasint,omitempty"`
+	// Audit (deterministic jobs): the visitation digests of the epochs
+	// the consumer returned batches of (audit.go).
+	Audit []auditEntry `cbor:"14,keyasint,omitempty"`
+	// Position (deterministic jobs) is the next batch of the sequence:
+	// what the consumer returned is every batch before it, so Delivered
+	// is left empty (but for DoneBefore) and the resume computes it from
+	// the layout (expandPosition): a checkpoint of a position, not a set.
+	Position *orderPos `cbor:"15,keyasint,omitempty"`
+	// Skips (deterministic jobs) are the consumer's
+	// JobOptions.SkipBatches.
+	Skips [][2]int64 `cbor:"16,keyasint,omitempty"`
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -137,6 +148,17 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	case c.Epochs < 1 || c.NumSplits < 0 || c.Consumers < 1 || c.Consumers > jobspec.MaxResumeParts || c.Batches < 0:
 		return nil, bad("epochs %d, splits %d, consumers %d, batches %d", c.Epochs, c.NumSplits, c.Consumers, c.Batches)
 	}
+	if p := c.Position; p != nil && (p.Epoch < 0 || p.Epoch > c.Epochs || p.Epoch != c.Delivered.DoneBefore) {
+		return nil, bad("position in epoch %d of %d (done before %d)", p.Epoch, c.Epochs, c.Delivered.DoneBefore)
+	}
+	if len(c.Skips) > jobspec.MaxSkipRanges {
+		return nil, bad("%d skip ranges, at most %d", len(c.Skips), jobspec.MaxSkipRanges)
+	}
+	for _, s := range c.Skips {
+		if s[0] < 0 || s[1] <= s[0] {
+			return nil, bad("skip range [%d, %d)", s[0], s[1])
+		}
+	}
 	if err := c.Delivered.Validate(c.NumSplits, c.Epochs, jobspec.MaxEpochs, maxCheckpointIntervals); err != nil {
 		return nil, bad("%v", err)
 	}
@@ -176,10 +198,19 @@ func resumeFrom(b []byte, spec *pipeline.Spec, n jobspec.Normalized) (*checkpoin
 	if len(diffs) > 0 {
 		return nil, nil, fmt.Errorf("%w: %s", ErrBadCheckpoint, strings.Join(diffs, "; "))
 	}
+	if c.Position != nil {
+		if c.Delivered, err = expandPosition(spec, *c.Position); err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, err)
+		}
+		if k := c.Delivered.Intervals(); k > maxCheckpointIntervals {
+			return nil, nil, fmt.Errorf("%w: its position is window %d of epoch %d, %d intervals of the cluster's record, more than a resume may hold (%d)", ErrBadCheckpoint, c.Position.Window, c.Position.Epoch, k, maxCheckpointIntervals)
+		}
+	}
 	return c, c.part(), nil
 }
 
-// part is the checkpoint's part, as the cluster takes it (with its MAC).
+// part is the checkpoint's part, as the cluster takes it (with its MAC;
+// a deterministic job's once its position is expanded).
 func (c *checkpoint) part() *api.ResumePart {
 	return &api.ResumePart{From: c.JobID, Part: c.Consumer, Want: c.Consumers, Delivered: c.Delivered, MAC: c.MAC}
 }
@@ -377,7 +408,7 @@ func (it *Iterator) Checkpoint() ([]byte, error) {
 		return nil, fmt.Errorf("checkpoint of job %q: only exactly-once DYNAMIC jobs (without share) checkpoint", it.job)
 	}
 	part, n, consumers, err := it.track.snapshot()
-	if err == nil {
+	if err == nil && it.ord == nil { // a deterministic job's is its position (below)
 		if k := part.Intervals(); k > maxCheckpointIntervals {
 			err = fmt.Errorf("%d intervals, more than a checkpoint may hold (%d)", k, maxCheckpointIntervals)
 		}
@@ -403,8 +434,24 @@ func (it *Iterator) Checkpoint() ([]byte, error) {
 		Consumer: it.consumer, Consumers: consumers, Batches: n, Delivered: part,
 		Coordinated: info.Options.Coordinated, Index: it.index, Options: &jo,
 	}
+	if r := it.ord; r != nil {
+		it.mu.Lock()
+		c.Audit = r.entries()
+		c.Position = &orderPos{Epoch: r.cur.epoch, Window: r.cur.w, Batch: r.cur.k}
+		c.Skips = r.skipRs
+		it.mu.Unlock()
+		c.Delivered = ranges.Delivered{DoneBefore: c.Position.Epoch}
+	}
 	if len(it.capability) > 0 {
-		if c.MAC, err = api.CheckpointMAC(it.capability, it.job, *c.part()); err != nil {
+		// The MAC is of the part the cluster takes: a deterministic job's
+		// with its position expanded, as the resume expands it.
+		part := *c.part()
+		if c.Position != nil {
+			if part.Delivered, err = expandPlanPosition(it.ord.plan, *c.Position); err != nil {
+				return nil, fmt.Errorf("checkpoint of job %q: %w", it.job, err)
+			}
+		}
+		if c.MAC, err = api.CheckpointMAC(it.capability, it.job, part); err != nil {
 			return nil, fmt.Errorf("checkpoint of job %q: %w", it.job, err)
 		}
 	}

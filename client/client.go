@@ -290,6 +290,7 @@ func NormalizeJobOptions(o JobOptions) (jobspec.Normalized, error) {
 // DistributeNormalized is Distribute with options normalized already.
 func (c *Client) DistributeNormalized(ctx context.Context, spec *pipeline.Spec, n jobspec.Normalized) (*Iterator, error) {
 	name := n.Name()
+	spec = withOrder(spec, n.Consumer())
 	if _, err := spec.CanonicalEncoding(); err != nil {
 		return nil, fmt.Errorf("distribute %q: invalid dataset spec: %w", name, err)
 	}
@@ -334,6 +335,10 @@ func (c *Client) DistributeNormalized(ctx context.Context, spec *pipeline.Spec, 
 			return nil, fmt.Errorf("distribute %q: resume: %w", name, err)
 		}
 	}
+	ord, err := orderedFor(spec, n, from)
+	if err != nil {
+		return nil, fmt.Errorf("distribute %q: %w", name, err)
+	}
 	// What the job chose (its cut, its workers) is adopted, not asked
 	// for again differently (adopt.go).
 	if err := c.adopt(ctx, spec, n, &req, off, from); err != nil {
@@ -358,7 +363,10 @@ func (c *Client) DistributeNormalized(ctx context.Context, spec *pipeline.Spec, 
 	if off != nil && off.cut > 0 {
 		batched = false // the nodes ship single elements
 	}
-	return newIterator(c, info, consumer, batched, n.Consumer().Index(), from, off.withSpec(spec, fraction)), nil
+	if ord != nil {
+		ord.stall = c.opts.ReorderStall
+	}
+	return newIterator(c, info, consumer, batched, n.Consumer().Index(), from, off.withSpec(spec, fraction), ord), nil
 }
 
 // foldTakeSkip is spec with its take and skip applied to the source
@@ -410,10 +418,10 @@ func (c *Client) Attach(ctx context.Context, job string) (*Iterator, error) {
 		if err != nil {
 			return nil, fmt.Errorf("attach to job %q: it cuts its pipeline after %d ops (offload_boundary) and this client runs the rest: %w", job, cut, err)
 		}
-		return newIterator(c, info, consumer, false, 0, nil, off), nil
+		return newIterator(c, info, consumer, false, 0, nil, off, nil), nil
 	}
 	// Without the spec, assume batches (the common case for training).
-	return newIterator(c, info, consumer, true, 0, nil, nil), nil
+	return newIterator(c, info, consumer, true, 0, nil, nil, nil), nil
 }
 
 // attachCut is the offload of a consumer attached to a cut job: the ops

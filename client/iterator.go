@@ -86,6 +86,7 @@ type Iterator struct {
 	off        *offloadRun            // where the pipeline runs (offload.go); nil for Attach
 	decided    atomic.Bool            // the offload and workers decision was logged (logDecision)
 	cut        atomic.Pointer[cutRun] // a partial offload's suffix (cut.go); nil without a cut
+	ord        *orderedRun            // a deterministic job's reorder buffer (ordered.go); nil otherwise
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -113,9 +114,9 @@ type Iterator struct {
 	unreachable atomic.Bool
 }
 
-func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, index int, from *checkpoint, off *offloadRun) *Iterator {
+func newIterator(c *Client, info api.JobInfo, consumer string, batched bool, index int, from *checkpoint, off *offloadRun, ord *orderedRun) *Iterator {
 	it := &Iterator{
-		c: c, job: info.Name, jobID: info.ID, consumer: consumer, index: index, info: info, capability: info.Capability,
+		c: c, job: info.Name, jobID: info.ID, consumer: consumer, index: index, info: info, capability: info.Capability, ord: ord,
 		items:  make(chan item, c.opts.PrefetchBatches),
 		budget: transport.NewByteBudget("PrefetchBytes", c.opts.PrefetchBytes),
 		kick:   make(chan struct{}, 1),
@@ -225,6 +226,9 @@ func (it *Iterator) Next(ctx context.Context) (Batch, error) {
 	if r := it.cut.Load(); r != nil {
 		return it.nextCut(ctx, r)
 	}
+	if it.ord != nil {
+		return it.nextOrdered(ctx, it.ord)
+	}
 	entered, queued := time.Now(), len(it.items)
 	select {
 	case x, ok := <-it.items:
@@ -328,6 +332,11 @@ func (it *Iterator) fail(err error) {
 }
 
 func (it *Iterator) put(ctx context.Context, x item) error {
+	if r := it.ord; r != nil {
+		if err := it.gateOrdered(ctx, r, x); err != nil {
+			return err
+		}
+	}
 	// A batch larger than the whole budget takes all of it, alone, rather
 	// than waiting for ever.
 	if g := it.offGate(); g != nil && x.b.Worker != it.off.localName() {

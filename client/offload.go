@@ -110,6 +110,11 @@ func offloadPlan(spec *pipeline.Spec, n jobspec.Normalized) (*offloadRun, float6
 		r.reason = "offload remote: the nodes prepare everything"
 		return r, 0, nil
 	}
+	if api.SpecFeatures(spec).Deterministic {
+		// The composition table refused the local modes.
+		r.mode, r.reason = jobspec.OffloadRemote, "auto: remote under deterministic order (a local worker and a cut are not wired for it yet)"
+		return r, 0, nil
+	}
 	if !r.dynamic {
 		// Normalize refused the fixed modes; auto says why it stays remote.
 		r.mode, r.reason = jobspec.OffloadRemote, fmt.Sprintf("auto: remote, since a local worker needs sharding dynamic without share or coordinated reads (sharding %s)", o.Sharding())

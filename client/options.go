@@ -114,7 +114,18 @@ type Options struct {
 	// either way: Close, or Dial when it fails, closes it. Only a *net.UDPConn gets the
 	// transport's GRO; benchmarks wrap one to emulate a slower link.
 	PacketConn net.PacketConn
+	// ReorderStall (deterministic jobs: JobOptions.Order): a stream whose
+	// batch is more than half of ReorderBatches' worth of windows ahead
+	// of the next batch of the sequence waits; for every ReorderStall the
+	// next batch is awaited, streams one window further ahead go on
+	// (their workers may hold the window awaited, leased again after its
+	// worker died, behind batches they cannot send), up to ReorderBatches,
+	// the hard bound. Default 500 ms.
+	ReorderStall time.Duration
 }
+
+// DefaultReorderStall is Options.ReorderStall's default.
+const DefaultReorderStall = 500 * time.Millisecond
 
 // DefaultResumeWait is Options.ResumeWait's default.
 const DefaultResumeWait = 2 * time.Minute
@@ -156,6 +167,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.LossWait == 0 {
 		o.LossWait = 5 * time.Second
+	}
+	if o.ReorderStall <= 0 {
+		o.ReorderStall = DefaultReorderStall
 	}
 	if o.ResumeWait == 0 {
 		o.ResumeWait = DefaultResumeWait

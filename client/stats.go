@@ -49,6 +49,10 @@ type Stats struct {
 	// once, the batches on their way on a stream that broke are lost
 	// (exactly-once sends them again).
 	Reconnects int64 `json:"reconnects"`
+	// Reorder (order deterministic) is the reorder buffer's occupancy,
+	// its peak and bound, and the next batch of the sequence; nil for
+	// other jobs.
+	Reorder *ReorderStats `json:"reorder,omitempty"`
 	// Share (jobs with JobOptions.Share) are the job's sharing counters as
 	// the workers last reported them: refreshed every HeartbeatInterval
 	// and by ShareStats. Nil for jobs that do not share.
@@ -146,6 +150,9 @@ func (it *Iterator) Stats() Stats {
 	}
 	if it.ledger != nil {
 		s.DuplicatesDropped = it.ledger.duplicates()
+	}
+	if it.ord != nil {
+		s.Reorder = it.ord.stats()
 	}
 	it.stall.fill(&s)
 	it.off.fill(&s, time.Now())

@@ -322,11 +322,13 @@ func (p *plan) newOp(i int, op *compiledOp, st *opStats, in iter, epoch uint64) 
 		return s, nil
 	case o.Batch != nil:
 		name := fmt.Sprintf("ops[%d].batch", i)
-		return &batchIter{in: in, size: o.Batch.Size, drop: o.Batch.DropRemainder, name: name, acct: p.budget.account(name), spares: p.spares}, nil
+		return &batchIter{in: in, size: o.Batch.Size, drop: o.Batch.DropRemainder, name: name, acct: p.budget.account(name), spares: p.spares,
+			splitLocal: p.c.spec.Order == OrderDeterministic}, nil
 	case o.PaddedBatch != nil:
 		name := fmt.Sprintf("ops[%d].padded_batch", i)
 		return &batchIter{in: in, size: o.PaddedBatch.Size, drop: o.PaddedBatch.DropRemainder, pad: true,
-			padValue: o.PaddedBatch.PadValue, name: name, acct: p.budget.account(name)}, nil
+			padValue: o.PaddedBatch.PadValue, name: name, acct: p.budget.account(name),
+			splitLocal: p.c.spec.Order == OrderDeterministic}, nil
 	case o.BucketBySequenceLength != nil:
 		name := fmt.Sprintf("ops[%d].bucket_by_sequence_length", i)
 		b, err := newBucketIter(in, o.BucketBySequenceLength, name)
@@ -445,7 +447,7 @@ func (s *sourceIter) next(ctx context.Context) (item, error) {
 				return item{}, io.EOF
 			}
 			s.split = s.p.splits.at(int64(s.i))
-			cur, err := s.p.open(s.p.ctx, s.split)
+			cur, err := s.p.open(withEpoch(s.p.ctx, int64(s.epoch)), s.split)
 			if err != nil {
 				return item{}, fmt.Errorf("source: split %d: %w", s.split.ID, err)
 			}

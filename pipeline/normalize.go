@@ -15,6 +15,7 @@ import (
 // run. It does not validate.
 func (s *Spec) Normalized() (*Spec, error) {
 	out := &Spec{Seed: s.Seed, Autotune: s.Autotune, access: s.access}
+	normalizeOrder(s, out)
 	src := s.Source
 	if src.Range != nil {
 		r := *src.Range

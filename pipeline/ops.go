@@ -175,41 +175,69 @@ type batchIter struct {
 	elems    []tensor.Element
 	acct     *account // the items of the batch being filled (nil: not counted)
 	spares   *spares  // buffers handed back for this op's batches (nil: none)
+	// splitLocal (order: deterministic) ends a batch where the split (a
+	// window) ends: a batch never spans two windows, so each window's
+	// batches are its own. held is the next window's first item.
+	splitLocal bool
+	held       *item
 }
 
 func (it *batchIter) next(ctx context.Context) (item, error) {
-	if it.eof {
-		return item{}, io.EOF
-	}
-	it.items = it.items[:0]
-	for int64(len(it.items)) < it.size {
-		x, err := it.in.next(ctx)
-		if errors.Is(err, io.EOF) {
-			it.eof = true
-			break
+	for {
+		if it.eof && it.held == nil {
+			return item{}, io.EOF
 		}
+		full, err := it.fill(ctx)
 		if err != nil {
 			return item{}, err
 		}
+		if len(it.items) == 0 {
+			return item{}, io.EOF
+		}
+		if it.drop && !full {
+			for i := range it.items {
+				dropItem(&it.items[i])
+			}
+			clear(it.items)
+			it.acct.release()
+			continue // a window's short batch; the next window may follow
+		}
+		out, err := assembleItemsInto(it.items, &it.elems, it.pad, it.padValue, nil, it.name, it.spares)
+		it.acct.release()
+		return out, err
+	}
+}
+
+// fill collects the next batch's items; full: it has size of them.
+func (it *batchIter) fill(ctx context.Context) (full bool, err error) {
+	it.items = it.items[:0]
+	for int64(len(it.items)) < it.size {
+		var x item
+		switch {
+		case it.held != nil:
+			x, it.held = *it.held, nil
+		case it.eof:
+			return false, nil
+		default:
+			x, err = it.in.next(ctx)
+			if errors.Is(err, io.EOF) {
+				it.eof = true
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+		}
+		if it.splitLocal && len(it.items) > 0 && (x.split != it.items[0].split || x.epoch != it.items[0].epoch) {
+			it.held = &x
+			return false, nil
+		}
 		it.items = append(it.items, x)
 		if err := it.acct.chargeItem(&x); err != nil {
-			return item{}, err
+			return false, err
 		}
 	}
-	if len(it.items) == 0 {
-		return item{}, io.EOF
-	}
-	if it.drop && int64(len(it.items)) < it.size {
-		for i := range it.items {
-			dropItem(&it.items[i])
-		}
-		clear(it.items)
-		it.acct.release()
-		return item{}, io.EOF
-	}
-	out, err := assembleItemsInto(it.items, &it.elems, it.pad, it.padValue, nil, it.name, it.spares)
-	it.acct.release()
-	return out, err
+	return true, nil
 }
 
 func (it *batchIter) close() {

@@ -70,7 +70,7 @@ func (s *providerIter) next(ctx context.Context) (item, error) {
 			if err := ps.Exclude.Validate(); err != nil {
 				return item{}, fmt.Errorf("source: split %d epoch %d: exclude: %w", ps.Split.ID, ps.Epoch, err)
 			}
-			cur, err := s.p.open(s.p.ctx, ps.Split)
+			cur, err := s.p.open(withEpoch(s.p.ctx, ps.Epoch), ps.Split)
 			if err != nil {
 				return item{}, fmt.Errorf("source: split %d: %w", ps.Split.ID, err)
 			}

@@ -22,6 +22,16 @@ type Spec struct {
 	// does for one map (a map's configured parallelism is where it
 	// starts).
 	Autotune bool `yaml:"autotune" json:"autotune,omitempty" cbor:"autotune,omitempty"`
+	// Order is "any" (the default: the order depends on which worker
+	// reads what) or "deterministic": the batch sequence is a function of
+	// the spec and Seed alone, the same at any cluster size
+	// (docs/jobs/deterministic-order.md; OrderOf).
+	Order string `yaml:"order" json:"order,omitempty" cbor:"order,omitempty"`
+	// OrderBlock and OrderWindow (order deterministic): elements per block
+	// (one sequential read) and blocks per window (the unit a worker
+	// produces). 0: DefaultOrderBlock, DefaultOrderWindow.
+	OrderBlock  int64 `yaml:"order_block" json:"order_block,omitempty" cbor:"order_block,omitempty"`
+	OrderWindow int64 `yaml:"order_window" json:"order_window,omitempty" cbor:"order_window,omitempty"`
 
 	// access is the data-access policy the spec opens everything through
 	// (Bind); nil: objstore.Local. Not part of the spec's encoding.

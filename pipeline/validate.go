@@ -98,6 +98,10 @@ func compile(s *Spec, files *objstore.Access) (*compiled, error) {
 		c.ops = append(c.ops, compileOp(i, op, n.Seed, add, addErr, files))
 	}
 	validateAutocachePlacement(n.Ops, add)
+	checkOrderFields(n, add)
+	if n.Order == OrderDeterministic && c.source != nil {
+		c.source = validateOrder(n, c.source, add)
+	}
 	if len(problems) > 0 {
 		return nil, &ValidationError{Problems: problems, causes: causes}
 	}

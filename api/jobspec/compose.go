@@ -33,13 +33,14 @@ const (
 	DimTakeSkip    Dim = "take/skip"
 	DimEpochs      Dim = "epochs"
 	DimResume      Dim = "resume"
+	DimOrder       Dim = "order"
 )
 
 // Dims is every dimension, in the table's order.
-var Dims = []Dim{DimSharding, DimDelivery, DimOffload, DimWorkers, DimShare, DimCoordinated, DimAutocache, DimTakeSkip, DimEpochs, DimResume}
+var Dims = []Dim{DimSharding, DimDelivery, DimOffload, DimWorkers, DimShare, DimCoordinated, DimAutocache, DimTakeSkip, DimEpochs, DimResume, DimOrder}
 
 // specDim reports a dimension that is the spec's, not an option.
-func specDim(d Dim) bool { return d == DimAutocache || d == DimTakeSkip }
+func specDim(d Dim) bool { return d == DimAutocache || d == DimTakeSkip || d == DimOrder }
 
 // The values a dimension takes in the table, after the defaults are filled
 // (Combo.Effective): a class of values where the options allow more (a
@@ -59,6 +60,9 @@ const (
 	ValPerWorker = "per-worker"
 	ValOneEpoch  = "1"
 	ValEpochs    = ">1"
+	// The spec's order (pipeline.Spec.Order; docs/jobs/deterministic-order.md).
+	ValAny           = "any"
+	ValDeterministic = "deterministic"
 )
 
 // Values is the values each dimension takes in the table (its effective
@@ -74,6 +78,7 @@ var Values = map[Dim][]string{
 	DimTakeSkip:    {ValNone, ValTake, ValSkip, ValPerWorker},
 	DimEpochs:      {ValOneEpoch, ValEpochs},
 	DimResume:      {ValOff, ValOn},
+	DimOrder:       {ValAny, ValDeterministic},
 }
 
 // Conflict is one rule of the composition table: a job whose dimension A
@@ -124,6 +129,18 @@ var Conflicts = []Conflict{
 		"exactly-once takes and skips over the epoch's order (split order, then index in the split), which the nodes apply only to a range source with the take or skip before any op that changes the number of elements; this one would count per worker pipeline: move it there, take or skip in the trainer, or ask for delivery at-most-once"},
 	{DimTakeSkip, []string{ValPerWorker}, DimOffload, []string{OffloadLocal, ValFraction},
 		"a take or skip that counts per worker pipeline does not end with a local worker (not built): use offload remote or auto, or move the take or skip where the nodes apply it to the epoch's order (a range source, before any op that changes the number of elements)"},
+	{DimOrder, []string{ValDeterministic}, DimSharding, []string{string(Off), string(Static)},
+		"deterministic order needs sharding dynamic (its windows are leased first come, first served, and their content does not depend on who reads them; docs/jobs/deterministic-order.md)"},
+	{DimOrder, []string{ValDeterministic}, DimShare, []string{ValOn},
+		"deterministic order is not yet with share (a shared production orders batches by another rule)"},
+	{DimOrder, []string{ValDeterministic}, DimCoordinated, []string{ValOn},
+		"deterministic order is not yet with coordinated reads (rounds by bucket order batches by another rule)"},
+	{DimOrder, []string{ValDeterministic}, DimDelivery, []string{AtMostOnce},
+		"deterministic order needs delivery exactly-once (a dead worker's window is produced again, without what arrived, so the sequence has no hole)"},
+	{DimOrder, []string{ValDeterministic}, DimOffload, []string{OffloadLocal, ValFraction},
+		"deterministic order is not yet with a local worker: use offload remote or auto (which runs remote under deterministic order)"},
+	{DimOrder, []string{ValDeterministic}, DimAutocache, []string{ValOn},
+		"deterministic order reads windows block by block, which autocache does not cache yet: remove the autocache op"},
 }
 
 // Combo is one cell of the composition table as a user gives it: the
@@ -140,6 +157,7 @@ type Combo struct {
 	TakeSkip    string // "", take or skip: the spec has that op
 	Epochs      int64
 	Resume      bool
+	Order       string // "" (any) or deterministic: the spec's order
 }
 
 // Options is the cell's options, with the rest what a coordinated job
@@ -162,6 +180,7 @@ func (c Combo) Spec() SpecFeatures {
 	if c.TakeSkip == ValPerWorker {
 		f.PerWorker = "a take after a batch"
 	}
+	f.Deterministic = c.Order == ValDeterministic
 	return f
 }
 
@@ -176,6 +195,8 @@ type SpecFeatures struct {
 	// Repeat: a repeat op. Not a dimension of the table: it has one
 	// rule, RepeatDynamicReason, that CheckSpec applies before the table.
 	Repeat bool
+	// Deterministic: the spec's order is deterministic.
+	Deterministic bool
 }
 
 // takeSkip is the take/skip dimension's value of spec features f.
@@ -220,6 +241,10 @@ func cellOf(j Options, offload string, resume bool, f SpecFeatures, defaults map
 		DimTakeSkip:    ValNone,
 		DimEpochs:      ValOneEpoch,
 		DimResume:      onOff(resume),
+		DimOrder:       ValAny,
+	}
+	if f.Deterministic {
+		v[DimOrder] = ValDeterministic
 	}
 	if v[DimDelivery] == "" {
 		v[DimDelivery] = ValNone
@@ -447,6 +472,7 @@ var ComboValues = map[Dim][]string{
 	DimTakeSkip:    {ValNone, ValTake, ValSkip, ValPerWorker},
 	DimEpochs:      {"", "2"},
 	DimResume:      {ValOff, ValOn},
+	DimOrder:       {"", ValDeterministic},
 }
 
 // ComboAt is the combination that takes, in each dimension d of Dims,
@@ -463,6 +489,7 @@ func ComboAt(idx []int) Combo {
 		Autocache:   v(6) == ValOn,
 		Epochs:      0,
 		Resume:      v(9) == ValOn,
+		Order:       v(10),
 	}
 	if t := v(7); t != ValNone {
 		c.TakeSkip = t
@@ -501,6 +528,7 @@ func (c Combo) String() string {
 	if c.Resume {
 		add("resume", ValOn)
 	}
+	add("order", c.Order)
 	if len(p) == 0 {
 		return "defaults"
 	}

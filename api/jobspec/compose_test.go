@@ -78,8 +78,13 @@ func effective(c Combo) map[Dim]string {
 	if c.Epochs > 1 {
 		ep = ValEpochs
 	}
+	ord := ValAny
+	if c.Order != "" {
+		ord = c.Order
+	}
 	return map[Dim]string{DimSharding: sh, DimDelivery: del, DimOffload: off, DimWorkers: w, DimShare: onOff(c.Share),
-		DimCoordinated: onOff(c.Coordinated), DimAutocache: onOff(c.Autocache), DimTakeSkip: ts, DimEpochs: ep, DimResume: onOff(c.Resume)}
+		DimCoordinated: onOff(c.Coordinated), DimAutocache: onOff(c.Autocache), DimTakeSkip: ts, DimEpochs: ep, DimResume: onOff(c.Resume),
+		DimOrder: ord}
 }
 
 // TestCompositionFullProduct: over the full product of every dimension's
@@ -131,7 +136,7 @@ func TestCompositionFullProduct(t *testing.T) {
 		}
 		perRule[want]++
 	})
-	if want := 4 * 3 * 4 * 4 * 2 * 2 * 2 * 4 * 2 * 2; total != want {
+	if want := 4 * 3 * 4 * 4 * 2 * 2 * 2 * 4 * 2 * 2 * 2; total != want {
 		t.Fatalf("%d cells, want %d", total, want)
 	}
 	for i, k := range perRule {
@@ -223,6 +228,8 @@ func TestConflictMessages(t *testing.T) {
 		{Combo{Sharding: Dynamic, Delivery: AtMostOnce, Resume: true}, "resume on with delivery at-most-once"},
 		{Combo{Sharding: Dynamic, Share: true, Resume: true}, "resume on with share on"},
 		{Combo{Coordinated: true, Workers: AutoWorkers}, "workers auto with coordinated on"},
+		{Combo{Order: ValDeterministic}, "order deterministic with sharding off: deterministic order needs sharding dynamic"},
+		{Combo{Order: ValDeterministic, Sharding: Dynamic, Offload: OffloadLocal}, "order deterministic with offload local"},
 	} {
 		err := tc.c.Check()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

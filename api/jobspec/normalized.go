@@ -1,8 +1,11 @@
 package jobspec
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // Normalized is Options after Normalize: the job's name, the job's
@@ -36,6 +39,7 @@ func (n Normalized) Options() Options {
 	o.Name = n.name
 	c := n.consumer
 	o.ConsumerIndex, o.Resume, o.Offload, o.LocalCPUs = c.index, c.resume, c.request(), c.localCPUs
+	o.Order, o.Seed, o.ReorderBatches, o.SkipBatches = c.order, c.seed, c.reorder, c.SkipBatches()
 	return o
 }
 
@@ -65,6 +69,60 @@ type Consumer struct {
 	localCPUs    float64
 	resume       []byte
 	workersUnset bool
+	order        string // "", any or deterministic: for the spec
+	seed         uint64 // 0: the spec's
+	reorder      int
+	skips        [][2]int64 // sorted, disjoint, not touching
+}
+
+// SkipBatches are the ranges of its batch sequence the consumer passes
+// over (JobOptions.SkipBatches): sorted, disjoint and not touching.
+func (c Consumer) SkipBatches() [][2]int64 {
+	if len(c.skips) == 0 {
+		return nil
+	}
+	return append([][2]int64(nil), c.skips...)
+}
+
+// normalizeSkips checks skip ranges and returns them sorted and merged.
+func normalizeSkips(rs [][2]int64) ([][2]int64, error) {
+	if len(rs) > MaxSkipRanges {
+		return nil, fmt.Errorf("skip_batches: %d ranges, at most %d", len(rs), MaxSkipRanges)
+	}
+	var out [][2]int64
+	for _, r := range rs {
+		if r[0] < 0 || r[1] <= r[0] {
+			return nil, fmt.Errorf("skip_batches: [%d, %d): want 0 <= lo < hi", r[0], r[1])
+		}
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	merged := out[:0]
+	for _, r := range out {
+		if n := len(merged); n > 0 && r[0] <= merged[n-1][1] {
+			merged[n-1][1] = max(merged[n-1][1], r[1])
+			continue
+		}
+		merged = append(merged, r)
+	}
+	return merged, nil
+}
+
+// Order is the order the consumer asks to write into the spec: "" (the
+// spec's own), any or deterministic.
+func (c Consumer) Order() string { return c.order }
+
+// Seed is the seed the consumer asks to write into the spec (0: the
+// spec's own).
+func (c Consumer) Seed() uint64 { return c.seed }
+
+// ReorderBatches bounds the reorder buffer of a deterministic job's
+// consumer.
+func (c Consumer) ReorderBatches() int {
+	if c.reorder == 0 {
+		return DefaultReorderBatches
+	}
+	return c.reorder
 }
 
 // Index is a coordinated job's consumer index (0 for other jobs, whatever
@@ -112,6 +170,18 @@ func newConsumer(o, job Options) (Consumer, error) {
 		workersUnset: canonical(string(o.Workers)) == "" && o.MaxWorkers == 0 && !o.Autoscale && o.AutoscaleThreshold == 0 && o.AutoscaleRevisit == 0 && o.AutoscalePause == 0}
 	if len(o.Resume) > 0 {
 		c.resume = o.Resume
+	}
+	c.order, c.seed, c.reorder = strings.ToLower(strings.TrimSpace(o.Order)), o.Seed, o.ReorderBatches
+	switch c.order {
+	case "", ValAny, ValDeterministic:
+	default:
+		return Consumer{}, fmt.Errorf("order %q: want any or deterministic", o.Order)
+	}
+	if c.skips, err = normalizeSkips(o.SkipBatches); err != nil {
+		return Consumer{}, err
+	}
+	if c.reorder < 0 || c.reorder > MaxReorderBatches {
+		return Consumer{}, fmt.Errorf("reorder_batches %d: want 0 (the default, %d) up to %d", c.reorder, DefaultReorderBatches, MaxReorderBatches)
 	}
 	if !job.Coordinated {
 		c.index = 0 // only a coordinated job's consumers have one (a node never refused it)

@@ -149,6 +149,29 @@ type Options struct {
 	// cut (each side runs all of it). The job's: every consumer of it runs
 	// the same cut.
 	OffloadBoundary int `cbor:"42,keyasint,omitempty" json:"offload_boundary,omitempty"`
+	// Order, when set, is written into the spec before it is sent
+	// (pipeline.Spec.Order): "any" (the default) or "deterministic", the
+	// batch sequence a function of the spec and its seed alone, the same
+	// at any cluster size (docs/jobs/deterministic-order.md). The spec
+	// carries it, so the job's fingerprint covers it and two consumers of
+	// a job cannot differ. Seed, when not 0, is written as the spec's
+	// Seed (with the epoch, it decides every shuffle). Never on the wire
+	// as options (the spec is).
+	Order string `cbor:"-" json:"order,omitempty"`
+	Seed  uint64 `cbor:"-" json:"seed,omitempty"`
+	// ReorderBatches (order deterministic; the consumer's) bounds the
+	// consumer's reorder buffer: the batches it holds that arrived before
+	// those it must return first. A consumer that would hold more fails,
+	// naming the bound. 0: DefaultReorderBatches.
+	ReorderBatches int `cbor:"-" json:"reorder_batches,omitempty"`
+	// SkipBatches (order deterministic; the consumer's) are ranges
+	// [lo, hi) of the consumer's batch sequence over the run (its steps:
+	// epoch 0's batches, then epoch 1's, …, as numbered without skips)
+	// that it passes over: every other batch is returned, in the same
+	// order. At most MaxSkipRanges. A checkpoint records them; a resume
+	// that gives none keeps the checkpoint's, one that gives some uses
+	// its own.
+	SkipBatches [][2]int64 `cbor:"-" json:"skip_batches,omitempty"`
 }
 
 // Defaults of the zero Options fields.
@@ -156,6 +179,12 @@ const (
 	DefaultEpochs      = 1
 	DefaultConsumerTTL = 30 * time.Second
 	DefaultGCAfter     = time.Minute
+	// DefaultReorderBatches is ReorderBatches' default.
+	DefaultReorderBatches = 4096
+	// MaxReorderBatches bounds ReorderBatches.
+	MaxReorderBatches = 1 << 20
+	// MaxSkipRanges bounds SkipBatches.
+	MaxSkipRanges = 16
 )
 
 // Normalize fills o's defaults and checks every rule of a job and of its
@@ -189,6 +218,7 @@ func (o Options) Normalize() (Normalized, error) {
 // jobPart is o without its name and the consumer's fields.
 func (o Options) jobPart() Options {
 	o.Name, o.ConsumerIndex, o.Resume, o.Offload, o.LocalCPUs = "", 0, nil, "", 0
+	o.Order, o.Seed, o.ReorderBatches, o.SkipBatches = "", 0, 0, nil
 	return o
 }
 

@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/feedmesh/feedmesh/api/jobspec"
@@ -17,7 +19,10 @@ import (
 // Resume (--resume names the checkpoint's file: runRead reads it).
 type jobFlags struct {
 	job, sharding, delivery, workers, compression, offload *string
+	order, skipBatches                                     *string
 	epochs                                                 *int64
+	seed                                                   *uint64
+	reorderBatches                                         *int
 	maxWorkers, consumers, index, offloadBoundary          *int
 	scaleRevisit, scalePause                               *int
 	autoscale, share, coordinated, padFinal                *bool
@@ -49,6 +54,10 @@ func addJobFlags(fs *flag.FlagSet) *jobFlags {
 		padFinal:        fs.Bool("pad-final-round", false, "with --coordinated: pad the final partial rounds out with empty batches instead of dropping them"),
 		consumerTTL:     fs.Duration("consumer-ttl", 0, "a reader that misses heartbeats this long is dropped from the job (0: 30s)"),
 		gcAfter:         fs.Duration("gc-after", 0, "the job is deleted once no reader has been attached this long (0: 1m)"),
+		order:           fs.String("order", "", "any (the spec's order, or today's: it depends on which worker reads what) or deterministic (the same sequence of batches at any cluster size, through node deaths and resumes; with --sharding dynamic, exactly-once; range and synthetic sources, map and batch ops; see docs/jobs/deterministic-order.md); written into the spec"),
+		seed:            fs.Uint64("seed", 0, "the spec's seed (with the epoch, it decides every shuffle of --order deterministic); 0: the spec's own"),
+		skipBatches:     fs.String("skip-batches", "", "with --order deterministic: ranges `LO:HI[,LO:HI...]` of this reader's batch sequence over the run (its steps, numbered without skips) to pass over, e.g. 41000:41500; every other batch comes, in the same order; recorded in --checkpoint (a --resume without it keeps the checkpoint's)"),
+		reorderBatches:  fs.Int("reorder-batches", 0, "with --order deterministic: the most batches this reader holds that arrived before their turn; more fails the read, naming this flag (0: 4096)"),
 	}
 }
 
@@ -70,11 +79,35 @@ func (f *jobFlags) options() (client.JobOptions, error) {
 	if err != nil {
 		return client.JobOptions{}, cli.InputError(fmt.Errorf("--workers: %w", err))
 	}
+	skips, err := parseSkips(*f.skipBatches)
+	if err != nil {
+		return client.JobOptions{}, cli.InputError(fmt.Errorf("--skip-batches: %w", err))
+	}
 	return client.JobOptions{
 		Name: *f.job, Sharding: sh, Epochs: *f.epochs, Workers: wk, MaxWorkers: *f.maxWorkers, Share: *f.share, Autoscale: *f.autoscale,
 		Coordinated: *f.coordinated, NumConsumers: *f.consumers, ConsumerIndex: *f.index, PadFinalRound: *f.padFinal,
 		Compression: *f.compression, Delivery: dl, Offload: *f.offload, LocalCPUs: *f.localCPUs, OffloadBoundary: *f.offloadBoundary,
 		AutoscaleThreshold: *f.scaleThreshold, AutoscaleRevisit: *f.scaleRevisit, AutoscalePause: *f.scalePause,
 		ConsumerTTL: *f.consumerTTL, GCAfter: *f.gcAfter,
+		Order: *f.order, Seed: *f.seed, ReorderBatches: *f.reorderBatches, SkipBatches: skips,
 	}, nil
+}
+
+// parseSkips parses --skip-batches: LO:HI ranges, comma-separated ("":
+// none); JobOptions.Normalize checks and merges them.
+func parseSkips(s string) ([][2]int64, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out [][2]int64
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, ok := strings.Cut(strings.TrimSpace(part), ":")
+		a, err1 := strconv.ParseInt(lo, 10, 64)
+		b, err2 := strconv.ParseInt(hi, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("%q: want LO:HI (batches LO up to HI, excluded)", part)
+		}
+		out = append(out, [2]int64{a, b})
+	}
+	return out, nil
 }

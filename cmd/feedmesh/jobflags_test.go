@@ -29,7 +29,8 @@ func TestJobFlagsSetEveryOption(t *testing.T) {
 	}
 	// samples are values for flags whose type's sample (below) does not
 	// parse.
-	samples := map[string]string{"Sharding": "static", "Delivery": "at-most-once", "Compression": "lz4", "Offload": "remote", "Workers": "3"}
+	samples := map[string]string{"Sharding": "static", "Delivery": "at-most-once", "Compression": "lz4", "Offload": "remote", "Workers": "3",
+		"Order": "deterministic", "Seed": "7", "SkipBatches": "3:5"}
 	sample := func(f reflect.StructField) string {
 		if s, ok := samples[f.Name]; ok {
 			return s

@@ -72,6 +72,10 @@ type readSummary struct {
 	// Offload is where the pipeline ran for this reader (--offload): the
 	// decision, its inputs, predicted and measured rates.
 	Offload *client.OffloadStats `json:"offload,omitempty"`
+	// Reorder and Audit (--order deterministic): the reorder buffer's
+	// figures and the visitation audit per epoch (client.Iterator.Audit).
+	Reorder *client.ReorderStats `json:"reorder,omitempty"`
+	Audit   []client.EpochAudit  `json:"audit,omitempty"`
 	// Note says what the reader should know about a surprising result:
 	// nothing read from a job that had already run to its end, or the
 	// copies that sharing off delivers.
@@ -361,7 +365,8 @@ func consume(ctx context.Context, it *client.Iterator, take int64, p progressLin
 		JobState: s.JobState, SplitsLost: s.SplitsLost, NumSplits: s.NumSplits, LossCounted: s.LossCounted, ElementsLost: s.ElementsLost,
 		Delivery: s.Delivery, Requeued: requeued(s),
 		Orphaned: orphaned(s, stopped), WorkersDropped: s.WorkersDropped, Reconnects: s.Reconnects, Stopped: stopped,
-		StallFraction: s.StallFraction, BatchTimeSeconds: s.BatchTimeSeconds, Offload: s.Offload, Warnings: s.Warnings}, nil
+		StallFraction: s.StallFraction, BatchTimeSeconds: s.BatchTimeSeconds, Offload: s.Offload, Warnings: s.Warnings,
+		Reorder: s.Reorder, Audit: it.Audit()}, nil
 }
 
 // progressLine is where and how consume reports progress: nowhere (w nil),
@@ -471,6 +476,19 @@ func printReadSummary(w io.Writer, s readSummary) {
 			fmt.Fprintf(w, "  profile (elements/s): trainer %.4g, this host %.4g, nodes %.4g; predicted %.4g, measured %.4g\n",
 				p.Ingest, p.Local, p.Remote, o.Predicted, o.Measured)
 		}
+	}
+	if r := s.Reorder; r != nil {
+		fmt.Fprintf(w, "deterministic order: reorder buffer peak %d of %d batches, %d skipped, %d arrived twice or late\n", r.Peak, r.Bound, r.Skipped, r.Duplicates)
+	}
+	for _, a := range s.Audit {
+		verdict := "incomplete (the epoch was not read to its end)"
+		switch {
+		case a.Complete && a.Match:
+			verdict = "matches the layout's digest of the epoch"
+		case a.Complete:
+			verdict = "DIFFERS from the layout's digest of the epoch " + a.Expected + ": an element was lost or repeated"
+		}
+		fmt.Fprintf(w, "audit: epoch %d: %d elements, digest %s, %s\n", a.Epoch, a.Elements, a.Digest, verdict)
 	}
 	if sh := s.Share; sh != nil {
 		fmt.Fprintf(w, "sharing: %d batches read from share windows (%d hits, %d produced for this job), %d evicted before this job read them\n",

@@ -10,6 +10,7 @@ import (
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/api/jobspec"
+	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/testcluster"
 )
 
@@ -109,6 +110,23 @@ func TestReadNote(t *testing.T) {
 		got := readNote(tc.s, tc.existing, tc.sh)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("readNote(%+v, %v, %s) = %q, want one containing %q", tc.s, tc.existing != nil, tc.sh, got, tc.want)
+		}
+	}
+}
+
+// A deterministic read's summary says its reorder buffer and its audit,
+// and an audit that differs says so.
+func TestReadSummaryDeterministic(t *testing.T) {
+	var b strings.Builder
+	printReadSummary(&b, readSummary{Job: "j", Batches: 9, Elements: 90, Seconds: 1,
+		Reorder: &client.ReorderStats{Peak: 3, Bound: 64, Skipped: 2},
+		Audit: []client.EpochAudit{{Epoch: 0, Elements: 90, Digest: "aa", Complete: true, Expected: "aa", Match: true},
+			{Epoch: 1, Elements: 89, Digest: "bb", Complete: true, Expected: "cc"}, {Epoch: 2, Elements: 3, Digest: "dd"}}})
+	for _, want := range []string{"reorder buffer peak 3 of 64 batches, 2 skipped",
+		"audit: epoch 0: 90 elements, digest aa, matches", "audit: epoch 1: 89 elements, digest bb, DIFFERS from the layout's digest of the epoch cc",
+		"audit: epoch 2: 3 elements, digest dd, incomplete"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary without %q:\n%s", want, b.String())
 		}
 	}
 }

@@ -401,6 +401,25 @@ func fm_stats(h C.uint64_t, out **C.char, errOut **C.char) (rc C.int32_t) {
 	return codeOK
 }
 
+// fm_audit sets *out to the iterator's visitation audit as JSON (a list
+// of client.EpochAudit; null for a job whose order is not
+// deterministic): C memory, fm_free it.
+//
+//export fm_audit
+func fm_audit(h C.uint64_t, out **C.char, errOut **C.char) (rc C.int32_t) {
+	defer guard(&rc, errOut)
+	o, err := typed[iterObj](uint64(h), "iterator")
+	if err != nil {
+		return fail(errOut, codeClosed, err)
+	}
+	js, err := json.Marshal(o.it.Audit())
+	if err != nil {
+		return fail(errOut, codeOther, err)
+	}
+	*out = C.CString(string(js))
+	return codeOK
+}
+
 // fm_job sets *out to the job named name as the cluster holds it, as JSON
 // (api.JobInfo, plus created_at_unix: its creation in Unix seconds): C
 // memory, fm_free it.

@@ -67,6 +67,9 @@ func NewLayout(n, block, window, seed, epoch uint64) (Layout, error) {
 // Len is the number of positions (elements).
 func (l Layout) Len() uint64 { return l.n }
 
+// Block is the elements per block (the last block may have fewer).
+func (l Layout) Block() uint64 { return l.block }
+
 // Windows is the number of windows.
 func (l Layout) Windows() uint64 { return (l.nblocks + l.window - 1) / l.window }
 

@@ -264,6 +264,15 @@ def _workers_arg(workers):
     raise TypeError("feedmesh: workers=%r: want \"auto\", \"all\" or a count (int)" % (workers,))
 
 
+def _skips_arg(v):
+    """skip_batches as the library takes it: [[lo, hi], ...]; anything
+    else goes as it is, for the library to refuse naming the option."""
+    try:
+        return [[int(lo), int(hi)] for lo, hi in v]
+    except (TypeError, ValueError):
+        return v
+
+
 def _seconds_ns(name, v):
     if v is None:
         return None
@@ -413,7 +422,10 @@ class Client(_Closing):
                    autoscale: Optional[bool] = None, workers: Union[str, int, None] = None,
                    offload: Union[str, float, None] = None, local_cpus: Optional[float] = None,
                    autoscale_threshold: Optional[float] = None, autoscale_revisit: Optional[int] = None,
-                   autoscale_pause: Optional[int] = None, offload_boundary: Optional[int] = None) -> Iterator:
+                   autoscale_pause: Optional[int] = None, offload_boundary: Optional[int] = None,
+                   order: Optional[str] = None, seed: Optional[int] = None,
+                   reorder_batches: Optional[int] = None,
+                   skip_batches: Optional[Sequence[Tuple[int, int]]] = None) -> Iterator:
         """Creates the job (or joins it, if one of that name exists with the
         same options) and returns an Iterator over its batches.
 
@@ -439,7 +451,14 @@ class Client(_Closing):
         autoscale_threshold (the batch-time gain a worker must bring,
         default 0.03), autoscale_revisit and autoscale_pause (in metrics
         of 100 batches: default 10 and 2; a pause of -1 ignores none) tune
-        the policy (docs/jobs/autoscaling.md)."""
+        the policy (docs/jobs/autoscaling.md). order="deterministic"
+        (written into the spec, with seed when given) delivers the same
+        sequence of batches at any cluster size, through node deaths and
+        resumes, reordered here under reorder_batches (default 4096;
+        docs/jobs/deterministic-order.md); skip_batches, ranges (lo, hi)
+        of this reader's batch sequence over the run (its steps), passes
+        over those and nothing else (a checkpoint records them);
+        Iterator.audit() reports its visitation digests."""
         h = self._live()
         if coordinated is None:
             coordinated = consumer_index is not None
@@ -453,6 +472,8 @@ class Client(_Closing):
             "offload": None if offload is None else str(offload), "local_cpus": local_cpus,
             "autoscale_threshold": autoscale_threshold, "autoscale_revisit": autoscale_revisit,
             "autoscale_pause": autoscale_pause, "offload_boundary": offload_boundary,
+            "order": order, "seed": seed, "reorder_batches": reorder_batches,
+            "skip_batches": None if skip_batches is None else _skips_arg(skip_batches),
         }
         opts = {k: v for k, v in opts.items() if v is not None}
         kind, text = _spec_arg(spec)
@@ -628,6 +649,17 @@ class Iterator(_Closing):
             return ctypes.string_at(data.value, n.value) if n.value else b""
         finally:
             _lib.lib().fm_free(data.value)
+
+    def audit(self) -> Optional[List[Dict[str, Any]]]:
+        """The visitation audit of a job with order="deterministic" (None
+        for another): per epoch, epoch, elements, digest (of the element
+        ids of the batches returned, this run's and the checkpoint's it
+        resumed from), complete, expected (a complete epoch's digest of
+        every element) and match."""
+        h = self._live()
+        out = ctypes.c_void_p()
+        _lib.call("fm_audit", h, ctypes.byref(out))
+        return json.loads(_lib.take_string(out.value))
 
     def stats(self) -> Dict[str, Any]:
         """What was delivered so far (client.Stats as a dict): batches,

@@ -81,6 +81,7 @@ _SIGNATURES = {
     "fm_live_batches": (_i64, []),
     "fm_checkpoint": (_i32, [_u64, _P(_vp), _P(_i64), _P(_vp)]),
     "fm_stats": (_i32, [_u64, _P(_vp), _P(_vp)]),
+    "fm_audit": (_i32, [_u64, _P(_vp), _P(_vp)]),
     "fm_iter_close": (_i32, [_u64, _P(_vp)]),
     "fm_job": (_i32, [_u64, ctypes.c_char_p, _P(_vp), _P(_vp)]),
     "fm_log_seq": (_vp, []),

@@ -291,6 +291,42 @@ class ReadTest(unittest.TestCase):
         self.assertIn("split_bytes", st["warnings"][0])
         self.assertTrue(any("1 split(s)" in m for m in logs.output), logs.output)
 
+    def test_order_deterministic(self):
+        # Two jobs of one spec and seed deliver one sequence (each element
+        # once), another seed another; a checkpoint resumes it exactly,
+        # and the audit of each whole run matches the layout's.
+        n = 2000
+        spec = range_spec(n, 16, ops=[{"cost": {"sleep_us": 1}}])
+        spec.update({"order_block": 16, "order_window": 4})
+        opts = dict(order="deterministic", seed=1234, reorder_batches=512)
+        with self.c.distribute(spec, job=job_name("det"), **opts) as it:
+            first = read_values(it)
+            audit = it.audit()
+            self.assertEqual(it.stats()["reorder"]["bound"], 512)
+        assert_once(self, first, n)
+        self.assertEqual(len(audit), 1)
+        self.assertTrue(audit[0]["complete"] and audit[0]["match"], audit)
+        self.assertEqual(audit[0]["elements"], n)
+        job = job_name("det")
+        with self.c.distribute(spec, job=job, **opts) as it:
+            head = read_values(it, limit=30)
+            ck = it.checkpoint()
+        with self.c.distribute(spec, job=job, resume=ck, **opts) as it:
+            tail = read_values(it)
+            self.assertTrue(it.audit()[0]["match"])
+        np.testing.assert_array_equal(np.concatenate([head, tail]), first)
+        with self.c.distribute(spec, job=job_name("det"), skip_batches=[(5, 10)], **opts) as it:
+            skipped = read_values(it)
+            self.assertEqual(it.stats()["reorder"]["skipped"], 5)
+        np.testing.assert_array_equal(skipped, np.concatenate([first[:5 * 16], first[10 * 16:]]))
+        with self.c.distribute(spec, job=job_name("det"), order="deterministic", seed=99) as it:
+            other = read_values(it)
+        assert_once(self, other, n)
+        self.assertFalse(np.array_equal(other, first))
+        with self.c.distribute(range_spec(n, 16), job=job_name("any")) as it:
+            read_values(it)
+            self.assertIsNone(it.audit())
+
     def test_offload_boundary(self):
         # A partial offload: the nodes run the cost op, this process the
         # cast and the batch; every element once, and the stats say so.

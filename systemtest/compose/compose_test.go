@@ -59,8 +59,12 @@ func sizes() []int {
 }
 
 // works is the covering array's constraint: the combinations that
-// Distribute accepts.
-func works(row []int) bool { return jobspec.ComboAt(row).Check() == nil }
+// Distribute accepts, with the spec's order any (deterministic order's
+// combinations run in systemtest/order: its specs take fewer ops).
+func works(row []int) bool {
+	c := jobspec.ComboAt(row)
+	return c.Order == "" && c.Check() == nil
+}
 
 // coveringArray is the rows the system test runs: every pair of values of
 // every two dimensions that some accepted combination has.
