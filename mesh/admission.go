@@ -155,6 +155,10 @@ var errNotThatNode = errors.New("the node there is another")
 // certificate says so under mutual TLS; without identities its status
 // does.
 func (n *Node) verifyNode(ctx context.Context, name, addr string) error {
+	// A connection of its own, closed after the check: most members are
+	// checked once and never spoken to again (transport/privateconn.go).
+	ctx, done := transport.WithPrivateConn(ctx)
+	defer done()
 	s, err := n.tr.Dial(ctx, addr, transport.KindControl)
 	if err != nil {
 		return err
