@@ -36,3 +36,21 @@ func TestScaledGossip(t *testing.T) {
 		t.Errorf("DefaultConfig at 100 nodes got faster: %+v", got)
 	}
 }
+
+func TestScaledTimers(t *testing.T) {
+	fast, def := mesh.FastConfig(), mesh.DefaultConfig()
+	if got := ScaledTimers(fast, 10); got.Worker.JobPollInterval != fast.Worker.JobPollInterval || got.ReconcileInterval != fast.ReconcileInterval || got.KnownMembersInterval != fast.KnownMembersInterval {
+		t.Errorf("10 nodes changed FastConfig's timers")
+	}
+	got := ScaledTimers(fast, 30)
+	if got.Worker.JobPollInterval != 3*fast.Worker.JobPollInterval || got.ReconcileInterval != 3*fast.ReconcileInterval || got.KnownMembersInterval != 3*fast.KnownMembersInterval {
+		t.Errorf("30 nodes: poll %v, reconcile %v, known members %v: want FastConfig's × 3", got.Worker.JobPollInterval, got.ReconcileInterval, got.KnownMembersInterval)
+	}
+	got = ScaledTimers(fast, 1000)
+	if got.Worker.JobPollInterval != def.Worker.JobPollInterval || got.ReconcileInterval != def.ReconcileInterval || got.KnownMembersInterval != def.KnownMembersInterval {
+		t.Errorf("1000 nodes: poll %v, reconcile %v, known members %v: want DefaultConfig's", got.Worker.JobPollInterval, got.ReconcileInterval, got.KnownMembersInterval)
+	}
+	if got.Raft.HeartbeatTimeout != fast.Raft.HeartbeatTimeout || got.Gossip != fast.Gossip || got.Worker.OrphanPollInterval != fast.Worker.OrphanPollInterval {
+		t.Error("changed what it should not")
+	}
+}
