@@ -67,7 +67,8 @@ func WithJoinAll() Option { return func(o *options) { o.joinAll = true } }
 // sharing one machine: probe, probe timeout, gossip and push/pull
 // intervals and the TCP timeout × max(1, n/10), capped at memberlist's
 // LAN defaults (probe 1 s, probe timeout 500 ms, gossip 200 ms, push/pull
-// 30 s, TCP 10 s). A node's own
+// 30 s, TCP 10 s), and the dead members' reconnect interval, capped at
+// mesh.DefaultConfig's 10 s. A node's own
 // load does not grow with n (memberlist probes one member per interval
 // and gossips to a fixed fan-out), but n nodes in one process load it n
 // times: stretching by n/10 keeps the process's gossip load that of a
@@ -84,6 +85,9 @@ func ScaledGossip(g mesh.GossipConfig, n int) mesh.GossipConfig {
 	g.GossipInterval = stretch(g.GossipInterval, 200*time.Millisecond)
 	g.PushPullInterval = stretch(g.PushPullInterval, 30*time.Second)
 	g.TCPTimeout = stretch(g.TCPTimeout, 10*time.Second)
+	// Each node looks through its member table for dead members to
+	// retry every ReconnectInterval: n nodes × n members.
+	g.ReconnectInterval = stretch(g.ReconnectInterval, mesh.DefaultConfig().Gossip.ReconnectInterval)
 	return g
 }
 

@@ -26,7 +26,7 @@ func TestScaledGossip(t *testing.T) {
 		if got.ProbeInterval != time.Second || got.ProbeTimeout != 500*time.Millisecond || got.GossipInterval != 200*time.Millisecond || got.PushPullInterval != pp[0] || got.TCPTimeout != pp[1] {
 			t.Errorf("%d nodes: %+v", n, got)
 		}
-		if got.SuspicionMult != fast.SuspicionMult || got.GossipToTheDeadTime != fast.GossipToTheDeadTime {
+		if got.SuspicionMult != fast.SuspicionMult || got.GossipToTheDeadTime != fast.GossipToTheDeadTime || got.ReconnectInterval != min(10*time.Second, time.Duration(float64(n)/10*float64(fast.ReconnectInterval))) {
 			t.Errorf("%d nodes: changed what it should not: %+v", n, got)
 		}
 	}
