@@ -122,15 +122,17 @@ func coordinated64(t *testing.T, cl *client.Client) {
 }
 
 // dynamicKills reads an exactly-once DYNAMIC job over all 100 nodes and
-// kills a random node (never node 0, which the client dialed) every few
-// seconds, 10 in all, each once a leader has seen the last one go. The
-// job's elements are slow (a sleep each) so that the kills land while
-// splits are still being produced: a worker killed after every split was
-// produced loses what it had buffered and no consumer received
-// (splits.AllProduced, a documented limit of exactly-once), and the test
-// says so instead of counting it.
+// kills a random node (never node 0, which the client dialed) every 1.5 s,
+// 10 in all; after killing a Raft voter it waits for a leader that no
+// longer holds the victim alive before the next kill, so that the kills
+// never take a majority of the voters. The job's elements are slow (a
+// sleep each) so that the kills land while splits are still being
+// produced: a worker killed after every split was produced loses what it
+// had buffered and no consumer received (splits.AllProduced, a documented
+// limit of exactly-once), so the test fails if a kill came that late
+// instead of counting on luck.
 func dynamicKills(t *testing.T, c *testcluster.Cluster, cl *client.Client) {
-	const n, splitSize, batch, sleepUs = 100000, 100, 100, 25000
+	const n, splitSize, batch, sleepUs = 100000, 100, 100, 40000
 	const job = "dyn100"
 	it, err := cl.Distribute(context.Background(), jobtest.SlowSpec(n, splitSize, batch, sleepUs),
 		client.JobOptions{Name: job, Sharding: client.Dynamic, Offload: client.OffloadRemote, Workers: client.AllWorkers})
@@ -141,6 +143,7 @@ func dynamicKills(t *testing.T, c *testcluster.Cluster, cl *client.Client) {
 	defer jobtest.DumpJobOnFailure(t, c, job, it)
 	var (
 		killed    []string
+		voters    int
 		lateKills int
 		killErr   error
 		kills     sync.WaitGroup
@@ -152,16 +155,21 @@ func dynamicKills(t *testing.T, c *testcluster.Cluster, cl *client.Client) {
 		<-first
 		rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 41))
 		for len(killed) < 10 {
-			time.Sleep(2 * time.Second) // the pace of the kills, not a wait for a condition
+			time.Sleep(1500 * time.Millisecond) // the pace of the kills, not a wait for a condition
 			if allProduced(c, job) {
 				lateKills++
 			}
 			up := c.Running()
 			victim := up[1+rng.IntN(len(up)-1)]
 			name := c.Name(victim)
+			voter := isVoter(c, name)
 			c.Kill(victim)
 			killed = append(killed, name)
 			lastKill = time.Now()
+			if !voter {
+				continue
+			}
+			voters++
 			if killErr = c.Wait(time.Minute, "a leader that no longer holds "+name+" alive", func() bool { return goneAtLeader(c, name) }); killErr != nil {
 				return
 			}
@@ -187,7 +195,7 @@ func dynamicKills(t *testing.T, c *testcluster.Cluster, cl *client.Client) {
 		exact = *st.Exact
 	}
 	t.Logf("job read in %.1f s, the last kill at %.1f s", time.Since(t0).Seconds(), lastKill.Sub(t0).Seconds())
-	t.Logf("%d batches from %d workers; killed %v; exactly-once counters %+v; reconnects %d", d.Batches, len(d.ByWorker), killed, exact, st.Reconnects)
+	t.Logf("%d batches from %d workers; killed %v (%d voters); exactly-once counters %+v; reconnects %d", d.Batches, len(d.ByWorker), killed, voters, exact, st.Reconnects)
 }
 
 // allProduced reports whether the leader's view of job has every split
@@ -203,6 +211,21 @@ func allProduced(c *testcluster.Cluster, job string) bool {
 	}
 	p := v.Progress
 	return p.Done && p.Outstanding == 0 && (p.Exact == nil || p.Exact.Orphaned == 0)
+}
+
+// isVoter reports whether the leader's member list has name as a Raft
+// voter (or the leader).
+func isVoter(c *testcluster.Cluster, name string) bool {
+	_, l := c.Leader()
+	if l == nil {
+		return true // unknown: treat it as one (the next kill waits)
+	}
+	for _, m := range l.Members() {
+		if m.Name == name {
+			return m.Raft == "voter" || m.Raft == "leader"
+		}
+	}
+	return false
 }
 
 // goneAtLeader reports whether a leader holds name other than alive.
