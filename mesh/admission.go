@@ -58,12 +58,14 @@ type admission struct {
 	admitted map[admitKey]bool      // checked and passed
 	failed   map[admitKey]time.Time // last failed check
 	inFlight map[admitKey]bool      // checks in flight
+	toJoin   map[string]string      // admitted, not yet brought in: name → gossip address (admitjoin.go)
+	joining  bool                   // joinAdmitted runs
 }
 
 type admitKey struct{ name, addr string }
 
 func newAdmission(n *Node) *admission {
-	return &admission{n: n, admitted: map[admitKey]bool{}, failed: map[admitKey]time.Time{}, inFlight: map[admitKey]bool{}}
+	return &admission{n: n, admitted: map[admitKey]bool{}, failed: map[admitKey]time.Time{}, inFlight: map[admitKey]bool{}, toJoin: map[string]string{}}
 }
 
 // NotifyAlive implements memberlist.AliveDelegate: peer is admitted when
@@ -131,21 +133,18 @@ func (a *admission) check(k admitKey, gossip string) {
 		return
 	}
 	a.n.log.Debug("gossip member admitted", "member", k.name, "addr", k.addr)
-	if ml := a.ml.Load(); ml != nil && a.n.ctx.Err() == nil && !a.n.leaving.Load() {
-		if _, err := ml.Join([]string{gossip}); err != nil {
-			a.n.log.Debug("admitted member: push/pull failed; the next periodic one brings it in", "member", k.name, "err", err)
-		}
-	}
+	a.joinSoon(k.name, gossip) // admitjoin.go
 }
 
-// checking reports whether a check is in flight: a member gossip told of
-// is not in the member table yet, and may be once it passes. Formation
+// checking reports whether a check, or the push/pull that brings in the
+// members that passed one, is in flight: a member gossip told of is not
+// in the member table yet, and may be once it passes. Formation
 // waits for it (loops.go): bootstrapping on a partial view could start
 // two clusters.
 func (a *admission) checking() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return len(a.inFlight) > 0
+	return len(a.inFlight) > 0 || a.joining
 }
 
 // errNotThatNode: the node at a member's address is not that member.
@@ -155,6 +154,10 @@ var errNotThatNode = errors.New("the node there is another")
 // certificate says so under mutual TLS; without identities its status
 // does.
 func (n *Node) verifyNode(ctx context.Context, name, addr string) error {
+	// A connection of its own, closed after the check: most members are
+	// checked once and never spoken to again (transport/privateconn.go).
+	ctx, done := transport.WithPrivateConn(ctx)
+	defer done()
 	s, err := n.tr.Dial(ctx, addr, transport.KindControl)
 	if err != nil {
 		return err

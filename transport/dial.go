@@ -55,7 +55,13 @@ type dialEntry struct {
 // A connection that looks alive may still be stale (the peer restarted and has
 // not answered yet); the first stream operation on it then fails, the
 // connection is dropped from the cache, and the next Dial redials.
+//
+// Under a context from WithPrivateConn, the stream goes over that
+// context's own connection instead (privateconn.go).
 func (t *Transport) Dial(ctx context.Context, addr string, kind StreamKind) (*Stream, error) {
+	if pc := privateConnOf(ctx); pc != nil {
+		return t.dialPrivate(ctx, pc, addr, kind)
+	}
 	for attempt := 0; ; attempt++ {
 		key := t.keyForDial(addr, kind)
 		c, fresh, err := t.conn(ctx, key)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -13,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/feedmesh/feedmesh/api"
 	"github.com/feedmesh/feedmesh/client"
@@ -78,6 +75,7 @@ func benchScale(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	seconds := fs.Float64("seconds", 10, "steady-state window per size, after 3 s of warm-up")
 	rtts := fs.Float64("rtt-rate", 20, "control round trips per second (a consistent Get through a follower, forwarded to the leader) timed during the window")
 	startTimeout := fs.Duration("start-timeout", 3*time.Minute, "how long a cluster may take to form")
+	formOnly := fs.Bool("form-only", false, "measure only formation (N nodes until each sees N alive and one leader) and a join (one node more until all see it), no job: each row's form_s and join_s")
 	jsonOut := fs.Bool("json", false, "print a JSON array of rows (see scaleRow in cmd/feedmesh-bench/scale.go)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
@@ -112,11 +110,15 @@ func benchScale(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		for _, m := range modes {
 			for _, consumers := range counts {
 				fmt.Fprintf(stderr, "scale: N=%d, %d consumers, gossip %s …\n", n, consumers, m)
-				r, err := scaleRun(ctx, n, consumers, m, *rate, *rtts, time.Duration(*seconds*float64(time.Second)), *startTimeout, stderr)
+				r, err := scaleRun(ctx, n, consumers, m, *rate, *rtts, time.Duration(*seconds*float64(time.Second)), *startTimeout, *formOnly, stderr)
 				if err != nil {
 					return fmt.Errorf("N=%d, gossip %s: %w", n, m, err)
 				}
 				rows = append(rows, r)
+				if *formOnly {
+					fmt.Fprintf(stderr, "  form %.1f s, join %.2f s\n", r.FormS, r.JoinS)
+					break // consumers do not matter without a job
+				}
 				fmt.Fprintf(stderr, "  form %.1f s, join %.2f s, job start %.2f s (all reading %.2f s), %.0f rows/s, raft %.1f cmds/s (%s), leader rpcs %.1f/s (%s), CPU leader %.3f follower %.3f process %.2f s/s, gossip %.0f pkts/s %.0f B/s + streams %.0f B/s, rtt p50 %.1f p99 %.1f ms%s\n",
 					r.FormS, r.JoinS, r.JobStartS, r.FirstS, r.RowsPerS, r.RaftPerS, fmtRates(r.RaftByType), r.RPCPerS, fmtRates(r.RPCByMethod), r.LeaderCPU, r.FollowerCPU, r.ProcessCPU,
 					r.GossipPktPerS, r.GossipBytesPerS, r.GossipStreamBPS, r.RTTP50MS, r.RTTP99MS, map[bool]string{true: " (leader changed)"}[r.LeaderChanged])
@@ -135,7 +137,7 @@ func benchScale(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return printRows(stdout, false, []string{"nodes", "consumers", "gossip", "form_s", "join_s", "job_start_s", "raft_cmds_per_s", "leader_rpcs_per_s", "leader_cpu", "follower_cpu", "gossip_kB_per_s", "rtt_p99_ms"}, out)
 }
 
-func scaleRun(ctx context.Context, n, consumers int, gossip string, rate, rttRate float64, window, startTimeout time.Duration, stderr io.Writer) (scaleRow, error) {
+func scaleRun(ctx context.Context, n, consumers int, gossip string, rate, rttRate float64, window, startTimeout time.Duration, formOnly bool, stderr io.Writer) (scaleRow, error) {
 	row := scaleRow{Nodes: n, Consumers: consumers, Gossip: gossip, ConsumerBatchesS: rate}
 	dir, err := os.MkdirTemp("", "feedmesh-bench-scale-")
 	if err != nil {
@@ -187,6 +189,9 @@ func scaleRun(ctx context.Context, n, consumers int, gossip string, rate, rttRat
 		return row, err
 	}
 	row.JoinS = time.Since(t0).Seconds()
+	if formOnly {
+		return row, nil
+	}
 
 	// One DYNAMIC job over all nodes, C consumers reading at a fixed rate.
 	spec := pipeline.NewSpec(pipeline.Source{Range: &pipeline.RangeSource{Start: 0, Stop: 1 << 32, SplitSize: 2048}})
@@ -376,142 +381,4 @@ func perSecond(a, b map[string]uint64, d float64) (map[string]float64, float64) 
 		}
 	}
 	return out, sum
-}
-
-// cpuByLabel reads a CPU profile (pprof's gzipped protobuf, as
-// runtime/pprof writes it) and sums its CPU time by the value of the
-// goroutine label key ("" for samples without it). It reads only what it
-// needs of the format (profile.proto): sample_type (1), sample (2: value
-// 2, label 3 {key 1, str 2}) and string_table (6).
-func cpuByLabel(gz []byte, key string) (map[string]time.Duration, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(gz))
-	if err != nil {
-		return nil, err
-	}
-	raw, err := io.ReadAll(zr)
-	if err != nil {
-		return nil, err
-	}
-	type sample struct {
-		values []uint64
-		labels [][2]uint64 // key, str (string table indexes)
-	}
-	var (
-		strs    []string
-		types   [][2]uint64 // type, unit
-		samples []sample
-	)
-	fields := func(b []byte, f func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error) error {
-		for len(b) > 0 {
-			num, typ, k := protowire.ConsumeTag(b)
-			if k < 0 {
-				return protowire.ParseError(k)
-			}
-			b = b[k:]
-			var v []byte
-			var x uint64
-			switch typ {
-			case protowire.VarintType:
-				x, k = protowire.ConsumeVarint(b)
-			case protowire.BytesType:
-				v, k = protowire.ConsumeBytes(b)
-			default:
-				k = protowire.ConsumeFieldValue(num, typ, b)
-			}
-			if k < 0 {
-				return protowire.ParseError(k)
-			}
-			b = b[k:]
-			if err := f(num, typ, v, x); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	// varints reads a repeated uint64 field: packed (bytes) or one varint.
-	varints := func(typ protowire.Type, v []byte, x uint64, into *[]uint64) error {
-		if typ == protowire.VarintType {
-			*into = append(*into, x)
-			return nil
-		}
-		for len(v) > 0 {
-			y, k := protowire.ConsumeVarint(v)
-			if k < 0 {
-				return protowire.ParseError(k)
-			}
-			*into = append(*into, y)
-			v = v[k:]
-		}
-		return nil
-	}
-	err = fields(raw, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
-		switch num {
-		case 1: // sample_type
-			var t [2]uint64
-			err := fields(v, func(num protowire.Number, _ protowire.Type, _ []byte, x uint64) error {
-				if num == 1 || num == 2 {
-					t[num-1] = x
-				}
-				return nil
-			})
-			types = append(types, t)
-			return err
-		case 2: // sample
-			var s sample
-			err := fields(v, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
-				switch num {
-				case 2:
-					return varints(typ, v, x, &s.values)
-				case 3:
-					var l [2]uint64
-					err := fields(v, func(num protowire.Number, _ protowire.Type, _ []byte, x uint64) error {
-						if num == 1 || num == 2 {
-							l[num-1] = x
-						}
-						return nil
-					})
-					s.labels = append(s.labels, l)
-					return err
-				}
-				return nil
-			})
-			samples = append(samples, s)
-			return err
-		case 6: // string_table
-			strs = append(strs, string(v))
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	str := func(i uint64) string {
-		if i < uint64(len(strs)) {
-			return strs[i]
-		}
-		return ""
-	}
-	col := -1
-	for i, t := range types {
-		if str(t[1]) == "nanoseconds" {
-			col = i
-		}
-	}
-	if col < 0 {
-		return nil, fmt.Errorf("no sample type in nanoseconds (types %v)", types)
-	}
-	out := map[string]time.Duration{}
-	for _, s := range samples {
-		if col >= len(s.values) {
-			continue
-		}
-		val := ""
-		for _, l := range s.labels {
-			if str(l[0]) == key {
-				val = str(l[1])
-			}
-		}
-		out[val] += time.Duration(s.values[col])
-	}
-	return out, nil
 }

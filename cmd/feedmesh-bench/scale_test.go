@@ -52,3 +52,24 @@ func TestBenchScaleRow(t *testing.T) {
 		t.Errorf("rtt p50 %v p99 %v", r.RTTP50MS, r.RTTP99MS)
 	}
 }
+
+// TestBenchScaleFormOnly: --form-only gives one row per size with its
+// formation and join times and no job.
+func TestBenchScaleFormOnly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts clusters")
+	}
+	out, errOut, code := runCmd(t, "scale", "--nodes", "3,4", "--consumers", "1,2", "--gossip", "scaled", "--form-only", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rows []scaleRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 2 {
+		t.Fatalf("want one row per size: %v: %s", err, out)
+	}
+	for i, r := range rows {
+		if r.Nodes != 3+i || r.Gossip != "scaled" || r.FormS <= 0 || r.JoinS <= 0 || r.RowsPerS != 0 || r.RaftPerS != 0 {
+			t.Errorf("row %d: %+v", i, r)
+		}
+	}
+}

@@ -145,6 +145,7 @@ func (c *Cluster) startJoining(s *slot, expect int, join bool) error {
 	cfg.BootstrapExpect = expect
 	cfg.RaftVoters = c.opts.voters
 	if c.opts.scaled {
+		cfg = ScaledTimers(cfg, c.opts.size)
 		cfg.Gossip = ScaledGossip(cfg.Gossip, c.opts.size)
 	}
 	if join {

@@ -52,10 +52,10 @@ func WithLogOutput(w io.Writer) Option { return func(o *options) { o.logOut = w 
 func WithStartTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // WithScaledGossip gives every node ScaledGossip(FastConfig's timing, n)
-// for the n New is asked for (before WithConfig's edits): in-process
-// nodes share the machine's cores, so FastConfig's timers, meant for a
-// handful of nodes, make a hundred nodes' probes and gossip alone load a
-// 2-core machine.
+// and ScaledTimers for the n New is asked for (before WithConfig's edits):
+// in-process nodes share the machine's cores, so FastConfig's timers,
+// meant for a handful of nodes, make a hundred nodes' probes, gossip and
+// polls alone load a 2-core machine.
 func WithScaledGossip() Option { return func(o *options) { o.scaled = true } }
 
 // WithJoinAll makes a starting node join every running node, as
@@ -67,7 +67,8 @@ func WithJoinAll() Option { return func(o *options) { o.joinAll = true } }
 // sharing one machine: probe, probe timeout, gossip and push/pull
 // intervals and the TCP timeout × max(1, n/10), capped at memberlist's
 // LAN defaults (probe 1 s, probe timeout 500 ms, gossip 200 ms, push/pull
-// 30 s, TCP 10 s). A node's own
+// 30 s, TCP 10 s), and the dead members' reconnect interval, capped at
+// mesh.DefaultConfig's 10 s. A node's own
 // load does not grow with n (memberlist probes one member per interval
 // and gossips to a fixed fan-out), but n nodes in one process load it n
 // times: stretching by n/10 keeps the process's gossip load that of a
@@ -84,7 +85,29 @@ func ScaledGossip(g mesh.GossipConfig, n int) mesh.GossipConfig {
 	g.GossipInterval = stretch(g.GossipInterval, 200*time.Millisecond)
 	g.PushPullInterval = stretch(g.PushPullInterval, 30*time.Second)
 	g.TCPTimeout = stretch(g.TCPTimeout, 10*time.Second)
+	// Each node looks through its member table for dead members to
+	// retry every ReconnectInterval: n nodes × n members.
+	g.ReconnectInterval = stretch(g.ReconnectInterval, mesh.DefaultConfig().Gossip.ReconnectInterval)
 	return g
+}
+
+// ScaledTimers stretches, as ScaledGossip does, the timers every node of
+// c runs whatever it does, for a cluster of n nodes sharing one machine:
+// the worker's job poll (each a request to the leader: n of them every
+// JobPollInterval), the reconcile loops (role, formation, voters, job
+// planning) and the known-members check, × max(1, n/10), capped at
+// mesh.DefaultConfig's (the production timing). A 100-node cluster of
+// FastConfig nodes otherwise sends its leader 500 job polls a second.
+func ScaledTimers(c mesh.Config, n int) mesh.Config {
+	f := max(1, float64(n)/10)
+	def := mesh.DefaultConfig()
+	stretch := func(d, limit time.Duration) time.Duration {
+		return max(d, min(time.Duration(float64(d)*f), limit))
+	}
+	c.Worker.JobPollInterval = stretch(c.Worker.JobPollInterval, def.Worker.JobPollInterval)
+	c.ReconcileInterval = stretch(c.ReconcileInterval, def.ReconcileInterval)
+	c.KnownMembersInterval = stretch(c.KnownMembersInterval, def.KnownMembersInterval)
+	return c
 }
 
 // WithContext makes New, the node starts (New, Restart, Add) and Wait
