@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/feedmesh/feedmesh/api"
@@ -169,7 +170,7 @@ func qualifyRequest[Req any](p api.Principal, method string, req Req) (Req, erro
 // displayAnswer is a method's answer as p sees it: its job names short
 // for p's tenant's jobs (displayJobName).
 func displayAnswer(p api.Principal, resp any) any {
-	if p.Tenant == "" || p.Node {
+	if p.Privileged() && p.Tenant == "" {
 		return resp
 	}
 	switch r := resp.(type) {
@@ -202,6 +203,22 @@ func displayAnswer(p api.Principal, resp any) any {
 
 func displayJobInfo(p api.Principal, j api.JobInfo) api.JobInfo {
 	j.Name = displayJobName(p, j.Name)
+	if len(j.Autocache) > 0 {
+		// An autocache decision is the prefix's, whichever job's worker
+		// made it: another tenant's job is not named.
+		ac := slices.Clone(j.Autocache)
+		for i, a := range ac {
+			if d := a.Decision; d != nil {
+				dd := *d
+				dd.Job = displayJobName(p, d.Job)
+				if !p.Privileged() && !ownJob(p, d.Job) {
+					dd.Job = ""
+				}
+				ac[i].Decision = &dd
+			}
+		}
+		j.Autocache = ac
+	}
 	return j
 }
 
@@ -252,4 +269,13 @@ func displayText(p api.Principal, msg string) string {
 func qualified(name string) bool {
 	_, ok := nameTenant(name)
 	return ok
+}
+
+// ownJob reports whether the job of internal name name is p's tenant's
+// by its name.
+func ownJob(p api.Principal, name string) bool {
+	if p.Tenant == "" {
+		return !strings.HasPrefix(name, "@")
+	}
+	return strings.HasPrefix(name, tenantPrefix(p.Tenant))
 }

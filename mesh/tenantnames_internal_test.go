@@ -90,6 +90,14 @@ func TestJobNamesPerTenant(t *testing.T) {
 	if info[0].Name != "train" {
 		t.Errorf("alice's job list names %q, want train", info[0].Name)
 	}
+	ac := []api.AutocacheInfo{{Decision: &api.AutocacheDecision{Job: "@nlp/train"}}, {Decision: &api.AutocacheDecision{Job: "@vision/prep"}}}
+	shown := displayAnswer(alice, api.JobInfo{Name: "@vision/train", Autocache: ac}).(api.JobInfo)
+	if shown.Autocache[0].Decision.Job != "" || shown.Autocache[1].Decision.Job != "prep" || ac[0].Decision.Job != "@nlp/train" {
+		t.Errorf("alice sees autocache decisions by jobs %q and %q, want none (another tenant's) and prep; the original says %q", shown.Autocache[0].Decision.Job, shown.Autocache[1].Decision.Job, ac[0].Decision.Job)
+	}
+	if shown := displayAnswer(carol, api.JobInfo{Name: "x", Autocache: ac}).(api.JobInfo); shown.Autocache[0].Decision.Job != "" {
+		t.Errorf("carol sees an autocache decision by job %q, want none (a tenant's)", shown.Autocache[0].Decision.Job)
+	}
 	st := displayAnswer(alice, api.WorkerOpStats{Tasks: []api.TaskOpStats{{Job: "@vision/train"}}}).(api.WorkerOpStats)
 	if st.Tasks[0].Job != "train" {
 		t.Errorf("alice's statistics name %q, want train", st.Tasks[0].Job)
