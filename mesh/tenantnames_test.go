@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/feedmesh/feedmesh/api"
+	"github.com/feedmesh/feedmesh/api/jobspec"
 	"github.com/feedmesh/feedmesh/client"
 	"github.com/feedmesh/feedmesh/internal/testutil/jobtest"
 	"github.com/feedmesh/feedmesh/pipeline"
+	"github.com/feedmesh/feedmesh/ranges"
 	"github.com/feedmesh/feedmesh/transport"
 )
 
@@ -152,4 +155,122 @@ func TestTwoTenantsOneJobName(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestTenantCannotTouchAnotherTenantsJob (issue 37, item 2): knowing a
+// job's name was enough to read its spec, attach and steal its batches,
+// renew or detach its consumers, lease its splits in its consumer's
+// local worker's name, record a forged failure, and replace it with a
+// forged checkpoint. Under mutual TLS job names are per tenant: another
+// tenant's client (and the default tenant's) giving the same name acts
+// on a job of its own, never on the victim's, and naming the victim's
+// job by its internal name ("@vision/vision-train") is refused every one
+// of these, through any node; the job is as it was; its own tenant and
+// an administrator are not refused.
+func TestTenantCannotTouchAnotherTenantsJob(t *testing.T) {
+	c, p := mtlsCluster(t, 3)
+	li, _ := c.WaitLeader(t, 20*time.Second)
+	follower := c.Node((li + 1) % 3).Addr()
+	leaderAddr := c.Node(li).Addr()
+	alice := newTenantClient(t, p, "alice", "vision", false)
+	bob := newTenantClient(t, p, "bob", "nlp", false)
+	carol := newTenantClient(t, p, "carol", "", false)
+	ops := newTenantClient(t, p, "ops", "", true)
+
+	spec, err := pipeline.NewSpec(pipeline.FromSynthetic(pipeline.SyntheticSource{Kind: "text", Count: 3000, Seed: 1, SplitSize: 100})).CanonicalEncoding()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const job, internal = "vision-train", "@vision/vision-train"
+	opts := api.JobOptions{Name: job, Sharding: jobspec.Dynamic, Workers: jobspec.AllWorkers}
+	var info api.JobInfo
+	if err := alice.call(follower, api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: opts, Consumer: "a0"}, &info); err != nil {
+		t.Fatalf("alice creates her job: %v", err)
+	}
+	if info.Name != job || info.Tenant != "vision" {
+		t.Fatalf("alice's job is answered as %q of tenant %q, want %q of vision", info.Name, info.Tenant, job)
+	}
+	local := jobspec.LocalWorkerPrefix + "a0"
+	attacks := func(name string) []attack {
+		o := opts
+		o.Name = name
+		return []attack{
+			{"attach a consumer", api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: o, Consumer: "b0"}},
+			{"attach by heartbeat", api.MethodHeartbeat, api.JobRequest{Job: name, Consumer: "b0"}},
+			{"renew the victim's consumer", api.MethodHeartbeat, api.JobRequest{Job: name, Consumer: "a0"}},
+			{"detach the victim's consumer", api.MethodDetach, api.JobRequest{Job: name, Consumer: "a0"}},
+			{"lease in the victim's local worker's name", api.MethodLease, api.LeaseRequest{Job: name, Worker: local, N: 1}},
+			{"record a forged failure", api.MethodEndTask, api.EndTaskRequest{Job: name, Worker: local, Failure: "forged"}},
+			{"send receipts", api.MethodReceipts, api.ReceiptsRequest{Job: name, Consumer: "a0"}},
+			{"read the spec", api.MethodJobGet, api.JobRequest{Job: name}},
+			{"replace it with a forged checkpoint", api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: o, Consumer: "b1",
+				Resume: &api.ResumePart{From: info.ID, Part: "a0", Want: 1, Delivered: ranges.Delivered{}}}},
+		}
+	}
+	thieves := []struct {
+		name string
+		c    *tenantClient
+	}{{"bob (tenant nlp)", bob}, {"carol (the default tenant)", carol}}
+	// By the victim's internal name: refused, whether or not such a job
+	// exists (no oracle).
+	// job.get answers as a job that does not exist (TestJobGetIsNoOracle).
+	for _, who := range thieves {
+		for _, a := range append(attacks(internal), attacks("@nlp/nothing-here")...) {
+			want := transport.ErrPermissionDenied
+			if a.method == api.MethodJobGet {
+				want = transport.ErrNotFound
+			}
+			for _, addr := range []string{follower, leaderAddr} {
+				if err := who.c.call(addr, a.method, a.req, nil); !errors.Is(err, want) {
+					t.Errorf("%s tried to %s of alice's job (%s, by an internal name) through %s: %v, want %s", who.name, a.what, a.method, addr, err, want.Code)
+				}
+			}
+		}
+	}
+	// By its name: every thief's own job of that name, whatever the
+	// outcome there.
+	for _, who := range thieves {
+		for _, a := range attacks(job) {
+			who.c.call(follower, a.method, a.req, nil)
+		}
+	}
+	// The data plane: a stream of alice's job from any worker, by either
+	// name.
+	for i := range 3 {
+		for _, name := range []string{job, internal} {
+			if err := bob.firstBatch(c.Node(i).Addr(), name, 0, "a0", info.Capability); err == nil || !strings.Contains(err.Error(), "permission denied") {
+				t.Errorf("bob reads a batch of %q with alice's capability from %s: %v, want permission denied", name, c.Name(i), err)
+			}
+		}
+	}
+	got, err := c.Node(li).JobGet(context.Background(), internal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Job.ID != info.ID || len(got.Job.Consumers) != 1 || got.Job.Consumers[0] != "a0" || got.Job.Failure != "" {
+		t.Errorf("after the attacks alice's job is id %d, consumers %v, failure %q; want id %d, consumers [a0], no failure", got.Job.ID, got.Job.Consumers, got.Job.Failure, info.ID)
+	}
+	// Bob's "vision-train" is his own job, answered by the name he gave.
+	var bobs api.JobGetResponse
+	if err := bob.call(follower, api.MethodJobGet, api.JobRequest{Job: job}, &bobs); err != nil || bobs.Job.ID == info.ID || bobs.Job.Tenant != "nlp" || bobs.Job.Name != job {
+		t.Errorf("bob's job %q: id %d (alice's: %d), tenant %q, name %q, err %v; want his own, of nlp, named %q", job, bobs.Job.ID, info.ID, bobs.Job.Tenant, bobs.Job.Name, err, job)
+	}
+	// Her own tenant and an administrator are not refused.
+	var g api.JobGetResponse
+	if err := alice.call(follower, api.MethodJobGet, api.JobRequest{Job: job}, &g); err != nil || len(g.Spec) == 0 || g.Job.ID != info.ID || g.Job.Name != job {
+		t.Errorf("alice reads her job's spec: %v (id %d name %q)", err, g.Job.ID, g.Job.Name)
+	}
+	if err := ops.call(follower, api.MethodJobGet, api.JobRequest{Job: internal}, &g); err != nil || len(g.Spec) == 0 || g.Job.ID != info.ID || g.Job.Name != internal {
+		t.Errorf("an administrator reads alice's job's spec as %q: %v (id %d name %q)", internal, err, g.Job.ID, g.Job.Name)
+	}
+	if err := alice.call(follower, api.MethodHeartbeat, api.JobRequest{Job: job, Consumer: "a0"}, nil); err != nil {
+		t.Errorf("alice renews her consumer: %v", err)
+	}
+}
+
+// attack is a request a thief makes of a victim's job.
+type attack struct {
+	what   string
+	method string
+	req    any
 }
