@@ -69,7 +69,7 @@ func handle[Req any](n *Node, method string, serve func(context.Context, Req) (a
 		}
 		// Where the request enters the cluster: its job's internal name
 		// for p in, the names p knows out (tenantnames.go).
-		if req, err = qualifyRequest(p, method, req); err != nil {
+		if req, err = qualifyRequest(p, method, req, n.resolveJobName); err != nil {
 			return nil, err
 		}
 		resp, err := serve(withPrincipal(ctx, p), req)

@@ -43,6 +43,40 @@ func qualifyJobName(p api.Principal, name string) string {
 	return tenantPrefix(p.Tenant) + name
 }
 
+// resolveJobName is the internal name of the job p names given, by
+// this node's replica: qualified (qualifyJobName), unless p's tenant has
+// no job of the qualified name and either has one of the bare name (made
+// before names were per tenant, or while a server of an older release
+// was in the cluster) or the cluster is below ProtocolTenantNames (a
+// worker of the older release would look the bare name up). The leader
+// checks whatever it becomes (checkJob).
+func (n *Node) resolveJobName(p api.Principal, given string) string {
+	levelOK := func() bool {
+		return n.raft.Protocol() >= fsm.ProtocolTenantNames || n.clusterProtocol() >= fsm.ProtocolTenantNames
+	}
+	return resolveJobName(p, given, n.raft.JobTenant, levelOK)
+}
+
+// resolveJobName is Node.resolveJobName's rule, pure: tenantOf looks a
+// job up (its tenant, whether it exists), levelOK says whether the
+// cluster has reached ProtocolTenantNames.
+func resolveJobName(p api.Principal, given string, tenantOf func(string) (string, bool), levelOK func() bool) string {
+	q := qualifyJobName(p, given)
+	if q == given {
+		return q
+	}
+	if _, ok := tenantOf(q); ok {
+		return q
+	}
+	if t, ok := tenantOf(given); ok && t == p.Tenant {
+		return given // the tenant's job of the bare name
+	}
+	if !levelOK() {
+		return given
+	}
+	return q
+}
+
 // displayJobName is the name p knows the job of internal name by: the
 // short name for a job of p's tenant, the internal name otherwise.
 func displayJobName(p api.Principal, name string) string {
@@ -108,8 +142,9 @@ func errReservedName(method string, p api.Principal, job string) error {
 }
 
 // qualifyRequest is req with the job it names (api.JobNamed) under its
-// internal name for p, or the refusal of the name p gave.
-func qualifyRequest[Req any](p api.Principal, method string, req Req) (Req, error) {
+// internal name for p (resolve: Node.resolveJobName), or the refusal of
+// the name p gave.
+func qualifyRequest[Req any](p api.Principal, method string, req Req, resolve func(p api.Principal, given string) string) (Req, error) {
 	j, ok := any(req).(api.JobNamed)
 	if !ok || j.JobName() == "" {
 		return req, nil
@@ -117,7 +152,7 @@ func qualifyRequest[Req any](p api.Principal, method string, req Req) (Req, erro
 	if err := checkGivenJobName(p, method, j.JobName()); err != nil {
 		return req, err
 	}
-	q := qualifyJobName(p, j.JobName())
+	q := resolve(p, j.JobName())
 	if q == j.JobName() {
 		return req, nil
 	}

@@ -79,9 +79,36 @@ func TestJobNamesPerTenant(t *testing.T) {
 		api.DrainedRequest{Job: given}, api.FinishRequest{Job: given}, api.ShareStatsRequest{Job: given},
 		api.OpStatsRequest{Job: given},
 	} {
-		got, err := qualifyRequest(alice, "m", req)
+		got, err := qualifyRequest(alice, "m", req, qualifyJobName)
 		if err != nil || got.JobName() != "@vision/train" {
 			t.Errorf("%T qualified for alice: %q, %v; want @vision/train", req, got.JobName(), err)
+		}
+	}
+
+	// Resolution against the state: the qualified job, else the
+	// tenant's job of the bare name, else the bare name below the
+	// protocol level, else the qualified name (a new job).
+	jobs := map[string]string{"@vision/train": "vision", "legacy": "vision", "theirs": "nlp", "both": "vision", "@vision/both": "vision"}
+	tenantOf := func(name string) (string, bool) { t, ok := jobs[name]; return t, ok }
+	for _, c := range []struct {
+		p       api.Principal
+		given   string
+		levelOK bool
+		want    string
+	}{
+		{alice, "train", true, "@vision/train"},
+		{alice, "train", false, "@vision/train"},
+		{alice, "legacy", true, "legacy"},
+		{alice, "both", true, "@vision/both"},
+		{alice, "theirs", true, "@vision/theirs"},
+		{alice, "theirs", false, "theirs"}, // the leader refuses it: another tenant's
+		{alice, "new", true, "@vision/new"},
+		{alice, "new", false, "new"},
+		{carol, "train", true, "train"},
+		{ops, "@vision/train", true, "@vision/train"},
+	} {
+		if got := resolveJobName(c.p, c.given, tenantOf, func() bool { return c.levelOK }); got != c.want {
+			t.Errorf("%s names %q (level reached %v): %q, want %q", c.p.Name, c.given, c.levelOK, got, c.want)
 		}
 	}
 

@@ -125,7 +125,7 @@ func (h workerHost) StreamJob(conn net.Conn, open batch.OpenRequest) (string, er
 	if err != nil {
 		return "", err
 	}
-	job := qualifyJobName(p, open.Job)
+	job := h.n.resolveJobName(p, open.Job)
 	if p.Admin && strings.HasPrefix(open.Job, "@") && !qualified(open.Job) {
 		return "", fmt.Errorf("job %q: a name starting %q is \"@tenant/name\" (another tenant's job)", open.Job, "@")
 	}

@@ -42,6 +42,12 @@ const (
 	// the proposer sends the command unwrapped (the leader's check alone
 	// bounds the tenant).
 	ProtocolQuotas = 4
+	// ProtocolTenantNames: job names are per tenant (mesh/tenantnames.go):
+	// a tenant's new job is kept as "@tenant/name", which a worker of an
+	// older release, looking the short name up, would not find. Below
+	// it, a tenant's new job keeps the name its client gave (names are
+	// the cluster's, as that release has them). No command changes.
+	ProtocolTenantNames = 4
 	// Protocol is this release's level.
 	Protocol = 4
 )
