@@ -274,3 +274,73 @@ type attack struct {
 	method string
 	req    any
 }
+
+// TestTenantsBareNameJobStaysItsTenants: a tenant's job with a bare name
+// (made while a server of an older release was in the cluster: a node of
+// that release forwards its tenant's request with the name as given, or
+// made before names were per tenant) stays its tenant's under that
+// name: its tenant's clients, naming it as before, reach it on the
+// control and data planes; another tenant giving the name gets a job of
+// its own.
+func TestTenantsBareNameJobStaysItsTenants(t *testing.T) {
+	c, p := mtlsCluster(t, 3)
+	li, _ := c.WaitLeader(t, 20*time.Second)
+	follower := c.Node((li + 1) % 3).Addr()
+	cert, key := p.issue(t, transport.RoleNode, "old-node")
+	tr, err := newStranger(t, p.caFile, cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	codec, err := transport.NewCodec(transport.DefaultConfig().MaxHeaderBytes, transport.DefaultConfig().MaxFrameBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldNode := &tenantClient{t: t, tr: tr, codec: codec}
+	alice := newTenantClient(t, p, "alice", "vision", false)
+	bob := newTenantClient(t, p, "bob", "nlp", false)
+
+	spec, err := pipeline.NewSpec(pipeline.FromSynthetic(pipeline.SyntheticSource{Kind: "text", Count: 1000, Seed: 1, SplitSize: 100})).CanonicalEncoding()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := api.JobOptions{Name: "legacy", Sharding: jobspec.Dynamic, Workers: jobspec.AllWorkers}
+	caller := api.Principal{Name: "spiffe://prod/client/alice", Tenant: "vision"}
+	var made api.JobInfo
+	if err := oldNode.call(c.Node(li).Addr(), api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: opts, Consumer: "a0", Forwarded: true, Caller: &caller}, &made); err != nil {
+		t.Fatalf("a node of an older release forwards alice's distribute: %v", err)
+	}
+	if made.Name != "legacy" || made.Tenant != "vision" {
+		t.Fatalf("the forwarded distribute made %q of tenant %q, want legacy of vision", made.Name, made.Tenant)
+	}
+	c.WaitFor(t, 10*time.Second, "every replica to know the job", func() bool {
+		for i := range 3 {
+			if _, err := c.Node(i).JobGet(context.Background(), "legacy"); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	var g api.JobGetResponse
+	if err := alice.call(follower, api.MethodJobGet, api.JobRequest{Job: "legacy"}, &g); err != nil || g.Job.ID != made.ID || g.Job.Name != "legacy" {
+		t.Errorf("alice's job.get of legacy: id %d name %q, %v; want id %d", g.Job.ID, g.Job.Name, err, made.ID)
+	}
+	if err := alice.call(follower, api.MethodHeartbeat, api.JobRequest{Job: "legacy", Consumer: "a0"}, nil); err != nil {
+		t.Errorf("alice renews her consumer of legacy: %v", err)
+	}
+	if err := alice.firstBatch(follower, "legacy", made.ID, "a0", made.Capability); err != nil {
+		t.Errorf("alice streams legacy: %v", err)
+	}
+	// Bob's "legacy" is his own.
+	var bobs api.JobInfo
+	if err := bob.call(follower, api.MethodDistribute, api.DistributeRequest{Spec: spec, Options: opts, Consumer: "b0"}, &bobs); err != nil || bobs.ID == made.ID || bobs.Tenant != "nlp" || bobs.Name != "legacy" {
+		t.Errorf("bob's legacy: id %d (alice's %d) tenant %q name %q, %v; want his own", bobs.ID, made.ID, bobs.Tenant, bobs.Name, err)
+	}
+	if err := bob.firstBatch(follower, "legacy", made.ID, "a0", made.Capability); err == nil {
+		t.Errorf("bob streams alice's legacy with her capability")
+	}
+	got, err := c.Node(li).JobGet(context.Background(), "legacy")
+	if err != nil || got.Job.ID != made.ID || !slices.Equal(got.Job.Consumers, []string{"a0"}) {
+		t.Errorf("alice's legacy after bob: %+v, %v; want id %d, consumers [a0]", got.Job, err, made.ID)
+	}
+}
