@@ -62,8 +62,8 @@ func (n *Node) resolveJobName(p api.Principal, given string) string {
 // cluster has reached ProtocolTenantNames.
 func resolveJobName(p api.Principal, given string, tenantOf func(string) (string, bool), levelOK func() bool) string {
 	q := qualifyJobName(p, given)
-	if q == given {
-		return q
+	if q == given || strings.HasPrefix(given, "@") {
+		return q // a tenant's "@...": refused by the leader
 	}
 	if _, ok := tenantOf(q); ok {
 		return q

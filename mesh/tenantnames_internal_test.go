@@ -106,6 +106,8 @@ func TestJobNamesPerTenant(t *testing.T) {
 		{alice, "new", false, "new"},
 		{carol, "train", true, "train"},
 		{ops, "@vision/train", true, "@vision/train"},
+		{alice, "@vision/train", true, "@vision/@vision/train"}, // refused on the leader, even her own
+		{alice, "@vision/train", false, "@vision/@vision/train"},
 	} {
 		if got := resolveJobName(c.p, c.given, tenantOf, func() bool { return c.levelOK }); got != c.want {
 			t.Errorf("%s names %q (level reached %v): %q, want %q", c.p.Name, c.given, c.levelOK, got, c.want)

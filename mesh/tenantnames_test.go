@@ -266,6 +266,10 @@ func TestTenantCannotTouchAnotherTenantsJob(t *testing.T) {
 	if err := alice.call(follower, api.MethodHeartbeat, api.JobRequest{Job: job, Consumer: "a0"}, nil); err != nil {
 		t.Errorf("alice renews her consumer: %v", err)
 	}
+	// An internal name is no client's to give, even of its own job.
+	if err := alice.call(follower, api.MethodHeartbeat, api.JobRequest{Job: internal, Consumer: "a0"}, nil); !errors.Is(err, transport.ErrPermissionDenied) {
+		t.Errorf("alice renews her consumer by the job's internal name: %v, want permission_denied", err)
+	}
 }
 
 // attack is a request a thief makes of a victim's job.
