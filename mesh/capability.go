@@ -85,7 +85,9 @@ func (n *Node) ensureJobSecret(ctx context.Context) ([]byte, error) {
 	return nil, transport.Errorf(transport.ErrUnavailable, "the cluster's job secret is malformed in the state (%s)", jobSecretKey)
 }
 
-// jobKey is the key of tenant's job name under secret.
+// jobKey is the key of tenant's job name under secret. name is the
+// job's short name (shortJobName): keys, so capabilities and checkpoint
+// MACs, are what they were before job names were per tenant.
 func jobKey(secret []byte, tenant, name string) []byte {
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte("feedmesh job key v1\x00"))
@@ -109,7 +111,7 @@ func (n *Node) capabilityFor(ctx context.Context, tenant, name, consumer string)
 	if err != nil {
 		return nil, err
 	}
-	return api.Capability(jobKey(s, tenant, name), consumer), nil
+	return api.Capability(jobKey(s, tenant, shortJobName(tenant, name)), consumer), nil
 }
 
 // checkCapability (on a worker) refuses a data stream of consumer of job
@@ -136,7 +138,7 @@ func (n *Node) checkCapability(ctx context.Context, job api.JobInfo, consumer st
 		// secret's second counts as one after it.
 		ok = job.CreatedAt.Before(since.Truncate(time.Second))
 	} else if has {
-		ok = hmac.Equal(capability, api.Capability(jobKey(s, job.Tenant, job.Name), consumer))
+		ok = hmac.Equal(capability, api.Capability(jobKey(s, job.Tenant, shortJobName(job.Tenant, job.Name)), consumer))
 	} else if ok = n.caps.has(job, consumer, capability); !ok {
 		var resp api.CapabilityCheckResponse
 		ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
@@ -258,11 +260,18 @@ func (n *Node) verifyCheckpointMAC(ctx context.Context, tenant, name string, r *
 	if err != nil {
 		return err
 	}
-	want, err := api.CheckpointMAC(c, name, *r)
-	if err != nil {
-		return err
+	// The client MACs the name it knows the job by: its tenant's short
+	// name, or an administrator's "@tenant/name". Either needs the
+	// consumer's capability.
+	ok := false
+	for _, as := range []string{shortJobName(tenant, name), name} {
+		want, err := api.CheckpointMAC(c, as, *r)
+		if err != nil {
+			return err
+		}
+		ok = ok || hmac.Equal(r.MAC, want)
 	}
-	if !hmac.Equal(r.MAC, want) {
+	if !ok {
 		n.log.Warn("resume refused: the checkpoint's MAC does not check out", "tenant", tenant, "job", logString(name), "part", logString(r.Part))
 		return transport.Errorf(transport.ErrPermissionDenied, "job %q: resume: not allowed: the checkpoint of consumer %q was not made by a consumer of this job (forged, another tenant's, or another job's checkpoint)", name, r.Part)
 	}

@@ -62,8 +62,9 @@ func TestCheckpointNeedsTheClustersMAC(t *testing.T) {
 	}
 	done := ranges.Delivered{Returned: map[int64]map[int64]ranges.Set{0: {0: {0, 100}}}}
 
-	// Bob's job "shared-name", checkpointed, ends and is collected; the
-	// name is then alice's.
+	// Bob's job "shared-name", checkpointed, ends and is collected;
+	// alice's job of the same name is then made (job names are per
+	// tenant: it could coexist with bob's).
 	bj, err := distribute(bob, "shared-name", "b0", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +72,7 @@ func TestCheckpointNeedsTheClustersMAC(t *testing.T) {
 	bobs := signedPart(t, bj.Capability, "shared-name", bj.ID, "b0", done)
 	detach(bob, "shared-name", "b0")
 	c.WaitFor(t, 20*time.Second, "bob's job collected", func() bool {
-		_, err := c.Node(li).JobGet(context.Background(), "shared-name")
+		_, err := c.Node(li).JobGet(context.Background(), "@nlp/shared-name")
 		return errors.Is(err, transport.ErrNotFound)
 	})
 	if _, err := distribute(alice, "shared-name", "s0", nil); err != nil {
@@ -126,7 +127,7 @@ func TestCheckpointNeedsTheClustersMAC(t *testing.T) {
 			t.Errorf("resume of %q from %s: %v, want permission_denied saying %q", tc.job, tc.what, err, tc.want)
 		}
 	}
-	got, err := c.Node(li).JobGet(context.Background(), "train")
+	got, err := c.Node(li).JobGet(context.Background(), "@vision/train")
 	if err != nil || got.Job.ID != first.ID {
 		t.Fatalf("after the refused resumes job train is %+v (%v), want id %d", got.Job, err, first.ID)
 	}

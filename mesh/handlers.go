@@ -46,9 +46,9 @@ func (n *Node) registerHandlers() {
 }
 
 // handle registers method, whose request decodes into a Req, answered by
-// f. Every method decodes the same way: a request that does not decode is
+// serve. Every method decodes the same way: a request that does not decode is
 // refused as invalid, naming the method.
-func handle[Req any](n *Node, method string, f func(context.Context, Req) (any, error)) {
+func handle[Req any](n *Node, method string, serve func(context.Context, Req) (any, error)) {
 	n.rpc.Handle(method, func(ctx context.Context, decode func(any) error) (any, error) {
 		var req Req
 		if err := decode(&req); err != nil {
@@ -64,7 +64,16 @@ func handle[Req any](n *Node, method string, f func(context.Context, Req) (any, 
 		if err := n.tenantsEnforced(p); err != nil {
 			return nil, err
 		}
-		return f(withPrincipal(ctx, p), req)
+		if fw, ok := any(req).(api.Forwardable); ok && fw.WasForwarded() {
+			return serve(withPrincipal(ctx, p), req) // its job's internal name, from the node that took it
+		}
+		// Where the request enters the cluster: its job's internal name
+		// for p in, the names p knows out (tenantnames.go).
+		if req, err = qualifyRequest(p, method, req, n.resolveJobName); err != nil {
+			return nil, err
+		}
+		resp, err := serve(withPrincipal(ctx, p), req)
+		return displayAnswer(p, resp), displayError(p, err)
 	})
 }
 

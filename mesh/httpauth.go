@@ -31,9 +31,11 @@ func (n *Node) HTTPPrincipal(token string) (api.Principal, error) {
 }
 
 // JobsAs lists the jobs p may see (its tenant's; an administrator's or a
-// node's: every tenant's), as the leader knows them.
+// node's: every tenant's), as the leader knows them, named as p names
+// them (its tenant's by their short names: tenantnames.go).
 func (n *Node) JobsAs(ctx context.Context, p api.Principal) ([]api.JobInfo, error) {
-	return n.jobs(withPrincipal(ctx, p), false)
+	js, err := n.jobs(withPrincipal(ctx, p), false)
+	return displayJobInfos(p, js), displayError(p, err)
 }
 
 // LocalJobsAs is LocalJobs limited to what p may see.
@@ -41,7 +43,7 @@ func (n *Node) LocalJobsAs(p api.Principal) []api.JobInfo {
 	var out []api.JobInfo
 	for _, j := range n.LocalJobs() {
 		if p.MayActOn(j.Tenant) {
-			out = append(out, j)
+			out = append(out, displayJobInfo(p, j))
 		}
 	}
 	return out

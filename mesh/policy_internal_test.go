@@ -52,6 +52,14 @@ func TestPolicyTable(t *testing.T) {
 		{"carol, a share group's name no group has", carol, "share~9", "", false, false},
 		{"an administrator, a share group", ops, "share~364", "", true, true},
 		{"a node, a share group", node, "share~364", "", true, true},
+		// Job names are per tenant (tenantnames.go): internal names.
+		{"alice, her job by its internal name", alice, "@vision/j", "vision", true, true},
+		{"alice, her new job by its internal name", alice, "@vision/j", "", false, true},
+		{"alice, another tenant's internal name no job has", alice, "@nlp/j", "", false, false},
+		{"alice, an \"@\" name she gave (qualified)", alice, "@vision/@nlp/j", "", false, false},
+		{"alice, a share group's name she gave (qualified)", alice, "@vision/share~364", "", false, false},
+		{"carol, a tenant's internal name no job has", carol, "@vision/j", "", false, false},
+		{"an administrator, a tenant's internal name", ops, "@nlp/j", "nlp", true, true},
 	} {
 		if got := mayActOnJob(c.p, c.job, c.tenant, c.exists); got != c.may {
 			t.Errorf("%s: may act %v, want %v", c.who, got, c.may)

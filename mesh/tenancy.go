@@ -46,13 +46,16 @@ func (n *Node) checkJob(p api.Principal, method, job string) error {
 	if p.Privileged() {
 		return nil
 	}
-	if fsm.IsShareGroupName(job) {
-		return n.denyGroup(method, p, job)
+	short := shortJobName(p.Tenant, job)
+	if reservedJobName(p, job) {
+		n.log.Warn("request refused: permission denied", "method", method, "principal", p.Name, "tenant", p.Tenant, "job", logString(job), "why", "a name reserved to the cluster")
+		return errReservedName(method, p, job)
 	}
 	if t, ok := n.raft.JobTenant(job); !mayActOnJob(p, job, t, ok) {
 		return n.denyJob(method, p, job)
 	}
-	if g := n.cfg.Policy.GrantsOf(p); !g.MayJob(job) {
+	// Roles grant jobs by the names the tenant gives them (short).
+	if g := n.cfg.Policy.GrantsOf(p); !g.MayJob(short) {
 		n.log.Warn("request refused: permission denied", "method", method, "principal", p.Name, "tenant", p.Tenant, "job", logString(job), "why", "no role grants the job's name")
 		return transport.Errorf(transport.ErrPermissionDenied, "%s: job %q: the policy grants %s jobs named %s only (--policy)", method, job, p.Name, g.JobPatterns())
 	}
@@ -95,8 +98,11 @@ func mayActOnJob(p api.Principal, job, tenant string, exists bool) bool {
 	if p.Privileged() {
 		return true
 	}
-	if fsm.IsShareGroupName(job) {
+	if reservedJobName(p, job) {
 		return false
+	}
+	if t, qualified := nameTenant(job); qualified && t != p.Tenant {
+		return false // another tenant's name, whether or not it has a job
 	}
 	return !exists || p.MayActOn(tenant)
 }
@@ -105,14 +111,7 @@ func mayActOnJob(p api.Principal, job, tenant string, exists bool) bool {
 // tenant's.
 func (n *Node) denyJob(method string, p api.Principal, job string) error {
 	n.log.Warn("request refused: permission denied", "method", method, "principal", p.Name, "tenant", p.Tenant, "job", logString(job), "why", "another tenant's job")
-	return transport.Errorf(transport.ErrPermissionDenied, "%s: job %q is another tenant's: choose another job name", method, job)
-}
-
-// denyGroup answers a client's request about a share group's name,
-// whether or not the group exists (no oracle of groups).
-func (n *Node) denyGroup(method string, p api.Principal, job string) error {
-	n.log.Warn("request refused: permission denied", "method", method, "principal", p.Name, "tenant", p.Tenant, "job", logString(job), "why", "a share group's name")
-	return transport.Errorf(transport.ErrPermissionDenied, "%s: job %q: names starting %q are the cluster's share groups, for nodes and administrators only", method, job, "share~")
+	return transport.Errorf(transport.ErrPermissionDenied, "%s: job %q is another tenant's", method, job)
 }
 
 // adminOnly is a method for the privileged only (administrators, nodes):
@@ -141,6 +140,10 @@ func (n *Node) jobOwner(p api.Principal, job string) fsm.Owner {
 			return *v.Owner
 		}
 		return fsm.Owner{Principal: p.Name} // the default tenant's job
+	}
+	if t, ok := nameTenant(job); ok && p.Privileged() {
+		// An administrator creating "@tenant/name": the tenant's job.
+		return fsm.Owner{Principal: p.Name, Tenant: t}
 	}
 	return ownerOf(p)
 }

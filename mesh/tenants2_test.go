@@ -101,8 +101,9 @@ func TestTenantQuotaHoldsUnderConcurrency(t *testing.T) {
 // whether a group (or another tenant's job) existed (not_found against
 // permission_denied). Now a client of any tenant is refused every
 // request about a group's name, existing or not, alike, and the group is
-// as it was; job.get of another tenant's job, or of a group, answers
-// exactly as job.get of a name no job has.
+// as it was; job.get of another tenant's job (by its internal name, or
+// by its short name, which is then the asker's own job), or of a group,
+// answers exactly as job.get of a name no job has.
 func TestShareGroupsAreNoTenants(t *testing.T) {
 	c, p := mtlsCluster(t, 3)
 	li, _ := c.WaitLeader(t, 20*time.Second)
@@ -171,12 +172,12 @@ func TestShareGroupsAreNoTenants(t *testing.T) {
 	for _, c := range []struct {
 		who *tenantClient
 		job string
-	}{{bob, "vision-shared"}, {carol, "vision-shared"}, {bob, group}, {carol, group}, {alice, group}} {
+	}{{bob, "vision-shared"}, {carol, "vision-shared"}, {bob, "@vision/vision-shared"}, {carol, "@vision/vision-shared"}, {bob, group}, {carol, group}, {alice, group}} {
 		if got := answer(c.who, c.job); got != none {
 			t.Errorf("job.get of %q answers %q, a name no job has %q: an oracle", c.job, got, none)
 		}
 	}
-	if err := ops.call(addr, api.MethodJobGet, api.JobRequest{Job: "vision-shared"}, nil); err != nil {
+	if err := ops.call(addr, api.MethodJobGet, api.JobRequest{Job: "@vision/vision-shared"}, nil); err != nil {
 		t.Errorf("an administrator's job.get of alice's job: %v", err)
 	}
 }

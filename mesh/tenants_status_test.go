@@ -98,7 +98,7 @@ func TestStatusPageShowsTenantsJobs(t *testing.T) {
 		code, jobs = get(adminToken)
 		return code == http.StatusOK
 	})
-	if !slices.Equal(jobs, []string{"nlp-b", "vision-a"}) {
-		t.Errorf("an administrator's token sees jobs %v, want both tenants'", jobs)
+	if !slices.Equal(jobs, []string{"@nlp/nlp-b", "@vision/vision-a"}) {
+		t.Errorf("an administrator's token sees jobs %v, want both tenants', by their internal names", jobs)
 	}
 }

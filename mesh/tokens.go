@@ -109,23 +109,33 @@ func mapTokenErr(err error) error {
 // client of the job's tenant, an administrator, or a node; with a token,
 // the token's principal. In dev mode without a token: anyone.
 func (n *Node) mayRead(conn net.Conn, token string, job api.JobInfo) error {
-	id, authenticated := transport.PeerIdentity(conn)
-	var p api.Principal
-	switch {
-	case authenticated && id.IsNode():
-		return nil
-	case token != "":
-		var err error
-		if p, err = n.tokenPrincipal(token); err != nil {
-			return fmt.Errorf("permission denied: %w", err)
-		}
-	case !authenticated:
-		return nil
-	default:
-		p = identityPrincipal(id)
+	p, err := n.streamPrincipal(conn, token)
+	if err != nil {
+		return err
 	}
 	if !p.MayActOn(job.Tenant) {
-		return fmt.Errorf("permission denied: %s may not read job %q: it is another tenant's", p.Name, job.Name)
+		return fmt.Errorf("permission denied: %s may not read job %q: it is another tenant's", p.Name, displayJobName(p, job.Name))
 	}
 	return nil
+}
+
+// streamPrincipal is the principal of a data stream's peer (conn), with
+// the token its Open carried: a node, a token's principal, a client
+// certificate's, or in dev mode without a token the anonymous
+// administrator.
+func (n *Node) streamPrincipal(conn net.Conn, token string) (api.Principal, error) {
+	id, authenticated := transport.PeerIdentity(conn)
+	switch {
+	case authenticated && id.IsNode():
+		return identityPrincipal(id), nil
+	case token != "":
+		p, err := n.tokenPrincipal(token)
+		if err != nil {
+			return api.Principal{}, fmt.Errorf("permission denied: %w", err)
+		}
+		return p, nil
+	case !authenticated:
+		return anonymous, nil
+	}
+	return identityPrincipal(id), nil
 }

@@ -2,7 +2,9 @@ package mesh
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/feedmesh/feedmesh/api"
@@ -113,6 +115,34 @@ func (n *Node) WorkerOpStats(ctx context.Context, name, addr, job string) (api.W
 	var st api.WorkerOpStats
 	err := transport.Call(ctx, n.tr, n.codec, addr, api.MethodOpStats, api.OpStatsRequest{Job: job}, &st)
 	return st, err
+}
+
+// StreamJob is the internal name of the job a data stream's Open names,
+// for its peer (tenantnames.go): a tenant's short name qualified. A peer
+// whose token does not check out, or a name it may not give, is refused.
+func (h workerHost) StreamJob(conn net.Conn, open batch.OpenRequest) (string, error) {
+	p, err := h.n.streamPrincipal(conn, open.Token)
+	if err != nil {
+		return "", err
+	}
+	job := h.n.resolveJobName(p, open.Job)
+	if p.Admin && strings.HasPrefix(open.Job, "@") && !qualified(open.Job) {
+		return "", fmt.Errorf("job %q: a name starting %q is \"@tenant/name\" (another tenant's job)", open.Job, "@")
+	}
+	if !p.Privileged() && reservedJobName(p, job) {
+		return "", fmt.Errorf("permission denied: %s may not read job %q: names starting %q or %q are the cluster's", p.Name, open.Job, "@", "share~")
+	}
+	return job, nil
+}
+
+// StreamError is err as the peer of a data stream (conn) sees it: the
+// internal names of its tenant's jobs short.
+func (h workerHost) StreamError(conn net.Conn, token string, err error) error {
+	p, perr := h.n.streamPrincipal(conn, token)
+	if perr != nil {
+		return err
+	}
+	return displayError(p, err)
 }
 
 func (h workerHost) MayRead(ctx context.Context, conn net.Conn, open batch.OpenRequest, job api.JobInfo) error {

@@ -18,9 +18,10 @@ import (
 // ("Two teams on one mesh") with the commands as an operator types them:
 // a CA, node certificates, an administrator's and team vision's client
 // certificates, and a token of team nlp on a certificate of the default
-// tenant; both teams read one dataset with --share, each sees its own
-// job only, the administrator both, and neither may read the other's
-// job.
+// tenant; both teams read one dataset with --share, under the same job
+// name "train" (job names are per tenant: two jobs), each sees its own
+// job only, the administrator both (by their internal names,
+// "@tenant/train"), and neither may read the other's job.
 func TestTwoTeamsWalkthrough(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
@@ -73,10 +74,10 @@ func TestTwoTeamsWalkthrough(t *testing.T) {
 		return s
 	}
 	readArgs := []string{"read", "--spec", spec, "--share", "--json", "--progress=false", "--offload", "remote"}
-	if s := read(as("alice", append(readArgs, "--job", "vision-train")...)); s.Elements != 3000 {
+	if s := read(as("alice", append(readArgs, "--job", "train")...)); s.Elements != 3000 {
 		t.Errorf("vision's read: %d elements, want 3000", s.Elements)
 	}
-	if s := read(nlp(append(readArgs, "--job", "nlp-train")...)); s.Elements != 3000 {
+	if s := read(nlp(append(readArgs, "--job", "train")...)); s.Elements != 3000 {
 		t.Errorf("nlp's read: %d elements, want 3000", s.Elements)
 	}
 	jobs := func(args []string) []string {
@@ -97,17 +98,17 @@ func TestTwoTeamsWalkthrough(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"alice (vision)", as("alice", "jobs", "--json"), []string{"vision/vision-train"}},
-		{"the nlp token", nlp("jobs", "--json"), []string{"nlp/nlp-train"}},
+		{"alice (vision)", as("alice", "jobs", "--json"), []string{"vision/train"}},
+		{"the nlp token", nlp("jobs", "--json"), []string{"nlp/train"}},
 		{"the shared certificate without the token", as("shared", "jobs", "--json"), nil},
-		{"ops (administrator)", as("ops", "jobs", "--json"), []string{"nlp/nlp-train", "vision/vision-train"}},
+		{"ops (administrator)", as("ops", "jobs", "--json"), []string{"nlp/@nlp/train", "vision/@vision/train"}},
 	} {
 		if got := jobs(tc.args); !slices.Equal(got, tc.want) {
 			t.Errorf("%s lists %v, want %v", tc.who, got, tc.want)
 		}
 	}
-	if _, errOut, code := runCmd(t, nlp(append(readArgs, "--job", "vision-train")...)...); code == 0 || !strings.Contains(errOut, "another tenant") {
-		t.Errorf("nlp reads vision's job: exit %d: %s", code, errOut)
+	if _, errOut, code := runCmd(t, nlp(append(readArgs, "--job", "@vision/train")...)...); code == 0 || !strings.Contains(errOut, "permission_denied") {
+		t.Errorf("nlp reads vision's job by its internal name: exit %d: %s", code, errOut)
 	}
 	must(as("ops", "token", "revoke", "--id", "nlp-team")...)
 	c.WaitFor(t, 10*time.Second, "the revoked token refused", func() bool {

@@ -48,6 +48,12 @@ const (
 	// required and no MAC checked: a leader of the older release issues
 	// none.
 	ProtocolCapabilities = 4
+	// ProtocolTenantNames: job names are per tenant (mesh/tenantnames.go):
+	// a tenant's new job is kept as "@tenant/name", which a worker of an
+	// older release, looking the short name up, would not find. Below
+	// it, a tenant's new job keeps the name its client gave (names are
+	// the cluster's, as that release has them). No command changes.
+	ProtocolTenantNames = 4
 	// Protocol is this release's level.
 	Protocol = 4
 )

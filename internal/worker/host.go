@@ -46,6 +46,16 @@ type Host interface {
 	// the node's policy lets it read the job (its tenant's, and the
 	// consumer's capability). Its error never holds the capability.
 	MayRead(ctx context.Context, conn net.Conn, open batch.OpenRequest, job api.JobInfo) error
+	// StreamJob is the name the worker knows the job a data stream's
+	// Open names by, for the stream's peer (conn): job names are per
+	// tenant, and a tenant's client gives its job's short name. An error
+	// (the peer's token does not check out, a name it may not give)
+	// refuses the stream.
+	StreamJob(conn net.Conn, open batch.OpenRequest) (string, error)
+	// StreamError is err, which ends a data stream of the peer of conn
+	// (its Open carried token), as the peer sees it (its job's name as
+	// it gave it).
+	StreamError(conn net.Conn, token string, err error) error
 }
 
 // JobView is what a worker reads of a job from its node's replica of the

@@ -97,7 +97,12 @@ func (w *Worker) handleStream(conn net.Conn) {
 		if w.cfg.Disabled {
 			return batch.CompressNone
 		}
-		if t, terr = w.task(ctx, req.Job, req.JobID); terr != nil {
+		job, err := w.host.StreamJob(conn, req)
+		if err != nil {
+			terr = err
+			return batch.CompressNone
+		}
+		if t, terr = w.task(ctx, job, req.JobID); terr != nil {
 			return batch.CompressNone
 		}
 		return t.compression()
@@ -123,14 +128,15 @@ func (w *Worker) handleStream(conn net.Conn) {
 			// stream without an error so the consumer retries elsewhere.
 			return
 		}
-		sender.End(err)
+		sender.End(w.host.StreamError(conn, req.Token, err))
 		return
 	}
 	if err := w.host.MayRead(ctx, conn, req, t.job); err != nil {
 		w.log.Warn("data stream refused: permission denied", "job", t.job.Name, "err", err)
-		sender.End(err)
+		sender.End(w.host.StreamError(conn, req.Token, err))
 		return
 	}
+	req.Job = t.job.Name // the name the worker knows it by
 	t.streams.Add(1)
 	defer t.streams.Add(-1)
 	t.prod.serve(ctx, sender, req)
