@@ -96,51 +96,11 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 		return api.JobInfo{}, err
 	}
 	defer release() // once its commands are applied, the state machine counts them
-	if _, narrowed := n.cfg.Policy.GrantsOf(p).Data(); datasetExists && narrowed {
-		// Another tenant registered it: p's grants must reach its files
-		// too (its workers would refuse them; the answer is the same as
-		// for a new dataset).
-		if _, err := pipeline.Splits(spec); errors.Is(err, objstore.ErrNotAllowed) {
-			return api.JobInfo{}, notAllowed(name, err)
-		}
+	if err := n.registerDataset(ctx, p, level, name, spec, fp, req.Spec, datasetExists); err != nil {
+		return api.JobInfo{}, err
 	}
-	if !datasetExists {
-		// The leader enumerates the splits (like tf.data service's
-		// dispatcher): it sees the same files as the workers.
-		ss, err := pipeline.Splits(spec)
-		if errors.Is(err, objstore.ErrNotAllowed) {
-			return api.JobInfo{}, notAllowed(name, err)
-		}
-		if err != nil {
-			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: enumerate splits: %v", name, err)
-		}
-		d := fsm.Dataset{Fingerprint: fp, Spec: req.Spec, NumSplits: int64(len(ss))}
-		register := fsm.NewRegisterDataset(d)
-		if level >= fsm.ProtocolOwners {
-			register = fsm.NewRegisterOwnedDataset(d, ownerOf(p))
-		}
-		if _, err := n.raft.Apply(ctx, n.quotaGuard(p, level, register)); err != nil {
-			return api.JobInfo{}, err
-		}
-	}
-	if job.Coordinated() {
-		if _, err := worker.CoordinatedOp(spec); err != nil {
-			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)
-		}
-	}
-	if err := opts.CheckSpec(api.SpecFeatures(spec)); err != nil {
-		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)
-	}
-	if job.Sharding() == jobspec.Dynamic && job.Delivery() == jobspec.ExactlyOnce && spec.HasTakeSkip() {
-		// The client applies them to the source (pipeline.FoldTakeSkip):
-		// run by each worker they would count per worker, and a take
-		// would leave leased splits unread (the job would never end).
-		return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: an exactly-once DYNAMIC job's take and skip are applied to its source by the client before it sends the spec (docs/jobs/sharding-and-delivery.md#take-and-skip); this spec still has them (a client of an older release?)", name)
-	}
-	if cut := job.OffloadBoundary(); cut > 0 {
-		if err := spec.CheckCut(cut); err != nil {
-			return api.JobInfo{}, transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)
-		}
+	if err := checkJobSpec(name, opts, spec); err != nil {
+		return api.JobInfo{}, err
 	}
 	c := fsm.Create{Name: name, Fingerprint: fp, Options: job, CountLoss: countsLoss(job, spec), Scale: scaleStart(n.raft, fp, job)}
 	if level >= fsm.ProtocolOwners {
@@ -189,6 +149,69 @@ func (n *Node) distributeLocal(ctx context.Context, req api.DistributeRequest, o
 		return api.JobInfo{}, err
 	}
 	return info, nil
+}
+
+// registerDataset records the job's dataset (spec, canonical, of
+// fingerprint fp) if the state has none, its splits enumerated here as
+// the workers will (through p's grants); a dataset another tenant
+// registered is checked against p's grants too.
+func (n *Node) registerDataset(ctx context.Context, p api.Principal, level int, name string, spec *pipeline.Spec, fp string, canonical []byte, exists bool) error {
+	if _, narrowed := n.cfg.Policy.GrantsOf(p).Data(); exists && narrowed {
+		// Another tenant registered it: p's grants must reach its files
+		// too (its workers would refuse them; the answer is the same as
+		// for a new dataset).
+		if _, err := pipeline.Splits(spec); errors.Is(err, objstore.ErrNotAllowed) {
+			return notAllowed(name, err)
+		}
+	}
+	if !exists {
+		// The leader enumerates the splits (like tf.data service's
+		// dispatcher): it sees the same files as the workers.
+		ss, err := pipeline.Splits(spec)
+		if errors.Is(err, objstore.ErrNotAllowed) {
+			return notAllowed(name, err)
+		}
+		if err != nil {
+			return transport.Errorf(transport.ErrInvalid, "job %q: enumerate splits: %v", name, err)
+		}
+		d := fsm.Dataset{Fingerprint: fp, Spec: canonical, NumSplits: int64(len(ss))}
+		register := fsm.NewRegisterDataset(d)
+		if level >= fsm.ProtocolOwners {
+			register = fsm.NewRegisterOwnedDataset(d, ownerOf(p))
+		}
+		if _, err := n.raft.Apply(ctx, n.quotaGuard(p, level, register)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkJobSpec refuses a spec the job's options cannot run: a
+// coordinated job without its bucketing op, a combination the
+// composition table refuses, an unfolded take or skip under exactly-once,
+// a cut the spec cannot take.
+func checkJobSpec(name string, opts jobspec.Normalized, spec *pipeline.Spec) error {
+	job := opts.Job()
+	if job.Coordinated() {
+		if _, err := worker.CoordinatedOp(spec); err != nil {
+			return transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)
+		}
+	}
+	if err := opts.CheckSpec(api.SpecFeatures(spec)); err != nil {
+		return transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)
+	}
+	if job.Sharding() == jobspec.Dynamic && job.Delivery() == jobspec.ExactlyOnce && spec.HasTakeSkip() {
+		// The client applies them to the source (pipeline.FoldTakeSkip):
+		// run by each worker they would count per worker, and a take
+		// would leave leased splits unread (the job would never end).
+		return transport.Errorf(transport.ErrInvalid, "job %q: an exactly-once DYNAMIC job's take and skip are applied to its source by the client before it sends the spec (docs/jobs/sharding-and-delivery.md#take-and-skip); this spec still has them (a client of an older release?)", name)
+	}
+	if cut := job.OffloadBoundary(); cut > 0 {
+		if err := spec.CheckCut(cut); err != nil {
+			return transport.Errorf(transport.ErrInvalid, "job %q: %v", name, err)
+		}
+	}
+	return nil
 }
 
 // notAllowed is the answer to a spec that names a path, URL or object
