@@ -418,11 +418,12 @@ func shareDiff(c *checkpoint, spec *pipeline.Spec) string {
 		return ""
 	}
 	ci, cn := c.Position.Consumer, max(c.Position.Consumers, 1)
-	if ci == plan.Consumer && cn == plan.Consumers {
+	pi, pn := plan.Consumer, max(plan.Consumers, 1)
+	if ci == pi && cn == pn {
 		return ""
 	}
 	return fmt.Sprintf("it is consumer %d of %d of a deterministic order, this spec's is consumer %d of %d: a resume keeps the consumer count (order_consumers %d, not %d) and index, since consumer i of N reads windows w mod N == i; resume each consumer with its own checkpoint and the same order_consumers",
-		ci, cn, plan.Consumer, plan.Consumers, cn, plan.Consumers)
+		ci, cn, pi, pn, cn, pn)
 }
 
 // expandPosition is what a consumer at position p returned, in the

@@ -260,7 +260,7 @@ type OrderPlan struct {
 	BatchSize     uint64
 	DropRemainder bool
 	// Consumer of Consumers: the share of the layout's windows this
-	// job's sequence is (order.Share; Consumers 1: all of them).
+	// job's sequence is (order.Share; Consumers 0: all of them).
 	Consumer, Consumers uint64
 }
 
@@ -276,7 +276,7 @@ func OrderOf(spec *Spec) (OrderPlan, bool, error) {
 		return OrderPlan{}, false, nil
 	}
 	p := OrderPlan{Block: uint64(n.OrderBlock), Window: uint64(n.OrderWindow), Seed: n.Seed, BatchSize: 1,
-		Consumer: uint64(n.OrderConsumer), Consumers: uint64(max(n.OrderConsumers, 1))}
+		Consumer: uint64(n.OrderConsumer), Consumers: uint64(n.OrderConsumers)}
 	var x formats.IndexSplitter
 	switch {
 	case n.Source.Range != nil:
