@@ -121,6 +121,7 @@ func validateOrder(n *Spec, src *compiledSource, add func(path, format string, a
 func orderedSource(n *Spec, src *compiledSource) *compiledSource {
 	block, window, seed := uint64(n.OrderBlock), uint64(n.OrderWindow), n.Seed
 	ci, cn := uint64(n.OrderConsumer), uint64(n.OrderConsumers)
+	batch, drop := batchingOf(n)
 	layout := func(epoch int64) (order.Share, error) {
 		x, err := src.index()
 		if err != nil {
@@ -133,7 +134,7 @@ func orderedSource(n *Spec, src *compiledSource) *compiledSource {
 		if err != nil {
 			return order.Share{}, err
 		}
-		return order.ShareOf(l, ci, cn)
+		return order.ShareOf(l, ci, cn, batch, drop)
 	}
 	windows := func() (formats.IndexSplitter, error) {
 		l, err := layout(0)
@@ -288,14 +289,7 @@ func OrderOf(spec *Spec) (OrderPlan, bool, error) {
 		return OrderPlan{}, false, err
 	}
 	p.Elements = uint64(max(x.N, 0))
-	for _, op := range n.Ops {
-		switch {
-		case op.Batch != nil:
-			p.BatchSize, p.DropRemainder = uint64(op.Batch.Size), op.Batch.DropRemainder
-		case op.PaddedBatch != nil:
-			p.BatchSize, p.DropRemainder = uint64(op.PaddedBatch.Size), op.PaddedBatch.DropRemainder
-		}
-	}
+	p.BatchSize, p.DropRemainder = batchingOf(n)
 	return p, true, nil
 }
 
@@ -306,7 +300,21 @@ func (p OrderPlan) Layout(epoch int64) (order.Share, error) {
 	if err != nil {
 		return order.Share{}, err
 	}
-	return order.ShareOf(l, p.Consumer, p.Consumers)
+	return order.ShareOf(l, p.Consumer, p.Consumers, p.BatchSize, p.DropRemainder)
+}
+
+// batchingOf is n's batching op's size and drop_remainder (1, false
+// without one).
+func batchingOf(n *Spec) (uint64, bool) {
+	for _, op := range n.Ops {
+		switch {
+		case op.Batch != nil:
+			return uint64(op.Batch.Size), op.Batch.DropRemainder
+		case op.PaddedBatch != nil:
+			return uint64(op.PaddedBatch.Size), op.PaddedBatch.DropRemainder
+		}
+	}
+	return 1, false
 }
 
 // WindowBatches is how many batches window w of share l yields.

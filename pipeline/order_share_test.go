@@ -42,41 +42,45 @@ func readWindows(t *testing.T, spec *Spec, epoch int64) map[int64][][]int64 {
 	return out
 }
 
-// TestOrderConsumerShares: consumer i of N's splits are the layout's
-// windows w mod N == i (split s is window s·N+i), each yielding the
-// whole job's batches of that window; consumer 0 of 1 is the whole job,
-// fingerprint and all.
+// TestOrderConsumerShares: consumer i of N's splits, read in any order
+// and put in split order, are the whole job's global batches g with
+// g mod N == i (batch k of window w being global batch
+// GlobalBatches(w)+k); consumer 0 of 1 is the whole job, fingerprint and
+// all.
 func TestOrderConsumerShares(t *testing.T) {
-	whole := orderSpec(1000, 10, false)
-	want := readWindows(t, whole, 2)
-	if len(want) != 21 { // 63 blocks of 16, 3 a window
-		t.Fatalf("the whole job has %d windows, want 21", len(want))
-	}
-	one := orderSpec(1000, 10, false)
-	one.OrderConsumers = 1
-	fw, _ := whole.Fingerprint()
-	if f1, err := one.Fingerprint(); err != nil || f1 != fw {
-		t.Fatalf("consumer 0 of 1's fingerprint %s, the whole's %s (%v)", f1, fw, err)
-	}
-	for _, n := range []int64{2, 3, 5} {
-		seen := map[int64]bool{}
-		for i := range n {
-			s := orderSpec(1000, 10, false)
-			s.OrderConsumer, s.OrderConsumers = i, n
-			got := readWindows(t, s, 2)
-			for sp, bs := range got {
-				w := sp*n + i
-				if seen[w] {
-					t.Fatalf("window %d twice", w)
+	for _, drop := range []bool{false, true} {
+		whole := orderSpec(1000, 10, drop)
+		byWindow := readWindows(t, whole, 2)
+		if len(byWindow) != 21 { // 63 blocks of 16, 3 a window
+			t.Fatalf("the whole job has %d windows, want 21", len(byWindow))
+		}
+		var global [][]int64
+		for w := range int64(len(byWindow)) {
+			global = append(global, byWindow[w]...)
+		}
+		one := orderSpec(1000, 10, drop)
+		one.OrderConsumers = 1
+		fw, _ := whole.Fingerprint()
+		if f1, err := one.Fingerprint(); err != nil || f1 != fw {
+			t.Fatalf("consumer 0 of 1's fingerprint %s, the whole's %s (%v)", f1, fw, err)
+		}
+		for _, n := range []int64{2, 3, 5} {
+			for i := range n {
+				s := orderSpec(1000, 10, drop)
+				s.OrderConsumer, s.OrderConsumers = i, n
+				got := readWindows(t, s, 2)
+				var mine [][]int64
+				for w := range int64(len(byWindow)) {
+					mine = append(mine, got[w]...)
 				}
-				seen[w] = true
-				if fmt.Sprint(bs) != fmt.Sprint(want[w]) {
-					t.Fatalf("consumer %d of %d, split %d: %v, window %d of the whole: %v", i, n, sp, bs, w, want[w])
+				var want [][]int64
+				for g := i; g < int64(len(global)); g += n {
+					want = append(want, global[g])
+				}
+				if fmt.Sprint(mine) != fmt.Sprint(want) {
+					t.Fatalf("drop %v: consumer %d of %d: %d batches %v, want %d: %v", drop, i, n, len(mine), mine, len(want), want)
 				}
 			}
-		}
-		if len(seen) != len(want) {
-			t.Fatalf("%d consumers: %d windows, the whole has %d", n, len(seen), len(want))
 		}
 	}
 }

@@ -17,8 +17,8 @@ import (
 
 // Consumer i of N (docs/jobs/deterministic-order.md, "Consumer i of
 // N"): each consumer distributes a job of its own of the spec with
-// order_consumer i, order_consumers N, and reads the layout's windows
-// w with w mod N == i, in window order.
+// order_consumer i, order_consumers N, and reads the epoch's global
+// batches g with g mod N == i, in order.
 
 const consumers = 2
 
@@ -30,9 +30,9 @@ func shareOf(i, n int64) *pipeline.Spec {
 }
 
 // interleave is the single consumer's sequence rebuilt from the
-// consumers' (runs[i] is consumer i of len(runs)): window w of the
-// layout is the next batches of consumer w mod N, as many as the window
-// has. It fails unless every consumer's batches are used up exactly.
+// consumers' (runs[i] is consumer i of len(runs)): global batch g of
+// each epoch is the next batch of consumer g mod N. It fails unless
+// every consumer's batches are used up exactly.
 func interleave(t *testing.T, runs [][][]int64) [][]int64 {
 	t.Helper()
 	s := spec()
@@ -48,19 +48,22 @@ func interleave(t *testing.T, runs [][][]int64) [][]int64 {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var total uint64
 		for w := range l.Windows() {
-			i := int(w % uint64(len(runs)))
-			k := int(plan.WindowBatches(l, w))
-			if next[i]+k > len(runs[i]) {
-				t.Fatalf("consumer %d of %d has %d batches, window %d of epoch %d needs up to %d", i, len(runs), len(runs[i]), w, e, next[i]+k)
+			total += plan.WindowBatches(l, w)
+		}
+		for g := range total {
+			i := int(g % uint64(len(runs)))
+			if next[i] >= len(runs[i]) {
+				t.Fatalf("consumer %d of %d has %d batches, global batch %d of epoch %d is its %d-th", i, len(runs), len(runs[i]), g, e, next[i])
 			}
-			out = append(out, runs[i][next[i]:next[i]+k]...)
-			next[i] += k
+			out = append(out, runs[i][next[i]])
+			next[i]++
 		}
 	}
 	for i, r := range runs {
 		if next[i] != len(r) {
-			t.Fatalf("consumer %d of %d returned %d batches, the windows it owns hold %d", i, len(runs), len(r), next[i])
+			t.Fatalf("consumer %d of %d returned %d batches, its share of the global batches is %d", i, len(runs), len(r), next[i])
 		}
 	}
 	return out
@@ -145,8 +148,8 @@ func readConsumers(t *testing.T, c *testcluster.Cluster, name string, bound int,
 // TestConsumersOfNSameOn2And3Nodes: consumers 0 and 1 of 2 get, on a
 // 2-node cluster and on a 3-node cluster where a worker is killed in the
 // middle of a window, the same sequences byte for byte; each consumer's
-// is the layout's windows w mod 2 == i, and together, window by window,
-// they are the single consumer's sequence, nothing lost or repeated.
+// is the global batches g mod 2 == i, and together, batch by batch, they
+// are the single consumer's sequence, nothing lost or repeated.
 func TestConsumersOfNSameOn2And3Nodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two clusters and a kill")
@@ -162,7 +165,7 @@ func TestConsumersOfNSameOn2And3Nodes(t *testing.T) {
 	for i, r := range two {
 		ids[i] = r.ids
 	}
-	same(t, "2 nodes, the consumers interleaved by window", interleave(t, ids), want, 0)
+	same(t, "2 nodes, the consumers interleaved by global batch", interleave(t, ids), want, 0)
 
 	c := testcluster.Start(t, 3)
 	l, _ := c.WaitLeader(t, 10*time.Second)
@@ -175,7 +178,8 @@ func TestConsumersOfNSameOn2And3Nodes(t *testing.T) {
 			return
 		}
 		for _, i := range []int{1, 2} {
-			if k := r.workers[c.Name(i)]; i != l && k%(block*window/batchSize) != 0 {
+			// A consumer's part of a window is a window's batches / N.
+			if k := r.workers[c.Name(i)]; i != l && k%(block*window/batchSize/consumers) != 0 {
 				killed = i
 			}
 		}

@@ -404,7 +404,7 @@ func TestRefusals(t *testing.T) {
 		{spec(), func(o *client.JobOptions) { o.Offload = jobspec.OffloadLocal }, "order deterministic with offload local"},
 		{spec(), func(o *client.JobOptions) { o.NumConsumers = 2 }, "num_consumers 2: a deterministic job has one consumer; consumer i of N distributes a job of its own"},
 		{shareOf(2, 2), func(*client.JobOptions) {}, "order_consumer: 2: want 0 to order_consumers-1 (1)"},
-		{shareOf(30, 31), func(*client.JobOptions) {}, "consumer 30 of 31 has no window: the epoch has 24 windows"},
+		{shareOf(199, 200), func(*client.JobOptions) {}, "consumer 199 of 200: the epoch has 188 batches, fewer than the consumers"},
 		{spec(), func(o *client.JobOptions) { o.OffloadBoundary = 1 }, "offload_boundary 1: deterministic order is not yet with a cut"},
 		{filtered, func(*client.JobOptions) {}, "ops[0].filter: not yet under order: deterministic"},
 		{files, func(*client.JobOptions) {}, "reads range and synthetic sources so far"},
