@@ -384,7 +384,7 @@ func orderedFor(spec *pipeline.Spec, n jobspec.Normalized, from *checkpoint) (*o
 		return nil, fmt.Errorf("%w: offload_boundary %d: deterministic order is not yet with a cut (the nodes would ship elements, not a window's batches)", ErrJobOptions, cut)
 	}
 	if k := n.Job().NumConsumers(); k > 1 {
-		return nil, fmt.Errorf("%w: num_consumers %d: a deterministic job has one consumer; consumer i of N distributes a job of its own whose spec says order_consumer: i, order_consumers: N (it reads windows w mod N == i: docs/jobs/deterministic-order.md)", ErrJobOptions, k)
+		return nil, fmt.Errorf("%w: num_consumers %d: a deterministic job has one consumer; consumer i of N distributes a job of its own whose spec says order_consumer: i, order_consumers: N (it gets global batches g mod N == i: docs/jobs/deterministic-order.md)", ErrJobOptions, k)
 	}
 	skips := n.Consumer().SkipBatches()
 	if len(skips) == 0 && from != nil {
@@ -407,8 +407,8 @@ type orderPos struct {
 
 // shareDiff says how a deterministic checkpoint's consumer share differs
 // from spec's ("" when it does not, or for another kind of checkpoint):
-// a resume may not change the consumer count or index, since windows are
-// cut w mod N (docs/jobs/deterministic-order.md, "Consumer i of N").
+// a resume may not change the consumer count or index (a re-cut on N',
+// order.Merge, is not wired: docs/jobs/deterministic-order.md).
 func shareDiff(c *checkpoint, spec *pipeline.Spec) string {
 	if c.Position == nil {
 		return ""
@@ -422,7 +422,7 @@ func shareDiff(c *checkpoint, spec *pipeline.Spec) string {
 	if ci == pi && cn == pn {
 		return ""
 	}
-	return fmt.Sprintf("it is consumer %d of %d of a deterministic order, this spec's is consumer %d of %d: a resume keeps the consumer count (order_consumers %d, not %d) and index, since consumer i of N reads windows w mod N == i; resume each consumer with its own checkpoint and the same order_consumers",
+	return fmt.Sprintf("it is consumer %d of %d of a deterministic order, this spec's is consumer %d of %d: a resume keeps the consumer count (order_consumers %d, not %d) and index, since consumer i of N gets global batches g mod N == i; resume each consumer with its own checkpoint and the same order_consumers",
 		ci, cn, pi, pn, cn, pn)
 }
 

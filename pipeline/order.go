@@ -117,7 +117,9 @@ func validateOrder(n *Spec, src *compiledSource, add func(path, format string, a
 }
 
 // orderedSource is src as windows: split w (Start w, End w+1) of epoch e
-// is window w of e's layout.
+// is window w of e's layout, cut to consumer OrderConsumer of
+// OrderConsumers' batches of it (order.Share; all of it for one
+// consumer).
 func orderedSource(n *Spec, src *compiledSource) *compiledSource {
 	block, window, seed := uint64(n.OrderBlock), uint64(n.OrderWindow), n.Seed
 	ci, cn := uint64(n.OrderConsumer), uint64(n.OrderConsumers)

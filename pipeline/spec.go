@@ -33,8 +33,8 @@ type Spec struct {
 	OrderBlock  int64 `yaml:"order_block" json:"order_block,omitempty" cbor:"order_block,omitempty"`
 	OrderWindow int64 `yaml:"order_window" json:"order_window,omitempty" cbor:"order_window,omitempty"`
 	// OrderConsumers and OrderConsumer (order deterministic): this job is
-	// consumer OrderConsumer of OrderConsumers (a data-parallel rank): its
-	// windows are the layout's windows w with w mod OrderConsumers ==
+	// consumer OrderConsumer of OrderConsumers (a data-parallel rank): it
+	// delivers the epoch's global batches g with g mod OrderConsumers ==
 	// OrderConsumer (order.Share). 0: one consumer, the whole sequence.
 	OrderConsumers int64 `yaml:"order_consumers" json:"order_consumers,omitempty" cbor:"order_consumers,omitempty"`
 	OrderConsumer  int64 `yaml:"order_consumer" json:"order_consumer,omitempty" cbor:"order_consumer,omitempty"`
