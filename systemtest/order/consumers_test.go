@@ -100,11 +100,16 @@ func readAll(it *client.Iterator, each func(r *run)) (*run, error) {
 // called after every batch of consumer 0. It returns each consumer's run
 // and the exactly-once requeues summed over the jobs.
 func readConsumers(t *testing.T, c *testcluster.Cluster, name string, bound int, each func(r *run)) ([]*run, int64) {
+	return readNConsumers(t, c, consumers, name, bound, each)
+}
+
+// readNConsumers is readConsumers of consumers 0..consumers-1 of n.
+func readNConsumers(t *testing.T, c *testcluster.Cluster, consumers int, name string, bound int, each func(r *run)) ([]*run, int64) {
 	t.Helper()
 	cl := dial(t, c)
 	its := make([]*client.Iterator, consumers)
 	for i := range its {
-		it, err := cl.Distribute(context.Background(), shareOf(int64(i), consumers), options(fmt.Sprintf("%s-%d-of-%d", name, i, consumers), bound))
+		it, err := cl.Distribute(context.Background(), shareOf(int64(i), int64(consumers)), options(fmt.Sprintf("%s-%d-of-%d", name, i, consumers), bound))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,4 +235,21 @@ func TestConsumersResumeKeepsN(t *testing.T) {
 	if want := "it is consumer 1 of 2 of a deterministic order, this spec's is consumer 1 of 3"; !strings.Contains(err.Error(), want) {
 		t.Fatalf("got %v, want it to say %q", err, want)
 	}
+}
+
+// TestConsumersWindowsShorterThanN: 5 consumers, where the epoch's last
+// window has 4 batches (one consumer gets nothing of it: an empty
+// split), on 2 nodes: together, by global batch, they are the single
+// consumer's sequence.
+func TestConsumersWindowsShorterThanN(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster")
+	}
+	c := testcluster.Start(t, 2)
+	runs, _ := readNConsumers(t, c, 5, "det-5", killBound, nil)
+	ids := make([][][]int64, len(runs))
+	for i, r := range runs {
+		ids[i] = r.ids
+	}
+	same(t, "5 consumers interleaved by global batch", interleave(t, ids), reference(t), 0)
 }
