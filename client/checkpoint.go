@@ -181,6 +181,9 @@ func resumeFrom(b []byte, spec *pipeline.Spec, n jobspec.Normalized) (*checkpoin
 	if c.Job != n.Name() {
 		diffs = append(diffs, fmt.Sprintf("it is of job %q, not %q", c.Job, n.Name()))
 	}
+	if d := shareDiff(c, spec); d != "" {
+		diffs = append(diffs, d)
+	}
 	if c.Fingerprint != fp {
 		diffs = append(diffs, fmt.Sprintf("it is of another dataset (spec fingerprint %s, this spec's %s)", c.Fingerprint, fp))
 	}
@@ -438,6 +441,9 @@ func (it *Iterator) Checkpoint() ([]byte, error) {
 		it.mu.Lock()
 		c.Audit = r.entries()
 		c.Position = &orderPos{Epoch: r.cur.epoch, Window: r.cur.w, Batch: r.cur.k}
+		if r.plan.Consumers > 1 {
+			c.Position.Consumer, c.Position.Consumers = r.plan.Consumer, r.plan.Consumers
+		}
 		c.Skips = r.skipRs
 		it.mu.Unlock()
 		c.Delivered = ranges.Delivered{DoneBefore: c.Position.Epoch}

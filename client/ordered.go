@@ -80,7 +80,7 @@ type orderedRun struct {
 	bound  int
 
 	cur    okey
-	layout order.Layout
+	layout order.Share
 	count  uint64 // batches of the cursor's window
 	done   bool
 
@@ -221,7 +221,7 @@ func (r *orderedRun) enter(k okey) error {
 			r.cur, r.done = k, true
 			return nil
 		}
-		if k.epoch != r.cur.epoch || r.layout.Len() == 0 {
+		if k.epoch != r.cur.epoch || r.layout.L.Len() == 0 {
 			l, err := r.plan.Layout(k.epoch)
 			if err != nil {
 				return err
@@ -384,7 +384,7 @@ func orderedFor(spec *pipeline.Spec, n jobspec.Normalized, from *checkpoint) (*o
 		return nil, fmt.Errorf("%w: offload_boundary %d: deterministic order is not yet with a cut (the nodes would ship elements, not a window's batches)", ErrJobOptions, cut)
 	}
 	if k := n.Job().NumConsumers(); k > 1 {
-		return nil, fmt.Errorf("%w: num_consumers %d: deterministic order serves one consumer per job so far (consumer i of N is the plan: docs/jobs/deterministic-order.md)", ErrJobOptions, k)
+		return nil, fmt.Errorf("%w: num_consumers %d: a deterministic job has one consumer; consumer i of N distributes a job of its own whose spec says order_consumer: i, order_consumers: N (it gets global batches g mod N == i: docs/jobs/deterministic-order.md)", ErrJobOptions, k)
 	}
 	skips := n.Consumer().SkipBatches()
 	if len(skips) == 0 && from != nil {
@@ -399,6 +399,31 @@ type orderPos struct {
 	Epoch  int64  `cbor:"1,keyasint"`
 	Window uint64 `cbor:"2,keyasint"`
 	Batch  uint64 `cbor:"3,keyasint"`
+	// Consumer of Consumers: the share of the order the job read
+	// (Spec.OrderConsumer, OrderConsumers); 0 of 0 for the whole.
+	Consumer  uint64 `cbor:"4,keyasint,omitempty"`
+	Consumers uint64 `cbor:"5,keyasint,omitempty"`
+}
+
+// shareDiff says how a deterministic checkpoint's consumer share differs
+// from spec's ("" when it does not, or for another kind of checkpoint):
+// a resume may not change the consumer count or index (a re-cut on N',
+// order.Merge, is not wired: docs/jobs/deterministic-order.md).
+func shareDiff(c *checkpoint, spec *pipeline.Spec) string {
+	if c.Position == nil {
+		return ""
+	}
+	plan, ok, err := pipeline.OrderOf(spec)
+	if err != nil || !ok {
+		return ""
+	}
+	ci, cn := c.Position.Consumer, max(c.Position.Consumers, 1)
+	pi, pn := plan.Consumer, max(plan.Consumers, 1)
+	if ci == pi && cn == pn {
+		return ""
+	}
+	return fmt.Sprintf("it is consumer %d of %d of a deterministic order, this spec's is consumer %d of %d: a resume keeps the consumer count (order_consumers %d, not %d) and index, since consumer i of N gets global batches g mod N == i; resume each consumer with its own checkpoint and the same order_consumers",
+		ci, cn, pi, pn, cn, pn)
 }
 
 // expandPosition is what a consumer at position p returned, in the

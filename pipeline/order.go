@@ -46,9 +46,14 @@ func normalizeOrder(s, out *Spec) {
 	if out.Order == OrderAny {
 		out.Order = ""
 	}
-	out.OrderBlock, out.OrderWindow = 0, 0
+	out.OrderBlock, out.OrderWindow, out.OrderConsumers, out.OrderConsumer = 0, 0, 0, 0
 	if out.Order == OrderDeterministic {
 		out.OrderBlock, out.OrderWindow = s.OrderBlock, s.OrderWindow
+		if s.OrderConsumers > 1 {
+			out.OrderConsumers, out.OrderConsumer = s.OrderConsumers, s.OrderConsumer
+		} else if s.OrderConsumers != 1 || s.OrderConsumer != 0 {
+			out.OrderConsumers, out.OrderConsumer = s.OrderConsumers, s.OrderConsumer // checkOrderFields refuses
+		}
 		if out.OrderBlock == 0 {
 			out.OrderBlock = DefaultOrderBlock
 		}
@@ -75,6 +80,12 @@ func checkOrderFields(n *Spec, add func(path, format string, args ...any)) {
 	case n.OrderBlock > MaxOrderWindowElements/n.OrderWindow:
 		add("order_window", "order_block·order_window is %d·%d elements, over the bound of %d a worker holds per window",
 			n.OrderBlock, n.OrderWindow, MaxOrderWindowElements)
+	}
+	switch {
+	case n.OrderConsumers < 0 || n.OrderConsumers > order.MaxConsumers:
+		add("order_consumers", "%d: want 1 to %d", n.OrderConsumers, order.MaxConsumers)
+	case n.OrderConsumer < 0 || n.OrderConsumer >= max(n.OrderConsumers, 1):
+		add("order_consumer", "%d: want 0 to order_consumers-1 (%d)", n.OrderConsumer, max(n.OrderConsumers, 1)-1)
 	}
 }
 
@@ -106,18 +117,26 @@ func validateOrder(n *Spec, src *compiledSource, add func(path, format string, a
 }
 
 // orderedSource is src as windows: split w (Start w, End w+1) of epoch e
-// is window w of e's layout.
+// is window w of e's layout, cut to consumer OrderConsumer of
+// OrderConsumers' batches of it (order.Share; all of it for one
+// consumer).
 func orderedSource(n *Spec, src *compiledSource) *compiledSource {
 	block, window, seed := uint64(n.OrderBlock), uint64(n.OrderWindow), n.Seed
-	layout := func(epoch int64) (order.Layout, error) {
+	ci, cn := uint64(n.OrderConsumer), uint64(n.OrderConsumers)
+	batch, drop := batchingOf(n)
+	layout := func(epoch int64) (order.Share, error) {
 		x, err := src.index()
 		if err != nil {
-			return order.Layout{}, err
+			return order.Share{}, err
 		}
 		if x.N <= 0 {
-			return order.Layout{}, fmt.Errorf("order: deterministic: the source is empty")
+			return order.Share{}, fmt.Errorf("order: deterministic: the source is empty")
 		}
-		return order.NewLayout(uint64(x.N), block, window, seed, uint64(epoch))
+		l, err := order.NewLayout(uint64(x.N), block, window, seed, uint64(epoch))
+		if err != nil {
+			return order.Share{}, err
+		}
+		return order.ShareOf(l, ci, cn, batch, drop)
 	}
 	windows := func() (formats.IndexSplitter, error) {
 		l, err := layout(0)
@@ -168,9 +187,9 @@ func orderEpochOf(ctx context.Context) int64 {
 	return e
 }
 
-// openWindow reads window s.ID's blocks from src and yields the window's
-// elements in position order.
-func openWindow(ctx context.Context, src *compiledSource, l order.Layout, s formats.Split) (formats.Iterator, error) {
+// openWindow reads window s.ID's blocks (of the consumer's share) from
+// src and yields the window's elements in position order.
+func openWindow(ctx context.Context, src *compiledSource, l order.Share, s formats.Split) (formats.Iterator, error) {
 	if s.ID < 0 || uint64(s.ID) >= l.Windows() || s.Start != s.ID || s.End != s.ID+1 {
 		return nil, fmt.Errorf("order: split %d [%d, %d) is not a window of %d", s.ID, s.Start, s.End, l.Windows())
 	}
@@ -243,6 +262,9 @@ type OrderPlan struct {
 	// is its own item); DropRemainder its drop_remainder.
 	BatchSize     uint64
 	DropRemainder bool
+	// Consumer of Consumers: the share of the layout's windows this
+	// job's sequence is (order.Share; Consumers 0: all of them).
+	Consumer, Consumers uint64
 }
 
 // OrderOf is spec's order plan; false when its order is not
@@ -256,7 +278,8 @@ func OrderOf(spec *Spec) (OrderPlan, bool, error) {
 	if n.Order != OrderDeterministic {
 		return OrderPlan{}, false, nil
 	}
-	p := OrderPlan{Block: uint64(n.OrderBlock), Window: uint64(n.OrderWindow), Seed: n.Seed, BatchSize: 1}
+	p := OrderPlan{Block: uint64(n.OrderBlock), Window: uint64(n.OrderWindow), Seed: n.Seed, BatchSize: 1,
+		Consumer: uint64(n.OrderConsumer), Consumers: uint64(n.OrderConsumers)}
 	var x formats.IndexSplitter
 	switch {
 	case n.Source.Range != nil:
@@ -268,24 +291,36 @@ func OrderOf(spec *Spec) (OrderPlan, bool, error) {
 		return OrderPlan{}, false, err
 	}
 	p.Elements = uint64(max(x.N, 0))
-	for _, op := range n.Ops {
-		switch {
-		case op.Batch != nil:
-			p.BatchSize, p.DropRemainder = uint64(op.Batch.Size), op.Batch.DropRemainder
-		case op.PaddedBatch != nil:
-			p.BatchSize, p.DropRemainder = uint64(op.PaddedBatch.Size), op.PaddedBatch.DropRemainder
-		}
-	}
+	p.BatchSize, p.DropRemainder = batchingOf(n)
 	return p, true, nil
 }
 
-// Layout is epoch's layout.
-func (p OrderPlan) Layout(epoch int64) (order.Layout, error) {
-	return order.NewLayout(p.Elements, p.Block, p.Window, p.Seed, uint64(epoch))
+// Layout is epoch's layout, cut to the plan's consumer's share: its
+// windows are the job's.
+func (p OrderPlan) Layout(epoch int64) (order.Share, error) {
+	l, err := order.NewLayout(p.Elements, p.Block, p.Window, p.Seed, uint64(epoch))
+	if err != nil {
+		return order.Share{}, err
+	}
+	return order.ShareOf(l, p.Consumer, p.Consumers, p.BatchSize, p.DropRemainder)
 }
 
-// WindowBatches is how many batches window w of layout l yields.
-func (p OrderPlan) WindowBatches(l order.Layout, w uint64) uint64 {
+// batchingOf is n's batching op's size and drop_remainder (1, false
+// without one).
+func batchingOf(n *Spec) (uint64, bool) {
+	for _, op := range n.Ops {
+		switch {
+		case op.Batch != nil:
+			return uint64(op.Batch.Size), op.Batch.DropRemainder
+		case op.PaddedBatch != nil:
+			return uint64(op.PaddedBatch.Size), op.PaddedBatch.DropRemainder
+		}
+	}
+	return 1, false
+}
+
+// WindowBatches is how many batches window w of share l yields.
+func (p OrderPlan) WindowBatches(l order.Share, w uint64) uint64 {
 	n := l.WindowLen(w)
 	if p.DropRemainder {
 		return n / p.BatchSize

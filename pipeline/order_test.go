@@ -152,6 +152,9 @@ func TestOrderRefuses(t *testing.T) {
 		{func(s *Spec) { s.Ops = append(s.Ops, Op{Batch: &BatchOp{Size: 2}}) }, "one batching op"},
 		{func(s *Spec) { s.Order = "random" }, `order: "random"`},
 		{func(s *Spec) { s.OrderBlock, s.OrderWindow = 1<<20, 2 }, "order_window"},
+		{func(s *Spec) { s.OrderConsumers = -1 }, "order_consumers: -1"},
+		{func(s *Spec) { s.OrderConsumer, s.OrderConsumers = 3, 3 }, "order_consumer: 3: want 0 to order_consumers-1 (2)"},
+		{func(s *Spec) { s.OrderConsumer = 1 }, "order_consumer: 1: want 0 to order_consumers-1 (0)"},
 		{func(s *Spec) {
 			s.Source = Source{Files: &FilesSource{Paths: []string{"/nonexistent/*.txt"}, Format: "lines"}}
 		}, "reads range and synthetic sources so far"},

@@ -32,6 +32,12 @@ type Spec struct {
 	// produces). 0: DefaultOrderBlock, DefaultOrderWindow.
 	OrderBlock  int64 `yaml:"order_block" json:"order_block,omitempty" cbor:"order_block,omitempty"`
 	OrderWindow int64 `yaml:"order_window" json:"order_window,omitempty" cbor:"order_window,omitempty"`
+	// OrderConsumers and OrderConsumer (order deterministic): this job is
+	// consumer OrderConsumer of OrderConsumers (a data-parallel rank): it
+	// delivers the epoch's global batches g with g mod OrderConsumers ==
+	// OrderConsumer (order.Share). 0: one consumer, the whole sequence.
+	OrderConsumers int64 `yaml:"order_consumers" json:"order_consumers,omitempty" cbor:"order_consumers,omitempty"`
+	OrderConsumer  int64 `yaml:"order_consumer" json:"order_consumer,omitempty" cbor:"order_consumer,omitempty"`
 
 	// access is the data-access policy the spec opens everything through
 	// (Bind); nil: objstore.Local. Not part of the spec's encoding.

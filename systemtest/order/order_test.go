@@ -121,27 +121,36 @@ func read(t *testing.T, it *client.Iterator, r *run, max int, each func()) {
 		if err != nil {
 			t.Fatalf("after %d batches: %v", len(r.ids), err)
 		}
-		tv, ok := b.Get("value")
-		if !ok {
-			t.Fatal("a batch without its ids")
-		}
-		vs, err := tv.Int64s()
+		vs, dg, err := batchOf(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := sha256.New()
-		for _, x := range b.Tensors {
-			fmt.Fprintf(h, "%s %v %v ", x.Name, x.DType, x.Shape)
-			binary.Write(h, binary.LittleEndian, int64(len(x.Data)))
-			h.Write(x.Data)
-		}
 		r.ids = append(r.ids, vs)
-		r.digests = append(r.digests, [32]byte(h.Sum(nil)))
+		r.digests = append(r.digests, dg)
 		r.workers[b.Worker]++
 		if each != nil {
 			each()
 		}
 	}
+}
+
+// batchOf is b's ids and the digest of its bytes.
+func batchOf(b client.Batch) ([]int64, [32]byte, error) {
+	tv, ok := b.Get("value")
+	if !ok {
+		return nil, [32]byte{}, errors.New("a batch without its ids")
+	}
+	vs, err := tv.Int64s()
+	if err != nil {
+		return nil, [32]byte{}, err
+	}
+	h := sha256.New()
+	for _, x := range b.Tensors {
+		fmt.Fprintf(h, "%s %v %v ", x.Name, x.DType, x.Shape)
+		binary.Write(h, binary.LittleEndian, int64(len(x.Data)))
+		h.Write(x.Data)
+	}
+	return vs, [32]byte(h.Sum(nil)), nil
 }
 
 // same fails unless got's batches from the from-th on are want's.
@@ -393,7 +402,9 @@ func TestRefusals(t *testing.T) {
 		{spec(), func(o *client.JobOptions) { o.Delivery = jobspec.AtMostOnce }, "order deterministic with delivery at-most-once"},
 		{spec(), func(o *client.JobOptions) { o.Share = true; o.Delivery = "" }, "order deterministic with share on"},
 		{spec(), func(o *client.JobOptions) { o.Offload = jobspec.OffloadLocal }, "order deterministic with offload local"},
-		{spec(), func(o *client.JobOptions) { o.NumConsumers = 2 }, "num_consumers 2: deterministic order serves one consumer"},
+		{spec(), func(o *client.JobOptions) { o.NumConsumers = 2 }, "num_consumers 2: a deterministic job has one consumer; consumer i of N distributes a job of its own"},
+		{shareOf(2, 2), func(*client.JobOptions) {}, "order_consumer: 2: want 0 to order_consumers-1 (1)"},
+		{shareOf(199, 200), func(*client.JobOptions) {}, "consumer 199 of 200: the epoch has 188 batches, fewer than the consumers"},
 		{spec(), func(o *client.JobOptions) { o.OffloadBoundary = 1 }, "offload_boundary 1: deterministic order is not yet with a cut"},
 		{filtered, func(*client.JobOptions) {}, "ops[0].filter: not yet under order: deterministic"},
 		{files, func(*client.JobOptions) {}, "reads range and synthetic sources so far"},
