@@ -28,6 +28,7 @@ func (t *Transport) acceptConns() {
 		}
 		if len(t.incoming) >= t.cfg.MaxIncomingConns {
 			t.mu.Unlock()
+			t.refused.conns.Add(1)
 			t.log.Warn("connection refused: MaxIncomingConns reached", "remote", c.RemoteAddr().String(), "max", t.cfg.MaxIncomingConns)
 			_ = c.CloseWithError(codeTooManyConns, "too many connections")
 			continue
@@ -36,6 +37,7 @@ func (t *Transport) acceptConns() {
 		as := t.addrs[ip]
 		if as != nil && as.conns >= t.cfg.MaxConnsPerAddr {
 			t.mu.Unlock()
+			t.refused.conns.Add(1)
 			t.log.Debug("connection refused: MaxConnsPerAddr reached", "remote", c.RemoteAddr().String(), "max", t.cfg.MaxConnsPerAddr)
 			_ = c.CloseWithError(codeTooManyConns, "too many connections from this address")
 			continue
@@ -58,9 +60,8 @@ func (t *Transport) serveConn(c *quic.Conn, cs *connState) {
 	defer func() {
 		t.mu.Lock()
 		delete(t.incoming, c)
-		if cs.addr.conns--; cs.addr.conns == 0 && cs.addr.rpcStreams == 0 {
-			delete(t.addrs, cs.addr.ip)
-		}
+		cs.addr.conns--
+		t.dropAddrLocked(cs.addr)
 		t.mu.Unlock()
 	}()
 	for {
@@ -87,9 +88,8 @@ func (t *Transport) admitControl(cs *connState) func() {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		cs.rpcStreams--
-		if cs.addr.rpcStreams--; cs.addr.conns == 0 && cs.addr.rpcStreams == 0 && t.addrs[cs.addr.ip] == cs.addr {
-			delete(t.addrs, cs.addr.ip)
-		}
+		cs.addr.rpcStreams--
+		t.dropAddrLocked(cs.addr)
 	}
 }
 
@@ -115,10 +115,20 @@ func (t *Transport) routeStream(c *quic.Conn, cs *connState, qs *quic.Stream) {
 	}
 	s := newStream(t, c, qs, connKey{})
 	s.in = cs
-	if kind == KindControl {
+	switch kind {
+	case KindControl:
 		if s.release = t.admitControl(cs); s.release == nil {
+			t.refused.control.Add(1)
 			t.log.Debug("control stream reset: MaxRPCStreamsPerConn or MaxRPCStreamsPerAddr reached", "remote", c.RemoteAddr().String())
 			resetStream(qs, codeRejected)
+			return
+		}
+	case KindData:
+		var err error
+		if s.release, err = t.admitData(cs); err != nil {
+			t.refused.data.Add(1)
+			t.log.Debug("data stream refused", "remote", c.RemoteAddr().String(), "why", err.Error())
+			resetStream(qs, codeTooManyStreams)
 			return
 		}
 	}

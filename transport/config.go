@@ -57,6 +57,20 @@ type Config struct {
 	// one connection (quic-go flow control on stream count).
 	MaxIncomingStreams int64
 
+	// MaxDataStreams bounds the data (batch) streams this node serves at once,
+	// from all peers together: each costs the worker a goroutine, a batch
+	// sender and its window of encoded batches. A data stream over it is reset
+	// at once and the client's stream fails with ErrStreamRefused. The
+	// default, 2048, serves 256 consumers of a shared job reading
+	// StreamsPerWorker = 2 streams each four times over.
+	MaxDataStreams int
+
+	// MaxDataStreamsPerAddr is MaxDataStreams for one remote IP address. The
+	// default, 1024, lets one trainer host run 256 consumers with two streams
+	// each to this worker, twice over, while one address cannot take every
+	// stream.
+	MaxDataStreamsPerAddr int
+
 	// MaxConcurrentRPCs bounds the requests an RPCServer serves at once; further
 	// control streams wait in the accept backlog.
 	MaxConcurrentRPCs int
@@ -180,6 +194,8 @@ func DefaultConfig() Config {
 		AcceptBacklog:           256,
 		MaxIncomingConns:        1024,
 		MaxIncomingStreams:      1024,
+		MaxDataStreams:          2048,
+		MaxDataStreamsPerAddr:   1024,
 		MaxConcurrentRPCs:       256,
 		MaxConnsPerAddr:         256,
 		MaxRPCStreamsPerConn:    64,
@@ -251,6 +267,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxIncomingStreams <= 0 || c.MaxIncomingStreams > 1<<60 {
 		bad("MaxIncomingStreams", "is %d, must be in [1, 2^60]", c.MaxIncomingStreams)
+	}
+	if c.MaxDataStreams <= 0 {
+		bad("MaxDataStreams", "is %d, must be positive", c.MaxDataStreams)
+	}
+	if c.MaxDataStreamsPerAddr <= 0 {
+		bad("MaxDataStreamsPerAddr", "is %d, must be positive", c.MaxDataStreamsPerAddr)
 	}
 	if c.MaxConcurrentRPCs <= 0 {
 		bad("MaxConcurrentRPCs", "is %d, must be positive", c.MaxConcurrentRPCs)

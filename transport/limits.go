@@ -29,6 +29,8 @@ type addrState struct {
 	ip         string
 	conns      int // guarded by Transport.mu
 	rpcStreams int // guarded by Transport.mu
+	// dataStreams: data streams routed and not closed; guarded by Transport.mu
+	dataStreams int
 }
 
 // remoteIP is the address limits are counted by: the IP without the port (a

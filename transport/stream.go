@@ -133,7 +133,7 @@ func (s *Stream) opErr(op string, err error) error {
 		s.t.forget(s.key, s.conn)
 		return fmt.Errorf("%s: connection to %s lost: %w", op, s.RemoteAddr(), err)
 	}
-	return err
+	return refusedErr(err, s.RemoteAddr().String())
 }
 
 // isConnErr reports whether err ended the whole connection (as opposed to one

@@ -85,7 +85,11 @@ type Transport struct {
 	addrs     map[string]*addrState // remote IPs with incoming connections
 	rpcBudget *ByteBudget           // MaxRPCBytesInFlight
 	windows   *windowBudget         // MaxReceiveWindowBytes
-	closeOnce sync.Once
+	// dataStreams counts the data streams routed and not closed
+	// (MaxDataStreams); guarded by mu.
+	dataStreams int
+	refused     refusals
+	closeOnce   sync.Once
 }
 
 // New starts a transport on pc. The caller owns pc and closes it after Close;

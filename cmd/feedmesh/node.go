@@ -51,6 +51,8 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	tc := d.Transport
 	maxConns := fs.Int("max-conns", tc.MaxIncomingConns, "incoming QUIC connections in total (docs/operating/limits.md)")
 	maxConnsPerAddr := fs.Int("max-conns-per-addr", tc.MaxConnsPerAddr, "incoming connections from one remote IP")
+	maxDataStreams := fs.Int("max-data-streams", tc.MaxDataStreams, "data (batch) streams served at once, from all peers; more are refused with a clear error")
+	maxDataStreamsPerAddr := fs.Int("max-data-streams-per-addr", tc.MaxDataStreamsPerAddr, "data streams served at once to one remote IP")
 	maxRPCs := fs.Int("max-concurrent-rpcs", tc.MaxConcurrentRPCs, "control requests served at once")
 	maxRPCStreamsPerConn := fs.Int("max-rpc-streams-per-conn", tc.MaxRPCStreamsPerConn, "open control streams per connection; more are reset")
 	maxRPCStreamsPerAddr := fs.Int("max-rpc-streams-per-addr", tc.MaxRPCStreamsPerAddr, "open control streams per remote IP")
@@ -126,6 +128,8 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	setInt("max-conns", &cfg.Transport.MaxIncomingConns, *maxConns)
 	setInt("max-conns-per-addr", &cfg.Transport.MaxConnsPerAddr, *maxConnsPerAddr)
+	setInt("max-data-streams", &cfg.Transport.MaxDataStreams, *maxDataStreams)
+	setInt("max-data-streams-per-addr", &cfg.Transport.MaxDataStreamsPerAddr, *maxDataStreamsPerAddr)
 	setInt("max-concurrent-rpcs", &cfg.Transport.MaxConcurrentRPCs, *maxRPCs)
 	setInt("max-rpc-streams-per-conn", &cfg.Transport.MaxRPCStreamsPerConn, *maxRPCStreamsPerConn)
 	setInt("max-rpc-streams-per-addr", &cfg.Transport.MaxRPCStreamsPerAddr, *maxRPCStreamsPerAddr)

@@ -58,6 +58,8 @@ var (
 	dShareWindows  = desc("share_windows", "Sharing windows on this node (one per dataset being shared).")
 	dShareLimit    = desc("share_window_limit_bytes", "The byte bound of each sharing window.")
 	dRecvWindow    = desc("transport_receive_window_bytes", "QUIC receive-window bytes this node's connections may hold unread (the budget in use).")
+	dDataStreams   = desc("transport_data_streams", "Data (batch) streams this node serves now (bounded by --max-data-streams).")
+	dRefused       = desc("transport_refused_total", "Connections and streams this node refused at its limits (docs/operating/limits.md): what is conns (--max-conns, --max-conns-per-addr), data_streams (--max-data-streams, --max-data-streams-per-addr) or control_streams (--max-rpc-streams-per-conn, --max-rpc-streams-per-addr).", "what")
 	dGossipPackets = desc("gossip_packets_sent_total", "UDP gossip packets this node sent (probes, acks, gossip; compound packets count once). A cluster's gossip is the sum over its nodes.")
 	dGossipPBytes  = desc("gossip_packet_bytes_sent_total", "Bytes of those packets.")
 	dGossipStreams = desc("gossip_streams_total", "TCP gossip streams this node opened (push/pull state exchanges, joins, TCP fallback probes).")
@@ -72,7 +74,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		dRaftLastLog, dRaftLag, dRaftVoters, dRaftCommands, dRaftApply, dJobs, dJobConsumers, dJobWorkers, dJobWanted, dNodesWanted, dWorkerNodes, dJobEpoch,
 		dJobSplits, dJobLeased, dJobFinished, dJobLost, dTaskBatches, dTaskBytes, dTaskQueued, dOpElements, dOpBytes,
 		dOpBusy, dOpStall, dOpWait, dOpParallelism, dOpBounding, dWorkBatches, dWorkRows, dWorkShared, dShareBytes,
-		dShareWindows, dShareLimit, dRecvWindow, dGossipPackets, dGossipPBytes, dGossipStreams, dGossipSBytes, dRPCRequests, dLogLines, dAuditLeftOut} {
+		dShareWindows, dShareLimit, dRecvWindow, dDataStreams, dRefused, dGossipPackets, dGossipPBytes, dGossipStreams, dGossipSBytes, dRPCRequests, dLogLines, dAuditLeftOut} {
 		ch <- d
 	}
 }
@@ -171,6 +173,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(dShareWindows, float64(sh.Windows))
 	gauge(dShareLimit, float64(sh.WindowLimit))
 	gauge(dRecvWindow, float64(n.Transport().ReceiveWindowInUse()))
+	gauge(dDataStreams, float64(n.Transport().DataStreams()))
+	rf := n.Transport().Refusals()
+	counter(dRefused, float64(rf.Conns), "conns")
+	counter(dRefused, float64(rf.DataStreams), "data_streams")
+	counter(dRefused, float64(rf.ControlStreams), "control_streams")
 	g := n.GossipStats()
 	counter(dGossipPackets, float64(g.PacketsSent))
 	counter(dGossipPBytes, float64(g.PacketBytes))

@@ -164,7 +164,7 @@ func TestMetricsAndStatus(t *testing.T) {
 	for _, name := range []string{"feedmesh_node_info", "feedmesh_members", "feedmesh_raft_leader", "feedmesh_raft_term",
 		"feedmesh_raft_commands_applied_total", "feedmesh_raft_apply_seconds", "feedmesh_jobs", "feedmesh_job_workers", "feedmesh_mesh_nodes_wanted", "feedmesh_mesh_worker_nodes",
 		"feedmesh_task_batches_total", "feedmesh_op_elements_total", "feedmesh_op_busy_seconds_total",
-		"feedmesh_worker_batches_encoded_total", "feedmesh_transport_receive_window_bytes", "feedmesh_gossip_packets_sent_total",
+		"feedmesh_worker_batches_encoded_total", "feedmesh_transport_receive_window_bytes", "feedmesh_transport_data_streams", "feedmesh_transport_refused_total", "feedmesh_gossip_packets_sent_total",
 		"feedmesh_gossip_packet_bytes_sent_total", "feedmesh_gossip_streams_total", "feedmesh_gossip_stream_bytes_total", "feedmesh_rpc_requests_total", "go_goroutines"} {
 		if _, ok := first[name]; !ok {
 			t.Errorf("/metrics has no %s", name)
