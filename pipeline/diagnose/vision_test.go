@@ -63,6 +63,9 @@ func visionSpec(dir string, par int, n int64) *pipeline.Spec {
 // statistics and diagnose name the decode the bounding op, and the
 // recommendation gives it most of the cores.
 func TestVisionDecodeBounds(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector instruments normalize's Go loops and not libjpeg-turbo's C decode: under -race normalize bounds the pipeline")
+	}
 	dir := visionFolder(t, 12)
 	spec := visionSpec(dir, 1, 96)
 	rep, err := pipeline.RunLocal(context.Background(), spec, pipeline.RunOptions{})
@@ -97,6 +100,9 @@ func TestVisionDecodeBounds(t *testing.T) {
 // With parallelism auto and the registered tuner, the decode gets the
 // cores: its workers rise above normalize's.
 func TestVisionAutotuneGivesDecodeTheCores(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector instruments normalize's Go loops and not libjpeg-turbo's C decode: under -race normalize bounds the pipeline")
+	}
 	dir := visionFolder(t, 12)
 	spec := visionSpec(dir, pipeline.ParallelismAuto, 100000)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
