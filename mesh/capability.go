@@ -85,6 +85,20 @@ func (n *Node) ensureJobSecret(ctx context.Context) ([]byte, error) {
 	return nil, transport.Errorf(transport.ErrUnavailable, "the cluster's job secret is malformed in the state (%s)", jobSecretKey)
 }
 
+// capabilitiesOn reports whether the cluster issues and checks
+// capabilities and checkpoint MACs: once its secret exists (in this
+// node's replica), or once every Raft server runs a release with them
+// (ProtocolCapabilities), which makes the secret. The secret decides
+// first: a node just restarted counts the servers gossip has not told
+// it about yet at the legacy level for a moment, and must not stop
+// checking (nor issuing) in that moment.
+func (n *Node) capabilitiesOn() bool {
+	if _, ok := n.localJobSecret(); ok {
+		return true
+	}
+	return n.clusterProtocol() >= fsm.ProtocolCapabilities
+}
+
 // jobKey is the key of tenant's job name under secret. name is the
 // job's short name (shortJobName): keys, so capabilities and checkpoint
 // MACs, are what they were before job names were per tenant.
@@ -100,11 +114,11 @@ func jobKey(secret []byte, tenant, name string) []byte {
 
 // capabilityFor (on the leader) is consumer's capability of tenant's
 // job name.
-// Below ProtocolCapabilities (a rolling upgrade from a release without
-// them: its nodes may lead, and answer none) it answers none, and
-// writes no secret.
+// Before the cluster has capabilities (capabilitiesOn: during a rolling
+// upgrade from a release without them, whose nodes may lead and answer
+// none) it answers none, and writes no secret.
 func (n *Node) capabilityFor(ctx context.Context, tenant, name, consumer string) ([]byte, error) {
-	if n.clusterProtocol() < fsm.ProtocolCapabilities {
+	if !n.capabilitiesOn() {
 		return nil, nil
 	}
 	s, err := n.ensureJobSecret(ctx)
@@ -128,7 +142,7 @@ func (n *Node) capabilityFor(ctx context.Context, tenant, name, consumer string)
 // rolling upgrade's) keeps consumers that hold none. Those streams are
 // checked as that release did: their tenant, not their consumer.
 func (n *Node) checkCapability(ctx context.Context, job api.JobInfo, consumer string, capability []byte) error {
-	if len(capability) == 0 && n.clusterProtocol() < fsm.ProtocolCapabilities {
+	if len(capability) == 0 && !n.capabilitiesOn() {
 		return nil
 	}
 	var ok bool
@@ -184,12 +198,9 @@ func (n *Node) capabilityCheck(ctx context.Context, req api.CapabilityCheckReque
 
 // heldNoCapability (on the leader) reports whether the consumers of a job
 // created at createdAt (Unix nanoseconds) may hold no capability: the
-// cluster is below ProtocolCapabilities, has no secret yet (it gave no
-// capability), or made its secret after the job.
+// cluster has no secret yet (it gave no capability: below
+// ProtocolCapabilities it makes none), or made its secret after the job.
 func (n *Node) heldNoCapability(createdAt int64) bool {
-	if n.clusterProtocol() < fsm.ProtocolCapabilities {
-		return true
-	}
 	_, since, ok := n.localJobSecretSince()
 	return !ok || createdAt < since.UnixNano()
 }
@@ -231,9 +242,9 @@ func (c *capCache) add(job api.JobInfo, consumer string, capability []byte) {
 // forged, of another tenant's job or of another job, or of a format
 // before MACs.
 //
-// Below ProtocolCapabilities (a rolling upgrade) the cluster has no
-// MACs to check against: a checkpoint's MAC is not checked, as by the
-// older release.
+// Before the cluster has capabilities (capabilitiesOn: a rolling
+// upgrade) it has no MACs to check against: a checkpoint's MAC is not
+// checked, as by the older release.
 //
 // An administrator (dev mode's anonymous caller among them) may resume a
 // checkpoint whose MAC does not check out, as one made by another
@@ -241,7 +252,7 @@ func (c *capCache) add(job api.JobInfo, consumer string, capability []byte) {
 // checkpoint carried to a test cluster): it is logged, and goes on. An
 // administrator may act on every tenant's jobs anyway.
 func (n *Node) checkCheckpointMAC(ctx context.Context, tenant, name string, r *api.ResumePart) error {
-	if n.clusterProtocol() < fsm.ProtocolCapabilities {
+	if !n.capabilitiesOn() {
 		return nil
 	}
 	err := n.verifyCheckpointMAC(ctx, tenant, name, r)
